@@ -1,0 +1,16 @@
+# README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
+# and `make test` (set up, run every test). The work is in kernel/scripts so
+# that the Dockerfile runs exactly what CI tests.
+.PHONY: lab test setup doctor
+
+lab:
+	kernel/scripts/lab.sh
+
+test:
+	kernel/scripts/test.sh
+
+setup:
+	kernel/scripts/setup.sh
+
+doctor:
+	go run ./kernel doctor

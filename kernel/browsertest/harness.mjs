@@ -1,0 +1,115 @@
+// Shared pieces of the browser tests: a real JupyterLab server on loopback and
+// Debian's chromium driven by playwright-core (never a downloaded browser).
+import { spawn } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const SHOTS = join(ROOT, '.artifacts', 'screenshots');
+mkdirSync(SHOTS, { recursive: true });
+
+// Flags that keep chromium from calling home on a machine with no internet.
+const CHROMIUM_ARGS = [
+  '--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--disable-dev-shm-usage',
+];
+
+export async function launchBrowser() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: CHROMIUM_ARGS,
+  });
+}
+
+// A page that refuses every request that leaves this machine, and records
+// console errors and refused requests so tests can assert on them.
+export async function offlinePage(browser, { allowHost } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const problems = { consoleErrors: [], external: [] };
+  await context.route('**/*', (route) => {
+    const url = new URL(route.request().url());
+    const local = url.protocol === 'file:' || url.protocol === 'data:' ||
+      (allowHost && url.host === allowHost);
+    if (local) return route.continue();
+    problems.external.push(url.href);
+    return route.abort();
+  });
+  page.on('console', (msg) => { if (msg.type() === 'error') problems.consoleErrors.push(msg.text()); });
+  page.on('pageerror', (err) => problems.consoleErrors.push(String(err)));
+  return { page, problems };
+}
+
+// startLab serves JupyterLab from the project's .venv on a free loopback port
+// with token authentication, the way `make lab` does. It serves a copy of
+// notebooks/, so autosave never writes outputs into the committed notebooks.
+export async function startLab({ notebookDir } = {}) {
+  if (!notebookDir) {
+    notebookDir = mkdtempSync(join(tmpdir(), 'vramlab-notebooks-'));
+    cpSync(join(ROOT, 'notebooks'), notebookDir, { recursive: true });
+  }
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const token = Math.random().toString(36).slice(2) + Math.random().toString(36).slice(2);
+  const runtime = mkdtempSync(join(tmpdir(), 'vramlab-lab-'));
+  const proc = spawn(join(ROOT, '.venv', 'bin', 'jupyter'), [
+    'lab', '--no-browser', '--ip=127.0.0.1', `--port=${port}`, `--IdentityProvider.token=${token}`,
+    `--ServerApp.root_dir=${notebookDir}`, '--ServerApp.port_retries=0',
+    '--LabApp.news_url=', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
+    ...(process.getuid?.() === 0 ? ['--allow-root'] : []),
+  ], { env: { ...process.env, JUPYTER_RUNTIME_DIR: runtime }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`jupyter lab exited:\n${log}`);
+    try {
+      const r = await fetch(`${base}/api/status?token=${token}`);
+      if (r.ok) break;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) throw new Error(`jupyter lab did not start in 60s:\n${log}`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return {
+    base, token, host: `127.0.0.1:${port}`,
+    url: (path) => `${base}${path}${path.includes('?') ? '&' : '?'}token=${token}`,
+    log: () => log,
+    async stop() {
+      proc.kill('SIGTERM');
+      await new Promise((r) => { if (proc.exitCode !== null) r(); else proc.once('exit', r); });
+    },
+  };
+}
+
+// runAllCells opens a notebook in JupyterLab and runs every cell through the
+// menu, as a person would; it waits until the kernel is idle again.
+export async function runAllCells(page, lab, notebook, { timeout = 240_000 } = {}) {
+  await page.goto(lab.url(`/lab/tree/${notebook}`), { waitUntil: 'domcontentloaded' });
+  await page.locator('.jp-Notebook').first().waitFor({ timeout: 60_000 });
+  // gonb reports its status only around executions, so the status bar says
+  // "Go (VRAM Lab) | Unknown" until the first cell runs: wait for the session,
+  // then run all cells, and retry the menu while nothing got queued (a click
+  // before the kernel connection is ready is dropped).
+  await page.locator('.jp-StatusBar-Widget', { hasText: 'Go (VRAM Lab) |' }).first().waitFor({ timeout: 90_000 });
+  const started = () => page.evaluate(() => [...document.querySelectorAll('.jp-InputArea-prompt')]
+    .some((p) => /\[(\*|\d+)\]/.test(p.textContent)));
+  for (let attempt = 0; attempt < 5 && !(await started()); attempt++) {
+    await page.getByRole('menuitem', { name: 'Run', exact: true }).click();
+    await page.getByRole('menuitem', { name: /^Run All Cells/ }).click();
+    await page.waitForFunction(() => [...document.querySelectorAll('.jp-InputArea-prompt')]
+      .some((p) => /\[(\*|\d+)\]/.test(p.textContent)), null, { timeout: 15_000 }).catch(() => {});
+  }
+  // Done when no cell is queued or running ("[*]") any more.
+  await page.waitForFunction(() => {
+    const prompts = [...document.querySelectorAll('.jp-InputArea-prompt')].map((p) => p.textContent);
+    return prompts.length > 0 && !prompts.some((t) => t.includes('*')) &&
+      prompts.some((t) => /\[\d+\]/.test(t));
+  }, null, { timeout });
+}
+
+export function shotPath(name) { return join(SHOTS, name); }

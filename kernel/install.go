@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// tools are built from go.mod's tool directives (pinned there), so nothing is
+// ever fetched unversioned.
+var tools = []string{"gonb", "goimports", "gopls"}
+
+// kernelSpec is jupyter_client's kernel.json (jupyter_client/kernelspec.py).
+type kernelSpec struct {
+	Argv          []string          `json:"argv"`
+	DisplayName   string            `json:"display_name"`
+	Language      string            `json:"language"`
+	InterruptMode string            `json:"interrupt_mode"`
+	Env           map[string]string `json:"env"`
+	Metadata      map[string]any    `json:"metadata,omitempty"`
+}
+
+// newKernelSpec is the spec for a kernel at o. goEnv holds GOMODCACHE and
+// GOCACHE as seen at install time, pinned so the kernel finds the modules and
+// the warm build cache even when Jupyter runs with another HOME.
+func newKernelSpec(o options, goroot string, goEnv map[string]string) kernelSpec {
+	env := map[string]string{
+		// Offline: modules come only from the module cache that install filled;
+		// a newer go line must never trigger a toolchain download.
+		"GOPROXY":     "off",
+		"GOTOOLCHAIN": "local",
+		// go-nvml's cgo bindings print pages of deprecation warnings otherwise.
+		"CGO_CFLAGS": "-Wno-deprecated-declarations",
+		// jupyter_client (>= 7) substitutes ${PATH} from the server's environment.
+		"PATH":         o.BinDir() + ":" + filepath.Join(goroot, "bin") + ":${PATH}",
+		"VRAMLAB_ROOT": o.Root,
+	}
+	for k, v := range goEnv {
+		env[k] = v
+	}
+	return kernelSpec{
+		Argv: []string{
+			filepath.Join(o.BinDir(), "gonb"),
+			"--kernel", "{connection_file}",
+			"-go_work=" + o.Root,
+		},
+		DisplayName:   DisplayName,
+		Language:      "go",
+		InterruptMode: "message",
+		Env:           env,
+		Metadata:      map[string]any{"vramlab": map[string]any{"root": o.Root}},
+	}
+}
+
+func install(o options, w io.Writer) error {
+	goroot, goEnv, err := goEnvironment(o.Root)
+	if err != nil {
+		return err
+	}
+	if !o.NoTools {
+		start := time.Now()
+		fmt.Fprintf(w, "building %s into %s\n", strings.Join(tools, ", "), o.BinDir())
+		cmd := exec.Command("go", "install", "tool")
+		cmd.Dir = o.Root
+		cmd.Env = append(os.Environ(), "GOBIN="+o.BinDir(), "GOTOOLCHAIN=local")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go install tool: %v\n%s", err, out)
+		}
+		fmt.Fprintf(w, "  done in %.1fs\n", time.Since(start).Seconds())
+	}
+	for _, t := range tools {
+		if _, err := os.Stat(filepath.Join(o.BinDir(), t)); err != nil {
+			return fmt.Errorf("%s is missing from %s: run install without -no-tools", t, o.BinDir())
+		}
+	}
+
+	spec := newKernelSpec(o, goroot, goEnv)
+	if err := writeKernelSpec(o.KernelDir(), spec); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote kernelspec %q (%s) to %s\n", KernelName, DisplayName, o.KernelDir())
+
+	if !o.NoWarm {
+		start := time.Now()
+		fmt.Fprintln(w, "warming the Go build cache with the project's packages and gonbui")
+		if err := warm(o.Root, spec.Env); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  done in %.1fs\n", time.Since(start).Seconds())
+	}
+	return nil
+}
+
+// goEnvironment returns GOROOT and the cache locations of the go on PATH.
+func goEnvironment(root string) (goroot string, env map[string]string, err error) {
+	cmd := exec.Command("go", "env", "GOROOT", "GOMODCACHE", "GOCACHE")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("go env: %v (is Go installed and on PATH?)", err)
+	}
+	f := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(f) != 3 {
+		return "", nil, fmt.Errorf("go env: unexpected output %q", out)
+	}
+	return f[0], map[string]string{"GOMODCACHE": f[1], "GOCACHE": f[2]}, nil
+}
+
+func writeKernelSpec(dir string, spec kernelSpec) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"kernel.json":    append(b, '\n'),
+		"logo-svg.svg":   []byte(logoSVG),
+		"logo-32x32.png": logoPNG(32),
+		"logo-64x64.png": logoPNG(64),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warm compiles what a notebook cell links, with the kernel's environment, so
+// the first cell does not pay for compiling the project and its dependencies.
+func warm(root string, kernelEnv map[string]string) error {
+	env := os.Environ()
+	for k, v := range kernelEnv {
+		if k == "PATH" {
+			continue
+		}
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command("go", "build", "./...", "github.com/janpfeifer/gonb/gonbui")
+	cmd.Dir = root
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("warming the build cache (go build ./... with GOPROXY=off): %v\n%s", err, out)
+	}
+	return nil
+}
+
+func uninstall(o options, w io.Writer) error {
+	removed := 0
+	if _, err := os.Stat(filepath.Join(o.KernelDir(), "kernel.json")); err == nil {
+		if err := os.RemoveAll(o.KernelDir()); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "removed kernelspec %s\n", o.KernelDir())
+		removed++
+	}
+	for _, t := range tools {
+		p := filepath.Join(o.BinDir(), t)
+		if runtime.GOOS == "windows" {
+			p += ".exe"
+		}
+		if err := os.Remove(p); err == nil {
+			fmt.Fprintf(w, "removed %s\n", p)
+			removed++
+		}
+	}
+	_ = os.Remove(o.BinDir()) // only if empty
+	if removed == 0 {
+		fmt.Fprintln(w, "nothing to remove: the kernel is not installed here")
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeRoot makes a repository root with this module's go.mod and executable
+// stand-ins for the tools, so install can run with -no-tools.
+func fakeRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module "+modulePath+"\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, ".bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools {
+		if err := os.WriteFile(filepath.Join(bin, tool), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestInstallWritesKernelSpec(t *testing.T) {
+	root := fakeRoot(t)
+	data := t.TempDir()
+	var out bytes.Buffer
+	if err := run([]string{"install", "-root", root, "-data-dir", data, "-no-tools", "-no-warm"}, &out); err != nil {
+		t.Fatalf("install: %v\n%s", err, out.String())
+	}
+	dir := filepath.Join(data, "kernels", KernelName)
+	b, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec kernelSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	wantArgv := []string{filepath.Join(root, ".bin", "gonb"), "--kernel", "{connection_file}", "-go_work=" + root}
+	if strings.Join(spec.Argv, " ") != strings.Join(wantArgv, " ") {
+		t.Errorf("argv = %q, want %q", spec.Argv, wantArgv)
+	}
+	for _, a := range spec.Argv {
+		if strings.HasPrefix(a, "-go_work=") && !filepath.IsAbs(strings.TrimPrefix(a, "-go_work=")) {
+			t.Errorf("-go_work must be absolute (gonb resolves it against its temp dir): %q", a)
+		}
+	}
+	if spec.DisplayName != "Go (VRAM Lab)" || spec.Language != "go" {
+		t.Errorf("display_name, language = %q, %q", spec.DisplayName, spec.Language)
+	}
+	for k, want := range map[string]string{"GOPROXY": "off", "GOTOOLCHAIN": "local", "VRAMLAB_ROOT": root} {
+		if spec.Env[k] != want {
+			t.Errorf("env %s = %q, want %q", k, spec.Env[k], want)
+		}
+	}
+	if !strings.HasPrefix(spec.Env["PATH"], filepath.Join(root, ".bin")+":") || !strings.HasSuffix(spec.Env["PATH"], ":${PATH}") {
+		t.Errorf("env PATH = %q: want the tools first and the server's PATH last", spec.Env["PATH"])
+	}
+	for _, name := range []string{"logo-svg.svg", "logo-32x32.png", "logo-64x64.png"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("logo: %v", err)
+		}
+	}
+
+	// Uninstall removes the kernelspec and the tools, and says so.
+	out.Reset()
+	if err := run([]string{"uninstall", "-root", root, "-data-dir", data}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("kernelspec still there after uninstall: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".bin", "gonb")); !os.IsNotExist(err) {
+		t.Errorf("gonb still there after uninstall: %v", err)
+	}
+	if !strings.Contains(out.String(), "removed kernelspec") {
+		t.Errorf("uninstall output %q does not report what it removed", out.String())
+	}
+}
+
+func TestDoctorReportsMissingPieces(t *testing.T) {
+	root := fakeRoot(t)
+	// Leave out gopls and the kernelspec; there is no .venv either.
+	if err := os.Remove(filepath.Join(root, ".bin", "gopls")); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run([]string{"doctor", "-root", root, "-data-dir", t.TempDir()}, &out)
+	if err == nil {
+		t.Fatalf("doctor passed on a broken setup:\n%s", out.String())
+	}
+	report := out.String()
+	for _, want := range []string{
+		"[FAIL] tools        missing from " + filepath.Join(root, ".bin") + ": gopls",
+		"fix: go run ./kernel install",
+		"[FAIL] jupyter",
+		"fix: make setup",
+		"[FAIL] kernelspec",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("doctor report lacks %q:\n%s", want, report)
+		}
+	}
+}
+
+func TestRunRejectsBadArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing command"},
+		{[]string{"instal"}, `unknown command "instal"`},
+		{[]string{"install", "extra"}, "takes no arguments"},
+		{[]string{"install", "-user", "-data-dir", "/x"}, "exclude each other"},
+		{[]string{"doctor", "-root", "/"}, "no go.mod declaring module"},
+	} {
+		err := run(tc.args, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestLogoPNG(t *testing.T) {
+	for _, n := range []int{32, 64} {
+		img, err := png.Decode(bytes.NewReader(logoPNG(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := img.Bounds(); b.Dx() != n || b.Dy() != n {
+			t.Errorf("logo %d: size %v", n, b)
+		}
+	}
+}
+
+func TestVersionAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		have, want []string
+		ok         bool
+	}{
+		{[]string{"1", "26"}, []string{"1", "26"}, true},
+		{[]string{"1", "27"}, []string{"1", "26"}, true},
+		{[]string{"1", "25"}, []string{"1", "26"}, false},
+		{[]string{"2", "0"}, []string{"1", "26"}, true},
+	} {
+		if got := versionAtLeast(tc.have, tc.want); got != tc.ok {
+			t.Errorf("versionAtLeast(%v, %v) = %v", tc.have, tc.want, got)
+		}
+	}
+}

@@ -1,0 +1,24 @@
+# Shared helpers for the setup and test scripts; sourced, not run.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+export GOTOOLCHAIN=local
+
+say() { printf '\n==> %s\n' "$*"; }
+
+# as_root runs a command as root: directly when we are root, else through sudo.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=
+# apt_install installs Debian packages that are missing (idempotent).
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || { echo "need Debian packages ${missing[*]}: install them with your package manager" >&2; exit 1; }
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  say "installing Debian packages: ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}

@@ -1,0 +1,85 @@
+"""Execute notebooks headless through their kernel (the real vramlab kernel)
+and fail on any error output.
+
+    .venv/bin/python kernel/scripts/run_notebooks.py [-o OUTDIR] NOTEBOOK_OR_DIR...
+
+Each notebook runs in a fresh kernel, cell by cell, as nbconvert --execute
+would. A cell fails the run if it produces an error output, or writes a Go
+panic or a failed build to stderr (gonb reports some of those as stderr text).
+The executed notebooks are written to OUTDIR (default .artifacts/executed) so a
+person can look at them; the timings are printed at the end.
+"""
+
+import argparse
+import pathlib
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+# Text in stderr that means a cell failed even if gonb did not raise an error.
+FATAL_MARKERS = ("panic:", "goroutine ", "exit status", "undefined:", "cannot find package")
+
+
+def notebooks(paths):
+    for p in map(pathlib.Path, paths):
+        if p.is_dir():
+            yield from sorted(q for q in p.glob("*.ipynb") if not q.name.startswith("."))
+        else:
+            yield p
+
+
+def stderr_failures(nb):
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                text = out.get("text", "")
+                if any(m in text for m in FATAL_MARKERS):
+                    yield i, text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("-o", "--outdir", default=".artifacts/executed")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    args = ap.parse_args()
+    outdir = pathlib.Path(args.outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+
+    failed, timings = [], []
+    for path in notebooks(args.paths):
+        nb = nbformat.read(path, as_version=4)
+        kernel = nb.metadata.get("kernelspec", {}).get("name", "vramlab")
+        client = NotebookClient(nb, kernel_name=kernel, timeout=args.timeout,
+                                resources={"metadata": {"path": str(path.parent)}})
+        start = time.monotonic()
+        err = None
+        try:
+            client.execute()
+        except CellExecutionError as e:
+            err = str(e)
+        except Exception as e:  # kernel died, timeout, ...
+            err = f"{type(e).__name__}: {e}"
+        seconds = time.monotonic() - start
+        nbformat.write(nb, outdir / path.name)
+        for i, text in stderr_failures(nb):
+            err = (err or "") + f"\ncell {i} wrote to stderr:\n{text}"
+        timings.append((path.name, seconds))
+        if err:
+            failed.append(path.name)
+            print(f"FAIL {path} ({seconds:.1f}s)\n{err}\n", flush=True)
+        else:
+            print(f"ok   {path} ({seconds:.1f}s, {len(nb.cells)} cells)", flush=True)
+
+    print("\nnotebook execution times:")
+    for name, s in timings:
+        print(f"  {s:6.1f}s  {name}")
+    print(f"\nnotebooks: {len(timings) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed or not timings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command (`make test`): installs like `make lab` does, then runs
+# go vet, the Go tests, a cgo-free build, every notebook through the real
+# vramlab kernel, and the browser tests in a real JupyterLab.
+source "$(dirname "$0")/lib.sh"
+"$ROOT/kernel/scripts/setup.sh"
+"$ROOT/kernel/scripts/setup-test.sh"
+
+say "go vet"
+go vet ./...
+
+say "go test"
+go test ./...
+
+say "build without cgo (vram and charts must build anywhere)"
+CGO_ENABLED=0 go build ./...
+
+say "notebooks, executed headless through the vramlab kernel"
+.venv/bin/python kernel/scripts/run_notebooks.py notebooks
+
+say "browser tests (JupyterLab + Debian chromium via playwright-core)"
+(cd kernel/browsertest && node --test --test-reporter=spec)
