@@ -1,0 +1,552 @@
+package vram
+
+// The activation inventory: for one transformer block and one micro-batch,
+// every tensor the forward pass creates, in order, with its size, dtype and
+// lifetime (saved for backward, or transient). It is built op by op from how
+// PyTorch autograd and the Hugging Face / litgpt / torchtune modules behave:
+//
+//   - a matmul saves its input only when its weight needs a gradient (autograd
+//     saves mat1 for grad_mat2); frozen (LoRA) base layers save nothing, except
+//     bitsandbytes 4-bit layers, whose MatMul4Bit saves its input whenever the
+//     input needs a gradient (bitsandbytes autograd/_functions.py).
+//   - LayerNorm saves its input plus fp32 mean and rstd per token
+//     (aten native_layer_norm); the RMSNorms of transformers/litgpt/torchtune
+//     upcast to fp32 and save the fp32 copy and the rsqrt.
+//   - GELU/SiLU save their input, ReLU its output (threshold_backward), an
+//     elementwise product both factors, dropout a bool mask and its output.
+//   - softmax saves its output; most decoder families compute it in fp32 and
+//     cast back (modeling_llama.py eager_attention_forward: dtype=torch.float32).
+//   - fused attention (SDPA flash / memory-efficient, FlashAttention-2) saves
+//     q, k, v, the output and an fp32 logsumexp per head and token (Dao 2023).
+//
+// The static breakdown sums this inventory; the step timeline replays it, so
+// the two cannot disagree.
+
+// ActTensor is one activation tensor of a block.
+type ActTensor struct {
+	Name  string `json:"name"`
+	Op    string `json:"op"`
+	Bytes Bytes  `json:"bytes"`
+	DType DType  `json:"dtype"`
+	// Saved means autograd keeps it until the block's backward; otherwise it
+	// is freed after its last use in the forward pass.
+	Saved bool `json:"saved"`
+	// Attention marks the attention-core tensors (scores, probabilities,
+	// dropout) that selective recomputation drops (Korthikanti et al. 2022 §4.2).
+	Attention bool `json:"attention,omitempty"`
+}
+
+// BlockActivations is the inventory of one block for one micro-batch.
+type BlockActivations struct {
+	Tensors []ActTensor `json:"tensors"`
+	// Saved is the sum of saved tensors: what the block holds from its
+	// forward until its backward without checkpointing.
+	Saved Bytes `json:"saved"`
+	// SavedSelective is Saved without the attention-core tensors.
+	SavedSelective Bytes `json:"saved_selective"`
+	// Input is the block's input (the residual stream), which full
+	// checkpointing keeps instead of Saved.
+	Input Bytes `json:"input"`
+	// ForwardPeak is the most the block has live at once during its forward,
+	// above what was live before it (saved so far plus transients).
+	ForwardPeak Bytes `json:"forward_peak"`
+	// BackwardPeak is the most the block's backward needs above its saved
+	// tensors: gradients of the op outputs and inputs in flight.
+	BackwardPeak Bytes `json:"backward_peak"`
+	// NoGradPeak is the forward peak under torch.no_grad (inference): every
+	// tensor dies after its last use.
+	NoGradPeak Bytes `json:"no_grad_peak"`
+}
+
+type actT struct {
+	name      string
+	op        string
+	bytes     Bytes
+	dtype     DType
+	saved     bool
+	attn      bool
+	born      int
+	lastUse   int
+	external  bool // created before the block (its input)
+	keepAlive bool // the block's output
+}
+
+type actOp struct {
+	name      string
+	outs      []*actT
+	ins       []*actT
+	workspace Bytes
+}
+
+// actBuilder records a block's ops.
+type actBuilder struct {
+	r      *resolved
+	tokens int64 // tokens per rank in this block (b·s/cp)
+	ts     []*actT
+	ops    []actOp
+}
+
+func (b *actBuilder) size(elemsPerToken int64, d DType) Bytes {
+	return d.Size(mulI64(b.tokens, elemsPerToken))
+}
+
+func mulI64(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	p := a * b
+	if p/b != a || p < 0 {
+		return 1 << 62
+	}
+	return p
+}
+
+// op runs one forward op: it reads ins, creates an output of size bytes,
+// and marks saves as saved for backward.
+func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ...*actT) *actT {
+	idx := len(b.ops)
+	out := &actT{name: name, op: name, bytes: bytes, dtype: d, born: idx, lastUse: idx}
+	for _, in := range ins {
+		if in != nil && in.lastUse < idx {
+			in.lastUse = idx
+		}
+	}
+	for _, s := range saves {
+		if s != nil {
+			s.saved = true
+		}
+	}
+	b.ts = append(b.ts, out)
+	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins})
+	return out
+}
+
+// side adds an extra saved tensor created by the last op (masks, statistics).
+func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
+	idx := len(b.ops) - 1
+	t := &actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx}
+	b.ts = append(b.ts, t)
+	b.ops[idx].outs = append(b.ops[idx].outs, t)
+	return t
+}
+
+// workspace adds scratch memory that lives only while the last op runs.
+func (b *actBuilder) workspace(bytes Bytes) { b.ops[len(b.ops)-1].workspace += bytes }
+
+func list(ts ...*actT) []*actT { return ts }
+
+// blockPlan is what the block builder needs to know about the run.
+type blockPlan struct {
+	e        DType // compute dtype of activations
+	resid    DType // residual-stream dtype (fp32 under autocast with fp32 weights)
+	autocast bool
+	frozen   bool // base linear weights need no gradient
+	q4       bool // base linears are bitsandbytes 4-bit (save their input anyway)
+	lora     map[string]bool
+	loraRank int64
+	loraDrop float64
+	attnImpl string
+	upcast   bool // softmax in fp32 in eager attention
+	dropHid  float64
+	dropAttn float64
+	tp       int64
+	sp       bool
+	seq      int64 // local query length (s/cp)
+	keys     int64 // key length attended to (s, or the sliding window)
+	batch    int64
+}
+
+// saveInput reports whether a linear with this role saves its input.
+func (p blockPlan) saveInput(role string) bool {
+	if !p.frozen {
+		return true
+	}
+	return p.q4
+}
+
+// linear applies a (possibly LoRA-adapted) linear layer to x. in/out are the
+// per-rank feature counts; weightElems sizes the autocast weight copy.
+func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int64) *actT {
+	var saves []*actT
+	if p.saveInput(role) {
+		saves = append(saves, x)
+	}
+	y := b.op(name, b.size(out, p.e), p.e, list(x), saves...)
+	if p.autocast && !p.frozen {
+		// autocast caches a compute-dtype copy of the fp32 weight, which the
+		// matmul saves for backward (torch/csrc/autograd autocast cache).
+		b.side(name+".weight_cast", p.e.Size(in*out), p.e)
+	}
+	if p.q4 {
+		// bitsandbytes dequantizes the whole weight for the matmul.
+		b.workspace(p.e.Size(in * out))
+	}
+	if p.lora[role] {
+		a := x
+		if p.loraDrop > 0 {
+			a = b.op(name+".lora_dropout", b.size(in, p.e), p.e, list(x))
+			b.side(name+".lora_dropout.mask", b.size(in, Bool), Bool)
+		}
+		a.saved = true // lora_A's weight needs its input
+		la := b.op(name+".lora_A", b.size(p.loraRank, p.e), p.e, list(a), a)
+		lb := b.op(name+".lora_B", b.size(out, p.e), p.e, list(la), la)
+		y = b.op(name+".lora_add", b.size(out, p.e), p.e, list(y, lb))
+	}
+	return y
+}
+
+// norm applies LayerNorm or RMSNorm to x (width h per rank-token).
+func (b *actBuilder) norm(p blockPlan, name string, kind string, x *actT, h int64) *actT {
+	trainNorm := !p.frozen
+	if kind == "layernorm" {
+		in := x
+		d := p.e
+		if p.autocast {
+			d = FP32 // layer_norm is on autocast's fp32 list
+			if x.dtype != FP32 {
+				in = b.op(name+".cast", b.size(h, FP32), FP32, list(x))
+			}
+		}
+		y := b.op(name, b.size(h, d), d, list(in), in)
+		b.side(name+".mean_rstd", b.size(2, FP32), FP32)
+		return y
+	}
+	// RMSNorm as transformers LlamaRMSNorm / litgpt / torchtune:
+	// x.float(); x * rsqrt(mean(x²)+eps); .to(dtype) * weight.
+	x32 := x
+	if x.dtype != FP32 {
+		x32 = b.op(name+".float", b.size(h, FP32), FP32, list(x))
+	}
+	x32.saved = true
+	b.op(name+".rsqrt", b.size(1, FP32), FP32, list(x32)).saved = true
+	n := b.op(name+".normed", b.size(h, FP32), FP32, list(x32))
+	out := p.resid
+	if p.autocast {
+		out = FP32
+	}
+	c := n
+	if out != FP32 {
+		c = b.op(name+".to", b.size(h, out), out, list(n))
+	}
+	var saves []*actT
+	if trainNorm {
+		saves = append(saves, c) // weight * x saves x for the weight's grad
+	}
+	return b.op(name+".mul_weight", b.size(h, out), out, list(c), saves...)
+}
+
+func (b *actBuilder) dropout(p blockPlan, name string, x *actT, elems int64, prob float64) *actT {
+	if prob <= 0 {
+		return x
+	}
+	y := b.op(name, b.size(elems, x.dtype), x.dtype, list(x))
+	b.side(name+".mask", b.size(elems, Bool), Bool)
+	return y
+}
+
+// castIn is autocast's copy of an fp32 input to the compute dtype.
+func (b *actBuilder) castIn(p blockPlan, x *actT, h int64) *actT {
+	if p.autocast && x.dtype != p.e {
+		return b.op("cast", b.size(h, p.e), p.e, list(x))
+	}
+	return x
+}
+
+// buildBlock lists the activations of block i of the resolved plan.
+func buildBlock(r *resolved, layer int) BlockActivations {
+	m := r.m
+	p := r.blockPlan(layer)
+	cp := int64(r.cp)
+	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / cp}
+	if m.Family == "vit" {
+		b.tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
+	}
+	h := int64(m.Hidden)
+	hSeq := h // residual-region width per rank: sequence parallelism splits tokens
+	if p.sp {
+		hSeq = h / p.tp
+	}
+	hd := int64(m.HeadDim)
+	heads := int64(m.Heads) / p.tp
+	kvHeads := int64(m.KVHeads) / p.tp
+	if kvHeads < 1 {
+		kvHeads = 1
+	}
+	qDim, kvDim := heads*hd, kvHeads*hd
+	if m.Family == "deepseek_v3" {
+		qDim = heads * int64(m.QKNopeDim+m.QKRopeDim)
+		kvDim = qDim
+	}
+	x := &actT{name: "input", op: "input", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	b.ts = append(b.ts, x)
+	ln := m.Norm
+
+	attention := func(a *actT) *actT {
+		var q, k, v *actT
+		aIn := b.castIn(p, a, h)
+		switch {
+		case m.Family == "deepseek_v3":
+			ql := b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
+			kvA := b.linear(p, "kv_a_proj", "k_proj", aIn, h, int64(m.KVLoRARank+m.QKRopeDim))
+			kvN := b.norm(p, "kv_a_layernorm", "rmsnorm", kvA, int64(m.KVLoRARank))
+			kv := b.linear(p, "kv_b_proj", "v_proj", kvN, int64(m.KVLoRARank), heads*int64(m.QKNopeDim+m.VHeadDim))
+			q = b.op("q_rope", b.size(qDim, p.e), p.e, list(ql))
+			k = b.op("k_rope", b.size(qDim, p.e), p.e, list(kv, kvA))
+			v = b.op("v", b.size(heads*int64(m.VHeadDim), p.e), p.e, list(kv))
+		case m.Family == "gpt2" || m.Family == "gpt_bigcode" || m.Family == "gpt_neox" || m.Family == "phi3":
+			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
+			q, k, v = qkv, qkv, qkv // views of the fused output
+			if m.Position == "rope" {
+				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(qkv))
+				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(qkv))
+			} else {
+				// views of qkv: saving any of them keeps the fused buffer alive
+			}
+		default:
+			q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
+			k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
+			v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
+			if m.Position == "rope" {
+				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(q))
+				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
+			}
+		}
+		if kvHeads < heads && m.Family != "deepseek_v3" {
+			// repeat_kv: expand + reshape materialises full-head k and v.
+			k = b.op("repeat_k", b.size(qDim, p.e), p.e, list(k))
+			v = b.op("repeat_v", b.size(qDim, p.e), p.e, list(v))
+		}
+		var o *actT
+		scores := p.batch * heads * p.seq * p.keys // elements of one s×s map per rank
+		switch p.attnImpl {
+		case "eager":
+			s := b.op("scores", p.e.Size(scores), p.e, list(q, k), q, k)
+			s.attn = true
+			sm := b.op("scores_scaled_masked", p.e.Size(scores), p.e, list(s))
+			sm.attn = true
+			probD := p.e
+			if p.upcast {
+				probD = FP32
+			}
+			pr := b.op("softmax", probD.Size(scores), probD, list(sm))
+			pr.saved, pr.attn = true, true
+			if probD != p.e {
+				pr = b.op("probs_cast", p.e.Size(scores), p.e, list(pr))
+				pr.attn = true
+			}
+			if p.dropAttn > 0 {
+				pr = b.op("attn_dropout", p.e.Size(scores), p.e, list(pr))
+				pr.attn = true
+				b.side("attn_dropout.mask", Bool.Size(scores), Bool).attn = true
+			}
+			pr.saved = true
+			v.saved = true
+			o = b.op("probs@v", b.size(qDim, p.e), p.e, list(pr, v))
+		default:
+			// Fused attention saves q, k, v, its output and the fp32 logsumexp.
+			q.saved, k.saved, v.saved = true, true, true
+			o = b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v))
+			o.saved = true
+			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
+			if p.attnImpl == "sdpa" || p.attnImpl == "memory_efficient" {
+				// (b, heads, s, d) → (b, s, heads·d) for the output projection.
+				o = b.op("attn_transpose", b.size(qDim, p.e), p.e, list(o))
+			}
+		}
+		if m.Family == "deepseek_v3" {
+			return b.linear(p, "o_proj", "o_proj", o, heads*int64(m.VHeadDim), h)
+		}
+		return b.linear(p, "o_proj", "o_proj", o, qDim, h)
+	}
+
+	mlp := func(a *actT) *actT {
+		aIn := b.castIn(p, a, h)
+		f := int64(m.FFN) / p.tp
+		if m.IsMoELayer(layer) {
+			// Routed experts see top-k copies of the tokens, spread over EP ranks;
+			// shared experts see every token (modeling_mixtral / deepseek_v3).
+			router := b.linear(p, "router", "router", aIn, h, int64(m.Experts))
+			b.op("router_softmax", b.size(int64(m.Experts), FP32), FP32, list(router)).saved = true
+			f = int64(m.ExpertFFN)*int64(m.ExpertsPerToken) + int64(m.ExpertFFN)*int64(m.SharedExperts)
+			f /= p.tp
+		}
+		if m.Gated() {
+			g := b.linear(p, "gate_proj", "gate_proj", aIn, h, f)
+			u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
+			g.saved = true // SiLU/GELU save their input
+			act := b.op("act", b.size(f, p.e), p.e, list(g))
+			act.saved, u.saved = true, true
+			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u))
+			return b.linear(p, "down_proj", "down_proj", prod, f, h)
+		}
+		u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
+		var act *actT
+		if m.MLP == "relu" {
+			act = b.op("relu", b.size(f, p.e), p.e, list(u))
+			act.saved = true // threshold_backward uses the output
+		} else {
+			u.saved = true
+			act = b.op("gelu", b.size(f, p.e), p.e, list(u))
+		}
+		return b.linear(p, "down_proj", "down_proj", act, f, h)
+	}
+
+	add := func(name string, xs ...*actT) *actT {
+		return b.op(name, b.size(hSeq, p.resid), p.resid, xs)
+	}
+
+	var out *actT
+	switch {
+	case m.NormPosition == "post":
+		// BERT / OPT-350m: x1 = LN(x + drop(attn(x))); out = LN(x1 + drop(mlp(x1))).
+		a := b.dropout(p, "attn_out_dropout", attention(x), hSeq, p.dropHid)
+		x1 := b.norm(p, "attn_norm", ln, add("attn_residual", x, a), hSeq)
+		mo := b.dropout(p, "mlp_out_dropout", mlp(x1), hSeq, p.dropHid)
+		out = b.norm(p, "mlp_norm", ln, add("mlp_residual", x1, mo), hSeq)
+	case m.ParallelBlock && m.Family == "gpt_neox":
+		// use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
+		a := b.dropout(p, "attn_out_dropout", attention(b.norm(p, "input_layernorm", ln, x, hSeq)), hSeq, p.dropHid)
+		mo := b.dropout(p, "mlp_out_dropout", mlp(b.norm(p, "post_attention_layernorm", ln, x, hSeq)), hSeq, p.dropHid)
+		out = add("residual", x, a, mo)
+	case m.ParallelBlock:
+		// GPT-J / Phi: one norm feeds both branches.
+		n := b.norm(p, "ln_1", ln, x, hSeq)
+		a := b.dropout(p, "attn_out_dropout", attention(n), hSeq, p.dropHid)
+		mo := b.dropout(p, "mlp_out_dropout", mlp(n), hSeq, p.dropHid)
+		out = add("residual", x, a, mo)
+	default:
+		a := b.dropout(p, "attn_out_dropout", attention(b.norm(p, "input_layernorm", ln, x, hSeq)), hSeq, p.dropHid)
+		x1 := add("attn_residual", x, a)
+		mo := b.dropout(p, "mlp_out_dropout", mlp(b.norm(p, "post_attention_layernorm", ln, x1, hSeq)), hSeq, p.dropHid)
+		out = add("mlp_residual", x1, mo)
+	}
+	out.keepAlive = true
+	return b.summarize(x)
+}
+
+// summarize turns the op list into the block's inventory and peaks.
+func (b *actBuilder) summarize(input *actT) BlockActivations {
+	var ba BlockActivations
+	ba.Input = input.bytes
+	for _, t := range b.ts {
+		if t.external && !t.saved {
+			continue
+		}
+		ba.Tensors = append(ba.Tensors, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved, Attention: t.attn})
+		if t.saved {
+			ba.Saved = addBytes(ba.Saved, t.bytes)
+			if !t.attn {
+				ba.SavedSelective = addBytes(ba.SavedSelective, t.bytes)
+			}
+		}
+	}
+	// Forward: at op i, live = saved tensors born so far + unsaved tensors
+	// born at or before i and used at or after i + the op's workspace.
+	var fwd, nograd Bytes
+	for i, op := range b.ops {
+		var live, liveNG Bytes
+		for _, t := range b.ts {
+			if t.external || t.born > i {
+				continue
+			}
+			if t.saved || t.lastUse >= i || t.keepAlive {
+				live = addBytes(live, t.bytes)
+			}
+			if t.lastUse >= i {
+				liveNG = addBytes(liveNG, t.bytes)
+			}
+		}
+		live = addBytes(live, op.workspace)
+		liveNG = addBytes(liveNG, op.workspace)
+		fwd, nograd = maxBytes(fwd, live), maxBytes(nograd, liveNG)
+	}
+	ba.ForwardPeak, ba.NoGradPeak = fwd, addBytes(nograd, input.bytes)
+	// Backward, op by op in reverse: the gradients of the op's outputs and
+	// inputs are live together, plus the gradient flowing in the residual
+	// stream, plus any workspace (dequantized weights are rebuilt).
+	var bwd Bytes
+	for i := len(b.ops) - 1; i >= 0; i-- {
+		op := b.ops[i]
+		var g Bytes
+		for _, t := range op.outs {
+			g = addBytes(g, gradSize(t))
+		}
+		for _, t := range op.ins {
+			if t != nil {
+				g = addBytes(g, gradSize(t))
+			}
+		}
+		g = addBytes(g, addBytes(input.bytes, op.workspace))
+		if g > bwd {
+			bwd = g
+		}
+	}
+	ba.BackwardPeak = bwd
+	return ba
+}
+
+// gradSize is the size of a tensor's gradient (masks and indices have none).
+func gradSize(t *actT) Bytes {
+	if !t.dtype.IsFloat() {
+		return 0
+	}
+	return t.bytes
+}
+
+// blockPlan derives the per-block settings from the run.
+func (r *resolved) blockPlan(layer int) blockPlan {
+	m := r.m
+	p := blockPlan{
+		e:        r.ComputeDType,
+		resid:    r.ComputeDType,
+		autocast: r.Autocast,
+		frozen:   r.frozen,
+		q4:       r.QuantizedBase.Quantized() && (r.QuantizedBase.DType == NF4 || r.QuantizedBase.DType == FP4),
+		attnImpl: r.Attention,
+		dropHid:  r.dropHid,
+		dropAttn: r.dropAttn,
+		tp:       int64(r.tp),
+		sp:       r.Parallel.SP,
+		seq:      int64(r.SeqLen) / int64(r.cp),
+		keys:     int64(r.SeqLen),
+		batch:    int64(r.MicroBatch),
+	}
+	if p.e == FP8E4M3 || p.e == FP8E5M2 {
+		// fp8 training (Transformer Engine) keeps activations between ops in
+		// bf16 and saves fp8 copies of linear inputs; model as bf16.
+		p.e, p.resid = BF16, BF16
+	}
+	if r.Autocast && r.WeightsDType == FP32 {
+		p.resid = FP32 // fp32 embeddings + bf16 branch outputs add up in fp32
+	}
+	if m.Family == "vit" {
+		p.seq, p.keys = int64(m.Image.Tokens()), int64(m.Image.Tokens())
+	}
+	if m.SlidingWindow > 0 && int64(m.SlidingWindow) < p.keys && r.Attention != "eager" {
+		p.keys = int64(m.SlidingWindow)
+	}
+	switch m.Family {
+	case "bert", "gpt2", "vit":
+		p.upcast = false // softmax in the input dtype
+	default:
+		p.upcast = p.e != FP32
+	}
+	if r.LoRA != nil && r.Trainable == "lora" {
+		p.lora = map[string]bool{}
+		p.loraRank = int64(r.LoRA.Rank)
+		p.loraDrop = r.LoRA.Dropout
+		for _, t := range r.LoRA.Targets {
+			if t == "all_linear" {
+				for _, role := range []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj"} {
+					p.lora[role] = true
+				}
+				continue
+			}
+			p.lora[t] = true
+			if t == "q_proj" || t == "k_proj" || t == "v_proj" {
+				p.lora["qkv_proj"] = true
+			}
+		}
+	}
+	return p
+}

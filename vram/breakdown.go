@@ -1,0 +1,124 @@
+package vram
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Breakdown is memory on one GPU by category. Categories never overlap and
+// Total is exactly their sum.
+type Breakdown struct {
+	Parameters      Bytes `json:"parameters"`       // model weights as stored (quantized where so) + adapters
+	Gradients       Bytes `json:"gradients"`        // parameter gradients
+	OptimizerStates Bytes `json:"optimizer_states"` // optimizer moments + fp32 master weights
+	Activations     Bytes `json:"activations"`      // tensors saved for backward (and held logits)
+	KVCache         Bytes `json:"kv_cache"`         // inference key/value cache
+	Temporaries     Bytes `json:"temporaries"`      // transient buffers: op outputs in flight, gradients of activations, all-gathers, optimizer-step scratch
+	Other           Bytes `json:"other"`            // inputs, communication buckets, library workspaces
+}
+
+// Category names in display order; charts use the same order and colors.
+var Categories = []string{"parameters", "gradients", "optimizer_states", "activations", "kv_cache", "temporaries", "other"}
+
+// Total is the sum of all categories.
+func (b Breakdown) Total() Bytes {
+	t := Bytes(0)
+	for _, v := range b.values() {
+		t = addBytes(t, v)
+	}
+	return t
+}
+
+func (b Breakdown) values() []Bytes {
+	return []Bytes{b.Parameters, b.Gradients, b.OptimizerStates, b.Activations, b.KVCache, b.Temporaries, b.Other}
+}
+
+// Item is one category of a breakdown.
+type Item struct {
+	Category string `json:"category"`
+	Bytes    Bytes  `json:"bytes"`
+}
+
+// Items lists the non-zero categories in display order.
+func (b Breakdown) Items() []Item {
+	var out []Item
+	for i, v := range b.values() {
+		if v != 0 {
+			out = append(out, Item{Categories[i], v})
+		}
+	}
+	return out
+}
+
+// Get returns one category by name (as in Categories).
+func (b Breakdown) Get(category string) Bytes {
+	for i, c := range Categories {
+		if c == category {
+			return b.values()[i]
+		}
+	}
+	return 0
+}
+
+// Add returns the category-wise sum.
+func (b Breakdown) Add(o Breakdown) Breakdown {
+	return Breakdown{
+		Parameters:      addBytes(b.Parameters, o.Parameters),
+		Gradients:       addBytes(b.Gradients, o.Gradients),
+		OptimizerStates: addBytes(b.OptimizerStates, o.OptimizerStates),
+		Activations:     addBytes(b.Activations, o.Activations),
+		KVCache:         addBytes(b.KVCache, o.KVCache),
+		Temporaries:     addBytes(b.Temporaries, o.Temporaries),
+		Other:           addBytes(b.Other, o.Other),
+	}
+}
+
+// unitFor picks the IEC unit that suits the total.
+func unitFor(total Bytes) Bytes {
+	u, _ := total.unit()
+	if u < MiB {
+		return MiB
+	}
+	return u
+}
+
+// String prints an aligned table in one unit, total last:
+//
+//	parameters          13.48 GiB   52.1%
+//	gradients           13.48 GiB   47.9%
+//	total               26.96 GiB
+func (b Breakdown) String() string {
+	var sb strings.Builder
+	total := b.Total()
+	u := unitFor(total)
+	for _, it := range b.Items() {
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(it.Bytes) / float64(total)
+		}
+		fmt.Fprintf(&sb, "%-17s %12s %6.1f%%\n", strings.ReplaceAll(it.Category, "_", " "), it.Bytes.Format(u, 2), share)
+	}
+	fmt.Fprintf(&sb, "%-17s %12s\n", "total", total.Format(u, 2))
+	return sb.String()
+}
+
+// MarshalJSON adds the total for readers of the JSON.
+func (b Breakdown) MarshalJSON() ([]byte, error) {
+	type plain Breakdown
+	return json.Marshal(struct {
+		plain
+		Total Bytes `json:"total"`
+	}{plain(b), b.Total()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (the total is recomputed).
+func (b *Breakdown) UnmarshalJSON(data []byte) error {
+	type plain Breakdown
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*b = Breakdown(p)
+	return nil
+}

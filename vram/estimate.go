@@ -1,0 +1,70 @@
+package vram
+
+// TrainingEstimate is the memory of one GPU (the most loaded) for a training
+// plan.
+type TrainingEstimate struct {
+	// Peak is what is live at the allocated peak, by category: the prediction
+	// of torch.cuda.max_memory_allocated(). Peak.Total() is that number.
+	Peak Breakdown `json:"peak"`
+	// PeakAt says where the peak happens.
+	PeakAt Event `json:"peak_at"`
+	// Static is each category at its own largest size during the step (what
+	// a sum-of-buckets calculator would add up); Static.Total() ≥ Peak.Total().
+	Static Breakdown `json:"static"`
+	// PagedStates are optimizer states in unified (paged) memory: not counted
+	// by the PyTorch allocator, but resident on the device when it has room.
+	PagedStates Bytes `json:"paged_states,omitempty"`
+
+	Params          int64 `json:"params"`           // all model parameters
+	TrainableParams int64 `json:"trainable_params"` // what the optimizer updates (adapters for LoRA)
+
+	// Block is the activation inventory of block 0 for one micro-batch.
+	Block    BlockActivations `json:"block"`
+	Timeline Timeline         `json:"-"`
+}
+
+// Estimate predicts the memory of the plan on its most loaded GPU. It returns
+// the validation error for an invalid plan.
+func (t Training) Estimate() (TrainingEstimate, error) {
+	r, err := t.resolve()
+	if err != nil {
+		return TrainingEstimate{}, err
+	}
+	tl := simulateTraining(&r)
+	var est TrainingEstimate
+	est.Timeline = tl
+	est.PeakAt = tl.PeakEvent()
+	est.Peak = est.PeakAt.Live
+	for _, e := range tl.Events {
+		l := e.Live
+		for i, v := range []*Bytes{&est.Static.Parameters, &est.Static.Gradients, &est.Static.OptimizerStates, &est.Static.Activations, &est.Static.KVCache, &est.Static.Temporaries, &est.Static.Other} {
+			if x := l.values()[i]; x > *v {
+				*v = x
+			}
+		}
+	}
+	blocks, embed, head := r.units()
+	var all unitMem
+	for _, b := range blocks {
+		all.add(b)
+	}
+	all.add(embed)
+	all.add(head)
+	est.PagedStates = all.paged
+	est.Params = r.m.ParamCount()
+	est.TrainableParams = all.trainable * int64(r.tp) // per-GPU shards back to the model count
+	if r.frozen {
+		est.TrainableParams = all.loraElems * int64(r.tp)
+	}
+	est.Block = buildBlock(&r, 0)
+	return est, nil
+}
+
+// Timeline returns the step timeline of the plan (see Estimate).
+func (t Training) Timeline() (Timeline, error) {
+	r, err := t.resolve()
+	if err != nil {
+		return Timeline{}, err
+	}
+	return simulateTraining(&r), nil
+}

@@ -1,0 +1,121 @@
+package vram
+
+// Activations outside the blocks: token ids, embeddings, the final norm, the
+// output projection and the loss. Sizes per micro-batch per rank.
+
+// edgeActivations is the same summary as BlockActivations for the embedding
+// side (before block 0) and the head side (after the last block).
+type edgeActivations struct {
+	Inputs Bytes // token ids and labels (int64 each) or pixels
+	Embed  BlockActivations
+	Head   BlockActivations
+}
+
+func buildEdges(r *resolved) edgeActivations {
+	m := r.m
+	p := r.blockPlan(0)
+	tokens := int64(r.MicroBatch) * int64(r.SeqLen) / int64(r.cp)
+	if m.Family == "vit" {
+		tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
+	}
+	var ea edgeActivations
+	h := int64(m.Hidden)
+	v := int64(m.Vocab) / int64(r.tp)
+	if m.Family == "vit" {
+		im := m.Image
+		ea.Inputs = FP32.Size(int64(r.MicroBatch) * int64(im.Channels*im.Size*im.Size))
+	} else {
+		ea.Inputs = INT64.Size(2 * tokens) // input_ids + labels
+	}
+
+	// Embedding side: lookup (+ positions, token types), BERT's LayerNorm,
+	// embedding dropout; the output is block 0's input.
+	b := &actBuilder{r: r, tokens: tokens}
+	e := m.WordEmbedProjDim
+	if e == 0 {
+		e = m.Hidden
+	}
+	x := b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
+	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
+		x = b.linear(p, "project_in", "other", x, int64(e), h)
+	}
+	if m.Position == "learned" {
+		pos := b.op("embed_positions", b.size(h, p.resid), p.resid, nil)
+		x = b.op("add_positions", b.size(h, p.resid), p.resid, list(x, pos))
+	}
+	if m.Family == "bert" {
+		x = b.norm(p, "embeddings.LayerNorm", "layernorm", x, h)
+	}
+	x = b.dropout(p, "embed_dropout", x, h, p.dropHid)
+	x.keepAlive = true
+	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
+	ea.Embed = b.summarize(in)
+
+	// Head side.
+	b = &actBuilder{r: r, tokens: tokens}
+	x = &actT{name: "hidden", op: "hidden", bytes: b.size(h, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	b.ts = append(b.ts, x)
+	if m.NormPosition != "post" && m.Family != "bert" {
+		x = b.norm(p, "final_norm", m.Norm, x, h)
+	}
+	classes, _ := m.headClasses()
+	switch {
+	case classes > 0:
+		// Pooler (first token) and classifier: negligible next to the blocks.
+		b.tokens = int64(r.MicroBatch)
+		b.linear(p, "classifier", "other", x, h, int64(classes))
+	case m.Head == "none":
+	default:
+		if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
+			x = b.linear(p, "project_out", "other", x, h, int64(m.WordEmbedProjDim))
+		}
+		pHead := p
+		pHead.q4 = p.q4 && r.QuantizedModules == "all_linear"
+		if r.Trainable == "lora" && !pHead.q4 {
+			pHead.frozen = true
+		}
+		if m.Family == "bert" {
+			// BertForMaskedLM transform: dense + GELU + LayerNorm before the decoder.
+			t := b.linear(pHead, "transform.dense", "other", x, h, h)
+			t.saved = true
+			g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t))
+			x = b.norm(pHead, "transform.LayerNorm", "layernorm", g, h)
+		}
+		switch r.Loss {
+		case "fused":
+			// The loss kernel walks the vocabulary in chunks and never
+			// materialises the logits; it keeps the hidden states.
+			x.saved = true
+			b.op("fused_linear_cross_entropy", b.size(1, FP32), FP32, list(x))
+			b.workspace(b.size(v, FP32) / 8)
+		case "chunked_cross_entropy":
+			logitsD := p.e
+			if r.Framework == "torchtune" {
+				logitsD = FP32 // CEWithChunkedOutputLoss upcasts each chunk
+			}
+			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			if logitsD != p.e {
+				logits = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+			}
+			logits.saved = true // the chunk list lives until the loss is done
+			b.op("log_softmax", b.size(v, logitsD), logitsD, list(logits)).saved = true
+		case "logits_sum":
+			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			logits.saved = true // returned in the model output
+			b.op("sum", FP32.Size(1), FP32, list(logits))
+			// The backward of sum expands a scalar; the matmul needs it contiguous.
+			b.workspace(b.size(v, p.e))
+		default: // cross_entropy
+			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			logits.saved = true // returned in the model output
+			l32 := logits
+			if p.e != FP32 {
+				// transformers' loss upcasts: logits.float() (ForCausalLMLoss).
+				l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+			}
+			b.op("log_softmax", b.size(v, FP32), FP32, list(l32)).saved = true
+		}
+	}
+	ea.Head = b.summarize(x)
+	return ea
+}

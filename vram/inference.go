@@ -1,0 +1,279 @@
+package vram
+
+import "fmt"
+
+// Inference is a serving or generation run: weights, KV cache, and the
+// activations of the prefill and of each decoding step.
+type Inference struct {
+	Model Model `json:"model"`
+	// Weights is the format of the linear layers (fp16, bf16, fp32, int8,
+	// nf4, fp4, int4/gptq4, fp8); other tensors are held in UnquantizedDType.
+	Weights          Quant  `json:"weights"`
+	UnquantizedDType DType  `json:"unquantized_dtype,omitempty"` // default fp16 (bf16 for bf16 weights)
+	QuantizedModules string `json:"quantized_modules,omitempty"` // all_linear_except_lm_head (default) or all_linear
+
+	Batch        int `json:"batch"`                    // concurrent sequences
+	PromptTokens int `json:"prompt_tokens"`            // per sequence; 0 with NewTokens 0 = load only
+	NewTokens    int `json:"new_tokens"`               // generated per sequence
+	KVCacheLen   int `json:"kv_cache_tokens,omitempty"` // preallocated cache length per sequence (static caches)
+
+	KVDType   DType  `json:"kv_dtype,omitempty"`  // default: the compute dtype
+	Attention string `json:"attention,omitempty"` // sdpa (default), flash2, eager
+	// Cache is how the KV cache grows: dynamic (default; transformers
+	// DynamicCache, torch.cat per layer), legacy (tuple of tensors rebuilt each
+	// step while the previous tuple is alive: transformers < 4.36), static
+	// (preallocated to KVCacheLen: litgpt, StaticCache), paged (vLLM blocks of
+	// PageSize tokens).
+	Cache    string `json:"cache,omitempty"`
+	PageSize int    `json:"page_size,omitempty"` // paged: tokens per block (default 16, vLLM)
+	// LogitsAll: the prefill computes logits for every prompt token (true for
+	// transformers < 4.45 and litgpt), else only for the last one.
+	LogitsAll bool `json:"logits_all,omitempty"`
+	// LogitsFP32 upcasts logits to fp32 (transformers generate does).
+	LogitsFP32 bool `json:"logits_fp32,omitempty"`
+
+	TP int `json:"tp,omitempty"` // tensor parallel degree (default 1)
+	PP int `json:"pp,omitempty"` // pipeline stages (default 1)
+}
+
+// InferenceEstimate is the memory of one GPU for an inference plan.
+type InferenceEstimate struct {
+	Peak    Breakdown `json:"peak"`     // live at the allocated peak
+	PeakAt  string    `json:"peak_at"`  // "load", "prefill", "decode"
+	Weights Bytes     `json:"weights"`  // per GPU
+	KVCache Bytes     `json:"kv_cache"` // at the final length
+	// KVPerToken is the cache of one token of one sequence on one GPU.
+	KVPerToken Bytes `json:"kv_per_token"`
+}
+
+func (in Inference) resolve() (Inference, Model, error) {
+	if err := in.Model.Validate(); err != nil {
+		return in, Model{}, err
+	}
+	m := in.Model.Normalize()
+	if in.Weights.DType == DTypeUnset {
+		in.Weights.DType = BF16
+	}
+	if in.Batch < 1 {
+		return in, m, fmt.Errorf("batch must be ≥ 1, got %d", in.Batch)
+	}
+	if in.PromptTokens < 0 || in.NewTokens < 0 || in.KVCacheLen < 0 {
+		return in, m, fmt.Errorf("prompt_tokens, new_tokens and kv_cache_tokens must be ≥ 0")
+	}
+	if int64(in.Batch)*int64(in.PromptTokens+in.NewTokens+in.KVCacheLen) > 1<<32 {
+		return in, m, fmt.Errorf("batch × tokens is beyond 2^32")
+	}
+	if in.UnquantizedDType == DTypeUnset {
+		in.UnquantizedDType = FP16
+		if in.Weights.DType.IsFloat() {
+			in.UnquantizedDType = in.Weights.DType
+		}
+	}
+	if !in.UnquantizedDType.IsFloat() {
+		return in, m, fmt.Errorf("unquantized_dtype must be a float type, got %s", in.UnquantizedDType)
+	}
+	if in.KVDType == DTypeUnset {
+		in.KVDType = in.UnquantizedDType
+	}
+	if in.QuantizedModules == "" {
+		in.QuantizedModules = "all_linear_except_lm_head"
+	}
+	if err := oneOf("quantized_modules", in.QuantizedModules, "all_linear", "all_linear_except_lm_head"); err != nil {
+		return in, m, err
+	}
+	if in.Attention == "" {
+		in.Attention = "sdpa"
+	}
+	if err := oneOf("attention", in.Attention, "sdpa", "flash2", "flash3", "memory_efficient", "eager"); err != nil {
+		return in, m, err
+	}
+	if in.Cache == "" {
+		in.Cache = "dynamic"
+	}
+	if err := oneOf("cache", in.Cache, "dynamic", "legacy", "static", "paged"); err != nil {
+		return in, m, err
+	}
+	if in.PageSize == 0 {
+		in.PageSize = 16
+	}
+	if in.PageSize < 1 {
+		return in, m, fmt.Errorf("page_size must be ≥ 1, got %d", in.PageSize)
+	}
+	if in.TP == 0 {
+		in.TP = 1
+	}
+	if in.PP == 0 {
+		in.PP = 1
+	}
+	if in.TP < 1 || m.Heads%in.TP != 0 {
+		return in, m, fmt.Errorf("tp=%d does not divide %d attention heads", in.TP, m.Heads)
+	}
+	if in.PP < 1 || in.PP > m.Layers {
+		return in, m, fmt.Errorf("pp=%d must be in [1, layers = %d]", in.PP, m.Layers)
+	}
+	return in, m, nil
+}
+
+// Validate reports the first invalid field.
+func (in Inference) Validate() error {
+	_, _, err := in.resolve()
+	return err
+}
+
+// WeightBytes is the device storage of the model's weights in this format,
+// per GPU (TP shards matrices; PP takes the largest stage).
+func (in Inference) weightBytes(m Model) Bytes {
+	var perLayer = make([]Bytes, m.Layers)
+	var outside Bytes
+	for _, t := range m.Tensors() {
+		quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
+		var b Bytes
+		switch {
+		case quant:
+			b = in.Weights.Size(t.Shape[0], t.Shape[1])
+		case in.Weights.DType.IsFloat() && t.IsLinear():
+			b = in.Weights.DType.Size(t.Numel())
+		default:
+			b = in.UnquantizedDType.Size(t.Numel())
+		}
+		if t.IsLinear() || t.Role == "embedding" {
+			b /= Bytes(in.TP)
+		}
+		if t.Layer >= 0 {
+			perLayer[t.Layer] = addBytes(perLayer[t.Layer], b)
+		} else {
+			outside = addBytes(outside, b)
+		}
+	}
+	var best Bytes
+	for k := 0; k < in.PP; k++ {
+		var s Bytes
+		for l := k * m.Layers / in.PP; l < (k+1)*m.Layers/in.PP; l++ {
+			s = addBytes(s, perLayer[l])
+		}
+		if k == 0 || k == in.PP-1 {
+			s = addBytes(s, outside) // embeddings first, head last: bound by both
+		}
+		if s > best {
+			best = s
+		}
+	}
+	return best
+}
+
+// kvPerToken is the K and V of one token in every layer of one stage.
+func (in Inference) kvPerToken(m Model) Bytes {
+	if m.Encoder() {
+		return 0
+	}
+	layers := int64(m.Layers / in.PP)
+	var per int64
+	if m.Family == "deepseek_v3" {
+		// MLA caches the compressed latent and the rotary key (DeepSeek-V2 §2.1.2).
+		per = int64(m.KVLoRARank + m.QKRopeDim)
+	} else {
+		kv := int64(m.KVHeads)
+		if kv >= int64(in.TP) {
+			kv /= int64(in.TP)
+		}
+		per = 2 * kv * int64(m.HeadDim)
+	}
+	return in.KVDType.Size(layers * per)
+}
+
+// Estimate predicts the inference memory of one GPU.
+func (in Inference) Estimate() (InferenceEstimate, error) {
+	in, m, err := in.resolve()
+	if err != nil {
+		return InferenceEstimate{}, err
+	}
+	var est InferenceEstimate
+	est.Weights = in.weightBytes(m)
+	est.KVPerToken = in.kvPerToken(m)
+	total := in.PromptTokens + in.NewTokens
+	cacheLen := total
+	if m.SlidingWindow > 0 && cacheLen > m.SlidingWindow {
+		cacheLen = m.SlidingWindow
+	}
+	switch in.Cache {
+	case "static":
+		if in.KVCacheLen > 0 {
+			cacheLen = in.KVCacheLen
+		}
+	case "paged":
+		cacheLen = (cacheLen + in.PageSize - 1) / in.PageSize * in.PageSize
+	}
+	b := int64(in.Batch)
+	est.KVCache = mulBytes(b*int64(cacheLen), est.KVPerToken)
+	load := Breakdown{Parameters: est.Weights}
+	if total == 0 {
+		est.Peak, est.PeakAt = load, "load"
+		return est, nil
+	}
+
+	// Prefill: one block's forward without autograd (nothing saved): its
+	// largest set of simultaneously live tensors, plus the logits.
+	e := in.UnquantizedDType
+	tr := Training{Model: m, SeqLen: maxInt(in.PromptTokens, 1), MicroBatch: in.Batch, WeightsDType: e, ComputeDType: e,
+		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
+	r, err := tr.resolve()
+	if err != nil {
+		return est, err
+	}
+	r.frozen = true
+	blk := buildBlockInference(&r)
+	prefillCache := est.KVCache
+	if in.Cache != "static" && in.Cache != "paged" {
+		prefillCache = mulBytes(b*int64(minInt(in.PromptTokens, cacheLen)), est.KVPerToken)
+	}
+	v := int64(m.Vocab) / int64(in.TP)
+	logitTokens := b
+	if in.LogitsAll {
+		logitTokens = b * int64(in.PromptTokens)
+	}
+	logits := e.Size(mulI64(logitTokens, v))
+	if in.LogitsFP32 {
+		logits = addBytes(logits, FP32.Size(mulI64(logitTokens, v)))
+	}
+	prefill := Breakdown{Parameters: est.Weights, KVCache: prefillCache, Temporaries: maxBytes(blk, logits)}
+
+	// Decoding: the cache at its final length; a legacy tuple cache is rebuilt
+	// with torch.cat each step while the previous tuple is still referenced,
+	// so two copies coexist at the end; a dynamic cache copies one layer at a time.
+	decodeCache := est.KVCache
+	var decodeTemp Bytes
+	switch in.Cache {
+	case "legacy":
+		decodeCache = addBytes(est.KVCache, mulBytes(b*int64(cacheLen-1), est.KVPerToken))
+	case "dynamic":
+		decodeTemp = mulBytes(b*int64(cacheLen), est.KVPerToken/Bytes(maxInt(1, m.Layers/in.PP)))
+	}
+	stepLogits := e.Size(mulI64(b, v))
+	if in.LogitsFP32 {
+		stepLogits = addBytes(stepLogits, FP32.Size(mulI64(b, v)))
+	}
+	decode := Breakdown{Parameters: est.Weights, KVCache: decodeCache, Temporaries: addBytes(decodeTemp, stepLogits)}
+	est.Peak, est.PeakAt = prefill, "prefill"
+	if in.NewTokens > 1 && decode.Total() > prefill.Total() {
+		est.Peak, est.PeakAt = decode, "decode"
+	}
+	return est, nil
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func maxBytes(a, b Bytes) Bytes {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// buildBlockInference is a block's forward under torch.no_grad: nothing is
+// saved, so its peak is the largest set of live transients.
+func buildBlockInference(r *resolved) Bytes { return buildBlock(r, 0).NoGradPeak }

@@ -1,0 +1,333 @@
+package vram
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Model is a transformer architecture: enough to list every parameter tensor
+// exactly and to size every activation. JSON field names follow the project's
+// plan format (the same as the measured-case files); FromHFConfig reads a
+// Hugging Face config.json instead.
+//
+// Zero values take the family's defaults (see Normalize): KVHeads = Heads,
+// HeadDim = Hidden/Heads, MLP/Norm/Position by family.
+type Model struct {
+	Name   string `json:"name,omitempty"`
+	Family string `json:"family"` // HF model_type: llama, mistral, qwen2, gemma, phi, phi3, gpt2, gpt_neox, gptj, opt, gpt_bigcode, bert, vit, mixtral, deepseek_v3
+
+	Layers  int `json:"layers"`
+	Hidden  int `json:"hidden"`
+	Heads   int `json:"heads"`
+	KVHeads int `json:"kv_heads,omitempty"` // key/value heads: Heads (MHA), 1 (MQA), in between (GQA)
+	HeadDim int `json:"head_dim,omitempty"` // per-head width when it is not Hidden/Heads (Gemma: 256)
+	FFN     int `json:"ffn"`                // MLP inner width (each of gate and up for gated MLPs)
+	Vocab   int `json:"vocab,omitempty"`
+
+	TiedEmbeddings bool     `json:"tied_embeddings,omitempty"`
+	MLP            string   `json:"mlp,omitempty"`           // gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu
+	Norm           string   `json:"norm,omitempty"`          // layernorm, rmsnorm
+	NormPosition   string   `json:"norm_position,omitempty"` // "post" for post-LN (BERT, OPT-350m); empty = pre-LN
+	Bias           BiasMode `json:"bias,omitempty"`
+	LMHeadBias     bool     `json:"lm_head_bias,omitempty"`
+	Position       string   `json:"position,omitempty"`   // rope, learned, relative, alibi
+	RotaryPct      float64  `json:"rotary_pct,omitempty"` // fraction of head dims rotated (no parameters either way)
+	MaxPosition    int      `json:"max_position,omitempty"`
+	ParallelBlock  bool     `json:"parallel_block,omitempty"` // attention and MLP read the same input (GPT-J, NeoX, Phi)
+
+	WordEmbedProjDim int    `json:"word_embed_proj_dim,omitempty"` // OPT-350m: embeddings of width 512 projected to Hidden
+	TypeVocab        int    `json:"type_vocab,omitempty"`          // BERT token-type rows
+	Pooler           bool   `json:"pooler,omitempty"`              // BERT/ViT pooler (dense + tanh)
+	Head             string `json:"head,omitempty"`                // lm (default for decoders), seq_cls_N, image_cls_N, none
+	Image            *Image `json:"image,omitempty"`               // ViT input
+
+	// Mixture of experts.
+	Experts         int `json:"experts,omitempty"`           // routed experts per MoE layer
+	ExpertsPerToken int `json:"experts_per_token,omitempty"` // top-k
+	SharedExperts   int `json:"shared_experts,omitempty"`    // always-on experts (DeepSeek)
+	ExpertFFN       int `json:"expert_ffn,omitempty"`        // inner width of each expert (default FFN)
+	DenseLayers     int `json:"dense_layers,omitempty"`      // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
+
+	// Multi-head latent attention (DeepSeek-V2/V3).
+	QLoRARank  int `json:"q_lora_rank,omitempty"`
+	KVLoRARank int `json:"kv_lora_rank,omitempty"`
+	QKNopeDim  int `json:"qk_nope_head_dim,omitempty"`
+	QKRopeDim  int `json:"qk_rope_head_dim,omitempty"`
+	VHeadDim   int `json:"v_head_dim,omitempty"`
+
+	SlidingWindow int `json:"sliding_window,omitempty"` // attention window (Mistral); bounds the KV cache
+
+	// Params is a stated total, when the source gives one; Tensors are always
+	// computed from the shape, and Validate reports a mismatch.
+	Params int64 `json:"params,omitempty"`
+}
+
+// Image describes a ViT's input.
+type Image struct {
+	Size       int  `json:"size"`
+	Patch      int  `json:"patch"`
+	Channels   int  `json:"channels"`
+	ClassToken bool `json:"class_token"`
+}
+
+// Tokens per image: (size/patch)² patches plus the class token.
+func (im Image) Tokens() int {
+	n := (im.Size / im.Patch) * (im.Size / im.Patch)
+	if im.ClassToken {
+		n++
+	}
+	return n
+}
+
+// BiasMode says which linear layers have bias vectors.
+type BiasMode string
+
+const (
+	BiasNone    BiasMode = "false"
+	BiasAll     BiasMode = "true"
+	BiasMLPOnly BiasMode = "mlp_only" // GPT-J
+	BiasQKVOnly BiasMode = "qkv_only" // Qwen2: q, k, v projections only
+)
+
+// UnmarshalJSON accepts true, false or one of the mode strings.
+func (b *BiasMode) UnmarshalJSON(data []byte) error {
+	switch s := strings.TrimSpace(string(data)); s {
+	case "true":
+		*b = BiasAll
+	case "false", "null":
+		*b = BiasNone
+	default:
+		u, err := strconv.Unquote(s)
+		if err != nil {
+			return fmt.Errorf("bias: want true, false, \"mlp_only\" or \"qkv_only\", got %s", s)
+		}
+		switch BiasMode(u) {
+		case BiasNone, BiasAll, BiasMLPOnly, BiasQKVOnly:
+			*b = BiasMode(u)
+		default:
+			return fmt.Errorf("bias: want true, false, \"mlp_only\" or \"qkv_only\", got %q", u)
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes true/false for the plain modes.
+func (b BiasMode) MarshalJSON() ([]byte, error) {
+	switch b {
+	case BiasAll:
+		return []byte("true"), nil
+	case BiasNone, "":
+		return []byte("false"), nil
+	}
+	return json.Marshal(string(b))
+}
+
+func (b BiasMode) attn() bool { return b == BiasAll || b == BiasQKVOnly }
+func (b BiasMode) out() bool  { return b == BiasAll }
+func (b BiasMode) mlp() bool  { return b == BiasAll || b == BiasMLPOnly }
+
+// familyDefaults are the architecture conventions of each supported family.
+var familyDefaults = map[string]Model{
+	"llama":       {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+	"mistral":     {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+	"mixtral":     {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+	"qwen2":       {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
+	"gemma":       {MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true},
+	"phi3":        {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+	"deepseek_v3": {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+	"phi":         {MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true, LMHeadBias: true},
+	"gpt_neox":    {MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true},
+	"gptj":        {MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasMLPOnly, ParallelBlock: true, LMHeadBias: true},
+	"gpt2":        {MLP: "gelu_new", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
+	"gpt_bigcode": {MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
+	"opt":         {MLP: "relu", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
+	"bert":        {MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, NormPosition: "post", Head: "none"},
+	"vit":         {MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, Head: "none"},
+}
+
+// Families lists the supported architecture families.
+func Families() []string {
+	return []string{"bert", "deepseek_v3", "gemma", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt", "phi", "phi3", "qwen2", "vit"}
+}
+
+// Normalize fills zero fields with the family's defaults. Validate calls it;
+// everything that reads a Model works on a normalized copy.
+func (m Model) Normalize() Model {
+	d := familyDefaults[m.Family]
+	if m.MLP == "" {
+		m.MLP = d.MLP
+	}
+	if m.Norm == "" {
+		m.Norm = d.Norm
+	}
+	if m.Position == "" {
+		m.Position = d.Position
+	}
+	if m.Bias == "" {
+		m.Bias = d.Bias
+	}
+	if m.NormPosition == "" {
+		m.NormPosition = d.NormPosition
+	}
+	if !m.ParallelBlock {
+		m.ParallelBlock = d.ParallelBlock
+	}
+	if !m.LMHeadBias {
+		m.LMHeadBias = d.LMHeadBias
+	}
+	if m.Head == "" {
+		m.Head = d.Head
+		if m.Head == "" {
+			m.Head = "lm"
+		}
+	}
+	if m.KVHeads == 0 {
+		m.KVHeads = m.Heads
+	}
+	if m.HeadDim == 0 && m.Heads > 0 {
+		m.HeadDim = m.Hidden / m.Heads
+	}
+	if m.Position == "rope" && m.RotaryPct == 0 {
+		m.RotaryPct = 1
+	}
+	if m.Experts > 0 && m.ExpertFFN == 0 {
+		m.ExpertFFN = m.FFN
+	}
+	return m
+}
+
+// Validate reports the first field that makes m unusable, naming it and the rule.
+func (m Model) Validate() error {
+	if _, ok := familyDefaults[m.Family]; !ok {
+		if m.Family == "" {
+			return fmt.Errorf("model.family is required; known: %s", strings.Join(Families(), ", "))
+		}
+		return fmt.Errorf("model.family %q is not supported; known: %s", m.Family, strings.Join(Families(), ", "))
+	}
+	m = m.Normalize()
+	pos := func(name string, v int) error {
+		if v < 1 {
+			return fmt.Errorf("model.%s must be ≥ 1, got %d", name, v)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"heads", m.Heads}, {"ffn", m.FFN}} {
+		if err := pos(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	const maxDim = 1 << 20
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"heads", m.Heads}, {"ffn", m.FFN}, {"vocab", m.Vocab}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim}, {"max_position", m.MaxPosition}, {"experts", m.Experts}, {"expert_ffn", m.ExpertFFN}} {
+		if f.v < 0 || f.v > maxDim {
+			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, maxDim)
+		}
+	}
+	if m.KVHeads > m.Heads || m.Heads%m.KVHeads != 0 {
+		return fmt.Errorf("model.kv_heads = %d must divide heads = %d", m.KVHeads, m.Heads)
+	}
+	if m.HeadDim < 1 {
+		return fmt.Errorf("model.head_dim must be ≥ 1 (hidden %d / heads %d)", m.Hidden, m.Heads)
+	}
+	if m.Family != "vit" && m.Vocab < 1 {
+		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
+	}
+	switch m.MLP {
+	case "gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "swiglu", "geglu", "silu":
+	default:
+		return fmt.Errorf("model.mlp %q is not supported; known: gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu", m.MLP)
+	}
+	switch m.Norm {
+	case "layernorm", "rmsnorm":
+	default:
+		return fmt.Errorf("model.norm %q is not supported; known: layernorm, rmsnorm", m.Norm)
+	}
+	switch m.Position {
+	case "rope", "learned", "relative", "alibi":
+	default:
+		return fmt.Errorf("model.position %q is not supported; known: rope, learned, relative, alibi", m.Position)
+	}
+	if m.Position == "learned" && m.MaxPosition < 1 && m.Family != "vit" {
+		return fmt.Errorf("model.max_position must be ≥ 1 with learned positions (it sizes the position table)")
+	}
+	if m.Family == "vit" {
+		if m.Image == nil || m.Image.Patch < 1 || m.Image.Size < m.Image.Patch || m.Image.Channels < 1 {
+			return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1 for family vit")
+		}
+	}
+	if m.Experts > 0 {
+		if m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts {
+			return fmt.Errorf("model.experts_per_token = %d must be in [1, experts = %d]", m.ExpertsPerToken, m.Experts)
+		}
+		if m.DenseLayers < 0 || m.DenseLayers > m.Layers {
+			return fmt.Errorf("model.dense_layers = %d must be in [0, layers = %d]", m.DenseLayers, m.Layers)
+		}
+	}
+	if m.Family == "deepseek_v3" && (m.KVLoRARank < 1 || m.QKNopeDim < 1 || m.QKRopeDim < 1 || m.VHeadDim < 1) {
+		return fmt.Errorf("model: deepseek_v3 needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim ≥ 1")
+	}
+	if _, err := m.headClasses(); err != nil {
+		return err
+	}
+	if m.Params > 0 {
+		if got := m.ParamCount(); got != m.Params {
+			return fmt.Errorf("model.params = %d disagrees with the %d parameters of the described architecture (check the shape fields)", m.Params, got)
+		}
+	}
+	return nil
+}
+
+// headClasses parses Head: 0 for "lm" and "none", N for seq_cls_N/image_cls_N.
+func (m Model) headClasses() (int, error) {
+	switch {
+	case m.Head == "lm" || m.Head == "none":
+		return 0, nil
+	case strings.HasPrefix(m.Head, "seq_cls_"), strings.HasPrefix(m.Head, "image_cls_"):
+		n, err := strconv.Atoi(m.Head[strings.LastIndex(m.Head, "_")+1:])
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("model.head %q: the class count must be an integer ≥ 1", m.Head)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("model.head %q is not supported; known: lm, none, seq_cls_N, image_cls_N", m.Head)
+}
+
+// Gated reports whether the MLP has a gate projection (SwiGLU/GeGLU).
+func (m Model) Gated() bool { return m.MLP == "swiglu" || m.MLP == "geglu" }
+
+// IsMoELayer reports whether layer i has routed experts.
+func (m Model) IsMoELayer(i int) bool { return m.Experts > 0 && i >= m.DenseLayers }
+
+// Encoder reports whether the model attends bidirectionally with no KV cache.
+func (m Model) Encoder() bool { return m.Family == "bert" || m.Family == "vit" }
+
+// ParamCount is the exact number of parameters: the sum over Tensors, tied
+// matrices counted once.
+func (m Model) ParamCount() int64 {
+	var n int64
+	for _, t := range m.Tensors() {
+		n += t.Numel()
+	}
+	return n
+}
+
+// ActiveParamCount counts the parameters one token passes through: routed
+// experts contribute ExpertsPerToken of Experts.
+func (m Model) ActiveParamCount() int64 {
+	var n int64
+	m = m.Normalize()
+	for _, t := range m.Tensors() {
+		if t.Expert >= m.ExpertsPerToken {
+			continue
+		}
+		n += t.Numel()
+	}
+	return n
+}

@@ -1,0 +1,130 @@
+package vram
+
+import "fmt"
+
+// Parallel is how one training run is split over GPUs. The zero value is a
+// single GPU. Degrees multiply: GPUs = DP × TP × PP × CP (EP shares DP ranks).
+type Parallel struct {
+	DP int `json:"dp,omitempty"` // data-parallel replicas (default 1)
+	// ZeRO is the sharding stage over ShardDegree ranks (Rajbhandari et al.
+	// 2020): 1 optimizer states, 2 + gradients, 3 + parameters. FSDP
+	// full_shard is 3, shard_grad_op is 2; hybrid shards within a node.
+	ZeRO        int    `json:"zero_stage,omitempty"`
+	FSDP        string `json:"fsdp,omitempty"`         // none (default), full_shard, shard_grad_op, hybrid
+	ShardDegree int    `json:"shard_degree,omitempty"` // ranks the states are sharded over (default DP; hybrid: GPUs per node = 8)
+	TP          int    `json:"tp,omitempty"`           // tensor parallel (Megatron column/row splits)
+	SP          bool   `json:"sp,omitempty"`           // sequence parallel on top of TP (Korthikanti et al. 2022)
+	PP          int    `json:"pp,omitempty"`           // pipeline stages
+	// PPSchedule: 1f1b (default) or interleaved_1f1b with VirtualStages chunks
+	// per rank; PPMicrobatches is the number of pipeline microbatches.
+	PPSchedule     string `json:"pp_schedule,omitempty"`
+	VirtualStages  int    `json:"virtual_stages,omitempty"`
+	PPMicrobatches int    `json:"pp_microbatches,omitempty"`
+	CP             int    `json:"cp,omitempty"` // context parallel: the sequence is split over CP ranks
+	EP             int    `json:"ep,omitempty"` // expert parallel: routed experts split over EP ranks
+	// CPUOffload: none (default), optimizer (states and the step on the CPU),
+	// optimizer+grads, optimizer+params (ZeRO-Infinity style parameter offload).
+	CPUOffload string `json:"cpu_offload,omitempty"`
+}
+
+func (r *resolved) resolveParallel() error {
+	p := &r.Parallel
+	def := func(v *int, name string) error {
+		if *v < 0 || *v > 1<<20 {
+			return fmt.Errorf("parallel.%s must be in [1, 2^20], got %d", name, *v)
+		}
+		if *v == 0 {
+			*v = 1
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		v    *int
+		name string
+	}{{&p.DP, "dp"}, {&p.TP, "tp"}, {&p.PP, "pp"}, {&p.CP, "cp"}, {&p.EP, "ep"}, {&p.ShardDegree, "shard_degree"}, {&p.PPMicrobatches, "pp_microbatches"}, {&p.VirtualStages, "virtual_stages"}} {
+		if err := def(f.v, f.name); err != nil {
+			return err
+		}
+	}
+	if p.FSDP == "" {
+		p.FSDP = "none"
+	}
+	if err := oneOf("parallel.fsdp", p.FSDP, "none", "full_shard", "shard_grad_op", "hybrid"); err != nil {
+		return err
+	}
+	switch p.FSDP {
+	case "full_shard", "hybrid":
+		if p.ZeRO == 0 {
+			p.ZeRO = 3
+		}
+	case "shard_grad_op":
+		if p.ZeRO == 0 {
+			p.ZeRO = 2
+		}
+	}
+	if p.ZeRO < 0 || p.ZeRO > 3 {
+		return fmt.Errorf("parallel.zero_stage must be 0, 1, 2 or 3, got %d", p.ZeRO)
+	}
+	if p.ShardDegree == 1 && p.ZeRO > 0 {
+		p.ShardDegree = p.DP
+		if p.FSDP == "hybrid" && p.DP > 8 {
+			p.ShardDegree = 8
+		}
+	}
+	if p.ShardDegree > p.DP*p.CP {
+		return fmt.Errorf("parallel.shard_degree = %d must not exceed dp × cp = %d", p.ShardDegree, p.DP*p.CP)
+	}
+	m := r.m
+	if m.Heads%p.TP != 0 {
+		return fmt.Errorf("tp=%d does not divide %d attention heads", p.TP, m.Heads)
+	}
+	if m.KVHeads%p.TP != 0 && p.TP%m.KVHeads != 0 {
+		return fmt.Errorf("tp=%d and %d key/value heads: one must divide the other", p.TP, m.KVHeads)
+	}
+	if m.FFN%p.TP != 0 {
+		return fmt.Errorf("tp=%d does not divide ffn = %d", p.TP, m.FFN)
+	}
+	if p.SP && p.TP == 1 {
+		return fmt.Errorf("parallel.sp needs tp > 1")
+	}
+	if p.PP > m.Layers {
+		return fmt.Errorf("pp=%d exceeds the %d layers", p.PP, m.Layers)
+	}
+	if p.PPSchedule == "" {
+		p.PPSchedule = "1f1b"
+	}
+	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe"); err != nil {
+		return err
+	}
+	if p.PPSchedule == "interleaved_1f1b" && m.Layers%(p.PP*p.VirtualStages) != 0 {
+		return fmt.Errorf("interleaved_1f1b: pp × virtual_stages = %d must divide %d layers", p.PP*p.VirtualStages, m.Layers)
+	}
+	if r.SeqLen%p.CP != 0 {
+		return fmt.Errorf("cp=%d does not divide seq_len = %d", p.CP, r.SeqLen)
+	}
+	if p.EP > 1 && (m.Experts == 0 || m.Experts%p.EP != 0) {
+		return fmt.Errorf("ep=%d must divide the model's %d routed experts", p.EP, m.Experts)
+	}
+	if p.CPUOffload == "" {
+		p.CPUOffload = "none"
+	}
+	if err := oneOf("parallel.cpu_offload", p.CPUOffload, "none", "optimizer", "optimizer+grads", "optimizer+params"); err != nil {
+		return err
+	}
+	r.dp, r.tp, r.pp, r.cp, r.ep, r.shard = p.DP, p.TP, p.PP, p.CP, p.EP, p.ShardDegree
+	if p.ZeRO == 0 {
+		r.shard = 1
+	}
+	return nil
+}
+
+// GPUs is the total number of GPUs of the run.
+func (p Parallel) GPUs() int {
+	n := 1
+	for _, d := range []int{p.DP, p.TP, p.PP, p.CP} {
+		if d > 1 {
+			n *= d
+		}
+	}
+	return n
+}

@@ -1,0 +1,197 @@
+package vram
+
+// unitMem is the persistent memory of one unit (a block, or the embedding /
+// head outside the blocks) on one GPU.
+type unitMem struct {
+	params    Bytes // stored parameters (sharded, quantized where so)
+	gathered  Bytes // the unit's full parameters in compute dtype (ZeRO-3 all-gather)
+	trainable int64 // trainable elements on this GPU
+	largest   int64 // largest trainable tensor (elements)
+	grads     Bytes // persistent gradients
+	gradsFull Bytes // the unit's unsharded gradients (before reduce-scatter)
+	states    Bytes // optimizer states counted by the allocator
+	paged     Bytes // paged optimizer states (unified memory, not counted)
+	master    Bytes // fp32 master copy of trainable params
+	loraElems int64 // adapter elements (part of trainable)
+}
+
+func (u *unitMem) add(o unitMem) {
+	u.params = addBytes(u.params, o.params)
+	u.gathered = addBytes(u.gathered, o.gathered)
+	u.trainable += o.trainable
+	if o.largest > u.largest {
+		u.largest = o.largest
+	}
+	u.grads = addBytes(u.grads, o.grads)
+	u.gradsFull = addBytes(u.gradsFull, o.gradsFull)
+	u.states = addBytes(u.states, o.states)
+	u.paged = addBytes(u.paged, o.paged)
+	u.master = addBytes(u.master, o.master)
+	u.loraElems += o.loraElems
+}
+
+// stage is the layer range of the most loaded pipeline stage and whether it
+// holds the embedding and the head.
+type stage struct {
+	first, last int // layers [first, last)
+	embed, head bool
+}
+
+// stages lists the pipeline stages (one when PP = 1).
+func (r resolved) stages() []stage {
+	L, pp := r.m.Layers, r.pp
+	var out []stage
+	for k := 0; k < pp; k++ {
+		out = append(out, stage{first: k * L / pp, last: (k + 1) * L / pp, embed: k == 0, head: k == pp-1})
+	}
+	return out
+}
+
+// loraTargeted reports which output rows of tensor t get an adapter.
+func (r resolved) loraOut(t Tensor) int64 {
+	if r.Trainable != "lora" || r.LoRA == nil || !t.IsLinear() || t.Role == "router" {
+		return 0
+	}
+	want := map[string]bool{}
+	for _, tg := range r.LoRA.Targets {
+		want[tg] = true
+	}
+	if want["all_linear"] {
+		if t.Role == "lm_head" || t.Role == "other" {
+			return 0
+		}
+		return t.Shape[0]
+	}
+	if len(t.Parts) > 0 {
+		var out int64
+		for _, p := range t.Parts {
+			if want[p.Role] {
+				out += p.Out
+			}
+		}
+		return out
+	}
+	if want[t.Role] {
+		return t.Shape[0]
+	}
+	return 0
+}
+
+// units returns the persistent memory per block (index = layer) and of the
+// non-block tensors split into embedding-side and head-side.
+func (r resolved) units() (blocks []unitMem, embed, head unitMem) {
+	blocks = make([]unitMem, r.m.Layers)
+	tp, shard, ep := int64(r.tp), int64(r.shard), int64(r.ep)
+	zero := r.Parallel.ZeRO
+	offOpt := r.Parallel.CPUOffload != "none"
+	offGrads := r.Parallel.CPUOffload == "optimizer+grads" || r.Parallel.CPUOffload == "optimizer+params"
+	offParams := r.Parallel.CPUOffload == "optimizer+params"
+	compute := r.ComputeDType
+	if !compute.IsFloat() || compute == FP8E4M3 || compute == FP8E5M2 {
+		compute = BF16
+	}
+	tDType := r.trainableDType()
+	for _, t := range r.m.Tensors() {
+		var u unitMem
+		n := t.Numel()
+		div := int64(1)
+		switch {
+		case t.IsLinear() || t.Role == "embedding":
+			div = tp
+		}
+		if t.Expert >= 0 {
+			div *= ep
+		}
+		quant := r.QuantizedBase.Quantized() && t.IsLinear() && t.Role != "router" &&
+			(t.Role != "lm_head" || r.QuantizedModules == "all_linear")
+		var stored Bytes
+		if quant {
+			stored = r.QuantizedBase.Size(t.Shape[0], t.Shape[1]) / Bytes(div)
+		} else {
+			stored = r.WeightsDType.Size(n / div)
+		}
+		u.gathered = compute.Size(n / div)
+		if zero == 3 {
+			stored /= Bytes(shard)
+		}
+		if offParams {
+			stored = 0
+		}
+		u.params = stored
+		train := int64(0)
+		var shape []int64
+		if !r.frozen {
+			train = n / div
+			shape = t.Shape
+		} else if out := r.loraOut(t); out > 0 {
+			// LoRA A (rank × in) and B (out × rank) for this linear.
+			rk := int64(r.LoRA.Rank)
+			a, bb := rk*t.Shape[1]/div, out*rk/div
+			u.loraElems = a + bb
+			u.params = addBytes(u.params, tDType.Size(a+bb))
+			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, offOpt, offGrads)
+			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, offOpt, offGrads)
+		}
+		if train > 0 {
+			r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, offOpt, offGrads)
+		}
+		switch {
+		case t.Layer >= 0:
+			blocks[t.Layer].add(u)
+		case t.Role == "lm_head" || t.Name == "score" || t.Name == "classifier" || (len(t.Name) > 4 && t.Name[:4] == "cls.") || t.Role == "norm" && isFinalNorm(t.Name):
+			head.add(u)
+		default:
+			embed.add(u)
+		}
+	}
+	return blocks, embed, head
+}
+
+func isFinalNorm(name string) bool {
+	switch name {
+	case "model.norm.weight", "model.norm.bias", "transformer.ln_f.weight", "transformer.ln_f.bias",
+		"gpt_neox.final_layer_norm.weight", "gpt_neox.final_layer_norm.bias", "model.final_layernorm.weight",
+		"model.final_layernorm.bias", "model.decoder.final_layer_norm.weight", "model.decoder.final_layer_norm.bias":
+		return true
+	}
+	return false
+}
+
+// addTrainable accounts gradients, optimizer states and master weights of n
+// trainable elements of a tensor with the given shape.
+func (r resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, shard int64, zero int, offOpt, offGrads bool) {
+	u.trainable += n
+	if n > u.largest {
+		u.largest = n
+	}
+	g := r.GradsDType.Size(n)
+	if r.frozen {
+		g = pd.Size(n) // adapters' grads match the adapters
+	}
+	u.gradsFull = addBytes(u.gradsFull, g)
+	if zero >= 2 {
+		g /= Bytes(shard)
+	}
+	if offGrads {
+		g = 0
+	}
+	u.grads = addBytes(u.grads, g)
+	st, paged := r.stateBytes(n, shape, pd)
+	var master Bytes
+	if r.MasterWeights != DTypeUnset && r.MasterWeights != pd {
+		master = r.MasterWeights.Size(n)
+	}
+	if zero >= 1 {
+		st /= Bytes(shard)
+		master /= Bytes(shard)
+	}
+	if offOpt {
+		st, master = 0, 0
+	}
+	if paged {
+		u.paged = addBytes(u.paged, st)
+	} else {
+		u.states = addBytes(u.states, st)
+	}
+	u.master = addBytes(u.master, master)
+}

@@ -1,0 +1,316 @@
+package vram
+
+import "fmt"
+
+// Event is one moment of a training step with what is live on the GPU.
+type Event struct {
+	Iteration int       `json:"iteration"` // 1: first step (optimizer states appear in it); 2: steady state
+	Micro     int       `json:"micro"`     // micro-batch within gradient accumulation (1, or the last)
+	Phase     string    `json:"phase"`     // forward, loss, backward, optimizer
+	Layer     int       `json:"layer"`     // block index, -1 outside the blocks
+	Name      string    `json:"name"`
+	Live      Breakdown `json:"live"`
+}
+
+// Timeline is the memory of training iterations over time, event by event,
+// on the most loaded GPU (pipeline stage).
+type Timeline struct {
+	Events []Event `json:"events"`
+	Peak   int     `json:"peak"` // index of the event with the most live bytes
+	Stage  int     `json:"stage"`
+}
+
+// PeakEvent returns the event where allocated memory peaks.
+func (t Timeline) PeakEvent() Event {
+	if len(t.Events) == 0 {
+		return Event{}
+	}
+	return t.Events[t.Peak]
+}
+
+// Where describes the peak in words: "iteration 2, backward, block 3".
+func (e Event) Where() string {
+	s := fmt.Sprintf("iteration %d, %s", e.Iteration, e.Phase)
+	if e.Layer >= 0 {
+		s += fmt.Sprintf(", block %d", e.Layer)
+	} else if e.Name != "" {
+		s += ", " + e.Name
+	}
+	return s
+}
+
+// simulation holds what the timeline replays.
+type simulation struct {
+	r       *resolved
+	blocks  []unitMem
+	embed   unitMem
+	head    unitMem
+	acts    []BlockActivations // per layer
+	edges   edgeActivations
+	events  []Event
+	stageIx int
+}
+
+// inflight is how many micro-batches' activations a pipeline stage holds:
+// 1F1B keeps pp−k on stage k (Narayanan et al. 2021 §2.2); interleaving adds
+// (pp−1)/(pp·v) of a stage (Korthikanti et al. 2022 §4.2.3, Megatron
+// theoretical_memory_usage.py).
+func (r resolved) inflight(k int) float64 {
+	if r.pp == 1 {
+		return 1
+	}
+	m := r.Parallel.PPMicrobatches
+	if m < r.pp {
+		m = r.pp
+	}
+	if r.Parallel.PPSchedule == "gpipe" {
+		return float64(m)
+	}
+	f := float64(r.pp - k)
+	if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {
+		f *= 1 + float64(r.pp-1)/float64(r.pp*r.Parallel.VirtualStages)
+	}
+	return f
+}
+
+func scale(b Bytes, f float64) Bytes {
+	if f == 1 {
+		return b
+	}
+	v := float64(b) * f
+	if v >= float64(MaxBytes) {
+		return MaxBytes
+	}
+	return Bytes(v)
+}
+
+// simulateTraining builds the timeline of the most loaded pipeline stage.
+func simulateTraining(r *resolved) Timeline {
+	blocks, embed, head := r.units()
+	acts := make([]BlockActivations, r.m.Layers)
+	cache := map[bool]BlockActivations{}
+	for i := range acts {
+		moe := r.m.IsMoELayer(i)
+		a, ok := cache[moe]
+		if !ok {
+			a = buildBlock(r, i)
+			cache[moe] = a
+		}
+		acts[i] = a
+	}
+	if r.pp > 1 {
+		// Each pipeline microbatch carries micro_batch / pp_microbatches sequences.
+		mb := r.MicroBatch / maxInt(1, r.Parallel.PPMicrobatches)
+		if mb < 1 {
+			mb = 1
+		}
+		rr := *r
+		rr.MicroBatch = mb
+		for moe := range cache {
+			delete(cache, moe)
+		}
+		for i := range acts {
+			moe := r.m.IsMoELayer(i)
+			a, ok := cache[moe]
+			if !ok {
+				a = buildBlock(&rr, i)
+				cache[moe] = a
+			}
+			acts[i] = a
+		}
+	}
+	edges := buildEdges(r)
+	var best Timeline
+	for k, st := range r.stages() {
+		s := &simulation{r: r, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges, stageIx: k}
+		tl := s.run(st)
+		if k == 0 || tl.PeakEvent().Live.Total() > best.PeakEvent().Live.Total() {
+			best = tl
+		}
+	}
+	return best
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// run replays iteration 1 and a steady-state iteration on one stage.
+func (s *simulation) run(st stage) Timeline {
+	r := s.r
+	var stageUnits unitMem
+	for l := st.first; l < st.last; l++ {
+		stageUnits.add(s.blocks[l])
+	}
+	if st.embed {
+		stageUnits.add(s.embed)
+	}
+	if st.head {
+		stageUnits.add(s.head)
+	}
+	inflight := r.inflight(s.stageIx)
+	training := r.Optimizer != "none" || r.Trainable != "frozen"
+	zero3 := r.Parallel.ZeRO == 3 || r.Parallel.CPUOffload == "optimizer+params"
+
+	other := scale(s.edges.Inputs, inflight)
+	if r.dp > 1 && r.Parallel.ZeRO == 0 && training {
+		// DDP's reducer keeps flat bucket buffers as large as the gradients
+		// (torch/nn/parallel/distributed.py, gradient_as_bucket_view=False).
+		other = addBytes(other, stageUnits.gradsFull)
+	}
+	base := Breakdown{Parameters: stageUnits.params, Other: other}
+	master := stageUnits.master
+	states := stageUnits.states
+
+	micros := []int{1}
+	if r.GradAccum > 1 {
+		micros = append(micros, r.GradAccum)
+	}
+	for iter := 1; iter <= 2; iter++ {
+		for _, micro := range micros {
+			live := base
+			live.OptimizerStates = master // master copies exist from the start (DeepSpeed/Megatron build them at init)
+			if iter > 1 && !r.OptimizerInBackward {
+				live.OptimizerStates = addBytes(master, states)
+			}
+			gradsHeld := micro > 1 || (iter > 1 && r.KeepGrads)
+			if gradsHeld && !r.OptimizerInBackward {
+				live.Gradients = stageUnits.grads
+			}
+			s.iteration(st, iter, micro, live, gradsHeld, inflight, zero3, stageUnits)
+		}
+	}
+	tl := Timeline{Events: s.events, Stage: s.stageIx}
+	for i, e := range tl.Events {
+		if e.Live.Total() > tl.Events[tl.Peak].Live.Total() {
+			tl.Peak = i
+		}
+	}
+	return tl
+}
+
+func (s *simulation) emit(iter, micro int, phase string, layer int, name string, live Breakdown, temp Bytes) {
+	live.Temporaries = addBytes(live.Temporaries, temp)
+	s.events = append(s.events, Event{Iteration: iter, Micro: micro, Phase: phase, Layer: layer, Name: name, Live: live})
+}
+
+// checkpointed reports whether block l keeps only its input.
+func (r resolved) checkpointed(l int) bool {
+	return r.Checkpointing == "full" && l%r.CheckpointEvery == 0
+}
+
+// savedFor is what block l holds from its forward to its backward.
+func (r resolved) savedFor(a BlockActivations, l int) Bytes {
+	switch {
+	case r.checkpointed(l):
+		return a.Input
+	case r.Checkpointing == "selective":
+		return a.SavedSelective
+	}
+	return a.Saved
+}
+
+func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsHeld bool, inflight float64, zero3 bool, su unitMem) {
+	r := s.r
+	last := micro == r.GradAccum
+	gather := func(l int) Bytes {
+		if !zero3 {
+			return 0
+		}
+		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next.
+		g := s.blocks[l].gathered
+		if l+1 < st.last {
+			g = addBytes(g, s.blocks[l+1].gathered)
+		}
+		return g
+	}
+	// Forward.
+	if st.embed {
+		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
+		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
+	}
+	for l := st.first; l < st.last; l++ {
+		a := s.acts[l]
+		s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
+		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
+	}
+	if st.head {
+		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
+		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
+		// Backward through the loss and the output projection.
+		if !gradsHeld {
+			live.Gradients = addBytes(live.Gradients, s.head.grads)
+		}
+		s.emit(iter, micro, "backward", -1, "loss and output", live, s.edges.Head.BackwardPeak)
+		live.Activations -= s.edges.Head.Saved
+	}
+	// Backward, last block first.
+	for l := st.last - 1; l >= st.first; l-- {
+		a := s.acts[l]
+		saved := r.savedFor(a, l)
+		temp := addBytes(a.BackwardPeak, gather(l))
+		if r.Parallel.ZeRO >= 2 {
+			temp = addBytes(temp, s.blocks[l].gradsFull) // unsharded until reduce-scatter
+		}
+		if saved != a.Saved {
+			// Recomputation rebuilds the block's saved tensors for its backward.
+			temp = addBytes(temp, a.Saved-saved)
+		}
+		if !gradsHeld {
+			live.Gradients = addBytes(live.Gradients, s.blocks[l].grads)
+		}
+		if r.OptimizerInBackward {
+			temp = addBytes(temp, r.stepTemporary(s.blocks[l].trainable, s.blocks[l].largest, r.WeightsDType))
+		}
+		s.emit(iter, micro, "backward", l, "", live, temp)
+		live.Activations -= scale(saved, inflight)
+		if r.OptimizerInBackward && last {
+			// The step runs in the grad hook and frees the gradient at once;
+			// the layer's states now exist.
+			live.Gradients -= s.blocks[l].grads
+			if iter == 1 {
+				live.OptimizerStates = addBytes(live.OptimizerStates, s.blocks[l].states)
+			}
+		}
+	}
+	if st.embed {
+		if !gradsHeld {
+			live.Gradients = addBytes(live.Gradients, s.embed.grads)
+		}
+		live.Activations -= scale(s.edges.Embed.Saved, inflight)
+		s.emit(iter, micro, "backward", -1, "embedding", live, 0)
+	}
+	if r.OptimizerInBackward && last {
+		live.Gradients = 0
+	}
+	if !last {
+		return
+	}
+	// Optimizer step: iteration 1 creates the states (lazily, zeros_like).
+	if r.Optimizer != "none" && !r.OptimizerInBackward {
+		if iter == 1 {
+			live.OptimizerStates = addBytes(live.OptimizerStates, su.states)
+		}
+		temp := r.stepTemporary(su.trainable, su.largest, stateDTypeOf(r))
+		if r.RetainGradCopies {
+			temp = addBytes(temp, su.grads)
+		}
+		if r.Parallel.CPUOffload != "none" {
+			temp = 0 // the step runs on the CPU
+		}
+		s.emit(iter, micro, "optimizer", -1, "optimizer step", live, temp)
+	}
+}
+
+func stateDTypeOf(r *resolved) DType {
+	if r.OptimizerStateDType != DTypeUnset && r.OptimizerStateDType.IsFloat() {
+		return r.OptimizerStateDType
+	}
+	if r.MasterWeights != DTypeUnset {
+		return r.MasterWeights
+	}
+	return r.trainableDType()
+}

@@ -1,0 +1,340 @@
+package vram
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Training is the memory-relevant configuration of a training run. Field
+// names in JSON follow the project's plan format (the same as the
+// measured-case files). The zero value of every optional field means the
+// default written beside it.
+type Training struct {
+	Model Model `json:"model"`
+
+	SeqLen     int `json:"seq_len"`              // tokens per sequence (tokens per image for ViT)
+	MicroBatch int `json:"micro_batch"`          // sequences per forward/backward per data-parallel rank
+	GradAccum  int `json:"grad_accum,omitempty"` // micro-batches per optimizer step (default 1)
+
+	// Precision is a shorthand that sets the dtypes below when they are unset:
+	// "fp32" (default), "amp_bf16"/"amp_fp16" (fp32 weights, autocast),
+	// "mixed_bf16"/"mixed_fp16" (16-bit weights + fp32 master copy and fp32
+	// gradients, as DeepSpeed/Megatron), "bf16"/"fp16" (pure 16-bit, no master
+	// copy), "fp8" (bf16 weights + fp32 master, fp8 matmuls).
+	Precision     string `json:"precision,omitempty"`
+	WeightsDType  DType  `json:"weights_dtype,omitempty"`  // persistent parameters
+	ComputeDType  DType  `json:"compute_dtype,omitempty"`  // matmuls and activations
+	Autocast      bool   `json:"autocast,omitempty"`       // torch.autocast casts ops while weights stay in WeightsDType
+	MasterWeights DType  `json:"master_weights,omitempty"` // extra copy of trainable params for the update; unset = none
+	GradsDType    DType  `json:"grads_dtype,omitempty"`    // persistent (accumulated) gradients; default: trainable params' dtype
+
+	// Optimizer: adamw (default), adam, sgd, sgd_momentum, adafactor, lion,
+	// adamw_8bit, adam_8bit, paged_adamw, paged_adamw_8bit, adamw_4bit, none
+	// (forward and backward only), or custom (CustomStateBytes per param).
+	Optimizer           string  `json:"optimizer,omitempty"`
+	OptimizerStateDType DType   `json:"optimizer_state_dtype,omitempty"` // default: fp32 with a master copy or fp32 params, else the params' dtype (torch zeros_like)
+	OptimizerImpl       string  `json:"optimizer_impl,omitempty"`        // foreach (default, PyTorch on CUDA), fused, for_loop
+	OptimizerInBackward bool    `json:"optimizer_in_backward,omitempty"` // step each param during backward, free its grad at once
+	CustomStateBytes    float64 `json:"custom_state_bytes,omitempty"`    // bytes per trainable parameter, optimizer "custom"
+
+	// Checkpointing: none (default), selective (recompute attention internals,
+	// Korthikanti et al. 2022 §4.2), full (keep each block's input). CheckpointEvery
+	// k > 1 checkpoints every k-th block only.
+	Checkpointing   string `json:"grad_checkpointing,omitempty"`
+	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
+
+	// Attention: sdpa (default; fused kernels keep O(s) statistics), flash2,
+	// flash3, memory_efficient, or eager (materialised s×s scores).
+	Attention string `json:"attention,omitempty"`
+	// Dropout overrides the model's dropout probabilities (hidden and
+	// attention); nil keeps the family's defaults (BERT/GPT-2 0.1, OPT 0.1 on
+	// hidden states, Llama-style 0).
+	Dropout *float64 `json:"dropout,omitempty"`
+
+	// Trainable: full (default), lora, or frozen (inference-like backward
+	// through adapters only). LoRA configures the adapters.
+	Trainable string `json:"trainable,omitempty"`
+	LoRA      *LoRA  `json:"lora,omitempty"`
+	// QuantizedBase stores the frozen base's linear layers quantized (QLoRA:
+	// nf4). QuantizedModules: all_linear_except_lm_head (default) or all_linear.
+	QuantizedBase    Quant  `json:"quantized_base,omitempty"`
+	QuantizedModules string `json:"quantized_modules,omitempty"`
+
+	// Loss: cross_entropy (default; logits upcast to fp32 as transformers
+	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
+	// materialises logits), logits_sum, classification.
+	Loss string `json:"loss,omitempty"`
+	// Framework picks documented defaults where frameworks differ: hf_trainer,
+	// litgpt, torchtune, deepspeed, megatron, plain_pytorch (default).
+	Framework string `json:"framework,omitempty"`
+
+	// KeepGrads: zero_grad(set_to_none=False) keeps gradient buffers between
+	// steps (PyTorch < 2.0 default and HF Trainer of 2022).
+	KeepGrads bool `json:"keep_grads,omitempty"`
+	// RetainGradCopies models the pitfall of keeping a second copy of every
+	// gradient (e.g. out-of-place clipping that stores clipped copies).
+	RetainGradCopies bool `json:"retain_grad_copies,omitempty"`
+
+	Parallel Parallel `json:"parallel,omitempty"`
+}
+
+// LoRA configures low-rank adapters (Hu et al. 2021): for each targeted
+// linear W (out×in), A (rank×in) and B (out×rank) are trained.
+type LoRA struct {
+	Rank    int      `json:"rank"`
+	Alpha   float64  `json:"alpha,omitempty"`
+	Dropout float64  `json:"dropout,omitempty"`
+	Targets []string `json:"targets"` // q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, or "all_linear"
+	DType   DType    `json:"dtype,omitempty"` // adapter weights; default the compute dtype (PEFT upcasts to fp32: set fp32)
+}
+
+// resolved is a Training with defaults applied; every estimate works on one.
+type resolved struct {
+	Training
+	m         Model
+	dp        int // data-parallel ranks that shard (ZeRO) or replicate
+	tp, pp    int
+	cp, ep    int
+	shard     int // ranks that ZeRO/FSDP shards over
+	dropHid   float64
+	dropAttn  float64
+	frozen    bool // base weights frozen (LoRA/adapter)
+	stateSize float64
+}
+
+// Validate reports the first invalid field, naming it and the rule.
+func (t Training) Validate() error {
+	_, err := t.resolve()
+	return err
+}
+
+var knownOptimizers = []string{"adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "adamw_8bit", "adam_8bit", "paged_adamw", "paged_adamw_8bit", "adamw_4bit", "custom", "none"}
+
+func oneOf(field, v string, known ...string) error {
+	for _, k := range known {
+		if v == k {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown %s %q; known: %s", field, v, strings.Join(known, ", "))
+}
+
+func (t Training) resolve() (resolved, error) {
+	r := resolved{Training: t}
+	if err := t.Model.Validate(); err != nil {
+		return r, err
+	}
+	r.m = t.Model.Normalize()
+	const maxTokens = 1 << 24
+	if t.MicroBatch < 1 {
+		return r, fmt.Errorf("micro_batch must be ≥ 1, got %d", t.MicroBatch)
+	}
+	if t.SeqLen < 1 {
+		return r, fmt.Errorf("seq_len must be ≥ 1, got %d", t.SeqLen)
+	}
+	if t.MicroBatch > maxTokens || t.SeqLen > maxTokens || int64(t.MicroBatch)*int64(t.SeqLen) > 1<<32 {
+		return r, fmt.Errorf("micro_batch × seq_len = %d × %d is beyond 2^32 tokens", t.MicroBatch, t.SeqLen)
+	}
+	if t.GradAccum < 0 {
+		return r, fmt.Errorf("grad_accum must be ≥ 1, got %d", t.GradAccum)
+	}
+	if r.GradAccum == 0 {
+		r.GradAccum = 1
+	}
+	if err := r.resolvePrecision(); err != nil {
+		return r, err
+	}
+	if r.Optimizer == "" {
+		r.Optimizer = "adamw"
+	}
+	if err := oneOf("optimizer", r.Optimizer, knownOptimizers...); err != nil {
+		return r, err
+	}
+	if r.Optimizer == "custom" && (t.CustomStateBytes <= 0 || t.CustomStateBytes > 1024) {
+		return r, fmt.Errorf("custom_state_bytes must be in (0, 1024] for optimizer \"custom\", got %v", t.CustomStateBytes)
+	}
+	if r.OptimizerImpl == "" {
+		r.OptimizerImpl = "foreach"
+	}
+	if err := oneOf("optimizer_impl", r.OptimizerImpl, "foreach", "fused", "for_loop"); err != nil {
+		return r, err
+	}
+	if r.Checkpointing == "" {
+		r.Checkpointing = "none"
+	}
+	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full"); err != nil {
+		return r, err
+	}
+	if t.CheckpointEvery < 0 || t.CheckpointEvery > r.m.Layers {
+		return r, fmt.Errorf("checkpoint_every must be in [0, layers = %d], got %d", r.m.Layers, t.CheckpointEvery)
+	}
+	if r.CheckpointEvery == 0 {
+		r.CheckpointEvery = 1
+	}
+	if r.Attention == "" {
+		r.Attention = "sdpa"
+	}
+	if err := oneOf("attention", r.Attention, "sdpa", "flash2", "flash3", "memory_efficient", "eager"); err != nil {
+		return r, err
+	}
+	if r.Trainable == "" {
+		r.Trainable = "full"
+		if t.LoRA != nil {
+			r.Trainable = "lora"
+		}
+	}
+	if err := oneOf("trainable", r.Trainable, "full", "lora", "adapter", "frozen"); err != nil {
+		return r, err
+	}
+	r.frozen = r.Trainable != "full"
+	if r.Trainable == "lora" {
+		if t.LoRA == nil {
+			return r, fmt.Errorf("trainable \"lora\" needs a lora object (rank, targets)")
+		}
+		if t.LoRA.Rank < 1 || t.LoRA.Rank > 1<<16 {
+			return r, fmt.Errorf("lora.rank must be in [1, 65536], got %d", t.LoRA.Rank)
+		}
+		if len(t.LoRA.Targets) == 0 {
+			return r, fmt.Errorf("lora.targets must name at least one module (q_proj, v_proj, …, or all_linear)")
+		}
+		for _, tg := range t.LoRA.Targets {
+			if err := oneOf("lora target", tg, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head", "all_linear"); err != nil {
+				return r, err
+			}
+		}
+		if t.LoRA.Dropout < 0 || t.LoRA.Dropout >= 1 {
+			return r, fmt.Errorf("lora.dropout must be in [0, 1), got %v", t.LoRA.Dropout)
+		}
+	}
+	if t.QuantizedBase.Quantized() && !r.frozen {
+		return r, fmt.Errorf("quantized_base %s needs a frozen base (trainable \"lora\"); quantized weights cannot be trained directly", t.QuantizedBase.DType)
+	}
+	if t.QuantizedBase.DType != DTypeUnset && !t.QuantizedBase.Quantized() {
+		return r, fmt.Errorf("quantized_base.dtype %s is not a quantized format; want nf4, fp4, int8 or int4", t.QuantizedBase.DType)
+	}
+	if r.QuantizedModules == "" {
+		r.QuantizedModules = "all_linear_except_lm_head"
+	}
+	if err := oneOf("quantized_modules", r.QuantizedModules, "all_linear", "all_linear_except_lm_head"); err != nil {
+		return r, err
+	}
+	if r.Loss == "" {
+		r.Loss = "cross_entropy"
+		if c, _ := r.m.headClasses(); c > 0 {
+			r.Loss = "classification"
+		}
+	}
+	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "fused", "logits_sum", "classification"); err != nil {
+		return r, err
+	}
+	if r.Framework == "" {
+		r.Framework = "plain_pytorch"
+	}
+	if err := oneOf("framework", r.Framework, "plain_pytorch", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
+		return r, err
+	}
+	if t.Dropout != nil && (*t.Dropout < 0 || *t.Dropout >= 1) {
+		return r, fmt.Errorf("dropout must be in [0, 1), got %v", *t.Dropout)
+	}
+	r.dropHid, r.dropAttn = familyDropout(r.m.Family)
+	if t.Dropout != nil {
+		r.dropHid, r.dropAttn = *t.Dropout, *t.Dropout
+	}
+	if err := r.resolveParallel(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// familyDropout is the (hidden, attention) dropout of each family's released
+// configs: BERT hidden_dropout_prob = attention_probs_dropout_prob = 0.1;
+// GPT-2 resid/attn 0.1; OPT dropout 0.1, attention_dropout 0; ViT 0; the
+// Llama-style and NeoX families 0.
+func familyDropout(family string) (hidden, attn float64) {
+	switch family {
+	case "bert", "gpt2":
+		return 0.1, 0.1
+	case "opt":
+		return 0.1, 0
+	}
+	return 0, 0
+}
+
+// resolvePrecision fills the dtypes from the Precision shorthand.
+func (r *resolved) resolvePrecision() error {
+	var w, c, master, g DType
+	auto := false
+	switch r.Precision {
+	case "", "fp32", "tf32":
+		w, c, g = FP32, FP32, FP32
+	case "amp_bf16", "amp_fp16":
+		w, c, g, auto = FP32, BF16, FP32, true
+		if r.Precision == "amp_fp16" {
+			c = FP16
+		}
+	case "mixed_bf16", "mixed_fp16":
+		w, c, master, g = BF16, BF16, FP32, FP32
+		if r.Precision == "mixed_fp16" {
+			w, c, g = FP16, FP16, FP16
+		}
+	case "bf16", "fp16":
+		w, c, g = BF16, BF16, BF16
+		if r.Precision == "fp16" {
+			w, c, g = FP16, FP16, FP16
+		}
+	case "fp8":
+		w, c, master, g = BF16, FP8E4M3, FP32, FP32
+	default:
+		return fmt.Errorf("unknown precision %q; known: fp32, tf32, amp_bf16, amp_fp16, mixed_bf16, mixed_fp16, bf16, fp16, fp8", r.Precision)
+	}
+	if r.WeightsDType == DTypeUnset {
+		r.WeightsDType = w
+	}
+	if r.ComputeDType == DTypeUnset {
+		r.ComputeDType = c
+		if !r.Autocast && r.Precision == "" && r.WeightsDType.IsFloat() {
+			r.ComputeDType = r.WeightsDType
+		}
+	}
+	if r.Precision != "" && !r.Autocast {
+		r.Autocast = auto
+	}
+	if r.MasterWeights == DTypeUnset {
+		r.MasterWeights = master
+	}
+	if r.GradsDType == DTypeUnset {
+		r.GradsDType = g
+		if r.Precision == "" {
+			r.GradsDType = r.WeightsDType
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    DType
+	}{{"weights_dtype", r.WeightsDType}, {"compute_dtype", r.ComputeDType}, {"grads_dtype", r.GradsDType}} {
+		if !f.d.IsFloat() {
+			return fmt.Errorf("%s must be a float type (fp32, bf16, fp16, fp8_*), got %s; quantized bases go in quantized_base", f.name, f.d)
+		}
+	}
+	if r.MasterWeights != DTypeUnset && !r.MasterWeights.IsFloat() {
+		return fmt.Errorf("master_weights must be a float type or unset, got %s", r.MasterWeights)
+	}
+	if r.WeightsDType == TF32 {
+		r.WeightsDType = FP32
+	}
+	if r.ComputeDType == TF32 {
+		r.ComputeDType = FP32
+	}
+	return nil
+}
+
+// tokens is micro_batch × seq_len on one rank before sequence sharding.
+func (r resolved) tokens() int64 { return int64(r.MicroBatch) * int64(r.SeqLen) }
+
+// trainableDType is the storage of the parameters the optimizer updates.
+func (r resolved) trainableDType() DType {
+	if r.frozen && r.LoRA != nil && r.LoRA.DType != DTypeUnset {
+		return r.LoRA.DType
+	}
+	return r.WeightsDType
+}
