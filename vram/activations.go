@@ -147,6 +147,7 @@ type blockPlan struct {
 	loraDrop float64
 	attnImpl string
 	upcast   bool // softmax in fp32 in eager attention
+	useCache bool // transformers returns past_key_values during training
 	dropHid  float64
 	dropAttn float64
 	tp       int64
@@ -296,11 +297,22 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		case m.Family == "gpt2" || m.Family == "gpt_bigcode" || m.Family == "gpt_neox" || m.Family == "phi3":
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
 			q, k, v = qkv, qkv, qkv // views of the fused output
-			if m.Position == "rope" {
+			// q, k, v are views of the fused output: saving any keeps it alive.
+			if m.Position == "rope" && m.Family == "gpt_neox" {
+				// modeling_gpt_neox.py applies the rotary embedding with its fp32
+				// cos/sin caches ("casts query and key in fp32"), concatenates the
+				// pass-through part (fp32) and casts back; the returned
+				// present=(key, value) holds the fp32 key when use_cache is on.
+				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(qkv))
+				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(qkv))
+				if p.useCache {
+					k32.saved = true
+				}
+				q = b.op("q_cast", b.size(qDim, p.e), p.e, list(q32))
+				k = b.op("k_cast", b.size(kvDim, p.e), p.e, list(k32))
+			} else if m.Position == "rope" {
 				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(qkv))
 				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(qkv))
-			} else {
-				// views of qkv: saving any of them keeps the fused buffer alive
 			}
 		default:
 			q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
@@ -310,6 +322,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(q))
 				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
 			}
+		}
+		if p.useCache {
+			// The model returns past_key_values (HF use_cache=True), which keeps
+			// the cached k and v alive until the step ends.
+			k.saved, v.saved = true, true
 		}
 		if kvHeads < heads && m.Family != "deepseek_v3" {
 			// repeat_kv: expand + reshape materialises full-head k and v.
@@ -324,6 +341,13 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			s.attn = true
 			sm := b.op("scores_scaled_masked", p.e.Size(scores), p.e, list(s))
 			sm.attn = true
+			if m.Family == "opt" {
+				// modeling_opt.py clamps with torch.max(attn_weights, finfo.min);
+				// maximum saves both inputs for its backward mask.
+				sm.saved = true
+				sm = b.op("scores_clamped", p.e.Size(scores), p.e, list(sm))
+				sm.attn = true
+			}
 			probD := p.e
 			if p.upcast {
 				probD = FP32
@@ -525,6 +549,10 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	if m.SlidingWindow > 0 && int64(m.SlidingWindow) < p.keys && r.Attention != "eager" {
 		p.keys = int64(m.SlidingWindow)
 	}
+	// transformers decoders default to use_cache=True and turn it off only
+	// under gradient checkpointing (modeling_utils / config.use_cache).
+	p.useCache = (r.Framework == "hf_trainer" || r.Framework == "plain_pytorch") &&
+		r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
 	switch m.Family {
 	case "bert", "gpt2", "vit":
 		p.upcast = false // softmax in the input dtype

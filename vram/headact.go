@@ -59,6 +59,7 @@ func buildEdges(r *resolved) edgeActivations {
 		x = b.norm(p, "final_norm", m.Norm, x, h)
 	}
 	classes, _ := m.headClasses()
+	chunks := int64(1)
 	switch {
 	case classes > 0:
 		// Pooler (first token) and classifier: negligible next to the blocks.
@@ -89,16 +90,26 @@ func buildEdges(r *resolved) edgeActivations {
 			b.op("fused_linear_cross_entropy", b.size(1, FP32), FP32, list(x))
 			b.workspace(b.size(v, FP32) / 8)
 		case "chunked_cross_entropy":
+			// litgpt: lm_head in 128-token chunks, cross-entropy per chunk in
+			// the compute dtype (litgpt/utils.py chunked_cross_entropy);
+			// torchtune: 8 chunks, each upcast to fp32 in the loss
+			// (CEWithChunkedOutputLoss). The chunk list lives until backward.
 			logitsD := p.e
+			chunks = int64(r.SeqLen) / 128
 			if r.Framework == "torchtune" {
-				logitsD = FP32 // CEWithChunkedOutputLoss upcasts each chunk
+				logitsD, chunks = FP32, 8
 			}
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			logits.saved = true
+			lf := logits
 			if logitsD != p.e {
-				logits = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+				lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
-			logits.saved = true // the chunk list lives until the loss is done
-			b.op("log_softmax", b.size(v, logitsD), logitsD, list(logits)).saved = true
+			if r.Compile {
+				b.op("logsumexp", b.size(1, FP32), FP32, list(lf)).saved = true
+			} else {
+				b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)).saved = true
+			}
 		case "logits_sum":
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
 			logits.saved = true // returned in the model output
@@ -113,9 +124,19 @@ func buildEdges(r *resolved) edgeActivations {
 				// transformers' loss upcasts: logits.float() (ForCausalLMLoss).
 				l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
-			b.op("log_softmax", b.size(v, FP32), FP32, list(l32)).saved = true
+			if r.Compile {
+				b.op("logsumexp", b.size(1, FP32), FP32, list(l32)).saved = true
+			} else {
+				b.op("log_softmax", b.size(v, FP32), FP32, list(l32)).saved = true
+			}
 		}
 	}
 	ea.Head = b.summarize(x)
+	if chunks > 1 {
+		// Transients exist one chunk at a time, forward and backward.
+		hd := &ea.Head
+		hd.ForwardPeak = addBytes(hd.Saved, (hd.ForwardPeak-hd.Saved)/Bytes(chunks))
+		hd.BackwardPeak = addBytes(x.bytes, hd.BackwardPeak/Bytes(chunks))
+	}
 	return ea
 }

@@ -12,9 +12,9 @@ type Inference struct {
 	UnquantizedDType DType  `json:"unquantized_dtype,omitempty"` // default fp16 (bf16 for bf16 weights)
 	QuantizedModules string `json:"quantized_modules,omitempty"` // all_linear_except_lm_head (default) or all_linear
 
-	Batch        int `json:"batch"`                    // concurrent sequences
-	PromptTokens int `json:"prompt_tokens"`            // per sequence; 0 with NewTokens 0 = load only
-	NewTokens    int `json:"new_tokens"`               // generated per sequence
+	Batch        int `json:"batch"`                     // concurrent sequences
+	PromptTokens int `json:"prompt_tokens"`             // per sequence; 0 with NewTokens 0 = load only
+	NewTokens    int `json:"new_tokens"`                // generated per sequence
 	KVCacheLen   int `json:"kv_cache_tokens,omitempty"` // preallocated cache length per sequence (static caches)
 
 	KVDType   DType  `json:"kv_dtype,omitempty"`  // default: the compute dtype
@@ -34,6 +34,12 @@ type Inference struct {
 
 	TP int `json:"tp,omitempty"` // tensor parallel degree (default 1)
 	PP int `json:"pp,omitempty"` // pipeline stages (default 1)
+	// DeviceMap "sequential" places blocks on GPU 0 until DeviceCapacity
+	// (minus room for the largest block) is used, then on the next GPU, as
+	// accelerate's infer_auto_device_map does for device_map="auto"
+	// (accelerate/utils/modeling.py). Only GPU 0 is reported.
+	DeviceMap      string `json:"device_map,omitempty"`
+	DeviceCapacity Bytes  `json:"device_capacity,omitempty"`
 }
 
 // InferenceEstimate is the memory of one GPU for an inference plan.
@@ -108,6 +114,12 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.TP < 1 || m.Heads%in.TP != 0 {
 		return in, m, fmt.Errorf("tp=%d does not divide %d attention heads", in.TP, m.Heads)
 	}
+	if err := oneOf("device_map", in.DeviceMap, "", "sequential"); err != nil {
+		return in, m, err
+	}
+	if in.DeviceCapacity < 0 {
+		return in, m, fmt.Errorf("device_capacity must be ≥ 0")
+	}
 	if in.PP < 1 || in.PP > m.Layers {
 		return in, m, fmt.Errorf("pp=%d must be in [1, layers = %d]", in.PP, m.Layers)
 	}
@@ -124,7 +136,7 @@ func (in Inference) Validate() error {
 // per GPU (TP shards matrices; PP takes the largest stage).
 func (in Inference) weightBytes(m Model) Bytes {
 	var perLayer = make([]Bytes, m.Layers)
-	var outside Bytes
+	var first, last Bytes // embedding side on the first stage, head side on the last
 	for _, t := range m.Tensors() {
 		quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
 		var b Bytes
@@ -139,11 +151,31 @@ func (in Inference) weightBytes(m Model) Bytes {
 		if t.IsLinear() || t.Role == "embedding" {
 			b /= Bytes(in.TP)
 		}
-		if t.Layer >= 0 {
+		switch {
+		case t.Layer >= 0:
 			perLayer[t.Layer] = addBytes(perLayer[t.Layer], b)
-		} else {
-			outside = addBytes(outside, b)
+		case t.Role == "lm_head" || isFinalNorm(t.Name):
+			last = addBytes(last, b)
+		default:
+			first = addBytes(first, b)
 		}
+	}
+	if in.DeviceMap == "sequential" && in.DeviceCapacity > 0 {
+		var largest Bytes
+		for _, b := range perLayer {
+			largest = maxBytes(largest, b)
+		}
+		used := first
+		for _, b := range perLayer {
+			if addBytes(addBytes(used, b), largest) > in.DeviceCapacity {
+				return used
+			}
+			used = addBytes(used, b)
+		}
+		if addBytes(used, last) > in.DeviceCapacity {
+			return used
+		}
+		return addBytes(used, last)
 	}
 	var best Bytes
 	for k := 0; k < in.PP; k++ {
@@ -151,8 +183,11 @@ func (in Inference) weightBytes(m Model) Bytes {
 		for l := k * m.Layers / in.PP; l < (k+1)*m.Layers/in.PP; l++ {
 			s = addBytes(s, perLayer[l])
 		}
-		if k == 0 || k == in.PP-1 {
-			s = addBytes(s, outside) // embeddings first, head last: bound by both
+		if k == 0 {
+			s = addBytes(s, first)
+		}
+		if k == in.PP-1 {
+			s = addBytes(s, last)
 		}
 		if s > best {
 			best = s

@@ -12,9 +12,15 @@ type Parallel struct {
 	ZeRO        int    `json:"zero_stage,omitempty"`
 	FSDP        string `json:"fsdp,omitempty"`         // none (default), full_shard, shard_grad_op, hybrid
 	ShardDegree int    `json:"shard_degree,omitempty"` // ranks the states are sharded over (default DP; hybrid: GPUs per node = 8)
-	TP          int    `json:"tp,omitempty"`           // tensor parallel (Megatron column/row splits)
-	SP          bool   `json:"sp,omitempty"`           // sequence parallel on top of TP (Korthikanti et al. 2022)
-	PP          int    `json:"pp,omitempty"`           // pipeline stages
+	// FSDPVersion 1 (flat parameters) or 2 (per-parameter, default). FSDP1
+	// reshards a flat parameter in its post-backward hook, which hangs on the
+	// gradient accumulator: frozen flat parameters (a LoRA base) never fire it
+	// and stay unsharded until backward ends (torch/distributed/fsdp
+	// _runtime_utils.py _post_backward_hook / _post_backward_final_callback).
+	FSDPVersion int  `json:"fsdp_version,omitempty"`
+	TP          int  `json:"tp,omitempty"` // tensor parallel (Megatron column/row splits)
+	SP          bool `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
+	PP          int  `json:"pp,omitempty"` // pipeline stages
 	// PPSchedule: 1f1b (default) or interleaved_1f1b with VirtualStages chunks
 	// per rank; PPMicrobatches is the number of pipeline microbatches.
 	PPSchedule     string `json:"pp_schedule,omitempty"`

@@ -110,7 +110,12 @@ func (r resolved) units() (blocks []unitMem, embed, head unitMem) {
 		} else {
 			stored = r.WeightsDType.Size(n / div)
 		}
+		// All-gathered for compute: FSDP's param_dtype, or the packed
+		// quantized storage for a quantized base.
 		u.gathered = compute.Size(n / div)
+		if quant {
+			u.gathered = stored
+		}
 		if zero == 3 {
 			stored /= Bytes(shard)
 		}

@@ -248,10 +248,16 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		live.Activations -= s.edges.Head.Saved
 	}
 	// Backward, last block first.
+	var unsharded Bytes // FSDP1 frozen flat params gathered and not resharded
+	fsdp1Frozen := zero3 && r.frozen && r.Parallel.FSDPVersion == 1
 	for l := st.last - 1; l >= st.first; l-- {
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
 		temp := addBytes(a.BackwardPeak, gather(l))
+		if fsdp1Frozen {
+			unsharded = addBytes(unsharded, s.blocks[l].gathered)
+			temp = addBytes(a.BackwardPeak, addBytes(unsharded, gather(l)))
+		}
 		if r.Parallel.ZeRO >= 2 {
 			temp = addBytes(temp, s.blocks[l].gradsFull) // unsharded until reduce-scatter
 		}
@@ -281,7 +287,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			live.Gradients = addBytes(live.Gradients, s.embed.grads)
 		}
 		live.Activations -= scale(s.edges.Embed.Saved, inflight)
-		s.emit(iter, micro, "backward", -1, "embedding", live, 0)
+		s.emit(iter, micro, "backward", -1, "embedding", live, unsharded)
 	}
 	if r.OptimizerInBackward && last {
 		live.Gradients = 0

@@ -64,6 +64,9 @@ type Training struct {
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
 	// materialises logits), logits_sum, classification.
 	Loss string `json:"loss,omitempty"`
+	// Compile: torch.compile; the compiled loss fuses log-softmax into its
+	// kernels and keeps only the logits and a per-token logsumexp.
+	Compile bool `json:"compile,omitempty"`
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
 	// litgpt, torchtune, deepspeed, megatron, plain_pytorch (default).
 	Framework string `json:"framework,omitempty"`
@@ -84,7 +87,7 @@ type LoRA struct {
 	Rank    int      `json:"rank"`
 	Alpha   float64  `json:"alpha,omitempty"`
 	Dropout float64  `json:"dropout,omitempty"`
-	Targets []string `json:"targets"` // q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, or "all_linear"
+	Targets []string `json:"targets"`         // q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, or "all_linear"
 	DType   DType    `json:"dtype,omitempty"` // adapter weights; default the compute dtype (PEFT upcasts to fp32: set fp32)
 }
 

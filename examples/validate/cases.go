@@ -54,6 +54,7 @@ type caseTrain struct {
 	PPSchedule     string `json:"pp_schedule"`
 	PPMicrobatches int    `json:"pp_microbatches"`
 	Framework      string `json:"framework"`
+	Compile        bool   `json:"compile"`
 }
 
 type caseInfer struct {
@@ -69,9 +70,11 @@ type caseInfer struct {
 	KVDType          string `json:"kv_dtype"`
 	KVCacheTokens    int    `json:"kv_cache_tokens"`
 	Attention        string `json:"attention"`
+	GPUs             int    `json:"gpus"`
 	Parallel         struct {
-		TP int `json:"tp"`
-		PP int `json:"pp"`
+		TP        int    `json:"tp"`
+		PP        int    `json:"pp"`
+		DeviceMap string `json:"device_map"`
 	} `json:"parallel"`
 	Engine string `json:"engine"`
 }
@@ -122,7 +125,8 @@ func (c Case) training() (vram.Training, error) {
 	t := vram.Training{Model: m, SeqLen: ct.SeqLen, MicroBatch: ct.MicroBatch, GradAccum: ct.GradAccum,
 		Autocast: ct.Autocast, Optimizer: ct.Optimizer, OptimizerInBackward: ct.OptimizerInBackward,
 		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: ct.Checkpointing, Attention: ct.Attention,
-		Loss: ct.Loss, Framework: ct.Framework, Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules}
+		Loss: ct.Loss, Framework: ct.Framework, Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
+		Compile: ct.Compile}
 	if ct.FusedLoss {
 		t.Loss = "fused"
 	}
@@ -171,6 +175,17 @@ func (c Case) inference() (vram.Inference, error) {
 	in := vram.Inference{Model: m, Batch: ci.Batch, PromptTokens: ci.PromptTokens, NewTokens: ci.NewTokens,
 		KVCacheLen: ci.KVCacheTokens, Attention: ci.Attention, QuantizedModules: ci.QuantizedModules,
 		TP: ci.Parallel.TP, PP: ci.Parallel.PP}
+	if ci.Parallel.DeviceMap == "auto" && ci.GPUs > 1 {
+		// accelerate's device_map="auto" (2022) fills GPU 0 first, up to its
+		// memory; the GPU string states the capacity ("TITAN RTX 24GB", where
+		// NVIDIA's GB are GiB).
+		in.DeviceMap = "sequential"
+		if f := strings.Fields(c.GPU); len(f) > 0 {
+			if b, err := vram.ParseBytes(strings.Replace(f[len(f)-1], "GB", "GiB", 1)); err == nil {
+				in.DeviceCapacity = b
+			}
+		}
+	}
 	w, err := dtype("weights", ci.Weights)
 	if err != nil {
 		return in, err
