@@ -82,8 +82,28 @@ type actOp struct {
 type actBuilder struct {
 	r      *resolved
 	tokens int64 // tokens per rank in this block (b·s/cp)
-	ts     []*actT
-	ops    []actOp
+	// seqShard divides per-token statistics in the residual region: tp under
+	// sequence parallelism, else 1.
+	seqShard int64
+	ts       []*actT
+	ops      []actOp
+	pool     []actT // backing store for ts: one allocation per block
+}
+
+// newT returns a fresh tensor record from the pool.
+func (b *actBuilder) newT(t actT) *actT {
+	if len(b.pool) == cap(b.pool) {
+		b.pool = make([]actT, 0, 64)
+	}
+	b.pool = append(b.pool, t)
+	return &b.pool[len(b.pool)-1]
+}
+
+func (b *actBuilder) shard() int64 {
+	if b.seqShard < 1 {
+		return 1
+	}
+	return b.seqShard
 }
 
 func (b *actBuilder) size(elemsPerToken int64, d DType) Bytes {
@@ -105,7 +125,7 @@ func mulI64(a, b int64) int64 {
 // and marks saves as saved for backward.
 func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ...*actT) *actT {
 	idx := len(b.ops)
-	out := &actT{name: name, op: name, bytes: bytes, dtype: d, born: idx, lastUse: idx}
+	out := b.newT(actT{name: name, op: name, bytes: bytes, dtype: d, born: idx, lastUse: idx})
 	for _, in := range ins {
 		if in != nil && in.lastUse < idx {
 			in.lastUse = idx
@@ -124,7 +144,7 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 // side adds an extra saved tensor created by the last op (masks, statistics).
 func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	idx := len(b.ops) - 1
-	t := &actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx}
+	t := b.newT(actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx})
 	b.ts = append(b.ts, t)
 	b.ops[idx].outs = append(b.ops[idx].outs, t)
 	return t
@@ -209,7 +229,7 @@ func (b *actBuilder) norm(p blockPlan, name string, kind string, x *actT, h int6
 			}
 		}
 		y := b.op(name, b.size(h, d), d, list(in), in)
-		b.side(name+".mean_rstd", b.size(2, FP32), FP32)
+		b.side(name+".mean_rstd", b.size(2, FP32)/Bytes(b.shard()), FP32)
 		return y
 	}
 	// RMSNorm as transformers LlamaRMSNorm / litgpt / torchtune:
@@ -219,7 +239,7 @@ func (b *actBuilder) norm(p blockPlan, name string, kind string, x *actT, h int6
 		x32 = b.op(name+".float", b.size(h, FP32), FP32, list(x))
 	}
 	x32.saved = true
-	b.op(name+".rsqrt", b.size(1, FP32), FP32, list(x32)).saved = true
+	b.op(name+".rsqrt", b.size(1, FP32)/Bytes(b.shard()), FP32, list(x32)).saved = true
 	n := b.op(name+".normed", b.size(h, FP32), FP32, list(x32))
 	out := p.resid
 	if p.autocast {
@@ -258,7 +278,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	m := r.m
 	p := r.blockPlan(layer)
 	cp := int64(r.cp)
-	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / cp}
+	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / cp,
+		ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
 	if m.Family == "vit" {
 		b.tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
 	}
@@ -266,6 +287,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	hSeq := h // residual-region width per rank: sequence parallelism splits tokens
 	if p.sp {
 		hSeq = h / p.tp
+		b.seqShard = p.tp
 	}
 	hd := int64(m.HeadDim)
 	heads := int64(m.Heads) / p.tp

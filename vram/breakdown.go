@@ -23,11 +23,25 @@ var Categories = []string{"parameters", "gradients", "optimizer_states", "activa
 
 // Total is the sum of all categories.
 func (b Breakdown) Total() Bytes {
-	t := Bytes(0)
-	for _, v := range b.values() {
-		t = addBytes(t, v)
+	t := addBytes(b.Parameters, b.Gradients)
+	t = addBytes(t, b.OptimizerStates)
+	t = addBytes(t, b.Activations)
+	t = addBytes(t, b.KVCache)
+	t = addBytes(t, b.Temporaries)
+	return addBytes(t, b.Other)
+}
+
+// Max returns the category-wise maximum.
+func (b Breakdown) Max(o Breakdown) Breakdown {
+	return Breakdown{
+		Parameters:      maxBytes(b.Parameters, o.Parameters),
+		Gradients:       maxBytes(b.Gradients, o.Gradients),
+		OptimizerStates: maxBytes(b.OptimizerStates, o.OptimizerStates),
+		Activations:     maxBytes(b.Activations, o.Activations),
+		KVCache:         maxBytes(b.KVCache, o.KVCache),
+		Temporaries:     maxBytes(b.Temporaries, o.Temporaries),
+		Other:           maxBytes(b.Other, o.Other),
 	}
-	return t
 }
 
 func (b Breakdown) values() []Bytes {

@@ -181,7 +181,13 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 		}
 		return b.UnmarshalText([]byte(u))
 	}
-	return b.UnmarshalText([]byte(s))
+	// A JSON number is a byte count, negative allowed (a headroom can be).
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("vram: bytes %s: want an integer byte count or a string such as \"80 GiB\"", s)
+	}
+	*b = Bytes(n)
+	return nil
 }
 
 // MarshalJSON writes a plain number of bytes.

@@ -1,2 +1,58 @@
-// Package vram estimates the GPU memory of training and inference runs.
+// Package vram predicts where GPU memory goes in training and inference, and
+// whether a run fits.
+//
+//	plan := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 4, Precision: "bf16"}
+//	est, err := plan.Estimate()      // err names the field and the rule for an invalid plan
+//	fmt.Print(est.Peak)              // what is live at the peak, by category, in one unit
+//	fmt.Println(est.PeakAt.Where())  // "iteration 2, backward, block 3"
+//
+// # Sizes
+//
+// Bytes is an int64 count of bytes with IEC (KiB … PiB) and SI (KB … PB)
+// constants; ParseBytes reads "80GB" and "80 GiB" (which differ). DType is an
+// element format; Quant adds the block scales of nf4, fp4, int4 (GPTQ/AWQ)
+// and int8 weights. Arithmetic saturates at MaxBytes rather than wrapping.
+//
+// # Models
+//
+// Model describes a transformer (decoder-only, encoder-only, mixture of
+// experts, GQA/MQA, MLA). Tensors lists every parameter with its Hugging Face
+// name and shape, so ParamCount is exact (gpt2 124,439,808; Llama-2-7b
+// 6,738,415,616). Read one from a config.json with FromHFConfig, take one from
+// the catalog with LookupPreset/MustPreset, or read a checkpoint's real tensor
+// table with ReadCheckpoint (safetensors headers, sharded or not).
+//
+// # What is counted
+//
+// Training.Estimate builds, for one block, the inventory of activation
+// tensors the forward pass creates — op by op, with size, dtype and whether
+// autograd saves it (see activations.go for the rules) — and replays it layer
+// by layer through a first and a steady-state iteration: forward, loss,
+// backward (gradients appear, activations are freed, checkpointed blocks are
+// recomputed), optimizer step (states are created on the first step,
+// foreach/fused temporaries) and zero_grad. The result, a Timeline, gives the
+// allocated peak (what torch.cuda.max_memory_allocated reports), its
+// composition (Breakdown) and where it happens. Parameters, gradients,
+// optimizer states and master weights are sized per tensor, sharded by ZeRO /
+// FSDP stage, tensor, pipeline, context and expert parallelism.
+//
+// Inference.Estimate covers weights in any format, the KV cache (GQA/MQA,
+// MLA, sliding windows, paged blocks, fp8) and the prefill and decode peaks.
+//
+// RuleOfThumb is the source article's quick working-set formula (100 GB for
+// a 7B model), for comparison with the precise estimate.
+//
+// # Plans
+//
+// ReadPlan reads a JSON plan file (see Plan): a model by catalog name,
+// inline, or from a config.json, plus a training or inference run.
+//
+// # Sources
+//
+// Each formula cites its source where it is implemented: the ZeRO paper
+// (Rajbhandari et al. 2020) for model-state sharding; Korthikanti et al. 2022
+// for activations under tensor/sequence parallelism and recomputation (the
+// tests reproduce its Table 2 exactly); the PyTorch, transformers, litgpt,
+// torchtune, bitsandbytes and DeepSpeed code paths for what each framework
+// really allocates.
 package vram

@@ -30,20 +30,13 @@ func (t Training) Estimate() (TrainingEstimate, error) {
 	if err != nil {
 		return TrainingEstimate{}, err
 	}
-	tl := simulateTraining(&r)
+	blocks, embed, head := r.units()
+	tl := simulateTraining(&r, blocks, embed, head, false)
 	var est TrainingEstimate
 	est.Timeline = tl
 	est.PeakAt = tl.PeakEvent()
 	est.Peak = est.PeakAt.Live
-	for _, e := range tl.Events {
-		l := e.Live
-		for i, v := range []*Bytes{&est.Static.Parameters, &est.Static.Gradients, &est.Static.OptimizerStates, &est.Static.Activations, &est.Static.KVCache, &est.Static.Temporaries, &est.Static.Other} {
-			if x := l.values()[i]; x > *v {
-				*v = x
-			}
-		}
-	}
-	blocks, embed, head := r.units()
+	est.Static = tl.static
 	var all unitMem
 	for _, b := range blocks {
 		all.add(b)
@@ -56,7 +49,7 @@ func (t Training) Estimate() (TrainingEstimate, error) {
 	if r.frozen {
 		est.TrainableParams = all.loraElems * int64(r.tp)
 	}
-	est.Block = buildBlock(&r, 0)
+	est.Block = tl.block
 	return est, nil
 }
 
@@ -66,5 +59,24 @@ func (t Training) Timeline() (Timeline, error) {
 	if err != nil {
 		return Timeline{}, err
 	}
-	return simulateTraining(&r), nil
+	blocks, embed, head := r.units()
+	return simulateTraining(&r, blocks, embed, head, true), nil
+}
+
+// ModelStates returns the persistent per-GPU memory of parameters, gradients
+// and optimizer states (with master weights) after the first step: what the
+// ZeRO paper calls model states, without activations or buffers.
+func (t Training) ModelStates() (Breakdown, error) {
+	r, err := t.resolve()
+	if err != nil {
+		return Breakdown{}, err
+	}
+	blocks, embed, head := r.units()
+	var all unitMem
+	for _, b := range blocks {
+		all.add(b)
+	}
+	all.add(embed)
+	all.add(head)
+	return Breakdown{Parameters: all.params, Gradients: all.grads, OptimizerStates: addBytes(all.states, all.master)}, nil
 }

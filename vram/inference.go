@@ -26,6 +26,11 @@ type Inference struct {
 	// PageSize tokens).
 	Cache    string `json:"cache,omitempty"`
 	PageSize int    `json:"page_size,omitempty"` // paged: tokens per block (default 16, vLLM)
+	// MaxBatchedTokens caps the tokens one prefill step processes (chunked
+	// prefill). Zero means the whole batch of prompts at once, except with the
+	// paged cache, where it defaults to vLLM's 8192 (max_num_batched_tokens
+	// with chunked prefill, vllm/config.py SchedulerConfig).
+	MaxBatchedTokens int `json:"max_batched_tokens,omitempty"`
 	// LogitsAll: the prefill computes logits for every prompt token (true for
 	// transformers < 4.45 and litgpt), else only for the last one.
 	LogitsAll bool `json:"logits_all,omitempty"`
@@ -102,6 +107,12 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.PageSize == 0 {
 		in.PageSize = 16
 	}
+	if in.MaxBatchedTokens < 0 {
+		return in, m, fmt.Errorf("max_batched_tokens must be ≥ 0, got %d", in.MaxBatchedTokens)
+	}
+	if in.MaxBatchedTokens == 0 && in.Cache == "paged" {
+		in.MaxBatchedTokens = 8192
+	}
 	if in.PageSize < 1 {
 		return in, m, fmt.Errorf("page_size must be ≥ 1, got %d", in.PageSize)
 	}
@@ -137,7 +148,7 @@ func (in Inference) Validate() error {
 func (in Inference) weightBytes(m Model) Bytes {
 	var perLayer = make([]Bytes, m.Layers)
 	var first, last Bytes // embedding side on the first stage, head side on the last
-	for _, t := range m.Tensors() {
+	for _, t := range m.tensors() {
 		quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
 		var b Bytes
 		switch {
@@ -249,7 +260,13 @@ func (in Inference) Estimate() (InferenceEstimate, error) {
 	// Prefill: one block's forward without autograd (nothing saved): its
 	// largest set of simultaneously live tensors, plus the logits.
 	e := in.UnquantizedDType
-	tr := Training{Model: m, SeqLen: maxInt(in.PromptTokens, 1), MicroBatch: in.Batch, WeightsDType: e, ComputeDType: e,
+	seq, batch := maxInt(in.PromptTokens, 1), in.Batch
+	if in.MaxBatchedTokens > 0 && batch*seq > in.MaxBatchedTokens {
+		// Chunked prefill: one step sees at most MaxBatchedTokens tokens.
+		batch = 1
+		seq = minInt(seq*in.Batch, in.MaxBatchedTokens)
+	}
+	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
 	r, err := tr.resolve()
 	if err != nil {

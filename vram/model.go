@@ -206,6 +206,9 @@ func (m Model) Validate() error {
 		}
 		return fmt.Errorf("model.family %q is not supported; known: %s", m.Family, strings.Join(Families(), ", "))
 	}
+	if m.HeadDim == 0 && m.Heads > 0 && m.Hidden%m.Heads != 0 {
+		return fmt.Errorf("model.hidden = %d is not divisible by heads = %d; set head_dim", m.Hidden, m.Heads)
+	}
 	m = m.Normalize()
 	pos := func(name string, v int) error {
 		if v < 1 {
@@ -310,20 +313,14 @@ func (m Model) Encoder() bool { return m.Family == "bert" || m.Family == "vit" }
 
 // ParamCount is the exact number of parameters: the sum over Tensors, tied
 // matrices counted once.
-func (m Model) ParamCount() int64 {
-	var n int64
-	for _, t := range m.Tensors() {
-		n += t.Numel()
-	}
-	return n
-}
+func (m Model) ParamCount() int64 { return m.tensorSet().params }
 
 // ActiveParamCount counts the parameters one token passes through: routed
 // experts contribute ExpertsPerToken of Experts.
 func (m Model) ActiveParamCount() int64 {
 	var n int64
 	m = m.Normalize()
-	for _, t := range m.Tensors() {
+	for _, t := range m.tensors() {
 		if t.Expert >= m.ExpertsPerToken {
 			continue
 		}

@@ -20,7 +20,7 @@ const bnbBlock = 256
 // stateBytes is the optimizer state of one trainable tensor of n elements
 // and shape dims, and whether that state lives in paged (unified) memory
 // that the PyTorch allocator does not count.
-func (r resolved) stateBytes(n int64, shape []int64, paramDType DType) (b Bytes, paged bool) {
+func (r *resolved) stateBytes(n int64, shape []int64, paramDType DType) (b Bytes, paged bool) {
 	st := r.OptimizerStateDType
 	if st == DTypeUnset {
 		// torch.optim creates states with zeros_like(param): the dtype of what
@@ -77,7 +77,7 @@ func (r resolved) stateBytes(n int64, shape []int64, paramDType DType) (b Bytes,
 //     state-sized temporary (torch/optim/adam.py _multi_tensor_adam).
 //   - fused: the step is one kernel with no temporaries.
 //   - for_loop: one parameter at a time: a temporary the size of the largest.
-func (r resolved) stepTemporary(total, largest int64, d DType) Bytes {
+func (r *resolved) stepTemporary(total, largest int64, d DType) Bytes {
 	switch r.Optimizer {
 	case "none", "sgd":
 		return 0

@@ -38,7 +38,7 @@ type stage struct {
 }
 
 // stages lists the pipeline stages (one when PP = 1).
-func (r resolved) stages() []stage {
+func (r *resolved) stages() []stage {
 	L, pp := r.m.Layers, r.pp
 	var out []stage
 	for k := 0; k < pp; k++ {
@@ -48,7 +48,7 @@ func (r resolved) stages() []stage {
 }
 
 // loraTargeted reports which output rows of tensor t get an adapter.
-func (r resolved) loraOut(t Tensor) int64 {
+func (r *resolved) loraOut(t Tensor) int64 {
 	if r.Trainable != "lora" || r.LoRA == nil || !t.IsLinear() || t.Role == "router" {
 		return 0
 	}
@@ -79,7 +79,7 @@ func (r resolved) loraOut(t Tensor) int64 {
 
 // units returns the persistent memory per block (index = layer) and of the
 // non-block tensors split into embedding-side and head-side.
-func (r resolved) units() (blocks []unitMem, embed, head unitMem) {
+func (r *resolved) units() (blocks []unitMem, embed, head unitMem) {
 	blocks = make([]unitMem, r.m.Layers)
 	tp, shard, ep := int64(r.tp), int64(r.shard), int64(r.ep)
 	zero := r.Parallel.ZeRO
@@ -91,7 +91,32 @@ func (r resolved) units() (blocks []unitMem, embed, head unitMem) {
 		compute = BF16
 	}
 	tDType := r.trainableDType()
-	for _, t := range r.m.Tensors() {
+	// Blocks of one kind (dense or MoE) have the same tensors: account the
+	// first of each kind and copy it to the others.
+	set := r.m.tensorSet()
+	repDense, repMoE := -1, -1
+	var idx []int
+	for l := 0; l < r.m.Layers; l++ {
+		if r.m.IsMoELayer(l) && repMoE < 0 {
+			repMoE = l
+			idx = append(idx, set.byLayer[l]...)
+		} else if !r.m.IsMoELayer(l) && repDense < 0 {
+			repDense = l
+			idx = append(idx, set.byLayer[l]...)
+		}
+	}
+	idx = append(idx, set.outside...)
+	defer func() {
+		for l := range blocks {
+			if r.m.IsMoELayer(l) {
+				blocks[l] = blocks[repMoE]
+			} else {
+				blocks[l] = blocks[repDense]
+			}
+		}
+	}()
+	for _, i := range idx {
+		t := set.ts[i]
 		var u unitMem
 		n := t.Numel()
 		div := int64(1)
@@ -164,7 +189,7 @@ func isFinalNorm(name string) bool {
 
 // addTrainable accounts gradients, optimizer states and master weights of n
 // trainable elements of a tensor with the given shape.
-func (r resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, shard int64, zero int, offOpt, offGrads bool) {
+func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, shard int64, zero int, offOpt, offGrads bool) {
 	u.trainable += n
 	if n > u.largest {
 		u.largest = n

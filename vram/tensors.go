@@ -1,6 +1,9 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Tensor is one parameter tensor of a model.
 type Tensor struct {
@@ -80,7 +83,54 @@ func (l *tensorList) norm(prefix string, layerNorm bool, h int64) {
 // (as transformers' modeling_<family>.py registers them), tied matrices once.
 // The model must be valid (see Validate); an invalid one yields what it can.
 func (m Model) Tensors() []Tensor {
+	return append([]Tensor(nil), m.tensors()...)
+}
+
+// tensorCache memoizes tensor lists by normalized model: sweeps estimate the
+// same architecture thousands of times.
+var (
+	tensorCache   sync.Map // Model → tensorSet
+	tensorCacheMu sync.Mutex
+	tensorCacheN  int
+)
+
+type tensorSet struct {
+	ts     []Tensor
+	params int64
+	// byLayer[l] indexes block l's tensors; outside indexes the rest.
+	byLayer [][]int
+	outside []int
+}
+
+// tensors is Tensors without the copy; callers must not modify the result.
+func (m Model) tensors() []Tensor { return m.tensorSet().ts }
+
+func (m Model) tensorSet() tensorSet {
 	m = m.Normalize()
+	if ts, ok := tensorCache.Load(m); ok {
+		return ts.(tensorSet)
+	}
+	ts := tensorSet{ts: m.buildTensors(), byLayer: make([][]int, m.Layers)}
+	for i, t := range ts.ts {
+		ts.params += t.Numel()
+		if t.Layer >= 0 && t.Layer < m.Layers {
+			ts.byLayer[t.Layer] = append(ts.byLayer[t.Layer], i)
+		} else {
+			ts.outside = append(ts.outside, i)
+		}
+	}
+	tensorCacheMu.Lock()
+	if tensorCacheN >= 256 { // bound the memory a long fuzz or sweep can hold
+		tensorCache.Range(func(k, _ any) bool { tensorCache.Delete(k); return true })
+		tensorCacheN = 0
+	}
+	tensorCache.Store(m, ts)
+	tensorCacheN++
+	tensorCacheMu.Unlock()
+	return ts
+}
+
+func (m Model) buildTensors() []Tensor {
 	l := &tensorList{layer: -1}
 	h, v := int64(m.Hidden), int64(m.Vocab)
 	ln := m.Norm == "layernorm"

@@ -18,15 +18,14 @@ type Timeline struct {
 	Events []Event `json:"events"`
 	Peak   int     `json:"peak"` // index of the event with the most live bytes
 	Stage  int     `json:"stage"`
+
+	block  BlockActivations // block 0's inventory, for TrainingEstimate
+	peak   Event            // the peak event (also without recorded events)
+	static Breakdown        // category-wise maxima
 }
 
 // PeakEvent returns the event where allocated memory peaks.
-func (t Timeline) PeakEvent() Event {
-	if len(t.Events) == 0 {
-		return Event{}
-	}
-	return t.Events[t.Peak]
-}
+func (t Timeline) PeakEvent() Event { return t.peak }
 
 // Where describes the peak in words: "iteration 2, backward, block 3".
 func (e Event) Where() string {
@@ -48,6 +47,10 @@ type simulation struct {
 	acts    []BlockActivations // per layer
 	edges   edgeActivations
 	events  []Event
+	record  bool      // keep every event (Timeline); else only the peak and maxima
+	peak    Event     // the event with the most live bytes
+	peakTot Bytes     // its total
+	static  Breakdown // category-wise maxima over all events
 	stageIx int
 }
 
@@ -55,7 +58,7 @@ type simulation struct {
 // 1F1B keeps pp−k on stage k (Narayanan et al. 2021 §2.2); interleaving adds
 // (pp−1)/(pp·v) of a stage (Korthikanti et al. 2022 §4.2.3, Megatron
 // theoretical_memory_usage.py).
-func (r resolved) inflight(k int) float64 {
+func (r *resolved) inflight(k int) float64 {
 	if r.pp == 1 {
 		return 1
 	}
@@ -85,8 +88,9 @@ func scale(b Bytes, f float64) Bytes {
 }
 
 // simulateTraining builds the timeline of the most loaded pipeline stage.
-func simulateTraining(r *resolved) Timeline {
-	blocks, embed, head := r.units()
+// With record false only the peak event and the category maxima are kept
+// (Timeline.Events stays empty), which is what Estimate needs.
+func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record bool) Timeline {
 	acts := make([]BlockActivations, r.m.Layers)
 	cache := map[bool]BlockActivations{}
 	for i := range acts {
@@ -122,12 +126,16 @@ func simulateTraining(r *resolved) Timeline {
 	edges := buildEdges(r)
 	var best Timeline
 	for k, st := range r.stages() {
-		s := &simulation{r: r, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges, stageIx: k}
+		s := &simulation{r: r, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges, stageIx: k, record: record}
+		if record {
+			s.events = make([]Event, 0, 8*(st.last-st.first)+32)
+		}
 		tl := s.run(st)
 		if k == 0 || tl.PeakEvent().Live.Total() > best.PeakEvent().Live.Total() {
 			best = tl
 		}
 	}
+	best.block = acts[0]
 	return best
 }
 
@@ -183,10 +191,11 @@ func (s *simulation) run(st stage) Timeline {
 			s.iteration(st, iter, micro, live, gradsHeld, inflight, zero3, stageUnits)
 		}
 	}
-	tl := Timeline{Events: s.events, Stage: s.stageIx}
-	for i, e := range tl.Events {
-		if e.Live.Total() > tl.Events[tl.Peak].Live.Total() {
-			tl.Peak = i
+	tl := Timeline{Events: s.events, Stage: s.stageIx, peak: s.peak, static: s.static}
+	var peak Bytes
+	for i := range tl.Events {
+		if t := tl.Events[i].Live.Total(); t > peak {
+			tl.Peak, peak = i, t
 		}
 	}
 	return tl
@@ -194,16 +203,23 @@ func (s *simulation) run(st stage) Timeline {
 
 func (s *simulation) emit(iter, micro int, phase string, layer int, name string, live Breakdown, temp Bytes) {
 	live.Temporaries = addBytes(live.Temporaries, temp)
-	s.events = append(s.events, Event{Iteration: iter, Micro: micro, Phase: phase, Layer: layer, Name: name, Live: live})
+	e := Event{Iteration: iter, Micro: micro, Phase: phase, Layer: layer, Name: name, Live: live}
+	if t := live.Total(); t > s.peakTot || s.peakTot == 0 {
+		s.peak, s.peakTot = e, t
+	}
+	s.static = s.static.Max(live)
+	if s.record {
+		s.events = append(s.events, e)
+	}
 }
 
 // checkpointed reports whether block l keeps only its input.
-func (r resolved) checkpointed(l int) bool {
+func (r *resolved) checkpointed(l int) bool {
 	return r.Checkpointing == "full" && l%r.CheckpointEvery == 0
 }
 
 // savedFor is what block l holds from its forward to its backward.
-func (r resolved) savedFor(a BlockActivations, l int) Bytes {
+func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 	switch {
 	case r.checkpointed(l):
 		return a.Input
@@ -300,9 +316,16 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if iter == 1 {
 			live.OptimizerStates = addBytes(live.OptimizerStates, su.states)
 		}
-		temp := r.stepTemporary(su.trainable, su.largest, stateDTypeOf(r))
+		// The step runs on this rank's shard of the states (ZeRO ≥ 1).
+		shard := int64(1)
+		if r.Parallel.ZeRO >= 1 {
+			shard = int64(r.shard)
+		}
+		temp := r.stepTemporary(su.trainable/shard, su.largest, stateDTypeOf(r))
 		if r.RetainGradCopies {
-			temp = addBytes(temp, su.grads)
+			// A second copy of every gradient (e.g. out-of-place clipping
+			// keeping clipped copies) lives through the step.
+			live.Gradients = addBytes(live.Gradients, su.grads)
 		}
 		if r.Parallel.CPUOffload != "none" {
 			temp = 0 // the step runs on the CPU

@@ -332,10 +332,10 @@ func (r *resolved) resolvePrecision() error {
 }
 
 // tokens is micro_batch × seq_len on one rank before sequence sharding.
-func (r resolved) tokens() int64 { return int64(r.MicroBatch) * int64(r.SeqLen) }
+func (r *resolved) tokens() int64 { return int64(r.MicroBatch) * int64(r.SeqLen) }
 
 // trainableDType is the storage of the parameters the optimizer updates.
-func (r resolved) trainableDType() DType {
+func (r *resolved) trainableDType() DType {
 	if r.frozen && r.LoRA != nil && r.LoRA.DType != DTypeUnset {
 		return r.LoRA.DType
 	}

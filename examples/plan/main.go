@@ -1,0 +1,128 @@
+// Command plan estimates the GPU memory of a plan file.
+//
+//	go run ./examples/plan FILE.json        # breakdown table
+//	go run ./examples/plan -json FILE.json  # machine-readable
+//
+// The plan format is documented on vram.Plan; examples are in examples/plans.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vramlab/vramlab/vram"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "plan:", err)
+		os.Exit(1)
+	}
+}
+
+// Report is what -json prints.
+type Report struct {
+	Name      string                  `json:"name,omitempty"`
+	Model     string                  `json:"model"`
+	Params    int64                   `json:"params"`
+	Training  *vram.TrainingEstimate  `json:"training,omitempty"`
+	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
+	Peak      vram.Bytes              `json:"peak_allocated"`
+	Fit       *Fit                    `json:"fit,omitempty"`
+}
+
+// Fit compares the peak with the plan's target GPU.
+type Fit struct {
+	GPU      string     `json:"gpu"`
+	Capacity vram.Bytes `json:"capacity"`
+	Usable   vram.Bytes `json:"usable"` // capacity minus the CUDA context
+	Headroom vram.Bytes `json:"headroom"`
+	Fits     bool       `json:"fits"`
+}
+
+func run(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(w)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: plan [-json] FILE.json")
+	}
+	p, err := vram.ReadPlan(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	rep, err := estimate(p)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printReport(w, p, rep)
+	return nil
+}
+
+func estimate(p vram.Plan) (Report, error) {
+	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount()}
+	if p.Training != nil {
+		est, err := p.Training.Estimate()
+		if err != nil {
+			return rep, err
+		}
+		rep.Training, rep.Peak = &est, est.Peak.Total()
+	} else {
+		est, err := p.Inference.Estimate()
+		if err != nil {
+			return rep, err
+		}
+		rep.Inference, rep.Peak = &est, est.Peak.Total()
+	}
+	if p.GPU != "" {
+		g, err := vram.ParseCapacity(p.GPU)
+		if err != nil {
+			return rep, fmt.Errorf("gpu: %w", err)
+		}
+		f := Fit{GPU: g.Name, Capacity: g.Memory, Usable: g.Usable()}
+		f.Headroom = f.Usable - rep.Peak
+		f.Fits = f.Headroom >= 0
+		rep.Fit = &f
+	}
+	return rep, nil
+}
+
+func printReport(w io.Writer, p vram.Plan, r Report) {
+	if r.Name != "" {
+		fmt.Fprintln(w, r.Name)
+	}
+	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
+	if t := r.Training; t != nil {
+		fmt.Fprintf(w, "trainable parameters: %d\n\n", t.TrainableParams)
+		fmt.Fprintf(w, "Peak allocated memory per GPU (torch.cuda.max_memory_allocated), at %s:\n", t.PeakAt.Where())
+		fmt.Fprint(w, t.Peak.String())
+		if t.PagedStates > 0 {
+			fmt.Fprintf(w, "plus %v of paged optimizer states in unified memory (not counted by PyTorch's allocator)\n", t.PagedStates)
+		}
+		fmt.Fprintf(w, "\nEach category at its own maximum (sum of buckets): %v\n", t.Static.Total())
+	}
+	if in := r.Inference; in != nil {
+		fmt.Fprintf(w, "\nPeak allocated memory per GPU, at %s:\n", in.PeakAt)
+		fmt.Fprint(w, in.Peak.String())
+		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
+	}
+	if f := r.Fit; f != nil {
+		verdict := "fits"
+		if !f.Fits {
+			verdict = "does NOT fit"
+		}
+		fmt.Fprintf(w, "\n%s: %v total, %v usable after the CUDA context: %s (headroom %v)\n", f.GPU, f.Capacity, f.Usable, verdict, f.Headroom)
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPlanExamples(t *testing.T) {
+	files, _ := filepath.Glob("../plans/*.json")
+	if len(files) < 4 {
+		t.Fatalf("found %d example plans", len(files))
+	}
+	for _, f := range files {
+		var out bytes.Buffer
+		if err := run([]string{f}, &out); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		for _, want := range []string{"Peak allocated memory per GPU", "total", "usable after the CUDA context"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", f, want, out.String())
+			}
+		}
+		out.Reset()
+		if err := run([]string{"-json", f}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var rep Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%s: -json output does not decode: %v", f, err)
+		}
+		if rep.Peak <= 0 || rep.Fit == nil {
+			t.Errorf("%s: report %+v", f, rep)
+		}
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		plan, want string
+	}{
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_bach": 2}}`, `unknown field "micro_bach"`},
+		{`{"model": "gpt5", "train": {"seq_len": 128, "micro_batch": 2}}`, `unknown model preset "gpt5"`},
+		{`{"model": "gpt2"}`, `"train" or "inference" object is required`},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 0}}`, "micro_batch must be ≥ 1"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "optimizer": "adamx"}}`, `unknown optimizer "adamx"`},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "gpu": "A200"}`, `unknown GPU "A200"`},
+		{`{"model": {"hf_config": "nope.json"}, "train": {"seq_len": 1, "micro_batch": 1}}`, "model.hf_config"},
+		{`[1, 2]`, "cannot unmarshal"},
+	} {
+		p := filepath.Join(dir, "plan.json")
+		if err := os.WriteFile(p, []byte(tc.plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := run([]string{p}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.plan, err, tc.want)
+		}
+	}
+	if err := run(nil, &bytes.Buffer{}); err == nil {
+		t.Error("no arguments should be an error")
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var summaryRE = regexp.MustCompile(`(?m)^summary kind=(\S+) cases=(\d+) predicted=(\d+) skipped=(\d+) median_abs_err=([\d.]+)% p90_abs_err=([\d.]+)%$`)
+
+// TestValidateReference runs the published measured cases and holds the
+// engine to the accuracy the README publishes (a regression guard: the
+// numbers come from this run, with a small margin).
+func TestValidateReference(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"testdata/cases.jsonl"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, m := range summaryRE.FindAllStringSubmatch(out.String(), -1) {
+		var v []float64
+		for _, s := range m[2:] {
+			f, _ := strconv.ParseFloat(s, 64)
+			v = append(v, f)
+		}
+		got[m[1]] = v
+	}
+	for _, k := range []string{"allocated_peak", "reserved_peak", "nvidia_smi", "other", "all"} {
+		if _, ok := got[k]; !ok {
+			t.Fatalf("no summary line for kind %s in:\n%s", k, out.String())
+		}
+	}
+	if all := got["all"]; all[0] != 74 || all[1]+all[2] != all[0] {
+		t.Errorf("summary all = %v: want 74 cases, predicted + skipped = cases", all)
+	}
+	alloc := got["allocated_peak"]
+	if alloc[1] < 38 {
+		t.Errorf("allocated_peak: only %v of %v cases predicted", alloc[1], alloc[0])
+	}
+	if alloc[3] > 6.5 || alloc[4] > 15 {
+		t.Errorf("allocated_peak accuracy regressed: median %.1f%%, p90 %.1f%%", alloc[3], alloc[4])
+	}
+	// Every skipped case says why.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "skipped:") && strings.TrimSpace(line[strings.Index(line, "skipped:")+8:]) == "" {
+			t.Errorf("skip without a reason: %q", line)
+		}
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	for _, args := range [][]string{nil, {"missing.jsonl"}, {"a", "b"}} {
+		if err := run(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("run(%q) succeeded", args)
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	xs := []float64{5, 1, 3, 2, 4}
+	if q := quantile(xs, 0.5); q != 3 {
+		t.Errorf("median = %v", q)
+	}
+	if q := quantile(xs, 0.9); q < 4.5 || q > 4.7 {
+		t.Errorf("p90 = %v", q)
+	}
+	if q := quantile(nil, 0.5); q != 0 {
+		t.Errorf("empty = %v", q)
+	}
+}

@@ -1,0 +1,51 @@
+package vram
+
+import "testing"
+
+func llama70BPlan() Training {
+	return Training{Model: MustPreset("llama-3.1-70b"), SeqLen: 8192, MicroBatch: 1, Precision: "mixed_bf16",
+		Optimizer: "adamw", Checkpointing: "full", Parallel: Parallel{DP: 64, FSDP: "full_shard", TP: 8, SP: true}}
+}
+
+// BenchmarkEstimateLlama70B: one full estimate (inventory, timeline of two
+// iterations over 80 blocks, model states) of a Llama-3.1-70B training plan.
+func BenchmarkEstimateLlama70B(b *testing.B) {
+	tr := llama70BPlan()
+	for i := 0; i < b.N; i++ {
+		if _, err := tr.Estimate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSweep10k: 10,000 estimates over batch × sequence × checkpointing
+// for a mid-size model, as a what-if sweep or fit map does.
+func BenchmarkSweep10k(b *testing.B) {
+	base := Training{Model: MustPreset("llama-3-8b"), Precision: "bf16", Optimizer: "adamw"}
+	ckpt := []string{"none", "selective", "full", "none"}
+	for i := 0; i < b.N; i++ {
+		n := 0
+		for mb := 1; mb <= 25; mb++ {
+			for s := 1; s <= 100; s++ {
+				for c := 0; c < 4; c++ {
+					tr := base
+					tr.MicroBatch, tr.SeqLen, tr.Checkpointing = mb, 128*s, ckpt[c]
+					if _, err := tr.Estimate(); err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+			}
+		}
+		if n != 10000 {
+			b.Fatal(n)
+		}
+	}
+}
+
+func BenchmarkParamCount(b *testing.B) {
+	m := MustPreset("deepseek-v3")
+	for i := 0; i < b.N; i++ {
+		_ = m.ParamCount()
+	}
+}

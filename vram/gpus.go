@@ -1,0 +1,109 @@
+package vram
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// GPU is a catalog entry for planning without the hardware.
+//
+// Memory is the device total as the driver reports it (nvidia-smi / NVML
+// "total"), which for NVIDIA data-center parts is the marketing figure read
+// as GiB, minus what the driver keeps for ECC and firmware on some parts.
+// Vendor "GB" for memory sizes are binary (an "80GB" A100 has 81920 MiB);
+// where the reported total differs from the marketing figure the comment says
+// which one is used.
+type GPU struct {
+	Name    string   `json:"name"`
+	Aliases []string `json:"aliases,omitempty"`
+	Memory  Bytes    `json:"memory"`
+	Arch    string   `json:"arch"`
+	// ComputeCapability is major*10+minor (90 for Hopper).
+	ComputeCapability int `json:"compute_capability"`
+	// Context is the default CUDA context plus module images a PyTorch
+	// process holds before its first tensor, with lazy module loading
+	// (CUDA ≥ 11.7, PyTorch ≥ 1.13): measured values are 256–430 MiB and
+	// grow with the SM count (anchors: pytorch PR #86509, #107667; see
+	// DeviceOverhead). Override it with a measurement of your machine.
+	Context Bytes  `json:"context"`
+	Source  string `json:"source"`
+	// CapacityOnly marks entries (non-NVIDIA) that only give a capacity.
+	CapacityOnly bool `json:"capacity_only,omitempty"`
+}
+
+// Usable is the memory left for the process's tensors after the context.
+func (g GPU) Usable() Bytes { return g.Memory - g.Context }
+
+// gpus is the catalog. Sources are vendor datasheets; the reported totals
+// (MiB) come from nvidia-smi outputs of those parts.
+var gpus = []GPU{
+	{Name: "V100-16GB", Aliases: []string{"Tesla V100-SXM2-16GB", "V100 16GB", "V100"}, Memory: 16160 * MiB, Arch: "Volta", ComputeCapability: 70, Context: 420 * MiB, Source: "NVIDIA V100 datasheet (16 GB HBM2); nvidia-smi total 16160MiB"},
+	{Name: "V100-32GB", Aliases: []string{"Tesla V100-SXM2-32GB", "V100 32GB"}, Memory: 32510 * MiB, Arch: "Volta", ComputeCapability: 70, Context: 420 * MiB, Source: "NVIDIA V100 datasheet (32 GB HBM2); nvidia-smi total 32510MiB"},
+	{Name: "T4", Aliases: []string{"Tesla T4"}, Memory: 15360 * MiB, Arch: "Turing", ComputeCapability: 75, Context: 300 * MiB, Source: "NVIDIA T4 datasheet (16 GB GDDR6); nvidia-smi total 15360MiB"},
+	{Name: "A10", Aliases: []string{"NVIDIA A10", "A10 24GB"}, Memory: 23028 * MiB, Arch: "Ampere", ComputeCapability: 86, Context: 350 * MiB, Source: "NVIDIA A10 datasheet (24 GB GDDR6); nvidia-smi total 23028MiB"},
+	{Name: "A100-40GB", Aliases: []string{"A100-SXM4-40GB", "A100 40GB", "A100-PCIE-40GB"}, Memory: 40960 * MiB, Arch: "Ampere", ComputeCapability: 80, Context: 420 * MiB, Source: "NVIDIA A100 datasheet (40 GB HBM2); nvidia-smi total 40960MiB"},
+	{Name: "A100-80GB", Aliases: []string{"A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB", "A100"}, Memory: 81920 * MiB, Arch: "Ampere", ComputeCapability: 80, Context: 420 * MiB, Source: "NVIDIA A100 datasheet (80 GB HBM2e); nvidia-smi total 81920MiB"},
+	{Name: "L4", Aliases: []string{"NVIDIA L4"}, Memory: 23034 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 300 * MiB, Source: "NVIDIA L4 datasheet (24 GB GDDR6); nvidia-smi total 23034MiB"},
+	{Name: "L40S", Aliases: []string{"NVIDIA L40S"}, Memory: 46068 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 400 * MiB, Source: "NVIDIA L40S datasheet (48 GB GDDR6); nvidia-smi total 46068MiB"},
+	{Name: "H100-80GB", Aliases: []string{"H100 SXM", "H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", "H100 80GB", "H100"}, Memory: 81559 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, Source: "NVIDIA H100 datasheet (80 GB HBM3); nvidia-smi total 81559MiB"},
+	{Name: "H100-PCIe", Aliases: []string{"H100 PCIe", "NVIDIA H100 PCIe"}, Memory: 81559 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, Source: "NVIDIA H100 datasheet (80 GB HBM2e); nvidia-smi total 81559MiB"},
+	{Name: "H100-NVL", Aliases: []string{"H100 NVL", "H100 94GB"}, Memory: 95830 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, Source: "NVIDIA H100 NVL datasheet (94 GB HBM3); nvidia-smi total 95830MiB"},
+	{Name: "H200", Aliases: []string{"NVIDIA H200", "H200 141GB", "H200-SXM5-141GB", "NVIDIA H200 141GB HBM3e"}, Memory: 143771 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 520 * MiB, Source: "NVIDIA H200 datasheet (141 GB HBM3e); nvidia-smi total 143771MiB"},
+	{Name: "B200", Aliases: []string{"NVIDIA B200", "B200 180GB"}, Memory: 183359 * MiB, Arch: "Blackwell", ComputeCapability: 100, Context: 560 * MiB, Source: "NVIDIA DGX B200 datasheet (180 GB HBM3e per GPU); nvidia-smi total 183359MiB"},
+	{Name: "GB200", Aliases: []string{"NVIDIA GB200"}, Memory: 189471 * MiB, Arch: "Blackwell", ComputeCapability: 100, Context: 560 * MiB, Source: "NVIDIA GB200 NVL72 datasheet (186 GB HBM3e per GPU); nvidia-smi total 189471MiB"},
+	{Name: "RTX-3090", Aliases: []string{"RTX 3090", "GeForce RTX 3090"}, Memory: 24576 * MiB, Arch: "Ampere", ComputeCapability: 86, Context: 256 * MiB, Source: "NVIDIA RTX 3090 specifications (24 GB GDDR6X); context: InvokeAI #9413"},
+	{Name: "RTX-4090", Aliases: []string{"RTX 4090", "GeForce RTX 4090", "RTX 4090 24GB"}, Memory: 24564 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 300 * MiB, Source: "NVIDIA RTX 4090 specifications (24 GB GDDR6X); nvidia-smi total 24564MiB"},
+	{Name: "RTX-5090", Aliases: []string{"RTX 5090", "GeForce RTX 5090"}, Memory: 32607 * MiB, Arch: "Blackwell", ComputeCapability: 120, Context: 350 * MiB, Source: "NVIDIA RTX 5090 specifications (32 GB GDDR7); nvidia-smi total 32607MiB"},
+	{Name: "TITAN-RTX", Aliases: []string{"TITAN RTX", "TITAN RTX 24GB"}, Memory: 24220 * MiB, Arch: "Turing", ComputeCapability: 75, Context: 300 * MiB, Source: "NVIDIA TITAN RTX specifications (24 GB GDDR6); nvidia-smi total 24220MiB"},
+	{Name: "MI300X", Aliases: []string{"AMD MI300X", "Instinct MI300X"}, Memory: 192 * GiB, Arch: "CDNA3", Context: 0, Source: "AMD Instinct MI300X datasheet (192 GB HBM3); capacity only: the NVML layer does not see AMD GPUs", CapacityOnly: true},
+}
+
+// GPUs lists the catalog names.
+func GPUs() []string {
+	var out []string
+	for _, g := range gpus {
+		out = append(out, g.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func normGPU(s string) string {
+	s = strings.ToLower(s)
+	for _, p := range []string{"nvidia ", "tesla ", "geforce "} {
+		s = strings.ReplaceAll(s, p, "")
+	}
+	return strings.NewReplacer(" ", "", "-", "", "_", "").Replace(s)
+}
+
+// LookupGPU finds a catalog GPU by name or alias, ignoring case, spaces and
+// dashes ("a100 80gb", "NVIDIA H100 80GB HBM3").
+func LookupGPU(name string) (GPU, error) {
+	n := normGPU(name)
+	for _, g := range gpus {
+		if normGPU(g.Name) == n {
+			return g, nil
+		}
+		for _, a := range g.Aliases {
+			if normGPU(a) == n {
+				return g, nil
+			}
+		}
+	}
+	return GPU{}, fmt.Errorf("unknown GPU %q; known: %s (or give a capacity such as \"80 GiB\")", name, strings.Join(GPUs(), ", "))
+}
+
+// ParseCapacity reads a plan's "gpu" field: a catalog GPU, or a capacity
+// such as "80 GiB" (treated as a device with no context overhead).
+func ParseCapacity(s string) (GPU, error) {
+	if g, err := LookupGPU(s); err == nil {
+		return g, nil
+	}
+	b, err := ParseBytes(s)
+	if err != nil || b <= 0 {
+		_, lerr := LookupGPU(s)
+		return GPU{}, lerr
+	}
+	return GPU{Name: s, Memory: b}, nil
+}

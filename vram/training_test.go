@@ -1,0 +1,214 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+func llamaPlan() Training {
+	return Training{Model: MustPreset("llama-2-7b"), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw"}
+}
+
+func TestTrainingValidateErrors(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*Training)
+		want string
+	}{
+		{func(t *Training) { t.MicroBatch = 0 }, "micro_batch must be ≥ 1"},
+		{func(t *Training) { t.SeqLen = -1 }, "seq_len must be ≥ 1"},
+		{func(t *Training) { t.Optimizer = "adamx" }, `unknown optimizer "adamx"; known: adamw, adam`},
+		{func(t *Training) { t.Precision = "fp12" }, `unknown precision "fp12"`},
+		{func(t *Training) { t.Parallel.TP = 3 }, "tp=3 does not divide 32 attention heads"},
+		{func(t *Training) { t.Parallel.ZeRO = 4 }, "parallel.zero_stage must be 0, 1, 2 or 3"},
+		{func(t *Training) { t.Parallel.PP = 64 }, "pp=64 exceeds the 32 layers"},
+		{func(t *Training) { t.Parallel.CP = 3 }, "cp=3 does not divide seq_len = 2048"},
+		{func(t *Training) { t.Parallel.SP = true }, "parallel.sp needs tp > 1"},
+		{func(t *Training) { t.Trainable = "lora" }, `trainable "lora" needs a lora object`},
+		{func(t *Training) { t.LoRA = &LoRA{Rank: 0, Targets: []string{"q_proj"}} }, "lora.rank must be in [1, 65536]"},
+		{func(t *Training) { t.LoRA = &LoRA{Rank: 8, Targets: []string{"qq"}} }, `unknown lora target "qq"`},
+		{func(t *Training) { t.QuantizedBase = Quant{DType: NF4} }, "needs a frozen base"},
+		{func(t *Training) { t.Attention = "fast" }, `unknown attention "fast"`},
+		{func(t *Training) { t.Optimizer = "custom" }, "custom_state_bytes must be in (0, 1024]"},
+		{func(t *Training) { t.Checkpointing = "some" }, `unknown grad_checkpointing "some"`},
+		{func(t *Training) { d := 1.5; t.Dropout = &d }, "dropout must be in [0, 1)"},
+		{func(t *Training) { t.Model.Layers = 0 }, "model.layers must be ≥ 1"},
+	} {
+		tr := llamaPlan()
+		tc.edit(&tr)
+		_, err := tr.Estimate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Estimate() error = %v, want one containing %q", err, tc.want)
+		}
+	}
+}
+
+// TestBreakdownTotalIsSum: Total is exactly the sum and String shows it.
+func TestBreakdownTotalIsSum(t *testing.T) {
+	est, err := llamaPlan().Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum Bytes
+	for _, it := range est.Peak.Items() {
+		sum += it.Bytes
+	}
+	if sum != est.Peak.Total() {
+		t.Errorf("items sum to %d, Total is %d", sum, est.Peak.Total())
+	}
+	if s := est.Peak.String(); !strings.Contains(s, "total") || !strings.Contains(s, "GiB") {
+		t.Errorf("String() = %q", s)
+	}
+	if est.Static.Total() < est.Peak.Total() {
+		t.Errorf("sum of category maxima %v < peak %v", est.Static.Total(), est.Peak.Total())
+	}
+}
+
+// TestPeakInBackward: the article's claim. With set_to_none gradients each
+// block's backward adds its gradients and frees its activations; when a
+// block's gradients outweigh its activations (a full fine-tune at a short
+// sequence), memory climbs through the backward pass and peaks late in it.
+func TestPeakInBackward(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-2-7b"), SeqLen: 512, MicroBatch: 1, Precision: "fp32",
+		Optimizer: "sgd", Attention: "sdpa"}
+	est, err := tr.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := est.PeakAt.Layer < tr.Model.Layers/2 // blocks run backward from the last; -1 is the embedding at the end
+	if est.PeakAt.Phase != "backward" || !late {
+		t.Errorf("peak at %s, want in the second half of the backward pass", est.PeakAt.Where())
+	}
+	ms, _ := tr.ModelStates()
+	if est.Peak.Gradients < ms.Gradients/2 {
+		t.Errorf("peak holds %v of gradients, want most of the %v", est.Peak.Gradients, ms.Gradients)
+	}
+}
+
+// TestFirstStepCreatesStates: optimizer states appear in iteration 1's step;
+// the forward of iteration 1 has none, iteration 2's forward has them all.
+func TestFirstStepCreatesStates(t *testing.T) {
+	tl, err := llamaPlan().Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, second Event
+	for _, e := range tl.Events {
+		if e.Phase == "forward" && e.Layer == 0 {
+			if e.Iteration == 1 {
+				first = e
+			} else {
+				second = e
+			}
+		}
+	}
+	if first.Live.OptimizerStates != 0 || second.Live.OptimizerStates == 0 {
+		t.Errorf("optimizer states at forward block 0: iteration 1 %v, iteration 2 %v", first.Live.OptimizerStates, second.Live.OptimizerStates)
+	}
+	for _, e := range tl.Events {
+		for _, v := range e.Live.values() {
+			if v < 0 {
+				t.Fatalf("negative live bytes at %s: %+v", e.Where(), e.Live)
+			}
+		}
+	}
+}
+
+// TestRetainedGradientsDouble: keeping a copy of every gradient (out-of-place
+// clipping) doubles gradient memory at the step; set_to_none frees them.
+func TestRetainedGradientsDouble(t *testing.T) {
+	base := Training{Model: MustPreset("gpt2"), SeqLen: 512, MicroBatch: 1, Precision: "fp32", Optimizer: "sgd_momentum"}
+	ms, _ := base.ModelStates()
+	base.RetainGradCopies = true
+	tl, err := base.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tl.Events {
+		if e.Phase == "optimizer" && e.Live.Gradients != 2*ms.Gradients {
+			t.Errorf("gradients at the step with retained copies = %v, want 2 × %v", e.Live.Gradients, ms.Gradients)
+		}
+	}
+}
+
+// TestNoGradInference: no gradients, no optimizer, no saved activations.
+func TestNoGradInference(t *testing.T) {
+	in := Inference{Model: MustPreset("llama-2-7b"), Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 2048, NewTokens: 1}
+	est, err := in.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.Peak.Gradients != 0 || est.Peak.Activations != 0 || est.Peak.OptimizerStates != 0 {
+		t.Errorf("inference keeps %+v", est.Peak)
+	}
+	if want := Bytes(2 * MustPreset("llama-2-7b").ParamCount()); est.Weights != want {
+		t.Errorf("weights %v, want %v", est.Weights, want)
+	}
+}
+
+// TestKVCache: 2 (K and V) × layers × kv_heads × head_dim × dtype per token.
+func TestKVCache(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		kv     DType
+		want   Bytes
+	}{
+		{"llama-2-7b", FP16, 2 * 32 * 32 * 128 * 2}, // 512 KiB: MHA
+		{"llama-3-8b", BF16, 2 * 32 * 8 * 128 * 2},  // 128 KiB: GQA 8
+		{"llama-3-8b", FP8E4M3, 2 * 32 * 8 * 128},   // fp8 cache
+		{"starcoder", FP16, 2 * 40 * 1 * 128 * 2},   // MQA
+		{"deepseek-v3", BF16, 61 * (512 + 64) * 2},  // MLA latent + rope key
+	} {
+		in := Inference{Model: MustPreset(tc.preset), Batch: 1, PromptTokens: 10, KVDType: tc.kv}
+		est, err := in.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est.KVPerToken != tc.want {
+			t.Errorf("%s %s: KV per token %v, want %v", tc.preset, tc.kv, est.KVPerToken, tc.want)
+		}
+	}
+	// Sliding window bounds Mistral's cache; paged blocks round it up.
+	in := Inference{Model: MustPreset("mistral-7b"), Batch: 2, PromptTokens: 10000, NewTokens: 1}
+	est, _ := in.Estimate()
+	if want := 2 * 4096 * est.KVPerToken; est.KVCache != want {
+		t.Errorf("mistral sliding window cache %v, want %v", est.KVCache, want)
+	}
+	in = Inference{Model: MustPreset("llama-3-8b"), Batch: 1, PromptTokens: 17, Cache: "paged"}
+	est, _ = in.Estimate()
+	if want := 32 * est.KVPerToken; est.KVCache != want {
+		t.Errorf("paged cache %v, want 32 tokens' worth %v", est.KVCache, want)
+	}
+}
+
+// TestShardingNeverIncreases: more sharding never needs more per GPU for
+// the sharded parts (the estimator invariant).
+func TestShardingNeverIncreases(t *testing.T) {
+	prev := MaxBytes
+	for _, dp := range []int{1, 2, 4, 8, 16} {
+		tr := llamaPlan()
+		tr.Precision = "mixed_bf16"
+		tr.Parallel = Parallel{DP: dp, ZeRO: 3}
+		ms, err := tr.ModelStates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms.Total() > prev {
+			t.Errorf("dp=%d: model states %v > %v with fewer ranks", dp, ms.Total(), prev)
+		}
+		prev = ms.Total()
+	}
+}
+
+func TestLoRAParams(t *testing.T) {
+	// litgpt's table: Llama-2-7B, r=8 on query and value → 4,194,304 trainable
+	// (32 layers × 2 × 8 × (4096 + 4096)).
+	tr := llamaPlan()
+	tr.LoRA = &LoRA{Rank: 8, Targets: []string{"q_proj", "v_proj"}}
+	est, err := tr.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.TrainableParams != 4194304 {
+		t.Errorf("LoRA trainable = %d, want 4194304", est.TrainableParams)
+	}
+}
