@@ -56,6 +56,8 @@ type BlockActivations struct {
 	// NoGradPeak is the forward peak under torch.no_grad (inference): every
 	// tensor dies after its last use.
 	NoGradPeak Bytes `json:"no_grad_peak"`
+
+	prog *actBuilder // the op program, replayed tensor by tensor by Replay
 }
 
 type actT struct {
@@ -69,6 +71,7 @@ type actT struct {
 	lastUse   int
 	external  bool // created before the block (its input)
 	keepAlive bool // the block's output
+	id        int  // index in the builder's ts
 }
 
 type actOp struct {
@@ -87,7 +90,24 @@ type actBuilder struct {
 	seqShard int64
 	ts       []*actT
 	ops      []actOp
-	pool     []actT // backing store for ts: one allocation per block
+	pool     []actT    // backing store for ts: one allocation per block
+	in       *actT     // the block's input (external)
+	frees    [][]*actT // per op: transients whose last use it is (for Replay)
+}
+
+// freesAfter lists, per op, the unsaved tensors that die after it.
+func (b *actBuilder) freesAfter() [][]*actT {
+	if b.frees != nil {
+		return b.frees
+	}
+	b.frees = make([][]*actT, len(b.ops))
+	for _, t := range b.ts {
+		if t.external || t.saved || t.keepAlive || t.lastUse < 0 || t.lastUse >= len(b.ops) {
+			continue
+		}
+		b.frees[t.lastUse] = append(b.frees[t.lastUse], t)
+	}
+	return b.frees
 }
 
 // newT returns a fresh tensor record from the pool.
@@ -136,6 +156,7 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 			s.saved = true
 		}
 	}
+	out.id = len(b.ts)
 	b.ts = append(b.ts, out)
 	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins})
 	return out
@@ -145,6 +166,7 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	idx := len(b.ops) - 1
 	t := b.newT(actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx})
+	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
 	b.ops[idx].outs = append(b.ops[idx].outs, t)
 	return t
@@ -301,6 +323,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		kvDim = qDim
 	}
 	x := &actT{name: "input", op: "input", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	ln := m.Norm
 
@@ -371,19 +394,27 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				sm.attn = true
 			}
 			probD := p.e
-			if p.upcast {
-				probD = FP32
+			if p.upcast || p.autocast {
+				probD = FP32 // softmax is on autocast's fp32 list
 			}
 			pr := b.op("softmax", probD.Size(scores), probD, list(sm))
 			pr.saved, pr.attn = true, true
-			if probD != p.e {
-				pr = b.op("probs_cast", p.e.Size(scores), p.e, list(pr))
+			dropD := p.e
+			if p.autocast {
+				dropD = probD // dropout runs on the fp32 probabilities
+			}
+			if probD != dropD {
+				pr = b.op("probs_cast", dropD.Size(scores), dropD, list(pr))
 				pr.attn = true
 			}
 			if p.dropAttn > 0 {
-				pr = b.op("attn_dropout", p.e.Size(scores), p.e, list(pr))
+				pr = b.op("attn_dropout", dropD.Size(scores), dropD, list(pr))
 				pr.attn = true
 				b.side("attn_dropout.mask", Bool.Size(scores), Bool).attn = true
+			}
+			if dropD != p.e {
+				pr = b.op("probs_autocast", p.e.Size(scores), p.e, list(pr)) // matmul's autocast copy
+				pr.attn = true
 			}
 			pr.saved = true
 			v.saved = true
@@ -472,7 +503,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 
 // summarize turns the op list into the block's inventory and peaks.
 func (b *actBuilder) summarize(input *actT) BlockActivations {
-	var ba BlockActivations
+	b.in = input
+	ba := BlockActivations{prog: b}
 	ba.Input = input.bytes
 	for _, t := range b.ts {
 		if t.external && !t.saved {

@@ -49,3 +49,27 @@ func BenchmarkParamCount(b *testing.B) {
 		_ = m.ParamCount()
 	}
 }
+
+// BenchmarkReplayLlama70B: timeline plus the tensor-by-tensor allocator
+// replay of two iterations.
+func BenchmarkReplayLlama70B(b *testing.B) {
+	tr := llama70BPlan()
+	for i := 0; i < b.N; i++ {
+		if _, err := tr.Replay(ReplayOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReplayLlama70BPP8: the same with 8 pipeline stages and 16
+// microbatches in flight on the first stage.
+func BenchmarkReplayLlama70BPP8(b *testing.B) {
+	tr := llama70BPlan()
+	tr.Parallel = Parallel{DP: 8, TP: 8, SP: true, PP: 8, PPMicrobatches: 16}
+	tr.MicroBatch = 16
+	for i := 0; i < b.N; i++ {
+		if _, err := tr.Replay(ReplayOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

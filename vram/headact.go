@@ -54,6 +54,7 @@ func buildEdges(r *resolved) edgeActivations {
 	// Head side.
 	b = &actBuilder{r: r, tokens: tokens}
 	x = &actT{name: "hidden", op: "hidden", bytes: b.size(h, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	if m.NormPosition != "post" && m.Family != "bert" {
 		x = b.norm(p, "final_norm", m.Norm, x, h)

@@ -13,6 +13,9 @@ type unitMem struct {
 	paged     Bytes // paged optimizer states (unified memory, not counted)
 	master    Bytes // fp32 master copy of trainable params
 	loraElems int64 // adapter elements (part of trainable)
+
+	// Per-tensor sizes, for the allocator replay.
+	paramSizes, gradSizes, stateSizes, masterSizes []Bytes
 }
 
 func (u *unitMem) add(o unitMem) {
@@ -28,6 +31,10 @@ func (u *unitMem) add(o unitMem) {
 	u.paged = addBytes(u.paged, o.paged)
 	u.master = addBytes(u.master, o.master)
 	u.loraElems += o.loraElems
+	u.paramSizes = append(u.paramSizes, o.paramSizes...)
+	u.gradSizes = append(u.gradSizes, o.gradSizes...)
+	u.stateSizes = append(u.stateSizes, o.stateSizes...)
+	u.masterSizes = append(u.masterSizes, o.masterSizes...)
 }
 
 // stage is the layer range of the most loaded pipeline stage and whether it
@@ -148,6 +155,7 @@ func (r *resolved) units() (blocks []unitMem, embed, head unitMem) {
 			stored = 0
 		}
 		u.params = stored
+		u.paramSizes = []Bytes{stored}
 		train := int64(0)
 		var shape []int64
 		if !r.frozen {
@@ -159,6 +167,7 @@ func (r *resolved) units() (blocks []unitMem, embed, head unitMem) {
 			a, bb := rk*t.Shape[1]/div, out*rk/div
 			u.loraElems = a + bb
 			u.params = addBytes(u.params, tDType.Size(a+bb))
+			u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
 			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, offOpt, offGrads)
 			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, offOpt, offGrads)
 		}
@@ -206,6 +215,7 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		g = 0
 	}
 	u.grads = addBytes(u.grads, g)
+	u.gradSizes = append(u.gradSizes, g)
 	st, paged := r.stateBytes(n, shape, pd)
 	var master Bytes
 	if r.MasterWeights != DTypeUnset && r.MasterWeights != pd {
@@ -222,6 +232,8 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		u.paged = addBytes(u.paged, st)
 	} else {
 		u.states = addBytes(u.states, st)
+		u.stateSizes = append(u.stateSizes, st)
 	}
 	u.master = addBytes(u.master, master)
+	u.masterSizes = append(u.masterSizes, master)
 }

@@ -55,12 +55,21 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A context-only measurement calibrates the CUDA context of the other
+	// cases from the same source (same id prefix), as a user would measure
+	// their own machine once.
+	contexts := map[string]vram.Bytes{}
+	for _, c := range cases {
+		if c.Kind == "context_only" {
+			contexts[group(c.ID)] = vram.Bytes(c.Measured.GiB * float64(vram.GiB))
+		}
+	}
 	var results []Result
 	for _, c := range cases {
 		if !strings.Contains(*trust, c.Trust) {
 			continue
 		}
-		results = append(results, predict(c))
+		results = append(results, predict(c, contexts[group(c.ID)]))
 	}
 	report(stdout, results)
 	return nil
@@ -88,8 +97,17 @@ func readCases(path string) ([]Case, error) {
 	return cases, sc.Err()
 }
 
-// predict computes the case's measured quantity.
-func predict(c Case) Result {
+// group is a case id's source prefix ("hf_bert" of "hf_bert_03").
+func group(id string) string {
+	if i := strings.LastIndex(id, "_"); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// predict computes the case's measured quantity. context, when not zero, is
+// the measured CUDA context of the case's machine.
+func predict(c Case, context vram.Bytes) Result {
 	res := Result{Case: c}
 	fail := func(err error) Result {
 		var u unsupported
@@ -100,10 +118,15 @@ func predict(c Case) Result {
 		}
 		return res
 	}
+	opt := vram.ReplayOptions{Context: context}
+	if g, err := vram.LookupGPU(c.GPU); err == nil {
+		opt.GPU = &g
+	}
 	var allocated vram.Bytes
+	var replay func() (vram.Replay, error)
 	switch c.Kind {
 	case "context_only":
-		res.Skip = "context-only measurement (calibrates the CUDA-context default)"
+		res.Skip = "context-only measurement (calibrates the CUDA context of its group)"
 		return res
 	case "train":
 		t, err := c.training()
@@ -116,6 +139,7 @@ func predict(c Case) Result {
 		}
 		allocated = est.Peak.Total()
 		res.Where = est.PeakAt.Where()
+		replay = func() (vram.Replay, error) { return t.Replay(opt) }
 	case "inference":
 		in, err := c.inference()
 		if err != nil {
@@ -127,6 +151,7 @@ func predict(c Case) Result {
 		}
 		allocated = est.Peak.Total()
 		res.Where = est.PeakAt
+		replay = func() (vram.Replay, error) { return in.Replay(opt) }
 	default:
 		res.Skip = "unknown kind " + c.Kind
 		return res
@@ -134,22 +159,36 @@ func predict(c Case) Result {
 	switch c.Measured.What {
 	case "allocated_peak":
 		res.Predicted = allocated
+	case "reserved_peak", "nvidia_smi":
+		rp, err := replay()
+		if err != nil {
+			return fail(err)
+		}
+		res.Predicted = rp.PeakReserved
+		if c.Measured.What == "nvidia_smi" {
+			if rp.Context == 0 {
+				res.Skip = "device-used memory needs the CUDA context of GPU " + strconvQuote(c.GPU) + " (not in the catalog)"
+				return res
+			}
+			res.Predicted = rp.DeviceUsed
+		}
 	case "other":
-		switch {
-		case strings.Contains(c.Measured.Meaning, "non-PyTorch"):
-			res.Skip = "needs the CUDA-context and allocator model (step-simulator issue)"
-			return res
-		default:
+		if strings.Contains(c.Measured.Meaning, "non-PyTorch") {
+			// Allocated peak plus everything outside PyTorch's allocator.
+			rp, err := replay()
+			if err != nil {
+				return fail(err)
+			}
+			if rp.Context == 0 {
+				res.Skip = "needs the CUDA context of GPU " + strconvQuote(c.GPU)
+				return res
+			}
+			res.Predicted = allocated + rp.Context + rp.NCCL
+		} else {
 			// Unstated statistic (torchtune's peak, a documentation figure):
 			// compared with the allocated peak.
 			res.Predicted = allocated
 		}
-	case "reserved_peak":
-		res.Skip = "reserved memory needs the caching-allocator model (step-simulator issue)"
-		return res
-	case "nvidia_smi":
-		res.Skip = "device-used memory needs the allocator and CUDA-context model (step-simulator issue)"
-		return res
 	default:
 		res.Skip = "unknown measured.what " + c.Measured.What
 		return res
@@ -158,6 +197,8 @@ func predict(c Case) Result {
 	res.Err = (float64(res.Predicted) - measured) / measured
 	return res
 }
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
 
 func report(w io.Writer, results []Result) {
 	fmt.Fprintf(w, "%-12s %-5s %-15s %10s %10s %8s  %s\n", "case", "trust", "measured", "meas GiB", "pred GiB", "error", "peak at / skipped because")

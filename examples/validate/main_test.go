@@ -42,6 +42,14 @@ func TestValidateReference(t *testing.T) {
 	if alloc[3] > 6.5 || alloc[4] > 15 {
 		t.Errorf("allocated_peak accuracy regressed: median %.1f%%, p90 %.1f%%", alloc[3], alloc[4])
 	}
+	for _, k := range []string{"reserved_peak", "nvidia_smi"} {
+		if v := got[k]; v[1] < v[0]-1 || v[3] > 12 {
+			t.Errorf("%s: %v of %v predicted, median %.1f%%", k, v[1], v[0], v[3])
+		}
+	}
+	if all := got["all"]; all[3] > 7 || all[4] > 20 {
+		t.Errorf("overall accuracy regressed: median %.1f%%, p90 %.1f%%", all[3], all[4])
+	}
 	// Every skipped case says why.
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.Contains(line, "skipped:") && strings.TrimSpace(line[strings.Index(line, "skipped:")+8:]) == "" {

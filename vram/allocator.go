@@ -1,0 +1,315 @@
+package vram
+
+import "sort"
+
+// A model of PyTorch's CUDA caching allocator
+// (c10/cuda/CUDACachingAllocator.cpp), enough to turn a sequence of tensor
+// allocations and frees into memory_allocated and memory_reserved:
+//
+//   - every request is rounded up to a multiple of 512 bytes (kMinBlockSize);
+//   - requests ≤ 1 MiB (kSmallSize) come from the small pool, whose segments
+//     are 2 MiB cudaMallocs (kSmallBuffer); larger requests use the large pool:
+//     below 10 MiB (kMinLargeAlloc) a new segment is 20 MiB (kLargeBuffer),
+//     above it the request rounded up to 2 MiB (kRoundLarge);
+//   - a request takes the smallest cached free block of its pool that fits
+//     (best fit), which is split when the remainder is ≥ 512 B (small pool) or
+//     > 1 MiB (large pool); blocks of max_split_size or more are not split
+//     and are only used for requests within kLargeBuffer of their size;
+//   - freed blocks merge with free neighbours of the same segment and stay
+//     reserved: nothing goes back to the driver without empty_cache();
+//   - with expandable_segments each pool is one segment that grows by 2 MiB
+//     (small) or 20 MiB (large) pages at its end.
+
+const (
+	kMinBlockSize  Bytes = 512
+	kSmallSize     Bytes = 1 << 20
+	kSmallBuffer   Bytes = 2 << 20
+	kMinLargeAlloc Bytes = 10 << 20
+	kLargeBuffer   Bytes = 20 << 20
+	kRoundLarge    Bytes = 2 << 20
+)
+
+// AllocatorConfig mirrors the PYTORCH_CUDA_ALLOC_CONF options that change
+// reserved memory. The zero value is PyTorch's default.
+type AllocatorConfig struct {
+	ExpandableSegments bool  `json:"expandable_segments,omitempty"`
+	MaxSplitSize       Bytes `json:"max_split_size,omitempty"` // 0: unlimited
+}
+
+type block struct {
+	seg        *segment
+	off, size  Bytes
+	free       bool
+	prev, next *block
+}
+
+type segment struct {
+	id    int
+	size  Bytes
+	small bool
+	first *block
+	last  *block
+}
+
+// Allocator replays allocations through the caching-allocator model.
+type Allocator struct {
+	cfg          AllocatorConfig
+	free         [2][]*block // per pool (0 small, 1 large), sorted by size then address
+	grow         [2]*segment // expandable segments
+	live         []*block // by handle
+	allocated    Bytes
+	reserved     Bytes
+	PeakAlloc    Bytes // max memory_allocated
+	PeakReserved Bytes // max memory_reserved
+	Segments     int   // cudaMalloc calls
+}
+
+// NewAllocator returns an empty allocator.
+func NewAllocator(cfg AllocatorConfig) *Allocator {
+	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024)}
+}
+
+// Allocated is the current memory_allocated.
+func (a *Allocator) Allocated() Bytes { return a.allocated }
+
+// Reserved is the current memory_reserved.
+func (a *Allocator) Reserved() Bytes { return a.reserved }
+
+func roundSize(n Bytes) Bytes {
+	if n < kMinBlockSize {
+		return kMinBlockSize
+	}
+	return (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize
+}
+
+func segmentSize(n Bytes) Bytes {
+	switch {
+	case n <= kSmallSize:
+		return kSmallBuffer
+	case n < kMinLargeAlloc:
+		return kLargeBuffer
+	}
+	return (n + kRoundLarge - 1) / kRoundLarge * kRoundLarge
+}
+
+func poolOf(n Bytes) int {
+	if n <= kSmallSize {
+		return 0
+	}
+	return 1
+}
+
+func (a *Allocator) maxSplit() Bytes {
+	if a.cfg.MaxSplitSize > 0 {
+		return a.cfg.MaxSplitSize
+	}
+	return MaxBytes
+}
+
+// Malloc allocates n bytes and returns a handle for Free. A zero-size
+// request allocates nothing and returns -1.
+func (a *Allocator) Malloc(n Bytes) int {
+	if n <= 0 {
+		return -1
+	}
+	size := roundSize(n)
+	p := poolOf(size)
+	b := a.bestFit(p, size)
+	if b == nil {
+		b = a.newSegment(p, size)
+	}
+	a.removeFree(p, b)
+	a.split(p, b, size)
+	b.free = false
+	a.live = append(a.live, b)
+	a.allocated += b.size
+	if a.allocated > a.PeakAlloc {
+		a.PeakAlloc = a.allocated
+	}
+	return len(a.live) - 1
+}
+
+// Free releases a handle from Malloc (unknown handles are ignored).
+func (a *Allocator) Free(h int) {
+	if h < 0 || h >= len(a.live) || a.live[h] == nil {
+		return
+	}
+	b := a.live[h]
+	a.live[h] = nil
+	a.allocated -= b.size
+	b.free = true
+	p := 1
+	if b.seg.small {
+		p = 0
+	}
+	// Merge with free neighbours.
+	if n := b.next; n != nil && n.free {
+		a.removeFree(p, n)
+		b.size += n.size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
+		} else {
+			b.seg.last = b
+		}
+	}
+	if pr := b.prev; pr != nil && pr.free {
+		a.removeFree(p, pr)
+		pr.size += b.size
+		pr.next = b.next
+		if b.next != nil {
+			b.next.prev = pr
+		} else {
+			pr.seg.last = pr
+		}
+		b = pr
+	}
+	a.insertFree(p, b)
+}
+
+func (a *Allocator) bestFit(p int, size Bytes) *block {
+	fl := a.free[p]
+	i := sort.Search(len(fl), func(i int) bool { return fl[i].size >= size })
+	for ; i < len(fl); i++ {
+		b := fl[i]
+		ms := a.maxSplit()
+		if size < ms && b.size >= ms {
+			continue // oversize blocks serve only large requests
+		}
+		if size >= ms && b.size >= size+kLargeBuffer {
+			continue
+		}
+		return b
+	}
+	if a.cfg.ExpandableSegments && a.grow[p] != nil {
+		// Grow the segment from its free tail.
+		seg := a.grow[p]
+		page := kLargeBuffer
+		if p == 0 {
+			page = kSmallBuffer
+		}
+		tail := seg.last
+		have := Bytes(0)
+		if tail.free {
+			have = tail.size
+		}
+		need := (size - have + page - 1) / page * page
+		seg.size += need
+		a.reserved += need
+		a.notePeak()
+		if tail.free {
+			a.removeFree(p, tail)
+			tail.size += need
+			a.insertFree(p, tail)
+			return tail
+		}
+		nb := &block{seg: seg, off: tail.off + tail.size, size: need, free: true, prev: tail}
+		tail.next = nb
+		seg.last = nb
+		a.insertFree(p, nb)
+		return nb
+	}
+	return nil
+}
+
+func (a *Allocator) notePeak() {
+	if a.reserved > a.PeakReserved {
+		a.PeakReserved = a.reserved
+	}
+}
+
+func (a *Allocator) newSegment(p int, size Bytes) *block {
+	n := segmentSize(size)
+	if a.cfg.ExpandableSegments {
+		page := kLargeBuffer
+		if p == 0 {
+			page = kSmallBuffer
+		}
+		n = (size + page - 1) / page * page
+	}
+	seg := &segment{id: a.Segments, size: n, small: p == 0}
+	b := &block{seg: seg, size: n, free: true}
+	seg.first, seg.last = b, b
+	a.reserved += n
+	a.Segments++
+	a.notePeak()
+	if a.cfg.ExpandableSegments {
+		a.grow[p] = seg
+	}
+	a.insertFree(p, b)
+	return b
+}
+
+// split carves size bytes off the front of b when the rest is worth keeping.
+func (a *Allocator) split(p int, b *block, size Bytes) {
+	rest := b.size - size
+	ok := false
+	if p == 0 || a.cfg.ExpandableSegments {
+		ok = rest >= kMinBlockSize
+	} else {
+		ok = size < a.maxSplit() && rest > kSmallSize
+	}
+	if !ok {
+		return
+	}
+	nb := &block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next}
+	if b.next != nil {
+		b.next.prev = nb
+	} else {
+		b.seg.last = nb
+	}
+	b.next = nb
+	b.size = size
+	a.insertFree(p, nb)
+}
+
+func less(x, y *block) bool {
+	if x.size != y.size {
+		return x.size < y.size
+	}
+	if x.seg != y.seg {
+		return x.seg.id < y.seg.id
+	}
+	return x.off < y.off
+}
+
+func (a *Allocator) insertFree(p int, b *block) {
+	fl := a.free[p]
+	i := sort.Search(len(fl), func(i int) bool { return !less(fl[i], b) })
+	fl = append(fl, nil)
+	copy(fl[i+1:], fl[i:])
+	fl[i] = b
+	a.free[p] = fl
+}
+
+func (a *Allocator) removeFree(p int, b *block) {
+	fl := a.free[p]
+	i := sort.Search(len(fl), func(i int) bool { return !less(fl[i], b) })
+	for ; i < len(fl) && fl[i].size == b.size; i++ {
+		if fl[i] == b {
+			a.free[p] = append(fl[:i], fl[i+1:]...)
+			return
+		}
+	}
+	for j := range fl { // fall back: ordering ties
+		if fl[j] == b {
+			a.free[p] = append(fl[:j], fl[j+1:]...)
+			return
+		}
+	}
+}
+
+// EmptyCache returns every fully free segment to the driver.
+func (a *Allocator) EmptyCache() {
+	for p := 0; p < 2; p++ {
+		var keep []*block
+		for _, b := range a.free[p] {
+			if b.prev == nil && b.next == nil && a.grow[p] != b.seg {
+				a.reserved -= b.size
+				continue
+			}
+			keep = append(keep, b)
+		}
+		a.free[p] = keep
+	}
+}

@@ -1,0 +1,476 @@
+package vram
+
+// Replaying a training step through the caching-allocator model: the same
+// inventories as the timeline (parameters, gradients and optimizer states per
+// tensor; each block's op program), now tensor by tensor, so that
+// memory_reserved — and what nvidia-smi shows — can be predicted.
+
+// ReplayOptions configure Training.Replay. The zero value is PyTorch's
+// default allocator on an unnamed GPU without context overhead.
+type ReplayOptions struct {
+	Allocator AllocatorConfig `json:"allocator"`
+	// GPU supplies the default CUDA context and the cuBLAS workspace size.
+	GPU *GPU `json:"gpu,omitempty"`
+	// Context overrides the GPU's context overhead (a measurement of yours).
+	Context Bytes `json:"context,omitempty"`
+	// Points records allocated/reserved after every step of the replay.
+	Points bool `json:"-"`
+}
+
+// Replay is the predicted memory as PyTorch and the driver report it.
+type Replay struct {
+	PeakAllocated Bytes `json:"peak_allocated"` // torch.cuda.max_memory_allocated
+	PeakReserved  Bytes `json:"peak_reserved"`  // torch.cuda.max_memory_reserved
+	// DeviceUsed is what nvidia-smi shows at the end of the run: the
+	// reserved high-water mark (the cache is not returned), the CUDA context
+	// and NCCL's buffers.
+	DeviceUsed Bytes `json:"device_used"`
+	Context    Bytes `json:"context"`
+	NCCL       Bytes `json:"nccl"`
+	// Workspace is the cuBLAS workspace, allocated through the caching
+	// allocator on the first matmul (part of allocated).
+	Workspace Bytes         `json:"workspace"`
+	Segments  int           `json:"segments"` // cudaMalloc calls
+	Points    []ReplayPoint `json:"points,omitempty"`
+}
+
+// ReplayPoint is allocated and reserved memory after one step of the replay.
+type ReplayPoint struct {
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	Layer     int    `json:"layer"`
+	Allocated Bytes  `json:"allocated"`
+	Reserved  Bytes  `json:"reserved"`
+}
+
+// cuBLAS workspace through the caching allocator
+// (aten/src/ATen/cuda/CublasHandlePool.cpp): ":4096:2:16:8" = 2×4 MiB +
+// 8×16 KiB = 8.125 MiB by default, 32 MiB on Hopper (compute capability 9.x)
+// and later.
+func cublasWorkspace(g *GPU) Bytes {
+	if g != nil && g.ComputeCapability >= 90 {
+		return 32 * MiB
+	}
+	return 4096*KiB*2 + 16*KiB*8
+}
+
+// ncclPerGroup is the device memory NCCL takes per process group: measured
+// 544–688 MB on 4×A100 NVLink (NVIDIA/nccl#964); a default, to be replaced by
+// a measurement of your cluster.
+const ncclPerGroup = 600 * MiB
+
+// Replay runs the plan's first and a steady-state iteration through the
+// caching-allocator model.
+func (t Training) Replay(opt ReplayOptions) (Replay, error) {
+	r, err := t.resolve()
+	if err != nil {
+		return Replay{}, err
+	}
+	blocks, embed, head := r.units()
+	tl := simulateTraining(&r, blocks, embed, head, false)
+	st := r.stages()[tl.Stage]
+	tr := &tracer{r: &r, a: NewAllocator(opt.Allocator), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
+	tr.acts = make([]BlockActivations, r.m.Layers)
+	rr := r
+	if r.pp > 1 {
+		rr.MicroBatch = maxInt(1, r.MicroBatch/maxInt(1, r.Parallel.PPMicrobatches))
+	}
+	dense, moe := BlockActivations{}, BlockActivations{}
+	for l := range tr.acts {
+		if r.m.IsMoELayer(l) {
+			if moe.prog == nil {
+				moe = buildBlock(&rr, l)
+			}
+			tr.acts[l] = moe
+		} else {
+			if dense.prog == nil {
+				dense = buildBlock(&rr, l)
+			}
+			tr.acts[l] = dense
+		}
+	}
+	tr.edges = buildEdges(&r)
+	out := Replay{Workspace: cublasWorkspace(opt.GPU)}
+	tr.workspace = out.Workspace
+	tr.run()
+	out.PeakAllocated, out.PeakReserved, out.Segments = tr.a.PeakAlloc, tr.a.PeakReserved, tr.a.Segments
+	out.Points = tr.points
+	switch {
+	case opt.Context > 0:
+		out.Context = opt.Context
+	case opt.GPU != nil:
+		out.Context = opt.GPU.Context
+	}
+	for _, d := range []int{r.dp, r.tp, r.pp, r.cp} {
+		if d > 1 {
+			out.NCCL += ncclPerGroup
+		}
+	}
+	out.DeviceUsed = out.PeakReserved + out.Context + out.NCCL
+	return out, nil
+}
+
+type tracer struct {
+	r         *resolved
+	a         *Allocator
+	st        stage
+	blocks    []unitMem
+	embed     unitMem
+	head      unitMem
+	acts      []BlockActivations
+	edges     edgeActivations
+	workspace Bytes
+	record    bool
+	points    []ReplayPoint
+
+	iter  int
+	grads map[int][]int // unit index → gradient handles (-1: embed, -2: head)
+	state map[int][]int
+}
+
+func (tr *tracer) note(phase string, layer int) {
+	if tr.record {
+		tr.points = append(tr.points, ReplayPoint{Iteration: tr.iter, Phase: phase, Layer: layer, Allocated: tr.a.Allocated(), Reserved: tr.a.Reserved()})
+	}
+}
+
+func (tr *tracer) allocAll(sizes []Bytes) []int {
+	hs := make([]int, 0, len(sizes))
+	for _, s := range sizes {
+		hs = append(hs, tr.a.Malloc(s))
+	}
+	return hs
+}
+
+func (tr *tracer) freeAll(hs []int) {
+	for _, h := range hs {
+		tr.a.Free(h)
+	}
+}
+
+// unit returns the persistent memory of unit k (block index, -1 embed, -2 head).
+func (tr *tracer) unit(k int) unitMem {
+	switch k {
+	case -1:
+		return tr.embed
+	case -2:
+		return tr.head
+	}
+	return tr.blocks[k]
+}
+
+func (tr *tracer) units() []int {
+	var ks []int
+	if tr.st.embed {
+		ks = append(ks, -1)
+	}
+	for l := tr.st.first; l < tr.st.last; l++ {
+		ks = append(ks, l)
+	}
+	if tr.st.head {
+		ks = append(ks, -2)
+	}
+	return ks
+}
+
+func (tr *tracer) run() {
+	r := tr.r
+	// Model load: parameters, then master copies (DeepSpeed/Megatron build them at init).
+	for _, k := range tr.units() {
+		tr.allocAll(tr.unit(k).paramSizes)
+	}
+	for _, k := range tr.units() {
+		tr.allocAll(tr.unit(k).masterSizes)
+	}
+	if r.dp > 1 && r.Parallel.ZeRO == 0 {
+		// DDP reducer buckets: 25 MiB each (bucket_cap_mb), as large as the gradients.
+		var g Bytes
+		for _, k := range tr.units() {
+			g += tr.unit(k).gradsFull
+		}
+		for ; g > 0; g -= 25 * MiB {
+			tr.a.Malloc(minBytes(g, 25*MiB))
+		}
+	}
+	tr.note("load", -1)
+	tr.a.Malloc(tr.workspace) // first matmul creates the cuBLAS workspace
+	tr.grads, tr.state = map[int][]int{}, map[int][]int{}
+	micros := []int{1}
+	if r.GradAccum > 1 {
+		micros = append(micros, r.GradAccum)
+	}
+	for tr.iter = 1; tr.iter <= 2; tr.iter++ {
+		for _, micro := range micros {
+			tr.step(micro == r.GradAccum)
+		}
+	}
+}
+
+func minBytes(a, b Bytes) Bytes {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// gather returns all-gathered parameters of block l for ZeRO-3 / FSDP.
+func (tr *tracer) gather(l int) int {
+	if tr.r.Parallel.ZeRO != 3 && tr.r.Parallel.CPUOffload != "optimizer+params" {
+		return -1
+	}
+	return tr.a.Malloc(tr.blocks[l].gathered)
+}
+
+func (tr *tracer) step(last bool) {
+	r := tr.r
+	inputs := tr.a.Malloc(tr.edges.Inputs)
+	// Forward.
+	var res int // the residual stream handle between blocks
+	saved := map[int][]int{}
+	if tr.st.embed {
+		hs, out := tr.forward(tr.edges.Embed.prog, -1)
+		saved[-1], res = hs, out
+	}
+	// keepInput keeps the handle of a block's input with its saved tensors
+	// when the block (or its checkpoint) saves it, and frees it otherwise.
+	keepInput := func(p *actBuilder, hs []int, in int, ckpt bool) []int {
+		if ckpt || p.in.saved {
+			return append(hs, in)
+		}
+		tr.a.Free(in)
+		return hs
+	}
+	for l := tr.st.first; l < tr.st.last; l++ {
+		g := tr.gather(l)
+		p := tr.acts[l].prog
+		hs, out := tr.forward(p, res)
+		if r.checkpointed(l) {
+			tr.freeAll(hs) // only the block input stays
+			hs = nil
+		}
+		saved[l], res = keepInput(p, hs, res, r.checkpointed(l)), out
+		tr.a.Free(g)
+		tr.note("forward", l)
+	}
+	if tr.st.head {
+		hs, out := tr.forward(tr.edges.Head.prog, res)
+		saved[-2] = keepInput(tr.edges.Head.prog, hs, res, false)
+		tr.a.Free(out)
+		tr.note("loss", -1)
+		tr.paramGrads(-2)
+		grad := tr.backward(tr.edges.Head.prog, -1)
+		tr.freeAll(saved[-2])
+		res = grad
+		tr.note("backward", -1)
+	}
+	for l := tr.st.last - 1; l >= tr.st.first; l-- {
+		g := tr.gather(l)
+		if r.checkpointed(l) {
+			hs, out := tr.forward(tr.acts[l].prog, -1)
+			tr.a.Free(out)
+			saved[l] = append(saved[l], hs...)
+		}
+		tr.paramGrads(l)
+		grad := tr.backward(tr.acts[l].prog, res)
+		tr.freeAll(saved[l])
+		res = grad
+		tr.a.Free(g)
+		if r.Parallel.ZeRO >= 2 {
+			tr.reduceScatter(l)
+		}
+		tr.note("backward", l)
+	}
+	if tr.st.embed {
+		tr.paramGrads(-1)
+		tr.freeAll(saved[-1])
+	}
+	tr.a.Free(res)
+	tr.a.Free(inputs)
+	tr.note("backward", -1)
+	if !last || r.Optimizer == "none" {
+		return
+	}
+	// Optimizer step: states appear on the first step; foreach keeps one
+	// state-sized temporary per tensor until the step ends.
+	for _, k := range tr.units() {
+		if _, ok := tr.state[k]; !ok {
+			tr.state[k] = tr.allocAll(tr.unit(k).stateSizes)
+		}
+	}
+	if r.Parallel.CPUOffload == "none" {
+		var tmp []int
+		for _, k := range tr.units() {
+			u := tr.unit(k)
+			total := r.stepTemporary(u.trainable, u.largest, stateDTypeOf(r))
+			if total > 0 && u.trainable > 0 {
+				for _, g := range u.gradSizes {
+					tmp = append(tmp, tr.a.Malloc(Bytes(float64(total)*float64(g)/float64(maxBytes(1, u.grads)))))
+				}
+			}
+		}
+		tr.freeAll(tmp)
+	}
+	tr.note("optimizer", -1)
+	if !r.KeepGrads {
+		for k, hs := range tr.grads {
+			tr.freeAll(hs)
+			delete(tr.grads, k)
+		}
+	}
+}
+
+// paramGrads allocates unit k's gradients when they do not exist yet.
+func (tr *tracer) paramGrads(k int) {
+	if _, ok := tr.grads[k]; ok {
+		return
+	}
+	u := tr.unit(k)
+	sizes := u.gradSizes
+	if tr.r.Parallel.ZeRO >= 2 && k >= 0 {
+		// Full gradients first; reduceScatter keeps the shard.
+		sizes = []Bytes{u.gradsFull}
+	}
+	tr.grads[k] = tr.allocAll(sizes)
+}
+
+func (tr *tracer) reduceScatter(l int) {
+	if hs, ok := tr.grads[l]; ok && len(hs) == 1 && tr.blocks[l].gradsFull != tr.blocks[l].grads {
+		tr.a.Free(hs[0])
+		tr.grads[l] = tr.allocAll(tr.blocks[l].gradSizes)
+	}
+}
+
+// forward replays a block's ops: outputs are allocated, transients freed
+// after their last use. It returns the handles of saved tensors and of the
+// block's output. in is the handle of the block input (kept by the caller).
+func (tr *tracer) forward(p *actBuilder, in int) (saved []int, out int) {
+	h := make([]int, len(p.ts))
+	for i := range h {
+		h[i] = -1
+	}
+	frees := p.freesAfter()
+	out = -1
+	for i, op := range p.ops {
+		for _, t := range op.outs {
+			h[t.id] = tr.a.Malloc(t.bytes)
+			if t.keepAlive {
+				out = h[t.id]
+			}
+		}
+		if op.workspace > 0 {
+			tr.a.Free(tr.a.Malloc(op.workspace))
+		}
+		for _, t := range frees[i] {
+			if h[t.id] >= 0 {
+				tr.a.Free(h[t.id])
+				h[t.id] = -1
+			}
+		}
+	}
+	for _, t := range p.ts {
+		hd := h[t.id]
+		if hd < 0 || t.keepAlive {
+			continue
+		}
+		if t.saved {
+			saved = append(saved, hd)
+		} else {
+			tr.a.Free(hd)
+		}
+	}
+	if out < 0 {
+		out = tr.a.Malloc(0)
+	}
+	return saved, out
+}
+
+// backward replays a block's ops in reverse: each op allocates the
+// gradients of its inputs and frees those of its outputs. gradOut is the
+// handle of the gradient flowing in; the gradient of the block input is
+// returned.
+func (tr *tracer) backward(p *actBuilder, gradOut int) int {
+	g := make([]int, len(p.ts))
+	for i := range g {
+		g[i] = -1
+	}
+	for _, t := range p.ts {
+		if t.keepAlive {
+			g[t.id] = gradOut
+		}
+	}
+	for i := len(p.ops) - 1; i >= 0; i-- {
+		op := p.ops[i]
+		for _, t := range op.ins {
+			if t == nil || !t.dtype.IsFloat() {
+				continue
+			}
+			if g[t.id] < 0 {
+				g[t.id] = tr.a.Malloc(t.bytes)
+			}
+		}
+		if op.workspace > 0 {
+			tr.a.Free(tr.a.Malloc(op.workspace))
+		}
+		for _, t := range op.outs {
+			if g[t.id] >= 0 {
+				tr.a.Free(g[t.id])
+				g[t.id] = -1
+			}
+		}
+	}
+	res := -1
+	for _, t := range p.ts {
+		if g[t.id] < 0 {
+			continue
+		}
+		if t == p.in {
+			res = g[t.id]
+			continue
+		}
+		tr.a.Free(g[t.id])
+	}
+	if res < 0 {
+		res = tr.a.Malloc(0)
+	}
+	return res
+}
+
+// Replay runs an inference plan's allocations through the allocator model:
+// the weights tensor by tensor, the KV cache, and the peak's transients.
+func (in Inference) Replay(opt ReplayOptions) (Replay, error) {
+	est, err := in.Estimate()
+	if err != nil {
+		return Replay{}, err
+	}
+	in, m, _ := in.resolve()
+	a := NewAllocator(opt.Allocator)
+	for _, t := range m.tensors() {
+		var b Bytes
+		switch {
+		case in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear"):
+			b = in.Weights.Size(t.Shape[0], t.Shape[1])
+		case in.Weights.DType.IsFloat() && t.IsLinear():
+			b = in.Weights.DType.Size(t.Numel())
+		default:
+			b = in.UnquantizedDType.Size(t.Numel())
+		}
+		if t.IsLinear() || t.Role == "embedding" {
+			b /= Bytes(in.TP)
+		}
+		a.Malloc(b)
+	}
+	if est.PeakAt != "load" {
+		a.Malloc(cublasWorkspace(opt.GPU))
+		a.Malloc(est.Peak.KVCache)
+		a.Free(a.Malloc(est.Peak.Temporaries))
+	}
+	out := Replay{PeakAllocated: a.PeakAlloc, PeakReserved: a.PeakReserved, Segments: a.Segments}
+	switch {
+	case opt.Context > 0:
+		out.Context = opt.Context
+	case opt.GPU != nil:
+		out.Context = opt.GPU.Context
+	}
+	out.DeviceUsed = out.PeakReserved + out.Context
+	return out, nil
+}
