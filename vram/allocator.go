@@ -56,7 +56,7 @@ type Allocator struct {
 	cfg          AllocatorConfig
 	free         [2][]*block // per pool (0 small, 1 large), sorted by size then address
 	grow         [2]*segment // expandable segments
-	live         []*block // by handle
+	live         []*block    // by handle
 	allocated    Bytes
 	reserved     Bytes
 	PeakAlloc    Bytes // max memory_allocated
