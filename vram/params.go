@@ -14,7 +14,8 @@ type unitMem struct {
 	master    Bytes // fp32 master copy of trainable params
 	loraElems int64 // adapter elements (part of trainable)
 
-	// Per-tensor sizes, for the allocator replay.
+	// Per-tensor sizes, for the allocator replay (only when sized).
+	sized                                          bool
 	paramSizes, gradSizes, stateSizes, masterSizes []Bytes
 }
 
@@ -31,6 +32,9 @@ func (u *unitMem) add(o unitMem) {
 	u.paged = addBytes(u.paged, o.paged)
 	u.master = addBytes(u.master, o.master)
 	u.loraElems += o.loraElems
+	if len(o.paramSizes)+len(o.gradSizes)+len(o.stateSizes)+len(o.masterSizes) == 0 {
+		return
+	}
 	u.paramSizes = append(u.paramSizes, o.paramSizes...)
 	u.gradSizes = append(u.gradSizes, o.gradSizes...)
 	u.stateSizes = append(u.stateSizes, o.stateSizes...)
@@ -86,7 +90,11 @@ func (r *resolved) loraOut(t Tensor) int64 {
 
 // units returns the persistent memory per block (index = layer) and of the
 // non-block tensors split into embedding-side and head-side.
-func (r *resolved) units() (blocks []unitMem, embed, head unitMem) {
+func (r *resolved) units() (blocks []unitMem, embed, head unitMem) { return r.unitsSized(false) }
+
+// unitsSized is units, with the per-tensor size lists filled when sized
+// (the allocator replay needs them; estimates do not).
+func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem) {
 	blocks = make([]unitMem, r.m.Layers)
 	tp, shard, ep := int64(r.tp), int64(r.shard), int64(r.ep)
 	zero := r.Parallel.ZeRO
@@ -155,7 +163,10 @@ func (r *resolved) units() (blocks []unitMem, embed, head unitMem) {
 			stored = 0
 		}
 		u.params = stored
-		u.paramSizes = []Bytes{stored}
+		u.sized = sized
+		if sized {
+			u.paramSizes = []Bytes{stored}
+		}
 		train := int64(0)
 		var shape []int64
 		if !r.frozen {
@@ -167,7 +178,9 @@ func (r *resolved) units() (blocks []unitMem, embed, head unitMem) {
 			a, bb := rk*t.Shape[1]/div, out*rk/div
 			u.loraElems = a + bb
 			u.params = addBytes(u.params, tDType.Size(a+bb))
-			u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
+			if sized {
+				u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
+			}
 			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, offOpt, offGrads)
 			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, offOpt, offGrads)
 		}
@@ -215,7 +228,9 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		g = 0
 	}
 	u.grads = addBytes(u.grads, g)
-	u.gradSizes = append(u.gradSizes, g)
+	if u.sized {
+		u.gradSizes = append(u.gradSizes, g)
+	}
 	st, paged := r.stateBytes(n, shape, pd)
 	var master Bytes
 	if r.MasterWeights != DTypeUnset && r.MasterWeights != pd {
@@ -232,8 +247,12 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		u.paged = addBytes(u.paged, st)
 	} else {
 		u.states = addBytes(u.states, st)
-		u.stateSizes = append(u.stateSizes, st)
+		if u.sized {
+			u.stateSizes = append(u.stateSizes, st)
+		}
 	}
 	u.master = addBytes(u.master, master)
-	u.masterSizes = append(u.masterSizes, master)
+	if u.sized {
+		u.masterSizes = append(u.masterSizes, master)
+	}
 }

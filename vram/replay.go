@@ -66,7 +66,7 @@ func (t Training) Replay(opt ReplayOptions) (Replay, error) {
 	if err != nil {
 		return Replay{}, err
 	}
-	blocks, embed, head := r.units()
+	blocks, embed, head := r.unitsSized(true)
 	tl := simulateTraining(&r, blocks, embed, head, false)
 	st := r.stages()[tl.Stage]
 	tr := &tracer{r: &r, a: NewAllocator(opt.Allocator), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}

@@ -1,0 +1,347 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// SweepFields are the plan fields Sweep and Set understand.
+var SweepFields = []string{"micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "zero_stage", "precision",
+	"optimizer", "grad_checkpointing", "attention", "lora_rank", "loss"}
+
+// Set returns a copy of t with one field set from its text form.
+func (t Training) Set(field, value string) (Training, error) {
+	num := func() (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not an integer", field, value)
+		}
+		return n, nil
+	}
+	var err error
+	var n int
+	switch field {
+	case "micro_batch":
+		n, err = num()
+		t.MicroBatch = n
+	case "seq_len":
+		n, err = num()
+		t.SeqLen = n
+	case "grad_accum":
+		n, err = num()
+		t.GradAccum = n
+	case "dp", "gpus":
+		n, err = num()
+		t.Parallel.DP = n
+	case "tp":
+		n, err = num()
+		t.Parallel.TP = n
+	case "pp":
+		n, err = num()
+		t.Parallel.PP = n
+	case "zero_stage":
+		n, err = num()
+		t.Parallel.ZeRO = n
+	case "precision":
+		t.Precision, t.WeightsDType, t.ComputeDType, t.MasterWeights, t.GradsDType, t.Autocast = value, 0, 0, 0, 0, false
+	case "optimizer":
+		t.Optimizer, t.OptimizerStateDType = value, 0
+	case "grad_checkpointing":
+		t.Checkpointing = value
+	case "attention":
+		t.Attention = value
+	case "loss":
+		t.Loss = value
+	case "lora_rank":
+		n, err = num()
+		if n == 0 {
+			t.LoRA, t.Trainable = nil, "full"
+			break
+		}
+		l := LoRA{Rank: n, Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj"}}
+		if t.LoRA != nil {
+			l = *t.LoRA
+			l.Rank = n
+		}
+		t.LoRA, t.Trainable = &l, "lora"
+	default:
+		return t, fmt.Errorf("unknown sweep field %q; known: %s", field, strings.Join(SweepFields, ", "))
+	}
+	return t, err
+}
+
+// SweepPoint is one value of a sweep.
+type SweepPoint struct {
+	Value string    `json:"value"`
+	Peak  Breakdown `json:"peak"`  // allocated peak by category
+	Where string    `json:"where"` // where the peak happens
+	Err   string    `json:"error,omitempty"`
+}
+
+// Sweep estimates t for each value of field. Invalid values yield a point
+// with Err set rather than failing the sweep; an unknown field is an error.
+func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
+	if _, err := t.Set(field, "1"); err != nil && strings.HasPrefix(err.Error(), "unknown sweep field") {
+		return nil, err
+	}
+	out := make([]SweepPoint, 0, len(values))
+	for _, v := range values {
+		p := SweepPoint{Value: v}
+		tt, err := t.Set(field, v)
+		if err == nil {
+			var est TrainingEstimate
+			if est, err = tt.Estimate(); err == nil {
+				p.Peak, p.Where = est.Peak, est.PeakAt.Where()
+			}
+		}
+		if err != nil {
+			p.Err = err.Error()
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Budget is the memory a plan may use on one GPU: the GPU's usable memory
+// (after its CUDA context) less a headroom fraction kept free for the
+// allocator's cache and fragmentation.
+type Budget struct {
+	GPU      GPU
+	Headroom float64 // 0.1 keeps 10% free; zero keeps none
+}
+
+// Bytes is the allowed allocated peak.
+func (b Budget) Bytes() Bytes {
+	return Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
+}
+
+func (b Budget) check() error {
+	if b.GPU.Memory <= 0 {
+		return errors.New("budget: GPU memory must be > 0")
+	}
+	if b.Headroom < 0 || b.Headroom >= 1 {
+		return fmt.Errorf("budget: headroom must be in [0, 1), got %v", b.Headroom)
+	}
+	return nil
+}
+
+// fits reports whether t's allocated peak is within the budget.
+func fits(t Training, b Budget) (bool, Bytes, error) {
+	est, err := t.Estimate()
+	if err != nil {
+		return false, 0, err
+	}
+	p := est.Peak.Total()
+	return p <= b.Bytes(), p, nil
+}
+
+// largest finds the largest n in [1, limit] with ok(n), assuming ok is
+// monotone (true up to some n, false after): exponential then binary search.
+func largest(limit int, ok func(int) (bool, error)) (int, error) {
+	good, err := ok(1)
+	if err != nil {
+		return 0, err
+	}
+	if !good {
+		return 0, nil
+	}
+	lo, hi := 1, 2
+	for hi <= limit {
+		g, err := ok(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !g {
+			break
+		}
+		lo, hi = hi, hi*2
+	}
+	if hi > limit {
+		hi = limit + 1
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		g, err := ok(mid)
+		if err != nil {
+			return 0, err
+		}
+		if g {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// MaxMicroBatch is the largest micro-batch that fits the budget (0 if even
+// one sequence does not). micro_batch+1 does not fit (or hits 65536).
+func MaxMicroBatch(t Training, b Budget) (int, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	return largest(1<<16, func(n int) (bool, error) {
+		t.MicroBatch = n
+		ok, _, err := fits(t, b)
+		return ok, err
+	})
+}
+
+// MaxSeqLen is the longest sequence, in steps of `step` tokens (zero: 1),
+// that fits the budget (0 if none does).
+func MaxSeqLen(t Training, b Budget, step int) (int, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	if step < 1 {
+		step = 1
+	}
+	n, err := largest((1<<22)/step, func(k int) (bool, error) {
+		t.SeqLen = k * step
+		ok, _, err := fits(t, b)
+		return ok, err
+	})
+	return n * step, err
+}
+
+// MinGPUs is the fewest data-parallel GPUs (dp) at the plan's ZeRO stage
+// and other parallel degrees for which the plan fits, up to maxDP; 0 when
+// none does (with ZeRO-0 more replicas never lower per-GPU memory).
+func MinGPUs(t Training, b Budget, maxDP int) (int, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	for dp := 1; dp <= maxDP; dp++ {
+		t.Parallel.DP, t.Parallel.ShardDegree = dp, 0
+		ok, _, err := fits(t, b)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return dp, nil
+		}
+	}
+	return 0, nil
+}
+
+// Advice is one change to a plan with what it does to the peak.
+type Advice struct {
+	Change string   `json:"change"` // what to do, in words
+	Cost   string   `json:"cost"`   // what it costs, in words
+	Plan   Training `json:"-"`
+	Peak   Bytes    `json:"peak"`  // allocated peak after the change
+	Saves  Bytes    `json:"saves"` // peak before − after
+	Fits   bool     `json:"fits"`
+}
+
+// Advise lists changes that lower the plan's peak, ranked: those that make
+// it fit first, then by memory saved. Changes that do not apply (already
+// set, or invalid for the plan) are left out.
+func Advise(t Training, b Budget) ([]Advice, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	r, err := t.resolve()
+	if err != nil {
+		return nil, err
+	}
+	base, err := t.Estimate()
+	if err != nil {
+		return nil, err
+	}
+	before := base.Peak.Total()
+	type cand struct {
+		change, cost string
+		edit         func(*Training)
+	}
+	var cs []cand
+	add := func(change, cost string, edit func(*Training)) { cs = append(cs, cand{change, cost, edit}) }
+	if r.Checkpointing == "none" {
+		add("selective activation recomputation", "recomputes the attention internals: a few % more compute (Korthikanti et al. 2022)", func(t *Training) { t.Checkpointing = "selective" })
+	}
+	if r.Checkpointing != "full" {
+		add("full activation checkpointing", "one more forward pass per step: about a third more compute", func(t *Training) { t.Checkpointing, t.CheckpointEvery = "full", 0 })
+	}
+	if r.Attention == "eager" {
+		add("fused attention (SDPA / FlashAttention)", "none in memory terms; needs a supported GPU and dtype", func(t *Training) { t.Attention = "sdpa" })
+	}
+	if r.Loss == "cross_entropy" && r.m.Head == "lm" {
+		add("fused linear cross-entropy (e.g. Liger)", "a kernel dependency; logits are never materialised", func(t *Training) { t.Loss = "fused" })
+	}
+	if r.Optimizer != "none" && r.OptimizerImpl == "foreach" {
+		add("fused optimizer step (fused=True)", "none; a single kernel without foreach temporaries", func(t *Training) { t.OptimizerImpl = "fused" })
+	}
+	switch r.Optimizer {
+	case "adamw", "adam", "paged_adamw":
+		add("8-bit AdamW states (bitsandbytes)", "blockwise-quantized moments: small accuracy risk, usually on par (Dettmers et al. 2022)", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "adamw_8bit", 0 })
+		add("Adafactor (factored second moment)", "different update rule: may need retuning of the learning rate", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "adafactor", 0 })
+	}
+	if r.WeightsDType == FP32 && !r.Autocast {
+		add("bf16 mixed precision (autocast)", "bf16 matmuls: numerically safe on Ampere+; weights stay fp32", func(t *Training) { t.Precision, t.ComputeDType, t.Autocast = "amp_bf16", 0, false })
+		add("pure bf16 training", "no fp32 master copy: rounding in updates, watch convergence", func(t *Training) {
+			t.Precision, t.WeightsDType, t.ComputeDType, t.GradsDType, t.MasterWeights = "bf16", 0, 0, 0, 0
+		})
+	}
+	if !r.frozen {
+		add("LoRA (rank 16 on attention and MLP)", "trains adapters only: a lower quality ceiling than full fine-tuning on large shifts", func(t *Training) {
+			t.LoRA, t.Trainable = &LoRA{Rank: 16, Targets: []string{"all_linear"}}, "lora"
+		})
+		add("QLoRA (nf4 base + rank-16 LoRA)", "4-bit base: dequantization slows steps (~30%), small accuracy risk", func(t *Training) {
+			t.LoRA, t.Trainable = &LoRA{Rank: 16, Targets: []string{"all_linear"}}, "lora"
+			t.QuantizedBase = Quant{DType: NF4, DoubleQuant: true}
+			if t.WeightsDType == FP32 || (t.WeightsDType == DTypeUnset && (t.Precision == "" || t.Precision == "fp32")) {
+				t.Precision, t.WeightsDType, t.ComputeDType, t.GradsDType, t.MasterWeights = "bf16", 0, 0, 0, 0
+			}
+		})
+	}
+	if r.dp > 1 && r.Parallel.ZeRO < 3 {
+		for z := r.Parallel.ZeRO + 1; z <= 3; z++ {
+			z := z
+			cost := map[int]string{1: "none beyond DDP's all-reduce", 2: "none beyond DDP (reduce-scatter + all-gather)", 3: "parameters are all-gathered every forward and backward: 1.5× DDP traffic"}[z]
+			add(fmt.Sprintf("ZeRO stage %d over the %d data-parallel GPUs", z, r.dp), cost, func(t *Training) { t.Parallel.ZeRO = z })
+		}
+	}
+	add("twice the GPUs with ZeRO-3/FSDP full sharding", "more GPUs; all-gathers every step", func(t *Training) {
+		t.Parallel.DP, t.Parallel.ZeRO, t.Parallel.ShardDegree = r.dp*2, 3, 0
+	})
+	if r.Parallel.CPUOffload == "none" && r.Optimizer != "none" {
+		add("offload optimizer states to the CPU", "the step runs on the CPU: slower steps and host memory of 12+ bytes/param", func(t *Training) { t.Parallel.CPUOffload = "optimizer" })
+	}
+	if r.MicroBatch > 1 {
+		add(fmt.Sprintf("micro_batch %d with grad_accum ×%d (same global batch)", r.MicroBatch/2, 2), "more micro-steps per update: lower GPU utilisation", func(t *Training) {
+			t.MicroBatch /= 2
+			t.GradAccum = maxInt(1, t.GradAccum) * 2
+		})
+	}
+	if r.SeqLen >= 256 {
+		add(fmt.Sprintf("shorter sequences (%d tokens)", r.SeqLen/2), "less context per sample: a different task for long inputs", func(t *Training) { t.SeqLen /= 2 })
+	}
+	var out []Advice
+	for _, c := range cs {
+		nt := t
+		if t.LoRA != nil {
+			l := *t.LoRA
+			nt.LoRA = &l
+		}
+		c.edit(&nt)
+		est, err := nt.Estimate()
+		if err != nil {
+			continue
+		}
+		p := est.Peak.Total()
+		if p >= before {
+			continue
+		}
+		out = append(out, Advice{Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Fits: p <= b.Bytes()})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Fits != out[j].Fits {
+			return out[i].Fits
+		}
+		return out[i].Saves > out[j].Saves
+	})
+	return out, nil
+}

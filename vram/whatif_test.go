@@ -1,0 +1,139 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+func a100() Budget {
+	g, _ := LookupGPU("A100-80GB")
+	return Budget{GPU: g, Headroom: 0.05}
+}
+
+// The solvers return a value that fits, and the next step does not.
+func TestMaxMicroBatch(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, Precision: "bf16", Checkpointing: "full",
+		LoRA: &LoRA{Rank: 16, Targets: []string{"q_proj", "v_proj"}}}
+	b := a100()
+	n, err := MaxMicroBatch(tr, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1 {
+		t.Fatalf("max micro-batch %d", n)
+	}
+	tr.MicroBatch = n
+	if ok, p, _ := fits(tr, b); !ok {
+		t.Errorf("micro_batch %d does not fit: %v > %v", n, p, b.Bytes())
+	}
+	tr.MicroBatch = n + 1
+	if ok, p, _ := fits(tr, b); ok {
+		t.Errorf("micro_batch %d still fits (%v ≤ %v): not the largest", n+1, p, b.Bytes())
+	}
+}
+
+func TestMaxSeqLen(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-2-7b"), MicroBatch: 1, Precision: "bf16", Attention: "eager",
+		LoRA: &LoRA{Rank: 8, Targets: []string{"q_proj", "v_proj"}}}
+	b := a100()
+	s, err := MaxSeqLen(tr, b, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s < 128 || s%128 != 0 {
+		t.Fatalf("max seq_len %d", s)
+	}
+	tr.SeqLen = s
+	if ok, _, _ := fits(tr, b); !ok {
+		t.Errorf("seq_len %d does not fit", s)
+	}
+	tr.SeqLen = s + 128
+	if ok, _, _ := fits(tr, b); ok {
+		t.Errorf("seq_len %d still fits", s+128)
+	}
+}
+
+func TestMinGPUs(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3.1-70b"), SeqLen: 4096, MicroBatch: 1, Precision: "mixed_bf16",
+		Checkpointing: "full", Parallel: Parallel{FSDP: "full_shard"}}
+	b := a100()
+	n, err := MinGPUs(tr, b, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 2 {
+		t.Fatalf("min GPUs = %d", n)
+	}
+	tr.Parallel.DP = n
+	if ok, _, _ := fits(tr, b); !ok {
+		t.Errorf("%d GPUs do not fit", n)
+	}
+	tr.Parallel.DP = n - 1
+	if ok, _, _ := fits(tr, b); ok {
+		t.Errorf("%d GPUs already fit", n-1)
+	}
+	// Without sharding more replicas never help.
+	tr.Parallel = Parallel{}
+	if n, _ := MinGPUs(tr, b, 16); n != 0 {
+		t.Errorf("ZeRO-0 min GPUs = %d, want 0 (never fits)", n)
+	}
+}
+
+// The article's 7B fp32 AdamW plan does not fit an A100 80G; the advisor
+// finds changes that make it fit and puts them first.
+func TestAdvise(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-2-7b"), SeqLen: 2048, MicroBatch: 1, Precision: "fp32", Optimizer: "adamw"}
+	b := a100()
+	if ok, _, _ := fits(tr, b); ok {
+		t.Fatal("the 7B fp32 AdamW plan should not fit an A100 80GB")
+	}
+	adv, err := Advise(tr, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adv) < 5 || !adv[0].Fits {
+		t.Fatalf("advice %+v: want several, fitting ones first", adv)
+	}
+	seen := map[string]bool{}
+	for i, a := range adv {
+		if a.Saves <= 0 || a.Cost == "" {
+			t.Errorf("advice %q saves %v, cost %q", a.Change, a.Saves, a.Cost)
+		}
+		if ok, p, _ := fits(a.Plan, b); ok != a.Fits || p != a.Peak {
+			t.Errorf("advice %q: fits=%v peak=%v, but its plan gives %v %v", a.Change, a.Fits, a.Peak, ok, p)
+		}
+		if i > 0 && a.Fits == adv[i-1].Fits && a.Saves > adv[i-1].Saves {
+			t.Errorf("advice not ranked by saving: %q after %q", a.Change, adv[i-1].Change)
+		}
+		seen[strings.Fields(a.Change)[0]] = true
+	}
+	for _, want := range []string{"8-bit", "LoRA", "QLoRA", "Adafactor"} {
+		if !seen[want] {
+			t.Errorf("no %q advice among %d", want, len(adv))
+		}
+	}
+}
+
+func TestSweep(t *testing.T) {
+	tr := Training{Model: MustPreset("gpt2"), SeqLen: 512, MicroBatch: 1}
+	pts, err := Sweep(tr, "micro_batch", []string{"1", "2", "4", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 4 || pts[3].Err == "" {
+		t.Fatalf("points %+v", pts)
+	}
+	for i := 1; i < 3; i++ {
+		if pts[i].Peak.Total() < pts[i-1].Peak.Total() {
+			t.Errorf("peak falls with batch: %v → %v", pts[i-1].Peak.Total(), pts[i].Peak.Total())
+		}
+	}
+	if _, err := Sweep(tr, "colour", []string{"1"}); err == nil || !strings.Contains(err.Error(), "unknown sweep field") {
+		t.Errorf("unknown field: %v", err)
+	}
+	for _, f := range SweepFields {
+		if _, err := tr.Set(f, "1"); err != nil && strings.Contains(err.Error(), "unknown") {
+			t.Errorf("Set(%q): %v", f, err)
+		}
+	}
+}
