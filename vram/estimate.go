@@ -1,5 +1,7 @@
 package vram
 
+import "fmt"
+
 // TrainingEstimate is the memory of one GPU (the most loaded) for a training
 // plan.
 type TrainingEstimate struct {
@@ -79,4 +81,47 @@ func (t Training) ModelStates() (Breakdown, error) {
 	all.add(embed)
 	all.add(head)
 	return Breakdown{Parameters: all.params, Gradients: all.grads, OptimizerStates: addBytes(all.states, all.master)}, nil
+}
+
+// LayerMemory is the memory one part of the model holds on a GPU.
+type LayerMemory struct {
+	Name  string    `json:"name"` // "embedding", "block 0", …, "head"
+	Layer int       `json:"layer"`
+	Live  Breakdown `json:"live"` // parameters, gradients, optimizer states, saved activations (one micro-batch)
+}
+
+// Layers breaks the persistent memory and the saved activations down by
+// part of the model (most loaded pipeline stage: all of it when PP = 1).
+func (t Training) Layers() ([]LayerMemory, error) {
+	r, err := t.resolve()
+	if err != nil {
+		return nil, err
+	}
+	blocks, embed, head := r.units()
+	edges := buildEdges(&r)
+	var out []LayerMemory
+	part := func(name string, layer int, u unitMem, saved Bytes) {
+		out = append(out, LayerMemory{Name: name, Layer: layer, Live: Breakdown{Parameters: u.params, Gradients: u.grads,
+			OptimizerStates: addBytes(u.states, u.master), Activations: saved}})
+	}
+	st := r.stages()[0]
+	if st.embed {
+		part("embedding", -1, embed, edges.Embed.Saved)
+	}
+	var blk [2]BlockActivations
+	var have [2]bool
+	for l := st.first; l < st.last; l++ {
+		k := 0
+		if r.m.IsMoELayer(l) {
+			k = 1
+		}
+		if !have[k] {
+			blk[k], have[k] = buildBlock(&r, l), true
+		}
+		part(fmt.Sprintf("block %d", l), l, blocks[l], r.savedFor(blk[k], l))
+	}
+	if st.head || r.pp == 1 {
+		part("head", -2, head, edges.Head.Saved)
+	}
+	return out, nil
 }

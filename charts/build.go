@@ -1,0 +1,461 @@
+package charts
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+	"github.com/vramlab/vramlab/vram"
+)
+
+// Colors are the fixed category colors every chart uses (and the kernel logo).
+var Colors = map[string]string{
+	"parameters":       "#5470c6",
+	"gradients":        "#91cc75",
+	"optimizer_states": "#fac858",
+	"activations":      "#ee6666",
+	"kv_cache":         "#73c0de",
+	"temporaries":      "#3ba272",
+	"other":            "#9a60b4",
+}
+
+// label is a category's display name.
+func label(cat string) string { return strings.ReplaceAll(cat, "_", " ") }
+
+// Chart data is in GiB (so axes get round ticks); jsBytes formats a GiB
+// value for tooltips, in MiB below 1 GiB.
+const jsBytes = `function(g){g=Number(g)||0;return Math.abs(g)<1?(g*1024).toFixed(1)+' MiB':g.toFixed(2)+' GiB';}`
+
+// gv is a size in GiB for chart data.
+func gv(b vram.Bytes) float64 { return math.Round(b.GiB()*1e4) / 1e4 }
+
+func fn(body string) opts.Tooltip { return opts.Tooltip{Formatter: opts.FuncOpts(body)} }
+
+func gib(b vram.Bytes) string { return b.Format(vram.GiB, 2) }
+
+func share(b, total vram.Bytes) string {
+	if total <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(b)/float64(total))
+}
+
+func bytesAxis(extra map[string]any) map[string]any {
+	a := map[string]any{"type": "value", "axisLabel": map[string]any{"formatter": "{value} GiB"}}
+	for k, v := range extra {
+		a[k] = v
+	}
+	return a
+}
+
+func itemColor(cat string) *opts.ItemStyle { return &opts.ItemStyle{Color: Colors[cat]} }
+
+// Breakdown charts one breakdown: a stacked bar and a donut of the same
+// categories, in the category colors, with bytes and share in the tooltip.
+func Breakdown(b vram.Breakdown, title string) Chart {
+	title = clean(title)
+	total := b.Total()
+	c := Chart{Title: title, Height: 320}
+	c.Option.Title = &opts.Title{Title: title, Subtitle: "total " + gib(total)}
+	tip := fn(`function(p){var f=` + jsBytes + `;var t=` + fmt.Sprint(gv(total)) + `;var v=p.value;return p.seriesName==='share'?p.marker+p.name+': '+f(v)+' ('+p.percent+'%)':p.marker+p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)';}`)
+	tip.Trigger = "item"
+	c.Option.Tooltip = &tip
+	c.Option.Legend = &opts.Legend{Bottom: "0"}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "42%", "top": "70", "bottom": "60", "containLabel": true}}
+	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
+	c.Option.YAxis = []map[string]any{{"type": "category", "data": []string{"per GPU"}}}
+	var pie []opts.PieData
+	c.Table.Columns = []string{"category", "size", "share"}
+	for _, it := range b.Items() {
+		c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: label(it.Category), Type: "bar", Stack: "memory",
+			Data: []float64{gv(it.Bytes)}, ItemStyle: itemColor(it.Category)})
+		pie = append(pie, opts.PieData{Name: label(it.Category), Value: gv(it.Bytes), ItemStyle: itemColor(it.Category)})
+		c.Table.Rows = append(c.Table.Rows, []string{label(it.Category), gib(it.Bytes), share(it.Bytes, total)})
+	}
+	c.Table.Rows = append(c.Table.Rows, []string{"total", gib(total), "100%"})
+	c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: "share", Type: "pie", Radius: []string{"38%", "62%"},
+		Center: []string{"80%", "52%"}, Data: pie, Label: &opts.Label{Show: opts.Bool(false)}})
+	return c
+}
+
+// Compare charts several breakdowns side by side (e.g. fp32 vs mixed vs
+// 8-bit Adam), stacked by category. An optional capacity draws a line.
+func Compare(labels []string, bs []vram.Breakdown, capacity vram.Bytes) Chart {
+	c := Chart{Title: "Memory per GPU by plan", Height: 360}
+	c.Option.Title = &opts.Title{Title: c.Title}
+	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name,t=0;ps.forEach(function(p){t+=p.value;s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s+'<br>total: '+f(t);}`)
+	tip.Trigger = "axis"
+	c.Option.Tooltip = &tip
+	c.Option.Legend = &opts.Legend{Bottom: "0"}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "60", "bottom": "60", "containLabel": true}}
+	names := make([]string, len(labels))
+	for i, l := range labels {
+		names[i] = clean(l)
+	}
+	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0}}}
+	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
+	c.Table.Columns = append([]string{"plan"}, catLabels()...)
+	c.Table.Columns = append(c.Table.Columns, "total")
+	for i, cat := range vram.Categories {
+		var data []float64
+		nonzero := false
+		for _, b := range bs {
+			v := b.Get(cat)
+			data = append(data, gv(v))
+			nonzero = nonzero || v != 0
+		}
+		if !nonzero {
+			continue
+		}
+		s := charts.SingleSeries{Name: label(cat), Type: "bar", Stack: "memory", Data: data, ItemStyle: itemColor(cat)}
+		if i == 0 && capacity > 0 {
+			s.MarkLines = capacityLine(capacity)
+		}
+		c.Option.Series = append(c.Option.Series, s)
+	}
+	for i, b := range bs {
+		row := []string{names[min(i, len(names)-1)]}
+		for _, cat := range vram.Categories {
+			row = append(row, gib(b.Get(cat)))
+		}
+		c.Table.Rows = append(c.Table.Rows, append(row, gib(b.Total())))
+	}
+	return c
+}
+
+func catLabels() []string {
+	var out []string
+	for _, c := range vram.Categories {
+		out = append(out, label(c))
+	}
+	return out
+}
+
+func capacityLine(capacity vram.Bytes) *opts.MarkLines {
+	return &opts.MarkLines{
+		Data:          []any{map[string]any{"yAxis": gv(capacity), "name": "capacity " + gib(capacity)}},
+		MarkLineStyle: opts.MarkLineStyle{Symbol: []string{"none", "none"}, Label: &opts.Label{Show: opts.Bool(true), Formatter: "capacity"}, LineStyle: &opts.LineStyle{Color: "#d00", Type: "dashed", Width: 2}},
+	}
+}
+
+// Timeline charts memory over a training step: stacked areas by category,
+// phases shaded (forward, backward, optimizer), the peak marked with where
+// it happens, and an optional capacity line.
+func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
+	c := Chart{Title: "Memory over the training step", Height: 420}
+	peak := tl.PeakEvent()
+	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: "peak " + gib(peak.Live.Total()) + " at " + clean(peak.Where())}
+	var xs []string
+	for _, e := range tl.Events {
+		xs = append(xs, clean(eventLabel(e)))
+	}
+	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name,t=0;ps.forEach(function(p){t+=p.value;if(p.value)s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s+'<br>total: '+f(t);}`)
+	tip.Trigger = "axis"
+	c.Option.Tooltip = &tip
+	c.Option.Legend = &opts.Legend{Bottom: "0"}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "70", "bottom": "60", "containLabel": true}}
+	c.Option.XAxis = []map[string]any{{"type": "category", "data": xs, "boundaryGap": false, "axisLabel": map[string]any{"show": false}}}
+	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
+	first := true
+	for _, cat := range vram.Categories {
+		var data []float64
+		nonzero := false
+		for _, e := range tl.Events {
+			v := e.Live.Get(cat)
+			data = append(data, gv(v))
+			nonzero = nonzero || v != 0
+		}
+		if !nonzero {
+			continue
+		}
+		s := charts.SingleSeries{Name: label(cat), Type: "line", Stack: "memory", Data: data, ShowSymbol: opts.Bool(false),
+			Step: "end", ItemStyle: itemColor(cat), AreaStyle: &opts.AreaStyle{Opacity: opts.Float(0.85)}, LineStyle: &opts.LineStyle{Width: 0}}
+		if first {
+			s.MarkAreas = phaseAreas(tl)
+			if capacity > 0 {
+				s.MarkLines = capacityLine(capacity)
+			}
+			first = false
+		}
+		c.Option.Series = append(c.Option.Series, s)
+	}
+	// The peak marker on the topmost series, at the stacked total.
+	if n := len(c.Option.Series); n > 0 && tl.Peak < len(xs) {
+		c.Option.Series[n-1].MarkPoints = &opts.MarkPoints{Data: []any{map[string]any{
+			"coord": []any{xs[tl.Peak], gv(peak.Live.Total())}, "value": gib(peak.Live.Total()),
+			"name": "peak", "symbol": "pin", "symbolSize": 60}}}
+	}
+	c.Table.Columns = append([]string{"iteration", "phase", "where"}, catLabels()...)
+	c.Table.Columns = append(c.Table.Columns, "total")
+	for i, e := range tl.Events {
+		// The table lists phase boundaries and the peak, not every event.
+		if i != tl.Peak && i > 0 && e.Phase == tl.Events[i-1].Phase && e.Iteration == tl.Events[i-1].Iteration {
+			continue
+		}
+		row := []string{fmt.Sprint(e.Iteration), e.Phase, clean(e.Where())}
+		for _, cat := range vram.Categories {
+			row = append(row, gib(e.Live.Get(cat)))
+		}
+		if i == tl.Peak {
+			row[2] = "PEAK: " + row[2]
+		}
+		c.Table.Rows = append(c.Table.Rows, append(row, gib(e.Live.Total())))
+	}
+	return c
+}
+
+func eventLabel(e vram.Event) string {
+	return fmt.Sprintf("it %d · %s", e.Iteration, strings.TrimPrefix(e.Where(), fmt.Sprintf("iteration %d, ", e.Iteration)))
+}
+
+// phaseAreas shades each contiguous phase of the timeline.
+func phaseAreas(tl vram.Timeline) *opts.MarkAreas {
+	shade := map[string]string{"forward": "rgba(84,112,198,0.08)", "loss": "rgba(154,96,180,0.10)", "backward": "rgba(238,102,102,0.08)", "optimizer": "rgba(250,200,88,0.15)"}
+	var data []any
+	for i := 0; i < len(tl.Events); {
+		j := i
+		for j+1 < len(tl.Events) && tl.Events[j+1].Phase == tl.Events[i].Phase && tl.Events[j+1].Iteration == tl.Events[i].Iteration {
+			j++
+		}
+		e := tl.Events[i]
+		data = append(data, []any{
+			map[string]any{"name": fmt.Sprintf("%s %d", e.Phase, e.Iteration), "xAxis": clean(eventLabel(e)), "itemStyle": map[string]any{"color": shade[e.Phase]}},
+			map[string]any{"xAxis": clean(eventLabel(tl.Events[j]))},
+		})
+		i = j + 1
+	}
+	return &opts.MarkAreas{Data: data, MarkAreaStyle: opts.MarkAreaStyle{Label: &opts.Label{Show: opts.Bool(true), Position: "insideTop", Color: "#888"}}}
+}
+
+// Sweep charts memory against a swept field: stacked bars by category, a
+// capacity line, and the values that do not fit shaded.
+func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
+	field = clean(field)
+	c := Chart{Title: "Peak memory vs " + field, Height: 380}
+	c.Option.Title = &opts.Title{Title: c.Title}
+	var xs []string
+	for _, p := range pts {
+		xs = append(xs, clean(p.Value))
+	}
+	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name,t=0;ps.forEach(function(p){t+=p.value;if(p.value)s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s+'<br>total: '+f(t);}`)
+	tip.Trigger = "axis"
+	c.Option.Tooltip = &tip
+	c.Option.Legend = &opts.Legend{Bottom: "0"}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "60", "bottom": "60", "containLabel": true}}
+	c.Option.XAxis = []map[string]any{{"type": "category", "name": field, "data": xs}}
+	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
+	first := true
+	for _, cat := range vram.Categories {
+		var data []float64
+		nonzero := false
+		for _, p := range pts {
+			v := p.Peak.Get(cat)
+			data = append(data, gv(v))
+			nonzero = nonzero || v != 0
+		}
+		if !nonzero {
+			continue
+		}
+		s := charts.SingleSeries{Name: label(cat), Type: "bar", Stack: "memory", Data: data, ItemStyle: itemColor(cat)}
+		if first && capacity > 0 {
+			s.MarkLines = capacityLine(capacity)
+			var over []any
+			for i, p := range pts {
+				if p.Err == "" && p.Peak.Total() > capacity {
+					over = append(over, []any{map[string]any{"xAxis": xs[i], "itemStyle": map[string]any{"color": "rgba(220,0,0,0.08)"}}, map[string]any{"xAxis": xs[i]}})
+				}
+			}
+			if len(over) > 0 {
+				s.MarkAreas = &opts.MarkAreas{Data: over}
+			}
+		}
+		first = false
+		c.Option.Series = append(c.Option.Series, s)
+	}
+	c.Table.Columns = []string{field, "peak", "fits", "peak at"}
+	for i, p := range pts {
+		fit := "-"
+		if capacity > 0 && p.Err == "" {
+			fit = map[bool]string{true: "yes", false: "no"}[p.Peak.Total() <= capacity]
+		}
+		where := clean(p.Where)
+		if p.Err != "" {
+			where = "invalid: " + clean(p.Err)
+		}
+		c.Table.Rows = append(c.Table.Rows, []string{xs[i], gib(p.Peak.Total()), fit, where})
+	}
+	return c
+}
+
+// FitMap charts headroom over two swept fields: green where the plan fits
+// the budget (darker with more headroom), red where it does not.
+func FitMap(t vram.Training, xField string, xs []string, yField string, ys []string, budget vram.Budget) (Chart, error) {
+	c := Chart{Title: fmt.Sprintf("Headroom on %s: %s × %s", clean(budget.GPU.Name), clean(xField), clean(yField)), Height: 420}
+	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: "budget " + gib(budget.Bytes()) + " (usable memory less headroom)"}
+	var data [][]any
+	lim := budget.Bytes()
+	c.Table.Columns = append([]string{clean(yField) + " \\ " + clean(xField)}, cleanAll(xs)...)
+	for j, y := range ys {
+		row := []string{clean(y)}
+		for i, x := range xs {
+			tx, err := t.Set(xField, x)
+			if err != nil {
+				return Chart{}, err
+			}
+			if tx, err = tx.Set(yField, y); err != nil {
+				return Chart{}, err
+			}
+			est, err := tx.Estimate()
+			if err != nil {
+				data = append(data, []any{i, j, "-"})
+				row = append(row, "invalid")
+				continue
+			}
+			head := float64(lim-est.Peak.Total()) / float64(vram.GiB)
+			data = append(data, []any{i, j, float64(int64(head*10)) / 10})
+			row = append(row, fmt.Sprintf("%+.1f GiB", head))
+		}
+		c.Table.Rows = append(c.Table.Rows, row)
+	}
+	tip := fn(`function(p){return p.marker+'headroom: '+p.value[2]+' GiB'+(p.value[2]<0?' (does not fit)':'');}`)
+	tip.Trigger = "item"
+	c.Option.Tooltip = &tip
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "70", "bottom": "70", "containLabel": true}}
+	c.Option.XAxis = []map[string]any{{"type": "category", "name": clean(xField), "data": cleanAll(xs), "splitArea": map[string]any{"show": true}}}
+	c.Option.YAxis = []map[string]any{{"type": "category", "name": clean(yField), "data": cleanAll(ys), "splitArea": map[string]any{"show": true}}}
+	c.Option.VisualMap = []map[string]any{{"type": "piecewise", "orient": "horizontal", "left": "center", "bottom": "0",
+		"pieces": []map[string]any{{"lt": 0, "label": "does not fit", "color": "#d94e4e"}, {"gte": 0, "lt": 5, "label": "< 5 GiB free", "color": "#c7e9c0"},
+			{"gte": 5, "lt": 20, "label": "5–20 GiB", "color": "#74c476"}, {"gte": 20, "label": "> 20 GiB", "color": "#238b45"}}}}
+	c.Option.Series = []charts.SingleSeries{{Name: "headroom", Type: "heatmap", Data: data, Label: &opts.Label{Show: opts.Bool(true)}}}
+	return c, nil
+}
+
+func cleanAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = clean(s)
+	}
+	return out
+}
+
+// Flow is the article's one-picture view of a training step: inputs and
+// parameters feed the activations, which produce the gradients, which the
+// optimizer turns (with its states) into updated parameters. Bands are sized
+// by the bytes of the category they flow into.
+func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
+	title = clean(title)
+	c := Chart{Title: title, Height: 380}
+	c.Option.Title = &opts.Title{Title: title}
+	tip := fn(`function(p){var f=` + jsBytes + `;return p.dataType==='edge'?p.data.source+' → '+p.data.target+': '+f(p.value):p.name+': '+f(p.value);}`)
+	tip.Trigger = "item"
+	c.Option.Tooltip = &tip
+	type link struct {
+		from, to string
+		v        vram.Bytes
+	}
+	ls := []link{
+		{"inputs", "activations", inputs},
+		{"parameters", "activations", b.Activations - inputs},
+		{"activations", "gradients", b.Gradients},
+		{"parameters", "gradients", 0},
+		{"gradients", "optimizer states", b.OptimizerStates},
+		{"optimizer states", "updated parameters", b.Parameters},
+	}
+	nodeColor := map[string]string{"inputs": Colors["other"], "parameters": Colors["parameters"], "activations": Colors["activations"],
+		"gradients": Colors["gradients"], "optimizer states": Colors["optimizer_states"], "updated parameters": Colors["parameters"]}
+	var nodes []opts.SankeyNode
+	for _, n := range []string{"inputs", "parameters", "activations", "gradients", "optimizer states", "updated parameters"} {
+		nodes = append(nodes, opts.SankeyNode{Name: n, ItemStyle: &opts.ItemStyle{Color: nodeColor[n]}})
+	}
+	var links []opts.SankeyLink
+	c.Table.Columns = []string{"from", "to", "bytes"}
+	for _, l := range ls {
+		if l.v <= 0 {
+			continue
+		}
+		links = append(links, opts.SankeyLink{Source: l.from, Target: l.to, Value: float32(gv(l.v))})
+		c.Table.Rows = append(c.Table.Rows, []string{l.from, l.to, gib(l.v)})
+	}
+	c.Option.Series = []charts.SingleSeries{{Name: "flow", Type: "sankey", Data: nodes, Links: links,
+		Label: &opts.Label{Show: opts.Bool(true)}, LineStyle: &opts.LineStyle{Color: "gradient", Curveness: 0.5, Opacity: opts.Float(0.4)}}}
+	return c
+}
+
+// Layers charts per-layer memory as a treemap: each part of the model with
+// its parameters, gradients, optimizer states and saved activations.
+func Layers(ls []vram.LayerMemory, title string) Chart {
+	title = clean(title)
+	c := Chart{Title: title, Height: 420}
+	c.Option.Title = &opts.Title{Title: title}
+	tip := fn(`function(p){var f=` + jsBytes + `;return p.treePathInfo.map(function(x){return x.name;}).slice(1).join(' / ')+': '+f(p.value);}`)
+	tip.Trigger = "item"
+	c.Option.Tooltip = &tip
+	var nodes []treeNode
+	c.Table.Columns = append([]string{"part"}, catLabels()...)
+	for _, l := range ls {
+		var kids []treeNode
+		row := []string{clean(l.Name)}
+		for _, cat := range vram.Categories {
+			v := l.Live.Get(cat)
+			row = append(row, gib(v))
+			if v > 0 {
+				kids = append(kids, treeNode{Name: label(cat), Value: gv(v), ItemStyle: itemColor(cat)})
+			}
+		}
+		if len(kids) == 0 {
+			continue
+		}
+		nodes = append(nodes, treeNode{Name: clean(l.Name), Value: gv(l.Live.Total()), Children: kids})
+		c.Table.Rows = append(c.Table.Rows, row)
+	}
+	c.Option.Series = []charts.SingleSeries{{Name: "model", Type: "treemap", Data: nodes, Roam: opts.Bool(false),
+		UpperLabel: map[string]any{"show": true, "height": 18},
+		Levels: []map[string]any{{"itemStyle": map[string]any{"borderWidth": 0, "gapWidth": 3}},
+			{"itemStyle": map[string]any{"gapWidth": 1, "borderColor": "#fff", "borderWidth": 1}, "upperLabel": map[string]any{"show": true}}}}}
+	return c
+}
+
+// treeNode is a treemap node with a color (go-echarts' TreeMapNode has none).
+type treeNode struct {
+	Name      string          `json:"name"`
+	Value     float64         `json:"value"`
+	ItemStyle *opts.ItemStyle `json:"itemStyle,omitempty"`
+	Children  []treeNode      `json:"children,omitempty"`
+}
+
+// GPU is one device's memory, for the GPUs chart.
+type GPU struct {
+	Name  string
+	Used  vram.Bytes
+	Total vram.Bytes
+}
+
+// GPUs charts used and free memory per device.
+func GPUs(devs []GPU, title string) Chart {
+	title = clean(title)
+	c := Chart{Title: title, Height: 120 + 40*len(devs)}
+	c.Option.Title = &opts.Title{Title: title}
+	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name;ps.forEach(function(p){s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s;}`)
+	tip.Trigger = "axis"
+	c.Option.Tooltip = &tip
+	c.Option.Legend = &opts.Legend{Bottom: "0"}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "50", "bottom": "40", "containLabel": true}}
+	var names []string
+	var used, free []float64
+	c.Table.Columns = []string{"GPU", "used", "free", "total"}
+	for _, d := range devs {
+		names = append(names, clean(d.Name))
+		used = append(used, gv(d.Used))
+		free = append(free, gv(d.Total-d.Used))
+		c.Table.Rows = append(c.Table.Rows, []string{clean(d.Name), gib(d.Used), gib(d.Total - d.Used), gib(d.Total)})
+	}
+	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
+	c.Option.YAxis = []map[string]any{{"type": "category", "data": names, "inverse": true}}
+	c.Option.Series = []charts.SingleSeries{
+		{Name: "used", Type: "bar", Stack: "gpu", Data: used, ItemStyle: &opts.ItemStyle{Color: "#ee6666"}},
+		{Name: "free", Type: "bar", Stack: "gpu", Data: free, ItemStyle: &opts.ItemStyle{Color: "#91cc75"}},
+	}
+	return c
+}

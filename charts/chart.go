@@ -1,0 +1,236 @@
+package charts
+
+import (
+	"bytes"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+	"github.com/janpfeifer/gonb/gonbui"
+)
+
+// Chart is one chart: an ECharts option plus the same data as a table, for
+// pages where scripts do not run. Build one with Breakdown, Compare,
+// Timeline, Sweep, FitMap, Flow, Layers or GPUs; display it with Show, or
+// turn it into HTML with HTML.
+type Chart struct {
+	Title  string
+	Option Option
+	Table  Table
+	Height int    // pixels; zero means 380
+	Theme  string // "auto" (default: follows JupyterLab's theme), "light" or "dark"
+}
+
+// Option is the ECharts option, built from go-echarts' option types.
+type Option struct {
+	Title           *opts.Title           `json:"title,omitempty"`
+	Tooltip         *opts.Tooltip         `json:"tooltip,omitempty"`
+	Legend          *opts.Legend          `json:"legend,omitempty"`
+	Grid            []map[string]any      `json:"grid,omitempty"`
+	XAxis           []map[string]any      `json:"xAxis,omitempty"`
+	YAxis           []map[string]any      `json:"yAxis,omitempty"`
+	VisualMap       []map[string]any      `json:"visualMap,omitempty"`
+	Series          []charts.SingleSeries `json:"series"`
+	BackgroundColor string                `json:"backgroundColor,omitempty"`
+	Animation       *bool                 `json:"animation,omitempty"`
+}
+
+// Table is a chart's data in rows, shown where the chart cannot render.
+type Table struct {
+	Columns []string
+	Rows    [][]string
+}
+
+// newID makes a page-unique element id; tests replace it for golden files.
+var newID = func() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "vramlab-" + hex.EncodeToString(b[:])
+}
+
+// clean makes user text (model names, labels) safe to put in an option: it
+// removes the marker go-echarts uses to splice raw JavaScript functions, so
+// no label can become code. HTML escaping is done by the JSON encoder.
+func clean(s string) string {
+	for strings.Contains(s, "__f__") {
+		s = strings.ReplaceAll(s, "__f__", "_f_")
+	}
+	return s
+}
+
+var funcRE = regexp.MustCompile(`"__f__((?:[^"\\]|\\.)*?)__f__"`)
+
+// optionJSON encodes the option; go-echarts FuncOpts become raw functions.
+func optionJSON(o Option) (string, error) {
+	b, err := json.Marshal(o) // escapes <, > and & inside strings
+	if err != nil {
+		return "", err
+	}
+	var fail error
+	out := funcRE.ReplaceAllFunc(b, func(m []byte) []byte {
+		sub := funcRE.FindSubmatch(m)
+		s, err := strconv.Unquote(`"` + string(sub[1]) + `"`)
+		if err != nil {
+			fail = err
+			return m
+		}
+		return []byte(s)
+	})
+	return string(out), fail
+}
+
+// HTML renders c as a self-contained fragment: a div, the fallback table,
+// and a script that draws the chart once the ECharts loader has run (in any
+// order of cells). It needs the loader (LoaderHTML, or Setup in a notebook)
+// once per page.
+func HTML(c Chart) string {
+	id := newID()
+	h := c.Height
+	if h <= 0 {
+		h = 380
+	}
+	js, err := optionJSON(c.Option)
+	if err != nil {
+		return "<pre>chart error: " + html.EscapeString(err.Error()) + "</pre>"
+	}
+	theme := c.Theme
+	switch theme {
+	case "light", "dark":
+	default:
+		theme = "auto"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<div class="vramlab-chart" id="%s">`, id)
+	fmt.Fprintf(&b, `<div class="vramlab-canvas" style="width:100%%;height:%dpx;display:none"></div>`, h)
+	b.WriteString(tableHTML(c.Title, c.Table))
+	b.WriteString(`</div>`)
+	// An IIFE with no top-level names, so re-running a cell cannot collide.
+	fmt.Fprintf(&b, `<script>(function(){var id=%q,theme=%q;var draw=function(){var root=document.getElementById(id);if(!root||!window.echarts)return;`+
+		`var el=root.querySelector('.vramlab-canvas');el.style.display='block';var tb=root.querySelector('.vramlab-fallback');if(tb)tb.style.display='none';`+
+		`if(theme==='auto'){var b=document.body;theme=(b&&b.getAttribute('data-jp-theme-light')==='false')?'dark':'light';}`+
+		`var ch=echarts.getInstanceByDom(el)||echarts.init(el,theme==='dark'?'dark':null,{renderer:'canvas'});ch.setOption(%s);`+
+		`if(window.ResizeObserver){new ResizeObserver(function(){ch.resize();}).observe(el);}};`+
+		`(window.__vramlabQ=window.__vramlabQ||[]).push(draw);`+
+		`setTimeout(function(){var root=document.getElementById(id);if(root&&!window.echarts){var n=document.createElement('p');n.className='vramlab-note';`+
+		`n.textContent='Interactive chart not drawn: ECharts is not loaded on this page (run charts.Setup() first, and trust the notebook). The data is in the table.';root.appendChild(n);}},4000);`+
+		`})();</script>`, id, theme, js)
+	return b.String()
+}
+
+// tableHTML renders the fallback table (visible until the chart draws).
+func tableHTML(title string, t Table) string {
+	var b strings.Builder
+	b.WriteString(`<table class="vramlab-fallback" style="border-collapse:collapse;font:12px sans-serif">`)
+	if title != "" {
+		fmt.Fprintf(&b, `<caption style="text-align:left;font-weight:bold">%s</caption>`, html.EscapeString(title))
+	}
+	if len(t.Columns) > 0 {
+		b.WriteString("<tr>")
+		for _, c := range t.Columns {
+			fmt.Fprintf(&b, `<th style="text-align:left;padding:2px 8px;border-bottom:1px solid #999">%s</th>`, html.EscapeString(c))
+		}
+		b.WriteString("</tr>")
+	}
+	for _, row := range t.Rows {
+		b.WriteString("<tr>")
+		for _, c := range row {
+			fmt.Fprintf(&b, `<td style="padding:2px 8px">%s</td>`, html.EscapeString(c))
+		}
+		b.WriteString("</tr>")
+	}
+	b.WriteString("</table>")
+	return b.String()
+}
+
+//go:embed assets/echarts.min.js
+var echartsJS string
+
+// EChartsVersion is the embedded ECharts release (the one go-echarts v2.7.2
+// targets).
+const EChartsVersion = "5.4.3"
+
+// LoaderHTML is the script that defines window.echarts from the embedded
+// library (once per page) and draws every chart queued before it. The
+// library is wrapped so that an AMD define (require.js in classic Notebook and
+// nbconvert exports) cannot capture it.
+func LoaderHTML() string {
+	js := strings.ReplaceAll(echartsJS, "</script", `<\/script`)
+	js = strings.ReplaceAll(js, "<!--", `<\!--`)
+	var b bytes.Buffer
+	b.WriteString(`<div class="vramlab-loader" style="display:none" data-echarts="` + EChartsVersion + `"></div><script>(function(){if(!(window.echarts&&window.echarts.init)){(function(define,exports,module){`)
+	b.WriteString(js)
+	b.WriteString("\n}).call(window);}var q=window.__vramlabQ||[];window.__vramlabQ={push:function(f){try{f();}catch(e){console.error(e);}}};" +
+		"for(var i=0;i<q.length;i++){try{q[i]();}catch(e){console.error(e);}}})();</script>")
+	return b.String()
+}
+
+// Page is a complete offline HTML page with the loader and the charts.
+func Page(title string, cs ...Chart) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title></head><body style=\"font-family:sans-serif\">\n", html.EscapeString(title))
+	b.WriteString(LoaderHTML())
+	for _, c := range cs {
+		b.WriteString("\n")
+		b.WriteString(HTML(c))
+	}
+	b.WriteString("\n</body></html>\n")
+	return b.String()
+}
+
+// Setup displays the ECharts loader in a notebook cell. Call it once, in an
+// early cell: exported notebooks then carry the library with them. Outside
+// a notebook it does nothing.
+func Setup() {
+	if !gonbui.IsNotebook {
+		return
+	}
+	gonbui.DisplayHTML(LoaderHTML())
+	markLoaded()
+}
+
+// Show displays c in a notebook cell (nothing outside a notebook). If no
+// cell of this kernel session has shown the loader yet, it is shown first.
+func Show(c Chart) {
+	if !gonbui.IsNotebook {
+		return
+	}
+	if !loaded() {
+		Setup()
+	}
+	gonbui.DisplayHTML(HTML(c))
+}
+
+// The kernel runs each cell as a new process; a marker file in its temp
+// dir remembers that the loader was shown.
+func markerPath() string {
+	d := os.Getenv("GONB_TMP_DIR")
+	if d == "" {
+		return ""
+	}
+	return filepath.Join(d, ".vramlab-echarts-loaded")
+}
+
+func loaded() bool {
+	p := markerPath()
+	if p == "" {
+		return false
+	}
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func markLoaded() {
+	if p := markerPath(); p != "" {
+		_ = os.WriteFile(p, nil, 0o644)
+	}
+}

@@ -1,0 +1,135 @@
+package charts
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/vramlab/vramlab/vram"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func init() {
+	n := 0
+	newID = func() string { n++; return fmt.Sprintf("vramlab-test%d", n) }
+}
+
+func plan() vram.Training {
+	return vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 512, MicroBatch: 2, Precision: "amp_bf16", Optimizer: "adamw"}
+}
+
+// kinds builds one small chart of every kind, deterministically.
+func kinds(t *testing.T) map[string]Chart {
+	tr := plan()
+	est, err := tr.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := tr.Timeline()
+	pts, _ := vram.Sweep(tr, "micro_batch", []string{"1", "2", "4"})
+	g, _ := vram.LookupGPU("T4")
+	fm, err := FitMap(tr, "micro_batch", []string{"1", "8"}, "seq_len", []string{"256", "1024"}, vram.Budget{GPU: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := tr.Layers()
+	return map[string]Chart{
+		"breakdown": Breakdown(est.Peak, "gpt2 peak"),
+		"compare":   Compare([]string{"a", "b"}, []vram.Breakdown{est.Peak, est.Static}, g.Usable()),
+		"timeline":  Timeline(tl, g.Usable()),
+		"sweep":     Sweep("micro_batch", pts, g.Usable()),
+		"fitmap":    fm,
+		"flow":      Flow(est.Static, 8*vram.KiB, "flow"),
+		"layers":    Layers(layers, "layers"),
+		"gpus":      GPUs([]GPU{{Name: "0 Tesla T4", Used: 2 * vram.GiB, Total: 15 * vram.GiB}}, "GPUs"),
+	}
+}
+
+// TestGolden compares each chart kind's HTML with testdata/<kind>.golden
+// (go test ./charts -update rewrites them).
+func TestGolden(t *testing.T) {
+	for name, c := range kinds(t) {
+		got := HTML(c)
+		path := filepath.Join("testdata", name+".golden")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./charts -update)", err)
+		}
+		// IDs depend on the order the map is iterated in.
+		norm := regexp.MustCompile(`vramlab-test\d+`)
+		if norm.ReplaceAllString(got, "ID") != norm.ReplaceAllString(string(want), "ID") {
+			_ = os.WriteFile(path+".got", []byte(got), 0o644)
+			t.Errorf("%s: HTML differs from %s (wrote %s.got)", name, path, path)
+		}
+	}
+}
+
+// TestChartParts: every chart has the fallback table, the queued draw and
+// no top-level declarations that a re-run cell would collide with.
+func TestChartParts(t *testing.T) {
+	for name, c := range kinds(t) {
+		h := HTML(c)
+		for _, want := range []string{`<table class="vramlab-fallback"`, "(window.__vramlabQ=window.__vramlabQ||[]).push(draw)", `<script>(function(){`, "echarts.getInstanceByDom(el)"} {
+			if !strings.Contains(h, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+		if strings.Contains(h, "__f__") {
+			t.Errorf("%s: function marker left in the output", name)
+		}
+		if len(c.Table.Rows) == 0 {
+			t.Errorf("%s: empty fallback table", name)
+		}
+	}
+}
+
+// TestSizes: a chart output stays small; the library comes once per page.
+func TestSizes(t *testing.T) {
+	est, _ := plan().Estimate()
+	b := est.Peak
+	b.KVCache, b.Other = vram.GiB, vram.MiB
+	if n := len(HTML(Breakdown(b, "every category"))); n > 30<<10 {
+		t.Errorf("breakdown chart is %d bytes, want ≤ 30 KB", n)
+	}
+	if n := len(LoaderHTML()); n < len(echartsJS) || n > len(echartsJS)+2048 {
+		t.Errorf("loader is %d bytes for a %d-byte library", n, len(echartsJS))
+	}
+}
+
+// FuzzLabels: no label can inject markup or script.
+func FuzzLabels(f *testing.F) {
+	for _, s := range []string{"</script><script>alert(1)</script>", "<!--", `"'><img src=x onerror=alert(1)>`, "__f__alert(1)__f__", "a\u2028b", "&lt;"} {
+		f.Add(s)
+	}
+	est, _ := plan().Estimate()
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, c := range []Chart{
+			Breakdown(est.Peak, s),
+			Compare([]string{s}, []vram.Breakdown{est.Peak}, 0),
+			GPUs([]GPU{{Name: s, Used: 1, Total: 2}}, s),
+			Layers([]vram.LayerMemory{{Name: s, Live: est.Peak}}, s),
+		} {
+			h := HTML(c)
+			if n := strings.Count(strings.ToLower(h), "<script"); n != 1 {
+				t.Fatalf("label %q: %d script tags", s, n)
+			}
+			if n := strings.Count(strings.ToLower(h), "</script"); n != 1 {
+				t.Fatalf("label %q: %d script end tags", s, n)
+			}
+			if strings.Contains(h, "<!--") || strings.Contains(h, "__f__") || strings.Contains(strings.ToLower(h), "<img") {
+				t.Fatalf("label %q leaks into the markup", s)
+			}
+		}
+	})
+}

@@ -1,0 +1,101 @@
+// Command gallery writes an offline HTML page with every chart kind, for a
+// look in a browser (and for the browser tests).
+//
+//	go run ./examples/gallery -o gallery.html [-theme dark]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vramlab/vramlab/charts"
+	"github.com/vramlab/vramlab/vram"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gallery:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("gallery", flag.ContinueOnError)
+	fs.SetOutput(w)
+	out := fs.String("o", "", "output file (default: standard output)")
+	theme := fs.String("theme", "auto", "auto, light or dark")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return errors.New("usage: gallery [-o FILE] [-theme auto|light|dark]")
+	}
+	cs, err := Gallery()
+	if err != nil {
+		return err
+	}
+	for i := range cs {
+		cs[i].Theme = *theme
+	}
+	page := charts.Page("VRAM Lab chart gallery", cs...)
+	if *out == "" {
+		_, err := io.WriteString(w, page)
+		return err
+	}
+	return os.WriteFile(*out, []byte(page), 0o644)
+}
+
+// Gallery builds one chart of each kind from a Llama-3-8B plan.
+func Gallery() ([]charts.Chart, error) {
+	t := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16",
+		Checkpointing: "selective", LoRA: &vram.LoRA{Rank: 16, Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj"}}}
+	est, err := t.Estimate()
+	if err != nil {
+		return nil, err
+	}
+	g, _ := vram.LookupGPU("A100-80GB")
+	budget := vram.Budget{GPU: g, Headroom: 0.05}
+	var plans []string
+	var bs []vram.Breakdown
+	for _, p := range []struct{ name, opt, prec string }{{"fp32 AdamW", "adamw", "fp32"}, {"bf16 AdamW", "adamw", "bf16"}, {"bf16 8-bit AdamW", "adamw_8bit", "bf16"}} {
+		full := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 1, Precision: p.prec, Optimizer: p.opt, Checkpointing: "full"}
+		e, err := full.Estimate()
+		if err != nil {
+			return nil, err
+		}
+		plans, bs = append(plans, p.name), append(bs, e.Peak)
+	}
+	tl, err := t.Timeline()
+	if err != nil {
+		return nil, err
+	}
+	pts, err := vram.Sweep(t, "micro_batch", []string{"1", "2", "4", "8", "16", "32"})
+	if err != nil {
+		return nil, err
+	}
+	fm, err := charts.FitMap(t, "micro_batch", []string{"1", "2", "4", "8", "16"}, "seq_len", []string{"1024", "2048", "4096", "8192"}, budget)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := t.Layers()
+	if err != nil {
+		return nil, err
+	}
+	static, err := vram.Training{Model: vram.MustPreset("llama-2-7b"), SeqLen: 2048, MicroBatch: 1, Precision: "fp32"}.Estimate()
+	if err != nil {
+		return nil, err
+	}
+	return []charts.Chart{
+		charts.Breakdown(est.Peak, "Llama-3-8B LoRA, peak per GPU"),
+		charts.Compare(plans, bs, g.Usable()),
+		charts.Timeline(tl, g.Usable()),
+		charts.Sweep("micro_batch", pts, budget.Bytes()),
+		fm,
+		charts.Flow(static.Static, 16*vram.KiB, "Llama-2-7B fp32 AdamW: how memory flows in a step"),
+		charts.Layers(layers, "Llama-3-8B LoRA: memory by layer"),
+		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "GPUs"),
+	}, nil
+}
