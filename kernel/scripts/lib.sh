@@ -3,6 +3,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 export GOTOOLCHAIN=local
+# go-nvml's cgo bindings print pages of deprecation warnings otherwise.
+export CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}"
 
 say() { printf '\n==> %s\n' "$*"; }
 

@@ -1,0 +1,97 @@
+// Command gpus lists this machine's GPUs like nvidia-smi and, given a plan,
+// says whether it fits on each one now.
+//
+//	go run ./examples/gpus                      # table
+//	go run ./examples/gpus -json                # machine-readable
+//	go run ./examples/gpus -plan FILE.json      # plus a fit verdict per device
+//	go run ./examples/gpus -fake h100x8         # simulated GPUs (go-nvml mocks)
+//
+// Without an NVIDIA driver it says so and exits with status 0: no GPU is a
+// normal state for planning.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/gpu"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gpus:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("gpus", flag.ContinueOnError)
+	fs.SetOutput(w)
+	asJSON := fs.Bool("json", false, "print JSON")
+	planFile := fs.String("plan", "", "a training plan file to check against each device")
+	fake := fs.String("fake", "", "simulate GPUs instead of querying NVML, e.g. h100x8")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return errors.New("usage: gpus [-json] [-plan FILE.json] [-fake h100x8]")
+	}
+	var plan *vram.Training
+	if *planFile != "" {
+		p, err := vram.ReadPlan(*planFile)
+		if err != nil {
+			return err
+		}
+		if p.Training == nil {
+			return fmt.Errorf("%s: -plan needs a training plan", *planFile)
+		}
+		plan = p.Training
+	}
+	var s gpu.Info
+	var err error
+	if *fake != "" {
+		s, err = gpu.Fake(*fake)
+	} else {
+		s, err = gpu.Snapshot()
+	}
+	if errors.Is(err, gpu.ErrNoDriver) || errors.Is(err, gpu.ErrUnsupported) {
+		fmt.Fprintln(w, err)
+		fmt.Fprintln(w, "try: go run ./examples/gpus -fake h100x8")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var fits []gpu.Fit
+	if plan != nil {
+		for _, d := range s.Devices {
+			f, err := gpu.FitsOn(*plan, d, gpu.FitOptions{Headroom: 0.05})
+			if err != nil {
+				return err
+			}
+			fits = append(fits, f)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			gpu.Info
+			Fits []gpu.Fit `json:"fits,omitempty"`
+		}{s, fits})
+	}
+	fmt.Fprint(w, s.Table())
+	for _, f := range fits {
+		verdict := "fits"
+		if !f.Fits {
+			verdict = "does NOT fit"
+		}
+		fmt.Fprintf(w, "GPU %s: needs %v of %v free: %s (headroom %v)\n", f.Device, f.DeviceUsed, f.Free, verdict, f.Headroom)
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+//go:build cgo && linux
+
+package gpu
+
+import (
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/vramlab/vramlab/vram"
+)
+
+// BenchmarkSnapshotDGXH100: a full snapshot of 8 mock H100s.
+func BenchmarkSnapshotDGXH100(b *testing.B) {
+	srv := dgxh100.New()
+	wire(srv)
+	for i := 0; i < b.N; i++ {
+		if _, err := SnapshotFrom(srv); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFitsOn: one fit check (allocator replay of a Llama-3-8B LoRA step).
+func BenchmarkFitsOn(b *testing.B) {
+	s, _ := Fake("h100x1")
+	t := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 4, Precision: "bf16", Checkpointing: "full",
+		LoRA: &vram.LoRA{Rank: 16, Targets: []string{"q_proj", "v_proj"}}}
+	for i := 0; i < b.N; i++ {
+		if _, err := FitsOn(t, s.Devices[0], FitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
