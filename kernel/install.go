@@ -48,6 +48,9 @@ func newKernelSpec(o options, goroot string, goEnv map[string]string) kernelSpec
 		Argv: []string{
 			filepath.Join(o.BinDir(), "gonb"),
 			"--kernel", "{connection_file}",
+			// gonb logs through klog; keep its start-up and shutdown chatter out
+			// of the notebook server's console (fatal errors still show).
+			"-logtostderr=false", "-stderrthreshold=FATAL", "-log_file=" + os.DevNull,
 			"-go_work=" + o.Root,
 		},
 		DisplayName:   DisplayName,

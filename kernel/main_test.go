@@ -46,7 +46,8 @@ func TestInstallWritesKernelSpec(t *testing.T) {
 	if err := json.Unmarshal(b, &spec); err != nil {
 		t.Fatal(err)
 	}
-	wantArgv := []string{filepath.Join(root, ".bin", "gonb"), "--kernel", "{connection_file}", "-go_work=" + root}
+	wantArgv := []string{filepath.Join(root, ".bin", "gonb"), "--kernel", "{connection_file}",
+		"-logtostderr=false", "-stderrthreshold=FATAL", "-log_file=/dev/null", "-go_work=" + root}
 	if strings.Join(spec.Argv, " ") != strings.Join(wantArgv, " ") {
 		t.Errorf("argv = %q, want %q", spec.Argv, wantArgv)
 	}

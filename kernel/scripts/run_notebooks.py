@@ -40,6 +40,18 @@ def stderr_failures(nb):
                     yield i, text
 
 
+def html_errors(nb):
+    """gonb reports build errors as HTML; return their text."""
+    import html as htmllib
+    import re
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            h = out.get("data", {}).get("text/html", "")
+            if "gonb-err" in h:
+                h = re.sub(r"<style>.*?</style>", "", h, flags=re.S)
+                yield i, htmllib.unescape(re.sub(r"<[^>]+>", "", h)).strip()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+")
@@ -67,6 +79,9 @@ def main():
         nbformat.write(nb, outdir / path.name)
         for i, text in stderr_failures(nb):
             err = (err or "") + f"\ncell {i} wrote to stderr:\n{text}"
+        if err:
+            for i, text in html_errors(nb):
+                err += f"\ncell {i} build error:\n{text[:3000]}"
         timings.append((path.name, seconds))
         if err:
             failed.append(path.name)
