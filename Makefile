@@ -1,7 +1,7 @@
 # README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
 # and `make test` (set up, run every test). The work is in kernel/scripts so
 # that the Dockerfile runs exactly what CI tests.
-.PHONY: lab test setup doctor
+.PHONY: lab test setup doctor report
 
 lab:
 	kernel/scripts/lab.sh
@@ -14,3 +14,7 @@ setup:
 
 doctor:
 	go run ./kernel doctor
+
+# make report PLAN=examples/plans/llama3-8b-lora.json
+report:
+	PLAN=$(PLAN) kernel/scripts/report.sh
