@@ -59,6 +59,7 @@ export async function startLab({ notebookDir } = {}) {
     'lab', '--no-browser', '--ip=127.0.0.1', `--port=${port}`, `--IdentityProvider.token=${token}`,
     `--ServerApp.root_dir=${notebookDir}`, '--ServerApp.port_retries=0',
     '--LabApp.news_url=', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
+    `--LabApp.workspaces_dir=${mkdtempSync(join(tmpdir(), 'vramlab-ws-'))}`,
     ...(process.getuid?.() === 0 ? ['--allow-root'] : []),
   ], { env: { ...process.env, JUPYTER_RUNTIME_DIR: runtime }, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
@@ -89,8 +90,9 @@ export async function startLab({ notebookDir } = {}) {
 // runAllCells opens a notebook in JupyterLab and runs every cell through the
 // menu, as a person would; it waits until the kernel is idle again.
 export async function runAllCells(page, lab, notebook, { timeout = 240_000 } = {}) {
-  await page.goto(lab.url(`/lab/tree/${notebook}`), { waitUntil: 'domcontentloaded' });
-  await page.locator('.jp-Notebook').first().waitFor({ timeout: 60_000 });
+  // ?reset: start from an empty workspace, so only this notebook is open.
+  await page.goto(lab.url(`/lab/tree/${notebook}?reset`), { waitUntil: 'domcontentloaded' });
+  await page.locator('.jp-Notebook >> visible=true').first().waitFor({ timeout: 60_000 });
   // gonb reports its status only around executions, so the status bar says
   // "Go (VRAM Lab) | Unknown" until the first cell runs: wait for the session,
   // then run all cells, and retry the menu while nothing got queued (a click
@@ -113,3 +115,27 @@ export async function runAllCells(page, lab, notebook, { timeout = 240_000 } = {
 }
 
 export function shotPath(name) { return join(SHOTS, name); }
+
+// chartStates reports, for every VRAM Lab chart on the page, whether ECharts
+// initialized it and how many non-transparent pixels its canvas has.
+export async function chartStates(page) {
+  return page.evaluate(() => [...document.querySelectorAll('.vramlab-canvas')].map((el) => {
+    const inst = window.echarts && window.echarts.getInstanceByDom(el);
+    const canvas = el.querySelector('canvas');
+    let painted = 0;
+    if (canvas) {
+      const ctx = canvas.getContext('2d');
+      const d = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let i = 3; i < d.length; i += 16) if (d[i] > 0) painted++;
+    }
+    return { initialized: !!inst, painted, hidden: el.offsetParent === null };
+  }));
+}
+
+// waitForCharts waits until n charts are initialized (or the timeout).
+export async function waitForCharts(page, n, timeout = 30_000) {
+  await page.waitForFunction((n) => window.echarts &&
+    [...document.querySelectorAll('.vramlab-canvas')].filter((el) => window.echarts.getInstanceByDom(el)).length >= n,
+  n, { timeout });
+  await page.waitForTimeout(1500); // let the first frame paint (animations off-screen too)
+}

@@ -1,0 +1,78 @@
+// The report as a team receives it: `make report` on an example plan, the
+// exported HTML opened offline, and the PDF turned into pixels.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT, chartStates, launchBrowser, offlinePage, shotPath, waitForCharts } from './harness.mjs';
+
+const out = join(ROOT, '.artifacts', 'reports', 'llama3-8b-lora');
+let browser;
+before(async () => {
+  execFileSync('make', ['-s', 'report', 'PLAN=examples/plans/llama3-8b-lora.json'], { cwd: ROOT, stdio: 'inherit' });
+  browser = await launchBrowser();
+});
+after(async () => { await browser?.close(); });
+
+test('the exported HTML is self-contained and every chart draws offline', async () => {
+  const html = readFileSync(join(out, 'llama3-8b-lora.html'), 'utf8');
+  assert.doesNotMatch(html, /<script[^>]+src=["']https?:/i, 'no external scripts');
+  assert.doesNotMatch(html, /<link[^>]+href=["']https?:/i, 'no external stylesheets');
+  const { page, problems } = await offlinePage(browser);
+  await page.goto('file://' + join(out, 'llama3-8b-lora.html'));
+  await waitForCharts(page, 2);
+  const states = await chartStates(page);
+  assert.ok(states.length >= 2, `report has charts (${states.length})`);
+  states.forEach((s, i) => assert.ok(s.initialized && s.painted > 200, `chart ${i}: ${JSON.stringify(s)}`));
+  // Code is hidden until asked for.
+  const codeVisible = () => page.locator('.jp-CodeCell .jp-Cell-inputWrapper').first().isVisible();
+  assert.equal(await codeVisible(), false, 'code hidden by default');
+  await page.click('#vramlab-toggle-code');
+  assert.equal(await codeVisible(), true, 'code shown on request');
+  await page.screenshot({ path: shotPath('report-html.png'), fullPage: true });
+  assert.deepEqual(problems.external, []);
+  assert.deepEqual(problems.consoleErrors, []);
+});
+
+test('the PDF has its pages and the charts are painted', () => {
+  const pdf = join(out, 'llama3-8b-lora.pdf');
+  assert.ok(existsSync(pdf));
+  const info = execFileSync('pdfinfo', [pdf], { encoding: 'utf8' });
+  const pages = Number(/Pages:\s+(\d+)/.exec(info)[1]);
+  assert.ok(pages >= 3 && pages <= 8, `report PDF has ${pages} pages`);
+  const dir = mkdtempSync(join(tmpdir(), 'vramlab-pdf-'));
+  execFileSync('pdftoppm', ['-r', '40', pdf, join(dir, 'p')]); // PPM pages
+  // Count pixels of the category colors (parameters #5470c6, activations
+  // #ee6666) across the pages: the charts were drawn before printing.
+  let colored = 0;
+  for (const f of readdirSync(dir)) {
+    const buf = readFileSync(join(dir, f));
+    // P6 header: "P6\n<w> <h>\n255\n"
+    let off = 0; let nl = 0;
+    while (nl < 3) { if (buf[off++] === 10) nl++; }
+    for (let i = off; i + 2 < buf.length; i += 3) {
+      const [r, g, b] = [buf[i], buf[i + 1], buf[i + 2]];
+      if ((Math.abs(r - 0x54) < 20 && Math.abs(g - 0x70) < 20 && Math.abs(b - 0xc6) < 20) ||
+          (Math.abs(r - 0xee) < 20 && Math.abs(g - 0x66) < 20 && Math.abs(b - 0x66) < 20)) colored++;
+    }
+  }
+  assert.ok(colored > 2000, `chart colors in the PDF: ${colored} pixels`);
+});
+
+test('the report notebook renders its charts in JupyterLab', async () => {
+  const { startLab, runAllCells } = await import('./harness.mjs');
+  const lab = await startLab();
+  try {
+    const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
+    await runAllCells(page, lab, '30-training-plan-report.ipynb');
+    await waitForCharts(page, 2, 60_000);
+    const states = await chartStates(page);
+    assert.ok(states.filter((s) => s.initialized).length >= 2);
+    await page.screenshot({ path: shotPath('report-lab.png'), fullPage: true });
+    assert.deepEqual(problems.external, []);
+  } finally {
+    await lab.stop();
+  }
+});
