@@ -190,6 +190,7 @@ type blockPlan struct {
 	attnImpl string
 	upcast   bool // softmax in fp32 in eager attention
 	useCache bool // transformers returns past_key_values during training
+	fusedQKV bool // one q|k|v matmul whose output v is a view of
 	dropHid  float64
 	dropAttn float64
 	tp       int64
@@ -339,7 +340,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			q = b.op("q_rope", b.size(qDim, p.e), p.e, list(ql))
 			k = b.op("k_rope", b.size(qDim, p.e), p.e, list(kv, kvA))
 			v = b.op("v", b.size(heads*int64(m.VHeadDim), p.e), p.e, list(kv))
-		case m.Family == "gpt2" || m.Family == "gpt_bigcode" || m.Family == "gpt_neox" || m.Family == "phi3":
+		case p.fusedQKV:
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
 			q, k, v = qkv, qkv, qkv // views of the fused output
 			// q, k, v are views of the fused output: saving any keeps it alive.
@@ -602,6 +603,15 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	}
 	if m.SlidingWindow > 0 && int64(m.SlidingWindow) < p.keys && r.Attention != "eager" {
 		p.keys = int64(m.SlidingWindow)
+	}
+	// GPT-2, StarCoder, NeoX and Phi-3 fuse q|k|v in transformers; litgpt
+	// fuses them for every family (litgpt/model.py CausalSelfAttention.qkv).
+	switch m.Family {
+	case "gpt2", "gpt_bigcode", "gpt_neox", "phi3":
+		p.fusedQKV = true
+	case "deepseek_v3", "bert", "vit":
+	default:
+		p.fusedQKV = r.Framework == "litgpt"
 	}
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).

@@ -9,4 +9,4 @@ say "JupyterLab on notebooks/ (Ctrl-C to stop)"
 extra=()
 [ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI run as root
 exec .venv/bin/jupyter lab "${extra[@]}" --notebook-dir="$ROOT/notebooks" --ip="${LAB_IP:-127.0.0.1}" \
-  --port="${LAB_PORT:-8888}" --no-browser "$@"
+  --port="${LAB_PORT:-8888}" --MultiKernelManager.default_kernel_name=vramlab --no-browser "$@"
