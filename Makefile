@@ -1,7 +1,7 @@
 # README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
 # and `make test` (set up, run every test). The work is in kernel/scripts so
 # that the Dockerfile runs exactly what CI tests.
-.PHONY: lab test setup doctor report
+.PHONY: lab test setup doctor report truth
 
 lab:
 	kernel/scripts/lab.sh
@@ -18,3 +18,7 @@ doctor:
 # make report PLAN=examples/plans/llama3-8b-lora.json
 report:
 	PLAN=$(PLAN) kernel/scripts/report.sh
+
+# Ground truth from PyTorch (torch, transformers, peft; not part of make test).
+truth:
+	kernel/scripts/truth.sh

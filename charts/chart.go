@@ -195,6 +195,9 @@ func Setup() {
 		return
 	}
 	gonbui.DisplayHTML(LoaderHTML())
+	// The cell's process may exit right after; wait until the kernel has the
+	// (megabyte-sized) output, or it can be lost under load.
+	gonbui.Sync()
 	markLoaded()
 }
 
@@ -208,6 +211,7 @@ func Show(c Chart) {
 		Setup()
 	}
 	gonbui.DisplayHTML(HTML(c))
+	gonbui.Sync()
 }
 
 // The kernel runs each cell as a new process; a marker file in its temp

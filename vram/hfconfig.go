@@ -171,3 +171,80 @@ func (r *hfReader) optBool(key string, def bool) bool {
 	}
 	return v
 }
+
+// HFConfig is the inverse of FromHFConfig: the config.json keys that make
+// transformers build this architecture (used by the PyTorch companion tool,
+// examples/measure, to build the same model on the meta device).
+func (m Model) HFConfig() map[string]any {
+	m = m.Normalize()
+	c := map[string]any{"model_type": m.Family}
+	if m.Name != "" {
+		c["_name_or_path"] = m.Name
+	}
+	llama := func() {
+		c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"] = m.Layers, m.Hidden, m.Heads
+		c["num_key_value_heads"], c["intermediate_size"], c["vocab_size"] = m.KVHeads, m.FFN, m.Vocab
+		c["tie_word_embeddings"] = m.TiedEmbeddings
+		if m.MaxPosition > 0 {
+			c["max_position_embeddings"] = m.MaxPosition
+		}
+		if m.HeadDim != m.Hidden/m.Heads {
+			c["head_dim"] = m.HeadDim
+		}
+	}
+	switch m.Family {
+	case "gpt2", "gpt_bigcode":
+		c["n_layer"], c["n_embd"], c["n_head"], c["n_inner"] = m.Layers, m.Hidden, m.Heads, m.FFN
+		c["vocab_size"], c["n_positions"], c["tie_word_embeddings"] = m.Vocab, m.MaxPosition, m.TiedEmbeddings
+		if m.Family == "gpt_bigcode" {
+			c["multi_query"] = m.KVHeads == 1
+		}
+	case "gptj":
+		c["n_layer"], c["n_embd"], c["n_head"], c["n_inner"] = m.Layers, m.Hidden, m.Heads, m.FFN
+		c["vocab_size"], c["n_positions"] = m.Vocab, m.MaxPosition
+		c["rotary_dim"] = int(m.RotaryPct * float64(m.HeadDim))
+		c["tie_word_embeddings"] = m.TiedEmbeddings
+	case "gpt_neox":
+		llama()
+		delete(c, "num_key_value_heads")
+		c["rotary_pct"], c["use_parallel_residual"] = m.RotaryPct, m.ParallelBlock
+	case "opt":
+		c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"], c["ffn_dim"] = m.Layers, m.Hidden, m.Heads, m.FFN
+		c["vocab_size"], c["max_position_embeddings"], c["tie_word_embeddings"] = m.Vocab, m.MaxPosition, m.TiedEmbeddings
+		c["word_embed_proj_dim"] = m.Hidden
+		if m.WordEmbedProjDim > 0 {
+			c["word_embed_proj_dim"] = m.WordEmbedProjDim
+		}
+		c["do_layer_norm_before"] = m.NormPosition != "post"
+	case "bert":
+		llama()
+		delete(c, "num_key_value_heads")
+		delete(c, "tie_word_embeddings")
+		c["type_vocab_size"] = m.TypeVocab
+	case "vit":
+		c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"], c["intermediate_size"] = m.Layers, m.Hidden, m.Heads, m.FFN
+		c["image_size"], c["patch_size"], c["num_channels"] = m.Image.Size, m.Image.Patch, m.Image.Channels
+	case "phi":
+		llama()
+		c["partial_rotary_factor"] = m.RotaryPct
+	case "mixtral":
+		llama()
+		c["num_local_experts"], c["num_experts_per_tok"] = m.Experts, m.ExpertsPerToken
+	case "deepseek_v3":
+		llama()
+		delete(c, "head_dim")
+		c["n_routed_experts"], c["num_experts_per_tok"], c["n_shared_experts"] = m.Experts, m.ExpertsPerToken, m.SharedExperts
+		c["moe_intermediate_size"], c["first_k_dense_replace"] = m.ExpertFFN, m.DenseLayers
+		c["q_lora_rank"], c["kv_lora_rank"] = m.QLoRARank, m.KVLoRARank
+		c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"] = m.QKNopeDim, m.QKRopeDim, m.VHeadDim
+		c["n_group"], c["topk_group"] = 1, 1
+	default: // llama, mistral, qwen2, gemma, phi3
+		llama()
+		if m.SlidingWindow > 0 {
+			c["sliding_window"] = m.SlidingWindow
+		} else if m.Family == "mistral" || m.Family == "qwen2" {
+			c["sliding_window"] = nil
+		}
+	}
+	return c
+}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,45 +146,44 @@ func TestModelValidate(t *testing.T) {
 // TestTensorNames spot-checks Hugging Face state-dict names and shapes.
 func TestTensorNames(t *testing.T) {
 	want := map[string][]int64{
-		"model.layers.0.self_attn.k_proj.weight":                {1024, 4096},
-		"model.layers.31.mlp.down_proj.weight":                  {4096, 14336},
-		"lm_head.weight":                                        {128256, 4096},
-		"model.norm.weight":                                     {4096},
-		"model.layers.3.block_sparse_moe.experts.7.w2.weight":   nil, // Mixtral only
-		"gpt_neox.layers.0.attention.query_key_value.weight":    nil,
-		"transformer.h.0.attn.c_attn.weight":                    nil,
-		"bert.encoder.layer.0.attention.attention.query.weight": nil,
-		"model.decoder.layers.0.self_attn_layer_norm.weight":    nil,
-		"model.layers.0.self_attn.kv_a_proj_with_mqa.weight":    nil,
-		"vit.embeddings.patch_embeddings.projection.weight":     nil,
-		"model.layers.3.mlp.experts.255.down_proj.weight":       nil,
-		"model.layers.0.self_attn.qkv_proj.weight":              nil,
-		"transformer.h.0.mlp.fc_in.bias":                        nil,
-		"model.decoder.project_in.weight":                       nil,
-		"model.layers.5.mlp.shared_experts.gate_proj.weight":    nil,
-		"model.layers.0.self_attn.dense.bias":                   nil,
-		"gpt_neox.layers.0.post_attention_layernorm.weight":     nil,
-		"transformer.h.0.ln_2.bias":                             nil,
-		"model.layers.0.block_sparse_moe.gate.weight":           nil,
-		"model.layers.0.self_attn.q_b_proj.weight":              nil,
-		"bert.pooler.dense.weight":                              nil,
-		"vit.encoder.layer.0.layernorm_before.weight":           nil,
-		"model.layers.0.mlp.gate_up_proj.weight":                nil,
-		"model.layers.2.mlp.gate_proj.weight":                   nil,
-		"model.layers.3.mlp.gate.e_score_correction_bias":       nil,
-		"transformer.h.0.attn.c_proj.weight":                    nil,
-		"gpt_neox.embed_in.weight":                              nil,
-		"embed_out.weight":                                      nil,
-		"model.layers.0.self_attn.q_proj.bias":                  nil,
-		"model.decoder.embed_positions.weight":                  nil,
-		"model.layers.0.input_layernorm.bias":                   nil,
-		"bert.embeddings.token_type_embeddings.weight":          nil,
-		"transformer.wpe.weight":                                nil,
-		"model.layers.0.self_attn.o_proj.weight":                nil,
-		"model.layers.0.mlp.up_proj.weight":                     nil,
-		"model.layers.0.post_attention_layernorm.weight":        nil,
-		"vit.layernorm.bias":                                    nil,
-		"model.embed_tokens.weight":                             nil,
+		"model.layers.0.self_attn.k_proj.weight":              {1024, 4096},
+		"model.layers.31.mlp.down_proj.weight":                {4096, 14336},
+		"lm_head.weight":                                      {128256, 4096},
+		"model.norm.weight":                                   {4096},
+		"model.layers.3.block_sparse_moe.experts.7.w2.weight": nil, // Mixtral only
+		"gpt_neox.layers.0.attention.query_key_value.weight":  nil,
+		"transformer.h.0.attn.c_attn.weight":                  nil,
+		"encoder.layer.0.attention.self.query.weight":         nil,
+		"model.decoder.layers.0.self_attn_layer_norm.weight":  nil,
+		"model.layers.0.self_attn.kv_a_proj_with_mqa.weight":  nil,
+		"embeddings.patch_embeddings.projection.weight":       nil,
+		"model.layers.3.mlp.experts.255.down_proj.weight":     nil,
+		"model.layers.0.self_attn.qkv_proj.weight":            nil,
+		"transformer.h.0.mlp.fc_in.bias":                      nil,
+		"model.decoder.project_in.weight":                     nil,
+		"model.layers.5.mlp.shared_experts.gate_proj.weight":  nil,
+		"model.layers.0.self_attn.dense.bias":                 nil,
+		"gpt_neox.layers.0.post_attention_layernorm.weight":   nil,
+		"transformer.h.0.ln_2.bias":                           nil,
+		"model.layers.0.block_sparse_moe.gate.weight":         nil,
+		"model.layers.0.self_attn.q_b_proj.weight":            nil,
+		"pooler.dense.weight":                                 nil,
+		"encoder.layer.0.layernorm_before.weight":             nil,
+		"model.layers.0.mlp.gate_up_proj.weight":              nil,
+		"model.layers.2.mlp.gate_proj.weight":                 nil,
+		"transformer.h.0.attn.c_proj.weight":                  nil,
+		"gpt_neox.embed_in.weight":                            nil,
+		"embed_out.weight":                                    nil,
+		"model.layers.0.self_attn.q_proj.bias":                nil,
+		"model.decoder.embed_positions.weight":                nil,
+		"model.layers.0.input_layernorm.bias":                 nil,
+		"embeddings.token_type_embeddings.weight":             nil,
+		"transformer.wpe.weight":                              nil,
+		"model.layers.0.self_attn.o_proj.weight":              nil,
+		"model.layers.0.mlp.up_proj.weight":                   nil,
+		"model.layers.0.post_attention_layernorm.weight":      nil,
+		"layernorm.bias":                                      nil,
+		"model.embed_tokens.weight":                           nil,
 	}
 	names := map[string][]int64{}
 	for _, p := range Presets() {
@@ -205,6 +205,25 @@ func TestTensorNames(t *testing.T) {
 			if got := llama3[name]; len(got) != len(shape) || (len(got) > 0 && (got[0] != shape[0] || got[len(got)-1] != shape[len(shape)-1])) {
 				t.Errorf("llama-3-8b %s shape = %v, want %v", name, got, shape)
 			}
+		}
+	}
+}
+
+// TestHFConfigRoundTrip: every preset survives HFConfig → JSON → FromHFConfig.
+func TestHFConfigRoundTrip(t *testing.T) {
+	for _, name := range Presets() {
+		m := MustPreset(name)
+		b, err := json.Marshal(m.HFConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := FromHFConfig(b)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", name, err, b)
+			continue
+		}
+		if back.ParamCount() != m.ParamCount() {
+			t.Errorf("%s: %d parameters after the round trip, want %d\n%s", name, back.ParamCount(), m.ParamCount(), b)
 		}
 	}
 }

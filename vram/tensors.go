@@ -340,10 +340,9 @@ func (m Model) mlpTensors(l *tensorList, p string, layer int, h int64) {
 	default:
 		// modeling_deepseek_v3.py: mlp.gate (+ e_score_correction_bias), routed
 		// experts, shared_experts as one MLP of width shared·expert_ffn.
+		// The router's e_score_correction_bias is a buffer in transformers
+		// (DeepseekV3TopkRouter.register_buffer), not a parameter.
 		l.linear(p+"mlp.gate", "router", h, int64(m.Experts), false)
-		if m.Family == "deepseek_v3" {
-			l.add(p+"mlp.gate.e_score_correction_bias", "router", int64(m.Experts))
-		}
 		for e := 0; e < m.Experts; e++ {
 			gated(fmt.Sprintf("%smlp.experts.%d.", p, e), ef, e)
 		}
@@ -357,9 +356,16 @@ func (m Model) mlpTensors(l *tensorList, p string, layer int, h int64) {
 func (m Model) encoderTensors(l *tensorList, classes int) {
 	h, f := int64(m.Hidden), int64(m.FFN)
 	q := int64(m.Heads) * int64(m.HeadDim)
-	root, layerFmt := "bert.", "bert.encoder.layer.%d."
+	// The bare models (BertModel, ViTModel) have no prefix; task heads wrap
+	// them as bert. / vit.
+	root := ""
+	if m.Head != "none" {
+		root = m.Family + "."
+	}
+	layerFmt := root + "encoder.layer.%d."
+	selfAttn := "attention.self." // modeling_bert.py BertSelfAttention
 	if m.Family == "vit" {
-		root, layerFmt = "vit.", "vit.encoder.layer.%d."
+		selfAttn = "attention.attention." // modeling_vit.py ViTSelfAttention
 		im := m.Image
 		l.add(root+"embeddings.cls_token", "other", 1, 1, h)
 		l.add(root+"embeddings.position_embeddings", "position", 1, int64(im.Tokens()), h)
@@ -379,9 +385,9 @@ func (m Model) encoderTensors(l *tensorList, classes int) {
 		if m.Family == "vit" {
 			l.norm(p+"layernorm_before", true, h)
 		}
-		l.linear(p+"attention.attention.query", "q_proj", h, q, true)
-		l.linear(p+"attention.attention.key", "k_proj", h, q, true)
-		l.linear(p+"attention.attention.value", "v_proj", h, q, true)
+		l.linear(p+selfAttn+"query", "q_proj", h, q, true)
+		l.linear(p+selfAttn+"key", "k_proj", h, q, true)
+		l.linear(p+selfAttn+"value", "v_proj", h, q, true)
 		l.linear(p+"attention.output.dense", "o_proj", q, h, true)
 		if m.Family == "bert" {
 			l.norm(p+"attention.output.LayerNorm", true, h)

@@ -341,3 +341,16 @@ func (r *resolved) trainableDType() DType {
 	}
 	return r.WeightsDType
 }
+
+// Resolved returns t with every default filled in (the precision shorthand
+// expanded into dtypes, the optimizer, attention, parallel degrees …): the
+// settings the estimate actually used.
+func (t Training) Resolved() (Training, error) {
+	r, err := t.resolve()
+	if err != nil {
+		return Training{}, err
+	}
+	out := r.Training
+	out.Model = r.m
+	return out, nil
+}

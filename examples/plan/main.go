@@ -2,6 +2,7 @@
 //
 //	go run ./examples/plan FILE.json        # breakdown table
 //	go run ./examples/plan -json FILE.json  # machine-readable
+//	go run ./examples/plan -hf-config FILE.json  # the model as a Hugging Face config.json
 //
 // The plan format is documented on vram.Plan; examples are in examples/plans.
 package main
@@ -48,15 +49,46 @@ func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.SetOutput(w)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	hfConfig := fs.Bool("hf-config", false, "print the plan's model as a Hugging Face config.json (for examples/measure)")
+	presets := fs.Bool("presets", false, "list the catalog's model names")
+	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *presets {
+		for _, n := range vram.Presets() {
+			fmt.Fprintln(w, n)
+		}
+		return nil
+	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: plan [-json] FILE.json")
+		return errors.New("usage: plan [-json|-hf-config|-resolved] FILE.json, or plan -presets")
 	}
 	p, err := vram.ReadPlan(fs.Arg(0))
 	if err != nil {
 		return err
+	}
+	if *hfConfig {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p.Model.HFConfig())
+	}
+	if *resolved {
+		if p.Training == nil {
+			return errors.New("-resolved needs a training plan")
+		}
+		t, err := p.Training.Resolved()
+		if err != nil {
+			return err
+		}
+		m := t.Model
+		t.Model = vram.Model{}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Model vram.Model    `json:"model"`
+			Train vram.Training `json:"train"`
+		}{m, t})
 	}
 	rep, err := estimate(p)
 	if err != nil {

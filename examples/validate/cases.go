@@ -87,7 +87,7 @@ func (u unsupported) Error() string { return u.reason }
 func skip(format string, a ...any) error { return unsupported{fmt.Sprintf(format, a...)} }
 
 func dtype(field, s string) (vram.DType, error) {
-	if s == "" || s == "none" {
+	if s == "" || s == "none" || s == "unset" {
 		return vram.DTypeUnset, nil
 	}
 	d, err := vram.ParseDType(s)

@@ -19,4 +19,4 @@ say "notebooks, executed headless through the vramlab kernel"
 .venv/bin/python kernel/scripts/run_notebooks.py notebooks
 
 say "browser tests (JupyterLab + Debian chromium via playwright-core)"
-(cd kernel/browsertest && node --test --test-reporter=spec)
+(cd kernel/browsertest && node --test --test-concurrency=1 --test-reporter=spec)

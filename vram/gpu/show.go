@@ -25,5 +25,6 @@ func Show() (Info, error) {
 	default:
 		gonbui.DisplayHTML(s.HTML())
 	}
+	gonbui.Sync()
 	return s, err
 }

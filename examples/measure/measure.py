@@ -1,0 +1,165 @@
+"""VRAM Lab's PyTorch companion: ground truth for the Go engine.
+
+    python examples/measure/measure.py inventory PLAN.json [-o OUT.json]
+    python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run]
+
+It reads the project's JSON plan format (the model goes through
+`go run ./examples/plan -hf-config PLAN.json`, so the Go engine and PyTorch
+build the same architecture) and builds the model from its config with random
+weights: nothing is ever downloaded.
+
+inventory  every named parameter and buffer with shape and dtype, from the
+           model built on the meta device (no memory used), as JSON.
+gpu        on a CUDA machine: the plan's real training steps with
+           max_memory_allocated, max_memory_reserved, NVML device-used and the
+           CUDA context measured before the model is built; prints one line
+           in the measured-case format (examples/validate/testdata/
+           cases-format.md) so it can join the validation set. --dry-run
+           checks the plan and builds the model on the CPU without running.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# The Auto class that builds each family as the Go engine counts it.
+ENCODERS = {"bert", "vit"}
+
+
+def hf_config(plan_path):
+    out = subprocess.run(["go", "run", "./examples/plan", "-hf-config", os.path.abspath(plan_path)],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def resolved(plan_path):
+    out = subprocess.run(["go", "run", "./examples/plan", "-resolved", os.path.abspath(plan_path)],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def plan(plan_path):
+    with open(plan_path) as f:
+        return json.load(f)
+
+
+def build(cfg_dict, device="meta", dtype=None):
+    import torch
+    import transformers
+
+    cfg = dict(cfg_dict)
+    model_type = cfg.pop("model_type")
+    cfg.pop("_name_or_path", None)
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
+    with torch.device(device):
+        model = cls.from_config(config, dtype=dtype) if dtype else cls.from_config(config)
+    return model, config
+
+
+def inventory(args):
+    import torch
+    import transformers
+
+    cfg = hf_config(args.plan)
+    model, _ = build(cfg)
+    params = [{"name": n, "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", "")}
+              for n, p in model.named_parameters()]
+    buffers = [{"name": n, "shape": list(b.shape), "dtype": str(b.dtype).replace("torch.", "")}
+               for n, b in model.named_buffers()]
+    out = {"plan": os.path.basename(args.plan), "hf_config": cfg, "torch": torch.__version__,
+           "transformers": transformers.__version__, "class": type(model).__name__,
+           "parameters": params, "buffers": buffers,
+           "total_parameters": sum(p.numel() for p in model.parameters())}
+    text = json.dumps(out, separators=(",", ":")) + "\n"
+    if args.o:
+        with open(args.o, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def gpu(args):
+    import torch
+
+    p = plan(args.plan)
+    train = p.get("train")
+    if train is None:
+        raise SystemExit("gpu mode measures training plans: the plan has no \"train\" object")
+    cfg = hf_config(args.plan)
+    seq, batch = int(train["seq_len"]), int(train["micro_batch"])
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train.get("precision", "fp32"), torch.float32)
+    if args.dry_run or not torch.cuda.is_available():
+        model, _ = build(cfg, device="cpu" if args.dry_run else "meta", dtype=dtype)
+        n = sum(p.numel() for p in model.parameters())
+        print(json.dumps({"dry_run": True, "parameters": n, "seq_len": seq, "micro_batch": batch, "dtype": str(dtype)}))
+        if not args.dry_run:
+            raise SystemExit("no CUDA device: use --dry-run to check the plan on the CPU")
+        return
+    import pynvml  # shipped with torch's CUDA wheels as nvidia-ml-py
+
+    pynvml.nvmlInit()
+    dev = torch.cuda.current_device()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(dev)
+    torch.ones(1, device="cuda")
+    context = pynvml.nvmlDeviceGetMemoryInfo(handle).used
+    model, config = build(cfg, device="cuda", dtype=dtype)
+    lora = train.get("lora")
+    if lora:
+        import peft
+        targets = lora["targets"] if lora["targets"] != ["all_linear"] else "all-linear"
+        model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
+                                                           lora_dropout=lora.get("dropout", 0.0), target_modules=targets))
+    if train.get("grad_checkpointing") == "full":
+        model.gradient_checkpointing_enable()
+    model.train()
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5)
+    torch.cuda.reset_peak_memory_stats()
+    used_peak = 0
+    for _ in range(args.steps):
+        ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        used_peak = max(used_peak, pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+    gib = 2 ** 30
+    rs = resolved(args.plan)
+    tr = rs["train"]
+    tr.pop("model", None)
+    q = tr.pop("quantized_base", {}) or {}
+    tr["quantized_base"] = q.get("dtype", "none") if q.get("dtype") not in (None, "unset") else "none"
+    if q.get("group_size"):
+        tr["group_size"] = q["group_size"]
+    tr["double_quant"] = bool(q.get("double_quant"))
+    case = {"id": "measure_" + os.path.splitext(os.path.basename(args.plan))[0], "source": "examples/measure gpu mode",
+            "trust": "A", "kind": "train", "model": rs["model"], "train": rs["train"], "gpu": torch.cuda.get_device_name(dev),
+            "measured": {"what": "allocated_peak", "gib": round(torch.cuda.max_memory_allocated() / gib, 3),
+                         "includes_cuda_context": False, "per": "gpu"},
+            "inferred": [],
+            "notes": (f"reported={torch.cuda.max_memory_allocated()} bytes; reserved peak {torch.cuda.max_memory_reserved() / gib:.3f} GiB, "
+                      f"NVML used peak {used_peak / gib:.3f} GiB, CUDA context {context / gib:.3f} GiB; torch {torch.__version__}, "
+                      f"{args.steps} steps of plan {os.path.basename(args.plan)}")}
+    print(json.dumps(case))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="mode", required=True)
+    a = sub.add_parser("inventory")
+    a.add_argument("plan")
+    a.add_argument("-o")
+    g = sub.add_parser("gpu")
+    g.add_argument("plan")
+    g.add_argument("--steps", type=int, default=3)
+    g.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args()
+    {"inventory": inventory, "gpu": gpu}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()

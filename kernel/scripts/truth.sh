@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make truth`: ground truth from PyTorch itself. Installs torch, transformers
+# and peft (examples/measure/requirements.txt) into .venv-truth — never done
+# by `make test` — then writes the parameter inventory of every catalog model
+# that transformers builds into vram/testdata/inventory/ (the Go tests compare
+# the engine's tensors with them) and checks the gpu mode's plan parsing and
+# model construction on the CPU.
+source "$(dirname "$0")/lib.sh"
+if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
+.venv-truth/bin/pip install -q --disable-pip-version-check -r examples/measure/requirements.txt
+
+out=vram/testdata/inventory
+mkdir -p "$out"
+tmp=$(mktemp -d)
+for preset in $(go run ./examples/plan -presets); do
+  printf '{"model": "%s", "train": {"seq_len": 8, "micro_batch": 1}}\n' "$preset" > "$tmp/$preset.json"
+  if .venv-truth/bin/python examples/measure/measure.py inventory "$tmp/$preset.json" -o "$out/$preset.json" 2> "$tmp/$preset.err"; then
+    echo "inventory $preset"
+  else
+    echo "inventory $preset: transformers cannot build it here ($(tail -1 "$tmp/$preset.err"))"
+    rm -f "$out/$preset.json"
+  fi
+done
+
+say "gpu mode, dry run on the CPU"
+for plan in examples/plans/llama3-8b-lora.json examples/plans/llama2-7b-full-fp32.json; do
+  sed 's/"llama-3-8b"\|"llama-2-7b"/"llama-3.2-1b"/' "$plan" > "$tmp/dry.json"
+  .venv-truth/bin/python examples/measure/measure.py gpu --dry-run "$tmp/dry.json"
+done

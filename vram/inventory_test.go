@@ -1,0 +1,96 @@
+package vram
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// inventory is a parameter list written by the PyTorch companion tool
+// (examples/measure inventory; regenerate with `make truth`).
+type inventory struct {
+	Class        string `json:"class"`
+	Transformers string `json:"transformers"`
+	Parameters   []struct {
+		Name  string  `json:"name"`
+		Shape []int64 `json:"shape"`
+	} `json:"parameters"`
+	Total int64 `json:"total_parameters"`
+}
+
+// conv1D reports whether transformers stores this weight as a Conv1D,
+// [in, out] rather than Linear's [out, in]: GPT-2 and StarCoder's c_attn,
+// c_proj and c_fc (modeling_gpt2.py Conv1D). The engine keeps [out, in] for
+// every matmul so LoRA and quantization read shapes one way; the test
+// transposes.
+func conv1D(family, name string) bool {
+	return family == "gpt2" && strings.HasSuffix(name, ".weight") &&
+		(strings.Contains(name, ".c_attn.") || strings.Contains(name, ".c_proj.") || strings.Contains(name, ".c_fc."))
+}
+
+// TestInventoryMatchesPyTorch: for every catalog model transformers builds,
+// the engine's tensors are exactly PyTorch's named_parameters(): same names,
+// same shapes, same total.
+func TestInventoryMatchesPyTorch(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "inventory", "*.json"))
+	if len(files) < 30 {
+		t.Fatalf("only %d inventories in testdata/inventory (run make truth)", len(files))
+	}
+	exact := 0
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inv inventory
+		if err := json.Unmarshal(b, &inv); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		m := MustPreset(name)
+		ours := map[string][]int64{}
+		for _, x := range m.Tensors() {
+			ours[x.Name] = x.Shape
+		}
+		bad := 0
+		for _, p := range inv.Parameters {
+			shape, ok := ours[p.Name]
+			if !ok {
+				t.Errorf("%s: PyTorch has %s %v, the engine does not", name, p.Name, p.Shape)
+				bad++
+				continue
+			}
+			delete(ours, p.Name)
+			want := p.Shape
+			if conv1D(m.Family, p.Name) && len(want) == 2 {
+				want = []int64{want[1], want[0]}
+			}
+			if len(shape) != len(want) {
+				t.Errorf("%s: %s shape %v, PyTorch %v", name, p.Name, shape, p.Shape)
+				bad++
+				continue
+			}
+			for i := range want {
+				if shape[i] != want[i] {
+					t.Errorf("%s: %s shape %v, PyTorch %v", name, p.Name, shape, p.Shape)
+					bad++
+					break
+				}
+			}
+		}
+		for n, s := range ours {
+			t.Errorf("%s: the engine has %s %v, PyTorch does not", name, n, s)
+			bad++
+		}
+		if got := m.ParamCount(); got != inv.Total {
+			t.Errorf("%s: %d parameters, PyTorch %d", name, got, inv.Total)
+			bad++
+		}
+		if bad == 0 {
+			exact++
+		}
+	}
+	t.Logf("%d of %d inventories match PyTorch exactly", exact, len(files))
+}
