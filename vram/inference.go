@@ -149,19 +149,7 @@ func (in Inference) weightBytes(m Model) Bytes {
 	var perLayer = make([]Bytes, m.Layers)
 	var first, last Bytes // embedding side on the first stage, head side on the last
 	for _, t := range m.tensors() {
-		quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
-		var b Bytes
-		switch {
-		case quant:
-			b = in.Weights.Size(t.Shape[0], t.Shape[1])
-		case in.Weights.DType.IsFloat() && t.IsLinear():
-			b = in.Weights.DType.Size(t.Numel())
-		default:
-			b = in.UnquantizedDType.Size(t.Numel())
-		}
-		if t.IsLinear() || t.Role == "embedding" {
-			b /= Bytes(in.TP)
-		}
+		b := in.tensorBytes(t)
 		switch {
 		case t.Layer >= 0:
 			perLayer[t.Layer] = addBytes(perLayer[t.Layer], b)
@@ -205,6 +193,26 @@ func (in Inference) weightBytes(m Model) Bytes {
 		}
 	}
 	return best
+}
+
+// tensorBytes is one weight tensor's storage on one GPU: quantized linear
+// layers in the weight format, the rest in UnquantizedDType, matrices and
+// embeddings split by TP.
+func (in Inference) tensorBytes(t Tensor) Bytes {
+	quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
+	var b Bytes
+	switch {
+	case quant:
+		b = in.Weights.Size(t.Shape[0], t.Shape[1])
+	case in.Weights.DType.IsFloat() && t.IsLinear():
+		b = in.Weights.DType.Size(t.Numel())
+	default:
+		b = in.UnquantizedDType.Size(t.Numel())
+	}
+	if t.IsLinear() || t.Role == "embedding" {
+		b /= Bytes(in.TP)
+	}
+	return b
 }
 
 // kvPerToken is the K and V of one token in every layer of one stage.

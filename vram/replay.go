@@ -445,19 +445,7 @@ func (in Inference) Replay(opt ReplayOptions) (Replay, error) {
 	in, m, _ := in.resolve()
 	a := NewAllocator(opt.Allocator)
 	for _, t := range m.tensors() {
-		var b Bytes
-		switch {
-		case in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear"):
-			b = in.Weights.Size(t.Shape[0], t.Shape[1])
-		case in.Weights.DType.IsFloat() && t.IsLinear():
-			b = in.Weights.DType.Size(t.Numel())
-		default:
-			b = in.UnquantizedDType.Size(t.Numel())
-		}
-		if t.IsLinear() || t.Role == "embedding" {
-			b /= Bytes(in.TP)
-		}
-		a.Malloc(b)
+		a.Malloc(in.tensorBytes(t))
 	}
 	if est.PeakAt != "load" {
 		a.Malloc(cublasWorkspace(opt.GPU))

@@ -138,9 +138,10 @@ func fits(t Training, b Budget) (bool, Bytes, error) {
 	return p <= b.Bytes(), p, nil
 }
 
-// largest finds the largest n in [1, limit] with ok(n), assuming ok is
-// monotone (true up to some n, false after): exponential then binary search.
-func largest(limit int, ok func(int) (bool, error)) (int, error) {
+// SearchLargest finds the largest n in [1, limit] with ok(n), assuming ok
+// is monotone (true up to some n, false after): exponential then binary
+// search. It returns 0 when ok(1) is false.
+func SearchLargest(limit int, ok func(int) (bool, error)) (int, error) {
 	good, err := ok(1)
 	if err != nil {
 		return 0, err
@@ -183,7 +184,7 @@ func MaxMicroBatch(t Training, b Budget) (int, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	return largest(1<<16, func(n int) (bool, error) {
+	return SearchLargest(1<<16, func(n int) (bool, error) {
 		t.MicroBatch = n
 		ok, _, err := fits(t, b)
 		return ok, err
@@ -199,7 +200,7 @@ func MaxSeqLen(t Training, b Budget, step int) (int, error) {
 	if step < 1 {
 		step = 1
 	}
-	n, err := largest((1<<22)/step, func(k int) (bool, error) {
+	n, err := SearchLargest((1<<22)/step, func(k int) (bool, error) {
 		t.SeqLen = k * step
 		ok, _, err := fits(t, b)
 		return ok, err

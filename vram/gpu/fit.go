@@ -60,36 +60,9 @@ func FitsOn(t vram.Training, d Device, o FitOptions) (Fit, error) {
 // MaxMicroBatchOn is the largest micro-batch whose device-used memory fits
 // the device's free memory now (0 if none does); micro_batch+1 does not.
 func MaxMicroBatchOn(t vram.Training, d Device, o FitOptions) (int, error) {
-	ok := func(n int) (bool, error) {
+	return vram.SearchLargest(1<<14, func(n int) (bool, error) {
 		t.MicroBatch = n
 		f, err := FitsOn(t, d, o)
 		return f.Fits, err
-	}
-	if good, err := ok(1); err != nil || !good {
-		return 0, err
-	}
-	lo, hi := 1, 2
-	for hi <= 1<<14 {
-		g, err := ok(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !g {
-			break
-		}
-		lo, hi = hi, hi*2
-	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		g, err := ok(mid)
-		if err != nil {
-			return 0, err
-		}
-		if g {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
+	})
 }
