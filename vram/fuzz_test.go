@@ -82,6 +82,13 @@ func FuzzEstimateInvariants(f *testing.F) {
 			t.Fatalf("%+v: %v", tr, err)
 		}
 		checkBreakdown(t, est.Peak)
+		rep, err := tr.Replay(ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.PeakReserved < rep.PeakAllocated || rep.PeakAllocated <= 0 {
+			t.Fatalf("replay: reserved %v < allocated %v", rep.PeakReserved, rep.PeakAllocated)
+		}
 		bigger := tr
 		bigger.MicroBatch++
 		if e2, _ := bigger.Estimate(); e2.Peak.Total() < est.Peak.Total() {

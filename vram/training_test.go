@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -210,5 +211,67 @@ func TestLoRAParams(t *testing.T) {
 	}
 	if est.TrainableParams != 4194304 {
 		t.Errorf("LoRA trainable = %d, want 4194304", est.TrainableParams)
+	}
+}
+
+// TestTimelineConsistency: the timeline and the static model states come
+// from the same inventory. Parameters are the same at every event; in the
+// steady-state iteration the optimizer states are complete from the first
+// forward; gradients never exceed the model states' gradients; the peak holds
+// at least the persistent parts that coexist at it.
+func TestTimelineConsistency(t *testing.T) {
+	for _, tr := range []Training{
+		llamaPlan(),
+		{Model: MustPreset("gpt2"), SeqLen: 1024, MicroBatch: 4, Precision: "amp_bf16", Optimizer: "adamw", Checkpointing: "full"},
+		{Model: MustPreset("mixtral-8x7b"), SeqLen: 4096, MicroBatch: 1, Precision: "mixed_bf16", Optimizer: "adamw",
+			Parallel: Parallel{DP: 8, EP: 8, FSDP: "full_shard"}},
+		{Model: MustPreset("llama-3.1-70b"), SeqLen: 8192, MicroBatch: 8, Precision: "mixed_bf16",
+			Parallel: Parallel{TP: 8, SP: true, PP: 4, PPMicrobatches: 8, DP: 2, ZeRO: 1}},
+	} {
+		ms, err := tr.ModelStates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, err := tr.Timeline()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := tr.resolve()
+		onOneStage := r.pp == 1
+		for _, e := range tl.Events {
+			if onOneStage && e.Live.Parameters != ms.Parameters {
+				t.Errorf("%s %s: parameters %v, model states %v", tr.Model.Name, e.Where(), e.Live.Parameters, ms.Parameters)
+			}
+			if e.Live.Gradients > 2*ms.Gradients {
+				t.Errorf("%s %s: gradients %v exceed the model's %v", tr.Model.Name, e.Where(), e.Live.Gradients, ms.Gradients)
+			}
+			if onOneStage && e.Iteration == 2 && e.Phase == "forward" && e.Live.OptimizerStates != ms.OptimizerStates {
+				t.Errorf("%s %s: optimizer states %v, model states %v", tr.Model.Name, e.Where(), e.Live.OptimizerStates, ms.OptimizerStates)
+			}
+		}
+		peak := tl.PeakEvent()
+		if peak.Live.Total() < peak.Live.Parameters+peak.Live.OptimizerStates {
+			t.Errorf("%s: peak %v below its persistent parts", tr.Model.Name, peak.Live.Total())
+		}
+		for _, e := range tl.Events {
+			if e.Live.Total() > peak.Live.Total() {
+				t.Errorf("%s: event %s above the peak", tr.Model.Name, e.Where())
+			}
+		}
+	}
+}
+
+func TestBreakdownJSONRoundTrip(t *testing.T) {
+	est, _ := llamaPlan().Estimate()
+	b, err := json.Marshal(est.Peak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"total":`) {
+		t.Errorf("JSON lacks the total: %s", b)
+	}
+	var back Breakdown
+	if err := json.Unmarshal(b, &back); err != nil || back != est.Peak {
+		t.Errorf("round trip: %+v, %v", back, err)
 	}
 }
