@@ -53,6 +53,10 @@ type BlockActivations struct {
 	// BackwardPeak is the most the block's backward needs above its saved
 	// tensors: gradients of the op outputs and inputs in flight.
 	BackwardPeak Bytes `json:"backward_peak"`
+	// Held is the part of Saved that the model's output keeps alive rather
+	// than autograd: transformers' past_key_values during training, returned
+	// logits.
+	Held Bytes `json:"held"`
 	// NoGradPeak is the forward peak under torch.no_grad (inference): every
 	// tensor dies after its last use.
 	NoGradPeak Bytes `json:"no_grad_peak"`
@@ -69,6 +73,7 @@ type actT struct {
 	attn      bool
 	born      int
 	lastUse   int
+	held      bool // kept alive by the model's output (cache, logits), not by autograd
 	external  bool // created before the block (its input)
 	keepAlive bool // the block's output
 	id        int  // index in the builder's ts
@@ -102,7 +107,7 @@ func (b *actBuilder) freesAfter() [][]*actT {
 	}
 	b.frees = make([][]*actT, len(b.ops))
 	for _, t := range b.ts {
-		if t.external || t.saved || t.keepAlive || t.lastUse < 0 || t.lastUse >= len(b.ops) {
+		if t.external || t.saved || t.held || t.keepAlive || t.lastUse < 0 || t.lastUse >= len(b.ops) {
 			continue
 		}
 		b.frees[t.lastUse] = append(b.frees[t.lastUse], t)
@@ -191,13 +196,17 @@ type blockPlan struct {
 	upcast   bool // softmax in fp32 in eager attention
 	useCache bool // transformers returns past_key_values during training
 	fusedQKV bool // one q|k|v matmul whose output v is a view of
-	dropHid  float64
-	dropAttn float64
-	tp       int64
-	sp       bool
-	seq      int64 // local query length (s/cp)
-	keys     int64 // key length attended to (s, or the sliding window)
-	batch    int64
+	// pythonGELU: gelu_new as transformers' Python formula, not a fused kernel.
+	pythonGELU bool
+	// nativeGQA: fused attention reads grouped k/v without repeating them.
+	nativeGQA bool
+	dropHid   float64
+	dropAttn  float64
+	tp        int64
+	sp        bool
+	seq       int64 // local query length (s/cp)
+	keys      int64 // key length attended to (s, or the sliding window)
+	batch     int64
 }
 
 // saveInput reports whether a linear with this role saves its input.
@@ -342,23 +351,35 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			v = b.op("v", b.size(heads*int64(m.VHeadDim), p.e), p.e, list(kv))
 		case p.fusedQKV:
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
-			q, k, v = qkv, qkv, qkv // views of the fused output
-			// q, k, v are views of the fused output: saving any keeps it alive.
+			// q, k, v are strided views of the fused output. Fused attention
+			// kernels read them in place (saving any keeps the whole buffer);
+			// eager attention's matmuls reshape them into contiguous copies,
+			// which are what autograd saves. The returned cache keeps views of
+			// k and v, so the buffer outlives the forward when use_cache is on.
+			q, k, v = qkv, qkv, qkv
+			if p.attnImpl == "eager" {
+				if p.useCache {
+					qkv.held = true
+				}
+				q = b.op("q_contiguous", b.size(qDim, p.e), p.e, list(qkv))
+				k = b.op("k_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
+				v = b.op("v_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
+			}
 			if m.Position == "rope" && m.Family == "gpt_neox" {
 				// modeling_gpt_neox.py applies the rotary embedding with its fp32
 				// cos/sin caches ("casts query and key in fp32"), concatenates the
 				// pass-through part (fp32) and casts back; the returned
 				// present=(key, value) holds the fp32 key when use_cache is on.
-				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(qkv))
-				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(qkv))
+				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(q))
+				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(k))
 				if p.useCache {
-					k32.saved = true
+					k32.held = true
 				}
 				q = b.op("q_cast", b.size(qDim, p.e), p.e, list(q32))
 				k = b.op("k_cast", b.size(kvDim, p.e), p.e, list(k32))
 			} else if m.Position == "rope" {
-				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(qkv))
-				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(qkv))
+				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(q))
+				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
 			}
 		default:
 			q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
@@ -369,13 +390,15 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
 			}
 		}
-		if p.useCache {
+		if p.useCache && !p.fusedQKV {
 			// The model returns past_key_values (HF use_cache=True), which keeps
 			// the cached k and v alive until the step ends.
-			k.saved, v.saved = true, true
+			k.held, v.held = true, true
 		}
-		if kvHeads < heads && m.Family != "deepseek_v3" {
-			// repeat_kv: expand + reshape materialises full-head k and v.
+		if kvHeads < heads && m.Family != "deepseek_v3" && (p.attnImpl == "eager" || !p.nativeGQA) {
+			// repeat_kv: expand + reshape materialises full-head k and v. With
+			// SDPA, transformers passes enable_gqa=True instead (torch ≥ 2.5,
+			// sdpa_attention.py use_gqa_in_sdpa).
 			k = b.op("repeat_k", b.size(qDim, p.e), p.e, list(k))
 			v = b.op("repeat_v", b.size(qDim, p.e), p.e, list(v))
 		}
@@ -426,10 +449,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			o = b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v))
 			o.saved = true
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
-			if p.attnImpl == "sdpa" || p.attnImpl == "memory_efficient" {
-				// (b, heads, s, d) → (b, s, heads·d) for the output projection.
-				o = b.op("attn_transpose", b.size(qDim, p.e), p.e, list(o))
-			}
+			// The kernels write the output in (b, s, heads, d) memory order, so
+			// the transpose back for the output projection is a view.
 		}
 		if m.Family == "deepseek_v3" {
 			return b.linear(p, "o_proj", "o_proj", o, heads*int64(m.VHeadDim), h)
@@ -459,10 +480,22 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		}
 		u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
 		var act *actT
-		if m.MLP == "relu" {
+		switch {
+		case m.MLP == "relu":
 			act = b.op("relu", b.size(f, p.e), p.e, list(u))
 			act.saved = true // threshold_backward uses the output
-		} else {
+		case m.MLP == "gelu_new" && p.pythonGELU:
+			// transformers' NewGELUActivation is written out in Python ops:
+			// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Autograd keeps x (pow),
+			// tanh's output, 1 + tanh and 0.5·x (the final product).
+			u.saved = true
+			inner := b.op("gelu.inner", b.size(f, p.e), p.e, list(u))
+			th := b.op("gelu.tanh", b.size(f, p.e), p.e, list(inner))
+			one := b.op("gelu.1+tanh", b.size(f, p.e), p.e, list(th))
+			half := b.op("gelu.0.5x", b.size(f, p.e), p.e, list(u))
+			th.saved, one.saved, half.saved = true, true, true
+			act = b.op("gelu", b.size(f, p.e), p.e, list(half, one))
+		default:
 			u.saved = true
 			act = b.op("gelu", b.size(f, p.e), p.e, list(u))
 		}
@@ -511,11 +544,14 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		if t.external && !t.saved {
 			continue
 		}
-		ba.Tensors = append(ba.Tensors, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved, Attention: t.attn})
-		if t.saved {
+		ba.Tensors = append(ba.Tensors, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved || t.held, Attention: t.attn})
+		if t.saved || t.held {
 			ba.Saved = addBytes(ba.Saved, t.bytes)
 			if !t.attn {
 				ba.SavedSelective = addBytes(ba.SavedSelective, t.bytes)
+			}
+			if !t.saved {
+				ba.Held = addBytes(ba.Held, t.bytes)
 			}
 		}
 	}
@@ -528,7 +564,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			if t.external || t.born > i {
 				continue
 			}
-			if t.saved || t.lastUse >= i || t.keepAlive {
+			if t.saved || t.held || t.lastUse >= i || t.keepAlive {
 				live = addBytes(live, t.bytes)
 			}
 			if t.lastUse >= i {
@@ -613,6 +649,10 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	default:
 		p.fusedQKV = r.Framework == "litgpt"
 	}
+	// litgpt and Megatron call F.gelu(approximate="tanh"); transformers'
+	// gelu_new (GPT-2, GPT-J, Phi) is the Python formula (activations.py).
+	p.pythonGELU = r.Framework != "litgpt" && r.Framework != "megatron" && r.Framework != "torchtitan"
+	p.nativeGQA = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).
 	p.useCache = (r.Framework == "hf_trainer" || r.Framework == "plain_pytorch") &&

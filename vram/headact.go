@@ -101,7 +101,7 @@ func buildEdges(r *resolved) edgeActivations {
 				logitsD, chunks = FP32, 8
 			}
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
-			logits.saved = true
+			logits.held = true
 			lf := logits
 			if logitsD != p.e {
 				lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
@@ -113,13 +113,13 @@ func buildEdges(r *resolved) edgeActivations {
 			}
 		case "logits_sum":
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
-			logits.saved = true // returned in the model output
+			logits.held = true // returned in the model output
 			b.op("sum", FP32.Size(1), FP32, list(logits))
 			// The backward of sum expands a scalar; the matmul needs it contiguous.
 			b.workspace(b.size(v, p.e))
 		default: // cross_entropy
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
-			logits.saved = true // returned in the model output
+			logits.held = true // returned in the model output
 			l32 := logits
 			if p.e != FP32 {
 				// transformers' loss upcasts: logits.float() (ForCausalLMLoss).

@@ -372,7 +372,7 @@ func (tr *tracer) forward(p *actBuilder, in int) (saved []int, out int) {
 		if hd < 0 || t.keepAlive {
 			continue
 		}
-		if t.saved {
+		if t.saved || t.held {
 			saved = append(saved, hd)
 		} else {
 			tr.a.Free(hd)

@@ -10,6 +10,11 @@ weights: nothing is ever downloaded.
 
 inventory  every named parameter and buffer with shape and dtype, from the
            model built on the meta device (no memory used), as JSON.
+saved      what autograd saves for backward in one forward pass on the CPU
+           (torch.autograd.graph.saved_tensors_hooks, unique storages that
+           are not parameters or buffers), per block and outside the blocks:
+           measured with the plan's model at 1 and 2 blocks, as JSON. The
+           Go engine's activation inventory is checked against these.
 gpu        on a CUDA machine: the plan's real training steps with
            max_memory_allocated, max_memory_reserved, NVML device-used and the
            CUDA context measured before the model is built; prints one line
@@ -76,6 +81,60 @@ def inventory(args):
            "parameters": params, "buffers": buffers,
            "total_parameters": sum(p.numel() for p in model.parameters())}
     text = json.dumps(out, separators=(",", ":")) + "\n"
+    if args.o:
+        with open(args.o, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def saved_bytes(cfg, layers, attn, dtype, batch, seq):
+    import torch
+    import transformers
+
+    cfg = dict(cfg)
+    model_type = cfg.pop("model_type")
+    cfg.pop("_name_or_path", None)
+    cfg["n_layer" if model_type in ("gpt2", "gpt_bigcode", "gptj") else "num_hidden_layers"] = layers
+    for k in ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
+              "attention_dropout", "hidden_dropout", "dropout"):
+        cfg[k] = 0.0  # CPU dropout keeps float masks where CUDA keeps bool: measure without
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
+    model = cls.from_config(config).to(dtype)
+    model.train()
+    ids = torch.randint(0, min(1000, config.vocab_size), (batch, seq))
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        seen.setdefault(st.data_ptr(), st.nbytes())
+        return t
+
+    owned = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    owned |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        kw = {"input_ids": ids} if model_type in ENCODERS else {"input_ids": ids, "labels": ids}
+        model(**kw)
+    return sum(v for k, v in seen.items() if k not in owned)
+
+
+def saved(args):
+    import torch
+    import transformers
+
+    p = plan(args.plan)
+    train = p["train"]
+    cfg = hf_config(args.plan)
+    dtype = torch.bfloat16 if train.get("precision") == "bf16" else torch.float32
+    attn = {"sdpa": "sdpa", "eager": "eager"}[train.get("attention", "sdpa")]
+    b, s = int(train["micro_batch"]), int(train["seq_len"])
+    one, two = (saved_bytes(cfg, n, attn, dtype, b, s) for n in (1, 2))
+    out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
+           "per_block": two - one, "outside_blocks": 2 * one - two}
+    text = json.dumps(out, indent=1) + "\n"
     if args.o:
         with open(args.o, "w") as f:
             f.write(text)
@@ -153,12 +212,15 @@ def main():
     a = sub.add_parser("inventory")
     a.add_argument("plan")
     a.add_argument("-o")
+    sv = sub.add_parser("saved")
+    sv.add_argument("plan")
+    sv.add_argument("-o")
     g = sub.add_parser("gpu")
     g.add_argument("plan")
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    {"inventory": inventory, "gpu": gpu}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "gpu": gpu}[args.mode](args)
 
 
 if __name__ == "__main__":

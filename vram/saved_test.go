@@ -1,0 +1,87 @@
+package vram
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// savedMeasurement is what autograd saved in one forward pass, measured by
+// the PyTorch companion tool (examples/measure saved; CPU, dropout off).
+type savedMeasurement struct {
+	Plan struct {
+		Model Model          `json:"model"`
+		Train map[string]any `json:"train"`
+	} `json:"plan"`
+	PerBlock      int64 `json:"per_block"`
+	OutsideBlocks int64 `json:"outside_blocks"`
+}
+
+// TestSavedTensorsMatchPyTorch checks the activation inventory against what
+// PyTorch's autograd really saves, for small models of six families in
+// fp32 and bf16 with eager and SDPA attention. Two differences are by design
+// and subtracted: tensors the model's output keeps alive rather than autograd
+// (transformers' past_key_values, the returned logits: Held), and the token
+// ids, which the engine counts as inputs.
+//
+// Known, measured exceptions, each explained:
+//   - GPT-2 and BERT with SDPA on the CPU save what eager attention saves
+//     (their SDPA call falls back to the math kernel there), and GPT-NeoX's
+//     SDPA on the CPU copies v to a contiguous tensor where CUDA's flash
+//     kernel reads the strided view of the fused q|k|v output: not compared.
+//   - OPT eager: transformers 4.57 no longer clamps the scores with
+//     torch.max(scores, finfo.min), which older versions did and the
+//     measured OPT runs used (sdpa_08–sdpa_12 of the validation set); the
+//     engine keeps the clamp, so it must save exactly one s×s map more.
+func TestSavedTensorsMatchPyTorch(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "saved", "*.json"))
+	if len(files) < 20 {
+		t.Fatalf("only %d measurements in testdata/saved", len(files))
+	}
+	sort.Strings(files)
+	var report []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms savedMeasurement
+		if err := json.Unmarshal(b, &ms); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		tb, _ := json.Marshal(ms.Plan.Train)
+		var tr Training
+		if err := json.Unmarshal(tb, &tr); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		tr.Model = ms.Plan.Model
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		blk := buildBlock(&r, 0)
+		got := int64(blk.Saved - blk.Held)
+		want := ms.PerBlock
+		fam := tr.Model.Family
+		if strings.HasSuffix(name, "-sdpa") && (fam == "gpt2" || fam == "bert" || fam == "gpt_neox") {
+			continue // see the exceptions above
+		}
+		if fam == "opt" && strings.HasSuffix(name, "-eager") {
+			e := r.ComputeDType
+			want += int64(e.Size(int64(tr.MicroBatch) * int64(tr.Model.Heads) * int64(tr.SeqLen) * int64(tr.SeqLen)))
+		}
+		diff := float64(got-want) / float64(want)
+		report = append(report, fmt.Sprintf("%-26s per block: engine %9d, PyTorch %9d (%+.2f%%)", name, got, want, 100*diff))
+		if diff > 0.02 || diff < -0.02 {
+			t.Errorf("%s: the engine saves %d bytes per block, PyTorch %d (%+.1f%%)", name, got, want, 100*diff)
+		}
+	}
+	for _, l := range report {
+		t.Log(l)
+	}
+}
