@@ -62,6 +62,16 @@ type BlockActivations struct {
 	NoGradPeak Bytes `json:"no_grad_peak"`
 
 	prog *actBuilder // the op program, replayed tensor by tensor by Replay
+	// bwd walks the backward pass op by op: what is still saved, the share of
+	// the block's weight gradients created so far, and the gradients in flight.
+	bwd []bwdStep
+}
+
+// bwdStep is one op of a block's backward pass.
+type bwdStep struct {
+	saved    Bytes   // block tensors still held when the op runs
+	gradFrac float64 // share of the block's weight gradients that exist
+	inflight Bytes   // gradients of the op's outputs and inputs, residual grad, workspace
 }
 
 type actT struct {
@@ -84,6 +94,7 @@ type actOp struct {
 	outs      []*actT
 	ins       []*actT
 	workspace Bytes
+	weights   int64 // trainable weight elements whose gradient this op's backward creates
 }
 
 // actBuilder records a block's ops.
@@ -225,6 +236,9 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		saves = append(saves, x)
 	}
 	y := b.op(name, b.size(out, p.e), p.e, list(x), saves...)
+	if !p.frozen {
+		b.ops[len(b.ops)-1].weights = in * out
+	}
 	if p.autocast && !p.frozen {
 		// autocast caches a compute-dtype copy of the fp32 weight, which the
 		// matmul saves for backward (torch/csrc/autograd autocast cache).
@@ -242,7 +256,9 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		}
 		a.saved = true // lora_A's weight needs its input
 		la := b.op(name+".lora_A", b.size(p.loraRank, p.e), p.e, list(a), a)
+		b.ops[len(b.ops)-1].weights = p.loraRank * in
 		lb := b.op(name+".lora_B", b.size(out, p.e), p.e, list(la), la)
+		b.ops[len(b.ops)-1].weights = p.loraRank * out
 		y = b.op(name+".lora_add", b.size(out, p.e), p.e, list(y, lb))
 	}
 	return y
@@ -353,14 +369,10 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
 			// q, k, v are strided views of the fused output. Fused attention
 			// kernels read them in place (saving any keeps the whole buffer);
-			// eager attention's matmuls reshape them into contiguous copies,
-			// which are what autograd saves. The returned cache keeps views of
-			// k and v, so the buffer outlives the forward when use_cache is on.
+			// eager attention works on contiguous copies, which are what
+			// autograd saves and the cache keeps.
 			q, k, v = qkv, qkv, qkv
 			if p.attnImpl == "eager" {
-				if p.useCache {
-					qkv.held = true
-				}
 				q = b.op("q_contiguous", b.size(qDim, p.e), p.e, list(qkv))
 				k = b.op("k_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
 				v = b.op("v_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
@@ -372,9 +384,6 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// present=(key, value) holds the fp32 key when use_cache is on.
 				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(q))
 				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(k))
-				if p.useCache {
-					k32.held = true
-				}
 				q = b.op("q_cast", b.size(qDim, p.e), p.e, list(q32))
 				k = b.op("k_cast", b.size(kvDim, p.e), p.e, list(k32))
 			} else if m.Position == "rope" {
@@ -390,7 +399,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
 			}
 		}
-		if p.useCache && !p.fusedQKV {
+		if p.useCache {
 			// The model returns past_key_values (HF use_cache=True), which keeps
 			// the cached k and v alive until the step ends.
 			k.held, v.held = true, true
@@ -468,6 +477,22 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			b.op("router_softmax", b.size(int64(m.Experts), FP32), FP32, list(router)).saved = true
 			f = int64(m.ExpertFFN)*int64(m.ExpertsPerToken) + int64(m.ExpertFFN)*int64(m.SharedExperts)
 			f /= p.tp
+			// Each expert gathers its tokens (hidden_states[top_x]), which its
+			// projections save, and scales its output by the routing weight,
+			// which saves that output: k copies of h per token each
+			// (modeling_mixtral.py MixtralSparseMoeBlock).
+			k := int64(m.ExpertsPerToken)
+			gathered := b.op("experts.gather", b.size(k*h, p.e), p.e, list(aIn))
+			g := b.linear(p, "gate_proj", "gate_proj", gathered, h, f)
+			u := b.linear(p, "up_proj", "up_proj", gathered, h, f)
+			g.saved = true
+			act := b.op("act", b.size(f, p.e), p.e, list(g))
+			act.saved, u.saved = true, true
+			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u))
+			down := b.linear(p, "down_proj", "down_proj", prod, f, k*h)
+			down.saved = true
+			weighted := b.op("experts.routing_weight", b.size(k*h, p.e), p.e, list(down))
+			return b.op("experts.index_add", b.size(h, p.e), p.e, list(weighted))
 		}
 		if m.Gated() {
 			g := b.linear(p, "gate_proj", "gate_proj", aIn, h, f)
@@ -578,8 +603,15 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	ba.ForwardPeak, ba.NoGradPeak = fwd, addBytes(nograd, input.bytes)
 	// Backward, op by op in reverse: the gradients of the op's outputs and
 	// inputs are live together, plus the gradient flowing in the residual
-	// stream, plus any workspace (dequantized weights are rebuilt).
+	// stream, plus any workspace (dequantized weights are rebuilt). Saved
+	// tensors are released once the op that produced them is done (its
+	// consumers ran first), and each matmul creates its weight gradient.
 	var bwd Bytes
+	var weights, done int64
+	for _, op := range b.ops {
+		weights += op.weights
+	}
+	savedRem := ba.Saved
 	for i := len(b.ops) - 1; i >= 0; i-- {
 		op := b.ops[i]
 		var g Bytes
@@ -594,6 +626,17 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		g = addBytes(g, addBytes(input.bytes, op.workspace))
 		if g > bwd {
 			bwd = g
+		}
+		done += op.weights
+		frac := 1.0
+		if weights > 0 {
+			frac = float64(done) / float64(weights)
+		}
+		ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: g})
+		for _, t := range b.ts {
+			if t.born == i && t.saved && !t.held && !t.external {
+				savedRem -= t.bytes
+			}
 		}
 	}
 	ba.BackwardPeak = bwd

@@ -134,10 +134,18 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 	ea.Head = b.summarize(x)
 	if chunks > 1 {
-		// Transients exist one chunk at a time, forward and backward.
+		// The forward computes one chunk at a time. In backward, autograd runs
+		// nodes latest-created first: every chunk's cross-entropy backward runs
+		// before any chunk's output projection, so the gradients of all logit
+		// chunks coexist (in the compute dtype), while the rest of each chunk's
+		// transients come and go.
 		hd := &ea.Head
+		all := b.size(v, p.e)
 		hd.ForwardPeak = addBytes(hd.Saved, (hd.ForwardPeak-hd.Saved)/Bytes(chunks))
-		hd.BackwardPeak = addBytes(x.bytes, hd.BackwardPeak/Bytes(chunks))
+		hd.BackwardPeak = addBytes(addBytes(x.bytes, all), hd.BackwardPeak/Bytes(chunks))
+		for i := range hd.bwd {
+			hd.bwd[i].inflight = addBytes(addBytes(x.bytes, all), hd.bwd[i].inflight/Bytes(chunks))
+		}
 	}
 	return ea
 }

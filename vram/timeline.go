@@ -256,11 +256,18 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
-		// Backward through the loss and the output projection.
-		if !gradsHeld {
-			live.Gradients = addBytes(live.Gradients, s.head.grads)
+		// Backward through the loss and the output projection, op by op.
+		headGrads := s.head.grads
+		if r.m.TiedEmbeddings && st.embed && r.m.Head == "lm" {
+			// The tied output projection creates the embedding's gradient in
+			// its backward, before any block's.
+			headGrads = addBytes(headGrads, s.embed.grads)
 		}
-		s.emit(iter, micro, "backward", -1, "loss and output", live, s.edges.Head.BackwardPeak)
+		if gradsHeld {
+			headGrads = 0
+		}
+		s.emit(iter, micro, "backward", -1, "loss and output", s.walkBackward(live, s.edges.Head, s.edges.Head.Saved, headGrads, 1, 0), 0)
+		live.Gradients = addBytes(live.Gradients, headGrads)
 		live.Activations -= s.edges.Head.Saved
 	}
 	// Backward, last block first.
@@ -269,25 +276,24 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	for l := st.last - 1; l >= st.first; l-- {
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
-		temp := addBytes(a.BackwardPeak, gather(l))
+		extra := gather(l)
 		if fsdp1Frozen {
 			unsharded = addBytes(unsharded, s.blocks[l].gathered)
-			temp = addBytes(a.BackwardPeak, addBytes(unsharded, gather(l)))
+			extra = addBytes(unsharded, gather(l))
 		}
 		if r.Parallel.ZeRO >= 2 {
-			temp = addBytes(temp, s.blocks[l].gradsFull) // unsharded until reduce-scatter
-		}
-		if saved != a.Saved {
-			// Recomputation rebuilds the block's saved tensors for its backward.
-			temp = addBytes(temp, a.Saved-saved)
-		}
-		if !gradsHeld {
-			live.Gradients = addBytes(live.Gradients, s.blocks[l].grads)
+			extra = addBytes(extra, s.blocks[l].gradsFull) // unsharded until reduce-scatter
 		}
 		if r.OptimizerInBackward {
-			temp = addBytes(temp, r.stepTemporary(s.blocks[l].trainable, s.blocks[l].largest, r.WeightsDType))
+			extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable, s.blocks[l].largest, r.WeightsDType))
 		}
-		s.emit(iter, micro, "backward", l, "", live, temp)
+		layerGrads := s.blocks[l].grads
+		if gradsHeld {
+			layerGrads = 0 // already live
+		}
+		best := s.walkBackward(live, a, saved, layerGrads, inflight, extra)
+		s.emit(iter, micro, "backward", l, "", best, 0)
+		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)
 		if r.OptimizerInBackward && last {
 			// The step runs in the grad hook and frees the gradient at once;
@@ -299,7 +305,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 	}
 	if st.embed {
-		if !gradsHeld {
+		if !gradsHeld && !(r.m.TiedEmbeddings && st.head && r.m.Head == "lm") {
 			live.Gradients = addBytes(live.Gradients, s.embed.grads)
 		}
 		live.Activations -= scale(s.edges.Embed.Saved, inflight)
@@ -332,6 +338,33 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		s.emit(iter, micro, "optimizer", -1, "optimizer step", live, temp)
 	}
+}
+
+// walkBackward is the most memory a block's (or the head's) backward needs:
+// op by op, its saved tensors shrink while its weight gradients (grads in
+// all) grow, with the op's gradients in flight and extra (all-gathers,
+// unsharded gradients) on top. saved is what the block holds from its forward
+// (its input only when checkpointed: recomputation rebuilds the rest).
+func (s *simulation) walkBackward(live Breakdown, a BlockActivations, saved, grads Bytes, inflight float64, extra Bytes) Breakdown {
+	if len(a.bwd) == 0 {
+		return live
+	}
+	others := live.Activations - scale(saved, inflight)
+	var best Breakdown
+	for _, step := range a.bwd {
+		cand := live
+		held := step.saved
+		if saved != a.Saved {
+			held = addBytes(held, saved) // the kept input (or selective set) stays too
+		}
+		cand.Activations = addBytes(others, scale(held, inflight))
+		cand.Gradients = addBytes(live.Gradients, Bytes(float64(grads)*step.gradFrac))
+		cand.Temporaries = addBytes(cand.Temporaries, addBytes(step.inflight, extra))
+		if cand.Total() > best.Total() {
+			best = cand
+		}
+	}
+	return best
 }
 
 func stateDTypeOf(r *resolved) DType {

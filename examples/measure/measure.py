@@ -15,6 +15,10 @@ saved      what autograd saves for backward in one forward pass on the CPU
            are not parameters or buffers), per block and outside the blocks:
            measured with the plan's model at 1 and 2 blocks, as JSON. The
            Go engine's activation inventory is checked against these.
+trace      one and two training iterations of the plan under PyTorch's
+           MemTracker (torch.distributed._tools.mem_tracker) on the CPU,
+           dropout off: the composition of the peak (PARAM, BUFFER, GRAD,
+           ACT, TEMP, OPT) of the first and of the second iteration, as JSON.
 gpu        on a CUDA machine: the plan's real training steps with
            max_memory_allocated, max_memory_reserved, NVML device-used and the
            CUDA context measured before the model is built; prints one line
@@ -142,6 +146,66 @@ def saved(args):
         sys.stdout.write(text)
 
 
+def trace(args):
+    import torch
+    import transformers
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    p = plan(args.plan)
+    train = p["train"]
+    cfg = dict(hf_config(args.plan))
+    model_type = cfg.pop("model_type")
+    cfg.pop("_name_or_path", None)
+    for k in ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
+              "attention_dropout", "hidden_dropout", "dropout"):
+        cfg[k] = 0.0
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    config._attn_implementation = train.get("attention", "sdpa")
+    torch.manual_seed(0)
+    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
+    model = cls.from_config(config)
+    precision = train.get("precision", "fp32")
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+    lora = train.get("lora")
+    if lora:
+        import peft
+        model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
+                                                           lora_dropout=0.0, target_modules=lora["targets"]))
+    model.train()
+    if train.get("grad_checkpointing") == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
+           "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
+    mt = MemTracker()
+    mt.track_external(model, opt)
+    b, s = int(train["micro_batch"]), int(train["seq_len"])
+    ids = torch.randint(0, min(1000, config.vocab_size), (b, s))
+    peaks = []
+    with mt:
+        for _ in range(2):
+            ctx = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16")
+            with ctx:
+                out = model(input_ids=ids, labels=ids) if model_type not in ENCODERS else model(input_ids=ids)
+                loss = out.loss if model_type not in ENCODERS else out.last_hidden_state.float().sum()
+            loss.backward()
+            del out, loss
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            snap = list(mt.get_tracker_snapshot("peak").values())[0]
+            peaks.append({str(k).split(".")[-1]: v for k, v in snap.items()})
+            mt.reset_mod_stats()
+    out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
+           "iteration1": peaks[0], "iteration2": peaks[1]}
+    text = json.dumps(out, indent=1) + "\n"
+    if args.o:
+        with open(args.o, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
 def gpu(args):
     import torch
 
@@ -215,12 +279,15 @@ def main():
     sv = sub.add_parser("saved")
     sv.add_argument("plan")
     sv.add_argument("-o")
+    tr = sub.add_parser("trace")
+    tr.add_argument("plan")
+    tr.add_argument("-o")
     g = sub.add_parser("gpu")
     g.add_argument("plan")
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "gpu": gpu}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "trace": trace, "gpu": gpu}[args.mode](args)
 
 
 if __name__ == "__main__":

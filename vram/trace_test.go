@@ -1,0 +1,145 @@
+package vram
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// traceMeasurement is a training step traced by PyTorch's MemTracker
+// (examples/measure trace; CPU, dropout off): the composition of the peak of
+// iteration 1 and of iteration 2.
+type traceMeasurement struct {
+	Plan struct {
+		Model Model          `json:"model"`
+		Train map[string]any `json:"train"`
+	} `json:"plan"`
+	Iteration1 map[string]int64 `json:"iteration1"`
+	Iteration2 map[string]int64 `json:"iteration2"`
+}
+
+func loadTrace(t *testing.T, f string) (traceMeasurement, Training) {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms traceMeasurement
+	if err := json.Unmarshal(b, &ms); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	tb, _ := json.Marshal(ms.Plan.Train)
+	var tr Training
+	if err := json.Unmarshal(tb, &tr); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	tr.Model = ms.Plan.Model
+	return ms, tr
+}
+
+// phaseOf classifies a peak by what is live: no activations means the
+// optimizer step; activations without gradients means the forward pass, the
+// loss, or the start of backward before any weight gradient exists; both
+// means the backward pass.
+func phaseOf(act, grads, total int64) string {
+	switch {
+	case act < total/1000: // a few KiB of token ids may still be referenced
+		return "optimizer"
+	case grads == 0:
+		return "before gradients"
+	}
+	return "backward"
+}
+
+// cpuOnly names traces that measure a CPU kernel where CUDA runs another:
+// transformers' GPT-2 SDPA path runs the math kernel on the CPU (it saves what
+// eager attention saves), while on CUDA the fused kernels keep O(s) state.
+func cpuOnly(name string) (string, bool) {
+	if strings.HasPrefix(name, "gpt2-") && strings.Contains(name, "-sdpa-") {
+		return "GPT-2 SDPA runs the math kernel on the CPU", true
+	}
+	return "", false
+}
+
+// known lists the grid points the engine misses by more than 2 %, each with
+// the bound it stays within and the reason, not modelled yet:
+//   - GPT-2 with full checkpointing: during the recomputed block's backward,
+//     the Python-written GELU (gelu_new) holds about four FFN-sized gradient
+//     buffers at once (one per use of its input); the engine's op-by-op walk
+//     holds two.
+//   - Llama under CPU bf16 autocast without checkpointing: the engine
+//     follows CUDA's autocast lists (which ops run in bf16, which in fp32,
+//     and the cached bf16 weight copies); CPU autocast differs.
+//   - Mixtral-style MoE: transformers loops over the experts in Python,
+//     gathering and scattering each expert's tokens; the engine models the
+//     gathered copies in aggregate (k per token), which leaves the peak off
+//     by up to 9 % and, without checkpointing, in the wrong phase.
+var known = map[string]float64{
+	"gpt2-tiny-fp32-eager-full-sgd":            0.05,
+	"gpt2-tiny-amp_bf16-eager-full-sgd":        0.05,
+	"llama-tiny-gqa-amp_bf16-eager-none-adamw": 0.05,
+	"llama-tiny-gqa-amp_bf16-eager-none-sgd":   0.05,
+	"llama-tiny-gqa-amp_bf16-sdpa-none-sgd":    0.07,
+	"mixtral-tiny-amp_bf16-eager-full-sgd":     0.09,
+	"mixtral-tiny-amp_bf16-eager-none-sgd":     0.09,
+	"mixtral-tiny-amp_bf16-sdpa-full-sgd":      0.09,
+	"mixtral-tiny-amp_bf16-sdpa-none-sgd":      0.09,
+	"mixtral-tiny-fp32-eager-full-sgd":         0.09,
+	"mixtral-tiny-fp32-eager-none-sgd":         0.09,
+	"mixtral-tiny-fp32-sdpa-full-sgd":          0.09,
+	"mixtral-tiny-fp32-sdpa-none-sgd":          0.09,
+}
+
+// TestTraceMatchesMemTracker replays training steps of small models (GPT-2,
+// Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast × eager/SDPA × no or
+// full checkpointing × AdamW/SGD, plus LoRA) and compares the engine's peak
+// with the one PyTorch's MemTracker traced: the total within 2 %, the
+// parameters exactly, and the phase of the peak.
+func TestTraceMatchesMemTracker(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "trace", "*.json"))
+	if len(files) < 40 {
+		t.Fatalf("only %d traces in testdata/trace (make truth)", len(files))
+	}
+	sort.Strings(files)
+	worst := 0.0
+	for _, f := range files {
+		ms, tr := loadTrace(t, f)
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		est, err := tr.Estimate()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		mt := ms.Iteration1
+		if ms.Iteration2["Total"] > mt["Total"] {
+			mt = ms.Iteration2
+		}
+		got, want := int64(est.Peak.Total()), mt["Total"]
+		diff := float64(got-want) / float64(want)
+		if d := diff; d < 0 && -d > worst || d > worst {
+			worst = max(diff, -diff)
+		}
+		if reason, ok := cpuOnly(name); ok {
+			t.Logf("%s: %+.2f%% — not compared: %s", name, 100*diff, reason)
+			continue
+		}
+		if gap, ok := known[name]; ok {
+			t.Logf("%s: %+.2f%% (a known gap, see known)", name, 100*diff)
+			if diff > gap || diff < -gap {
+				t.Errorf("%s: the known gap grew to %+.2f%%", name, 100*diff)
+			}
+		} else if diff > 0.02 || diff < -0.02 {
+			t.Errorf("%s: peak %d at %s, MemTracker %d (%+.2f%%) %v", name, got, est.PeakAt.Where(), want, 100*diff, mt)
+		}
+		if p := int64(est.Peak.Parameters); p != mt["PARAM"] {
+			t.Errorf("%s: parameters %d, MemTracker %d", name, p, mt["PARAM"])
+		}
+		ours := phaseOf(int64(est.Peak.Activations), int64(est.Peak.Gradients), got)
+		if theirs := phaseOf(mt["ACT"], mt["GRAD"], want); ours != theirs && known[name] == 0 {
+			t.Errorf("%s: peak %s (%s), MemTracker's %s %v", name, ours, est.PeakAt.Where(), theirs, mt)
+		}
+	}
+	t.Logf("%d traces; worst peak difference %.2f%%", len(files), 100*worst)
+}
