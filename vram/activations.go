@@ -384,6 +384,9 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// present=(key, value) holds the fp32 key when use_cache is on.
 				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(q))
 				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(k))
+				if p.useCache {
+					k32.held = true
+				}
 				q = b.op("q_cast", b.size(qDim, p.e), p.e, list(q32))
 				k = b.op("k_cast", b.size(kvDim, p.e), p.e, list(k32))
 			} else if m.Position == "rope" {
