@@ -52,6 +52,18 @@ type simulation struct {
 	peakTot Bytes     // its total
 	static  Breakdown // category-wise maxima over all events
 	stageIx int
+	walk    walkMemo // the last backward walk's winning op
+}
+
+// walkMemo remembers which op of a backward walk needs the most memory. The
+// winner does not depend on what else is live (that adds to every op
+// alike), so identical blocks reuse it instead of walking every op again.
+type walkMemo struct {
+	bwd      *bwdStep
+	saved    Bytes
+	grads    Bytes
+	inflight float64
+	ix       int
 }
 
 // inflight is how many micro-batches' activations a pipeline stage holds:
@@ -203,11 +215,15 @@ func (s *simulation) run(st stage) Timeline {
 
 func (s *simulation) emit(iter, micro int, phase string, layer int, name string, live Breakdown, temp Bytes) {
 	live.Temporaries = addBytes(live.Temporaries, temp)
+	t := live.Total()
+	s.static = s.static.Max(live)
+	if !s.record && t <= s.peakTot && s.peakTot != 0 {
+		return // neither kept nor the peak
+	}
 	e := Event{Iteration: iter, Micro: micro, Phase: phase, Layer: layer, Name: name, Live: live}
-	if t := live.Total(); t > s.peakTot || s.peakTot == 0 {
+	if t > s.peakTot || s.peakTot == 0 {
 		s.peak, s.peakTot = e, t
 	}
-	s.static = s.static.Max(live)
 	if s.record {
 		s.events = append(s.events, e)
 	}
@@ -350,20 +366,42 @@ func (s *simulation) walkBackward(live Breakdown, a BlockActivations, saved, gra
 		return live
 	}
 	others := live.Activations - scale(saved, inflight)
-	var best Breakdown
-	for _, step := range a.bwd {
-		cand := live
+	// Only activations, gradients and temporaries change from op to op, so
+	// the candidates are compared on those three and the winner built once.
+	at := func(i int) (act, grad, temp Bytes) {
+		step := &a.bwd[i]
 		held := step.saved
 		if saved != a.Saved {
 			held = addBytes(held, saved) // the kept input (or selective set) stays too
 		}
-		cand.Activations = addBytes(others, scale(held, inflight))
-		cand.Gradients = addBytes(live.Gradients, Bytes(float64(grads)*step.gradFrac))
-		cand.Temporaries = addBytes(cand.Temporaries, addBytes(step.inflight, extra))
-		if cand.Total() > best.Total() {
-			best = cand
+		act = addBytes(others, scale(held, inflight))
+		grad = addBytes(live.Gradients, Bytes(float64(grads)*step.gradFrac))
+		temp = addBytes(live.Temporaries, addBytes(step.inflight, extra))
+		return act, grad, temp
+	}
+	key := walkMemo{bwd: &a.bwd[0], saved: saved, grads: grads, inflight: inflight}
+	ix := -1
+	if m := s.walk; m.bwd == key.bwd && m.saved == saved && m.grads == grads && m.inflight == inflight {
+		ix = m.ix
+	}
+	best := live
+	if ix >= 0 {
+		act, grad, temp := at(ix)
+		if addBytes(addBytes(act, grad), temp) < MaxBytes {
+			best.Activations, best.Gradients, best.Temporaries = act, grad, temp
+			return best
 		}
 	}
+	bestSum := Bytes(-1)
+	for i := range a.bwd {
+		act, grad, temp := at(i)
+		if sum := addBytes(addBytes(act, grad), temp); sum > bestSum {
+			best.Activations, best.Gradients, best.Temporaries = act, grad, temp
+			bestSum, ix = sum, i
+		}
+	}
+	key.ix = ix
+	s.walk = key
 	return best
 }
 
