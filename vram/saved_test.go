@@ -1,9 +1,7 @@
 package vram
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,12 +11,9 @@ import (
 // savedMeasurement is what autograd saved in one forward pass, measured by
 // the PyTorch companion tool (examples/measure saved; CPU, dropout off).
 type savedMeasurement struct {
-	Plan struct {
-		Model Model          `json:"model"`
-		Train map[string]any `json:"train"`
-	} `json:"plan"`
-	PerBlock      int64 `json:"per_block"`
-	OutsideBlocks int64 `json:"outside_blocks"`
+	Plan          measuredPlan `json:"plan"`
+	PerBlock      int64        `json:"per_block"`
+	OutsideBlocks int64        `json:"outside_blocks"`
 }
 
 // TestSavedTensorsMatchPyTorch checks the activation inventory against what
@@ -45,20 +40,8 @@ func TestSavedTensorsMatchPyTorch(t *testing.T) {
 	sort.Strings(files)
 	var report []string
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var ms savedMeasurement
-		if err := json.Unmarshal(b, &ms); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		tb, _ := json.Marshal(ms.Plan.Train)
-		var tr Training
-		if err := json.Unmarshal(tb, &tr); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		tr.Model = ms.Plan.Model
+		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
 		r, err := tr.resolve()
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)

@@ -13,31 +13,36 @@ import (
 // (examples/measure trace; CPU, dropout off): the composition of the peak of
 // iteration 1 and of iteration 2.
 type traceMeasurement struct {
-	Plan struct {
-		Model Model          `json:"model"`
-		Train map[string]any `json:"train"`
-	} `json:"plan"`
+	Plan       measuredPlan     `json:"plan"`
 	Iteration1 map[string]int64 `json:"iteration1"`
 	Iteration2 map[string]int64 `json:"iteration2"`
 }
 
-func loadTrace(t *testing.T, f string) (traceMeasurement, Training) {
+// measuredPlan is the plan a companion-tool measurement was taken with.
+type measuredPlan struct {
+	Model Model          `json:"model"`
+	Train map[string]any `json:"train"`
+}
+
+// loadMeasurement decodes a companion-tool measurement file into ms and
+// returns the training plan it was measured with.
+func loadMeasurement(t *testing.T, f string, ms any, plan func() measuredPlan) Training {
 	t.Helper()
 	b, err := os.ReadFile(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ms traceMeasurement
-	if err := json.Unmarshal(b, &ms); err != nil {
+	if err := json.Unmarshal(b, ms); err != nil {
 		t.Fatalf("%s: %v", f, err)
 	}
-	tb, _ := json.Marshal(ms.Plan.Train)
+	p := plan()
+	tb, _ := json.Marshal(p.Train)
 	var tr Training
 	if err := json.Unmarshal(tb, &tr); err != nil {
 		t.Fatalf("%s: %v", f, err)
 	}
-	tr.Model = ms.Plan.Model
-	return ms, tr
+	tr.Model = p.Model
+	return tr
 }
 
 // phaseOf classifies a peak by what is live: no activations means the
@@ -106,7 +111,8 @@ func TestTraceMatchesMemTracker(t *testing.T) {
 	sort.Strings(files)
 	worst := 0.0
 	for _, f := range files {
-		ms, tr := loadTrace(t, f)
+		var ms traceMeasurement
+		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		est, err := tr.Estimate()
 		if err != nil {

@@ -39,6 +39,15 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENCODERS = {"bert", "vit"}
 
 
+def write(args, text):
+    """Writes a mode's result to -o FILE, or to stdout."""
+    if args.o:
+        with open(args.o, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
 def hf_config(plan_path):
     out = subprocess.run(["go", "run", "./examples/plan", "-hf-config", os.path.abspath(plan_path)],
                          cwd=ROOT, check=True, capture_output=True, text=True).stdout
@@ -84,12 +93,7 @@ def inventory(args):
            "transformers": transformers.__version__, "class": type(model).__name__,
            "parameters": params, "buffers": buffers,
            "total_parameters": sum(p.numel() for p in model.parameters())}
-    text = json.dumps(out, separators=(",", ":")) + "\n"
-    if args.o:
-        with open(args.o, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write(args, json.dumps(out, separators=(",", ":")) + "\n")
 
 
 def saved_bytes(cfg, layers, attn, dtype, batch, seq):
@@ -138,12 +142,7 @@ def saved(args):
     one, two = (saved_bytes(cfg, n, attn, dtype, b, s) for n in (1, 2))
     out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
            "per_block": two - one, "outside_blocks": 2 * one - two}
-    text = json.dumps(out, indent=1) + "\n"
-    if args.o:
-        with open(args.o, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write(args, json.dumps(out, indent=1) + "\n")
 
 
 def trace(args):
@@ -198,12 +197,7 @@ def trace(args):
             mt.reset_mod_stats()
     out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
            "iteration1": peaks[0], "iteration2": peaks[1]}
-    text = json.dumps(out, indent=1) + "\n"
-    if args.o:
-        with open(args.o, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write(args, json.dumps(out, indent=1) + "\n")
 
 
 def gpu(args):
