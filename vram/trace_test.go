@@ -82,7 +82,13 @@ func cpuOnly(name string) (string, bool) {
 //     gathering and scattering each expert's tokens; the engine models the
 //     gathered copies in aggregate (k per token), which leaves the peak off
 //     by up to 9 % and, without checkpointing, in the wrong phase.
+//   - BERT in fp32 with full checkpointing: MemTracker's peak comes after
+//     the recomputed block's FFN output projection has run its backward
+//     (its weight gradients exist, about 1 MB of saved tensors is gone);
+//     the engine's walk peaks earlier in that block, about 0.5 MB higher.
 var known = map[string]float64{
+	"bert-tiny-fp32-eager-full-sgd":            0.03,
+	"bert-tiny-fp32-sdpa-full-sgd":             0.03,
 	"gpt2-tiny-fp32-eager-full-sgd":            0.05,
 	"gpt2-tiny-amp_bf16-eager-full-sgd":        0.05,
 	"llama-tiny-gqa-amp_bf16-eager-none-adamw": 0.05,
@@ -99,14 +105,14 @@ var known = map[string]float64{
 }
 
 // TestTraceMatchesMemTracker replays training steps of small models (GPT-2,
-// Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast × eager/SDPA × no or
+// BERT, Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast × eager/SDPA × no or
 // full checkpointing × AdamW/SGD; LoRA cannot be traced: MemTracker refuses
 // frozen parameters) and compares the engine's peak
 // with the one PyTorch's MemTracker traced: the total within 2 %, the
 // parameters exactly, and the phase of the peak.
 func TestTraceMatchesMemTracker(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "trace", "*.json"))
-	if len(files) < 40 {
+	if len(files) < 64 {
 		t.Fatalf("only %d traces in testdata/trace (make truth)", len(files))
 	}
 	sort.Strings(files)

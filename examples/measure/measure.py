@@ -187,7 +187,11 @@ def trace(args):
             ctx = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16")
             with ctx:
                 out = model(input_ids=ids, labels=ids) if model_type not in ENCODERS else model(input_ids=ids)
-                loss = out.loss if model_type not in ENCODERS else out.last_hidden_state.float().sum()
+                if model_type in ENCODERS:
+                    # Every parameter gets a gradient, the pooler's too, as under a task head.
+                    loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
+                else:
+                    loss = out.loss
             loss.backward()
             del out, loss
             opt.step()

@@ -3,8 +3,9 @@
 # and peft (examples/measure/requirements.txt) into .venv-truth — never done
 # by `make test` — then writes the parameter inventory of every catalog model
 # that transformers builds into vram/testdata/inventory/ (the Go tests compare
-# the engine's tensors with them) and checks the gpu mode's plan parsing and
-# model construction on the CPU.
+# the engine's tensors with them), traces every plan of vram/testdata/trace/
+# again under MemTracker, and checks the gpu mode's plan parsing and model
+# construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
 .venv-truth/bin/pip install -q --disable-pip-version-check -r examples/measure/requirements.txt
@@ -20,6 +21,13 @@ for preset in $(go run ./examples/plan -presets); do
     echo "inventory $preset: transformers cannot build it here ($(tail -1 "$tmp/$preset.err"))"
     rm -f "$out/$preset.json"
   fi
+done
+
+say "MemTracker traces: every plan of vram/testdata/trace again"
+for f in vram/testdata/trace/*.json; do
+  .venv-truth/bin/python -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["plan"], sys.stdout)' "$f" > "$tmp/trace-plan.json"
+  .venv-truth/bin/python examples/measure/measure.py trace "$tmp/trace-plan.json" -o "$f"
+  echo "trace $(basename "$f" .json)"
 done
 
 say "gpu mode, dry run on the CPU"
