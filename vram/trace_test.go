@@ -86,10 +86,25 @@ func cpuOnly(name string) (string, bool) {
 //     the recomputed block's FFN output projection has run its backward
 //     (its weight gradients exist, about 1 MB of saved tensors is gone);
 //     the engine's walk peaks earlier in that block, about 0.5 MB higher.
+//   - ViT (patch embedding, 65 tokens): in fp32 the engine is 2–6 % high.
+//     MemTracker's peak holds no weight gradient of the last block yet; the
+//     engine's walk peaks where the FFN output projection's weight gradient
+//     and its FFN-wide input gradient are both live. Under CPU bf16 autocast
+//     the engine is up to 3 % low, likely CPU autocast lists again. Not
+//     diagnosed further.
 var known = map[string]float64{
 	"bert-tiny-fp32-eager-full-sgd":            0.03,
 	"bert-tiny-fp32-sdpa-full-sgd":             0.03,
 	"gpt2-tiny-fp32-eager-full-sgd":            0.05,
+	"vit-tiny-amp_bf16-eager-none-adamw":       0.03,
+	"vit-tiny-amp_bf16-eager-none-sgd":         0.03,
+	"vit-tiny-amp_bf16-sdpa-none-sgd":          0.03,
+	"vit-tiny-fp32-eager-full-sgd":             0.06,
+	"vit-tiny-fp32-eager-none-adamw":           0.03,
+	"vit-tiny-fp32-eager-none-sgd":             0.04,
+	"vit-tiny-fp32-sdpa-full-sgd":              0.06,
+	"vit-tiny-fp32-sdpa-none-adamw":            0.03,
+	"vit-tiny-fp32-sdpa-none-sgd":              0.04,
 	"gpt2-tiny-amp_bf16-eager-full-sgd":        0.05,
 	"llama-tiny-gqa-amp_bf16-eager-none-adamw": 0.05,
 	"llama-tiny-gqa-amp_bf16-eager-none-sgd":   0.05,
@@ -105,14 +120,14 @@ var known = map[string]float64{
 }
 
 // TestTraceMatchesMemTracker replays training steps of small models (GPT-2,
-// BERT, Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast × eager/SDPA × no or
+// BERT, ViT, Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast × eager/SDPA × no or
 // full checkpointing × AdamW/SGD; LoRA cannot be traced: MemTracker refuses
 // frozen parameters) and compares the engine's peak
 // with the one PyTorch's MemTracker traced: the total within 2 %, the
 // parameters exactly, and the phase of the peak.
 func TestTraceMatchesMemTracker(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "trace", "*.json"))
-	if len(files) < 64 {
+	if len(files) < 80 {
 		t.Fatalf("only %d traces in testdata/trace (make truth)", len(files))
 	}
 	sort.Strings(files)
@@ -129,7 +144,9 @@ func TestTraceMatchesMemTracker(t *testing.T) {
 		if ms.Iteration2["Total"] > mt["Total"] {
 			mt = ms.Iteration2
 		}
-		got, want := int64(est.Peak.Total()), mt["Total"]
+		// The batch is created before MemTracker starts (examples/measure
+		// trace), so it does not see the inputs the engine counts as Other.
+		got, want := int64(est.Peak.Total()-est.Peak.Other), mt["Total"]
 		diff := float64(got-want) / float64(want)
 		if d := diff; d < 0 && -d > worst || d > worst {
 			worst = max(diff, -diff)

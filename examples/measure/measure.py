@@ -179,14 +179,20 @@ def trace(args):
            "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
     mt = MemTracker()
     mt.track_external(model, opt)
-    b, s = int(train["micro_batch"]), int(train["seq_len"])
-    ids = torch.randint(0, min(1000, config.vocab_size), (b, s))
+    b = int(train["micro_batch"])
+    if model_type == "vit":
+        # One batch of images; the model's dtype, as the engine counts the input.
+        size, ch = config.image_size, config.num_channels
+        inputs = {"pixel_values": torch.randn(b, ch, size, size, dtype=next(model.parameters()).dtype)}
+    else:
+        ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])))
+        inputs = {"input_ids": ids} if model_type in ENCODERS else {"input_ids": ids, "labels": ids}
     peaks = []
     with mt:
         for _ in range(2):
             ctx = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16")
             with ctx:
-                out = model(input_ids=ids, labels=ids) if model_type not in ENCODERS else model(input_ids=ids)
+                out = model(**inputs)
                 if model_type in ENCODERS:
                     # Every parameter gets a gradient, the pooler's too, as under a task head.
                     loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
