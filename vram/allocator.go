@@ -145,26 +145,25 @@ func (a *Allocator) Free(h int) {
 	// Merge with free neighbours.
 	if n := b.next; n != nil && n.free {
 		a.removeFree(p, n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		} else {
-			b.seg.last = b
-		}
+		absorb(b, n)
 	}
 	if pr := b.prev; pr != nil && pr.free {
 		a.removeFree(p, pr)
-		pr.size += b.size
-		pr.next = b.next
-		if b.next != nil {
-			b.next.prev = pr
-		} else {
-			pr.seg.last = pr
-		}
+		absorb(pr, b)
 		b = pr
 	}
 	a.insertFree(p, b)
+}
+
+// absorb merges block right into its left neighbour left.
+func absorb(left, right *block) {
+	left.size += right.size
+	left.next = right.next
+	if right.next != nil {
+		right.next.prev = left
+	} else {
+		left.seg.last = left
+	}
 }
 
 func (a *Allocator) bestFit(p int, size Bytes) *block {
