@@ -65,14 +65,31 @@ def plan(plan_path):
         return json.load(f)
 
 
-def build(cfg_dict, device="meta", dtype=None):
+DROPOUTS = ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
+            "attention_dropout", "hidden_dropout", "dropout")
+
+
+def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None):
+    """The model transformers builds from an HF config, with random weights.
+
+    attn (for the training measurements) also turns dropout off, since CPU
+    dropout keeps float masks where CUDA keeps bool, and seeds the weights;
+    layers overrides the number of blocks."""
     import torch
     import transformers
 
     cfg = dict(cfg_dict)
     model_type = cfg.pop("model_type")
     cfg.pop("_name_or_path", None)
+    if layers is not None:
+        cfg["n_layer" if model_type in ("gpt2", "gpt_bigcode", "gptj") else "num_hidden_layers"] = layers
+    if attn is not None:
+        for k in DROPOUTS:
+            cfg[k] = 0.0
     config = transformers.AutoConfig.for_model(model_type, **cfg)
+    if attn is not None:
+        config._attn_implementation = attn
+        torch.manual_seed(0)
     cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
     with torch.device(device):
         model = cls.from_config(config, dtype=dtype) if dtype else cls.from_config(config)
@@ -98,20 +115,10 @@ def inventory(args):
 
 def saved_bytes(cfg, layers, attn, dtype, batch, seq):
     import torch
-    import transformers
 
-    cfg = dict(cfg)
-    model_type = cfg.pop("model_type")
-    cfg.pop("_name_or_path", None)
-    cfg["n_layer" if model_type in ("gpt2", "gpt_bigcode", "gptj") else "num_hidden_layers"] = layers
-    for k in ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
-              "attention_dropout", "hidden_dropout", "dropout"):
-        cfg[k] = 0.0  # CPU dropout keeps float masks where CUDA keeps bool: measure without
-    config = transformers.AutoConfig.for_model(model_type, **cfg)
-    config._attn_implementation = attn
-    torch.manual_seed(0)
-    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
-    model = cls.from_config(config).to(dtype)
+    model, config = build(cfg, device="cpu", attn=attn, layers=layers)
+    model = model.to(dtype)
+    model_type = config.model_type
     model.train()
     ids = torch.randint(0, min(1000, config.vocab_size), (batch, seq))
     seen = {}
@@ -152,17 +159,8 @@ def trace(args):
 
     p = plan(args.plan)
     train = p["train"]
-    cfg = dict(hf_config(args.plan))
-    model_type = cfg.pop("model_type")
-    cfg.pop("_name_or_path", None)
-    for k in ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
-              "attention_dropout", "hidden_dropout", "dropout"):
-        cfg[k] = 0.0
-    config = transformers.AutoConfig.for_model(model_type, **cfg)
-    config._attn_implementation = train.get("attention", "sdpa")
-    torch.manual_seed(0)
-    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
-    model = cls.from_config(config)
+    model, config = build(hf_config(args.plan), device="cpu", attn=train.get("attention", "sdpa"))
+    model_type = config.model_type
     precision = train.get("precision", "fp32")
     if precision == "bf16":
         model = model.to(torch.bfloat16)
