@@ -54,14 +54,18 @@ type BlockActivations struct {
 	// tensors: gradients of the op outputs and inputs in flight.
 	BackwardPeak Bytes `json:"backward_peak"`
 	// Held is the part of Saved that the model's output keeps alive rather
-	// than autograd: transformers' past_key_values during training, returned
-	// logits.
+	// than autograd, when the training loop keeps that output in scope through
+	// loss.backward(): transformers' past_key_values during training, returned
+	// logits or hidden states.
 	Held Bytes `json:"held"`
 	// NoGradPeak is the forward peak under torch.no_grad (inference): every
 	// tensor dies after its last use.
 	NoGradPeak Bytes `json:"no_grad_peak"`
 
-	prog *actBuilder // the op program, replayed tensor by tensor by Replay
+	// outlives is what the model's output holds (saved by autograd or not):
+	// it stays live until the whole backward returns.
+	outlives Bytes
+	prog     *actBuilder // the op program, replayed tensor by tensor by Replay
 	// bwd walks the backward pass op by op: what is still saved, the share of
 	// the block's weight gradients created so far, and the gradients in flight.
 	bwd []bwdStep
@@ -86,7 +90,16 @@ type actT struct {
 	held      bool // kept alive by the model's output (cache, logits), not by autograd
 	external  bool // created before the block (its input)
 	keepAlive bool // the block's output
-	id        int  // index in the builder's ts
+	// aliasGrad: a branch output added to the residual stream in the same
+	// dtype; add's backward hands it the residual gradient itself (no copy),
+	// so its gradient is not a tensor of its own.
+	aliasGrad bool
+	id        int // index in the builder's ts
+	// release is the op after whose backward autograd lets go of a saved
+	// tensor: the earliest op that saved it (backward runs last op first).
+	// An op's own output saved by itself (softmax, tanh) is released after
+	// that op's backward; -1 until some op saves the tensor.
+	release int
 }
 
 type actOp struct {
@@ -95,6 +108,14 @@ type actOp struct {
 	ins       []*actT
 	workspace Bytes
 	weights   int64 // trainable weight elements whose gradient this op's backward creates
+	// castWeights: the op multiplies by autocast's copy of its fp32 weights;
+	// its backward yields the weight gradient in the compute dtype (an
+	// in-flight gradient of that copy) and the cast's own backward node,
+	// which runs next, turns it into the fp32 .grad.
+	castWeights bool
+	// expert: one of the routed experts' ops, which transformers runs in a
+	// Python loop over the experts, one expert's tokens at a time.
+	expert bool
 }
 
 // actBuilder records a block's ops.
@@ -161,7 +182,7 @@ func mulI64(a, b int64) int64 {
 // and marks saves as saved for backward.
 func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ...*actT) *actT {
 	idx := len(b.ops)
-	out := b.newT(actT{name: name, op: name, bytes: bytes, dtype: d, born: idx, lastUse: idx})
+	out := b.newT(actT{name: name, op: name, bytes: bytes, dtype: d, born: idx, lastUse: idx, release: -1})
 	for _, in := range ins {
 		if in != nil && in.lastUse < idx {
 			in.lastUse = idx
@@ -170,6 +191,9 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 	for _, s := range saves {
 		if s != nil {
 			s.saved = true
+			if s.release < 0 || idx < s.release {
+				s.release = idx
+			}
 		}
 	}
 	out.id = len(b.ts)
@@ -181,10 +205,17 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 // side adds an extra saved tensor created by the last op (masks, statistics).
 func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	idx := len(b.ops) - 1
-	t := b.newT(actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx})
+	t := b.newT(actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx, release: idx})
 	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
 	b.ops[idx].outs = append(b.ops[idx].outs, t)
+	return t
+}
+
+// keep marks t as saved by the op that created it (softmax, tanh and ReLU
+// compute their gradient from their output).
+func (b *actBuilder) keep(t *actT) *actT {
+	t.saved, t.release = true, t.born
 	return t
 }
 
@@ -206,7 +237,11 @@ type blockPlan struct {
 	attnImpl string
 	upcast   bool // softmax in fp32 in eager attention
 	useCache bool // transformers returns past_key_values during training
-	fusedQKV bool // one q|k|v matmul whose output v is a view of
+	// keepOutputs: the training loop holds the model's output (logits, cache,
+	// hidden states) until backward ends.
+	keepOutputs bool
+	baseDType   DType // stored dtype of the (frozen) base weights
+	fusedQKV    bool  // one q|k|v matmul whose output v is a view of
 	// pythonGELU: gelu_new as transformers' Python formula, not a fused kernel.
 	pythonGELU bool
 	// nativeGQA: fused attention reads grouped k/v without repeating them.
@@ -232,16 +267,23 @@ func (p blockPlan) saveInput(role string) bool {
 // per-rank feature counts; weightElems sizes the autocast weight copy.
 func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int64) *actT {
 	var saves []*actT
+	xc := b.castIn(p, name, x, in)
 	if p.saveInput(role) {
-		saves = append(saves, x)
+		saves = append(saves, xc)
 	}
-	y := b.op(name, b.size(out, p.e), p.e, list(x), saves...)
+	y := b.op(name, b.size(out, p.e), p.e, list(xc), saves...)
 	if !p.frozen {
 		b.ops[len(b.ops)-1].weights = in * out
 	}
 	if p.autocast && !p.frozen {
 		// autocast caches a compute-dtype copy of the fp32 weight, which the
 		// matmul saves for backward (torch/csrc/autograd autocast cache).
+		b.side(name+".weight_cast", p.e.Size(in*out), p.e)
+		b.ops[len(b.ops)-1].castWeights = true
+	} else if p.autocast && p.frozen && !p.q4 && p.baseDType == FP32 {
+		// A frozen fp32 weight is cast on every call (autocast caches only
+		// leaves that require grad), and the matmul saves that copy to pass
+		// the gradient to its input.
 		b.side(name+".weight_cast", p.e.Size(in*out), p.e)
 	}
 	if p.q4 {
@@ -251,10 +293,10 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 	if p.lora[role] {
 		a := x
 		if p.loraDrop > 0 {
-			a = b.op(name+".lora_dropout", b.size(in, p.e), p.e, list(x))
+			a = b.op(name+".lora_dropout", b.size(in, x.dtype), x.dtype, list(x))
 			b.side(name+".lora_dropout.mask", b.size(in, Bool), Bool)
 		}
-		a.saved = true // lora_A's weight needs its input
+		a = b.castIn(p, name+".lora_A", a, in)
 		la := b.op(name+".lora_A", b.size(p.loraRank, p.e), p.e, list(a), a)
 		b.ops[len(b.ops)-1].weights = p.loraRank * in
 		lb := b.op(name+".lora_B", b.size(out, p.e), p.e, list(la), la)
@@ -286,9 +328,9 @@ func (b *actBuilder) norm(p blockPlan, name string, kind string, x *actT, h int6
 	if x.dtype != FP32 {
 		x32 = b.op(name+".float", b.size(h, FP32), FP32, list(x))
 	}
-	x32.saved = true
-	b.op(name+".rsqrt", b.size(1, FP32)/Bytes(b.shard()), FP32, list(x32)).saved = true
-	n := b.op(name+".normed", b.size(h, FP32), FP32, list(x32))
+	// pow saves x32; rsqrt's backward uses its output; the product saves both.
+	rs := b.keep(b.op(name+".rsqrt", b.size(1, FP32)/Bytes(b.shard()), FP32, list(x32), x32))
+	n := b.op(name+".normed", b.size(h, FP32), FP32, list(x32, rs), x32, rs)
 	out := p.resid
 	if p.autocast {
 		out = FP32
@@ -313,10 +355,13 @@ func (b *actBuilder) dropout(p blockPlan, name string, x *actT, elems int64, pro
 	return y
 }
 
-// castIn is autocast's copy of an fp32 input to the compute dtype.
-func (b *actBuilder) castIn(p blockPlan, x *actT, h int64) *actT {
+// castIn is autocast's copy of an fp32 input to the compute dtype. Autocast
+// caches casts of leaf tensors that require grad (the weights) only; every op
+// that takes an fp32 activation casts it again (aten/src/ATen/autocast_mode.cpp
+// cached_cast), and each matmul saves its own copy.
+func (b *actBuilder) castIn(p blockPlan, name string, x *actT, in int64) *actT {
 	if p.autocast && x.dtype != p.e {
-		return b.op("cast", b.size(h, p.e), p.e, list(x))
+		return b.op(name+".cast", b.size(in, p.e), p.e, list(x))
 	}
 	return x
 }
@@ -355,7 +400,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 
 	attention := func(a *actT) *actT {
 		var q, k, v *actT
-		aIn := b.castIn(p, a, h)
+		aIn := a
 		switch {
 		case m.Family == "deepseek_v3":
 			ql := b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
@@ -384,7 +429,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// present=(key, value) holds the fp32 key when use_cache is on.
 				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(q))
 				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(k))
-				if p.useCache {
+				if p.useCache && p.keepOutputs {
 					k32.held = true
 				}
 				q = b.op("q_cast", b.size(qDim, p.e), p.e, list(q32))
@@ -402,9 +447,9 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
 			}
 		}
-		if p.useCache {
+		if p.useCache && p.keepOutputs {
 			// The model returns past_key_values (HF use_cache=True), which keeps
-			// the cached k and v alive until the step ends.
+			// the cached k and v alive while the loop holds the output.
 			k.held, v.held = true, true
 		}
 		if kvHeads < heads && m.Family != "deepseek_v3" && (p.attnImpl == "eager" || !p.nativeGQA) {
@@ -425,16 +470,15 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			if m.Family == "opt" {
 				// modeling_opt.py clamps with torch.max(attn_weights, finfo.min);
 				// maximum saves both inputs for its backward mask.
-				sm.saved = true
-				sm = b.op("scores_clamped", p.e.Size(scores), p.e, list(sm))
+				sm = b.op("scores_clamped", p.e.Size(scores), p.e, list(sm), sm)
 				sm.attn = true
 			}
 			probD := p.e
 			if p.upcast || p.autocast {
 				probD = FP32 // softmax is on autocast's fp32 list
 			}
-			pr := b.op("softmax", probD.Size(scores), probD, list(sm))
-			pr.saved, pr.attn = true, true
+			pr := b.keep(b.op("softmax", probD.Size(scores), probD, list(sm)))
+			pr.attn = true
 			dropD := p.e
 			if p.autocast {
 				dropD = probD // dropout runs on the fp32 probabilities
@@ -452,14 +496,10 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				pr = b.op("probs_autocast", p.e.Size(scores), p.e, list(pr)) // matmul's autocast copy
 				pr.attn = true
 			}
-			pr.saved = true
-			v.saved = true
-			o = b.op("probs@v", b.size(qDim, p.e), p.e, list(pr, v))
+			o = b.op("probs@v", b.size(qDim, p.e), p.e, list(pr, v), pr, v)
 		default:
 			// Fused attention saves q, k, v, its output and the fp32 logsumexp.
-			q.saved, k.saved, v.saved = true, true, true
-			o = b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v))
-			o.saved = true
+			o = b.keep(b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v), q, k, v))
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in (b, s, heads, d) memory order, so
 			// the transpose back for the output projection is a view.
@@ -471,66 +511,96 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	}
 
 	mlp := func(a *actT) *actT {
-		aIn := b.castIn(p, a, h)
+		aIn := a
 		f := int64(m.FFN) / p.tp
 		if m.IsMoELayer(layer) {
 			// Routed experts see top-k copies of the tokens, spread over EP ranks;
 			// shared experts see every token (modeling_mixtral / deepseek_v3).
+			// modeling_mixtral.py MixtralSparseMoeBlock: softmax over the
+			// experts in fp32, top-k (saves its indices), the weights divided
+			// by their sum in place (saves both), cast to the hidden dtype.
+			k := int64(m.ExpertsPerToken)
+			hd := aIn.dtype
 			router := b.linear(p, "router", "router", aIn, h, int64(m.Experts))
-			b.op("router_softmax", b.size(int64(m.Experts), FP32), FP32, list(router)).saved = true
+			sm := b.keep(b.op("router_softmax", b.size(int64(m.Experts), FP32), FP32, list(router)))
+			top := b.op("router.topk", b.size(k, FP32), FP32, list(sm))
+			b.side("router.topk_indices", b.size(k, INT64), INT64)
+			b.side("router.weight_sum", b.size(1, FP32), FP32)
+			top.saved = true
+			rw := b.op("router.weights", b.size(k, hd), hd, list(top))
 			f = int64(m.ExpertFFN)*int64(m.ExpertsPerToken) + int64(m.ExpertFFN)*int64(m.SharedExperts)
 			f /= p.tp
-			// Each expert gathers its tokens (hidden_states[top_x]), which its
-			// projections save, and scales its output by the routing weight,
-			// which saves that output: k copies of h per token each
-			// (modeling_mixtral.py MixtralSparseMoeBlock).
-			k := int64(m.ExpertsPerToken)
-			gathered := b.op("experts.gather", b.size(k*h, p.e), p.e, list(aIn))
+			// Each expert gathers its tokens (hidden_states[top_x], which saves
+			// top_x), runs its MLP on them, scales the output by the tokens'
+			// routing weights (the product saves both) and index_add_s it into
+			// the output (which saves the scaled source): over all experts, k
+			// copies of each per token.
+			first := len(b.ops)
+			gathered := b.op("experts.gather", b.size(k*h, hd), hd, list(aIn))
+			b.side("experts.token_index", b.size(k, INT64), INT64)
+			// Every expert on this rank (and any shared expert) multiplies by
+			// its own weights: their gradients, and under autocast their cast
+			// copies, which each expert's matmuls save, are the experts' full
+			// size, not the k experts' a token sees.
+			perRank := max(1, int64(m.Experts)/int64(max(1, b.r.ep)))
+			wElems := (perRank + int64(m.SharedExperts)) * int64(m.ExpertFFN) * h / p.tp
+			allWeights := func() {
+				op := &b.ops[len(b.ops)-1]
+				if op.weights > 0 {
+					op.weights = wElems
+				}
+				for _, t := range op.outs[1:] {
+					t.bytes = t.dtype.Size(wElems) // the autocast weight copy
+				}
+			}
 			g := b.linear(p, "gate_proj", "gate_proj", gathered, h, f)
+			allWeights()
 			u := b.linear(p, "up_proj", "up_proj", gathered, h, f)
-			g.saved = true
-			act := b.op("act", b.size(f, p.e), p.e, list(g))
-			act.saved, u.saved = true, true
-			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u))
+			allWeights()
+			act := b.op("act", b.size(f, p.e), p.e, list(g), g)
+			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u), act, u)
 			down := b.linear(p, "down_proj", "down_proj", prod, f, k*h)
-			down.saved = true
-			weighted := b.op("experts.routing_weight", b.size(k*h, p.e), p.e, list(down))
-			return b.op("experts.index_add", b.size(h, p.e), p.e, list(weighted))
+			allWeights()
+			slice := b.op("experts.token_weights", b.size(k, hd), hd, list(rw))
+			// Under autocast the product promotes to the fp32 weights' dtype.
+			weighted := b.op("experts.routing_weight", b.size(k*h, hd), hd, list(down, slice), down, slice)
+			out := b.op("experts.index_add", b.size(h, hd), hd, list(weighted), weighted)
+			for i := first; i < len(b.ops); i++ {
+				b.ops[i].expert = true
+			}
+			return out
 		}
 		if m.Gated() {
 			g := b.linear(p, "gate_proj", "gate_proj", aIn, h, f)
 			u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
-			g.saved = true // SiLU/GELU save their input
-			act := b.op("act", b.size(f, p.e), p.e, list(g))
-			act.saved, u.saved = true, true
-			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u))
+			act := b.op("act", b.size(f, p.e), p.e, list(g), g) // SiLU/GELU save their input
+			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u), act, u)
 			return b.linear(p, "down_proj", "down_proj", prod, f, h)
 		}
 		u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
 		var act *actT
 		switch {
 		case m.MLP == "relu":
-			act = b.op("relu", b.size(f, p.e), p.e, list(u))
-			act.saved = true // threshold_backward uses the output
+			act = b.keep(b.op("relu", b.size(f, p.e), p.e, list(u))) // threshold_backward uses the output
 		case m.MLP == "gelu_new" && p.pythonGELU:
 			// transformers' NewGELUActivation is written out in Python ops:
 			// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Autograd keeps x (pow),
 			// tanh's output, 1 + tanh and 0.5·x (the final product).
-			u.saved = true
-			inner := b.op("gelu.inner", b.size(f, p.e), p.e, list(u))
-			th := b.op("gelu.tanh", b.size(f, p.e), p.e, list(inner))
+			inner := b.op("gelu.inner", b.size(f, p.e), p.e, list(u), u)
+			th := b.keep(b.op("gelu.tanh", b.size(f, p.e), p.e, list(inner)))
 			one := b.op("gelu.1+tanh", b.size(f, p.e), p.e, list(th))
 			half := b.op("gelu.0.5x", b.size(f, p.e), p.e, list(u))
-			th.saved, one.saved, half.saved = true, true, true
-			act = b.op("gelu", b.size(f, p.e), p.e, list(half, one))
+			act = b.op("gelu", b.size(f, p.e), p.e, list(half, one), half, one)
 		default:
-			u.saved = true
-			act = b.op("gelu", b.size(f, p.e), p.e, list(u))
+			act = b.op("gelu", b.size(f, p.e), p.e, list(u), u)
 		}
 		return b.linear(p, "down_proj", "down_proj", act, f, h)
 	}
 
 	add := func(name string, xs ...*actT) *actT {
+		for _, x := range xs[1:] {
+			x.aliasGrad = x.dtype == p.resid
+		}
 		return b.op(name, b.size(hSeq, p.resid), p.resid, xs)
 	}
 
@@ -569,7 +639,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	ba := BlockActivations{prog: b}
 	ba.Input = input.bytes
 	for _, t := range b.ts {
-		if t.external && !t.saved {
+		if t.external && !t.saved && !t.held {
 			continue
 		}
 		ba.Tensors = append(ba.Tensors, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved || t.held, Attention: t.attn})
@@ -578,8 +648,11 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			if !t.attn {
 				ba.SavedSelective = addBytes(ba.SavedSelective, t.bytes)
 			}
-			if !t.saved {
-				ba.Held = addBytes(ba.Held, t.bytes)
+			if t.held {
+				ba.outlives = addBytes(ba.outlives, t.bytes)
+				if !t.saved {
+					ba.Held = addBytes(ba.Held, t.bytes)
+				}
 			}
 		}
 	}
@@ -606,14 +679,37 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	ba.ForwardPeak, ba.NoGradPeak = fwd, addBytes(nograd, input.bytes)
 	// Backward, op by op in reverse: the gradients of the op's outputs and
 	// inputs are live together, plus the gradient flowing in the residual
-	// stream, plus any workspace (dequantized weights are rebuilt). Saved
-	// tensors are released once the op that produced them is done (its
-	// consumers ran first), and each matmul creates its weight gradient.
+	// stream, plus any workspace (dequantized weights are rebuilt). A saved
+	// tensor is released once the earliest op that saved it has run its
+	// backward (autograd frees a node's saved variables after its backward,
+	// torch/csrc/autograd/function.h release_variables), and each matmul
+	// creates its weight gradient.
 	var bwd Bytes
 	var weights, done int64
 	for _, op := range b.ops {
 		weights += op.weights
 	}
+	released := make([]Bytes, len(b.ops)) // saved bytes let go after each op's backward
+	for _, t := range b.ts {
+		if t.saved && !t.held && !t.external {
+			if j := t.releaseAt(); j >= 0 && j < len(b.ops) {
+				released[j] = addBytes(released[j], t.bytes)
+			}
+		}
+	}
+	// The routed experts' backward runs one expert at a time, the expert the
+	// forward loop reached last first: while it runs, the other experts'
+	// saved tensors are all live and its in-flight gradients are one
+	// expert's share. The walk takes that first expert as representative:
+	// expert ops carry 1/E of the in-flight gradients and weight gradients,
+	// and the section's releases and remaining weight gradients land when
+	// the last expert is done.
+	experts := int64(1)
+	if m := b.r.m; m.Experts > 0 {
+		experts = max(1, int64(m.Experts)/int64(max(1, b.r.ep)))
+	}
+	var deferred Bytes
+	var pending int64
 	savedRem := ba.Saved
 	for i := len(b.ops) - 1; i >= 0; i-- {
 		op := b.ops[i]
@@ -626,29 +722,54 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 				g = addBytes(g, gradSize(t))
 			}
 		}
+		w := op.weights
+		if op.expert {
+			g /= Bytes(experts)
+			pending += w - w/experts
+			w /= experts
+		}
 		g = addBytes(g, addBytes(input.bytes, op.workspace))
 		if g > bwd {
 			bwd = g
 		}
-		done += op.weights
+		if !op.castWeights {
+			done += w
+		}
 		frac := 1.0
 		if weights > 0 {
 			frac = float64(done) / float64(weights)
 		}
 		ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: g})
-		for _, t := range b.ts {
-			if t.born == i && t.saved && !t.held && !t.external {
-				savedRem -= t.bytes
-			}
+		if op.castWeights {
+			done += w
+		}
+		if !op.expert {
+			savedRem -= released[i]
+			continue
+		}
+		deferred = addBytes(deferred, released[i])
+		if i == 0 || !b.ops[i-1].expert {
+			savedRem -= deferred
+			done += pending
+			deferred, pending = 0, 0
 		}
 	}
 	ba.BackwardPeak = bwd
 	return ba
 }
 
-// gradSize is the size of a tensor's gradient (masks and indices have none).
+// releaseAt is the op after whose backward t is no longer saved.
+func (t *actT) releaseAt() int {
+	if t.release < 0 {
+		return t.born
+	}
+	return t.release
+}
+
+// gradSize is the size of a tensor's gradient (masks and indices have none;
+// a branch output shares the residual stream's gradient).
 func gradSize(t *actT) Bytes {
-	if !t.dtype.IsFloat() {
+	if !t.dtype.IsFloat() || t.aliasGrad {
 		return 0
 	}
 	return t.bytes
@@ -703,6 +824,8 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// under gradient checkpointing (modeling_utils / config.use_cache).
 	p.useCache = (r.Framework == "hf_trainer" || r.Framework == "plain_pytorch") &&
 		r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
+	p.keepOutputs = r.keepsOutputs()
+	p.baseDType = r.WeightsDType
 	switch m.Family {
 	case "bert", "gpt2", "vit":
 		p.upcast = false // softmax in the input dtype

@@ -67,6 +67,15 @@ func buildEdges(r *resolved) edgeActivations {
 		b.tokens = int64(r.MicroBatch)
 		b.linear(p, "classifier", "other", x, h, int64(classes))
 	case m.Head == "none":
+		// The base model returns its last hidden state.
+		x.held = p.keepOutputs
+		if m.Pooler {
+			// BertPooler / ViTPooler: dense + tanh on the first token. The
+			// dense saves hidden_states[:, 0], a view that keeps the whole
+			// last hidden state alive until its backward.
+			b.tokens = int64(r.MicroBatch)
+			b.keep(b.op("pooler.tanh", b.size(h, p.e), p.e, list(b.linear(p, "pooler.dense", "other", x, h, h))))
+		}
 	default:
 		if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 			x = b.linear(p, "project_out", "other", x, h, int64(m.WordEmbedProjDim))
@@ -79,16 +88,14 @@ func buildEdges(r *resolved) edgeActivations {
 		if m.Family == "bert" {
 			// BertForMaskedLM transform: dense + GELU + LayerNorm before the decoder.
 			t := b.linear(pHead, "transform.dense", "other", x, h, h)
-			t.saved = true
-			g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t))
+			g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t), t)
 			x = b.norm(pHead, "transform.LayerNorm", "layernorm", g, h)
 		}
 		switch r.Loss {
 		case "fused":
 			// The loss kernel walks the vocabulary in chunks and never
 			// materialises the logits; it keeps the hidden states.
-			x.saved = true
-			b.op("fused_linear_cross_entropy", b.size(1, FP32), FP32, list(x))
+			b.op("fused_linear_cross_entropy", b.size(1, FP32), FP32, list(x), x)
 			b.workspace(b.size(v, FP32) / 8)
 		case "chunked_cross_entropy":
 			// litgpt: lm_head in 128-token chunks, cross-entropy per chunk in
@@ -101,34 +108,34 @@ func buildEdges(r *resolved) edgeActivations {
 				logitsD, chunks = FP32, 8
 			}
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
-			logits.held = true
+			logits.held = p.keepOutputs
 			lf := logits
 			if logitsD != p.e {
 				lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
 			if r.Compile {
-				b.op("logsumexp", b.size(1, FP32), FP32, list(lf)).saved = true
+				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(lf)))
 			} else {
-				b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)).saved = true
+				b.keep(b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)))
 			}
 		case "logits_sum":
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
-			logits.held = true // returned in the model output
+			logits.held = p.keepOutputs // returned in the model output
 			b.op("sum", FP32.Size(1), FP32, list(logits))
 			// The backward of sum expands a scalar; the matmul needs it contiguous.
 			b.workspace(b.size(v, p.e))
 		default: // cross_entropy
 			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
-			logits.held = true // returned in the model output
+			logits.held = p.keepOutputs // returned in the model output
 			l32 := logits
 			if p.e != FP32 {
 				// transformers' loss upcasts: logits.float() (ForCausalLMLoss).
 				l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
 			if r.Compile {
-				b.op("logsumexp", b.size(1, FP32), FP32, list(l32)).saved = true
+				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
 			} else {
-				b.op("log_softmax", b.size(v, FP32), FP32, list(l32)).saved = true
+				b.keep(b.op("log_softmax", b.size(v, FP32), FP32, list(l32)))
 			}
 		}
 	}

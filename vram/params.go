@@ -1,5 +1,7 @@
 package vram
 
+import "strings"
+
 // unitMem is the persistent memory of one unit (a block, or the embedding /
 // head outside the blocks) on one GPU.
 type unitMem struct {
@@ -190,7 +192,8 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		switch {
 		case t.Layer >= 0:
 			blocks[t.Layer].add(u)
-		case t.Role == "lm_head" || t.Name == "score" || t.Name == "classifier" || (len(t.Name) > 4 && t.Name[:4] == "cls.") || t.Role == "norm" && isFinalNorm(t.Name):
+		case t.Role == "lm_head" || t.Name == "score" || t.Name == "classifier" || strings.HasPrefix(t.Name, "cls.") ||
+			strings.Contains(t.Name, "pooler.") || t.Role == "norm" && isFinalNorm(t.Name):
 			head.add(u)
 		default:
 			embed.add(u)
@@ -203,7 +206,8 @@ func isFinalNorm(name string) bool {
 	switch name {
 	case "model.norm.weight", "model.norm.bias", "transformer.ln_f.weight", "transformer.ln_f.bias",
 		"gpt_neox.final_layer_norm.weight", "gpt_neox.final_layer_norm.bias", "model.final_layernorm.weight",
-		"model.final_layernorm.bias", "model.decoder.final_layer_norm.weight", "model.decoder.final_layer_norm.bias":
+		"model.final_layernorm.bias", "model.decoder.final_layer_norm.weight", "model.decoder.final_layer_norm.bias",
+		"layernorm.weight", "layernorm.bias", "vit.layernorm.weight", "vit.layernorm.bias":
 		return true
 	}
 	return false

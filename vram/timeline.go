@@ -229,6 +229,18 @@ func (s *simulation) emit(iter, micro int, phase string, layer int, name string,
 	}
 }
 
+// keepsOutputs reports whether the framework's training loop holds the
+// model's output (logits, past_key_values, hidden states) until backward
+// ends. A plain loop does (`out = model(**batch); out.loss.backward()`), and
+// so does litgpt's fit (`logits = model(x); fabric.backward(loss)`). The HF
+// Trainer returns only the loss from compute_loss (trainer.py), torchtune's
+// recipes `del logits` before backward ("free logits otherwise it peaks
+// backward memory"), torchtitan's train step `del pred`, and Megatron's and
+// DeepSpeed's engines return the loss.
+func (r *resolved) keepsOutputs() bool {
+	return r.Framework == "plain_pytorch" || r.Framework == "litgpt"
+}
+
 // checkpointed reports whether block l keeps only its input.
 func (r *resolved) checkpointed(l int) bool {
 	return r.Checkpointing == "full" && l%r.CheckpointEvery == 0
@@ -269,6 +281,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
 	}
+	var held Bytes // the model output's tensors, freed when backward returns
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
@@ -284,7 +297,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		s.emit(iter, micro, "backward", -1, "loss and output", s.walkBackward(live, s.edges.Head, s.edges.Head.Saved, headGrads, 1, 0), 0)
 		live.Gradients = addBytes(live.Gradients, headGrads)
-		live.Activations -= s.edges.Head.Saved
+		live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
+		held = s.edges.Head.outlives
 	}
 	// Backward, last block first.
 	var unsharded Bytes // FSDP1 frozen flat params gathered and not resharded
@@ -311,6 +325,11 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		s.emit(iter, micro, "backward", l, "", best, 0)
 		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)
+		if saved == a.Saved {
+			// What the model's output holds outlives the block's backward.
+			live.Activations = addBytes(live.Activations, scale(a.outlives, inflight))
+			held = addBytes(held, scale(a.outlives, inflight))
+		}
 		if r.OptimizerInBackward && last {
 			// The step runs in the grad hook and frees the gradient at once;
 			// the layer's states now exist.
@@ -327,6 +346,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		live.Activations -= scale(s.edges.Embed.Saved, inflight)
 		s.emit(iter, micro, "backward", -1, "embedding", live, unsharded)
 	}
+	live.Activations -= held // backward returned; the loop drops the output
 	if r.OptimizerInBackward && last {
 		live.Gradients = 0
 	}

@@ -69,65 +69,37 @@ func cpuOnly(name string) (string, bool) {
 	return "", false
 }
 
-// known lists the grid points the engine misses by more than 2 %, each with
-// the bound it stays within and the reason, not modelled yet:
-//   - GPT-2 with full checkpointing: during the recomputed block's backward,
-//     the Python-written GELU (gelu_new) holds about four FFN-sized gradient
-//     buffers at once (one per use of its input); the engine's op-by-op walk
-//     holds two.
-//   - Llama under CPU bf16 autocast without checkpointing: the engine
-//     follows CUDA's autocast lists (which ops run in bf16, which in fp32,
-//     and the cached bf16 weight copies); CPU autocast differs.
-//   - Mixtral-style MoE: transformers loops over the experts in Python,
-//     gathering and scattering each expert's tokens; the engine models the
-//     gathered copies in aggregate (k per token), which leaves the peak off
-//     by up to 9 % and, without checkpointing, in the wrong phase.
-//   - BERT in fp32 with full checkpointing: MemTracker's peak comes after
-//     the recomputed block's FFN output projection has run its backward
-//     (its weight gradients exist, about 1 MB of saved tensors is gone);
-//     the engine's walk peaks earlier in that block, about 0.5 MB higher.
-//   - ViT (patch embedding, 65 tokens): in fp32 the engine is 2–6 % high.
-//     MemTracker's peak holds no weight gradient of the last block yet; the
-//     engine's walk peaks where the FFN output projection's weight gradient
-//     and its FFN-wide input gradient are both live. Under CPU bf16 autocast
-//     the engine is up to 3 % low, likely CPU autocast lists again. Not
-//     diagnosed further.
+// known lists the grid points the engine misses by more than 2 % or in
+// phase, each with the bound it stays within and the reason:
+//   - Llama-style RoPE under bf16 autocast with SDPA and no checkpointing
+//     (the tiny Llama, with and without LoRA, and the tiny Mixtral): the
+//     traces show transformers 4.57's rotary embedding returning cos/sin in
+//     the hidden states' dtype (fp32 under autocast with fp32 weights), so the
+//     rotated q and k are fp32, and the returned cache (DynamicLayer.update's
+//     torch.cat) keeps fp32 copies of k and v; SDPA then saves bf16 casts. The
+//     engine keeps the rotated q/k and the cache in the compute dtype: 2–3 %
+//     low at the loss's backward. Eager attention is within 2 %.
+//   - ViT under bf16 autocast with AdamW: the engine's backward peak and its
+//     optimizer-step peak are within 1 % of each other and the step's wins by
+//     that margin; the total is 0.4 % off, the phase is a near tie.
 var known = map[string]float64{
-	"bert-tiny-fp32-eager-full-sgd":            0.03,
-	"bert-tiny-fp32-sdpa-full-sgd":             0.03,
-	"gpt2-tiny-fp32-eager-full-sgd":            0.05,
-	"vit-tiny-amp_bf16-eager-none-adamw":       0.03,
-	"vit-tiny-amp_bf16-eager-none-sgd":         0.03,
-	"vit-tiny-amp_bf16-sdpa-none-sgd":          0.03,
-	"vit-tiny-fp32-eager-full-sgd":             0.06,
-	"vit-tiny-fp32-eager-none-adamw":           0.03,
-	"vit-tiny-fp32-eager-none-sgd":             0.04,
-	"vit-tiny-fp32-sdpa-full-sgd":              0.06,
-	"vit-tiny-fp32-sdpa-none-adamw":            0.03,
-	"vit-tiny-fp32-sdpa-none-sgd":              0.04,
-	"gpt2-tiny-amp_bf16-eager-full-sgd":        0.05,
-	"llama-tiny-gqa-amp_bf16-eager-none-adamw": 0.05,
-	"llama-tiny-gqa-amp_bf16-eager-none-sgd":   0.05,
-	"llama-tiny-gqa-amp_bf16-sdpa-none-sgd":    0.07,
-	"mixtral-tiny-amp_bf16-eager-full-sgd":     0.09,
-	"mixtral-tiny-amp_bf16-eager-none-sgd":     0.09,
-	"mixtral-tiny-amp_bf16-sdpa-full-sgd":      0.09,
-	"mixtral-tiny-amp_bf16-sdpa-none-sgd":      0.09,
-	"mixtral-tiny-fp32-eager-full-sgd":         0.09,
-	"mixtral-tiny-fp32-eager-none-sgd":         0.09,
-	"mixtral-tiny-fp32-sdpa-full-sgd":          0.09,
-	"mixtral-tiny-fp32-sdpa-none-sgd":          0.09,
+	"llama-tiny-gqa-amp_bf16-sdpa-none-sgd":        0.03,
+	"llama-tiny-gqa-lora-amp_bf16-sdpa-none-adamw": 0.03,
+	"llama-tiny-gqa-lora-amp_bf16-sdpa-none-sgd":   0.03,
+	"mixtral-tiny-amp_bf16-sdpa-none-sgd":          0.03,
+	"vit-tiny-amp_bf16-eager-none-adamw":           0.01,
 }
 
 // TestTraceMatchesMemTracker replays training steps of small models (GPT-2,
-// BERT, ViT, Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast × eager/SDPA × no or
-// full checkpointing × AdamW/SGD; LoRA cannot be traced: MemTracker refuses
-// frozen parameters) and compares the engine's peak
-// with the one PyTorch's MemTracker traced: the total within 2 %, the
-// parameters exactly, and the phase of the peak.
+// BERT, ViT, Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast ×
+// eager/SDPA × no or full checkpointing × AdamW/SGD, and LoRA on the Llama,
+// which examples/measure traces with its live-storage tracker because
+// MemTracker refuses frozen parameters) and compares the engine's peak with
+// the traced one: the total within 2 %, the parameters exactly, and the phase
+// of the peak.
 func TestTraceMatchesMemTracker(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "trace", "*.json"))
-	if len(files) < 80 {
+	if len(files) < 88 {
 		t.Fatalf("only %d traces in testdata/trace (make truth)", len(files))
 	}
 	sort.Strings(files)

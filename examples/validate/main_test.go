@@ -39,7 +39,7 @@ func TestValidateReference(t *testing.T) {
 	if alloc[1] < 38 {
 		t.Errorf("allocated_peak: only %v of %v cases predicted", alloc[1], alloc[0])
 	}
-	if alloc[3] > 6.0 || alloc[4] > 14.0 {
+	if alloc[3] > 6.0 || alloc[4] > 13.0 {
 		t.Errorf("allocated_peak accuracy regressed: median %.1f%%, p90 %.1f%%", alloc[3], alloc[4])
 	}
 	for _, k := range []string{"reserved_peak", "nvidia_smi"} {
@@ -47,7 +47,7 @@ func TestValidateReference(t *testing.T) {
 			t.Errorf("%s: %v of %v predicted, median %.1f%%", k, v[1], v[0], v[3])
 		}
 	}
-	if all := got["all"]; all[3] > 6.5 || all[4] > 18.5 {
+	if all := got["all"]; all[3] > 6.5 || all[4] > 15.5 {
 		t.Errorf("overall accuracy regressed: median %.1f%%, p90 %.1f%%", all[3], all[4])
 	}
 	// Every skipped case says why.
