@@ -152,6 +152,65 @@ def saved(args):
     write(args, json.dumps(out, indent=1) + "\n")
 
 
+def StorageTracker(model):
+    """A live-storage tracker for what MemTracker refuses (frozen parameters,
+    as under LoRA). A TorchDispatchMode sees every tensor an op returns; each
+    new storage is counted until it is freed, in the category of the phase
+    that created it (ACT in the forward pass, TEMP in backward, OPT in the
+    optimizer step) or GRAD when it is a parameter's .grad at the peak. The
+    parameters and buffers are counted apart, as MemTracker does. `peak` is
+    the composition at the most live bytes since the last reset."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    def ptr(t):
+        return t.untyped_storage().data_ptr()
+
+    owned = {ptr(q): q.untyped_storage().nbytes() for q in model.parameters()}
+    bufs = {ptr(b): b.untyped_storage().nbytes() for b in model.buffers()}
+    base = {"PARAM": sum(owned.values()), "BUFFER": sum(bufs.values())}
+
+    class Tracker(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live = {}  # data_ptr -> (bytes, category)
+            self.current = "ACT"
+            self.reset()
+
+        def reset(self):
+            self.total, self.peak = -1, None
+
+        def phase(self, name):
+            self.current = {"forward": "ACT", "backward": "TEMP", "optimizer": "OPT"}[name]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                    continue
+                st = t.untyped_storage()
+                k = st.data_ptr()
+                if k in self.live or k in owned or k in bufs or st.nbytes() == 0:
+                    continue
+                self.live[k] = (st.nbytes(), self.current)
+                weakref.finalize(st, self.live.pop, k, None)
+            total = sum(b for b, _ in self.live.values())
+            if total > self.total:
+                self.total = total
+                grads = {ptr(q.grad) for q in model.parameters() if q.grad is not None}
+                peak = dict(base, GRAD=0, ACT=0, TEMP=0, OPT=0)
+                for k, (b, cat) in self.live.items():
+                    peak["GRAD" if k in grads else cat] += b
+                peak["Total"] = sum(peak.values())
+                self.peak = peak
+            return out
+
+    return Tracker()
+
+
 def trace(args):
     import torch
     import transformers
@@ -175,8 +234,6 @@ def trace(args):
     params = [q for q in model.parameters() if q.requires_grad]
     opt = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
            "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
-    mt = MemTracker()
-    mt.track_external(model, opt)
     b = int(train["micro_batch"])
     if model_type == "vit":
         # One batch of images; the model's dtype, as the engine counts the input.
@@ -185,24 +242,41 @@ def trace(args):
     else:
         ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])))
         inputs = {"input_ids": ids} if model_type in ENCODERS else {"input_ids": ids, "labels": ids}
+
+    def step(phase):
+        phase("forward")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
+            out = model(**inputs)
+            if model_type in ENCODERS:
+                # Every parameter gets a gradient, the pooler's too, as under a task head.
+                loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
+            else:
+                loss = out.loss
+        phase("backward")
+        loss.backward()
+        del out, loss
+        phase("optimizer")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
     peaks = []
-    with mt:
-        for _ in range(2):
-            ctx = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16")
-            with ctx:
-                out = model(**inputs)
-                if model_type in ENCODERS:
-                    # Every parameter gets a gradient, the pooler's too, as under a task head.
-                    loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
-                else:
-                    loss = out.loss
-            loss.backward()
-            del out, loss
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            snap = list(mt.get_tracker_snapshot("peak").values())[0]
-            peaks.append({str(k).split(".")[-1]: v for k, v in snap.items()})
-            mt.reset_mod_stats()
+    if len(params) < sum(1 for _ in model.parameters()):
+        # MemTracker refuses frozen parameters (LoRA): track live storages.
+        tracker = StorageTracker(model)
+        with tracker:
+            for _ in range(2):
+                step(tracker.phase)
+                peaks.append(tracker.peak)
+                tracker.reset()
+    else:
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        with mt:
+            for _ in range(2):
+                step(lambda name: None)
+                snap = list(mt.get_tracker_snapshot("peak").values())[0]
+                peaks.append({str(k).split(".")[-1]: v for k, v in snap.items()})
+                mt.reset_mod_stats()
     out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
            "iteration1": peaks[0], "iteration2": peaks[1]}
     write(args, json.dumps(out, indent=1) + "\n")
