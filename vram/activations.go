@@ -65,7 +65,10 @@ type BlockActivations struct {
 	// outlives is what the model's output holds (saved by autograd or not):
 	// it stays live until the whole backward returns.
 	outlives Bytes
-	prog     *actBuilder // the op program, replayed tensor by tensor by Replay
+	// inputSaved: an op of the block saves its input (so a checkpoint's kept
+	// input is among the recomputed saved tensors).
+	inputSaved bool
+	prog       *actBuilder // the op program, replayed tensor by tensor by Replay
 	// bwd walks the backward pass op by op: what is still saved, the share of
 	// the block's weight gradients created so far, and the gradients in flight.
 	bwd []bwdStep
@@ -116,6 +119,10 @@ type actOp struct {
 	// expert: one of the routed experts' ops, which transformers runs in a
 	// Python loop over the experts, one expert's tokens at a time.
 	expert bool
+	// scatter: the op indexes rows of its input (hidden_states[top_x]); its
+	// backward scatters into a fresh zero tensor of the input's full size
+	// (new_zeros, then index_put), both live at once.
+	scatter bool
 }
 
 // actBuilder records a block's ops.
@@ -129,6 +136,7 @@ type actBuilder struct {
 	ops      []actOp
 	pool     []actT    // backing store for ts: one allocation per block
 	in       *actT     // the block's input (external)
+	head     bool      // the output projection and loss, after the blocks
 	frees    [][]*actT // per op: transients whose last use it is (for Replay)
 }
 
@@ -240,6 +248,7 @@ type blockPlan struct {
 	// keepOutputs: the training loop holds the model's output (logits, cache,
 	// hidden states) until backward ends.
 	keepOutputs bool
+	hfModeling  bool  // transformers' modeling code (rotary embedding, cache)
 	baseDType   DType // stored dtype of the (frozen) base weights
 	fusedQKV    bool  // one q|k|v matmul whose output v is a view of
 	// pythonGELU: gelu_new as transformers' Python formula, not a fused kernel.
@@ -267,7 +276,7 @@ func (p blockPlan) saveInput(role string) bool {
 // per-rank feature counts; weightElems sizes the autocast weight copy.
 func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int64) *actT {
 	var saves []*actT
-	xc := b.castIn(p, name, x, in)
+	xc := b.castIn(p, name, x)
 	if p.saveInput(role) {
 		saves = append(saves, xc)
 	}
@@ -296,7 +305,7 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 			a = b.op(name+".lora_dropout", b.size(in, x.dtype), x.dtype, list(x))
 			b.side(name+".lora_dropout.mask", b.size(in, Bool), Bool)
 		}
-		a = b.castIn(p, name+".lora_A", a, in)
+		a = b.castIn(p, name+".lora_A", a)
 		la := b.op(name+".lora_A", b.size(p.loraRank, p.e), p.e, list(a), a)
 		b.ops[len(b.ops)-1].weights = p.loraRank * in
 		lb := b.op(name+".lora_B", b.size(out, p.e), p.e, list(la), la)
@@ -359,11 +368,12 @@ func (b *actBuilder) dropout(p blockPlan, name string, x *actT, elems int64, pro
 // caches casts of leaf tensors that require grad (the weights) only; every op
 // that takes an fp32 activation casts it again (aten/src/ATen/autocast_mode.cpp
 // cached_cast), and each matmul saves its own copy.
-func (b *actBuilder) castIn(p blockPlan, name string, x *actT, in int64) *actT {
-	if p.autocast && x.dtype != p.e {
-		return b.op(name+".cast", b.size(in, p.e), p.e, list(x))
+func (b *actBuilder) castIn(p blockPlan, name string, x *actT) *actT {
+	if !p.autocast || x.dtype == p.e || !x.dtype.IsFloat() {
+		return x
 	}
-	return x
+	n := Bytes(mulI64(int64(x.bytes), int64(p.e.Bits())) / int64(x.dtype.Bits()))
+	return b.op(name+".cast", n, p.e, list(x))
 }
 
 // buildBlock lists the activations of block i of the resolved plan.
@@ -421,6 +431,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				q = b.op("q_contiguous", b.size(qDim, p.e), p.e, list(qkv))
 				k = b.op("k_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
 				v = b.op("v_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
+			} else if p.useCache && p.hfModeling && m.Position != "rope" {
+				// The cache's torch.cat makes contiguous copies of k and v
+				// (cache_utils.py DynamicLayer.update), which SDPA then reads.
+				k = b.op("cache.k", b.size(kvDim, p.e), p.e, list(qkv))
+				v = b.op("cache.v", b.size(kvDim, p.e), p.e, list(qkv))
 			}
 			if m.Position == "rope" && m.Family == "gpt_neox" {
 				// modeling_gpt_neox.py applies the rotary embedding with its fp32
@@ -443,8 +458,22 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
 			v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
 			if m.Position == "rope" {
-				q = b.op("q_rope", b.size(qDim, p.e), p.e, list(q))
-				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
+				// transformers' rotary embeddings return cos and sin in the
+				// hidden states' dtype (cos.to(dtype=x.dtype)): fp32 under
+				// autocast with fp32 weights, so q·cos promotes q and k to fp32.
+				d := p.e
+				if p.hfModeling && p.autocast {
+					d = p.resid
+				}
+				q = b.op("q_rope", b.size(qDim, d), d, list(q))
+				k = b.op("k_rope", b.size(kvDim, d), d, list(k))
+			}
+			if p.useCache && p.hfModeling {
+				// DynamicLayer.update concatenates k and v onto empty tensors
+				// created in k's dtype (cache_utils.py lazy_initialization):
+				// attention reads these copies, in k's dtype.
+				k = b.op("cache.k", b.size(kvDim, k.dtype), k.dtype, list(k))
+				v = b.op("cache.v", b.size(kvDim, k.dtype), k.dtype, list(v))
 			}
 		}
 		if p.useCache && p.keepOutputs {
@@ -456,13 +485,17 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			// repeat_kv: expand + reshape materialises full-head k and v. With
 			// SDPA, transformers passes enable_gqa=True instead (torch ≥ 2.5,
 			// sdpa_attention.py use_gqa_in_sdpa).
-			k = b.op("repeat_k", b.size(qDim, p.e), p.e, list(k))
-			v = b.op("repeat_v", b.size(qDim, p.e), p.e, list(v))
+			k = b.op("repeat_k", b.size(qDim, k.dtype), k.dtype, list(k))
+			v = b.op("repeat_v", b.size(qDim, v.dtype), v.dtype, list(v))
 		}
+		// Autocast casts fp32 inputs of the attention matmuls and of SDPA to
+		// the compute dtype; those copies are what autograd saves.
+		cast := func(x *actT) *actT { return b.castIn(p, x.name, x) }
 		var o *actT
 		scores := p.batch * heads * p.seq * p.keys // elements of one s×s map per rank
 		switch p.attnImpl {
 		case "eager":
+			q, k := cast(q), cast(k)
 			s := b.op("scores", p.e.Size(scores), p.e, list(q, k), q, k)
 			s.attn = true
 			sm := b.op("scores_scaled_masked", p.e.Size(scores), p.e, list(s))
@@ -496,9 +529,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				pr = b.op("probs_autocast", p.e.Size(scores), p.e, list(pr)) // matmul's autocast copy
 				pr.attn = true
 			}
+			v := cast(v)
 			o = b.op("probs@v", b.size(qDim, p.e), p.e, list(pr, v), pr, v)
 		default:
 			// Fused attention saves q, k, v, its output and the fp32 logsumexp.
+			q, k, v := cast(q), cast(k), cast(v)
 			o = b.keep(b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v), q, k, v))
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in (b, s, heads, d) memory order, so
@@ -535,15 +570,20 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			// routing weights (the product saves both) and index_add_s it into
 			// the output (which saves the scaled source): over all experts, k
 			// copies of each per token.
+			// final_hidden_states = torch.zeros(...) exists before the loop;
+			// each expert index_add_s into it in place.
+			final := b.op("experts.output", b.size(h, hd), hd, nil)
 			first := len(b.ops)
 			gathered := b.op("experts.gather", b.size(k*h, hd), hd, list(aIn))
-			b.side("experts.token_index", b.size(k, INT64), INT64)
+			b.ops[len(b.ops)-1].scatter = true
+			// torch.where(expert_mask[e]) returns views of one nonzero
+			// result: (slot, token) pairs, int64.
+			b.side("experts.token_index", b.size(2*k, INT64), INT64)
 			// Every expert on this rank (and any shared expert) multiplies by
 			// its own weights: their gradients, and under autocast their cast
 			// copies, which each expert's matmuls save, are the experts' full
 			// size, not the k experts' a token sees.
-			perRank := max(1, int64(m.Experts)/int64(max(1, b.r.ep)))
-			wElems := (perRank + int64(m.SharedExperts)) * int64(m.ExpertFFN) * h / p.tp
+			wElems := (r.expertsPerRank() + int64(m.SharedExperts)) * int64(m.ExpertFFN) * h / p.tp
 			allWeights := func() {
 				op := &b.ops[len(b.ops)-1]
 				if op.weights > 0 {
@@ -564,11 +604,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			slice := b.op("experts.token_weights", b.size(k, hd), hd, list(rw))
 			// Under autocast the product promotes to the fp32 weights' dtype.
 			weighted := b.op("experts.routing_weight", b.size(k*h, hd), hd, list(down, slice), down, slice)
-			out := b.op("experts.index_add", b.size(h, hd), hd, list(weighted), weighted)
+			b.op("experts.index_add", 0, hd, list(weighted, final), weighted)
 			for i := first; i < len(b.ops); i++ {
 				b.ops[i].expert = true
 			}
-			return out
+			return final
 		}
 		if m.Gated() {
 			g := b.linear(p, "gate_proj", "gate_proj", aIn, h, f)
@@ -636,7 +676,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 // summarize turns the op list into the block's inventory and peaks.
 func (b *actBuilder) summarize(input *actT) BlockActivations {
 	b.in = input
-	ba := BlockActivations{prog: b}
+	ba := BlockActivations{prog: b, inputSaved: input.saved}
 	ba.Input = input.bytes
 	for _, t := range b.ts {
 		if t.external && !t.saved && !t.held {
@@ -697,41 +737,49 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			}
 		}
 	}
-	// The routed experts' backward runs one expert at a time, the expert the
-	// forward loop reached last first: while it runs, the other experts'
-	// saved tensors are all live and its in-flight gradients are one
-	// expert's share. The walk takes that first expert as representative:
-	// expert ops carry 1/E of the in-flight gradients and weight gradients,
-	// and the section's releases and remaining weight gradients land when
-	// the last expert is done.
-	experts := int64(1)
-	if m := b.r.m; m.Experts > 0 {
-		experts = max(1, int64(m.Experts)/int64(max(1, b.r.ep)))
+	// A block's backward starts with the gradient of its output in the
+	// residual stream; the head's starts from the loss, and the gradient of
+	// its input appears only when the op reading it runs (counted there).
+	resid := input.bytes
+	if b.head {
+		resid = 0
 	}
-	var deferred Bytes
-	var pending int64
+	// The routed experts' backward runs one expert at a time, the expert the
+	// forward loop reached last first. While expert j of E runs, the saved
+	// tensors of the experts still to come are live and the weight
+	// gradients of those done exist, each 1/E of the section's; its own
+	// in-flight gradients are one expert's share. Both totals change
+	// linearly with j, so the most memory is at the first or the last
+	// expert: the walk takes those two passes over the section's ops, each
+	// expert's saved tensors going as its ops finish.
+	experts := b.r.expertsPerRank()
 	savedRem := ba.Saved
-	for i := len(b.ops) - 1; i >= 0; i-- {
+	// step walks op i's backward. For an expert's op (share E), the
+	// gradients of the section's tensors are one expert's share; those of
+	// tensors from before the section (the MoE input: each expert's gather
+	// scatters a full-size gradient) are whole, and extra is the input
+	// gradient the experts already done have summed.
+	step := func(i int, share int64, before int, extra Bytes) {
 		op := b.ops[i]
-		var g Bytes
+		var g, whole Bytes
 		for _, t := range op.outs {
 			g = addBytes(g, gradSize(t))
 		}
 		for _, t := range op.ins {
-			if t != nil {
+			switch {
+			case t == nil:
+			case t.born < before:
+				whole = addBytes(whole, gradSize(t))
+			default:
 				g = addBytes(g, gradSize(t))
 			}
 		}
-		w := op.weights
-		if op.expert {
-			g /= Bytes(experts)
-			pending += w - w/experts
-			w /= experts
+		if op.scatter {
+			whole = addBytes(whole, whole)
 		}
-		g = addBytes(g, addBytes(input.bytes, op.workspace))
-		if g > bwd {
-			bwd = g
-		}
+		g = addBytes(g/Bytes(share), addBytes(addBytes(whole, extra), addBytes(resid, op.workspace)))
+		bwd = max(bwd, g)
+		w := op.weights / share
 		if !op.castWeights {
 			done += w
 		}
@@ -743,19 +791,52 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		if op.castWeights {
 			done += w
 		}
-		if !op.expert {
+	}
+	for i := len(b.ops) - 1; i >= 0; i-- {
+		if !b.ops[i].expert || experts == 1 {
+			step(i, 1, -1, 0)
 			savedRem -= released[i]
 			continue
 		}
-		deferred = addBytes(deferred, released[i])
-		if i == 0 || !b.ops[i-1].expert {
-			savedRem -= deferred
-			done += pending
-			deferred, pending = 0, 0
+		hi, lo := i, i
+		for lo > 0 && b.ops[lo-1].expert {
+			lo--
 		}
+		var rel, inGrad Bytes
+		var w int64
+		for k := lo; k <= hi; k++ {
+			rel, w = addBytes(rel, released[k]), w+b.ops[k].weights
+			for _, t := range b.ops[k].ins {
+				if t != nil && t.born < lo {
+					inGrad = addBytes(inGrad, gradSize(t))
+				}
+			}
+		}
+		r0, d0 := savedRem, done
+		for k := hi; k >= lo; k-- { // the first expert
+			step(k, experts, lo, 0)
+			savedRem -= released[k] / Bytes(experts)
+		}
+		savedRem = r0 - Bytes(float64(rel)*float64(experts-1)/float64(experts))
+		done = d0 + w*(experts-1)/experts
+		for k := hi; k >= lo; k-- { // the last expert
+			step(k, experts, lo, inGrad)
+			savedRem -= released[k] / Bytes(experts)
+		}
+		savedRem, done = r0-rel, d0+w
+		i = lo
 	}
 	ba.BackwardPeak = bwd
 	return ba
+}
+
+// expertsPerRank is the number of routed experts each expert-parallel rank
+// holds (1 for dense models).
+func (r *resolved) expertsPerRank() int64 {
+	if r.m.Experts == 0 {
+		return 1
+	}
+	return max(1, int64(r.m.Experts)/int64(max(1, r.ep)))
 }
 
 // releaseAt is the op after whose backward t is no longer saved.
@@ -825,6 +906,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	p.useCache = (r.Framework == "hf_trainer" || r.Framework == "plain_pytorch") &&
 		r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
 	p.keepOutputs = r.keepsOutputs()
+	p.hfModeling = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
 	p.baseDType = r.WeightsDType
 	switch m.Family {
 	case "bert", "gpt2", "vit":

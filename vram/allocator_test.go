@@ -79,7 +79,8 @@ func TestAllocatorMaxSplitSize(t *testing.T) {
 }
 
 // TestReplayMatchesTimeline: the tensor-level replay and the layer-level
-// timeline come from the same inventories; their allocated peaks agree, and
+// timeline come from the same inventories and the same release rules; their
+// allocated peaks agree within 2 %, and
 // reserved is never below allocated.
 func TestReplayMatchesTimeline(t *testing.T) {
 	for _, tr := range []Training{
@@ -100,7 +101,7 @@ func TestReplayMatchesTimeline(t *testing.T) {
 			t.Errorf("reserved %v < allocated %v", rep.PeakReserved, rep.PeakAllocated)
 		}
 		ratio := float64(rep.PeakAllocated) / float64(est.Peak.Total())
-		if ratio < 0.93 || ratio > 1.07 {
+		if ratio < 0.98 || ratio > 1.02 {
 			t.Errorf("%s: replay peak %v vs timeline peak %v (ratio %.3f)", tr.Model.Name, rep.PeakAllocated, est.Peak.Total(), ratio)
 		}
 	}

@@ -82,6 +82,9 @@ func FuzzEstimateInvariants(f *testing.F) {
 			t.Fatalf("%+v: %v", tr, err)
 		}
 		checkBreakdown(t, est.Peak)
+		if tl, _ := tr.Timeline(); tl.PeakEvent().Live.Total() != est.Peak.Total() {
+			t.Fatalf("estimate peak %v, recorded timeline %v", est.Peak.Total(), tl.PeakEvent().Live.Total())
+		}
 		rep, err := tr.Replay(ReplayOptions{})
 		if err != nil {
 			t.Fatal(err)

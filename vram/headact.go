@@ -35,7 +35,16 @@ func buildEdges(r *resolved) edgeActivations {
 	if e == 0 {
 		e = m.Hidden
 	}
-	x := b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
+	var x *actT
+	if im := m.Image; m.Family == "vit" && p.autocast {
+		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
+		// fp32 kernel; it saves both copies for its backward.
+		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
+		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, list(px), px)
+		b.side("patch_embed.weight_cast", p.e.Size(h*int64(im.Channels*im.Patch*im.Patch)), p.e)
+	} else {
+		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
+	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
 	}
@@ -52,7 +61,7 @@ func buildEdges(r *resolved) edgeActivations {
 	ea.Embed = b.summarize(in)
 
 	// Head side.
-	b = &actBuilder{r: r, tokens: tokens}
+	b = &actBuilder{r: r, tokens: tokens, head: true}
 	x = &actT{name: "hidden", op: "hidden", bytes: b.size(h, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)

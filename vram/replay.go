@@ -226,53 +226,55 @@ func (tr *tracer) step(last bool) {
 	inputs := tr.a.Malloc(tr.edges.Inputs)
 	// Forward.
 	var res int // the residual stream handle between blocks
-	saved := map[int][]int{}
+	saved := map[int]*kept{}
+	var held []int // what the model's output holds until backward returns
 	if tr.st.embed {
-		hs, out := tr.forward(tr.edges.Embed.prog, -1)
-		saved[-1], res = hs, out
-	}
-	// keepInput keeps the handle of a block's input with its saved tensors
-	// when the block (or its checkpoint) saves it, and frees it otherwise.
-	keepInput := func(p *actBuilder, hs []int, in int, ckpt bool) []int {
-		if ckpt || p.in.saved {
-			return append(hs, in)
-		}
-		tr.a.Free(in)
-		return hs
+		k, out := tr.forward(tr.edges.Embed.prog, -1)
+		saved[-1], res = k, out
 	}
 	for l := tr.st.first; l < tr.st.last; l++ {
 		g := tr.gather(l)
 		p := tr.acts[l].prog
-		hs, out := tr.forward(p, res)
+		k, out := tr.forward(p, res)
 		if r.checkpointed(l) {
-			tr.freeAll(hs) // only the block input stays
-			hs = nil
+			k.freeAll(tr.a) // only the block input stays
+			k = &kept{input: res}
+		} else if p.in.saved {
+			k.input = res
+		} else {
+			tr.a.Free(res)
 		}
-		saved[l], res = keepInput(p, hs, res, r.checkpointed(l)), out
+		saved[l], res = k, out
 		tr.a.Free(g)
 		tr.note("forward", l)
 	}
 	if tr.st.head {
-		hs, out := tr.forward(tr.edges.Head.prog, res)
-		saved[-2] = keepInput(tr.edges.Head.prog, hs, res, false)
+		p := tr.edges.Head.prog
+		k, out := tr.forward(p, res)
+		if p.in.saved || p.in.held {
+			k.input = res
+		} else {
+			tr.a.Free(res)
+		}
 		tr.a.Free(out)
 		tr.note("loss", -1)
 		tr.paramGrads(-2)
-		grad := tr.backward(tr.edges.Head.prog, -1)
-		tr.freeAll(saved[-2])
+		grad := tr.backward(p, -1, k, &held)
 		res = grad
 		tr.note("backward", -1)
 	}
 	for l := tr.st.last - 1; l >= tr.st.first; l-- {
 		g := tr.gather(l)
+		k := saved[l]
 		if r.checkpointed(l) {
-			hs, out := tr.forward(tr.acts[l].prog, -1)
+			// Recomputation rebuilds the block's saved tensors from its input.
+			rk, out := tr.forward(tr.acts[l].prog, -1)
 			tr.a.Free(out)
-			saved[l] = append(saved[l], hs...)
+			rk.input = k.input
+			k = rk
 		}
 		tr.paramGrads(l)
-		grad := tr.backward(tr.acts[l].prog, res)
-		tr.freeAll(saved[l])
+		grad := tr.backward(tr.acts[l].prog, res, k, &held)
 		res = grad
 		tr.a.Free(g)
 		if r.Parallel.ZeRO >= 2 {
@@ -282,8 +284,9 @@ func (tr *tracer) step(last bool) {
 	}
 	if tr.st.embed {
 		tr.paramGrads(-1)
-		tr.freeAll(saved[-1])
+		saved[-1].freeAll(tr.a)
 	}
+	tr.freeAll(held)
 	tr.a.Free(res)
 	tr.a.Free(inputs)
 	tr.note("backward", -1)
@@ -340,10 +343,33 @@ func (tr *tracer) reduceScatter(l int) {
 	}
 }
 
+// kept is what a block's forward leaves for its backward: the handles of its
+// saved and held tensors (by tensor id, -1 where none) and of its input
+// when the block or its checkpoint keeps it.
+type kept struct {
+	h     []int
+	input int
+}
+
+// freeAll frees every handle k still holds.
+func (k *kept) freeAll(a *Allocator) {
+	for i, hd := range k.h {
+		if hd >= 0 {
+			a.Free(hd)
+			k.h[i] = -1
+		}
+	}
+	if k.input >= 0 {
+		a.Free(k.input)
+		k.input = -1
+	}
+}
+
 // forward replays a block's ops: outputs are allocated, transients freed
-// after their last use. It returns the handles of saved tensors and of the
-// block's output. in is the handle of the block input (kept by the caller).
-func (tr *tracer) forward(p *actBuilder, in int) (saved []int, out int) {
+// after their last use. It returns what the block keeps for its backward and
+// the handle of its output. in is the handle of the block input (kept by
+// the caller).
+func (tr *tracer) forward(p *actBuilder, in int) (k *kept, out int) {
 	h := make([]int, len(p.ts))
 	for i := range h {
 		h[i] = -1
@@ -369,26 +395,30 @@ func (tr *tracer) forward(p *actBuilder, in int) (saved []int, out int) {
 	}
 	for _, t := range p.ts {
 		hd := h[t.id]
-		if hd < 0 || t.keepAlive {
+		if hd < 0 {
 			continue
 		}
-		if t.saved || t.held {
-			saved = append(saved, hd)
-		} else {
-			tr.a.Free(hd)
+		if t.keepAlive || !(t.saved || t.held) {
+			if !t.keepAlive {
+				tr.a.Free(hd)
+			}
+			h[t.id] = -1
 		}
 	}
 	if out < 0 {
 		out = tr.a.Malloc(0)
 	}
-	return saved, out
+	return &kept{h: h, input: -1}, out
 }
 
 // backward replays a block's ops in reverse: each op allocates the
-// gradients of its inputs and frees those of its outputs. gradOut is the
-// handle of the gradient flowing in; the gradient of the block input is
-// returned.
-func (tr *tracer) backward(p *actBuilder, gradOut int) int {
+// gradients of its inputs and frees those of its outputs, and a saved
+// tensor is freed once the earliest op that saved it is done (tensors the
+// model's output holds move to held). Routed experts run one at a time:
+// their gradients are one expert's share and their saved tensors go when
+// the last expert is done (as the timeline's walk). gradOut is the handle
+// of the gradient flowing in; the gradient of the block input is returned.
+func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int {
 	g := make([]int, len(p.ts))
 	for i := range g {
 		g[i] = -1
@@ -398,15 +428,48 @@ func (tr *tracer) backward(p *actBuilder, gradOut int) int {
 			g[t.id] = gradOut
 		}
 	}
+	release := make([][]*actT, len(p.ops))
+	for _, t := range p.ts {
+		if !t.external && k.h[t.id] >= 0 {
+			if j := t.releaseAt(); j >= 0 && j < len(p.ops) {
+				release[j] = append(release[j], t)
+			}
+		}
+	}
+	experts := tr.r.expertsPerRank()
+	var deferred []*actT
+	free := func(ts []*actT) {
+		for _, t := range ts {
+			if hd := k.h[t.id]; hd >= 0 {
+				if t.held {
+					*held = append(*held, hd)
+				} else {
+					tr.a.Free(hd)
+				}
+				k.h[t.id] = -1
+			}
+		}
+	}
+	grad := func(op actOp, t *actT) {
+		if t == nil || gradSize(t) == 0 || g[t.id] >= 0 {
+			return
+		}
+		size := t.bytes
+		if op.expert {
+			size /= Bytes(experts)
+		}
+		g[t.id] = tr.a.Malloc(size)
+	}
 	for i := len(p.ops) - 1; i >= 0; i-- {
 		op := p.ops[i]
+		// Outputs no later op read get their gradient from outside the
+		// block's ops: the loss, or (for autocast weight copies) the matmul
+		// itself, which yields the weight gradient in the compute dtype.
+		for _, t := range op.outs {
+			grad(op, t)
+		}
 		for _, t := range op.ins {
-			if t == nil || !t.dtype.IsFloat() {
-				continue
-			}
-			if g[t.id] < 0 {
-				g[t.id] = tr.a.Malloc(t.bytes)
-			}
+			grad(op, t)
 		}
 		if op.workspace > 0 {
 			tr.a.Free(tr.a.Malloc(op.workspace))
@@ -416,6 +479,15 @@ func (tr *tracer) backward(p *actBuilder, gradOut int) int {
 				tr.a.Free(g[t.id])
 				g[t.id] = -1
 			}
+		}
+		if !op.expert {
+			free(release[i])
+			continue
+		}
+		deferred = append(deferred, release[i]...)
+		if i == 0 || !p.ops[i-1].expert {
+			free(deferred)
+			deferred = deferred[:0]
 		}
 	}
 	res := -1
@@ -428,6 +500,15 @@ func (tr *tracer) backward(p *actBuilder, gradOut int) int {
 			continue
 		}
 		tr.a.Free(g[t.id])
+	}
+	free(p.ts) // what no op released: tensors the model's output holds
+	if k.input >= 0 {
+		if p.in.held {
+			*held = append(*held, k.input)
+		} else {
+			tr.a.Free(k.input)
+		}
+		k.input = -1
 	}
 	if res < 0 {
 		res = tr.a.Malloc(0)

@@ -229,6 +229,15 @@ func (s *simulation) emit(iter, micro int, phase string, layer int, name string,
 	}
 }
 
+// sameBlock reports whether blocks a and b need the same memory: the same
+// activation program, checkpointing and persistent memory.
+func (s *simulation) sameBlock(a, b int) bool {
+	r, x, y := s.r, &s.blocks[a], &s.blocks[b]
+	return s.acts[a].prog == s.acts[b].prog && r.checkpointed(a) == r.checkpointed(b) &&
+		x.params == y.params && x.grads == y.grads && x.gradsFull == y.gradsFull &&
+		x.states == y.states && x.gathered == y.gathered && x.trainable == y.trainable
+}
+
 // keepsOutputs reports whether the framework's training loop holds the
 // model's output (logits, past_key_values, hidden states) until backward
 // ends. A plain loop does (`out = model(**batch); out.loss.backward()`), and
@@ -276,21 +285,41 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
 		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
 	}
+	// Across a run of identical blocks every category changes by the same
+	// amount per block, so its maxima are at the run's ends: without a
+	// recorded timeline the blocks inside a run are accounted, not emitted.
+	inside := func(l int) bool {
+		return !s.record && l > st.first && l < st.last-1 && s.sameBlock(l-1, l) && s.sameBlock(l, l+1)
+	}
 	for l := st.first; l < st.last; l++ {
 		a := s.acts[l]
-		s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
+		if !inside(l) {
+			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
+		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
 	}
 	var held Bytes // the model output's tensors, freed when backward returns
+	// With tied embeddings the word embedding's gradient comes from the
+	// output projection; the rest of the embedding unit's (positions, token
+	// types, norms) from the embedding's own backward.
+	var tiedGrads Bytes
+	if r.m.TiedEmbeddings && st.embed && st.head && r.m.Head == "lm" && s.embed.trainable > 0 {
+		e := r.m.WordEmbedProjDim
+		if e == 0 {
+			e = r.m.Hidden
+		}
+		word := min(int64(r.m.Vocab)*int64(e)/int64(r.tp), s.embed.trainable)
+		tiedGrads = Bytes(float64(s.embed.grads) * float64(word) / float64(s.embed.trainable))
+	}
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
 		// Backward through the loss and the output projection, op by op.
 		headGrads := s.head.grads
-		if r.m.TiedEmbeddings && st.embed && r.m.Head == "lm" {
-			// The tied output projection creates the embedding's gradient in
-			// its backward, before any block's.
-			headGrads = addBytes(headGrads, s.embed.grads)
+		if tiedGrads > 0 {
+			// The tied output projection creates the word embedding's
+			// gradient in its backward, before any block's.
+			headGrads = addBytes(headGrads, tiedGrads)
 		}
 		if gradsHeld {
 			headGrads = 0
@@ -321,8 +350,14 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if gradsHeld {
 			layerGrads = 0 // already live
 		}
-		best := s.walkBackward(live, a, saved, layerGrads, inflight, extra)
-		s.emit(iter, micro, "backward", l, "", best, 0)
+		if !inside(l) {
+			if r.checkpointed(l) {
+				// Recomputation runs the block's forward again with the
+				// gradient of its output already in flight.
+				s.emit(iter, micro, "backward", l, "recompute", live, addBytes(addBytes(a.ForwardPeak, a.Input), extra))
+			}
+			s.emit(iter, micro, "backward", l, "", s.walkBackward(live, a, saved, layerGrads, inflight, extra), 0)
+		}
 		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)
 		if saved == a.Saved {
@@ -340,8 +375,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 	}
 	if st.embed {
-		if !gradsHeld && !(r.m.TiedEmbeddings && st.head && r.m.Head == "lm") {
-			live.Gradients = addBytes(live.Gradients, s.embed.grads)
+		if !gradsHeld {
+			live.Gradients = addBytes(live.Gradients, s.embed.grads-tiedGrads)
 		}
 		live.Activations -= scale(s.edges.Embed.Saved, inflight)
 		s.emit(iter, micro, "backward", -1, "embedding", live, unsharded)
@@ -390,9 +425,12 @@ func (s *simulation) walkBackward(live Breakdown, a BlockActivations, saved, gra
 	// the candidates are compared on those three and the winner built once.
 	at := func(i int) (act, grad, temp Bytes) {
 		step := &a.bwd[i]
+		// Recomputation rebuilds the saved tensors the walk lists; what the
+		// forward kept (the selective set, or the checkpoint's input) is among
+		// them, except a checkpoint input no op of the block saves.
 		held := step.saved
-		if saved != a.Saved {
-			held = addBytes(held, saved) // the kept input (or selective set) stays too
+		if saved == a.Input && saved != a.Saved && !a.inputSaved {
+			held = addBytes(held, saved)
 		}
 		act = addBytes(others, scale(held, inflight))
 		grad = addBytes(live.Gradients, Bytes(float64(grads)*step.gradFrac))

@@ -16,6 +16,22 @@ type traceMeasurement struct {
 	Plan       measuredPlan     `json:"plan"`
 	Iteration1 map[string]int64 `json:"iteration1"`
 	Iteration2 map[string]int64 `json:"iteration2"`
+	// Storage is the same run under the tool's live-storage tracker: every
+	// storage an op creates, counted until it is freed, in the category of
+	// the phase that created it (ACT forward, TEMP backward, OPT optimizer
+	// step) or GRAD when it is a parameter's .grad.
+	Storage struct {
+		Iteration1 map[string]int64 `json:"iteration1"`
+		Iteration2 map[string]int64 `json:"iteration2"`
+	} `json:"storage"`
+}
+
+// peakOf is the higher of two iterations' peaks.
+func peakOf(a, b map[string]int64) map[string]int64 {
+	if b["Total"] > a["Total"] {
+		return b
+	}
+	return a
 }
 
 // measuredPlan is the plan a companion-tool measurement was taken with.
@@ -59,44 +75,35 @@ func phaseOf(act, grads, total int64) string {
 	return "backward"
 }
 
-// cpuOnly names traces that measure a CPU kernel where CUDA runs another:
-// transformers' GPT-2 SDPA path runs the math kernel on the CPU (it saves what
-// eager attention saves), while on CUDA the fused kernels keep O(s) state.
-func cpuOnly(name string) (string, bool) {
-	if strings.HasPrefix(name, "gpt2-") && strings.Contains(name, "-sdpa-") {
-		return "GPT-2 SDPA runs the math kernel on the CPU", true
-	}
-	return "", false
-}
-
-// known lists the grid points the engine misses by more than 2 % or in
-// phase, each with the bound it stays within and the reason:
-//   - Llama-style RoPE under bf16 autocast with SDPA and no checkpointing
-//     (the tiny Llama, with and without LoRA, and the tiny Mixtral): the
-//     traces show transformers 4.57's rotary embedding returning cos/sin in
-//     the hidden states' dtype (fp32 under autocast with fp32 weights), so the
-//     rotated q and k are fp32, and the returned cache (DynamicLayer.update's
-//     torch.cat) keeps fp32 copies of k and v; SDPA then saves bf16 casts. The
-//     engine keeps the rotated q/k and the cache in the compute dtype: 2–3 %
-//     low at the loss's backward. Eager attention is within 2 %.
-//   - ViT under bf16 autocast with AdamW: the engine's backward peak and its
-//     optimizer-step peak are within 1 % of each other and the step's wins by
-//     that margin; the total is 0.4 % off, the phase is a near tie.
-var known = map[string]float64{
-	"llama-tiny-gqa-amp_bf16-sdpa-none-sgd":        0.03,
-	"llama-tiny-gqa-lora-amp_bf16-sdpa-none-adamw": 0.03,
-	"llama-tiny-gqa-lora-amp_bf16-sdpa-none-sgd":   0.03,
-	"mixtral-tiny-amp_bf16-sdpa-none-sgd":          0.03,
-	"vit-tiny-amp_bf16-eager-none-adamw":           0.01,
+// knownCategoryGaps lists the traces whose peak total is within 2 % but
+// whose memory besides parameters and optimizer states (activations,
+// temporaries and gradients together) is not, with the bound it stays
+// within:
+//   - the tiny Mixtral with full checkpointing: the peak is inside the
+//     recomputed MoE block's backward, at the last expert, where the
+//     live-storage trace also holds the gather's backward (new_zeros and
+//     index_put, full size) next to the experts' summed input gradient. The
+//     engine's walk takes the first and the last expert of the loop and
+//     counts those tensors; it stays 2.3–3.2 % low there, not diagnosed
+//     further.
+//   - LoRA on the tiny Llama, bf16 autocast, full checkpointing: 2.1 % low
+//     (136 kB, about one bf16 hidden-state tensor) in the recomputed block;
+//     not diagnosed further.
+var knownCategoryGaps = map[string]float64{
+	"mixtral-tiny-amp_bf16-eager-full-sgd":         0.035,
+	"mixtral-tiny-fp32-eager-full-sgd":             0.035,
+	"mixtral-tiny-fp32-sdpa-full-sgd":              0.035,
+	"llama-tiny-gqa-lora-amp_bf16-sdpa-full-adamw": 0.025,
+	"llama-tiny-gqa-lora-amp_bf16-sdpa-full-sgd":   0.025,
 }
 
 // TestTraceMatchesMemTracker replays training steps of small models (GPT-2,
 // BERT, ViT, Llama with GQA, Mixtral-style MoE × fp32/bf16 autocast ×
 // eager/SDPA × no or full checkpointing × AdamW/SGD, and LoRA on the Llama,
-// which examples/measure traces with its live-storage tracker because
-// MemTracker refuses frozen parameters) and compares the engine's peak with
-// the traced one: the total within 2 %, the parameters exactly, and the phase
-// of the peak.
+// which MemTracker refuses: frozen parameters) and compares the engine's
+// peak with the traced ones: the total within 2 % of MemTracker's and of the
+// live-storage tracker's, the parameters exactly, the phase of the peak, and
+// each category of the live-storage tracker within 2 %.
 func TestTraceMatchesMemTracker(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "trace", "*.json"))
 	if len(files) < 88 {
@@ -104,6 +111,18 @@ func TestTraceMatchesMemTracker(t *testing.T) {
 	}
 	sort.Strings(files)
 	worst := 0.0
+	within := func(name, what string, got, want int64) {
+		t.Helper()
+		d := float64(got-want) / float64(max(1, want))
+		bound := 0.02
+		if gap, ok := knownCategoryGaps[name]; ok && strings.HasPrefix(what, "activations") {
+			bound = gap
+			t.Logf("%s: %s %+.2f%% (a known gap, see knownCategoryGaps)", name, what, 100*d)
+		}
+		if d > bound || d < -bound {
+			t.Errorf("%s: %s %d, traced %d (%+.2f%%)", name, what, got, want, 100*d)
+		}
+	}
 	for _, f := range files {
 		var ms traceMeasurement
 		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
@@ -112,36 +131,47 @@ func TestTraceMatchesMemTracker(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		mt := ms.Iteration1
-		if ms.Iteration2["Total"] > mt["Total"] {
-			mt = ms.Iteration2
+		mt := peakOf(ms.Iteration1, ms.Iteration2)
+		st := peakOf(ms.Storage.Iteration1, ms.Storage.Iteration2)
+		if st == nil {
+			t.Fatalf("%s: no live-storage trace (make truth)", name)
 		}
-		// The batch is created before MemTracker starts (examples/measure
-		// trace), so it does not see the inputs the engine counts as Other.
-		got, want := int64(est.Peak.Total()-est.Peak.Other), mt["Total"]
-		diff := float64(got-want) / float64(want)
-		if d := diff; d < 0 && -d > worst || d > worst {
-			worst = max(diff, -diff)
+		// The batch is created before the trackers start (examples/measure
+		// trace), so they do not see the inputs the engine counts as Other.
+		// The engine does not count module buffers (masks, position ids).
+		b := est.Peak
+		got := int64(b.Total() - b.Other)
+		if d := float64(got-mt["Total"]) / float64(mt["Total"]); max(d, -d) > worst {
+			worst = max(d, -d)
 		}
-		if reason, ok := cpuOnly(name); ok {
-			t.Logf("%s: %+.2f%% — not compared: %s", name, 100*diff, reason)
+		within(name, "peak (MemTracker)", got, mt["Total"])
+		within(name, "peak (live storages)", got, st["Total"])
+		if p := int64(b.Parameters); p != st["PARAM"] || p != mt["PARAM"] {
+			t.Errorf("%s: parameters %d, traced %d and %d", name, p, mt["PARAM"], st["PARAM"])
+		}
+		ours := phaseOf(int64(b.Activations), int64(b.Gradients), got)
+		if theirs := phaseOf(st["ACT"], st["GRAD"], st["Total"]); ours != theirs {
+			t.Errorf("%s: peak %s (%s), traced %s %v", name, ours, est.PeakAt.Where(), theirs, st)
 			continue
 		}
-		if gap, ok := known[name]; ok {
-			t.Logf("%s: %+.2f%% (a known gap, see known)", name, 100*diff)
-			if diff > gap || diff < -gap {
-				t.Errorf("%s: the known gap grew to %+.2f%%", name, 100*diff)
-			}
-		} else if diff > 0.02 || diff < -0.02 {
-			t.Errorf("%s: peak %d at %s, MemTracker %d (%+.2f%%) %v", name, got, est.PeakAt.Where(), want, 100*diff, mt)
-		}
-		if p := int64(est.Peak.Parameters); p != mt["PARAM"] {
-			t.Errorf("%s: parameters %d, MemTracker %d", name, p, mt["PARAM"])
-		}
-		ours := phaseOf(int64(est.Peak.Activations), int64(est.Peak.Gradients), got)
-		if theirs := phaseOf(mt["ACT"], mt["GRAD"], want); ours != theirs && known[name] == 0 {
-			t.Errorf("%s: peak %s (%s), MemTracker's %s %v", name, ours, est.PeakAt.Where(), theirs, mt)
+		// The categories. A weight's gradient is a temporary until autograd's
+		// AccumulateGrad node makes it the .grad (the trackers see it so);
+		// the engine counts it from the op that computes it. Recomputed
+		// tensors are created in backward (the trackers' TEMP); the engine
+		// counts them as activations. The optimizer step's scratch is the
+		// trackers' OPT and the engine's temporaries.
+		switch {
+		case ours == "optimizer":
+			within(name, "gradients", int64(b.Gradients), st["GRAD"])
+			within(name, "optimizer states and step scratch", int64(b.OptimizerStates+b.Temporaries), st["OPT"])
+		case tr.Checkpointing == "full":
+			within(name, "optimizer states", int64(b.OptimizerStates), st["OPT"])
+			within(name, "activations, temporaries and gradients", int64(b.Activations+b.Temporaries+b.Gradients), st["ACT"]+st["TEMP"]+st["GRAD"])
+		default:
+			within(name, "optimizer states", int64(b.OptimizerStates), st["OPT"])
+			within(name, "activations", int64(b.Activations), st["ACT"])
+			within(name, "temporaries and gradients", int64(b.Temporaries+b.Gradients), st["TEMP"]+st["GRAD"])
 		}
 	}
-	t.Logf("%d traces; worst peak difference %.2f%%", len(files), 100*worst)
+	t.Logf("%d traces; worst peak difference from MemTracker %.2f%%", len(files), 100*worst)
 }

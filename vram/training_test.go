@@ -275,3 +275,70 @@ func TestBreakdownJSONRoundTrip(t *testing.T) {
 		t.Errorf("round trip: %+v, %v", back, err)
 	}
 }
+
+// TestOutputHeldThroughBackward: a plain loop keeps the model output (the
+// logits) in scope through loss.backward(); the HF Trainer returns only the
+// loss from compute_loss, so the logits are gone before backward. With
+// checkpointing (no cache) the two peaks differ by exactly the logits.
+func TestOutputHeldThroughBackward(t *testing.T) {
+	plan := Training{Model: MustPreset("gpt2"), SeqLen: 1024, MicroBatch: 4, Precision: "bf16",
+		Checkpointing: "full", Optimizer: "sgd"}
+	peak := func(framework string) TrainingEstimate {
+		p := plan
+		p.Framework = framework
+		est, err := p.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return est
+	}
+	plain, trainer := peak("plain_pytorch"), peak("hf_trainer")
+	logits := BF16.Size(4 * 1024 * 50257)
+	if got := plain.Peak.Total() - trainer.Peak.Total(); got != logits {
+		t.Errorf("plain loop − Trainer = %v (at %s and %s), want the logits %v",
+			got, plain.PeakAt.Where(), trainer.PeakAt.Where(), logits)
+	}
+}
+
+// TestEstimateMatchesRecordedTimeline: Estimate accounts the blocks inside
+// a run of identical blocks without emitting them; its peak and category
+// maxima are those of the fully recorded timeline.
+func TestEstimateMatchesRecordedTimeline(t *testing.T) {
+	plans := []Training{
+		llamaPlan(),
+		{Model: MustPreset("gpt2"), SeqLen: 1024, MicroBatch: 4, Precision: "amp_bf16", Checkpointing: "full"},
+		{Model: MustPreset("llama-2-7b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", Checkpointing: "selective"},
+		{Model: MustPreset("mixtral-8x7b"), SeqLen: 4096, MicroBatch: 1, Precision: "mixed_bf16",
+			Parallel: Parallel{DP: 8, EP: 8, FSDP: "full_shard"}},
+		{Model: MustPreset("llama-3.1-70b"), SeqLen: 8192, MicroBatch: 8, Precision: "mixed_bf16",
+			Parallel: Parallel{TP: 8, SP: true, PP: 4, PPMicrobatches: 8, DP: 2, ZeRO: 1}},
+		{Model: MustPreset("llama-2-70b"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+			LoRA: &LoRA{Rank: 16, Targets: []string{"all_linear"}}, QuantizedBase: Quant{DType: NF4},
+			Parallel: Parallel{DP: 8, FSDP: "full_shard", FSDPVersion: 1}},
+		{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", OptimizerInBackward: true},
+		{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 2, GradAccum: 4, Precision: "mixed_bf16",
+			Parallel: Parallel{DP: 4, ZeRO: 2}},
+		{Model: MustPreset("deepseek-v3"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+			Parallel: Parallel{DP: 64, EP: 64, FSDP: "full_shard"}},
+	}
+	for _, tr := range plans {
+		est, err := tr.Estimate()
+		if err != nil {
+			t.Fatalf("%s: %v", tr.Model.Name, err)
+		}
+		tl, err := tr.Timeline()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := est.Peak.Total(), tl.PeakEvent().Live.Total(); got != want {
+			t.Errorf("%s: estimate peak %v, recorded timeline %v", tr.Model.Name, got, want)
+		}
+		var max Breakdown
+		for _, e := range tl.Events {
+			max = max.Max(e.Live)
+		}
+		if max != tl.static {
+			t.Errorf("%s: recorded maxima %+v, kept %+v", tr.Model.Name, max, tl.static)
+		}
+	}
+}

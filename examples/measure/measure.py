@@ -18,7 +18,10 @@ saved      what autograd saves for backward in one forward pass on the CPU
 trace      one and two training iterations of the plan under PyTorch's
            MemTracker (torch.distributed._tools.mem_tracker) on the CPU,
            dropout off: the composition of the peak (PARAM, BUFFER, GRAD,
-           ACT, TEMP, OPT) of the first and of the second iteration, as JSON.
+           ACT, TEMP, OPT) of the first and of the second iteration, as JSON;
+           and the same two iterations under the tool's live-storage tracker
+           (every storage an op creates, until it is freed), which also
+           traces what MemTracker refuses (frozen parameters, LoRA).
 gpu        on a CUDA machine: the plan's real training steps with
            max_memory_allocated, max_memory_reserved, NVML device-used and the
            CUDA context measured before the model is built; prints one line
@@ -214,62 +217,81 @@ def StorageTracker(model):
 def trace(args):
     import torch
     import transformers
-    from torch.distributed._tools.mem_tracker import MemTracker
 
     p = plan(args.plan)
     train = p["train"]
-    model, config = build(hf_config(args.plan), device="cpu", attn=train.get("attention", "sdpa"))
-    model_type = config.model_type
+    cfg = hf_config(args.plan)
     precision = train.get("precision", "fp32")
-    if precision == "bf16":
-        model = model.to(torch.bfloat16)
-    lora = train.get("lora")
-    if lora:
-        import peft
-        model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
-                                                           lora_dropout=0.0, target_modules=lora["targets"]))
-    model.train()
-    if train.get("grad_checkpointing") == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    params = [q for q in model.parameters() if q.requires_grad]
-    opt = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
-           "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
-    b = int(train["micro_batch"])
-    if model_type == "vit":
-        # One batch of images; the model's dtype, as the engine counts the input.
-        size, ch = config.image_size, config.num_channels
-        inputs = {"pixel_values": torch.randn(b, ch, size, size, dtype=next(model.parameters()).dtype)}
-    else:
-        ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])))
-        inputs = {"input_ids": ids} if model_type in ENCODERS else {"input_ids": ids, "labels": ids}
 
-    def step(phase):
-        phase("forward")
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
-            out = model(**inputs)
-            if model_type in ENCODERS:
-                # Every parameter gets a gradient, the pooler's too, as under a task head.
-                loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
-            else:
-                loss = out.loss
-        phase("backward")
-        loss.backward()
-        del out, loss
-        phase("optimizer")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    def setup():
+        """A fresh model, optimizer and batch for one traced run."""
+        torch.manual_seed(0)
+        model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
+        if precision == "bf16":
+            model = model.to(torch.bfloat16)
+        lora = train.get("lora")
+        if lora:
+            import peft
+            model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
+                                                               lora_dropout=0.0, target_modules=lora["targets"]))
+        model.train()
+        if train.get("grad_checkpointing") == "full":
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        params = [q for q in model.parameters() if q.requires_grad]
+        opt = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
+               "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
+        b = int(train["micro_batch"])
+        if config.model_type == "vit":
+            # One batch of images; the model's dtype, as the engine counts the input.
+            size, ch = config.image_size, config.num_channels
+            inputs = {"pixel_values": torch.randn(b, ch, size, size, dtype=next(model.parameters()).dtype)}
+        else:
+            ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])))
+            # A tokenized batch carries its attention mask (all ones: no
+            # padding), as tokenizers and the HF Trainer's collators hand it to
+            # the model. Without it and without a cache (checkpointing turns
+            # use_cache off), transformers looks for packed sequences in the
+            # position ids and builds a 4D mask
+            # (masking_utils._preprocess_mask_arguments), which turns off
+            # SDPA's native GQA.
+            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+            if config.model_type not in ENCODERS:
+                inputs["labels"] = ids
+        frozen = len(params) < sum(1 for _ in model.parameters())
 
-    peaks = []
-    if len(params) < sum(1 for _ in model.parameters()):
-        # MemTracker refuses frozen parameters (LoRA): track live storages.
-        tracker = StorageTracker(model)
+        def step(phase):
+            phase("forward")
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
+                out = model(**inputs)
+                if config.model_type in ENCODERS:
+                    # Every parameter gets a gradient, the pooler's too, as under a task head.
+                    loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
+                else:
+                    loss = out.loss
+            phase("backward")
+            loss.backward()
+            del out, loss
+            phase("optimizer")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return model, opt, step, frozen
+
+    def with_storage():
+        model, _, step, frozen = setup()
+        tracker, peaks = StorageTracker(model), []
         with tracker:
             for _ in range(2):
                 step(tracker.phase)
                 peaks.append(tracker.peak)
                 tracker.reset()
-    else:
-        mt = MemTracker()
+        return peaks, frozen
+
+    def with_memtracker():
+        from torch.distributed._tools.mem_tracker import MemTracker
+
+        model, opt, step, _ = setup()
+        mt, peaks = MemTracker(), []
         mt.track_external(model, opt)
         with mt:
             for _ in range(2):
@@ -277,8 +299,17 @@ def trace(args):
                 snap = list(mt.get_tracker_snapshot("peak").values())[0]
                 peaks.append({str(k).split(".")[-1]: v for k, v in snap.items()})
                 mt.reset_mod_stats()
-    out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
-           "iteration1": peaks[0], "iteration2": peaks[1]}
+        return peaks
+
+    out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__}
+    storage, frozen = with_storage()
+    if frozen:
+        # MemTracker refuses frozen parameters (LoRA): the live-storage
+        # tracker's peaks stand in.
+        out["iteration1"], out["iteration2"] = storage
+    else:
+        out["iteration1"], out["iteration2"] = with_memtracker()
+    out["storage"] = {"iteration1": storage[0], "iteration2": storage[1]}
     write(args, json.dumps(out, indent=1) + "\n")
 
 
@@ -316,13 +347,28 @@ def gpu(args):
     if train.get("grad_checkpointing") == "full":
         model.gradient_checkpointing_enable()
     model.train()
-    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5)
+    trainable = [q for q in model.parameters() if q.requires_grad]
+    name = train.get("optimizer", "adamw")
+    optimizers = {"adamw": lambda: torch.optim.AdamW(trainable, lr=1e-5),
+                  "adam": lambda: torch.optim.Adam(trainable, lr=1e-5),
+                  "sgd": lambda: torch.optim.SGD(trainable, lr=1e-3),
+                  "sgd_momentum": lambda: torch.optim.SGD(trainable, lr=1e-3, momentum=0.9)}
+    if name not in optimizers:
+        raise SystemExit(f"gpu mode runs train.optimizer adamw, adam, sgd or sgd_momentum; the plan says {name!r}")
+    opt = optimizers[name]()
     torch.cuda.reset_peak_memory_stats()
     used_peak = 0
+    # A plain loop (and litgpt's) keeps the model output through backward;
+    # the HF Trainer, torchtune and torchtitan keep only the loss.
+    keep = train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
     for _ in range(args.steps):
         ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
-        loss = model(input_ids=ids, labels=ids).loss
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids)
+        loss = out.loss
+        if not keep:
+            del out
         loss.backward()
+        out = loss = None
         opt.step()
         opt.zero_grad(set_to_none=True)
         used_peak = max(used_peak, pynvml.nvmlDeviceGetMemoryInfo(handle).used)

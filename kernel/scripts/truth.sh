@@ -4,8 +4,8 @@
 # by `make test` — then writes the parameter inventory of every catalog model
 # that transformers builds into vram/testdata/inventory/ (the Go tests compare
 # the engine's tensors with them), traces every plan of vram/testdata/trace/
-# again under MemTracker, and checks the gpu mode's plan parsing and model
-# construction on the CPU.
+# again under MemTracker and the live-storage tracker, and checks the gpu
+# mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
 .venv-truth/bin/pip install -q --disable-pip-version-check -r examples/measure/requirements.txt
@@ -23,7 +23,7 @@ for preset in $(go run ./examples/plan -presets); do
   fi
 done
 
-say "MemTracker traces: every plan of vram/testdata/trace again"
+say "Traces (MemTracker and live storages): every plan of vram/testdata/trace again"
 for f in vram/testdata/trace/*.json; do
   .venv-truth/bin/python -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["plan"], sys.stdout)' "$f" > "$tmp/trace-plan.json"
   .venv-truth/bin/python examples/measure/measure.py trace "$tmp/trace-plan.json" -o "$f"
