@@ -676,7 +676,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 // summarize turns the op list into the block's inventory and peaks.
 func (b *actBuilder) summarize(input *actT) BlockActivations {
 	b.in = input
-	ba := BlockActivations{prog: b, inputSaved: input.saved}
+	ba := BlockActivations{prog: b, inputSaved: input.saved, Tensors: make([]ActTensor, 0, len(b.ts))}
 	ba.Input = input.bytes
 	for _, t := range b.ts {
 		if t.external && !t.saved && !t.held {
@@ -698,23 +698,31 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	}
 	// Forward: at op i, live = saved tensors born so far + unsaved tensors
 	// born at or before i and used at or after i + the op's workspace.
-	var fwd, nograd Bytes
-	for i, op := range b.ops {
-		var live, liveNG Bytes
-		for _, t := range b.ts {
-			if t.external || t.born > i {
-				continue
-			}
-			if t.saved || t.held || t.lastUse >= i || t.keepAlive {
-				live = addBytes(live, t.bytes)
-			}
-			if t.lastUse >= i {
-				liveNG = addBytes(liveNG, t.bytes)
-			}
+	// Each tensor is live over a range of ops: a difference array and a
+	// running sum give every op's total in one pass.
+	n := len(b.ops)
+	dLive, dNG := make([]Bytes, n+1), make([]Bytes, n+1)
+	for _, t := range b.ts {
+		if t.external || t.born < 0 || t.born >= n {
+			continue
 		}
-		live = addBytes(live, op.workspace)
-		liveNG = addBytes(liveNG, op.workspace)
-		fwd, nograd = maxBytes(fwd, live), maxBytes(nograd, liveNG)
+		end := min(t.lastUse, n-1)
+		if t.saved || t.held || t.keepAlive {
+			dLive[t.born] = addBytes(dLive[t.born], t.bytes)
+		} else if end >= t.born {
+			dLive[t.born] = addBytes(dLive[t.born], t.bytes)
+			dLive[end+1] = addBytes(dLive[end+1], -t.bytes)
+		}
+		if end >= t.born {
+			dNG[t.born] = addBytes(dNG[t.born], t.bytes)
+			dNG[end+1] = addBytes(dNG[end+1], -t.bytes)
+		}
+	}
+	var fwd, nograd, live, liveNG Bytes
+	for i, op := range b.ops {
+		live, liveNG = addBytes(live, dLive[i]), addBytes(liveNG, dNG[i])
+		fwd = maxBytes(fwd, addBytes(live, op.workspace))
+		nograd = maxBytes(nograd, addBytes(liveNG, op.workspace))
 	}
 	ba.ForwardPeak, ba.NoGradPeak = fwd, addBytes(nograd, input.bytes)
 	// Backward, op by op in reverse: the gradients of the op's outputs and

@@ -53,6 +53,7 @@ type simulation struct {
 	static  Breakdown // category-wise maxima over all events
 	stageIx int
 	walk    walkMemo // the last backward walk's winning op
+	same    []bool   // block l needs the same memory as block l+1
 }
 
 // walkMemo remembers which op of a backward walk needs the most memory. The
@@ -288,8 +289,14 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	// Across a run of identical blocks every category changes by the same
 	// amount per block, so its maxima are at the run's ends: without a
 	// recorded timeline the blocks inside a run are accounted, not emitted.
+	if s.same == nil {
+		s.same = make([]bool, len(s.blocks))
+		for l := 0; l+1 < len(s.blocks); l++ {
+			s.same[l] = s.sameBlock(l, l+1)
+		}
+	}
 	inside := func(l int) bool {
-		return !s.record && l > st.first && l < st.last-1 && s.sameBlock(l-1, l) && s.sameBlock(l, l+1)
+		return !s.record && l > st.first && l < st.last-1 && s.same[l-1] && s.same[l]
 	}
 	for l := st.first; l < st.last; l++ {
 		a := s.acts[l]
