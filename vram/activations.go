@@ -158,7 +158,7 @@ func (b *actBuilder) freesAfter() [][]*actT {
 // newT returns a fresh tensor record from the pool.
 func (b *actBuilder) newT(t actT) *actT {
 	if len(b.pool) == cap(b.pool) {
-		b.pool = make([]actT, 0, 64)
+		b.pool = make([]actT, 0, 32)
 	}
 	b.pool = append(b.pool, t)
 	return &b.pool[len(b.pool)-1]
