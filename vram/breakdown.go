@@ -9,7 +9,7 @@ import (
 // Breakdown is memory on one GPU by category. Categories never overlap and
 // Total is exactly their sum.
 type Breakdown struct {
-	Parameters      Bytes `json:"parameters"`       // model weights as stored (quantized where so) + adapters
+	Parameters      Bytes `json:"parameters"`       // model weights as stored (quantized where so) + adapters + module buffers
 	Gradients       Bytes `json:"gradients"`        // parameter gradients
 	OptimizerStates Bytes `json:"optimizer_states"` // optimizer moments + fp32 master weights
 	Activations     Bytes `json:"activations"`      // tensors saved for backward (and held logits)

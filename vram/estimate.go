@@ -80,7 +80,7 @@ func (t Training) ModelStates() (Breakdown, error) {
 	}
 	all.add(embed)
 	all.add(head)
-	return Breakdown{Parameters: all.params, Gradients: all.grads, OptimizerStates: addBytes(all.states, all.master)}, nil
+	return Breakdown{Parameters: all.params - all.buffers, Gradients: all.grads, OptimizerStates: addBytes(all.states, all.master)}, nil
 }
 
 // LayerMemory is the memory one part of the model holds on a GPU.

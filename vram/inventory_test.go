@@ -2,6 +2,7 @@ package vram
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,12 @@ type inventory struct {
 		Name  string  `json:"name"`
 		Shape []int64 `json:"shape"`
 	} `json:"parameters"`
-	Total int64 `json:"total_parameters"`
+	Total   int64 `json:"total_parameters"`
+	Buffers []struct {
+		Name  string  `json:"name"`
+		Shape []int64 `json:"shape"`
+		DType string  `json:"dtype"`
+	} `json:"buffers"`
 }
 
 // conv1D reports whether transformers stores this weight as a Conv1D,
@@ -93,4 +99,40 @@ func TestInventoryMatchesPyTorch(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d inventories match PyTorch exactly", exact, len(files))
+}
+
+// TestBuffersMatchPyTorch: the engine's module buffers are exactly PyTorch's
+// named_buffers() for every catalog model: names, shapes and dtypes.
+func TestBuffersMatchPyTorch(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "inventory", "*.json"))
+	dtypes := map[string]DType{"bool": Bool, "int64": INT64, "float32": FP32}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inv inventory
+		if err := json.Unmarshal(b, &inv); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		ours := map[string]Buffer{}
+		for _, x := range MustPreset(name).Buffers() {
+			ours[x.Name] = x
+		}
+		for _, p := range inv.Buffers {
+			x, ok := ours[p.Name]
+			if !ok {
+				t.Errorf("%s: PyTorch has buffer %s %v, the engine does not", name, p.Name, p.Shape)
+				continue
+			}
+			delete(ours, p.Name)
+			if fmt.Sprint(x.Shape) != fmt.Sprint(p.Shape) || x.DType != dtypes[p.DType] {
+				t.Errorf("%s: buffer %s %v %v, PyTorch %v %s", name, p.Name, x.Shape, x.DType, p.Shape, p.DType)
+			}
+		}
+		for n := range ours {
+			t.Errorf("%s: the engine has buffer %s, PyTorch does not", name, n)
+		}
+	}
 }

@@ -5,7 +5,8 @@ import "strings"
 // unitMem is the persistent memory of one unit (a block, or the embedding /
 // head outside the blocks) on one GPU.
 type unitMem struct {
-	params    Bytes // stored parameters (sharded, quantized where so)
+	params    Bytes // stored parameters (sharded, quantized where so) and module buffers
+	buffers   Bytes // the module buffers within params
 	gathered  Bytes // the unit's full parameters in compute dtype (ZeRO-3 all-gather)
 	trainable int64 // trainable elements on this GPU
 	largest   int64 // largest trainable tensor (elements)
@@ -23,6 +24,7 @@ type unitMem struct {
 
 func (u *unitMem) add(o unitMem) {
 	u.params = addBytes(u.params, o.params)
+	u.buffers = addBytes(u.buffers, o.buffers)
 	u.gathered = addBytes(u.gathered, o.gathered)
 	u.trainable += o.trainable
 	if o.largest > u.largest {
@@ -197,6 +199,20 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 			head.add(u)
 		default:
 			embed.add(u)
+		}
+	}
+	// Module buffers sit on every GPU that holds their module, unsharded
+	// and never offloaded; the blocks' with the blocks, the rest with the
+	// embedding.
+	for _, bf := range r.m.Buffers() {
+		u := &embed
+		if bf.Layer >= 0 && bf.Layer < len(blocks) {
+			u = &blocks[bf.Layer]
+		}
+		u.params = addBytes(u.params, bf.Bytes())
+		u.buffers = addBytes(u.buffers, bf.Bytes())
+		if sized {
+			u.paramSizes = append(u.paramSizes, bf.Bytes())
 		}
 	}
 	return blocks, embed, head
