@@ -68,7 +68,11 @@ type BlockActivations struct {
 	// inputSaved: an op of the block saves its input (so a checkpoint's kept
 	// input is among the recomputed saved tensors).
 	inputSaved bool
-	prog       *actBuilder // the op program, replayed tensor by tensor by Replay
+	// recomputeGrad is what is in flight when a checkpointed block's
+	// recomputation runs: the first backward op that unpacks a saved tensor
+	// triggers it, holding the gradient flowing in and its own output's.
+	recomputeGrad Bytes
+	prog          *actBuilder // the op program, replayed tensor by tensor by Replay
 	// bwd walks the backward pass op by op: what is still saved, the share of
 	// the block's weight gradients created so far, and the gradients in flight.
 	bwd []bwdStep
@@ -835,6 +839,20 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		i = lo
 	}
 	ba.BackwardPeak = bwd
+	ba.recomputeGrad = resid
+	last := -1
+	for _, t := range b.ts {
+		if t.saved && !t.external {
+			last = max(last, t.releaseAt())
+		}
+	}
+	if last >= 0 {
+		for _, t := range b.ops[last].outs {
+			if !t.keepAlive {
+				ba.recomputeGrad = addBytes(ba.recomputeGrad, gradSize(t))
+			}
+		}
+	}
 	return ba
 }
 

@@ -9,6 +9,10 @@ type edgeActivations struct {
 	Inputs Bytes // token ids and labels (int64 each) or pixels
 	Embed  BlockActivations
 	Head   BlockActivations
+	// Mask is the 4D causal mask transformers builds for eager attention
+	// (masking_utils.eager_mask: batch × 1 × queries × keys in the hidden
+	// states' dtype), made once before the blocks and passed to each.
+	Mask Bytes
 }
 
 func buildEdges(r *resolved) edgeActivations {
@@ -59,6 +63,9 @@ func buildEdges(r *resolved) edgeActivations {
 	x.keepAlive = true
 	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
 	ea.Embed = b.summarize(in)
+	if p.attnImpl == "eager" && p.hfModeling && !m.Encoder() {
+		ea.Mask = p.resid.Size(mulI64(mulI64(p.batch, p.seq), p.keys))
+	}
 
 	// Head side.
 	b = &actBuilder{r: r, tokens: tokens, head: true}

@@ -232,6 +232,14 @@ func (tr *tracer) step(last bool) {
 		k, out := tr.forward(tr.edges.Embed.prog, -1)
 		saved[-1], res = k, out
 	}
+	// The eager causal mask, kept by checkpoints until their backward.
+	mask, keepMask := -1, false
+	if tr.st.embed && tr.edges.Mask > 0 {
+		mask = tr.a.Malloc(tr.edges.Mask)
+	}
+	for l := tr.st.first; l < tr.st.last; l++ {
+		keepMask = keepMask || r.checkpointed(l)
+	}
 	for l := tr.st.first; l < tr.st.last; l++ {
 		g := tr.gather(l)
 		p := tr.acts[l].prog
@@ -247,6 +255,9 @@ func (tr *tracer) step(last bool) {
 		saved[l], res = k, out
 		tr.a.Free(g)
 		tr.note("forward", l)
+	}
+	if mask >= 0 && !keepMask {
+		tr.a.Free(mask)
 	}
 	if tr.st.head {
 		p := tr.edges.Head.prog
@@ -277,6 +288,9 @@ func (tr *tracer) step(last bool) {
 		grad := tr.backward(tr.acts[l].prog, res, k, &held)
 		res = grad
 		tr.a.Free(g)
+		if mask >= 0 && keepMask && l == tr.st.first {
+			tr.a.Free(mask)
+		}
 		if r.Parallel.ZeRO >= 2 {
 			tr.reduceScatter(l)
 		}

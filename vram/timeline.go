@@ -286,6 +286,17 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
 		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
 	}
+	// The eager causal mask lives while the blocks run; checkpoints keep it
+	// as an input of every block until its backward.
+	mask := Bytes(0)
+	if st.embed {
+		mask = s.edges.Mask
+	}
+	keepMask := false
+	for l := st.first; l < st.last; l++ {
+		keepMask = keepMask || r.checkpointed(l)
+	}
+	live.Activations = addBytes(live.Activations, mask)
 	// Across a run of identical blocks every category changes by the same
 	// amount per block, so its maxima are at the run's ends: without a
 	// recorded timeline the blocks inside a run are accounted, not emitted.
@@ -304,6 +315,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
+	}
+	if !keepMask {
+		live.Activations -= mask // the model's forward returned
 	}
 	var held Bytes // the model output's tensors, freed when backward returns
 	// With tied embeddings the word embedding's gradient comes from the
@@ -360,10 +374,14 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if !inside(l) {
 			if r.checkpointed(l) {
 				// Recomputation runs the block's forward again with the
-				// gradient of its output already in flight.
-				s.emit(iter, micro, "backward", l, "recompute", live, addBytes(addBytes(a.ForwardPeak, a.Input), extra))
+				// gradients of its output (and of its last saving op's)
+				// already in flight.
+				s.emit(iter, micro, "backward", l, "recompute", live, addBytes(addBytes(a.ForwardPeak, a.recomputeGrad), extra))
 			}
 			s.emit(iter, micro, "backward", l, "", s.walkBackward(live, a, saved, layerGrads, inflight, extra), 0)
+		}
+		if keepMask && l == st.first {
+			live.Activations -= mask
 		}
 		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)
