@@ -26,6 +26,20 @@ type inventory struct {
 	} `json:"buffers"`
 }
 
+// loadInventory reads one inventory file; the name is the catalog model's.
+func loadInventory(t *testing.T, f string) (string, inventory) {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv inventory
+	if err := json.Unmarshal(b, &inv); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return strings.TrimSuffix(filepath.Base(f), ".json"), inv
+}
+
 // conv1D reports whether transformers stores this weight as a Conv1D,
 // [in, out] rather than Linear's [out, in]: GPT-2 and StarCoder's c_attn,
 // c_proj and c_fc (modeling_gpt2.py Conv1D). The engine keeps [out, in] for
@@ -46,15 +60,7 @@ func TestInventoryMatchesPyTorch(t *testing.T) {
 	}
 	exact := 0
 	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var inv inventory
-		if err := json.Unmarshal(b, &inv); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		name, inv := loadInventory(t, f)
 		m := MustPreset(name)
 		ours := map[string][]int64{}
 		for _, x := range m.Tensors() {
@@ -107,15 +113,7 @@ func TestBuffersMatchPyTorch(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "inventory", "*.json"))
 	dtypes := map[string]DType{"bool": Bool, "int64": INT64, "float32": FP32}
 	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var inv inventory
-		if err := json.Unmarshal(b, &inv); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		name, inv := loadInventory(t, f)
 		ours := map[string]Buffer{}
 		for _, x := range MustPreset(name).Buffers() {
 			ours[x.Name] = x
