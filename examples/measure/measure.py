@@ -72,12 +72,13 @@ DROPOUTS = ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "a
             "attention_dropout", "hidden_dropout", "dropout")
 
 
-def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None):
+def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=False):
     """The model transformers builds from an HF config, with random weights.
 
-    attn (for the training measurements) also turns dropout off, since CPU
-    dropout keeps float masks where CUDA keeps bool, and seeds the weights;
-    layers overrides the number of blocks."""
+    attn (for the training measurements) sets the attention implementation,
+    seeds the weights and, unless dropout, turns dropout off (CPU dropout
+    keeps float masks where CUDA keeps bool); layers overrides the number of
+    blocks."""
     import torch
     import transformers
 
@@ -86,7 +87,7 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None):
     cfg.pop("_name_or_path", None)
     if layers is not None:
         cfg["n_layer" if model_type in ("gpt2", "gpt_bigcode", "gptj") else "num_hidden_layers"] = layers
-    if attn is not None:
+    if attn is not None and not dropout:
         for k in DROPOUTS:
             cfg[k] = 0.0
     config = transformers.AutoConfig.for_model(model_type, **cfg)
@@ -97,6 +98,34 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None):
     with torch.device(device):
         model = cls.from_config(config, dtype=dtype) if dtype else cls.from_config(config)
     return model, config
+
+
+def batch(config, train, device, dtype):
+    """One training batch for the plan: token ids with labels and the all-ones
+    attention mask a tokenized batch carries (without it and without a cache,
+    transformers looks for packed sequences in the position ids and builds a
+    4D mask, masking_utils._preprocess_mask_arguments, which turns off SDPA's
+    native GQA), or images for ViT in the model's dtype."""
+    import torch
+
+    b = int(train["micro_batch"])
+    if config.model_type == "vit":
+        size, ch = config.image_size, config.num_channels
+        return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
+    ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if config.model_type not in ENCODERS:
+        inputs["labels"] = ids
+    return inputs
+
+
+def loss_of(out, config):
+    """The loss to backpropagate: the LM loss, or for a bare encoder the sum of
+    its outputs, so every parameter gets a gradient (the pooler's too), as
+    under a task head."""
+    if config.model_type in ENCODERS:
+        return out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
+    return out.loss
 
 
 def inventory(args):
@@ -240,34 +269,14 @@ def trace(args):
         params = [q for q in model.parameters() if q.requires_grad]
         opt = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
                "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
-        b = int(train["micro_batch"])
-        if config.model_type == "vit":
-            # One batch of images; the model's dtype, as the engine counts the input.
-            size, ch = config.image_size, config.num_channels
-            inputs = {"pixel_values": torch.randn(b, ch, size, size, dtype=next(model.parameters()).dtype)}
-        else:
-            ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])))
-            # A tokenized batch carries its attention mask (all ones: no
-            # padding), as tokenizers and the HF Trainer's collators hand it to
-            # the model. Without it and without a cache (checkpointing turns
-            # use_cache off), transformers looks for packed sequences in the
-            # position ids and builds a 4D mask
-            # (masking_utils._preprocess_mask_arguments), which turns off
-            # SDPA's native GQA.
-            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-            if config.model_type not in ENCODERS:
-                inputs["labels"] = ids
+        inputs = batch(config, train, "cpu", next(model.parameters()).dtype)
         frozen = len(params) < sum(1 for _ in model.parameters())
 
         def step(phase):
             phase("forward")
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
                 out = model(**inputs)
-                if config.model_type in ENCODERS:
-                    # Every parameter gets a gradient, the pooler's too, as under a task head.
-                    loss = out.last_hidden_state.float().sum() + out.pooler_output.float().sum()
-                else:
-                    loss = out.loss
+                loss = loss_of(out, config)
             phase("backward")
             loss.backward()
             del out, loss
@@ -321,12 +330,21 @@ def gpu(args):
     if train is None:
         raise SystemExit("gpu mode measures training plans: the plan has no \"train\" object")
     cfg = hf_config(args.plan)
-    seq, batch = int(train["seq_len"]), int(train["micro_batch"])
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train.get("precision", "fp32"), torch.float32)
+    seq, mb = int(train["seq_len"]), int(train["micro_batch"])
+    # Pure precisions store the weights in their dtype; amp keeps fp32 weights
+    # and runs the forward under autocast.
+    precisions = {"fp32": (torch.float32, None), "bf16": (torch.bfloat16, None), "fp16": (torch.float16, None),
+                  "amp_bf16": (torch.float32, torch.bfloat16), "amp_fp16": (torch.float32, torch.float16)}
+    precision = train.get("precision", "fp32")
+    if precision not in precisions:
+        raise SystemExit(f"gpu mode runs train.precision {', '.join(precisions)}; the plan says {precision!r}")
+    dtype, amp = precisions[precision]
+    attn = train.get("attention", "sdpa")
     if args.dry_run or not torch.cuda.is_available():
         model, _ = build(cfg, device="cpu" if args.dry_run else "meta", dtype=dtype)
         n = sum(p.numel() for p in model.parameters())
-        print(json.dumps({"dry_run": True, "parameters": n, "seq_len": seq, "micro_batch": batch, "dtype": str(dtype)}))
+        print(json.dumps({"dry_run": True, "parameters": n, "seq_len": seq, "micro_batch": mb, "dtype": str(dtype),
+                          "autocast": str(amp), "attention": attn}))
         if not args.dry_run:
             raise SystemExit("no CUDA device: use --dry-run to check the plan on the CPU")
         return
@@ -337,7 +355,7 @@ def gpu(args):
     handle = pynvml.nvmlDeviceGetHandleByIndex(dev)
     torch.ones(1, device="cuda")
     context = pynvml.nvmlDeviceGetMemoryInfo(handle).used
-    model, config = build(cfg, device="cuda", dtype=dtype)
+    model, config = build(cfg, device="cuda", dtype=dtype, attn=attn, dropout=True)
     lora = train.get("lora")
     if lora:
         import peft
@@ -345,7 +363,7 @@ def gpu(args):
         model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
                                                            lora_dropout=lora.get("dropout", 0.0), target_modules=targets))
     if train.get("grad_checkpointing") == "full":
-        model.gradient_checkpointing_enable()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     trainable = [q for q in model.parameters() if q.requires_grad]
     name = train.get("optimizer", "adamw")
@@ -362,9 +380,10 @@ def gpu(args):
     # the HF Trainer, torchtune and torchtitan keep only the loss.
     keep = train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
     for _ in range(args.steps):
-        ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
-        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids)
-        loss = out.loss
+        inputs = batch(config, train, "cuda", dtype)
+        with torch.autocast("cuda", dtype=amp or torch.bfloat16, enabled=amp is not None):
+            out = model(**inputs)
+            loss = loss_of(out, config)
         if not keep:
             del out
         loss.backward()

@@ -35,3 +35,5 @@ for plan in examples/plans/llama3-8b-lora.json examples/plans/llama2-7b-full-fp3
   sed 's/"llama-3-8b"\|"llama-2-7b"/"llama-3.2-1b"/' "$plan" > "$tmp/dry.json"
   .venv-truth/bin/python examples/measure/measure.py gpu --dry-run "$tmp/dry.json"
 done
+printf '{"model": "bert-base-uncased", "train": {"seq_len": 128, "micro_batch": 8, "precision": "amp_bf16"}}\n' > "$tmp/dry.json"
+.venv-truth/bin/python examples/measure/measure.py gpu --dry-run "$tmp/dry.json"
