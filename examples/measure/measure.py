@@ -27,7 +27,9 @@ gpu        on a CUDA machine: the plan's real training steps with
            CUDA context measured before the model is built; prints one line
            in the measured-case format (examples/validate/testdata/
            cases-format.md) so it can join the validation set. --dry-run
-           checks the plan and builds the model on the CPU without running.
+           checks the plan and builds the model on the CPU without running;
+           --device cpu runs the same steps on the CPU (memory reads as 0),
+           to test the path on a small plan.
 """
 
 import argparse
@@ -51,16 +53,26 @@ def write(args, text):
         sys.stdout.write(text)
 
 
-def hf_config(plan_path):
-    out = subprocess.run(["go", "run", "./examples/plan", "-hf-config", os.path.abspath(plan_path)],
+def prepared(plan_path, what):
+    """The plan tool's output for the plan: from prepared/<plan> next to it
+    when there is one (the GPU grid's, for machines without Go), else from
+    `go run ./examples/plan`."""
+    side = os.path.join(os.path.dirname(os.path.abspath(plan_path)), "prepared", os.path.basename(plan_path))
+    if os.path.exists(side):
+        with open(side) as f:
+            return json.load(f)[what]
+    flag = {"hf_config": "-hf-config", "resolved": "-resolved"}[what]
+    out = subprocess.run(["go", "run", "./examples/plan", flag, os.path.abspath(plan_path)],
                          cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
+
+
+def hf_config(plan_path):
+    return prepared(plan_path, "hf_config")
 
 
 def resolved(plan_path):
-    out = subprocess.run(["go", "run", "./examples/plan", "-resolved", os.path.abspath(plan_path)],
-                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    return prepared(plan_path, "resolved")
 
 
 def plan(plan_path):
@@ -324,6 +336,7 @@ def trace(args):
 
 def gpu(args):
     import torch
+    import transformers
 
     p = plan(args.plan)
     train = p.get("train")
@@ -340,22 +353,31 @@ def gpu(args):
         raise SystemExit(f"gpu mode runs train.precision {', '.join(precisions)}; the plan says {precision!r}")
     dtype, amp = precisions[precision]
     attn = train.get("attention", "sdpa")
-    if args.dry_run or not torch.cuda.is_available():
-        model, _ = build(cfg, device="cpu" if args.dry_run else "meta", dtype=dtype)
+    device = args.device
+    if device == "cuda" and not args.dry_run and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: use --dry-run to check the plan on the CPU")
+    on_gpu = device == "cuda"
+    if args.dry_run:
+        model, _ = build(cfg, device="cpu", dtype=dtype)
         n = sum(p.numel() for p in model.parameters())
         print(json.dumps({"dry_run": True, "parameters": n, "seq_len": seq, "micro_batch": mb, "dtype": str(dtype),
                           "autocast": str(amp), "attention": attn}))
-        if not args.dry_run:
-            raise SystemExit("no CUDA device: use --dry-run to check the plan on the CPU")
         return
-    import pynvml  # shipped with torch's CUDA wheels as nvidia-ml-py
+    try:
+        import pynvml  # nvidia-ml-py; without it the NVML numbers are left out
+    except ImportError:
+        pynvml = None
+    dev = torch.cuda.current_device() if on_gpu else None
 
-    pynvml.nvmlInit()
-    dev = torch.cuda.current_device()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(dev)
-    torch.ones(1, device="cuda")
-    context = pynvml.nvmlDeviceGetMemoryInfo(handle).used
-    model, config = build(cfg, device="cuda", dtype=dtype, attn=attn, dropout=True)
+    def nvml_used():
+        if pynvml is None or not on_gpu:
+            return None
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(dev)).used
+
+    torch.ones(1, device=device)
+    context = nvml_used()
+    model, config = build(cfg, device=device, dtype=dtype, attn=attn, dropout=True)
     lora = train.get("lora")
     if lora:
         import peft
@@ -374,14 +396,15 @@ def gpu(args):
     if name not in optimizers:
         raise SystemExit(f"gpu mode runs train.optimizer adamw, adam, sgd or sgd_momentum; the plan says {name!r}")
     opt = optimizers[name]()
-    torch.cuda.reset_peak_memory_stats()
-    used_peak = 0
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    used_peak = None
     # A plain loop (and litgpt's) keeps the model output through backward;
     # the HF Trainer, torchtune and torchtitan keep only the loss.
     keep = train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
     for _ in range(args.steps):
-        inputs = batch(config, train, "cuda", dtype)
-        with torch.autocast("cuda", dtype=amp or torch.bfloat16, enabled=amp is not None):
+        inputs = batch(config, train, device, dtype)
+        with torch.autocast(device, dtype=amp or torch.bfloat16, enabled=amp is not None):
             out = model(**inputs)
             loss = loss_of(out, config)
         if not keep:
@@ -390,8 +413,13 @@ def gpu(args):
         out = loss = None
         opt.step()
         opt.zero_grad(set_to_none=True)
-        used_peak = max(used_peak, pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+        used = nvml_used()
+        used_peak = None if used is None else max(used_peak or 0, used)
     gib = 2 ** 30
+    allocated = torch.cuda.max_memory_allocated() if on_gpu else 0
+    reserved = torch.cuda.max_memory_reserved() if on_gpu else 0
+    nvml = (f"NVML used peak {used_peak / gib:.3f} GiB, CUDA context {context / gib:.3f} GiB"
+            if used_peak is not None else "NVML not available")
     rs = resolved(args.plan)
     tr = rs["train"]
     tr.pop("model", None)
@@ -401,12 +429,12 @@ def gpu(args):
         tr["group_size"] = q["group_size"]
     tr["double_quant"] = bool(q.get("double_quant"))
     case = {"id": "measure_" + os.path.splitext(os.path.basename(args.plan))[0], "source": "examples/measure gpu mode",
-            "trust": "A", "kind": "train", "model": rs["model"], "train": rs["train"], "gpu": torch.cuda.get_device_name(dev),
-            "measured": {"what": "allocated_peak", "gib": round(torch.cuda.max_memory_allocated() / gib, 3),
+            "trust": "A", "kind": "train", "model": rs["model"], "train": rs["train"], "gpu": torch.cuda.get_device_name(dev) if on_gpu else "cpu (a test run)",
+            "measured": {"what": "allocated_peak", "gib": round(allocated / gib, 3),
                          "includes_cuda_context": False, "per": "gpu"},
             "inferred": [],
-            "notes": (f"reported={torch.cuda.max_memory_allocated()} bytes; reserved peak {torch.cuda.max_memory_reserved() / gib:.3f} GiB, "
-                      f"NVML used peak {used_peak / gib:.3f} GiB, CUDA context {context / gib:.3f} GiB; torch {torch.__version__}, "
+            "notes": (f"reported={allocated} bytes; reserved peak {reserved / gib:.3f} GiB, "
+                      f"{nvml}; torch {torch.__version__}, transformers {transformers.__version__}, "
                       f"{args.steps} steps of plan {os.path.basename(args.plan)}")}
     print(json.dumps(case))
 
@@ -427,6 +455,7 @@ def main():
     g.add_argument("plan")
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--dry-run", action="store_true")
+    g.add_argument("--device", default="cuda", help="cpu runs the whole measurement path on a small plan, for testing")
     args = ap.parse_args()
     {"inventory": inventory, "saved": saved, "trace": trace, "gpu": gpu}[args.mode](args)
 

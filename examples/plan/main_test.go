@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,5 +65,47 @@ func TestPlanErrors(t *testing.T) {
 	}
 	if err := run(nil, &bytes.Buffer{}); err == nil {
 		t.Error("no arguments should be an error")
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the prepared files of examples/measure/gpu-grid")
+
+// TestGPUGridPrepared: the GPU grid's plans carry their HF config and
+// resolved settings in gpu-grid/prepared/, so examples/measure can run them
+// on a machine without Go; those files are what this tool prints today
+// (go test ./examples/plan -update rewrites them).
+func TestGPUGridPrepared(t *testing.T) {
+	plans, _ := filepath.Glob("../measure/gpu-grid/*.json")
+	if len(plans) < 10 {
+		t.Fatalf("found %d GPU grid plans", len(plans))
+	}
+	for _, f := range plans {
+		prepared := map[string]json.RawMessage{}
+		for _, mode := range []string{"hf_config", "resolved"} {
+			var out bytes.Buffer
+			if err := run([]string{"-" + strings.ReplaceAll(mode, "_", "-"), f}, &out); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			prepared[mode] = json.RawMessage(bytes.TrimSpace(out.Bytes()))
+		}
+		want, err := json.MarshalIndent(prepared, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, '\n')
+		p := filepath.Join(filepath.Dir(f), "prepared", filepath.Base(f))
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is not what the plan tool prints now (go test ./examples/plan -update)", p)
+		}
 	}
 }

@@ -37,3 +37,14 @@ for plan in examples/plans/llama3-8b-lora.json examples/plans/llama2-7b-full-fp3
 done
 printf '{"model": "bert-base-uncased", "train": {"seq_len": 128, "micro_batch": 8, "precision": "amp_bf16"}}\n' > "$tmp/dry.json"
 .venv-truth/bin/python examples/measure/measure.py gpu --dry-run "$tmp/dry.json"
+for f in examples/measure/gpu-grid/*.json; do
+  .venv-truth/bin/python examples/measure/measure.py gpu --dry-run "$f"
+done
+
+say "gpu mode's whole path on the CPU (small plans: LoRA with checkpointing under autocast, an encoder)"
+for f in vram/testdata/trace/llama-tiny-gqa-lora-amp_bf16-sdpa-full-adamw.json vram/testdata/trace/bert-tiny-amp_bf16-eager-none-sgd.json; do
+  .venv-truth/bin/python -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["plan"], sys.stdout)' "$f" > "$tmp/small.json"
+  .venv-truth/bin/python examples/measure/measure.py gpu --device cpu --steps 1 "$tmp/small.json" > "$tmp/case.jsonl"
+  go run ./examples/validate "$tmp/case.jsonl" > /dev/null
+  echo "gpu path on the CPU: $(basename "$f" .json)"
+done
