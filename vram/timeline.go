@@ -32,6 +32,9 @@ func (e Event) Where() string {
 	s := fmt.Sprintf("iteration %d, %s", e.Iteration, e.Phase)
 	if e.Layer >= 0 {
 		s += fmt.Sprintf(", block %d", e.Layer)
+		if e.Name != "" {
+			s += " " + e.Name // recompute
+		}
 	} else if e.Name != "" {
 		s += ", " + e.Name
 	}
