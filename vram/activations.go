@@ -765,16 +765,24 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	// expert: the walk takes those two passes over the section's ops, each
 	// expert's saved tensors going as its ops finish.
 	experts := b.r.expertsPerRank()
+	// busy is the share of the section's routed tokens the walked expert
+	// handles: 1/E balanced, ExpertImbalance/E for the busiest expert.
+	busy := max(1, b.r.ExpertImbalance) / float64(experts)
 	savedRem := ba.Saved
-	// step walks op i's backward. For an expert's op (share E), the
-	// gradients of the section's tensors are one expert's share; those of
-	// tensors from before the section (the MoE input: each expert's gather
-	// scatters a full-size gradient) are whole, and extra is the input
-	// gradient the experts already done have summed.
-	step := func(i int, share int64, before int, extra Bytes) {
+	// step walks op i's backward. For an expert's op, the gradients of the
+	// section's tensors are that expert's share of the tokens (tokens) and
+	// its weight gradients one expert's (1/share); those of tensors from
+	// before the section (the MoE input: each expert's gather scatters a
+	// full-size gradient) are whole, and extra is the input gradient the
+	// experts already done have summed.
+	step := func(i int, tokens float64, share int64, before int, extra Bytes) {
 		op := b.ops[i]
-		var g, whole Bytes
-		for _, t := range op.outs {
+		var g, whole, wgrad Bytes
+		for j, t := range op.outs {
+			if op.castWeights && j > 0 {
+				wgrad = addBytes(wgrad, gradSize(t)/Bytes(share)) // the expert's own weight copy
+				continue
+			}
 			g = addBytes(g, gradSize(t))
 		}
 		for _, t := range op.ins {
@@ -789,7 +797,10 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		if op.scatter {
 			whole = addBytes(whole, whole)
 		}
-		g = addBytes(g/Bytes(share), addBytes(addBytes(whole, extra), addBytes(resid, op.workspace)))
+		if tokens < 1 {
+			g = Bytes(float64(g) * tokens)
+		}
+		g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(resid, op.workspace)))
 		bwd = max(bwd, g)
 		w := op.weights / share
 		if !op.castWeights {
@@ -806,7 +817,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	}
 	for i := len(b.ops) - 1; i >= 0; i-- {
 		if !b.ops[i].expert || experts == 1 {
-			step(i, 1, -1, 0)
+			step(i, 1, 1, -1, 0)
 			savedRem -= released[i]
 			continue
 		}
@@ -826,14 +837,14 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		}
 		r0, d0 := savedRem, done
 		for k := hi; k >= lo; k-- { // the first expert
-			step(k, experts, lo, 0)
-			savedRem -= released[k] / Bytes(experts)
+			step(k, busy, experts, lo, 0)
+			savedRem -= Bytes(float64(released[k]) * busy)
 		}
-		savedRem = r0 - Bytes(float64(rel)*float64(experts-1)/float64(experts))
+		savedRem = r0 - Bytes(float64(rel)*(1-busy))
 		done = d0 + w*(experts-1)/experts
 		for k := hi; k >= lo; k-- { // the last expert
-			step(k, experts, lo, inGrad)
-			savedRem -= released[k] / Bytes(experts)
+			step(k, busy, experts, lo, inGrad)
+			savedRem -= Bytes(float64(released[k]) * busy)
 		}
 		savedRem, done = r0-rel, d0+w
 		i = lo

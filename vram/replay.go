@@ -429,7 +429,7 @@ func (tr *tracer) forward(p *actBuilder, in int) (k *kept, out int) {
 // gradients of its inputs and frees those of its outputs, and a saved
 // tensor is freed once the earliest op that saved it is done (tensors the
 // model's output holds move to held). Routed experts run one at a time:
-// their gradients are one expert's share and their saved tensors go when
+// their gradients are one (the busiest) expert's share and their saved tensors go when
 // the last expert is done (as the timeline's walk). gradOut is the handle
 // of the gradient flowing in; the gradient of the block input is returned.
 func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int {
@@ -450,7 +450,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 			}
 		}
 	}
-	experts := tr.r.expertsPerRank()
+	busy := max(1, tr.r.ExpertImbalance) / float64(tr.r.expertsPerRank()) // the walked expert's share
 	var deferred []*actT
 	free := func(ts []*actT) {
 		for _, t := range ts {
@@ -470,7 +470,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 		}
 		size := t.bytes
 		if op.expert {
-			size /= Bytes(experts)
+			size = Bytes(float64(size) * busy)
 		}
 		g[t.id] = tr.a.Malloc(size)
 	}

@@ -70,6 +70,11 @@ type Training struct {
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
 	// litgpt, torchtune, deepspeed, megatron, plain_pytorch (default).
 	Framework string `json:"framework,omitempty"`
+	// ExpertImbalance is how many times the balanced share of routed tokens
+	// the busiest expert on a rank receives (MoE models; 0 or 1: balanced).
+	// The routed total is fixed, so it moves only the backward's per-expert
+	// peak, where that expert's saved tensors and gradients are in flight.
+	ExpertImbalance float64 `json:"expert_imbalance,omitempty"`
 
 	// KeepGrads: zero_grad(set_to_none=False) keeps gradient buffers between
 	// steps (PyTorch < 2.0 default and HF Trainer of 2022).
@@ -245,6 +250,14 @@ func (t Training) resolve() (resolved, error) {
 	}
 	if err := r.resolveParallel(); err != nil {
 		return r, err
+	}
+	if t.ExpertImbalance != 0 {
+		if r.m.Experts == 0 {
+			return r, fmt.Errorf("expert_imbalance applies to mixture-of-experts models; %s has no routed experts", r.m.Name)
+		}
+		if e := r.expertsPerRank(); t.ExpertImbalance < 1 || t.ExpertImbalance > float64(e) {
+			return r, fmt.Errorf("expert_imbalance must be between 1 and the experts per rank (%d), got %v", e, t.ExpertImbalance)
+		}
 	}
 	return r, nil
 }

@@ -346,3 +346,36 @@ func TestEstimateMatchesRecordedTimeline(t *testing.T) {
 		}
 	}
 }
+
+// TestExpertImbalance: a busier expert can only raise the peak; the field
+// is checked against the model.
+func TestExpertImbalance(t *testing.T) {
+	base := Training{Model: MustPreset("mixtral-8x7b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16",
+		Checkpointing: "full", Parallel: Parallel{DP: 8, EP: 8, FSDP: "full_shard"}}
+	var last Bytes
+	for _, imb := range []float64{1, 1.5, 3, 8} {
+		tr := base
+		tr.Parallel.EP = 1
+		tr.ExpertImbalance = imb
+		est, err := tr.Estimate()
+		if err != nil {
+			t.Fatalf("imbalance %v: %v", imb, err)
+		}
+		if est.Peak.Total() < last {
+			t.Errorf("imbalance %v lowers the peak to %v (from %v)", imb, est.Peak.Total(), last)
+		}
+		last = est.Peak.Total()
+	}
+	for _, tc := range []struct {
+		tr   Training
+		want string
+	}{
+		{Training{Model: MustPreset("gpt2"), SeqLen: 128, MicroBatch: 1, ExpertImbalance: 1.2}, "expert_imbalance applies to mixture-of-experts models"},
+		{func() Training { b := base; b.ExpertImbalance = 0.5; return b }(), "expert_imbalance must be between 1 and the experts per rank (1)"},
+		{func() Training { b := base; b.Parallel.EP = 1; b.ExpertImbalance = 9; return b }(), "expert_imbalance must be between 1 and the experts per rank (8)"},
+	} {
+		if _, err := tc.tr.Estimate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.tr.ExpertImbalance, err, tc.want)
+		}
+	}
+}
