@@ -19,8 +19,9 @@
 // experts, GQA/MQA, MLA). Tensors lists every parameter with its Hugging Face
 // name and shape, so ParamCount is exact (gpt2 124,439,808; Llama-2-7b
 // 6,738,415,616). Read one from a config.json with FromHFConfig, take one from
-// the catalog with LookupPreset/MustPreset, or read a checkpoint's real tensor
-// table with ReadCheckpoint (safetensors headers, sharded or not).
+// the catalog with FromPreset (a mistyped name becomes an estimate error),
+// LookupPreset or MustPreset, or read a checkpoint's real tensor table with
+// ReadCheckpoint (safetensors headers, sharded or not).
 //
 // # What is counted
 //

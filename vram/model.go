@@ -201,6 +201,12 @@ func (m Model) Normalize() Model {
 // Validate reports the first field that makes m unusable, naming it and the rule.
 func (m Model) Validate() error {
 	if _, ok := familyDefaults[m.Family]; !ok {
+		if m.Family == "" && m.Name != "" && m.Layers == 0 {
+			// A name alone: FromPreset's answer for a name not in the catalog.
+			if _, err := LookupPreset(m.Name); err != nil {
+				return fmt.Errorf("model.name: %w", err)
+			}
+		}
 		if m.Family == "" {
 			return fmt.Errorf("model.family is required; known: %s", strings.Join(Families(), ", "))
 		}

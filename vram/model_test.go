@@ -227,3 +227,18 @@ func TestHFConfigRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestFromPresetTypo: a mistyped catalog name is an error naming the field
+// and listing the known names, not a panic.
+func TestFromPresetTypo(t *testing.T) {
+	if m := FromPreset("llama-2-7b"); m.Params != MustPreset("llama-2-7b").Params || m.Family != "llama" {
+		t.Errorf("FromPreset(llama-2-7b) = %+v", m)
+	}
+	_, err := Training{Model: FromPreset("llama-2-7bb"), SeqLen: 128, MicroBatch: 1}.Estimate()
+	if err == nil || !strings.Contains(err.Error(), `model.name: unknown model preset "llama-2-7bb"; known: `) {
+		t.Errorf("error %v", err)
+	}
+	if _, err := (Inference{Model: FromPreset("gpt5"), Batch: 1, PromptTokens: 128}).Estimate(); err == nil || !strings.Contains(err.Error(), "unknown model preset") {
+		t.Errorf("inference error %v", err)
+	}
+}

@@ -121,6 +121,18 @@ func LookupPreset(name string) (Preset, error) {
 	return Preset{}, fmt.Errorf("unknown model preset %q; known: %s", name, strings.Join(Presets(), ", "))
 }
 
+// FromPreset is the catalog model of that name, for notebooks and other code
+// where a name is typed in: a name the catalog does not know gives a model
+// that Validate (and so every estimate) rejects with "model.name: unknown
+// model preset …" and the known names, instead of a panic.
+func FromPreset(name string) Model {
+	p, err := LookupPreset(name)
+	if err != nil {
+		return Model{Name: name}
+	}
+	return p.Model
+}
+
 // MustPreset is LookupPreset for names known at compile time; it panics on a
 // typo, which tests catch.
 func MustPreset(name string) Model {
