@@ -277,7 +277,8 @@ func (p blockPlan) saveInput(role string) bool {
 }
 
 // linear applies a (possibly LoRA-adapted) linear layer to x. in/out are the
-// per-rank feature counts; weightElems sizes the autocast weight copy.
+// per-rank feature counts; they also size the weight (its gradient and its
+// autocast copy).
 func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int64) *actT {
 	var saves []*actT
 	xc := b.castIn(p, name, x)
@@ -553,29 +554,27 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		aIn := a
 		f := int64(m.FFN) / p.tp
 		if m.IsMoELayer(layer) {
-			// Routed experts see top-k copies of the tokens, spread over EP ranks;
-			// shared experts see every token (modeling_mixtral / deepseek_v3).
-			// modeling_mixtral.py MixtralSparseMoeBlock: softmax over the
-			// experts in fp32, top-k (saves its indices), the weights divided
-			// by their sum in place (saves both), cast to the hidden dtype.
+			// modeling_mixtral.py MixtralSparseMoeBlock (deepseek_v3 alike):
+			// the router's softmax over the experts in fp32, top-k (saves its
+			// indices), the weights divided by their sum in place (saves both),
+			// cast to the hidden dtype. Routed experts see k copies of the
+			// tokens, spread over EP ranks; shared experts see every token.
 			k := int64(m.ExpertsPerToken)
 			hd := aIn.dtype
 			router := b.linear(p, "router", "router", aIn, h, int64(m.Experts))
 			sm := b.keep(b.op("router_softmax", b.size(int64(m.Experts), FP32), FP32, list(router)))
-			top := b.op("router.topk", b.size(k, FP32), FP32, list(sm))
+			top := b.keep(b.op("router.topk", b.size(k, FP32), FP32, list(sm)))
 			b.side("router.topk_indices", b.size(k, INT64), INT64)
 			b.side("router.weight_sum", b.size(1, FP32), FP32)
-			top.saved = true
 			rw := b.op("router.weights", b.size(k, hd), hd, list(top))
 			f = int64(m.ExpertFFN)*int64(m.ExpertsPerToken) + int64(m.ExpertFFN)*int64(m.SharedExperts)
 			f /= p.tp
+			// final_hidden_states = torch.zeros(...) exists before the loop.
 			// Each expert gathers its tokens (hidden_states[top_x], which saves
 			// top_x), runs its MLP on them, scales the output by the tokens'
 			// routing weights (the product saves both) and index_add_s it into
-			// the output (which saves the scaled source): over all experts, k
-			// copies of each per token.
-			// final_hidden_states = torch.zeros(...) exists before the loop;
-			// each expert index_add_s into it in place.
+			// final_hidden_states in place (which saves the scaled source):
+			// over all experts, k copies of each per token.
 			final := b.op("experts.output", b.size(h, hd), hd, nil)
 			first := len(b.ops)
 			gathered := b.op("experts.gather", b.size(k*h, hd), hd, list(aIn))
@@ -729,13 +728,18 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		nograd = maxBytes(nograd, addBytes(liveNG, op.workspace))
 	}
 	ba.ForwardPeak, ba.NoGradPeak = fwd, addBytes(nograd, input.bytes)
-	// Backward, op by op in reverse: the gradients of the op's outputs and
-	// inputs are live together, plus the gradient flowing in the residual
-	// stream, plus any workspace (dequantized weights are rebuilt). A saved
-	// tensor is released once the earliest op that saved it has run its
-	// backward (autograd frees a node's saved variables after its backward,
-	// torch/csrc/autograd/function.h release_variables), and each matmul
-	// creates its weight gradient.
+	b.backwardSteps(&ba, input)
+	return ba
+}
+
+// backwardSteps fills ba's backward walk, op by op in reverse: the gradients
+// of the op's outputs and inputs are live together, plus the gradient flowing
+// in the residual stream, plus any workspace (dequantized weights are
+// rebuilt). A saved tensor is released once the earliest op that saved it has
+// run its backward (autograd frees a node's saved variables after its
+// backward, torch/csrc/autograd/function.h release_variables), and each
+// matmul creates its weight gradient.
+func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	var bwd Bytes
 	var weights, done int64
 	for _, op := range b.ops {
@@ -764,10 +768,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	// linearly with j, so the most memory is at the first or the last
 	// expert: the walk takes those two passes over the section's ops, each
 	// expert's saved tensors going as its ops finish.
-	experts := b.r.expertsPerRank()
-	// busy is the share of the section's routed tokens the walked expert
-	// handles: 1/E balanced, ExpertImbalance/E for the busiest expert.
-	busy := max(1, b.r.ExpertImbalance) / float64(experts)
+	experts, busy := b.r.expertsPerRank(), b.r.busiestExpertShare()
 	savedRem := ba.Saved
 	// step walks op i's backward. For an expert's op, the gradients of the
 	// section's tensors are that expert's share of the tokens (tokens) and
@@ -864,7 +865,6 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			}
 		}
 	}
-	return ba
 }
 
 // expertsPerRank is the number of routed experts each expert-parallel rank
@@ -874,6 +874,12 @@ func (r *resolved) expertsPerRank() int64 {
 		return 1
 	}
 	return max(1, int64(r.m.Experts)/int64(max(1, r.ep)))
+}
+
+// busiestExpertShare is the share of a rank's routed tokens its busiest
+// expert handles: 1/E when balanced, ExpertImbalance/E otherwise.
+func (r *resolved) busiestExpertShare() float64 {
+	return max(1, r.ExpertImbalance) / float64(r.expertsPerRank())
 }
 
 // releaseAt is the op after whose backward t is no longer saved.
@@ -937,13 +943,13 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// litgpt and Megatron call F.gelu(approximate="tanh"); transformers'
 	// gelu_new (GPT-2, GPT-J, Phi) is the Python formula (activations.py).
 	p.pythonGELU = r.Framework != "litgpt" && r.Framework != "megatron" && r.Framework != "torchtitan"
-	p.nativeGQA = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
+	// The HF Trainer and plain loops run transformers' modeling code.
+	p.hfModeling = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
+	p.nativeGQA = p.hfModeling
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).
-	p.useCache = (r.Framework == "hf_trainer" || r.Framework == "plain_pytorch") &&
-		r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
+	p.useCache = p.hfModeling && r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
 	p.keepOutputs = r.keepsOutputs()
-	p.hfModeling = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
 	p.baseDType = r.WeightsDType
 	switch m.Family {
 	case "bert", "gpt2", "vit":

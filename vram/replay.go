@@ -450,7 +450,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 			}
 		}
 	}
-	busy := max(1, tr.r.ExpertImbalance) / float64(tr.r.expertsPerRank()) // the walked expert's share
+	busy := tr.r.busiestExpertShare()
 	var deferred []*actT
 	free := func(ts []*actT) {
 		for _, t := range ts {
