@@ -62,9 +62,12 @@ def prepared(plan_path, what):
         with open(side) as f:
             return json.load(f)[what]
     flag = {"hf_config": "-hf-config", "resolved": "-resolved"}[what]
-    out = subprocess.run(["go", "run", "./examples/plan", flag, os.path.abspath(plan_path)],
-                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    done = subprocess.run(["go", "run", "./examples/plan", flag, os.path.abspath(plan_path)],
+                          cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:  # the plan tool names the field and the rule
+        msg = "\n".join(l for l in done.stderr.splitlines() if not l.startswith("exit status"))
+        raise SystemExit(msg.strip() or f"go run ./examples/plan {flag} {plan_path} failed")
+    return json.loads(done.stdout)
 
 
 def hf_config(plan_path):
@@ -76,8 +79,11 @@ def resolved(plan_path):
 
 
 def plan(plan_path):
-    with open(plan_path) as f:
-        return json.load(f)
+    try:
+        with open(plan_path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{plan_path}: {e}")
 
 
 DROPOUTS = ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
@@ -129,6 +135,37 @@ def batch(config, train, device, dtype):
     if config.model_type not in ENCODERS:
         inputs["labels"] = ids
     return inputs
+
+
+def for_training(model, train, dropout):
+    """The model as the plan trains it: PEFT LoRA adapters (their dropout only
+    when dropout), train mode, non-reentrant checkpointing."""
+    lora = train.get("lora")
+    if lora:
+        import peft
+        targets = lora["targets"] if lora["targets"] != ["all_linear"] else "all-linear"
+        model = peft.get_peft_model(model, peft.LoraConfig(
+            r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
+            lora_dropout=lora.get("dropout", 0.0) if dropout else 0.0, target_modules=targets))
+    model.train()
+    if train.get("grad_checkpointing") == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def optimizer(train, params):
+    """The plan's optimizer over params (the learning rate does not change
+    the memory); foreach, as PyTorch picks on CUDA."""
+    import torch
+
+    name = train.get("optimizer", "adamw")
+    make = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
+            "adam": lambda: torch.optim.Adam(params, lr=1e-4, foreach=True),
+            "sgd": lambda: torch.optim.SGD(params, lr=1e-3),
+            "sgd_momentum": lambda: torch.optim.SGD(params, lr=1e-3, momentum=0.9)}
+    if name not in make:
+        raise SystemExit(f"examples/measure runs train.optimizer {', '.join(make)}; the plan says {name!r}")
+    return make[name]()
 
 
 def loss_of(out, config):
@@ -270,17 +307,9 @@ def trace(args):
         model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
         if precision == "bf16":
             model = model.to(torch.bfloat16)
-        lora = train.get("lora")
-        if lora:
-            import peft
-            model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
-                                                               lora_dropout=0.0, target_modules=lora["targets"]))
-        model.train()
-        if train.get("grad_checkpointing") == "full":
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model = for_training(model, train, dropout=False)
         params = [q for q in model.parameters() if q.requires_grad]
-        opt = {"adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
-               "sgd": lambda: torch.optim.SGD(params, lr=1e-3)}[train.get("optimizer", "adamw")]()
+        opt = optimizer(train, params)
         inputs = batch(config, train, "cpu", next(model.parameters()).dtype)
         frozen = len(params) < sum(1 for _ in model.parameters())
 
@@ -378,24 +407,8 @@ def gpu(args):
     torch.ones(1, device=device)
     context = nvml_used()
     model, config = build(cfg, device=device, dtype=dtype, attn=attn, dropout=True)
-    lora = train.get("lora")
-    if lora:
-        import peft
-        targets = lora["targets"] if lora["targets"] != ["all_linear"] else "all-linear"
-        model = peft.get_peft_model(model, peft.LoraConfig(r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
-                                                           lora_dropout=lora.get("dropout", 0.0), target_modules=targets))
-    if train.get("grad_checkpointing") == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
-    trainable = [q for q in model.parameters() if q.requires_grad]
-    name = train.get("optimizer", "adamw")
-    optimizers = {"adamw": lambda: torch.optim.AdamW(trainable, lr=1e-5),
-                  "adam": lambda: torch.optim.Adam(trainable, lr=1e-5),
-                  "sgd": lambda: torch.optim.SGD(trainable, lr=1e-3),
-                  "sgd_momentum": lambda: torch.optim.SGD(trainable, lr=1e-3, momentum=0.9)}
-    if name not in optimizers:
-        raise SystemExit(f"gpu mode runs train.optimizer adamw, adam, sgd or sgd_momentum; the plan says {name!r}")
-    opt = optimizers[name]()
+    model = for_training(model, train, dropout=True)
+    opt = optimizer(train, [q for q in model.parameters() if q.requires_grad])
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     used_peak = None
