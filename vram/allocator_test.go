@@ -88,6 +88,12 @@ func TestReplayMatchesTimeline(t *testing.T) {
 		{Model: MustPreset("gpt2"), SeqLen: 1024, MicroBatch: 8, Precision: "amp_bf16", Attention: "eager"},
 		{Model: MustPreset("llama-2-7b"), SeqLen: 512, MicroBatch: 2, Precision: "bf16", Checkpointing: "full",
 			LoRA: &LoRA{Rank: 8, Targets: []string{"q_proj", "v_proj"}}},
+		// Sharded runs: the optimizer step's scratch is a shard's.
+		{Model: MustPreset("llama-3.1-70b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+			Parallel: Parallel{DP: 8, FSDP: "full_shard"}},
+		{Model: MustPreset("mixtral-8x7b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", Parallel: Parallel{DP: 8, ZeRO: 2}},
+		{Model: MustPreset("mixtral-8x7b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+			Parallel: Parallel{DP: 8, EP: 8, FSDP: "full_shard"}},
 	} {
 		est, err := tr.Estimate()
 		if err != nil {

@@ -318,7 +318,7 @@ func (tr *tracer) step(last bool) {
 		var tmp []int
 		for _, k := range tr.units() {
 			u := tr.unit(k)
-			total := r.stepTemporary(u.trainable, u.largest, stateDTypeOf(r))
+			total := r.stepTemporary(u.trainable/r.stepShard(), u.largest, stateDTypeOf(r))
 			if total > 0 && u.trainable > 0 {
 				for _, g := range u.gradSizes {
 					tmp = append(tmp, tr.a.Malloc(Bytes(float64(total)*float64(g)/float64(maxBytes(1, u.grads)))))

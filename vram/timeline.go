@@ -242,6 +242,15 @@ func (s *simulation) sameBlock(a, b int) bool {
 		x.states == y.states && x.gathered == y.gathered && x.trainable == y.trainable
 }
 
+// stepShard is how many ways the optimizer step's work is split: the step
+// runs on this rank's shard of the states under ZeRO ≥ 1 (and FSDP).
+func (r *resolved) stepShard() int64 {
+	if r.Parallel.ZeRO >= 1 {
+		return int64(max(1, r.shard))
+	}
+	return 1
+}
+
 // keepsOutputs reports whether the framework's training loop holds the
 // model's output (logits, past_key_values, hidden states) until backward
 // ends. A plain loop does (`out = model(**batch); out.loss.backward()`), and
@@ -368,7 +377,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			extra = addBytes(extra, s.blocks[l].gradsFull) // unsharded until reduce-scatter
 		}
 		if r.OptimizerInBackward {
-			extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable, s.blocks[l].largest, r.WeightsDType))
+			extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable/r.stepShard(), s.blocks[l].largest, r.WeightsDType))
 		}
 		layerGrads := s.blocks[l].grads
 		if gradsHeld {
@@ -421,12 +430,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if iter == 1 {
 			live.OptimizerStates = addBytes(live.OptimizerStates, su.states)
 		}
-		// The step runs on this rank's shard of the states (ZeRO ≥ 1).
-		shard := int64(1)
-		if r.Parallel.ZeRO >= 1 {
-			shard = int64(r.shard)
-		}
-		temp := r.stepTemporary(su.trainable/shard, su.largest, stateDTypeOf(r))
+		temp := r.stepTemporary(su.trainable/r.stepShard(), su.largest, stateDTypeOf(r))
 		if r.RetainGradCopies {
 			// A second copy of every gradient (e.g. out-of-place clipping
 			// keeping clipped copies) lives through the step.
