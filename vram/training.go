@@ -255,7 +255,7 @@ func (t Training) resolve() (resolved, error) {
 		if r.m.Experts == 0 {
 			return r, fmt.Errorf("expert_imbalance applies to mixture-of-experts models; %s has no routed experts", r.m.Name)
 		}
-		if e := r.expertsPerRank(); t.ExpertImbalance < 1 || t.ExpertImbalance > float64(e) {
+		if e := r.expertsPerRank(); !(t.ExpertImbalance >= 1 && t.ExpertImbalance <= float64(e)) {
 			return r, fmt.Errorf("expert_imbalance must be between 1 and the experts per rank (%d), got %v", e, t.ExpertImbalance)
 		}
 	}

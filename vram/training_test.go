@@ -2,6 +2,7 @@ package vram
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -373,6 +374,7 @@ func TestExpertImbalance(t *testing.T) {
 		{Training{Model: MustPreset("gpt2"), SeqLen: 128, MicroBatch: 1, ExpertImbalance: 1.2}, "expert_imbalance applies to mixture-of-experts models"},
 		{func() Training { b := base; b.ExpertImbalance = 0.5; return b }(), "expert_imbalance must be between 1 and the experts per rank (1)"},
 		{func() Training { b := base; b.Parallel.EP = 1; b.ExpertImbalance = 9; return b }(), "expert_imbalance must be between 1 and the experts per rank (8)"},
+		{func() Training { b := base; b.ExpertImbalance = math.NaN(); return b }(), "expert_imbalance must be between 1"},
 	} {
 		if _, err := tc.tr.Estimate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.tr.ExpertImbalance, err, tc.want)
