@@ -179,16 +179,6 @@ func (b *actBuilder) size(elemsPerToken int64, d DType) Bytes {
 	return d.Size(mulI64(b.tokens, elemsPerToken))
 }
 
-func mulI64(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	p := a * b
-	if p/b != a || p < 0 {
-		return 1 << 62
-	}
-	return p
-}
 
 // op runs one forward op: it reads ins, creates an output of size bytes,
 // and marks saves as saved for backward.

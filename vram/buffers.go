@@ -25,6 +25,9 @@ func (b Buffer) Bytes() Bytes {
 // (register_buffer, persistent or not), with their state-dict names.
 func (m Model) Buffers() []Buffer {
 	m = m.Normalize()
+	if m.ranges() != nil {
+		return nil // out of range: Validate says which field
+	}
 	p := int64(m.MaxPosition)
 	var bs []Buffer
 	add := func(name string, layer int, d DType, shape ...int64) {

@@ -3,7 +3,6 @@ package vram
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 	"unicode"
@@ -117,6 +116,11 @@ func ParseBytes(s string) (Bytes, error) {
 		num, unit = strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
 	}
 	if num == "" {
+		for _, w := range []string{"nan", "inf", "+inf", "-inf", "infinity"} {
+			if f := strings.Fields(strings.ToLower(t)); len(f) > 0 && f[0] == w {
+				return 0, fmt.Errorf("vram: bytes %q: %s is not a finite number", s, strings.Fields(t)[0])
+			}
+		}
 		return 0, fmt.Errorf("vram: bytes %q: missing number", s)
 	}
 	var size Bytes
@@ -133,11 +137,11 @@ func ParseBytes(s string) (Bytes, error) {
 		if n < 0 {
 			return 0, fmt.Errorf("vram: bytes %q: must not be negative", s)
 		}
-		hi, lo := bits.Mul64(uint64(n), uint64(size))
-		if hi != 0 || lo > uint64(MaxBytes) {
+		v, ok := mulCount(n, int64(size))
+		if !ok {
 			return 0, fmt.Errorf("vram: bytes %q: larger than %d bytes", s, int64(MaxBytes))
 		}
-		return Bytes(lo), nil
+		return Bytes(v), nil
 	}
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -192,25 +196,3 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes a plain number of bytes.
 func (b Bytes) MarshalJSON() ([]byte, error) { return b.MarshalText() }
-
-// mulBytes returns n*per, saturating at MaxBytes instead of overflowing, so
-// absurd plans report "too big" rather than a negative size.
-func mulBytes(n int64, per Bytes) Bytes {
-	if n <= 0 || per <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(n), uint64(per))
-	if hi != 0 || lo > uint64(MaxBytes) {
-		return MaxBytes
-	}
-	return Bytes(lo)
-}
-
-// addBytes adds with saturation at MaxBytes.
-func addBytes(a, b Bytes) Bytes {
-	s := a + b
-	if a > 0 && b > 0 && s < 0 {
-		return MaxBytes
-	}
-	return s
-}

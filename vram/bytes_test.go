@@ -97,18 +97,44 @@ func FuzzParseBytes(f *testing.F) {
 	})
 }
 
-func TestOverflowSafe(t *testing.T) {
-	// 10^12 parameters × 10^6 tokens must not wrap around.
+// TestCheckedArithmetic: counts are exact up to int64 and panic with an
+// overflowError past it (never wrap, never saturate); recoverOverflow turns
+// that panic into an error and lets any other panic through.
+func TestCheckedArithmetic(t *testing.T) {
 	if got := mulBytes(1e12, 4e6); got != 4e18 {
 		t.Errorf("mulBytes(1e12, 4e6) = %d, want exactly 4e18", got)
-	}
-	if got := mulBytes(1e13, 1e6); got != MaxBytes {
-		t.Errorf("mulBytes(1e13, 1e6) = %d, want saturation at MaxBytes", got)
 	}
 	if got := FP32.Size(1e12); got != 4e12 {
 		t.Errorf("FP32.Size(1e12) = %d", got)
 	}
-	if got := addBytes(MaxBytes, 1); got != MaxBytes {
-		t.Errorf("addBytes saturates: got %d", got)
+	if got := addBytes(-5, 3); got != -2 {
+		t.Errorf("addBytes(-5, 3) = %d", got)
 	}
+	for name, f := range map[string]func(){
+		"mul":       func() { mulBytes(1e13, 1e6) },
+		"add":       func() { addBytes(MaxBytes, 1) },
+		"add neg":   func() { addBytes(-MaxBytes, -2) },
+		"scale":     func() { scale(MaxBytes/2, 3) },
+		"size":      func() { FP64.Size(1 << 61) },
+		"quant int": func() { Quant{DType: INT4}.Size(1<<40, 1<<40) },
+	} {
+		err := func() (err error) {
+			defer recoverOverflow(&err)
+			f()
+			return nil
+		}()
+		if _, ok := err.(overflowError); !ok {
+			t.Errorf("%s: err = %v, want an overflowError", name, err)
+		}
+	}
+	defer func() {
+		if r := recover(); r != "other" {
+			t.Errorf("recoverOverflow swallowed another panic: %v", r)
+		}
+	}()
+	func() {
+		var err error
+		defer recoverOverflow(&err)
+		panic("other")
+	}()
 }

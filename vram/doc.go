@@ -11,7 +11,9 @@
 // Bytes is an int64 count of bytes with IEC (KiB … PiB) and SI (KB … PB)
 // constants; ParseBytes reads "80GB" and "80 GiB" (which differ). DType is an
 // element format; Quant adds the block scales of nf4, fp4, int4 (GPTQ/AWQ)
-// and int8 weights. Arithmetic saturates at MaxBytes rather than wrapping.
+// and int8 weights. Counts never wrap around or saturate: validation bounds
+// every size field, and checked arithmetic turns anything that would pass
+// int64 into an error.
 //
 // # Models
 //

@@ -24,11 +24,16 @@ const (
 	INT32            // index tensors (GPTQ g_idx)
 	INT64            // token ids
 	Bool             // masks
+	FP64             // float64 (stored only: checkpoints, buffers)
+	INT16            // 16-bit integer (stored only)
+	FP8E8M0          // float8 e8m0: power-of-two block scales (MXFP4, MXFP8)
+	FP6              // 6-bit floats (e2m3, e3m2: MXFP6), stored only
 )
 
 var dtypeNames = map[DType]string{
 	FP32: "fp32", TF32: "tf32", FP16: "fp16", BF16: "bf16", FP8E4M3: "fp8_e4m3", FP8E5M2: "fp8_e5m2",
 	INT8: "int8", INT4: "int4", NF4: "nf4", FP4: "fp4", INT32: "int32", INT64: "int64", Bool: "bool",
+	FP64: "fp64", INT16: "int16", FP8E8M0: "fp8_e8m0", FP6: "fp6",
 }
 
 // dtypeAliases are other spellings accepted by ParseDType (PyTorch and
@@ -85,13 +90,15 @@ func (d DType) Bits() int {
 	switch d {
 	case FP32, TF32, INT32:
 		return 32
-	case FP16, BF16:
+	case FP16, BF16, INT16:
 		return 16
-	case FP8E4M3, FP8E5M2, INT8, Bool:
+	case FP8E4M3, FP8E5M2, FP8E8M0, INT8, Bool:
 		return 8
+	case FP6:
+		return 6
 	case INT4, NF4, FP4:
 		return 4
-	case INT64:
+	case INT64, FP64:
 		return 64
 	}
 	return 0
@@ -101,11 +108,7 @@ func (d DType) Bits() int {
 // pack two per byte). Block scales of quantized formats are not included:
 // see Quant.Size.
 func (d DType) Size(n int64) Bytes {
-	bitsTotal := mulBytes(n, Bytes(d.Bits()))
-	if bitsTotal == MaxBytes {
-		return MaxBytes
-	}
-	return (bitsTotal + 7) / 8
+	return (mulBytes(n, Bytes(d.Bits())) + 7) / 8
 }
 
 // IsFloat reports whether d holds floating-point values a model can compute in.
@@ -171,10 +174,7 @@ func (q Quant) group() int {
 //     fp32 row scale (SCB) per output row (Dettmers et al. 2022, §3.1).
 //   - plain float types: rows·cols elements.
 func (q Quant) Size(rows, cols int64) Bytes {
-	n := rows * cols
-	if rows > 0 && n/rows != cols {
-		return MaxBytes
-	}
+	n := mulI64(rows, cols)
 	switch q.DType {
 	case NF4, FP4:
 		g := int64(q.group())
@@ -187,7 +187,7 @@ func (q Quant) Size(rows, cols int64) Bytes {
 	case INT4:
 		g := int64(q.group())
 		groups := (cols + g - 1) / g // cols = input features
-		perGroup := mulBytes(rows*groups, 2) + INT4.Size(rows*groups)
+		perGroup := addBytes(mulBytes(mulI64(rows, groups), 2), INT4.Size(mulI64(rows, groups)))
 		return addBytes(addBytes(INT4.Size(n), perGroup), INT32.Size(cols))
 	case INT8:
 		return addBytes(Bytes(n), mulBytes(rows, 4))

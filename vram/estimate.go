@@ -27,7 +27,8 @@ type TrainingEstimate struct {
 
 // Estimate predicts the memory of the plan on its most loaded GPU. It returns
 // the validation error for an invalid plan.
-func (t Training) Estimate() (TrainingEstimate, error) {
+func (t Training) Estimate() (_ TrainingEstimate, err error) {
+	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {
 		return TrainingEstimate{}, err
@@ -56,7 +57,8 @@ func (t Training) Estimate() (TrainingEstimate, error) {
 }
 
 // Timeline returns the step timeline of the plan (see Estimate).
-func (t Training) Timeline() (Timeline, error) {
+func (t Training) Timeline() (_ Timeline, err error) {
+	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {
 		return Timeline{}, err
@@ -68,7 +70,8 @@ func (t Training) Timeline() (Timeline, error) {
 // ModelStates returns the persistent per-GPU memory of parameters, gradients
 // and optimizer states (with master weights) after the first step: what the
 // ZeRO paper calls model states, without activations or buffers.
-func (t Training) ModelStates() (Breakdown, error) {
+func (t Training) ModelStates() (_ Breakdown, err error) {
+	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {
 		return Breakdown{}, err
@@ -92,7 +95,8 @@ type LayerMemory struct {
 
 // Layers breaks the persistent memory and the saved activations down by
 // part of the model (most loaded pipeline stage: all of it when PP = 1).
-func (t Training) Layers() ([]LayerMemory, error) {
+func (t Training) Layers() (_ []LayerMemory, err error) {
+	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {
 		return nil, err

@@ -91,19 +91,30 @@ func LookupGPU(name string) (GPU, error) {
 			}
 		}
 	}
-	return GPU{}, fmt.Errorf("unknown GPU %q; known: %s (or give a capacity such as \"80 GiB\")", name, strings.Join(GPUs(), ", "))
+	return GPU{}, fmt.Errorf("unknown GPU %q; known: %s, or a capacity such as \"80 GiB\"%s", name, strings.Join(GPUs(), ", "), didYouMean(name, GPUs()))
 }
 
 // ParseCapacity reads a plan's "gpu" field: a catalog GPU, or a capacity
-// such as "80 GiB" (treated as a device with no context overhead).
+// such as "80 GiB" (treated as a device with no context overhead). Text that
+// starts like an amount is read as one, and its error says what is wrong
+// with it ("-80 GiB", "0", "NaN GiB"); anything else must be a GPU name.
 func ParseCapacity(s string) (GPU, error) {
-	if g, err := LookupGPU(s); err == nil {
+	g, lerr := LookupGPU(s)
+	if lerr == nil {
 		return g, nil
 	}
-	b, err := ParseBytes(s)
-	if err != nil || b <= 0 {
-		_, lerr := LookupGPU(s)
+	t := strings.ToLower(strings.TrimSpace(s))
+	amount := t != "" && (strings.ContainsRune("0123456789+-.", rune(t[0])) ||
+		strings.HasPrefix(t, "nan") || strings.HasPrefix(t, "inf"))
+	if !amount {
 		return GPU{}, lerr
+	}
+	b, err := ParseBytes(s)
+	if err != nil {
+		return GPU{}, fmt.Errorf("gpu capacity: %w", err)
+	}
+	if b <= 0 {
+		return GPU{}, fmt.Errorf("gpu capacity %q: must be more than 0 bytes", s)
 	}
 	return GPU{Name: s, Memory: b}, nil
 }

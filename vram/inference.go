@@ -61,18 +61,27 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if err := in.Model.Validate(); err != nil {
 		return in, Model{}, err
 	}
+	if err := in.applies(); err != nil {
+		return in, Model{}, err
+	}
 	m := in.Model.Normalize()
 	if in.Weights.DType == DTypeUnset {
 		in.Weights.DType = BF16
 	}
-	if in.Batch < 1 {
-		return in, m, fmt.Errorf("batch must be ≥ 1, got %d", in.Batch)
+	if in.Batch < 1 || in.Batch > maxTokens {
+		return in, m, fmt.Errorf("batch must be in [1, %d], got %d", maxTokens, in.Batch)
 	}
-	if in.PromptTokens < 0 || in.NewTokens < 0 || in.KVCacheLen < 0 {
-		return in, m, fmt.Errorf("prompt_tokens, new_tokens and kv_cache_tokens must be ≥ 0")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"prompt_tokens", in.PromptTokens}, {"new_tokens", in.NewTokens}, {"kv_cache_tokens", in.KVCacheLen}} {
+		if f.v < 0 || f.v > maxTokens {
+			return in, m, fmt.Errorf("%s must be in [0, %d], got %d", f.name, maxTokens, f.v)
+		}
 	}
-	if int64(in.Batch)*int64(in.PromptTokens+in.NewTokens+in.KVCacheLen) > 1<<32 {
-		return in, m, fmt.Errorf("batch × tokens is beyond 2^32")
+	// Each term is at most 2^26, so the sum cannot overflow.
+	if _, err := boundedProduct(maxBatchTokens, "batch × (prompt_tokens + new_tokens + kv_cache_tokens)", int64(in.Batch), int64(in.PromptTokens)+int64(in.NewTokens)+int64(in.KVCacheLen)); err != nil {
+		return in, m, err
 	}
 	if in.UnquantizedDType == DTypeUnset {
 		in.UnquantizedDType = FP16
@@ -107,14 +116,14 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.PageSize == 0 {
 		in.PageSize = 16
 	}
-	if in.MaxBatchedTokens < 0 {
-		return in, m, fmt.Errorf("max_batched_tokens must be ≥ 0, got %d", in.MaxBatchedTokens)
+	if in.MaxBatchedTokens < 0 || in.MaxBatchedTokens > maxTokens {
+		return in, m, fmt.Errorf("max_batched_tokens must be in [0, %d], got %d", maxTokens, in.MaxBatchedTokens)
 	}
 	if in.MaxBatchedTokens == 0 && in.Cache == "paged" {
 		in.MaxBatchedTokens = 8192
 	}
-	if in.PageSize < 1 {
-		return in, m, fmt.Errorf("page_size must be ≥ 1, got %d", in.PageSize)
+	if in.PageSize < 1 || in.PageSize > maxPageSize {
+		return in, m, fmt.Errorf("page_size must be in [1, %d] tokens, got %d", maxPageSize, in.PageSize)
 	}
 	if in.TP == 0 {
 		in.TP = 1
@@ -122,7 +131,7 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.PP == 0 {
 		in.PP = 1
 	}
-	if in.TP < 1 || m.Heads%in.TP != 0 {
+	if in.TP < 1 || in.TP > maxHeads || m.Heads%in.TP != 0 {
 		return in, m, fmt.Errorf("tp=%d does not divide %d attention heads", in.TP, m.Heads)
 	}
 	if err := oneOf("device_map", in.DeviceMap, "", "sequential"); err != nil {
@@ -134,7 +143,64 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.PP < 1 || in.PP > m.Layers {
 		return in, m, fmt.Errorf("pp=%d must be in [1, layers = %d]", in.PP, m.Layers)
 	}
+	if err := in.bound(m); err != nil {
+		return in, m, err
+	}
 	return in, m, nil
+}
+
+// applies rejects settings that the rest of the plan makes meaningless (in
+// is the plan as written, before defaults).
+func (in Inference) applies() error {
+	if in.KVCacheLen != 0 && in.Cache != "static" {
+		return fmt.Errorf("kv_cache_tokens sizes a preallocated cache; it applies to cache \"static\", not %q", orDefault(in.Cache, "dynamic"))
+	}
+	if in.PageSize != 0 && in.Cache != "paged" {
+		return fmt.Errorf("page_size applies to cache \"paged\", not %q", orDefault(in.Cache, "dynamic"))
+	}
+	if in.DeviceCapacity != 0 && in.DeviceMap != "sequential" {
+		return fmt.Errorf("device_capacity applies to device_map \"sequential\"")
+	}
+	if in.QuantizedModules != "" && !in.Weights.Quantized() {
+		return fmt.Errorf("quantized_modules applies to quantized weights (int8, nf4, fp4, int4), not %s", in.Weights.DType)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// maxPageSize bounds the tokens of one KV-cache page (vLLM uses 16).
+const maxPageSize = 1 << 20
+
+// bound rejects, naming the fields, an inference plan whose largest tensors
+// would not be representable (see checked.go and Training.bound).
+func (in Inference) bound(m Model) error {
+	tokens := int64(in.Batch) * int64(max(in.PromptTokens, 1)) // ≤ 2^32, checked above
+	width := int64(max(m.Hidden, m.FFN, m.Heads*m.HeadDim, m.ExpertFFN*(m.ExpertsPerToken+m.SharedExperts)))
+	if _, err := boundedProduct(int64(maxPlanBytes)/256, "batch × prompt_tokens × the widest activation (hidden, ffn or heads × head_dim)", tokens, width); err != nil {
+		return err
+	}
+	if _, err := boundedProduct(int64(maxPlanBytes)/64, "batch × prompt_tokens × vocab (the prefill's logits)", tokens, int64(m.Vocab)); err != nil {
+		return err
+	}
+	if in.Attention == "eager" {
+		seq := int64(max(in.PromptTokens, 1))
+		if _, err := boundedProduct(int64(maxPlanBytes)/64, `attention "eager": batch × heads × prompt_tokens² (the prefill's score maps)`, int64(in.Batch), int64(m.Heads), seq, seq); err != nil {
+			return err
+		}
+	}
+	// The cache: every token of every sequence in every layer, K and V.
+	perToken := int64(m.Layers) * 2 * int64(max(m.KVHeads*m.HeadDim, m.KVLoRARank+m.QKRopeDim)) * 4
+	total := int64(in.Batch) * (int64(in.PromptTokens) + int64(in.NewTokens) + int64(in.KVCacheLen) + int64(in.PageSize))
+	if _, err := boundedProduct(int64(maxPlanBytes), "batch × (prompt_tokens + new_tokens + kv_cache_tokens) × the KV cache per token", total, perToken); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Validate reports the first invalid field.
@@ -236,7 +302,8 @@ func (in Inference) kvPerToken(m Model) Bytes {
 }
 
 // Estimate predicts the inference memory of one GPU.
-func (in Inference) Estimate() (InferenceEstimate, error) {
+func (in Inference) Estimate() (_ InferenceEstimate, err error) {
+	defer recoverOverflow(&err)
 	in, m, err := in.resolve()
 	if err != nil {
 		return InferenceEstimate{}, err
@@ -258,7 +325,7 @@ func (in Inference) Estimate() (InferenceEstimate, error) {
 		cacheLen = (cacheLen + in.PageSize - 1) / in.PageSize * in.PageSize
 	}
 	b := int64(in.Batch)
-	est.KVCache = mulBytes(b*int64(cacheLen), est.KVPerToken)
+	est.KVCache = mulBytes(mulI64(b, int64(cacheLen)), est.KVPerToken)
 	load := Breakdown{Parameters: est.Weights}
 	if total == 0 {
 		est.Peak, est.PeakAt = load, "load"
@@ -278,7 +345,9 @@ func (in Inference) Estimate() (InferenceEstimate, error) {
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
 	r, err := tr.resolve()
 	if err != nil {
-		return est, err
+		// The bounds of Inference.resolve cover the prefill's; this would be
+		// a gap between the two.
+		return est, fmt.Errorf("prefill (batch %d × %d tokens): %w", batch, seq, err)
 	}
 	r.frozen = true
 	blk := buildBlockInference(&r)

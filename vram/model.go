@@ -74,6 +74,9 @@ type Image struct {
 
 // Tokens per image: (size/patch)² patches plus the class token.
 func (im Image) Tokens() int {
+	if im.Patch < 1 {
+		return 0
+	}
 	n := (im.Size / im.Patch) * (im.Size / im.Patch)
 	if im.ClassToken {
 		n++
@@ -198,6 +201,30 @@ func (m Model) Normalize() Model {
 	return m
 }
 
+// clone is a deep copy of m: the result shares no memory with m.
+func (m Model) clone() Model {
+	if m.Image != nil {
+		im := *m.Image
+		m.Image = &im
+	}
+	return m
+}
+
+// Bounds on a model's size fields: each well above every released model
+// (the largest today: 126 layers, hidden 18432, 256k vocabulary, 384
+// experts, 10M positions) and low enough that a valid plan estimates in
+// well under a second and no count can overflow (see checked.go).
+const (
+	maxLayers    = 1024
+	maxWidth     = 1 << 20
+	maxHeads     = 1 << 16
+	maxPositions = 1 << 25
+	maxExperts   = 4096
+	maxTensors   = 1 << 17 // layers × experts: 126 × 256 would be 32k
+	maxImageSide = 1 << 16
+	maxChannels  = 1 << 10
+)
+
 // Validate reports the first field that makes m unusable, naming it and the rule.
 func (m Model) Validate() error {
 	if _, ok := familyDefaults[m.Family]; !ok {
@@ -230,14 +257,17 @@ func (m Model) Validate() error {
 			return err
 		}
 	}
-	const maxDim = 1 << 20
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"heads", m.Heads}, {"ffn", m.FFN}, {"vocab", m.Vocab}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim}, {"max_position", m.MaxPosition}, {"experts", m.Experts}, {"expert_ffn", m.ExpertFFN}} {
-		if f.v < 0 || f.v > maxDim {
-			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, maxDim)
-		}
+	if err := m.ranges(); err != nil {
+		return err
+	}
+	if m.Image != nil && m.Family != "vit" {
+		return fmt.Errorf("model.image applies to image models (family vit), not %q", m.Family)
+	}
+	if m.Experts == 0 && (m.ExpertsPerToken != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0) {
+		return fmt.Errorf("model: experts_per_token, shared_experts, expert_ffn and dense_layers describe mixture-of-experts layers; set experts too, or drop them")
+	}
+	if m.Family != "deepseek_v3" && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
+		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (family deepseek_v3), not %q", m.Family)
 	}
 	if m.KVHeads > m.Heads || m.Heads%m.KVHeads != 0 {
 		return fmt.Errorf("model.kv_heads = %d must divide heads = %d", m.KVHeads, m.Heads)
@@ -267,7 +297,8 @@ func (m Model) Validate() error {
 		return fmt.Errorf("model.max_position must be ≥ 1 with learned positions (it sizes the position table)")
 	}
 	if m.Family == "vit" {
-		if m.Image == nil || m.Image.Patch < 1 || m.Image.Size < m.Image.Patch || m.Image.Channels < 1 {
+		im := m.Image
+		if im == nil || im.Patch < 1 || im.Size < im.Patch || im.Channels < 1 {
 			return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1 for family vit")
 		}
 	}
@@ -285,6 +316,9 @@ func (m Model) Validate() error {
 	if _, err := m.headClasses(); err != nil {
 		return err
 	}
+	if _, err := m.countParams(); err != nil {
+		return err
+	}
 	if m.Params > 0 {
 		if got := m.ParamCount(); got != m.Params {
 			return fmt.Errorf("model.params = %d disagrees with the %d parameters of the described architecture (check the shape fields)", m.Params, got)
@@ -300,8 +334,8 @@ func (m Model) headClasses() (int, error) {
 		return 0, nil
 	case strings.HasPrefix(m.Head, "seq_cls_"), strings.HasPrefix(m.Head, "image_cls_"):
 		n, err := strconv.Atoi(m.Head[strings.LastIndex(m.Head, "_")+1:])
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("model.head %q: the class count must be an integer ≥ 1", m.Head)
+		if err != nil || n < 1 || n > maxWidth {
+			return 0, fmt.Errorf("model.head %q: the class count must be an integer in [1, %d]", m.Head, maxWidth)
 		}
 		return n, nil
 	}
@@ -316,6 +350,63 @@ func (m Model) IsMoELayer(i int) bool { return m.Experts > 0 && i >= m.DenseLaye
 
 // Encoder reports whether the model attends bidirectionally with no KV cache.
 func (m Model) Encoder() bool { return m.Family == "bert" || m.Family == "vit" }
+
+// ranges checks that every size field of a normalized model is within its
+// bound, so that listing its tensors is cheap and no count overflows.
+func (m Model) ranges() error {
+	for _, f := range []struct {
+		name string
+		v    int
+		max  int
+	}{
+		{"layers", m.Layers, maxLayers}, {"hidden", m.Hidden, maxWidth}, {"heads", m.Heads, maxHeads}, {"ffn", m.FFN, maxWidth},
+		{"vocab", m.Vocab, maxWidth}, {"kv_heads", m.KVHeads, maxHeads}, {"head_dim", m.HeadDim, maxHeads},
+		{"max_position", m.MaxPosition, maxPositions}, {"experts", m.Experts, maxExperts}, {"expert_ffn", m.ExpertFFN, maxWidth},
+		{"shared_experts", m.SharedExperts, maxExperts}, {"experts_per_token", m.ExpertsPerToken, maxExperts},
+		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
+		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
+		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},
+	} {
+		if f.v < 0 || f.v > f.max {
+			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)
+		}
+	}
+	if !(m.RotaryPct >= 0 && m.RotaryPct <= 1) {
+		return fmt.Errorf("model.rotary_pct = %v must be in [0, 1]", m.RotaryPct)
+	}
+	if _, err := boundedProduct(maxTensors, "model.layers × (experts + shared_experts)", int64(m.Layers), int64(m.Experts+m.SharedExperts)+1); err != nil {
+		return err
+	}
+	if im := m.Image; im != nil && (im.Size < 0 || im.Size > maxImageSide || im.Patch < 0 || im.Channels < 0 || im.Channels > maxChannels) {
+		return fmt.Errorf("model.image: size = %d must be in [0, %d] pixels and channels = %d in [0, %d]", im.Size, maxImageSide, im.Channels, maxChannels)
+	}
+	if m.Family == "vit" && (m.Image == nil || m.Image.Patch < 1) {
+		return fmt.Errorf("model.image with patch ≥ 1 is required for family vit")
+	}
+	return nil
+}
+
+// maxParams bounds a model's parameter count (2^55, 36 quadrillion): with
+// 16 bytes of training state each it stays below maxPlanBytes.
+const maxParams = 1 << 55
+
+// countParams checks that the parameters and buffers of a model whose
+// fields are in range have a representable size.
+func (m Model) countParams() (n int64, err error) {
+	defer recoverOverflow(&err)
+	n = m.ParamCount()
+	if n > maxParams {
+		return 0, fmt.Errorf("model: %d parameters is beyond any trainable or servable model (limit %d); check layers, hidden, ffn, vocab and experts", n, int64(maxParams))
+	}
+	var buf Bytes
+	for _, b := range m.Buffers() {
+		buf = addBytes(buf, b.Bytes())
+	}
+	if buf > maxPlanBytes {
+		return 0, fmt.Errorf("model: its buffers (causal masks of max_position² per block) take %d bytes; max_position = %d is too large for family %q", buf, m.MaxPosition, m.Family)
+	}
+	return n, nil
+}
 
 // ParamCount is the exact number of parameters: the sum over Tensors, tied
 // matrices counted once.

@@ -61,8 +61,11 @@ func TestCatalog(t *testing.T) {
 	if _, err := LookupPreset("meta-llama/Llama-2-7b-hf"); err != nil {
 		t.Errorf("lookup by Hugging Face id: %v", err)
 	}
-	if _, err := LookupPreset("llama-9"); err == nil || !strings.Contains(err.Error(), "known:") {
-		t.Errorf("unknown preset error should list the known ones, got %v", err)
+	if _, err := LookupPreset("llama-9"); err == nil || !strings.Contains(err.Error(), `did you mean "llama-7b"?`) {
+		t.Errorf("unknown preset error should suggest the closest, got %v", err)
+	}
+	if _, err := LookupPreset("zzzzzz"); err == nil || !strings.Contains(err.Error(), "vram.Presets()") || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("unknown preset with nothing close should say where the names are, got %v", err)
 	}
 }
 
@@ -229,13 +232,13 @@ func TestHFConfigRoundTrip(t *testing.T) {
 }
 
 // TestFromPresetTypo: a mistyped catalog name is an error naming the field
-// and listing the known names, not a panic.
+// and suggesting the closest names, not a panic.
 func TestFromPresetTypo(t *testing.T) {
 	if m := FromPreset("llama-2-7b"); m.Params != MustPreset("llama-2-7b").Params || m.Family != "llama" {
 		t.Errorf("FromPreset(llama-2-7b) = %+v", m)
 	}
 	_, err := Training{Model: FromPreset("llama-2-7bb"), SeqLen: 128, MicroBatch: 1}.Estimate()
-	if err == nil || !strings.Contains(err.Error(), `model.name: unknown model preset "llama-2-7bb"; known: `) {
+	if err == nil || !strings.Contains(err.Error(), `model.name: unknown model preset "llama-2-7bb"; did you mean "llama-2-7b" or "llama-2-70b"?`) {
 		t.Errorf("error %v", err)
 	}
 	if _, err := (Inference{Model: FromPreset("gpt5"), Batch: 1, PromptTokens: 128}).Estimate(); err == nil || !strings.Contains(err.Error(), "unknown model preset") {

@@ -35,9 +35,9 @@ type Plan struct {
 	GPU       string     `json:"gpu,omitempty"`
 }
 
-// ReadPlan reads a plan file.
+// ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
 func ReadPlan(path string) (Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path, MaxPlanFile)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -48,7 +48,8 @@ func ReadPlan(path string) (Plan, error) {
 	return p, nil
 }
 
-// ParsePlan decodes a plan; dir resolves a relative "hf_config" path.
+// ParsePlan decodes a plan; dir is the plan's folder, inside which an
+// "hf_config" path is resolved (it may not leave it).
 func ParsePlan(data []byte, dir string) (Plan, error) {
 	var raw struct {
 		Name      string          `json:"name"`
@@ -57,7 +58,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		Inference json.RawMessage `json:"inference"`
 		GPU       string          `json:"gpu"`
 	}
-	if err := strictDecode(data, &raw); err != nil {
+	if err := strictDecode(data, &raw, ""); err != nil {
 		return Plan{}, err
 	}
 	p := Plan{Name: raw.Name, GPU: raw.GPU}
@@ -70,9 +71,12 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 	case len(raw.Train) > 0 && len(raw.Inference) > 0:
 		return Plan{}, errors.New(`plan: give "train" or "inference", not both`)
 	case len(raw.Train) > 0:
+		if hasKey(raw.Train, "model") {
+			return Plan{}, errors.New(`train.model: the model goes at the top level of the plan ("model"), not inside "train"`)
+		}
 		var t Training
-		if err := strictDecode(raw.Train, &t); err != nil {
-			return Plan{}, fmt.Errorf("train: %w", err)
+		if err := strictDecode(raw.Train, &t, "train."); err != nil {
+			return Plan{}, err
 		}
 		t.Model = m
 		if err := t.Validate(); err != nil {
@@ -80,9 +84,12 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		}
 		p.Training = &t
 	case len(raw.Inference) > 0:
+		if hasKey(raw.Inference, "model") {
+			return Plan{}, errors.New(`inference.model: the model goes at the top level of the plan ("model"), not inside "inference"`)
+		}
 		var in Inference
-		if err := strictDecode(raw.Inference, &in); err != nil {
-			return Plan{}, fmt.Errorf("inference: %w", err)
+		if err := strictDecode(raw.Inference, &in, "inference."); err != nil {
+			return Plan{}, err
 		}
 		in.Model = m
 		if err := in.Validate(); err != nil {
@@ -111,27 +118,23 @@ func decodeModel(raw json.RawMessage, dir string) (Model, string, error) {
 		}
 		return p.Model, name, nil
 	}
-	var ref struct {
-		HFConfig string `json:"hf_config"`
-	}
-	if json.Unmarshal(raw, &ref) == nil && ref.HFConfig != "" {
-		path := ref.HFConfig
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(raw, &keys) == nil && keys["hf_config"] != nil {
+		var ref struct {
+			HFConfig string `json:"hf_config"`
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return Model{}, "", fmt.Errorf("model.hf_config: %v", err)
+		if err := strictDecode(raw, &ref, "model."); err != nil {
+			return Model{}, "", fmt.Errorf(`%w (a model read from a config.json takes only "hf_config")`, err)
 		}
-		m, err := FromHFConfig(b)
+		m, err := readHFConfig(dir, ref.HFConfig)
 		if err != nil {
-			return Model{}, "", fmt.Errorf("model.hf_config %s: %w", ref.HFConfig, err)
+			return Model{}, "", err
 		}
 		return m, ref.HFConfig, nil
 	}
 	var m Model
-	if err := strictDecode(raw, &m); err != nil {
-		return Model{}, "", fmt.Errorf("model: %w", err)
+	if err := strictDecode(raw, &m, "model."); err != nil {
+		return Model{}, "", err
 	}
 	if err := m.Validate(); err != nil {
 		return Model{}, "", err
@@ -139,15 +142,38 @@ func decodeModel(raw json.RawMessage, dir string) (Model, string, error) {
 	return m, m.Name, nil
 }
 
-// strictDecode rejects unknown fields and trailing data.
-func strictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
+// hasKey reports whether the JSON object data has key k.
+func hasKey(data []byte, k string) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return false
 	}
-	if dec.More() {
-		return errors.New("unexpected data after the JSON object")
+	_, ok := obj[k]
+	return ok
+}
+
+// readHFConfig reads the config.json a plan names, which must be inside the
+// plan's folder (dir): a plan shared by someone else cannot read files
+// elsewhere on this machine.
+func readHFConfig(dir, name string) (Model, error) {
+	if name == "" {
+		return Model{}, errors.New("model.hf_config: give the path of a config.json beside the plan")
 	}
-	return nil
+	if dir == "" {
+		dir = "."
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Model{}, fmt.Errorf("model.hf_config: %v", err)
+	}
+	defer root.Close()
+	b, err := readFileIn(root, name, MaxConfigFile)
+	if err != nil {
+		return Model{}, fmt.Errorf("model.hf_config: %v", err)
+	}
+	m, err := FromHFConfig(b)
+	if err != nil {
+		return Model{}, fmt.Errorf("model.hf_config %s: %w", name, err)
+	}
+	return m, nil
 }

@@ -107,18 +107,26 @@ func Presets() []string {
 }
 
 // LookupPreset returns a catalog entry by name (case-insensitive; the Hugging
-// Face id such as "meta-llama/Llama-2-7b-hf" works too).
+// Face id such as "meta-llama/Llama-2-7b-hf" works too). The entry is a deep
+// copy: changing it never changes the catalog.
 func LookupPreset(name string) (Preset, error) {
 	k := strings.ToLower(strings.TrimSpace(name))
 	if p, ok := presets[k]; ok {
-		return p, nil
+		return p.clone(), nil
 	}
 	for _, p := range presets {
 		if strings.EqualFold(p.Model.Name, name) {
-			return p, nil
+			return p.clone(), nil
 		}
 	}
-	return Preset{}, fmt.Errorf("unknown model preset %q; known: %s", name, strings.Join(Presets(), ", "))
+	return Preset{}, fmt.Errorf("unknown model preset %q%s (the catalog's %d names: vram.Presets(), or go run ./examples/plan -presets)",
+		name, didYouMean(name, Presets()), len(presets))
+}
+
+// clone copies the preset's model, pointers included.
+func (p Preset) clone() Preset {
+	p.Model = p.Model.clone()
+	return p
 }
 
 // FromPreset is the catalog model of that name, for notebooks and other code

@@ -61,7 +61,8 @@ const ncclPerGroup = 600 * MiB
 
 // Replay runs the plan's first and a steady-state iteration through the
 // caching-allocator model.
-func (t Training) Replay(opt ReplayOptions) (Replay, error) {
+func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
+	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {
 		return Replay{}, err
@@ -532,7 +533,8 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 
 // Replay runs an inference plan's allocations through the allocator model:
 // the weights tensor by tensor, the KV cache, and the peak's transients.
-func (in Inference) Replay(opt ReplayOptions) (Replay, error) {
+func (in Inference) Replay(opt ReplayOptions) (_ Replay, err error) {
+	defer recoverOverflow(&err)
 	est, err := in.Estimate()
 	if err != nil {
 		return Replay{}, err

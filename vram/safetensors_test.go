@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-// writeSafetensors writes a header-only safetensors file (data left zero).
+// writeSafetensors writes a safetensors file whose data section is a hole
+// of the size the header describes (a sparse file: no disk used).
 func writeSafetensors(t *testing.T, path string, header map[string]any) {
 	t.Helper()
 	h, err := json.Marshal(header)
@@ -21,6 +23,17 @@ func writeSafetensors(t *testing.T, path string, header map[string]any) {
 	_ = binary.Write(&buf, binary.LittleEndian, uint64(len(h)))
 	buf.Write(h)
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var end int64
+	for _, v := range header {
+		if e, ok := v.(map[string]any); ok {
+			if off, ok := e["data_offsets"].([]int64); ok && off[1] > end {
+				end = off[1]
+			}
+		}
+	}
+	if err := os.Truncate(path, int64(buf.Len())+end); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,4 +118,132 @@ func FuzzReadSafetensors(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadCheckpointHostile: indexes that name themselves, the folder, a
+// loop of folders, files outside the folder or special files are errors that
+// say why, never a recursion, a hang or an unbounded read.
+func TestReadCheckpointHostile(t *testing.T) {
+	shard := map[string]any{"w": map[string]any{"dtype": "F32", "shape": []int{2}, "data_offsets": []int64{0, 8}}}
+	for _, tc := range []struct {
+		name   string
+		shards map[string]string // weight_map
+		setup  func(t *testing.T, dir string)
+		want   string
+	}{
+		{"index names itself", map[string]string{"w": "model.safetensors.index.json"}, nil, "must be a .safetensors file"},
+		{"index names the folder", map[string]string{"w": "."}, nil, "must be a .safetensors file"},
+		{"index names a parent", map[string]string{"w": "../model.safetensors"}, nil, "inside the checkpoint folder"},
+		{"absolute shard", map[string]string{"w": "/etc/passwd.safetensors"}, nil, "inside the checkpoint folder"},
+		{"sub/.. loop", map[string]string{"w": "sub/../sub/../model.safetensors.index.json"}, nil, "must be a .safetensors file"},
+		{"shard is a folder", map[string]string{"w": "sub.safetensors"}, func(t *testing.T, dir string) {
+			_ = os.Mkdir(filepath.Join(dir, "sub.safetensors"), 0o755)
+		}, "is a directory"},
+		{"shard links outside", map[string]string{"w": "out.safetensors"}, func(t *testing.T, dir string) {
+			outside := filepath.Join(t.TempDir(), "x.safetensors")
+			writeSafetensors(t, outside, shard)
+			_ = os.Symlink(outside, filepath.Join(dir, "out.safetensors"))
+		}, "inside"},
+		{"shard links to /dev/zero", map[string]string{"w": "zero.safetensors"}, func(t *testing.T, dir string) {
+			_ = os.Symlink("/dev/zero", filepath.Join(dir, "zero.safetensors"))
+		}, "inside"},
+		{"shard is a FIFO", map[string]string{"w": "fifo.safetensors"}, func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, "fifo.safetensors"), 0o644); err != nil {
+				t.Skip("no FIFOs here:", err)
+			}
+		}, "special file"},
+		{"tensor missing from its shard", map[string]string{"w": "a.safetensors", "v": "a.safetensors"}, func(t *testing.T, dir string) {
+			writeSafetensors(t, filepath.Join(dir, "a.safetensors"), shard)
+		}, `places tensor "v" in a.safetensors`},
+		{"tensor in two shards", map[string]string{"w": "a.safetensors", "x": "b.safetensors"}, func(t *testing.T, dir string) {
+			writeSafetensors(t, filepath.Join(dir, "a.safetensors"), shard)
+			writeSafetensors(t, filepath.Join(dir, "b.safetensors"), map[string]any{
+				"w": shard["w"], "x": map[string]any{"dtype": "F32", "shape": []int{1}, "data_offsets": []int64{8, 12}}})
+		}, "is in both"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_ = os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+			if tc.setup != nil {
+				tc.setup(t, dir)
+			}
+			idx, _ := json.Marshal(map[string]any{"weight_map": tc.shards})
+			if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadCheckpoint(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadCheckpointSpecialFiles: the path given may not be a device or an
+// oversized index either.
+func TestReadCheckpointSpecialFiles(t *testing.T) {
+	if _, err := ReadCheckpoint("/dev/zero"); err == nil {
+		t.Error("/dev/zero accepted")
+	}
+	dir := t.TempDir()
+	big := filepath.Join(dir, "model.safetensors.index.json")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Truncate(MaxIndexFile + 1)
+	f.Close()
+	if _, err := ReadCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("oversized index: err = %v", err)
+	}
+}
+
+// TestReadSafetensorsShapes: element counts are exact (a scalar has one
+// element), computed without overflow, and must match data_offsets; the
+// ranges must tile the data section.
+func TestReadSafetensorsShapes(t *testing.T) {
+	ts, err := ReadSafetensors(bytes.NewReader(header(`{"s": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]},
+	  "m": {"dtype": "F4", "shape": [3, 2], "data_offsets": [4, 7]}, "e": {"dtype": "F8_E8M0", "shape": [3], "data_offsets": [7, 10]}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Tensor{}
+	for _, x := range ts {
+		got[x.Name] = x
+	}
+	if s := got["s"]; s.Numel() != 1 || s.Bytes != 4 {
+		t.Errorf("scalar: numel %d, %v", s.Numel(), s.Bytes)
+	}
+	if m := got["m"]; m.DType != FP4 || m.Bytes != 3 {
+		t.Errorf("fp4 pairs: %+v", m)
+	}
+	if e := got["e"]; e.DType != FP8E8M0 || e.Bytes != 3 {
+		t.Errorf("e8m0 scales: %+v", e)
+	}
+	for _, tc := range []struct{ name, js, want string }{
+		{"shape overflow", `{"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}`, "63 bits"},
+		{"bytes overflow", `{"x": {"dtype": "F64", "shape": [4611686018427387904], "data_offsets": [0, 0]}}`, "whole number of bytes"},
+		{"zero dim", `{"x": {"dtype": "F32", "shape": [0, 5], "data_offsets": [0, 4]}}`, "is 0 bytes"},
+		{"short range", `{"x": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 6]}}`, "is 12 bytes"},
+		{"odd nibbles", `{"x": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}`, "whole number of bytes"},
+		{"gap", `{"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}`, "gap or overlap"},
+		{"overlap", `{"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "y": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}`, "gap or overlap"},
+	} {
+		if _, err := ReadSafetensors(bytes.NewReader(header(tc.js))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestReadCheckpointTruncated: a shard shorter than its header says is an
+// error, not a silently smaller model.
+func TestReadCheckpointTruncated(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "model.safetensors")
+	writeSafetensors(t, p, map[string]any{"w": map[string]any{"dtype": "F32", "shape": []int{4}, "data_offsets": []int64{0, 16}}})
+	st, _ := os.Stat(p)
+	_ = os.Truncate(p, st.Size()-1)
+	if _, err := ReadCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("err = %v", err)
+	}
 }

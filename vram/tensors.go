@@ -32,14 +32,11 @@ type Part struct {
 	Out  int64  `json:"out"`
 }
 
-// Numel is the element count.
+// Numel is the element count (1 for a scalar, whose shape is empty).
 func (t Tensor) Numel() int64 {
-	if len(t.Shape) == 0 {
-		return 0
-	}
 	n := int64(1)
 	for _, d := range t.Shape {
-		n *= d
+		n = mulI64(n, d)
 	}
 	return n
 }
@@ -86,13 +83,30 @@ func (m Model) Tensors() []Tensor {
 	return append([]Tensor(nil), m.tensors()...)
 }
 
-// tensorCache memoizes tensor lists by normalized model: sweeps estimate the
-// same architecture thousands of times.
+// tensorCache memoizes tensor lists by normalized model, keyed by value
+// (modelKey), so a caller that changes a model it shares with another can
+// never be served the other's stale list: sweeps estimate the same
+// architecture thousands of times.
 var (
 	tensorCache   sync.Map // Model → tensorSet
 	tensorCacheMu sync.Mutex
 	tensorCacheN  int
 )
+
+// modelKey is a Model by value: its pointer fields replaced by what they
+// point to.
+type modelKey struct {
+	m     Model
+	image Image
+}
+
+func (m Model) key() modelKey {
+	k := modelKey{m: m}
+	if m.Image != nil {
+		k.image, k.m.Image = *m.Image, nil
+	}
+	return k
+}
 
 type tensorSet struct {
 	ts     []Tensor
@@ -107,12 +121,16 @@ func (m Model) tensors() []Tensor { return m.tensorSet().ts }
 
 func (m Model) tensorSet() tensorSet {
 	m = m.Normalize()
-	if ts, ok := tensorCache.Load(m); ok {
+	if m.ranges() != nil || m.Layers < 0 {
+		return tensorSet{} // out of range: Validate says which field
+	}
+	key := m.key()
+	if ts, ok := tensorCache.Load(key); ok {
 		return ts.(tensorSet)
 	}
 	ts := tensorSet{ts: m.buildTensors(), byLayer: make([][]int, m.Layers)}
 	for i, t := range ts.ts {
-		ts.params += t.Numel()
+		ts.params = int64(addBytes(Bytes(ts.params), Bytes(t.Numel())))
 		if t.Layer >= 0 && t.Layer < m.Layers {
 			ts.byLayer[t.Layer] = append(ts.byLayer[t.Layer], i)
 		} else {
@@ -124,7 +142,7 @@ func (m Model) tensorSet() tensorSet {
 		tensorCache.Range(func(k, _ any) bool { tensorCache.Delete(k); return true })
 		tensorCacheN = 0
 	}
-	tensorCache.Store(m, ts)
+	tensorCache.Store(key, ts)
 	tensorCacheN++
 	tensorCacheMu.Unlock()
 	return ts

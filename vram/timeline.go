@@ -92,16 +92,6 @@ func (r *resolved) inflight(k int) float64 {
 	return f
 }
 
-func scale(b Bytes, f float64) Bytes {
-	if f == 1 {
-		return b
-	}
-	v := float64(b) * f
-	if v >= float64(MaxBytes) {
-		return MaxBytes
-	}
-	return Bytes(v)
-}
 
 // simulateTraining builds the timeline of the most loaded pipeline stage.
 // With record false only the peak event and the category maxima are kept

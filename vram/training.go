@@ -124,7 +124,7 @@ func oneOf(field, v string, known ...string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown %s %q; known: %s", field, v, strings.Join(known, ", "))
+	return fmt.Errorf("unknown %s %q; known: %s%s", field, v, strings.Join(known, ", "), didYouMean(v, known))
 }
 
 func (t Training) resolve() (resolved, error) {
@@ -133,18 +133,17 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	r.m = t.Model.Normalize()
-	const maxTokens = 1 << 24
-	if t.MicroBatch < 1 {
-		return r, fmt.Errorf("micro_batch must be ≥ 1, got %d", t.MicroBatch)
+	if t.MicroBatch < 1 || t.MicroBatch > maxTokens {
+		return r, fmt.Errorf("micro_batch must be in [1, %d], got %d", maxTokens, t.MicroBatch)
 	}
-	if t.SeqLen < 1 {
-		return r, fmt.Errorf("seq_len must be ≥ 1, got %d", t.SeqLen)
+	if t.SeqLen < 1 || t.SeqLen > maxTokens {
+		return r, fmt.Errorf("seq_len must be in [1, %d], got %d", maxTokens, t.SeqLen)
 	}
-	if t.MicroBatch > maxTokens || t.SeqLen > maxTokens || int64(t.MicroBatch)*int64(t.SeqLen) > 1<<32 {
-		return r, fmt.Errorf("micro_batch × seq_len = %d × %d is beyond 2^32 tokens", t.MicroBatch, t.SeqLen)
+	if _, err := boundedProduct(maxBatchTokens, "micro_batch × seq_len (tokens per step)", int64(t.MicroBatch), int64(t.SeqLen)); err != nil {
+		return r, err
 	}
-	if t.GradAccum < 0 {
-		return r, fmt.Errorf("grad_accum must be ≥ 1, got %d", t.GradAccum)
+	if t.GradAccum < 0 || t.GradAccum > maxDegree {
+		return r, fmt.Errorf("grad_accum must be in [1, %d], got %d", maxDegree, t.GradAccum)
 	}
 	if r.GradAccum == 0 {
 		r.GradAccum = 1
@@ -251,6 +250,12 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveParallel(); err != nil {
 		return r, err
 	}
+	if err := r.bound(); err != nil {
+		return r, err
+	}
+	if err := r.applies(t); err != nil {
+		return r, err
+	}
 	if t.ExpertImbalance != 0 {
 		if r.m.Experts == 0 {
 			return r, fmt.Errorf("expert_imbalance applies to mixture-of-experts models; %s has no routed experts", r.m.Name)
@@ -260,6 +265,85 @@ func (t Training) resolve() (resolved, error) {
 		}
 	}
 	return r, nil
+}
+
+// Bounds on a run's counts (see checked.go): a sequence of up to 64M
+// tokens, 4G tokens per micro-batch, and parallel degrees up to 2^20.
+const (
+	maxTokens      = 1 << 26
+	maxBatchTokens = 1 << 32
+	maxDegree      = 1 << 20
+)
+
+// bound rejects, naming the fields, a plan whose largest tensors would not
+// be representable: the eager attention's score maps, the logits, the widest
+// activation of a block, the input pixels.
+func (r *resolved) bound() error {
+	m := r.m
+	tokens := r.tokens()
+	width := int64(max(m.Hidden, m.FFN, m.Heads*m.HeadDim, m.ExpertFFN*(m.ExpertsPerToken+m.SharedExperts)))
+	// A block holds a few dozen tensors of up to tokens × width fp32 values.
+	if _, err := boundedProduct(int64(maxPlanBytes)/256, "micro_batch × seq_len × the widest activation (hidden, ffn or heads × head_dim)", tokens, width); err != nil {
+		return err
+	}
+	if m.Head == "lm" {
+		if _, err := boundedProduct(int64(maxPlanBytes)/64, "micro_batch × seq_len × vocab (the logits)", tokens, int64(m.Vocab)); err != nil {
+			return err
+		}
+	}
+	if r.Attention == "eager" {
+		seq := int64(r.SeqLen)
+		if m.Image != nil {
+			seq = int64(m.Image.Tokens())
+		}
+		if _, err := boundedProduct(int64(maxPlanBytes)/64, `attention "eager": micro_batch × heads × seq_len × seq_len (the score maps)`, int64(r.MicroBatch), int64(m.Heads), seq, seq); err != nil {
+			return err
+		}
+	}
+	if im := m.Image; im != nil {
+		if _, err := boundedProduct(int64(maxPlanBytes)/64, "micro_batch × image channels × size² (the input pixels)", int64(r.MicroBatch), int64(im.Channels), int64(im.Size), int64(im.Size)); err != nil {
+			return err
+		}
+		if _, err := boundedProduct(int64(maxPlanBytes)/256, "micro_batch × image tokens × the widest activation", int64(r.MicroBatch), int64(im.Tokens()), width); err != nil {
+			return err
+		}
+	}
+	if _, err := boundedProduct(maxDegree*16, "parallel.dp × tp × pp × cp (GPUs)", int64(r.dp), int64(r.tp), int64(r.pp), int64(r.cp)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// applies rejects settings that the rest of the plan makes meaningless, so
+// a plan never silently ignores what its author wrote.
+// t is the plan as written, before defaults.
+func (r *resolved) applies(t Training) error {
+	if t.LoRA != nil && r.Trainable != "lora" {
+		return fmt.Errorf("lora is set but trainable is %q: adapters are trained only with trainable \"lora\" (drop the lora object or set trainable \"lora\")", r.Trainable)
+	}
+	if t.QuantizedModules != "" && !t.QuantizedBase.Quantized() {
+		return fmt.Errorf("quantized_modules applies to a quantized base; set quantized_base too, or drop it")
+	}
+	if t.CustomStateBytes != 0 && r.Optimizer != "custom" {
+		return fmt.Errorf("custom_state_bytes applies to optimizer \"custom\", not %q", r.Optimizer)
+	}
+	if t.OptimizerStateDType != DTypeUnset && (r.Optimizer == "none" || r.Optimizer == "sgd") {
+		return fmt.Errorf("optimizer_state_dtype: optimizer %q keeps no state", r.Optimizer)
+	}
+	if t.OptimizerImpl != "" && r.Optimizer == "none" {
+		return fmt.Errorf("optimizer_impl applies to an optimizer step; optimizer is \"none\"")
+	}
+	if t.CheckpointEvery > 1 && r.Checkpointing == "none" {
+		return fmt.Errorf("checkpoint_every = %d applies to activation checkpointing; grad_checkpointing is \"none\"", t.CheckpointEvery)
+	}
+	p := t.Parallel
+	if (p.VirtualStages > 1) && p.PPSchedule != "interleaved_1f1b" {
+		return fmt.Errorf("parallel.virtual_stages applies to pp_schedule \"interleaved_1f1b\", not %q", p.PPSchedule)
+	}
+	if p.PPMicrobatches > 1 && r.pp == 1 {
+		return fmt.Errorf("parallel.pp_microbatches applies to pipeline parallelism (pp > 1)")
+	}
+	return nil
 }
 
 // familyDropout is the (hidden, attention) dropout of each family's released

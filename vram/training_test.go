@@ -16,8 +16,8 @@ func TestTrainingValidateErrors(t *testing.T) {
 		edit func(*Training)
 		want string
 	}{
-		{func(t *Training) { t.MicroBatch = 0 }, "micro_batch must be ≥ 1"},
-		{func(t *Training) { t.SeqLen = -1 }, "seq_len must be ≥ 1"},
+		{func(t *Training) { t.MicroBatch = 0 }, "micro_batch must be in [1, "},
+		{func(t *Training) { t.SeqLen = -1 }, "seq_len must be in [1, "},
 		{func(t *Training) { t.Optimizer = "adamx" }, `unknown optimizer "adamx"; known: adamw, adam`},
 		{func(t *Training) { t.Precision = "fp12" }, `unknown precision "fp12"`},
 		{func(t *Training) { t.Parallel.TP = 3 }, "tp=3 does not divide 32 attention heads"},

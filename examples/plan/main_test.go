@@ -45,10 +45,10 @@ func TestPlanErrors(t *testing.T) {
 	for _, tc := range []struct {
 		plan, want string
 	}{
-		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_bach": 2}}`, `unknown field "micro_bach"`},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_bach": 2}}`, `train.micro_bach: unknown field; did you mean "micro_batch"?`},
 		{`{"model": "gpt5", "train": {"seq_len": 128, "micro_batch": 2}}`, `unknown model preset "gpt5"`},
 		{`{"model": "gpt2"}`, `"train" or "inference" object is required`},
-		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 0}}`, "micro_batch must be ≥ 1"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 0}}`, "micro_batch must be in [1, "},
 		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "optimizer": "adamx"}}`, `unknown optimizer "adamx"`},
 		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "gpu": "A200"}`, `unknown GPU "A200"`},
 		{`{"model": {"hf_config": "nope.json"}, "train": {"seq_len": 1, "micro_batch": 1}}`, "model.hf_config"},

@@ -1,0 +1,284 @@
+package vram
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Tests for the defects of the hardening audit, one per defect, by name.
+
+func TestPlanTrailingDataRejected(t *testing.T) {
+	for _, tail := range []string{`}]]]}}`, `]`, ` {"x": 1}`, ` 7`} {
+		_, err := ParsePlan([]byte(`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1}}`+tail), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "after the JSON value") {
+			t.Errorf("trailing %q: err = %v", tail, err)
+		}
+	}
+	for _, in := range []string{`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1} }]`, `{"model": {"family": "llama", "layers": 1, "hidden": 8, "heads": 1, "ffn": 8, "vocab": 8}}}, "train": {"seq_len": 8, "micro_batch": 1}}`} {
+		if _, err := ParsePlan([]byte(in), t.TempDir()); err == nil {
+			t.Errorf("%s accepted", in)
+		}
+	}
+}
+
+func TestPlanKeysAreCaseSensitive(t *testing.T) {
+	for _, tc := range []struct{ plan, want string }{
+		{`{"Model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1}}`, `Model: keys are case-sensitive; did you mean "model"?`},
+		{`{"model": "gpt2", "train": {"SEQ_LEN": 8, "micro_batch": 1}}`, `train.SEQ_LEN: keys are case-sensitive; did you mean "seq_len"?`},
+		{`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1, "parallel": {"TP": 1}}}`, `train.parallel.TP: keys are case-sensitive; did you mean "tp"?`},
+		{`{"model": "llama-3-8b", "train": {"seq_len": 8, "micro_batch": 1, "lora": {"Rank": 8, "targets": ["q_proj"]}}}`, `train.lora.Rank`},
+		{`{"model": {"Family": "llama"}, "train": {"seq_len": 8, "micro_batch": 1}}`, `model.Family: keys are case-sensitive`},
+		{`{"model": {"hf_config": "c.json", "layers": 2}, "train": {"seq_len": 8, "micro_batch": 1}}`, `takes only "hf_config"`},
+		{`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1, "model": "gpt2"}}`, `train.model: the model goes at the top level`},
+	} {
+		_, err := ParsePlan([]byte(tc.plan), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.plan, err, tc.want)
+		}
+	}
+}
+
+// TestOptionsThatDoNotApply: a setting the rest of the plan makes
+// meaningless is an error that says why (LoRA settings with trainable
+// "full" were once neither validated nor used).
+func TestOptionsThatDoNotApply(t *testing.T) {
+	base := func() Training { return Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 64, MicroBatch: 1} }
+	lora := &LoRA{Rank: 8, Targets: []string{"q_proj"}}
+	for _, tc := range []struct {
+		name string
+		edit func(*Training)
+		want string
+	}{
+		{"lora with trainable full", func(t *Training) { t.Trainable, t.LoRA = "full", lora }, `lora is set but trainable is "full"`},
+		{"lora with trainable frozen", func(t *Training) { t.Trainable, t.LoRA = "frozen", lora }, `lora is set but trainable is "frozen"`},
+		{"quantized_modules without a quantized base", func(t *Training) { t.QuantizedModules = "all_linear" }, "quantized_modules applies to a quantized base"},
+		{"custom_state_bytes without optimizer custom", func(t *Training) { t.CustomStateBytes = 4 }, `custom_state_bytes applies to optimizer "custom"`},
+		{"optimizer_state_dtype for SGD", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "sgd", BF16 }, `optimizer "sgd" keeps no state`},
+		{"optimizer_impl without an optimizer", func(t *Training) { t.Optimizer, t.OptimizerImpl = "none", "fused" }, `optimizer is "none"`},
+		{"checkpoint_every without checkpointing", func(t *Training) { t.CheckpointEvery = 2 }, `grad_checkpointing is "none"`},
+		{"virtual_stages without interleaving", func(t *Training) { t.Parallel.PP, t.Parallel.VirtualStages = 2, 2 }, `virtual_stages applies to pp_schedule "interleaved_1f1b"`},
+		{"pp_microbatches without pipeline", func(t *Training) { t.Parallel.PPMicrobatches = 4 }, "pp_microbatches applies to pipeline parallelism"},
+	} {
+		tr := base()
+		tc.edit(&tr)
+		if err := tr.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	inf := func() Inference { return Inference{Model: MustPreset("llama-3.2-1b"), Batch: 1, PromptTokens: 8} }
+	for _, tc := range []struct {
+		name string
+		edit func(*Inference)
+		want string
+	}{
+		{"kv_cache_tokens without a static cache", func(in *Inference) { in.KVCacheLen = 64 }, `applies to cache "static", not "dynamic"`},
+		{"page_size without a paged cache", func(in *Inference) { in.PageSize = 32 }, `page_size applies to cache "paged"`},
+		{"device_capacity without a device map", func(in *Inference) { in.DeviceCapacity = GiB }, `device_capacity applies to device_map "sequential"`},
+		{"quantized_modules for bf16 weights", func(in *Inference) { in.QuantizedModules = "all_linear" }, "quantized_modules applies to quantized weights"},
+	} {
+		in := inf()
+		tc.edit(&in)
+		if _, err := in.Estimate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	m := MustPreset("gpt2")
+	m.Image = &Image{Size: 224, Patch: 16, Channels: 3}
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "model.image applies to image models") {
+		t.Errorf("image on a text model: %v", err)
+	}
+	m = MustPreset("gpt2")
+	m.SharedExperts = 2
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "set experts too") {
+		t.Errorf("shared_experts without experts: %v", err)
+	}
+}
+
+// TestNoSilentOverflow: sizes that once wrapped around or saturated are
+// either exact or an error naming the fields.
+func TestNoSilentOverflow(t *testing.T) {
+	t.Run("inference new_tokens near 2^63", func(t *testing.T) {
+		_, err := Inference{Model: MustPreset("gpt2"), Batch: 1, PromptTokens: 8, NewTokens: 1<<63 - 8}.Estimate()
+		if err == nil || !strings.Contains(err.Error(), "new_tokens must be in [0,") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("paged page_size near 2^63", func(t *testing.T) {
+		_, err := Inference{Model: MustPreset("gpt2"), Batch: 1, PromptTokens: 8, Cache: "paged", PageSize: 1<<63 - 1}.Estimate()
+		if err == nil || !strings.Contains(err.Error(), "page_size must be in [1,") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("inference message names inference fields", func(t *testing.T) {
+		_, err := Inference{Model: MustPreset("gpt2"), Batch: 1 << 20, PromptTokens: 1 << 20}.Estimate()
+		if err == nil || !strings.Contains(err.Error(), "batch × (prompt_tokens") || strings.Contains(err.Error(), "micro_batch") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("eager scores: doubling the batch never lowers the peak", func(t *testing.T) {
+		var prev Bytes
+		for b := 1; b <= 1<<14; b *= 2 {
+			tr := Training{Model: MustPreset("gpt2"), SeqLen: 1 << 20, MicroBatch: b, Attention: "eager"}
+			est, err := tr.Estimate()
+			if err != nil {
+				if !strings.Contains(err.Error(), `attention "eager": micro_batch × heads × seq_len × seq_len`) &&
+					!strings.Contains(err.Error(), "micro_batch × seq_len") {
+					t.Fatalf("batch %d: %v", b, err)
+				}
+				return
+			}
+			if p := est.Peak.Total(); p < prev || p >= MaxBytes/2 {
+				t.Fatalf("batch %d: peak %d after %d", b, p, prev)
+			}
+			prev = est.Peak.Total()
+		}
+		t.Fatal("the eager score maps never hit the bound")
+	})
+	t.Run("vit image size is bounded", func(t *testing.T) {
+		m := MustPreset("vit-base-patch16-224")
+		small := m.ParamCount()
+		m.Image.Size = 1 << 32
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "model.image: size") {
+			t.Errorf("err = %v", err)
+		}
+		if n := m.ParamCount(); n != 0 && n < small {
+			t.Errorf("2^32 px: %d parameters, fewer than at 224 px (%d)", n, small)
+		}
+	})
+	t.Run("layers are bounded", func(t *testing.T) {
+		m := MustPreset("gpt2")
+		m.Layers = 1 << 20
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "model.layers = 1048576 is out of range") {
+			t.Errorf("err = %v", err)
+		}
+		if n := len(m.Tensors()); n != 0 {
+			t.Errorf("an out-of-range model listed %d tensors", n)
+		}
+	})
+	t.Run("experts × layers is bounded", func(t *testing.T) {
+		m := MustPreset("mixtral-8x7b")
+		m.Layers, m.Experts = 1024, 4096
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "model.layers × (experts + shared_experts)") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+// TestPresetsAreCopies: changing a model taken from the catalog changes
+// neither the catalog nor another copy, and the parameter count follows the
+// change (the tensor cache is keyed by value).
+func TestPresetsAreCopies(t *testing.T) {
+	a := MustPreset("vit-base-patch16-224")
+	before := a.ParamCount()
+	a.Image.Size = 384
+	if got := MustPreset("vit-base-patch16-224").Image.Size; got != 224 {
+		t.Fatalf("the catalog's image size changed to %d", got)
+	}
+	if a.ParamCount() == before {
+		t.Errorf("384 px has the parameter count of 224 px (%d): stale cache", before)
+	}
+	if b := MustPreset("vit-base-patch16-224"); b.ParamCount() != before {
+		t.Errorf("a fresh copy has %d parameters, want %d", b.ParamCount(), before)
+	}
+}
+
+// TestPresetsConcurrentUse: goroutines taking, changing and estimating
+// catalog models share nothing (go test -race checks it).
+func TestPresetsConcurrentUse(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			m := MustPreset("vit-base-patch16-224")
+			m.Image.Size = 224 + 16*i
+			tr := Training{Model: m, SeqLen: m.Image.Tokens(), MicroBatch: 1}
+			if _, err := tr.Estimate(); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+}
+
+// TestPlanFilesAreCapped: a plan or config that is a device, a FIFO, too big
+// or outside the plan's folder is refused before it is read.
+func TestPlanFilesAreCapped(t *testing.T) {
+	if _, err := ReadPlan("/dev/zero"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("plan /dev/zero: %v", err)
+	}
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, make([]byte, MaxPlanFile+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPlan(big); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("oversized plan: %v", err)
+	}
+	outside := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(outside, []byte(`{"model_type": "gpt2"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"/dev/zero", "../config.json", outside, "link.json", "/etc/hostname"} {
+		plan := `{"model": {"hf_config": "` + ref + `"}, "train": {"seq_len": 8, "micro_batch": 1}}`
+		_, err := ParsePlan([]byte(plan), dir)
+		if err == nil || !strings.Contains(err.Error(), "inside") {
+			t.Errorf("hf_config %q: err = %v", ref, err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile("testdata/hf/gpt2.json")
+	if err := os.WriteFile(filepath.Join(dir, "sub", "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParsePlan([]byte(`{"model": {"hf_config": "sub/config.json"}, "train": {"seq_len": 8, "micro_batch": 1}}`), dir); err != nil {
+		t.Errorf("a config beside the plan: %v", err)
+	}
+}
+
+// TestGPUCapacityMessages: a capacity that is not a positive amount says
+// so, instead of "unknown GPU".
+func TestGPUCapacityMessages(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"-80 GiB", "must not be negative"},
+		{"0", "must be more than 0 bytes"},
+		{"0 GiB", "must be more than 0 bytes"},
+		{"NaN GiB", "NaN is not a finite number"},
+		{"inf GB", "inf is not a finite number"},
+		{"80 GiBs", `unknown unit "GiBs"`},
+		{"A200", `unknown GPU "A200"`},
+		{"a100-80gb", ""},
+		{"80 GiB", ""},
+	} {
+		_, err := ParseCapacity(tc.in)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.in, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: err = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestEntryPointsReturnOverflowAsError: should a count outgrow int64 despite
+// validation, the public entry points return an error, not a panic.
+func TestEntryPointsReturnOverflowAsError(t *testing.T) {
+	err := func() (err error) {
+		defer recoverOverflow(&err)
+		_ = mulBytes(int64(MaxBytes), 2)
+		return nil
+	}()
+	var oe overflowError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "please report") {
+		t.Errorf("err = %v", err)
+	}
+}

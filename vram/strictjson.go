@@ -1,0 +1,142 @@
+package vram
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// strictDecode decodes one JSON value into v the way a plan file must be
+// read: every key must be a field of v spelled exactly (encoding/json
+// matches keys case-insensitively; a plan must not), and nothing may follow
+// the value. prefix names where the value sits ("train.") in the errors.
+func strictDecode(data []byte, v any, prefix string) error {
+	if err := checkKeys(data, reflect.TypeOf(v), prefix); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fieldErr(prefix, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%sunexpected data after the JSON value", strings.TrimSuffix(prefix, "."))
+	}
+	return nil
+}
+
+// fieldErr names the field of a type error with its full path.
+func fieldErr(prefix string, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("%s%s: want %v, got a JSON %s", prefix, te.Field, te.Type, te.Value)
+	}
+	if prefix != "" {
+		return fmt.Errorf("%s: %w", strings.TrimSuffix(prefix, "."), err)
+	}
+	return err
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// checkKeys walks data alongside type t and reports the first object key
+// that is not exactly one of the struct's JSON field names. Values of types
+// that decode themselves (Bytes, DType, …) are left to their decoders;
+// malformed JSON is left to the decoder, which says where.
+func checkKeys(data []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(data, &obj) != nil || obj == nil {
+			return nil
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, k) {
+						return fmt.Errorf("%s%s: keys are case-sensitive; did you mean %q?", path, k, name)
+					}
+				}
+				if hint := didYouMean(k, sortedKeys(fields)); hint != "" {
+					return fmt.Errorf("%s%s: unknown field%s", path, k, hint)
+				}
+				return fmt.Errorf("%s%s: unknown field; known: %s", path, k, strings.Join(sortedKeys(fields), ", "))
+			}
+			if err := checkKeys(obj[k], ft, path+k+"."); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(data, &items) != nil {
+			return nil
+		}
+		for i, it := range items {
+			if err := checkKeys(it, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(data, &obj) != nil {
+			return nil
+		}
+		for k, it := range obj {
+			if err := checkKeys(it, t.Elem(), path+k+"."); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonFields maps a struct's JSON names to their field types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,89 @@
+package vram
+
+import (
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// closest returns the candidates nearest to s (case-insensitive edit
+// distance), best first: those within a third of s's length, at most three.
+// It backs every "did you mean …?" in an error message.
+func closest(s string, candidates []string) []string {
+	s = strings.ToLower(s)
+	if s == "" || utf8.RuneCountInString(s) > 200 {
+		return nil
+	}
+	limit := max(2, utf8.RuneCountInString(s)/3)
+	type scored struct {
+		name string
+		d    int
+	}
+	var hits []scored
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		d := editDistance(s, lc)
+		if strings.Contains(lc, s) || strings.Contains(s, lc) {
+			d = min(d, 1)
+		}
+		if d <= limit {
+			hits = append(hits, scored{c, d})
+		}
+	}
+	// The nearest only; among equals, the longest shared prefix first.
+	sort.SliceStable(hits, func(i, j int) bool {
+		if hits[i].d != hits[j].d {
+			return hits[i].d < hits[j].d
+		}
+		return commonPrefix(s, strings.ToLower(hits[i].name)) > commonPrefix(s, strings.ToLower(hits[j].name))
+	})
+	var out []string
+	for i := 0; i < len(hits) && i < 3 && hits[i].d == hits[0].d; i++ {
+		out = append(out, hits[i].name)
+	}
+	return out
+}
+
+// didYouMean is closest as a clause for an error message: `; did you mean
+// "x"?`, `; did you mean "x" or "y"?`, or "" when nothing is close.
+func didYouMean(s string, candidates []string) string {
+	c := closest(s, candidates)
+	if len(c) == 0 {
+		return ""
+	}
+	q := make([]string, len(c))
+	for i, x := range c {
+		q[i] = `"` + x + `"`
+	}
+	return "; did you mean " + strings.Join(q, " or ") + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b (runes).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
