@@ -179,7 +179,6 @@ func (b *actBuilder) size(elemsPerToken int64, d DType) Bytes {
 	return d.Size(mulI64(b.tokens, elemsPerToken))
 }
 
-
 // op runs one forward op: it reads ins, creates an output of size bytes,
 // and marks saves as saved for backward.
 func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ...*actT) *actT {

@@ -128,7 +128,6 @@ func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
 	return ts, 8 + int64(n) + end, nil
 }
 
-
 // ReadCheckpoint reads the tensor table of a local checkpoint from the
 // safetensors headers, never the weights: a folder holding model.safetensors
 // or model.safetensors.index.json and its shards, an index file, or one

@@ -92,7 +92,6 @@ func (r *resolved) inflight(k int) float64 {
 	return f
 }
 
-
 // simulateTraining builds the timeline of the most loaded pipeline stage.
 // With record false only the peak event and the category maxima are kept
 // (Timeline.Events stays empty), which is what Estimate needs.
