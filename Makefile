@@ -16,8 +16,11 @@ doctor:
 	go run ./kernel doctor
 
 # make report PLAN=examples/plans/llama3-8b-lora.json
+# PLAN reaches the script through the environment, never through a shell
+# command line, so any file name works.
+export PLAN
 report:
-	PLAN=$(PLAN) kernel/scripts/report.sh
+	kernel/scripts/report.sh
 
 # Ground truth from PyTorch (torch, transformers, peft; not part of make test).
 truth:

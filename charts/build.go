@@ -3,6 +3,7 @@ package charts
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -28,10 +29,20 @@ func label(cat string) string { return strings.ReplaceAll(cat, "_", " ") }
 // value for tooltips, in MiB below 1 GiB.
 const jsBytes = `function(g){g=Number(g)||0;return Math.abs(g)<1?(g*1024).toFixed(1)+' MiB':g.toFixed(2)+' GiB';}`
 
+// stackTip lists the categories of a stacked axis tooltip and their total.
+const stackTip = `function(ps){var f=` + jsBytes + `;var out=[ps[0].name],t=0;ps.forEach(function(p){t+=p.value;if(p.value)out.push([p.color,p.seriesName+': '+f(p.value)]);});out.push('total: '+f(t));return out;}`
+
 // gv is a size in GiB for chart data.
 func gv(b vram.Bytes) float64 { return math.Round(b.GiB()*1e4) / 1e4 }
 
-func fn(body string) opts.Tooltip { return opts.Tooltip{Formatter: opts.FuncOpts(body)} }
+// lineTip is a tooltip whose formatter, a JavaScript function of ECharts'
+// params, returns lines: each a string, or [color, text] for a line with a
+// colored marker. HTML wraps every formatter so that what it returns becomes
+// text nodes (see tipJS): a tooltip never parses markup, whatever a label
+// holds.
+func lineTip(trigger, fn string) *opts.Tooltip {
+	return &opts.Tooltip{Trigger: trigger, Formatter: opts.FuncOpts(fn)}
+}
 
 func gib(b vram.Bytes) string { return b.Format(vram.GiB, 2) }
 
@@ -59,9 +70,7 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	total := b.Total()
 	c := Chart{Title: title, Height: 320}
 	c.Option.Title = &opts.Title{Title: title, Subtitle: "total " + gib(total)}
-	tip := fn(`function(p){var f=` + jsBytes + `;var t=` + fmt.Sprint(gv(total)) + `;var v=p.value;return p.seriesName==='share'?p.marker+p.name+': '+f(v)+' ('+p.percent+'%)':p.marker+p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)';}`)
-	tip.Trigger = "item"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;var t=`+fmt.Sprint(gv(total))+`;var v=p.value;return p.seriesName==='share'?[[p.color,p.name+': '+f(v)+' ('+p.percent+'%)']]:[[p.color,p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)']];}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "42%", "top": "70", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
@@ -85,9 +94,7 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 func Compare(labels []string, bs []vram.Breakdown, capacity vram.Bytes) Chart {
 	c := Chart{Title: "Memory per GPU by plan", Height: 360}
 	c.Option.Title = &opts.Title{Title: c.Title}
-	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name,t=0;ps.forEach(function(p){t+=p.value;s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s+'<br>total: '+f(t);}`)
-	tip.Trigger = "axis"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "60", "bottom": "60", "containLabel": true}}
 	names := make([]string, len(labels))
@@ -151,9 +158,7 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	for _, e := range tl.Events {
 		xs = append(xs, clean(eventLabel(e)))
 	}
-	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name,t=0;ps.forEach(function(p){t+=p.value;if(p.value)s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s+'<br>total: '+f(t);}`)
-	tip.Trigger = "axis"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "70", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{{"type": "category", "data": xs, "boundaryGap": false, "axisLabel": map[string]any{"show": false}}}
@@ -239,9 +244,7 @@ func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
 	for _, p := range pts {
 		xs = append(xs, clean(p.Value))
 	}
-	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name,t=0;ps.forEach(function(p){t+=p.value;if(p.value)s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s+'<br>total: '+f(t);}`)
-	tip.Trigger = "axis"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "60", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{{"type": "category", "name": field, "data": xs}}
@@ -292,6 +295,14 @@ func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
 // FitMap charts headroom over two swept fields: green where the plan fits
 // the budget (darker with more headroom), red where it does not.
 func FitMap(t vram.Training, xField string, xs []string, yField string, ys []string, budget vram.Budget) (Chart, error) {
+	for _, f := range []string{xField, yField} {
+		if !slices.Contains(vram.SweepFields, f) {
+			return Chart{}, fmt.Errorf("fit map: unknown field %q; known: %s", f, strings.Join(vram.SweepFields, ", "))
+		}
+	}
+	if err := t.Validate(); err != nil {
+		return Chart{}, fmt.Errorf("fit map: %w", err)
+	}
 	c := Chart{Title: fmt.Sprintf("Headroom on %s: %s × %s", clean(budget.GPU.Name), clean(xField), clean(yField)), Height: 420}
 	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: "budget " + gib(budget.Bytes()) + " (usable memory less headroom)"}
 	var data [][]any
@@ -301,13 +312,13 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		row := []string{clean(y)}
 		for i, x := range xs {
 			tx, err := t.Set(xField, x)
-			if err != nil {
-				return Chart{}, err
+			if err == nil {
+				tx, err = tx.Set(yField, y)
 			}
-			if tx, err = tx.Set(yField, y); err != nil {
-				return Chart{}, err
+			var est vram.TrainingEstimate
+			if err == nil {
+				est, err = tx.Estimate()
 			}
-			est, err := tx.Estimate()
 			if err != nil {
 				data = append(data, []any{i, j, "-"})
 				row = append(row, "invalid")
@@ -319,9 +330,7 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		}
 		c.Table.Rows = append(c.Table.Rows, row)
 	}
-	tip := fn(`function(p){return p.marker+'headroom: '+p.value[2]+' GiB'+(p.value[2]<0?' (does not fit)':'');}`)
-	tip.Trigger = "item"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("item", `function(p){return [[p.color,'headroom: '+p.value[2]+' GiB'+(p.value[2]<0?' (does not fit)':'')]];}`)
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "70", "bottom": "70", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{{"type": "category", "name": clean(xField), "data": cleanAll(xs), "splitArea": map[string]any{"show": true}}}
 	c.Option.YAxis = []map[string]any{{"type": "category", "name": clean(yField), "data": cleanAll(ys), "splitArea": map[string]any{"show": true}}}
@@ -348,9 +357,7 @@ func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
 	title = clean(title)
 	c := Chart{Title: title, Height: 380}
 	c.Option.Title = &opts.Title{Title: title}
-	tip := fn(`function(p){var f=` + jsBytes + `;return p.dataType==='edge'?p.data.source+' → '+p.data.target+': '+f(p.value):p.name+': '+f(p.value);}`)
-	tip.Trigger = "item"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;return p.dataType==='edge'?[p.data.source+' → '+p.data.target+': '+f(p.value)]:[[p.color,p.name+': '+f(p.value)]];}`)
 	type link struct {
 		from, to string
 		v        vram.Bytes
@@ -389,9 +396,7 @@ func Layers(ls []vram.LayerMemory, title string) Chart {
 	title = clean(title)
 	c := Chart{Title: title, Height: 420}
 	c.Option.Title = &opts.Title{Title: title}
-	tip := fn(`function(p){var f=` + jsBytes + `;return p.treePathInfo.map(function(x){return x.name;}).slice(1).join(' / ')+': '+f(p.value);}`)
-	tip.Trigger = "item"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;return [p.treePathInfo.map(function(x){return x.name;}).slice(1).join(' / ')+': '+f(p.value)];}`)
 	var nodes []treeNode
 	c.Table.Columns = append([]string{"part"}, catLabels()...)
 	for _, l := range ls {
@@ -437,9 +442,7 @@ func GPUs(devs []GPU, title string) Chart {
 	title = clean(title)
 	c := Chart{Title: title, Height: 120 + 40*len(devs)}
 	c.Option.Title = &opts.Title{Title: title}
-	tip := fn(`function(ps){var f=` + jsBytes + `;var s=ps[0].name;ps.forEach(function(p){s+='<br>'+p.marker+p.seriesName+': '+f(p.value);});return s;}`)
-	tip.Trigger = "axis"
-	c.Option.Tooltip = &tip
+	c.Option.Tooltip = lineTip("axis", `function(ps){var f=`+jsBytes+`;var out=[ps[0].name];ps.forEach(function(p){out.push([p.color,p.seriesName+': '+f(p.value)]);});return out;}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "50", "bottom": "40", "containLabel": true}}
 	var names []string

@@ -115,10 +115,11 @@ func HTML(c Chart) string {
 	b.WriteString(tableHTML(c.Title, c.Table))
 	b.WriteString(`</div>`)
 	// An IIFE with no top-level names, so re-running a cell cannot collide.
-	fmt.Fprintf(&b, `<script>(function(){var id=%q,theme=%q;var draw=function(){var root=document.getElementById(id);if(!root||!window.echarts)return;`+
+	// The tooltip formatter's lines become text nodes (tipJS).
+	fmt.Fprintf(&b, `<script>(function(){var id=%q,theme=%q;`+tipJS+`var draw=function(){var root=document.getElementById(id);if(!root||!window.echarts)return;`+
 		`var el=root.querySelector('.vramlab-canvas');el.style.display='block';var tb=root.querySelector('.vramlab-fallback');if(tb)tb.style.display='none';`+
 		`if(theme==='auto'){var b=document.body;theme=(b&&b.getAttribute('data-jp-theme-light')==='false')?'dark':'light';}`+
-		`var ch=echarts.getInstanceByDom(el)||echarts.init(el,theme==='dark'?'dark':null,{renderer:'canvas'});ch.setOption(%s);`+
+		`var o=%s;textTips(o);var ch=echarts.getInstanceByDom(el)||echarts.init(el,theme==='dark'?'dark':null,{renderer:'canvas'});ch.setOption(o);`+
 		`if(window.ResizeObserver){new ResizeObserver(function(){ch.resize();}).observe(el);}};`+
 		`(window.__vramlabQ=window.__vramlabQ||[]).push(draw);`+
 		`setTimeout(function(){var root=document.getElementById(id);if(root&&!window.echarts){var n=document.createElement('p');n.className='vramlab-note';`+
@@ -126,6 +127,19 @@ func HTML(c Chart) string {
 		`})();</script>`, id, theme, js)
 	return b.String()
 }
+
+// tipJS defines textTips, which wraps an option's tooltip formatter so that
+// what it returns is shown as text, never parsed as HTML. A formatter returns
+// lines: a string, or [color, text] for a line with a colored marker; a
+// plain string result is one line. ECharts (5.x, TooltipHTMLContent
+// setContent) appends returned DOM nodes as they are, and would set a
+// returned string as innerHTML.
+const tipJS = `var textTips=function(o){var t=o.tooltip;if(!t||typeof t.formatter!=='function')return;var f=t.formatter;` +
+	`t.formatter=function(p){var ls=f(p);if(!Array.isArray(ls))ls=[ls];var d=document.createElement('div');d.className='vramlab-tip';` +
+	`ls.forEach(function(l){var r=document.createElement('div');if(Array.isArray(l)){var m=document.createElement('span');` +
+	`m.style.cssText='display:inline-block;margin-right:5px;border-radius:5px;width:10px;height:10px';` +
+	`if(typeof l[0]==='string')m.style.backgroundColor=l[0];r.appendChild(m);l=l[1];}` +
+	`r.appendChild(document.createTextNode(l==null?'':String(l)));d.appendChild(r);});return d;};};`
 
 // tableHTML renders the fallback table (visible until the chart draws).
 func tableHTML(title string, t Table) string {

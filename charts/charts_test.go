@@ -88,6 +88,16 @@ func TestChartParts(t *testing.T) {
 		if strings.Contains(h, "__f__") {
 			t.Errorf("%s: function marker left in the output", name)
 		}
+		// Tooltips are text by construction: the formatter is wrapped, and no
+		// formatter builds markup (ECharts' p.marker is an HTML string).
+		if c.Option.Tooltip != nil && !strings.Contains(h, "textTips(o);") {
+			t.Errorf("%s: tooltip formatter not wrapped by textTips", name)
+		}
+		for _, bad := range []string{"p.marker", "<br", "innerHTML"} {
+			if strings.Contains(h, bad) {
+				t.Errorf("%s: tooltip code builds markup (%q)", name, bad)
+			}
+		}
 		if len(c.Table.Rows) == 0 {
 			t.Errorf("%s: empty fallback table", name)
 		}

@@ -2,6 +2,11 @@
 // look in a browser (and for the browser tests).
 //
 //	go run ./examples/gallery -o gallery.html [-theme dark]
+//	go run ./examples/gallery -o hostile.html -label '<img src=x onerror=alert(1)>'
+//
+// -label puts the given text in every place a user's text can reach a
+// chart (titles, plan labels, sweep values, GPU and layer names): the
+// browser tests use it to check that no label ever runs as script.
 package main
 
 import (
@@ -27,13 +32,20 @@ func run(args []string, w io.Writer) error {
 	fs.SetOutput(w)
 	out := fs.String("o", "", "output file (default: standard output)")
 	theme := fs.String("theme", "auto", "auto, light or dark")
+	label := fs.String("label", "", "text to use for every user-supplied label (security tests)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errors.New("usage: gallery [-o FILE] [-theme auto|light|dark]")
+		return errors.New("usage: gallery [-o FILE] [-theme auto|light|dark] [-label TEXT]")
 	}
-	cs, err := Gallery()
+	var cs []charts.Chart
+	var err error
+	if *label != "" {
+		cs, err = Hostile(*label)
+	} else {
+		cs, err = Gallery()
+	}
 	if err != nil {
 		return err
 	}
@@ -97,5 +109,47 @@ func Gallery() ([]charts.Chart, error) {
 		charts.Flow(static.Static, 16*vram.KiB, "Llama-2-7B fp32 AdamW: how memory flows in a step"),
 		charts.Layers(layers, "Llama-3-8B LoRA: memory by layer"),
 		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "GPUs"),
+	}, nil
+}
+
+// Hostile builds one chart of each kind with text in every place a user's
+// text can reach: titles, plan labels, the swept field and its values, the
+// fit map's GPU, fields and values, layer and GPU names.
+func Hostile(text string) ([]charts.Chart, error) {
+	t := vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 256, MicroBatch: 2, Precision: "bf16"}
+	est, err := t.Estimate()
+	if err != nil {
+		return nil, err
+	}
+	tl, err := t.Timeline()
+	if err != nil {
+		return nil, err
+	}
+	pts, err := vram.Sweep(t, "micro_batch", []string{"1", text, "4"})
+	if err != nil {
+		return nil, err
+	}
+	g, _ := vram.LookupGPU("T4")
+	g.Name = text
+	fm, err := charts.FitMap(t, "micro_batch", []string{"1", text}, "seq_len", []string{"256", text}, vram.Budget{GPU: g})
+	if err != nil {
+		return nil, err
+	}
+	layers, err := t.Layers()
+	if err != nil {
+		return nil, err
+	}
+	for i := range layers {
+		layers[i].Name = text + " " + layers[i].Name
+	}
+	return []charts.Chart{
+		charts.Breakdown(est.Peak, text),
+		charts.Compare([]string{text, text + " 2"}, []vram.Breakdown{est.Peak, est.Static}, g.Usable()),
+		charts.Timeline(tl, g.Usable()),
+		charts.Sweep(text, pts, g.Usable()),
+		fm,
+		charts.Flow(est.Static, 16*vram.KiB, text),
+		charts.Layers(layers, text),
+		charts.GPUs([]charts.GPU{{Name: text, Used: 3 * vram.GiB, Total: 15 * vram.GiB}, {Name: text + " 1", Used: vram.GiB, Total: 15 * vram.GiB}}, text),
 	}, nil
 }

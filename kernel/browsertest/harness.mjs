@@ -139,3 +139,63 @@ export async function waitForCharts(page, n, timeout = 30_000) {
   n, { timeout });
   await page.waitForTimeout(1500); // let the first frame paint (animations off-screen too)
 }
+
+// The payload the security tests put in every label a user can type: a
+// script-tag break-out, an event handler, quotes, a line separator that ends
+// a JavaScript string literal, and an entity. Each way it could run bumps
+// window.__pwned or opens a dialog.
+export const PAYLOAD = `</script><script>window.__pwned=(window.__pwned||0)+1;alert(1)</script>` +
+  `<img src=x onerror="window.__pwned=(window.__pwned||0)+1;alert(2)">"'\u2028&lt;`;
+
+// watchScripts fails closed: it records every dialog (and dismisses it, so
+// nothing hangs) and reads window.__pwned; report() says what ran.
+export function watchScripts(page) {
+  const dialogs = [];
+  page.on('dialog', async (d) => { dialogs.push(d.message()); await d.dismiss().catch(() => {}); });
+  return {
+    async report() {
+      const pwned = await page.evaluate(() => window.__pwned || 0);
+      const imgs = await page.evaluate(() => document.querySelectorAll('img[src="x"]').length);
+      return { dialogs, pwned, injectedImages: imgs };
+    },
+  };
+}
+
+// hoverEverything opens the tooltip of every data point of every chart on
+// the page, twice over: through ECharts' showTip action for each series and
+// data index, and with the real mouse swept over each chart in a grid. It
+// returns the text of the tooltips it saw.
+export async function hoverEverything(page) {
+  const texts = await page.evaluate(async () => {
+    const seen = [];
+    const wait = () => new Promise((r) => setTimeout(r, 0));
+    for (const el of document.querySelectorAll('.vramlab-canvas')) {
+      const ch = window.echarts && window.echarts.getInstanceByDom(el);
+      if (!ch) continue;
+      const opt = ch.getOption();
+      for (let s = 0; s < opt.series.length; s++) {
+        const n = ch.getModel().getSeriesByIndex(s)?.getData().count() ?? 0;
+        for (let i = 0; i < n; i++) {
+          ch.dispatchAction({ type: 'showTip', seriesIndex: s, dataIndex: i });
+          await wait();
+          const tip = el.querySelector('.vramlab-tip');
+          if (tip) seen.push(tip.textContent);
+        }
+      }
+      ch.dispatchAction({ type: 'hideTip' });
+    }
+    return seen;
+  });
+  for (const box of await page.locator('.vramlab-canvas').all()) {
+    await box.scrollIntoViewIfNeeded();
+    const b = await box.boundingBox();
+    if (!b) continue;
+    for (let y = 0.1; y < 1; y += 0.2) {
+      for (let x = 0.05; x < 1; x += 0.06) {
+        await page.mouse.move(b.x + b.width * x, b.y + b.height * y);
+      }
+    }
+  }
+  await page.mouse.move(0, 0);
+  return texts;
+}
