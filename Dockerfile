@@ -5,7 +5,10 @@
 #
 #   docker build -t vramlab . && docker run --rm -p 8888:8888 vramlab
 #   (open the http://127.0.0.1:8888/lab?token=... URL it prints)
-FROM golang:1.26.8-bookworm
+# The base image is pinned by digest (the tag is for people): a rebuild gets
+# the same bytes. To move to a newer base, read the digest with
+# `docker buildx imagetools inspect golang:<version>-bookworm`.
+FROM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d
 
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev python3 python3-venv make \

@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -156,6 +157,77 @@ func TestVersionAtLeast(t *testing.T) {
 	} {
 		if got := versionAtLeast(tc.have, tc.want); got != tc.ok {
 			t.Errorf("versionAtLeast(%v, %v) = %v", tc.have, tc.want, got)
+		}
+	}
+}
+
+// TestDoctorLeavesGoModAlone: the module check runs the go command with the
+// network off and -mod=readonly, so it never rewrites go.mod or go.sum.
+func TestDoctorLeavesGoModAlone(t *testing.T) {
+	root := t.TempDir()
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile("../go.sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod = append(mod, []byte("\n\n// a comment   and odd   spacing\n")...)
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), mod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := checkModules(options{Root: root})
+	gotMod, _ := os.ReadFile(filepath.Join(root, "go.mod"))
+	gotSum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
+	if !bytes.Equal(gotMod, mod) || !bytes.Equal(gotSum, sum) {
+		t.Errorf("the module check rewrote go.mod or go.sum (check: %+v)", c)
+	}
+	if !c.OK {
+		t.Errorf("module check failed with every module cached: %+v", c)
+	}
+}
+
+// TestDockerImageInputs: the base image is pinned by digest, and the build
+// context leaves out version control and every build output .gitignore
+// names, so an image never carries .git or a stale environment.
+func TestDockerImageInputs(t *testing.T) {
+	df, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(df), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "FROM" && !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(f[1]) {
+			t.Errorf("base image not pinned by digest: %q", line)
+		}
+	}
+	ign, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(ign), "\n") {
+		have[strings.TrimSpace(l)] = true
+	}
+	want := []string{".git"}
+	gi, _ := os.ReadFile("../.gitignore")
+	for _, l := range strings.Split(string(gi), "\n") {
+		l = strings.TrimSuffix(strings.TrimSpace(l), "/")
+		switch {
+		case l == "" || strings.HasPrefix(l, "#"):
+			continue
+		case strings.HasPrefix(l, "/"): // anchored at the root
+			want = append(want, l[1:])
+		default: // matched at any depth
+			want = append(want, "**/"+l)
+		}
+	}
+	for _, w := range want {
+		if !have[w] {
+			t.Errorf(".dockerignore lacks %q", w)
 		}
 	}
 }

@@ -29,6 +29,26 @@ func main() {
 	}
 }
 
+// noGPUs says that GPU queries are unavailable, in the format asked for.
+// Simulated GPUs are suggested only where this build can run them (with cgo:
+// go-nvml's mocks need it too).
+func noGPUs(w io.Writer, why error, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Available bool         `json:"available"`
+			Error     string       `json:"error"`
+			Devices   []gpu.Device `json:"devices"`
+		}{false, why.Error(), []gpu.Device{}})
+	}
+	fmt.Fprintln(w, why)
+	if errors.Is(why, gpu.ErrNoDriver) {
+		fmt.Fprintln(w, "try simulated GPUs: go run ./examples/gpus -fake h100x8")
+	}
+	return nil
+}
+
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("gpus", flag.ContinueOnError)
 	fs.SetOutput(w)
@@ -60,9 +80,7 @@ func run(args []string, w io.Writer) error {
 		s, err = gpu.Snapshot()
 	}
 	if errors.Is(err, gpu.ErrNoDriver) || errors.Is(err, gpu.ErrUnsupported) {
-		fmt.Fprintln(w, err)
-		fmt.Fprintln(w, "try: go run ./examples/gpus -fake h100x8")
-		return nil
+		return noGPUs(w, err, *asJSON)
 	}
 	if err != nil {
 		return err

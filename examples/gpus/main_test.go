@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/gpu"
 )
 
 func TestGPUsFake(t *testing.T) {
@@ -43,5 +45,36 @@ func TestGPUsNoDriver(t *testing.T) {
 	}
 	if err := run([]string{"-plan", "../plans/llama3-8b-serve.json", "-fake", "h100x1"}, &out); err == nil {
 		t.Error("inference plan accepted for -plan")
+	}
+}
+
+// TestGPUsNoDriverJSON: -json answers in JSON even without GPUs, and a
+// build without cgo (which cannot run the mocks either) is not told to try
+// -fake.
+func TestGPUsNoDriverJSON(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Available *bool
+		Error     string
+		Devices   []any
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Available == nil || *v.Available || v.Error == "" || v.Devices == nil {
+		t.Errorf("json %q: %v", out.String(), err)
+	}
+	out.Reset()
+	if err := noGPUs(&out, gpu.ErrUnsupported, false); err != nil || strings.Contains(out.String(), "-fake") || !strings.Contains(out.String(), "cgo") {
+		t.Errorf("cgo-free build: %q", out.String())
+	}
+	out.Reset()
+	if err := noGPUs(&out, gpu.ErrNoDriver, false); err != nil || !strings.Contains(out.String(), "-fake h100x8") {
+		t.Errorf("no driver: %q", out.String())
+	}
+	for _, spec := range []string{"h100x+3", "h100x-1", "h100x 2", "h100x03x", "h100x0", "h100x65", "h100x1e1"} {
+		if err := run([]string{"-fake", spec}, &out); err == nil {
+			t.Errorf("-fake %q accepted", spec)
+		}
 	}
 }

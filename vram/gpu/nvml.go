@@ -248,8 +248,9 @@ func Fake(spec string) (Info, error) {
 func FakeServer(spec string) (*server.Server, error) {
 	model, count, ok := strings.Cut(strings.ToLower(strings.TrimSpace(spec)), "x")
 	n, err := strconv.Atoi(count)
+	digits := count != "" && len(count) <= 2 && strings.Trim(count, "0123456789") == "" // no sign, no spaces
 	cfg, known := fakeModels[model]
-	if !ok || err != nil || n < 1 || n > 64 || !known {
+	if !ok || err != nil || !digits || n < 1 || n > 64 || !known {
 		return nil, fmt.Errorf("%s=%q: want <model>x<count> with count 1–64 and model one of a100, a100-80, h100, h200, b200", FakeEnv, spec)
 	}
 	srv, err := server.New(server.WithGPUs(gpus.Multiple(n, cfg)...), server.WithDriverVersion("550.54.15"),
