@@ -1,6 +1,10 @@
 package vram
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -118,5 +122,168 @@ func FuzzEstimateInvariants(f *testing.F) {
 			}
 			prev = ms.Total()
 		}
+	})
+}
+
+// FuzzReadCheckpoint: a checkpoint folder holding whatever index and shard
+// headers the fuzzer makes (an index may name itself, the folder, a parent,
+// a folder loop, a shard or nothing) never panics, recurses or hangs, and
+// what it reads has non-negative sizes that add up to the shards' data.
+func FuzzReadCheckpoint(f *testing.F) {
+	shard := header(`{"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}`)
+	for _, idx := range []string{
+		`{"weight_map": {"w": "a.safetensors"}}`,
+		`{"weight_map": {"w": "model.safetensors.index.json"}}`,
+		`{"weight_map": {"w": "."}}`,
+		`{"weight_map": {"w": "loop/loop/a.safetensors"}}`,
+		`{"weight_map": {"w": "../a.safetensors", "v": "sub/a.safetensors"}}`,
+		`{"weight_map": {}}`,
+	} {
+		f.Add([]byte(idx), shard, uint8(0))
+	}
+	f.Add([]byte(`{}`), []byte{0, 0, 0, 0, 0, 0, 0, 0}, uint8(1))
+	f.Fuzz(func(t *testing.T, index, head []byte, layout uint8) {
+		dir := t.TempDir()
+		_ = os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+		_ = os.Symlink(".", filepath.Join(dir, "loop"))
+		_ = os.Symlink(dir, filepath.Join(dir, "sub", "up"))
+		if layout%2 == 0 {
+			_ = os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), index, 0o644)
+		}
+		for _, name := range []string{"a.safetensors", "sub/a.safetensors", "model.safetensors"} {
+			_ = os.WriteFile(filepath.Join(dir, name), head, 0o644)
+		}
+		ts, err := ReadCheckpoint(dir)
+		if err != nil {
+			return
+		}
+		var total Bytes
+		for _, x := range ts {
+			if x.Bytes < 0 || x.Numel() < 0 || x.Layer < -1 {
+				t.Fatalf("bad tensor %+v", x)
+			}
+			total = addBytes(total, x.Bytes)
+		}
+		if total > Bytes(len(head))*3 {
+			t.Fatalf("tensors total %d bytes from shards of %d", total, len(head))
+		}
+	})
+}
+
+// FuzzFromHFConfig: no config.json makes the import panic; whatever imports
+// is a valid model whose parameter count is positive, grows with layers,
+// and whose training and inference estimates succeed and never shrink when
+// the batch, the sequence or the layers grow.
+func FuzzFromHFConfig(f *testing.F) {
+	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "hf", name+".json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"model_type": "llama", "num_hidden_layers": 1e9, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 1, "vocab_size": 8}`))
+	f.Add([]byte(`{"model_type": "vit", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 64, "image_size": 4294967296, "patch_size": 1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := FromHFConfig(data)
+		if err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("imported an invalid model: %v", err)
+		}
+		n := m.ParamCount()
+		if n <= 0 {
+			t.Fatalf("%d parameters", n)
+		}
+		seq := 64
+		if m.Image != nil {
+			seq = m.Image.Tokens()
+		}
+		tr := Training{Model: m, SeqLen: seq, MicroBatch: 1, Precision: "bf16"}
+		est, err := tr.Estimate()
+		if err != nil {
+			if strings.Contains(err.Error(), "beyond") || strings.Contains(err.Error(), "does not divide") {
+				return // too big to train, or a TP/FFN rule: a named field error
+			}
+			t.Fatalf("estimate of an imported model: %v", err)
+		}
+		checkBreakdown(t, est.Peak)
+		grow := func(name string, edit func(*Training)) {
+			t2 := tr
+			edit(&t2)
+			e2, err := t2.Estimate()
+			if err == nil && e2.Peak.Total() < est.Peak.Total() {
+				t.Fatalf("%s lowers the peak: %v → %v", name, est.Peak.Total(), e2.Peak.Total())
+			}
+		}
+		grow("micro_batch+1", func(t *Training) { t.MicroBatch++ })
+		if m.Image == nil {
+			grow("seq_len×2", func(t *Training) { t.SeqLen *= 2 })
+		}
+		if m.Layers < maxLayers {
+			grow("layers+1", func(t *Training) { t.Model.Layers++ })
+			m2 := m
+			m2.Layers++
+			if m2.ParamCount() < n {
+				t.Fatalf("one more layer has fewer parameters")
+			}
+		}
+		if !m.Encoder() {
+			in := Inference{Model: m, Batch: 1, PromptTokens: 32, NewTokens: 8}
+			if ie, err := in.Estimate(); err == nil {
+				checkBreakdown(t, ie.Peak)
+			}
+		}
+	})
+}
+
+// FuzzInferencePlan: inference plans with any sizes, huge ones included,
+// estimate to exact, non-negative breakdowns or to an error naming a field;
+// more sequences, a longer prompt or more generated tokens never need less.
+func FuzzInferencePlan(f *testing.F) {
+	f.Add(uint8(0), uint64(1), uint64(128), uint64(16), uint8(0), uint64(0), uint8(0), uint8(0))
+	f.Add(uint8(3), uint64(8), uint64(4096), uint64(512), uint8(3), uint64(16), uint8(2), uint8(1))
+	f.Add(uint8(5), uint64(1), uint64(8), uint64(1<<63-8), uint8(3), uint64(1<<63-1), uint8(1), uint8(2))
+	f.Add(uint8(1), uint64(1<<40), uint64(1<<40), uint64(1), uint8(2), uint64(0), uint8(3), uint8(0))
+	models := []string{"gpt2", "llama-3.2-1b", "mistral-7b", "mixtral-8x7b", "qwen2.5-0.5b", "deepseek-v3", "gemma-2b", "opt-125m", "starcoderbase-1b"}
+	caches := []string{"dynamic", "legacy", "static", "paged"}
+	weights := []DType{BF16, INT8, NF4, INT4, FP8E4M3}
+	attns := []string{"sdpa", "eager", "flash2"}
+	f.Fuzz(func(t *testing.T, mi uint8, batch, prompt, newTok uint64, ci uint8, page uint64, wi, ai uint8) {
+		in := Inference{Model: MustPreset(models[int(mi)%len(models)]), Batch: int(batch >> 1), PromptTokens: int(prompt >> 1), NewTokens: int(newTok >> 1),
+			Cache: caches[int(ci)%len(caches)], Weights: Quant{DType: weights[int(wi)%len(weights)]}, Attention: attns[int(ai)%len(attns)]}
+		if in.Cache == "paged" {
+			in.PageSize = int(page >> 1)
+		}
+		if in.Cache == "static" {
+			in.KVCacheLen = in.PromptTokens + in.NewTokens
+		}
+		est, err := in.Estimate()
+		if err != nil {
+			var oe overflowError
+			if errors.As(err, &oe) {
+				t.Fatalf("overflow past validation: %v", err)
+			}
+			return
+		}
+		checkBreakdown(t, est.Peak)
+		if est.Peak.Total() <= 0 || est.Peak.Total() > maxPlanBytes*4 {
+			t.Fatalf("peak %d", est.Peak.Total())
+		}
+		grow := func(name string, edit func(*Inference)) {
+			in2 := in
+			edit(&in2)
+			if in2.Cache == "static" {
+				in2.KVCacheLen = in2.PromptTokens + in2.NewTokens
+			}
+			e2, err := in2.Estimate()
+			if err == nil && e2.Peak.Total() < est.Peak.Total() {
+				t.Fatalf("%s lowers the peak: %v → %v (%+v)", name, est.Peak.Total(), e2.Peak.Total(), in)
+			}
+		}
+		grow("batch+1", func(in *Inference) { in.Batch++ })
+		grow("prompt+1", func(in *Inference) { in.PromptTokens++ })
+		grow("new_tokens+1", func(in *Inference) { in.NewTokens++ })
 	})
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (`make test`): installs like `make lab` does, then runs
-# go vet, the Go tests, a cgo-free build, every notebook through the real
-# vramlab kernel, and the browser tests in a real JupyterLab.
+# go vet, the Go tests under the race detector, a cgo-free build, every
+# notebook through the real vramlab kernel, and the browser tests in a real
+# JupyterLab.
 source "$(dirname "$0")/lib.sh"
 "$ROOT/kernel/scripts/setup.sh"
 "$ROOT/kernel/scripts/setup-test.sh"
@@ -9,8 +10,8 @@ source "$(dirname "$0")/lib.sh"
 say "go vet"
 go vet ./...
 
-say "go test"
-go test ./...
+say "go test (with the race detector)"
+go test -race ./...
 
 say "build without cgo (vram and charts must build anywhere)"
 CGO_ENABLED=0 go build ./...
