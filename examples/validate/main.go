@@ -75,7 +75,17 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
+// maxCasesFile bounds a measured-case file (the reference set is 60 KB).
+const maxCasesFile = 64 << 20
+
 func readCases(path string) ([]Case, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxCasesFile {
+		return nil, fmt.Errorf("%s: want a regular file of at most %d bytes", path, maxCasesFile)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -59,7 +59,8 @@ func TestValidateReference(t *testing.T) {
 }
 
 func TestValidateErrors(t *testing.T) {
-	for _, args := range [][]string{nil, {"missing.jsonl"}, {"a", "b"}} {
+	// A device or a FIFO is refused before it is read.
+	for _, args := range [][]string{nil, {"missing.jsonl"}, {"a", "b"}, {"/dev/zero"}, {"."}} {
 		if err := run(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("run(%q) succeeded", args)
 		}

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -113,4 +113,15 @@ test('make report on an invalid plan fails with a clear message and a non-zero e
   assert.notEqual(r.status, 0, 'a failed report must not exit 0');
   assert.match(r.stderr, /report: executing the report notebook failed/);
   assert.ok(!existsSync(join(ROOT, '.artifacts', 'reports', 'bad', 'bad.pdf')), 'no PDF named for a failed report');
+});
+
+test('make report past its time limit exits non-zero, names the step, and leaves no temporary files', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'vramlab-report-tmp-'));
+  const r = spawnSync('make', ['-s', 'report', 'PLAN=examples/plans/llama3-8b-lora.json'], {
+    cwd: ROOT, encoding: 'utf8', timeout: 300_000, env: { ...process.env, REPORT_TIMEOUT: '1', TMPDIR: tmp },
+  });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /report: executing the report notebook did not finish within 1s/);
+  const left = readdirSync(tmp).filter((n) => n.startsWith('tmp.'));
+  assert.deepEqual(left, [], 'report.sh removes its temporary folder (the chromium profile among them)');
 });
