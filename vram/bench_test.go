@@ -86,3 +86,26 @@ func BenchmarkMaxMicroBatch(b *testing.B) {
 		}
 	}
 }
+
+// largestPlan is a plan at the validation bounds: the most layers, experts
+// per layer that the tensor bound allows, the widest hidden size whose
+// parameters stay below maxParams. It must estimate in well under a second
+// (README: Speed and size); the first estimate also lists its 200,000
+// tensors.
+func largestPlan() Training {
+	m := Model{Name: "bounds", Family: "mixtral", Layers: maxLayers, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 16384,
+		Vocab: maxWidth, MaxPosition: maxPositions, Experts: maxTensors/maxLayers - 1, ExpertsPerToken: 2}
+	return Training{Model: m, SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full"}
+}
+
+// BenchmarkEstimateLargestValid: the largest valid plan, its tensor list
+// built anew each time (the cache cleared), as its first estimate does.
+func BenchmarkEstimateLargestValid(b *testing.B) {
+	tr := largestPlan()
+	for i := 0; i < b.N; i++ {
+		tensorCache.Clear()
+		if _, err := tr.Estimate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -162,7 +162,7 @@ func TestNoSilentOverflow(t *testing.T) {
 	t.Run("experts × layers is bounded", func(t *testing.T) {
 		m := MustPreset("mixtral-8x7b")
 		m.Layers, m.Experts = 1024, 4096
-		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "model.layers × (experts + shared_experts)") {
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "model.layers × (experts + shared_experts + 1)") {
 			t.Errorf("err = %v", err)
 		}
 	})

@@ -220,7 +220,7 @@ const (
 	maxHeads     = 1 << 16
 	maxPositions = 1 << 25
 	maxExperts   = 4096
-	maxTensors   = 1 << 17 // layers × experts: 126 × 256 would be 32k
+	maxTensors   = 1 << 16 // layers × (experts + 1): Kimi K2 has 61 × 385 = 23,485
 	maxImageSide = 1 << 16
 	maxChannels  = 1 << 10
 )
@@ -374,7 +374,7 @@ func (m Model) ranges() error {
 	if !(m.RotaryPct >= 0 && m.RotaryPct <= 1) {
 		return fmt.Errorf("model.rotary_pct = %v must be in [0, 1]", m.RotaryPct)
 	}
-	if _, err := boundedProduct(maxTensors, "model.layers × (experts + shared_experts)", int64(m.Layers), int64(m.Experts+m.SharedExperts)+1); err != nil {
+	if _, err := boundedProduct(maxTensors, "model.layers × (experts + shared_experts + 1)", int64(m.Layers), int64(m.Experts+m.SharedExperts)+1); err != nil {
 		return err
 	}
 	if im := m.Image; im != nil && (im.Size < 0 || im.Size > maxImageSide || im.Patch < 0 || im.Channels < 0 || im.Channels > maxChannels) {
