@@ -236,7 +236,8 @@ type blockPlan struct {
 	loraRank int64
 	loraDrop float64
 	attnImpl string
-	upcast   bool // softmax in fp32 in eager attention
+	rec      recipe // the family's modeling code
+	upcast   bool   // softmax in fp32 in eager attention
 	useCache bool // transformers returns past_key_values during training
 	// keepOutputs: the training loop holds the model's output (logits, cache,
 	// hidden states) until backward ends.
@@ -377,7 +378,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	cp := int64(r.cp)
 	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / cp,
 		ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
-	if m.Family == "vit" {
+	if m.Image != nil {
 		b.tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
 	}
 	h := int64(m.Hidden)
@@ -393,7 +394,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		kvHeads = 1
 	}
 	qDim, kvDim := heads*hd, kvHeads*hd
-	if m.Family == "deepseek_v3" {
+	mla := m.KVLoRARank > 0 // multi-head latent attention
+	if mla {
 		qDim = heads * int64(m.QKNopeDim+m.QKRopeDim)
 		kvDim = qDim
 	}
@@ -406,7 +408,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		var q, k, v *actT
 		aIn := a
 		switch {
-		case m.Family == "deepseek_v3":
+		case mla:
 			ql := b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
 			kvA := b.linear(p, "kv_a_proj", "k_proj", aIn, h, int64(m.KVLoRARank+m.QKRopeDim))
 			kvN := b.norm(p, "kv_a_layernorm", "rmsnorm", kvA, int64(m.KVLoRARank))
@@ -431,7 +433,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				k = b.op("cache.k", b.size(kvDim, p.e), p.e, list(qkv))
 				v = b.op("cache.v", b.size(kvDim, p.e), p.e, list(qkv))
 			}
-			if m.Position == "rope" && m.Family == "gpt_neox" {
+			if m.Position == "rope" && p.rec.rotaryFP32 {
 				// modeling_gpt_neox.py applies the rotary embedding with its fp32
 				// cos/sin caches ("casts query and key in fp32"), concatenates the
 				// pass-through part (fp32) and casts back; the returned
@@ -475,7 +477,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			// the cached k and v alive while the loop holds the output.
 			k.held, v.held = true, true
 		}
-		if kvHeads < heads && m.Family != "deepseek_v3" && (p.attnImpl == "eager" || !p.nativeGQA) {
+		if kvHeads < heads && !mla && (p.attnImpl == "eager" || !p.nativeGQA) {
 			// repeat_kv: expand + reshape materialises full-head k and v. With
 			// SDPA, transformers passes enable_gqa=True instead (torch ≥ 2.5,
 			// sdpa_attention.py use_gqa_in_sdpa).
@@ -494,9 +496,9 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			s.attn = true
 			sm := b.op("scores_scaled_masked", p.e.Size(scores), p.e, list(s))
 			sm.attn = true
-			if m.Family == "opt" {
-				// modeling_opt.py clamps with torch.max(attn_weights, finfo.min);
-				// maximum saves both inputs for its backward mask.
+			if p.rec.scoreClamp {
+				// torch.max(attn_weights, finfo.min): maximum saves both inputs
+				// for its backward mask.
 				sm = b.op("scores_clamped", p.e.Size(scores), p.e, list(sm), sm)
 				sm.attn = true
 			}
@@ -533,7 +535,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			// The kernels write the output in (b, s, heads, d) memory order, so
 			// the transpose back for the output projection is a view.
 		}
-		if m.Family == "deepseek_v3" {
+		if mla {
 			return b.linear(p, "o_proj", "o_proj", o, heads*int64(m.VHeadDim), h)
 		}
 		return b.linear(p, "o_proj", "o_proj", o, qDim, h)
@@ -644,7 +646,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		x1 := b.norm(p, "attn_norm", ln, add("attn_residual", x, a), hSeq)
 		mo := b.dropout(p, "mlp_out_dropout", mlp(x1), hSeq, p.dropHid)
 		out = b.norm(p, "mlp_norm", ln, add("mlp_residual", x1, mo), hSeq)
-	case m.ParallelBlock && m.Family == "gpt_neox":
+	case m.ParallelBlock && p.rec.parallelNorms == 2:
 		// use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
 		a := b.dropout(p, "attn_out_dropout", attention(b.norm(p, "input_layernorm", ln, x, hSeq)), hSeq, p.dropHid)
 		mo := b.dropout(p, "mlp_out_dropout", mlp(b.norm(p, "post_attention_layernorm", ln, x, hSeq)), hSeq, p.dropHid)
@@ -892,6 +894,7 @@ func gradSize(t *actT) Bytes {
 func (r *resolved) blockPlan(layer int) blockPlan {
 	m := r.m
 	p := blockPlan{
+		rec:      r.rec,
 		e:        r.ComputeDType,
 		resid:    r.ComputeDType,
 		autocast: r.Autocast,
@@ -914,21 +917,16 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	if r.Autocast && r.WeightsDType == FP32 {
 		p.resid = FP32 // fp32 embeddings + bf16 branch outputs add up in fp32
 	}
-	if m.Family == "vit" {
+	if m.Image != nil {
 		p.seq, p.keys = int64(m.Image.Tokens()), int64(m.Image.Tokens())
 	}
 	if m.SlidingWindow > 0 && int64(m.SlidingWindow) < p.keys && r.Attention != "eager" {
 		p.keys = int64(m.SlidingWindow)
 	}
-	// GPT-2, StarCoder, NeoX and Phi-3 fuse q|k|v in transformers; litgpt
-	// fuses them for every family (litgpt/model.py CausalSelfAttention.qkv).
-	switch m.Family {
-	case "gpt2", "gpt_bigcode", "gpt_neox", "phi3":
-		p.fusedQKV = true
-	case "deepseek_v3", "bert", "vit":
-	default:
-		p.fusedQKV = r.Framework == "litgpt"
-	}
+	// The family's modeling code may fuse q|k|v (its recipe); litgpt fuses
+	// them for every family it implements (litgpt/model.py
+	// CausalSelfAttention.qkv), which excludes encoders and latent attention.
+	p.fusedQKV = r.rec.fusedQKV || (r.Framework == "litgpt" && m.KVLoRARank == 0 && !m.Encoder())
 	// litgpt and Megatron call F.gelu(approximate="tanh"); transformers'
 	// gelu_new (GPT-2, GPT-J, Phi) is the Python formula (activations.py).
 	p.pythonGELU = r.Framework != "litgpt" && r.Framework != "megatron" && r.Framework != "torchtitan"
@@ -940,12 +938,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	p.useCache = p.hfModeling && r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
 	p.keepOutputs = r.keepsOutputs()
 	p.baseDType = r.WeightsDType
-	switch m.Family {
-	case "bert", "gpt2", "vit":
-		p.upcast = false // softmax in the input dtype
-	default:
-		p.upcast = p.e != FP32
-	}
+	p.upcast = p.e != FP32 && !r.rec.softmaxInDType // eager softmax in fp32 unless the family keeps the scores' dtype
 	if r.LoRA != nil && r.Trainable == "lora" {
 		p.lora = map[string]bool{}
 		p.loraRank = int64(r.LoRA.Rank)

@@ -19,13 +19,13 @@ func buildEdges(r *resolved) edgeActivations {
 	m := r.m
 	p := r.blockPlan(0)
 	tokens := int64(r.MicroBatch) * int64(r.SeqLen) / int64(r.cp)
-	if m.Family == "vit" {
+	if m.Image != nil {
 		tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
 	}
 	var ea edgeActivations
 	h := int64(m.Hidden)
 	v := int64(m.Vocab) / int64(r.tp)
-	if m.Family == "vit" {
+	if m.Image != nil {
 		im := m.Image
 		ea.Inputs = FP32.Size(int64(r.MicroBatch) * int64(im.Channels*im.Size*im.Size))
 	} else {
@@ -40,7 +40,7 @@ func buildEdges(r *resolved) edgeActivations {
 		e = m.Hidden
 	}
 	var x *actT
-	if im := m.Image; m.Family == "vit" && p.autocast {
+	if im := m.Image; im != nil && p.autocast {
 		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
 		// fp32 kernel; it saves both copies for its backward.
 		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
@@ -56,7 +56,7 @@ func buildEdges(r *resolved) edgeActivations {
 		pos := b.op("embed_positions", b.size(h, p.resid), p.resid, nil)
 		x = b.op("add_positions", b.size(h, p.resid), p.resid, list(x, pos))
 	}
-	if m.Family == "bert" {
+	if p.rec.embedNorm {
 		x = b.norm(p, "embeddings.LayerNorm", "layernorm", x, h)
 	}
 	x = b.dropout(p, "embed_dropout", x, h, p.dropHid)
@@ -72,7 +72,7 @@ func buildEdges(r *resolved) edgeActivations {
 	x = &actT{name: "hidden", op: "hidden", bytes: b.size(h, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
-	if m.NormPosition != "post" && m.Family != "bert" {
+	if m.NormPosition != "post" {
 		x = b.norm(p, "final_norm", m.Norm, x, h)
 	}
 	classes, _ := m.headClasses()
@@ -101,8 +101,8 @@ func buildEdges(r *resolved) edgeActivations {
 		if r.Trainable == "lora" && !pHead.q4 {
 			pHead.frozen = true
 		}
-		if m.Family == "bert" {
-			// BertForMaskedLM transform: dense + GELU + LayerNorm before the decoder.
+		if p.rec.headTransform {
+			// A masked-LM head's transform: dense + GELU + LayerNorm before the decoder.
 			t := b.linear(pHead, "transform.dense", "other", x, h, h)
 			g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t), t)
 			x = b.norm(pHead, "transform.LayerNorm", "layernorm", g, h)

@@ -219,7 +219,7 @@ func (in Inference) weightBytes(m Model) Bytes {
 		switch {
 		case t.Layer >= 0:
 			perLayer[t.Layer] = addBytes(perLayer[t.Layer], b)
-		case t.Role == "lm_head" || isFinalNorm(t.Name):
+		case t.head:
 			last = addBytes(last, b)
 		default:
 			first = addBytes(first, b)
@@ -288,7 +288,7 @@ func (in Inference) kvPerToken(m Model) Bytes {
 	}
 	layers := int64(m.Layers / in.PP)
 	var per int64
-	if m.Family == "deepseek_v3" {
+	if m.KVLoRARank > 0 {
 		// MLA caches the compressed latent and the rotary key (DeepSeek-V2 §2.1.2).
 		per = int64(m.KVLoRARank + m.QKRopeDim)
 	} else {

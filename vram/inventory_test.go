@@ -41,13 +41,12 @@ func loadInventory(t *testing.T, f string) (string, inventory) {
 }
 
 // conv1D reports whether transformers stores this weight as a Conv1D,
-// [in, out] rather than Linear's [out, in]: GPT-2 and StarCoder's c_attn,
-// c_proj and c_fc (modeling_gpt2.py Conv1D). The engine keeps [out, in] for
-// every matmul so LoRA and quantization read shapes one way; the test
-// transposes.
-func conv1D(family, name string) bool {
-	return family == "gpt2" && strings.HasSuffix(name, ".weight") &&
-		(strings.Contains(name, ".c_attn.") || strings.Contains(name, ".c_proj.") || strings.Contains(name, ".c_fc."))
+// [in, out] rather than Linear's [out, in] (the family's recipe says so:
+// GPT-2's c_attn, c_proj and c_fc, modeling_gpt2.py Conv1D). The engine
+// keeps [out, in] for every matmul so LoRA and quantization read shapes one
+// way; the test transposes.
+func conv1D(m Model, t Tensor) bool {
+	return m.recipeOf(pinned).conv1D && t.IsLinear()
 }
 
 // TestInventoryMatchesPyTorch: for every catalog model transformers builds,
@@ -63,8 +62,10 @@ func TestInventoryMatchesPyTorch(t *testing.T) {
 		name, inv := loadInventory(t, f)
 		m := MustPreset(name)
 		ours := map[string][]int64{}
+		linear := map[string]bool{}
 		for _, x := range m.Tensors() {
 			ours[x.Name] = x.Shape
+			linear[x.Name] = conv1D(m, x)
 		}
 		bad := 0
 		for _, p := range inv.Parameters {
@@ -76,7 +77,7 @@ func TestInventoryMatchesPyTorch(t *testing.T) {
 			}
 			delete(ours, p.Name)
 			want := p.Shape
-			if conv1D(m.Family, p.Name) && len(want) == 2 {
+			if linear[p.Name] && len(want) == 2 {
 				want = []int64{want[1], want[0]}
 			}
 			if len(shape) != len(want) {

@@ -16,7 +16,7 @@ import (
 // HeadDim = Hidden/Heads, MLP/Norm/Position by family.
 type Model struct {
 	Name   string `json:"name,omitempty"`
-	Family string `json:"family"` // HF model_type: llama, mistral, qwen2, gemma, phi, phi3, gpt2, gpt_neox, gptj, opt, gpt_bigcode, bert, vit, mixtral, deepseek_v3
+	Family string `json:"family"` // Hugging Face model_type: one of Families()
 
 	Layers  int `json:"layers"`
 	Hidden  int `json:"hidden"`
@@ -131,34 +131,13 @@ func (b BiasMode) attn() bool { return b == BiasAll || b == BiasQKVOnly }
 func (b BiasMode) out() bool  { return b == BiasAll }
 func (b BiasMode) mlp() bool  { return b == BiasAll || b == BiasMLPOnly }
 
-// familyDefaults are the architecture conventions of each supported family.
-var familyDefaults = map[string]Model{
-	"llama":       {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
-	"mistral":     {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
-	"mixtral":     {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
-	"qwen2":       {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
-	"gemma":       {MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true},
-	"phi3":        {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
-	"deepseek_v3": {MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
-	"phi":         {MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true, LMHeadBias: true},
-	"gpt_neox":    {MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true},
-	"gptj":        {MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasMLPOnly, ParallelBlock: true, LMHeadBias: true},
-	"gpt2":        {MLP: "gelu_new", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
-	"gpt_bigcode": {MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
-	"opt":         {MLP: "relu", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
-	"bert":        {MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, NormPosition: "post", Head: "none"},
-	"vit":         {MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, Head: "none"},
-}
-
-// Families lists the supported architecture families.
-func Families() []string {
-	return []string{"bert", "deepseek_v3", "gemma", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt", "phi", "phi3", "qwen2", "vit"}
-}
-
 // Normalize fills zero fields with the family's defaults. Validate calls it;
 // everything that reads a Model works on a normalized copy.
 func (m Model) Normalize() Model {
-	d := familyDefaults[m.Family]
+	var d Model
+	if f := lookupFamily(m.Family); f != nil {
+		d = f.defaults
+	}
 	if m.MLP == "" {
 		m.MLP = d.MLP
 	}
@@ -227,7 +206,8 @@ const (
 
 // Validate reports the first field that makes m unusable, naming it and the rule.
 func (m Model) Validate() error {
-	if _, ok := familyDefaults[m.Family]; !ok {
+	f := lookupFamily(m.Family)
+	if f == nil {
 		if m.Family == "" && m.Name != "" && m.Layers == 0 {
 			// A name alone: FromPreset's answer for a name not in the catalog.
 			if _, err := LookupPreset(m.Name); err != nil {
@@ -237,7 +217,7 @@ func (m Model) Validate() error {
 		if m.Family == "" {
 			return fmt.Errorf("model.family is required; known: %s", strings.Join(Families(), ", "))
 		}
-		return fmt.Errorf("model.family %q is not supported; known: %s", m.Family, strings.Join(Families(), ", "))
+		return fmt.Errorf("model.family %q is not supported; known: %s%s", m.Family, strings.Join(Families(), ", "), didYouMean(m.Family, Families()))
 	}
 	if m.HeadDim == 0 && m.Heads > 0 && m.Hidden%m.Heads != 0 {
 		return fmt.Errorf("model.hidden = %d is not divisible by heads = %d; set head_dim", m.Hidden, m.Heads)
@@ -260,14 +240,15 @@ func (m Model) Validate() error {
 	if err := m.ranges(); err != nil {
 		return err
 	}
-	if m.Image != nil && m.Family != "vit" {
-		return fmt.Errorf("model.image applies to image models (family vit), not %q", m.Family)
+	if m.Image != nil && !f.images {
+		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
 	if m.Experts == 0 && (m.ExpertsPerToken != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0) {
 		return fmt.Errorf("model: experts_per_token, shared_experts, expert_ffn and dense_layers describe mixture-of-experts layers; set experts too, or drop them")
 	}
-	if m.Family != "deepseek_v3" && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
-		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (family deepseek_v3), not %q", m.Family)
+	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
+		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.latentAttention }), ", "), m.Family)
 	}
 	if m.KVHeads > m.Heads || m.Heads%m.KVHeads != 0 {
 		return fmt.Errorf("model.kv_heads = %d must divide heads = %d", m.KVHeads, m.Heads)
@@ -275,7 +256,7 @@ func (m Model) Validate() error {
 	if m.HeadDim < 1 {
 		return fmt.Errorf("model.head_dim must be ≥ 1 (hidden %d / heads %d)", m.Hidden, m.Heads)
 	}
-	if m.Family != "vit" && m.Vocab < 1 {
+	if m.Image == nil && m.Vocab < 1 {
 		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
 	}
 	switch m.MLP {
@@ -293,14 +274,11 @@ func (m Model) Validate() error {
 	default:
 		return fmt.Errorf("model.position %q is not supported; known: rope, learned, relative, alibi", m.Position)
 	}
-	if m.Position == "learned" && m.MaxPosition < 1 && m.Family != "vit" {
+	if m.Position == "learned" && m.MaxPosition < 1 && m.Image == nil {
 		return fmt.Errorf("model.max_position must be ≥ 1 with learned positions (it sizes the position table)")
 	}
-	if m.Family == "vit" {
-		im := m.Image
-		if im == nil || im.Patch < 1 || im.Size < im.Patch || im.Channels < 1 {
-			return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1 for family vit")
-		}
+	if im := m.Image; im != nil && (im.Patch < 1 || im.Size < im.Patch || im.Channels < 1) {
+		return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1")
 	}
 	if m.Experts > 0 {
 		if m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts {
@@ -310,8 +288,10 @@ func (m Model) Validate() error {
 			return fmt.Errorf("model.dense_layers = %d must be in [0, layers = %d]", m.DenseLayers, m.Layers)
 		}
 	}
-	if m.Family == "deepseek_v3" && (m.KVLoRARank < 1 || m.QKNopeDim < 1 || m.QKRopeDim < 1 || m.VHeadDim < 1) {
-		return fmt.Errorf("model: deepseek_v3 needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim ≥ 1")
+	if f.check != nil {
+		if err := f.check(m); err != nil {
+			return err
+		}
 	}
 	if _, err := m.headClasses(); err != nil {
 		return err
@@ -349,7 +329,10 @@ func (m Model) Gated() bool { return m.MLP == "swiglu" || m.MLP == "geglu" }
 func (m Model) IsMoELayer(i int) bool { return m.Experts > 0 && i >= m.DenseLayers }
 
 // Encoder reports whether the model attends bidirectionally with no KV cache.
-func (m Model) Encoder() bool { return m.Family == "bert" || m.Family == "vit" }
+func (m Model) Encoder() bool {
+	f := lookupFamily(m.Family)
+	return f != nil && f.kind == encoder
+}
 
 // ranges checks that every size field of a normalized model is within its
 // bound, so that listing its tensors is cheap and no count overflows.
@@ -379,9 +362,6 @@ func (m Model) ranges() error {
 	}
 	if im := m.Image; im != nil && (im.Size < 0 || im.Size > maxImageSide || im.Patch < 0 || im.Channels < 0 || im.Channels > maxChannels) {
 		return fmt.Errorf("model.image: size = %d must be in [0, %d] pixels and channels = %d in [0, %d]", im.Size, maxImageSide, im.Channels, maxChannels)
-	}
-	if m.Family == "vit" && (m.Image == nil || m.Image.Patch < 1) {
-		return fmt.Errorf("model.image with patch ≥ 1 is required for family vit")
 	}
 	return nil
 }

@@ -1,7 +1,5 @@
 package vram
 
-import "strings"
-
 // unitMem is the persistent memory of one unit (a block, or the embedding /
 // head outside the blocks) on one GPU.
 type unitMem struct {
@@ -194,8 +192,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		switch {
 		case t.Layer >= 0:
 			blocks[t.Layer].add(u)
-		case t.Role == "lm_head" || t.Name == "score" || t.Name == "classifier" || strings.HasPrefix(t.Name, "cls.") ||
-			strings.Contains(t.Name, "pooler.") || t.Role == "norm" && isFinalNorm(t.Name):
+		case t.head:
 			head.add(u)
 		default:
 			embed.add(u)
@@ -218,16 +215,6 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 	return blocks, embed, head
 }
 
-func isFinalNorm(name string) bool {
-	switch name {
-	case "model.norm.weight", "model.norm.bias", "transformer.ln_f.weight", "transformer.ln_f.bias",
-		"gpt_neox.final_layer_norm.weight", "gpt_neox.final_layer_norm.bias", "model.final_layernorm.weight",
-		"model.final_layernorm.bias", "model.decoder.final_layer_norm.weight", "model.decoder.final_layer_norm.bias",
-		"layernorm.weight", "layernorm.bias", "vit.layernorm.weight", "vit.layernorm.bias":
-		return true
-	}
-	return false
-}
 
 // addTrainable accounts gradients, optimizer states and master weights of n
 // trainable elements of a tensor with the given shape.

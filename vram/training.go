@@ -70,6 +70,12 @@ type Training struct {
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
 	// litgpt, torchtune, deepspeed, megatron, plain_pytorch (default).
 	Framework string `json:"framework,omitempty"`
+	// Transformers is the transformers release whose modeling code runs the
+	// model (the HF Trainer and plain PyTorch loops), e.g. "4.46.3"; empty
+	// means the pinned release the engine's measurements were taken with
+	// (vram.Transformers). A family's recipe records which behaviour belongs
+	// to which releases.
+	Transformers string `json:"transformers,omitempty"`
 	// ExpertImbalance is how many times the balanced share of routed tokens
 	// the busiest expert on a rank receives (MoE models; 0 or 1: balanced).
 	// The routed total is fixed, so it moves only the backward's per-expert
@@ -108,6 +114,8 @@ type resolved struct {
 	dropAttn  float64
 	frozen    bool // base weights frozen (LoRA/adapter)
 	stateSize float64
+	lib       libVersion // the transformers release
+	rec       recipe     // the family's modeling code under lib
 }
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -151,6 +159,11 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolvePrecision(); err != nil {
 		return r, err
 	}
+	lib, err := parseVersion(t.Transformers)
+	if err != nil {
+		return r, err
+	}
+	r.lib, r.rec = lib, r.m.recipeOf(lib)
 	if r.Optimizer == "" {
 		r.Optimizer = "adamw"
 	}
@@ -243,7 +256,9 @@ func (t Training) resolve() (resolved, error) {
 	if t.Dropout != nil && (*t.Dropout < 0 || *t.Dropout >= 1) {
 		return r, fmt.Errorf("dropout must be in [0, 1), got %v", *t.Dropout)
 	}
-	r.dropHid, r.dropAttn = familyDropout(r.m.Family)
+	if f := lookupFamily(r.m.Family); f != nil {
+		r.dropHid, r.dropAttn = f.dropout[0], f.dropout[1]
+	}
 	if t.Dropout != nil {
 		r.dropHid, r.dropAttn = *t.Dropout, *t.Dropout
 	}
@@ -346,19 +361,6 @@ func (r *resolved) applies(t Training) error {
 	return nil
 }
 
-// familyDropout is the (hidden, attention) dropout of each family's released
-// configs: BERT hidden_dropout_prob = attention_probs_dropout_prob = 0.1;
-// GPT-2 resid/attn 0.1; OPT dropout 0.1, attention_dropout 0; ViT 0; the
-// Llama-style and NeoX families 0.
-func familyDropout(family string) (hidden, attn float64) {
-	switch family {
-	case "bert", "gpt2":
-		return 0.1, 0.1
-	case "opt":
-		return 0.1, 0
-	}
-	return 0, 0
-}
 
 // resolvePrecision fills the dtypes from the Precision shorthand.
 func (r *resolved) resolvePrecision() error {

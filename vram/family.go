@@ -1,0 +1,186 @@
+package vram
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// A family is everything particular to one architecture — a Hugging Face
+// model_type — declared in that family's own file, family_<model_type>.go,
+// the way transformers keeps one modeling file per family. The engine (the
+// tensor inventory, the activation builder, the timeline, the allocator
+// replay, inference) works from these declarations, from the model's generic
+// fields and from the shared building blocks in layout.go and
+// activations.go; no other file names a family (TestFamilyNamesStayHome).
+type family struct {
+	name   string // model_type
+	source string // the transformers modeling file the declarations follow
+	kind   familyKind
+	// latentAttention: the family's attention may be multi-head latent
+	// attention (q_lora_rank, kv_lora_rank, … are its fields).
+	latentAttention bool
+	// images: the family's models read images (model.image).
+	images bool
+
+	// defaults are the family's conventions for a model's zero fields (see
+	// Model.Normalize): MLP, Norm, Position, Bias, TiedEmbeddings, …
+	defaults Model
+	// dropout is the (hidden, attention) dropout of the family's released
+	// configs, which training keeps unless the plan overrides it.
+	dropout [2]float64
+
+	// fromConfig reads a config.json into m (FromHFConfig).
+	fromConfig func(c *hfReader, m *Model)
+	// toConfig writes the keys that make transformers build m (HFConfig).
+	toConfig func(m Model, c map[string]any)
+	// check reports the first family rule m breaks (optional).
+	check func(m Model) error
+	// tensors lists m's parameters in state-dict order with their Hugging
+	// Face names and shapes.
+	tensors func(m Model, l *tensorList)
+	// buffers lists m's module buffers (optional).
+	buffers func(m Model, b *bufferList)
+	// recipe is how the family's modeling code computes, beyond what the
+	// model's fields say (optional: the zero recipe); lib is the
+	// transformers release that runs it.
+	recipe func(m Model, lib libVersion) recipe
+
+	// presets are the family's catalog entries, each citing its config.json.
+	presets map[string]Preset
+}
+
+// familyKind is what a family's model does with a sequence.
+type familyKind uint8
+
+const (
+	decoder familyKind = iota // causal language model with a KV cache
+	encoder                   // bidirectional, no cache (BERT, ViT)
+)
+
+// recipe lists the implementation details of a family's modeling code that
+// change memory but are not architecture: which tensors its ops create and
+// keep. Each field's comment says what it models; a family's declaration
+// cites the code.
+type recipe struct {
+	// fusedQKV: q, k and v are strided views of one matmul's output.
+	fusedQKV bool
+	// rotaryFP32: the rotary embedding runs in fp32 with the module's own
+	// cos/sin caches, concatenates the pass-through part and casts back; a
+	// returned cache holds the fp32 key.
+	rotaryFP32 bool
+	// softmaxInDType: eager attention's softmax runs in the scores' dtype
+	// (no upcast to fp32 in 16-bit training).
+	softmaxInDType bool
+	// scoreClamp: eager scores are clamped with torch.max(scores,
+	// finfo.min), whose backward saves both inputs.
+	scoreClamp bool
+	// parallelNorms: the norms of a parallel block, 1 (both branches read
+	// one) or 2 (each branch its own).
+	parallelNorms int
+	// embedNorm: a LayerNorm on the embeddings.
+	embedNorm bool
+	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
+	// decoder.
+	headTransform bool
+	// conv1D: matmul weights are stored [in, out] (transformers' Conv1D);
+	// the engine keeps [out, in] for every matmul and says so here.
+	conv1D bool
+}
+
+// families is the registry, filled by each family file's init.
+var families = map[string]*family{}
+
+// register adds a family and its presets; a family file calls it from init.
+func register(f *family) {
+	if _, dup := families[f.name]; dup {
+		panic("vram: family " + f.name + " registered twice")
+	}
+	families[f.name] = f
+	for name, p := range f.presets {
+		if _, dup := presets[name]; dup {
+			panic("vram: preset " + name + " registered twice")
+		}
+		p.Model.Family = f.name
+		presets[name] = p
+	}
+}
+
+// lookupFamily returns the declaration of a model's family, or nil.
+func lookupFamily(name string) *family { return families[name] }
+
+// Families lists the supported architecture families (Hugging Face
+// model_type values), sorted.
+func Families() []string {
+	out := make([]string, 0, len(families))
+	for n := range families {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// familiesWhere lists the families with a property, sorted.
+func familiesWhere(has func(*family) bool) []string {
+	var out []string
+	for _, n := range Families() {
+		if has(families[n]) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// recipeOf is the family's recipe for m under library version lib.
+func (m Model) recipeOf(lib libVersion) recipe {
+	f := lookupFamily(m.Family)
+	if f == nil || f.recipe == nil {
+		return recipe{}
+	}
+	return f.recipe(m, lib)
+}
+
+// Transformers is the transformers release whose modeling code the engine
+// follows by default: the one the committed PyTorch measurements were taken
+// with (examples/measure/requirements.txt).
+const Transformers = "4.57.6"
+
+// libVersion is a transformers release as major, minor, patch.
+type libVersion [3]int
+
+// pinned is Transformers as a libVersion (TestPinnedTransformers keeps the
+// two in step).
+var pinned = libVersion{4, 57, 6}
+
+// parseVersion reads "4.57.6" (or "4.57"); an empty string is the pinned
+// release.
+func parseVersion(s string) (libVersion, error) {
+	if s == "" {
+		return pinned, nil
+	}
+	var v libVersion
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return v, fmt.Errorf("transformers %q: want a release such as %q", s, Transformers)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 999 {
+			return v, fmt.Errorf("transformers %q: want a release such as %q", s, Transformers)
+		}
+		v[i] = n
+	}
+	if v[0] != 4 {
+		return v, fmt.Errorf("transformers %q: the engine models 4.x releases (module and parameter names changed in 5.0)", s)
+	}
+	return v, nil
+}
+
+
+// before reports whether v is older than major.minor.
+func (v libVersion) before(major, minor int) bool {
+	return v[0] < major || v[0] == major && v[1] < minor
+}
+
+func (v libVersion) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }

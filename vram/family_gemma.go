@@ -1,0 +1,32 @@
+package vram
+
+// Gemma (transformers/models/gemma/modeling_gemma.py): the standard decoder
+// with GeGLU, a 256-wide head dimension and tied embeddings.
+func init() {
+	register(&family{
+		name: "gemma", source: "transformers/models/gemma/modeling_gemma.py",
+		defaults: Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
+			if c.optBool("attention_bias", false) {
+				m.Bias = BiasQKVOnly
+			}
+			if c.optBool("mlp_bias", false) {
+				m.Bias = BiasAll
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			if m.SlidingWindow > 0 {
+				c["sliding_window"] = m.SlidingWindow
+			}
+		},
+		tensors: standardDecoder{attn: attnQKVO, mlp: denseMLP}.tensors,
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		presets: map[string]Preset{
+			"gemma-2b": {Model{Name: "google/gemma-2b", Layers: 18, Hidden: 2048, Heads: 8, KVHeads: 1, HeadDim: 256, FFN: 16384, Vocab: 256000, MaxPosition: 8192, TiedEmbeddings: true}, hf("google/gemma-2b")},
+			"gemma-7b": {Model{Name: "google/gemma-7b", Layers: 28, Hidden: 3072, Heads: 16, HeadDim: 256, FFN: 24576, Vocab: 256000, MaxPosition: 8192, TiedEmbeddings: true}, hf("google/gemma-7b")},
+		},
+	})
+}

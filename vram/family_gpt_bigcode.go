@@ -1,0 +1,36 @@
+package vram
+
+// GPT-BigCode / StarCoder (transformers/models/gpt_bigcode/
+// modeling_gpt_bigcode.py): GPT-2's layout with nn.Linear matmuls and
+// multi-query attention (one key/value head, multi_query).
+func init() {
+	register(&family{
+		name: "gpt_bigcode", source: "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py",
+		defaults: Model{MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
+		fromConfig: func(c *hfReader, m *Model) {
+			m.Layers, m.Hidden, m.Heads = c.int("n_layer"), c.int("n_embd"), c.int("n_head")
+			m.FFN = c.optInt("n_inner", 4*m.Hidden)
+			m.Vocab, m.MaxPosition = c.int("vocab_size"), c.int("n_positions")
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
+			if c.optBool("multi_query", true) {
+				m.KVHeads = 1
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			c["n_layer"], c["n_embd"], c["n_head"], c["n_inner"] = m.Layers, m.Hidden, m.Heads, m.FFN
+			c["vocab_size"], c["n_positions"], c["tie_word_embeddings"] = m.Vocab, m.MaxPosition, m.TiedEmbeddings
+			c["multi_query"] = m.KVHeads == 1
+		},
+		tensors: conv1DDecoder,
+		// GPTBigCodeModel registers one causal mask for all blocks.
+		buffers: func(m Model, b *bufferList) {
+			p := int64(m.MaxPosition)
+			b.add("transformer.bias", -1, Bool, p, p)
+		},
+		recipe: func(Model, libVersion) recipe { return recipe{fusedQKV: true} },
+		presets: map[string]Preset{
+			"starcoderbase-1b": {Model{Name: "bigcode/starcoderbase-1b", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 1, FFN: 8192, Vocab: 49152, MaxPosition: 8192}, hf("bigcode/starcoderbase-1b")},
+			"starcoder":        {Model{Name: "bigcode/starcoder", Layers: 40, Hidden: 6144, Heads: 48, KVHeads: 1, FFN: 24576, Vocab: 49152, MaxPosition: 8192}, hf("bigcode/starcoder")},
+		},
+	})
+}

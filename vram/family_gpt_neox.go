@@ -1,0 +1,56 @@
+package vram
+
+import "fmt"
+
+// GPT-NeoX / Pythia (transformers/models/gpt_neox/modeling_gpt_neox.py): a
+// fused query_key_value, partial rotary embeddings computed in fp32, and a
+// parallel residual with two LayerNorms per block (use_parallel_residual).
+func init() {
+	register(&family{
+		name: "gpt_neox", source: "transformers/models/gpt_neox/modeling_gpt_neox.py",
+		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.RotaryPct = c.optFloat("rotary_pct", 0.25)
+			m.ParallelBlock = c.optBool("use_parallel_residual", true)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			if !c.optBool("attention_bias", true) {
+				m.Bias = BiasNone
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			delete(c, "num_key_value_heads")
+			c["rotary_pct"], c["use_parallel_residual"] = m.RotaryPct, m.ParallelBlock
+		},
+		tensors: func(m Model, l *tensorList) {
+			d := m.dims()
+			l.add("gpt_neox.embed_in.weight", "embedding", d.v, d.h)
+			for i := 0; i < m.Layers; i++ {
+				l.block(i)
+				p := fmt.Sprintf("gpt_neox.layers.%d.", i)
+				l.norm(p+"input_layernorm", true, d.h)
+				l.norm(p+"post_attention_layernorm", true, d.h)
+				fusedQKV(m, l, p+"attention.query_key_value", m.Bias.attn())
+				l.linear(p+"attention.dense", "o_proj", d.q, d.h, m.Bias.out())
+				l.linear(p+"mlp.dense_h_to_4h", "up_proj", d.h, d.f, m.Bias.mlp())
+				l.linear(p+"mlp.dense_4h_to_h", "down_proj", d.f, d.h, m.Bias.mlp())
+			}
+			l.headSide()
+			l.norm("gpt_neox.final_layer_norm", true, d.h)
+			lmHead(m, l, "embed_out", "score")
+		},
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "gpt_neox.") },
+		// GPTNeoXAttention applies the rotary embedding with its fp32 cos/sin
+		// caches ("casts query and key in fp32"), concatenates the
+		// pass-through part and casts back.
+		recipe: func(Model, libVersion) recipe { return recipe{fusedQKV: true, rotaryFP32: true, parallelNorms: 2} },
+		presets: map[string]Preset{
+			"pythia-160m":  {Model{Name: "EleutherAI/pythia-160m", Layers: 12, Hidden: 768, Heads: 12, FFN: 3072, Vocab: 50304, MaxPosition: 2048, RotaryPct: 0.25}, hf("EleutherAI/pythia-160m")},
+			"pythia-410m":  {Model{Name: "EleutherAI/pythia-410m", Layers: 24, Hidden: 1024, Heads: 16, FFN: 4096, Vocab: 50304, MaxPosition: 2048, RotaryPct: 0.25, Params: 405334016}, hf("EleutherAI/pythia-410m")},
+			"pythia-1.4b":  {Model{Name: "EleutherAI/pythia-1.4b", Layers: 24, Hidden: 2048, Heads: 16, FFN: 8192, Vocab: 50304, MaxPosition: 2048, RotaryPct: 0.25}, hf("EleutherAI/pythia-1.4b")},
+			"pythia-6.9b":  {Model{Name: "EleutherAI/pythia-6.9b", Layers: 32, Hidden: 4096, Heads: 32, FFN: 16384, Vocab: 50432, MaxPosition: 2048, RotaryPct: 0.25}, hf("EleutherAI/pythia-6.9b")},
+			"gpt-neox-20b": {Model{Name: "EleutherAI/gpt-neox-20b", Layers: 44, Hidden: 6144, Heads: 64, FFN: 24576, Vocab: 50432, MaxPosition: 2048, RotaryPct: 0.25, Params: 20554567680}, hf("EleutherAI/gpt-neox-20b")},
+		},
+	})
+}

@@ -1,0 +1,34 @@
+package vram
+
+// GPT-J (transformers/models/gptj/modeling_gptj.py): a parallel block with
+// one LayerNorm, partial rotary embeddings (rotary_dim), biases on the MLP
+// only, an LM head with a bias.
+func init() {
+	register(&family{
+		name: "gptj", source: "transformers/models/gptj/modeling_gptj.py",
+		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasMLPOnly, ParallelBlock: true, LMHeadBias: true},
+		fromConfig: func(c *hfReader, m *Model) {
+			m.Layers, m.Hidden, m.Heads = c.int("n_layer"), c.int("n_embd"), c.int("n_head")
+			m.FFN = c.optInt("n_inner", 4*m.Hidden)
+			m.Vocab, m.MaxPosition = c.int("vocab_size"), c.optInt("n_positions", 2048)
+			if m.Heads > 0 && m.Hidden > 0 {
+				m.RotaryPct = float64(c.optInt("rotary_dim", m.Hidden/m.Heads)) / float64(m.Hidden/m.Heads)
+			}
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+		},
+		toConfig: func(m Model, c map[string]any) {
+			c["n_layer"], c["n_embd"], c["n_head"], c["n_inner"] = m.Layers, m.Hidden, m.Heads, m.FFN
+			c["vocab_size"], c["n_positions"] = m.Vocab, m.MaxPosition
+			c["rotary_dim"] = int(m.RotaryPct * float64(m.HeadDim))
+			c["tie_word_embeddings"] = m.TiedEmbeddings
+		},
+		tensors: parallelDecoder(parallelNames{embed: "transformer.wte.weight", layers: "transformer.h.%d.", final: "transformer.ln_f",
+			norm: "ln_1", attn: "attn.", out: "out_proj", fcIn: "mlp.fc_in", fcOut: "mlp.fc_out"}),
+		// GPT-J keeps its sin/cos table as embed_positions, a plain attribute,
+		// not a registered buffer: none to list.
+		recipe: func(Model, libVersion) recipe { return recipe{parallelNorms: 1} },
+		presets: map[string]Preset{
+			"gpt-j-6b": {Model{Name: "EleutherAI/gpt-j-6b", Layers: 28, Hidden: 4096, Heads: 16, FFN: 16384, Vocab: 50400, MaxPosition: 2048, RotaryPct: 0.25, Params: 6050882784}, hf("EleutherAI/gpt-j-6b")},
+		},
+	})
+}

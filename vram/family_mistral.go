@@ -1,0 +1,34 @@
+package vram
+
+// Mistral (transformers/models/mistral/modeling_mistral.py): the standard
+// decoder with grouped-query attention and a sliding window, which bounds
+// the KV cache and fused attention's keys.
+func init() {
+	register(&family{
+		name: "mistral", source: "transformers/models/mistral/modeling_mistral.py",
+		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			if c.optBool("attention_bias", false) {
+				m.Bias = BiasQKVOnly
+			}
+			if c.optBool("mlp_bias", false) {
+				m.Bias = BiasAll
+			}
+			m.SlidingWindow = c.optInt("sliding_window", 0)
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			c["sliding_window"] = nil // MistralConfig's default is 4096: none unless the model has one
+			if m.SlidingWindow > 0 {
+				c["sliding_window"] = m.SlidingWindow
+			}
+		},
+		tensors: standardDecoder{attn: attnQKVO, mlp: denseMLP}.tensors,
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		presets: map[string]Preset{
+			"mistral-7b": {Model{Name: "mistralai/Mistral-7B-v0.1", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000, MaxPosition: 32768, SlidingWindow: 4096}, hf("mistralai/Mistral-7B-v0.1")},
+		},
+	})
+}

@@ -1,0 +1,39 @@
+package vram
+
+// Phi-3 (transformers/models/phi3/modeling_phi3.py): the standard decoder
+// with a fused qkv_proj and a fused gate_up_proj.
+func init() {
+	register(&family{
+		name: "phi3", source: "transformers/models/phi3/modeling_phi3.py",
+		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			if c.optBool("attention_bias", false) {
+				m.Bias = BiasQKVOnly
+			}
+			if c.optBool("mlp_bias", false) {
+				m.Bias = BiasAll
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			if m.SlidingWindow > 0 {
+				c["sliding_window"] = m.SlidingWindow
+			}
+		},
+		tensors: standardDecoder{
+			attn: func(m Model, l *tensorList, p string) {
+				fusedQKV(m, l, p+"qkv_proj", false)
+				d := m.dims()
+				l.linear(p+"o_proj", "o_proj", d.q, d.h, false)
+			},
+			mlp: func(m Model, l *tensorList, p string, _ int) { mlpFusedGateUp(m, l, p+"mlp.", int64(m.FFN), -1) },
+		}.tensors,
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		recipe:  func(Model, libVersion) recipe { return recipe{fusedQKV: true} },
+		presets: map[string]Preset{
+			"phi-3-mini-4k": {Model{Name: "microsoft/Phi-3-mini-4k-instruct", Layers: 32, Hidden: 3072, Heads: 32, FFN: 8192, Vocab: 32064, MaxPosition: 4096}, hf("microsoft/Phi-3-mini-4k-instruct")},
+		},
+	})
+}

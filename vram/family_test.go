@@ -1,0 +1,82 @@
+package vram
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestFamilyNamesStayHome: what is particular to a family lives in its own
+// file. No string literal naming a family (its model_type, or a name
+// starting with it and a dot) appears in any other file of the engine.
+func TestFamilyNamesStayHome(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			for name := range families {
+				if (s == name || strings.HasPrefix(s, name+".")) && f != "family_"+name+".go" {
+					t.Errorf("%s: family name %q outside family_%s.go", fset.Position(lit.Pos()), s, name)
+				}
+			}
+			return true
+		})
+	}
+	if checked < 20 || len(families) < 15 {
+		t.Fatalf("checked %d files for %d families", checked, len(families))
+	}
+}
+
+// TestFamiliesDeclareTheirParts: every registered family reads and writes
+// its config, lists tensors, and has at least one preset whose config round
+// trip gives the same model.
+func TestFamiliesDeclareTheirParts(t *testing.T) {
+	for _, name := range Families() {
+		f := families[name]
+		if f.fromConfig == nil || f.toConfig == nil || f.tensors == nil || f.source == "" {
+			t.Errorf("%s: a family declares fromConfig, toConfig, tensors and its source", name)
+		}
+		if len(f.presets) == 0 {
+			t.Errorf("%s: no preset", name)
+		}
+	}
+}
+
+func TestPinnedTransformers(t *testing.T) {
+	v, err := parseVersion(Transformers)
+	if err != nil || v != pinned {
+		t.Errorf("pinned %v, Transformers %q parses as %v (%v)", pinned, Transformers, v, err)
+	}
+	for _, bad := range []string{"5.0.0", "4", "4.x", "4.57.6.1", "-4.1"} {
+		if _, err := parseVersion(bad); err == nil {
+			t.Errorf("transformers %q accepted", bad)
+		}
+	}
+	if v, _ := parseVersion("4.46.3"); !v.before(4, 47) || v.before(4, 46) {
+		t.Errorf("4.46.3 compares wrongly: %v", v)
+	}
+}
