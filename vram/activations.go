@@ -238,7 +238,7 @@ type blockPlan struct {
 	attnImpl string
 	rec      recipe // the family's modeling code
 	upcast   bool   // softmax in fp32 in eager attention
-	useCache bool // transformers returns past_key_values during training
+	useCache bool   // transformers returns past_key_values during training
 	// keepOutputs: the training loop holds the model's output (logits, cache,
 	// hidden states) until backward ends.
 	keepOutputs bool

@@ -177,7 +177,6 @@ func parseVersion(s string) (libVersion, error) {
 	return v, nil
 }
 
-
 // before reports whether v is older than major.minor.
 func (v libVersion) before(major, minor int) bool {
 	return v[0] < major || v[0] == major && v[1] < minor

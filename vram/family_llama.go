@@ -20,8 +20,8 @@ func init() {
 				c["sliding_window"] = m.SlidingWindow
 			}
 		},
-		tensors:  standardDecoder{attn: attnQKVO, mlp: denseMLP}.tensors,
-		buffers:  func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		tensors: standardDecoder{attn: attnQKVO, mlp: denseMLP}.tensors,
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
 		// Llama-2-7b 6,738,415,616 and Meta-Llama-3-8B 8,030,261,248: the
 		// totals in the checkpoints' model.safetensors.index.json
 		// metadata.total_size / 2 (bf16).

@@ -210,8 +210,8 @@ func conv1DDecoder(m Model, l *tensorList) {
 // v and an output projection) and a plain MLP (GPT-J, Phi).
 type parallelNames struct {
 	embed, layers, final string // "transformer.wte.weight", "transformer.h.%d.", "transformer.ln_f"
-	norm, attn, out          string // "ln_1", "attn.", "out_proj"
-	fcIn, fcOut              string // "mlp.fc_in", "mlp.fc_out"
+	norm, attn, out      string // "ln_1", "attn.", "out_proj"
+	fcIn, fcOut          string // "mlp.fc_in", "mlp.fc_out"
 }
 
 // parallelDecoder lists a one-norm parallel-block decoder under names n.

@@ -215,7 +215,6 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 	return blocks, embed, head
 }
 
-
 // addTrainable accounts gradients, optimizer states and master weights of n
 // trainable elements of a tensor with the given shape.
 func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, shard int64, zero int, offOpt, offGrads bool) {

@@ -361,7 +361,6 @@ func (r *resolved) applies(t Training) error {
 	return nil
 }
 
-
 // resolvePrecision fills the dtypes from the Precision shorthand.
 func (r *resolved) resolvePrecision() error {
 	var w, c, master, g DType
