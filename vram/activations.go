@@ -310,44 +310,78 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 	return y
 }
 
-// norm applies LayerNorm or RMSNorm to x (width h per rank-token).
+// norm applies the model's norm to the residual stream x (width h per
+// rank-token; under sequence parallelism the tokens are split, and so are
+// the per-token statistics).
 func (b *actBuilder) norm(p blockPlan, name string, kind string, x *actT, h int64) *actT {
+	return b.normOf(p, name, kind, x, h, b.size(1, FP32)/Bytes(b.shard()))
+}
+
+// headNorm is a norm over each of groups vectors of a token's width
+// elements (q/k norms over each head, in the attention region, where
+// sequence parallelism does not split the tokens).
+func (b *actBuilder) headNorm(p blockPlan, name string, kind string, x *actT, width, groups int64) *actT {
+	return b.normOf(p, name, kind, x, width, b.size(groups, FP32))
+}
+
+// normOf applies LayerNorm, RMSNorm or a weightless L2 norm to x (width
+// elements per token); stats is the size of one fp32 statistic per
+// normalized vector.
+//   - LayerNorm (aten native_layer_norm) saves its input and fp32 mean and
+//     rstd; it is on autocast's fp32 list.
+//   - RMSNorm as transformers' LlamaRMSNorm (and litgpt, torchtune):
+//     x.float(); x · rsqrt(mean(x²)+eps); .to(input dtype); weight · x. pow
+//     saves the fp32 x, rsqrt its output, the product both, the weight's
+//     product its input; the result is in the promoted dtype of the weight
+//     and the input.
+//   - With the family's normWeightFP32 (Gemma's (1 + weight), OLMo 2): the
+//     weight multiplies the fp32 result, which is then cast back to the
+//     input dtype.
+//   - "l2" (Llama 4's L2Norm): the same without a weight.
+func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, width int64, stats Bytes) *actT {
 	trainNorm := !p.frozen
 	if kind == "layernorm" {
 		in := x
-		d := p.e
+		d := x.dtype
 		if p.autocast {
 			d = FP32 // layer_norm is on autocast's fp32 list
 			if x.dtype != FP32 {
-				in = b.op(name+".cast", b.size(h, FP32), FP32, list(x))
+				in = b.op(name+".cast", b.size(width, FP32), FP32, list(x))
 			}
 		}
-		y := b.op(name, b.size(h, d), d, list(in), in)
-		b.side(name+".mean_rstd", b.size(2, FP32)/Bytes(b.shard()), FP32)
+		y := b.op(name, b.size(width, d), d, list(in), in)
+		b.side(name+".mean_rstd", 2*stats, FP32)
 		return y
 	}
-	// RMSNorm as transformers LlamaRMSNorm / litgpt / torchtune:
-	// x.float(); x * rsqrt(mean(x²)+eps); .to(dtype) * weight.
 	x32 := x
 	if x.dtype != FP32 {
-		x32 = b.op(name+".float", b.size(h, FP32), FP32, list(x))
+		x32 = b.op(name+".float", b.size(width, FP32), FP32, list(x))
 	}
-	// pow saves x32; rsqrt's backward uses its output; the product saves both.
-	rs := b.keep(b.op(name+".rsqrt", b.size(1, FP32)/Bytes(b.shard()), FP32, list(x32), x32))
-	n := b.op(name+".normed", b.size(h, FP32), FP32, list(x32, rs), x32, rs)
-	out := p.resid
-	if p.autocast {
-		out = FP32
-	}
-	c := n
-	if out != FP32 {
-		c = b.op(name+".to", b.size(h, out), out, list(n))
+	rs := b.keep(b.op(name+".rsqrt", stats, FP32, list(x32), x32))
+	n := b.op(name+".normed", b.size(width, FP32), FP32, list(x32, rs), x32, rs)
+	cast := func(y *actT, d DType) *actT {
+		if y.dtype == d {
+			return y
+		}
+		return b.op(name+".to", b.size(width, d), d, list(y))
 	}
 	var saves []*actT
+	switch {
+	case kind == "l2":
+		return cast(n, x.dtype)
+	case p.rec.normWeightFP32:
+		if trainNorm {
+			saves = append(saves, n) // the weight's gradient needs the normalized x
+		}
+		w := b.op(name+".mul_weight", b.size(width, FP32), FP32, list(n), saves...)
+		return cast(w, x.dtype)
+	}
+	c := cast(n, x.dtype)
 	if trainNorm {
 		saves = append(saves, c) // weight * x saves x for the weight's grad
 	}
-	return b.op(name+".mul_weight", b.size(h, out), out, list(c), saves...)
+	out := promote(p.baseDType, c.dtype)
+	return b.op(name+".mul_weight", b.size(width, out), out, list(c), saves...)
 }
 
 func (b *actBuilder) dropout(p blockPlan, name string, x *actT, elems int64, prob float64) *actT {
@@ -453,16 +487,31 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
 			k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
 			v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
-			if m.Position == "rope" {
+			switch m.QKNorm {
+			case "head": // an RMSNorm over each head (Qwen3, Gemma 3)
+				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, heads)
+				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, kvHeads)
+			case "full": // an RMSNorm over all heads together (OLMo 2)
+				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, 1)
+				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, 1)
+			}
+			if m.Position == "rope" && !(m.NoRopeGlobal && !m.LocalLayer(layer)) {
 				// transformers' rotary embeddings return cos and sin in the
 				// hidden states' dtype (cos.to(dtype=x.dtype)): fp32 under
 				// autocast with fp32 weights, so q·cos promotes q and k to fp32.
-				d := p.e
-				if p.hfModeling && p.autocast {
-					d = p.resid
+				rope := func(x *actT) DType {
+					if p.hfModeling && p.autocast {
+						return promote(x.dtype, p.resid)
+					}
+					return x.dtype
 				}
-				q = b.op("q_rope", b.size(qDim, d), d, list(q))
-				k = b.op("k_rope", b.size(kvDim, d), d, list(k))
+				dq, dk := rope(q), rope(k)
+				q = b.op("q_rope", b.size(qDim, dq), dq, list(q))
+				k = b.op("k_rope", b.size(kvDim, dk), dk, list(k))
+			}
+			if m.QKNorm == "l2" { // weightless, after the rotary embedding (Llama 4)
+				q = b.headNorm(p, "q_norm", "l2", q, qDim, heads)
+				k = b.headNorm(p, "k_norm", "l2", k, kvDim, kvHeads)
 			}
 			if p.useCache && p.hfModeling {
 				// DynamicLayer.update concatenates k and v onto empty tensors

@@ -111,6 +111,31 @@ func (d DType) Size(n int64) Bytes {
 	return (mulBytes(n, Bytes(d.Bits())) + 7) / 8
 }
 
+// promote is the dtype of an elementwise result of a and b (PyTorch's type
+// promotion between floats: the wider type; bf16 with fp16 gives fp32).
+func promote(a, b DType) DType {
+	switch {
+	case a == b:
+		return a
+	case a == FP32 || b == FP32 || a == FP64 || b == FP64:
+		if a == FP64 || b == FP64 {
+			return FP64
+		}
+		return FP32
+	case a.IsFloat() && b.IsFloat():
+		if a.Bits() != b.Bits() {
+			if a.Bits() > b.Bits() {
+				return a
+			}
+			return b
+		}
+		return FP32 // bf16 with fp16
+	case a.IsFloat():
+		return a
+	}
+	return b
+}
+
 // IsFloat reports whether d holds floating-point values a model can compute in.
 func (d DType) IsFloat() bool {
 	switch d {

@@ -84,6 +84,10 @@ type recipe struct {
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool
+	// normWeightFP32: RMSNorm multiplies by its weight in fp32, then casts
+	// back to the input dtype (Gemma's output · (1 + weight), OLMo 2),
+	// rather than casting first (Llama).
+	normWeightFP32 bool
 	// conv1D: matmul weights are stored [in, out] (transformers' Conv1D);
 	// the engine keeps [out, in] for every matmul and says so here.
 	conv1D bool
@@ -119,6 +123,17 @@ func Families() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// requireQKNorm is a family check: the family's modeling code has this
+// q/k norm (or none, for "").
+func requireQKNorm(kind string) func(Model) error {
+	return func(m Model) error {
+		if m.QKNorm != kind {
+			return fmt.Errorf("model.qk_norm = %q: family %s normalizes queries and keys with %q", m.QKNorm, m.Family, kind)
+		}
+		return nil
+	}
 }
 
 // familiesWhere lists the families with a property, sorted.

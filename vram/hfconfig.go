@@ -58,6 +58,58 @@ func (r *hfReader) common(m *Model) {
 	m.HeadDim = r.optInt("head_dim", 0)
 }
 
+// layerTypes reads config.layer_types ("full_attention",
+// "sliding_attention", "chunked_attention" per layer), the way transformers
+// releases since 4.53 spell out local and global layers, into m's
+// GlobalEvery: every layer local, or global exactly when (i+1) is a
+// multiple of a period. Other patterns are an error naming the key. A
+// missing key leaves m as it is.
+func (r *hfReader) layerTypes(m *Model) {
+	raw, ok := r.c["layer_types"].([]any)
+	if !ok || r.err != nil {
+		return
+	}
+	global := make([]bool, len(raw))
+	locals := 0
+	for i, t := range raw {
+		switch t {
+		case "full_attention":
+			global[i] = true
+		case "sliding_attention", "chunked_attention":
+			locals++
+		default:
+			r.err = fmt.Errorf("layer_types[%d] = %v: want full_attention, sliding_attention or chunked_attention", i, t)
+			return
+		}
+	}
+	if len(raw) != m.Layers {
+		r.err = fmt.Errorf("layer_types lists %d layers for num_hidden_layers = %d", len(raw), m.Layers)
+		return
+	}
+	switch {
+	case locals == 0:
+		m.SlidingWindow, m.AttentionChunk, m.GlobalEvery = 0, 0, 0
+		return
+	case locals == len(raw):
+		m.GlobalEvery = 0
+		return
+	}
+	for period := 2; period <= len(raw); period++ {
+		fits := true
+		for i := range global {
+			if global[i] != ((i+1)%period == 0) {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			m.GlobalEvery = period
+			return
+		}
+	}
+	r.err = fmt.Errorf("layer_types: local and global layers do not alternate with a fixed period (global where (i+1) %% period = 0); this pattern is not modelled")
+}
+
 func (r *hfReader) int(key string) int {
 	v, ok := r.c[key]
 	if !ok || v == nil {

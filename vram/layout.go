@@ -235,3 +235,17 @@ func parallelDecoder(n parallelNames) func(m Model, l *tensorList) {
 		lmHead(m, l, "lm_head", "score")
 	}
 }
+
+// qkNormTensors adds the q_norm and k_norm scales of a model with QKNorm
+// "head" (one per head dimension) or "full" (one per projection output).
+func qkNormTensors(m Model, l *tensorList, p string) {
+	d := m.dims()
+	switch m.QKNorm {
+	case "head":
+		l.add(p+"q_norm.weight", "norm", int64(m.HeadDim))
+		l.add(p+"k_norm.weight", "norm", int64(m.HeadDim))
+	case "full":
+		l.add(p+"q_norm.weight", "norm", d.q)
+		l.add(p+"k_norm.weight", "norm", d.kv)
+	}
+}

@@ -57,7 +57,22 @@ type Model struct {
 	QKRopeDim  int `json:"qk_rope_head_dim,omitempty"`
 	VHeadDim   int `json:"v_head_dim,omitempty"`
 
-	SlidingWindow int `json:"sliding_window,omitempty"` // attention window (Mistral); bounds the KV cache
+	// Local attention. SlidingWindow (Mistral, Gemma 2/3, gpt-oss) or
+	// AttentionChunk (Llama 4: keys in the query's chunk only) bounds a local
+	// layer's keys and KV cache. Every layer is local unless GlobalEvery > 0,
+	// when layer i is global iff (i+1) is a multiple of it (Gemma 2: 2,
+	// Gemma 3: 6; Llama 4: 4, whose global layers also skip the rotary
+	// embedding, NoRopeGlobal).
+	SlidingWindow  int  `json:"sliding_window,omitempty"`
+	AttentionChunk int  `json:"attention_chunk,omitempty"`
+	GlobalEvery    int  `json:"global_every,omitempty"`
+	NoRopeGlobal   bool `json:"no_rope_global,omitempty"`
+
+	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
+	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
+	// together: OLMo 2), "l2" (a weightless L2 norm over each head, after the
+	// rotary embedding: Llama 4); empty for none.
+	QKNorm string `json:"qk_norm,omitempty"`
 
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
@@ -92,6 +107,7 @@ const (
 	BiasAll     BiasMode = "true"
 	BiasMLPOnly BiasMode = "mlp_only" // GPT-J
 	BiasQKVOnly BiasMode = "qkv_only" // Qwen2: q, k, v projections only
+	BiasAttn    BiasMode = "attention" // q, k, v and output projections, not the MLP (attention_bias)
 )
 
 // UnmarshalJSON accepts true, false or one of the mode strings.
@@ -104,13 +120,13 @@ func (b *BiasMode) UnmarshalJSON(data []byte) error {
 	default:
 		u, err := strconv.Unquote(s)
 		if err != nil {
-			return fmt.Errorf("bias: want true, false, \"mlp_only\" or \"qkv_only\", got %s", s)
+			return fmt.Errorf("bias: want true, false, \"mlp_only\", \"qkv_only\" or \"attention\", got %s", s)
 		}
 		switch BiasMode(u) {
-		case BiasNone, BiasAll, BiasMLPOnly, BiasQKVOnly:
+		case BiasNone, BiasAll, BiasMLPOnly, BiasQKVOnly, BiasAttn:
 			*b = BiasMode(u)
 		default:
-			return fmt.Errorf("bias: want true, false, \"mlp_only\" or \"qkv_only\", got %q", u)
+			return fmt.Errorf("bias: want true, false, \"mlp_only\", \"qkv_only\" or \"attention\", got %q", u)
 		}
 	}
 	return nil
@@ -127,8 +143,8 @@ func (b BiasMode) MarshalJSON() ([]byte, error) {
 	return json.Marshal(string(b))
 }
 
-func (b BiasMode) attn() bool { return b == BiasAll || b == BiasQKVOnly }
-func (b BiasMode) out() bool  { return b == BiasAll }
+func (b BiasMode) attn() bool { return b == BiasAll || b == BiasQKVOnly || b == BiasAttn }
+func (b BiasMode) out() bool  { return b == BiasAll || b == BiasAttn }
 func (b BiasMode) mlp() bool  { return b == BiasAll || b == BiasMLPOnly }
 
 // Normalize fills zero fields with the family's defaults. Validate calls it;
@@ -152,6 +168,9 @@ func (m Model) Normalize() Model {
 	}
 	if m.NormPosition == "" {
 		m.NormPosition = d.NormPosition
+	}
+	if m.QKNorm == "" {
+		m.QKNorm = d.QKNorm
 	}
 	if !m.ParallelBlock {
 		m.ParallelBlock = d.ParallelBlock
@@ -269,6 +288,20 @@ func (m Model) Validate() error {
 	default:
 		return fmt.Errorf("model.norm %q is not supported; known: layernorm, rmsnorm", m.Norm)
 	}
+	switch m.QKNorm {
+	case "", "head", "full", "l2":
+	default:
+		return fmt.Errorf("model.qk_norm %q is not supported; known: head, full, l2 (or none)", m.QKNorm)
+	}
+	if m.GlobalEvery > 0 && m.SlidingWindow == 0 && m.AttentionChunk == 0 {
+		return fmt.Errorf("model.global_every = %d interleaves local and global layers; set sliding_window or attention_chunk for the local ones", m.GlobalEvery)
+	}
+	if m.SlidingWindow > 0 && m.AttentionChunk > 0 {
+		return fmt.Errorf("model: local layers use either sliding_window or attention_chunk, not both")
+	}
+	if m.NoRopeGlobal && m.GlobalEvery == 0 {
+		return fmt.Errorf("model.no_rope_global applies to models with global layers (global_every > 0)")
+	}
 	switch m.Position {
 	case "rope", "learned", "relative", "alibi":
 	default:
@@ -325,6 +358,19 @@ func (m Model) headClasses() (int, error) {
 // Gated reports whether the MLP has a gate projection (SwiGLU/GeGLU).
 func (m Model) Gated() bool { return m.MLP == "swiglu" || m.MLP == "geglu" }
 
+// LocalLayer reports whether layer i attends within a sliding window or a
+// chunk rather than to every earlier token.
+func (m Model) LocalLayer(i int) bool {
+	if m.SlidingWindow == 0 && m.AttentionChunk == 0 {
+		return false
+	}
+	return m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0
+}
+
+// localSpan is the keys a local layer's query sees at most, and the tokens
+// its KV cache keeps: the sliding window or the chunk.
+func (m Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
+
 // IsMoELayer reports whether layer i has routed experts.
 func (m Model) IsMoELayer(i int) bool { return m.Experts > 0 && i >= m.DenseLayers }
 
@@ -349,6 +395,7 @@ func (m Model) ranges() error {
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},
+		{"attention_chunk", m.AttentionChunk, maxPositions}, {"global_every", m.GlobalEvery, maxLayers},
 	} {
 		if f.v < 0 || f.v > f.max {
 			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)

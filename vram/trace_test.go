@@ -145,6 +145,8 @@ func TestTraceMatchesMemTracker(t *testing.T) {
 				worst = max(d, -d)
 			}
 		}
+		t.Logf("%-44s peak %+6.2f%% (MemTracker %+6.2f%%) at %s", name, 100*float64(got-st["Total"])/float64(st["Total"]),
+			100*float64(got-mt["Total"])/float64(mt["Total"]), est.PeakAt.Where())
 		within(name, "peak (MemTracker)", got, mt["Total"])
 		within(name, "peak (live storages)", got, st["Total"])
 		// The engine counts module buffers (causal masks, position ids,

@@ -22,6 +22,11 @@ trace      one and two training iterations of the plan under PyTorch's
            and the same two iterations under the tool's live-storage tracker
            (every storage an op creates, until it is freed), which also
            traces what MemTracker refuses (frozen parameters, LoRA).
+grid       trace every model of a grid file (examples/measure/trace-grid.json:
+           small models of the families traced so far × precision ×
+           attention × checkpointing × optimizer) into OUTDIR, one file per
+           grid point, named <model>-<precision>-<attention>-<checkpointing>-
+           <optimizer>.json; --only MODEL limits it to one model.
 gpu        on a CUDA machine: the plan's real training steps with
            max_memory_allocated, max_memory_reserved, NVML device-used and the
            CUDA context measured before the model is built; prints one line
@@ -363,6 +368,31 @@ def trace(args):
     write(args, json.dumps(out, indent=1) + "\n")
 
 
+def grid(args):
+    import itertools
+    import tempfile
+
+    with open(args.grid) as f:
+        g = json.load(f)
+    axes = g["grid"]
+    keys = ["precision", "attention", "grad_checkpointing", "optimizer"]
+    os.makedirs(args.outdir, exist_ok=True)
+    for name, model in g["models"].items():
+        if args.only and name not in args.only:
+            continue
+        for point in itertools.product(*(axes[k] for k in keys)):
+            train = dict(g["train"], **dict(zip(keys, point)))
+            p = {"name": " ".join((name,) + point), "model": dict(model, name=name), "train": train}
+            out = os.path.join(args.outdir, "-".join((name,) + point) + ".json")
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tmp:
+                json.dump(p, tmp)
+            try:
+                trace(argparse.Namespace(plan=tmp.name, o=out))
+            finally:
+                os.unlink(tmp.name)
+            print("trace", os.path.basename(out), flush=True)
+
+
 def gpu(args):
     import torch
     import transformers
@@ -464,13 +494,17 @@ def main():
     tr = sub.add_parser("trace")
     tr.add_argument("plan")
     tr.add_argument("-o")
+    gr = sub.add_parser("grid")
+    gr.add_argument("grid")
+    gr.add_argument("outdir")
+    gr.add_argument("--only", nargs="*")
     g = sub.add_parser("gpu")
     g.add_argument("plan")
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--dry-run", action="store_true")
     g.add_argument("--device", default="cuda", help="cpu runs the whole measurement path on a small plan, for testing")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "gpu": gpu}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu}[args.mode](args)
 
 
 if __name__ == "__main__":

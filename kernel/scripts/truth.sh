@@ -3,9 +3,10 @@
 # and peft (examples/measure/requirements.txt) into .venv-truth — never done
 # by `make test` — then writes the parameter inventory of every catalog model
 # that transformers builds into vram/testdata/inventory/ (the Go tests compare
-# the engine's tensors with them), traces every plan of vram/testdata/trace/
-# again under MemTracker and the live-storage tracker, and checks the gpu
-# mode's plan parsing and model construction on the CPU.
+# the engine's tensors with them), traces the grid of small models of
+# examples/measure/trace-grid.json and every other plan of
+# vram/testdata/trace/ again under MemTracker and the live-storage tracker,
+# and checks the gpu mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
 .venv-truth/bin/pip install -q --disable-pip-version-check -r examples/measure/requirements.txt
@@ -23,9 +24,13 @@ for preset in $(go run ./examples/plan -presets); do
   fi
 done
 
-say "Traces (MemTracker and live storages): every plan of vram/testdata/trace again"
+say "Traces (MemTracker and live storages): the grid of examples/measure/trace-grid.json"
+.venv-truth/bin/python examples/measure/measure.py grid examples/measure/trace-grid.json vram/testdata/trace
+
+say "Traces: every other plan of vram/testdata/trace again"
 for f in vram/testdata/trace/*.json; do
-  .venv-truth/bin/python -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["plan"], sys.stdout)' "$f" > "$tmp/trace-plan.json"
+  # Grid traces were just written; the rest carry their plan.
+  .venv-truth/bin/python -c 'import json,sys; g=json.load(open("examples/measure/trace-grid.json"))["models"]; p=json.load(open(sys.argv[1]))["plan"]; p["model"]["name"] in g and sys.exit(3); json.dump(p, sys.stdout)' "$f" > "$tmp/trace-plan.json" || continue
   .venv-truth/bin/python examples/measure/measure.py trace "$tmp/trace-plan.json" -o "$f"
   echo "trace $(basename "$f" .json)"
 done
