@@ -105,8 +105,8 @@ type BiasMode string
 const (
 	BiasNone    BiasMode = "false"
 	BiasAll     BiasMode = "true"
-	BiasMLPOnly BiasMode = "mlp_only" // GPT-J
-	BiasQKVOnly BiasMode = "qkv_only" // Qwen2: q, k, v projections only
+	BiasMLPOnly BiasMode = "mlp_only"  // GPT-J
+	BiasQKVOnly BiasMode = "qkv_only"  // Qwen2: q, k, v projections only
 	BiasAttn    BiasMode = "attention" // q, k, v and output projections, not the MLP (attention_bias)
 )
 
