@@ -114,7 +114,9 @@ type actOp struct {
 	outs      []*actT
 	ins       []*actT
 	workspace Bytes
-	weights   int64 // trainable weight elements whose gradient this op's backward creates
+	// gradWorkspace is scratch its backward alone needs.
+	gradWorkspace Bytes
+	weights       int64 // trainable weight elements whose gradient this op's backward creates
 	// castWeights: the op multiplies by autocast's copy of its fp32 weights;
 	// its backward yields the weight gradient in the compute dtype (an
 	// in-flight gradient of that copy) and the cast's own backward node,
@@ -223,6 +225,9 @@ func (b *actBuilder) keep(t *actT) *actT {
 // workspace adds scratch memory that lives only while the last op runs.
 func (b *actBuilder) workspace(bytes Bytes) { b.ops[len(b.ops)-1].workspace += bytes }
 
+// gradWorkspace adds scratch memory that the last op's backward needs.
+func (b *actBuilder) gradWorkspace(bytes Bytes) { b.ops[len(b.ops)-1].gradWorkspace += bytes }
+
 func list(ts ...*actT) []*actT { return ts }
 
 // blockPlan is what the block builder needs to know about the run.
@@ -239,6 +244,8 @@ type blockPlan struct {
 	rec      recipe // the family's modeling code
 	upcast   bool   // softmax in fp32 in eager attention
 	useCache bool   // transformers returns past_key_values during training
+	// maskedSDPA: this layer's SDPA call gets an explicit mask.
+	maskedSDPA bool
 	// keepOutputs: the training loop holds the model's output (logits, cache,
 	// hidden states) until backward ends.
 	keepOutputs bool
@@ -358,6 +365,11 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		x32 = b.op(name+".float", b.size(width, FP32), FP32, list(x))
 	}
 	rs := b.keep(b.op(name+".rsqrt", stats, FP32, list(x32), x32))
+	// x.pow(2).mean() backward: the mean's gradient expanded to x's shape,
+	// then pow's grad · 2 · x.pow(1) (autograd's MeanBackward1,
+	// PowBackward0), while x's gradient through the product below waits to
+	// be summed with it: four more fp32 tensors of x's size at once.
+	b.gradWorkspace(4 * b.size(width, FP32))
 	n := b.op(name+".normed", b.size(width, FP32), FP32, list(x32, rs), x32, rs)
 	cast := func(y *actT, d DType) *actT {
 		if y.dtype == d {
@@ -500,7 +512,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// hidden states' dtype (cos.to(dtype=x.dtype)): fp32 under
 				// autocast with fp32 weights, so q·cos promotes q and k to fp32.
 				rope := func(x *actT) DType {
-					if p.hfModeling && p.autocast {
+					if p.hfModeling && p.autocast && !p.rec.ropeKeepsDType {
 						return promote(x.dtype, p.resid)
 					}
 					return x.dtype
@@ -526,7 +538,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			// the cached k and v alive while the loop holds the output.
 			k.held, v.held = true, true
 		}
-		if kvHeads < heads && !mla && (p.attnImpl == "eager" || !p.nativeGQA) {
+		if kvHeads < heads && !mla && (p.attnImpl == "eager" || !p.nativeGQA || p.maskedSDPA) {
 			// repeat_kv: expand + reshape materialises full-head k and v. With
 			// SDPA, transformers passes enable_gqa=True instead (torch ≥ 2.5,
 			// sdpa_attention.py use_gqa_in_sdpa).
@@ -543,6 +555,15 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			q, k := cast(q), cast(k)
 			s := b.op("scores", p.e.Size(scores), p.e, list(q, k), q, k)
 			s.attn = true
+			if m.AttnSoftcap > 0 {
+				// scores / cap, tanh (saves its output), × cap (Gemma 2
+				// eager_attention_forward).
+				s = b.op("scores/softcap", s.bytes, s.dtype, list(s))
+				s = b.keep(b.op("scores.tanh", s.bytes, s.dtype, list(s)))
+				s.attn = true
+				s = b.op("scores*softcap", s.bytes, s.dtype, list(s))
+				s.attn = true
+			}
 			sm := b.op("scores_scaled_masked", p.e.Size(scores), p.e, list(s))
 			sm.attn = true
 			if p.rec.scoreClamp {
@@ -579,7 +600,14 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		default:
 			// Fused attention saves q, k, v, its output and the fp32 logsumexp.
 			q, k, v := cast(q), cast(k), cast(v)
-			o = b.keep(b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v), q, k, v))
+			var mask *actT
+			if p.maskedSDPA {
+				// scaled_dot_product_attention turns a bool mask into an
+				// additive one in the query's dtype (attention.cpp
+				// convert_boolean_attn_mask), which the kernel saves.
+				mask = b.op("sdpa.mask", q.dtype.Size(mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))), q.dtype, nil)
+			}
+			o = b.keep(b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v, mask), q, k, v, mask))
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in (b, s, heads, d) memory order, so
 			// the transpose back for the output projection is a view.
@@ -686,6 +714,17 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		}
 		return b.op(name, b.size(hSeq, p.resid), p.resid, xs)
 	}
+	// branch finishes a residual branch: a norm on its output (sandwich and
+	// sublayer norms), the family's residual multiplier, dropout.
+	branch := func(name string, y *actT, postNorm string) *actT {
+		if postNorm != "" {
+			y = b.norm(p, postNorm, ln, y, hSeq)
+		}
+		if p.rec.branchScale {
+			y = b.op(name+".scale", b.size(hSeq, y.dtype), y.dtype, list(y)) // times a Python float: nothing saved
+		}
+		return b.dropout(p, name+"_dropout", y, hSeq, p.dropHid)
+	}
 
 	var out *actT
 	switch {
@@ -706,10 +745,22 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		a := b.dropout(p, "attn_out_dropout", attention(n), hSeq, p.dropHid)
 		mo := b.dropout(p, "mlp_out_dropout", mlp(n), hSeq, p.dropHid)
 		out = add("residual", x, a, mo)
-	default:
-		a := b.dropout(p, "attn_out_dropout", attention(b.norm(p, "input_layernorm", ln, x, hSeq)), hSeq, p.dropHid)
+	case m.NormPosition == "sandwich":
+		// Gemma 2/3: x1 = x + norm(attn(norm(x))); out = x1 + norm(mlp(norm(x1))).
+		a := branch("attn_out", attention(b.norm(p, "input_layernorm", ln, x, hSeq)), "post_attention_layernorm")
 		x1 := add("attn_residual", x, a)
-		mo := b.dropout(p, "mlp_out_dropout", mlp(b.norm(p, "post_attention_layernorm", ln, x1, hSeq)), hSeq, p.dropHid)
+		mo := branch("mlp_out", mlp(b.norm(p, "pre_feedforward_layernorm", ln, x1, hSeq)), "post_feedforward_layernorm")
+		out = add("mlp_residual", x1, mo)
+	case m.NormPosition == "sublayer":
+		// OLMo 2: x1 = x + norm(attn(x)); out = x1 + norm(mlp(x1)).
+		a := branch("attn_out", attention(x), "post_attention_layernorm")
+		x1 := add("attn_residual", x, a)
+		mo := branch("mlp_out", mlp(x1), "post_feedforward_layernorm")
+		out = add("mlp_residual", x1, mo)
+	default:
+		a := branch("attn_out", attention(b.norm(p, "input_layernorm", ln, x, hSeq)), "")
+		x1 := add("attn_residual", x, a)
+		mo := branch("mlp_out", mlp(b.norm(p, "post_attention_layernorm", ln, x1, hSeq)), "")
 		out = add("mlp_residual", x1, mo)
 	}
 	out.keepAlive = true
@@ -841,7 +892,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		if tokens < 1 {
 			g = Bytes(float64(g) * tokens)
 		}
-		g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(resid, op.workspace)))
+		g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(resid, addBytes(op.workspace, op.gradWorkspace))))
 		bwd = max(bwd, g)
 		w := op.weights / share
 		if !op.castWeights {
@@ -984,7 +1035,12 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	p.nativeGQA = p.hfModeling
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).
-	p.useCache = p.hfModeling && r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen"
+	p.useCache = p.hfModeling && r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen" && !r.rec.noTrainingCache
+	// transformers' SDPA path gets a mask for a local layer once the
+	// sequence is longer than its span (masking_utils
+	// _ignore_causal_mask_sdpa); it then repeats grouped k and v
+	// (sdpa_attention.py use_gqa_in_sdpa needs attention_mask None).
+	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && m.LocalLayer(layer) && r.SeqLen > m.localSpan()
 	p.keepOutputs = r.keepsOutputs()
 	p.baseDType = r.WeightsDType
 	p.upcast = p.e != FP32 && !r.rec.softmaxInDType // eager softmax in fp32 unless the family keeps the scores' dtype

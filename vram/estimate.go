@@ -112,13 +112,10 @@ func (t Training) Layers() (_ []LayerMemory, err error) {
 	if st.embed {
 		part("embedding", -1, embed, edges.Embed.Saved)
 	}
-	var blk [2]BlockActivations
-	var have [2]bool
+	var blk [blockKinds]BlockActivations
+	var have [blockKinds]bool
 	for l := st.first; l < st.last; l++ {
-		k := 0
-		if r.m.IsMoELayer(l) {
-			k = 1
-		}
+		k := r.m.blockKind(l)
 		if !have[k] {
 			blk[k], have[k] = buildBlock(&r, l), true
 		}

@@ -23,6 +23,10 @@ type family struct {
 	latentAttention bool
 	// images: the family's models read images (model.image).
 	images bool
+	// wrappers map other model_types whose config.json holds this family's
+	// config under a key (gemma3's "text_config") to that key: FromHFConfig
+	// reads such a config through it.
+	wrappers map[string]string
 
 	// defaults are the family's conventions for a model's zero fields (see
 	// Model.Normalize): MLP, Norm, Position, Bias, TiedEmbeddings, …
@@ -88,6 +92,23 @@ type recipe struct {
 	// back to the input dtype (Gemma's output · (1 + weight), OLMo 2),
 	// rather than casting first (Llama).
 	normWeightFP32 bool
+	// ropeKeepsDType: the rotated q and k are cast back to their dtype
+	// (OLMo 2's apply_rotary_pos_emb), not left in cos/sin's fp32.
+	ropeKeepsDType bool
+	// embedScale: the embeddings are multiplied by a constant (Gemma's
+	// sqrt(hidden), Granite's embedding_multiplier): a tensor of their own.
+	embedScale bool
+	// branchScale: each residual branch's output is multiplied by a constant
+	// before the residual add (Granite's residual_multiplier).
+	branchScale bool
+	// logitsScale: the logits are divided by a constant (Granite's
+	// logits_scaling): the returned logits are a tensor of their own.
+	logitsScale bool
+	// noTrainingCache: the model builds no KV cache in training mode
+	// (Gemma 2/3: "if use_cache and past_key_values is None and not
+	// self.training"), so neither the cache's copies of k and v nor a
+	// returned past_key_values exist in training.
+	noTrainingCache bool
 	// conv1D: matmul weights are stored [in, out] (transformers' Conv1D);
 	// the engine keeps [out, in] for every matmul and says so here.
 	conv1D bool
@@ -131,6 +152,17 @@ func requireQKNorm(kind string) func(Model) error {
 	return func(m Model) error {
 		if m.QKNorm != kind {
 			return fmt.Errorf("model.qk_norm = %q: family %s normalizes queries and keys with %q", m.QKNorm, m.Family, kind)
+		}
+		return nil
+	}
+}
+
+// requireNormPosition is a family check: the family's blocks place their
+// norms so.
+func requireNormPosition(pos string) func(Model) error {
+	return func(m Model) error {
+		if m.NormPosition != pos {
+			return fmt.Errorf("model.norm_position = %q: family %s places its norms %q", m.NormPosition, m.Family, pos)
 		}
 		return nil
 	}

@@ -1,7 +1,9 @@
 package vram
 
 // Gemma (transformers/models/gemma/modeling_gemma.py): the standard decoder
-// with GeGLU, a 256-wide head dimension and tied embeddings.
+// with GeGLU, a 256-wide head dimension, tied embeddings scaled by
+// sqrt(hidden) (the normalizer), and RMSNorms that apply (1 + weight) in
+// fp32 before casting back.
 func init() {
 	register(&family{
 		name: "gemma", source: "transformers/models/gemma/modeling_gemma.py",
@@ -24,6 +26,7 @@ func init() {
 		},
 		tensors: standardDecoder{attn: attnQKVO, mlp: denseMLP}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		recipe:  func(Model, libVersion) recipe { return recipe{normWeightFP32: true, embedScale: true} },
 		presets: map[string]Preset{
 			"gemma-2b": {Model{Name: "google/gemma-2b", Layers: 18, Hidden: 2048, Heads: 8, KVHeads: 1, HeadDim: 256, FFN: 16384, Vocab: 256000, MaxPosition: 8192, TiedEmbeddings: true}, hf("google/gemma-2b")},
 			"gemma-7b": {Model{Name: "google/gemma-7b", Layers: 28, Hidden: 3072, Heads: 16, HeadDim: 256, FFN: 24576, Vocab: 256000, MaxPosition: 8192, TiedEmbeddings: true}, hf("google/gemma-7b")},

@@ -9,9 +9,8 @@ type edgeActivations struct {
 	Inputs Bytes // token ids and labels (int64 each) or pixels
 	Embed  BlockActivations
 	Head   BlockActivations
-	// Mask is the 4D causal mask transformers builds for eager attention
-	// (masking_utils.eager_mask: batch × 1 × queries × keys in the hidden
-	// states' dtype), made once before the blocks and passed to each.
+	// Mask is the 4D attention masks transformers builds once before the
+	// blocks and passes to each (see masks).
 	Mask Bytes
 }
 
@@ -49,6 +48,11 @@ func buildEdges(r *resolved) edgeActivations {
 	} else {
 		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
 	}
+	if p.rec.embedScale {
+		// embeddings × a constant (Gemma's sqrt(hidden), Granite's
+		// embedding_multiplier): a new tensor, nothing saved.
+		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
+	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
 	}
@@ -63,9 +67,7 @@ func buildEdges(r *resolved) edgeActivations {
 	x.keepAlive = true
 	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
 	ea.Embed = b.summarize(in)
-	if p.attnImpl == "eager" && p.hfModeling && !m.Encoder() {
-		ea.Mask = p.resid.Size(mulI64(mulI64(p.batch, p.seq), p.keys))
-	}
+	ea.Mask = masks(r, p)
 
 	// Head side.
 	b = &actBuilder{r: r, tokens: tokens, head: true}
@@ -123,7 +125,7 @@ func buildEdges(r *resolved) edgeActivations {
 			if r.Framework == "torchtune" {
 				logitsD, chunks = FP32, 8
 			}
-			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			logits := headLogits(b, pHead, x, h, v)
 			logits.held = p.keepOutputs
 			lf := logits
 			if logitsD != p.e {
@@ -135,13 +137,13 @@ func buildEdges(r *resolved) edgeActivations {
 				b.keep(b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)))
 			}
 		case "logits_sum":
-			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			logits := headLogits(b, pHead, x, h, v)
 			logits.held = p.keepOutputs // returned in the model output
 			b.op("sum", FP32.Size(1), FP32, list(logits))
 			// The backward of sum expands a scalar; the matmul needs it contiguous.
 			b.workspace(b.size(v, p.e))
 		default: // cross_entropy
-			logits := b.linear(pHead, "lm_head", "lm_head", x, h, v)
+			logits := headLogits(b, pHead, x, h, v)
 			logits.held = p.keepOutputs // returned in the model output
 			l32 := logits
 			if p.e != FP32 {
@@ -171,4 +173,50 @@ func buildEdges(r *resolved) edgeActivations {
 		}
 	}
 	return ea
+}
+
+// masks is what transformers' masking_utils builds before the blocks and
+// keeps while they run: for eager attention a float mask (batch × 1 ×
+// queries × keys in the hidden states' dtype, masking_utils.eager_mask) per
+// kind of layer, global and local; for SDPA none for global layers (the
+// kernel's is_causal) but a bool mask for local ones once the sequence is
+// longer than their span (masking_utils._ignore_causal_mask_sdpa).
+func masks(r *resolved, p blockPlan) Bytes {
+	m := r.m
+	if !p.hfModeling || m.Encoder() {
+		return 0
+	}
+	local := m.localSpan() > 0
+	global := !local || m.GlobalEvery > 0
+	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
+	var b Bytes
+	switch {
+	case p.attnImpl == "eager":
+		if local {
+			b = addBytes(b, p.resid.Size(maps))
+		}
+		if global {
+			b = addBytes(b, p.resid.Size(maps))
+		}
+	case local && r.SeqLen > m.localSpan():
+		b = Bool.Size(maps)
+	}
+	return b
+}
+
+// headLogits is the output projection and what the model does to its
+// logits before returning them: soft-capping (Gemma 2: / cap, tanh, which
+// saves its output, × cap) or a division by logits_scaling (Granite).
+func headLogits(b *actBuilder, p blockPlan, x *actT, h, v int64) *actT {
+	logits := b.linear(p, "lm_head", "lm_head", x, h, v)
+	if b.r.m.FinalSoftcap > 0 {
+		d := logits.dtype
+		c := b.op("logits/softcap", b.size(v, d), d, list(logits))
+		c = b.keep(b.op("logits.tanh", b.size(v, d), d, list(c)))
+		logits = b.op("logits*softcap", b.size(v, d), d, list(c))
+	}
+	if p.rec.logitsScale {
+		logits = b.op("logits/scale", b.size(v, logits.dtype), logits.dtype, list(logits))
+	}
+	return logits
 }

@@ -21,6 +21,23 @@ func FromHFConfig(data []byte) (Model, error) {
 		return Model{}, fmt.Errorf("config.json: no \"model_type\"; supported: %s", strings.Join(Families(), ", "))
 	}
 	f := lookupFamily(mt)
+	if f == nil {
+		// A wrapper (an image-text model, say) whose config holds a
+		// family's config under a key.
+		for _, g := range families {
+			if key, ok := g.wrappers[mt]; ok {
+				inner, ok := c[key].(map[string]any)
+				if !ok {
+					return Model{}, fmt.Errorf("config.json: model_type %q keeps its %s model's config under %q, which is missing", mt, g.name, key)
+				}
+				if n, ok := c["_name_or_path"]; ok {
+					inner["_name_or_path"] = n
+				}
+				c, f, mt = inner, g, g.name
+				break
+			}
+		}
+	}
 	if f == nil || f.fromConfig == nil {
 		return Model{}, fmt.Errorf("config.json: model_type %q is not supported; supported: %s%s", mt, strings.Join(Families(), ", "), didYouMean(mt, Families()))
 	}
@@ -175,7 +192,7 @@ func writeCommonConfig(m Model, c map[string]any) {
 	if m.MaxPosition > 0 {
 		c["max_position_embeddings"] = m.MaxPosition
 	}
-	if m.HeadDim != m.Hidden/m.Heads {
-		c["head_dim"] = m.HeadDim
-	}
+	// Always written: some config classes default to a fixed width (Gemma
+	// 256, Qwen3 128) rather than hidden / heads.
+	c["head_dim"] = m.HeadDim
 }

@@ -249,3 +249,24 @@ func qkNormTensors(m Model, l *tensorList, p string) {
 		l.add(p+"k_norm.weight", "norm", d.kv)
 	}
 }
+
+// sandwichDecoder is the layout of Gemma 2/3 blocks: attention and MLP, then
+// the four norms around them (input, post-attention, pre- and
+// post-feedforward), under the standard names.
+func sandwichDecoder(m Model, l *tensorList) {
+	d := m.dims()
+	l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
+	for i := 0; i < m.Layers; i++ {
+		l.block(i)
+		p := fmt.Sprintf("model.layers.%d.", i)
+		attnQKVO(m, l, p+"self_attn.")
+		qkNormTensors(m, l, p+"self_attn.")
+		mlpGated(m, l, p+"mlp.", d.f, -1)
+		for _, n := range []string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"} {
+			l.norm(p+n, d.ln, d.h)
+		}
+	}
+	l.headSide()
+	l.norm("model.norm", d.ln, d.h)
+	lmHead(m, l, "lm_head", "score")
+}

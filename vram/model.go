@@ -26,16 +26,20 @@ type Model struct {
 	FFN     int `json:"ffn"`                // MLP inner width (each of gate and up for gated MLPs)
 	Vocab   int `json:"vocab,omitempty"`
 
-	TiedEmbeddings bool     `json:"tied_embeddings,omitempty"`
-	MLP            string   `json:"mlp,omitempty"`           // gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu
-	Norm           string   `json:"norm,omitempty"`          // layernorm, rmsnorm
-	NormPosition   string   `json:"norm_position,omitempty"` // "post" for post-LN (BERT, OPT-350m); empty = pre-LN
-	Bias           BiasMode `json:"bias,omitempty"`
-	LMHeadBias     bool     `json:"lm_head_bias,omitempty"`
-	Position       string   `json:"position,omitempty"`   // rope, learned, relative, alibi
-	RotaryPct      float64  `json:"rotary_pct,omitempty"` // fraction of head dims rotated (no parameters either way)
-	MaxPosition    int      `json:"max_position,omitempty"`
-	ParallelBlock  bool     `json:"parallel_block,omitempty"` // attention and MLP read the same input (GPT-J, NeoX, Phi)
+	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
+	MLP            string `json:"mlp,omitempty"`  // gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu
+	Norm           string `json:"norm,omitempty"` // layernorm, rmsnorm
+	// NormPosition is where a block's norms sit: empty for before each
+	// sublayer (pre-LN), "post" after each residual add (BERT, OPT-350m),
+	// "sandwich" before and after each sublayer (Gemma 2/3), "sublayer" only
+	// after each sublayer, before its residual add (OLMo 2).
+	NormPosition  string   `json:"norm_position,omitempty"`
+	Bias          BiasMode `json:"bias,omitempty"`
+	LMHeadBias    bool     `json:"lm_head_bias,omitempty"`
+	Position      string   `json:"position,omitempty"`   // rope, learned, relative, alibi
+	RotaryPct     float64  `json:"rotary_pct,omitempty"` // fraction of head dims rotated (no parameters either way)
+	MaxPosition   int      `json:"max_position,omitempty"`
+	ParallelBlock bool     `json:"parallel_block,omitempty"` // attention and MLP read the same input (GPT-J, NeoX, Phi)
 
 	WordEmbedProjDim int    `json:"word_embed_proj_dim,omitempty"` // OPT-350m: embeddings of width 512 projected to Hidden
 	TypeVocab        int    `json:"type_vocab,omitempty"`          // BERT token-type rows
@@ -67,6 +71,11 @@ type Model struct {
 	AttentionChunk int  `json:"attention_chunk,omitempty"`
 	GlobalEvery    int  `json:"global_every,omitempty"`
 	NoRopeGlobal   bool `json:"no_rope_global,omitempty"`
+
+	// Soft-capping (Gemma 2): cap · tanh(x / cap) on the attention scores
+	// (eager attention) and on the final logits; zero for none.
+	AttnSoftcap  float64 `json:"attn_softcap,omitempty"`
+	FinalSoftcap float64 `json:"final_softcap,omitempty"`
 
 	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
 	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
@@ -288,6 +297,14 @@ func (m Model) Validate() error {
 	default:
 		return fmt.Errorf("model.norm %q is not supported; known: layernorm, rmsnorm", m.Norm)
 	}
+	switch m.NormPosition {
+	case "", "post", "sandwich", "sublayer":
+	default:
+		return fmt.Errorf("model.norm_position %q is not supported; known: post, sandwich, sublayer (or empty: pre-norm)", m.NormPosition)
+	}
+	if !(m.AttnSoftcap >= 0 && m.FinalSoftcap >= 0) {
+		return fmt.Errorf("model: attn_softcap and final_softcap must be ≥ 0")
+	}
 	switch m.QKNorm {
 	case "", "head", "full", "l2":
 	default:
@@ -370,6 +387,25 @@ func (m Model) LocalLayer(i int) bool {
 // localSpan is the keys a local layer's query sees at most, and the tokens
 // its KV cache keeps: the sliding window or the chunk.
 func (m Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
+
+// blockKinds is the number of distinct blockKind values.
+const blockKinds = 8
+
+// blockKind sorts blocks into those that build the same activations: dense
+// or with routed experts, global or local attention, with or without the
+// rotary embedding. Blocks of one kind share one inventory.
+func (m Model) blockKind(i int) int {
+	k := 0
+	if m.IsMoELayer(i) {
+		k |= 1
+	}
+	if m.LocalLayer(i) {
+		k |= 2
+	} else if m.NoRopeGlobal {
+		k |= 4
+	}
+	return k
+}
 
 // IsMoELayer reports whether layer i has routed experts.
 func (m Model) IsMoELayer(i int) bool { return m.Experts > 0 && i >= m.DenseLayers }

@@ -71,25 +71,7 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	tl := simulateTraining(&r, blocks, embed, head, false)
 	st := r.stages()[tl.Stage]
 	tr := &tracer{r: &r, a: NewAllocator(opt.Allocator), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
-	tr.acts = make([]BlockActivations, r.m.Layers)
-	rr := r
-	if r.pp > 1 {
-		rr.MicroBatch = maxInt(1, r.MicroBatch/maxInt(1, r.Parallel.PPMicrobatches))
-	}
-	dense, moe := BlockActivations{}, BlockActivations{}
-	for l := range tr.acts {
-		if r.m.IsMoELayer(l) {
-			if moe.prog == nil {
-				moe = buildBlock(&rr, l)
-			}
-			tr.acts[l] = moe
-		} else {
-			if dense.prog == nil {
-				dense = buildBlock(&rr, l)
-			}
-			tr.acts[l] = dense
-		}
-	}
+	tr.acts = blockActivations(&r)
 	tr.edges = buildEdges(&r)
 	out := Replay{Workspace: cublasWorkspace(opt.GPU)}
 	tr.workspace = out.Workspace
@@ -486,8 +468,8 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 		for _, t := range op.ins {
 			grad(op, t)
 		}
-		if op.workspace > 0 {
-			tr.a.Free(tr.a.Malloc(op.workspace))
+		if w := op.workspace + op.gradWorkspace; w > 0 {
+			tr.a.Free(tr.a.Malloc(w))
 		}
 		for _, t := range op.outs {
 			if g[t.id] >= 0 {

@@ -92,42 +92,32 @@ func (r *resolved) inflight(k int) float64 {
 	return f
 }
 
+// blockActivations builds the inventory of every block, once per kind of
+// block; under pipeline parallelism for one pipeline microbatch
+// (micro_batch / pp_microbatches sequences).
+func blockActivations(r *resolved) []BlockActivations {
+	rr := *r
+	if r.pp > 1 {
+		rr.MicroBatch = max(1, r.MicroBatch/max(1, r.Parallel.PPMicrobatches))
+	}
+	acts := make([]BlockActivations, r.m.Layers)
+	var byKind [blockKinds]BlockActivations
+	var have [blockKinds]bool
+	for i := range acts {
+		k := r.m.blockKind(i)
+		if !have[k] {
+			byKind[k], have[k] = buildBlock(&rr, i), true
+		}
+		acts[i] = byKind[k]
+	}
+	return acts
+}
+
 // simulateTraining builds the timeline of the most loaded pipeline stage.
 // With record false only the peak event and the category maxima are kept
 // (Timeline.Events stays empty), which is what Estimate needs.
 func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record bool) Timeline {
-	acts := make([]BlockActivations, r.m.Layers)
-	cache := map[bool]BlockActivations{}
-	for i := range acts {
-		moe := r.m.IsMoELayer(i)
-		a, ok := cache[moe]
-		if !ok {
-			a = buildBlock(r, i)
-			cache[moe] = a
-		}
-		acts[i] = a
-	}
-	if r.pp > 1 {
-		// Each pipeline microbatch carries micro_batch / pp_microbatches sequences.
-		mb := r.MicroBatch / maxInt(1, r.Parallel.PPMicrobatches)
-		if mb < 1 {
-			mb = 1
-		}
-		rr := *r
-		rr.MicroBatch = mb
-		for moe := range cache {
-			delete(cache, moe)
-		}
-		for i := range acts {
-			moe := r.m.IsMoELayer(i)
-			a, ok := cache[moe]
-			if !ok {
-				a = buildBlock(&rr, i)
-				cache[moe] = a
-			}
-			acts[i] = a
-		}
-	}
+	acts := blockActivations(r)
 	edges := buildEdges(r)
 	var best Timeline
 	for k, st := range r.stages() {

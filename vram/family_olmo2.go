@@ -1,0 +1,54 @@
+package vram
+
+import "fmt"
+
+// OLMo 2 (transformers/models/olmo2/modeling_olmo2.py): norms after each
+// sublayer, before its residual add (post_attention_layernorm,
+// post_feedforward_layernorm; none before), an RMSNorm over all heads of q
+// and of k (q_norm, k_norm), RMSNorms that apply their weight in fp32, and
+// a rotary embedding that casts q and k back to their dtype.
+func init() {
+	register(&family{
+		name: "olmo2", source: "transformers/models/olmo2/modeling_olmo2.py",
+		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			if c.optBool("attention_bias", false) {
+				m.Bias = BiasAttn
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			c["attention_bias"] = m.Bias == BiasAttn
+		},
+		check: func(m Model) error {
+			if err := requireNormPosition("sublayer")(m); err != nil {
+				return err
+			}
+			return requireQKNorm("full")(m)
+		},
+		tensors: func(m Model, l *tensorList) {
+			d := m.dims()
+			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
+			for i := 0; i < m.Layers; i++ {
+				l.block(i)
+				p := fmt.Sprintf("model.layers.%d.", i)
+				attnQKVO(m, l, p+"self_attn.")
+				qkNormTensors(m, l, p+"self_attn.")
+				mlpGated(m, l, p+"mlp.", d.f, -1)
+				l.norm(p+"post_attention_layernorm", false, d.h)
+				l.norm(p+"post_feedforward_layernorm", false, d.h)
+			}
+			l.headSide()
+			l.norm("model.norm", false, d.h)
+			lmHead(m, l, "lm_head", "score")
+		},
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		recipe:  func(Model, libVersion) recipe { return recipe{normWeightFP32: true, ropeKeepsDType: true} },
+		presets: map[string]Preset{
+			"olmo-2-7b":  {Model{Name: "allenai/OLMo-2-1124-7B", Layers: 32, Hidden: 4096, Heads: 32, FFN: 11008, Vocab: 100352, MaxPosition: 4096}, hf("allenai/OLMo-2-1124-7B")},
+			"olmo-2-13b": {Model{Name: "allenai/OLMo-2-1124-13B", Layers: 40, Hidden: 5120, Heads: 40, FFN: 13824, Vocab: 100352, MaxPosition: 4096}, hf("allenai/OLMo-2-1124-13B")},
+		},
+	})
+}
