@@ -462,7 +462,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			q = b.op("q_rope", b.size(qDim, p.e), p.e, list(ql))
 			k = b.op("k_rope", b.size(qDim, p.e), p.e, list(kv, kvA))
 			v = b.op("v", b.size(heads*int64(m.VHeadDim), p.e), p.e, list(kv))
-		case p.fusedQKV:
+		case p.fusedQKV && !p.rec.splitQKV:
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
 			// q, k, v are strided views of the fused output. Fused attention
 			// kernels read them in place (saving any keeps the whole buffer);
@@ -496,9 +496,24 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				k = b.op("k_rope", b.size(kvDim, p.e), p.e, list(k))
 			}
 		default:
-			q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
-			k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
-			v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
+			kd := kvDim // k and v per token as attention gets them
+			if p.fusedQKV {
+				// One q|k|v matmul whose k and v the family splits off into
+				// tensors of their own (advanced indexing), broadcast to every
+				// query head where it says so; q stays a view for the rotary
+				// embedding to read.
+				qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
+				if p.rec.broadcastKV {
+					kd = qDim
+				}
+				q = qkv
+				k = b.op("k_split", b.size(kd, p.e), p.e, list(qkv))
+				v = b.op("v_split", b.size(kd, p.e), p.e, list(qkv))
+			} else {
+				q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
+				k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
+				v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
+			}
 			switch m.QKNorm {
 			case "head": // an RMSNorm over each head (Qwen3, Gemma 3)
 				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, heads)
@@ -519,7 +534,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				}
 				dq, dk := rope(q), rope(k)
 				q = b.op("q_rope", b.size(qDim, dq), dq, list(q))
-				k = b.op("k_rope", b.size(kvDim, dk), dk, list(k))
+				k = b.op("k_rope", b.size(kd, dk), dk, list(k))
 			}
 			if m.QKNorm == "l2" { // weightless, after the rotary embedding (Llama 4)
 				q = b.headNorm(p, "q_norm", "l2", q, qDim, heads)
@@ -529,8 +544,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// DynamicLayer.update concatenates k and v onto empty tensors
 				// created in k's dtype (cache_utils.py lazy_initialization):
 				// attention reads these copies, in k's dtype.
-				k = b.op("cache.k", b.size(kvDim, k.dtype), k.dtype, list(k))
-				v = b.op("cache.v", b.size(kvDim, k.dtype), k.dtype, list(v))
+				k = b.op("cache.k", b.size(kd, k.dtype), k.dtype, list(k))
+				v = b.op("cache.v", b.size(kd, k.dtype), k.dtype, list(v))
 			}
 		}
 		if p.useCache && p.keepOutputs {
@@ -538,7 +553,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			// the cached k and v alive while the loop holds the output.
 			k.held, v.held = true, true
 		}
-		if kvHeads < heads && !mla && (p.attnImpl == "eager" || !p.nativeGQA || p.maskedSDPA) {
+		// Grouped k and v are repeated to every query head: by repeat_kv
+		// (eager; SDPA without native GQA or with a mask), or, for a family
+		// that splits them off itself, by the eager matmul's broadcasting.
+		if kvHeads < heads && !mla && !p.rec.broadcastKV && (p.attnImpl == "eager" ||
+			!p.rec.splitQKV && (!p.nativeGQA || p.maskedSDPA)) {
 			// repeat_kv: expand + reshape materialises full-head k and v. With
 			// SDPA, transformers passes enable_gqa=True instead (torch ≥ 2.5,
 			// sdpa_attention.py use_gqa_in_sdpa).

@@ -70,6 +70,11 @@ const (
 type recipe struct {
 	// fusedQKV: q, k and v are strided views of one matmul's output.
 	fusedQKV bool
+	// splitQKV: k and v are split off the fused output into tensors of
+	// their own (advanced indexing), so nothing keeps the fused output;
+	// broadcastKV: they are broadcast to every query head first (Falcon's
+	// new decoder architecture), so attention never repeats them.
+	splitQKV, broadcastKV bool
 	// rotaryFP32: the rotary embedding runs in fp32 with the module's own
 	// cos/sin caches, concatenates the pass-through part and casts back; a
 	// returned cache holds the fp32 key.

@@ -28,7 +28,9 @@ func init() {
 		tensors: standardDecoder{attn: attnQKVO, mlp: denseMLP}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
 		presets: map[string]Preset{
-			"mistral-7b": {Model{Name: "mistralai/Mistral-7B-v0.1", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000, MaxPosition: 32768, SlidingWindow: 4096}, hf("mistralai/Mistral-7B-v0.1")},
+			// Mistral-Small-24B-Base-2501: no sliding window, 128-wide heads.
+			"mistral-small-24b": {Model{Name: "mistralai/Mistral-Small-24B-Base-2501", Layers: 40, Hidden: 5120, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 32768, Vocab: 131072, MaxPosition: 32768}, hf("mistralai/Mistral-Small-24B-Base-2501")},
+			"mistral-7b":        {Model{Name: "mistralai/Mistral-7B-v0.1", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000, MaxPosition: 32768, SlidingWindow: 4096}, hf("mistralai/Mistral-7B-v0.1")},
 		},
 	})
 }

@@ -33,6 +33,7 @@ func init() {
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
 		recipe:  func(Model, libVersion) recipe { return recipe{fusedQKV: true} },
 		presets: map[string]Preset{
+			"phi-4":         {Model{Name: "microsoft/phi-4", Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 10, FFN: 17920, Vocab: 100352, MaxPosition: 16384}, hf("microsoft/phi-4")},
 			"phi-3-mini-4k": {Model{Name: "microsoft/Phi-3-mini-4k-instruct", Layers: 32, Hidden: 3072, Heads: 32, FFN: 8192, Vocab: 32064, MaxPosition: 4096}, hf("microsoft/Phi-3-mini-4k-instruct")},
 		},
 	})
