@@ -68,6 +68,11 @@ type BlockActivations struct {
 	// inputSaved: an op of the block saves its input (so a checkpoint's kept
 	// input is among the recomputed saved tensors).
 	inputSaved bool
+	// recomputePeak is ForwardPeak over the ops a checkpoint's
+	// recomputation runs: torch.utils.checkpoint stops it once the last
+	// saved tensor exists (non-reentrant early stop), so later ops, and
+	// their outputs, are not rebuilt.
+	recomputePeak Bytes
 	// recomputeGrad is what is in flight when a checkpointed block's
 	// recomputation runs: the first backward op that unpacks a saved tensor
 	// triggers it, holding the gradient flowing in and its own output's.
@@ -97,6 +102,8 @@ type actT struct {
 	held      bool // kept alive by the model's output (cache, logits), not by autograd
 	external  bool // created before the block (its input)
 	keepAlive bool // the block's output
+	// weightCopy: autocast's compute-dtype copy of a weight (one per weight).
+	weightCopy bool
 	// aliasGrad: a branch output added to the residual stream in the same
 	// dtype; add's backward hands it the residual gradient itself (no copy),
 	// so its gradient is not a tensor of its own.
@@ -144,6 +151,18 @@ type actBuilder struct {
 	in       *actT     // the block's input (external)
 	head     bool      // the output projection and loss, after the blocks
 	frees    [][]*actT // per op: transients whose last use it is (for Replay)
+}
+
+// recomputeEnd is the last op a checkpoint's recomputation runs: the one
+// that creates the block's last saved tensor (-1 for none).
+func (b *actBuilder) recomputeEnd() int {
+	end := -1
+	for _, t := range b.ts {
+		if t.saved && !t.external {
+			end = max(end, t.born)
+		}
+	}
+	return end
 }
 
 // freesAfter lists, per op, the unsaved tensors that die after it.
@@ -289,13 +308,13 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 	if p.autocast && !p.frozen {
 		// autocast caches a compute-dtype copy of the fp32 weight, which the
 		// matmul saves for backward (torch/csrc/autograd autocast cache).
-		b.side(name+".weight_cast", p.e.Size(in*out), p.e)
+		b.side(name+".weight_cast", p.e.Size(in*out), p.e).weightCopy = true
 		b.ops[len(b.ops)-1].castWeights = true
 	} else if p.autocast && p.frozen && !p.q4 && p.baseDType == FP32 {
 		// A frozen fp32 weight is cast on every call (autocast caches only
 		// leaves that require grad), and the matmul saves that copy to pass
 		// the gradient to its input.
-		b.side(name+".weight_cast", p.e.Size(in*out), p.e)
+		b.side(name+".weight_cast", p.e.Size(in*out), p.e).weightCopy = true
 	}
 	if p.q4 {
 		// bitsandbytes dequantizes the whole weight for the matmul.
@@ -440,10 +459,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		kvHeads = 1
 	}
 	qDim, kvDim := heads*hd, kvHeads*hd
+	oDim := qDim             // the attention output's width
 	mla := m.KVLoRARank > 0 // multi-head latent attention
 	if mla {
 		qDim = heads * int64(m.QKNopeDim+m.QKRopeDim)
-		kvDim = qDim
+		kvDim, oDim = qDim, heads*int64(m.VHeadDim)
 	}
 	x := &actT{name: "input", op: "input", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
@@ -455,13 +475,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		aIn := a
 		switch {
 		case mla:
-			ql := b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
-			kvA := b.linear(p, "kv_a_proj", "k_proj", aIn, h, int64(m.KVLoRARank+m.QKRopeDim))
-			kvN := b.norm(p, "kv_a_layernorm", "rmsnorm", kvA, int64(m.KVLoRARank))
-			kv := b.linear(p, "kv_b_proj", "v_proj", kvN, int64(m.KVLoRARank), heads*int64(m.QKNopeDim+m.VHeadDim))
-			q = b.op("q_rope", b.size(qDim, p.e), p.e, list(ql))
-			k = b.op("k_rope", b.size(qDim, p.e), p.e, list(kv, kvA))
-			v = b.op("v", b.size(heads*int64(m.VHeadDim), p.e), p.e, list(kv))
+			q, k, v = b.latentQKV(p, aIn, heads)
 		case p.fusedQKV && !p.rec.splitQKV:
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
 			// q, k, v are strided views of the fused output. Fused attention
@@ -615,7 +629,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				pr.attn = true
 			}
 			v := cast(v)
-			o = b.op("probs@v", b.size(qDim, p.e), p.e, list(pr, v), pr, v)
+			o = b.op("probs@v", b.size(oDim, p.e), p.e, list(pr, v), pr, v)
 		default:
 			// Fused attention saves q, k, v, its output and the fp32 logsumexp.
 			q, k, v := cast(q), cast(k), cast(v)
@@ -626,86 +640,28 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// convert_boolean_attn_mask), which the kernel saves.
 				mask = b.op("sdpa.mask", q.dtype.Size(mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))), q.dtype, nil)
 			}
-			o = b.keep(b.op("sdpa", b.size(qDim, p.e), p.e, list(q, k, v, mask), q, k, v, mask))
+			o = b.keep(b.op("sdpa", b.size(oDim, p.e), p.e, list(q, k, v, mask), q, k, v, mask))
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
-			// The kernels write the output in (b, s, heads, d) memory order, so
-			// the transpose back for the output projection is a view.
+			// The kernels write the output in the query's memory order: (b, s,
+			// heads, d) for a query transposed from the projection's output,
+			// so the transpose back for the output projection is a view; the
+			// concatenated query of latent attention is (b, heads, s, d), so
+			// sdpa_attention_forward's transpose(1, 2).contiguous() copies it.
+			if mla {
+				o = b.op("attn_output.contiguous", b.size(oDim, p.e), p.e, list(o))
+			}
 		}
-		if mla {
-			return b.linear(p, "o_proj", "o_proj", o, heads*int64(m.VHeadDim), h)
-		}
-		return b.linear(p, "o_proj", "o_proj", o, qDim, h)
+		return b.linear(p, "o_proj", "o_proj", o, oDim, h)
 	}
 
 	mlp := func(a *actT) *actT {
 		aIn := a
 		f := int64(m.FFN) / p.tp
 		if m.IsMoELayer(layer) {
-			// modeling_mixtral.py MixtralSparseMoeBlock (deepseek_v3 alike):
-			// the router's softmax over the experts in fp32, top-k (saves its
-			// indices), the weights divided by their sum in place (saves both),
-			// cast to the hidden dtype. Routed experts see k copies of the
-			// tokens, spread over EP ranks; shared experts see every token.
-			k := int64(m.ExpertsPerToken)
-			hd := aIn.dtype
-			router := b.linear(p, "router", "router", aIn, h, int64(m.Experts))
-			sm := b.keep(b.op("router_softmax", b.size(int64(m.Experts), FP32), FP32, list(router)))
-			top := b.keep(b.op("router.topk", b.size(k, FP32), FP32, list(sm)))
-			b.side("router.topk_indices", b.size(k, INT64), INT64)
-			b.side("router.weight_sum", b.size(1, FP32), FP32)
-			rw := b.op("router.weights", b.size(k, hd), hd, list(top))
-			f = int64(m.ExpertFFN)*int64(m.ExpertsPerToken) + int64(m.ExpertFFN)*int64(m.SharedExperts)
-			f /= p.tp
-			// final_hidden_states = torch.zeros(...) exists before the loop.
-			// Each expert gathers its tokens (hidden_states[top_x], which saves
-			// top_x), runs its MLP on them, scales the output by the tokens'
-			// routing weights (the product saves both) and index_add_s it into
-			// final_hidden_states in place (which saves the scaled source):
-			// over all experts, k copies of each per token.
-			final := b.op("experts.output", b.size(h, hd), hd, nil)
-			first := len(b.ops)
-			gathered := b.op("experts.gather", b.size(k*h, hd), hd, list(aIn))
-			b.ops[len(b.ops)-1].scatter = true
-			// torch.where(expert_mask[e]) returns views of one nonzero
-			// result: (slot, token) pairs, int64.
-			b.side("experts.token_index", b.size(2*k, INT64), INT64)
-			// Every expert on this rank (and any shared expert) multiplies by
-			// its own weights: their gradients, and under autocast their cast
-			// copies, which each expert's matmuls save, are the experts' full
-			// size, not the k experts' a token sees.
-			wElems := (r.expertsPerRank() + int64(m.SharedExperts)) * int64(m.ExpertFFN) * h / p.tp
-			allWeights := func() {
-				op := &b.ops[len(b.ops)-1]
-				if op.weights > 0 {
-					op.weights = wElems
-				}
-				for _, t := range op.outs[1:] {
-					t.bytes = t.dtype.Size(wElems) // the autocast weight copy
-				}
-			}
-			g := b.linear(p, "gate_proj", "gate_proj", gathered, h, f)
-			allWeights()
-			u := b.linear(p, "up_proj", "up_proj", gathered, h, f)
-			allWeights()
-			act := b.op("act", b.size(f, p.e), p.e, list(g), g)
-			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u), act, u)
-			down := b.linear(p, "down_proj", "down_proj", prod, f, k*h)
-			allWeights()
-			slice := b.op("experts.token_weights", b.size(k, hd), hd, list(rw))
-			// Under autocast the product promotes to the fp32 weights' dtype.
-			weighted := b.op("experts.routing_weight", b.size(k*h, hd), hd, list(down, slice), down, slice)
-			b.op("experts.index_add", 0, hd, list(weighted, final), weighted)
-			for i := first; i < len(b.ops); i++ {
-				b.ops[i].expert = true
-			}
-			return final
+			return b.moe(p, aIn, layer)
 		}
 		if m.Gated() {
-			g := b.linear(p, "gate_proj", "gate_proj", aIn, h, f)
-			u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
-			act := b.op("act", b.size(f, p.e), p.e, list(g), g) // SiLU/GELU save their input
-			prod := b.op("act*up", b.size(f, p.e), p.e, list(act, u), act, u)
-			return b.linear(p, "down_proj", "down_proj", prod, f, h)
+			return b.gatedMLP(p, "", aIn, h, f)
 		}
 		u := b.linear(p, "up_proj", "up_proj", aIn, h, f)
 		var act *actT
@@ -831,13 +787,17 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			dNG[end+1] = addBytes(dNG[end+1], -t.bytes)
 		}
 	}
-	var fwd, nograd, live, liveNG Bytes
+	var fwd, nograd, live, liveNG, rec Bytes
+	end := b.recomputeEnd()
 	for i, op := range b.ops {
 		live, liveNG = addBytes(live, dLive[i]), addBytes(liveNG, dNG[i])
 		fwd = maxBytes(fwd, addBytes(live, op.workspace))
 		nograd = maxBytes(nograd, addBytes(liveNG, op.workspace))
+		if i <= end {
+			rec = fwd
+		}
 	}
-	ba.ForwardPeak, ba.NoGradPeak = fwd, addBytes(nograd, input.bytes)
+	ba.ForwardPeak, ba.NoGradPeak, ba.recomputePeak = fwd, addBytes(nograd, input.bytes), rec
 	b.backwardSteps(&ba, input)
 	return ba
 }
@@ -1051,7 +1011,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	p.pythonGELU = r.Framework != "litgpt" && r.Framework != "megatron" && r.Framework != "torchtitan"
 	// The HF Trainer and plain loops run transformers' modeling code.
 	p.hfModeling = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
-	p.nativeGQA = p.hfModeling
+	p.nativeGQA = p.hfModeling && !r.rec.repeatKV
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).
 	p.useCache = p.hfModeling && r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen" && !r.rec.noTrainingCache

@@ -114,6 +114,23 @@ type recipe struct {
 	// self.training"), so neither the cache's copies of k and v nor a
 	// returned past_key_values exist in training.
 	noTrainingCache bool
+	// repeatKV: the family's SDPA attention repeats grouped k and v to
+	// every query head itself (repeat_kv before the call, in transformers'
+	// older per-implementation attention classes) rather than passing
+	// enable_gqa (sdpa_attention.py).
+	repeatKV bool
+	// denseExperts: every routed expert runs on every token, its output
+	// scaled by the token's score (zero off its top k), as batched matmuls
+	// over stacked expert weights (Llama 4), rather than a loop over each
+	// expert's tokens.
+	denseExperts bool
+	// sharedExpertGate: the shared expert's output is scaled by a sigmoid
+	// gate of its own (Qwen2-MoE's shared_expert_gate).
+	sharedExpertGate bool
+	// expertMLP builds one routed expert's ops on x, its gathered tokens (h
+	// wide), with inner width f, where they are not the model's gated MLP
+	// (gpt-oss's clamped SwiGLU); nil for the gated MLP.
+	expertMLP func(b *actBuilder, p blockPlan, x *actT, h, f int64) *actT
 	// conv1D: matmul weights are stored [in, out] (transformers' Conv1D);
 	// the engine keeps [out, in] for every matmul and says so here.
 	conv1D bool

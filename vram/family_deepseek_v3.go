@@ -10,7 +10,7 @@ import "fmt"
 func init() {
 	register(&family{
 		name: "deepseek_v3", source: "transformers/models/deepseek_v3/modeling_deepseek_v3.py",
-		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		fromConfig: func(c *hfReader, m *Model) {
 			c.common(m)
@@ -51,13 +51,9 @@ func init() {
 			// mlp.gate (its e_score_correction_bias is a buffer:
 			// DeepseekV3TopkRouter.register_buffer), routed experts, and the
 			// shared experts as one MLP.
-			ef := int64(m.ExpertFFN)
-			l.linear(p+"mlp.gate", "router", int64(m.Hidden), int64(m.Experts), false)
-			for e := 0; e < m.Experts; e++ {
-				mlpGated(m, l, fmt.Sprintf("%smlp.experts.%d.", p, e), ef, e)
-			}
+			routedExperts(m, l, p+"mlp.")
 			if m.SharedExperts > 0 {
-				mlpGated(m, l, p+"mlp.shared_experts.", ef*int64(m.SharedExperts), -1)
+				mlpGated(m, l, p+"mlp.shared_experts.", int64(m.SharedExpertFFN)*int64(m.SharedExperts), -1)
 			}
 		}}.tensors,
 		buffers: func(m Model, b *bufferList) {

@@ -127,6 +127,13 @@ func (r *hfReader) layerTypes(m *Model) {
 	r.err = fmt.Errorf("layer_types: local and global layers do not alternate with a fixed period (global where (i+1) %% period = 0); this pattern is not modelled")
 }
 
+// fail records an error about the config (the first one wins).
+func (r *hfReader) fail(msg string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s", msg)
+	}
+}
+
 func (r *hfReader) int(key string) int {
 	v, ok := r.c[key]
 	if !ok || v == nil {

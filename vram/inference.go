@@ -181,7 +181,7 @@ const maxPageSize = 1 << 20
 // would not be representable (see checked.go and Training.bound).
 func (in Inference) bound(m Model) error {
 	tokens := int64(in.Batch) * int64(max(in.PromptTokens, 1)) // ≤ 2^32, checked above
-	width := int64(max(m.Hidden, m.FFN, m.Heads*m.HeadDim, m.ExpertFFN*(m.ExpertsPerToken+m.SharedExperts)))
+	width := m.widestActivation()
 	if _, err := boundedProduct(int64(maxPlanBytes)/256, "batch × prompt_tokens × the widest activation (hidden, ffn or heads × head_dim)", tokens, width); err != nil {
 		return err
 	}

@@ -94,6 +94,15 @@ func mlpGated(m Model, l *tensorList, p string, f int64, e int) {
 	l.asExpert(start, e)
 }
 
+// routedExperts adds a router named p+"gate" and the Experts gated MLPs
+// p+"experts.N." of width ExpertFFN (Qwen-MoE, DeepSeek).
+func routedExperts(m Model, l *tensorList, p string) {
+	l.linear(p+"gate", "router", int64(m.Hidden), int64(m.Experts), false)
+	for e := 0; e < m.Experts; e++ {
+		mlpGated(m, l, fmt.Sprintf("%sexperts.%d.", p, e), int64(m.ExpertFFN), e)
+	}
+}
+
 // mlpFusedGateUp adds one gate|up matrix and the down projection.
 func mlpFusedGateUp(m Model, l *tensorList, p string, f int64, e int) {
 	start := len(l.ts)

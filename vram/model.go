@@ -50,9 +50,25 @@ type Model struct {
 	// Mixture of experts.
 	Experts         int `json:"experts,omitempty"`           // routed experts per MoE layer
 	ExpertsPerToken int `json:"experts_per_token,omitempty"` // top-k
-	SharedExperts   int `json:"shared_experts,omitempty"`    // always-on experts (DeepSeek)
+	SharedExperts   int `json:"shared_experts,omitempty"`    // always-on experts every token passes through (DeepSeek, Qwen2-MoE, Llama 4)
 	ExpertFFN       int `json:"expert_ffn,omitempty"`        // inner width of each expert (default FFN)
-	DenseLayers     int `json:"dense_layers,omitempty"`      // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
+	// SharedExpertFFN is the inner width of each shared expert (default
+	// ExpertFFN; Qwen2-MoE's shared_expert_intermediate_size).
+	SharedExpertFFN int `json:"shared_expert_ffn,omitempty"`
+	DenseLayers     int `json:"dense_layers,omitempty"` // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
+	// MoEEvery interleaves dense and MoE layers: past DenseLayers, layer i
+	// has experts iff (i+1) is a multiple of it (Qwen-MoE
+	// decoder_sparse_step, Llama 4 interleave_moe_layer_step); 0 or 1 for
+	// every layer.
+	MoEEvery int `json:"moe_every,omitempty"`
+	// Router is how router logits become each token's expert weights:
+	//   softmax_topk_norm  softmax over the experts, top-k, renormalized (Mixtral)
+	//   softmax_topk       softmax over the experts, top-k (Qwen-MoE without norm_topk_prob)
+	//   topk_softmax       top-k logits, softmax over those k (gpt-oss)
+	//   topk_sigmoid       top-k logits, sigmoid of each (Llama 4)
+	//   sigmoid_topk_norm  sigmoid scores in fp32, top-k, renormalized and scaled (DeepSeek-V3)
+	// Empty takes the family's.
+	Router string `json:"router,omitempty"`
 
 	// Multi-head latent attention (DeepSeek-V2/V3).
 	QLoRARank  int `json:"q_lora_rank,omitempty"`
@@ -205,6 +221,15 @@ func (m Model) Normalize() Model {
 	if m.Experts > 0 && m.ExpertFFN == 0 {
 		m.ExpertFFN = m.FFN
 	}
+	if m.SharedExperts > 0 && m.SharedExpertFFN == 0 {
+		m.SharedExpertFFN = m.ExpertFFN
+	}
+	if m.Experts > 0 && m.Router == "" {
+		m.Router = d.Router
+		if m.Router == "" {
+			m.Router = "softmax_topk_norm"
+		}
+	}
 	return m
 }
 
@@ -271,8 +296,12 @@ func (m Model) Validate() error {
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
-	if m.Experts == 0 && (m.ExpertsPerToken != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0) {
-		return fmt.Errorf("model: experts_per_token, shared_experts, expert_ffn and dense_layers describe mixture-of-experts layers; set experts too, or drop them")
+	if m.Experts == 0 && (m.ExpertsPerToken != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0 ||
+		m.SharedExpertFFN != 0 || m.MoEEvery != 0 || m.Router != "") {
+		return fmt.Errorf("model: experts_per_token, shared_experts, expert_ffn, shared_expert_ffn, dense_layers, moe_every and router describe mixture-of-experts layers; set experts too, or drop them")
+	}
+	if m.SharedExperts == 0 && m.SharedExpertFFN != 0 {
+		return fmt.Errorf("model.shared_expert_ffn = %d sizes shared experts; set shared_experts too", m.SharedExpertFFN)
 	}
 	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
@@ -336,6 +365,12 @@ func (m Model) Validate() error {
 		}
 		if m.DenseLayers < 0 || m.DenseLayers > m.Layers {
 			return fmt.Errorf("model.dense_layers = %d must be in [0, layers = %d]", m.DenseLayers, m.Layers)
+		}
+		if m.MoEEvery > m.Layers {
+			return fmt.Errorf("model.moe_every = %d must be in [0, layers = %d]", m.MoEEvery, m.Layers)
+		}
+		if !knownRouter(m.Router) {
+			return fmt.Errorf("model.router %q is not supported; known: %s%s", m.Router, strings.Join(routers, ", "), didYouMean(m.Router, routers))
 		}
 	}
 	if f.check != nil {
@@ -408,7 +443,34 @@ func (m Model) blockKind(i int) int {
 }
 
 // IsMoELayer reports whether layer i has routed experts.
-func (m Model) IsMoELayer(i int) bool { return m.Experts > 0 && i >= m.DenseLayers }
+func (m Model) IsMoELayer(i int) bool {
+	return m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0)
+}
+
+// widestActivation is the most elements per token one tensor of a block
+// can have (for bounds): hidden, MLP, attention, or the routed and shared
+// experts' widths — every expert's, where the family runs all of them on
+// every token. The fields must be in range.
+func (m Model) widestActivation() int64 {
+	w := int64(max(m.Hidden, m.FFN, m.Heads*m.HeadDim))
+	k := int64(m.ExpertsPerToken)
+	if f := lookupFamily(m.Family); f != nil && f.recipe != nil && f.recipe(m, pinned).denseExperts {
+		k = int64(m.Experts)
+	}
+	return max(w, 2*k*int64(m.ExpertFFN)+int64(m.SharedExperts)*int64(m.SharedExpertFFN))
+}
+
+// routers are the Router values.
+var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm"}
+
+func knownRouter(s string) bool {
+	for _, r := range routers {
+		if s == r {
+			return true
+		}
+	}
+	return false
+}
 
 // Encoder reports whether the model attends bidirectionally with no KV cache.
 func (m Model) Encoder() bool {
@@ -428,6 +490,7 @@ func (m Model) ranges() error {
 		{"vocab", m.Vocab, maxWidth}, {"kv_heads", m.KVHeads, maxHeads}, {"head_dim", m.HeadDim, maxHeads},
 		{"max_position", m.MaxPosition, maxPositions}, {"experts", m.Experts, maxExperts}, {"expert_ffn", m.ExpertFFN, maxWidth},
 		{"shared_experts", m.SharedExperts, maxExperts}, {"experts_per_token", m.ExpertsPerToken, maxExperts},
+		{"shared_expert_ffn", m.SharedExpertFFN, maxWidth}, {"dense_layers", m.DenseLayers, maxLayers}, {"moe_every", m.MoEEvery, maxLayers},
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},

@@ -226,7 +226,7 @@ func (tr *tracer) step(last bool) {
 	for l := tr.st.first; l < tr.st.last; l++ {
 		g := tr.gather(l)
 		p := tr.acts[l].prog
-		k, out := tr.forward(p, res)
+		k, out := tr.forward(p, -1)
 		if r.checkpointed(l) {
 			k.freeAll(tr.a) // only the block input stays
 			k = &kept{input: res}
@@ -244,7 +244,7 @@ func (tr *tracer) step(last bool) {
 	}
 	if tr.st.head {
 		p := tr.edges.Head.prog
-		k, out := tr.forward(p, res)
+		k, out := tr.forward(p, -1)
 		if p.in.saved || p.in.held {
 			k.input = res
 		} else {
@@ -261,8 +261,9 @@ func (tr *tracer) step(last bool) {
 		g := tr.gather(l)
 		k := saved[l]
 		if r.checkpointed(l) {
-			// Recomputation rebuilds the block's saved tensors from its input.
-			rk, out := tr.forward(tr.acts[l].prog, -1)
+			// Recomputation rebuilds the block's saved tensors from its
+			// input, stopping once the last exists.
+			rk, out := tr.forward(tr.acts[l].prog, tr.acts[l].prog.recomputeEnd())
 			tr.a.Free(out)
 			rk.input = k.input
 			k = rk
@@ -364,9 +365,9 @@ func (k *kept) freeAll(a *Allocator) {
 
 // forward replays a block's ops: outputs are allocated, transients freed
 // after their last use. It returns what the block keeps for its backward and
-// the handle of its output. in is the handle of the block input (kept by
-// the caller).
-func (tr *tracer) forward(p *actBuilder, in int) (k *kept, out int) {
+// the handle of its output (an empty one when it stops early). stop ≥ 0
+// ends it after that op (a checkpoint's recomputation).
+func (tr *tracer) forward(p *actBuilder, stop int) (k *kept, out int) {
 	h := make([]int, len(p.ts))
 	for i := range h {
 		h[i] = -1
@@ -374,6 +375,9 @@ func (tr *tracer) forward(p *actBuilder, in int) (k *kept, out int) {
 	frees := p.freesAfter()
 	out = -1
 	for i, op := range p.ops {
+		if stop >= 0 && i > stop {
+			break
+		}
 		for _, t := range op.outs {
 			h[t.id] = tr.a.Malloc(t.bytes)
 			if t.keepAlive {

@@ -364,10 +364,10 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		if !inside(l) {
 			if r.checkpointed(l) {
-				// Recomputation runs the block's forward again with the
-				// gradients of its output (and of its last saving op's)
-				// already in flight.
-				s.emit(iter, micro, "backward", l, "recompute", live, addBytes(addBytes(a.ForwardPeak, a.recomputeGrad), extra))
+				// Recomputation runs the block's forward again, up to its
+				// last saved tensor, with the gradients of its output (and
+				// of its last saving op's) already in flight.
+				s.emit(iter, micro, "backward", l, "recompute", live, addBytes(addBytes(a.recomputePeak, a.recomputeGrad), extra))
 			}
 			s.emit(iter, micro, "backward", l, "", s.walkBackward(live, a, saved, layerGrads, inflight, extra), 0)
 		}

@@ -296,7 +296,7 @@ const (
 func (r *resolved) bound() error {
 	m := r.m
 	tokens := r.tokens()
-	width := int64(max(m.Hidden, m.FFN, m.Heads*m.HeadDim, m.ExpertFFN*(m.ExpertsPerToken+m.SharedExperts)))
+	width := m.widestActivation()
 	// A block holds a few dozen tensors of up to tokens × width fp32 values.
 	if _, err := boundedProduct(int64(maxPlanBytes)/256, "micro_batch × seq_len × the widest activation (hidden, ffn or heads × head_dim)", tokens, width); err != nil {
 		return err

@@ -1,0 +1,50 @@
+package vram
+
+// latentQKV builds multi-head latent attention's q, k and v for heads
+// heads per rank (DeepSeek-V2 §2.1.2; modeling_deepseek_v3.py
+// DeepseekV3Attention.forward):
+//
+//   - q: q_a_proj, its RMSNorm, q_b_proj (or one q_proj without
+//     q_lora_rank), split into the pass-through and rotary parts (views);
+//   - kv_a_proj_with_mqa gives the compressed kv and one shared rotary key
+//     (views of one output); the compressed part's RMSNorm and kv_b_proj
+//     give every head's pass-through key and value (views of one output);
+//   - the rotary parts are rotated (q·cos + rotate_half(q)·sin, in cos's
+//     dtype: fp32 under autocast with fp32 weights), and the query and key
+//     are concatenated from their parts — the shared rotary key expanded to
+//     every head — in the promoted dtype (cat is on autocast's promote list);
+//   - with a cache, its concatenation copies k and v in k's dtype.
+//
+// v is returned as the kv_b_proj output it is a view of.
+func (b *actBuilder) latentQKV(p blockPlan, x *actT, heads int64) (q, k, v *actT) {
+	m := b.r.m
+	h := int64(m.Hidden)
+	dn, dr, dv := int64(m.QKNopeDim), int64(m.QKRopeDim), int64(m.VHeadDim)
+	r := int64(m.KVLoRARank)
+	if m.QLoRARank > 0 {
+		rq := int64(m.QLoRARank)
+		qa := b.linear(p, "q_a_proj", "q_proj", x, h, rq)
+		q = b.linear(p, "q_b_proj", "q_proj", b.norm(p, "q_a_layernorm", "rmsnorm", qa, rq), rq, heads*(dn+dr))
+	} else {
+		q = b.linear(p, "q_proj", "q_proj", x, h, heads*(dn+dr))
+	}
+	ckv := b.linear(p, "kv_a_proj_with_mqa", "k_proj", x, h, r+dr)
+	kv := b.linear(p, "kv_b_proj", "v_proj", b.norm(p, "kv_a_layernorm", "rmsnorm", ckv, r), r, heads*(dn+dv))
+	ropeD := func(d DType) DType {
+		if p.hfModeling && p.autocast {
+			return promote(d, p.resid) // cos and sin come in the hidden states' dtype
+		}
+		return d
+	}
+	qr := b.op("q_rope", b.size(heads*dr, ropeD(q.dtype)), ropeD(q.dtype), list(q))
+	kr := b.op("k_rope", b.size(dr, ropeD(ckv.dtype)), ropeD(ckv.dtype), list(ckv))
+	qd, kd := promote(q.dtype, qr.dtype), promote(kv.dtype, kr.dtype)
+	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
+	k = b.op("k_cat", b.size(heads*(dn+dr), kd), kd, list(kv, kr))
+	v = kv
+	if p.useCache && p.hfModeling {
+		k = b.op("cache.k", b.size(heads*(dn+dr), k.dtype), k.dtype, list(k))
+		v = b.op("cache.v", b.size(heads*dv, k.dtype), k.dtype, list(v))
+	}
+	return q, k, v
+}

@@ -1,0 +1,208 @@
+package vram
+
+// The activations of a mixture-of-experts MLP: the router (one of
+// Model.Router's variants), the routed experts — run one at a time over
+// their tokens, the way transformers loops over them in Python, or every
+// expert on every token where the family batches them (recipe.denseExperts)
+// — and the shared experts every token passes through.
+
+// gatedMLP is act(gate(x)) · up(x) through down: SiLU/GELU save their
+// input, the product both factors (modeling_llama.py LlamaMLP). prefix
+// names the ops (a shared expert's); the roles stay gate/up/down_proj.
+func (b *actBuilder) gatedMLP(p blockPlan, prefix string, x *actT, h, f int64) *actT {
+	g := b.linear(p, prefix+"gate_proj", "gate_proj", x, h, f)
+	u := b.linear(p, prefix+"up_proj", "up_proj", x, h, f)
+	act := b.op(prefix+"act", b.size(f, p.e), p.e, list(g), g)
+	prod := b.op(prefix+"act*up", b.size(f, p.e), p.e, list(act, u), act, u)
+	return b.linear(p, prefix+"down_proj", "down_proj", prod, f, h)
+}
+
+// moe builds layer's MoE MLP on x, the norm's output in the residual
+// region (width h per token).
+func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
+	m := b.r.m
+	h := int64(m.Hidden)
+	f := int64(m.ExpertFFN) / p.tp
+	rw := b.router(p, x, h)
+	var out *actT
+	if p.rec.denseExperts {
+		out = b.denseExperts(p, x, rw, h, f)
+	} else {
+		out = b.loopExperts(p, x, rw, h, f)
+	}
+	if m.SharedExperts == 0 {
+		return out
+	}
+	// The shared experts: one MLP of SharedExperts · SharedExpertFFN on
+	// every token, after the routed ones (modeling_qwen2_moe.py,
+	// modeling_deepseek_v3.py; Llama 4 adds the routed output into the
+	// shared expert's in place).
+	sf := int64(m.SharedExperts) * int64(m.SharedExpertFFN) / p.tp
+	so := b.gatedMLP(p, "shared_expert.", x, h, sf)
+	if p.rec.sharedExpertGate {
+		// Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared: sigmoid saves
+		// its output, the product both factors.
+		g := b.linear(p, "shared_expert_gate", "router", x, h, 1)
+		sg := b.keep(b.op("shared_expert_gate.sigmoid", b.size(1, g.dtype), g.dtype, list(g)))
+		d := promote(sg.dtype, so.dtype)
+		so = b.op("shared_expert.gated", b.size(h, d), d, list(sg, so), sg, so)
+	}
+	d := promote(out.dtype, so.dtype)
+	return b.op("moe.add_shared", b.size(h, d), d, list(out, so))
+}
+
+// router turns x into the experts' routing weights: a [tokens, k] tensor
+// (softmax_topk*, sigmoid_topk_norm) or [tokens, experts] with zeros off
+// the top k (topk_softmax, topk_sigmoid), in the dtype the experts'
+// outputs are multiplied in.
+func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
+	m := b.r.m
+	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
+	hd := x.dtype
+	switch m.Router {
+	case "topk_softmax":
+		// modeling_gpt_oss.py GptOssTopKRouter: F.linear with a bias, topk
+		// (saves its indices), softmax over the k values in their dtype
+		// (saves its output), scattered into zeros_like(logits).
+		logits := b.linear(p, "router", "router", x, h, e)
+		top := b.op("router.topk", b.size(k, logits.dtype), logits.dtype, list(logits))
+		b.side("router.topk_indices", b.size(k, INT64), INT64)
+		sm := b.keep(b.op("router.softmax", b.size(k, top.dtype), top.dtype, list(top)))
+		return b.op("router.scores", b.size(e, logits.dtype), logits.dtype, list(sm))
+	case "topk_sigmoid":
+		// modeling_llama4.py Llama4Router: topk of the logits (saves its
+		// indices), scattered into full_like(logits, -inf), sigmoid in fp32
+		// (saves its output), cast back to the logits' dtype.
+		logits := b.linear(p, "router", "router", x, h, e)
+		b.op("router.topk", b.size(k, logits.dtype), logits.dtype, list(logits))
+		b.side("router.topk_indices", b.size(k, INT64), INT64)
+		sc := b.op("router.scores", b.size(e, logits.dtype), logits.dtype, list(logits))
+		if sc.dtype != FP32 {
+			sc = b.op("router.scores.float", b.size(e, FP32), FP32, list(sc))
+		}
+		sig := b.keep(b.op("router.sigmoid", b.size(e, FP32), FP32, list(sc)))
+		if logits.dtype == FP32 {
+			return sig
+		}
+		return b.op("router.sigmoid.to", b.size(e, logits.dtype), logits.dtype, list(sig))
+	case "sigmoid_topk_norm":
+		// modeling_deepseek_v3.py DeepseekV3TopkRouter: F.linear on
+		// x.float() (under autocast the matmul still runs in the compute
+		// dtype), sigmoid (saves its output), gather of the top k (saves
+		// the indices), divided in place by their sum (saves a copy of the
+		// values and the sum), times routed_scaling_factor.
+		xf := x
+		if x.dtype != FP32 {
+			xf = b.op("router.x.float", b.size(h, FP32), FP32, list(x))
+		}
+		logits := b.linear(p, "router", "router", xf, h, e)
+		if !p.autocast && p.baseDType != FP32 {
+			// weight.type(float32): a copy of the router's weight, which
+			// the matmul saves.
+			b.side("router.weight.float", FP32.Size(mulI64(h, e)), FP32)
+		}
+		sig := b.keep(b.op("router.sigmoid", b.size(e, logits.dtype), logits.dtype, list(logits)))
+		top := b.op("router.gather", b.size(k, sig.dtype), sig.dtype, list(sig))
+		b.side("router.topk_indices", b.size(k, INT64), INT64)
+		b.side("router.weights.original", b.size(k, sig.dtype), sig.dtype) // div_'s copy of self
+		b.side("router.weight_sum", b.size(1, sig.dtype), sig.dtype)
+		return b.op("router.weights", b.size(k, sig.dtype), sig.dtype, list(top))
+	}
+	// softmax_topk(_norm): modeling_mixtral.py MixtralSparseMoeBlock and
+	// Qwen-MoE: softmax over the experts in fp32 (saves its output), topk
+	// (saves its indices), with norm_topk_prob the weights divided by
+	// their sum in place (saves both), cast to the hidden dtype.
+	logits := b.linear(p, "router", "router", x, h, e)
+	sm := b.keep(b.op("router_softmax", b.size(e, FP32), FP32, list(logits)))
+	top := b.op("router.topk", b.size(k, FP32), FP32, list(sm))
+	b.side("router.topk_indices", b.size(k, INT64), INT64)
+	if m.Router == "softmax_topk_norm" {
+		b.keep(top)
+		b.side("router.weight_sum", b.size(1, FP32), FP32)
+	}
+	return b.op("router.weights", b.size(k, hd), hd, list(top))
+}
+
+// loopExperts runs the routed experts as transformers' Python loop does:
+// final = zeros, then for each expert its tokens gathered
+// (hidden_states[top_x], whose backward scatters into a full-size zero
+// tensor), its MLP, the output scaled by those tokens' routing weights (the
+// product saves both) and index_add_ed into final (which saves the scaled
+// source). Over all experts the gathered tokens are k copies of each token.
+func (b *actBuilder) loopExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
+	m := b.r.m
+	k := int64(m.ExpertsPerToken)
+	acc := x.dtype
+	if m.Router == "sigmoid_topk_norm" {
+		acc = rw.dtype // zeros_like(hidden_states, dtype=topk_weights.dtype)
+	}
+	final := b.op("experts.output", b.size(h, acc), acc, nil)
+	first := len(b.ops)
+	tokens := b.tokens
+	b.tokens = mulI64(tokens, k)
+	gathered := b.op("experts.gather", b.size(h, x.dtype), x.dtype, list(x))
+	b.ops[len(b.ops)-1].scatter = true
+	// torch.where(expert_mask[e]) returns views of one nonzero result:
+	// (slot, token) pairs, int64.
+	b.side("experts.token_index", b.size(2, INT64), INT64)
+	var out *actT
+	if p.rec.expertMLP != nil {
+		out = p.rec.expertMLP(b, p, gathered, h, f)
+	} else {
+		out = b.gatedMLP(p, "", gathered, h, f)
+	}
+	slice := b.op("experts.token_weights", b.size(1, rw.dtype), rw.dtype, list(rw))
+	wd := promote(out.dtype, slice.dtype)
+	weighted := b.op("experts.routing_weight", b.size(h, wd), wd, list(out, slice), out, slice)
+	if wd != acc {
+		weighted = b.op("experts.to", b.size(h, acc), acc, list(weighted))
+	}
+	b.op("experts.index_add", 0, acc, list(weighted, final), weighted)
+	b.tokens = tokens
+	b.allExperts(first, true)
+	if acc != x.dtype {
+		final = b.op("experts.output.to", b.size(h, x.dtype), x.dtype, list(final))
+	}
+	return final
+}
+
+// denseExperts runs every expert on every token (modeling_llama4.py
+// Llama4TextMoe): the tokens repeated once per expert and scaled by their
+// scores (the product saves both), one batched matmul into the fused
+// gate|up (whose chunks, views of it, SiLU and the product save), one into
+// down, and the experts' outputs summed.
+func (b *actBuilder) denseExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
+	e := b.r.expertsPerRank()
+	first := len(b.ops)
+	tokens := b.tokens
+	b.tokens = mulI64(tokens, e)
+	rep := b.op("experts.repeat", b.size(h, x.dtype), x.dtype, list(x))
+	sc := b.op("experts.scores", b.size(1, rw.dtype), rw.dtype, list(rw)) // transpose + reshape: a copy
+	d := promote(rep.dtype, sc.dtype)
+	in := b.op("experts.scaled_input", b.size(h, d), d, list(rep, sc), rep, sc)
+	gu := b.linear(p, "experts.gate_up_proj", "gate_up_proj", in, h, 2*f)
+	act := b.op("experts.act", b.size(f, p.e), p.e, list(gu), gu)
+	prod := b.op("experts.act*up", b.size(f, p.e), p.e, list(act, gu), act, gu)
+	out := b.linear(p, "experts.down_proj", "down_proj", prod, f, h)
+	b.tokens = tokens
+	b.allExperts(first, false)
+	return b.op("experts.sum", b.size(h, out.dtype), out.dtype, list(out))
+}
+
+// allExperts scales the ops from first on, built for one expert's weights,
+// to the rank's experts: their weight gradients and autocast's weight
+// copies (each expert's matmul saves its own). loop marks them as the
+// per-expert loop whose backward runs one expert at a time.
+func (b *actBuilder) allExperts(first int, loop bool) {
+	n := b.r.expertsPerRank()
+	for i := first; i < len(b.ops); i++ {
+		op := &b.ops[i]
+		op.weights = mulI64(op.weights, n)
+		op.expert = loop
+		for _, t := range op.outs {
+			if t.weightCopy {
+				t.bytes = mulBytes(n, t.bytes)
+			}
+		}
+	}
+}
