@@ -459,7 +459,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		kvHeads = 1
 	}
 	qDim, kvDim := heads*hd, kvHeads*hd
-	oDim := qDim             // the attention output's width
+	oDim := qDim            // the attention output's width
 	mla := m.KVLoRARank > 0 // multi-head latent attention
 	if mla {
 		qDim = heads * int64(m.QKNopeDim+m.QKRopeDim)

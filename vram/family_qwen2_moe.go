@@ -49,7 +49,7 @@ func init() {
 		// Qwen2MoeSdpaAttention (the per-implementation attention classes of
 		// transformers before its attention refactor) calls repeat_kv
 		// before scaled_dot_product_attention.
-		recipe: func(Model, libVersion) recipe { return recipe{sharedExpertGate: true, repeatKV: true} },
+		recipe:  func(Model, libVersion) recipe { return recipe{sharedExpertGate: true, repeatKV: true} },
 		tensors: standardDecoder{attn: attnQKVO, mlp: qwenMoEMLP}.tensors,
 		// Each Qwen2MoeAttention builds a rotary embedding of its own besides
 		// the model's (self.rotary_emb = Qwen2MoeRotaryEmbedding(...)).
