@@ -91,17 +91,24 @@ type bwdStep struct {
 }
 
 type actT struct {
-	name      string
-	op        string
-	bytes     Bytes
-	dtype     DType
-	saved     bool
-	attn      bool
-	born      int
-	lastUse   int
+	name    string
+	op      string
+	bytes   Bytes
+	dtype   DType
+	saved   bool
+	attn    bool
+	born    int
+	lastUse int
+	// holdUntil is the op until which the modeling code keeps t referenced
+	// (a Python local) past its last use; 0 for none. It lengthens t's
+	// life, not its gradient's.
+	holdUntil int
 	held      bool // kept alive by the model's output (cache, logits), not by autograd
 	external  bool // created before the block (its input)
 	keepAlive bool // the block's output
+	// residual: a residual-stream sum, whose gradient is the one flowing
+	// in the residual stream (add passes it through), not a tensor of its own.
+	residual bool
 	// weightCopy: autocast's compute-dtype copy of a weight (one per weight).
 	weightCopy bool
 	// aliasGrad: a branch output added to the residual stream in the same
@@ -132,6 +139,9 @@ type actOp struct {
 	// expert: one of the routed experts' ops, which transformers runs in a
 	// Python loop over the experts, one expert's tokens at a time.
 	expert bool
+	// stacked: the op multiplies by one expert's slice of a stacked
+	// parameter (gpt-oss gate_up_proj[e]).
+	stacked bool
 	// scatter: the op indexes rows of its input (hidden_states[top_x]); its
 	// backward scatters into a fresh zero tensor of the input's full size
 	// (new_zeros, then index_put), both live at once.
@@ -172,10 +182,10 @@ func (b *actBuilder) freesAfter() [][]*actT {
 	}
 	b.frees = make([][]*actT, len(b.ops))
 	for _, t := range b.ts {
-		if t.external || t.saved || t.held || t.keepAlive || t.lastUse < 0 || t.lastUse >= len(b.ops) {
+		if t.external || t.saved || t.held || t.keepAlive || t.end() < 0 || t.end() >= len(b.ops) {
 			continue
 		}
-		b.frees[t.lastUse] = append(b.frees[t.lastUse], t)
+		b.frees[t.end()] = append(b.frees[t.end()], t)
 	}
 	return b.frees
 }
@@ -222,6 +232,18 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 	b.ts = append(b.ts, out)
 	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins})
 	return out
+}
+
+// end is the last op t is alive for: its last use, or later where the
+// modeling code holds it.
+func (t *actT) end() int { return max(t.lastUse, t.holdUntil) }
+
+// hold keeps ts alive through the last op (a Python local the function
+// still references), without a gradient flowing back from it.
+func (b *actBuilder) hold(ts ...*actT) {
+	for _, t := range ts {
+		t.holdUntil = max(t.holdUntil, len(b.ops)-1)
+	}
 }
 
 // side adds an extra saved tensor created by the last op (masks, statistics).
@@ -470,13 +492,17 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	b.ts = append(b.ts, x)
 	ln := m.Norm
 
-	attention := func(a *actT) *actT {
+	attentionOps := func(a *actT) *actT {
 		var q, k, v *actT
 		aIn := a
+		// freshQ: q is a new tensor in (batch, heads, seq, dim) memory order
+		// (a concatenation), rather than a transposed view of the
+		// projection's (batch, seq, heads, dim) output.
+		freshQ := mla
 		switch {
 		case mla:
 			q, k, v = b.latentQKV(p, aIn, heads)
-		case p.fusedQKV && !p.rec.splitQKV:
+		case p.fusedQKV && !p.rec.splitQKV && (!p.hfModeling || m.Position != "rope" || p.rec.rotaryFP32):
 			qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
 			// q, k, v are strided views of the fused output. Fused attention
 			// kernels read them in place (saving any keeps the whole buffer);
@@ -511,7 +537,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			}
 		default:
 			kd := kvDim // k and v per token as attention gets them
-			if p.fusedQKV {
+			switch {
+			case p.fusedQKV && p.rec.splitQKV:
 				// One q|k|v matmul whose k and v the family splits off into
 				// tensors of their own (advanced indexing), broadcast to every
 				// query head where it says so; q stays a view for the rotary
@@ -523,7 +550,19 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				q = qkv
 				k = b.op("k_split", b.size(kd, p.e), p.e, list(qkv))
 				v = b.op("v_split", b.size(kd, p.e), p.e, list(qkv))
-			} else {
+			case p.fusedQKV:
+				// q, k and v are strided views of one matmul's output (GPT-NeoX
+				// since 4.49, Phi-3): the rotary embedding makes q and k
+				// tensors of their own; v stays a view, which fused attention
+				// reads in place (saving it keeps the whole output) and the
+				// eager matmul with the probabilities copies (it cannot fold
+				// the strided heads into a batch).
+				qkv := b.linear(p, "qkv_proj", "qkv_proj", aIn, h, qDim+2*kvDim)
+				q, k, v = qkv, qkv, qkv
+				if p.attnImpl == "eager" && !p.useCache {
+					v = b.op("v_contiguous", b.size(kvDim, p.e), p.e, list(qkv))
+				}
+			default:
 				q = b.linear(p, "q_proj", "q_proj", aIn, h, qDim)
 				k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
 				v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
@@ -536,7 +575,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, 1)
 				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, 1)
 			}
-			if m.Position == "rope" && !(m.NoRopeGlobal && !m.LocalLayer(layer)) {
+			roped := m.Position == "rope" && !(m.NoRopeGlobal && !m.LocalLayer(layer))
+			// A partial rotary embedding concatenates the rotated and
+			// pass-through parts (apply_rotary_pos_emb's torch.cat).
+			freshQ = roped && (m.RotaryPct < 1 || p.rec.ropeConcat) && p.hfModeling
+			if roped {
 				// transformers' rotary embeddings return cos and sin in the
 				// hidden states' dtype (cos.to(dtype=x.dtype)): fp32 under
 				// autocast with fp32 weights, so q·cos promotes q and k to fp32.
@@ -550,9 +593,19 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				q = b.op("q_rope", b.size(qDim, dq), dq, list(q))
 				k = b.op("k_rope", b.size(kd, dk), dk, list(k))
 			}
-			if m.QKNorm == "l2" { // weightless, after the rotary embedding (Llama 4)
+			if m.QKNorm == "l2" && roped { // weightless, after the rotary embedding (Llama 4)
 				q = b.headNorm(p, "q_norm", "l2", q, qDim, heads)
 				k = b.headNorm(p, "k_norm", "l2", k, kvDim, kvHeads)
+			}
+			if !roped && p.rec.noRopeTemperature {
+				// Llama 4's attention temperature on its layers without the
+				// rotary embedding: q times fp32 per-position scales, cast
+				// back to q's dtype (the product saves only the scales).
+				t := b.op("q_temperature", b.size(qDim, promote(q.dtype, FP32)), promote(q.dtype, FP32), list(q))
+				if t.dtype != q.dtype {
+					t = b.op("q_temperature.to", b.size(qDim, q.dtype), q.dtype, list(t))
+				}
+				q = t
 			}
 			if p.useCache && p.hfModeling {
 				// DynamicLayer.update concatenates k and v onto empty tensors
@@ -585,8 +638,22 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		scores := p.batch * heads * p.seq * p.keys // elements of one s×s map per rank
 		switch p.attnImpl {
 		case "eager":
+			if p.rec.scoresFP32 {
+				// GPT-J's _attn: query.to(float32), key.to(float32) before
+				// the scores matmul (which autocast casts back down).
+				if q.dtype != FP32 {
+					q = b.op("q.float", b.size(qDim, FP32), FP32, list(q))
+				}
+				if k.dtype != FP32 {
+					k = b.op("k.float", FP32.Size(mulI64(int64(k.bytes), 8)/int64(k.dtype.Bits())), FP32, list(k))
+				}
+			}
 			q, k := cast(q), cast(k)
-			s := b.op("scores", p.e.Size(scores), p.e, list(q, k), q, k)
+			sd := p.e
+			if !p.autocast {
+				sd = promote(q.dtype, k.dtype)
+			}
+			s := b.op("scores", sd.Size(scores), sd, list(q, k), q, k)
 			s.attn = true
 			if m.AttnSoftcap > 0 {
 				// scores / cap, tanh (saves its output), × cap (Gemma 2
@@ -597,7 +664,15 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				s = b.op("scores*softcap", s.bytes, s.dtype, list(s))
 				s.attn = true
 			}
-			sm := b.op("scores_scaled_masked", p.e.Size(scores), p.e, list(s))
+			// transformers adds its float causal mask, built in the
+			// embeddings' dtype (fp32 under autocast with fp32 weights), to
+			// the eager scores: the sum is in the promoted dtype, and so is
+			// the gradient softmax's backward returns.
+			md := p.e
+			if p.hfModeling && r.m.Image == nil {
+				md = promote(p.e, p.resid)
+			}
+			sm := b.op("scores_scaled_masked", md.Size(scores), md, list(s))
 			sm.attn = true
 			if p.rec.scoreClamp {
 				// torch.max(attn_weights, finfo.min): maximum saves both inputs
@@ -609,7 +684,24 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			if p.upcast || p.autocast {
 				probD = FP32 // softmax is on autocast's fp32 list
 			}
-			pr := b.keep(b.op("softmax", probD.Size(scores), probD, list(sm)))
+			var pr *actT
+			if p.rec.attnSinks {
+				// modeling_gpt_oss.py eager_attention_forward: each head's
+				// sink logit (a parameter in the weights' dtype) concatenated
+				// as one more key column, the row max subtracted (max saves
+				// its indices), softmax over the s+1 columns in their dtype
+				// (saves its output), the sink column dropped by a view.
+				probD = promote(sm.dtype, p.baseDType)
+				wide := probD.Size(p.batch * heads * p.seq * (p.keys + 1))
+				c := b.op("scores.sinks", wide, probD, list(sm))
+				b.side("scores.max_indices", INT64.Size(p.batch*heads*p.seq), INT64).attn = true
+				c.attn = true
+				c = b.op("scores-max", wide, probD, list(c))
+				c.attn = true
+				pr = b.keep(b.op("softmax", wide, probD, list(c)))
+			} else {
+				pr = b.keep(b.op("softmax", probD.Size(scores), probD, list(sm)))
+			}
 			pr.attn = true
 			dropD := p.e
 			if p.autocast {
@@ -644,17 +736,18 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in the query's memory order: (b, s,
 			// heads, d) for a query transposed from the projection's output,
-			// so the transpose back for the output projection is a view; the
-			// concatenated query of latent attention is (b, heads, s, d), so
-			// sdpa_attention_forward's transpose(1, 2).contiguous() copies it.
-			if mla {
+			// so the transpose back for the output projection is a view; a
+			// concatenated query (latent attention, a partial rotary
+			// embedding) is (b, heads, s, d), so sdpa_attention_forward's
+			// transpose(1, 2).contiguous() copies it.
+			if freshQ {
 				o = b.op("attn_output.contiguous", b.size(oDim, p.e), p.e, list(o))
 			}
 		}
 		return b.linear(p, "o_proj", "o_proj", o, oDim, h)
 	}
 
-	mlp := func(a *actT) *actT {
+	mlpOps := func(a *actT) *actT {
 		aIn := a
 		f := int64(m.FFN) / p.tp
 		if m.IsMoELayer(layer) {
@@ -683,11 +776,26 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		return b.linear(p, "down_proj", "down_proj", act, f, h)
 	}
 
+	// The caller's variable holds a sublayer's input until the sublayer
+	// returns (hidden_states = self.mlp(hidden_states)), whatever its last
+	// use inside.
+	attention := func(a *actT) *actT {
+		y := attentionOps(a)
+		b.hold(a)
+		return y
+	}
+	mlp := func(a *actT) *actT {
+		y := mlpOps(a)
+		b.hold(a)
+		return y
+	}
 	add := func(name string, xs ...*actT) *actT {
 		for _, x := range xs[1:] {
 			x.aliasGrad = x.dtype == p.resid
 		}
-		return b.op(name, b.size(hSeq, p.resid), p.resid, xs)
+		y := b.op(name, b.size(hSeq, p.resid), p.resid, xs)
+		y.residual = true
+		return y
 	}
 	// branch finishes a residual branch: a norm on its output (sandwich and
 	// sublayer norms), the family's residual multiplier, dropout.
@@ -707,6 +815,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		// BERT / OPT-350m: x1 = LN(x + drop(attn(x))); out = LN(x1 + drop(mlp(x1))).
 		a := b.dropout(p, "attn_out_dropout", attention(x), hSeq, p.dropHid)
 		x1 := b.norm(p, "attn_norm", ln, add("attn_residual", x, a), hSeq)
+		x1.residual = true // the residual stream after a post-norm
 		mo := b.dropout(p, "mlp_out_dropout", mlp(x1), hSeq, p.dropHid)
 		out = b.norm(p, "mlp_norm", ln, add("mlp_residual", x1, mo), hSeq)
 	case m.ParallelBlock && p.rec.parallelNorms == 2:
@@ -737,6 +846,9 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		x1 := add("attn_residual", x, a)
 		mo := branch("mlp_out", mlp(b.norm(p, "post_attention_layernorm", ln, x1, hSeq)), "")
 		out = add("mlp_residual", x1, mo)
+		if p.rec.holdAttnOutput {
+			b.hold(a)
+		}
 	}
 	out.keepAlive = true
 	return b.summarize(x)
@@ -775,7 +887,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		if t.external || t.born < 0 || t.born >= n {
 			continue
 		}
-		end := min(t.lastUse, n-1)
+		end := min(t.end(), n-1)
 		if t.saved || t.held || t.keepAlive {
 			dLive[t.born] = addBytes(dLive[t.born], t.bytes)
 		} else if end >= t.born {
@@ -815,6 +927,32 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	for _, op := range b.ops {
 		weights += op.weights
 	}
+	// pending[i] is the gradients waiting while op i's backward runs: of
+	// tensors another op read after op i (whose backward has run, creating
+	// the gradient) and an op before i made (whose backward, which consumes
+	// it, has not): the gradient of v while the softmax's backward runs.
+	// Op i's own inputs and outputs are counted by its step. Routed experts'
+	// sections are walked expert by expert below and left out here.
+	pending := make([]Bytes, len(b.ops)+1)
+	waits := func(t *actT) bool {
+		return t != nil && !t.external && !t.keepAlive && !t.residual && t.born >= 0 && t.born < len(b.ops) && !b.ops[t.born].expert && gradSize(t) > 0
+	}
+	for _, t := range b.ts {
+		if waits(t) && t.lastUse > t.born+1 && t.lastUse <= len(b.ops) {
+			pending[t.born+1] = addBytes(pending[t.born+1], gradSize(t))
+			pending[t.lastUse] = addBytes(pending[t.lastUse], -gradSize(t))
+		}
+	}
+	for i := 1; i < len(pending); i++ {
+		pending[i] = addBytes(pending[i], pending[i-1])
+	}
+	for i, op := range b.ops {
+		for _, t := range op.ins {
+			if waits(t) && t.born < i && t.lastUse > i {
+				pending[i] -= gradSize(t)
+			}
+		}
+	}
 	released := make([]Bytes, len(b.ops)) // saved bytes let go after each op's backward
 	for _, t := range b.ts {
 		if t.saved && !t.held && !t.external {
@@ -846,7 +984,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	// before the section (the MoE input: each expert's gather scatters a
 	// full-size gradient) are whole, and extra is the input gradient the
 	// experts already done have summed.
-	step := func(i int, tokens float64, share int64, before int, extra Bytes) {
+	step := func(i int, tokens float64, share int64, before int, extra Bytes, first bool) {
 		op := b.ops[i]
 		var g, whole, wgrad Bytes
 		for j, t := range op.outs {
@@ -871,9 +1009,28 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		if tokens < 1 {
 			g = Bytes(float64(g) * tokens)
 		}
+		if op.stacked && op.weights > 0 && !first {
+			// The expert's weight is a select of a stacked parameter:
+			// select_backward returns zeros of the whole parameter with
+			// this expert's slice filled in (the first expert's becomes the
+			// gradient), and adding a later one makes a new sum while the
+			// old one lives.
+			wgrad = addBytes(wgrad, 2*b.r.GradsDType.Size(op.weights))
+		}
 		g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(resid, addBytes(op.workspace, op.gradWorkspace))))
+		if !op.expert {
+			g = addBytes(g, pending[i])
+		}
 		bwd = max(bwd, g)
 		w := op.weights / share
+		if op.stacked {
+			// The whole stacked gradient exists from the first expert's
+			// backward on.
+			w = 0
+			if first {
+				w = op.weights
+			}
+		}
 		if !op.castWeights {
 			done += w
 		}
@@ -888,7 +1045,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	}
 	for i := len(b.ops) - 1; i >= 0; i-- {
 		if !b.ops[i].expert || experts == 1 {
-			step(i, 1, 1, -1, 0)
+			step(i, 1, 1, -1, 0, true)
 			savedRem -= released[i]
 			continue
 		}
@@ -897,9 +1054,12 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 			lo--
 		}
 		var rel, inGrad Bytes
-		var w int64
+		var w, ws int64 // weights, and those of stacked parameters
 		for k := lo; k <= hi; k++ {
 			rel, w = addBytes(rel, released[k]), w+b.ops[k].weights
+			if b.ops[k].stacked {
+				ws += b.ops[k].weights
+			}
 			for _, t := range b.ops[k].ins {
 				if t != nil && t.born < lo {
 					inGrad = addBytes(inGrad, gradSize(t))
@@ -908,13 +1068,24 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		}
 		r0, d0 := savedRem, done
 		for k := hi; k >= lo; k-- { // the first expert
-			step(k, busy, experts, lo, 0)
+			step(k, busy, experts, lo, 0, true)
 			savedRem -= Bytes(float64(released[k]) * busy)
 		}
+		if ws > 0 && experts > 2 {
+			// With stacked weights the second expert is the first to add
+			// its whole-parameter gradient to the first's: a step up the
+			// linear argument above does not see.
+			savedRem = r0 - Bytes(float64(rel)*busy)
+			done = d0 + ws + (w-ws)/experts
+			for k := hi; k >= lo; k-- {
+				step(k, busy, experts, lo, inGrad, false)
+				savedRem -= Bytes(float64(released[k]) * busy)
+			}
+		}
 		savedRem = r0 - Bytes(float64(rel)*(1-busy))
-		done = d0 + w*(experts-1)/experts
+		done = d0 + ws + (w-ws)*(experts-1)/experts
 		for k := hi; k >= lo; k-- { // the last expert
-			step(k, busy, experts, lo, inGrad)
+			step(k, busy, experts, lo, inGrad, false)
 			savedRem -= Bytes(float64(released[k]) * busy)
 		}
 		savedRem, done = r0-rel, d0+w
@@ -929,11 +1100,14 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		}
 	}
 	if last >= 0 {
-		for _, t := range b.ops[last].outs {
-			if !t.keepAlive {
-				ba.recomputeGrad = addBytes(ba.recomputeGrad, gradSize(t))
-			}
+		// The gradient of its output (not of the weight copies or
+		// statistics it also makes, whose gradients its own backward makes).
+		if t := b.ops[last].outs[0]; !t.keepAlive {
+			ba.recomputeGrad = addBytes(ba.recomputeGrad, gradSize(t))
 		}
+		// The ops after it need no saved tensors: their backward has run,
+		// and the gradients they made for earlier tensors wait.
+		ba.recomputeGrad = addBytes(ba.recomputeGrad, pending[last])
 	}
 }
 

@@ -20,6 +20,11 @@ type TrainingEstimate struct {
 	Params          int64 `json:"params"`           // all model parameters
 	TrainableParams int64 `json:"trainable_params"` // what the optimizer updates (adapters for LoRA)
 
+	// Notes say where the plan runs differently from what it asks, the way
+	// the library it names does (attention it lacks, checkpointing it
+	// ignores), and which the estimate follows.
+	Notes []string `json:"notes,omitempty"`
+
 	// Block is the activation inventory of block 0 for one micro-batch.
 	Block    BlockActivations `json:"block"`
 	Timeline Timeline         `json:"-"`
@@ -53,6 +58,7 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 		est.TrainableParams = all.loraElems * int64(r.tp)
 	}
 	est.Block = tl.block
+	est.Notes = r.notes
 	return est, nil
 }
 

@@ -65,7 +65,7 @@ func ExampleInference_Estimate() {
 	// Output:
 	// KV cache per token: 128.0 KiB
 	// KV cache: 4.5 GiB
-	// peak: 22.1 GiB at prefill
+	// peak: 22.3 GiB at prefill
 }
 
 // The article's rule of thumb for a 7B model: 100 GB.

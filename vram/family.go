@@ -23,6 +23,11 @@ type family struct {
 	latentAttention bool
 	// images: the family's models read images (model.image).
 	images bool
+	// attention lists the attention implementations transformers offers
+	// the family (its _supports_sdpa / _supports_flash_attn); nil for all.
+	// A plan asking for another runs eager attention, as transformers
+	// falls back to, and the estimate says so.
+	attention []string
 	// wrappers map other model_types whose config.json holds this family's
 	// config under a key (gemma3's "text_config") to that key: FromHFConfig
 	// reads such a config through it.
@@ -79,6 +84,9 @@ type recipe struct {
 	// cos/sin caches, concatenates the pass-through part and casts back; a
 	// returned cache holds the fp32 key.
 	rotaryFP32 bool
+	// scoresFP32: eager attention casts q and k to fp32 before the scores
+	// matmul (GPT-J's _attn).
+	scoresFP32 bool
 	// softmaxInDType: eager attention's softmax runs in the scores' dtype
 	// (no upcast to fp32 in 16-bit training).
 	softmaxInDType bool
@@ -97,6 +105,13 @@ type recipe struct {
 	// back to the input dtype (Gemma's output · (1 + weight), OLMo 2),
 	// rather than casting first (Llama).
 	normWeightFP32 bool
+	// fusedGateUp: the gated MLP's gate and up are chunks of one matmul's
+	// output (Phi-3's gate_up_proj).
+	fusedGateUp bool
+	// ropeConcat: apply_rotary_pos_emb concatenates the rotated part with
+	// the pass-through part even when nothing passes through (Phi-3), so q
+	// is a new tensor in (batch, heads, seq, dim) order.
+	ropeConcat bool
 	// ropeKeepsDType: the rotated q and k are cast back to their dtype
 	// (OLMo 2's apply_rotary_pos_emb), not left in cos/sin's fp32.
 	ropeKeepsDType bool
@@ -119,6 +134,19 @@ type recipe struct {
 	// older per-implementation attention classes) rather than passing
 	// enable_gqa (sdpa_attention.py).
 	repeatKV bool
+	// holdAttnOutput: the decoder layer keeps the attention's output in a
+	// variable of its own until it returns (Llama 4's attention_states).
+	holdAttnOutput bool
+	// noRopeTemperature: layers without the rotary embedding scale q by an
+	// fp32 per-position temperature (Llama 4's attn_temperature_tuning).
+	noRopeTemperature bool
+	// attnSinks: eager attention adds a learned sink logit per head as one
+	// more key column of the softmax (gpt-oss).
+	attnSinks bool
+	// noCheckpointing: gradient_checkpointing_enable() has no effect (the
+	// blocks are not GradientCheckpointingLayers and the model's loop never
+	// calls the checkpoint function); the plan runs without.
+	noCheckpointing bool
 	// denseExperts: every routed expert runs on every token, its output
 	// scaled by the token's score (zero off its top k), as batched matmuls
 	// over stacked expert weights (Llama 4), rather than a loop over each

@@ -73,14 +73,7 @@ func writeGemmaConfig(m Model, c map[string]any) {
 	c["head_dim"] = m.HeadDim
 	c["attention_bias"] = m.Bias == BiasAttn
 	c["sliding_window"] = m.SlidingWindow
-	types := make([]string, m.Layers)
-	for i := range types {
-		types[i] = "full_attention"
-		if m.LocalLayer(i) {
-			types[i] = "sliding_attention"
-		}
-	}
-	c["layer_types"] = types
+	writeLayerTypes(m, c, "sliding_attention")
 }
 
 func nilIfZero(v float64) any {

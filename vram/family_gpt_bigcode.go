@@ -27,7 +27,13 @@ func init() {
 			p := int64(m.MaxPosition)
 			b.add("transformer.bias", -1, Bool, p, p)
 		},
-		recipe: func(Model, libVersion) recipe { return recipe{fusedQKV: true} },
+		// transformers 4.54 made GPTBigCodeBlock a plain nn.Module again and
+		// dropped the model loop's checkpoint call (4.53.0 has
+		// GPTBigCodeBlock(GradientCheckpointingLayer); 4.54.0 through 4.57.6
+		// have neither), so gradient checkpointing does nothing since.
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{fusedQKV: true, noCheckpointing: !lib.before(4, 54)}
+		},
 		presets: map[string]Preset{
 			"starcoderbase-1b": {Model{Name: "bigcode/starcoderbase-1b", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 1, FFN: 8192, Vocab: 49152, MaxPosition: 8192}, hf("bigcode/starcoderbase-1b")},
 			"starcoder":        {Model{Name: "bigcode/starcoder", Layers: 40, Hidden: 6144, Heads: 48, KVHeads: 1, FFN: 24576, Vocab: 49152, MaxPosition: 8192}, hf("bigcode/starcoder")},

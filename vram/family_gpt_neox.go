@@ -44,7 +44,12 @@ func init() {
 		// GPTNeoXAttention applies the rotary embedding with its fp32 cos/sin
 		// caches ("casts query and key in fp32"), concatenates the
 		// pass-through part and casts back.
-		recipe: func(Model, libVersion) recipe { return recipe{fusedQKV: true, rotaryFP32: true, parallelNorms: 2} },
+		// Through 4.48 GPTNeoXAttention rotated q and k in fp32 and cast them
+		// back ("casts query and key in fp32"); 4.49 moved it to the shared
+		// apply_rotary_pos_emb, in cos/sin's dtype.
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{fusedQKV: true, rotaryFP32: lib.before(4, 49), parallelNorms: 2}
+		},
 		presets: map[string]Preset{
 			"pythia-160m":  {Model{Name: "EleutherAI/pythia-160m", Layers: 12, Hidden: 768, Heads: 12, FFN: 3072, Vocab: 50304, MaxPosition: 2048, RotaryPct: 0.25}, hf("EleutherAI/pythia-160m")},
 			"pythia-410m":  {Model{Name: "EleutherAI/pythia-410m", Layers: 24, Hidden: 1024, Heads: 16, FFN: 4096, Vocab: 50304, MaxPosition: 2048, RotaryPct: 0.25, Params: 405334016}, hf("EleutherAI/pythia-410m")},

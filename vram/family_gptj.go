@@ -26,7 +26,15 @@ func init() {
 			norm: "ln_1", attn: "attn.", out: "out_proj", fcIn: "mlp.fc_in", fcOut: "mlp.fc_out"}),
 		// GPT-J keeps its sin/cos table as embed_positions, a plain attribute,
 		// not a registered buffer: none to list.
-		recipe: func(Model, libVersion) recipe { return recipe{parallelNorms: 1} },
+		// GPTJAttention: sin and cos gathered from embed_positions are cast
+		// to the key's dtype, so the rotated q and k keep theirs; _attn
+		// casts q and k to fp32 for the scores.
+		recipe: func(Model, libVersion) recipe {
+			return recipe{parallelNorms: 1, ropeKeepsDType: true, scoresFP32: true}
+		},
+		// GPTJPreTrainedModel sets _supports_flash_attn but not
+		// _supports_sdpa: transformers runs eager attention for SDPA.
+		attention: []string{"eager", "flash2"},
 		presets: map[string]Preset{
 			"gpt-j-6b": {Model{Name: "EleutherAI/gpt-j-6b", Layers: 28, Hidden: 4096, Heads: 16, FFN: 16384, Vocab: 50400, MaxPosition: 2048, RotaryPct: 0.25, Params: 6050882784}, hf("EleutherAI/gpt-j-6b")},
 		},

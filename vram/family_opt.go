@@ -69,7 +69,10 @@ func init() {
 		// OPTAttention clamped eager scores with torch.max(attn_weights,
 		// finfo.min) (modeling_opt.py of the releases the measured OPT runs
 		// used).
-		recipe: func(Model, libVersion) recipe { return recipe{scoreClamp: true} },
+		// OPTAttention clamped the eager scores with torch.max(attn_weights,
+		// finfo.min) through 4.48; 4.49's move to the shared attention
+		// interface dropped it.
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{scoreClamp: lib.before(4, 49)} },
 		presets: map[string]Preset{
 			"opt-125m": {Model{Name: "facebook/opt-125m", Layers: 12, Hidden: 768, Heads: 12, FFN: 3072, Vocab: 50272, MaxPosition: 2048, TiedEmbeddings: true}, hf("facebook/opt-125m")},
 			"opt-350m": {Model{Name: "facebook/opt-350m", Layers: 24, Hidden: 1024, Heads: 16, FFN: 4096, Vocab: 50272, MaxPosition: 2048, TiedEmbeddings: true, NormPosition: "post", WordEmbedProjDim: 512, Params: 331196416}, hf("facebook/opt-350m")},

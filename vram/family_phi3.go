@@ -21,6 +21,9 @@ func init() {
 			if m.SlidingWindow > 0 {
 				c["sliding_window"] = m.SlidingWindow
 			}
+			if m.Vocab <= 32000 {
+				c["pad_token_id"] = nil // Phi3Config's default 32000 must be a row of the embedding
+			}
 		},
 		tensors: standardDecoder{
 			attn: func(m Model, l *tensorList, p string) {
@@ -31,7 +34,9 @@ func init() {
 			mlp: func(m Model, l *tensorList, p string, _ int) { mlpFusedGateUp(m, l, p+"mlp.", int64(m.FFN), -1) },
 		}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
-		recipe:  func(Model, libVersion) recipe { return recipe{fusedQKV: true} },
+		// apply_rotary_pos_emb: torch.cat([rotated, q_pass]) even for a full
+		// rotary embedding; Phi3MLP chunks one gate_up_proj output.
+		recipe: func(Model, libVersion) recipe { return recipe{fusedQKV: true, ropeConcat: true, fusedGateUp: true} },
 		presets: map[string]Preset{
 			"phi-4":         {Model{Name: "microsoft/phi-4", Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 10, FFN: 17920, Vocab: 100352, MaxPosition: 16384}, hf("microsoft/phi-4")},
 			"phi-3-mini-4k": {Model{Name: "microsoft/Phi-3-mini-4k-instruct", Layers: 32, Hidden: 3072, Heads: 32, FFN: 8192, Vocab: 32064, MaxPosition: 4096}, hf("microsoft/Phi-3-mini-4k-instruct")},

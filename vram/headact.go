@@ -9,9 +9,9 @@ type edgeActivations struct {
 	Inputs Bytes // token ids and labels (int64 each) or pixels
 	Embed  BlockActivations
 	Head   BlockActivations
-	// Mask is the 4D attention masks transformers builds once before the
+	// Masks are the 4D attention masks transformers builds once before the
 	// blocks and passes to each (see masks).
-	Mask Bytes
+	Masks []maskPart
 }
 
 func buildEdges(r *resolved) edgeActivations {
@@ -67,7 +67,7 @@ func buildEdges(r *resolved) edgeActivations {
 	x.keepAlive = true
 	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
 	ea.Embed = b.summarize(in)
-	ea.Mask = masks(r, p)
+	ea.Masks = masks(r, p)
 
 	// Head side.
 	b = &actBuilder{r: r, tokens: tokens, head: true}
@@ -181,25 +181,52 @@ func buildEdges(r *resolved) edgeActivations {
 // kind of layer, global and local; for SDPA none for global layers (the
 // kernel's is_causal) but a bool mask for local ones once the sequence is
 // longer than their span (masking_utils._ignore_causal_mask_sdpa).
-func masks(r *resolved, p blockPlan) Bytes {
+func masks(r *resolved, p blockPlan) []maskPart {
 	m := r.m
 	if !p.hfModeling || m.Encoder() {
-		return 0
+		return nil
 	}
 	local := m.localSpan() > 0
 	global := !local || m.GlobalEvery > 0
 	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
-	var b Bytes
+	var out []maskPart
 	switch {
 	case p.attnImpl == "eager":
 		if local {
-			b = addBytes(b, p.resid.Size(maps))
+			out = append(out, maskPart{p.resid.Size(maps), true})
 		}
 		if global {
-			b = addBytes(b, p.resid.Size(maps))
+			out = append(out, maskPart{p.resid.Size(maps), false})
 		}
 	case local && r.SeqLen > m.localSpan():
-		b = Bool.Size(maps)
+		out = append(out, maskPart{Bool.Size(maps), true})
+	}
+	return out
+}
+
+// maskPart is the mask of one kind of layer.
+type maskPart struct {
+	bytes Bytes
+	local bool // for local (sliding-window, chunked) layers
+}
+
+// keptUntil is the block after whose backward a mask is freed: the
+// checkpoints of its layers keep it as an input, so it lives until the
+// lowest checkpointed block of its kind has run its backward; -1 when no
+// checkpoint keeps it (it goes when the model's forward returns).
+func (mp maskPart) keptUntil(r *resolved, first, last int) int {
+	for l := first; l < last; l++ {
+		if r.checkpointed(l) && r.m.LocalLayer(l) == mp.local {
+			return l
+		}
+	}
+	return -1
+}
+
+func maskBytes(parts []maskPart) Bytes {
+	var b Bytes
+	for _, mp := range parts {
+		b = addBytes(b, mp.bytes)
 	}
 	return b
 }

@@ -190,6 +190,20 @@ func (m Model) HFConfig() map[string]any {
 	return c
 }
 
+// writeLayerTypes writes config.layer_types: local for m's local layers
+// ("sliding_attention" or "chunked_attention"), "full_attention" for the
+// others (the inverse of hfReader.layerTypes).
+func writeLayerTypes(m Model, c map[string]any, local string) {
+	types := make([]string, m.Layers)
+	for i := range types {
+		types[i] = "full_attention"
+		if m.LocalLayer(i) {
+			types[i] = local
+		}
+	}
+	c["layer_types"] = types
+}
+
 // writeCommonConfig writes the keys most configurations share, under
 // LlamaConfig's names.
 func writeCommonConfig(m Model, c map[string]any) {

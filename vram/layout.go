@@ -103,6 +103,26 @@ func routedExperts(m Model, l *tensorList, p string) {
 	}
 }
 
+// stackedExperts adds routed experts kept as stacked tensors under p (Llama
+// 4, gpt-oss): gate_up_proj [experts, hidden, 2·expert_ffn] and down_proj
+// [experts, expert_ffn, hidden], with biases [experts, 2·expert_ffn] and
+// [experts, hidden] when bias, in the modules' registration order.
+func stackedExperts(m Model, l *tensorList, p string, bias bool) {
+	e, h, f := int64(m.Experts), int64(m.Hidden), int64(m.ExpertFFN)
+	start := len(l.ts)
+	l.add(p+"gate_up_proj", "gate_up_proj", e, h, 2*f)
+	if bias {
+		l.add(p+"gate_up_proj_bias", "bias", e, 2*f)
+	}
+	l.add(p+"down_proj", "down_proj", e, f, h)
+	if bias {
+		l.add(p+"down_proj_bias", "bias", e, h)
+	}
+	for i := start; i < len(l.ts); i++ {
+		l.ts[i].Stacked = m.Experts
+	}
+}
+
 // mlpFusedGateUp adds one gate|up matrix and the down projection.
 func mlpFusedGateUp(m Model, l *tensorList, p string, f int64, e int) {
 	start := len(l.ts)

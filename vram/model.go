@@ -547,6 +547,10 @@ func (m Model) ActiveParamCount() int64 {
 		if t.Expert >= m.ExpertsPerToken {
 			continue
 		}
+		if t.Stacked > 0 {
+			n += t.Numel() / int64(t.Stacked) * int64(m.ExpertsPerToken)
+			continue
+		}
 		n += t.Numel()
 	}
 	return n

@@ -10,6 +10,18 @@ package vram
 // input, the product both factors (modeling_llama.py LlamaMLP). prefix
 // names the ops (a shared expert's); the roles stay gate/up/down_proj.
 func (b *actBuilder) gatedMLP(p blockPlan, prefix string, x *actT, h, f int64) *actT {
+	if p.rec.fusedGateUp {
+		// One gate|up matmul: one autocast copy of its input, and gate and
+		// up are the two halves of its output (SiLU saves one, the product
+		// the other: together the whole output), each with a gradient of
+		// its own until the chunk's backward joins them.
+		xc := b.castIn(p, prefix+"gate_up_proj", x)
+		g := b.linear(p, prefix+"gate_up_proj.gate", "gate_up_proj", xc, h, f)
+		u := b.linear(p, prefix+"gate_up_proj.up", "up_proj", xc, h, f)
+		act := b.op(prefix+"act", b.size(f, p.e), p.e, list(g), g)
+		prod := b.op(prefix+"act*up", b.size(f, p.e), p.e, list(act, u), act, u)
+		return b.linear(p, prefix+"down_proj", "down_proj", prod, f, h)
+	}
 	g := b.linear(p, prefix+"gate_proj", "gate_proj", x, h, f)
 	u := b.linear(p, prefix+"up_proj", "up_proj", x, h, f)
 	act := b.op(prefix+"act", b.size(f, p.e), p.e, list(g), g)
@@ -24,12 +36,10 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	h := int64(m.Hidden)
 	f := int64(m.ExpertFFN) / p.tp
 	rw := b.router(p, x, h)
-	var out *actT
 	if p.rec.denseExperts {
-		out = b.denseExperts(p, x, rw, h, f)
-	} else {
-		out = b.loopExperts(p, x, rw, h, f)
+		return b.denseMoE(p, x, rw, h, f)
 	}
+	out := b.loopExperts(p, x, rw, h, f)
 	if m.SharedExperts == 0 {
 		return out
 	}
@@ -48,6 +58,8 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 		so = b.op("shared_expert.gated", b.size(h, d), d, list(sg, so), sg, so)
 	}
 	d := promote(out.dtype, so.dtype)
+	// add hands its output's gradient to inputs of its dtype as is.
+	out.aliasGrad, so.aliasGrad = out.dtype == d, so.dtype == d
 	return b.op("moe.add_shared", b.size(h, d), d, list(out, so))
 }
 
@@ -166,12 +178,27 @@ func (b *actBuilder) loopExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
 	return final
 }
 
+// denseMoE is modeling_llama4.py Llama4TextMoe.forward: every expert on
+// every token (denseExperts), then the shared expert, then the routed
+// outputs summed over the experts and added into the shared expert's output
+// in place. The scaled tokens (routed_in), the routed outputs and the
+// scores stay referenced by the function until it returns.
+func (b *actBuilder) denseMoE(p blockPlan, x, rw *actT, h, f int64) *actT {
+	m := b.r.m
+	routed, scaled := b.denseExperts(p, x, rw, h, f)
+	so := b.gatedMLP(p, "shared_expert.", x, h, int64(m.SharedExperts)*int64(m.SharedExpertFFN)/p.tp)
+	sum := b.op("experts.sum", b.size(h, routed.dtype), routed.dtype, list(routed))
+	b.op("moe.add_shared", 0, so.dtype, list(sum, so))
+	b.hold(scaled, rw)
+	return so
+}
+
 // denseExperts runs every expert on every token (modeling_llama4.py
-// Llama4TextMoe): the tokens repeated once per expert and scaled by their
-// scores (the product saves both), one batched matmul into the fused
-// gate|up (whose chunks, views of it, SiLU and the product save), one into
-// down, and the experts' outputs summed.
-func (b *actBuilder) denseExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
+// Llama4TextExperts): the tokens repeated once per expert and scaled by
+// their scores (the product saves both), one batched matmul into the fused
+// gate|up (whose chunks, views of it, SiLU and the product save) and one
+// into down. It returns the experts' outputs and the scaled tokens.
+func (b *actBuilder) denseExperts(p blockPlan, x, rw *actT, h, f int64) (out, scaled *actT) {
 	e := b.r.expertsPerRank()
 	first := len(b.ops)
 	tokens := b.tokens
@@ -183,10 +210,10 @@ func (b *actBuilder) denseExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
 	gu := b.linear(p, "experts.gate_up_proj", "gate_up_proj", in, h, 2*f)
 	act := b.op("experts.act", b.size(f, p.e), p.e, list(gu), gu)
 	prod := b.op("experts.act*up", b.size(f, p.e), p.e, list(act, gu), act, gu)
-	out := b.linear(p, "experts.down_proj", "down_proj", prod, f, h)
+	out = b.linear(p, "experts.down_proj", "down_proj", prod, f, h)
 	b.tokens = tokens
 	b.allExperts(first, false)
-	return b.op("experts.sum", b.size(h, out.dtype), out.dtype, list(out))
+	return out, in
 }
 
 // allExperts scales the ops from first on, built for one expert's weights,

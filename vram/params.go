@@ -144,6 +144,14 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		if t.Expert >= 0 {
 			div *= ep
 		}
+		if t.Stacked > 0 {
+			// Stacked experts: split over expert-parallel ranks by expert,
+			// and their weights' inner width over tensor-parallel ranks.
+			div = ep
+			if len(t.Shape) == 3 {
+				div *= tp
+			}
+		}
 		quant := r.QuantizedBase.Quantized() && t.IsLinear() && t.Role != "router" &&
 			(t.Role != "lm_head" || r.QuantizedModules == "all_linear")
 		var stored Bytes

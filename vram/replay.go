@@ -215,13 +215,21 @@ func (tr *tracer) step(last bool) {
 		k, out := tr.forward(tr.edges.Embed.prog, -1)
 		saved[-1], res = k, out
 	}
-	// The eager causal mask, kept by checkpoints until their backward.
-	mask, keepMask := -1, false
-	if tr.st.embed && tr.edges.Mask > 0 {
-		mask = tr.a.Malloc(tr.edges.Mask)
+	// The attention masks, kept by checkpoints until their backward.
+	var masks []maskPart
+	var maskH []int
+	if tr.st.embed {
+		masks = tr.edges.Masks
+		for _, mp := range masks {
+			maskH = append(maskH, tr.a.Malloc(mp.bytes))
+		}
 	}
-	for l := tr.st.first; l < tr.st.last; l++ {
-		keepMask = keepMask || r.checkpointed(l)
+	freeMasks := func(after int) {
+		for i, mp := range masks {
+			if mp.keptUntil(r, tr.st.first, tr.st.last) == after {
+				tr.a.Free(maskH[i])
+			}
+		}
 	}
 	for l := tr.st.first; l < tr.st.last; l++ {
 		g := tr.gather(l)
@@ -239,9 +247,7 @@ func (tr *tracer) step(last bool) {
 		tr.a.Free(g)
 		tr.note("forward", l)
 	}
-	if mask >= 0 && !keepMask {
-		tr.a.Free(mask)
-	}
+	freeMasks(-1)
 	if tr.st.head {
 		p := tr.edges.Head.prog
 		k, out := tr.forward(p, -1)
@@ -272,9 +278,7 @@ func (tr *tracer) step(last bool) {
 		grad := tr.backward(tr.acts[l].prog, res, k, &held)
 		res = grad
 		tr.a.Free(g)
-		if mask >= 0 && keepMask && l == tr.st.first {
-			tr.a.Free(mask)
-		}
+		freeMasks(l)
 		if r.Parallel.ZeRO >= 2 {
 			tr.reduceScatter(l)
 		}

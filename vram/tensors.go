@@ -19,6 +19,10 @@ type Tensor struct {
 	Parts []Part `json:"parts,omitempty"`
 	// Expert is the routed-expert index, or -1.
 	Expert int `json:"expert"`
+	// Stacked is the number of routed experts whose weights this one tensor
+	// holds along its first dimension (Llama 4 and gpt-oss keep
+	// experts.gate_up_proj as [experts, hidden, 2·ffn]); 0 otherwise.
+	Stacked int `json:"stacked,omitempty"`
 	// DType is set when the tensor was read from a checkpoint.
 	DType DType `json:"dtype,omitempty"`
 	// Bytes is the stored size when read from a checkpoint.

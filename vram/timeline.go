@@ -277,17 +277,13 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
 		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
 	}
-	// The eager causal mask lives while the blocks run; checkpoints keep it
-	// as an input of every block until its backward.
-	mask := Bytes(0)
+	// The attention masks live while the blocks run; checkpoints keep each
+	// as an input of the blocks of its kind until their backward.
+	var masks []maskPart
 	if st.embed {
-		mask = s.edges.Mask
+		masks = s.edges.Masks
 	}
-	keepMask := false
-	for l := st.first; l < st.last; l++ {
-		keepMask = keepMask || r.checkpointed(l)
-	}
-	live.Activations = addBytes(live.Activations, mask)
+	live.Activations = addBytes(live.Activations, maskBytes(masks))
 	// Across a run of identical blocks every category changes by the same
 	// amount per block, so its maxima are at the run's ends: without a
 	// recorded timeline the blocks inside a run are accounted, not emitted.
@@ -307,8 +303,10 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
 	}
-	if !keepMask {
-		live.Activations -= mask // the model's forward returned
+	for _, mp := range masks {
+		if mp.keptUntil(r, st.first, st.last) < 0 {
+			live.Activations -= mp.bytes // the model's forward returned
+		}
 	}
 	var held Bytes // the model output's tensors, freed when backward returns
 	// With tied embeddings the word embedding's gradient comes from the
@@ -371,8 +369,10 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			}
 			s.emit(iter, micro, "backward", l, "", s.walkBackward(live, a, saved, layerGrads, inflight, extra), 0)
 		}
-		if keepMask && l == st.first {
-			live.Activations -= mask
+		for _, mp := range masks {
+			if mp.keptUntil(r, st.first, st.last) == l {
+				live.Activations -= mp.bytes
+			}
 		}
 		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)

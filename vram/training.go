@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -116,6 +117,7 @@ type resolved struct {
 	stateSize float64
 	lib       libVersion // the transformers release
 	rec       recipe     // the family's modeling code under lib
+	notes     []string   // what runs differently from the plan (TrainingEstimate.Notes)
 }
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -253,6 +255,7 @@ func (t Training) resolve() (resolved, error) {
 	if err := oneOf("framework", r.Framework, "plain_pytorch", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
 		return r, err
 	}
+	r.followLibrary()
 	if t.Dropout != nil && (*t.Dropout < 0 || *t.Dropout >= 1) {
 		return r, fmt.Errorf("dropout must be in [0, 1), got %v", *t.Dropout)
 	}
@@ -280,6 +283,30 @@ func (t Training) resolve() (resolved, error) {
 		}
 	}
 	return r, nil
+}
+
+// followLibrary makes the plan run what transformers' modeling code of the
+// family does under the plan's release, noting each change: attention
+// implementations the family lacks fall back to eager, and checkpointing the
+// family ignores is off.
+func (r *resolved) followLibrary() {
+	if r.Framework != "plain_pytorch" && r.Framework != "hf_trainer" {
+		return
+	}
+	f := lookupFamily(r.m.Family)
+	if f == nil {
+		return
+	}
+	if f.attention != nil && !slices.Contains(f.attention, r.Attention) {
+		r.notes = append(r.notes, fmt.Sprintf("attention: transformers %s offers %s only %s attention; it runs %q as eager, and so does this estimate",
+			r.lib, f.name, strings.Join(f.attention, " and "), r.Attention))
+		r.Attention = "eager"
+	}
+	if r.rec.noCheckpointing && r.Checkpointing != "none" {
+		r.notes = append(r.notes, fmt.Sprintf("grad_checkpointing: gradient_checkpointing_enable() has no effect on %s in transformers %s; the blocks keep all their activations, as in this estimate",
+			f.name, r.lib))
+		r.Checkpointing = "none"
+	}
 }
 
 // Bounds on a run's counts (see checked.go): a sequence of up to 64M

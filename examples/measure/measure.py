@@ -114,10 +114,16 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
         for k in DROPOUTS:
             cfg[k] = 0.0
     config = transformers.AutoConfig.for_model(model_type, **cfg)
+    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
+    if attn == "sdpa":
+        # A family without an SDPA attention gets eager attention, as
+        # transformers' default choice does (_supports_sdpa false).
+        from transformers.models.auto.auto_factory import _get_model_class
+        if not getattr(_get_model_class(config, cls._model_mapping), "_supports_sdpa", False):
+            attn = "eager"
     if attn is not None:
         config._attn_implementation = attn
         torch.manual_seed(0)
-    cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
     with torch.device(device):
         model = cls.from_config(config, dtype=dtype) if dtype else cls.from_config(config)
     return model, config

@@ -138,6 +138,12 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
 	if t := r.Training; t != nil {
 		fmt.Fprintf(w, "trainable parameters: %d\n\n", t.TrainableParams)
+		for _, n := range t.Notes {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+		if len(t.Notes) > 0 {
+			fmt.Fprintln(w)
+		}
 		fmt.Fprintf(w, "Peak allocated memory per GPU (torch.cuda.max_memory_allocated), at %s:\n", t.PeakAt.Where())
 		fmt.Fprint(w, t.Peak.String())
 		if t.PagedStates > 0 {

@@ -54,6 +54,7 @@ type caseTrain struct {
 	PPSchedule     string `json:"pp_schedule"`
 	PPMicrobatches int    `json:"pp_microbatches"`
 	Framework      string `json:"framework"`
+	Transformers   string `json:"transformers"`
 	Compile        bool   `json:"compile"`
 }
 
@@ -126,7 +127,7 @@ func (c Case) training() (vram.Training, error) {
 		Autocast: ct.Autocast, Optimizer: ct.Optimizer, OptimizerInBackward: ct.OptimizerInBackward,
 		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: ct.Checkpointing, Attention: ct.Attention,
 		Loss: ct.Loss, Framework: ct.Framework, Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
-		Compile: ct.Compile}
+		Compile: ct.Compile, Transformers: ct.Transformers}
 	if ct.FusedLoss {
 		t.Loss = "fused"
 	}
