@@ -806,6 +806,12 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		if p.rec.branchScale {
 			y = b.op(name+".scale", b.size(hSeq, y.dtype), y.dtype, list(y)) // times a Python float: nothing saved
 		}
+		if p.rec.layerScale {
+			// × a learned per-channel scale (DINOv2's LayerScale): the
+			// product saves its input for the scale's gradient.
+			d := promote(y.dtype, p.baseDType)
+			y = b.op(name+".layer_scale", b.size(hSeq, d), d, list(y), y)
+		}
 		return b.dropout(p, name+"_dropout", y, hSeq, p.dropHid)
 	}
 

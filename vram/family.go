@@ -121,6 +121,9 @@ type recipe struct {
 	// branchScale: each residual branch's output is multiplied by a constant
 	// before the residual add (Granite's residual_multiplier).
 	branchScale bool
+	// layerScale: each residual branch's output is multiplied by a learned
+	// per-channel scale (DINOv2's layer_scale1/2).
+	layerScale bool
 	// logitsScale: the logits are divided by a constant (Granite's
 	// logits_scaling): the returned logits are a tensor of their own.
 	logitsScale bool

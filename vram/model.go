@@ -110,14 +110,18 @@ type Image struct {
 	Patch      int  `json:"patch"`
 	Channels   int  `json:"channels"`
 	ClassToken bool `json:"class_token"`
+	// Registers are learned register tokens appended to the sequence
+	// (DINOv2 with registers, Darcet et al. 2023).
+	Registers int `json:"registers,omitempty"`
 }
 
-// Tokens per image: (size/patch)² patches plus the class token.
+// Tokens per image: (size/patch)² patches plus the class and register
+// tokens.
 func (im Image) Tokens() int {
 	if im.Patch < 1 {
 		return 0
 	}
-	n := (im.Size / im.Patch) * (im.Size / im.Patch)
+	n := (im.Size/im.Patch)*(im.Size/im.Patch) + im.Registers
 	if im.ClassToken {
 		n++
 	}
@@ -508,6 +512,9 @@ func (m Model) ranges() error {
 	}
 	if im := m.Image; im != nil && (im.Size < 0 || im.Size > maxImageSide || im.Patch < 0 || im.Channels < 0 || im.Channels > maxChannels) {
 		return fmt.Errorf("model.image: size = %d must be in [0, %d] pixels and channels = %d in [0, %d]", im.Size, maxImageSide, im.Channels, maxChannels)
+	}
+	if im := m.Image; im != nil && (im.Registers < 0 || im.Registers > maxImageSide) {
+		return fmt.Errorf("model.image.registers = %d must be in [0, %d]", im.Registers, maxImageSide)
 	}
 	return nil
 }

@@ -46,7 +46,8 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # The Auto class that builds each family as the Go engine counts it.
-ENCODERS = {"bert", "vit"}
+ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers"}
+IMAGES = {"vit", "dinov2", "dinov2_with_registers"}
 
 
 def write(args, text):
@@ -134,11 +135,11 @@ def batch(config, train, device, dtype):
     attention mask a tokenized batch carries (without it and without a cache,
     transformers looks for packed sequences in the position ids and builds a
     4D mask, masking_utils._preprocess_mask_arguments, which turns off SDPA's
-    native GQA), or images for ViT in the model's dtype."""
+    native GQA), or images for the vision encoders in the model's dtype."""
     import torch
 
     b = int(train["micro_batch"])
-    if config.model_type == "vit":
+    if config.model_type in IMAGES:
         size, ch = config.image_size, config.num_channels
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
     ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
