@@ -139,6 +139,11 @@ type actOp struct {
 	// expert: one of the routed experts' ops, which transformers runs in a
 	// Python loop over the experts, one expert's tokens at a time.
 	expert bool
+	// saves: the op saves a tensor for its backward.
+	saves bool
+	// heldGrad is gradients of tensors shared across blocks that exist
+	// while the op's backward runs (see actBuilder.persistGrad).
+	heldGrad Bytes
 	// stacked: the op multiplies by one expert's slice of a stacked
 	// parameter (gpt-oss gate_up_proj[e]).
 	stacked bool
@@ -157,10 +162,15 @@ type actBuilder struct {
 	seqShard int64
 	ts       []*actT
 	ops      []actOp
-	pool     []actT    // backing store for ts: one allocation per block
-	in       *actT     // the block's input (external)
-	head     bool      // the output projection and loss, after the blocks
-	frees    [][]*actT // per op: transients whose last use it is (for Replay)
+	pool     []actT // backing store for ts: one allocation per block
+	in       *actT  // the block's input (external)
+	head     bool   // the output projection and loss, after the blocks
+	// persistGrad is the gradients in flight through the whole backward of
+	// the block, accumulated from tensors shared by several blocks (an
+	// encoder-decoder's encoder output and position biases); the ops'
+	// heldGrad says which exist while each runs.
+	persistGrad Bytes
+	frees       [][]*actT // per op: transients whose last use it is (for Replay)
 }
 
 // recomputeEnd is the last op a checkpoint's recomputation runs: the one
@@ -228,9 +238,13 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 			}
 		}
 	}
+	savesAny := false
+	for _, s := range saves {
+		savesAny = savesAny || s != nil
+	}
 	out.id = len(b.ts)
 	b.ts = append(b.ts, out)
-	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins})
+	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins, saves: savesAny})
 	return out
 }
 
@@ -249,6 +263,7 @@ func (b *actBuilder) hold(ts ...*actT) {
 // side adds an extra saved tensor created by the last op (masks, statistics).
 func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	idx := len(b.ops) - 1
+	b.ops[idx].saves = true
 	t := b.newT(actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx, release: idx})
 	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
@@ -260,6 +275,9 @@ func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 // compute their gradient from their output).
 func (b *actBuilder) keep(t *actT) *actT {
 	t.saved, t.release = true, t.born
+	if t.born >= 0 && t.born < len(b.ops) {
+		b.ops[t.born].saves = true
+	}
 	return t
 }
 
@@ -324,6 +342,9 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		saves = append(saves, xc)
 	}
 	y := b.op(name, b.size(out, p.e), p.e, list(xc), saves...)
+	if xc != x {
+		b.hold(x) // the caller's argument lives until the call returns
+	}
 	if !p.frozen {
 		b.ops[len(b.ops)-1].weights = in * out
 	}
@@ -446,6 +467,18 @@ func (b *actBuilder) dropout(p blockPlan, name string, x *actT, elems int64, pro
 	return y
 }
 
+// newGELU is transformers' NewGELUActivation on u (f wide), written out in
+// Python ops: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Autograd keeps x
+// (pow), tanh's output, 1 + tanh and 0.5·x (the final product).
+func (b *actBuilder) newGELU(p blockPlan, name string, u *actT, f int64) *actT {
+	d := u.dtype
+	inner := b.op(name+".inner", b.size(f, d), d, list(u), u)
+	th := b.keep(b.op(name+".tanh", b.size(f, d), d, list(inner)))
+	one := b.op(name+".1+tanh", b.size(f, d), d, list(th))
+	half := b.op(name+".0.5x", b.size(f, d), d, list(u))
+	return b.op(name, b.size(f, d), d, list(half, one), half, one)
+}
+
 // castIn is autocast's copy of an fp32 input to the compute dtype. Autocast
 // caches casts of leaf tensors that require grad (the weights) only; every op
 // that takes an fp32 activation casts it again (aten/src/ATen/autocast_mode.cpp
@@ -460,6 +493,9 @@ func (b *actBuilder) castIn(p blockPlan, name string, x *actT) *actT {
 
 // buildBlock lists the activations of block i of the resolved plan.
 func buildBlock(r *resolved, layer int) BlockActivations {
+	if r.m.EncoderDecoder() {
+		return buildEncDecBlock(r, layer)
+	}
 	m := r.m
 	p := r.blockPlan(layer)
 	cp := int64(r.cp)
@@ -762,14 +798,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		case m.MLP == "relu":
 			act = b.keep(b.op("relu", b.size(f, p.e), p.e, list(u))) // threshold_backward uses the output
 		case m.MLP == "gelu_new" && p.pythonGELU:
-			// transformers' NewGELUActivation is written out in Python ops:
-			// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Autograd keeps x (pow),
-			// tanh's output, 1 + tanh and 0.5·x (the final product).
-			inner := b.op("gelu.inner", b.size(f, p.e), p.e, list(u), u)
-			th := b.keep(b.op("gelu.tanh", b.size(f, p.e), p.e, list(inner)))
-			one := b.op("gelu.1+tanh", b.size(f, p.e), p.e, list(th))
-			half := b.op("gelu.0.5x", b.size(f, p.e), p.e, list(u))
-			act = b.op("gelu", b.size(f, p.e), p.e, list(half, one), half, one)
+			act = b.newGELU(p, "gelu", u, f)
 		default:
 			act = b.op("gelu", b.size(f, p.e), p.e, list(u), u)
 		}
@@ -1027,6 +1056,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		if !op.expert {
 			g = addBytes(g, pending[i])
 		}
+		g = addBytes(g, op.heldGrad)
 		bwd = max(bwd, g)
 		w := op.weights / share
 		if op.stacked {
@@ -1098,11 +1128,13 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		i = lo
 	}
 	ba.BackwardPeak = bwd
-	ba.recomputeGrad = resid
+	ba.recomputeGrad = addBytes(resid, b.persistGrad)
+	// The backward op that triggers a checkpoint's recomputation is the
+	// latest op of the block that saves a tensor for its backward.
 	last := -1
-	for _, t := range b.ts {
-		if t.saved && !t.external {
-			last = max(last, t.releaseAt())
+	for i, op := range b.ops {
+		if op.saves {
+			last = i
 		}
 	}
 	if last >= 0 {

@@ -64,8 +64,9 @@ type family struct {
 type familyKind uint8
 
 const (
-	decoder familyKind = iota // causal language model with a KV cache
-	encoder                   // bidirectional, no cache (BERT, ViT)
+	decoder        familyKind = iota // causal language model with a KV cache
+	encoder                          // bidirectional, no cache (BERT, ViT)
+	encoderDecoder                   // an encoder's blocks, then a decoder's with cross-attention (T5)
 )
 
 // recipe lists the implementation details of a family's modeling code that
@@ -162,6 +163,9 @@ type recipe struct {
 	// wide), with inner width f, where they are not the model's gated MLP
 	// (gpt-oss's clamped SwiGLU); nil for the gated MLP.
 	expertMLP func(b *actBuilder, p blockPlan, x *actT, h, f int64) *actT
+	// lossInDType: the loss runs on the logits in their dtype (T5's
+	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
+	lossInDType bool
 	// conv1D: matmul weights are stored [in, out] (transformers' Conv1D);
 	// the engine keeps [out, in] for every matmul and says so here.
 	conv1D bool

@@ -12,6 +12,11 @@ type edgeActivations struct {
 	// Masks are the 4D attention masks transformers builds once before the
 	// blocks and passes to each (see masks).
 	Masks []maskPart
+	// Bridge runs before block BridgeAt, outside the blocks: an
+	// encoder-decoder's hand-over from encoder to decoder (buildBridge);
+	// BridgeAt is -1 for other models.
+	Bridge   BlockActivations
+	BridgeAt int
 }
 
 func buildEdges(r *resolved) edgeActivations {
@@ -29,6 +34,11 @@ func buildEdges(r *resolved) edgeActivations {
 		ea.Inputs = FP32.Size(int64(r.MicroBatch) * int64(im.Channels*im.Size*im.Size))
 	} else {
 		ea.Inputs = INT64.Size(2 * tokens) // input_ids + labels
+		if m.EncoderDecoder() {
+			// input_ids and attention_mask; labels and the decoder_input_ids
+			// shifted from them.
+			ea.Inputs = INT64.Size(2*tokens + 2*int64(r.MicroBatch)*int64(r.DecoderSeqLen))
+		}
 	}
 
 	// Embedding side: lookup (+ positions, token types), BERT's LayerNorm,
@@ -68,14 +78,33 @@ func buildEdges(r *resolved) edgeActivations {
 	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
 	ea.Embed = b.summarize(in)
 	ea.Masks = masks(r, p)
+	ea.BridgeAt = -1
+	if m.EncoderDecoder() {
+		ea.Bridge, ea.BridgeAt = buildBridge(r, p), m.Layers-m.DecoderLayers
+	}
 
 	// Head side.
 	b = &actBuilder{r: r, tokens: tokens, head: true}
+	if m.EncoderDecoder() {
+		b.tokens = int64(r.MicroBatch) * int64(r.DecoderSeqLen)
+	}
 	x = &actT{name: "hidden", op: "hidden", bytes: b.size(h, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
-	if m.NormPosition != "post" {
+	var hold []*actT // what the model's forward references until it returns
+	switch {
+	case m.EncoderDecoder():
+		// T5Stack: final_layer_norm, dropout; with tied embeddings the
+		// model scales the output by d_model^-0.5 before the LM head.
+		x = b.dropout(p, "final_dropout", b.t5Norm(p, "final_norm", x, h), h, p.dropHid)
+		hold = append(hold, x) // decoder_outputs
+		if m.TiedEmbeddings {
+			x = b.op("scale", b.size(h, x.dtype), x.dtype, list(x))
+			hold = append(hold, x) // sequence_output
+		}
+	case m.NormPosition != "post":
 		x = b.norm(p, "final_norm", m.Norm, x, h)
+		hold = append(hold, x) // outputs.last_hidden_state
 	}
 	classes, _ := m.headClasses()
 	chunks := int64(1)
@@ -146,17 +175,19 @@ func buildEdges(r *resolved) edgeActivations {
 			logits := headLogits(b, pHead, x, h, v)
 			logits.held = p.keepOutputs // returned in the model output
 			l32 := logits
-			if p.e != FP32 {
-				// transformers' loss upcasts: logits.float() (ForCausalLMLoss).
+			if p.e != FP32 && (p.autocast || !p.rec.lossInDType) {
+				// transformers' loss upcasts: logits.float() (ForCausalLMLoss);
+				// under autocast cross_entropy runs in fp32 anyway.
 				l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
 			if r.Compile {
 				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
 			} else {
-				b.keep(b.op("log_softmax", b.size(v, FP32), FP32, list(l32)))
+				b.keep(b.op("log_softmax", b.size(v, l32.dtype), l32.dtype, list(l32)))
 			}
 		}
 	}
+	b.hold(hold...)
 	ea.Head = b.summarize(x)
 	if chunks > 1 {
 		// The forward computes one chunk at a time. In backward, autograd runs
@@ -183,6 +214,9 @@ func buildEdges(r *resolved) edgeActivations {
 // longer than their span (masking_utils._ignore_causal_mask_sdpa).
 func masks(r *resolved, p blockPlan) []maskPart {
 	m := r.m
+	if m.EncoderDecoder() {
+		return positionBiases(r, p)
+	}
 	if !p.hfModeling || m.Encoder() {
 		return nil
 	}
@@ -193,21 +227,33 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	switch {
 	case p.attnImpl == "eager":
 		if local {
-			out = append(out, maskPart{p.resid.Size(maps), true})
+			out = append(out, maskPart{bytes: p.resid.Size(maps), local: true})
 		}
 		if global {
-			out = append(out, maskPart{p.resid.Size(maps), false})
+			out = append(out, maskPart{bytes: p.resid.Size(maps)})
 		}
 	case local && r.SeqLen > m.localSpan():
-		out = append(out, maskPart{Bool.Size(maps), true})
+		out = append(out, maskPart{bytes: Bool.Size(maps), local: true})
 	}
 	return out
 }
 
-// maskPart is the mask of one kind of layer.
+// maskPart is the mask of one kind of layer, or a tensor built once and
+// passed to a range of blocks like one (T5's position biases).
 type maskPart struct {
 	bytes Bytes
 	local bool // for local (sliding-window, chunked) layers
+	// from, to: the blocks [from, to) that read it, when to > 0 (then
+	// local does not apply).
+	from, to int
+}
+
+// uses reports whether block l reads the mask.
+func (mp maskPart) uses(r *resolved, l int) bool {
+	if mp.to > 0 {
+		return l >= mp.from && l < mp.to
+	}
+	return r.m.LocalLayer(l) == mp.local
 }
 
 // keptUntil is the block after whose backward a mask is freed: the
@@ -216,11 +262,20 @@ type maskPart struct {
 // checkpoint keeps it (it goes when the model's forward returns).
 func (mp maskPart) keptUntil(r *resolved, first, last int) int {
 	for l := first; l < last; l++ {
-		if r.checkpointed(l) && r.m.LocalLayer(l) == mp.local {
+		if r.checkpointed(l) && mp.uses(r, l) {
 			return l
 		}
 	}
 	return -1
+}
+
+// forwardEnd is the block after whose forward an unkept mask is freed:
+// the last block that reads it (its stack returns), within [first, last).
+func (mp maskPart) forwardEnd(first, last int) int {
+	if mp.to > 0 {
+		return max(first, min(mp.to, last)-1)
+	}
+	return last - 1
 }
 
 func maskBytes(parts []maskPart) Bytes {

@@ -287,6 +287,9 @@ func (in Inference) kvPerToken(m Model) Bytes {
 		return 0
 	}
 	layers := int64(m.Layers / in.PP)
+	if m.EncoderDecoder() {
+		layers = int64(max(1, m.DecoderLayers/in.PP)) // only the decoder caches
+	}
 	var per int64
 	if m.KVLoRARank > 0 {
 		// MLA caches the compressed latent and the rotary key (DeepSeek-V2 §2.1.2).
@@ -326,6 +329,9 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	}
 	b := int64(in.Batch)
 	est.KVCache = mulBytes(mulI64(b, int64(cacheLen)), est.KVPerToken)
+	if m.EncoderDecoder() {
+		return in.estimateEncDec(m, est)
+	}
 	load := Breakdown{Parameters: est.Weights}
 	if total == 0 {
 		est.Peak, est.PeakAt = load, "load"
@@ -401,6 +407,41 @@ func maxBytes(a, b Bytes) Bytes {
 		return a
 	}
 	return b
+}
+
+// estimateEncDec is generate() on an encoder-decoder (T5): the encoder runs
+// once over the prompt, and its output stays for the decoder's
+// cross-attention; each decoder layer caches its self-attention's k and v
+// for the generated tokens and the cross-attention's for the prompt
+// (EncoderDecoderCache), the latter computed at the first step.
+func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEstimate, error) {
+	b := int64(in.Batch)
+	S := int64(max(in.PromptTokens, 1))
+	T := int64(max(in.NewTokens, 1)) // generated tokens, after the start token
+	e := in.UnquantizedDType
+	cross := mulBytes(mulI64(b, S), est.KVPerToken)
+	est.KVCache = addBytes(mulBytes(mulI64(b, T), est.KVPerToken), cross)
+	encOut := e.Size(mulI64(mulI64(b, S), int64(m.Hidden)))
+	tr := Training{Model: m, SeqLen: int(S), DecoderSeqLen: 1, MicroBatch: in.Batch, WeightsDType: e, ComputeDType: e,
+		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
+	r, err := tr.resolve()
+	if err != nil {
+		return est, fmt.Errorf("encoder pass (batch %d × %d tokens): %w", b, S, err)
+	}
+	r.frozen = true
+	encoder := buildBlock(&r, 0).NoGradPeak // an encoder block under torch.no_grad
+	v := int64(m.Vocab) / int64(in.TP)
+	stepLogits := e.Size(mulI64(b, v))
+	if in.LogitsFP32 {
+		stepLogits = addBytes(stepLogits, FP32.Size(mulI64(b, v)))
+	}
+	prefill := Breakdown{Parameters: est.Weights, Temporaries: addBytes(encoder, encOut)}
+	decode := Breakdown{Parameters: est.Weights, KVCache: est.KVCache, Temporaries: addBytes(encOut, stepLogits)}
+	est.Peak, est.PeakAt = prefill, "prefill"
+	if decode.Total() > prefill.Total() {
+		est.Peak, est.PeakAt = decode, "decode"
+	}
+	return est, nil
 }
 
 // buildBlockInference is a block's forward under torch.no_grad: nothing is

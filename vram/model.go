@@ -18,13 +18,17 @@ type Model struct {
 	Name   string `json:"name,omitempty"`
 	Family string `json:"family"` // Hugging Face model_type: one of Families()
 
-	Layers  int `json:"layers"`
-	Hidden  int `json:"hidden"`
-	Heads   int `json:"heads"`
-	KVHeads int `json:"kv_heads,omitempty"` // key/value heads: Heads (MHA), 1 (MQA), in between (GQA)
-	HeadDim int `json:"head_dim,omitempty"` // per-head width when it is not Hidden/Heads (Gemma: 256)
-	FFN     int `json:"ffn"`                // MLP inner width (each of gate and up for gated MLPs)
-	Vocab   int `json:"vocab,omitempty"`
+	// Layers is the number of transformer blocks; an encoder-decoder's
+	// counts the encoder's and the decoder's together, DecoderLayers of
+	// them the decoder's (the last ones).
+	Layers        int `json:"layers"`
+	DecoderLayers int `json:"decoder_layers,omitempty"`
+	Hidden        int `json:"hidden"`
+	Heads         int `json:"heads"`
+	KVHeads       int `json:"kv_heads,omitempty"` // key/value heads: Heads (MHA), 1 (MQA), in between (GQA)
+	HeadDim       int `json:"head_dim,omitempty"` // per-head width when it is not Hidden/Heads (Gemma: 256)
+	FFN           int `json:"ffn"`                // MLP inner width (each of gate and up for gated MLPs)
+	Vocab         int `json:"vocab,omitempty"`
 
 	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
 	MLP            string `json:"mlp,omitempty"`  // gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu
@@ -92,6 +96,10 @@ type Model struct {
 	// (eager attention) and on the final logits; zero for none.
 	AttnSoftcap  float64 `json:"attn_softcap,omitempty"`
 	FinalSoftcap float64 `json:"final_softcap,omitempty"`
+
+	// RelativeBuckets is the number of buckets of T5's learned relative
+	// position bias (relative_attention_num_buckets).
+	RelativeBuckets int `json:"relative_buckets,omitempty"`
 
 	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
 	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
@@ -201,6 +209,9 @@ func (m Model) Normalize() Model {
 	if m.QKNorm == "" {
 		m.QKNorm = d.QKNorm
 	}
+	if m.RelativeBuckets == 0 && m.DecoderLayers > 0 {
+		m.RelativeBuckets = d.RelativeBuckets
+	}
 	if !m.ParallelBlock {
 		m.ParallelBlock = d.ParallelBlock
 	}
@@ -306,6 +317,14 @@ func (m Model) Validate() error {
 	}
 	if m.SharedExperts == 0 && m.SharedExpertFFN != 0 {
 		return fmt.Errorf("model.shared_expert_ffn = %d sizes shared experts; set shared_experts too", m.SharedExpertFFN)
+	}
+	if f.kind == encoderDecoder {
+		if m.DecoderLayers < 1 || m.DecoderLayers >= m.Layers {
+			return fmt.Errorf("model.decoder_layers = %d must be in [1, layers = %d): layers counts the encoder's and the decoder's blocks together", m.DecoderLayers, m.Layers)
+		}
+	} else if m.DecoderLayers != 0 || m.RelativeBuckets != 0 {
+		return fmt.Errorf("model: decoder_layers and relative_buckets describe encoder-decoder models (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), m.Family)
 	}
 	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
@@ -428,7 +447,7 @@ func (m Model) LocalLayer(i int) bool {
 func (m Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
 
 // blockKinds is the number of distinct blockKind values.
-const blockKinds = 8
+const blockKinds = 32
 
 // blockKind sorts blocks into those that build the same activations: dense
 // or with routed experts, global or local attention, with or without the
@@ -442,6 +461,12 @@ func (m Model) blockKind(i int) int {
 		k |= 2
 	} else if m.NoRopeGlobal {
 		k |= 4
+	}
+	if m.DecoderBlock(i) {
+		k |= 8
+	}
+	if m.DecoderLayers > 0 && m.stackStart(i) {
+		k |= 16
 	}
 	return k
 }
@@ -482,6 +507,25 @@ func (m Model) Encoder() bool {
 	return f != nil && f.kind == encoder
 }
 
+// EncoderDecoder reports whether the model is an encoder followed by a
+// decoder that attends to the encoder's output (T5).
+func (m Model) EncoderDecoder() bool {
+	f := lookupFamily(m.Family)
+	return f != nil && f.kind == encoderDecoder
+}
+
+// DecoderBlock reports whether block i is an encoder-decoder's decoder
+// block (causal self-attention, then cross-attention to the encoder).
+func (m Model) DecoderBlock(i int) bool {
+	return m.DecoderLayers > 0 && i >= m.Layers-m.DecoderLayers
+}
+
+// stackStart reports whether block i is the first of its stack (an
+// encoder-decoder's first encoder or first decoder block).
+func (m Model) stackStart(i int) bool {
+	return i == 0 || (m.DecoderLayers > 0 && i == m.Layers-m.DecoderLayers)
+}
+
 // ranges checks that every size field of a normalized model is within its
 // bound, so that listing its tensors is cheap and no count overflows.
 func (m Model) ranges() error {
@@ -499,6 +543,7 @@ func (m Model) ranges() error {
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},
 		{"attention_chunk", m.AttentionChunk, maxPositions}, {"global_every", m.GlobalEvery, maxLayers},
+		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, maxPositions},
 	} {
 		if f.v < 0 || f.v > f.max {
 			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)

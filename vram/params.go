@@ -108,28 +108,24 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		compute = BF16
 	}
 	tDType := r.trainableDType()
-	// Blocks of one kind (dense or MoE) have the same tensors: account the
-	// first of each kind and copy it to the others.
+	// Blocks of one kind (dense or MoE, encoder or decoder, …) have the same
+	// tensors: account the first of each kind and copy it to the others.
 	set := r.m.tensorSet()
-	repDense, repMoE := -1, -1
+	var rep [blockKinds]int
+	for k := range rep {
+		rep[k] = -1
+	}
 	var idx []int
 	for l := 0; l < r.m.Layers; l++ {
-		if r.m.IsMoELayer(l) && repMoE < 0 {
-			repMoE = l
-			idx = append(idx, set.byLayer[l]...)
-		} else if !r.m.IsMoELayer(l) && repDense < 0 {
-			repDense = l
+		if k := r.m.blockKind(l); rep[k] < 0 {
+			rep[k] = l
 			idx = append(idx, set.byLayer[l]...)
 		}
 	}
 	idx = append(idx, set.outside...)
 	defer func() {
 		for l := range blocks {
-			if r.m.IsMoELayer(l) {
-				blocks[l] = blocks[repMoE]
-			} else {
-				blocks[l] = blocks[repDense]
-			}
+			blocks[l] = blocks[rep[r.m.blockKind(l)]]
 		}
 	}()
 	for _, i := range idx {

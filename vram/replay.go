@@ -226,12 +226,24 @@ func (tr *tracer) step(last bool) {
 	}
 	freeMasks := func(after int) {
 		for i, mp := range masks {
-			if mp.keptUntil(r, tr.st.first, tr.st.last) == after {
+			if k := mp.keptUntil(r, tr.st.first, tr.st.last); k >= 0 && k == after {
 				tr.a.Free(maskH[i])
 			}
 		}
 	}
+	var bridge *kept
 	for l := tr.st.first; l < tr.st.last; l++ {
+		if l == tr.edges.BridgeAt {
+			p := tr.edges.Bridge.prog
+			k, out := tr.forward(p, -1)
+			if p.in.saved {
+				k.input = res
+			} else {
+				tr.a.Free(res)
+			}
+			bridge, res = k, out
+			tr.note("forward", -1)
+		}
 		g := tr.gather(l)
 		p := tr.acts[l].prog
 		k, out := tr.forward(p, -1)
@@ -245,9 +257,13 @@ func (tr *tracer) step(last bool) {
 		}
 		saved[l], res = k, out
 		tr.a.Free(g)
+		for i, mp := range masks {
+			if mp.keptUntil(r, tr.st.first, tr.st.last) < 0 && mp.forwardEnd(tr.st.first, tr.st.last) == l {
+				tr.a.Free(maskH[i]) // its stack returned
+			}
+		}
 		tr.note("forward", l)
 	}
-	freeMasks(-1)
 	if tr.st.head {
 		p := tr.edges.Head.prog
 		k, out := tr.forward(p, -1)
@@ -283,6 +299,10 @@ func (tr *tracer) step(last bool) {
 			tr.reduceScatter(l)
 		}
 		tr.note("backward", l)
+		if l == tr.edges.BridgeAt && bridge != nil {
+			res = tr.backward(tr.edges.Bridge.prog, res, bridge, &held)
+			tr.note("backward", -1)
+		}
 	}
 	if tr.st.embed {
 		tr.paramGrads(-1)

@@ -297,15 +297,20 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		return !s.record && l > st.first && l < st.last-1 && s.same[l-1] && s.same[l]
 	}
 	for l := st.first; l < st.last; l++ {
+		if l == s.edges.BridgeAt {
+			br := s.edges.Bridge
+			s.emit(iter, micro, "forward", -1, "encoder-decoder bridge", live, br.ForwardPeak)
+			live.Activations = addBytes(live.Activations, scale(br.Saved, inflight))
+		}
 		a := s.acts[l]
 		if !inside(l) {
 			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
-	}
-	for _, mp := range masks {
-		if mp.keptUntil(r, st.first, st.last) < 0 {
-			live.Activations -= mp.bytes // the model's forward returned
+		for _, mp := range masks {
+			if mp.keptUntil(r, st.first, st.last) < 0 && mp.forwardEnd(st.first, st.last) == l {
+				live.Activations -= mp.bytes // its stack (the model's forward) returned
+			}
 		}
 	}
 	var held Bytes // the model output's tensors, freed when backward returns
@@ -373,6 +378,14 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			if mp.keptUntil(r, st.first, st.last) == l {
 				live.Activations -= mp.bytes
 			}
+		}
+		if l == s.edges.BridgeAt {
+			// The bridge's backward, after the first decoder block's; what
+			// the model's output holds (the encoder output) stays.
+			br := s.edges.Bridge
+			s.emit(iter, micro, "backward", -1, "encoder-decoder bridge", s.walkBackward(live, br, br.Saved, 0, inflight, 0), 0)
+			live.Activations = addBytes(live.Activations-scale(br.Saved, inflight), scale(br.outlives, inflight))
+			held = addBytes(held, scale(br.outlives, inflight))
 		}
 		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)

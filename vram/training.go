@@ -13,9 +13,12 @@ import (
 type Training struct {
 	Model Model `json:"model"`
 
-	SeqLen     int `json:"seq_len"`              // tokens per sequence (tokens per image for ViT)
-	MicroBatch int `json:"micro_batch"`          // sequences per forward/backward per data-parallel rank
-	GradAccum  int `json:"grad_accum,omitempty"` // micro-batches per optimizer step (default 1)
+	SeqLen int `json:"seq_len"` // tokens per sequence (tokens per image for ViT; the encoder's input for an encoder-decoder)
+	// DecoderSeqLen is an encoder-decoder's target length (the decoder's
+	// tokens); default seq_len.
+	DecoderSeqLen int `json:"decoder_seq_len,omitempty"`
+	MicroBatch    int `json:"micro_batch"`          // sequences per forward/backward per data-parallel rank
+	GradAccum     int `json:"grad_accum,omitempty"` // micro-batches per optimizer step (default 1)
 
 	// Precision is a shorthand that sets the dtypes below when they are unset:
 	// "fp32" (default), "amp_bf16"/"amp_fp16" (fp32 weights, autocast),
@@ -151,6 +154,16 @@ func (t Training) resolve() (resolved, error) {
 	}
 	if _, err := boundedProduct(maxBatchTokens, "micro_batch × seq_len (tokens per step)", int64(t.MicroBatch), int64(t.SeqLen)); err != nil {
 		return r, err
+	}
+	if t.DecoderSeqLen != 0 && !r.m.EncoderDecoder() {
+		return r, fmt.Errorf("decoder_seq_len applies to encoder-decoder models (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), r.m.Family)
+	}
+	if t.DecoderSeqLen < 0 || t.DecoderSeqLen > maxTokens {
+		return r, fmt.Errorf("decoder_seq_len must be in [1, %d], got %d", maxTokens, t.DecoderSeqLen)
+	}
+	if r.m.EncoderDecoder() && r.DecoderSeqLen == 0 {
+		r.DecoderSeqLen = r.SeqLen
 	}
 	if t.GradAccum < 0 || t.GradAccum > maxDegree {
 		return r, fmt.Errorf("grad_accum must be in [1, %d], got %d", maxDegree, t.GradAccum)
@@ -457,7 +470,9 @@ func (r *resolved) resolvePrecision() error {
 }
 
 // tokens is micro_batch × seq_len on one rank before sequence sharding.
-func (r *resolved) tokens() int64 { return int64(r.MicroBatch) * int64(r.SeqLen) }
+func (r *resolved) tokens() int64 {
+	return int64(r.MicroBatch) * int64(max(r.SeqLen, r.DecoderSeqLen))
+}
 
 // trainableDType is the storage of the parameters the optimizer updates.
 func (r *resolved) trainableDType() DType {

@@ -48,6 +48,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # The Auto class that builds each family as the Go engine counts it.
 ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers"}
 IMAGES = {"vit", "dinov2", "dinov2_with_registers"}
+SEQ2SEQ = {"t5"}
 
 
 def write(args, text):
@@ -93,7 +94,7 @@ def plan(plan_path):
 
 
 DROPOUTS = ("resid_pdrop", "attn_pdrop", "embd_pdrop", "hidden_dropout_prob", "attention_probs_dropout_prob",
-            "attention_dropout", "hidden_dropout", "dropout")
+            "attention_dropout", "hidden_dropout", "dropout", "dropout_rate")
 
 
 def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=False):
@@ -116,6 +117,8 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
             cfg[k] = 0.0
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
+    if model_type in SEQ2SEQ:
+        cls = transformers.AutoModelForSeq2SeqLM
     if attn == "sdpa":
         # A family without an SDPA attention gets eager attention, as
         # transformers' default choice does (_supports_sdpa false).
@@ -144,7 +147,11 @@ def batch(config, train, device, dtype):
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
     ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if config.model_type not in ENCODERS:
+    if config.model_type in SEQ2SEQ:
+        # The decoder's targets; the model shifts them into decoder inputs.
+        t = int(train.get("decoder_seq_len") or train["seq_len"])
+        inputs["labels"] = torch.randint(0, min(1000, config.vocab_size), (b, t), device=device)
+    elif config.model_type not in ENCODERS:
         inputs["labels"] = ids
     return inputs
 
