@@ -45,6 +45,11 @@ type Inference struct {
 	// (accelerate/utils/modeling.py). Only GPU 0 is reported.
 	DeviceMap      string `json:"device_map,omitempty"`
 	DeviceCapacity Bytes  `json:"device_capacity,omitempty"`
+
+	// stored is a checkpoint's bytes per tensor (WithCheckpoint); the
+	// weights load as stored unless Weights names a format.
+	stored       map[string]Bytes
+	asCheckpoint bool
 }
 
 // InferenceEstimate is the memory of one GPU for an inference plan.
@@ -65,6 +70,9 @@ func (in Inference) resolve() (Inference, Model, error) {
 		return in, Model{}, err
 	}
 	m := in.Model.Normalize()
+	if in.stored != nil && in.Weights.DType == DTypeUnset {
+		in.asCheckpoint = true
+	}
 	if in.Weights.DType == DTypeUnset {
 		in.Weights.DType = BF16
 	}
@@ -268,6 +276,8 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
 	var b Bytes
 	switch {
+	case in.asCheckpoint:
+		b = in.stored[t.Name]
 	case quant:
 		b = in.Weights.Size(t.Shape[0], t.Shape[1])
 	case in.Weights.DType.IsFloat() && t.IsLinear():

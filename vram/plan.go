@@ -20,19 +20,24 @@ import (
 //	  "gpu": "A100-80GB"
 //	}
 //
-// "model" is a catalog name (see Presets), an inline Model object, or
-// {"hf_config": "path/to/config.json"} relative to the plan file. "train"
+// "model" is a catalog name (see Presets), an inline Model object,
+// {"hf_config": "path/to/config.json"} or {"checkpoint": "path/to/folder"}
+// (config.json and safetensors headers, see Checkpoint) relative to the plan
+// file. "train"
 // takes the fields of Training, "inference" those of Inference; exactly one
 // of them is required. "gpu" optionally names a target GPU (see GPUs) or gives
 // a capacity such as "80 GiB". Unknown fields are errors, so a typo never
 // silently falls back to a default.
 type Plan struct {
-	Name      string     `json:"name,omitempty"`
-	Model     Model      `json:"-"`
-	ModelRef  string     `json:"-"` // the preset name or config path the model came from
-	Training  *Training  `json:"train,omitempty"`
-	Inference *Inference `json:"inference,omitempty"`
-	GPU       string     `json:"gpu,omitempty"`
+	Name     string `json:"name,omitempty"`
+	Model    Model  `json:"-"`
+	ModelRef string `json:"-"` // the preset name or config path the model came from
+	// Checkpoint is set when the model was read from a checkpoint folder;
+	// an inference plan then loads the weights as stored.
+	Checkpoint *Checkpoint `json:"-"`
+	Training   *Training   `json:"train,omitempty"`
+	Inference  *Inference  `json:"inference,omitempty"`
+	GPU        string      `json:"gpu,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -62,11 +67,11 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{Name: raw.Name, GPU: raw.GPU}
-	m, ref, err := decodeModel(raw.Model, dir)
+	m, ref, ck, err := decodeModel(raw.Model, dir)
 	if err != nil {
 		return Plan{}, err
 	}
-	p.Model, p.ModelRef = m, ref
+	p.Model, p.ModelRef, p.Checkpoint = m, ref, ck
 	switch {
 	case len(raw.Train) > 0 && len(raw.Inference) > 0:
 		return Plan{}, errors.New(`plan: give "train" or "inference", not both`)
@@ -92,6 +97,9 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 			return Plan{}, err
 		}
 		in.Model = m
+		if ck != nil {
+			in = in.WithCheckpoint(*ck)
+		}
 		if err := in.Validate(); err != nil {
 			return Plan{}, fmt.Errorf("inference: %w", err)
 		}
@@ -102,21 +110,21 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 	return p, nil
 }
 
-func decodeModel(raw json.RawMessage, dir string) (Model, string, error) {
+func decodeModel(raw json.RawMessage, dir string) (Model, string, *Checkpoint, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return Model{}, "", fmt.Errorf(`plan: "model" is required: a catalog name (%s), an object, or {"hf_config": "config.json"}`, strings.Join(Presets()[:5], ", ")+", …")
+		return Model{}, "", nil, fmt.Errorf(`plan: "model" is required: a catalog name (%s), an object, {"hf_config": "config.json"} or {"checkpoint": "folder"}`, strings.Join(Presets()[:5], ", ")+", …")
 	}
 	if raw[0] == '"' {
 		var name string
 		if err := json.Unmarshal(raw, &name); err != nil {
-			return Model{}, "", fmt.Errorf("model: %v", err)
+			return Model{}, "", nil, fmt.Errorf("model: %v", err)
 		}
 		p, err := LookupPreset(name)
 		if err != nil {
-			return Model{}, "", fmt.Errorf("model: %w", err)
+			return Model{}, "", nil, fmt.Errorf("model: %w", err)
 		}
-		return p.Model, name, nil
+		return p.Model, name, nil, nil
 	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(raw, &keys) == nil && keys["hf_config"] != nil {
@@ -124,22 +132,35 @@ func decodeModel(raw json.RawMessage, dir string) (Model, string, error) {
 			HFConfig string `json:"hf_config"`
 		}
 		if err := strictDecode(raw, &ref, "model."); err != nil {
-			return Model{}, "", fmt.Errorf(`%w (a model read from a config.json takes only "hf_config")`, err)
+			return Model{}, "", nil, fmt.Errorf(`%w (a model read from a config.json takes only "hf_config")`, err)
 		}
 		m, err := readHFConfig(dir, ref.HFConfig)
 		if err != nil {
-			return Model{}, "", err
+			return Model{}, "", nil, err
 		}
-		return m, ref.HFConfig, nil
+		return m, ref.HFConfig, nil, nil
+	}
+	if keys["checkpoint"] != nil {
+		var ref struct {
+			Checkpoint string `json:"checkpoint"`
+		}
+		if err := strictDecode(raw, &ref, "model."); err != nil {
+			return Model{}, "", nil, fmt.Errorf(`%w (a model read from a checkpoint folder takes only "checkpoint")`, err)
+		}
+		ck, err := readCheckpointIn(dir, ref.Checkpoint)
+		if err != nil {
+			return Model{}, "", nil, err
+		}
+		return ck.Model, ref.Checkpoint, &ck, nil
 	}
 	var m Model
 	if err := strictDecode(raw, &m, "model."); err != nil {
-		return Model{}, "", err
+		return Model{}, "", nil, err
 	}
 	if err := m.Validate(); err != nil {
-		return Model{}, "", err
+		return Model{}, "", nil, err
 	}
-	return m, m.Name, nil
+	return m, m.Name, nil, nil
 }
 
 // hasKey reports whether the JSON object data has key k.

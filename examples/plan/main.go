@@ -27,13 +27,15 @@ func main() {
 
 // Report is what -json prints.
 type Report struct {
-	Name      string                  `json:"name,omitempty"`
-	Model     string                  `json:"model"`
-	Params    int64                   `json:"params"`
-	Training  *vram.TrainingEstimate  `json:"training,omitempty"`
-	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
-	Peak      vram.Bytes              `json:"peak_allocated"`
-	Fit       *Fit                    `json:"fit,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Model  string `json:"model"`
+	Params int64  `json:"params"`
+	// Checkpoint is the checkpoint folder the model was read from.
+	Checkpoint *vram.Checkpoint        `json:"checkpoint,omitempty"`
+	Training   *vram.TrainingEstimate  `json:"training,omitempty"`
+	Inference  *vram.InferenceEstimate `json:"inference,omitempty"`
+	Peak       vram.Bytes              `json:"peak_allocated"`
+	Fit        *Fit                    `json:"fit,omitempty"`
 }
 
 // Fit compares the peak with the plan's target GPU.
@@ -104,7 +106,7 @@ func run(args []string, w io.Writer) error {
 }
 
 func estimate(p vram.Plan) (Report, error) {
-	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount()}
+	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint}
 	if p.Training != nil {
 		est, err := p.Training.Estimate()
 		if err != nil {
@@ -136,6 +138,13 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		fmt.Fprintln(w, r.Name)
 	}
 	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
+	if ck := r.Checkpoint; ck != nil {
+		fmt.Fprintf(w, "checkpoint: %v stored as %s", ck.Total, ck.Format)
+		if len(ck.Unused) > 0 {
+			fmt.Fprintf(w, "; %d tensors the model does not use (first: %s)", len(ck.Unused), ck.Unused[0])
+		}
+		fmt.Fprintln(w)
+	}
 	if t := r.Training; t != nil {
 		fmt.Fprintf(w, "trainable parameters: %d\n\n", t.TrainableParams)
 		for _, n := range t.Notes {
