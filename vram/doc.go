@@ -17,13 +17,35 @@
 //
 // # Models
 //
-// Model describes a transformer (decoder-only, encoder-only, mixture of
-// experts, GQA/MQA, MLA). Tensors lists every parameter with its Hugging Face
-// name and shape, so ParamCount is exact (gpt2 124,439,808; Llama-2-7b
-// 6,738,415,616). Read one from a config.json with FromHFConfig, take one from
-// the catalog with FromPreset (a mistyped name becomes an estimate error),
-// LookupPreset or MustPreset, or read a checkpoint's real tensor table with
-// ReadCheckpoint (safetensors headers, sharded or not).
+// Model describes a transformer: decoder-only, encoder-only, encoder-decoder
+// (T5), mixture of experts (routed, shared, interleaved, every-expert), GQA,
+// MQA, MLA, local/global layers, q/k norms, soft-capping, sinks. Its Family
+// is a Hugging Face model_type (Families lists them). Tensors lists every
+// parameter with its Hugging Face name and shape, so ParamCount is exact (gpt2
+// 124,439,808; Llama-2-7b 6,738,415,616). Read one from a config.json with
+// FromHFConfig, take one from the catalog with FromPreset (a mistyped name
+// becomes an estimate error), LookupPreset or MustPreset, or open a local
+// checkpoint folder with OpenCheckpoint (config.json and safetensors
+// headers, matched tensor by tensor; quantized checkpoints keep their stored
+// sizes).
+//
+// # Adding a family
+//
+// A family is one file, family_<model_type>.go, whose init registers a
+// family value: the transformers modeling file it follows; fromConfig and
+// toConfig (config.json keys to Model fields and back); tensors (the
+// state-dict names and shapes, composed from layout.go's pieces:
+// standardDecoder, attnQKVO, mlpGated, routedExperts, stackedExperts, …);
+// buffers; defaults for zero fields; dropout; check (rules of its own); the
+// attention implementations transformers offers it; a recipe — what its
+// modeling code does that changes memory, per transformers release (fused
+// projections, the rotary embedding's dtype, a softmax without upcast, norms
+// that weigh in fp32, a Python loop over experts or batched experts, …); and
+// presets citing each checkpoint's config.json. Nothing else in the package
+// may name the family (TestFamilyNamesStayHome). To check it: add a tiny
+// model to examples/measure/trace-grid.json and the presets' inventories
+// (make truth), and go test ./vram holds the engine to them — inventories
+// exactly, traces within 2 %.
 //
 // # What is counted
 //
@@ -48,7 +70,12 @@
 // # Plans
 //
 // ReadPlan reads a JSON plan file (see Plan): a model by catalog name,
-// inline, or from a config.json, plus a training or inference run.
+// inline, from a config.json or from a checkpoint folder, plus a training or
+// inference run. Training.Transformers names the transformers release the
+// run uses (default the pinned one, Transformers); behaviours that belong to
+// releases follow it, and TrainingEstimate.Notes says where the run differs
+// from what the plan asks (an attention implementation a family lacks,
+// checkpointing a release ignores).
 //
 // # Sources
 //

@@ -452,21 +452,25 @@ const blockKinds = 32
 // blockKind sorts blocks into those that build the same activations: dense
 // or with routed experts, global or local attention, with or without the
 // rotary embedding. Blocks of one kind share one inventory.
-func (m Model) blockKind(i int) int {
+func (m *Model) blockKind(i int) int {
+	// Written out (not through IsMoELayer and LocalLayer) so that the
+	// per-layer calls of an estimate copy no Model.
 	k := 0
-	if m.IsMoELayer(i) {
+	if m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0) {
 		k |= 1
 	}
-	if m.LocalLayer(i) {
+	if (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0) {
 		k |= 2
 	} else if m.NoRopeGlobal {
 		k |= 4
 	}
-	if m.DecoderBlock(i) {
-		k |= 8
-	}
-	if m.DecoderLayers > 0 && m.stackStart(i) {
-		k |= 16
+	if m.DecoderLayers > 0 {
+		if i >= m.Layers-m.DecoderLayers {
+			k |= 8
+		}
+		if i == 0 || i == m.Layers-m.DecoderLayers {
+			k |= 16
+		}
 	}
 	return k
 }
