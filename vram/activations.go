@@ -139,8 +139,9 @@ type actOp struct {
 	// expert: one of the routed experts' ops, which transformers runs in a
 	// Python loop over the experts, one expert's tokens at a time.
 	expert bool
-	// saves: the op saves a tensor for its backward.
+	// saves: the op saves a tensor for its backward; saved lists them.
 	saves bool
+	saved []*actT
 	// heldGrad is gradients of tensors shared across blocks that exist
 	// while the op's backward runs (see actBuilder.persistGrad).
 	heldGrad Bytes
@@ -238,13 +239,15 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 			}
 		}
 	}
-	savesAny := false
+	var saved []*actT
 	for _, s := range saves {
-		savesAny = savesAny || s != nil
+		if s != nil {
+			saved = append(saved, s)
+		}
 	}
 	out.id = len(b.ts)
 	b.ts = append(b.ts, out)
-	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins, saves: savesAny})
+	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins, saves: len(saved) > 0, saved: saved})
 	return out
 }
 
@@ -268,6 +271,7 @@ func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
 	b.ops[idx].outs = append(b.ops[idx].outs, t)
+	b.ops[idx].saved = append(b.ops[idx].saved, t)
 	return t
 }
 
@@ -277,6 +281,7 @@ func (b *actBuilder) keep(t *actT) *actT {
 	t.saved, t.release = true, t.born
 	if t.born >= 0 && t.born < len(b.ops) {
 		b.ops[t.born].saves = true
+		b.ops[t.born].saved = append(b.ops[t.born].saved, t)
 	}
 	return t
 }
@@ -299,10 +304,12 @@ type blockPlan struct {
 	lora     map[string]bool
 	loraRank int64
 	loraDrop float64
-	attnImpl string
-	rec      recipe // the family's modeling code
-	upcast   bool   // softmax in fp32 in eager attention
-	useCache bool   // transformers returns past_key_values during training
+	// loraDType is the adapters' weights' dtype.
+	loraDType DType
+	attnImpl  string
+	rec       recipe // the family's modeling code
+	upcast    bool   // softmax in fp32 in eager attention
+	useCache  bool   // transformers returns past_key_values during training
 	// maskedSDPA: this layer's SDPA call gets an explicit mask.
 	maskedSDPA bool
 	// keepOutputs: the training loop holds the model's output (logits, cache,
@@ -364,16 +371,35 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		b.workspace(p.e.Size(in * out))
 	}
 	if p.lora[role] {
+		// PEFT's lora.Linear.forward: the input cast to the adapters'
+		// dtype (LoraLayer._cast_input_dtype), dropout, lora_A, lora_B,
+		// times the scaling, added to the base output. Under autocast each
+		// adapter matmul saves autocast's cached copy of its fp32 weight.
 		a := x
+		if p.hfModeling && p.loraDType.IsFloat() && a.dtype != p.loraDType {
+			a = b.op(name+".lora.input_dtype", b.size(in, p.loraDType), p.loraDType, list(a))
+		}
 		if p.loraDrop > 0 {
-			a = b.op(name+".lora_dropout", b.size(in, x.dtype), x.dtype, list(x))
+			a = b.op(name+".lora_dropout", b.size(in, a.dtype), a.dtype, list(a))
 			b.side(name+".lora_dropout.mask", b.size(in, Bool), Bool)
 		}
 		a = b.castIn(p, name+".lora_A", a)
 		la := b.op(name+".lora_A", b.size(p.loraRank, p.e), p.e, list(a), a)
 		b.ops[len(b.ops)-1].weights = p.loraRank * in
+		adapterCast := p.autocast && p.loraDType != p.e
+		if adapterCast {
+			b.side(name+".lora_A.weight_cast", p.e.Size(p.loraRank*in), p.e).weightCopy = true
+			b.ops[len(b.ops)-1].castWeights = true
+		}
 		lb := b.op(name+".lora_B", b.size(out, p.e), p.e, list(la), la)
 		b.ops[len(b.ops)-1].weights = p.loraRank * out
+		if adapterCast {
+			b.side(name+".lora_B.weight_cast", p.e.Size(p.loraRank*out), p.e).weightCopy = true
+			b.ops[len(b.ops)-1].castWeights = true
+		}
+		if p.hfModeling {
+			lb = b.op(name+".lora_scaling", b.size(out, p.e), p.e, list(lb))
+		}
 		y = b.op(name+".lora_add", b.size(out, p.e), p.e, list(y, lb))
 	}
 	return y
@@ -799,6 +825,13 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			act = b.keep(b.op("relu", b.size(f, p.e), p.e, list(u))) // threshold_backward uses the output
 		case m.MLP == "gelu_new" && p.pythonGELU:
 			act = b.newGELU(p, "gelu", u, f)
+		case m.MLP == "quick_gelu":
+			// transformers' QuickGELUActivation: input * torch.sigmoid(1.702
+			// * input). The scalar product saves nothing; sigmoid saves its
+			// output, which the final product saves too, with the input.
+			sc := b.op("quick_gelu.scale", b.size(f, p.e), p.e, list(u))
+			sg := b.keep(b.op("quick_gelu.sigmoid", b.size(f, p.e), p.e, list(sc)))
+			act = b.op("quick_gelu", b.size(f, p.e), p.e, list(u, sg), u, sg)
 		default:
 			act = b.op("gelu", b.size(f, p.e), p.e, list(u), u)
 		}
@@ -886,7 +919,59 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		}
 	}
 	out.keepAlive = true
+	if layer == 0 && r.inputNoGrad() {
+		b.withoutGrad(x)
+	}
 	return b.summarize(x)
+}
+
+// inputNoGrad reports whether the first block's input needs no gradient:
+// the base (embeddings included) is frozen and nothing before the blocks
+// trains, so autograd records only the ops that lead from a trainable
+// weight (the adapters) to the loss. Under checkpointing the input is
+// taken to require grad, as PEFT (PeftModel's
+// prepare_model_for_gradient_checkpointing) and transformers (with its PEFT
+// integration) make the embeddings' output do.
+func (r *resolved) inputNoGrad() bool {
+	return r.frozen && r.Checkpointing == "none" && r.Framework != "megatron" && r.Framework != "torchtitan"
+}
+
+// withoutGrad drops what the block's ops save when nothing they read needs
+// a gradient and they have no trainable weight: autograd records no node
+// for them (torch/csrc/autograd: an op whose inputs do not require grad
+// gets no grad_fn), given that in, the block's input, needs none.
+func (b *actBuilder) withoutGrad(in *actT) {
+	req := make([]bool, len(b.ts)) // the block's input first of all
+	keep := make([]bool, len(b.ts))
+	rel := make([]int, len(b.ts))
+	for i := range rel {
+		rel[i] = -1
+	}
+	for i := range b.ops {
+		op := &b.ops[i]
+		need := op.weights > 0
+		for _, t := range op.ins {
+			need = need || (t != nil && req[t.id])
+		}
+		for _, t := range op.outs {
+			req[t.id] = need
+		}
+		if !need {
+			op.saves = false
+			continue
+		}
+		for _, t := range op.saved {
+			keep[t.id] = true
+			if rel[t.id] < 0 || i < rel[t.id] {
+				rel[t.id] = i
+			}
+		}
+	}
+	for _, t := range b.ts {
+		if t.saved {
+			t.saved, t.release = keep[t.id], rel[t.id]
+		}
+	}
 }
 
 // summarize turns the op list into the block's inventory and peaks.
@@ -1238,6 +1323,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	if r.LoRA != nil && r.Trainable == "lora" {
 		p.lora = map[string]bool{}
 		p.loraRank = int64(r.LoRA.Rank)
+		p.loraDType = r.trainableDType()
 		p.loraDrop = r.LoRA.Dropout
 		for _, t := range r.LoRA.Targets {
 			if t == "all_linear" {

@@ -27,10 +27,27 @@ func (m Model) Buffers() []Buffer {
 		return nil // out of range: Validate says which field
 	}
 	f := lookupFamily(m.Family)
-	if f == nil || f.buffers == nil {
+	if f == nil {
 		return nil
 	}
 	var b bufferList
-	f.buffers(m, &b)
+	if m.Vision != nil {
+		// The tower's first, then the language model's under the
+		// wrapper's names.
+		m.visionBuffers(&b)
+		n := len(b.bs)
+		text := m
+		text.Vision = nil
+		if f.buffers != nil {
+			f.buffers(text, &b)
+		}
+		for i := n; i < len(b.bs); i++ {
+			b.bs[i].Name = m.textBufferName(b.bs[i].Name)
+		}
+		return b.bs
+	}
+	if f.buffers != nil {
+		f.buffers(m, &b)
+	}
 	return b.bs
 }

@@ -114,6 +114,7 @@ func matchCheckpoint(m Model, ts []Tensor) (Checkpoint, error) {
 	formats := map[string]bool{}
 	floats := map[DType]int64{}
 	for _, c := range ts {
+		c.Name = m.currentName(c.Name)
 		ck.Total = addBytes(ck.Total, c.Bytes)
 		if d, ok := declared[c.Name]; ok {
 			if c.DType.IsFloat() && !sameShape(c.Shape, d.Shape) && !transposedLinear(m, c.Shape, d.Shape) {

@@ -29,6 +29,14 @@
 // headers, matched tensor by tensor; quantized checkpoints keep their stored
 // sizes).
 //
+// A vision-language model (LLaVA) is its language model with Model.Vision
+// set: the wrapper family, the vision tower (a Model of an image-encoder
+// family) and how features are chosen. Its sequences count each image's
+// tokens (Vision.ImageTokens); Training.Images and Inference.Images say how
+// many images a sequence holds, Training.VisionTower whether the tower
+// trains. vision.go composes the three parts; the wrapper's file declares
+// its names and projector (visionWrapper).
+//
 // # Adding a family
 //
 // A family is one file, family_<model_type>.go, whose init registers a

@@ -121,6 +121,10 @@ func (t Training) Layers() (_ []LayerMemory, err error) {
 	var blk [blockKinds]BlockActivations
 	var have [blockKinds]bool
 	for l := st.first; l < st.last; l++ {
+		if l == 0 && r.inputNoGrad() {
+			part("block 0", 0, blocks[0], r.savedFor(buildBlock(&r, 0), 0)) // its input needs no gradient
+			continue
+		}
 		k := r.m.blockKind(l)
 		if !have[k] {
 			blk[k], have[k] = buildBlock(&r, l), true

@@ -46,7 +46,7 @@ func ExampleLoRA() {
 	fmt.Println("peak:", est.Peak.Total())
 	// Output:
 	// trainable: 16777216 of 6738415616 parameters
-	// peak: 22.1 GiB
+	// peak: 22.0 GiB
 }
 
 // Serving: weights plus a KV cache that grows with context and concurrency.

@@ -32,6 +32,14 @@ type family struct {
 	// config under a key (gemma3's "text_config") to that key: FromHFConfig
 	// reads such a config through it.
 	wrappers map[string]string
+	// vision declares a vision-language wrapper (LLaVA): a family of its
+	// own whose models are a language model of another family with a
+	// vision tower (Model.Vision). Nil for other families.
+	vision *visionWrapper
+	// configDefaults are the config class's defaults for keys a nested
+	// config (a wrapper's text_config or vision_config) may leave out,
+	// which transformers fills from the class (LlamaConfig.__init__).
+	configDefaults map[string]any
 
 	// defaults are the family's conventions for a model's zero fields (see
 	// Model.Normalize): MLP, Norm, Position, Bias, TiedEmbeddings, …
@@ -99,6 +107,10 @@ type recipe struct {
 	parallelNorms int
 	// embedNorm: a LayerNorm on the embeddings.
 	embedNorm bool
+	// pooledNorm: the final norm reads the first (class) token only, the
+	// pooled output (CLIP's post_layernorm); the model returns the last
+	// hidden state without it.
+	pooledNorm bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool
@@ -184,7 +196,11 @@ func register(f *family) {
 		if _, dup := presets[name]; dup {
 			panic("vram: preset " + name + " registered twice")
 		}
-		p.Model.Family = f.name
+		if f.vision != nil {
+			p.Model.Vision.Family = f.name // the language model keeps its family
+		} else {
+			p.Model.Family = f.name
+		}
 		presets[name] = p
 	}
 }

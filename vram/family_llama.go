@@ -7,6 +7,10 @@ func init() {
 	register(&family{
 		name: "llama", source: "transformers/models/llama/modeling_llama.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
+		// LlamaConfig.__init__'s defaults (Llama 2 7B's shape), which a
+		// wrapper's text_config may leave out (llava-1.5-7b-hf does).
+		configDefaults: map[string]any{"vocab_size": 32000.0, "hidden_size": 4096.0, "intermediate_size": 11008.0,
+			"num_hidden_layers": 32.0, "num_attention_heads": 32.0, "max_position_embeddings": 2048.0},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.common(m)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)

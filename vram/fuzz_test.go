@@ -175,7 +175,7 @@ func FuzzReadCheckpoint(f *testing.F) {
 // and whose training and inference estimates succeed and never shrink when
 // the batch, the sequence or the layers grow.
 func FuzzFromHFConfig(f *testing.F) {
-	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b"} {
+	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b", "llava-1.5-7b-hf"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "hf", name+".json"))
 		if err != nil {
 			f.Fatal(err)
@@ -196,9 +196,13 @@ func FuzzFromHFConfig(f *testing.F) {
 		if n <= 0 {
 			t.Fatalf("%d parameters", n)
 		}
-		seq := 64
+		seq, image := 64, 0
 		if m.Image != nil {
 			seq = m.Image.Tokens()
+		}
+		if m.Vision != nil {
+			image = m.Vision.ImageTokens() // one image in each sequence
+			seq += image
 		}
 		tr := Training{Model: m, SeqLen: seq, MicroBatch: 1, Precision: "bf16"}
 		est, err := tr.Estimate()
@@ -230,7 +234,7 @@ func FuzzFromHFConfig(f *testing.F) {
 			}
 		}
 		if !m.Encoder() {
-			in := Inference{Model: m, Batch: 1, PromptTokens: 32, NewTokens: 8}
+			in := Inference{Model: m, Batch: 1, PromptTokens: 32 + image, NewTokens: 8}
 			if ie, err := in.Estimate(); err == nil {
 				checkBreakdown(t, ie.Peak)
 			}

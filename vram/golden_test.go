@@ -20,9 +20,14 @@ func TestEstimatesGolden(t *testing.T) {
 	var b strings.Builder
 	for _, name := range Presets() {
 		m := MustPreset(name)
-		seq := 512
+		seq, image := 512, 0
 		if m.Image != nil {
 			seq = m.Image.Tokens()
+		}
+		if m.Vision != nil {
+			// One image's tokens in every sequence and prompt.
+			image = m.Vision.ImageTokens()
+			seq += image
 		}
 		tp := 2
 		if m.Heads%2 != 0 || m.KVHeads%2 != 0 && 2%m.KVHeads != 0 {
@@ -33,7 +38,7 @@ func TestEstimatesGolden(t *testing.T) {
 			t     Training
 		}{
 			{"bf16 adamw sdpa", Training{SeqLen: seq, MicroBatch: 2, Precision: "bf16"}},
-			{"amp eager full sgd hf", Training{SeqLen: seq / 2, MicroBatch: 1, Precision: "amp_bf16", Attention: "eager", Checkpointing: "full", Optimizer: "sgd", Framework: "hf_trainer"}},
+			{"amp eager full sgd hf", Training{SeqLen: (seq-image)/2 + image, MicroBatch: 1, Precision: "amp_bf16", Attention: "eager", Checkpointing: "full", Optimizer: "sgd", Framework: "hf_trainer"}},
 			{"fp32 lora selective", Training{SeqLen: seq, MicroBatch: 1, Precision: "fp32", Checkpointing: "selective", LoRA: &LoRA{Rank: 8, Targets: []string{"q_proj", "v_proj"}}}},
 			{"qlora litgpt chunked", Training{SeqLen: seq, MicroBatch: 2, Precision: "bf16", QuantizedBase: Quant{DType: NF4}, Loss: "chunked_cross_entropy", Framework: "litgpt",
 				LoRA: &LoRA{Rank: 16, Targets: []string{"all_linear"}}}},
@@ -72,6 +77,7 @@ func TestEstimatesGolden(t *testing.T) {
 		} {
 			in := v.in
 			in.Model = m
+			in.PromptTokens += image
 			fmt.Fprintf(&b, "%s | %s | ", name, v.label)
 			est, err := in.Estimate()
 			if err != nil {

@@ -63,6 +63,12 @@ func buildEdges(r *resolved) edgeActivations {
 		// embedding_multiplier): a new tensor, nothing saved.
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
+	if m.Vision != nil {
+		// The images' features take their placeholder tokens' places.
+		x = b.imageSide(r, p, x)
+		im := r.tower.m.Image
+		ea.Inputs = addBytes(ea.Inputs, FP32.Size(int64(r.tower.MicroBatch)*int64(im.Channels*im.Size*im.Size)))
+	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
 	}
@@ -102,6 +108,13 @@ func buildEdges(r *resolved) edgeActivations {
 			x = b.op("scale", b.size(h, x.dtype), x.dtype, list(x))
 			hold = append(hold, x) // sequence_output
 		}
+	case p.rec.pooledNorm:
+		// last_hidden_state is returned as it is; the norm reads the class
+		// token (pooled_output = last_hidden_state[:, 0, :]).
+		x.held = p.keepOutputs
+		b.tokens = int64(r.MicroBatch)
+		b.norm(p, "final_norm", m.Norm, x, h).held = p.keepOutputs
+		b.tokens = tokens
 	case m.NormPosition != "post":
 		x = b.norm(p, "final_norm", m.Norm, x, h)
 		hold = append(hold, x) // outputs.last_hidden_state

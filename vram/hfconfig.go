@@ -184,10 +184,58 @@ func (m Model) HFConfig() map[string]any {
 	if m.Name != "" {
 		c["_name_or_path"] = m.Name
 	}
-	if f := lookupFamily(m.Family); f != nil && f.toConfig != nil {
+	f := lookupFamily(m.Family)
+	if m.Vision != nil {
+		f = lookupFamily(m.Vision.Family) // the wrapper writes both parts
+	}
+	if f != nil && f.toConfig != nil {
 		f.toConfig(m, c)
 	}
 	return c
+}
+
+// nested reads a wrapper's sub-config (text_config, vision_config) through
+// the family its model_type names, def when it names none, as the
+// wrapper's config class does; keys it leaves out take that family's
+// config-class defaults (family.configDefaults).
+func (r *hfReader) nested(key, def string) Model {
+	if r.err != nil {
+		return Model{}
+	}
+	sub := map[string]any{}
+	switch v := r.c[key].(type) {
+	case nil:
+	case map[string]any:
+		sub = v
+	default:
+		r.fail(fmt.Sprintf("%q must be an object, got %v", key, v))
+		return Model{}
+	}
+	mt, _ := sub["model_type"].(string)
+	if mt == "" {
+		mt = def
+	}
+	f := lookupFamily(mt)
+	if f == nil || f.fromConfig == nil || f.vision != nil {
+		r.fail(fmt.Sprintf("%s: model_type %q is not supported; supported: %s%s", key, mt, strings.Join(Families(), ", "), didYouMean(mt, Families())))
+		return Model{}
+	}
+	c := make(map[string]any, len(sub)+len(f.configDefaults))
+	for k, v := range f.configDefaults {
+		c[k] = v
+	}
+	for k, v := range sub {
+		if v != nil {
+			c[k] = v
+		}
+	}
+	sr := hfReader{c: c}
+	m := Model{Family: mt}
+	f.fromConfig(&sr, &m)
+	if sr.err != nil {
+		r.fail(fmt.Sprintf("%s (model_type %q): %v", key, mt, sr.err))
+	}
+	return m
 }
 
 // writeLayerTypes writes config.layer_types: local for m's local layers

@@ -17,6 +17,10 @@ type Inference struct {
 	NewTokens    int `json:"new_tokens"`                // generated per sequence
 	KVCacheLen   int `json:"kv_cache_tokens,omitempty"` // preallocated cache length per sequence (static caches)
 
+	// Images is the number of images in each prompt of a vision-language
+	// model (default 1); their tokens count in prompt_tokens.
+	Images int `json:"images,omitempty"`
+
 	KVDType   DType  `json:"kv_dtype,omitempty"`  // default: the compute dtype
 	Attention string `json:"attention,omitempty"` // sdpa (default), flash2, eager
 	// Cache is how the KV cache grows: dynamic (default; transformers
@@ -171,6 +175,17 @@ func (in Inference) applies() error {
 	}
 	if in.QuantizedModules != "" && !in.Weights.Quantized() {
 		return fmt.Errorf("quantized_modules applies to quantized weights (int8, nf4, fp4, int4), not %s", in.Weights.DType)
+	}
+	if in.Images != 0 && in.Model.Vision == nil {
+		return fmt.Errorf("images applies to vision-language models (model.vision), not %q", in.Model.Family)
+	}
+	if v := in.Model.Vision; v != nil && in.PromptTokens > 0 {
+		if in.Images < 0 || in.Images > maxTokens {
+			return fmt.Errorf("images must be in [1, %d], got %d", maxTokens, in.Images)
+		}
+		if n := int64(max(1, in.Images)) * int64(v.ImageTokens()); n > int64(in.PromptTokens) {
+			return fmt.Errorf("prompt_tokens = %d cannot hold images = %d of %d tokens each: prompt_tokens counts the image tokens too", in.PromptTokens, max(1, in.Images), v.ImageTokens())
+		}
 	}
 	return nil
 }
@@ -358,7 +373,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		seq = minInt(seq*in.Batch, in.MaxBatchedTokens)
 	}
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
-		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
+		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
 	r, err := tr.resolve()
 	if err != nil {
 		// The bounds of Inference.resolve cover the prefill's; this would be
@@ -380,7 +395,13 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	if in.LogitsFP32 {
 		logits = addBytes(logits, FP32.Size(mulI64(logitTokens, v)))
 	}
-	prefill := Breakdown{Parameters: est.Weights, KVCache: prefillCache, Temporaries: maxBytes(blk, logits)}
+	temp := maxBytes(blk, logits)
+	if m.Vision != nil {
+		// The images go through the tower, the projector and into the
+		// embeddings before the first block.
+		temp = maxBytes(temp, buildEdges(&r).Embed.NoGradPeak)
+	}
+	prefill := Breakdown{Parameters: est.Weights, KVCache: prefillCache, Temporaries: temp}
 
 	// Decoding: the cache at its final length; a legacy tuple cache is rebuilt
 	// with torch.cat each step while the previous tuple is still referenced,

@@ -31,7 +31,7 @@ type Model struct {
 	Vocab         int `json:"vocab,omitempty"`
 
 	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
-	MLP            string `json:"mlp,omitempty"`  // gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu
+	MLP            string `json:"mlp,omitempty"`  // gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, relu, swiglu, geglu
 	Norm           string `json:"norm,omitempty"` // layernorm, rmsnorm
 	// NormPosition is where a block's norms sit: empty for before each
 	// sublayer (pre-LN), "post" after each residual add (BERT, OPT-350m),
@@ -50,6 +50,9 @@ type Model struct {
 	Pooler           bool   `json:"pooler,omitempty"`              // BERT/ViT pooler (dense + tanh)
 	Head             string `json:"head,omitempty"`                // lm (default for decoders), seq_cls_N, image_cls_N, none
 	Image            *Image `json:"image,omitempty"`               // ViT input
+	// Vision makes the model (the language model) a vision-language model:
+	// a vision tower, a projector and image tokens in the sequence.
+	Vision *Vision `json:"vision,omitempty"`
 
 	// Mixture of experts.
 	Experts         int `json:"experts,omitempty"`           // routed experts per MoE layer
@@ -110,6 +113,27 @@ type Model struct {
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
 	Params int64 `json:"params,omitempty"`
+}
+
+// Vision is the image side of a vision-language model (LLaVA): a vision
+// tower (an image encoder of its own family) reads each image, the
+// projector maps the tower's features to the language model's width, and
+// the wrapper puts them in the token sequence in place of the image's
+// placeholder tokens. The Model that holds it is the language model.
+type Vision struct {
+	Family string `json:"family"` // the wrapper's model_type (llava)
+	Tower  Model  `json:"tower"`  // the vision encoder (family clip_vision_model)
+	// FeatureLayer is the tower hidden state the projector reads, counted
+	// as Python indexes hidden_states: 1 … tower layers after that block,
+	// negative from the end (-1 the last block's output); 0 takes the
+	// wrapper's default (LLaVA: -2, the penultimate block's output).
+	FeatureLayer int `json:"feature_layer,omitempty"`
+	// KeepClassToken keeps the tower's class token among the image
+	// features (vision_feature_select_strategy "full"); LLaVA drops it.
+	KeepClassToken bool `json:"keep_class_token,omitempty"`
+	// NoProjectorBias: the projector's linears have no bias
+	// (multimodal_projector_bias false).
+	NoProjectorBias bool `json:"no_projector_bias,omitempty"`
 }
 
 // Image describes a ViT's input.
@@ -239,6 +263,14 @@ func (m Model) Normalize() Model {
 	if m.SharedExperts > 0 && m.SharedExpertFFN == 0 {
 		m.SharedExpertFFN = m.ExpertFFN
 	}
+	if m.Vision != nil {
+		v := *m.Vision
+		v.Tower = v.Tower.Normalize()
+		if w := m.visionWrapperOf(); w != nil && v.FeatureLayer == 0 {
+			v.FeatureLayer = w.featureLayer
+		}
+		m.Vision = &v
+	}
 	if m.Experts > 0 && m.Router == "" {
 		m.Router = d.Router
 		if m.Router == "" {
@@ -253,6 +285,11 @@ func (m Model) clone() Model {
 	if m.Image != nil {
 		im := *m.Image
 		m.Image = &im
+	}
+	if m.Vision != nil {
+		v := *m.Vision
+		v.Tower = v.Tower.clone()
+		m.Vision = &v
 	}
 	return m
 }
@@ -340,9 +377,9 @@ func (m Model) Validate() error {
 		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
 	}
 	switch m.MLP {
-	case "gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "swiglu", "geglu", "silu":
+	case "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu", "swiglu", "geglu", "silu":
 	default:
-		return fmt.Errorf("model.mlp %q is not supported; known: gelu, gelu_new, gelu_pytorch_tanh, relu, swiglu, geglu", m.MLP)
+		return fmt.Errorf("model.mlp %q is not supported; known: gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, relu, swiglu, geglu", m.MLP)
 	}
 	switch m.Norm {
 	case "layernorm", "rmsnorm":
@@ -398,6 +435,11 @@ func (m Model) Validate() error {
 	}
 	if f.check != nil {
 		if err := f.check(m); err != nil {
+			return err
+		}
+	}
+	if m.Vision != nil {
+		if err := m.validateVision(); err != nil {
 			return err
 		}
 	}
@@ -564,6 +606,17 @@ func (m Model) ranges() error {
 	}
 	if im := m.Image; im != nil && (im.Registers < 0 || im.Registers > maxImageSide) {
 		return fmt.Errorf("model.image.registers = %d must be in [0, %d]", im.Registers, maxImageSide)
+	}
+	if v := m.Vision; v != nil {
+		if v.Tower.Vision != nil {
+			return fmt.Errorf("model.vision.tower has a vision side of its own")
+		}
+		if err := v.Tower.Normalize().ranges(); err != nil {
+			return fmt.Errorf("model.vision.tower: %s", strings.TrimPrefix(err.Error(), "model."))
+		}
+		if v.FeatureLayer < -maxLayers || v.FeatureLayer > maxLayers {
+			return fmt.Errorf("model.vision.feature_layer = %d is out of range [-%d, %d]", v.FeatureLayer, maxLayers, maxLayers)
+		}
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func (r *resolved) stages() []stage {
 
 // loraTargeted reports which output rows of tensor t get an adapter.
 func (r *resolved) loraOut(t Tensor) int64 {
-	if r.Trainable != "lora" || r.LoRA == nil || !t.IsLinear() || t.Role == "router" {
+	if r.Trainable != "lora" || r.LoRA == nil || !t.IsLinear() || t.Role == "router" || t.part != textPart {
 		return 0
 	}
 	want := map[string]bool{}
@@ -175,7 +175,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		}
 		train := int64(0)
 		var shape []int64
-		if !r.frozen {
+		if r.trains(t) {
 			train = n / div
 			shape = t.Shape
 		} else if out := r.loraOut(t); out > 0 {

@@ -306,6 +306,10 @@ func (tr *tracer) step(last bool) {
 	}
 	if tr.st.embed {
 		tr.paramGrads(-1)
+		if r.m.Vision != nil {
+			// The projector's and the tower's backward, op by op.
+			res = tr.backward(tr.edges.Embed.prog, res, saved[-1], &held)
+		}
 		saved[-1].freeAll(tr.a)
 	}
 	tr.freeAll(held)

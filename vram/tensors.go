@@ -30,6 +30,9 @@ type Tensor struct {
 	// head: the tensor belongs to the head side (final norm, output layer,
 	// task head), which pipeline parallelism places on the last stage.
 	head bool
+	// part is a vision-language model's part the tensor belongs to
+	// (textPart, towerPart, …; see vision.go).
+	part uint8
 }
 
 // Part is one role's slice of a fused linear layer.
@@ -77,14 +80,22 @@ var (
 // modelKey is a Model by value: its pointer fields replaced by what they
 // point to.
 type modelKey struct {
-	m     Model
-	image Image
+	m      Model
+	image  Image
+	vision Vision
+	tower  Image
 }
 
 func (m Model) key() modelKey {
 	k := modelKey{m: m}
 	if m.Image != nil {
 		k.image, k.m.Image = *m.Image, nil
+	}
+	if m.Vision != nil {
+		k.vision, k.m.Vision = *m.Vision, nil
+		if im := k.vision.Tower.Image; im != nil {
+			k.tower, k.vision.Tower.Image = *im, nil
+		}
 	}
 	return k
 }
@@ -136,6 +147,12 @@ func (m Model) buildTensors() []Tensor {
 		return nil
 	}
 	l := &tensorList{layer: -1}
+	if m.Vision != nil {
+		if w := lookupFamily(m.Vision.Family); w != nil && w.tensors != nil {
+			w.tensors(m, l)
+		}
+		return l.ts
+	}
 	f.tensors(m, l)
 	return l.ts
 }

@@ -104,6 +104,10 @@ func blockActivations(r *resolved) []BlockActivations {
 	var byKind [blockKinds]BlockActivations
 	var have [blockKinds]bool
 	for i := range acts {
+		if i == 0 && r.inputNoGrad() {
+			acts[0] = buildBlock(&rr, 0) // its input needs no gradient
+			continue
+		}
 		k := r.m.blockKind(i)
 		if !have[k] {
 			byKind[k], have[k] = buildBlock(&rr, i), true
@@ -131,6 +135,9 @@ func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record
 		}
 	}
 	best.block = acts[0]
+	if r.inputNoGrad() && len(acts) > 1 {
+		best.block = acts[1] // a block whose input needs a gradient, as all but the first
+	}
 	return best
 }
 
@@ -404,6 +411,17 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 	}
 	if st.embed {
+		if r.m.Vision != nil {
+			// The projector's and the tower's backward (autograd runs them
+			// before the token embedding's, created first), with their
+			// weight gradients appearing op by op.
+			var vg Bytes
+			if !gradsHeld {
+				vg = Bytes(float64(s.embed.grads) * r.visionGradShare())
+			}
+			e := s.edges.Embed
+			s.emit(iter, micro, "backward", -1, "projector and vision tower", s.walkBackward(live, e, e.Saved, vg, inflight, unsharded), 0)
+		}
 		if !gradsHeld {
 			live.Gradients = addBytes(live.Gradients, s.embed.grads-tiedGrads)
 		}

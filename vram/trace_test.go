@@ -140,14 +140,28 @@ func TestTraceMatchesMemTracker(t *testing.T) {
 		// trace), so they do not see the inputs the engine counts as Other.
 		b := est.Peak
 		got := int64(b.Total() - b.Other)
-		for _, want := range []int64{mt["Total"], st["Total"]} {
+		wants := []int64{mt["Total"], st["Total"]}
+		if unreachedGraph(tr) {
+			wants = wants[1:] // see below
+		}
+		for _, want := range wants {
 			if d := float64(got-want) / float64(want); max(d, -d) > worst {
 				worst = max(d, -d)
 			}
 		}
 		t.Logf("%-44s peak %+6.2f%% (MemTracker %+6.2f%%) at %s", name, 100*float64(got-st["Total"])/float64(st["Total"]),
 			100*float64(got-mt["Total"])/float64(mt["Total"]), est.PeakAt.Where())
-		within(name, "peak (MemTracker)", got, mt["Total"])
+		if unreachedGraph(tr) {
+			// MemTracker's module hooks (ModTracker's multi-grad hooks, a
+			// reference cycle through the grad_fn they hook) keep alive the
+			// graph of outputs no loss reaches: here the trainable tower's
+			// blocks past the selected hidden state, which a plain training
+			// step frees when get_image_features returns. The live-storage
+			// tracker, which adds no hooks, is the reference.
+			t.Logf("%s: MemTracker keeps the unreached tower blocks' graph (%+.2f%%)", name, 100*float64(got-mt["Total"])/float64(mt["Total"]))
+		} else {
+			within(name, "peak (MemTracker)", got, mt["Total"])
+		}
 		within(name, "peak (live storages)", got, st["Total"])
 		// The engine counts module buffers (causal masks, position ids,
 		// rotary frequencies) with the parameters.
@@ -203,4 +217,14 @@ func TestExpertImbalanceExplainsMixtralGap(t *testing.T) {
 		}
 		t.Logf("%s with the traced imbalance: %+.2f%%", name, 100*d)
 	}
+}
+
+// unreachedGraph reports whether a traced plan trains a vision tower whose
+// last blocks run (with an autograd graph) but feed nothing the loss reads.
+func unreachedGraph(tr Training) bool {
+	m := tr.Model.Normalize()
+	if m.Vision == nil || tr.VisionTower != "trainable" {
+		return false
+	}
+	return m.Vision.featureIndex(m.visionWrapperOf()) < m.Vision.Tower.Layers
 }

@@ -93,6 +93,14 @@ type Training struct {
 	// gradient (e.g. out-of-place clipping that stores clipped copies).
 	RetainGradCopies bool `json:"retain_grad_copies,omitempty"`
 
+	// Images is the number of images in each sequence of a
+	// vision-language model (default 1); their tokens are part of
+	// seq_len. VisionTower: frozen (default, as LLaVA's recipes) or
+	// trainable (with trainable "full"); the projector trains with the
+	// language model.
+	Images      int    `json:"images,omitempty"`
+	VisionTower string `json:"vision_tower,omitempty"`
+
 	Parallel Parallel `json:"parallel,omitempty"`
 }
 
@@ -118,6 +126,8 @@ type resolved struct {
 	dropAttn  float64
 	frozen    bool // base weights frozen (LoRA/adapter)
 	stateSize float64
+	images    int        // images per sequence (vision-language models)
+	tower     *resolved  // the vision tower's run (vision-language models)
 	lib       libVersion // the transformers release
 	rec       recipe     // the family's modeling code under lib
 	notes     []string   // what runs differently from the plan (TrainingEstimate.Notes)
@@ -285,6 +295,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	if err := r.applies(t); err != nil {
+		return r, err
+	}
+	if err := r.resolveVision(); err != nil {
 		return r, err
 	}
 	if t.ExpertImbalance != 0 {

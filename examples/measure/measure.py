@@ -46,9 +46,10 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # The Auto class that builds each family as the Go engine counts it.
-ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers"}
-IMAGES = {"vit", "dinov2", "dinov2_with_registers"}
+ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
+IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5"}
+VISION_LANGUAGE = {"llava"}
 
 
 def write(args, text):
@@ -110,7 +111,9 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
     cfg = dict(cfg_dict)
     model_type = cfg.pop("model_type")
     cfg.pop("_name_or_path", None)
-    if layers is not None:
+    if layers is not None and model_type in VISION_LANGUAGE:
+        cfg["text_config"] = dict(cfg["text_config"], num_hidden_layers=layers)
+    elif layers is not None:
         cfg["n_layer" if model_type in ("gpt2", "gpt_bigcode", "gptj") else "num_hidden_layers"] = layers
     if attn is not None and not dropout:
         for k in DROPOUTS:
@@ -119,6 +122,8 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
     cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
     if model_type in SEQ2SEQ:
         cls = transformers.AutoModelForSeq2SeqLM
+    if model_type in VISION_LANGUAGE:
+        cls = transformers.AutoModelForImageTextToText
     if attn == "sdpa":
         # A family without an SDPA attention gets eager attention, as
         # transformers' default choice does (_supports_sdpa false).
@@ -145,6 +150,19 @@ def batch(config, train, device, dtype):
     if config.model_type in IMAGES:
         size, ch = config.image_size, config.num_channels
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
+    if config.model_type in VISION_LANGUAGE:
+        # The processor's fp32 pixels, and each sequence's image
+        # placeholder tokens after its first token; labels ignore them.
+        n, per = int(train.get("images") or 1), config.image_seq_length
+        v = config.vision_config
+        vocab = min(1000, config.text_config.vocab_size)
+        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
+        ids[ids == config.image_token_index] = 0
+        ids[:, 1:1 + n * per] = config.image_token_index
+        labels = ids.clone()
+        labels[ids == config.image_token_index] = -100
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, device=device)}
     ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if config.model_type in SEQ2SEQ:
@@ -160,9 +178,18 @@ def for_training(model, train, dropout):
     """The model as the plan trains it: PEFT LoRA adapters (their dropout only
     when dropout), train mode, non-reentrant checkpointing."""
     lora = train.get("lora")
+    vl = model.config.model_type in VISION_LANGUAGE
+    if vl and train.get("vision_tower", "frozen") == "frozen":
+        model.model.vision_tower.requires_grad_(False)
     if lora:
         import peft
         targets = lora["targets"] if lora["targets"] != ["all_linear"] else "all-linear"
+        if vl:
+            # The language model's linears only (the tower and the
+            # projector stay as the plan says).
+            names = lora["targets"] if lora["targets"] != ["all_linear"] else \
+                ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+            targets = r".*language_model.*\.(" + "|".join(names) + ")"
         model = peft.get_peft_model(model, peft.LoraConfig(
             r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
             lora_dropout=lora.get("dropout", 0.0) if dropout else 0.0, target_modules=targets))
@@ -394,9 +421,12 @@ def grid(args):
     for name, model in g["models"].items():
         if args.only and name not in args.only:
             continue
+        # A model's own "train" keys (a trainable vision tower, say) join
+        # the grid's.
+        own = {k: v for k, v in model.items() if k != "train"}
         for point in itertools.product(*(axes[k] for k in keys)):
-            train = dict(g["train"], **dict(zip(keys, point)))
-            p = {"name": " ".join((name,) + point), "model": dict(model, name=name), "train": train}
+            train = dict(g["train"], **model.get("train", {}), **dict(zip(keys, point)))
+            p = {"name": " ".join((name,) + point), "model": dict(own, name=name), "train": train}
             out = os.path.join(args.outdir, "-".join((name,) + point) + ".json")
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tmp:
                 json.dump(p, tmp)

@@ -31,11 +31,22 @@ type Report struct {
 	Model  string `json:"model"`
 	Params int64  `json:"params"`
 	// Checkpoint is the checkpoint folder the model was read from.
-	Checkpoint *vram.Checkpoint        `json:"checkpoint,omitempty"`
-	Training   *vram.TrainingEstimate  `json:"training,omitempty"`
-	Inference  *vram.InferenceEstimate `json:"inference,omitempty"`
-	Peak       vram.Bytes              `json:"peak_allocated"`
-	Fit        *Fit                    `json:"fit,omitempty"`
+	Checkpoint *vram.Checkpoint `json:"checkpoint,omitempty"`
+	// Images describes a vision-language model's image side.
+	Images    *Images                 `json:"images,omitempty"`
+	Training  *vram.TrainingEstimate  `json:"training,omitempty"`
+	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
+	Peak      vram.Bytes              `json:"peak_allocated"`
+	Fit       *Fit                    `json:"fit,omitempty"`
+}
+
+// Images is a vision-language model's image side as the plan runs it.
+type Images struct {
+	Tower       string `json:"tower"`        // the tower's family
+	TowerParams int64  `json:"tower_params"` // its parameters
+	Tokens      int    `json:"tokens"`       // each image's tokens in the sequence
+	PerSequence int    `json:"per_sequence"` // images per sequence (prompt)
+	Trainable   bool   `json:"trainable"`    // the tower trains
 }
 
 // Fit compares the peak with the plan's target GPU.
@@ -107,6 +118,15 @@ func run(args []string, w io.Writer) error {
 
 func estimate(p vram.Plan) (Report, error) {
 	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint}
+	if v := p.Model.Vision; v != nil {
+		im := &Images{Tower: v.Tower.Family, TowerParams: v.Tower.ParamCount(), Tokens: v.ImageTokens(), PerSequence: 1}
+		if t := p.Training; t != nil {
+			im.PerSequence, im.Trainable = max(1, t.Images), t.VisionTower == "trainable"
+		} else if p.Inference != nil {
+			im.PerSequence = max(1, p.Inference.Images)
+		}
+		rep.Images = im
+	}
 	if p.Training != nil {
 		est, err := p.Training.Estimate()
 		if err != nil {
@@ -144,6 +164,17 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "; %d tensors the model does not use (first: %s)", len(ck.Unused), ck.Unused[0])
 		}
 		fmt.Fprintln(w)
+	}
+	if im := r.Images; im != nil {
+		state := "frozen"
+		if im.Trainable {
+			state = "trained"
+		}
+		if r.Inference != nil {
+			state = "run once per prompt"
+		}
+		fmt.Fprintf(w, "images: %d per sequence, %d tokens each (counted in the sequence); vision tower %s, %.1fM parameters, %s\n",
+			im.PerSequence, im.Tokens, im.Tower, float64(im.TowerParams)/1e6, state)
 	}
 	if t := r.Training; t != nil {
 		fmt.Fprintf(w, "trainable parameters: %d\n\n", t.TrainableParams)

@@ -1,0 +1,96 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The CLIP vision encoder (transformers/models/clip/modeling_clip.py,
+// CLIPVisionModel), LLaVA's vision tower: a Conv2d patch embedding without
+// bias, a class embedding and learned positions, a LayerNorm on the
+// embeddings (pre_layrnorm), pre-LN blocks with biased q/k/v/out
+// projections and a quick-GELU MLP (fc1, fc2), and post_layernorm on the
+// class token's output only (the pooled output). Its attention is
+// eager_attention_forward (the softmax in fp32) or SDPA, never causal and
+// with no mask for images.
+func init() {
+	register(&family{
+		name: "clip_vision_model", source: "transformers/models/clip/modeling_clip.py", kind: encoder, images: true,
+		defaults: Model{MLP: "quick_gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, Head: "none"},
+		// CLIPVisionConfig.__init__'s defaults, which a wrapper's
+		// vision_config may leave out.
+		configDefaults: map[string]any{"hidden_size": 768.0, "intermediate_size": 3072.0, "num_hidden_layers": 12.0,
+			"num_attention_heads": 12.0, "num_channels": 3.0, "image_size": 224.0, "patch_size": 32.0, "hidden_act": "quick_gelu"},
+		fromConfig: func(c *hfReader, m *Model) {
+			m.Layers, m.Hidden, m.Heads = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("num_attention_heads")
+			m.FFN = c.int("intermediate_size")
+			m.Image = &Image{Size: c.int("image_size"), Patch: c.int("patch_size"), Channels: c.optInt("num_channels", 3), ClassToken: true}
+			switch act, _ := c.c["hidden_act"].(string); act {
+			case "quick_gelu", "":
+			case "gelu":
+				m.MLP = "gelu"
+			default:
+				c.fail(fmt.Sprintf("hidden_act %q: the CLIP vision encoder is modelled with quick_gelu or gelu", act))
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"], c["intermediate_size"] = m.Layers, m.Hidden, m.Heads, m.FFN
+			c["image_size"], c["patch_size"], c["num_channels"] = m.Image.Size, m.Image.Patch, m.Image.Channels
+			c["hidden_act"] = m.MLP
+		},
+		check: func(m Model) error {
+			switch {
+			case m.Image == nil:
+				return errors.New("model.image (size, patch, channels) is required for family clip_vision_model")
+			case !m.Image.ClassToken || m.Image.Registers != 0:
+				return errors.New("model.image: the CLIP vision encoder has a class token and no registers")
+			case m.MLP != "quick_gelu" && m.MLP != "gelu":
+				return fmt.Errorf("model.mlp %q: the CLIP vision encoder's MLP is quick_gelu (or gelu)", m.MLP)
+			case m.Head != "none":
+				return fmt.Errorf("model.head %q: the CLIP vision encoder returns its hidden states (head none)", m.Head)
+			}
+			return nil
+		},
+		tensors: func(m Model, l *tensorList) {
+			d := m.dims()
+			im := m.Image
+			if im == nil {
+				im = &Image{} // Validate reports it missing
+			}
+			// CLIPVisionEmbeddings: class_embedding, patch_embedding,
+			// position_embedding, in that order.
+			l.add("vision_model.embeddings.class_embedding", "other", d.h)
+			l.add("vision_model.embeddings.patch_embedding.weight", "other", d.h, int64(im.Channels), int64(im.Patch), int64(im.Patch))
+			l.add("vision_model.embeddings.position_embedding.weight", "position", int64(im.Tokens()), d.h)
+			l.norm("vision_model.pre_layrnorm", true, d.h)
+			for i := 0; i < m.Layers; i++ {
+				l.block(i)
+				p := fmt.Sprintf("vision_model.encoder.layers.%d.", i)
+				// CLIPAttention creates k, v, q, then out.
+				l.linear(p+"self_attn.k_proj", "k_proj", d.h, d.q, true)
+				l.linear(p+"self_attn.v_proj", "v_proj", d.h, d.q, true)
+				l.linear(p+"self_attn.q_proj", "q_proj", d.h, d.q, true)
+				l.linear(p+"self_attn.out_proj", "o_proj", d.q, d.h, true)
+				l.norm(p+"layer_norm1", true, d.h)
+				l.linear(p+"mlp.fc1", "up_proj", d.h, d.f, true)
+				l.linear(p+"mlp.fc2", "down_proj", d.f, d.h, true)
+				l.norm(p+"layer_norm2", true, d.h)
+			}
+			l.headSide()
+			l.norm("vision_model.post_layernorm", true, d.h)
+		},
+		buffers: func(m Model, b *bufferList) {
+			if m.Image != nil {
+				b.add("vision_model.embeddings.position_ids", -1, INT64, 1, int64(m.Image.Tokens()))
+			}
+		},
+		// eager_attention_forward upcasts the softmax to fp32; the
+		// embeddings pass through pre_layrnorm; post_layernorm reads the
+		// class token only.
+		recipe: func(Model, libVersion) recipe { return recipe{embedNorm: true, pooledNorm: true} },
+		presets: map[string]Preset{
+			"clip-vit-large-patch14-336": {Model{Name: "clip-vit-large-patch14-336", Layers: 24, Hidden: 1024, Heads: 16, FFN: 4096,
+				Image: &Image{Size: 336, Patch: 14, Channels: 3, ClassToken: true}}, hf("openai/clip-vit-large-patch14-336")},
+		},
+	})
+}

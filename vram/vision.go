@@ -1,0 +1,502 @@
+package vram
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Vision-language models: a language model (a decoder family) with a vision
+// tower (an image encoder family), a projector, and a wrapper family (LLaVA)
+// that puts the projected image features in the token sequence. The wrapper
+// declares its names, its projector and its defaults (visionWrapper); the
+// tower and the language model are their own families' declarations; this
+// file composes them: the tensor inventory (tower, projector, language
+// model, in the wrapper's state-dict order), the checks, and the image side
+// of the embedding, which runs the tower's blocks op by op.
+
+// visionWrapper is what a vision-language wrapper family declares.
+type visionWrapper struct {
+	// textPrefix replaces the language model's leading "model." in its
+	// tensor names (the head's names, lm_head, stay); towerPrefix goes
+	// before the tower's.
+	textPrefix, towerPrefix string
+	// featureLayer is Vision.FeatureLayer's default.
+	featureLayer int
+	// projector lists the projector's tensors (hv: the tower's width, h:
+	// the language model's).
+	projector func(v Vision, l *tensorList, hv, h int64)
+	// project builds the projector's ops on the selected image features x
+	// (b.tokens image tokens hv wide); it returns features h wide.
+	project func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT
+	// renames maps tensor-name prefixes of checkpoints saved by older
+	// releases to today's (the model class's _checkpoint_conversion_mapping).
+	renames [][2]string
+}
+
+// Tensor parts of a vision-language model: what trains with what.
+const (
+	textPart      uint8 = iota // the language model
+	towerPart                  // the vision tower's blocks and embeddings
+	projectorPart              // the projector
+	unusedPart                 // tower tensors the features never pass through (no gradient)
+)
+
+// visionWrapperOf returns the wrapper's declaration, or nil.
+func (m Model) visionWrapperOf() *visionWrapper {
+	if m.Vision == nil {
+		return nil
+	}
+	if f := lookupFamily(m.Vision.Family); f != nil {
+		return f.vision
+	}
+	return nil
+}
+
+// featureIndex is the index into the tower's hidden states (0: the
+// embeddings' output, i: block i-1's output) that the projector reads.
+func (v Vision) featureIndex(w *visionWrapper) int {
+	k := v.FeatureLayer
+	if k == 0 && w != nil {
+		k = w.featureLayer
+	}
+	if k < 0 {
+		k += v.Tower.Layers + 1
+	}
+	return k
+}
+
+// ImageTokens is the number of tokens each image takes in the language
+// model's sequence: the tower's tokens, without the class token unless the
+// wrapper keeps it.
+func (v Vision) ImageTokens() int {
+	im := v.Tower.Image
+	if im == nil {
+		return 0
+	}
+	n := im.Tokens()
+	if im.ClassToken && !v.KeepClassToken {
+		n--
+	}
+	return n
+}
+
+// validateVision checks the vision side of a model (the language model's
+// own fields are checked by Validate).
+func (m Model) validateVision() error {
+	v := m.Vision
+	f := lookupFamily(v.Family)
+	if f == nil || f.vision == nil {
+		known := familiesWhere(func(f *family) bool { return f.vision != nil })
+		return fmt.Errorf("model.vision.family %q is not a vision-language wrapper; known: %s%s", v.Family, strings.Join(known, ", "), didYouMean(v.Family, known))
+	}
+	if tf := lookupFamily(m.Family); tf == nil || tf.kind != decoder {
+		return fmt.Errorf("model.family %q: a %s model's language model is a decoder", m.Family, v.Family)
+	}
+	if err := v.Tower.Validate(); err != nil {
+		return fmt.Errorf("model.vision.tower: %s", strings.TrimPrefix(err.Error(), "model."))
+	}
+	if tf := lookupFamily(v.Tower.Family); !tf.images || tf.kind != encoder {
+		return fmt.Errorf("model.vision.tower.family %q is not an image encoder", v.Tower.Family)
+	}
+	if k := v.featureIndex(f.vision); k < 1 || k > v.Tower.Layers {
+		return fmt.Errorf("model.vision.feature_layer = %d must name a block's output: in [1, %d] or [-%d, -1]", v.FeatureLayer, v.Tower.Layers, v.Tower.Layers)
+	}
+	return nil
+}
+
+// visionTensors lists a vision-language model's tensors in the wrapper's
+// state-dict order: the tower's, the projector's, the language model's.
+// The tower's and the projector's sit outside the blocks (with the
+// embedding, on the first pipeline stage).
+func (m Model) visionTensors(l *tensorList) {
+	w := m.visionWrapperOf()
+	tower := m.Vision.Tower.Normalize()
+	tf := lookupFamily(tower.Family)
+	if w == nil || tf == nil || tf.tensors == nil {
+		return
+	}
+	used := m.Vision.featureIndex(w) // blocks 0 … used-1 feed the features
+	start := len(l.ts)
+	tf.tensors(tower, l)
+	for i := start; i < len(l.ts); i++ {
+		t := &l.ts[i]
+		t.Name = w.towerPrefix + t.Name
+		t.part = towerPart
+		if t.head || t.Layer >= used {
+			t.part = unusedPart
+		}
+		t.Layer, t.head = -1, false
+	}
+	l.outside()
+	start = len(l.ts)
+	w.projector(*m.Vision, l, int64(tower.Hidden), int64(m.Hidden))
+	for i := start; i < len(l.ts); i++ {
+		l.ts[i].part = projectorPart
+	}
+	start = len(l.ts)
+	text := m
+	text.Vision = nil
+	lookupFamily(m.Family).tensors(text, l)
+	for i := start; i < len(l.ts); i++ {
+		if n := l.ts[i].Name; strings.HasPrefix(n, "model.") {
+			l.ts[i].Name = w.textPrefix + strings.TrimPrefix(n, "model.")
+		}
+	}
+}
+
+// visionBuffers adds the tower's buffers under the wrapper's prefix.
+func (m Model) visionBuffers(b *bufferList) {
+	w := m.visionWrapperOf()
+	if w == nil {
+		return
+	}
+	for _, bf := range m.Vision.Tower.Buffers() {
+		bf.Name, bf.Layer = w.towerPrefix+bf.Name, -1
+		b.bs = append(b.bs, bf)
+	}
+}
+
+// visionBufferNames renames the language model's buffers.
+func (m Model) textBufferName(name string) string {
+	if w := m.visionWrapperOf(); w != nil && strings.HasPrefix(name, "model.") {
+		return w.textPrefix + strings.TrimPrefix(name, "model.")
+	}
+	return name
+}
+
+// towerPlan resolves the run of a vision-language model's tower: the
+// images of a micro-batch as the tower's batch, its own family's recipe,
+// trained in full or frozen as the plan says, no adapters, no model
+// parallelism (the tower is replicated).
+func (r *resolved) towerPlan() (*resolved, error) {
+	v := r.m.Vision
+	t := Training{Model: v.Tower, SeqLen: v.Tower.Image.Tokens(), MicroBatch: r.MicroBatch * r.images,
+		Precision: r.Precision, WeightsDType: r.WeightsDType, ComputeDType: r.ComputeDType, Autocast: r.Autocast,
+		MasterWeights: r.MasterWeights, GradsDType: r.GradsDType, Optimizer: "none",
+		Checkpointing: r.Checkpointing, Attention: r.Attention, Trainable: "frozen", Framework: r.Framework, Transformers: r.Transformers}
+	if r.Checkpointing == "selective" {
+		t.Checkpointing = "none" // transformers checkpoints whole layers or none
+	}
+	if r.towerTrains() {
+		t.Trainable = "full"
+	}
+	t.QuantizedBase = r.QuantizedBase
+	if t.QuantizedBase.Quantized() {
+		t.Trainable = "frozen"
+	}
+	rv, err := t.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("model.vision.tower: %w", err)
+	}
+	return &rv, nil
+}
+
+// towerTrains reports whether the tower's weights train.
+func (r *resolved) towerTrains() bool { return r.Trainable == "full" && r.VisionTower == "trainable" }
+
+// trains reports whether a tensor of the model gets a gradient and
+// optimizer state in full training: the tower's only with a trainable
+// tower, never the tower parts the features bypass.
+func (r *resolved) trains(t Tensor) bool {
+	switch t.part {
+	case towerPart:
+		return r.towerTrains()
+	case unusedPart:
+		return false
+	}
+	return !r.frozen
+}
+
+// imageSide builds what a vision-language model runs between the token
+// embedding and the first block (LlavaModel.forward): the tower over the
+// micro-batch's images with every hidden state kept (output_hidden_states),
+// the projector on the selected one, the concatenation of the images'
+// features in the embeddings' dtype, the placeholder mask and its check,
+// and masked_scatter of the features into the embeddings. text is the
+// token embeddings; the result is the language model's input.
+func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
+	m := r.m
+	v := *m.Vision
+	w := m.visionWrapperOf()
+	rv := r.tower
+	tower := rv.m
+	pv := rv.blockPlan(0)
+	grad := r.towerTrains()
+	n := int64(rv.MicroBatch) // images
+	im := *tower.Image
+	hv, h := int64(tower.Hidden), int64(m.Hidden)
+	tokens := b.tokens
+
+	// The embeddings (CLIPVisionEmbeddings): the pixels cast to the
+	// patch embedding's dtype, the convolution, the class token
+	// concatenated in front, the positions added, then the embedding norm.
+	pixels := n * int64(im.Channels*im.Size*im.Size)
+	px := &actT{name: "pixel_values", op: "input", bytes: FP32.Size(pixels), dtype: FP32, born: -1, lastUse: -1, external: true}
+	px.id = len(b.ts)
+	b.ts = append(b.ts, px)
+	if rv.WeightsDType != FP32 {
+		px = b.op("vision.pixel_values.to", rv.WeightsDType.Size(pixels), rv.WeightsDType, list(px))
+	}
+	pixIn := px
+	if pv.autocast {
+		pixIn = b.op("vision.patch_embed.pixels_cast", pv.e.Size(pixels), pv.e, list(px))
+	}
+	patches := int64(im.Tokens() - 1)
+	var saves []*actT
+	if grad {
+		saves = append(saves, pixIn)
+	}
+	b.tokens = n * patches
+	x := b.op("vision.patch_embedding", b.size(hv, pv.e), pv.e, list(pixIn), saves...)
+	if grad && pv.autocast {
+		b.side("vision.patch_embedding.weight_cast", pv.e.Size(hv*int64(im.Channels*im.Patch*im.Patch)), pv.e).weightCopy = true
+	} else if !grad {
+		b.ops[len(b.ops)-1].saves = false
+	}
+	b.tokens = n * int64(im.Tokens())
+	x = b.op("vision.embeddings.cat", b.size(hv, promote(pv.e, pv.resid)), promote(pv.e, pv.resid), list(x))
+	pos := b.op("vision.position_embedding", pv.resid.Size(int64(im.Tokens())*hv), pv.resid, nil)
+	x = b.op("vision.embeddings.add_positions", b.size(hv, pv.resid), pv.resid, list(x, pos))
+	if pv.rec.embedNorm {
+		x = b.norm(pv, "vision.pre_layrnorm", tower.Norm, x, hv)
+	}
+	if !grad {
+		b.noGraph(0)
+	}
+
+	// The blocks, each spliced in op by op; the encoder keeps every
+	// block's input and the last output (encoder_states) until
+	// get_image_features returns. Blocks past the selected hidden state
+	// still run; nothing reads their outputs, so their graph (if any) goes
+	// with the tuple.
+	used := v.featureIndex(w)
+	states := []*actT{x}
+	var kinds [blockKinds]*BlockActivations
+	for i := 0; i < tower.Layers; i++ {
+		k := tower.blockKind(i)
+		if kinds[k] == nil {
+			a := buildBlock(rv, i)
+			kinds[k] = &a
+		}
+		ckpt := grad && rv.checkpointed(i)
+		x = b.splice(kinds[k], x, grad && i < used, ckpt)
+		states = append(states, x)
+	}
+	// CLIPVisionTransformer: post_layernorm on the class token (pooled).
+	b.tokens = n
+	b.op("vision.post_layernorm", b.size(hv, pv.resid), pv.resid, list(x))
+
+	// The selected hidden state, without the class token (a view: what
+	// saves it keeps the whole state), through the projector.
+	b.tokens = n * int64(v.ImageTokens())
+	from := len(b.ops)
+	projFrozen := !r.trains(Tensor{part: projectorPart})
+	feats := w.project(b, p.withFrozen(projFrozen), v, states[used], hv, h)
+	if projFrozen && !grad {
+		b.noGraph(from) // nothing before the projector or in it needs a gradient
+	}
+	b.hold(states...)
+
+	// torch.cat of the per-image features (a copy), then .to the
+	// embeddings' dtype (another when they differ).
+	feats = b.op("image_features.cat", b.size(h, feats.dtype), feats.dtype, list(feats))
+	if feats.dtype != text.dtype {
+		feats = b.op("image_features.to", b.size(h, text.dtype), text.dtype, list(feats))
+	}
+	feats.held = p.keepOutputs // returned as image_hidden_states
+	// get_placeholder_mask: input_ids == image_token_id (one byte a token),
+	// expanded; inputs_embeds[mask] copies the image rows to count them.
+	b.tokens = tokens
+	mask := b.op("image_token_mask", Bool.Size(tokens), Bool, nil)
+	b.tokens = n * int64(v.ImageTokens())
+	b.op("inputs_embeds[mask]", b.size(h, text.dtype), text.dtype, list(text, mask))
+	// masked_scatter: a new tensor; its backward needs the mask only.
+	b.tokens = tokens
+	return b.op("inputs_embeds.masked_scatter", b.size(h, text.dtype), text.dtype, list(text, mask, feats), mask)
+}
+
+// noGraph makes the ops from op from on run without an autograd graph
+// (nothing they read needs a gradient): they save nothing and create no
+// weight gradient.
+func (b *actBuilder) noGraph(from int) {
+	for i := from; i < len(b.ops); i++ {
+		op := &b.ops[i]
+		op.saves, op.weights, op.castWeights, op.gradWorkspace = false, 0, false, 0
+	}
+	for _, t := range b.ts {
+		if t.saved && t.release >= from {
+			t.saved, t.release = false, -1
+		}
+	}
+}
+
+// withFrozen is p with its weights frozen or not.
+func (p blockPlan) withFrozen(frozen bool) blockPlan {
+	p.frozen = frozen
+	p.lora = nil
+	return p
+}
+
+// splice appends the ops of a block's program to b, reading x where the
+// block reads its input, and returns the block's output. With grad false
+// the ops run without an autograd graph (nothing that needs a gradient
+// reaches them): nothing is saved and each tensor dies after its last use.
+// With ckpt the block is checkpointed: only x is kept for its backward,
+// which first rebuilds the block's saved tensors (its gradWorkspace).
+func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT {
+	blk := a.prog
+	off := len(b.ops)
+	shift := func(i int) int {
+		if i < 0 {
+			return i
+		}
+		return i + off
+	}
+	to := make(map[*actT]*actT, len(blk.ts))
+	var out *actT
+	for _, t := range blk.ts {
+		if t == blk.in {
+			to[t] = x
+			continue
+		}
+		c := *t
+		c.born, c.lastUse, c.release = shift(t.born), shift(t.lastUse), shift(t.release)
+		if t.holdUntil > 0 {
+			c.holdUntil = t.holdUntil + off
+		}
+		if !grad || ckpt {
+			c.saved, c.held, c.release = false, false, -1
+		}
+		if t.keepAlive {
+			c.keepAlive = false
+			out = &c
+		}
+		c.id = len(b.ts)
+		b.ts = append(b.ts, &c)
+		to[t] = &c
+	}
+	in := blk.in
+	x.lastUse = max(x.lastUse, shift(in.lastUse))
+	if in.holdUntil > 0 {
+		x.holdUntil = max(x.holdUntil, in.holdUntil+off)
+	}
+	if grad && (in.saved || ckpt) {
+		rel := off // a checkpoint keeps its input until the block's backward ends
+		if !ckpt {
+			rel = shift(in.release)
+		}
+		if !x.saved || x.release < 0 || rel < x.release {
+			x.release = rel
+		}
+		x.saved = true
+	}
+	mapped := func(ts []*actT) []*actT {
+		o := make([]*actT, len(ts))
+		for i, t := range ts {
+			if c, ok := to[t]; ok {
+				o[i] = c
+			} else {
+				o[i] = t
+			}
+		}
+		return o
+	}
+	for _, op := range blk.ops {
+		c := op
+		c.outs, c.ins = mapped(op.outs), mapped(op.ins)
+		if !grad {
+			c.weights, c.saves, c.castWeights, c.gradWorkspace, c.heldGrad = 0, false, false, 0, 0
+		} else if ckpt {
+			c.saves = false
+		}
+		b.ops = append(b.ops, c)
+	}
+	if grad && ckpt && len(b.ops) > off {
+		// The recomputation rebuilds the block's saved tensors before its
+		// backward runs: they exist while its last op's backward does.
+		re := a.Saved
+		if in.saved {
+			re -= in.bytes
+		}
+		b.ops[len(b.ops)-1].gradWorkspace += re
+	}
+	if out == nil {
+		out = x
+	}
+	return out
+}
+
+// resolveVision checks a plan's images and vision_tower and resolves the
+// tower's run.
+func (r *resolved) resolveVision() error {
+	v := r.m.Vision
+	if v == nil {
+		if r.Images != 0 || r.VisionTower != "" {
+			return fmt.Errorf("images and vision_tower apply to vision-language models (model.vision), not %q", r.m.Family)
+		}
+		return nil
+	}
+	if r.Images < 0 || r.Images > maxTokens {
+		return fmt.Errorf("images must be in [1, %d], got %d", maxTokens, r.Images)
+	}
+	r.images = max(1, r.Images)
+	if r.VisionTower == "" {
+		r.VisionTower = "frozen"
+	}
+	if err := oneOf("vision_tower", r.VisionTower, "frozen", "trainable"); err != nil {
+		return err
+	}
+	if r.VisionTower == "trainable" && r.Trainable != "full" {
+		return fmt.Errorf("vision_tower \"trainable\" needs trainable \"full\", not %q (adapters train the language model only)", r.Trainable)
+	}
+	per := v.ImageTokens()
+	if int64(r.images)*int64(per) > int64(r.SeqLen) {
+		return fmt.Errorf("seq_len = %d cannot hold images = %d of %d tokens each: seq_len counts the image tokens too", r.SeqLen, r.images, per)
+	}
+	if r.cp > 1 || r.pp > 1 {
+		return fmt.Errorf("parallel: context and pipeline parallelism of vision-language models are not modelled")
+	}
+	if _, err := boundedProduct(maxBatchTokens, "micro_batch × images × tower tokens", int64(r.MicroBatch)*int64(r.images), int64(v.Tower.Image.Tokens())); err != nil {
+		return err
+	}
+	rv, err := r.towerPlan()
+	if err != nil {
+		return err
+	}
+	r.tower = rv
+	return nil
+}
+
+// visionGradShare is the share of the embedding side's trained elements
+// that the projector and the tower hold: their gradients appear during
+// their backward, the token embedding's after it.
+func (r *resolved) visionGradShare() float64 {
+	var vis, all int64
+	for _, t := range r.m.tensors() {
+		if t.Layer >= 0 || t.head || !r.trains(t) {
+			continue
+		}
+		all += t.Numel()
+		if t.part == towerPart || t.part == projectorPart {
+			vis += t.Numel()
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(vis) / float64(all)
+}
+
+// currentName maps a tensor name of a checkpoint saved by an older
+// transformers release to today's (a wrapper's renames; other names as
+// they are).
+func (m Model) currentName(name string) string {
+	if w := m.visionWrapperOf(); w != nil {
+		for _, r := range w.renames {
+			if rest, ok := strings.CutPrefix(name, r[0]); ok {
+				return r[1] + rest
+			}
+		}
+	}
+	return name
+}
