@@ -105,6 +105,9 @@ type actT struct {
 	holdUntil int
 	held      bool // kept alive by the model's output (cache, logits), not by autograd
 	external  bool // created before the block (its input)
+	// batch: an input of the step (pixels), counted with the batch
+	// (edgeActivations.Inputs) even when an op saves it.
+	batch     bool
 	keepAlive bool // the block's output
 	// residual: a residual-stream sum, whose gradient is the one flowing
 	// in the residual stream (add passes it through), not a tensor of its own.
@@ -142,6 +145,10 @@ type actOp struct {
 	// saves: the op saves a tensor for its backward; saved lists them.
 	saves bool
 	saved []*actT
+	// trains: the op multiplies by a trainable weight its weights field
+	// leaves out (a norm's scale), so autograd records it whatever its
+	// input.
+	trains bool
 	// heldGrad is gradients of tensors shared across blocks that exist
 	// while the op's backward runs (see actBuilder.persistGrad).
 	heldGrad Bytes
@@ -294,6 +301,22 @@ func (b *actBuilder) gradWorkspace(bytes Bytes) { b.ops[len(b.ops)-1].gradWorksp
 
 func list(ts ...*actT) []*actT { return ts }
 
+// external adds a tensor that exists before the builder's ops.
+func (b *actBuilder) external(name string, bytes Bytes, d DType) *actT {
+	t := &actT{name: name, op: "input", bytes: bytes, dtype: d, born: -1, lastUse: -1, external: true, release: -1}
+	t.id = len(b.ts)
+	b.ts = append(b.ts, t)
+	return t
+}
+
+// batchInput adds an input of the step (an image batch's pixels), which
+// the batch's memory counts (edgeActivations.Inputs), saved or not.
+func (b *actBuilder) batchInput(name string, bytes Bytes, d DType) *actT {
+	t := b.external(name, bytes, d)
+	t.batch = true
+	return t
+}
+
 // blockPlan is what the block builder needs to know about the run.
 type blockPlan struct {
 	e        DType // compute dtype of activations
@@ -445,6 +468,7 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 			}
 		}
 		y := b.op(name, b.size(width, d), d, list(in), in)
+		b.ops[len(b.ops)-1].trains = trainNorm
 		b.side(name+".mean_rstd", 2*stats, FP32)
 		return y
 	}
@@ -474,6 +498,7 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 			saves = append(saves, n) // the weight's gradient needs the normalized x
 		}
 		w := b.op(name+".mul_weight", b.size(width, FP32), FP32, list(n), saves...)
+		b.ops[len(b.ops)-1].trains = trainNorm
 		return cast(w, x.dtype)
 	}
 	c := cast(n, x.dtype)
@@ -481,7 +506,9 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		saves = append(saves, c) // weight * x saves x for the weight's grad
 	}
 	out := promote(p.baseDType, c.dtype)
-	return b.op(name+".mul_weight", b.size(width, out), out, list(c), saves...)
+	y := b.op(name+".mul_weight", b.size(width, out), out, list(c), saves...)
+	b.ops[len(b.ops)-1].trains = trainNorm
+	return y
 }
 
 func (b *actBuilder) dropout(p blockPlan, name string, x *actT, elems int64, prob float64) *actT {
@@ -521,6 +548,9 @@ func (b *actBuilder) castIn(p blockPlan, name string, x *actT) *actT {
 func buildBlock(r *resolved, layer int) BlockActivations {
 	if r.m.EncoderDecoder() {
 		return buildEncDecBlock(r, layer)
+	}
+	if f := lookupFamily(r.m.Family); f != nil && f.block != nil {
+		return f.block(r, layer)
 	}
 	m := r.m
 	p := r.blockPlan(layer)
@@ -652,8 +682,18 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 					return x.dtype
 				}
 				dq, dk := rope(q), rope(k)
-				q = b.op("q_rope", b.size(qDim, dq), dq, list(q))
-				k = b.op("k_rope", b.size(kd, dk), dk, list(k))
+				if p.rec.mropeSections && p.hfModeling {
+					// This layer's cos and sin, cut from the three-section
+					// tables (in the hidden states' dtype), saved by q·cos
+					// and rotate_half(q)·sin.
+					cs := b.op("mrope.cos", b.size(hd, p.resid), p.resid, nil)
+					sn := b.op("mrope.sin", b.size(hd, p.resid), p.resid, nil)
+					q = b.op("q_rope", b.size(qDim, dq), dq, list(q, cs, sn), cs, sn)
+					k = b.op("k_rope", b.size(kd, dk), dk, list(k, cs, sn))
+				} else {
+					q = b.op("q_rope", b.size(qDim, dq), dq, list(q))
+					k = b.op("k_rope", b.size(kd, dk), dk, list(k))
+				}
 			}
 			if m.QKNorm == "l2" && roped { // weightless, after the rotary embedding (Llama 4)
 				q = b.headNorm(p, "q_norm", "l2", q, qDim, heads)
@@ -941,7 +981,7 @@ func (r *resolved) inputNoGrad() bool {
 // for them (torch/csrc/autograd: an op whose inputs do not require grad
 // gets no grad_fn), given that in, the block's input, needs none.
 func (b *actBuilder) withoutGrad(in *actT) {
-	req := make([]bool, len(b.ts)) // the block's input first of all
+	req := make([]bool, len(b.ts)) // the input first of all (nil: nothing before the ops)
 	keep := make([]bool, len(b.ts))
 	rel := make([]int, len(b.ts))
 	for i := range rel {
@@ -949,7 +989,7 @@ func (b *actBuilder) withoutGrad(in *actT) {
 	}
 	for i := range b.ops {
 		op := &b.ops[i]
-		need := op.weights > 0
+		need := op.weights > 0 || op.trains
 		for _, t := range op.ins {
 			need = need || (t != nil && req[t.id])
 		}
@@ -980,7 +1020,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	ba := BlockActivations{prog: b, inputSaved: input.saved, Tensors: make([]ActTensor, 0, len(b.ts))}
 	ba.Input = input.bytes
 	for _, t := range b.ts {
-		if t.external && !t.saved && !t.held {
+		if t.external && !t.saved && !t.held || t.batch {
 			continue
 		}
 		ba.Tensors = append(ba.Tensors, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved || t.held, Attention: t.attn})

@@ -38,6 +38,9 @@ func (m Model) Buffers() []Buffer {
 		n := len(b.bs)
 		text := m
 		text.Vision = nil
+		if w := m.visionWrapperOf(); w != nil && w.textBuffers != nil {
+			w.textBuffers(text, &b) // the wrapper's text model's own, first
+		}
 		if f.buffers != nil {
 			f.buffers(text, &b)
 		}

@@ -29,7 +29,7 @@
 // headers, matched tensor by tensor; quantized checkpoints keep their stored
 // sizes).
 //
-// A vision-language model (LLaVA) is its language model with Model.Vision
+// A vision-language model (LLaVA, Qwen2.5-VL) is its language model with Model.Vision
 // set: the wrapper family, the vision tower (a Model of an image-encoder
 // family) and how features are chosen. Its sequences count each image's
 // tokens (Vision.ImageTokens); Training.Images and Inference.Images say how

@@ -23,6 +23,9 @@ type family struct {
 	latentAttention bool
 	// images: the family's models read images (model.image).
 	images bool
+	// towerOnly: the family is a vision-language model's tower and has no
+	// model of its own in transformers (no presets, not planned alone).
+	towerOnly bool
 	// attention lists the attention implementations transformers offers
 	// the family (its _supports_sdpa / _supports_flash_attn); nil for all.
 	// A plan asking for another runs eager attention, as transformers
@@ -63,6 +66,16 @@ type family struct {
 	// model's fields say (optional: the zero recipe); lib is the
 	// transformers release that runs it.
 	recipe func(m Model, lib libVersion) recipe
+
+	// towerEmbed builds an image encoder's embedding ops where it serves
+	// as a vision-language model's tower (vision.go): from the pixels of
+	// images images to the first block's input, and the tensors every
+	// block reads besides (rotary cos and sin), which live until the tower
+	// returns; grad: its weights train.
+	towerEmbed func(b *actBuilder, p blockPlan, m Model, images int64, grad bool) (x *actT, shared []*actT)
+	// block builds the family's blocks where the shared builder does not
+	// (Qwen2.5-VL's windowed vision blocks); nil for the shared one.
+	block func(r *resolved, layer int) BlockActivations
 
 	// presets are the family's catalog entries, each citing its config.json.
 	presets map[string]Preset
@@ -107,6 +120,12 @@ type recipe struct {
 	parallelNorms int
 	// embedNorm: a LayerNorm on the embeddings.
 	embedNorm bool
+	// mropeSections: each layer cuts its cos and sin out of the model's
+	// three-section (time, height, width) rotary tables with torch.cat, and
+	// the products with q and k save them (Qwen2.5-VL's
+	// apply_multimodal_rotary_pos_emb); the tables, 3 × batch × sequence ×
+	// head_dim each, live through the blocks.
+	mropeSections bool
 	// pooledNorm: the final norm reads the first (class) token only, the
 	// pooled output (CLIP's post_layernorm); the model returns the last
 	// hidden state without it.
@@ -255,10 +274,14 @@ func familiesWhere(has func(*family) bool) []string {
 // recipeOf is the family's recipe for m under library version lib.
 func (m Model) recipeOf(lib libVersion) recipe {
 	f := lookupFamily(m.Family)
-	if f == nil || f.recipe == nil {
-		return recipe{}
+	var rec recipe
+	if f != nil && f.recipe != nil {
+		rec = f.recipe(m, lib)
 	}
-	return f.recipe(m, lib)
+	if w := m.visionWrapperOf(); w != nil && w.textRecipe != nil {
+		w.textRecipe(&rec) // the wrapper's text model differs from its family's
+	}
+	return rec
 }
 
 // Transformers is the transformers release whose modeling code the engine

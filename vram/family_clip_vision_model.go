@@ -88,6 +88,36 @@ func init() {
 		// embeddings pass through pre_layrnorm; post_layernorm reads the
 		// class token only.
 		recipe: func(Model, libVersion) recipe { return recipe{embedNorm: true, pooledNorm: true} },
+		// CLIPVisionEmbeddings.forward as a tower: the pixels cast to the
+		// patch embedding's dtype, the convolution (it saves the pixels
+		// when its weight trains), the class token concatenated in front
+		// (promoted to the class embedding's dtype), the positions added,
+		// then pre_layrnorm.
+		towerEmbed: func(b *actBuilder, p blockPlan, m Model, n int64, grad bool) (*actT, []*actT) {
+			im := *m.Image
+			hv := int64(m.Hidden)
+			pixels := n * int64(im.Channels*im.Size*im.Size)
+			px := b.batchInput("pixel_values", FP32.Size(pixels), FP32)
+			if p.baseDType != FP32 {
+				px = b.op("vision.pixel_values.to", p.baseDType.Size(pixels), p.baseDType, list(px))
+			}
+			pixIn := b.castIn(p, "vision.patch_embedding.pixels", px)
+			var saves []*actT
+			if grad {
+				saves = append(saves, pixIn)
+			}
+			b.tokens = n * int64(im.Tokens()-1)
+			x := b.op("vision.patch_embedding", b.size(hv, p.e), p.e, list(pixIn), saves...)
+			if grad && p.autocast {
+				b.side("vision.patch_embedding.weight_cast", p.e.Size(hv*int64(im.Channels*im.Patch*im.Patch)), p.e).weightCopy = true
+			}
+			b.tokens = n * int64(im.Tokens())
+			d := promote(p.e, p.resid)
+			x = b.op("vision.embeddings.cat", b.size(hv, d), d, list(x))
+			pos := b.op("vision.position_embedding", p.resid.Size(int64(im.Tokens())*hv), p.resid, nil)
+			x = b.op("vision.embeddings.add_positions", b.size(hv, p.resid), p.resid, list(x, pos))
+			return b.norm(p, "vision.pre_layrnorm", m.Norm, x, hv), nil
+		},
 		presets: map[string]Preset{
 			"clip-vit-large-patch14-336": {Model{Name: "clip-vit-large-patch14-336", Layers: 24, Hidden: 1024, Heads: 16, FFN: 4096,
 				Image: &Image{Size: 336, Patch: 14, Channels: 3, ClassToken: true}}, hf("openai/clip-vit-large-patch14-336")},

@@ -1,6 +1,9 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // LLaVA (transformers/models/llava/modeling_llava.py,
 // LlavaForConditionalGeneration): a vision tower (vision_config, CLIP's
@@ -31,8 +34,16 @@ func init() {
 				y = b.op("multi_modal_projector.gelu", b.size(h, y.dtype), y.dtype, list(y), y)
 				return b.linear(p, "multi_modal_projector.linear_2", "other", y, h, h)
 			},
-			renames: [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
-				{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}},
+			hiddenStates: true, returnsFeatures: true,
+			rename: func(name string) string {
+				for _, r := range [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
+					{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}} {
+					if rest, ok := strings.CutPrefix(name, r[0]); ok {
+						return r[1] + rest
+					}
+				}
+				return name
+			},
 		},
 		fromConfig: func(c *hfReader, m *Model) {
 			text := c.nested("text_config", "llama")

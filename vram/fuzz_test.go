@@ -65,18 +65,39 @@ func FuzzEstimateInvariants(f *testing.F) {
 	f.Add(uint8(0), uint8(1), uint16(128), uint8(0), uint8(0), uint8(0), uint8(0), uint8(0))
 	f.Add(uint8(5), uint8(3), uint16(1000), uint8(2), uint8(1), uint8(2), uint8(1), uint8(3))
 	f.Add(uint8(9), uint8(2), uint16(64), uint8(4), uint8(3), uint8(1), uint8(2), uint8(1))
+	f.Add(uint8(12), uint8(2), uint16(300), uint8(2), uint8(0), uint8(2), uint8(1), uint8(2)) // LLaVA, trained tower
+	f.Add(uint8(13), uint8(3), uint16(200), uint8(1), uint8(0), uint8(0), uint8(0), uint8(1)) // Qwen2.5-VL, LoRA
 	presetNames := []string{"gpt2", "bert-base-uncased", "pythia-160m", "opt-125m", "llama-3.2-1b", "qwen2.5-0.5b", "gemma-2b", "phi-1.5", "starcoderbase-1b", "tinyllama-1.1b", "vit-base-patch16-224", "opt-350m"}
 	precisions := []string{"fp32", "bf16", "amp_bf16", "mixed_bf16", "fp16"}
 	optimizers := []string{"adamw", "sgd", "sgd_momentum", "adafactor", "adamw_8bit", "lion"}
 	ckpts := []string{"none", "selective", "full"}
 	attns := []string{"sdpa", "eager"}
+	models := make([]Model, 0, len(presetNames)+2)
+	for _, n := range presetNames {
+		models = append(models, MustPreset(n))
+	}
+	// Small vision-language models (examples/measure/trace-grid.json's).
+	text := Model{Family: "llama", Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, FFN: 688, Vocab: 1000, MaxPosition: 4096}
+	llava, qwen := text, text
+	llava.Vision = &Vision{Family: "llava", Tower: Model{Family: "clip_vision_model", Layers: 2, Hidden: 128, Heads: 4, FFN: 512,
+		Image: &Image{Size: 64, Patch: 8, Channels: 3, ClassToken: true}}}
+	qwen.Family = "qwen2"
+	qwen.Vision = &Vision{Family: "qwen2_5_vl", Tower: Model{Family: "qwen2_5_vl_vision", Layers: 2, Hidden: 128, Heads: 4, FFN: 256, GlobalEvery: 2, AttentionChunk: 16,
+		Image: &Image{Size: 140, Patch: 14, Channels: 3, TemporalPatch: 2, Merge: 2, Window: 56}}}
+	models = append(models, llava, qwen)
 	f.Fuzz(func(t *testing.T, mi, batch uint8, seq uint16, pi, oi, ci, ai, zi uint8) {
-		m := MustPreset(presetNames[int(mi)%len(presetNames)])
+		m := models[int(mi)%len(models)]
 		tr := Training{Model: m, MicroBatch: 1 + int(batch%8), SeqLen: 1 + int(seq%2048),
 			Precision: precisions[int(pi)%len(precisions)], Optimizer: optimizers[int(oi)%len(optimizers)],
 			Checkpointing: ckpts[int(ci)%len(ckpts)], Attention: attns[int(ai)%len(attns)]}
 		if m.Family == "vit" {
 			tr.SeqLen = m.Image.Tokens()
+		}
+		if m.Vision != nil {
+			tr.SeqLen += m.Vision.ImageTokens()
+			if zi%4 == 2 && zi%2 == 0 {
+				tr.VisionTower = "trainable"
+			}
 		}
 		if zi%2 == 1 {
 			tr.LoRA = &LoRA{Rank: 4, Targets: []string{"q_proj", "v_proj"}}
@@ -175,7 +196,7 @@ func FuzzReadCheckpoint(f *testing.F) {
 // and whose training and inference estimates succeed and never shrink when
 // the batch, the sequence or the layers grow.
 func FuzzFromHFConfig(f *testing.F) {
-	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b", "llava-1.5-7b-hf"} {
+	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b", "llava-1.5-7b-hf", "qwen2.5-vl-7b-instruct"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "hf", name+".json"))
 		if err != nil {
 			f.Fatal(err)

@@ -237,6 +237,13 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	global := !local || m.GlobalEvery > 0
 	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
 	var out []maskPart
+	if p.rec.mropeSections {
+		// The three-section rotary tables (cos and sin, 3 × batch ×
+		// sequence × head_dim in the hidden states' dtype) and the 3-D
+		// position ids (int64), which every layer reads.
+		rows := mulI64(3, mulI64(p.batch, p.seq))
+		out = append(out, maskPart{bytes: addBytes(p.resid.Size(mulI64(2*rows, int64(m.HeadDim))), INT64.Size(rows)), from: 0, to: m.Layers})
+	}
 	switch {
 	case p.attnImpl == "eager":
 		if local {

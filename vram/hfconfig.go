@@ -187,6 +187,7 @@ func (m Model) HFConfig() map[string]any {
 	f := lookupFamily(m.Family)
 	if m.Vision != nil {
 		f = lookupFamily(m.Vision.Family) // the wrapper writes both parts
+		c["model_type"] = m.Vision.Family
 	}
 	if f != nil && f.toConfig != nil {
 		f.toConfig(m, c)
@@ -199,25 +200,54 @@ func (m Model) HFConfig() map[string]any {
 // wrapper's config class does; keys it leaves out take that family's
 // config-class defaults (family.configDefaults).
 func (r *hfReader) nested(key, def string) Model {
-	if r.err != nil {
-		return Model{}
-	}
-	sub := map[string]any{}
-	switch v := r.c[key].(type) {
-	case nil:
-	case map[string]any:
-		sub = v
-	default:
-		r.fail(fmt.Sprintf("%q must be an object, got %v", key, v))
+	sub, ok := r.sub(key)
+	if !ok {
 		return Model{}
 	}
 	mt, _ := sub["model_type"].(string)
 	if mt == "" {
 		mt = def
 	}
+	return r.readAs(key, sub, mt)
+}
+
+// nestedAs reads a sub-config through family fam whatever its model_type
+// says (Qwen2.5-VL's vision_config calls itself qwen2_5_vl); key "" reads
+// the wrapper's own keys (a flat config).
+func (r *hfReader) nestedAs(key, fam string) Model {
+	sub := r.c
+	if key != "" {
+		var ok bool
+		if sub, ok = r.sub(key); !ok {
+			return Model{}
+		}
+	}
+	return r.readAs(key, sub, fam)
+}
+
+func (r *hfReader) sub(key string) (map[string]any, bool) {
+	if r.err != nil {
+		return nil, false
+	}
+	switch v := r.c[key].(type) {
+	case nil:
+		return map[string]any{}, true
+	case map[string]any:
+		return v, true
+	default:
+		r.fail(fmt.Sprintf("%q must be an object, got %v", key, v))
+		return nil, false
+	}
+}
+
+func (r *hfReader) readAs(key string, sub map[string]any, mt string) Model {
+	where := key
+	if where == "" {
+		where = "config"
+	}
 	f := lookupFamily(mt)
 	if f == nil || f.fromConfig == nil || f.vision != nil {
-		r.fail(fmt.Sprintf("%s: model_type %q is not supported; supported: %s%s", key, mt, strings.Join(Families(), ", "), didYouMean(mt, Families())))
+		r.fail(fmt.Sprintf("%s: model_type %q is not supported; supported: %s%s", where, mt, strings.Join(Families(), ", "), didYouMean(mt, Families())))
 		return Model{}
 	}
 	c := make(map[string]any, len(sub)+len(f.configDefaults))
@@ -233,7 +263,7 @@ func (r *hfReader) nested(key, def string) Model {
 	m := Model{Family: mt}
 	f.fromConfig(&sr, &m)
 	if sr.err != nil {
-		r.fail(fmt.Sprintf("%s (model_type %q): %v", key, mt, sr.err))
+		r.fail(fmt.Sprintf("%s (model_type %q): %v", where, mt, sr.err))
 	}
 	return m
 }

@@ -145,6 +145,15 @@ type Image struct {
 	// Registers are learned register tokens appended to the sequence
 	// (DINOv2 with registers, Darcet et al. 2023).
 	Registers int `json:"registers,omitempty"`
+	// TemporalPatch: the patch embedding is a Conv3d over this many frames,
+	// a still image repeated to fill them (Qwen2.5-VL: 2).
+	TemporalPatch int `json:"temporal_patch,omitempty"`
+	// Merge: a vision-language tower merges Merge×Merge neighbouring
+	// patches into one language-model token (Qwen2.5-VL's PatchMerger: 2).
+	Merge int `json:"merge,omitempty"`
+	// Window: the side in pixels of the squares a windowed block attends
+	// within (Qwen2.5-VL: 112); global blocks attend to the whole image.
+	Window int `json:"window,omitempty"`
 }
 
 // Tokens per image: (size/patch)² patches plus the class and register
@@ -310,8 +319,15 @@ const (
 )
 
 // Validate reports the first field that makes m unusable, naming it and the rule.
-func (m Model) Validate() error {
+func (m Model) Validate() error { return m.validate(false) }
+
+// validate is Validate; asTower: m is a vision-language model's tower.
+func (m Model) validate(asTower bool) error {
 	f := lookupFamily(m.Family)
+	if f != nil && f.towerOnly && !asTower {
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
+	}
 	if f == nil {
 		if m.Family == "" && m.Name != "" && m.Layers == 0 {
 			// A name alone: FromPreset's answer for a name not in the catalog.
@@ -606,6 +622,12 @@ func (m Model) ranges() error {
 	}
 	if im := m.Image; im != nil && (im.Registers < 0 || im.Registers > maxImageSide) {
 		return fmt.Errorf("model.image.registers = %d must be in [0, %d]", im.Registers, maxImageSide)
+	}
+	if im := m.Image; im != nil && im.Patch > 0 && int64(im.Size/im.Patch)*int64(im.Size/im.Patch) > maxPositions {
+		return fmt.Errorf("model.image: size %d / patch %d makes %d patches an image, beyond %d", im.Size, im.Patch, int64(im.Size/im.Patch)*int64(im.Size/im.Patch), maxPositions)
+	}
+	if im := m.Image; im != nil && (im.TemporalPatch < 0 || im.TemporalPatch > maxChannels || im.Merge < 0 || im.Merge > maxChannels || im.Window < 0 || im.Window > maxImageSide) {
+		return fmt.Errorf("model.image: temporal_patch = %d and merge = %d must be in [0, %d], window = %d in [0, %d]", im.TemporalPatch, im.Merge, maxChannels, im.Window, maxImageSide)
 	}
 	if v := m.Vision; v != nil {
 		if v.Tower.Vision != nil {

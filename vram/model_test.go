@@ -89,6 +89,7 @@ func TestFromHFConfig(t *testing.T) {
 		{"mixtral-8x7b.json", "mixtral-8x7b"},
 		{"qwen2.5-7b.json", "qwen2.5-7b"},
 		{"llava-1.5-7b-hf.json", "llava-1.5-7b"},
+		{"qwen2.5-vl-7b-instruct.json", "qwen2.5-vl-7b"},
 	} {
 		b, err := os.ReadFile(filepath.Join("testdata", "hf", tc.file))
 		if err != nil {

@@ -102,6 +102,9 @@ type Training struct {
 	VisionTower string `json:"vision_tower,omitempty"`
 
 	Parallel Parallel `json:"parallel,omitempty"`
+
+	// asTower: the run of a vision-language model's tower (towerPlan).
+	asTower bool
 }
 
 // LoRA configures low-rank adapters (Hu et al. 2021): for each targeted
@@ -152,7 +155,7 @@ func oneOf(field, v string, known ...string) error {
 
 func (t Training) resolve() (resolved, error) {
 	r := resolved{Training: t}
-	if err := t.Model.Validate(); err != nil {
+	if err := t.Model.validate(t.asTower); err != nil {
 		return r, err
 	}
 	r.m = t.Model.Normalize()

@@ -28,9 +28,22 @@ type visionWrapper struct {
 	// project builds the projector's ops on the selected image features x
 	// (b.tokens image tokens hv wide); it returns features h wide.
 	project func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT
-	// renames maps tensor-name prefixes of checkpoints saved by older
-	// releases to today's (the model class's _checkpoint_conversion_mapping).
-	renames [][2]string
+	// rename maps a tensor name of a checkpoint saved by an older release
+	// to today's (the model class's _checkpoint_conversion_mapping).
+	rename func(name string) string
+	// hiddenStates: the wrapper asks the tower for every hidden state
+	// (output_hidden_states=True), all alive until the features are
+	// chosen; otherwise the features come from the tower's last output.
+	hiddenStates bool
+	// returnsFeatures: the model's output holds the image features
+	// (LLaVA's image_hidden_states).
+	returnsFeatures bool
+	// textRecipe adjusts the language model's recipe where the wrapper's
+	// text model computes differently from its family's.
+	textRecipe func(*recipe)
+	// textBuffers adds the buffers the wrapper's text model has and its
+	// family's does not, under the family's names (before renaming).
+	textBuffers func(m Model, b *bufferList)
 }
 
 // Tensor parts of a vision-language model: what trains with what.
@@ -77,6 +90,9 @@ func (v Vision) ImageTokens() int {
 	if im.ClassToken && !v.KeepClassToken {
 		n--
 	}
+	if im.Merge > 1 {
+		n /= im.Merge * im.Merge
+	}
 	return n
 }
 
@@ -92,7 +108,7 @@ func (m Model) validateVision() error {
 	if tf := lookupFamily(m.Family); tf == nil || tf.kind != decoder {
 		return fmt.Errorf("model.family %q: a %s model's language model is a decoder", m.Family, v.Family)
 	}
-	if err := v.Tower.Validate(); err != nil {
+	if err := v.Tower.validate(true); err != nil {
 		return fmt.Errorf("model.vision.tower: %s", strings.TrimPrefix(err.Error(), "model."))
 	}
 	if tf := lookupFamily(v.Tower.Family); !tf.images || tf.kind != encoder {
@@ -173,7 +189,8 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	t := Training{Model: v.Tower, SeqLen: v.Tower.Image.Tokens(), MicroBatch: r.MicroBatch * r.images,
 		Precision: r.Precision, WeightsDType: r.WeightsDType, ComputeDType: r.ComputeDType, Autocast: r.Autocast,
 		MasterWeights: r.MasterWeights, GradsDType: r.GradsDType, Optimizer: "none",
-		Checkpointing: r.Checkpointing, Attention: r.Attention, Trainable: "frozen", Framework: r.Framework, Transformers: r.Transformers}
+		Checkpointing: r.Checkpointing, Attention: r.Attention, Trainable: "frozen", Framework: r.Framework, Transformers: r.Transformers,
+		asTower: true}
 	if r.Checkpointing == "selective" {
 		t.Checkpointing = "none" // transformers checkpoints whole layers or none
 	}
@@ -223,52 +240,19 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	pv := rv.blockPlan(0)
 	grad := r.towerTrains()
 	n := int64(rv.MicroBatch) // images
-	im := *tower.Image
 	hv, h := int64(tower.Hidden), int64(m.Hidden)
 	tokens := b.tokens
 
-	// The embeddings (CLIPVisionEmbeddings): the pixels cast to the
-	// patch embedding's dtype, the convolution, the class token
-	// concatenated in front, the positions added, then the embedding norm.
-	pixels := n * int64(im.Channels*im.Size*im.Size)
-	px := &actT{name: "pixel_values", op: "input", bytes: FP32.Size(pixels), dtype: FP32, born: -1, lastUse: -1, external: true}
-	px.id = len(b.ts)
-	b.ts = append(b.ts, px)
-	if rv.WeightsDType != FP32 {
-		px = b.op("vision.pixel_values.to", rv.WeightsDType.Size(pixels), rv.WeightsDType, list(px))
-	}
-	pixIn := px
-	if pv.autocast {
-		pixIn = b.op("vision.patch_embed.pixels_cast", pv.e.Size(pixels), pv.e, list(px))
-	}
-	patches := int64(im.Tokens() - 1)
-	var saves []*actT
-	if grad {
-		saves = append(saves, pixIn)
-	}
-	b.tokens = n * patches
-	x := b.op("vision.patch_embedding", b.size(hv, pv.e), pv.e, list(pixIn), saves...)
-	if grad && pv.autocast {
-		b.side("vision.patch_embedding.weight_cast", pv.e.Size(hv*int64(im.Channels*im.Patch*im.Patch)), pv.e).weightCopy = true
-	} else if !grad {
-		b.ops[len(b.ops)-1].saves = false
-	}
-	b.tokens = n * int64(im.Tokens())
-	x = b.op("vision.embeddings.cat", b.size(hv, promote(pv.e, pv.resid)), promote(pv.e, pv.resid), list(x))
-	pos := b.op("vision.position_embedding", pv.resid.Size(int64(im.Tokens())*hv), pv.resid, nil)
-	x = b.op("vision.embeddings.add_positions", b.size(hv, pv.resid), pv.resid, list(x, pos))
-	if pv.rec.embedNorm {
-		x = b.norm(pv, "vision.pre_layrnorm", tower.Norm, x, hv)
-	}
+	// The embeddings, as the tower's family builds them.
+	x, shared := lookupFamily(tower.Family).towerEmbed(b, pv, tower, n, grad)
 	if !grad {
 		b.noGraph(0)
 	}
 
-	// The blocks, each spliced in op by op; the encoder keeps every
-	// block's input and the last output (encoder_states) until
-	// get_image_features returns. Blocks past the selected hidden state
-	// still run; nothing reads their outputs, so their graph (if any) goes
-	// with the tuple.
+	// The blocks, each spliced in op by op. A wrapper that asks for the
+	// hidden states keeps every block's input and the last output
+	// (encoder_states) until get_image_features returns; blocks past the
+	// selected one still run, and their graph (if any) goes with the tuple.
 	used := v.featureIndex(w)
 	states := []*actT{x}
 	var kinds [blockKinds]*BlockActivations
@@ -282,20 +266,39 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 		x = b.splice(kinds[k], x, grad && i < used, ckpt)
 		states = append(states, x)
 	}
-	// CLIPVisionTransformer: post_layernorm on the class token (pooled).
-	b.tokens = n
-	b.op("vision.post_layernorm", b.size(hv, pv.resid), pv.resid, list(x))
+	// What every block read lives until the tower returns, or, saved by
+	// the blocks' ops, until their backward.
+	b.hold(shared...)
+	if grad {
+		for _, t := range shared {
+			t.saved, t.release = true, t.born
+		}
+	}
+	if pv.rec.pooledNorm {
+		// The final norm on the class token only (CLIP's post_layernorm).
+		b.tokens = n
+		b.op("vision.post_layernorm", b.size(hv, pv.resid), pv.resid, list(x))
+	}
 
-	// The selected hidden state, without the class token (a view: what
-	// saves it keeps the whole state), through the projector.
+	// The selected hidden state (LLaVA: without the class token, a view
+	// that keeps the whole state when saved), through the projector.
 	b.tokens = n * int64(v.ImageTokens())
 	from := len(b.ops)
 	projFrozen := !r.trains(Tensor{part: projectorPart})
-	feats := w.project(b, p.withFrozen(projFrozen), v, states[used], hv, h)
-	if projFrozen && !grad {
-		b.noGraph(from) // nothing before the projector or in it needs a gradient
+	src := x
+	if w.hiddenStates {
+		src = states[used]
 	}
-	b.hold(states...)
+	feats := w.project(b, p.withFrozen(projFrozen), v, src, hv, h)
+	switch {
+	case projFrozen && !grad:
+		b.noGraph(from) // nothing before the projector or in it needs a gradient
+	case !grad:
+		b.withoutGrad(nil) // the projector's first ops read features without a gradient
+	}
+	if w.hiddenStates {
+		b.hold(states...)
+	}
 
 	// torch.cat of the per-image features (a copy), then .to the
 	// embeddings' dtype (another when they differ).
@@ -303,7 +306,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	if feats.dtype != text.dtype {
 		feats = b.op("image_features.to", b.size(h, text.dtype), text.dtype, list(feats))
 	}
-	feats.held = p.keepOutputs // returned as image_hidden_states
+	feats.held = p.keepOutputs && w.returnsFeatures // returned as image_hidden_states
 	// get_placeholder_mask: input_ids == image_token_id (one byte a token),
 	// expanded; inputs_embeds[mask] copies the image rows to count them.
 	b.tokens = tokens
@@ -491,12 +494,8 @@ func (r *resolved) visionGradShare() float64 {
 // transformers release to today's (a wrapper's renames; other names as
 // they are).
 func (m Model) currentName(name string) string {
-	if w := m.visionWrapperOf(); w != nil {
-		for _, r := range w.renames {
-			if rest, ok := strings.CutPrefix(name, r[0]); ok {
-				return r[1] + rest
-			}
-		}
+	if w := m.visionWrapperOf(); w != nil && w.rename != nil {
+		return w.rename(name)
 	}
 	return name
 }

@@ -2,6 +2,8 @@ package vram
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -183,5 +185,81 @@ func TestVisionCheckpointNames(t *testing.T) {
 	}
 	if len(ck.Unused) > 0 || ck.Total != FP16.Size(m.ParamCount()) {
 		t.Errorf("unused %v, total %v", ck.Unused, ck.Total)
+	}
+}
+
+// TestQwen25VL: the published parameter count, image tokens (a 448-pixel
+// image: 32 × 32 patches merged 2 × 2 into 256 tokens), the windows the
+// blocks attend within, the released flat config and 4.52's nested one,
+// old checkpoint names, and the tower refused alone.
+func TestQwen25VL(t *testing.T) {
+	m := MustPreset("qwen2.5-vl-7b")
+	if got, want := m.ParamCount(), int64(8292166656); got != want {
+		t.Errorf("%d parameters, want %d (Qwen2.5-VL-7B-Instruct)", got, want)
+	}
+	if got := m.Vision.ImageTokens(); got != 256 {
+		t.Errorf("%d tokens per image, want 256", got)
+	}
+	// 140 pixels: 10 × 10 patches, 5 × 5 merged, windows of 2 × 2 merged
+	// (56 pixels): four whole windows, four cut to 2 × 1, one to 1 × 1.
+	im := Image{Size: 140, Patch: 14, Merge: 2, Window: 56, TemporalPatch: 2, Channels: 3}
+	got := qwenVisionWindows(im, false)
+	want := [][2]int64{{16, 4}, {8, 2}, {8, 2}, {4, 1}}
+	total := int64(0)
+	for _, w := range got {
+		total += w[0] * w[1]
+	}
+	if len(got) != len(want) || total != 100 {
+		t.Errorf("windows %v, want %v (100 patches)", got, want)
+	}
+	for i := range want {
+		if i < len(got) && got[i] != want[i] {
+			t.Errorf("windows %v, want %v", got, want)
+		}
+	}
+	if g := qwenVisionWindows(im, true); len(g) != 1 || g[0] != [2]int64{100, 1} {
+		t.Errorf("global block chunks %v, want one image of 100 patches", g)
+	}
+	// The released config is flat; HFConfig writes text_config.
+	b, err := os.ReadFile(filepath.Join("testdata", "hf", "qwen2.5-vl-7b-instruct.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, err := FromHFConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested, err := json.Marshal(m.HFConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := FromHFConfig(nested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []Model{flat, back} {
+		if x.ParamCount() != m.ParamCount() || x.Vision == nil || x.Vision.ImageTokens() != 256 {
+			t.Errorf("config read back: %d parameters, vision %+v", x.ParamCount(), x.Vision)
+		}
+	}
+	for _, tc := range []struct{ old, now string }{
+		{"visual.blocks.0.attn.qkv.weight", "model.visual.blocks.0.attn.qkv.weight"},
+		{"model.layers.0.mlp.up_proj.weight", "model.language_model.layers.0.mlp.up_proj.weight"},
+		{"model.language_model.norm.weight", "model.language_model.norm.weight"},
+		{"lm_head.weight", "lm_head.weight"},
+	} {
+		if got := m.currentName(tc.old); got != tc.now {
+			t.Errorf("checkpoint name %s reads as %s, want %s", tc.old, got, tc.now)
+		}
+	}
+	tower := Training{Model: m.Vision.Tower, SeqLen: 1024, MicroBatch: 1}
+	if _, err := tower.Estimate(); err == nil || !strings.Contains(err.Error(), "is a vision tower only") {
+		t.Errorf("the tower alone: %v", err)
+	}
+	bad := strings.Replace(string(b), `"mrope_section": [
+      16,`, `"mrope_section": [
+      15,`, 1)
+	if _, err := FromHFConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), "mrope_section") {
+		t.Errorf("bad mrope sections: %v", err)
 	}
 }

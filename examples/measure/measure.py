@@ -49,7 +49,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5"}
-VISION_LANGUAGE = {"llava"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl"}
 
 
 def write(args, text):
@@ -150,7 +150,7 @@ def batch(config, train, device, dtype):
     if config.model_type in IMAGES:
         size, ch = config.image_size, config.num_channels
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
-    if config.model_type in VISION_LANGUAGE:
+    if config.model_type == "llava":
         # The processor's fp32 pixels, and each sequence's image
         # placeholder tokens after its first token; labels ignore them.
         n, per = int(train.get("images") or 1), config.image_seq_length
@@ -163,6 +163,27 @@ def batch(config, train, device, dtype):
         labels[ids == config.image_token_index] = -100
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
                 "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, device=device)}
+    if config.model_type == "qwen2_5_vl":
+        # The processor's output for square images of the plan's size: one
+        # row of channels × frames × patch² fp32 values per patch, the
+        # (t, h, w) patch grid of each image, and in each sequence a
+        # vision-start token before each image's tokens (patches / merge²).
+        n = int(train.get("images") or 1)
+        v = config.vision_config
+        g = v.image_size // v.patch_size  # the engine writes the plan's size into the config
+        per = g * g // v.spatial_merge_size ** 2
+        vocab = min(1000, config.text_config.vocab_size)
+        ids = torch.randint(0, vocab - 4, (b, int(train["seq_len"])), device=device)
+        for i in range(n):
+            at = 1 + i * (per + 1)
+            ids[:, at] = config.vision_start_token_id
+            ids[:, at + 1:at + 1 + per] = config.image_token_id
+        labels = ids.clone()
+        labels[ids == config.image_token_id] = -100
+        row = v.in_channels * v.temporal_patch_size * v.patch_size ** 2
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+                "pixel_values": torch.randn(b * n * g * g, row, device=device),
+                "image_grid_thw": torch.tensor([[1, g, g]] * (b * n), device=device)}
     ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if config.model_type in SEQ2SEQ:
@@ -180,7 +201,11 @@ def for_training(model, train, dropout):
     lora = train.get("lora")
     vl = model.config.model_type in VISION_LANGUAGE
     if vl and train.get("vision_tower", "frozen") == "frozen":
-        model.model.vision_tower.requires_grad_(False)
+        if model.config.model_type == "llava":
+            model.model.vision_tower.requires_grad_(False)
+        else:  # the tower up to its merger, which trains with the language model
+            model.model.visual.patch_embed.requires_grad_(False)
+            model.model.visual.blocks.requires_grad_(False)
     if lora:
         import peft
         targets = lora["targets"] if lora["targets"] != ["all_linear"] else "all-linear"
@@ -279,7 +304,7 @@ def saved(args):
     write(args, json.dumps(out, indent=1) + "\n")
 
 
-def StorageTracker(model):
+def StorageTracker(model, inputs=()):
     """A live-storage tracker for what MemTracker refuses (frozen parameters,
     as under LoRA). A TorchDispatchMode sees every tensor an op returns; each
     new storage is counted until it is freed, in the category of the phase
@@ -297,6 +322,9 @@ def StorageTracker(model):
         return t.untyped_storage().data_ptr()
 
     owned = {ptr(q): q.untyped_storage().nbytes() for q in model.parameters()}
+    # The batch exists before the tracker starts; a view of it (Qwen2.5-VL's
+    # pixel rows) is not a new storage.
+    batch_storages = {ptr(t) for t in inputs}
     bufs = {ptr(b): b.untyped_storage().nbytes() for b in model.buffers()}
     base = {"PARAM": sum(owned.values()), "BUFFER": sum(bufs.values())}
 
@@ -320,7 +348,7 @@ def StorageTracker(model):
                     continue
                 st = t.untyped_storage()
                 k = st.data_ptr()
-                if k in self.live or k in owned or k in bufs or st.nbytes() == 0:
+                if k in self.live or k in owned or k in bufs or k in batch_storages or st.nbytes() == 0:
                     continue
                 self.live[k] = (st.nbytes(), self.current)
                 weakref.finalize(st, self.live.pop, k, None)
@@ -371,11 +399,11 @@ def trace(args):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        return model, opt, step, frozen
+        return model, opt, step, frozen, [t for t in inputs.values() if isinstance(t, torch.Tensor)]
 
     def with_storage():
-        model, _, step, frozen = setup()
-        tracker, peaks = StorageTracker(model), []
+        model, _, step, frozen, batch_tensors = setup()
+        tracker, peaks = StorageTracker(model, batch_tensors), []
         with tracker:
             for _ in range(2):
                 step(tracker.phase)
@@ -386,9 +414,10 @@ def trace(args):
     def with_memtracker():
         from torch.distributed._tools.mem_tracker import MemTracker
 
-        model, opt, step, _ = setup()
+        model, opt, step, _, batch_tensors = setup()
         mt, peaks = MemTracker(), []
-        mt.track_external(model, opt)
+        # The batch as "other" (OTH), which the comparison leaves out.
+        mt.track_external(model, opt, *batch_tensors)
         with mt:
             for _ in range(2):
                 step(lambda name: None)

@@ -1,0 +1,133 @@
+package vram
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Qwen2.5-VL (transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py,
+// Qwen2_5_VLForConditionalGeneration): the vision encoder
+// (qwen2_5_vl_vision) and its PatchMerger — an RMSNorm, then each 2×2
+// neighbourhood of patches as one vector through Linear, GELU, Linear into
+// the language model's width, put back from window order — and a Qwen2
+// language model whose rotary embedding is multimodal: positions in three
+// sections (time, height, width), cos and sin computed for all three at
+// once (3 × batch × sequence × head_dim each, kept through the blocks) and
+// each layer cutting its own cos and sin out of them (torch.cat, saved by
+// the products with q and k); each layer's attention also owns a rotary
+// module (its inv_freq buffer). Image features are concatenated, cast to
+// the embeddings' dtype and masked_scattered over the image tokens, as in
+// LLaVA. Names: model.visual.…, model.language_model.…, lm_head (before
+// 4.52: visual.… and model.…). Released configs are flat (the text keys at
+// the top); 4.52 and later write text_config.
+func init() {
+	register(&family{
+		name: "qwen2_5_vl", source: "transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
+		vision: &visionWrapper{
+			textPrefix: "model.language_model.", towerPrefix: "model.visual.", featureLayer: -1,
+			projector: func(v Vision, l *tensorList, hv, h int64) {
+				mm := int64(1)
+				if im := v.Tower.Image; im != nil {
+					mm = int64(im.Merge * im.Merge)
+				}
+				l.norm("model.visual.merger.ln_q", false, hv)
+				l.linear("model.visual.merger.mlp.0", "other", mm*hv, mm*hv, true)
+				l.linear("model.visual.merger.mlp.2", "other", mm*hv, h, true)
+			},
+			project: func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
+				im := *v.Tower.Image
+				mm := int64(im.Merge * im.Merge)
+				merged := b.tokens // b.tokens is the images' tokens in the language model
+				b.tokens = merged * mm
+				y := b.norm(p, "merger.ln_q", "rmsnorm", x, hv)
+				b.tokens = merged
+				y = b.linear(p, "merger.mlp.0", "other", y, mm*hv, mm*hv)
+				y = b.op("merger.mlp.1.gelu", b.size(mm*hv, y.dtype), y.dtype, list(y), y)
+				y = b.linear(p, "merger.mlp.2", "other", y, mm*hv, h)
+				// hidden_states[argsort(window_index)]: back from window order.
+				return b.op("merger.reverse_order", b.size(h, y.dtype), y.dtype, list(y))
+			},
+			rename: func(name string) string {
+				switch {
+				case strings.HasPrefix(name, "visual."):
+					return "model." + name
+				case strings.HasPrefix(name, "model.") && !strings.HasPrefix(name, "model.language_model.") && !strings.HasPrefix(name, "model.visual."):
+					return "model.language_model." + strings.TrimPrefix(name, "model.")
+				}
+				return name
+			},
+			textRecipe: func(rec *recipe) { rec.mropeSections = true },
+			textBuffers: func(m Model, b *bufferList) {
+				for i := 0; i < m.Layers; i++ {
+					b.add(fmt.Sprintf("model.layers.%d.self_attn.rotary_emb.inv_freq", i), i, FP32, int64(m.HeadDim/2))
+				}
+			},
+		},
+		fromConfig: func(c *hfReader, m *Model) {
+			var text Model
+			textKeys := c.c
+			if tc, ok := c.c["text_config"].(map[string]any); ok {
+				text, textKeys = c.nestedAs("text_config", "qwen2"), tc
+			} else {
+				text = c.nestedAs("", "qwen2") // a flat config, as released
+			}
+			tower := c.nestedAs("vision_config", "qwen2_5_vl_vision")
+			if c.err != nil {
+				return
+			}
+			name := m.Name
+			*m = text
+			m.Name = name
+			if vc, ok := c.c["vision_config"].(map[string]any); ok {
+				if out, ok := vc["out_hidden_size"].(float64); ok && int(out) != m.Hidden {
+					c.fail(fmt.Sprintf("vision_config.out_hidden_size = %v must equal the language model's hidden_size = %d", out, m.Hidden))
+				}
+			}
+			rs, _ := textKeys["rope_scaling"].(map[string]any)
+			sec, _ := rs["mrope_section"].([]any)
+			sum := 0
+			for _, s := range sec {
+				f, _ := s.(float64)
+				sum += int(f)
+			}
+			if len(sec) != 3 || sum*2 != m.Hidden/max(1, m.Heads) {
+				c.fail(fmt.Sprintf("rope_scaling.mrope_section %v: three sections summing to head_dim / 2 are expected", sec))
+			}
+			m.Vision = &Vision{Family: "qwen2_5_vl", Tower: tower, FeatureLayer: -1}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			v := m.Vision
+			text := m
+			text.Vision, text.Name = nil, ""
+			tc := text.HFConfig()
+			delete(tc, "model_type")
+			// The three rotary sections: a quarter of the rotated pairs for
+			// time, the rest split between height and width ([16, 24, 24]
+			// for head_dim 128, as released).
+			half := m.HeadDim / 2
+			t := half / 4
+			tc["rope_scaling"] = map[string]any{"type": "mrope", "mrope_section": []int{t, (half - t) / 2, half - t - (half-t)/2}}
+			c["text_config"] = tc
+			tower := v.Tower
+			tower.Name = ""
+			vc := tower.HFConfig()
+			delete(vc, "model_type")
+			vc["out_hidden_size"] = m.Hidden
+			c["vision_config"] = vc
+			// The last token ids stand for the image and the vision markers.
+			c["image_token_id"], c["video_token_id"] = m.Vocab-1, m.Vocab-2
+			c["vision_start_token_id"], c["vision_end_token_id"] = m.Vocab-3, m.Vocab-4
+			c["tie_word_embeddings"] = m.TiedEmbeddings
+		},
+		presets: map[string]Preset{
+			// Qwen/Qwen2.5-VL-7B-Instruct: a Qwen2.5-7B language model
+			// (vocab 152064, 128k positions) and the 32-block vision encoder.
+			"qwen2.5-vl-7b": {Model{Name: "Qwen/Qwen2.5-VL-7B-Instruct", Family: "qwen2", Layers: 28, Hidden: 3584, Heads: 28, KVHeads: 4, FFN: 18944,
+				Vocab: 152064, MaxPosition: 128000, Vision: &Vision{Family: "qwen2_5_vl", Tower: qwen25VLTower()}}, hf("Qwen/Qwen2.5-VL-7B-Instruct")},
+			// Qwen/Qwen2.5-VL-3B-Instruct: Qwen2.5-3B (tied embeddings).
+			"qwen2.5-vl-3b": {Model{Name: "Qwen/Qwen2.5-VL-3B-Instruct", Family: "qwen2", Layers: 36, Hidden: 2048, Heads: 16, KVHeads: 2, FFN: 11008,
+				Vocab: 151936, MaxPosition: 128000, TiedEmbeddings: true, Vision: &Vision{Family: "qwen2_5_vl", Tower: qwen25VLTower()}}, hf("Qwen/Qwen2.5-VL-3B-Instruct")},
+		},
+	})
+}
