@@ -142,9 +142,9 @@ type actOp struct {
 	// expert: one of the routed experts' ops, which transformers runs in a
 	// Python loop over the experts, one expert's tokens at a time.
 	expert bool
-	// saves: the op saves a tensor for its backward; saved lists them.
+	// saves: the op saves a tensor for its backward (actBuilder.saves
+	// lists which).
 	saves bool
-	saved []*actT
 	// trains: the op multiplies by a trainable weight its weights field
 	// leaves out (a norm's scale), so autograd records it whatever its
 	// input.
@@ -179,6 +179,13 @@ type actBuilder struct {
 	// heldGrad says which exist while each runs.
 	persistGrad Bytes
 	frees       [][]*actT // per op: transients whose last use it is (for Replay)
+	saves       []saveRec // which op saves which tensor, in op order
+}
+
+// saveRec says that op saves tensor t for its backward.
+type saveRec struct {
+	op int
+	t  *actT
 }
 
 // recomputeEnd is the last op a checkpoint's recomputation runs: the one
@@ -246,15 +253,16 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 			}
 		}
 	}
-	var saved []*actT
+	any := false
 	for _, s := range saves {
 		if s != nil {
-			saved = append(saved, s)
+			b.saves = append(b.saves, saveRec{idx, s})
+			any = true
 		}
 	}
 	out.id = len(b.ts)
 	b.ts = append(b.ts, out)
-	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins, saves: len(saved) > 0, saved: saved})
+	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins, saves: any})
 	return out
 }
 
@@ -278,7 +286,7 @@ func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
 	b.ops[idx].outs = append(b.ops[idx].outs, t)
-	b.ops[idx].saved = append(b.ops[idx].saved, t)
+	b.saves = append(b.saves, saveRec{idx, t})
 	return t
 }
 
@@ -288,7 +296,7 @@ func (b *actBuilder) keep(t *actT) *actT {
 	t.saved, t.release = true, t.born
 	if t.born >= 0 && t.born < len(b.ops) {
 		b.ops[t.born].saves = true
-		b.ops[t.born].saved = append(b.ops[t.born].saved, t)
+		b.saves = append(b.saves, saveRec{t.born, t})
 	}
 	return t
 }
@@ -556,7 +564,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	p := r.blockPlan(layer)
 	cp := int64(r.cp)
 	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / cp,
-		ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
+		ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64), saves: make([]saveRec, 0, 64)}
 	if m.Image != nil {
 		b.tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
 	}
@@ -982,33 +990,36 @@ func (r *resolved) inputNoGrad() bool {
 // gets no grad_fn), given that in, the block's input, needs none.
 func (b *actBuilder) withoutGrad(in *actT) {
 	req := make([]bool, len(b.ts)) // the input first of all (nil: nothing before the ops)
+	need := make([]bool, len(b.ops))
+	for i := range b.ops {
+		op := &b.ops[i]
+		need[i] = op.weights > 0 || op.trains
+		for _, t := range op.ins {
+			need[i] = need[i] || (t != nil && req[t.id])
+		}
+		for _, t := range op.outs {
+			req[t.id] = need[i]
+		}
+		if !need[i] {
+			op.saves = false
+		}
+	}
 	keep := make([]bool, len(b.ts))
 	rel := make([]int, len(b.ts))
 	for i := range rel {
 		rel[i] = -1
 	}
-	for i := range b.ops {
-		op := &b.ops[i]
-		need := op.weights > 0 || op.trains
-		for _, t := range op.ins {
-			need = need || (t != nil && req[t.id])
-		}
-		for _, t := range op.outs {
-			req[t.id] = need
-		}
-		if !need {
-			op.saves = false
+	for _, sr := range b.saves {
+		if sr.op < 0 || sr.op >= len(b.ops) || !need[sr.op] {
 			continue
 		}
-		for _, t := range op.saved {
-			keep[t.id] = true
-			if rel[t.id] < 0 || i < rel[t.id] {
-				rel[t.id] = i
-			}
+		keep[sr.t.id] = true
+		if rel[sr.t.id] < 0 || sr.op < rel[sr.t.id] {
+			rel[sr.t.id] = sr.op
 		}
 	}
 	for _, t := range b.ts {
-		if t.saved {
+		if t.saved && t.id < len(keep) && b.ts[t.id] == t {
 			t.saved, t.release = keep[t.id], rel[t.id]
 		}
 	}

@@ -279,7 +279,9 @@ func (m Model) recipeOf(lib libVersion) recipe {
 		rec = f.recipe(m, lib)
 	}
 	if w := m.visionWrapperOf(); w != nil && w.textRecipe != nil {
-		w.textRecipe(&rec) // the wrapper's text model differs from its family's
+		r := rec
+		w.textRecipe(&r) // the wrapper's text model differs from its family's
+		return r
 	}
 	return rec
 }

@@ -43,7 +43,7 @@ func buildEdges(r *resolved) edgeActivations {
 
 	// Embedding side: lookup (+ positions, token types), BERT's LayerNorm,
 	// embedding dropout; the output is block 0's input.
-	b := &actBuilder{r: r, tokens: tokens}
+	b := &actBuilder{r: r, tokens: tokens, saves: make([]saveRec, 0, 16)}
 	e := m.WordEmbedProjDim
 	if e == 0 {
 		e = m.Hidden
@@ -90,7 +90,7 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 
 	// Head side.
-	b = &actBuilder{r: r, tokens: tokens, head: true}
+	b = &actBuilder{r: r, tokens: tokens, head: true, saves: make([]saveRec, 0, 16)}
 	if m.EncoderDecoder() {
 		b.tokens = int64(r.MicroBatch) * int64(r.DecoderSeqLen)
 	}

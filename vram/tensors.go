@@ -80,10 +80,8 @@ var (
 // modelKey is a Model by value: its pointer fields replaced by what they
 // point to.
 type modelKey struct {
-	m      Model
-	image  Image
-	vision Vision
-	tower  Image
+	m     Model
+	image Image
 }
 
 func (m Model) key() modelKey {
@@ -91,11 +89,23 @@ func (m Model) key() modelKey {
 	if m.Image != nil {
 		k.image, k.m.Image = *m.Image, nil
 	}
-	if m.Vision != nil {
-		k.vision, k.m.Vision = *m.Vision, nil
-		if im := k.vision.Tower.Image; im != nil {
-			k.tower, k.vision.Tower.Image = *im, nil
-		}
+	return k
+}
+
+// visionKey is a vision-language model by value (a larger key, kept apart
+// so that the common one stays small to hash).
+type visionKey struct {
+	text   modelKey
+	vision Vision
+	tower  Image
+}
+
+func (m Model) visionKey() visionKey {
+	v := *m.Vision
+	m.Vision = nil
+	k := visionKey{text: m.key(), vision: v}
+	if im := v.Tower.Image; im != nil {
+		k.tower, k.vision.Tower.Image = *im, nil
 	}
 	return k
 }
@@ -116,7 +126,15 @@ func (m Model) tensorSet() tensorSet {
 	if m.ranges() != nil || m.Layers < 0 {
 		return tensorSet{} // out of range: Validate says which field
 	}
-	key := m.key()
+	if m.Vision != nil {
+		return cachedTensors(m.visionKey(), m)
+	}
+	return cachedTensors(m.key(), m)
+}
+
+// cachedTensors is m's tensor set from the cache under key, built and
+// stored on a miss.
+func cachedTensors[K comparable](key K, m Model) tensorSet {
 	if ts, ok := tensorCache.Load(key); ok {
 		return ts.(tensorSet)
 	}

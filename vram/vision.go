@@ -404,6 +404,13 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		}
 		return o
 	}
+	if grad && !ckpt {
+		for _, sr := range blk.saves {
+			if t, ok := to[sr.t]; ok {
+				b.saves = append(b.saves, saveRec{sr.op + off, t})
+			}
+		}
+	}
 	for _, op := range blk.ops {
 		c := op
 		c.outs, c.ins = mapped(op.outs), mapped(op.ins)
