@@ -109,3 +109,19 @@ func BenchmarkEstimateLargestValid(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEstimateVision: a Qwen2.5-VL-7B fine-tune, the tower frozen
+// (the default) and trained (its 32 blocks spliced op by op into the
+// embedding step).
+func BenchmarkEstimateVision(b *testing.B) {
+	for _, tower := range []string{"frozen", "trainable"} {
+		b.Run(tower, func(b *testing.B) {
+			tr := Training{Model: MustPreset("qwen2.5-vl-7b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", VisionTower: tower, Checkpointing: "full"}
+			for i := 0; i < b.N; i++ {
+				if _, err := tr.Estimate(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -262,8 +262,19 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 			a := buildBlock(rv, i)
 			kinds[k] = &a
 		}
-		ckpt := grad && rv.checkpointed(i)
-		x = b.splice(kinds[k], x, grad && i < used, ckpt)
+		if grad && i < used {
+			x = b.splice(kinds[k], x, true, rv.checkpointed(i))
+		} else {
+			// Without a graph a block is its input, its output and, while
+			// it runs, its largest set of transients (NoGradPeak, which
+			// counts the input): one op stands for it.
+			a := kinds[k]
+			out := pv.resid.Size(int64(rv.MicroBatch) * int64(tower.Image.Tokens()) * hv)
+			x = b.op(fmt.Sprintf("vision.block.%d", i), out, pv.resid, list(x))
+			if w := a.NoGradPeak - a.Input - out; w > 0 {
+				b.workspace(w)
+			}
+		}
 		states = append(states, x)
 	}
 	// What every block read lives until the tower returns, or, saved by
