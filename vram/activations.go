@@ -145,6 +145,9 @@ type actOp struct {
 	// saves: the op saves a tensor for its backward (actBuilder.saves
 	// lists which).
 	saves bool
+	// noGrad: autograd records nothing for the op (a frozen tower's):
+	// its backward never runs.
+	noGrad bool
 	// trains: the op multiplies by a trainable weight its weights field
 	// leaves out (a norm's scale), so autograd records it whatever its
 	// input.
@@ -1157,6 +1160,14 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	// experts already done have summed.
 	step := func(i int, tokens float64, share int64, before int, extra Bytes, first bool) {
 		op := b.ops[i]
+		if op.noGrad {
+			frac := 1.0
+			if weights > 0 {
+				frac = float64(done) / float64(weights)
+			}
+			ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: resid})
+			return
+		}
 		var g, whole, wgrad Bytes
 		for j, t := range op.outs {
 			if op.castWeights && j > 0 {

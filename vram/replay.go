@@ -500,7 +500,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 		for _, t := range op.ins {
 			grad(op, t)
 		}
-		if w := op.workspace + op.gradWorkspace; w > 0 {
+		if w := op.workspace + op.gradWorkspace; w > 0 && !op.noGrad {
 			tr.a.Free(tr.a.Malloc(w))
 		}
 		for _, t := range op.outs {

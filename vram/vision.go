@@ -262,19 +262,11 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 			a := buildBlock(rv, i)
 			kinds[k] = &a
 		}
-		if grad && i < used {
-			x = b.splice(kinds[k], x, true, rv.checkpointed(i))
-		} else {
-			// Without a graph a block is its input, its output and, while
-			// it runs, its largest set of transients (NoGradPeak, which
-			// counts the input): one op stands for it.
-			a := kinds[k]
-			out := pv.resid.Size(int64(rv.MicroBatch) * int64(tower.Image.Tokens()) * hv)
-			x = b.op(fmt.Sprintf("vision.block.%d", i), out, pv.resid, list(x))
-			if w := a.NoGradPeak - a.Input - out; w > 0 {
-				b.workspace(w)
-			}
-		}
+		// Each block's ops, spliced one by one so that the allocator replay
+		// sees its real tensors; without a gradient (a frozen tower, or a
+		// block past the selected hidden state) nothing is saved and no
+		// backward runs through them.
+		x = b.splice(kinds[k], x, grad && i < used, grad && i < used && rv.checkpointed(i))
 		states = append(states, x)
 	}
 	// What every block read lives until the tower returns, or, saved by
@@ -335,7 +327,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 func (b *actBuilder) noGraph(from int) {
 	for i := from; i < len(b.ops); i++ {
 		op := &b.ops[i]
-		op.saves, op.weights, op.castWeights, op.gradWorkspace = false, 0, false, 0
+		op.saves, op.weights, op.castWeights, op.gradWorkspace, op.noGrad = false, 0, false, 0, true
 	}
 	for _, t := range b.ts {
 		if t.saved && t.release >= from {
@@ -426,7 +418,7 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		c := op
 		c.outs, c.ins = mapped(op.outs), mapped(op.ins)
 		if !grad {
-			c.weights, c.saves, c.castWeights, c.gradWorkspace, c.heldGrad = 0, false, false, 0, 0
+			c.weights, c.saves, c.castWeights, c.gradWorkspace, c.heldGrad, c.noGrad = 0, false, false, 0, 0, true
 		} else if ckpt {
 			c.saves = false
 		}
