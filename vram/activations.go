@@ -543,6 +543,18 @@ func (b *actBuilder) newGELU(p blockPlan, name string, u *actT, f int64) *actT {
 	return b.op(name, b.size(f, d), d, list(half, one), half, one)
 }
 
+// residualAdd sums a residual stream (xs[0]) and branch outputs, width
+// elements a token, in the residual dtype. A branch output in that dtype
+// shares the sum's gradient (add's backward passes it on).
+func (b *actBuilder) residualAdd(p blockPlan, name string, width int64, xs ...*actT) *actT {
+	for _, x := range xs[1:] {
+		x.aliasGrad = x.dtype == p.resid
+	}
+	y := b.op(name, b.size(width, p.resid), p.resid, xs)
+	y.residual = true
+	return y
+}
+
 // castIn is autocast's copy of an fp32 input to the compute dtype. Autocast
 // caches casts of leaf tensors that require grad (the weights) only; every op
 // that takes an fp32 activation casts it again (aten/src/ATen/autocast_mode.cpp
@@ -902,14 +914,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 		b.hold(a)
 		return y
 	}
-	add := func(name string, xs ...*actT) *actT {
-		for _, x := range xs[1:] {
-			x.aliasGrad = x.dtype == p.resid
-		}
-		y := b.op(name, b.size(hSeq, p.resid), p.resid, xs)
-		y.residual = true
-		return y
-	}
+	add := func(name string, xs ...*actT) *actT { return b.residualAdd(p, name, hSeq, xs...) }
 	// branch finishes a residual branch: a norm on its output (sandwich and
 	// sublayer norms), the family's residual multiplier, dropout.
 	branch := func(name string, y *actT, postNorm string) *actT {

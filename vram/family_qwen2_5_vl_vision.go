@@ -269,19 +269,11 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 	o := b.op("attn.cat", b.size(h, p.e), p.e, outs)
 	y := b.linear(p, "attn.proj", "o_proj", o, h, h)
 	b.hold(a)
-	add := func(name string, xs ...*actT) *actT {
-		for _, t := range xs[1:] {
-			t.aliasGrad = t.dtype == p.resid
-		}
-		s := b.op(name, b.size(h, p.resid), p.resid, xs)
-		s.residual = true
-		return s
-	}
-	x1 := add("attn_residual", x, y)
+	x1 := b.residualAdd(p, "attn_residual", h, x, y)
 	a2 := b.norm(p, "norm2", "rmsnorm", x1, h)
 	y2 := b.gatedMLP(p, "mlp.", a2, h, f)
 	b.hold(a2)
-	out := add("mlp_residual", x1, y2)
+	out := b.residualAdd(p, "mlp_residual", h, x1, y2)
 	out.keepAlive = true
 	return b.summarize(x)
 }
