@@ -1,7 +1,7 @@
 # README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
 # and `make test` (set up, run every test). The work is in kernel/scripts so
 # that the Dockerfile runs exactly what CI tests.
-.PHONY: lab test setup doctor report truth
+.PHONY: lab test setup doctor report reports truth
 
 lab:
 	kernel/scripts/lab.sh
@@ -15,12 +15,17 @@ setup:
 doctor:
 	go run ./kernel doctor
 
-# make report PLAN=examples/plans/llama3-8b-lora.json
-# PLAN reaches the script through the environment, never through a shell
-# command line, so any file name works.
-export PLAN
+# make report PLAN=examples/plans/llama3-8b-lora.json        one plan's report
+# make report PLANS="a.json b.json c.json"                     one report comparing them
+# make reports PLANS="a.json b.json c.json"                    a report for each, in parallel
+# PLAN and PLANS reach the scripts through the environment, never through a
+# shell command line, so any file name works (PLANS splits at spaces).
+export PLAN PLANS
 report:
 	kernel/scripts/report.sh
+
+reports:
+	kernel/scripts/reports.sh
 
 # Ground truth from PyTorch (torch, transformers, peft; not part of make test).
 truth:

@@ -63,6 +63,40 @@ func bytesAxis(extra map[string]any) map[string]any {
 
 func itemColor(cat string) *opts.ItemStyle { return &opts.ItemStyle{Color: Colors[cat]} }
 
+// Scaled returns c with its memory axis running from zero to top, so that
+// charts shown side by side (one plan's timeline beside another's) share
+// one scale.
+func Scaled(c Chart, top vram.Bytes) Chart {
+	if top <= 0 || len(c.Option.YAxis) == 0 {
+		return c
+	}
+	axes := make([]map[string]any, len(c.Option.YAxis))
+	for i, a := range c.Option.YAxis {
+		axes[i] = map[string]any{}
+		for k, v := range a {
+			axes[i][k] = v
+		}
+	}
+	axes[0]["min"], axes[0]["max"] = 0, niceCeil(top.GiB())
+	c.Option.YAxis = axes
+	return c
+}
+
+// niceCeil rounds x up to 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of
+// ten, so that an axis ending there ends on one of its labels.
+func niceCeil(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	step := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, f := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if f*step >= x*(1-1e-12) {
+			return f * step
+		}
+	}
+	return 10 * step
+}
+
 // Breakdown charts one breakdown: a stacked bar and a donut of the same
 // categories, in the category colors, with bytes and share in the tooltip.
 func Breakdown(b vram.Breakdown, title string) Chart {

@@ -3,6 +3,7 @@ package charts
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -142,4 +143,25 @@ func FuzzLabels(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScaled: a scaled chart's memory axis spans zero to the given top, and
+// the original chart is left as it was.
+func TestScaled(t *testing.T) {
+	c := Breakdown(vram.Breakdown{Parameters: 3 * vram.GiB, Activations: 2 * vram.GiB}, "peak")
+	s := Scaled(c, 10*vram.GiB+1)
+	if got := s.Option.YAxis[0]["max"]; got != 15.0 {
+		t.Errorf("max %v, want 15 (GiB, rounded up to a label)", got)
+	}
+	for x, want := range map[float64]float64{0.3: 0.3, 7: 8, 10: 10, 126: 150, 1000: 1000, 1001: 1500} {
+		if got := niceCeil(x); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceCeil(%v) = %v, want %v", x, got, want)
+		}
+	}
+	if _, ok := c.Option.YAxis[0]["max"]; ok {
+		t.Error("Scaled changed the chart it was given")
+	}
+	if got := Scaled(c, 0); got.Option.YAxis[0]["max"] != nil {
+		t.Error("a zero top set a maximum")
+	}
 }

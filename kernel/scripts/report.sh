@@ -1,25 +1,52 @@
 #!/usr/bin/env bash
 # `make report PLAN=examples/plans/<plan>.json`: run the report template on a
-# plan with the vramlab kernel and export it as a self-contained offline HTML
-# page (code hidden until asked for) and a PDF printed by headless chromium.
-# Outputs go to .artifacts/reports/<plan>/; the executed notebook is trusted so
+# plan through papermill with the vramlab kernel (the plan is the template's
+# `plan` parameter) and export it as a self-contained offline HTML page (code
+# hidden until asked for) and a PDF printed by headless chromium.
+# `make report PLANS="a.json b.json c.json"` (file names separated by spaces)
+# runs the comparison template (notebooks/31-plan-comparison.ipynb) on the
+# plans together instead: one report that puts the candidates side by side.
+# Outputs go to .artifacts/reports/<name>/; the executed notebook is trusted so
 # it opens in JupyterLab with its charts (every piece of plan text in it was
-# escaped when it was produced: charts.Display and the charts' tooltips).
+# escaped when it was produced: charts.Display and the charts' tooltips; the
+# parameters papermill writes are Go string literals).
 #
 # Every external step has a time limit (REPORT_TIMEOUT seconds for executing
 # the notebook, default 600; two minutes for each other step); the script
 # exits non-zero, saying which step failed, when one fails, times out or
 # leaves its output missing, and removes its temporary files either way.
 source "$(dirname "$0")/lib.sh"
-"$ROOT/kernel/scripts/setup.sh" >/dev/null
-apt_install chromium fonts-dejavu-core
+# reports.sh sets up once before running several of these at a time.
+if [ -z "${VRAMLAB_SET_UP:-}" ]; then
+  "$ROOT/kernel/scripts/setup.sh" >/dev/null
+  apt_install chromium fonts-dejavu-core
+fi
 
-plan=${PLAN:-examples/plans/llama3-8b-lora.json}
-[ -f "$plan" ] || { echo "report: no plan file $plan" >&2; exit 1; }
-plan=$(cd "$(dirname "$plan")" && pwd)/$(basename "$plan")
-# The output name is the plan's file name with anything but letters, digits,
-# '.', '_' and '-' replaced: it becomes a path and the page's title.
-name=$(printf %s "$(basename "$plan" .json)" | LC_ALL=C tr -c 'A-Za-z0-9._-' '_')
+# absolute FILE: the plan file's absolute path (exit if there is none).
+absolute() { printf '%s/%s' "$(cd "$(dirname "$1")" && pwd)" "$(basename "$1")"; }
+exists() { [ -f "$1" ] || { echo "report: no plan file $1" >&2; exit 1; }; }
+# safe NAME: NAME with anything but letters, digits, '.', '_' and '-'
+# replaced: it becomes a path and the page's title.
+safe() { printf %s "$1" | LC_ALL=C tr -c 'A-Za-z0-9._-' '_'; }
+
+if [ -n "${PLANS:-}" ]; then
+  template=notebooks/31-plan-comparison.ipynb
+  read -r -a given <<< "$PLANS"
+  [ "${#given[@]}" -ge 2 ] || { echo "report: PLANS names ${#given[@]} plan; a comparison needs two or more" >&2; exit 1; }
+  plans=()
+  name=compare
+  for f in "${given[@]}"; do
+    exists "$f"
+    plans+=("$(absolute "$f")")
+    name="$name-$(basename "$f" .json)"
+  done
+  name=$(safe "${name:0:120}")
+else
+  template=notebooks/30-training-plan-report.ipynb
+  exists "${PLAN:-examples/plans/llama3-8b-lora.json}"
+  plans=("$(absolute "${PLAN:-examples/plans/llama3-8b-lora.json}")")
+  name=$(safe "$(basename "${plans[0]}" .json)")
+fi
 out="$ROOT/.artifacts/reports/$name"
 mkdir -p "$out"
 rm -f "$out/$name.ipynb" "$out/$name.html" "$out/$name.pdf"
@@ -47,12 +74,38 @@ need() {
   [ -s "$1" ] || { echo "report: $2 was not written ($1 is missing or empty)" >&2; exit 1; }
 }
 
-say "executing the report template on $plan"
-export VRAMLAB_PLAN="$plan"
-step "${REPORT_TIMEOUT:-600}" "executing the report notebook" \
-  .venv/bin/jupyter nbconvert --to notebook --execute \
-  --ExecutePreprocessor.kernel_name=vramlab --ExecutePreprocessor.timeout=600 \
-  --output-dir "$out" --output "$name.ipynb" notebooks/30-training-plan-report.ipynb
+# The parameters as JSON (which papermill reads as YAML): each path a string,
+# whatever its characters.
+key=plan
+[ -n "${PLANS:-}" ] && key=plans
+.venv/bin/python - "$tmp/parameters.json" "$key" "${plans[@]}" <<'PY'
+import json, sys
+out, key, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+with open(out, "w") as f:
+    json.dump({key: paths if key == "plans" else paths[0]}, f)
+PY
+say "executing $template on ${plans[*]}"
+# why: the first panic a failed cell printed (a plan error names the field
+# and the rule), which papermill's own message leaves out.
+why() {
+  [ -s "$out/$name.ipynb" ] || return 0
+  .venv/bin/python - "$out/$name.ipynb" >&2 <<'PY' || true
+import json, sys
+for cell in json.load(open(sys.argv[1]))["cells"]:
+    err = "".join("".join(o.get("text", [])) for o in cell.get("outputs", []) if o.get("name") == "stderr")
+    if "panic: " in err:
+        lines = [l for l in err.split("panic: ", 1)[1].splitlines() if l.strip()]
+        print("report: the notebook stopped: " + (lines[0] if lines else "a panic"))
+        sys.exit()
+PY
+}
+if ! (step "${REPORT_TIMEOUT:-600}" "executing the report notebook" \
+  .venv/bin/papermill --no-progress-bar --kernel vramlab --cwd "$ROOT" \
+  --execution-timeout 600 -f "$tmp/parameters.json" \
+  "$template" "$out/$name.ipynb"); then
+  why
+  exit 1
+fi
 need "$out/$name.ipynb" "the executed notebook"
 step 120 "trusting the executed notebook" .venv/bin/jupyter trust "$out/$name.ipynb"
 

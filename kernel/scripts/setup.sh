@@ -16,10 +16,13 @@ go mod download
 
 say "Python virtualenv .venv (kernel/requirements.txt)"
 stamp=.venv/.requirements.sha256
-want=$(sha256sum kernel/requirements.txt | cut -d' ' -f1)
+want=$(cat kernel/requirements.txt kernel/papermill/pyproject.toml kernel/papermill/vramlab_papermill.py | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r kernel/requirements.txt
+  # The Go parameter translator for papermill (its build backend, flit_core,
+  # is pinned in its pyproject.toml).
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps ./kernel/papermill
   echo "$want" > "$stamp"
 else
   echo "up to date"

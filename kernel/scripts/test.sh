@@ -16,6 +16,9 @@ go test -race ./...
 say "build without cgo (vram and charts must build anywhere)"
 CGO_ENABLED=0 go build ./...
 
+say "papermill's Go parameter translator"
+.venv/bin/python -m unittest discover -s kernel/papermill -p 'test_*.py'
+
 say "notebooks, executed headless through the vramlab kernel"
 .venv/bin/python kernel/scripts/run_notebooks.py notebooks
 

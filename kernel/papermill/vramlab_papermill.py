@@ -1,0 +1,114 @@
+"""Papermill parameters for Go notebooks (the gonb kernel of VRAM Lab).
+
+Papermill writes the parameters it is given (-p, -y, -f) as a new cell of the
+notebook's language after the cell tagged "parameters"; it knows Python, R,
+Julia, Scala, … but not Go. Importing this module registers a Go translator:
+each parameter becomes a package-level declaration, which gonb keeps and which
+replaces the template's own declaration of the same name:
+
+    var plan = "plans/x.json"
+    var plans = []string{"a.json", "b.json"}
+
+Strings become Go string literals (quotes, backslashes and control characters
+escaped), so a parameter value is always data, never code.
+"""
+import json
+import math
+import re
+
+from papermill.engines import NBClientEngine
+from papermill.exceptions import PapermillException
+from papermill.models import Parameter
+from papermill.translators import Translator, papermill_translators
+
+__all__ = ["GoTranslator", "Engine"]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEYWORDS = {
+    "break", "case", "chan", "const", "continue", "default", "defer", "else", "fallthrough", "for", "func", "go",
+    "goto", "if", "import", "interface", "map", "package", "range", "return", "select", "struct", "switch", "type", "var",
+}
+
+
+class GoTranslator(Translator):
+    """Translates papermill parameters (JSON/YAML values) to Go declarations."""
+
+    @classmethod
+    def translate_escaped_str(cls, str_val):
+        # JSON's string escapes (\" \\ \n \t \uXXXX …) are all Go escapes, and
+        # JSON leaves no raw newline or quote in the literal.
+        return json.dumps(str(str_val), ensure_ascii=False)
+
+    @classmethod
+    def translate_str(cls, val):
+        return cls.translate_escaped_str(val)
+
+    @classmethod
+    def translate_none(cls, val):
+        raise PapermillException("a parameter is null, which has no Go value: give a string, number, bool, list or map")
+
+    @classmethod
+    def translate_int(cls, val):
+        return str(int(val))
+
+    @classmethod
+    def translate_float(cls, val):
+        if math.isnan(val) or math.isinf(val):
+            raise PapermillException(f"parameter value {val} has no Go literal")
+        return repr(float(val))
+
+    @classmethod
+    def translate_bool(cls, val):
+        return "true" if val else "false"
+
+    @classmethod
+    def translate_list(cls, val):
+        kind = _element_type(val)
+        return f"[]{kind}{{{', '.join(cls.translate(v) for v in val)}}}"
+
+    @classmethod
+    def translate_dict(cls, val):
+        kind = _element_type(list(val.values()))
+        items = ", ".join(f"{cls.translate_escaped_str(k)}: {cls.translate(v)}" for k, v in val.items())
+        return f"map[string]{kind}{{{items}}}"
+
+    @classmethod
+    def comment(cls, cmt_str):
+        return f"// {cmt_str}".strip()
+
+    @classmethod
+    def assign(cls, name, str_val):
+        if not _IDENT.match(name) or name in _KEYWORDS:
+            raise PapermillException(f"parameter name {name!r} is not a Go identifier")
+        return f"var {name} = {str_val}"
+
+    @classmethod
+    def inspect(cls, parameters_cell):
+        """The parameters a template declares: `var name = value` lines."""
+        params = []
+        for line in parameters_cell.source.splitlines():
+            m = re.match(r"^\s*var\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:([^=\s]+)\s*)?=\s*(.+?)\s*(?://\s*(.*))?$", line)
+            if m:
+                name, typ, default, help_ = m.groups()
+                params.append(Parameter(name=name, inferred_type_name=typ or "None", default=default, help=help_ or ""))
+        return params
+
+
+def _element_type(values):
+    """The Go element type of a list's (or map's) values."""
+    if values and all(isinstance(v, str) for v in values):
+        return "string"
+    if values and all(isinstance(v, bool) for v in values):
+        return "bool"
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "int"
+    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "float64"
+    return "any"
+
+
+# Papermill's own engine under this package's entry point (see
+# pyproject.toml): loading it is what registers the translator.
+Engine = NBClientEngine
+
+papermill_translators.register("go", GoTranslator)
