@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The container's entry point, in the docker-stacks way. Launched by
+# JupyterHub (which sets JUPYTERHUB_API_TOKEN and the JUPYTERHUB_* settings of
+# the user's server): the user's single-user server, jupyterhub-singleuser,
+# on the user's own copy of the tutorials (copied on first start into
+# $VRAMLAB_WORK, default ~/vramlab; never overwritten, so a user's edits and
+# outputs stay theirs), with the vramlab kernel as the default. Started on its
+# own: `make lab`. Arguments go to the server either way.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+extra=()
+[ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI run as root
+if [ -n "${JUPYTERHUB_API_TOKEN:-}" ]; then
+  work=${VRAMLAB_WORK:-$HOME/vramlab}
+  if [ ! -e "$work" ]; then
+    mkdir -p "$work"
+    cp -R "$root/notebooks/." "$work/"
+    echo "start: copied the tutorials into $work"
+  fi
+  # A local-process spawner stops a server with SIGINT first; jupyter_server
+  # without a terminal takes that as KeyboardInterrupt and exits without
+  # shutting its kernels down (they run in their own sessions and would be
+  # left behind). SIGTERM is its clean stop (kernels shut down, connection
+  # files removed), so both signals are passed on as SIGTERM.
+  "$root/.venv/bin/jupyterhub-singleuser" --ServerApp.root_dir="$work" \
+    --MultiKernelManager.default_kernel_name=vramlab "${extra[@]}" "$@" &
+  server=$!
+  trap 'kill -TERM "$server" 2>/dev/null || true' INT TERM
+  status=0
+  wait "$server" || status=$?
+  while kill -0 "$server" 2>/dev/null; do status=0; wait "$server" || status=$?; done
+  exit "$status"
+fi
+exec "$root/kernel/scripts/lab.sh" "$@"
