@@ -16,6 +16,15 @@ go test -race ./...
 say "build without cgo (vram and charts must build anywhere)"
 CGO_ENABLED=0 go build ./...
 
+say "Python pins install on the image's Python (Debian bookworm's 3.11.2)"
+# The Dockerfile builds .venv with Debian's python3, which may be older than
+# this machine's; pip checks each pin's Requires-Python against that version.
+dl=$(mktemp -d) && trap 'rm -rf "$dl"' EXIT
+.venv/bin/pip download -q --disable-pip-version-check --no-deps --python-version 3.11.2 \
+  --only-binary=:all: -r kernel/requirements.txt -d "$dl" 2>"$dl/pip.err" || { cat "$dl/pip.err" >&2; exit 1; }
+# A yanked pin is only a warning to pip; here it fails (yanked for a reason).
+if grep -qi yanked "$dl/pip.err"; then cat "$dl/pip.err" >&2; exit 1; fi
+
 say "papermill's Go parameter translator"
 .venv/bin/python -m unittest discover -s kernel/papermill -p 'test_*.py'
 
