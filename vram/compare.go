@@ -2,13 +2,15 @@ package vram
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strings"
 )
 
 // Candidate plans side by side, as a team weighs them: each plan's peaks in
 // the three measures (allocated, reserved, and what nvidia-smi shows on each
-// target GPU), a verdict per GPU, and which plan to run on which GPU and
-// why.
+// target GPU), a verdict per GPU, its throughput bound on each GPU whose
+// peaks are known, and which plan to run on which GPU and why.
 
 // PlanComparison is ComparePlans' answer.
 type PlanComparison struct {
@@ -18,8 +20,8 @@ type PlanComparison struct {
 
 // PlanResult is one candidate plan.
 type PlanResult struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`      // "training" or "inference"
+	Name string `json:"name"`
+	Kind string `json:"kind"` // "training" or "inference"
 	// Allocated and Reserved are the peaks torch.cuda.max_memory_allocated
 	// and max_memory_reserved report (the allocator replay), the larger
 	// across the targets (their cuBLAS workspaces differ).
@@ -32,8 +34,11 @@ type PlanResult struct {
 	// Tokens is the work a GPU does per step: sequences × tokens ×
 	// gradient accumulation for training, sequences × (prompt + generated)
 	// tokens for inference.
-	Tokens int64  `json:"tokens"`
-	Err    string `json:"error,omitempty"` // the plan could not be estimated
+	Tokens int64 `json:"tokens"`
+	// Bounds is, per target GPU, the plan's throughput bound
+	// (ThroughputBound); zero where the GPU's peaks are unknown.
+	Bounds []Throughput `json:"bounds"`
+	Err    string       `json:"error,omitempty"` // the plan could not be estimated
 }
 
 // GPUChoice is the recommendation for one target GPU.
@@ -49,9 +54,10 @@ var DefaultTargets = []string{"A100-40GB", "A100-80GB", "H100-80GB", "L40S", "RT
 
 // ComparePlans estimates each plan on each target GPU (names from the GPU
 // catalog or capacities such as "48GB"; nil: the GPUs the plans name, else
-// DefaultTargets) and picks for each GPU the plan that does the most work a
-// step among those that fit (fewest bytes on the device breaks ties). A plan
-// that cannot be estimated is reported with its error, never dropped.
+// DefaultTargets) and picks for each GPU, among the plans that fit, the one
+// with the highest throughput bound (when the GPU's peaks are known), then
+// the most work a step, then the fewest bytes on the device. A plan that
+// cannot be estimated is reported with its error, never dropped.
 func ComparePlans(names []string, plans []Plan, targets []string) (PlanComparison, error) {
 	if len(names) != len(plans) {
 		return PlanComparison{}, fmt.Errorf("compare: %d names for %d plans", len(names), len(plans))
@@ -90,7 +96,7 @@ func ComparePlans(names []string, plans []Plan, targets []string) (PlanCompariso
 
 // comparePlan estimates one plan on every target.
 func comparePlan(name string, p Plan, gpus []GPUChoice) PlanResult {
-	r := PlanResult{Name: name, DeviceUsed: make([]Bytes, len(gpus)), Fits: make([]bool, len(gpus))}
+	r := PlanResult{Name: name, DeviceUsed: make([]Bytes, len(gpus)), Fits: make([]bool, len(gpus)), Bounds: make([]Throughput, len(gpus))}
 	fail := func(err error) PlanResult {
 		r.Err = err.Error()
 		return r
@@ -105,11 +111,17 @@ func comparePlan(name string, p Plan, gpus []GPUChoice) PlanResult {
 			t := p.Training
 			r.Tokens = int64(t.MicroBatch) * int64(t.SeqLen) * int64(max(1, t.GradAccum))
 			rep, err = t.Replay(ReplayOptions{GPU: &g})
+			if err == nil && g.TFLOPS > 0 {
+				r.Bounds[k], err = t.ThroughputBound(g)
+			}
 		case p.Inference != nil:
 			r.Kind = "inference"
 			in := p.Inference
 			r.Tokens = int64(in.Batch) * int64(in.PromptTokens+in.NewTokens)
 			rep, err = in.Replay(ReplayOptions{GPU: &g})
+			if err == nil && g.TFLOPS > 0 {
+				r.Bounds[k], err = in.ThroughputBound(g)
+			}
 		default:
 			return fail(fmt.Errorf("the plan has neither a train nor an inference object"))
 		}
@@ -123,8 +135,9 @@ func comparePlan(name string, p Plan, gpus []GPUChoice) PlanResult {
 	return r
 }
 
-// choose picks the plan for GPU k: among those that fit, the most tokens a
-// step, then the least device memory; and says why. Training and inference
+// choose picks the plan for GPU k: among those that fit, the highest
+// throughput bound, then the most tokens a step, then the least device
+// memory; and says why. Training and inference
 // plans do different work: only plans of the first plan's kind are ranked.
 func choose(plans []PlanResult, k int, g GPU) (int, string) {
 	kind := ""
@@ -168,6 +181,9 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 	}
 	sort.SliceStable(fit, func(a, b int) bool {
 		pa, pb := plans[fit[a]], plans[fit[b]]
+		if ta, tb := pa.Bounds[k].TokensPerSecond, pb.Bounds[k].TokensPerSecond; !sameSpeed(ta, tb) {
+			return ta > tb
+		}
 		if pa.Tokens != pb.Tokens {
 			return pa.Tokens > pb.Tokens
 		}
@@ -175,14 +191,50 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 	})
 	best := plans[fit[0]]
 	head := fmt.Sprintf("%s fits with %v to spare (%v of %v on the device)", best.Name, g.Memory-best.DeviceUsed[k], best.DeviceUsed[k], g.Memory)
+	bound := ""
+	if b := best.Bounds[k]; b.TokensPerSecond > 0 {
+		bound = fmt.Sprintf("at most %s tokens/s on this GPU, %s-bound", Grouped(int64(b.TokensPerSecond)), boundWord(b.Limit))
+	}
+	work := Grouped(best.Tokens) + " tokens"
 	switch {
 	case len(fit) == 1:
-		return fit[0], fmt.Sprintf("%s; it is the only %s plan that fits%s", head, kind, note)
+		return fit[0], fmt.Sprintf("%s; it is the only %s plan that fits%s%s", head, kind, paren(bound), note)
+	case !sameSpeed(best.Bounds[k].TokensPerSecond, plans[fit[1]].Bounds[k].TokensPerSecond):
+		return fit[0], fmt.Sprintf("%s and can run fastest of the %d %s plans that fit%s%s", head, len(fit), kind, paren(bound), note)
 	case best.Tokens > plans[fit[1]].Tokens:
-		return fit[0], fmt.Sprintf("%s and does the most work a step of the %d %s plans that fit (%s tokens)%s", head, len(fit), kind, Grouped(best.Tokens), note)
+		return fit[0], fmt.Sprintf("%s and does the most work a step of the %d %s plans that fit%s%s", head, len(fit), kind, paren(work, bound), note)
 	default:
-		return fit[0], fmt.Sprintf("%s; of the %d %s plans that fit, it ties for the most work a step (%s tokens) and needs the least memory%s", head, len(fit), kind, Grouped(best.Tokens), note)
+		return fit[0], fmt.Sprintf("%s; of the %d %s plans that fit, it ties for the most work a step%s and needs the least memory%s", head, len(fit), kind, paren(work, bound), note)
 	}
+}
+
+// paren writes the non-empty parts in parentheses, after a space.
+func paren(parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		if p != "" {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(keep, "; ") + ")"
+}
+
+// sameSpeed reports whether two throughput bounds are within 1 % (the
+// count's own precision): plans that differ only in batch size are both
+// compute-bound at the same speed, and then the work a step decides.
+func sameSpeed(a, b float64) bool {
+	return math.Abs(a-b) <= 0.01*math.Max(a, b)
+}
+
+// boundWord is the limit as an adjective: "compute" or "bandwidth".
+func boundWord(limit string) string {
+	if limit == "memory bandwidth" {
+		return "bandwidth"
+	}
+	return limit
 }
 
 func otherKind(kind string) string {

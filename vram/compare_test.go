@@ -8,7 +8,8 @@ import (
 
 // TestComparePlans: three example plans on three GPUs. Each verdict follows
 // the device-used figure, a larger GPU fits whatever a smaller one does,
-// the pick is the plan with the most tokens a step among those that fit,
+// the pick is the plan with the highest throughput bound among those that
+// fit (then the most tokens a step),
 // and a plan that cannot be estimated is reported, not dropped.
 func TestComparePlans(t *testing.T) {
 	var names []string
@@ -69,13 +70,41 @@ func TestComparePlans(t *testing.T) {
 			t.Errorf("%s: picked %s, which does not fit", g.GPU.Name, best.Name)
 		}
 		for _, p := range cmp.Plans {
-			if p.Err == "" && p.Fits[k] && p.Tokens > best.Tokens {
-				t.Errorf("%s: picked %s (%d tokens) over %s (%d)", g.GPU.Name, best.Name, best.Tokens, p.Name, p.Tokens)
+			if p.Err != "" || !p.Fits[k] {
+				continue
 			}
+			bb, pb := best.Bounds[k].TokensPerSecond, p.Bounds[k].TokensPerSecond
+			if pb > bb && !sameSpeed(pb, bb) || sameSpeed(pb, bb) && p.Tokens > best.Tokens {
+				t.Errorf("%s: picked %s (%.0f tokens/s, %d tokens a step) over %s (%.0f, %d)", g.GPU.Name, best.Name, bb, best.Tokens, p.Name, pb, p.Tokens)
+			}
+		}
+		if !strings.Contains(g.Why, "tokens/s") {
+			t.Errorf("%s: the reason %q does not give the bound", g.GPU.Name, g.Why)
 		}
 		if !strings.Contains(g.Why, best.Name) {
 			t.Errorf("%s: the reason %q does not name the plan", g.GPU.Name, g.Why)
 		}
+	}
+	for _, p := range cmp.Plans[:3] {
+		for k, g := range cmp.GPUs {
+			if b := p.Bounds[k]; b.TokensPerSecond <= 0 || b.StepFLOPs <= 0 || b.Limit == "" {
+				t.Errorf("%s on %s: bound %+v", p.Name, g.GPU.Name, b)
+			}
+		}
+	}
+	// A bare capacity has no peaks: no bound, and the pick falls back to
+	// the work a step.
+	bare, err := ComparePlans(names[:3], plans[:3], []string{"200GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range bare.Plans {
+		if p.Bounds[0] != (Throughput{}) {
+			t.Errorf("%s on 200GB: bound %+v", p.Name, p.Bounds[0])
+		}
+	}
+	if g := bare.GPUs[0]; g.Best < 0 || strings.Contains(g.Why, "tokens/s") {
+		t.Errorf("200GB: %+v", g)
 	}
 	if _, err := ComparePlans(names, plans, []string{"no-such-gpu"}); err == nil || !strings.Contains(err.Error(), "no-such-gpu") {
 		t.Errorf("unknown GPU: %v", err)

@@ -85,6 +85,16 @@
 // from what the plan asks (an attention implementation a family lacks,
 // checkpointing a release ignores).
 //
+// # Comparing plans and speed
+//
+// ComparePlans puts candidate plans side by side on target GPUs: the three
+// peaks (allocated, reserved, device-used), a verdict per GPU, and which plan
+// to run where and why. ThroughputBound (Training and Inference) is a
+// roofline: the most tokens a second a plan can reach on a catalog GPU, from
+// its FLOPs (counted as MFU counts them) at the datasheet peak of its matmul
+// precision and its least memory traffic at the GPU's bandwidth; Limit says
+// which one is the wall.
+//
 // # Sources
 //
 // Each formula cites its source where it is implemented: the ZeRO paper

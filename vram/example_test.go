@@ -92,3 +92,17 @@ func ExampleFromHFConfig() {
 	fmt.Println(m.ParamCount())
 	// Output: 8030261248
 }
+
+// The fastest a Llama-3-8B step can run on an H100: 6 FLOPs per parameter
+// a token passes through, plus attention, at the 989 TFLOPS BF16 peak.
+// Real runs reach a fraction of it (MFU).
+func ExampleTraining_ThroughputBound() {
+	plan := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 2, GradAccum: 8, Precision: "mixed_bf16"}
+	h100, _ := vram.LookupGPU("H100-80GB")
+	b, err := plan.ThroughputBound(h100)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%.3g FLOPs a step, at least %.1f s: at most %.0f tokens/s, %s-bound\n", b.StepFLOPs, b.Seconds, b.TokensPerSecond, b.Limit)
+	// Output: 3.16e+15 FLOPs a step, at least 3.2 s: at most 20497 tokens/s, compute-bound
+}

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,6 +118,7 @@ func FuzzEstimateInvariants(f *testing.F) {
 		if rep.PeakReserved < rep.PeakAllocated || rep.PeakAllocated <= 0 {
 			t.Fatalf("replay: reserved %v < allocated %v", rep.PeakReserved, rep.PeakAllocated)
 		}
+		checkBound(t, tr.ThroughputBound, true)
 		bigger := tr
 		bigger.MicroBatch++
 		if e2, _ := bigger.Estimate(); e2.Peak.Total() < est.Peak.Total() {
@@ -307,8 +309,27 @@ func FuzzInferencePlan(f *testing.F) {
 				t.Fatalf("%s lowers the peak: %v → %v (%+v)", name, est.Peak.Total(), e2.Peak.Total(), in)
 			}
 		}
+		checkBound(t, in.ThroughputBound, in.PromptTokens+in.NewTokens > 0)
 		grow("batch+1", func(in *Inference) { in.Batch++ })
 		grow("prompt+1", func(in *Inference) { in.PromptTokens++ })
 		grow("new_tokens+1", func(in *Inference) { in.NewTokens++ })
 	})
+}
+
+// checkBound: a plan that estimates has a finite throughput bound on every
+// catalog GPU, positive when it processes tokens (loading only does not),
+// limited by compute or bandwidth.
+func checkBound(t *testing.T, bound func(GPU) (Throughput, error), work bool) {
+	t.Helper()
+	for _, g := range gpus {
+		b, err := bound(g)
+		if err != nil {
+			t.Fatalf("%s: %v", g.Name, err)
+		}
+		ok := func(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
+		if !ok(b.Seconds) || !ok(b.StepBytes) || b.StepFLOPs < 0 || (b.Limit != "compute" && b.Limit != "memory bandwidth") ||
+			work != ok(b.TokensPerSecond) || (!work && b.TokensPerSecond != 0) {
+			t.Fatalf("%s: bound %+v", g.Name, b)
+		}
+	}
 }

@@ -26,8 +26,18 @@ type GPU struct {
 	// (CUDA ≥ 11.7, PyTorch ≥ 1.13): measured values are 256–430 MiB and
 	// grow with the SM count (anchors: pytorch PR #86509, #107667; see
 	// DeviceOverhead). Override it with a measurement of your machine.
-	Context Bytes  `json:"context"`
-	Source  string `json:"source"`
+	Context Bytes `json:"context"`
+	// TFLOPS is the dense 16-bit (BF16, or FP16 where the part has no
+	// BF16) tensor-core peak from the datasheet, without structured
+	// sparsity; Bandwidth the memory bandwidth in bytes per second. Zero
+	// when unknown (a bare capacity). Throughput bounds use them.
+	TFLOPS float64 `json:"tflops,omitempty"`
+	// FP32TFLOPS is the plain FP32 peak: PyTorch runs float32 matmuls
+	// there, not on TF32 tensor cores, unless asked
+	// (torch.backends.cuda.matmul.allow_tf32 is False since PyTorch 1.12).
+	FP32TFLOPS float64 `json:"fp32_tflops,omitempty"`
+	Bandwidth  float64 `json:"bandwidth,omitempty"`
+	Source     string  `json:"source"`
 	// CapacityOnly marks entries (non-NVIDIA) that only give a capacity.
 	CapacityOnly bool `json:"capacity_only,omitempty"`
 }
@@ -38,25 +48,25 @@ func (g GPU) Usable() Bytes { return g.Memory - g.Context }
 // gpus is the catalog. Sources are vendor datasheets; the reported totals
 // (MiB) come from nvidia-smi outputs of those parts.
 var gpus = []GPU{
-	{Name: "V100-16GB", Aliases: []string{"Tesla V100-SXM2-16GB", "V100 16GB", "V100"}, Memory: 16160 * MiB, Arch: "Volta", ComputeCapability: 70, Context: 420 * MiB, Source: "NVIDIA V100 datasheet (16 GB HBM2); nvidia-smi total 16160MiB"},
-	{Name: "V100-32GB", Aliases: []string{"Tesla V100-SXM2-32GB", "V100 32GB"}, Memory: 32510 * MiB, Arch: "Volta", ComputeCapability: 70, Context: 420 * MiB, Source: "NVIDIA V100 datasheet (32 GB HBM2); nvidia-smi total 32510MiB"},
-	{Name: "T4", Aliases: []string{"Tesla T4"}, Memory: 15360 * MiB, Arch: "Turing", ComputeCapability: 75, Context: 300 * MiB, Source: "NVIDIA T4 datasheet (16 GB GDDR6); nvidia-smi total 15360MiB"},
-	{Name: "A10", Aliases: []string{"NVIDIA A10", "A10 24GB"}, Memory: 23028 * MiB, Arch: "Ampere", ComputeCapability: 86, Context: 350 * MiB, Source: "NVIDIA A10 datasheet (24 GB GDDR6); nvidia-smi total 23028MiB"},
-	{Name: "A100-40GB", Aliases: []string{"A100-SXM4-40GB", "A100 40GB", "A100-PCIE-40GB"}, Memory: 40960 * MiB, Arch: "Ampere", ComputeCapability: 80, Context: 420 * MiB, Source: "NVIDIA A100 datasheet (40 GB HBM2); nvidia-smi total 40960MiB"},
-	{Name: "A100-80GB", Aliases: []string{"A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB", "A100"}, Memory: 81920 * MiB, Arch: "Ampere", ComputeCapability: 80, Context: 420 * MiB, Source: "NVIDIA A100 datasheet (80 GB HBM2e); nvidia-smi total 81920MiB"},
-	{Name: "L4", Aliases: []string{"NVIDIA L4"}, Memory: 23034 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 300 * MiB, Source: "NVIDIA L4 datasheet (24 GB GDDR6); nvidia-smi total 23034MiB"},
-	{Name: "L40S", Aliases: []string{"NVIDIA L40S"}, Memory: 46068 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 400 * MiB, Source: "NVIDIA L40S datasheet (48 GB GDDR6); nvidia-smi total 46068MiB"},
-	{Name: "H100-80GB", Aliases: []string{"H100 SXM", "H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", "H100 80GB", "H100"}, Memory: 81559 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, Source: "NVIDIA H100 datasheet (80 GB HBM3); nvidia-smi total 81559MiB"},
-	{Name: "H100-PCIe", Aliases: []string{"H100 PCIe", "NVIDIA H100 PCIe"}, Memory: 81559 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, Source: "NVIDIA H100 datasheet (80 GB HBM2e); nvidia-smi total 81559MiB"},
-	{Name: "H100-NVL", Aliases: []string{"H100 NVL", "H100 94GB"}, Memory: 95830 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, Source: "NVIDIA H100 NVL datasheet (94 GB HBM3); nvidia-smi total 95830MiB"},
-	{Name: "H200", Aliases: []string{"NVIDIA H200", "H200 141GB", "H200-SXM5-141GB", "NVIDIA H200 141GB HBM3e"}, Memory: 143771 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 520 * MiB, Source: "NVIDIA H200 datasheet (141 GB HBM3e); nvidia-smi total 143771MiB"},
-	{Name: "B200", Aliases: []string{"NVIDIA B200", "B200 180GB"}, Memory: 183359 * MiB, Arch: "Blackwell", ComputeCapability: 100, Context: 560 * MiB, Source: "NVIDIA DGX B200 datasheet (180 GB HBM3e per GPU); nvidia-smi total 183359MiB"},
-	{Name: "GB200", Aliases: []string{"NVIDIA GB200"}, Memory: 189471 * MiB, Arch: "Blackwell", ComputeCapability: 100, Context: 560 * MiB, Source: "NVIDIA GB200 NVL72 datasheet (186 GB HBM3e per GPU); nvidia-smi total 189471MiB"},
-	{Name: "RTX-3090", Aliases: []string{"RTX 3090", "GeForce RTX 3090"}, Memory: 24576 * MiB, Arch: "Ampere", ComputeCapability: 86, Context: 256 * MiB, Source: "NVIDIA RTX 3090 specifications (24 GB GDDR6X); context: InvokeAI #9413"},
-	{Name: "RTX-4090", Aliases: []string{"RTX 4090", "GeForce RTX 4090", "RTX 4090 24GB"}, Memory: 24564 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 300 * MiB, Source: "NVIDIA RTX 4090 specifications (24 GB GDDR6X); nvidia-smi total 24564MiB"},
-	{Name: "RTX-5090", Aliases: []string{"RTX 5090", "GeForce RTX 5090"}, Memory: 32607 * MiB, Arch: "Blackwell", ComputeCapability: 120, Context: 350 * MiB, Source: "NVIDIA RTX 5090 specifications (32 GB GDDR7); nvidia-smi total 32607MiB"},
-	{Name: "TITAN-RTX", Aliases: []string{"TITAN RTX", "TITAN RTX 24GB"}, Memory: 24220 * MiB, Arch: "Turing", ComputeCapability: 75, Context: 300 * MiB, Source: "NVIDIA TITAN RTX specifications (24 GB GDDR6); nvidia-smi total 24220MiB"},
-	{Name: "MI300X", Aliases: []string{"AMD MI300X", "Instinct MI300X"}, Memory: 192 * GiB, Arch: "CDNA3", Context: 0, Source: "AMD Instinct MI300X datasheet (192 GB HBM3); capacity only: the NVML layer does not see AMD GPUs", CapacityOnly: true},
+	{Name: "V100-16GB", Aliases: []string{"Tesla V100-SXM2-16GB", "V100 16GB", "V100"}, Memory: 16160 * MiB, Arch: "Volta", ComputeCapability: 70, Context: 420 * MiB, TFLOPS: 125, FP32TFLOPS: 15.7, Bandwidth: 900e9, Source: "NVIDIA V100 datasheet (16 GB HBM2); nvidia-smi total 16160MiB; peaks (dense): V100 SXM2: 125 TFLOPS tensor, FP32 15.7 TFLOPS, 900 GB/s"},
+	{Name: "V100-32GB", Aliases: []string{"Tesla V100-SXM2-32GB", "V100 32GB"}, Memory: 32510 * MiB, Arch: "Volta", ComputeCapability: 70, Context: 420 * MiB, TFLOPS: 125, FP32TFLOPS: 15.7, Bandwidth: 900e9, Source: "NVIDIA V100 datasheet (32 GB HBM2); nvidia-smi total 32510MiB; peaks (dense): V100 SXM2: 125 TFLOPS tensor, FP32 15.7 TFLOPS, 900 GB/s"},
+	{Name: "T4", Aliases: []string{"Tesla T4"}, Memory: 15360 * MiB, Arch: "Turing", ComputeCapability: 75, Context: 300 * MiB, TFLOPS: 65, FP32TFLOPS: 8.1, Bandwidth: 320e9, Source: "NVIDIA T4 datasheet (16 GB GDDR6); nvidia-smi total 15360MiB; peaks (dense): T4: 65 TFLOPS mixed precision, FP32 8.1 TFLOPS, 320 GB/s"},
+	{Name: "A10", Aliases: []string{"NVIDIA A10", "A10 24GB"}, Memory: 23028 * MiB, Arch: "Ampere", ComputeCapability: 86, Context: 350 * MiB, TFLOPS: 125, FP32TFLOPS: 31.2, Bandwidth: 600e9, Source: "NVIDIA A10 datasheet (24 GB GDDR6); nvidia-smi total 23028MiB; peaks (dense): A10: 125 TFLOPS BF16, FP32 31.2 TFLOPS, 600 GB/s"},
+	{Name: "A100-40GB", Aliases: []string{"A100-SXM4-40GB", "A100 40GB", "A100-PCIE-40GB"}, Memory: 40960 * MiB, Arch: "Ampere", ComputeCapability: 80, Context: 420 * MiB, TFLOPS: 312, FP32TFLOPS: 19.5, Bandwidth: 1555e9, Source: "NVIDIA A100 datasheet (40 GB HBM2); nvidia-smi total 40960MiB; peaks (dense): A100 40GB SXM: 312 TFLOPS BF16, FP32 19.5 TFLOPS, 1555 GB/s"},
+	{Name: "A100-80GB", Aliases: []string{"A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB", "A100"}, Memory: 81920 * MiB, Arch: "Ampere", ComputeCapability: 80, Context: 420 * MiB, TFLOPS: 312, FP32TFLOPS: 19.5, Bandwidth: 2039e9, Source: "NVIDIA A100 datasheet (80 GB HBM2e); nvidia-smi total 81920MiB; peaks (dense): A100 80GB SXM: 312 TFLOPS BF16, FP32 19.5 TFLOPS, 2039 GB/s"},
+	{Name: "L4", Aliases: []string{"NVIDIA L4"}, Memory: 23034 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 300 * MiB, TFLOPS: 121, FP32TFLOPS: 30.3, Bandwidth: 300e9, Source: "NVIDIA L4 datasheet (24 GB GDDR6); nvidia-smi total 23034MiB; peaks (dense): L4: 121 TFLOPS BF16 (242 with sparsity), FP32 30.3 TFLOPS, 300 GB/s"},
+	{Name: "L40S", Aliases: []string{"NVIDIA L40S"}, Memory: 46068 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 400 * MiB, TFLOPS: 362, FP32TFLOPS: 91.6, Bandwidth: 864e9, Source: "NVIDIA L40S datasheet (48 GB GDDR6); nvidia-smi total 46068MiB; peaks (dense): L40S: 362 TFLOPS BF16 (733 with sparsity), FP32 91.6 TFLOPS, 864 GB/s"},
+	{Name: "H100-80GB", Aliases: []string{"H100 SXM", "H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", "H100 80GB", "H100"}, Memory: 81559 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, TFLOPS: 989, FP32TFLOPS: 67, Bandwidth: 3350e9, Source: "NVIDIA H100 datasheet (80 GB HBM3); nvidia-smi total 81559MiB; peaks (dense): H100 SXM: 989 TFLOPS BF16 (1979 with sparsity), FP32 67 TFLOPS, 3.35 TB/s"},
+	{Name: "H100-PCIe", Aliases: []string{"H100 PCIe", "NVIDIA H100 PCIe"}, Memory: 81559 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, TFLOPS: 756, FP32TFLOPS: 51, Bandwidth: 2000e9, Source: "NVIDIA H100 datasheet (80 GB HBM2e); nvidia-smi total 81559MiB; peaks (dense): H100 PCIe: 756 TFLOPS BF16 (1513 with sparsity), FP32 51 TFLOPS, 2 TB/s"},
+	{Name: "H100-NVL", Aliases: []string{"H100 NVL", "H100 94GB"}, Memory: 95830 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 500 * MiB, TFLOPS: 835, FP32TFLOPS: 60, Bandwidth: 3900e9, Source: "NVIDIA H100 NVL datasheet (94 GB HBM3); nvidia-smi total 95830MiB; peaks (dense): H100 NVL: 835 TFLOPS BF16 per GPU (1671 with sparsity), FP32 60 TFLOPS, 3.9 TB/s"},
+	{Name: "H200", Aliases: []string{"NVIDIA H200", "H200 141GB", "H200-SXM5-141GB", "NVIDIA H200 141GB HBM3e"}, Memory: 143771 * MiB, Arch: "Hopper", ComputeCapability: 90, Context: 520 * MiB, TFLOPS: 989, FP32TFLOPS: 67, Bandwidth: 4800e9, Source: "NVIDIA H200 datasheet (141 GB HBM3e); nvidia-smi total 143771MiB; peaks (dense): H200 SXM: 989 TFLOPS BF16 (1979 with sparsity), FP32 67 TFLOPS, 4.8 TB/s"},
+	{Name: "B200", Aliases: []string{"NVIDIA B200", "B200 180GB"}, Memory: 183359 * MiB, Arch: "Blackwell", ComputeCapability: 100, Context: 560 * MiB, TFLOPS: 2250, FP32TFLOPS: 75, Bandwidth: 8000e9, Source: "NVIDIA DGX B200 datasheet (180 GB HBM3e per GPU); nvidia-smi total 183359MiB; peaks (dense): HGX B200: 2.25 PFLOPS BF16 dense per GPU, 8 TB/s"},
+	{Name: "GB200", Aliases: []string{"NVIDIA GB200"}, Memory: 189471 * MiB, Arch: "Blackwell", ComputeCapability: 100, Context: 560 * MiB, TFLOPS: 2500, FP32TFLOPS: 80, Bandwidth: 8000e9, Source: "NVIDIA GB200 NVL72 datasheet (186 GB HBM3e per GPU); nvidia-smi total 189471MiB; peaks (dense): GB200 NVL72: 180 PFLOPS BF16 dense over 72 GPUs, 8 TB/s per GPU"},
+	{Name: "RTX-3090", Aliases: []string{"RTX 3090", "GeForce RTX 3090"}, Memory: 24576 * MiB, Arch: "Ampere", ComputeCapability: 86, Context: 256 * MiB, TFLOPS: 71, FP32TFLOPS: 35.6, Bandwidth: 936e9, Source: "NVIDIA RTX 3090 specifications (24 GB GDDR6X); context: InvokeAI #9413; peaks (dense): GA102 whitepaper: RTX 3090 FP16/BF16 tensor with FP32 accumulate 71 TFLOPS, FP32 35.6 TFLOPS, 936 GB/s"},
+	{Name: "RTX-4090", Aliases: []string{"RTX 4090", "GeForce RTX 4090", "RTX 4090 24GB"}, Memory: 24564 * MiB, Arch: "Ada", ComputeCapability: 89, Context: 300 * MiB, TFLOPS: 165.2, FP32TFLOPS: 82.6, Bandwidth: 1008e9, Source: "NVIDIA RTX 4090 specifications (24 GB GDDR6X); nvidia-smi total 24564MiB; peaks (dense): Ada whitepaper: RTX 4090 FP16/BF16 tensor with FP32 accumulate 165.2 TFLOPS, FP32 82.6 TFLOPS, 1008 GB/s"},
+	{Name: "RTX-5090", Aliases: []string{"RTX 5090", "GeForce RTX 5090"}, Memory: 32607 * MiB, Arch: "Blackwell", ComputeCapability: 120, Context: 350 * MiB, TFLOPS: 209.5, FP32TFLOPS: 104.8, Bandwidth: 1792e9, Source: "NVIDIA RTX 5090 specifications (32 GB GDDR7); nvidia-smi total 32607MiB; peaks (dense): Blackwell RTX whitepaper: RTX 5090 FP16/BF16 tensor with FP32 accumulate 209.5 TFLOPS, FP32 104.8 TFLOPS, 1792 GB/s"},
+	{Name: "TITAN-RTX", Aliases: []string{"TITAN RTX", "TITAN RTX 24GB"}, Memory: 24220 * MiB, Arch: "Turing", ComputeCapability: 75, Context: 300 * MiB, TFLOPS: 130, FP32TFLOPS: 16.3, Bandwidth: 672e9, Source: "NVIDIA TITAN RTX specifications (24 GB GDDR6); nvidia-smi total 24220MiB; peaks (dense): TITAN RTX: 130 TFLOPS tensor, FP32 16.3 TFLOPS, 672 GB/s"},
+	{Name: "MI300X", Aliases: []string{"AMD MI300X", "Instinct MI300X"}, Memory: 192 * GiB, Arch: "CDNA3", Context: 0, TFLOPS: 1307.4, FP32TFLOPS: 163.4, Bandwidth: 5300e9, Source: "AMD Instinct MI300X datasheet (192 GB HBM3); capacity only: the NVML layer does not see AMD GPUs; peaks (dense): MI300X: 1307.4 TFLOPS BF16 dense, 5.3 TB/s", CapacityOnly: true},
 }
 
 // GPUs lists the catalog names.

@@ -50,6 +50,10 @@ test('a comparison of three plans exports to offline HTML whose tables and chart
   assert.match(text, /RTX-4090\s+24\.0 GiB\s+Llama-3-8B QLoRA[^\n]*\s+[^\n]*only training plan that fits/);
   for (const p of ['Llama-3-8B LoRA fine-tune', 'Llama-3-8B QLoRA', 'Llama-2-7B full fine-tune']) assert.ok(text.includes(p), p);
   assert.match(text, /does not fit/);
+  // Each plan's throughput bound on each GPU, and the pick's reason gives it.
+  assert.match(text, /How fast each can run/);
+  assert.equal((text.match(/≤ [\d,]+ tokens\/s \((compute|bandwidth)-bound/g) || []).length, 6, 'a bound for 3 plans on 2 GPUs');
+  assert.match(text, /at most [\d,]+ tokens\/s on this GPU/);
   // The timelines share one scale.
   const maxima = await page.evaluate(() => [...document.querySelectorAll('[_echarts_instance_]')]
     .map((el) => window.echarts.getInstanceByDom(el).getOption())
