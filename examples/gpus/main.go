@@ -5,18 +5,23 @@
 //	go run ./examples/gpus -json                # machine-readable
 //	go run ./examples/gpus -plan FILE.json      # plus a fit verdict per device
 //	go run ./examples/gpus -fake h100x8         # simulated GPUs (go-nvml mocks)
+//	go run ./examples/gpus -sample used.csv -device 0 -pid 1234 -every 100ms -for 10m
+//	                                            # device-used memory over time, as CSV
 //
 // Without an NVIDIA driver it says so and exits with status 0: no GPU is a
 // normal state for planning.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"time"
 
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/gpu"
@@ -55,11 +60,19 @@ func run(args []string, w io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	planFile := fs.String("plan", "", "a training plan file to check against each device")
 	fake := fs.String("fake", "", "simulate GPUs instead of querying NVML, e.g. h100x8")
+	sample := fs.String("sample", "", "write device-used memory over time to this CSV file (Ctrl-C or -for ends it)")
+	index := fs.Int("device", 0, "-sample: the device index")
+	pid := fs.Int("pid", 0, "-sample: also follow this process's memory")
+	every := fs.Duration("every", 100*time.Millisecond, "-sample: interval between readings")
+	span := fs.Duration("for", 0, "-sample: stop after this long (0: until interrupted)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errors.New("usage: gpus [-json] [-plan FILE.json] [-fake h100x8]")
+		return errors.New("usage: gpus [-json] [-plan FILE.json] [-fake h100x8] [-sample FILE.csv -device N -pid P -every D -for D]")
+	}
+	if *sample != "" {
+		return sampleTo(*sample, *fake, *index, *pid, *every, *span, w)
 	}
 	var plan *vram.Training
 	if *planFile != "" {
@@ -112,4 +125,38 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "GPU %s: needs %v of %v free: %s (headroom %v)\n", f.Device, f.DeviceUsed, f.Free, verdict, f.Headroom)
 	}
 	return nil
+}
+
+// sampleTo records device index (simulated with fake) into file until
+// interrupted or span has passed.
+func sampleTo(file, fake string, index, pid int, every, span time.Duration, w io.Writer) error {
+	var r gpu.Reader
+	var closeFn func()
+	var err error
+	if fake != "" {
+		r, closeFn, err = gpu.OpenFakeReader(fake, index, pid)
+	} else {
+		r, closeFn, err = gpu.OpenReader(index, pid)
+	}
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if span > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, span)
+		defer cancel()
+	}
+	fmt.Fprintf(w, "sampling device %d every %v into %s\n", index, every, file)
+	if err := gpu.Record(ctx, r, every, f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

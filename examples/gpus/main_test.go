@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/gpu"
 )
 
@@ -76,5 +79,27 @@ func TestGPUsNoDriverJSON(t *testing.T) {
 		if err := run([]string{"-fake", spec}, &out); err == nil {
 			t.Errorf("-fake %q accepted", spec)
 		}
+	}
+}
+
+// TestSample: -sample writes readings of a simulated GPU that
+// gpu.ReadSamples reads back.
+func TestSample(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "used.csv")
+	var out bytes.Buffer
+	if err := run([]string{"-sample", file, "-fake", "h100x1", "-every", "10ms", "-for", "50ms"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ss, err := gpu.ReadSamples(f)
+	if err != nil || len(ss) < 2 || ss[0].Device != 512*vram.MiB {
+		t.Fatalf("%d samples %v: %v", len(ss), ss, err)
+	}
+	if err := run([]string{"-sample", file, "-fake", "h100x1", "-device", "3", "-for", "10ms"}, &out); err == nil {
+		t.Error("device 3 of 1 accepted")
 	}
 }

@@ -277,3 +277,73 @@ func FakeServer(spec string) (*server.Server, error) {
 	}
 	return srv, nil
 }
+
+// OpenReader opens device index for sampling (Record) through NVML, or
+// through the simulated GPUs VRAMLAB_FAKE_GPUS names; pid > 0 follows that
+// process's memory too. close releases NVML.
+func OpenReader(index, pid int) (r Reader, close func(), err error) {
+	if spec := os.Getenv(FakeEnv); spec != "" {
+		return OpenFakeReader(spec, index, pid)
+	}
+	return NVMLReader(nvml.New(), index, pid)
+}
+
+// OpenFakeReader samples a simulated GPU (spec as for Fake).
+func OpenFakeReader(spec string, index, pid int) (Reader, func(), error) {
+	srv, err := FakeServer(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return NVMLReader(srv, index, pid)
+}
+
+// NVMLReader reads device index of any nvml.Interface (the driver or a
+// mock); pid > 0 follows that process's memory too.
+func NVMLReader(lib nvml.Interface, index, pid int) (Reader, func(), error) {
+	switch ret := lib.Init(); {
+	case errors.Is(ret, nvml.ERROR_LIBRARY_NOT_FOUND):
+		return nil, nil, ErrNoDriver
+	case ret != nvml.SUCCESS:
+		return nil, nil, fmt.Errorf("gpu: NVML init: %w", ret)
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		lib.Shutdown()
+		return nil, nil, fmt.Errorf("gpu: device count: %w", ret)
+	}
+	if index < 0 || index >= n {
+		lib.Shutdown()
+		return nil, nil, fmt.Errorf("gpu: device %d: this machine has devices 0–%d", index, n-1)
+	}
+	h, ret := lib.DeviceGetHandleByIndex(index)
+	if ret != nvml.SUCCESS {
+		lib.Shutdown()
+		return nil, nil, fmt.Errorf("gpu: device %d: %w", index, ret)
+	}
+	return nvmlReader{h: h, pid: pid}, func() { lib.Shutdown() }, nil
+}
+
+type nvmlReader struct {
+	h   nvml.Device
+	pid int
+}
+
+func (r nvmlReader) Read() (device, process vram.Bytes, err error) {
+	m, ret := r.h.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, 0, fmt.Errorf("gpu: memory info: %w", ret)
+	}
+	device = vram.Bytes(m.Used)
+	if r.pid > 0 {
+		var ps []nvml.ProcessInfo
+		try(func() { ps, ret = r.h.GetComputeRunningProcesses() })
+		if ret == nvml.SUCCESS {
+			for _, p := range ps {
+				if int(p.Pid) == r.pid {
+					process = vram.Bytes(p.UsedGpuMemory)
+				}
+			}
+		}
+	}
+	return device, process, nil
+}

@@ -3,9 +3,12 @@
 package gpu
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -209,5 +212,46 @@ func TestFitsOn(t *testing.T) {
 	}
 	if _, err := FitsOn(small, d, FitOptions{Headroom: 2}); err == nil {
 		t.Error("headroom 2 accepted")
+	}
+}
+
+// TestNVMLReader: sampling a mock H100 reads its used memory and the
+// followed process's; a device out of range and a missing driver are errors.
+func TestNVMLReader(t *testing.T) {
+	srv, err := FakeServer("h100x2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, closeFn, err := NVMLReader(srv, 1, 4001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	dev, proc, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := vram.Bytes(512+256) * vram.MiB; dev != want || proc != want {
+		t.Errorf("device 1: used %v, process %v; want %v", dev, proc, want)
+	}
+	var buf bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Millisecond)
+	defer cancel()
+	if err := Record(ctx, r, 10*time.Millisecond, &buf); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := ReadSamples(&buf)
+	if err != nil || len(ss) < 2 {
+		t.Fatalf("%d samples: %v", len(ss), err)
+	}
+	if _, _, err := NVMLReader(srv, 2, 0); err == nil || !strings.Contains(err.Error(), "devices 0–1") {
+		t.Errorf("device 2 of 2: %v", err)
+	}
+	t.Setenv(FakeEnv, "a100x1")
+	if r, c, err := OpenReader(0, 0); err != nil {
+		t.Errorf("OpenReader with %s: %v", FakeEnv, err)
+	} else {
+		c()
+		_ = r
 	}
 }

@@ -1,0 +1,76 @@
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramlab/vramlab/vram"
+)
+
+// rising reads 1, 2, 3 … GiB; it fails after fail readings when fail > 0.
+type rising struct{ n, fail int }
+
+func (r *rising) Read() (vram.Bytes, vram.Bytes, error) {
+	r.n++
+	if r.fail > 0 && r.n > r.fail {
+		return 0, 0, errors.New("device lost")
+	}
+	return vram.Bytes(r.n) * vram.GiB, vram.Bytes(r.n) * vram.MiB, nil
+}
+
+// TestRecordAndRead: what Record writes, ReadSamples reads back, in order,
+// with the peak of both columns; a failing read ends Record with its error.
+func TestRecordAndRead(t *testing.T) {
+	var buf bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rising{}
+	done := make(chan error)
+	go func() { done <- Record(ctx, r, 10*time.Millisecond, &buf) }()
+	time.Sleep(60 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ss, err := ReadSamples(strings.NewReader(buf.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) < 2 || len(ss) != r.n {
+		t.Fatalf("%d samples for %d readings:\n%s", len(ss), r.n, buf.String())
+	}
+	for i, s := range ss {
+		if s.Device != vram.Bytes(i+1)*vram.GiB || s.Process != vram.Bytes(i+1)*vram.MiB || (i > 0 && s.At < ss[i-1].At) {
+			t.Errorf("sample %d: %+v", i, s)
+		}
+	}
+	if d, p := Peak(ss); d != vram.Bytes(len(ss))*vram.GiB || p != vram.Bytes(len(ss))*vram.MiB {
+		t.Errorf("peak %v / %v", d, p)
+	}
+	if err := Record(context.Background(), &rising{fail: 2}, 10*time.Millisecond, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "device lost") {
+		t.Errorf("failing reader: %v", err)
+	}
+	if err := Record(context.Background(), &rising{}, time.Millisecond, &bytes.Buffer{}); err == nil {
+		t.Error("1ms interval accepted")
+	}
+}
+
+// TestReadSamplesErrors: each malformed file names its line.
+func TestReadSamplesErrors(t *testing.T) {
+	for name, c := range map[string]struct{ in, want string }{
+		"empty":      {"", "empty"},
+		"no header":  {"1,2,3\n", "header"},
+		"fields":     {samplesHeader + "\n1,2\n", "line 2"},
+		"negative":   {samplesHeader + "\n1,-2,3\n", "line 2, field 2"},
+		"not number": {samplesHeader + "\n0,1,1\nx,1,1\n", "line 3, field 1"},
+		"backwards":  {samplesHeader + "\n5,1,1\n4,1,1\n", "backwards"},
+		"long line":  {samplesHeader + "\n" + strings.Repeat("1", 2000) + "\n", "longer than"},
+	} {
+		if _, err := ReadSamples(strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
