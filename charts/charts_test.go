@@ -9,8 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/gpu"
+	"github.com/vramlab/vramlab/vram/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -18,6 +21,42 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 func init() {
 	n := 0
 	newID = func() string { n++; return fmt.Sprintf("vramlab-test%d", n) }
+}
+
+// overlay is the snapshot file beside the prediction for plan() on gpu
+// ("" for none).
+func overlay(t testing.TB, file, gpu string) Chart {
+	s, err := snapshot.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Rebuild(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g *vram.GPU
+	if gpu != "" {
+		x, err := vram.LookupGPU(gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g = &x
+	}
+	c, err := RunOverlay(run, plan(), g, "snapshot beside gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// samples are NVML readings of a job that grows to 9 GiB and stays.
+func samples() []gpu.Sample {
+	var ss []gpu.Sample
+	for i := 0; i < 40; i++ {
+		used := vram.Bytes(min(i, 18)) * vram.GiB / 2
+		ss = append(ss, gpu.Sample{At: time.Duration(i) * 100 * time.Millisecond, Device: used + 500*vram.MiB, Process: used})
+	}
+	return ss
 }
 
 func plan() vram.Training {
@@ -40,6 +79,8 @@ func kinds(t *testing.T) map[string]Chart {
 	}
 	layers, _ := tr.Layers()
 	return map[string]Chart{
+		"overlay":   overlay(t, "../vram/snapshot/testdata/training.p4.pickle", "T4"),
+		"samples":   MemoryOverTime(samples(), 10*vram.GiB, g.Memory, "NVML readings"),
 		"breakdown": Breakdown(est.Peak, "gpt2 peak"),
 		"compare":   Compare([]string{"a", "b"}, []vram.Breakdown{est.Peak, est.Static}, g.Usable()),
 		"timeline":  Timeline(tl, g.Usable()),
@@ -124,12 +165,22 @@ func FuzzLabels(f *testing.F) {
 		f.Add(s)
 	}
 	est, _ := plan().Estimate()
+	snap, err := snapshot.ReadFile("../vram/snapshot/testdata/training.p4.pickle")
+	if err != nil {
+		f.Fatal(err)
+	}
+	run, err := snap.Rebuild(0)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, c := range []Chart{
 			Breakdown(est.Peak, s),
 			Compare([]string{s}, []vram.Breakdown{est.Peak}, 0),
 			GPUs([]GPU{{Name: s, Used: 1, Total: 2}}, s),
 			Layers([]vram.LayerMemory{{Name: s, Live: est.Peak}}, s),
+			overlayOf(t, run, s),
+			MemoryOverTime(samples(), vram.GiB, 0, s),
 		} {
 			h := HTML(c)
 			if n := strings.Count(strings.ToLower(h), "<script"); n != 1 {
@@ -164,4 +215,50 @@ func TestScaled(t *testing.T) {
 	if got := Scaled(c, 0); got.Option.YAxis[0]["max"] != nil {
 		t.Error("a zero top set a maximum")
 	}
+}
+
+// TestRunOverlay: a GPU run is drawn with its reserved memory beside the
+// replay's; a run recorded off the GPU only with allocated, beside the
+// timeline, and the subtitle says why; the table has a row per phase span.
+func TestRunOverlay(t *testing.T) {
+	series := func(c Chart) (names []string) {
+		for _, s := range c.Option.Series {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	gpu := overlay(t, "../vram/snapshot/testdata/training.p4.pickle", "T4")
+	if got := strings.Join(series(gpu), ","); got != "real allocated,predicted allocated,real reserved,predicted reserved" {
+		t.Errorf("GPU run: series %s", got)
+	}
+	cpu := overlay(t, "../examples/snapshot/tiny-llama.snapshot.pickle", "")
+	if got := strings.Join(series(cpu), ","); got != "real allocated,predicted allocated" {
+		t.Errorf("CPU run: series %s", got)
+	}
+	if !strings.Contains(cpu.Option.Title.Subtitle, "recorded off the GPU") {
+		t.Errorf("CPU run subtitle %q", cpu.Option.Title.Subtitle)
+	}
+	// setup, then forward, backward, optimizer of two iterations.
+	var phases []string
+	for _, r := range cpu.Table.Rows {
+		phases = append(phases, r[0]+" "+r[1])
+	}
+	if got := strings.Join(phases, ", "); got != "0 setup, 1 forward, 1 backward, 1 optimizer, 2 forward, 2 backward, 2 optimizer" {
+		t.Errorf("CPU run spans: %s", got)
+	}
+	pts := make([][2]float64, 10000)
+	for i := range pts {
+		pts[i] = [2]float64{float64(i), float64(i % 97)}
+	}
+	if th := thin(pts, maxPoints); len(th) > maxPoints || th[len(th)-1][0] < 9000 {
+		t.Errorf("thinned to %d points ending at %v", len(th), th[len(th)-1])
+	}
+}
+
+func overlayOf(t *testing.T, run *snapshot.Run, title string) Chart {
+	c, err := RunOverlay(run, plan(), nil, title)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

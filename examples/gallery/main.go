@@ -15,9 +15,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/vramlab/vramlab/charts"
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/gpu"
+	"github.com/vramlab/vramlab/vram/snapshot"
 )
 
 func main() {
@@ -100,6 +104,10 @@ func Gallery() ([]charts.Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	overlay, err := exampleOverlay("A tiny Llama on the CPU: the run beside the prediction")
+	if err != nil {
+		return nil, err
+	}
 	return []charts.Chart{
 		charts.Breakdown(est.Peak, "Llama-3-8B LoRA, peak per GPU"),
 		charts.Compare(plans, bs, g.Usable()),
@@ -109,7 +117,38 @@ func Gallery() ([]charts.Chart, error) {
 		charts.Flow(static.Static, 16*vram.KiB, "Llama-2-7B fp32 AdamW: how memory flows in a step"),
 		charts.Layers(layers, "Llama-3-8B LoRA: memory by layer"),
 		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "GPUs"),
+		overlay,
+		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, "NVML readings of a job (illustrative)"),
 	}, nil
+}
+
+// readings are NVML readings of a job that loads, grows over its first
+// steps and settles (made up, for the gallery).
+func readings() []gpu.Sample {
+	var ss []gpu.Sample
+	for i := 0; i < 120; i++ {
+		used := vram.Bytes(min(i, 60)) * 150 * vram.MiB
+		ss = append(ss, gpu.Sample{At: time.Duration(i) * 250 * time.Millisecond, Device: used + 520*vram.MiB, Process: used})
+	}
+	return ss
+}
+
+// exampleOverlay is the example snapshot (examples/snapshot: a tiny Llama's
+// two steps recorded on the CPU) beside the prediction for its plan.
+func exampleOverlay(title string) (charts.Chart, error) {
+	s, err := snapshot.ReadFile(filepath.Join("examples", "snapshot", "tiny-llama.snapshot.pickle"))
+	if err != nil {
+		return charts.Chart{}, err
+	}
+	run, err := s.Rebuild(0)
+	if err != nil {
+		return charts.Chart{}, err
+	}
+	p, err := vram.ReadPlan(filepath.Join("examples", "snapshot", "tiny-llama.json"))
+	if err != nil {
+		return charts.Chart{}, err
+	}
+	return charts.RunOverlay(run, *p.Training, nil, title)
 }
 
 // Hostile builds one chart of each kind with text in every place a user's
@@ -142,6 +181,10 @@ func Hostile(text string) ([]charts.Chart, error) {
 	for i := range layers {
 		layers[i].Name = text + " " + layers[i].Name
 	}
+	overlay, err := exampleOverlay(text)
+	if err != nil {
+		return nil, err
+	}
 	return []charts.Chart{
 		charts.Breakdown(est.Peak, text),
 		charts.Compare([]string{text, text + " 2"}, []vram.Breakdown{est.Peak, est.Static}, g.Usable()),
@@ -151,5 +194,7 @@ func Hostile(text string) ([]charts.Chart, error) {
 		charts.Flow(est.Static, 16*vram.KiB, text),
 		charts.Layers(layers, text),
 		charts.GPUs([]charts.GPU{{Name: text, Used: 3 * vram.GiB, Total: 15 * vram.GiB}, {Name: text + " 1", Used: vram.GiB, Total: 15 * vram.GiB}}, text),
+		overlay,
+		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, text),
 	}, nil
 }
