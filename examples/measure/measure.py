@@ -1,7 +1,8 @@
 """VRAM Lab's PyTorch companion: ground truth for the Go engine.
 
     python examples/measure/measure.py inventory PLAN.json [-o OUT.json]
-    python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run]
+    python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run] [--snapshot F]
+    python examples/measure/measure.py snapshot PLAN.json -o F.pickle [--steps 2]
 
 It reads the project's JSON plan format (the model goes through
 `go run ./examples/plan -hf-config PLAN.json`, so the Go engine and PyTorch
@@ -34,7 +35,17 @@ gpu        on a CUDA machine: the plan's real training steps with
            cases-format.md) so it can join the validation set. --dry-run
            checks the plan and builds the model on the CPU without running;
            --device cpu runs the same steps on the CPU (memory reads as 0),
-           to test the path on a small plan.
+           to test the path on a small plan. On a GPU it also records the
+           allocator's history (torch.cuda.memory._record_memory_history, with
+           phase markers through _set_memory_metadata where the release has
+           it) and writes the snapshot beside the line (--snapshot, default
+           <plan>.snapshot.pickle): the file pytorch.org/memory_viz opens and
+           vram/snapshot reads.
+snapshot   the plan's training steps on the CPU with every storage recorded
+           as a snapshot trace (alloc, free_requested, free_completed, with
+           Python frames and phase markers), written in _dump_snapshot's
+           pickle format: a CPU run to put beside the prediction where no GPU
+           is at hand (no segments: the CPU has no caching allocator).
 """
 
 import argparse
@@ -466,6 +477,119 @@ def grid(args):
             print("trace", os.path.basename(out), flush=True)
 
 
+class SnapshotRecorder:
+    """Records a CPU run in the format of torch.cuda.memory._snapshot():
+    each new storage an op creates is an alloc entry with the Python stack
+    (innermost frame first, the recorder's own frames left out), its release
+    a free_requested and a free_completed entry; phase() sets the
+    user_metadata of the entries that follow, as _set_memory_metadata does
+    on a GPU. Identical frames are one object, so the pickle stays small."""
+
+    def __init__(self, max_frames=10):
+        import traceback
+        import weakref
+
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_flatten
+
+        rec = self
+        self.entries, self.live, self.frames, self.phase_name = [], {}, {}, "setup"
+        self.t0 = None
+
+        def stack():
+            out = []
+            for fs in reversed(traceback.extract_stack()):
+                if not out and (fs.filename == __file__ and fs.name in ("stack", "entry", "__torch_dispatch__")
+                                or "_python_dispatch" in fs.filename):
+                    continue  # the recorder itself
+                key = (fs.filename, fs.lineno, fs.name)
+                f = rec.frames.get(key)
+                if f is None:
+                    # Paths as a reader can place them, not this machine's.
+                    name = fs.filename
+                    if "site-packages/" in name:
+                        name = "site-packages/" + name.split("site-packages/", 1)[1]
+                    elif name.startswith(ROOT + os.sep):
+                        name = os.path.relpath(name, ROOT)
+                    f = rec.frames[key] = {"filename": name, "line": fs.lineno, "name": fs.name}
+                out.append(f)
+                if len(out) == max_frames:
+                    break
+            return out
+
+        def entry(action, addr, size, frames):
+            import time
+            t = int(time.time() * 1e6)
+            rec.entries.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t,
+                                "frames": frames, "user_metadata": rec.phase_name})
+
+        def released(addr, size):
+            rec.live.pop(addr, None)
+            entry("free_requested", addr, size, [])
+            entry("free_completed", addr, size, [])
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in tree_flatten(out)[0]:
+                    if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                        continue
+                    st = t.untyped_storage()
+                    k = st.data_ptr()
+                    if k in rec.live or st.nbytes() == 0:
+                        continue
+                    rec.live[k] = st.nbytes()
+                    entry("alloc", k, st.nbytes(), stack())
+                    weakref.finalize(st, released, k, st.nbytes())
+                return out
+
+        self.mode = Mode()
+
+    def phase(self, name):
+        self.phase_name = name
+
+    def snapshot(self):
+        return {"segments": [], "device_traces": [list(self.entries)]}
+
+
+def snapshot(args):
+    import pickle
+
+    import torch
+
+    p = plan(args.plan)
+    train = p["train"]
+    cfg = hf_config(args.plan)
+    precision = train.get("precision", "fp32")
+    torch.manual_seed(0)
+    rec = SnapshotRecorder()
+    with rec.mode:
+        rec.phase("setup")
+        model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
+        if precision == "bf16":
+            model = model.to(torch.bfloat16)
+        model = for_training(model, train, dropout=False)
+        opt = optimizer(train, [q for q in model.parameters() if q.requires_grad])
+        for _ in range(args.steps):
+            rec.phase("data")
+            inputs = batch(config, train, "cpu", next(model.parameters()).dtype)
+            rec.phase("forward")
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
+                out = model(**inputs)
+                loss = loss_of(out, config)
+            rec.phase("backward")
+            loss.backward()
+            del out, loss
+            rec.phase("optimizer")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del inputs
+    with open(args.o, "wb") as f:
+        pickle.dump(rec.snapshot(), f, protocol=4)
+    print(f"{args.o}: {len(rec.entries)} trace entries, torch {torch.__version__}")
+
+
 def gpu(args):
     import torch
     import transformers
@@ -509,6 +633,17 @@ def gpu(args):
 
     torch.ones(1, device=device)
     context = nvml_used()
+    # The allocator's history, for the snapshot written beside the line.
+    record = on_gpu and hasattr(torch.cuda.memory, "_record_memory_history")
+    marker = getattr(torch.cuda.memory, "_set_memory_metadata", None) if record else None
+
+    def phase(name):
+        if marker is not None:
+            marker(name)
+
+    if record:
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    phase("setup")
     model, config = build(cfg, device=device, dtype=dtype, attn=attn, dropout=True)
     model = for_training(model, train, dropout=True)
     opt = optimizer(train, [q for q in model.parameters() if q.requires_grad])
@@ -519,18 +654,27 @@ def gpu(args):
     # the HF Trainer, torchtune and torchtitan keep only the loss.
     keep = train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
     for _ in range(args.steps):
+        phase("data")
         inputs = batch(config, train, device, dtype)
+        phase("forward")
         with torch.autocast(device, dtype=amp or torch.bfloat16, enabled=amp is not None):
             out = model(**inputs)
             loss = loss_of(out, config)
         if not keep:
             del out
+        phase("backward")
         loss.backward()
         out = loss = None
+        phase("optimizer")
         opt.step()
         opt.zero_grad(set_to_none=True)
         used = nvml_used()
         used_peak = None if used is None else max(used_peak or 0, used)
+    snap = None
+    if record:
+        snap = args.snapshot or os.path.splitext(os.path.basename(args.plan))[0] + ".snapshot.pickle"
+        torch.cuda.memory._dump_snapshot(snap)
+        torch.cuda.memory._record_memory_history(enabled=None)
     gib = 2 ** 30
     allocated = torch.cuda.max_memory_allocated() if on_gpu else 0
     reserved = torch.cuda.max_memory_reserved() if on_gpu else 0
@@ -551,7 +695,8 @@ def gpu(args):
             "inferred": [],
             "notes": (f"reported={allocated} bytes; reserved peak {reserved / gib:.3f} GiB, "
                       f"{nvml}; torch {torch.__version__}, transformers {transformers.__version__}, "
-                      f"{args.steps} steps of plan {os.path.basename(args.plan)}")}
+                      f"{args.steps} steps of plan {os.path.basename(args.plan)}"
+                      + (f"; memory snapshot {snap}" if snap else ""))}
     print(json.dumps(case))
 
 
@@ -576,8 +721,13 @@ def main():
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--dry-run", action="store_true")
     g.add_argument("--device", default="cuda", help="cpu runs the whole measurement path on a small plan, for testing")
+    g.add_argument("--snapshot", help="where to write the memory snapshot (default <plan>.snapshot.pickle)")
+    sn = sub.add_parser("snapshot")
+    sn.add_argument("plan")
+    sn.add_argument("-o", required=True)
+    sn.add_argument("--steps", type=int, default=2)
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot}[args.mode](args)
 
 
 if __name__ == "__main__":

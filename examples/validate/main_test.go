@@ -2,10 +2,17 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/snapshot"
 )
 
 var summaryRE = regexp.MustCompile(`(?m)^summary kind=(\S+) cases=(\d+) predicted=(\d+) skipped=(\d+) median_abs_err=([\d.]+)% p90_abs_err=([\d.]+)%$`)
@@ -79,3 +86,46 @@ func TestQuantile(t *testing.T) {
 		t.Errorf("empty = %v", q)
 	}
 }
+
+// TestCalibrationCase: a snapshot plus its plan becomes a measured case
+// (vram/snapshot.CalibrationCase) that this command reads and predicts —
+// the example snapshot's run within 2 % of its allocated peak.
+func TestCalibrationCase(t *testing.T) {
+	s, err := snapshot.ReadFile("../snapshot/tiny-llama.snapshot.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Rebuild(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := vram.ReadPlan("../snapshot/tiny-llama.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := snapshot.CalibrationCase("../snapshot/tiny-llama.json", *p.Training, run, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "mine.jsonl")
+	if err := os.WriteFile(file, append(line, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases, err := readCases(file)
+	if err != nil || len(cases) != 1 {
+		t.Fatalf("%d cases: %v", len(cases), err)
+	}
+	r := predict(cases[0], 0)
+	if r.Skip != "" {
+		t.Fatalf("skipped: %s", r.Skip)
+	}
+	if math.Abs(r.Err) > 0.02 || cases[0].ID != "snapshot_tiny-llama" {
+		t.Errorf("%s: predicted %v, error %+.1f %% (measured %.4f GiB)", cases[0].ID, r.Predicted, 100*r.Err, cases[0].Measured.GiB)
+	}
+	var out bytes.Buffer
+	if err := run2(file, &out); err != nil || !strings.Contains(out.String(), "snapshot_tiny-llama") {
+		t.Errorf("validate %s: %v\n%s", file, err, out.String())
+	}
+}
+
+func run2(file string, w io.Writer) error { return run([]string{file}, w) }

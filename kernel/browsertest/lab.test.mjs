@@ -33,3 +33,42 @@ test('a tutorial draws its charts in JupyterLab', async () => {
   assert.deepEqual(problems.external, []);
   assert.deepEqual(problems.consoleErrors.filter((e) => !/favicon/.test(e)), []);
 });
+
+test('the snapshot tutorial draws the real run over the prediction in JupyterLab', async () => {
+  const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
+  await runAllCells(page, lab, '11-check-it-against-your-run.ipynb');
+  await waitForCharts(page, 2, 90_000);
+  const states = await chartStates(page);
+  assert.equal(states.length, 2, 'the overlay and the NVML readings');
+  states.forEach((s, i) => assert.ok(s.initialized && s.painted > 200, `chart ${i}: ${JSON.stringify(s)}`));
+  // The overlay: the real run and the prediction, both drawn, one axis of phases.
+  const overlay = await page.evaluate(() => {
+    const o = [...document.querySelectorAll('[_echarts_instance_]')]
+      .map((el) => window.echarts.getInstanceByDom(el).getOption())
+      .find((x) => x.series.some((s) => s.name === 'real allocated'));
+    return o && { names: o.series.map((s) => s.name), points: o.series.map((s) => s.data.length),
+      areas: (o.series[0].markArea?.data || []).map((a) => a[0].name) };
+  });
+  assert.ok(overlay, 'an overlay chart');
+  assert.deepEqual(overlay.names, ['real allocated', 'predicted allocated']);
+  assert.ok(overlay.points[0] > 1000 && overlay.points[1] > 20, `points ${overlay.points}`);
+  assert.deepEqual(overlay.areas, ['setup', 'forward 1', 'backward 1', 'optimizer 1', 'forward 2', 'backward 2', 'optimizer 2']);
+  // JupyterLab renders only the cells in view: the outputs are read from the
+  // notebook as saved.
+  await page.locator('.jp-Notebook >> visible=true').first().click();
+  await page.keyboard.press('Control+s');
+  let saved = '';
+  for (let i = 0; i < 40 && !/closest to your run/.test(saved); i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    const r = await fetch(`${lab.base}/api/contents/11-check-it-against-your-run.ipynb?token=${lab.token}`);
+    // The text the cells printed (streams and errors), not their sources.
+    saved = (await r.json()).content.cells.flatMap((c) => c.outputs || [])
+      .map((o) => [].concat(o.text || [], o.traceback || [], o.ename || []).join('')).join('\n');
+  }
+  assert.match(saved, /allocated peak: prediction -0\.1 % of your run's/);
+  assert.match(saved, /closest to your run: as planned/);
+  assert.match(saved, /"what":"allocated_peak"/, 'the calibration line');
+  assert.doesNotMatch(saved, /panic|check failed/, 'no cell failed');
+  await page.screenshot({ path: shotPath('11-check-it-against-your-run.png'), fullPage: true });
+  assert.deepEqual(problems.external, []);
+});
