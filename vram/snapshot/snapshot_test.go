@@ -16,7 +16,7 @@ const MiB = vram.MiB
 // and 5, read to the same content: every trace action, every frame shape
 // (Python, C++, FX-generated, none), the legacy block history, two devices.
 func TestReadFixtures(t *testing.T) {
-	for _, name := range []string{"training", "two-devices", "legacy"} {
+	for _, name := range []string{"training", "two-devices", "legacy", "expandable"} {
 		var first string
 		for _, proto := range []int{0, 2, 4, 5} {
 			s, err := ReadFile(filepath.Join("testdata", fmt.Sprintf("%s.p%d.pickle", name, proto)))
@@ -39,7 +39,10 @@ func TestReadFixtures(t *testing.T) {
 	for _, e := range s.Traces[0] {
 		actions[e.Action]++
 	}
-	for _, a := range []string{Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, OOM, SnapshotTaken, Annotate} {
+	for _, e := range fixture(t, "expandable.p4.pickle").Traces[0] {
+		actions[e.Action]++
+	}
+	for _, a := range []string{Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, OOM, SnapshotTaken, Annotate} {
 		if actions[a] == 0 {
 			t.Errorf("no %s entry read", a)
 		}
@@ -71,6 +74,17 @@ func TestReadFixtures(t *testing.T) {
 	}
 	if b := leg.Segments[0].Blocks[0]; b.RequestedSize != 1000000 || len(b.Frames) == 0 {
 		t.Errorf("legacy block %+v", b)
+	}
+	ex, err := ReadFile(filepath.Join("testdata", "expandable.p4.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ex.Rebuild(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ex.Segments[0].Expandable || r.Points[r.PeakReserved].Reserved != 40*MiB || r.Points[len(r.Points)-1].Reserved != 20*MiB || r.Peak().Allocated != 36*MiB {
+		t.Errorf("expandable segments: reserved peak %v, last %v, allocated peak %v", r.Points[r.PeakReserved].Reserved, r.Points[len(r.Points)-1].Reserved, r.Peak().Allocated)
 	}
 	two, err := ReadFile(filepath.Join("testdata", "two-devices.p4.pickle"))
 	if err != nil {

@@ -144,9 +144,27 @@ def two_devices():
     return d
 
 
+def expandable():
+    """expandable_segments:True: one segment that grows by mapping pages
+    (segment_map) and shrinks by unmapping them (segment_unmap)."""
+    S = 0x7F0000000000
+    steps = [
+        ("segment_map", S, 20 * MiB, INIT),
+        ("alloc", S, 16 * MiB, INIT),
+        ("segment_map", S + 20 * MiB, 20 * MiB, FWD, {"user_metadata": "forward"}),
+        ("alloc", S + 16 * MiB, 20 * MiB, FWD, {"user_metadata": "forward"}),
+        ("free_requested", S + 16 * MiB, 20 * MiB, BWD, {"user_metadata": "backward"}),
+        ("free_completed", S + 16 * MiB, 20 * MiB, BWD, {"user_metadata": "backward"}),
+        ("segment_unmap", S + 20 * MiB, 20 * MiB, [py("/usr/lib/python3/site-packages/torch/cuda/memory.py", 222, "empty_cache")]),
+    ]
+    seg = segment(S, 20 * MiB, [block(S, 16 * MiB, "active_allocated", INIT), block(S + 16 * MiB, 4 * MiB, "inactive", [])])
+    seg["is_expandable"] = True
+    return {"segments": [seg], "device_traces": [trace(*steps)]}
+
+
 def main():
     os.makedirs(HERE, exist_ok=True)
-    cases = {"training": training(), "legacy": legacy(), "two-devices": two_devices()}
+    cases = {"training": training(), "legacy": legacy(), "two-devices": two_devices(), "expandable": expandable()}
     for name, data in cases.items():
         for proto in (0, 2, 4, 5):
             with open(os.path.join(HERE, f"{name}.p{proto}.pickle"), "wb") as f:
