@@ -326,8 +326,9 @@ func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
 	return c
 }
 
-// FitMap charts headroom over two swept fields: green where the plan fits
-// the budget (darker with more headroom), red where it does not.
+// FitMap charts headroom over two swept fields in the budget's measure
+// (device-used by default): green where the plan fits the budget (darker
+// with more headroom), red where it does not.
 func FitMap(t vram.Training, xField string, xs []string, yField string, ys []string, budget vram.Budget) (Chart, error) {
 	for _, f := range []string{xField, yField} {
 		if !slices.Contains(vram.SweepFields, f) {
@@ -338,9 +339,15 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		return Chart{}, fmt.Errorf("fit map: %w", err)
 	}
 	c := Chart{Title: fmt.Sprintf("Headroom on %s: %s × %s", clean(budget.GPU.Name), clean(xField), clean(yField)), Height: 420}
-	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: "budget " + gib(budget.Bytes()) + " (usable memory less headroom)"}
+	measure := budget.Measure
+	if measure == "" {
+		measure = vram.MeasureDeviceUsed
+	}
+	what := map[string]string{vram.MeasureDeviceUsed: "what nvidia-smi will show, within the GPU's memory",
+		vram.MeasureReserved:  "the reserved peak, within the memory after the CUDA context",
+		vram.MeasureAllocated: "the allocated peak, within the memory after the CUDA context"}[measure]
+	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: fmt.Sprintf("limit %s: %s, less %g %% headroom", gib(budget.Limit()), what, 100*budget.Headroom)}
 	var data [][]any
-	lim := budget.Bytes()
 	c.Table.Columns = append([]string{clean(yField) + " \\ " + clean(xField)}, cleanAll(xs)...)
 	for j, y := range ys {
 		row := []string{clean(y)}
@@ -349,16 +356,16 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 			if err == nil {
 				tx, err = tx.Set(yField, y)
 			}
-			var est vram.TrainingEstimate
+			var v vram.Verdict
 			if err == nil {
-				est, err = tx.Estimate()
+				v, err = budget.Judge(tx)
 			}
 			if err != nil {
 				data = append(data, []any{i, j, "-"})
 				row = append(row, "invalid")
 				continue
 			}
-			head := float64(lim-est.Peak.Total()) / float64(vram.GiB)
+			head := float64(v.Limit-v.Need) / float64(vram.GiB)
 			data = append(data, []any{i, j, float64(int64(head*10)) / 10})
 			row = append(row, fmt.Sprintf("%+.1f GiB", head))
 		}

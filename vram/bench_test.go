@@ -76,14 +76,21 @@ func BenchmarkReplayLlama70BPP8(b *testing.B) {
 
 // BenchmarkMaxMicroBatch: the largest micro-batch of a Llama-3-8B LoRA plan
 // on an A100 80GB (exponential + binary search over full estimates).
+// BenchmarkMaxMicroBatch: the solver on each measure (device-used, the
+// default, replays the allocator for each candidate that the allocated
+// peak does not already rule out).
 func BenchmarkMaxMicroBatch(b *testing.B) {
 	tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, Precision: "bf16", Checkpointing: "full",
 		LoRA: &LoRA{Rank: 16, Targets: []string{"q_proj", "v_proj"}}}
 	g, _ := LookupGPU("A100-80GB")
-	for i := 0; i < b.N; i++ {
-		if _, err := MaxMicroBatch(tr, Budget{GPU: g, Headroom: 0.05}); err != nil {
-			b.Fatal(err)
-		}
+	for _, m := range []string{MeasureDeviceUsed, MeasureReserved, MeasureAllocated} {
+		b.Run(m, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := MaxMicroBatch(tr, Budget{GPU: g, Headroom: 0.05, Measure: m}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -1,7 +1,6 @@
 package vram
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -105,39 +104,6 @@ func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
 	return out, nil
 }
 
-// Budget is the memory a plan may use on one GPU: the GPU's usable memory
-// (after its CUDA context) less a headroom fraction kept free for the
-// allocator's cache and fragmentation.
-type Budget struct {
-	GPU      GPU
-	Headroom float64 // 0.1 keeps 10% free; zero keeps none
-}
-
-// Bytes is the allowed allocated peak.
-func (b Budget) Bytes() Bytes {
-	return Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
-}
-
-func (b Budget) check() error {
-	if b.GPU.Memory <= 0 {
-		return errors.New("budget: GPU memory must be > 0")
-	}
-	if b.Headroom < 0 || b.Headroom >= 1 {
-		return fmt.Errorf("budget: headroom must be in [0, 1), got %v", b.Headroom)
-	}
-	return nil
-}
-
-// fits reports whether t's allocated peak is within the budget.
-func fits(t Training, b Budget) (bool, Bytes, error) {
-	est, err := t.Estimate()
-	if err != nil {
-		return false, 0, err
-	}
-	p := est.Peak.Total()
-	return p <= b.Bytes(), p, nil
-}
-
 // SearchLargest finds the largest n in [1, limit] with ok(n), assuming ok
 // is monotone (true up to some n, false after): exponential then binary
 // search. It returns 0 when ok(1) is false.
@@ -184,10 +150,9 @@ func MaxMicroBatch(t Training, b Budget) (int, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	return SearchLargest(1<<16, func(n int) (bool, error) {
+	return searchBudget(1<<16, b, func(n int) Training {
 		t.MicroBatch = n
-		ok, _, err := fits(t, b)
-		return ok, err
+		return t
 	})
 }
 
@@ -200,12 +165,65 @@ func MaxSeqLen(t Training, b Budget, step int) (int, error) {
 	if step < 1 {
 		step = 1
 	}
-	n, err := SearchLargest((1<<22)/step, func(k int) (bool, error) {
+	n, err := searchBudget((1<<22)/step, b, func(k int) Training {
 		t.SeqLen = k * step
-		ok, _, err := fits(t, b)
-		return ok, err
+		return t
 	})
 	return n * step, err
+}
+
+// searchBudget finds the largest n in [1, limit] whose plan fits b. The
+// answer on the allocated measure (estimates only, cheap) bounds it from
+// above — reserved is never below allocated, and device-used adds the
+// context — so the replays of the slower measures start there and gallop
+// down: one or two replays when the cache and the context cost a step or
+// two, a binary search otherwise.
+func searchBudget(limit int, b Budget, plan func(int) Training) (int, error) {
+	alloc := b
+	alloc.Measure = MeasureAllocated
+	hi, err := SearchLargest(limit, func(n int) (bool, error) {
+		ok, _, err := fits(plan(n), alloc)
+		return ok, err
+	})
+	if err != nil || hi == 0 || b.measure() == MeasureAllocated {
+		return hi, err
+	}
+	ok := func(n int) (bool, error) {
+		good, _, err := fits(plan(n), b)
+		return good, err
+	}
+	if good, err := ok(hi); err != nil || good {
+		return hi, err
+	}
+	bad, good := hi, 0 // bad does not fit; good fits (0: none found yet)
+	for step := 1; bad > 1; step *= 2 {
+		n := max(1, hi-step)
+		g, err := ok(n)
+		if err != nil {
+			return 0, err
+		}
+		if g {
+			good = n
+			break
+		}
+		bad = n
+	}
+	if good == 0 {
+		return 0, nil // 1 does not fit
+	}
+	for bad-good > 1 {
+		mid := (good + bad) / 2
+		g, err := ok(mid)
+		if err != nil {
+			return 0, err
+		}
+		if g {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return good, nil
 }
 
 // MinGPUs is the fewest data-parallel GPUs (dp) at the plan's ZeRO stage
@@ -235,11 +253,15 @@ type Advice struct {
 	Plan   Training `json:"-"`
 	Peak   Bytes    `json:"peak"`  // allocated peak after the change
 	Saves  Bytes    `json:"saves"` // peak before − after
-	Fits   bool     `json:"fits"`
+	// Need is the changed plan's figure in the budget's measure
+	// (device-used by default) and Fits whether it is within the limit.
+	Need Bytes `json:"need"`
+	Fits bool  `json:"fits"`
 }
 
-// Advise lists changes that lower the plan's peak, ranked: those that make
-// it fit first, then by memory saved. Changes that do not apply (already
+// Advise lists changes that lower the plan's allocated peak, ranked: those
+// that make it fit the budget (in its measure, device-used by default)
+// first, then by memory saved. Changes that do not apply (already
 // set, or invalid for the plan) are left out.
 func Advise(t Training, b Budget) ([]Advice, error) {
 	if err := b.check(); err != nil {
@@ -336,7 +358,11 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 		if p >= before {
 			continue
 		}
-		out = append(out, Advice{Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Fits: p <= b.Bytes()})
+		v, err := b.judgeTraining(nt, true)
+		if err != nil {
+			continue
+		}
+		out = append(out, Advice{Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Fits != out[j].Fits {

@@ -99,8 +99,8 @@ func TestAdvise(t *testing.T) {
 		if a.Saves <= 0 || a.Cost == "" {
 			t.Errorf("advice %q saves %v, cost %q", a.Change, a.Saves, a.Cost)
 		}
-		if ok, p, _ := fits(a.Plan, b); ok != a.Fits || p != a.Peak {
-			t.Errorf("advice %q: fits=%v peak=%v, but its plan gives %v %v", a.Change, a.Fits, a.Peak, ok, p)
+		if ok, p, _ := fits(a.Plan, b); ok != a.Fits || p != a.Need {
+			t.Errorf("advice %q: fits=%v need=%v, but its plan gives %v %v", a.Change, a.Fits, a.Need, ok, p)
 		}
 		if i > 0 && a.Fits == adv[i-1].Fits && a.Saves > adv[i-1].Saves {
 			t.Errorf("advice not ranked by saving: %q after %q", a.Change, adv[i-1].Change)

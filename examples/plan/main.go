@@ -37,6 +37,7 @@ type Report struct {
 	Training  *vram.TrainingEstimate  `json:"training,omitempty"`
 	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
 	Peak      vram.Bytes              `json:"peak_allocated"`
+	Measures  Measures                `json:"measures"`
 	Fit       *Fit                    `json:"fit,omitempty"`
 }
 
@@ -49,13 +50,25 @@ type Images struct {
 	Trainable   bool   `json:"trainable"`    // the tower trains
 }
 
-// Fit compares the peak with the plan's target GPU.
+// Measures are the three figures a run is judged by: what PyTorch reports
+// as allocated and reserved at their peaks, and what nvidia-smi shows
+// (reserved plus the CUDA context and NCCL's buffers), from the allocator
+// replay on the plan's GPU (a default context where the plan names none).
+type Measures struct {
+	Allocated  vram.Bytes `json:"allocated"`   // torch.cuda.max_memory_allocated (with cuBLAS's workspace)
+	Reserved   vram.Bytes `json:"reserved"`    // torch.cuda.max_memory_reserved
+	DeviceUsed vram.Bytes `json:"device_used"` // nvidia-smi
+	Context    vram.Bytes `json:"context"`     // the CUDA context in device_used
+	NCCL       vram.Bytes `json:"nccl"`        // NCCL's buffers in device_used
+	Workspace  vram.Bytes `json:"workspace"`   // cuBLAS's workspace in allocated
+}
+
+// Fit judges the plan on its target GPU on device-used, keeping Margin free.
 type Fit struct {
 	GPU      string     `json:"gpu"`
 	Capacity vram.Bytes `json:"capacity"`
-	Usable   vram.Bytes `json:"usable"` // capacity minus the CUDA context
-	Headroom vram.Bytes `json:"headroom"`
-	Fits     bool       `json:"fits"`
+	Margin   float64    `json:"margin"` // share of the GPU kept free
+	vram.Verdict
 }
 
 func run(args []string, w io.Writer) error {
@@ -140,18 +153,46 @@ func estimate(p vram.Plan) (Report, error) {
 		}
 		rep.Inference, rep.Peak = &est, est.Peak.Total()
 	}
+	var g *vram.GPU
 	if p.GPU != "" {
-		g, err := vram.ParseCapacity(p.GPU)
+		x, err := vram.ParseCapacity(p.GPU)
 		if err != nil {
 			return rep, fmt.Errorf("gpu: %w", err)
 		}
-		f := Fit{GPU: g.Name, Capacity: g.Memory, Usable: g.Usable()}
-		f.Headroom = f.Usable - rep.Peak
-		f.Fits = f.Headroom >= 0
-		rep.Fit = &f
+		g = &x
+	}
+	var replay vram.Replay
+	var err error
+	if p.Training != nil {
+		replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g})
+	} else {
+		replay, err = p.Inference.Replay(vram.ReplayOptions{GPU: g})
+	}
+	if err != nil {
+		return rep, err
+	}
+	rep.Measures = Measures{Allocated: replay.PeakAllocated, Reserved: replay.PeakReserved, DeviceUsed: replay.DeviceUsed,
+		Context: replay.Context, NCCL: replay.NCCL, Workspace: replay.Workspace}
+	if g != nil {
+		b := vram.Budget{GPU: *g, Headroom: margin}
+		var v vram.Verdict
+		if p.Training != nil {
+			v, err = b.Judge(*p.Training)
+		} else {
+			v, err = b.JudgeInference(*p.Inference)
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Fit = &Fit{GPU: g.Name, Capacity: g.Memory, Margin: margin, Verdict: v}
 	}
 	return rep, nil
 }
+
+// margin is the share of the GPU a plan must leave free to be called a
+// fit: room for what no model counts (other processes, library buffers a
+// release adds, a data loader's pinned memory on the device).
+const margin = 0.05
 
 func printReport(w io.Writer, p vram.Plan, r Report) {
 	if r.Name != "" {
@@ -196,11 +237,16 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		fmt.Fprint(w, in.Peak.String())
 		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
 	}
+	m := r.Measures
+	fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")
+	ws := ""
+	if m.Workspace > 0 {
+		ws = fmt.Sprintf(" (with cuBLAS's %v workspace)", m.Workspace)
+	}
+	fmt.Fprintf(w, "  allocated peak   %10v   torch.cuda.max_memory_allocated%s\n", m.Allocated, ws)
+	fmt.Fprintf(w, "  reserved peak    %10v   torch.cuda.max_memory_reserved (the allocator's cache included)\n", m.Reserved)
+	fmt.Fprintf(w, "  device used      %10v   nvidia-smi: reserved + CUDA context %v + NCCL %v\n", m.DeviceUsed, m.Context, m.NCCL)
 	if f := r.Fit; f != nil {
-		verdict := "fits"
-		if !f.Fits {
-			verdict = "does NOT fit"
-		}
-		fmt.Fprintf(w, "\n%s: %v total, %v usable after the CUDA context: %s (headroom %v)\n", f.GPU, f.Capacity, f.Usable, verdict, f.Headroom)
+		fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
 	}
 }

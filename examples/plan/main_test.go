@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func TestPlanExamples(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		for _, want := range []string{"Peak allocated memory per GPU", "total", "usable after the CUDA context"} {
+		for _, want := range []string{"Peak allocated memory per GPU", "total", "allocated peak", "reserved peak", "device used", "judged on device-used"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", f, want, out.String())
 			}
@@ -37,6 +38,49 @@ func TestPlanExamples(t *testing.T) {
 		if rep.Peak <= 0 || rep.Fit == nil {
 			t.Errorf("%s: report %+v", f, rep)
 		}
+		m := rep.Measures
+		if !(m.Allocated > 0 && m.Reserved >= m.Allocated && m.DeviceUsed == m.Reserved+m.Context+m.NCCL && m.Context > 0) {
+			t.Errorf("%s: measures %+v (peak %v)", f, m, rep.Peak)
+		}
+		if rep.Fit != nil && (rep.Fit.Measure != "device_used" || rep.Fit.Need != m.DeviceUsed || rep.Fit.Fits != (m.DeviceUsed <= rep.Fit.Limit) || rep.Fit.Why == "") {
+			t.Errorf("%s: fit %+v, measures %+v", f, rep.Fit, m)
+		}
+	}
+}
+
+// TestFitsOnAllocatedNotOnDevice: a plan whose allocated peak fits the card
+// but whose nvidia-smi figure does not is reported as not fitting, and the
+// reason says the allocator's cache and the context make the difference.
+func TestFitsOnAllocatedNotOnDevice(t *testing.T) {
+	dir := t.TempDir()
+	write := func(gpu string) string {
+		p := filepath.Join(dir, "plan.json")
+		plan := `{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 2, "precision": "bf16", "trainable": "lora",
+			"lora": {"rank": 16, "targets": ["all_linear"]}}` + gpu + `}`
+		if err := os.WriteFile(p, []byte(plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var out bytes.Buffer
+	if err := run([]string{"-json", write("")}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// A card (a bare capacity: no context) between the allocated peak and
+	// what nvidia-smi would show, both within the 5 % margin.
+	m := rep.Measures
+	capacity := (m.Allocated + (m.Reserved-m.Allocated)/2) * 100 / 95
+	out.Reset()
+	if err := run([]string{write(fmt.Sprintf(`, "gpu": "%d B"`, int64(capacity)))}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "does not fit") || !strings.Contains(s, "the allocated peak alone") {
+		t.Errorf("output:\n%s", s)
 	}
 }
 

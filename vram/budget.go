@@ -1,0 +1,195 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+)
+
+// What must fit. A run survives on a card when what nvidia-smi shows stays
+// within the card's memory: the allocator's reserved memory (its cache
+// included) plus the CUDA context and NCCL's buffers. That is the default
+// measure; the allocated and reserved peaks can be asked for instead.
+const (
+	MeasureDeviceUsed = "device_used" // nvidia-smi: reserved + CUDA context + NCCL, against the GPU's memory
+	MeasureReserved   = "reserved"    // torch.cuda.max_memory_reserved, against the memory after the context
+	MeasureAllocated  = "allocated"   // torch.cuda.max_memory_allocated, against the memory after the context
+)
+
+// Budget is the memory a plan may use on one GPU, less a headroom fraction
+// kept free, in one of the three measures.
+type Budget struct {
+	GPU      GPU
+	Headroom float64 // 0.1 keeps 10% free; zero keeps none
+	// Measure is what must fit (MeasureDeviceUsed when empty).
+	Measure string
+	// Allocator configures the allocator replay behind the reserved and
+	// device-used figures (expandable segments, …).
+	Allocator AllocatorConfig
+}
+
+func (b Budget) measure() string {
+	if b.Measure == "" {
+		return MeasureDeviceUsed
+	}
+	return b.Measure
+}
+
+// Limit is the most the plan may need in the budget's measure: the GPU's
+// memory less the headroom for device-used; the memory the CUDA context
+// leaves (GPU.Usable) less the headroom for reserved and allocated.
+func (b Budget) Limit() Bytes {
+	if b.measure() == MeasureDeviceUsed {
+		return Bytes(float64(b.GPU.Memory) * (1 - b.Headroom))
+	}
+	return Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
+}
+
+// Bytes is Limit.
+func (b Budget) Bytes() Bytes { return b.Limit() }
+
+func (b Budget) check() error {
+	if b.GPU.Memory <= 0 {
+		return errors.New("budget: GPU memory must be > 0")
+	}
+	if b.Headroom < 0 || b.Headroom >= 1 {
+		return fmt.Errorf("budget: headroom must be in [0, 1), got %v", b.Headroom)
+	}
+	switch b.measure() {
+	case MeasureDeviceUsed, MeasureReserved, MeasureAllocated:
+	default:
+		return fmt.Errorf("budget: measure %q; known: %s, %s, %s", b.Measure, MeasureDeviceUsed, MeasureReserved, MeasureAllocated)
+	}
+	return nil
+}
+
+// Verdict is a plan judged against a budget.
+type Verdict struct {
+	Measure   string `json:"measure"`
+	Allocated Bytes  `json:"allocated"` // torch.cuda.max_memory_allocated
+	// Reserved and DeviceUsed come from the allocator replay; both are
+	// zero when it was not needed (measure allocated, or the allocated
+	// peak alone is over the limit).
+	Reserved   Bytes  `json:"reserved,omitempty"`
+	DeviceUsed Bytes  `json:"device_used,omitempty"`
+	Context    Bytes  `json:"context,omitempty"` // CUDA context in DeviceUsed
+	NCCL       Bytes  `json:"nccl,omitempty"`    // NCCL buffers in DeviceUsed
+	Need       Bytes  `json:"need"`              // the figure in the budget's measure
+	Limit      Bytes  `json:"limit"`
+	Fits       bool   `json:"fits"`
+	Why        string `json:"why"`
+}
+
+// Judge estimates t and says whether it fits the budget, and why, with
+// all three figures (the allocator replay runs unless the measure is
+// allocated).
+func (b Budget) Judge(t Training) (Verdict, error) { return b.judgeTraining(t, false) }
+
+// judgeTraining is Judge; quick skips the replay (the slow part) when the
+// allocated peak alone is over the limit: reserved is never below
+// allocated, so such a plan is over it on every measure. The solvers ask
+// for quick answers.
+func (b Budget) judgeTraining(t Training, quick bool) (Verdict, error) {
+	if err := b.check(); err != nil {
+		return Verdict{}, err
+	}
+	est, err := t.Estimate()
+	if err != nil {
+		return Verdict{}, err
+	}
+	return b.judge(est.Peak.Total(), quick, func(o ReplayOptions) (Replay, error) { return t.Replay(o) })
+}
+
+// JudgeInference is Judge for an inference plan.
+func (b Budget) JudgeInference(in Inference) (Verdict, error) {
+	if err := b.check(); err != nil {
+		return Verdict{}, err
+	}
+	est, err := in.Estimate()
+	if err != nil {
+		return Verdict{}, err
+	}
+	return b.judge(est.Peak.Total(), false, func(o ReplayOptions) (Replay, error) { return in.Replay(o) })
+}
+
+func (b Budget) judge(allocated Bytes, quick bool, replay func(ReplayOptions) (Replay, error)) (Verdict, error) {
+	// max_memory_allocated includes cuBLAS's workspace, which the first
+	// matmul allocates through the caching allocator and keeps.
+	g := b.GPU
+	v := Verdict{Measure: b.measure(), Allocated: allocated + cublasWorkspace(&g), Limit: b.Limit()}
+	floor := v.Allocated
+	if v.Measure == MeasureDeviceUsed {
+		floor += b.GPU.Context
+	}
+	if v.Measure == MeasureAllocated || quick && floor > v.Limit {
+		v.Need = floor
+		v.Fits = floor <= v.Limit
+		v.Why = b.why(v)
+		return v, nil
+	}
+	rep, err := replay(ReplayOptions{GPU: &g, Allocator: b.Allocator})
+	if err != nil {
+		return Verdict{}, err
+	}
+	v.Allocated = rep.PeakAllocated
+	v.Reserved, v.DeviceUsed, v.Context, v.NCCL = rep.PeakReserved, rep.DeviceUsed, rep.Context, rep.NCCL
+	v.Need = v.Reserved
+	if v.Measure == MeasureDeviceUsed {
+		v.Need = v.DeviceUsed
+	}
+	v.Fits = v.Need <= v.Limit
+	v.Why = b.why(v)
+	return v, nil
+}
+
+// why says the verdict in words, naming what the need is made of and, when
+// the allocated peak alone would fit, that the allocator's cache and the
+// context are what does not.
+func (b Budget) why(v Verdict) string {
+	limit := fmt.Sprintf("%v (%s's %v", v.Limit, b.GPU.Name, b.GPU.Memory)
+	if v.Measure != MeasureDeviceUsed && b.GPU.Context > 0 {
+		limit += fmt.Sprintf(" less its %v CUDA context", b.GPU.Context)
+	}
+	if b.Headroom > 0 {
+		limit += fmt.Sprintf(", %g %% kept free", 100*b.Headroom)
+	}
+	limit += ")"
+	var need string
+	switch {
+	case v.Measure == MeasureAllocated:
+		need = fmt.Sprintf("an allocated peak of %v", v.Allocated)
+	case v.Reserved == 0 && v.Measure == MeasureDeviceUsed:
+		need = fmt.Sprintf("at least %v on the device (allocated peak %v + CUDA context %v; the allocator's cache comes on top)", v.Need, v.Allocated, b.GPU.Context)
+	case v.Reserved == 0:
+		need = fmt.Sprintf("at least its allocated peak, %v (the allocator's cache comes on top)", v.Allocated)
+	case v.Measure == MeasureDeviceUsed:
+		need = fmt.Sprintf("%v on the device (reserved %v + CUDA context %v", v.DeviceUsed, v.Reserved, v.Context)
+		if v.NCCL > 0 {
+			need += fmt.Sprintf(" + NCCL %v", v.NCCL)
+		}
+		need += ")"
+	default:
+		need = fmt.Sprintf("a reserved peak of %v", v.Reserved)
+	}
+	if v.Fits {
+		return fmt.Sprintf("fits: needs %s, within %s; %v to spare", need, limit, v.Limit-v.Need)
+	}
+	s := fmt.Sprintf("does not fit: needs %s, over %s by %v", need, limit, v.Need-v.Limit)
+	if v.Measure != MeasureAllocated && v.Reserved > 0 {
+		allocLimit := Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
+		if v.Allocated <= allocLimit {
+			s += fmt.Sprintf("; the allocated peak alone (%v) would fit: the allocator's cache and fragmentation", v.Allocated)
+			if v.Measure == MeasureDeviceUsed {
+				s += " and the CUDA context"
+			}
+			s += " make the difference"
+		}
+	}
+	return s
+}
+
+// fits reports whether t fits the budget, and its need in the budget's
+// measure.
+func fits(t Training, b Budget) (bool, Bytes, error) {
+	v, err := b.judgeTraining(t, true)
+	return v.Fits, v.Need, err
+}
