@@ -78,8 +78,12 @@ func run(args []string, w io.Writer) error {
 	hfConfig := fs.Bool("hf-config", false, "print the plan's model as a Hugging Face config.json (for examples/measure)")
 	presets := fs.Bool("presets", false, "list the catalog's model names")
 	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
+	ggufFile := fs.String("gguf", "", "print a GGUF file's header: architecture, tensors by ggml type, stored bytes")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *ggufFile != "" {
+		return printGGUF(w, *ggufFile, *asJSON)
 	}
 	if *presets {
 		for _, n := range vram.Presets() {
@@ -88,7 +92,7 @@ func run(args []string, w io.Writer) error {
 		return nil
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: plan [-json|-hf-config|-resolved] FILE.json, or plan -presets")
+		return errors.New("usage: plan [-json|-hf-config|-resolved] FILE.json, plan -presets, or plan [-json] -gguf FILE.gguf")
 	}
 	p, err := vram.ReadPlan(fs.Arg(0))
 	if err != nil {
@@ -249,4 +253,31 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	if f := r.Fit; f != nil {
 		fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
 	}
+}
+
+// printGGUF summarises a GGUF file's header: what llama.cpp loads.
+func printGGUF(w io.Writer, file string, asJSON bool) error {
+	g, err := vram.ReadGGUF(file)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Architecture string                `json:"architecture"`
+			Version      uint32                `json:"version"`
+			Tensors      int                   `json:"tensors"`
+			Total        vram.Bytes            `json:"total"`
+			ByType       map[string]vram.Bytes `json:"by_type"`
+		}{g.Architecture(), g.Version, len(g.Tensors), g.Total(), g.ByType()})
+	}
+	fmt.Fprintf(w, "GGUF v%d, architecture %q, %d tensors, %v of tensor data\n", g.Version, g.Architecture(), len(g.Tensors), g.Total())
+	by := g.ByType()
+	for _, name := range vram.GGMLTypes() {
+		if b, ok := by[name]; ok {
+			fmt.Fprintf(w, "  %-8s %12v\n", name, b)
+		}
+	}
+	return nil
 }

@@ -153,3 +153,29 @@ func TestGPUGridPrepared(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUF: -gguf summarises a GGUF header (the file gguf-py wrote with
+// every ggml type); a file that is not GGUF is an error that says so.
+func TestGGUF(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-gguf", "../../vram/testdata/gguf/every-type.gguf"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, `architecture "llama", 34 tensors`) || !strings.Contains(s, "Q4_K") || !strings.Contains(s, "MXFP4") {
+		t.Errorf("output:\n%s", s)
+	}
+	out.Reset()
+	if err := run([]string{"-json", "-gguf", "../../vram/testdata/gguf/every-type.gguf"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Total  int64            `json:"total"`
+		ByType map[string]int64 `json:"by_type"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.ByType["Q6_K"] != 840 || v.Total <= 0 {
+		t.Errorf("json %s: %v", out.String(), err)
+	}
+	if err := run([]string{"-gguf", "../plans/llama3-8b-lora.json"}, &out); err == nil || !strings.Contains(err.Error(), "not a GGUF file") {
+		t.Errorf("a plan as GGUF: %v", err)
+	}
+}
