@@ -38,6 +38,9 @@ type Plan struct {
 	Training   *Training   `json:"train,omitempty"`
 	Inference  *Inference  `json:"inference,omitempty"`
 	GPU        string      `json:"gpu,omitempty"`
+	// VLLM serves an inference plan with vLLM's settings: the plan command
+	// then shows how vLLM carves the GPU (VLLM.Carve).
+	VLLM *VLLM `json:"vllm,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -62,11 +65,22 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		Train     json.RawMessage `json:"train"`
 		Inference json.RawMessage `json:"inference"`
 		GPU       string          `json:"gpu"`
+		VLLM      json.RawMessage `json:"vllm"`
 	}
 	if err := strictDecode(data, &raw, ""); err != nil {
 		return Plan{}, err
 	}
 	p := Plan{Name: raw.Name, GPU: raw.GPU}
+	if len(raw.VLLM) > 0 {
+		if len(raw.Inference) == 0 {
+			return Plan{}, errors.New(`vllm: applies to an inference plan ("inference")`)
+		}
+		var v VLLM
+		if err := strictDecode(raw.VLLM, &v, "vllm."); err != nil {
+			return Plan{}, err
+		}
+		p.VLLM = &v
+	}
 	m, ref, ck, err := decodeModel(raw.Model, dir)
 	if err != nil {
 		return Plan{}, err

@@ -38,6 +38,7 @@ type Report struct {
 	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
 	Peak      vram.Bytes              `json:"peak_allocated"`
 	Measures  Measures                `json:"measures"`
+	VLLM      *vram.VLLMCarve         `json:"vllm,omitempty"`
 	Fit       *Fit                    `json:"fit,omitempty"`
 }
 
@@ -177,6 +178,13 @@ func estimate(p vram.Plan) (Report, error) {
 	}
 	rep.Measures = Measures{Allocated: replay.PeakAllocated, Reserved: replay.PeakReserved, DeviceUsed: replay.DeviceUsed,
 		Context: replay.Context, NCCL: replay.NCCL, Workspace: replay.Workspace}
+	if p.VLLM != nil && g != nil {
+		c, err := p.VLLM.Carve(*p.Inference, *g)
+		if err != nil {
+			return rep, fmt.Errorf("vllm: %w", err)
+		}
+		rep.VLLM = &c
+	}
 	if g != nil {
 		b := vram.Budget{GPU: *g, Headroom: margin}
 		var v vram.Verdict
@@ -240,6 +248,17 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		fmt.Fprintf(w, "\nPeak allocated memory per GPU, at %s:\n", in.PeakAt)
 		fmt.Fprint(w, in.Peak.String())
 		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
+	}
+	if c := r.VLLM; c != nil {
+		kv := c.KVCache
+		fmt.Fprintf(w, "\nvLLM on %s: %v of the GPU (gpu_memory_utilization) = weights %v + profile-run activations %v + outside PyTorch %v + KV cache %v\n",
+			r.Fit.GPU, c.Requested, c.Weights, c.Activation, c.NonTorch, kv.Available)
+		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block over %d layers): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
+			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.Layers), kv.Layers, vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+		if !kv.Fits {
+			fmt.Fprintf(w, "  vLLM would not start: ValueError: %s\n", kv.Err)
+		}
+		fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v (the requested memory and the CUDA context) whatever the load; the measures below are the plan's own engine\n", c.Requested+c.NonTorch)
 	}
 	m := r.Measures
 	fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")

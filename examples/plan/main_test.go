@@ -179,3 +179,45 @@ func TestGGUF(t *testing.T) {
 		t.Errorf("a plan as GGUF: %v", err)
 	}
 }
+
+// TestVLLMPlan: a plan with a "vllm" object shows how vLLM carves the GPU
+// (in -json too); "vllm" on a training plan, or with a misspelt field, is an
+// error that names it.
+func TestVLLMPlan(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"../plans/llama3-8b-serve.json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "GPU KV cache size") || !strings.Contains(s, "maximum concurrency for 8192 tokens per request") {
+		t.Errorf("output:\n%s", s)
+	}
+	out.Reset()
+	if err := run([]string{"-json", "../plans/llama3-8b-serve.json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		VLLM *struct {
+			KVCache struct {
+				Blocks int64 `json:"blocks"`
+				Fits   bool  `json:"fits"`
+			} `json:"kv_cache"`
+		} `json:"vllm"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.VLLM == nil || rep.VLLM.KVCache.Blocks < 1000 || !rep.VLLM.KVCache.Fits {
+		t.Errorf("json: %v %s", err, out.String())
+	}
+	dir := t.TempDir()
+	for plan, want := range map[string]string{
+		`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "vllm": {}}`:                                                              "applies to an inference plan",
+		`{"model": "gpt2", "inference": {"batch": 1, "prompt_tokens": 8, "new_tokens": 8}, "vllm": {"max_model_lenn": 8}}`:                        "vllm.max_model_lenn",
+		`{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 8, "new_tokens": 8}, "vllm": {"max_model_len": 900000}, "gpu": "L4"}`: "max_model_len",
+	} {
+		p := filepath.Join(dir, "plan.json")
+		if err := os.WriteFile(p, []byte(plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := run([]string{p}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", plan, err, want)
+		}
+	}
+}

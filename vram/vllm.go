@@ -1,0 +1,240 @@
+package vram
+
+import (
+	"fmt"
+	"math"
+)
+
+// vLLM (V1 engine) serving memory, from its code: the worker profiles a
+// forward pass of max_num_batched_tokens and gives the KV cache what is
+// left of gpu_memory_utilization × the GPU's memory
+// (vllm/v1/worker/gpu_worker.py, determine_available_memory); the cache is
+// cut into blocks of block_size tokens, one page per layer per block
+// (vllm/v1/core/kv_cache_utils.py, get_num_blocks:
+// available // page_size // num_layers); a page is
+// 2 · block_size · kv_heads · head_size · dtype bytes, one latent of
+// kv_lora_rank + qk_rope_head_dim for MLA (vllm/v1/kv_cache_interface.py,
+// FullAttentionSpec / MLAAttentionSpec.page_size_bytes); one request of
+// max_model_len needs cdiv(max_model_len, block_size) pages per layer
+// (max_memory_usage_bytes), and the startup log's "maximum concurrency" is
+// num_blocks / that (get_max_concurrency_for_kv_cache_config).
+
+// VLLM is a vLLM launch's memory settings. The zero value is vLLM's
+// defaults.
+type VLLM struct {
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"` // default 0.9
+	BlockSize            int     `json:"block_size,omitempty"`             // default 16
+	MaxModelLen          int     `json:"max_model_len,omitempty"`          // default: the model's max_position
+	KVCacheDType         DType   `json:"kv_cache_dtype,omitempty"`         // default bf16 ("auto" for bf16 models)
+	TP                   int     `json:"tensor_parallel_size,omitempty"`   // default 1
+	PP                   int     `json:"pipeline_parallel_size,omitempty"` // default 1
+	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
+	// scaling in the config): max_model_len may pass max_position.
+	AllowLongMaxModelLen bool `json:"allow_long_max_model_len,omitempty"`
+}
+
+func (v VLLM) withDefaults(m Model) VLLM {
+	if v.GPUMemoryUtilization == 0 {
+		v.GPUMemoryUtilization = 0.9
+	}
+	if v.BlockSize == 0 {
+		v.BlockSize = 16
+	}
+	if v.MaxModelLen == 0 {
+		v.MaxModelLen = m.MaxPosition
+	}
+	if v.KVCacheDType == DTypeUnset {
+		v.KVCacheDType = BF16
+	}
+	v.TP, v.PP = max(1, v.TP), max(1, v.PP)
+	return v
+}
+
+func (v VLLM) check(m Model) error {
+	if v.GPUMemoryUtilization <= 0 || v.GPUMemoryUtilization > 1 {
+		return fmt.Errorf("vllm: gpu_memory_utilization must be in (0, 1], got %v", v.GPUMemoryUtilization)
+	}
+	if v.BlockSize < 1 || v.BlockSize > 1<<16 {
+		return fmt.Errorf("vllm: block_size must be in [1, 65536], got %d", v.BlockSize)
+	}
+	if v.MaxModelLen < 1 || v.MaxModelLen > maxTokens {
+		return fmt.Errorf("vllm: max_model_len must be in [1, %d], got %d (the model sets no max_position: give one)", maxTokens, v.MaxModelLen)
+	}
+	if m.MaxPosition > 0 && v.MaxModelLen > m.MaxPosition && !v.AllowLongMaxModelLen {
+		// vLLM refuses it (ModelConfig's _get_and_verify_max_len) unless
+		// VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
+		return fmt.Errorf("vllm: max_model_len %d is greater than the model's max_position_embeddings %d: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (allow_long_max_model_len) or the config scales RoPE", v.MaxModelLen, m.MaxPosition)
+	}
+	if v.TP > maxHeads || v.PP > max(1, m.Layers) {
+		return fmt.Errorf("vllm: tensor_parallel_size %d / pipeline_parallel_size %d do not fit the model's %d heads and %d layers", v.TP, v.PP, m.KVHeads, m.Layers)
+	}
+	if m.Encoder() || m.EncoderDecoder() {
+		return fmt.Errorf("vllm: the KV cache model covers decoder-only models, not %q", m.Family)
+	}
+	if m.SlidingWindow > 0 || m.AttentionChunk > 0 {
+		// vLLM's hybrid allocator groups local and global layers
+		// (kv_cache_utils._get_kv_cache_groups_uniform_page_size); not
+		// modelled yet.
+		return fmt.Errorf("vllm: models with sliding-window or chunked layers use vLLM's hybrid KV cache groups, not modelled yet (%q)", m.Family)
+	}
+	return v.KVCacheDType.validKV()
+}
+
+func (d DType) validKV() error {
+	switch d {
+	case FP32, FP16, BF16, FP8E4M3, FP8E5M2:
+		return nil
+	}
+	return fmt.Errorf("vllm: kv_cache_dtype %v: want fp16, bf16, fp32 or fp8", d)
+}
+
+// VLLMKVCache is the block arithmetic of one GPU's KV cache.
+type VLLMKVCache struct {
+	Available Bytes `json:"available"`  // memory given to the KV cache
+	PageBytes Bytes `json:"page_bytes"` // one layer's page of BlockSize tokens
+	Layers    int   `json:"layers"`     // layers with a cache on this GPU
+	BlockSize int   `json:"block_size"`
+	Blocks    int64 `json:"blocks"` // num_gpu_blocks
+	Tokens    int64 `json:"tokens"` // "GPU KV cache size: N tokens"
+	// PerRequest is what one request of max_model_len needs (all layers):
+	// the "KV cache is needed" figure.
+	PerRequest  Bytes `json:"per_request"`
+	MaxModelLen int   `json:"max_model_len"`
+	// MaxConcurrency is "Maximum concurrency for max_model_len tokens per
+	// request": Blocks / cdiv(max_model_len, block_size).
+	MaxConcurrency float64 `json:"max_concurrency"`
+	// Fits is false when one request of max_model_len does not fit, the
+	// ValueError vLLM raises at startup (Err, worded as vLLM words it);
+	// EstimatedMaxModelLen is then its estimate_max_model_len.
+	Fits                 bool   `json:"fits"`
+	EstimatedMaxModelLen int    `json:"estimated_max_model_len,omitempty"`
+	Err                  string `json:"error,omitempty"`
+}
+
+// pageBytes is one layer's page (kv_cache_interface.py).
+func (v VLLM) pageBytes(m Model) Bytes {
+	if m.KVLoRARank > 0 {
+		// MLAAttentionSpec: one latent per token, kv_lora_rank +
+		// qk_rope_head_dim wide, no separate K and V.
+		return v.KVCacheDType.Size(int64(v.BlockSize) * int64(m.KVLoRARank+m.QKRopeDim))
+	}
+	// vLLM replicates KV heads when TP exceeds them:
+	// num_kv_heads = max(1, total_num_kv_heads // tp) (ModelConfig.get_num_kv_heads).
+	kv := max(1, m.KVHeads/v.TP)
+	return v.KVCacheDType.Size(2 * int64(v.BlockSize) * int64(kv) * int64(m.HeadDim))
+}
+
+// KVCache cuts available bytes (per GPU) into vLLM's blocks for model m.
+func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
+	m = m.Normalize()
+	if err := m.Validate(); err != nil {
+		return VLLMKVCache{}, err
+	}
+	v = v.withDefaults(m)
+	if err := v.check(m); err != nil {
+		return VLLMKVCache{}, err
+	}
+	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
+	page := v.pageBytes(m)
+	c := VLLMKVCache{Available: available, PageBytes: page, Layers: layers, BlockSize: v.BlockSize, MaxModelLen: v.MaxModelLen}
+	if available > 0 {
+		c.Blocks = int64(available) / int64(page) / int64(layers)
+	}
+	c.Tokens = c.Blocks * int64(v.BlockSize)
+	perReq := cdiv64(int64(v.MaxModelLen), int64(v.BlockSize))
+	c.PerRequest = Bytes(perReq * int64(page) * int64(layers))
+	c.MaxConcurrency = float64(c.Blocks) / float64(perReq)
+	c.Fits = c.PerRequest <= available
+	if !c.Fits {
+		// estimate_max_model_len: the longest length whose pages fit.
+		c.EstimatedMaxModelLen = v.fitLen(available, page, layers)
+		est := ""
+		if c.EstimatedMaxModelLen > 0 {
+			est = fmt.Sprintf("Based on the available memory, the estimated maximum model length is %d. ", c.EstimatedMaxModelLen)
+		}
+		c.Err = fmt.Sprintf("To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %sTry increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+			v.MaxModelLen, formatGiB(c.PerRequest), formatGiB(available), est)
+	}
+	return c, nil
+}
+
+// fitLen is the longest length in [1, max_model_len] one request of which
+// fits available (estimate_max_model_len's binary search, closed form).
+func (v VLLM) fitLen(available, page Bytes, layers int) int {
+	if available <= 0 {
+		return 0
+	}
+	blocks := int64(available) / (int64(page) * int64(layers))
+	return int(min(blocks*int64(v.BlockSize), int64(v.MaxModelLen)))
+}
+
+// MaxConcurrencyFor is how many requests of tokens each the cache holds at
+// once (vLLM's concurrency figure for that length).
+func (c VLLMKVCache) MaxConcurrencyFor(tokens int) float64 {
+	if tokens < 1 {
+		return 0
+	}
+	return float64(c.Blocks) / float64(cdiv64(int64(tokens), int64(c.BlockSize)))
+}
+
+// MaxContextFor is the longest context each of n concurrent requests can
+// have (a multiple of the block size; 0 when n requests of one block do
+// not fit).
+func (c VLLMKVCache) MaxContextFor(n int) int64 {
+	if n < 1 {
+		return 0
+	}
+	return c.Blocks / int64(n) * int64(c.BlockSize)
+}
+
+// formatGiB is vllm.utils.mem_utils.format_gib: GiB with two decimals.
+func formatGiB(b Bytes) string {
+	return fmt.Sprintf("%.2f", float64(b)/float64(GiB))
+}
+
+func cdiv64(a, b int64) int64 { return (a + b - 1) / b }
+
+// VLLMCarve is how vLLM divides one GPU: the memory it may use, what the
+// weights, the profile run's activations and memory outside PyTorch take,
+// and the KV cache that is left.
+type VLLMCarve struct {
+	Requested  Bytes       `json:"requested"`  // gpu_memory_utilization × the GPU's memory
+	Weights    Bytes       `json:"weights"`    // "Model loading took …"
+	Activation Bytes       `json:"activation"` // the profile run's peak above the weights
+	NonTorch   Bytes       `json:"non_torch"`  // memory outside PyTorch's allocator
+	KVCache    VLLMKVCache `json:"kv_cache"`
+}
+
+// Carve estimates a vLLM launch of in's model and weights on g with
+// max_num_batched_tokens in.MaxBatchedTokens (default 8192, vLLM's
+// default with chunked prefill): the weights as the engine sizes them, the
+// profile run as a prefill of that many tokens (the engine's activation
+// peak for it), outside PyTorch the GPU's CUDA context, and the KV cache
+// that is left: requested − weights − activation − non-torch
+// (determine_available_memory). CUDA-graph capture memory, which newer
+// releases also profile, is not counted.
+func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
+	in.Cache = "paged"
+	if in.MaxBatchedTokens == 0 {
+		in.MaxBatchedTokens = 8192
+	}
+	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
+	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
+	rin, m, err := in.resolve()
+	if err != nil {
+		return VLLMCarve{}, err
+	}
+	v = v.withDefaults(m)
+	if err := v.check(m); err != nil {
+		return VLLMCarve{}, err
+	}
+	est, err := in.Estimate()
+	if err != nil {
+		return VLLMCarve{}, err
+	}
+	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Memory) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context}
+	c.Activation = max(0, est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache)
+	avail := c.Requested - c.Weights - c.Activation - c.NonTorch
+	c.KVCache, err = v.KVCache(m, avail)
+	return c, err
+}

@@ -1,0 +1,188 @@
+package vram
+
+import (
+	"fmt"
+	"testing"
+)
+
+// qwen3_14b is Qwen/Qwen3-14B's attention (config.json: 40 layers, 8 KV
+// heads of 128), the model of the first log below.
+func qwen3_14b() Model {
+	return Model{Name: "Qwen3-14B", Family: "qwen3", Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128,
+		FFN: 17408, Vocab: 151936, MaxPosition: 40960, TiedEmbeddings: false}
+}
+
+// TestVLLMLogs reproduces vLLM's own startup figures from logs users
+// posted, each with the model's config and the flags it ran with. The log
+// prints the available KV cache memory in GiB with two decimals, so the
+// block count is checked to be one that memory rounds to, and every figure
+// vLLM derives from the block count (tokens, concurrency, the ValueError
+// and its estimate) is reproduced exactly from it. How each was obtained:
+//
+//  1. Qwen3-14B, bf16 cache, max_model_len 32768 (LMCache issue #1739,
+//     vLLM V1 log): "Available KV cache memory: 6.51 GiB", "GPU KV cache
+//     size: 42,656 tokens", "Maximum concurrency for 32,768 tokens per
+//     request: 1.30x".
+//  2. Llama-3.1-8B-Instruct on an RTX 3090, max_model_len 20000 (vLLM
+//     issue #10517): "kv_cache_size=3.81GiB", "GPU blocks: 1952",
+//     "Maximum concurrency for 20000 tokens per request: 1.56x".
+//  3. The same at max_model_len 29000: "kv_cache_size=2.89GiB", "GPU
+//     blocks: 1478", and the error "the maximum number of tokens that can
+//     be stored in KV cache (23648)".
+//  4. Qwen3-30B-A3B (48 layers, 4 KV heads of 128), kv_cache_dtype fp8,
+//     max_model_len 100000, past the config's 40960 (RoPE scaling or
+//     VLLM_ALLOW_LONG_MAX_MODEL_LEN; vLLM issue #25350): "Available KV cache
+//     memory: 10.55 GiB", "GPU KV cache size: 230,528 tokens", "Maximum
+//     concurrency for 100,000 tokens per request: 2.31x".
+//  5. The same at max_model_len 221000: the ValueError quoted in full
+//     below (10.12 GiB needed, 5.59 GiB available, estimated 122080).
+//  6. Qwen2.5-7B-Instruct on an 8 GiB RTX 4060 at gpu_memory_utilization
+//     0.7 (vLLM issue #13882): 8.00 GiB × 0.70 = 5.60 GiB, weights 5.20,
+//     non-torch 0.03, activation peak 1.42: "the rest of the memory
+//     reserved for KV Cache is -1.05GiB", "# cuda blocks: 0", "Maximum
+//     concurrency for 4096 tokens per request: 0.00x".
+func TestVLLMLogs(t *testing.T) {
+	gib := func(x float64) Bytes { return Bytes(x * float64(GiB)) }
+	for _, c := range []struct {
+		name      string
+		m         Model
+		v         VLLM
+		availGiB  float64 // as logged, two decimals
+		blocks    int64   // as logged (tokens / block size)
+		concLen   int
+		conc      string // as logged
+		fits      bool
+	}{
+		{"Qwen3-14B", qwen3_14b(), VLLM{MaxModelLen: 32768}, 6.51, 42656 / 16, 32768, "1.30", true},
+		{"Llama-3.1-8B 20k", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 20000}, 3.81, 1952, 20000, "1.56", true},
+		{"Llama-3.1-8B 29k", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 29000}, 2.89, 1478, 29000, "0.82", false},
+		{"Qwen3-30B-A3B fp8", MustPreset("qwen3-30b-a3b"), VLLM{MaxModelLen: 100000, KVCacheDType: FP8E4M3, AllowLongMaxModelLen: true}, 10.55, 230528 / 16, 100000, "2.31", true},
+	} {
+		lo, err := c.v.KVCache(c.m, gib(c.availGiB-0.005))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hi, _ := c.v.KVCache(c.m, gib(c.availGiB+0.005))
+		if c.blocks < lo.Blocks || c.blocks > hi.Blocks {
+			t.Errorf("%s: %.2f GiB gives %d–%d blocks, the log says %d", c.name, c.availGiB, lo.Blocks, hi.Blocks, c.blocks)
+			continue
+		}
+		// The memory that gives exactly the logged blocks.
+		exact := Bytes(c.blocks*int64(lo.PageBytes)*int64(lo.Layers)) + 1
+		kv, _ := c.v.KVCache(c.m, exact)
+		if kv.Blocks != c.blocks || kv.Tokens != c.blocks*16 || fmt.Sprintf("%.2f", kv.MaxConcurrencyFor(c.concLen)) != c.conc || kv.Fits != c.fits {
+			t.Errorf("%s: %d blocks, %d tokens, concurrency %.2f (log %s), fits %v", c.name, kv.Blocks, kv.Tokens, kv.MaxConcurrencyFor(c.concLen), c.conc, kv.Fits)
+		}
+	}
+	// 3: the tokens the cache holds, as vLLM 0.6's error names them.
+	kv, _ := VLLM{MaxModelLen: 29000}.KVCache(MustPreset("llama-3.1-8b"), 1478*2*MiB)
+	if kv.Tokens != 23648 || kv.Fits {
+		t.Errorf("29k: %d tokens, fits %v", kv.Tokens, kv.Fits)
+	}
+	// 5: the ValueError, word for word, from the block count its estimate implies.
+	v := VLLM{MaxModelLen: 221000, KVCacheDType: FP8E4M3, AllowLongMaxModelLen: true}
+	m := MustPreset("qwen3-30b-a3b")
+	kv, err := v.KVCache(m, 7630*786432+1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "To serve at least one request with the models's max seq len (221000), (10.12 GiB KV cache is needed, which is larger than the available KV cache memory (5.59 GiB). Based on the available memory, the estimated maximum model length is 122080. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+	if kv.Err != want || kv.Fits || kv.EstimatedMaxModelLen != 122080 {
+		t.Errorf("221000 tokens:\n got %s\nwant %s", kv.Err, want)
+	}
+	// 6: the carve from the logged parts leaves nothing for the cache.
+	avail := gib(8.00*0.70) - gib(5.20) - gib(0.03) - gib(1.42)
+	kv, _ = VLLM{MaxModelLen: 4096}.KVCache(MustPreset("qwen2.5-7b"), avail)
+	if fmt.Sprintf("%.2f", float64(avail)/float64(GiB)) != "-1.05" || kv.Blocks != 0 || fmt.Sprintf("%.2f", kv.MaxConcurrencyFor(4096)) != "0.00" {
+		t.Errorf("RTX 4060: %v available, %d blocks", avail, kv.Blocks)
+	}
+}
+
+// TestVLLMSolvers: concurrency for a context and context for a
+// concurrency answer each other; MLA pages hold one latent; TP splits the
+// KV heads and PP the layers.
+func TestVLLMSolvers(t *testing.T) {
+	kv, err := VLLM{MaxModelLen: 8192}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv.PageBytes != 64*KiB || kv.Layers != 32 || kv.Blocks != 10240 || kv.Tokens != 163840 {
+		t.Fatalf("llama-3.1-8b on 20 GiB: %+v", kv)
+	}
+	for _, n := range []int{1, 3, 20, 160} {
+		ctx := kv.MaxContextFor(n)
+		if kv.MaxConcurrencyFor(int(ctx)) < float64(n) || kv.MaxConcurrencyFor(int(ctx)+kv.BlockSize) >= float64(n) {
+			t.Errorf("%d requests: context %d, concurrency there %.2f", n, ctx, kv.MaxConcurrencyFor(int(ctx)))
+		}
+	}
+	tp, _ := VLLM{MaxModelLen: 8192, TP: 2}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	pp, _ := VLLM{MaxModelLen: 8192, PP: 2}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	if tp.Blocks != 2*kv.Blocks || pp.Blocks != 2*kv.Blocks {
+		t.Errorf("TP=2: %d blocks, PP=2: %d, TP=1: %d", tp.Blocks, pp.Blocks, kv.Blocks)
+	}
+	ds, err := VLLM{MaxModelLen: 8192}.KVCache(MustPreset("deepseek-v3"), 20*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.PageBytes != 16*(512+64)*2 {
+		t.Errorf("MLA page %v, want 16 × (512 + 64) × 2 bytes", ds.PageBytes)
+	}
+	for name, c := range map[string]struct {
+		v VLLM
+		m Model
+	}{
+		"utilization":    {VLLM{GPUMemoryUtilization: 1.5}, MustPreset("llama-3.1-8b")},
+		"kv dtype":       {VLLM{KVCacheDType: INT4}, MustPreset("llama-3.1-8b")},
+		"sliding window": {VLLM{}, MustPreset("mistral-7b")},
+		"encoder":        {VLLM{MaxModelLen: 512}, MustPreset("bert-base-uncased")},
+	} {
+		if _, err := c.v.KVCache(c.m, GiB); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestVLLMCarve: the carve of a GPU follows determine_available_memory,
+// and its parts are the engine's own figures.
+func TestVLLMCarve(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
+	c, err := VLLM{MaxModelLen: 8192}.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Requested != Bytes(float64(g.Memory)*0.9) || c.Weights < 14*GiB || c.Weights > 16*GiB || c.Activation <= 0 || c.NonTorch != g.Context {
+		t.Errorf("carve %+v", c)
+	}
+	if c.KVCache.Available != c.Requested-c.Weights-c.Activation-c.NonTorch || !c.KVCache.Fits || c.KVCache.MaxConcurrency < 10 {
+		t.Errorf("kv %+v", c.KVCache)
+	}
+}
+
+// TestVLLMCarveLogs: the carve set against vLLM's own profile (issue
+// #10517: Llama-3.1-8B-Instruct, bf16, RTX 3090 reporting 23.58 GiB,
+// non-torch 0.35 GiB, gpu_memory_utilization 0.9, the profile run at
+// max_num_batched_tokens = max_model_len). Logged: weights 14.99 GiB, peak
+// torch memory 17.06 / 17.98 GiB, KV cache 3.81 / 2.89 GiB at 20000 /
+// 29000 tokens. The engine's prefill activations for those lengths and the
+// KV memory left are within 0.1 GiB of them.
+func TestVLLMCarveLogs(t *testing.T) {
+	mem, ctx := 23.58, 0.35
+	g := GPU{Name: "RTX 3090 (as logged)", Memory: Bytes(mem * float64(GiB)), Context: Bytes(ctx * float64(GiB))}
+	gib := func(b Bytes) float64 { return float64(b) / float64(GiB) }
+	for _, c := range []struct {
+		tokens          int
+		activation, kvs float64
+	}{{20000, 17.06 - 14.9888, 3.81}, {29000, 17.98 - 14.9888, 2.89}} {
+		cv, err := VLLM{MaxModelLen: c.tokens}.Carve(Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}, MaxBatchedTokens: c.tokens}, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := gib(cv.Activation) - c.activation; d < -0.1 || d > 0.1 {
+			t.Errorf("%d tokens: activation %.2f GiB, logged %.2f", c.tokens, gib(cv.Activation), c.activation)
+		}
+		if d := gib(cv.KVCache.Available) - c.kvs; d < -0.1 || d > 0.1 {
+			t.Errorf("%d tokens: KV cache %.2f GiB, logged %.2f", c.tokens, gib(cv.KVCache.Available), c.kvs)
+		}
+	}
+}
