@@ -132,3 +132,26 @@ func BenchmarkEstimateVision(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkVLLMMinTP: the smallest TP for Llama-3.1-70B holding 64 × 8k
+// requests on H100s (a carve per degree tried).
+func BenchmarkVLLMMinTP(b *testing.B) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-70b"), Weights: Quant{DType: BF16}}
+	for i := 0; i < b.N; i++ {
+		if _, _, err := (VLLM{MaxModelLen: 8192}).MinTP(in, g, 8192, 64, 8); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVLLMCarve: one carve of Llama-3.1-8B on an H100.
+func BenchmarkVLLMCarve(b *testing.B) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
+	for i := 0; i < b.N; i++ {
+		if _, err := (VLLM{MaxModelLen: 8192}).Carve(in, g); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

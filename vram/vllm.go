@@ -178,13 +178,13 @@ func (c VLLMKVCache) MaxConcurrencyFor(tokens int) float64 {
 }
 
 // MaxContextFor is the longest context each of n concurrent requests can
-// have (a multiple of the block size; 0 when n requests of one block do
-// not fit).
+// have: a multiple of the block size, at most max_model_len (vLLM refuses
+// longer requests); 0 when n requests of one block do not fit.
 func (c VLLMKVCache) MaxContextFor(n int) int64 {
 	if n < 1 {
 		return 0
 	}
-	return c.Blocks / int64(n) * int64(c.BlockSize)
+	return min(c.Blocks/int64(n)*int64(c.BlockSize), int64(c.MaxModelLen))
 }
 
 // formatGiB is vllm.utils.mem_utils.format_gib: GiB with two decimals.
@@ -237,4 +237,30 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	avail := c.Requested - c.Weights - c.Activation - c.NonTorch
 	c.KVCache, err = v.KVCache(m, avail)
 	return c, err
+}
+
+// MinTP is the smallest tensor-parallel degree (1, 2, 4, … up to maxTP,
+// dividing the model's attention heads) at which a vLLM launch of in on g
+// holds `concurrency` requests of `context` tokens each; 0 when none does.
+// It returns the carve at that degree too.
+func (v VLLM) MinTP(in Inference, g GPU, context, concurrency, maxTP int) (int, VLLMCarve, error) {
+	if context < 1 || concurrency < 1 {
+		return 0, VLLMCarve{}, fmt.Errorf("vllm: context and concurrency must be ≥ 1, got %d and %d", context, concurrency)
+	}
+	m := in.Model.Normalize()
+	for tp := 1; tp <= maxTP && tp <= maxHeads; tp *= 2 {
+		if m.Heads%tp != 0 {
+			break
+		}
+		vt := v
+		vt.TP = tp
+		c, err := vt.Carve(in, g)
+		if err != nil {
+			return 0, VLLMCarve{}, err
+		}
+		if c.KVCache.Fits && c.KVCache.MaxConcurrencyFor(context) >= float64(concurrency) {
+			return tp, c, nil
+		}
+	}
+	return 0, VLLMCarve{}, nil
 }

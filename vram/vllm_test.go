@@ -111,7 +111,7 @@ func TestVLLMSolvers(t *testing.T) {
 	}
 	for _, n := range []int{1, 3, 20, 160} {
 		ctx := kv.MaxContextFor(n)
-		if kv.MaxConcurrencyFor(int(ctx)) < float64(n) || kv.MaxConcurrencyFor(int(ctx)+kv.BlockSize) >= float64(n) {
+		if kv.MaxConcurrencyFor(int(ctx)) < float64(n) || ctx < int64(kv.MaxModelLen) && kv.MaxConcurrencyFor(int(ctx)+kv.BlockSize) >= float64(n) {
 			t.Errorf("%d requests: context %d, concurrency there %.2f", n, ctx, kv.MaxConcurrencyFor(int(ctx)))
 		}
 	}
@@ -184,5 +184,36 @@ func TestVLLMCarveLogs(t *testing.T) {
 		if d := gib(cv.KVCache.Available) - c.kvs; d < -0.1 || d > 0.1 {
 			t.Errorf("%d tokens: KV cache %.2f GiB, logged %.2f", c.tokens, gib(cv.KVCache.Available), c.kvs)
 		}
+	}
+}
+
+// TestVLLMMinTP: Llama-3.1-70B in bf16 does not load on one H100; the
+// smallest degree that holds 64 requests of 8k tokens is the first whose
+// carve says so, and the one below it does not.
+func TestVLLMMinTP(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-70b"), Weights: Quant{DType: BF16}}
+	v := VLLM{MaxModelLen: 8192}
+	tp, c, err := v.MinTP(in, g, 8192, 64, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp < 2 || c.KVCache.MaxConcurrencyFor(8192) < 64 {
+		t.Fatalf("TP %d: %+v", tp, c.KVCache)
+	}
+	below := v
+	below.TP = tp / 2
+	cb, err := below.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cb.KVCache.Fits && cb.KVCache.MaxConcurrencyFor(8192) >= 64 {
+		t.Errorf("TP %d already holds 64 × 8k: %+v", tp/2, cb.KVCache)
+	}
+	if n, _, err := v.MinTP(in, g, 8192, 100000, 8); err != nil || n != 0 {
+		t.Errorf("100,000 requests: TP %d, %v", n, err)
+	}
+	if _, _, err := v.MinTP(in, g, 0, 1, 8); err == nil {
+		t.Error("context 0: no error")
 	}
 }
