@@ -28,6 +28,10 @@ type VLLM struct {
 	KVCacheDType         DType   `json:"kv_cache_dtype,omitempty"`         // default bf16 ("auto" for bf16 models)
 	TP                   int     `json:"tensor_parallel_size,omitempty"`   // default 1
 	PP                   int     `json:"pipeline_parallel_size,omitempty"` // default 1
+	// MaxNumBatchedTokens is --max-num-batched-tokens (default 8192): the
+	// profile run's tokens, and what a sliding-window layer keeps beyond
+	// its window.
+	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
 	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
 	// scaling in the config): max_model_len may pass max_position.
 	AllowLongMaxModelLen bool `json:"allow_long_max_model_len,omitempty"`
@@ -45,6 +49,9 @@ func (v VLLM) withDefaults(m Model) VLLM {
 	}
 	if v.KVCacheDType == DTypeUnset {
 		v.KVCacheDType = BF16
+	}
+	if v.MaxNumBatchedTokens == 0 {
+		v.MaxNumBatchedTokens = 8192
 	}
 	v.TP, v.PP = max(1, v.TP), max(1, v.PP)
 	return v
@@ -70,12 +77,6 @@ func (v VLLM) check(m Model) error {
 	}
 	if m.Encoder() || m.EncoderDecoder() {
 		return fmt.Errorf("vllm: the KV cache model covers decoder-only models, not %q", m.Family)
-	}
-	if m.SlidingWindow > 0 || m.AttentionChunk > 0 {
-		// vLLM's hybrid allocator groups local and global layers
-		// (kv_cache_utils._get_kv_cache_groups_uniform_page_size); not
-		// modelled yet.
-		return fmt.Errorf("vllm: models with sliding-window or chunked layers use vLLM's hybrid KV cache groups, not modelled yet (%q)", m.Family)
 	}
 	return v.KVCacheDType.validKV()
 }
@@ -109,6 +110,46 @@ type VLLMKVCache struct {
 	Fits                 bool   `json:"fits"`
 	EstimatedMaxModelLen int    `json:"estimated_max_model_len,omitempty"`
 	Err                  string `json:"error,omitempty"`
+	// Groups are vLLM's KV cache groups: one for a model whose layers all
+	// attend alike; for a hybrid model (sliding-window or chunked layers
+	// beside global ones) the layers of each kind in groups of GroupSize.
+	Groups    []VLLMGroup `json:"groups"`
+	GroupSize int         `json:"group_size"`
+	mbt       int
+}
+
+// VLLMGroup is one KV cache group: its kind ("full", "sliding_window",
+// "chunked_local") and span (the window or chunk), and its layers.
+type VLLMGroup struct {
+	Kind   string `json:"kind"`
+	Span   int    `json:"span,omitempty"`
+	Layers int    `json:"layers"` // real layers (the rest of GroupSize is padding)
+}
+
+// pagesFor is the pages one layer of group g needs for a request of n
+// tokens (kv_cache_interface.py, max_memory_usage_bytes / page size):
+// every block for full attention; for a sliding window only the last
+// window − 1 tokens and a batch of new ones, plus one block for the window
+// not starting at a block boundary; for chunked local attention a chunk
+// and a batch.
+func (g VLLMGroup) pagesFor(n, block, mbt int) int64 {
+	switch g.Kind {
+	case "sliding_window":
+		return cdiv64(int64(min(g.Span-1+mbt, n)), int64(block)) + 1
+	case "chunked_local":
+		return cdiv64(int64(min(g.Span+mbt, n)), int64(block))
+	}
+	return cdiv64(int64(n), int64(block))
+}
+
+// blocksFor is the blocks one request of n tokens takes: the sum over the
+// groups (get_max_concurrency_for_kv_cache_config).
+func (c VLLMKVCache) blocksFor(n int) int64 {
+	var b int64
+	for _, g := range c.Groups {
+		b += g.pagesFor(n, c.BlockSize, c.mbt)
+	}
+	return b
 }
 
 // pageBytes is one layer's page (kv_cache_interface.py).
@@ -125,6 +166,13 @@ func (v VLLM) pageBytes(m Model) Bytes {
 }
 
 // KVCache cuts available bytes (per GPU) into vLLM's blocks for model m.
+// Layers that attend alike form one group; a hybrid model's kinds are
+// grouped as _get_kv_cache_groups_uniform_page_size does: a group size of
+// the smallest kind's layer count (the largest when it is under 1.5× the
+// smallest), each kind cut into groups of that size (the last padded), the
+// memory split into GroupSize pools of equal blocks
+// (get_kv_cache_config_from_groups), and the reported tokens the blocks a
+// group gets (_report_kv_cache_config).
 func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	m = m.Normalize()
 	if err := m.Validate(); err != nil {
@@ -136,18 +184,61 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
 	page := v.pageBytes(m)
-	c := VLLMKVCache{Available: available, PageBytes: page, Layers: layers, BlockSize: v.BlockSize, MaxModelLen: v.MaxModelLen}
-	if available > 0 {
-		c.Blocks = int64(available) / int64(page) / int64(layers)
+	c := VLLMKVCache{Available: available, PageBytes: page, Layers: layers, BlockSize: v.BlockSize, MaxModelLen: v.MaxModelLen, mbt: v.MaxNumBatchedTokens}
+	// Layers by kind, in order of first appearance.
+	var kinds []VLLMGroup
+	for i := 0; i < layers; i++ {
+		k := VLLMGroup{Kind: "full"}
+		if m.LocalLayer(i) {
+			k = VLLMGroup{Kind: "sliding_window", Span: m.SlidingWindow}
+			if m.AttentionChunk > 0 {
+				k = VLLMGroup{Kind: "chunked_local", Span: m.AttentionChunk}
+			}
+		}
+		found := false
+		for j := range kinds {
+			if kinds[j].Kind == k.Kind && kinds[j].Span == k.Span {
+				kinds[j].Layers++
+				found = true
+			}
+		}
+		if !found {
+			k.Layers = 1
+			kinds = append(kinds, k)
+		}
 	}
-	c.Tokens = c.Blocks * int64(v.BlockSize)
-	perReq := cdiv64(int64(v.MaxModelLen), int64(v.BlockSize))
-	c.PerRequest = Bytes(perReq * int64(page) * int64(layers))
+	if len(kinds) == 1 {
+		c.GroupSize = layers
+		c.Groups = kinds
+	} else {
+		lo, hi := layers, 0
+		for _, k := range kinds {
+			lo, hi = min(lo, k.Layers), max(hi, k.Layers)
+		}
+		c.GroupSize = lo
+		if float64(hi) < 1.5*float64(lo) {
+			c.GroupSize = hi
+		}
+		for _, k := range kinds {
+			for left := k.Layers; left > 0; left -= c.GroupSize {
+				g := k
+				g.Layers = min(left, c.GroupSize)
+				c.Groups = append(c.Groups, g)
+			}
+		}
+	}
+	if available > 0 {
+		c.Blocks = int64(available) / int64(page) / int64(c.GroupSize)
+	}
+	c.Tokens = c.Blocks / int64(len(c.Groups)) * int64(v.BlockSize)
+	perReq := c.blocksFor(v.MaxModelLen)
+	// _max_memory_usage_bytes_from_groups: GroupSize pools of the blocks
+	// a request needs across the groups.
+	c.PerRequest = Bytes(perReq * int64(page) * int64(c.GroupSize))
 	c.MaxConcurrency = float64(c.Blocks) / float64(perReq)
 	c.Fits = c.PerRequest <= available
 	if !c.Fits {
-		// estimate_max_model_len: the longest length whose pages fit.
-		c.EstimatedMaxModelLen = v.fitLen(available, page, layers)
+		c.EstimatedMaxModelLen = c.fitLen(available)
 		est := ""
 		if c.EstimatedMaxModelLen > 0 {
 			est = fmt.Sprintf("Based on the available memory, the estimated maximum model length is %d. ", c.EstimatedMaxModelLen)
@@ -159,13 +250,24 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 }
 
 // fitLen is the longest length in [1, max_model_len] one request of which
-// fits available (estimate_max_model_len's binary search, closed form).
-func (v VLLM) fitLen(available, page Bytes, layers int) int {
-	if available <= 0 {
+// fits available (estimate_max_model_len's binary search).
+func (c VLLMKVCache) fitLen(available Bytes) int {
+	fits := func(n int) bool {
+		return c.blocksFor(n)*int64(c.PageBytes)*int64(c.GroupSize) <= int64(available)
+	}
+	if !fits(1) {
 		return 0
 	}
-	blocks := int64(available) / (int64(page) * int64(layers))
-	return int(min(blocks*int64(v.BlockSize), int64(v.MaxModelLen)))
+	lo, hi := 1, c.MaxModelLen
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // MaxConcurrencyFor is how many requests of tokens each the cache holds at
@@ -174,17 +276,31 @@ func (c VLLMKVCache) MaxConcurrencyFor(tokens int) float64 {
 	if tokens < 1 {
 		return 0
 	}
-	return float64(c.Blocks) / float64(cdiv64(int64(tokens), int64(c.BlockSize)))
+	return float64(c.Blocks) / float64(c.blocksFor(tokens))
 }
 
 // MaxContextFor is the longest context each of n concurrent requests can
-// have: a multiple of the block size, at most max_model_len (vLLM refuses
-// longer requests); 0 when n requests of one block do not fit.
+// have, at most max_model_len (vLLM refuses longer requests); 0 when n
+// requests of one token do not fit.
 func (c VLLMKVCache) MaxContextFor(n int) int64 {
 	if n < 1 {
 		return 0
 	}
-	return min(c.Blocks/int64(n)*int64(c.BlockSize), int64(c.MaxModelLen))
+	// The longest length whose blocks n requests can have at once.
+	fits := func(l int) bool { return int64(n)*c.blocksFor(l) <= c.Blocks }
+	if c.MaxModelLen < 1 || !fits(1) {
+		return 0
+	}
+	lo, hi := 1, c.MaxModelLen
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return int64(lo)
 }
 
 // formatGiB is vllm.utils.mem_utils.format_gib: GiB with two decimals.
@@ -215,9 +331,13 @@ type VLLMCarve struct {
 // releases also profile, is not counted.
 func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	in.Cache = "paged"
+	if v.MaxNumBatchedTokens > 0 {
+		in.MaxBatchedTokens = v.MaxNumBatchedTokens
+	}
 	if in.MaxBatchedTokens == 0 {
 		in.MaxBatchedTokens = 8192
 	}
+	v.MaxNumBatchedTokens = in.MaxBatchedTokens
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
 	rin, m, err := in.resolve()

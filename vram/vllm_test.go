@@ -44,14 +44,14 @@ func qwen3_14b() Model {
 func TestVLLMLogs(t *testing.T) {
 	gib := func(x float64) Bytes { return Bytes(x * float64(GiB)) }
 	for _, c := range []struct {
-		name      string
-		m         Model
-		v         VLLM
-		availGiB  float64 // as logged, two decimals
-		blocks    int64   // as logged (tokens / block size)
-		concLen   int
-		conc      string // as logged
-		fits      bool
+		name     string
+		m        Model
+		v        VLLM
+		availGiB float64 // as logged, two decimals
+		blocks   int64   // as logged (tokens / block size)
+		concLen  int
+		conc     string // as logged
+		fits     bool
 	}{
 		{"Qwen3-14B", qwen3_14b(), VLLM{MaxModelLen: 32768}, 6.51, 42656 / 16, 32768, "1.30", true},
 		{"Llama-3.1-8B 20k", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 20000}, 3.81, 1952, 20000, "1.56", true},
@@ -131,10 +131,9 @@ func TestVLLMSolvers(t *testing.T) {
 		v VLLM
 		m Model
 	}{
-		"utilization":    {VLLM{GPUMemoryUtilization: 1.5}, MustPreset("llama-3.1-8b")},
-		"kv dtype":       {VLLM{KVCacheDType: INT4}, MustPreset("llama-3.1-8b")},
-		"sliding window": {VLLM{}, MustPreset("mistral-7b")},
-		"encoder":        {VLLM{MaxModelLen: 512}, MustPreset("bert-base-uncased")},
+		"utilization": {VLLM{GPUMemoryUtilization: 1.5}, MustPreset("llama-3.1-8b")},
+		"kv dtype":    {VLLM{KVCacheDType: INT4}, MustPreset("llama-3.1-8b")},
+		"encoder":     {VLLM{MaxModelLen: 512}, MustPreset("bert-base-uncased")},
 	} {
 		if _, err := c.v.KVCache(c.m, GiB); err == nil {
 			t.Errorf("%s: no error", name)
@@ -215,5 +214,69 @@ func TestVLLMMinTP(t *testing.T) {
 	}
 	if _, _, err := v.MinTP(in, g, 0, 1, 8); err == nil {
 		t.Error("context 0: no error")
+	}
+}
+
+// TestVLLMHybridGroups: models with local layers are grouped as vLLM's
+// _get_kv_cache_groups_uniform_page_size groups them, and a request needs
+// only the window (plus a batch and a block) in a sliding-window layer.
+func TestVLLMHybridGroups(t *testing.T) {
+	v := VLLM{MaxModelLen: 8192, AllowLongMaxModelLen: true}
+	for _, c := range []struct {
+		preset    string
+		groups    int
+		groupSize int
+		kinds     map[string]int // real layers per kind
+	}{
+		// Gemma 3 27B: 52 sliding-window (1024) and 10 global layers, 5:1.
+		{"gemma-3-27b", 7, 10, map[string]int{"sliding_window": 52, "full": 10}},
+		// gpt-oss-20b: 12 sliding-window (128) and 12 full layers, alternating.
+		{"gpt-oss-20b", 2, 12, map[string]int{"sliding_window": 12, "full": 12}},
+		// Llama 4 Scout: 36 chunked-local (8192) and 12 global layers, 3:1.
+		{"llama-4-scout", 4, 12, map[string]int{"chunked_local": 36, "full": 12}},
+		// Mistral 7B: every layer in a 4096 window: one group.
+		{"mistral-7b", 1, 32, map[string]int{"sliding_window": 32}},
+		{"llama-3.1-8b", 1, 32, map[string]int{"full": 32}},
+	} {
+		kv, err := v.KVCache(MustPreset(c.preset), 40*GiB)
+		if err != nil {
+			t.Fatalf("%s: %v", c.preset, err)
+		}
+		got := map[string]int{}
+		for _, g := range kv.Groups {
+			got[g.Kind] += g.Layers
+			if g.Layers > kv.GroupSize {
+				t.Errorf("%s: a group of %d layers, group size %d", c.preset, g.Layers, kv.GroupSize)
+			}
+		}
+		if len(kv.Groups) != c.groups || kv.GroupSize != c.groupSize || fmt.Sprint(got) != fmt.Sprint(c.kinds) {
+			t.Errorf("%s: %d groups of %d, kinds %v; want %d of %d, %v", c.preset, len(kv.Groups), kv.GroupSize, got, c.groups, c.groupSize, c.kinds)
+		}
+		// get_num_blocks over the group size, tokens per group.
+		if kv.Blocks != int64(40*GiB)/int64(kv.PageBytes)/int64(kv.GroupSize) || kv.Tokens != kv.Blocks/int64(len(kv.Groups))*16 {
+			t.Errorf("%s: %d blocks, %d tokens", c.preset, kv.Blocks, kv.Tokens)
+		}
+	}
+	// Gemma 3 27B at 8192 tokens, a batch of 8192: a sliding layer needs
+	// cdiv(min(1023 + 8192, 8192), 16) + 1 = 513 pages, a global one 512;
+	// a request 6 × 513 + 512 blocks.
+	kv, _ := v.KVCache(MustPreset("gemma-3-27b"), 40*GiB)
+	if b := kv.blocksFor(8192); b != 6*513+512 {
+		t.Errorf("gemma-3-27b: %d blocks a request, want %d", b, 6*513+512)
+	}
+	if kv.MaxConcurrency != float64(kv.Blocks)/float64(6*513+512) {
+		t.Errorf("gemma-3-27b: concurrency %v", kv.MaxConcurrency)
+	}
+	// Long contexts cost a sliding-window model far less than a global one.
+	long := VLLM{MaxModelLen: 131072, AllowLongMaxModelLen: true}
+	sw, _ := long.KVCache(MustPreset("gemma-3-27b"), 40*GiB)
+	full := MustPreset("gemma-3-27b")
+	full.SlidingWindow, full.GlobalEvery = 0, 0
+	fl, _ := long.KVCache(full, 40*GiB)
+	if sw.MaxConcurrency < 3*fl.MaxConcurrency {
+		t.Errorf("131k tokens: %.2f requests with sliding windows, %.2f without", sw.MaxConcurrency, fl.MaxConcurrency)
+	}
+	if n := sw.MaxContextFor(4); n < 1 || sw.MaxConcurrencyFor(int(n)) < 4 || (n < int64(sw.MaxModelLen) && sw.MaxConcurrencyFor(int(n)+1) >= 4) {
+		t.Errorf("gemma-3-27b: longest context for 4 requests %d", n)
 	}
 }
