@@ -41,6 +41,8 @@ type Plan struct {
 	// VLLM serves an inference plan with vLLM's settings: the plan command
 	// then shows how vLLM carves the GPU (VLLM.Carve).
 	VLLM *VLLM `json:"vllm,omitempty"`
+	// SGLang serves it with SGLang's settings (SGLang.Carve).
+	SGLang *SGLang `json:"sglang,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -66,6 +68,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		Inference json.RawMessage `json:"inference"`
 		GPU       string          `json:"gpu"`
 		VLLM      json.RawMessage `json:"vllm"`
+		SGLang    json.RawMessage `json:"sglang"`
 	}
 	if err := strictDecode(data, &raw, ""); err != nil {
 		return Plan{}, err
@@ -80,6 +83,16 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 			return Plan{}, err
 		}
 		p.VLLM = &v
+	}
+	if len(raw.SGLang) > 0 {
+		if len(raw.Inference) == 0 {
+			return Plan{}, errors.New(`sglang: applies to an inference plan ("inference")`)
+		}
+		var sg SGLang
+		if err := strictDecode(raw.SGLang, &sg, "sglang."); err != nil {
+			return Plan{}, err
+		}
+		p.SGLang = &sg
 	}
 	m, ref, ck, err := decodeModel(raw.Model, dir)
 	if err != nil {

@@ -39,6 +39,7 @@ type Report struct {
 	Peak      vram.Bytes              `json:"peak_allocated"`
 	Measures  Measures                `json:"measures"`
 	VLLM      *vram.VLLMCarve         `json:"vllm,omitempty"`
+	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
 	Fit       *Fit                    `json:"fit,omitempty"`
 }
 
@@ -185,6 +186,13 @@ func estimate(p vram.Plan) (Report, error) {
 		}
 		rep.VLLM = &c
 	}
+	if p.SGLang != nil && g != nil {
+		pool, err := p.SGLang.Carve(*p.Inference, *g)
+		if err != nil {
+			return rep, fmt.Errorf("sglang: %w", err)
+		}
+		rep.SGLang = &pool
+	}
 	if g != nil {
 		b := vram.Budget{GPU: *g, Headroom: margin}
 		var v vram.Verdict
@@ -259,6 +267,13 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "  vLLM would not start: ValueError: %s\n", kv.Err)
 		}
 		fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v (the requested memory and the CUDA context) whatever the load; the measures below are the plan's own engine\n", c.Requested+c.NonTorch)
+	}
+	if sp := r.SGLang; sp != nil {
+		fmt.Fprintf(w, "\nSGLang on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v; KV pool %v = max_total_num_tokens %s (%v a token)\n",
+			r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+		if sp.Err != "" {
+			fmt.Fprintf(w, "  SGLang would not start: %s\n", sp.Err)
+		}
 	}
 	m := r.Measures
 	fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")

@@ -221,3 +221,28 @@ func TestVLLMPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestSGLangPlan: a plan with an "sglang" object shows SGLang's KV pool.
+func TestSGLangPlan(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "plan.json")
+	plan := `{"model": "llama-3.1-8b", "inference": {"weights": {"dtype": "bf16"}, "batch": 8, "prompt_tokens": 1024, "new_tokens": 256},
+		"sglang": {"mem_fraction_static": 0.85}, "gpu": "A100-80GB"}`
+	if err := os.WriteFile(p, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run([]string{p}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "SGLang on A100-80GB") || !strings.Contains(s, "max_total_num_tokens") {
+		t.Errorf("output:\n%s", s)
+	}
+	bad := `{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "sglang": {}}`
+	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{p}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "applies to an inference plan") {
+		t.Errorf("sglang on a training plan: %v", err)
+	}
+}

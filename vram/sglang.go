@@ -1,0 +1,118 @@
+package vram
+
+import (
+	"fmt"
+	"math"
+)
+
+// SGLang serving memory, from its code
+// (sglang/srt/model_executor/model_runner.py, profile_max_num_token):
+// total is the free GPU memory when the runner starts, available the free
+// memory once the weights are loaded; the KV pool gets
+// available − total × (1 − mem_fraction_static), so mem_fraction_static
+// is the share of the free memory that weights and KV pool take together
+// and the rest stays free for activations and CUDA graphs. The pool holds
+// that many bytes // cell_size tokens, a cell being one token of every
+// layer: kv_heads · head_dim · layers · 2 · dtype bytes, or
+// (kv_lora_rank + qk_rope_head_dim) · layers · dtype for MLA. Tokens are
+// pooled one by one (page size 1) and the radix cache shares common
+// prefixes, so concurrency is tokens over distinct tokens per request.
+
+// SGLang is an SGLang launch's memory settings.
+type SGLang struct {
+	// MemFractionStatic is --mem-fraction-static. SGLang picks a default
+	// from the GPU's memory and the parallel degrees, which has changed
+	// between releases; the zero value here means 0.88.
+	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
+	KVCacheDType      DType   `json:"kv_cache_dtype,omitempty"` // default bf16
+	TP                int     `json:"tp_size,omitempty"`        // default 1
+}
+
+// SGLangKVPool is the token pool of one GPU.
+type SGLangKVPool struct {
+	Free     Bytes `json:"free"`     // free memory at start (total_gpu_memory)
+	Weights  Bytes `json:"weights"`  // what loading took
+	Rest     Bytes `json:"rest"`     // the KV pool's budget
+	CellSize Bytes `json:"cell"`     // one token, every layer
+	Tokens   int64 `json:"tokens"`   // max_total_num_tokens
+	KSize    Bytes `json:"k_size"`   // "K size" of the log (0 for MLA)
+	Reserved Bytes `json:"reserved"` // free × (1 − mem_fraction_static), left for activations and graphs
+	// MinMemFractionStatic is the smallest --mem-fraction-static that
+	// leaves the pool any room: weights / free.
+	MinMemFractionStatic float64 `json:"min_mem_fraction_static"`
+	Err                  string  `json:"error,omitempty"`
+}
+
+// KVPool sizes the pool from the free memory at start and the weights.
+func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
+	m = m.Normalize()
+	if err := m.Validate(); err != nil {
+		return SGLangKVPool{}, err
+	}
+	if s.MemFractionStatic == 0 {
+		s.MemFractionStatic = 0.88
+	}
+	if s.MemFractionStatic <= 0 || s.MemFractionStatic > 1 {
+		return SGLangKVPool{}, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
+	}
+	if s.KVCacheDType == DTypeUnset {
+		s.KVCacheDType = BF16
+	}
+	if err := s.KVCacheDType.validKV(); err != nil {
+		return SGLangKVPool{}, fmt.Errorf("sglang: %w", err)
+	}
+	s.TP = max(1, s.TP)
+	if s.TP > maxHeads {
+		return SGLangKVPool{}, fmt.Errorf("sglang: tp_size %d is over %d", s.TP, maxHeads)
+	}
+	if m.Encoder() || m.EncoderDecoder() {
+		return SGLangKVPool{}, fmt.Errorf("sglang: the KV pool model covers decoder-only models, not %q", m.Family)
+	}
+	if free <= 0 || weights < 0 || free > maxPlanBytes || weights > maxPlanBytes {
+		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
+	}
+	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic))}
+	p.Rest = free - weights - p.Reserved
+	if m.KVLoRARank > 0 {
+		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * int64(m.Layers))
+	} else {
+		// get_num_kv_heads(tp): the KV heads over TP, at least one.
+		kv := max(1, m.KVHeads/s.TP)
+		p.CellSize = s.KVCacheDType.Size(int64(kv) * int64(m.HeadDim) * int64(m.Layers) * 2)
+		p.KSize = 0
+	}
+	if p.Rest > 0 {
+		p.Tokens = int64(p.Rest) / int64(p.CellSize)
+	}
+	if m.KVLoRARank == 0 {
+		p.KSize = Bytes(p.Tokens) * p.CellSize / 2
+	}
+	p.MinMemFractionStatic = float64(weights) / float64(free)
+	if p.Tokens <= 0 {
+		p.Err = fmt.Sprintf("Not enough memory. Please try to increase --mem-fraction-static (at least %.4f: the weights take %v of the %v free).",
+			math.Ceil(p.MinMemFractionStatic*1e4)/1e4, weights, free)
+	}
+	return p, nil
+}
+
+// MaxConcurrencyFor is how many requests of tokens distinct tokens each the
+// pool holds at once.
+func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
+	if tokens < 1 {
+		return 0
+	}
+	return float64(p.Tokens) / float64(tokens)
+}
+
+// Carve sizes an SGLang launch of in's model and weights on g: free memory
+// at start is the GPU's memory less its CUDA context, the weights as the
+// engine sizes them for the TP degree.
+func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
+	in.TP = max(1, s.TP)
+	in.Batch, in.PromptTokens, in.NewTokens = max(1, in.Batch), max(1, in.PromptTokens), 0 // only the weights matter here
+	rin, m, err := in.resolve()
+	if err != nil {
+		return SGLangKVPool{}, err
+	}
+	return s.KVPool(m, g.Memory-g.Context, rin.weightBytes(m))
+}
