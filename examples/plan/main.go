@@ -80,12 +80,14 @@ func run(args []string, w io.Writer) error {
 	hfConfig := fs.Bool("hf-config", false, "print the plan's model as a Hugging Face config.json (for examples/measure)")
 	presets := fs.Bool("presets", false, "list the catalog's model names")
 	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
-	ggufFile := fs.String("gguf", "", "print a GGUF file's header: architecture, tensors by ggml type, stored bytes")
+	ggufFile := fs.String("gguf", "", "print a GGUF file's header: architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
+	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
+	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *ggufFile != "" {
-		return printGGUF(w, *ggufFile, *asJSON)
+		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel})
 	}
 	if *presets {
 		for _, n := range vram.Presets() {
@@ -290,10 +292,15 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 }
 
 // printGGUF summarises a GGUF file's header: what llama.cpp loads.
-func printGGUF(w io.Writer, file string, asJSON bool) error {
+func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama) error {
 	g, err := vram.ReadGGUF(file)
 	if err != nil {
 		return err
+	}
+	est, oerr := o.Estimate(g)
+	var ollama *vram.OllamaMemory
+	if oerr == nil {
+		ollama = &est
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -304,7 +311,8 @@ func printGGUF(w io.Writer, file string, asJSON bool) error {
 			Tensors      int                   `json:"tensors"`
 			Total        vram.Bytes            `json:"total"`
 			ByType       map[string]vram.Bytes `json:"by_type"`
-		}{g.Architecture(), g.Version, len(g.Tensors), g.Total(), g.ByType()})
+			Ollama       *vram.OllamaMemory    `json:"ollama,omitempty"`
+		}{g.Architecture(), g.Version, len(g.Tensors), g.Total(), g.ByType(), ollama})
 	}
 	fmt.Fprintf(w, "GGUF v%d, architecture %q, %d tensors, %v of tensor data\n", g.Version, g.Architecture(), len(g.Tensors), g.Total())
 	by := g.ByType()
@@ -313,5 +321,11 @@ func printGGUF(w io.Writer, file string, asJSON bool) error {
 			fmt.Fprintf(w, "  %-8s %12v\n", name, b)
 		}
 	}
+	if oerr != nil {
+		fmt.Fprintf(w, "Ollama's estimate: %v\n", oerr)
+		return nil
+	}
+	fmt.Fprintf(w, "Ollama's estimate (num_ctx %d × num_parallel %d, num_batch 512): KV cache %v, graph %v with every layer on the GPU (%v with some on the CPU), weights %v (%v in the blocks, %v output); all on one GPU: %v\n",
+		o.NumCtx, o.NumParallel, est.KV, est.GraphFull, est.GraphPartial, est.WeightsTotal, est.WeightsRepeating, est.WeightsNonRepeating, est.Full)
 	return nil
 }

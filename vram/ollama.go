@@ -1,0 +1,185 @@
+package vram
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Ollama's memory estimate for a GGUF model, from its code
+// (fs/ggml/ggml.go GraphSize and llm/memory.go): the weights as stored
+// (repeating: the blocks; non-repeating: the output layer), the KV cache
+// of llama.cpp (per layer, num_ctx · num_parallel tokens of K and V heads
+// at the cache type's bytes per element), and the compute graph's buffers
+// for a batch of num_batch tokens, one size when every layer is on the GPU
+// and a larger one when only some are. Ollama prints these as
+// memory.required.kv, memory.graph.full / .partial and memory.weights.*.
+
+// Ollama is a model load's settings.
+type Ollama struct {
+	NumCtx      int    `json:"num_ctx,omitempty"`       // context per sequence (default 4096)
+	NumParallel int    `json:"num_parallel,omitempty"`  // OLLAMA_NUM_PARALLEL (default 1): the cache holds num_ctx × num_parallel tokens
+	NumBatch    int    `json:"num_batch,omitempty"`     // default 512
+	KVCacheType string `json:"kv_cache_type,omitempty"` // OLLAMA_KV_CACHE_TYPE: f16 (default), q8_0, q4_0
+}
+
+// OllamaMemory is what Ollama estimates for one load.
+type OllamaMemory struct {
+	Architecture        string `json:"architecture"`
+	Layers              int    `json:"layers"` // blocks, plus the output layer in Ollama's count
+	KV                  Bytes  `json:"kv"`     // memory.required.kv
+	GraphFull           Bytes  `json:"graph_full"`
+	GraphPartial        Bytes  `json:"graph_partial"`
+	WeightsTotal        Bytes  `json:"weights_total"`
+	WeightsRepeating    Bytes  `json:"weights_repeating"`
+	WeightsNonRepeating Bytes  `json:"weights_nonrepeating"`
+	// Full is every layer on one GPU: weights, KV cache and the full
+	// graph (Ollama adds its own small overheads on top).
+	Full Bytes `json:"full"`
+}
+
+// kvBytesPerElement is ollama's kvCacheBytesPerElement: f16 2 bytes, q8_0
+// blocks of 32 in 34 bytes, q4_0 blocks of 32 in 18.
+func kvBytesPerElement(t string) (float64, error) {
+	switch t {
+	case "", "f16":
+		return 2, nil
+	case "q8_0":
+		return 34.0 / 32, nil
+	case "q4_0":
+		return 18.0 / 32, nil
+	}
+	return 0, fmt.Errorf("ollama: kv_cache_type %q: want f16, q8_0 or q4_0", t)
+}
+
+// metaInt reads an integer metadata value.
+func (g *GGUF) metaInt(key string) (int64, bool) {
+	switch v := g.Metadata[key].(type) {
+	case int64:
+		return v, true
+	case uint64:
+		if v < 1<<62 {
+			return int64(v), true
+		}
+	}
+	return 0, false
+}
+
+// Estimate sizes a load of g as Ollama does. The graph's size is Ollama's
+// formula for the llama architecture (other architectures have their own
+// formulas there and are refused here); the KV cache and weights hold for
+// every architecture.
+func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
+	if o.NumCtx == 0 {
+		o.NumCtx = 4096
+	}
+	if o.NumParallel == 0 {
+		o.NumParallel = 1
+	}
+	if o.NumBatch == 0 {
+		o.NumBatch = 512
+	}
+	if o.NumCtx < 1 || o.NumCtx > maxTokens || o.NumParallel < 1 || o.NumParallel > 1<<10 || o.NumBatch < 1 || o.NumBatch > maxTokens {
+		return OllamaMemory{}, fmt.Errorf("ollama: num_ctx %d, num_parallel %d, num_batch %d: want num_ctx and num_batch in [1, %d], num_parallel in [1, 1024]", o.NumCtx, o.NumParallel, o.NumBatch, maxTokens)
+	}
+	bpe, err := kvBytesPerElement(o.KVCacheType)
+	if err != nil {
+		return OllamaMemory{}, err
+	}
+	arch := g.Architecture()
+	if arch == "" {
+		return OllamaMemory{}, fmt.Errorf("ollama: the GGUF has no general.architecture")
+	}
+	need := func(key string) (int64, error) {
+		v, ok := g.metaInt(arch + "." + key)
+		if !ok || v < 1 || v > 1<<20 {
+			return 0, fmt.Errorf("ollama: %s.%s is missing or not an integer in [1, 2^20]", arch, key)
+		}
+		return v, nil
+	}
+	blocks, err := need("block_count")
+	if err != nil {
+		return OllamaMemory{}, err
+	}
+	emb, err := need("embedding_length")
+	if err != nil {
+		return OllamaMemory{}, err
+	}
+	heads, err := need("attention.head_count")
+	if err != nil {
+		return OllamaMemory{}, err
+	}
+	headsKV, ok := g.metaInt(arch + ".attention.head_count_kv")
+	if !ok {
+		headsKV = heads
+	}
+	headK, ok := g.metaInt(arch + ".attention.key_length")
+	if !ok {
+		headK = emb / heads
+	}
+	headV, ok := g.metaInt(arch + ".attention.value_length")
+	if !ok {
+		headV = emb / heads
+	}
+	var vocab int64
+	switch t := g.Metadata["tokenizer.ggml.tokens"].(type) {
+	case GGUFArray:
+		vocab = int64(t.Len)
+	case []any:
+		vocab = int64(len(t))
+	default:
+		return OllamaMemory{}, fmt.Errorf("ollama: the GGUF has no tokenizer.ggml.tokens array (the vocabulary size)")
+	}
+	for _, v := range []int64{headsKV, headK, headV} {
+		if v < 1 || v > 1<<20 {
+			return OllamaMemory{}, fmt.Errorf("ollama: %s attention head counts and widths must be in [1, 2^20]", arch)
+		}
+	}
+	if vocab < 1 {
+		return OllamaMemory{}, fmt.Errorf("ollama: an empty vocabulary")
+	}
+	m := OllamaMemory{Architecture: arch, Layers: int(blocks) + 1}
+	ctx := int64(o.NumCtx) * int64(o.NumParallel)
+	// KV: per layer ctx · (K + V head widths) · KV heads at bpe (GraphSize).
+	kv := float64(ctx) * float64(headK+headV) * float64(headsKV) * bpe * float64(blocks)
+	if kv > float64(maxPlanBytes) {
+		return OllamaMemory{}, fmt.Errorf("ollama: a KV cache of %.3g bytes: past any GPU", kv)
+	}
+	m.KV = Bytes(float64(int64(float64(ctx*(headK+headV)*headsKV)*bpe)) * float64(blocks))
+	for _, t := range g.Tensors {
+		m.WeightsTotal += t.Bytes
+		switch {
+		case strings.HasPrefix(t.Name, "blk."):
+			m.WeightsRepeating += t.Bytes
+		case t.Name == "output.weight":
+			m.WeightsNonRepeating += t.Bytes
+		}
+	}
+	if m.WeightsNonRepeating == 0 {
+		// Tied output: the token embedding serves as the output layer
+		// (llm/memory.go falls back to token_embd).
+		for _, t := range g.Tensors {
+			if t.Name == "token_embd.weight" {
+				m.WeightsNonRepeating = t.Bytes
+			}
+		}
+	}
+	if arch != "llama" {
+		return m, fmt.Errorf("ollama: the compute graph's size is modelled for the llama architecture, not %q (KV %v and weights %v are)", arch, m.KV, m.WeightsTotal)
+	}
+	b := int64(o.NumBatch)
+	// Sizes are bounded above (ctx ≤ 2^36, widths ≤ 2^20, batch ≤ 2^26),
+	// but their products may not be: check them in floating point first.
+	if f := 4*float64(b)*(1+4*float64(emb)+float64(ctx)*(1+float64(heads))+float64(vocab)+float64(emb)*float64(vocab)) +
+		4*float64(ctx)*float64(emb/heads)*float64(headsKV) + float64(emb)*float64(emb); f > float64(maxPlanBytes) {
+		return OllamaMemory{}, fmt.Errorf("ollama: a compute graph of %.3g bytes: past any GPU", f)
+	}
+	// GraphSize, case "llama".
+	full := max(4*b*(1+4*emb+ctx*(1+heads)), 4*b*(emb+vocab))
+	partial := 4*b*emb + max(
+		4*b*(1+emb+max(ctx, emb))+emb*emb*9/16+4*ctx*(b*heads+emb/heads*headsKV),
+		4*b*(emb+vocab)+emb*vocab*105/128,
+	)
+	m.GraphFull, m.GraphPartial = Bytes(full), Bytes(partial)
+	m.Full = m.WeightsTotal + m.KV + m.GraphFull
+	return m, nil
+}
