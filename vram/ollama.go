@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -37,6 +38,20 @@ type OllamaMemory struct {
 	Full Bytes `json:"full"`
 }
 
+// ollamaGraphs are Ollama's GraphSize formulas per GGUF architecture:
+// the graph's bytes with every layer on the GPU and with only some, for a
+// batch of b tokens over a cache of ctx tokens.
+var ollamaGraphs = map[string]func(b, emb, ctx, heads, headsKV, vocab int64) (full, partial int64){}
+
+func ollamaArchs() string {
+	var out []string
+	for k := range ollamaGraphs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
 // kvBytesPerElement is ollama's kvCacheBytesPerElement: f16 2 bytes, q8_0
 // blocks of 32 in 34 bytes, q4_0 blocks of 32 in 18.
 func kvBytesPerElement(t string) (float64, error) {
@@ -65,9 +80,9 @@ func (g *GGUF) metaInt(key string) (int64, bool) {
 }
 
 // Estimate sizes a load of g as Ollama does. The graph's size is Ollama's
-// formula for the llama architecture (other architectures have their own
-// formulas there and are refused here); the KV cache and weights hold for
-// every architecture.
+// formula for the GGUF architecture, registered by the family file that
+// matches it (ollamaGraphs); an architecture without one gets its KV cache
+// and weights and an error saying the graph is not modelled.
 func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 	if o.NumCtx == 0 {
 		o.NumCtx = 4096
@@ -163,8 +178,9 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 			}
 		}
 	}
-	if arch != "llama" {
-		return m, fmt.Errorf("ollama: the compute graph's size is modelled for the llama architecture, not %q (KV %v and weights %v are)", arch, m.KV, m.WeightsTotal)
+	graph, ok := ollamaGraphs[arch]
+	if !ok {
+		return m, fmt.Errorf("ollama: the compute graph's size is not modelled for architecture %q (KV %v and weights %v are); it is for %s", arch, m.KV, m.WeightsTotal, ollamaArchs())
 	}
 	b := int64(o.NumBatch)
 	// Sizes are bounded above (ctx ≤ 2^36, widths ≤ 2^20, batch ≤ 2^26),
@@ -173,12 +189,7 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 		4*float64(ctx)*float64(emb/heads)*float64(headsKV) + float64(emb)*float64(emb); f > float64(maxPlanBytes) {
 		return OllamaMemory{}, fmt.Errorf("ollama: a compute graph of %.3g bytes: past any GPU", f)
 	}
-	// GraphSize, case "llama".
-	full := max(4*b*(1+4*emb+ctx*(1+heads)), 4*b*(emb+vocab))
-	partial := 4*b*emb + max(
-		4*b*(1+emb+max(ctx, emb))+emb*emb*9/16+4*ctx*(b*heads+emb/heads*headsKV),
-		4*b*(emb+vocab)+emb*vocab*105/128,
-	)
+	full, partial := graph(b, emb, ctx, heads, headsKV, vocab)
 	m.GraphFull, m.GraphPartial = Bytes(full), Bytes(partial)
 	m.Full = m.WeightsTotal + m.KV + m.GraphFull
 	return m, nil

@@ -90,7 +90,7 @@ func TestOllamaErrors(t *testing.T) {
 		}
 	}
 	m, err := Ollama{}.Estimate(other)
-	if err == nil || !strings.Contains(err.Error(), "llama architecture") || m.KV == 0 {
+	if err == nil || !strings.Contains(err.Error(), `not modelled for architecture "qwen2"`) || m.KV == 0 {
 		t.Errorf("qwen2: %v, KV %v", err, m.KV)
 	}
 	delete(g.Metadata, "llama.block_count")

@@ -43,6 +43,8 @@ type Plan struct {
 	VLLM *VLLM `json:"vllm,omitempty"`
 	// SGLang serves it with SGLang's settings (SGLang.Carve).
 	SGLang *SGLang `json:"sglang,omitempty"`
+	// TGI serves it with Hugging Face TGI's settings (TGI.Carve).
+	TGI *TGI `json:"tgi,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -69,6 +71,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		GPU       string          `json:"gpu"`
 		VLLM      json.RawMessage `json:"vllm"`
 		SGLang    json.RawMessage `json:"sglang"`
+		TGI       json.RawMessage `json:"tgi"`
 	}
 	if err := strictDecode(data, &raw, ""); err != nil {
 		return Plan{}, err
@@ -93,6 +96,16 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 			return Plan{}, err
 		}
 		p.SGLang = &sg
+	}
+	if len(raw.TGI) > 0 {
+		if len(raw.Inference) == 0 {
+			return Plan{}, errors.New(`tgi: applies to an inference plan ("inference")`)
+		}
+		var tg TGI
+		if err := strictDecode(raw.TGI, &tg, "tgi."); err != nil {
+			return Plan{}, err
+		}
+		p.TGI = &tg
 	}
 	m, ref, ck, err := decodeModel(raw.Model, dir)
 	if err != nil {

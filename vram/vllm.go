@@ -32,6 +32,11 @@ type VLLM struct {
 	// profile run's tokens, and what a sliding-window layer keeps beyond
 	// its window.
 	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	// Draft is a speculative-decoding draft model (--speculative-config
+	// with a separate model): its layers keep their own KV cache in the
+	// same block pool, so every block holds a page for each of them too,
+	// and its weights come off the memory before the cache.
+	Draft *Model `json:"-"`
 	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
 	// scaling in the config): max_model_len may pass max_position.
 	AllowLongMaxModelLen bool `json:"allow_long_max_model_len,omitempty"`
@@ -184,6 +189,20 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
 	page := v.pageBytes(m)
+	if v.Draft != nil {
+		// The draft's layers join the pool as more full-attention layers;
+		// vLLM needs one page size, so the draft must match it
+		// (unify_kv_cache_spec_page_size refuses other sizes).
+		d := v.Draft.Normalize()
+		if err := d.Validate(); err != nil {
+			return VLLMKVCache{}, fmt.Errorf("vllm: draft model: %w", err)
+		}
+		if dp := v.pageBytes(d); dp != page {
+			return VLLMKVCache{}, fmt.Errorf("vllm: the draft model's KV page (%v) differs from the model's (%v): vLLM cannot pool them", dp, page)
+		}
+		m.Layers += d.Layers
+		layers += d.Layers
+	}
 	c := VLLMKVCache{Available: available, PageBytes: page, Layers: layers, BlockSize: v.BlockSize, MaxModelLen: v.MaxModelLen, mbt: v.MaxNumBatchedTokens}
 	// Layers by kind, in order of first appearance.
 	var kinds []VLLMGroup
@@ -279,6 +298,33 @@ func (c VLLMKVCache) MaxConcurrencyFor(tokens int) float64 {
 	return float64(c.Blocks) / float64(c.blocksFor(tokens))
 }
 
+// MaxConcurrencyWithPrefix is how many requests of tokens each the cache
+// holds when all share their first prefix tokens (a system prompt, with
+// prefix caching on): the full blocks of the shared prefix are stored
+// once (vLLM's prefix cache shares whole blocks by hash), the rest per
+// request. Full-attention groups only; a sliding-window group keeps no
+// shareable prefix past its window and is counted per request.
+func (c VLLMKVCache) MaxConcurrencyWithPrefix(tokens, prefix int) float64 {
+	if tokens < 1 {
+		return 0
+	}
+	prefix = min(max(prefix, 0), tokens)
+	shared := int64(prefix / c.BlockSize) // whole blocks only
+	var sharedBlocks, perRequest int64
+	for _, g := range c.Groups {
+		need := g.pagesFor(tokens, c.BlockSize, c.mbt)
+		if g.Kind == "full" {
+			sharedBlocks += shared
+			need -= shared
+		}
+		perRequest += need
+	}
+	if c.Blocks <= sharedBlocks || perRequest <= 0 {
+		return 0
+	}
+	return float64(c.Blocks-sharedBlocks) / float64(perRequest)
+}
+
 // MaxContextFor is the longest context each of n concurrent requests can
 // have, at most max_model_len (vLLM refuses longer requests); 0 when n
 // requests of one token do not fit.
@@ -353,6 +399,15 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		return VLLMCarve{}, err
 	}
 	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Memory) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context}
+	if v.Draft != nil {
+		din := in
+		din.Model = *v.Draft
+		rd, dm, err := din.resolve()
+		if err != nil {
+			return VLLMCarve{}, fmt.Errorf("vllm: draft model: %w", err)
+		}
+		c.Weights += rd.weightBytes(dm)
+	}
 	c.Activation = max(0, est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache)
 	avail := c.Requested - c.Weights - c.Activation - c.NonTorch
 	c.KVCache, err = v.KVCache(m, avail)

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -278,5 +279,52 @@ func TestVLLMHybridGroups(t *testing.T) {
 	}
 	if n := sw.MaxContextFor(4); n < 1 || sw.MaxConcurrencyFor(int(n)) < 4 || (n < int64(sw.MaxModelLen) && sw.MaxConcurrencyFor(int(n)+1) >= 4) {
 		t.Errorf("gemma-3-27b: longest context for 4 requests %d", n)
+	}
+}
+
+// TestVLLMPrefixAndDraft: a shared system prompt is stored once (whole
+// blocks), so more requests fit; a draft model's layers take pages in
+// every block and its weights come off first.
+func TestVLLMPrefixAndDraft(t *testing.T) {
+	v := VLLM{MaxModelLen: 8192}
+	kv, err := v.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := kv.MaxConcurrencyWithPrefix(8192, 0)
+	if none != kv.MaxConcurrencyFor(8192) {
+		t.Errorf("no prefix: %.2f, plain %.2f", none, kv.MaxConcurrencyFor(8192))
+	}
+	// 10240 blocks; a 4096-token shared prefix is 256 blocks once, each
+	// request 512 − 256 of its own.
+	if got, want := kv.MaxConcurrencyWithPrefix(8192, 4096), float64(10240-256)/256; got != want {
+		t.Errorf("4096 shared of 8192: %.3f, want %.3f", got, want)
+	}
+	if got := kv.MaxConcurrencyWithPrefix(8192, 4100); got != kv.MaxConcurrencyWithPrefix(8192, 4096) {
+		t.Errorf("a partial block is not shared: %.3f", got)
+	}
+	draft := MustPreset("llama-3.2-1b") // 16 layers, 8 KV heads of 64: another page size
+	if _, err := (VLLM{MaxModelLen: 8192, Draft: &draft}).KVCache(MustPreset("llama-3.1-8b"), 20*GiB); err == nil || !strings.Contains(err.Error(), "page") {
+		t.Errorf("a draft with another page size: %v", err)
+	}
+	small := MustPreset("llama-3.1-8b")
+	small.Layers, small.Params = 4, 0 // an 8B-shaped 4-layer draft (EAGLE-like heads share the page)
+	dv := VLLM{MaxModelLen: 8192, Draft: &small}
+	dkv, err := dv.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dkv.Layers != 36 || dkv.Blocks != int64(20*GiB)/int64(64*KiB)/36 {
+		t.Errorf("with the draft: %d layers, %d blocks", dkv.Layers, dkv.Blocks)
+	}
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
+	with, err := dv.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, _ := VLLM{MaxModelLen: 8192}.Carve(in, g)
+	if with.Weights <= without.Weights || with.KVCache.Blocks >= without.KVCache.Blocks {
+		t.Errorf("draft: weights %v vs %v, blocks %d vs %d", with.Weights, without.Weights, with.KVCache.Blocks, without.KVCache.Blocks)
 	}
 }

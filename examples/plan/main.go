@@ -40,6 +40,7 @@ type Report struct {
 	Measures  Measures                `json:"measures"`
 	VLLM      *vram.VLLMCarve         `json:"vllm,omitempty"`
 	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
+	TGI       *vram.TGICarve          `json:"tgi,omitempty"`
 	Fit       *Fit                    `json:"fit,omitempty"`
 }
 
@@ -188,6 +189,13 @@ func estimate(p vram.Plan) (Report, error) {
 		}
 		rep.VLLM = &c
 	}
+	if p.TGI != nil && g != nil {
+		c, err := p.TGI.Carve(*p.Inference, *g)
+		if err != nil {
+			return rep, fmt.Errorf("tgi: %w", err)
+		}
+		rep.TGI = &c
+	}
 	if p.SGLang != nil && g != nil {
 		pool, err := p.SGLang.Carve(*p.Inference, *g)
 		if err != nil {
@@ -269,6 +277,10 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "  vLLM would not start: ValueError: %s\n", kv.Err)
 		}
 		fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v (the requested memory and the CUDA context) whatever the load; the measures below are the plan's own engine\n", c.Requested+c.NonTorch)
+	}
+	if tc := r.TGI; tc != nil {
+		fmt.Fprintf(w, "\nTGI on %s: %v usable; weights %v; warmup activations %v; free after warmup %v, of which the wiggle room's share becomes %d KV blocks of %v: max_batch_total_tokens %s\n",
+			r.Fit.GPU, tc.Usable, tc.Weights, tc.Activation, tc.Free, tc.Blocks, tc.BlockBytes, vram.Grouped(tc.MaxBatchTotalTokens))
 	}
 	if sp := r.SGLang; sp != nil {
 		fmt.Fprintf(w, "\nSGLang on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v; KV pool %v = max_total_num_tokens %s (%v a token)\n",

@@ -227,7 +227,7 @@ func TestSGLangPlan(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "plan.json")
 	plan := `{"model": "llama-3.1-8b", "inference": {"weights": {"dtype": "bf16"}, "batch": 8, "prompt_tokens": 1024, "new_tokens": 256},
-		"sglang": {"mem_fraction_static": 0.85}, "gpu": "A100-80GB"}`
+		"sglang": {"mem_fraction_static": 0.85}, "tgi": {"max_batch_prefill_tokens": 8192}, "gpu": "A100-80GB"}`
 	if err := os.WriteFile(p, []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestSGLangPlan(t *testing.T) {
 	if err := run([]string{p}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "SGLang on A100-80GB") || !strings.Contains(s, "max_total_num_tokens") {
+	if s := out.String(); !strings.Contains(s, "SGLang on A100-80GB") || !strings.Contains(s, "max_total_num_tokens") || !strings.Contains(s, "max_batch_total_tokens") {
 		t.Errorf("output:\n%s", s)
 	}
 	bad := `{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "sglang": {}}`
