@@ -36,6 +36,41 @@ type OllamaMemory struct {
 	// Full is every layer on one GPU: weights, KV cache and the full
 	// graph (Ollama adds its own small overheads on top).
 	Full Bytes `json:"full"`
+	// PerLayer is each block's weights; KVPerLayer one block's cache.
+	PerLayer   []Bytes `json:"per_layer"`
+	KVPerLayer Bytes   `json:"kv_per_layer"`
+}
+
+// Offload is how many of the model's layers Ollama puts on a GPU with free
+// bytes (llm/memory.go EstimateGPULayers, without its fixed overheads):
+// the partial graph is reserved first, then blocks go on in order while
+// their weights and cache fit; when every block fits and the output layer
+// and the full graph do too, the output layer goes on as well (Ollama
+// counts it as one more layer). It returns the layers offloaded, out of
+// Layers, and the bytes they take on the GPU.
+func (m OllamaMemory) Offload(free Bytes) (int, Bytes) {
+	if free <= m.GraphPartial {
+		return 0, 0
+	}
+	used := m.GraphPartial
+	n := 0
+	for _, w := range m.PerLayer {
+		if used+w+m.KVPerLayer > free {
+			break
+		}
+		used += w + m.KVPerLayer
+		n++
+	}
+	if n == len(m.PerLayer) {
+		all := used - m.GraphPartial + m.GraphFull + m.WeightsNonRepeating
+		if all <= free {
+			return n + 1, all
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return n, used
 }
 
 // ollamaGraphs are Ollama's GraphSize formulas per GGUF architecture:
@@ -159,12 +194,18 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 	if kv > float64(maxPlanBytes) {
 		return OllamaMemory{}, fmt.Errorf("ollama: a KV cache of %.3g bytes: past any GPU", kv)
 	}
-	m.KV = Bytes(float64(int64(float64(ctx*(headK+headV)*headsKV)*bpe)) * float64(blocks))
+	m.KV = Bytes(int64(float64(ctx*(headK+headV)*headsKV)*bpe) * blocks)
+	m.PerLayer = make([]Bytes, blocks)
+	m.KVPerLayer = Bytes(float64(ctx*(headK+headV)*headsKV) * bpe)
 	for _, t := range g.Tensors {
 		m.WeightsTotal += t.Bytes
 		switch {
 		case strings.HasPrefix(t.Name, "blk."):
 			m.WeightsRepeating += t.Bytes
+			var i int
+			if _, err := fmt.Sscanf(t.Name, "blk.%d.", &i); err == nil && i >= 0 && int64(i) < blocks {
+				m.PerLayer[i] += t.Bytes
+			}
 		case t.Name == "output.weight":
 			m.WeightsNonRepeating += t.Bytes
 		}

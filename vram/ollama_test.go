@@ -103,3 +103,22 @@ func TestOllamaErrors(t *testing.T) {
 		t.Error("an exabyte cache: no error")
 	}
 }
+
+// TestOllamaOffload: with room for everything the 33 layers go on the GPU;
+// with less, as many blocks as fit after the partial graph, in order.
+func TestOllamaOffload(t *testing.T) {
+	m, err := Ollama{NumCtx: 2048, NumParallel: 4}.Estimate(llama3GGUF())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, used := m.Offload(80 * GiB); n != 33 || used != m.WeightsRepeating+m.KV+m.GraphFull+m.WeightsNonRepeating {
+		t.Errorf("80 GiB: %d layers, %v", n, used)
+	}
+	free := m.GraphPartial + 10*(m.PerLayer[0]+m.KVPerLayer) + 1
+	if n, used := m.Offload(free); n != 10 || used > free {
+		t.Errorf("room for 10 blocks: %d layers, %v of %v", n, used, free)
+	}
+	if n, _ := m.Offload(m.GraphPartial); n != 0 {
+		t.Errorf("no room: %d layers", n)
+	}
+}

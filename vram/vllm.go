@@ -32,6 +32,11 @@ type VLLM struct {
 	// profile run's tokens, and what a sliding-window layer keeps beyond
 	// its window.
 	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	// CUDAGraphMemory is what capturing CUDA graphs takes (vLLM logs
+	// "Graph capturing finished … took X GiB"; recent releases subtract
+	// it before sizing the cache). It depends on the kernels and capture
+	// sizes, so it is an input: zero leaves it out (--enforce-eager).
+	CUDAGraphMemory Bytes `json:"cuda_graph_memory,omitempty"`
 	// Draft is a speculative-decoding draft model (--speculative-config
 	// with a separate model): its layers keep their own KV cache in the
 	// same block pool, so every block holds a page for each of them too,
@@ -360,10 +365,11 @@ func cdiv64(a, b int64) int64 { return (a + b - 1) / b }
 // weights, the profile run's activations and memory outside PyTorch take,
 // and the KV cache that is left.
 type VLLMCarve struct {
-	Requested  Bytes       `json:"requested"`  // gpu_memory_utilization × the GPU's memory
-	Weights    Bytes       `json:"weights"`    // "Model loading took …"
-	Activation Bytes       `json:"activation"` // the profile run's peak above the weights
-	NonTorch   Bytes       `json:"non_torch"`  // memory outside PyTorch's allocator
+	Requested  Bytes       `json:"requested"`   // gpu_memory_utilization × the GPU's memory
+	Weights    Bytes       `json:"weights"`     // "Model loading took …"
+	Activation Bytes       `json:"activation"`  // the profile run's peak above the weights
+	NonTorch   Bytes       `json:"non_torch"`   // memory outside PyTorch's allocator
+	CUDAGraphs Bytes       `json:"cuda_graphs"` // VLLM.CUDAGraphMemory, as given
 	KVCache    VLLMKVCache `json:"kv_cache"`
 }
 
@@ -409,7 +415,8 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		c.Weights += rd.weightBytes(dm)
 	}
 	c.Activation = max(0, est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache)
-	avail := c.Requested - c.Weights - c.Activation - c.NonTorch
+	c.CUDAGraphs = v.CUDAGraphMemory
+	avail := c.Requested - c.Weights - c.Activation - c.NonTorch - c.CUDAGraphs
 	c.KVCache, err = v.KVCache(m, avail)
 	return c, err
 }

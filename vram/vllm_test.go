@@ -157,6 +157,11 @@ func TestVLLMCarve(t *testing.T) {
 	if c.KVCache.Available != c.Requested-c.Weights-c.Activation-c.NonTorch || !c.KVCache.Fits || c.KVCache.MaxConcurrency < 10 {
 		t.Errorf("kv %+v", c.KVCache)
 	}
+	// Memory the CUDA graphs take (an input: vLLM logs it) comes off too.
+	cg, _ := VLLM{MaxModelLen: 8192, CUDAGraphMemory: GiB}.Carve(in, g)
+	if cg.KVCache.Available != c.KVCache.Available-GiB || cg.CUDAGraphs != GiB {
+		t.Errorf("with 1 GiB of graphs: %v, without %v", cg.KVCache.Available, c.KVCache.Available)
+	}
 }
 
 // TestVLLMCarveLogs: the carve set against vLLM's own profile (issue

@@ -84,11 +84,12 @@ func run(args []string, w io.Writer) error {
 	ggufFile := fs.String("gguf", "", "print a GGUF file's header: architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
 	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
+	ggufGPU := fs.String("gpu", "", "-gguf: a GPU (catalog name or capacity) to split the layers for")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *ggufFile != "" {
-		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel})
+		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *ggufGPU)
 	}
 	if *presets {
 		for _, n := range vram.Presets() {
@@ -269,8 +270,12 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	}
 	if c := r.VLLM; c != nil {
 		kv := c.KVCache
-		fmt.Fprintf(w, "\nvLLM on %s: %v of the GPU (gpu_memory_utilization) = weights %v + profile-run activations %v + outside PyTorch %v + KV cache %v\n",
-			r.Fit.GPU, c.Requested, c.Weights, c.Activation, c.NonTorch, kv.Available)
+		graphs := ""
+		if c.CUDAGraphs > 0 {
+			graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
+		}
+		fmt.Fprintf(w, "\nvLLM on %s: %v of the GPU (gpu_memory_utilization) = weights %v + profile-run activations %v + outside PyTorch %v%s + KV cache %v\n",
+			r.Fit.GPU, c.Requested, c.Weights, c.Activation, c.NonTorch, graphs, kv.Available)
 		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block over %d layers): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
 			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.Layers), kv.Layers, vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
 		if !kv.Fits {
@@ -304,7 +309,7 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 }
 
 // printGGUF summarises a GGUF file's header: what llama.cpp loads.
-func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama) error {
+func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName string) error {
 	g, err := vram.ReadGGUF(file)
 	if err != nil {
 		return err
@@ -339,5 +344,13 @@ func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama) error {
 	}
 	fmt.Fprintf(w, "Ollama's estimate (num_ctx %d × num_parallel %d, num_batch 512): KV cache %v, graph %v with every layer on the GPU (%v with some on the CPU), weights %v (%v in the blocks, %v output); all on one GPU: %v\n",
 		o.NumCtx, o.NumParallel, est.KV, est.GraphFull, est.GraphPartial, est.WeightsTotal, est.WeightsRepeating, est.WeightsNonRepeating, est.Full)
+	if gpuName != "" {
+		g, err := vram.ParseCapacity(gpuName)
+		if err != nil {
+			return fmt.Errorf("gpu: %w", err)
+		}
+		n, used := est.Offload(g.Usable())
+		fmt.Fprintf(w, "On %s (%v free after the CUDA context): %d of %d layers on the GPU, %v there; the rest on the CPU\n", g.Name, g.Usable(), n, est.Layers, used)
+	}
 	return nil
 }
