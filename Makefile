@@ -1,7 +1,7 @@
 # README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
 # and `make test` (set up, run every test). The work is in kernel/scripts so
 # that the Dockerfile runs exactly what CI tests.
-.PHONY: lab test setup doctor report reports truth
+.PHONY: lab test setup doctor report reports truth refresh
 
 lab:
 	kernel/scripts/lab.sh
@@ -11,6 +11,10 @@ test:
 
 setup:
 	kernel/scripts/setup.sh
+
+# A fresh copy of the tutorials for make lab; the old copy is kept aside.
+refresh:
+	kernel/scripts/refresh.sh
 
 doctor:
 	go run ./kernel doctor

@@ -24,3 +24,22 @@ apt_install() {
   say "installing Debian packages: ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+# work_copy makes dir the user's working copy of the tutorials: the first
+# time, a copy of notebooks/; later, only notebooks that are new in
+# notebooks/ are added, so a user's edits and outputs are never overwritten
+# and the committed notebooks never receive them.
+work_copy() {
+  local dir=$1 added=0
+  mkdir -p "$dir"
+  local src
+  for src in "$ROOT"/notebooks/*.ipynb; do
+    local name
+    name=$(basename "$src")
+    if [ ! -e "$dir/$name" ]; then
+      cp "$src" "$dir/$name"
+      added=$((added + 1))
+    fi
+  done
+  echo "$added"
+}

@@ -2,21 +2,18 @@
 # The container's entry point, in the docker-stacks way. Launched by
 # JupyterHub (which sets JUPYTERHUB_API_TOKEN and the JUPYTERHUB_* settings of
 # the user's server): the user's single-user server, jupyterhub-singleuser,
-# on the user's own copy of the tutorials (copied on first start into
-# $VRAMLAB_WORK, default ~/vramlab; never overwritten, so a user's edits and
-# outputs stay theirs), with the vramlab kernel as the default. Started on its
-# own: `make lab`. Arguments go to the server either way.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# on the user's own copy of the tutorials ($VRAMLAB_WORK, default ~/vramlab:
+# copied on first start, new tutorials added later, nothing overwritten, so
+# a user's edits and outputs stay theirs), with the vramlab kernel as the
+# default. Started on its own: `make lab`. Arguments go to the server
+# either way.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+root=$ROOT
 extra=()
 [ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI run as root
 if [ -n "${JUPYTERHUB_API_TOKEN:-}" ]; then
   work=${VRAMLAB_WORK:-$HOME/vramlab}
-  if [ ! -e "$work" ]; then
-    mkdir -p "$work"
-    cp -R "$root/notebooks/." "$work/"
-    echo "start: copied the tutorials into $work"
-  fi
+  echo "start: $(work_copy "$work") new tutorials copied into $work"
   # A local-process spawner stops a server with SIGINT first; jupyter_server
   # without a terminal takes that as KeyboardInterrupt and exits without
   # shutting its kernels down (they run in their own sessions and would be

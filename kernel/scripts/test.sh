@@ -25,6 +25,24 @@ dl=$(mktemp -d) && trap 'rm -rf "$dl"' EXIT
 # A yanked pin is only a warning to pip; here it fails (yanked for a reason).
 if grep -qi yanked "$dl/pip.err"; then cat "$dl/pip.err" >&2; exit 1; fi
 
+say "make lab's working copy of the tutorials"
+# Made once from notebooks/, new tutorials join it, a user's edits stay,
+# and make refresh starts it anew while keeping the old copy.
+(
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  all=$(ls notebooks/*.ipynb | wc -l)
+  [ "$(work_copy "$tmp/nb")" = "$all" ] || { echo "work_copy: first copy incomplete" >&2; exit 1; }
+  echo '{"edited": true}' > "$tmp/nb/00-check-your-setup.ipynb"
+  rm "$tmp/nb/01-who-eats-the-memory.ipynb"
+  [ "$(work_copy "$tmp/nb")" = 1 ] || { echo "work_copy: a removed tutorial did not come back" >&2; exit 1; }
+  grep -q edited "$tmp/nb/00-check-your-setup.ipynb" || { echo "work_copy: overwrote a user's notebook" >&2; exit 1; }
+  VRAMLAB_WORK=$tmp/nb kernel/scripts/refresh.sh >/dev/null
+  [ "$(ls -d "$tmp"/nb.* | wc -l)" = 1 ] && ! grep -q edited "$tmp/nb/00-check-your-setup.ipynb" ||
+    { echo "make refresh: the old copy was not kept aside or the new one is not fresh" >&2; exit 1; }
+  echo "ok"
+)
+
 say "papermill's Go parameter translator"
 .venv/bin/python -m unittest discover -s kernel/papermill -p 'test_*.py'
 
