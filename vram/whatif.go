@@ -81,7 +81,9 @@ type SweepPoint struct {
 }
 
 // Sweep estimates t for each value of field. Invalid values yield a point
-// with Err set rather than failing the sweep; an unknown field is an error.
+// with Err set rather than failing the sweep; an unknown field, no values,
+// or no value that gives a valid plan (an invalid plan) is an error, so a
+// sweep never comes back empty without saying why.
 func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
 	if _, err := t.Set(field, "1"); err != nil && strings.HasPrefix(err.Error(), "unknown sweep field") {
 		return nil, err
@@ -101,7 +103,17 @@ func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	// A sweep with no valid point would draw an empty chart: say why instead
+	// (usually the plan itself is invalid, whatever the swept field).
+	for _, p := range out {
+		if p.Err == "" {
+			return out, nil
+		}
+	}
+	if len(out) == 0 {
+		return out, fmt.Errorf("sweep of %s: no values given", field)
+	}
+	return out, fmt.Errorf("sweep of %s: no value gives a valid plan; at %s: %s", field, out[0].Value, out[0].Err)
 }
 
 // SearchLargest finds the largest n in [1, limit] with ok(n), assuming ok

@@ -128,6 +128,21 @@ func TestSweep(t *testing.T) {
 			t.Errorf("peak falls with batch: %v → %v", pts[i-1].Peak.Total(), pts[i].Peak.Total())
 		}
 	}
+	bad := tr
+	bad.Model = FromPreset("llama-3-8bb") // a typo: every point fails
+	if pts, err := Sweep(bad, "micro_batch", []string{"1", "2"}); err == nil || !strings.Contains(err.Error(), "no value gives a valid plan") || !strings.Contains(err.Error(), "llama-3-8b") || len(pts) != 2 {
+		t.Errorf("invalid plan: %d points, %v", len(pts), err)
+	}
+	g, _ := LookupGPU("A100-80GB")
+	if n, err := MaxMicroBatch(bad, Budget{GPU: g}); err == nil || n != 0 {
+		t.Errorf("solver on an invalid plan: %d, %v", n, err)
+	}
+	if n, err := MaxSeqLen(bad, Budget{GPU: g}, 256); err == nil || n != 0 {
+		t.Errorf("sequence solver on an invalid plan: %d, %v", n, err)
+	}
+	if _, err := Sweep(tr, "micro_batch", nil); err == nil {
+		t.Error("no values: no error")
+	}
 	if _, err := Sweep(tr, "colour", []string{"1"}); err == nil || !strings.Contains(err.Error(), "unknown sweep field") {
 		t.Errorf("unknown field: %v", err)
 	}
