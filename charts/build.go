@@ -63,6 +63,15 @@ func bytesAxis(extra map[string]any) map[string]any {
 
 func itemColor(cat string) *opts.ItemStyle { return &opts.ItemStyle{Color: Colors[cat]} }
 
+// capacityOnScale keeps a capacity line on the chart: when the data stay
+// below it, the memory axis runs up to it (ECharts would otherwise end the
+// axis at the data and leave the line off-scale).
+func capacityOnScale(c *Chart, top, capacity vram.Bytes) {
+	if capacity > 0 && capacity >= top && len(c.Option.YAxis) > 0 {
+		c.Option.YAxis[0]["max"] = niceCeil(gv(capacity) * 1.05)
+	}
+}
+
 // Scaled returns c with its memory axis running from zero to top, so that
 // charts shown side by side (one plan's timeline beside another's) share
 // one scale.
@@ -156,6 +165,11 @@ func Compare(labels []string, bs []vram.Breakdown, capacity vram.Bytes) Chart {
 		}
 		c.Option.Series = append(c.Option.Series, s)
 	}
+	var top vram.Bytes
+	for _, b := range bs {
+		top = max(top, b.Total())
+	}
+	capacityOnScale(&c, top, capacity)
 	for i, b := range bs {
 		row := []string{names[min(i, len(names)-1)]}
 		for _, cat := range vram.Categories {
@@ -220,6 +234,7 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 		}
 		c.Option.Series = append(c.Option.Series, s)
 	}
+	capacityOnScale(&c, peak.Live.Total(), capacity)
 	// The peak marker on the topmost series, at the stacked total.
 	if n := len(c.Option.Series); n > 0 && tl.Peak < len(xs) {
 		c.Option.Series[n-1].MarkPoints = &opts.MarkPoints{Data: []any{map[string]any{
@@ -259,13 +274,27 @@ func phaseAreas(tl vram.Timeline) *opts.MarkAreas {
 			j++
 		}
 		e := tl.Events[i]
-		data = append(data, []any{
-			map[string]any{"name": fmt.Sprintf("%s %d", e.Phase, e.Iteration), "xAxis": clean(eventLabel(e)), "itemStyle": map[string]any{"color": shade[e.Phase]}},
-			map[string]any{"xAxis": clean(eventLabel(tl.Events[j]))},
-		})
+		name := fmt.Sprintf("%s %d", e.Phase, e.Iteration)
+		start := map[string]any{"name": name, "xAxis": clean(eventLabel(e)), "itemStyle": map[string]any{"color": shade[e.Phase]}}
+		if !labelFits(name, j-i+1, len(tl.Events)) {
+			// Too narrow for its name (the loss, a short optimizer step):
+			// shaded, unlabelled, so names never run into each other.
+			start["label"] = map[string]any{"show": false}
+		}
+		data = append(data, []any{start, map[string]any{"xAxis": clean(eventLabel(tl.Events[j]))}})
 		i = j + 1
 	}
 	return &opts.MarkAreas{Data: data, MarkAreaStyle: opts.MarkAreaStyle{Label: &opts.Label{Show: opts.Bool(true), Position: "insideTop", Color: "#888"}}}
+}
+
+// labelFits reports whether a span of n of total category slots is wide
+// enough for its name in a plot about 800 pixels wide (the narrowest a
+// notebook or an A4 page gives it), at about 7 pixels a character.
+func labelFits(name string, n, total int) bool {
+	if total <= 0 {
+		return false
+	}
+	return float64(n)/float64(total)*800 >= float64(len(name))*7+8
 }
 
 // Sweep charts memory against a swept field: stacked bars by category, a
@@ -311,6 +340,11 @@ func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
 		first = false
 		c.Option.Series = append(c.Option.Series, s)
 	}
+	var top vram.Bytes
+	for _, p := range pts {
+		top = max(top, p.Peak.Total())
+	}
+	capacityOnScale(&c, top, capacity)
 	c.Table.Columns = []string{field, "peak", "fits", "peak at"}
 	for i, p := range pts {
 		fit := "-"

@@ -262,3 +262,57 @@ func overlayOf(t *testing.T, run *snapshot.Run, title string) Chart {
 	}
 	return c
 }
+
+// TestPhaseLabels: a timeline's phase bands keep their names only where the
+// band is wide enough for them, so narrow ones (the loss) never overlap
+// their neighbours; wide ones (forward, backward) keep theirs.
+func TestPhaseLabels(t *testing.T) {
+	tl, err := plan().Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Timeline(tl, 0)
+	var shown, hidden []string
+	for _, d := range c.Option.Series[0].MarkAreas.Data {
+		start := d.([]any)[0].(map[string]any)
+		if l, ok := start["label"].(map[string]any); ok && l["show"] == false {
+			hidden = append(hidden, start["name"].(string))
+		} else {
+			shown = append(shown, start["name"].(string))
+		}
+	}
+	has := func(xs []string, p string) bool {
+		for _, x := range xs {
+			if strings.HasPrefix(x, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(shown, "forward") || !has(shown, "backward") || !has(hidden, "loss") {
+		t.Errorf("labels shown %v, hidden %v", shown, hidden)
+	}
+	if labelFits("backward 2", 1, 100) || !labelFits("backward 2", 20, 100) || labelFits("x", 1, 0) {
+		t.Error("labelFits")
+	}
+}
+
+// TestCapacityOnScale: a capacity line above the data stays on the chart.
+func TestCapacityOnScale(t *testing.T) {
+	tl, err := plan().Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Timeline(tl, 80*vram.GiB)
+	if m, ok := c.Option.YAxis[0]["max"].(float64); !ok || m < 80 {
+		t.Errorf("timeline axis max %v with an 80 GiB capacity", c.Option.YAxis[0]["max"])
+	}
+	if _, ok := Timeline(tl, 0).Option.YAxis[0]["max"]; ok {
+		t.Error("no capacity: the axis should fit the data")
+	}
+	est, _ := plan().Estimate()
+	cc := Compare([]string{"a"}, []vram.Breakdown{est.Peak}, 40*vram.GiB)
+	if m, ok := cc.Option.YAxis[0]["max"].(float64); !ok || m < 40 {
+		t.Errorf("compare axis max %v", cc.Option.YAxis[0]["max"])
+	}
+}
