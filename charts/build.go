@@ -3,6 +3,7 @@ package charts
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -310,7 +311,7 @@ func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
 	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "60", "bottom": "60", "containLabel": true}}
-	c.Option.XAxis = []map[string]any{{"type": "category", "name": field, "data": xs}}
+	c.Option.XAxis = []map[string]any{{"type": "category", "name": field, "nameLocation": "middle", "nameGap": 28, "data": xs}}
 	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
 	first := true
 	for _, cat := range vram.Categories {
@@ -381,7 +382,7 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		vram.MeasureReserved:  "the reserved peak, within the memory after the CUDA context",
 		vram.MeasureAllocated: "the allocated peak, within the memory after the CUDA context"}[measure]
 	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: fmt.Sprintf("limit %s: %s, less %g %% headroom", gib(budget.Limit()), what, 100*budget.Headroom)}
-	var data [][]any
+	var data []any
 	c.Table.Columns = append([]string{clean(yField) + " \\ " + clean(xField)}, cleanAll(xs)...)
 	for j, y := range ys {
 		row := []string{clean(y)}
@@ -400,19 +401,31 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 				continue
 			}
 			head := float64(v.Limit-v.Need) / float64(vram.GiB)
-			data = append(data, []any{i, j, float64(int64(head*10)) / 10})
-			row = append(row, fmt.Sprintf("%+.1f GiB", head))
+			cell := fmt.Sprintf("%+.1f GiB", head)
+			if reflect.DeepEqual(tx, t) {
+				// The plan as it stands: outlined, and named in the table.
+				data = append(data, map[string]any{"value": []any{i, j, float64(int64(head*10)) / 10},
+					"itemStyle": map[string]any{"borderColor": "#222", "borderWidth": 3}})
+				cell += " (this plan)"
+			} else {
+				data = append(data, []any{i, j, float64(int64(head*10)) / 10})
+			}
+			row = append(row, cell)
 		}
 		c.Table.Rows = append(c.Table.Rows, row)
 	}
 	c.Option.Tooltip = lineTip("item", `function(p){return [[p.color,'headroom: '+p.value[2]+' GiB'+(p.value[2]<0?' (does not fit)':'')]];}`)
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "70", "bottom": "70", "containLabel": true}}
-	c.Option.XAxis = []map[string]any{{"type": "category", "name": clean(xField), "data": cleanAll(xs), "splitArea": map[string]any{"show": true}}}
+	// Axis names centred under the axis: at its end they were cut off.
+	c.Option.XAxis = []map[string]any{{"type": "category", "name": clean(xField), "nameLocation": "middle", "nameGap": 28, "data": cleanAll(xs), "splitArea": map[string]any{"show": true}}}
 	c.Option.YAxis = []map[string]any{{"type": "category", "name": clean(yField), "data": cleanAll(ys), "splitArea": map[string]any{"show": true}}}
 	c.Option.VisualMap = []map[string]any{{"type": "piecewise", "orient": "horizontal", "left": "center", "bottom": "0",
 		"pieces": []map[string]any{{"lt": 0, "label": "does not fit", "color": "#d94e4e"}, {"gte": 0, "lt": 5, "label": "< 5 GiB free", "color": "#c7e9c0"},
 			{"gte": 5, "lt": 20, "label": "5–20 GiB", "color": "#74c476"}, {"gte": 20, "label": "> 20 GiB", "color": "#238b45"}}}}
-	c.Option.Series = []charts.SingleSeries{{Name: "headroom", Type: "heatmap", Data: data, Label: &opts.Label{Show: opts.Bool(true)}}}
+	// Cell labels carry their unit; the cell of the plan as it stands is
+	// outlined (its table cell says "this plan").
+	c.Option.Series = []charts.SingleSeries{{Name: "headroom", Type: "heatmap", Data: data,
+		Label: &opts.Label{Show: opts.Bool(true), Formatter: opts.FuncOpts(`function(p){var v=p.value[2];return typeof v==='number'?v+' GiB':String(v);}`)}}}
 	return c, nil
 }
 

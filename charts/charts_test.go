@@ -316,3 +316,29 @@ func TestCapacityOnScale(t *testing.T) {
 		t.Errorf("compare axis max %v", cc.Option.YAxis[0]["max"])
 	}
 }
+
+// TestFitMapMarksThePlan: the fit map outlines the cell of the plan as it
+// stands, says so in its table, and its labels carry a unit.
+func TestFitMapMarksThePlan(t *testing.T) {
+	g, _ := vram.LookupGPU("T4")
+	tr := plan() // micro_batch 2, seq_len 512
+	fm, err := FitMap(tr, "micro_batch", []string{"1", "2"}, "seq_len", []string{"256", "512"}, vram.Budget{GPU: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, row := range fm.Table.Rows {
+		for _, cell := range row {
+			if strings.HasSuffix(cell, "(this plan)") {
+				marked++
+			}
+		}
+	}
+	if marked != 1 || fm.Table.Rows[1][2] == "" || !strings.HasSuffix(fm.Table.Rows[1][2], "(this plan)") {
+		t.Errorf("table %v", fm.Table.Rows)
+	}
+	h := HTML(fm)
+	if !strings.Contains(h, `"borderWidth":3`) || !strings.Contains(h, "GiB'") {
+		t.Error("the plan's cell is not outlined, or labels have no unit")
+	}
+}
