@@ -44,9 +44,6 @@ func (b Budget) Limit() Bytes {
 	return Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
 }
 
-// Bytes is Limit.
-func (b Budget) Bytes() Bytes { return b.Limit() }
-
 func (b Budget) check() error {
 	if b.GPU.Memory <= 0 {
 		return errors.New("budget: GPU memory must be > 0")

@@ -52,7 +52,7 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if s.MemFractionStatic == 0 {
 		s.MemFractionStatic = 0.88
 	}
-	if s.MemFractionStatic <= 0 || s.MemFractionStatic > 1 {
+	if !(s.MemFractionStatic > 0 && s.MemFractionStatic <= 1) { // NaN fails too
 		return SGLangKVPool{}, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
 	}
 	if s.KVCacheDType == DTypeUnset {
@@ -79,7 +79,6 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 		// get_num_kv_heads(tp): the KV heads over TP, at least one.
 		kv := max(1, m.KVHeads/s.TP)
 		p.CellSize = s.KVCacheDType.Size(int64(kv) * int64(m.HeadDim) * int64(m.Layers) * 2)
-		p.KSize = 0
 	}
 	if p.Rest > 0 {
 		p.Tokens = int64(p.Rest) / int64(p.CellSize)

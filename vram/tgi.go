@@ -57,9 +57,9 @@ func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
 	}
 	t.NumShard = max(1, t.NumShard)
 	switch {
-	case t.CudaMemoryFraction <= 0 || t.CudaMemoryFraction > 1:
+	case !(t.CudaMemoryFraction > 0 && t.CudaMemoryFraction <= 1): // NaN fails too
 		return TGICarve{}, fmt.Errorf("tgi: cuda_memory_fraction must be in (0, 1], got %v", t.CudaMemoryFraction)
-	case t.WiggleRoom <= 0 || t.WiggleRoom >= 1:
+	case !(t.WiggleRoom > 0 && t.WiggleRoom < 1):
 		return TGICarve{}, fmt.Errorf("tgi: wiggle_room must be in (0, 1), got %v", t.WiggleRoom)
 	case t.BlockSize < 1 || t.BlockSize > 1<<12:
 		return TGICarve{}, fmt.Errorf("tgi: block_size must be in [1, 4096], got %d", t.BlockSize)

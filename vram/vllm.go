@@ -68,7 +68,7 @@ func (v VLLM) withDefaults(m Model) VLLM {
 }
 
 func (v VLLM) check(m Model) error {
-	if v.GPUMemoryUtilization <= 0 || v.GPUMemoryUtilization > 1 {
+	if !(v.GPUMemoryUtilization > 0 && v.GPUMemoryUtilization <= 1) { // NaN fails too
 		return fmt.Errorf("vllm: gpu_memory_utilization must be in (0, 1], got %v", v.GPUMemoryUtilization)
 	}
 	if v.BlockSize < 1 || v.BlockSize > 1<<16 {
@@ -76,6 +76,12 @@ func (v VLLM) check(m Model) error {
 	}
 	if v.MaxModelLen < 1 || v.MaxModelLen > maxTokens {
 		return fmt.Errorf("vllm: max_model_len must be in [1, %d], got %d (the model sets no max_position: give one)", maxTokens, v.MaxModelLen)
+	}
+	if v.MaxNumBatchedTokens < 1 || v.MaxNumBatchedTokens > maxTokens {
+		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", maxTokens, v.MaxNumBatchedTokens)
+	}
+	if v.CUDAGraphMemory < 0 || v.CUDAGraphMemory > maxPlanBytes {
+		return fmt.Errorf("vllm: cuda_graph_memory must be in [0, %d] bytes, got %d", int64(maxPlanBytes), int64(v.CUDAGraphMemory))
 	}
 	if m.MaxPosition > 0 && v.MaxModelLen > m.MaxPosition && !v.AllowLongMaxModelLen {
 		// vLLM refuses it (ModelConfig's _get_and_verify_max_len) unless
@@ -88,7 +94,10 @@ func (v VLLM) check(m Model) error {
 	if m.Encoder() || m.EncoderDecoder() {
 		return fmt.Errorf("vllm: the KV cache model covers decoder-only models, not %q", m.Family)
 	}
-	return v.KVCacheDType.validKV()
+	if err := v.KVCacheDType.validKV(); err != nil {
+		return fmt.Errorf("vllm: %w", err)
+	}
+	return nil
 }
 
 func (d DType) validKV() error {
@@ -96,7 +105,7 @@ func (d DType) validKV() error {
 	case FP32, FP16, BF16, FP8E4M3, FP8E5M2:
 		return nil
 	}
-	return fmt.Errorf("vllm: kv_cache_dtype %v: want fp16, bf16, fp32 or fp8", d)
+	return fmt.Errorf("kv_cache_dtype %v: want fp16, bf16, fp32 or fp8", d)
 }
 
 // VLLMKVCache is the block arithmetic of one GPU's KV cache.
@@ -276,22 +285,16 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 // fitLen is the longest length in [1, max_model_len] one request of which
 // fits available (estimate_max_model_len's binary search).
 func (c VLLMKVCache) fitLen(available Bytes) int {
-	fits := func(n int) bool {
+	return largest(c.MaxModelLen, func(n int) bool {
 		return c.blocksFor(n)*int64(c.PageBytes)*int64(c.GroupSize) <= int64(available)
-	}
-	if !fits(1) {
-		return 0
-	}
-	lo, hi := 1, c.MaxModelLen
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if fits(mid) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
+	})
+}
+
+// largest is SearchLargest for a test that cannot fail: the largest n in
+// [1, limit] with ok(n), 0 when ok(1) is false.
+func largest(limit int, ok func(int) bool) int {
+	n, _ := SearchLargest(limit, func(n int) (bool, error) { return ok(n), nil })
+	return n
 }
 
 // MaxConcurrencyFor is how many requests of tokens each the cache holds at
@@ -338,20 +341,7 @@ func (c VLLMKVCache) MaxContextFor(n int) int64 {
 		return 0
 	}
 	// The longest length whose blocks n requests can have at once.
-	fits := func(l int) bool { return int64(n)*c.blocksFor(l) <= c.Blocks }
-	if c.MaxModelLen < 1 || !fits(1) {
-		return 0
-	}
-	lo, hi := 1, c.MaxModelLen
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if fits(mid) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return int64(lo)
+	return int64(largest(c.MaxModelLen, func(l int) bool { return int64(n)*c.blocksFor(l) <= c.Blocks }))
 }
 
 // formatGiB is vllm.utils.mem_utils.format_gib: GiB with two decimals.

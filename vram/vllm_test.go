@@ -333,3 +333,29 @@ func TestVLLMPrefixAndDraft(t *testing.T) {
 		t.Errorf("draft: weights %v vs %v, blocks %d vs %d", with.Weights, without.Weights, with.KVCache.Blocks, without.KVCache.Blocks)
 	}
 }
+
+// FuzzServingSettings: any settings give a cache or an error naming the
+// setting, never a panic; what comes back is consistent.
+func FuzzServingSettings(f *testing.F) {
+	f.Add(0.9, 16, 8192, 8192, 1, 1, int64(20<<30), int64(0))
+	f.Add(-1.0, 0, -5, -1, -2, 0, int64(-1), int64(-1))
+	f.Add(1.0, 1<<20, 1<<30, 1<<30, 1<<10, 1<<10, int64(1)<<62, int64(1)<<62)
+	models := []Model{MustPreset("llama-3.1-8b"), MustPreset("gemma-3-27b"), MustPreset("deepseek-v3")}
+	f.Fuzz(func(t *testing.T, util float64, block, maxLen, mbt, tp, pp int, avail, graphs int64) {
+		v := VLLM{GPUMemoryUtilization: util, BlockSize: block, MaxModelLen: maxLen, MaxNumBatchedTokens: mbt, TP: tp, PP: pp,
+			CUDAGraphMemory: Bytes(graphs), AllowLongMaxModelLen: true}
+		for _, m := range models {
+			kv, err := v.KVCache(m, Bytes(avail))
+			if err != nil {
+				continue
+			}
+			if kv.Blocks < 0 || kv.Tokens < 0 || kv.MaxConcurrency < 0 || (kv.Fits && kv.Err != "") || (!kv.Fits && kv.Err == "") {
+				t.Fatalf("%+v on %s: %+v", v, m.Name, kv)
+			}
+			if n := kv.MaxContextFor(3); n < 0 || n > int64(kv.MaxModelLen) {
+				t.Fatalf("context for 3: %d", n)
+			}
+		}
+		_, _ = SGLang{MemFractionStatic: util, TP: tp}.KVPool(models[0], Bytes(avail), Bytes(graphs))
+	})
+}

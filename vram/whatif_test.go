@@ -24,11 +24,11 @@ func TestMaxMicroBatch(t *testing.T) {
 	}
 	tr.MicroBatch = n
 	if ok, p, _ := fits(tr, b); !ok {
-		t.Errorf("micro_batch %d does not fit: %v > %v", n, p, b.Bytes())
+		t.Errorf("micro_batch %d does not fit: %v > %v", n, p, b.Limit())
 	}
 	tr.MicroBatch = n + 1
 	if ok, p, _ := fits(tr, b); ok {
-		t.Errorf("micro_batch %d still fits (%v ≤ %v): not the largest", n+1, p, b.Bytes())
+		t.Errorf("micro_batch %d still fits (%v ≤ %v): not the largest", n+1, p, b.Limit())
 	}
 }
 

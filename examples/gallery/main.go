@@ -112,7 +112,7 @@ func Gallery() ([]charts.Chart, error) {
 		charts.Breakdown(est.Peak, "Llama-3-8B LoRA, peak per GPU"),
 		charts.Compare(plans, bs, g.Usable()),
 		charts.Timeline(tl, g.Usable()),
-		charts.Sweep("micro_batch", pts, budget.Bytes()),
+		charts.Sweep("micro_batch", pts, g.Usable()), // the bars are allocated peaks
 		fm,
 		charts.Flow(static.Static, 16*vram.KiB, "Llama-2-7B fp32 AdamW: how memory flows in a step"),
 		charts.Layers(layers, "Llama-3-8B LoRA: memory by layer"),
