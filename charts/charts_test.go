@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -341,4 +342,26 @@ func TestFitMapMarksThePlan(t *testing.T) {
 	if !strings.Contains(h, `"borderWidth":3`) || !strings.Contains(h, "GiB'") {
 		t.Error("the plan's cell is not outlined, or labels have no unit")
 	}
+}
+
+func TestStopPrintsOneLine(t *testing.T) {
+	var buf strings.Builder
+	code := -1
+	old := exit
+	exit = func(c int) { code = c }
+	defer func() { exit = old }()
+	stop(&buf, "model.name: unknown model preset \"llama-2-7bb\"; did you mean \"llama-2-7b\"?\n")
+	if got, want := buf.String(), "error: model.name: unknown model preset \"llama-2-7bb\"; did you mean \"llama-2-7b\"?\n"; got != want || code != 1 {
+		t.Fatalf("stop wrote %q and exited %d, want %q and 1", got, code, want)
+	}
+}
+
+func TestMustOutsideNotebookPanics(t *testing.T) {
+	Must(nil) // nothing happens
+	defer func() {
+		if r := recover(); r == nil || fmt.Sprint(r) != "bad plan" {
+			t.Fatalf("recovered %v, want the error", r)
+		}
+	}()
+	Must(errors.New("bad plan"))
 }

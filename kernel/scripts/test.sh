@@ -49,5 +49,8 @@ say "papermill's Go parameter translator"
 say "notebooks, executed headless through the vramlab kernel"
 .venv/bin/python kernel/scripts/run_notebooks.py notebooks
 
+say "a typo in a cell reads as one line (real kernel)"
+.venv/bin/python kernel/scripts/cell_errors.py
+
 say "browser tests (JupyterLab + Debian chromium via playwright-core)"
 (cd kernel/browsertest && node --test --test-concurrency=1 --test-reporter=spec)
