@@ -81,7 +81,7 @@ func TableOf(t Table) Fragment {
 	for _, row := range t.Rows {
 		b.WriteString("<tr>")
 		for _, c := range row {
-			fmt.Fprintf(&b, `<td style="padding:3px 10px;border-bottom:1px solid #eee">%s</td>`, html.EscapeString(c))
+			fmt.Fprintf(&b, `<td style="text-align:left;padding:3px 10px;border-bottom:1px solid #eee">%s</td>`, html.EscapeString(c))
 		}
 		b.WriteString("</tr>")
 	}

@@ -89,7 +89,9 @@ export async function startLab({ notebookDir } = {}) {
 
 // runAllCells opens a notebook in JupyterLab and runs every cell through the
 // menu, as a person would; it waits until the kernel is idle again.
-export async function runAllCells(page, lab, notebook, { timeout = 240_000 } = {}) {
+// With wait: false it returns once the cells are queued (for a cell that
+// keeps running, such as the what-if controls); waitForIdle waits for them.
+export async function runAllCells(page, lab, notebook, { timeout = 240_000, wait = true } = {}) {
   // ?reset: start from an empty workspace, so only this notebook is open.
   await page.goto(lab.url(`/lab/tree/${notebook}?reset`), { waitUntil: 'domcontentloaded' });
   await page.locator('.jp-Notebook >> visible=true').first().waitFor({ timeout: 60_000 });
@@ -106,7 +108,11 @@ export async function runAllCells(page, lab, notebook, { timeout = 240_000 } = {
     await page.waitForFunction(() => [...document.querySelectorAll('.jp-InputArea-prompt')]
       .some((p) => /\[(\*|\d+)\]/.test(p.textContent)), null, { timeout: 15_000 }).catch(() => {});
   }
-  // Done when no cell is queued or running ("[*]") any more.
+  if (wait) await waitForIdle(page, timeout);
+}
+
+// waitForIdle waits until no cell is queued or running ("[*]") any more.
+export async function waitForIdle(page, timeout = 240_000) {
   await page.waitForFunction(() => {
     const prompts = [...document.querySelectorAll('.jp-InputArea-prompt')].map((p) => p.textContent);
     return prompts.length > 0 && !prompts.some((t) => t.includes('*')) &&

@@ -1,0 +1,377 @@
+package charts
+
+import (
+	"fmt"
+	"html"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/janpfeifer/gonb/gonbui"
+	"github.com/janpfeifer/gonb/gonbui/comms"
+	"github.com/janpfeifer/gonb/gonbui/dom"
+	"github.com/janpfeifer/gonb/gonbui/widgets"
+	"github.com/vramlab/vramlab/vram"
+)
+
+// Controls configures WhatIf. The zero value offers the plan's own model
+// and a few common presets, the usual training GPUs, no headroom, and ends
+// the cell after ten idle minutes.
+type Controls struct {
+	Models   []string      // presets to choose from, after the plan's own model
+	GPUs     []string      // GPU catalog names; the first is selected
+	Headroom float64       // share of the GPU kept free, as vram.Budget
+	Idle     time.Duration // the cell ends after this long without a change
+	// Probe is how long WhatIf waits for a front end to answer before it
+	// draws the plan once, without controls (a headless run: nbconvert,
+	// papermill). Default 5 s.
+	Probe time.Duration
+}
+
+var (
+	defaultModels = []string{"gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b", "qwen2.5-7b", "llama-2-13b"}
+	defaultGPUs   = []string{"A100-80GB", "H100-80GB", "RTX-4090", "A100-40GB", "L4", "H200"}
+	seqLens       = []int{128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
+	precisions    = []string{"fp32", "amp_bf16", "mixed_bf16", "bf16", "fp16"}
+	optimizers    = []string{"adamw", "adamw_8bit", "adafactor", "lion", "sgd"}
+	checkpoints   = []string{"none", "selective", "full"}
+	maxMicroBatch = 64
+)
+
+// whatIf is the state behind the controls: the plan as the reader has set
+// it, and the choices each control offers. It has no notebook in it, so it
+// is tested as plain Go.
+type whatIf struct {
+	plan   vram.Training
+	own    vram.Model // the plan's model, first in the model list
+	models []string
+	gpus   []vram.GPU
+	gpu    int
+	room   float64
+}
+
+func newWhatIf(t vram.Training, c Controls) (*whatIf, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	w := &whatIf{plan: t, own: t.Model, room: c.Headroom}
+	w.models = []string{t.Model.Name}
+	ms := c.Models
+	if len(ms) == 0 {
+		ms = defaultModels
+	}
+	for _, m := range ms {
+		p, err := vram.LookupPreset(m)
+		if err != nil {
+			return nil, fmt.Errorf("charts.Controls.Models: %w", err)
+		}
+		if p.Model.Name == t.Model.Name {
+			continue // the plan's own model is first already
+		}
+		w.models = append(w.models, m)
+	}
+	gs := c.GPUs
+	if len(gs) == 0 {
+		gs = defaultGPUs
+	}
+	for _, name := range gs {
+		g, err := vram.LookupGPU(name)
+		if err != nil {
+			return nil, fmt.Errorf("charts.Controls.GPUs: %w", err)
+		}
+		w.gpus = append(w.gpus, g)
+	}
+	if c.Headroom < 0 || c.Headroom >= 1 {
+		return nil, fmt.Errorf("charts.Controls.Headroom: must be in [0, 1), got %v", c.Headroom)
+	}
+	return w, nil
+}
+
+// control is one control's name (the plan field it sets) and its choices.
+type control struct {
+	field   string
+	label   string
+	options []string // shown in a select; nil for a slider
+	min     int      // slider range
+	max     int
+	value   int // initial index or slider value
+}
+
+func (w *whatIf) controls() []control {
+	return []control{
+		{field: "model", label: "model", options: w.models},
+		{field: "seq_len", label: "sequence length", min: 0, max: len(seqLens) - 1, value: nearest(seqLens, w.plan.SeqLen)},
+		{field: "micro_batch", label: "micro-batch", min: 1, max: max(maxMicroBatch, w.plan.MicroBatch), value: w.plan.MicroBatch},
+		{field: "precision", label: "precision", options: precisions, value: indexOr(precisions, w.plan.Precision)},
+		{field: "optimizer", label: "optimizer", options: optimizers, value: indexOr(optimizers, w.plan.Optimizer)},
+		{field: "grad_checkpointing", label: "checkpointing", options: checkpoints, value: indexOr(checkpoints, w.plan.Checkpointing)},
+		{field: "gpu", label: "GPU", options: gpuNames(w.gpus)},
+	}
+}
+
+func gpuNames(gs []vram.GPU) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+func nearest(xs []int, v int) int {
+	best := 0
+	for i, x := range xs {
+		if abs(x-v) < abs(xs[best]-v) {
+			best = i
+		}
+	}
+	return best
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// indexOr is s's index in xs; an empty s is the first (the default).
+func indexOr(xs []string, s string) int {
+	for i, x := range xs {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
+// set applies a control's new value (a select's index, a slider's value).
+func (w *whatIf) set(c control, v int) error {
+	if c.options != nil && (v < 0 || v >= len(c.options)) {
+		return fmt.Errorf("%s: choice %d out of range", c.label, v)
+	}
+	switch c.field {
+	case "model":
+		if v == 0 {
+			w.plan.Model = w.own
+		} else {
+			w.plan.Model = vram.FromPreset(w.models[v])
+		}
+		return nil
+	case "gpu":
+		w.gpu = v
+		return nil
+	case "seq_len":
+		if v < 0 || v >= len(seqLens) {
+			return fmt.Errorf("sequence length: step %d out of range", v)
+		}
+		v = seqLens[v]
+	}
+	value := strconv.Itoa(v)
+	if c.options != nil {
+		value = c.options[v]
+	}
+	t, err := w.plan.Set(c.field, value)
+	if err != nil {
+		return err
+	}
+	w.plan = t
+	return nil
+}
+
+// render is the result area: the verdict on the chosen GPU, the three
+// measures, and the breakdown at the peak. An invalid combination (fp16
+// with a model that has none, …) shows its error instead.
+func (w *whatIf) render() string {
+	g := w.gpus[w.gpu]
+	t := w.plan
+	head := fmt.Sprintf("%s · %s tokens × micro-batch %d · %s · %s · checkpointing %s", t.Model.Name,
+		group(int64(t.SeqLen)), t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"), orDefault(t.Checkpointing, "none"))
+	v, err := vram.Budget{GPU: g, Headroom: w.room}.Judge(t)
+	if err != nil {
+		return string(Join(Para(Bold(head)), Para("this combination is not a valid plan: ", err.Error())))
+	}
+	est, err := t.Estimate()
+	if err != nil {
+		return string(Join(Para(Bold(head)), Para("this combination is not a valid plan: ", err.Error())))
+	}
+	rows := [][2]string{
+		{"verdict on " + g.Name, v.Why},
+		{"peak allocated (max_memory_allocated)", v.Allocated.Format(vram.GiB, 2)},
+	}
+	// The verdict's allocated peak comes from the allocator replay and
+	// includes cuBLAS's workspace; the chart shows the tensors of the plan.
+	rows = append(rows, [2]string{"tensors live at the peak (the chart)", est.Peak.Total().Format(vram.GiB, 2)})
+	if v.Reserved > 0 {
+		rows = append(rows, [2]string{"peak reserved (max_memory_reserved)", v.Reserved.Format(vram.GiB, 2)})
+		rows = append(rows, [2]string{"on the device (nvidia-smi)", v.DeviceUsed.Format(vram.GiB, 2)})
+	}
+	rows = append(rows, [2]string{"the GPU's memory", g.Memory.Format(vram.GiB, 2)})
+	rows = append(rows, [2]string{"peak at", est.PeakAt.Where()})
+	c := Breakdown(est.Peak, t.Model.Name+": live at the peak")
+	return `<div class="vramlab-whatif-result" data-allocated="` + strconv.FormatInt(int64(v.Allocated), 10) + `">` +
+		string(Join(Para(Bold(head)), KeyValues(rows))) + HTML(c) + `</div>`
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// group writes n with thousands separators: 32768 → "32,768".
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// WhatIf shows controls for a training plan's main choices — model,
+// sequence length, micro-batch, precision, optimizer, checkpointing and
+// GPU — above the verdict, the three measures and the breakdown, which
+// update in place as the controls move, without re-running the cell.
+//
+// The cell keeps running while the controls are live (the kernel runs no
+// other cell meanwhile): press "done", or leave them idle for c.Idle, and
+// the last result stays in the notebook as ordinary output. Without a
+// front end (nbconvert, papermill) it draws the plan once and returns
+// without touching gonb's widget channel.
+func WhatIf(t vram.Training, c Controls) error {
+	w, err := newWhatIf(t, c)
+	if err != nil {
+		return err
+	}
+	if !gonbui.IsNotebook {
+		return nil
+	}
+	if c.Idle <= 0 {
+		c.Idle = 10 * time.Minute
+	}
+	if c.Probe <= 0 {
+		c.Probe = 5 * time.Second
+	}
+	if !loaded() {
+		Setup()
+	}
+	uid := gonbui.UniqueID()
+	panel, result := "vramlab_whatif_controls_"+uid, "vramlab_whatif_result_"+uid
+	box := "vramlab-whatif-" + uid
+	gonbui.UpdateHTML(panel, `<div id="`+box+`" class="vramlab-whatif" style="display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center;font:13px sans-serif;margin:6px 0"></div>`)
+	gonbui.UpdateHTML(result, w.render())
+	gonbui.Sync()
+	if !inServerSession() {
+		gonbui.UpdateHTML(panel, "")
+		gonbui.Sync()
+		return nil
+	}
+
+	cs := w.controls()
+	chans := make([]*comms.AddressChan[int], len(cs))
+	// The first control answers only when a front end runs its script; a
+	// headless run never does, and its builder would wait for ever.
+	first := make(chan *comms.AddressChan[int], 1)
+	go func() { first <- build(box, uid, cs[0]) }()
+	select {
+	case ch := <-first:
+		chans[0] = ch
+	case <-time.After(c.Probe):
+		gonbui.UpdateHTML(panel, "")
+		gonbui.Sync()
+		return nil
+	}
+	for i := 1; i < len(cs); i++ {
+		chans[i] = build(box, uid, cs[i])
+	}
+	done := widgets.Button("done").AppendTo(box).Done().Listen()
+	type change struct{ i, v int }
+	changes := make(chan change, 16)
+	for i, ch := range chans {
+		go func() {
+			for v := range ch.C {
+				changes <- change{i, v}
+			}
+		}()
+	}
+	idle := time.NewTimer(c.Idle)
+	defer idle.Stop()
+	for {
+		select {
+		case ch := <-changes:
+			if err := w.set(cs[ch.i], ch.v); err != nil {
+				gonbui.UpdateHTML(result, string(Para("cannot apply the change: ", err.Error())))
+				continue
+			}
+			if cs[ch.i].field == "seq_len" {
+				setValueText(uid, cs[ch.i], group(int64(seqLens[ch.v])))
+			} else if cs[ch.i].options == nil {
+				setValueText(uid, cs[ch.i], group(int64(ch.v)))
+			}
+			gonbui.UpdateHTML(result, w.render())
+			gonbui.Sync()
+			idle.Reset(c.Idle)
+		case <-done.C:
+			return finish(panel, w)
+		case <-idle.C:
+			return finish(panel, w)
+		}
+	}
+}
+
+// inServerSession tells a kernel that Jupyter Server started for an open
+// notebook (it sets JPY_SESSION_NAME, jupyter_server's
+// SessionManager.get_kernel_env) from a headless run (nbclient, papermill),
+// where no browser could answer the controls.
+func inServerSession() bool { return os.Getenv("JPY_SESSION_NAME") != "" }
+
+// finish replaces the controls with the settings they ended at, so the
+// saved notebook says what the result shows.
+func finish(panel string, w *whatIf) error {
+	gonbui.UpdateHTML(panel, string(Para(Bold("what-if ended; the plan as last set:"), " ", w.summary())))
+	gonbui.Sync()
+	return nil
+}
+
+func (w *whatIf) summary() string {
+	t := w.plan
+	return fmt.Sprintf("model %s, seq_len %d, micro_batch %d, precision %s, optimizer %s, grad_checkpointing %s, GPU %s",
+		t.Model.Name, t.SeqLen, t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"),
+		orDefault(t.Checkpointing, "none"), w.gpus[w.gpu].Name)
+}
+
+// build draws one labelled control in the box and returns its updates.
+func build(box, uid string, c control) *comms.AddressChan[int] {
+	dom.Append(box, `<label style="display:inline-flex;gap:6px;align-items:center"><span>`+html.EscapeString(c.label)+`</span><span id="`+controlID(uid, c)+`"></span></label>`)
+	if c.options != nil {
+		opts := make([]string, len(c.options))
+		for i, o := range c.options {
+			opts[i] = html.EscapeString(o) // gonb writes options as markup
+		}
+		s := widgets.Select(opts).SetDefault(c.value).AppendTo(controlID(uid, c)).Done()
+		return s.Listen().LatestOnly()
+	}
+	s := widgets.Slider(c.min, c.max, c.value).AppendTo(controlID(uid, c)).Done()
+	val := group(int64(c.value))
+	if c.field == "seq_len" {
+		val = group(int64(seqLens[c.value]))
+	}
+	dom.Append(controlID(uid, c), `<output id="`+controlID(uid, c)+`-value" style="min-width:4em;font-variant-numeric:tabular-nums">`+html.EscapeString(val)+`</output>`)
+	return s.Listen().LatestOnly()
+}
+
+func controlID(uid string, c control) string { return "vramlab-whatif-" + uid + "-" + c.field }
+
+func setValueText(uid string, c control, text string) {
+	dom.SetInnerText(controlID(uid, c)+"-value", text)
+}

@@ -1,0 +1,124 @@
+package charts
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramlab/vramlab/vram"
+)
+
+func whatIfPlan() vram.Training {
+	return vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 1024, MicroBatch: 4, Precision: "amp_bf16"}
+}
+
+func TestWhatIfControlsChangeThePlan(t *testing.T) {
+	w, err := newWhatIf(whatIfPlan(), Controls{Models: []string{"llama-2-7b"}, GPUs: []string{"RTX-4090", "H100-80GB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.models) != 2 {
+		t.Fatalf("models offered %q, want the plan's own and llama-2-7b", w.models)
+	}
+	cs := w.controls()
+	byField := map[string]control{}
+	for _, c := range cs {
+		byField[c.field] = c
+	}
+	if got := byField["seq_len"].value; seqLens[got] != 1024 {
+		t.Fatalf("the sequence slider starts at step %d (%d tokens), want 1024", got, seqLens[got])
+	}
+	if got := byField["precision"].value; precisions[got] != "amp_bf16" {
+		t.Fatalf("the precision select starts at %q", precisions[got])
+	}
+	before := w.render()
+	steps := []struct {
+		field string
+		v     int
+		check func(vram.Training) bool
+	}{
+		{"micro_batch", 8, func(p vram.Training) bool { return p.MicroBatch == 8 }},
+		{"seq_len", 2, func(p vram.Training) bool { return p.SeqLen == 512 }},
+		{"grad_checkpointing", 2, func(p vram.Training) bool { return p.Checkpointing == "full" }},
+		{"optimizer", 1, func(p vram.Training) bool { return p.Optimizer == "adamw_8bit" }},
+		{"precision", 3, func(p vram.Training) bool { return p.Precision == "bf16" }},
+		{"model", 1, func(p vram.Training) bool { return p.Model.Name == vram.MustPreset("llama-2-7b").Name }},
+		{"model", 0, func(p vram.Training) bool { return p.Model.Name == vram.MustPreset("gpt2").Name }},
+	}
+	for _, s := range steps {
+		if err := w.set(byField[s.field], s.v); err != nil {
+			t.Fatalf("%s=%d: %v", s.field, s.v, err)
+		}
+		if !s.check(w.plan) {
+			t.Fatalf("%s=%d did not reach the plan: %+v", s.field, s.v, w.plan)
+		}
+	}
+	if err := w.set(byField["gpu"], 1); err != nil || w.gpus[w.gpu].Name != "H100-80GB" {
+		t.Fatalf("gpu select: %v, %s", err, w.gpus[w.gpu].Name)
+	}
+	after := w.render()
+	if after == before || !strings.Contains(after, "verdict on H100-80GB</td><td style=\"text-align:left;padding:3px 10px;border-bottom:1px solid #eee\">fits") || !strings.Contains(after, "micro-batch 8") {
+		t.Fatalf("the result did not follow the controls:\n%s", after)
+	}
+	est, err := w.plan.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(after, est.Peak.Total().Format(vram.GiB, 2)) {
+		t.Fatalf("the result does not show the plan's allocated peak %v", est.Peak.Total())
+	}
+	if err := w.set(byField["optimizer"], 99); err == nil {
+		t.Fatal("an out-of-range choice was accepted")
+	}
+}
+
+func TestWhatIfRejectsBadControls(t *testing.T) {
+	for _, tc := range []struct {
+		plan vram.Training
+		c    Controls
+		want string
+	}{
+		{whatIfPlan(), Controls{Models: []string{"llama-2-7bb"}}, `charts.Controls.Models: unknown model preset "llama-2-7bb"; did you mean`},
+		{whatIfPlan(), Controls{GPUs: []string{"A100-90GB"}}, "charts.Controls.GPUs"},
+		{whatIfPlan(), Controls{Headroom: 1}, "charts.Controls.Headroom"},
+		{vram.Training{Model: vram.FromPreset("gtp2"), SeqLen: 8, MicroBatch: 1}, Controls{}, `did you mean "gpt2"`},
+	} {
+		if _, err := newWhatIf(tc.plan, tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+func TestWhatIfEscapesNames(t *testing.T) {
+	p := whatIfPlan()
+	p.Model.Name = `<img src=x onerror=alert(1)>`
+	w, err := newWhatIf(p, Controls{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := w.render()
+	if strings.Contains(out, "<img") {
+		t.Fatalf("a model name became markup:\n%s", out)
+	}
+	if !strings.Contains(out, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Fatalf("the model name is missing from the result")
+	}
+}
+
+func TestWhatIfInvalidCombinationSaysWhy(t *testing.T) {
+	w, err := newWhatIf(whatIfPlan(), Controls{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.plan.MicroBatch = 0
+	if out := w.render(); !strings.Contains(out, "not a valid plan") || !strings.Contains(out, "micro_batch") {
+		t.Fatalf("an invalid plan rendered as:\n%s", out)
+	}
+}
+
+func TestGroup(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 32768: "32,768", -1234567: "-1,234,567"} {
+		if got := group(n); got != want {
+			t.Errorf("group(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+// The playground's what-if controls, as a reader uses them in JupyterLab:
+// gonb widgets drive the plan, and the numbers and the chart change in place
+// without re-running the cell.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launchBrowser, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
+
+let lab, browser;
+before(async () => { lab = await startLab(); browser = await launchBrowser(); });
+after(async () => { await browser?.close(); await lab?.stop(); });
+
+// The result area as the reader sees it: the allocated peak it states, the
+// text, and the total in the subtitle of the chart ECharts drew.
+const readResult = (page) => page.evaluate(() => {
+  const el = document.querySelector('.vramlab-whatif-result');
+  if (!el) return null;
+  const chart = el.querySelector('[_echarts_instance_]');
+  const inst = chart && window.echarts.getInstanceByDom(chart);
+  return { allocated: el.dataset.allocated, text: el.innerText, subtitle: inst ? inst.getOption().title[0].subtext : null };
+});
+
+test('moving a what-if slider updates the numbers and the chart in place', async () => {
+  const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
+  await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
+  const box = page.locator('.vramlab-whatif');
+  await box.getByRole('button', { name: 'done' }).waitFor({ timeout: 180_000 });
+  const sliders = box.locator('input[type=range]');
+  assert.equal(await sliders.count(), 2, 'sequence length and micro-batch');
+  assert.equal(await box.locator('select').count(), 5, 'model, precision, optimizer, checkpointing, GPU');
+
+  const before = await readResult(page);
+  assert.ok(before && before.subtitle, `a drawn result: ${JSON.stringify(before)}`);
+  assert.match(before.text, /micro-batch 2/);
+
+  // The micro-batch slider to 6, as a drag ends: input, then change.
+  await sliders.nth(1).evaluate((el) => {
+    el.value = '6';
+    el.dispatchEvent(new Event('input'));
+    el.dispatchEvent(new Event('change'));
+  });
+  await page.waitForFunction((a) => {
+    const el = document.querySelector('.vramlab-whatif-result');
+    return el && el.dataset.allocated !== a && /micro-batch 6/.test(el.innerText) && el.querySelector('[_echarts_instance_]');
+  }, before.allocated, { timeout: 60_000 });
+  await page.waitForFunction(() => {
+    const c = document.querySelector('.vramlab-whatif-result [_echarts_instance_]');
+    return c && window.echarts.getInstanceByDom(c);
+  }, null, { timeout: 30_000 });
+  const after = await readResult(page);
+  assert.ok(Number(after.allocated) > Number(before.allocated), `a bigger micro-batch needs more: ${before.allocated} → ${after.allocated}`);
+  assert.notEqual(after.subtitle, before.subtitle, 'the chart was redrawn with the new total');
+  const shown = after.text.match(/tensors live at the peak \(the chart\)\s+([\d.,]+ GiB)/);
+  assert.ok(shown && after.subtitle.includes(shown[1]), `the chart's total ${after.subtitle} is the stated peak ${shown && shown[1]}`);
+  assert.equal(await box.locator('output').nth(1).innerText(), '6', 'the slider shows its value');
+
+  // A select: the GPU. The verdict names the card chosen.
+  await box.locator('select').last().selectOption({ label: 'RTX-4090' });
+  await page.waitForFunction(() => /verdict on RTX-4090\s+does not fit/.test(document.querySelector('.vramlab-whatif-result')?.innerText || ''),
+    null, { timeout: 60_000 });
+  await box.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: shotPath('20-what-if-controls.png'), fullPage: false });
+
+  // done: the cell ends, the controls give way to the settings they ended at.
+  await box.getByRole('button', { name: 'done' }).click();
+  await waitForIdle(page, 180_000);
+  const ended = await page.locator('.jp-OutputArea-output', { hasText: 'what-if ended' }).first().innerText();
+  assert.match(ended, /micro_batch 6/);
+  assert.match(ended, /GPU RTX-4090/);
+  assert.deepEqual(problems.external, [], 'no request may leave the machine');
+});
