@@ -116,7 +116,7 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	c.Option.Title = &opts.Title{Title: title, Subtitle: "total " + gib(total)}
 	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;var t=`+fmt.Sprint(gv(total))+`;var v=p.value;return p.seriesName==='share'?[[p.color,p.name+': '+f(v)+' ('+p.percent+'%)']]:[[p.color,p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)']];}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
-	c.Option.Grid = []map[string]any{{"left": "3%", "right": "42%", "top": "70", "bottom": "60", "containLabel": true}}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "52%", "top": "70", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
 	c.Option.YAxis = []map[string]any{{"type": "category", "data": []string{"per GPU"}}}
 	var pie []opts.PieData
@@ -124,19 +124,30 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	for _, it := range b.Items() {
 		c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: label(it.Category), Type: "bar", Stack: "memory",
 			Data: []float64{gv(it.Bytes)}, ItemStyle: itemColor(it.Category)})
-		pie = append(pie, opts.PieData{Name: label(it.Category), Value: gv(it.Bytes), ItemStyle: itemColor(it.Category)})
+		if it.Bytes > 0 {
+			d := opts.PieData{Name: label(it.Category), Value: gv(it.Bytes), ItemStyle: itemColor(it.Category)}
+			if float64(it.Bytes) < 0.02*float64(total) {
+				d.Label = &opts.Label{Show: opts.Bool(false)} // a sliver: no room for a name
+			}
+			pie = append(pie, d)
+		}
 		c.Table.Rows = append(c.Table.Rows, []string{label(it.Category), gib(it.Bytes), share(it.Bytes, total)})
 	}
 	c.Table.Rows = append(c.Table.Rows, []string{"total", gib(total), "100%"})
-	c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: "share", Type: "pie", Radius: []string{"38%", "62%"},
-		Center: []string{"80%", "52%"}, Data: pie, Label: &opts.Label{Show: opts.Bool(false)}})
+	// The donut names each slice with its share; a slice too thin for its
+	// label drops the label (the legend and tooltip still have it).
+	c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: "share", Type: "pie", Radius: []string{"22%", "38%"},
+		Center: []string{"75%", "50%"}, Data: pie,
+		Label:       &opts.Label{Show: opts.Bool(true), Formatter: "{b}\n{d}%", FontSize: 11, LineHeight: 14},
+		LabelLine:   &opts.LabelLine{Show: opts.Bool(true), Length2: 6},
+		LabelLayout: &opts.LabelLayout{HideOverlap: opts.Bool(true)}})
 	return c
 }
 
 // Compare charts several breakdowns side by side (e.g. fp32 vs mixed vs
 // 8-bit Adam), stacked by category. An optional capacity draws a line.
 func Compare(labels []string, bs []vram.Breakdown, capacity vram.Bytes) Chart {
-	c := Chart{Title: "Memory per GPU by plan", Height: 360}
+	c := Chart{Title: "Peak allocated memory per GPU, by plan", Height: 360}
 	c.Option.Title = &opts.Title{Title: c.Title}
 	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
@@ -210,7 +221,10 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "70", "bottom": "60", "containLabel": true}}
-	c.Option.XAxis = []map[string]any{{"type": "category", "data": xs, "boundaryGap": false, "axisLabel": map[string]any{"show": false}}}
+	// The x-axis is the step's allocations in order: the phases are the
+	// labelled bands above, each point's op is in the tooltip.
+	c.Option.XAxis = []map[string]any{{"type": "category", "data": xs, "boundaryGap": false, "axisLabel": map[string]any{"show": false},
+		"name": "the step's allocations and frees, in order (hover for each op)", "nameLocation": "middle", "nameGap": 12}}
 	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
 	first := true
 	for _, cat := range vram.Categories {
@@ -302,11 +316,15 @@ func labelFits(name string, n, total int) bool {
 // capacity line, and the values that do not fit shaded.
 func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
 	field = clean(field)
-	c := Chart{Title: "Peak memory vs " + field, Height: 380}
+	c := Chart{Title: "Peak allocated memory per GPU vs " + field, Height: 380}
 	c.Option.Title = &opts.Title{Title: c.Title}
 	var xs []string
 	for _, p := range pts {
-		xs = append(xs, clean(p.Value))
+		x := clean(p.Value)
+		if p.Current {
+			x += " (plan)" // where the plan stands
+		}
+		xs = append(xs, x)
 	}
 	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
@@ -415,7 +433,7 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		c.Table.Rows = append(c.Table.Rows, row)
 	}
 	c.Option.Tooltip = lineTip("item", `function(p){return [[p.color,'headroom: '+p.value[2]+' GiB'+(p.value[2]<0?' (does not fit)':'')]];}`)
-	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "70", "bottom": "70", "containLabel": true}}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "84", "bottom": "70", "containLabel": true}}
 	// Axis names centred under the axis: at its end they were cut off.
 	c.Option.XAxis = []map[string]any{{"type": "category", "name": clean(xField), "nameLocation": "middle", "nameGap": 28, "data": cleanAll(xs), "splitArea": map[string]any{"show": true}}}
 	c.Option.YAxis = []map[string]any{{"type": "category", "name": clean(yField), "data": cleanAll(ys), "splitArea": map[string]any{"show": true}}}
@@ -454,14 +472,24 @@ func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
 		{"inputs", "activations", inputs},
 		{"parameters", "activations", b.Activations - inputs},
 		{"activations", "gradients", b.Gradients},
+		{"activations", "temporaries", b.Temporaries}, // the loss's logits, workspaces: transients of the step
 		{"parameters", "gradients", 0},
 		{"gradients", "optimizer states", b.OptimizerStates},
 		{"optimizer states", "updated parameters", b.Parameters},
 	}
 	nodeColor := map[string]string{"inputs": Colors["other"], "parameters": Colors["parameters"], "activations": Colors["activations"],
-		"gradients": Colors["gradients"], "optimizer states": Colors["optimizer_states"], "updated parameters": Colors["parameters"]}
+		"gradients": Colors["gradients"], "optimizer states": Colors["optimizer_states"], "updated parameters": Colors["parameters"], "temporaries": Colors["temporaries"]}
+	used := map[string]bool{}
+	for _, l := range ls {
+		if l.v > 0 {
+			used[l.from], used[l.to] = true, true
+		}
+	}
 	var nodes []opts.SankeyNode
-	for _, n := range []string{"inputs", "parameters", "activations", "gradients", "optimizer states", "updated parameters"} {
+	for _, n := range []string{"inputs", "parameters", "activations", "gradients", "temporaries", "optimizer states", "updated parameters"} {
+		if !used[n] {
+			continue
+		}
 		nodes = append(nodes, opts.SankeyNode{Name: n, ItemStyle: &opts.ItemStyle{Color: nodeColor[n]}})
 	}
 	var links []opts.SankeyLink
@@ -473,49 +501,56 @@ func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
 		links = append(links, opts.SankeyLink{Source: l.from, Target: l.to, Value: float32(gv(l.v))})
 		c.Table.Rows = append(c.Table.Rows, []string{l.from, l.to, gib(l.v)})
 	}
+	// Room above for the title, and on the right for the last node's name.
 	c.Option.Series = []charts.SingleSeries{{Name: "flow", Type: "sankey", Data: nodes, Links: links,
+		Top: "50", Bottom: "10", Left: "2%", Right: "17%",
 		Label: &opts.Label{Show: opts.Bool(true)}, LineStyle: &opts.LineStyle{Color: "gradient", Curveness: 0.5, Opacity: opts.Float(0.4)}}}
 	return c
 }
 
-// Layers charts per-layer memory as a treemap: each part of the model with
-// its parameters, gradients, optimizer states and saved activations.
+// Layers charts per-layer memory as stacked bars, one row per part of the
+// model (embedding, each block, the head) in model order: its parameters,
+// gradients, optimizer states and saved activations. Rows thin their labels
+// when there are more than the height shows; the tooltip names each row.
 func Layers(ls []vram.LayerMemory, title string) Chart {
 	title = clean(title)
-	c := Chart{Title: title, Height: 420}
-	c.Option.Title = &opts.Title{Title: title}
-	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;return [p.treePathInfo.map(function(x){return x.name;}).slice(1).join(' / ')+': '+f(p.value)];}`)
-	var nodes []treeNode
-	c.Table.Columns = append([]string{"part"}, catLabels()...)
+	var names []string
+	var kept []vram.LayerMemory
 	for _, l := range ls {
-		var kids []treeNode
-		row := []string{clean(l.Name)}
-		for _, cat := range vram.Categories {
-			v := l.Live.Get(cat)
-			row = append(row, gib(v))
-			if v > 0 {
-				kids = append(kids, treeNode{Name: label(cat), Value: gv(v), ItemStyle: itemColor(cat)})
-			}
+		if l.Live.Total() > 0 {
+			names = append(names, clean(l.Name))
+			kept = append(kept, l)
 		}
-		if len(kids) == 0 {
-			continue
-		}
-		nodes = append(nodes, treeNode{Name: clean(l.Name), Value: gv(l.Live.Total()), Children: kids})
-		c.Table.Rows = append(c.Table.Rows, row)
 	}
-	c.Option.Series = []charts.SingleSeries{{Name: "model", Type: "treemap", Data: nodes, Roam: opts.Bool(false),
-		UpperLabel: map[string]any{"show": true, "height": 18},
-		Levels: []map[string]any{{"itemStyle": map[string]any{"borderWidth": 0, "gapWidth": 3}},
-			{"itemStyle": map[string]any{"gapWidth": 1, "borderColor": "#fff", "borderWidth": 1}, "upperLabel": map[string]any{"show": true}}}}}
+	c := Chart{Title: title, Height: min(160+16*len(kept), 1100)}
+	c.Option.Title = &opts.Title{Title: title}
+	c.Option.Tooltip = lineTip("axis", stackTip)
+	c.Option.Legend = &opts.Legend{Bottom: "0"}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "6%", "top": "50", "bottom": "60", "containLabel": true}}
+	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
+	c.Option.YAxis = []map[string]any{{"type": "category", "data": names, "inverse": true}}
+	c.Table.Columns = append([]string{"part"}, catLabels()...)
+	c.Table.Columns = append(c.Table.Columns, "total")
+	for _, cat := range vram.Categories {
+		var data []float64
+		nonzero := false
+		for _, l := range kept {
+			v := l.Live.Get(cat)
+			data = append(data, gv(v))
+			nonzero = nonzero || v != 0
+		}
+		if nonzero {
+			c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: label(cat), Type: "bar", Stack: "memory", Data: data, ItemStyle: itemColor(cat)})
+		}
+	}
+	for i, l := range kept {
+		row := []string{names[i]}
+		for _, cat := range vram.Categories {
+			row = append(row, gib(l.Live.Get(cat)))
+		}
+		c.Table.Rows = append(c.Table.Rows, append(row, gib(l.Live.Total())))
+	}
 	return c
-}
-
-// treeNode is a treemap node with a color (go-echarts' TreeMapNode has none).
-type treeNode struct {
-	Name      string          `json:"name"`
-	Value     float64         `json:"value"`
-	ItemStyle *opts.ItemStyle `json:"itemStyle,omitempty"`
-	Children  []treeNode      `json:"children,omitempty"`
 }
 
 // GPU is one device's memory, for the GPUs chart.

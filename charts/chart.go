@@ -58,6 +58,23 @@ var newID = func() string {
 	return "vramlab-" + hex.EncodeToString(b[:])
 }
 
+// WithTitle returns c with a title (and a subtitle, when not empty) that
+// says what this chart shows, for the kinds whose default is generic.
+func (c Chart) WithTitle(title, subtitle string) Chart {
+	title = clean(title)
+	c.Title = title
+	t := opts.Title{Title: title}
+	if c.Option.Title != nil {
+		t = *c.Option.Title
+		t.Title = title
+	}
+	if subtitle != "" {
+		t.Subtitle = clean(subtitle)
+	}
+	c.Option.Title = &t
+	return c
+}
+
 // clean makes user text (model names, labels) safe to put in an option: it
 // removes the marker go-echarts uses to splice raw JavaScript functions, so
 // no label can become code. HTML escaping is done by the JSON encoder.
@@ -116,10 +133,10 @@ func HTML(c Chart) string {
 	b.WriteString(`</div>`)
 	// An IIFE with no top-level names, so re-running a cell cannot collide.
 	// The tooltip formatter's lines become text nodes (tipJS).
-	fmt.Fprintf(&b, `<script>(function(){var id=%q,theme=%q;`+tipJS+`var draw=function(){var root=document.getElementById(id);if(!root||!window.echarts)return;`+
+	fmt.Fprintf(&b, `<script>(function(){var id=%q,theme=%q;`+tipJS+titleJS+`var draw=function(){var root=document.getElementById(id);if(!root||!window.echarts)return;`+
 		`var el=root.querySelector('.vramlab-canvas');el.style.display='block';var tb=root.querySelector('.vramlab-fallback');if(tb)tb.style.display='none';`+
 		`if(theme==='auto'){var b=document.body;theme=(b&&b.getAttribute('data-jp-theme-light')==='false')?'dark':'light';}`+
-		`var o=%s;textTips(o);var ch=echarts.getInstanceByDom(el)||echarts.init(el,theme==='dark'?'dark':null,{renderer:'canvas'});ch.setOption(o);`+
+		`var o=%s;textTips(o);fitTitles(o,el.clientWidth);var ch=echarts.getInstanceByDom(el)||echarts.init(el,theme==='dark'?'dark':null,{renderer:window.vramlabRenderer==='svg'?'svg':'canvas'});ch.setOption(o);`+
 		`if(window.ResizeObserver){new ResizeObserver(function(){ch.resize();}).observe(el);}};`+
 		`(window.__vramlabQ=window.__vramlabQ||[]).push(draw);`+
 		`setTimeout(function(){var root=document.getElementById(id);if(root&&!window.echarts){var n=document.createElement('p');n.className='vramlab-note';`+
@@ -140,6 +157,13 @@ const tipJS = `var textTips=function(o){var t=o.tooltip;if(!t||typeof t.formatte
 	`m.style.cssText='display:inline-block;margin-right:5px;border-radius:5px;width:10px;height:10px';` +
 	`if(typeof l[0]==='string')m.style.backgroundColor=l[0];r.appendChild(m);l=l[1];}` +
 	`r.appendChild(document.createTextNode(l==null?'':String(l)));d.appendChild(r);});return d;};};`
+
+// titleJS defines fitTitles, which wraps a title and subtitle longer than
+// the chart is wide onto further lines (a long model name on an A4 page)
+// instead of running past the edge, with lines a readable distance apart.
+const titleJS = `var fitTitles=function(o,w){if(!o.title||!w)return;[].concat(o.title).forEach(function(t){` +
+	`t.textStyle=Object.assign({width:w-20,overflow:'break',lineHeight:22},t.textStyle||{});` +
+	`t.subtextStyle=Object.assign({width:w-20,overflow:'break',lineHeight:16},t.subtextStyle||{});});};`
 
 // tableHTML renders the fallback table (visible until the chart draws).
 func tableHTML(title string, t Table) string {

@@ -78,12 +78,12 @@ func runOverlay(run *snapshot.Run, rep vram.Replay, title string) Chart {
 	real0 := run.Peak()
 	sub := fmt.Sprintf("real allocated peak %s at %s; predicted %s", real0.Allocated.Format(unit, 1), clean(real0.Where()), rep.PeakAllocated.Format(unit, 1))
 	if !run.OnGPU() {
-		sub += " (recorded off the GPU: no reserved memory, no cuBLAS workspace)"
+		sub += "\nrecorded off the GPU: no reserved memory, no cuBLAS workspace" // its own line: fits an A4 page
 	}
 	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: sub}
 	c.Option.Tooltip = lineTip("axis", `function(ps){var out=[];ps.forEach(function(p){out.push([p.color,p.seriesName+': '+p.value[1]+' `+uname+`']);});return out;}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
-	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "80", "bottom": "60", "containLabel": true}}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "92", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{{"type": "value", "min": spanMin(real, pred), "max": spanMax(real, pred),
 		"axisLabel": map[string]any{"show": false}, "splitLine": map[string]any{"show": false}}}
 	c.Option.YAxis = []map[string]any{{"type": "value", "name": uname, "axisLabel": map[string]any{"formatter": "{value} " + uname}}}

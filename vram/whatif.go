@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,6 +79,9 @@ type SweepPoint struct {
 	Peak  Breakdown `json:"peak"`  // allocated peak by category
 	Where string    `json:"where"` // where the peak happens
 	Err   string    `json:"error,omitempty"`
+	// Current is set on the point whose value is what the plan already
+	// has, so a chart can mark where the plan stands.
+	Current bool `json:"current,omitempty"`
 }
 
 // Sweep estimates t for each value of field. Invalid values yield a point
@@ -93,6 +97,7 @@ func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
 		p := SweepPoint{Value: v}
 		tt, err := t.Set(field, v)
 		if err == nil {
+			p.Current = reflect.DeepEqual(tt, t)
 			var est TrainingEstimate
 			if est, err = tt.Estimate(); err == nil {
 				p.Peak, p.Where = est.Peak, est.PeakAt.Where()

@@ -123,6 +123,14 @@ func TestSweep(t *testing.T) {
 	if len(pts) != 4 || pts[3].Err == "" {
 		t.Fatalf("points %+v", pts)
 	}
+	for i, want := range []bool{true, false, false, false} {
+		if pts[i].Current != want {
+			t.Errorf("point %s: current %v, want %v (the plan has micro_batch 1)", pts[i].Value, pts[i].Current, want)
+		}
+	}
+	if pts, _ := Sweep(Training{Model: MustPreset("gpt2"), SeqLen: 512, MicroBatch: 1, Precision: "bf16"}, "precision", []string{"fp32", "bf16"}); !pts[1].Current || pts[0].Current {
+		t.Errorf("precision sweep marks %+v as the plan", pts)
+	}
 	for i := 1; i < 3; i++ {
 		if pts[i].Peak.Total() < pts[i-1].Peak.Total() {
 			t.Errorf("peak falls with batch: %v → %v", pts[i-1].Peak.Total(), pts[i].Peak.Total())

@@ -116,7 +116,7 @@ func Gallery() ([]charts.Chart, error) {
 		fm,
 		charts.Flow(static.Static, 16*vram.KiB, "Llama-2-7B fp32 AdamW: how memory flows in a step"),
 		charts.Layers(layers, "Llama-3-8B LoRA: memory by layer"),
-		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "GPUs"),
+		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "Memory in use on each GPU (NVML)"),
 		overlay,
 		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, "NVML readings of a job (illustrative)"),
 	}, nil
