@@ -5,7 +5,6 @@ import (
 	"html"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/janpfeifer/gonb/gonbui"
@@ -186,7 +185,7 @@ func (w *whatIf) render() string {
 	g := w.gpus[w.gpu]
 	t := w.plan
 	head := fmt.Sprintf("%s · %s tokens × micro-batch %d · %s · %s · checkpointing %s", t.Model.Name,
-		group(int64(t.SeqLen)), t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"), orDefault(t.Checkpointing, "none"))
+		vram.Grouped(int64(t.SeqLen)), t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"), orDefault(t.Checkpointing, "none"))
 	v, err := vram.Budget{GPU: g, Headroom: w.room}.Judge(t)
 	if err != nil {
 		return string(Join(Para(Bold(head)), Para("this combination is not a valid plan: ", err.Error())))
@@ -218,24 +217,6 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// group writes n with thousands separators: 32768 → "32,768".
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // WhatIf shows controls for a training plan's main choices — model,
@@ -314,9 +295,9 @@ func WhatIf(t vram.Training, c Controls) error {
 				continue
 			}
 			if cs[ch.i].field == "seq_len" {
-				setValueText(uid, cs[ch.i], group(int64(seqLens[ch.v])))
+				setValueText(uid, cs[ch.i], vram.Grouped(int64(seqLens[ch.v])))
 			} else if cs[ch.i].options == nil {
-				setValueText(uid, cs[ch.i], group(int64(ch.v)))
+				setValueText(uid, cs[ch.i], vram.Grouped(int64(ch.v)))
 			}
 			gonbui.UpdateHTML(result, w.render())
 			gonbui.Sync()
@@ -362,9 +343,9 @@ func build(box, uid string, c control) *comms.AddressChan[int] {
 		return s.Listen().LatestOnly()
 	}
 	s := widgets.Slider(c.min, c.max, c.value).AppendTo(controlID(uid, c)).Done()
-	val := group(int64(c.value))
+	val := vram.Grouped(int64(c.value))
 	if c.field == "seq_len" {
-		val = group(int64(seqLens[c.value]))
+		val = vram.Grouped(int64(seqLens[c.value]))
 	}
 	dom.Append(controlID(uid, c), `<output id="`+controlID(uid, c)+`-value" style="min-width:4em;font-variant-numeric:tabular-nums">`+html.EscapeString(val)+`</output>`)
 	return s.Listen().LatestOnly()

@@ -114,11 +114,3 @@ func TestWhatIfInvalidCombinationSaysWhy(t *testing.T) {
 		t.Fatalf("an invalid plan rendered as:\n%s", out)
 	}
 }
-
-func TestGroup(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 32768: "32,768", -1234567: "-1,234,567"} {
-		if got := group(n); got != want {
-			t.Errorf("group(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

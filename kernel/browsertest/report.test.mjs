@@ -76,3 +76,52 @@ test('the report notebook renders its charts in JupyterLab', async () => {
     await lab.stop();
   }
 });
+
+test('the report reads as one: verdict first, no template instructions, no empty notes', () => {
+  const html = readFileSync(join(out, 'llama3-8b-lora.html'), 'utf8');
+  assert.doesNotMatch(html, /How to use this template/, 'the template instructions are left out');
+  assert.doesNotMatch(html, /Write your annotations here/, 'an unwritten Notes section is left out');
+  const verdict = html.indexOf('Verdict on A100-80GB');
+  assert.ok(verdict > 0, 'the verdict on the plan’s GPU');
+  assert.ok(verdict < html.indexOf('>Assumptions<'), 'the verdict comes before the detail');
+});
+
+// What the PDF is printed from: the HTML laid out for print at an A4 page's
+// text width (186 mm); and the PDF's own text.
+test('the printed report has no scrollbar, no chart cut at the edge and no word broken', async () => {
+  const { page } = await offlinePage(browser);
+  await page.setViewportSize({ width: Math.round(186 / 25.4 * 96), height: 1100 });
+  await page.goto('file://' + join(out, 'llama3-8b-lora.html'));
+  await waitForCharts(page, 2);
+  const screenWords = new Set((await page.locator('main').innerText()).split(/\s+/).filter(Boolean));
+  await page.emulateMedia({ media: 'print' });
+  const bad = await page.evaluate(() => {
+    const out = [];
+    const main = document.querySelector('main').getBoundingClientRect();
+    for (const el of document.querySelectorAll('main *')) {
+      const cs = getComputedStyle(el);
+      if (cs.display === 'none' || el.closest('.vramlab-fallback')) continue;
+      const scrolls = /(auto|scroll)/.test(cs.overflowX) && el.scrollWidth > el.clientWidth + 1;
+      if (scrolls) out.push(`scrolls sideways: <${el.tagName.toLowerCase()} class="${el.className}"> ${el.scrollWidth} > ${el.clientWidth}`);
+    }
+    for (const c of document.querySelectorAll('.vramlab-canvas canvas')) {
+      const r = c.getBoundingClientRect();
+      if (r.right > main.right + 1 || r.left < main.left - 1) out.push(`chart cut at the page edge: ${r.left}–${r.right} in ${main.left}–${main.right}`);
+    }
+    return out;
+  });
+  assert.deepEqual(bad, [], bad.join('\n'));
+
+  // A word broken across lines shows in the PDF's text as two pieces that
+  // are not words of the report but join into one (a break after a hyphen
+  // is a normal break).
+  const text = execFileSync('pdftotext', [join(out, 'llama3-8b-lora.pdf'), '-'], { encoding: 'utf8' });
+  const tokens = text.split(/\s+/).filter(Boolean);
+  const broken = [];
+  for (let i = 0; i + 1 < tokens.length; i++) {
+    const [a, b] = [tokens[i], tokens[i + 1]];
+    if (/^[\p{L}\p{N}]/u.test(b) && !a.endsWith('-') && !screenWords.has(a) && !screenWords.has(b) && screenWords.has(a + b)) broken.push(`${a}|${b}`);
+  }
+  assert.deepEqual(broken, [], `words broken across lines in the PDF: ${broken.join(', ')}`);
+  assert.ok(tokens.length > 300 && screenWords.has('Verdict'), 'the PDF has the report’s text');
+});

@@ -85,7 +85,7 @@ with open(out, "w") as f:
     json.dump({key: paths if key == "plans" else paths[0]}, f)
 PY
 say "executing $template on ${plans[*]}"
-# why: the first panic a failed cell printed (a plan error names the field
+# why: the first error a failed cell printed (a plan error names the field
 # and the rule), which papermill's own message leaves out.
 why() {
   [ -s "$out/$name.ipynb" ] || return 0
@@ -93,10 +93,11 @@ why() {
 import json, sys
 for cell in json.load(open(sys.argv[1]))["cells"]:
     err = "".join("".join(o.get("text", [])) for o in cell.get("outputs", []) if o.get("name") == "stderr")
-    if "panic: " in err:
-        lines = [l for l in err.split("panic: ", 1)[1].splitlines() if l.strip()]
-        print("report: the notebook stopped: " + (lines[0] if lines else "a panic"))
-        sys.exit()
+    for marker in ("\nerror: ", "panic: "):  # charts.Must's line, or a panic
+        if marker in "\n" + err:
+            lines = [l for l in ("\n" + err).split(marker, 1)[1].splitlines() if l.strip()]
+            print("report: the notebook stopped: " + (lines[0] if lines else "a panic"))
+            sys.exit()
 PY
 }
 if ! (step "${REPORT_TIMEOUT:-600}" "executing the report notebook" \
