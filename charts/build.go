@@ -114,7 +114,7 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	total := b.Total()
 	c := Chart{Title: title, Height: 320}
 	c.Option.Title = &opts.Title{Title: title, Subtitle: "total " + gib(total)}
-	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;var t=`+fmt.Sprint(gv(total))+`;var v=p.value;return p.seriesName==='share'?[[p.color,p.name+': '+f(v)+' ('+p.percent+'%)']]:[[p.color,p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)']];}`)
+	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;var t=`+fmt.Sprint(gv(total))+`;var v=p.value;return p.seriesType==='pie'?[[p.color,p.name+': '+f(v)+' ('+p.percent+'%)']]:[[p.color,p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)']];}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "52%", "top": "70", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{bytesAxis(nil)}

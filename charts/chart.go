@@ -29,6 +29,8 @@ type Chart struct {
 	Table  Table
 	Height int    // pixels; zero means 380
 	Theme  string // "auto" (default: follows JupyterLab's theme), "light" or "dark"
+
+	localized map[string]any // the option in Lang, set by HTML when it is not English
 }
 
 // Option is the ECharts option, built from go-echarts' option types.
@@ -87,8 +89,9 @@ func clean(s string) string {
 
 var funcRE = regexp.MustCompile(`"__f__((?:[^"\\]|\\.)*?)__f__"`)
 
-// optionJSON encodes the option; go-echarts FuncOpts become raw functions.
-func optionJSON(o Option) (string, error) {
+// optionJSON encodes the option (an Option, or its localized tree);
+// go-echarts FuncOpts become raw functions.
+func optionJSON(o any) (string, error) {
 	b, err := json.Marshal(o) // escapes <, > and & inside strings
 	if err != nil {
 		return "", err
@@ -116,7 +119,15 @@ func HTML(c Chart) string {
 	if h <= 0 {
 		h = 380
 	}
-	js, err := optionJSON(c.Option)
+	c, err := localize(c)
+	if err != nil {
+		return "<pre>chart error: " + html.EscapeString(err.Error()) + "</pre>"
+	}
+	var opt any = c.Option
+	if c.localized != nil {
+		opt = c.localized
+	}
+	js, err := optionJSON(opt)
 	if err != nil {
 		return "<pre>chart error: " + html.EscapeString(err.Error()) + "</pre>"
 	}

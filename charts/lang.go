@@ -1,0 +1,212 @@
+package charts
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Lang is the language of chart titles, labels and fallback tables: "en"
+// or "zh". Its default follows the notebook: $VRAMLAB_LANG when set, else
+// "zh" for a notebook in a zh/ folder (Jupyter Server names the notebook of
+// a kernel's session in JPY_SESSION_NAME), else "en". Code cells stay the
+// same in every language; only what the charts say changes.
+var Lang = detectLang(os.Getenv("VRAMLAB_LANG"), os.Getenv("JPY_SESSION_NAME"))
+
+func detectLang(env, session string) string {
+	switch strings.ToLower(strings.TrimSpace(env)) {
+	case "zh", "zh-cn", "zh_cn", "chinese":
+		return "zh"
+	case "en", "english":
+		return "en"
+	}
+	s := "/" + filepath.ToSlash(session)
+	if strings.Contains(s, "/zh/") {
+		return "zh"
+	}
+	return "en"
+}
+
+// tr is s in Lang: an exact entry of the catalog, else a pattern (a value
+// inside a fixed phrase: "total 39.98 GiB"), else s unchanged. Names the
+// user typed (models, plans, GPUs) are not in the catalog and pass through.
+func tr(s string) string {
+	if Lang != "zh" || s == "" {
+		return s
+	}
+	if t, ok := zh[s]; ok {
+		return t
+	}
+	for _, p := range zhPatterns {
+		if m := p.re.FindStringSubmatch(s); m != nil {
+			return p.to(m)
+		}
+	}
+	return s
+}
+
+// trWhere translates the engine's description of a moment of the step
+// ("iteration 2, backward, block 3"); parts it does not know stay as they are.
+func trWhere(s string) string {
+	if Lang != "zh" {
+		return s
+	}
+	m := whereRE.FindStringSubmatch(s)
+	if m == nil {
+		return s
+	}
+	out := "第 " + m[1] + " 次迭代，" + orSame(phaseZh[m[2]], m[2])
+	if m[3] != "" {
+		rest := m[3]
+		if b := blockRE.FindStringSubmatch(rest); b != nil {
+			rest = "第 " + b[1] + " 块" + b[2]
+		}
+		out += "，" + strings.NewReplacer("loss and output", "损失与输出", "recompute", "重算").Replace(rest)
+	}
+	return out
+}
+
+var (
+	whereRE = regexp.MustCompile(`^iteration (\d+), ([a-z]+)(?:, (.+))?$`)
+	blockRE = regexp.MustCompile(`^block (\d+)(.*)$`)
+	phaseZh = map[string]string{"forward": "前向", "backward": "反向", "optimizer": "优化器步", "loss": "损失", "setup": "准备"}
+)
+
+func orSame(t, s string) string {
+	if t == "" {
+		return s
+	}
+	return t
+}
+
+// localize translates what a chart shows, in one place for every kind:
+// the option's texts (titles, series and legend names, axis names, data
+// names, labels) and the fallback table. Functions (tooltips) are left as
+// they are; the series names they print are translated with the series.
+func localize(c Chart) (Chart, error) {
+	if Lang != "zh" {
+		return c, nil
+	}
+	c.Title = tr(c.Title)
+	c.Table = Table{Columns: trAll(c.Table.Columns), Rows: trRows(c.Table.Rows)}
+	b, err := json.Marshal(c.Option)
+	if err != nil {
+		return c, err
+	}
+	var tree map[string]any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return c, err
+	}
+	c.localized = trTree(tree).(map[string]any)
+	return c, nil
+}
+
+func trAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = tr(s)
+	}
+	return out
+}
+
+func trRows(rows [][]string) [][]string {
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = trAll(r)
+	}
+	return out
+}
+
+// trTree translates every string of a decoded option, except functions.
+func trTree(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = trTree(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = trTree(e)
+		}
+		return x
+	case string:
+		if strings.HasPrefix(x, "__f__") {
+			return x
+		}
+		return tr(x)
+	}
+	return v
+}
+
+type zhPattern struct {
+	re *regexp.Regexp
+	to func(m []string) string
+}
+
+// zh is the chart vocabulary in Chinese, and the titles the tutorials give
+// their charts (their code is the same in both languages).
+var zh = map[string]string{
+	// categories and their parts
+	"parameters": "参数", "gradients": "梯度", "optimizer states": "优化器状态", "activations": "激活值",
+	"temporaries": "临时缓冲", "other": "其他", "inputs": "输入", "updated parameters": "更新后的参数",
+	"share": "占比", "total": "合计", "per GPU": "每 GPU", "capacity": "容量",
+	"used": "已用", "free": "空闲", "device used": "设备已用", "process used": "进程已用",
+	"real allocated": "实测已分配", "predicted allocated": "预测已分配", "real reserved": "实测保留", "predicted reserved": "预测保留",
+	"does not fit": "放不下", "< 5 GiB free": "空余 < 5 GiB", "5–20 GiB": "空余 5–20 GiB", "> 20 GiB": "空余 > 20 GiB",
+	"yes": "是", "no": "否", "invalid": "无效", "this plan": "当前计划", "peak": "峰值", "predicted": "预测",
+	// table columns
+	"category": "类别", "size": "大小", "plan": "计划", "iteration": "迭代", "phase": "阶段", "where": "位置",
+	"fits": "放得下", "peak at": "峰值位置", "from": "从", "to": "到", "bytes": "字节", "part": "部分",
+	"GPU": "GPU", "time": "时间", "setting": "设置", "value": "值",
+	"real allocated (max)": "实测已分配（最大）", "predicted allocated (max)": "预测已分配（最大）",
+	"real reserved (max)": "实测保留（最大）", "predicted reserved (max)": "预测保留（最大）",
+	// default titles and axis names
+	"Memory over the training step":          "训练步内的显存",
+	"Peak allocated memory per GPU, by plan": "各方案每 GPU 的已分配显存峰值",
+	"Peak allocated memory per GPU":          "每 GPU 的已分配显存峰值",
+	"Your run beside the prediction":         "你的运行与预测对照",
+	"Device memory over time (NVML)":         "设备显存随时间变化（NVML）",
+	"the step's allocations and frees, in order (hover for each op)": "训练步中按顺序的分配与释放（悬停查看每个算子）",
+	"embedding": "嵌入层", "head": "输出层",
+	// the tutorials' chart titles
+	"Llama-2-7B, bf16 AdamW: live at the peak":                            "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
+	"Llama-2-7B: peak per GPU in fp32 and in pure bf16":                   "Llama-2-7B：fp32 与纯 bf16 下每 GPU 的峰值",
+	"the dashed line: what an A100 80GB leaves after its CUDA context":    "虚线：A100 80GB 扣除 CUDA 上下文后剩下的显存",
+	"the dashed line: what an H100 80GB leaves after its CUDA context":    "虚线：H100 80GB 扣除 CUDA 上下文后剩下的显存",
+	"Activations held at their largest, by attention and checkpointing":   "激活值的最大占用：按注意力实现与检查点方式",
+	"A training step and a no_grad forward: peak per GPU":                 "一个训练步与一次 no_grad 前向：每 GPU 的峰值",
+	"Model states per GPU by optimizer and precision":                     "每 GPU 的模型状态：按优化器与精度",
+	"parameters, gradients and optimizer states; no activations":          "参数、梯度与优化器状态；不含激活值",
+	"Llama-2-7B, fp32 AdamW: how memory flows in a step":                  "Llama-2-7B，fp32 AdamW：一个训练步中显存的流向",
+	"Llama-2-7B, fp32 AdamW: memory by part of the model":                 "Llama-2-7B，fp32 AdamW：模型各部分的显存",
+	"The rule of thumb beside the precise peak":                           "经验公式与精确峰值对照",
+	"Peak per GPU on 2 GPUs, by ZeRO stage":                               "2 块 GPU 上每 GPU 的峰值：按 ZeRO 阶段",
+	"Allocated memory at each phase of two iterations":                    "两次迭代中各阶段的已分配显存",
+	"GPU memory now":                                                      "GPU 当前显存",
+	"Peak per GPU by parallel layout":                                     "每 GPU 的峰值：按并行布局",
+	"Inference memory by weight precision":                                "推理显存：按权重精度",
+	"Serving memory by concurrent sequences (6,144 + 2,048 tokens each)":  "推理服务显存：按并发序列数（每条 6,144 + 2,048 个 token）",
+	"training step": "训练步", "no_grad forward": "no_grad 前向", "rule of thumb": "经验公式", "precise peak": "精确峰值",
+	"Live at the peak": "峰值时刻存活的显存", "Where your run holds more than predicted": "你的运行比预测多占的地方",
+	"your run": "你的运行", "prediction": "预测", "difference": "差值",
+}
+
+var zhPatterns = []zhPattern{
+	{regexp.MustCompile(`^total (.+)$`), func(m []string) string { return "合计 " + m[1] }},
+	{regexp.MustCompile(`^capacity (.+)$`), func(m []string) string { return "容量 " + m[1] }},
+	{regexp.MustCompile(`^predicted (\d.+)$`), func(m []string) string { return "预测 " + m[1] }},
+	{regexp.MustCompile(`^peak (\S+ \S+) at (.+)$`), func(m []string) string { return "峰值 " + m[1] + "，位于" + trWhere(m[2]) }},
+	{regexp.MustCompile(`^PEAK: (.+)$`), func(m []string) string { return "峰值：" + trWhere(m[1]) }},
+	{regexp.MustCompile(`^iteration \d+, .+$`), func(m []string) string { return trWhere(m[0]) }},
+	{regexp.MustCompile(`^(forward|backward|optimizer|loss|setup) (\d+)$`), func(m []string) string {
+		return phaseZh[m[1]] + " " + m[2]
+	}},
+	{regexp.MustCompile(`^Peak allocated memory per GPU vs (.+)$`), func(m []string) string { return "每 GPU 已分配显存峰值随 " + m[1] + " 的变化" }},
+	{regexp.MustCompile(`^Headroom on (.+): (.+) × (.+)$`), func(m []string) string { return m[1] + " 上的余量：" + m[2] + " × " + m[3] }},
+	{regexp.MustCompile(`^(.+) \(plan\)$`), func(m []string) string { return m[1] + "（当前计划）" }},
+	{regexp.MustCompile(`^block (\d+)$`), func(m []string) string { return "第 " + m[1] + " 块" }},
+	{regexp.MustCompile(`^(.+): memory over the training step$`), func(m []string) string { return m[1] + "：训练步内的显存" }},
+}

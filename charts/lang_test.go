@@ -1,0 +1,80 @@
+package charts
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramlab/vramlab/vram"
+)
+
+func TestDetectLang(t *testing.T) {
+	for _, c := range []struct{ env, session, want string }{
+		{"", "", "en"},
+		{"", "01-who-eats-the-memory.ipynb", "en"},
+		{"", "zh/01-who-eats-the-memory.ipynb", "zh"},
+		{"", "/home/jovyan/vramlab/zh/20-what-if-playground.ipynb", "zh"},
+		{"zh", "", "zh"},
+		{"en", "zh/01.ipynb", "en"},
+		{"", "notebooks/zhx/01.ipynb", "en"},
+	} {
+		if got := detectLang(c.env, c.session); got != c.want {
+			t.Errorf("detectLang(%q, %q) = %q, want %q", c.env, c.session, got, c.want)
+		}
+	}
+}
+
+// withLang runs f with Lang set to l.
+func withLang(l string, f func()) {
+	old := Lang
+	Lang = l
+	defer func() { Lang = old }()
+	f()
+}
+
+func TestChartsFollowTheLanguage(t *testing.T) {
+	tr0 := vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 512, MicroBatch: 2}
+	est, err := tr0.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := tr0.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var en, zhOut string
+	build := func() string {
+		return HTML(Breakdown(est.Peak, "Peak allocated memory per GPU")) + HTML(Timeline(tl, 80*vram.GiB))
+	}
+	withLang("en", func() { en = build() })
+	withLang("zh", func() { zhOut = build() })
+	for _, want := range []string{"每 GPU 的已分配显存峰值", "参数", "激活值", "合计 ", "训练步内的显存", "峰值 ", "第 2 次迭代", "前向 1", "类别"} {
+		if !strings.Contains(zhOut, want) {
+			t.Errorf("the Chinese charts lack %q", want)
+		}
+	}
+	for _, gone := range []string{`"Peak allocated memory per GPU"`, `"activations"`, `>category<`} {
+		if strings.Contains(zhOut, gone) {
+			t.Errorf("the Chinese charts still say %s", gone)
+		}
+	}
+	if !strings.Contains(en, `"activations"`) || strings.Contains(en, "激活值") {
+		t.Error("the English charts changed")
+	}
+	// The tooltip functions survive translation untouched.
+	if strings.Count(zhOut, "function(") != strings.Count(en, "function(") {
+		t.Error("a tooltip function was lost in translation")
+	}
+}
+
+func TestTranslationKeepsUserText(t *testing.T) {
+	withLang("zh", func() {
+		for _, s := range []string{"meta-llama/Llama-2-7b-hf", "my plan", "<img src=x onerror=alert(1)>", "__f__alert(1)__f__"} {
+			if got := tr(s); got != s {
+				t.Errorf("tr(%q) = %q: user text must pass through", s, got)
+			}
+		}
+		if got := trWhere("iteration 2, backward, block 3 recompute"); got != "第 2 次迭代，反向，第 3 块 重算" {
+			t.Errorf("trWhere: %q", got)
+		}
+	})
+}
