@@ -99,7 +99,7 @@ func localize(c Chart) (Chart, error) {
 	if err := json.Unmarshal(b, &tree); err != nil {
 		return c, err
 	}
-	c.localized = trTree(tree).(map[string]any)
+	c.localized = trTree(tree, "").(map[string]any)
 	return c, nil
 }
 
@@ -119,27 +119,33 @@ func trRows(rows [][]string) [][]string {
 	return out
 }
 
-// trTree translates every string of a decoded option, except functions.
-func trTree(v any) any {
+// trTree translates the display strings of a decoded option: those under
+// keys that hold text a reader sees (titles, names, labels, axis and legend
+// data), never settings ("type": "value") or functions (tooltips).
+func trTree(v any, key string) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			x[k] = trTree(e)
+			x[k] = trTree(e, k)
 		}
 		return x
 	case []any:
 		for i, e := range x {
-			x[i] = trTree(e)
+			x[i] = trTree(e, key) // elements of "data" are display text
 		}
 		return x
 	case string:
-		if strings.HasPrefix(x, "__f__") {
+		if strings.HasPrefix(x, "__f__") || !displayKeys[key] {
 			return x
 		}
 		return tr(x)
 	}
 	return v
 }
+
+// displayKeys are the ECharts option keys whose strings are shown as text.
+var displayKeys = map[string]bool{"text": true, "subtext": true, "name": true, "data": true, "label": true,
+	"formatter": true, "xAxis": true, "source": true, "target": true}
 
 type zhPattern struct {
 	re *regexp.Regexp
@@ -209,4 +215,8 @@ var zhPatterns = []zhPattern{
 	{regexp.MustCompile(`^(.+) \(plan\)$`), func(m []string) string { return m[1] + "（当前计划）" }},
 	{regexp.MustCompile(`^block (\d+)$`), func(m []string) string { return "第 " + m[1] + " 块" }},
 	{regexp.MustCompile(`^(.+): memory over the training step$`), func(m []string) string { return m[1] + "：训练步内的显存" }},
+	{regexp.MustCompile(`^(.+): live at the peak$`), func(m []string) string { return m[1] + "：峰值时刻存活的显存" }},
+	{regexp.MustCompile(`^Device memory over time \((.+)\)$`), func(m []string) string {
+		return "设备显存随时间变化（" + strings.NewReplacer("simulated", "模拟的", "idle", "空闲").Replace(m[1]) + "）"
+	}},
 }

@@ -52,6 +52,9 @@ func TestChartsFollowTheLanguage(t *testing.T) {
 			t.Errorf("the Chinese charts lack %q", want)
 		}
 	}
+	if !strings.Contains(zhOut, `"type":"value"`) || !strings.Contains(zhOut, `"type":"category"`) {
+		t.Error("option settings were translated along with the text")
+	}
 	for _, gone := range []string{`"Peak allocated memory per GPU"`, `"activations"`, `>category<`} {
 		if strings.Contains(zhOut, gone) {
 			t.Errorf("the Chinese charts still say %s", gone)

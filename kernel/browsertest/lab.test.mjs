@@ -72,3 +72,21 @@ test('the snapshot tutorial draws the real run over the prediction in JupyterLab
   await page.screenshot({ path: shotPath('11-check-it-against-your-run.png'), fullPage: true });
   assert.deepEqual(problems.external, []);
 });
+
+test('a Chinese tutorial draws its charts in Chinese in JupyterLab', async () => {
+  const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
+  await runAllCells(page, lab, 'zh/01-who-eats-the-memory.ipynb');
+  await waitForCharts(page, 2, 60_000);
+  // The kernel learns the notebook's language from its path (JPY_SESSION_NAME).
+  const titles = await page.evaluate(() => [...document.querySelectorAll('.vramlab-canvas')]
+    .map((el) => window.echarts.getInstanceByDom(el).getOption())
+    .map((o) => ({ title: o.title[0].text, series: (o.series || []).map((s) => s.name) })));
+  assert.equal(titles.length, 2);
+  assert.equal(titles[0].title, 'Llama-2-7B，bf16 AdamW：峰值时刻存活的显存');
+  assert.ok(titles[0].series.includes('参数') && titles[0].series.includes('优化器状态'), JSON.stringify(titles[0].series));
+  assert.match(titles[1].title, /fp32 与纯 bf16/);
+  assert.match(await page.locator('.jp-MarkdownOutput h1').first().textContent(), /显存被谁吃掉了/);
+  await page.locator('.vramlab-canvas').first().scrollIntoViewIfNeeded();
+  await page.screenshot({ path: shotPath('zh-01-who-eats-the-memory.png') });
+  assert.deepEqual(problems.external, []);
+});

@@ -33,10 +33,13 @@ work_copy() {
   local dir=$1 added=0
   mkdir -p "$dir"
   local src
-  for src in "$ROOT"/notebooks/*.ipynb; do
+  # The tutorials and their Chinese edition (notebooks/zh/).
+  for src in "$ROOT"/notebooks/*.ipynb "$ROOT"/notebooks/zh/*.ipynb; do
+    [ -e "$src" ] || continue
     local name
-    name=$(basename "$src")
+    name=${src#"$ROOT/notebooks/"}
     if [ ! -e "$dir/$name" ]; then
+      mkdir -p "$(dirname "$dir/$name")"
       cp "$src" "$dir/$name"
       added=$((added + 1))
     fi

@@ -19,7 +19,7 @@ source "$(dirname "$0")/lib.sh"
 # reports.sh sets up once before running several of these at a time.
 if [ -z "${VRAMLAB_SET_UP:-}" ]; then
   "$ROOT/kernel/scripts/setup.sh" >/dev/null
-  apt_install chromium fonts-dejavu-core
+  apt_install chromium fonts-dejavu-core fonts-wqy-zenhei
 fi
 
 # absolute FILE: the plan file's absolute path (exit if there is none).

@@ -15,7 +15,7 @@ for f in "${plans[@]}"; do
 done
 
 "$ROOT/kernel/scripts/setup.sh" >/dev/null
-apt_install chromium fonts-dejavu-core
+apt_install chromium fonts-dejavu-core fonts-wqy-zenhei
 export VRAMLAB_SET_UP=1
 
 jobs=${REPORT_JOBS:-$(nproc)}

@@ -11,6 +11,7 @@ person can look at them; the timings are printed at the end.
 """
 
 import argparse
+import os
 import pathlib
 import sys
 import time
@@ -52,6 +53,19 @@ def html_errors(nb):
                 yield i, htmllib.unescape(re.sub(r"<[^>]+>", "", h)).strip()
 
 
+def untranslated_charts(nb):
+    """A Chinese tutorial's charts speak Chinese: each chart's title (its
+    fallback table's caption) has Chinese in it."""
+    import re
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            h = out.get("data", {}).get("text/html", "")
+            h = "".join(h) if isinstance(h, list) else h
+            for cap in re.findall(r'<table class="vramlab-fallback"[^>]*><caption[^>]*>(.*?)</caption>', h):
+                if not re.search(r"[\u4e00-\u9fff]", cap):
+                    yield i, cap
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+")
@@ -67,6 +81,13 @@ def main():
         kernel = nb.metadata.get("kernelspec", {}).get("name", "vramlab")
         client = NotebookClient(nb, kernel_name=kernel, timeout=args.timeout,
                                 resources={"metadata": {"path": str(path.parent)}})
+        # A notebook in a zh/ folder is a Chinese tutorial: its charts speak
+        # Chinese (in JupyterLab the kernel learns it from the notebook's path).
+        chinese = path.parent.name == "zh"
+        if chinese:
+            os.environ["VRAMLAB_LANG"] = "zh"
+        else:
+            os.environ.pop("VRAMLAB_LANG", None)
         start = time.monotonic()
         err = None
         try:
@@ -76,13 +97,18 @@ def main():
         except Exception as e:  # kernel died, timeout, ...
             err = f"{type(e).__name__}: {e}"
         seconds = time.monotonic() - start
-        nbformat.write(nb, outdir / path.name)
+        label = ("zh/" if chinese else "") + path.name
+        (outdir / label).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, outdir / label)
         for i, text in stderr_failures(nb):
             err = (err or "") + f"\ncell {i} wrote to stderr:\n{text}"
+        if chinese:
+            for i, cap in untranslated_charts(nb):
+                err = (err or "") + f"\ncell {i}: a chart's title is not in Chinese: {cap}"
         if err:
             for i, text in html_errors(nb):
                 err += f"\ncell {i} build error:\n{text[:3000]}"
-        timings.append((path.name, seconds))
+        timings.append((label, seconds))
         if err:
             failed.append(path.name)
             print(f"FAIL {path} ({seconds:.1f}s)\n{err}\n", flush=True)

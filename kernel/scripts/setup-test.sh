@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 
 say "test dependencies"
-apt_install chromium poppler-utils fonts-dejavu-core
+apt_install chromium poppler-utils fonts-dejavu-core fonts-wqy-zenhei
 command -v node >/dev/null || apt_install nodejs npm
 stamp=kernel/browsertest/node_modules/.lock.sha256
 want=$(sha256sum kernel/browsertest/package-lock.json | cut -d' ' -f1)

@@ -31,7 +31,7 @@ say "make lab's working copy of the tutorials"
 (
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  all=$(ls notebooks/*.ipynb | wc -l)
+  all=$(ls notebooks/*.ipynb notebooks/zh/*.ipynb | wc -l)
   [ "$(work_copy "$tmp/nb")" = "$all" ] || { echo "work_copy: first copy incomplete" >&2; exit 1; }
   echo '{"edited": true}' > "$tmp/nb/00-check-your-setup.ipynb"
   rm "$tmp/nb/01-who-eats-the-memory.ipynb"
@@ -47,7 +47,10 @@ say "papermill's Go parameter translator"
 .venv/bin/python -m unittest discover -s kernel/papermill -p 'test_*.py'
 
 say "notebooks, executed headless through the vramlab kernel"
-.venv/bin/python kernel/scripts/run_notebooks.py notebooks
+.venv/bin/python kernel/scripts/run_notebooks.py notebooks notebooks/zh
+
+say "the Chinese tutorials keep the English code cells"
+.venv/bin/python kernel/scripts/zh_sync.py --check
 
 say "a typo in a cell reads as one line (real kernel)"
 .venv/bin/python kernel/scripts/cell_errors.py
