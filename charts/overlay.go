@@ -83,7 +83,7 @@ func runOverlay(run *snapshot.Run, rep vram.Replay, title string) Chart {
 	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: sub}
 	c.Option.Tooltip = lineTip("axis", `function(ps){var out=[];ps.forEach(function(p){out.push([p.color,p.seriesName+': '+p.value[1]+' `+uname+`']);});return out;}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
-	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "92", "bottom": "60", "containLabel": true}}
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "108", "bottom": "60", "containLabel": true}}
 	c.Option.XAxis = []map[string]any{{"type": "value", "min": spanMin(real, pred), "max": spanMax(real, pred),
 		"axisLabel": map[string]any{"show": false}, "splitLine": map[string]any{"show": false}}}
 	c.Option.YAxis = []map[string]any{{"type": "value", "name": uname, "axisLabel": map[string]any{"formatter": "{value} " + uname}}}
