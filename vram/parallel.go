@@ -17,10 +17,20 @@ type Parallel struct {
 	// gradient accumulator: frozen flat parameters (a LoRA base) never fire it
 	// and stay unsharded until backward ends (torch/distributed/fsdp
 	// _runtime_utils.py _post_backward_hook / _post_backward_final_callback).
-	FSDPVersion int  `json:"fsdp_version,omitempty"`
-	TP          int  `json:"tp,omitempty"` // tensor parallel (Megatron column/row splits)
-	SP          bool `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
-	PP          int  `json:"pp,omitempty"` // pipeline stages
+	FSDPVersion int `json:"fsdp_version,omitempty"`
+	// ReshardAfterForward is FSDP2's fully_shard(reshard_after_forward=…)
+	// for the decoder blocks (default true, PyTorch's default): true frees
+	// each block's unsharded parameters after its forward and all-gathers
+	// them again for its backward; false keeps every block's unsharded
+	// parameters from its forward to its backward (torch/distributed/fsdp/
+	// _fully_shard/_fsdp_state.py _post_forward → FSDPParamGroup.reshard).
+	// The root's own parameters (embedding, final norm, output layer) are
+	// not resharded after the forward either way (_fsdp_state.py
+	// FSDPState._lazy_init: "For the root, do not reshard after forward").
+	ReshardAfterForward *bool `json:"reshard_after_forward,omitempty"`
+	TP                  int   `json:"tp,omitempty"` // tensor parallel (Megatron column/row splits)
+	SP                  bool  `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
+	PP                  int   `json:"pp,omitempty"` // pipeline stages
 	// PPSchedule: 1f1b (default) or interleaved_1f1b with VirtualStages chunks
 	// per rank; PPMicrobatches is the number of pipeline microbatches.
 	PPSchedule     string `json:"pp_schedule,omitempty"`
@@ -133,4 +143,17 @@ func (p Parallel) GPUs() int {
 		}
 	}
 	return n
+}
+
+// fsdp2 reports whether the run is FSDP2's fully_shard: ZeRO-3 by FSDP
+// (full_shard or hybrid), per-parameter (version 2), parameters on the GPU.
+func (r *resolved) fsdp2() bool {
+	p := r.Parallel
+	return p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion != 1 && p.CPUOffload != "optimizer+params"
+}
+
+// keepsUnsharded reports whether FSDP2 keeps each block's unsharded
+// parameters from its forward to its backward (reshard_after_forward=False).
+func (r *resolved) keepsUnsharded() bool {
+	return r.fsdp2() && r.Parallel.ReshardAfterForward != nil && !*r.Parallel.ReshardAfterForward
 }

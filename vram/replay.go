@@ -207,6 +207,22 @@ func (tr *tracer) gather(l int) int {
 func (tr *tracer) step(last bool) {
 	r := tr.r
 	inputs := tr.a.Malloc(tr.edges.Inputs)
+	// FSDP2: the root's parameters stay unsharded from the root's
+	// pre-forward to its post-backward; without resharding, so do the
+	// blocks' (see simulation.iteration).
+	root := -1
+	if r.fsdp2() {
+		var b Bytes
+		if tr.st.embed {
+			b = addBytes(b, tr.embed.gathered)
+		}
+		if tr.st.head {
+			b = addBytes(b, tr.head.gathered)
+		}
+		root = tr.a.Malloc(b)
+	}
+	keep := r.keepsUnsharded()
+	unsharded := map[int]int{} // block → its unsharded parameters, kept
 	// Forward.
 	var res int // the residual stream handle between blocks
 	saved := map[int]*kept{}
@@ -256,13 +272,21 @@ func (tr *tracer) step(last bool) {
 			tr.a.Free(res)
 		}
 		saved[l], res = k, out
-		tr.a.Free(g)
+		if keep {
+			unsharded[l] = g
+		} else {
+			tr.a.Free(g)
+		}
 		for i, mp := range masks {
 			if mp.keptUntil(r, tr.st.first, tr.st.last) < 0 && mp.forwardEnd(tr.st.first, tr.st.last) == l {
 				tr.a.Free(maskH[i]) // its stack returned
 			}
 		}
 		tr.note("forward", l)
+	}
+	lingering := -1 // the last all-gather's output, without resharding
+	if keep && tr.st.last > tr.st.first {
+		lingering = tr.a.Malloc(tr.blocks[tr.st.last-1].gathered)
 	}
 	if tr.st.head {
 		p := tr.edges.Head.prog
@@ -279,8 +303,14 @@ func (tr *tracer) step(last bool) {
 		res = grad
 		tr.note("backward", -1)
 	}
+	tr.a.Free(lingering)
 	for l := tr.st.last - 1; l >= tr.st.first; l-- {
-		g := tr.gather(l)
+		g := -1
+		if keep {
+			g = unsharded[l] // since its forward
+		} else {
+			g = tr.gather(l)
+		}
 		k := saved[l]
 		if r.checkpointed(l) {
 			// Recomputation rebuilds the block's saved tensors from its
@@ -314,6 +344,7 @@ func (tr *tracer) step(last bool) {
 	}
 	tr.freeAll(held)
 	tr.a.Free(res)
+	tr.a.Free(root)
 	tr.a.Free(inputs)
 	tr.note("backward", -1)
 	if !last || r.Optimizer == "none" {

@@ -279,6 +279,25 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		return g
 	}
+	// FSDP2 (per-parameter fully_shard, resolved.fsdp2): the root's own parameters
+	// (embedding, final norm, output layer) are all-gathered by the root's
+	// pre-forward and stay unsharded until the root's post-backward, since
+	// the root is not resharded after forward (torch/distributed/fsdp/
+	// _fully_shard/_fsdp_state.py FSDPState._lazy_init: "For the root, do
+	// not reshard after forward", post_forward_mesh_info = None). With
+	// reshard_after_forward=False the blocks' unsharded parameters stay
+	// too, each from its forward to its backward.
+	keep := r.keepsUnsharded()
+	var root Bytes
+	if r.fsdp2() {
+		if st.embed {
+			root = addBytes(root, s.embed.gathered)
+		}
+		if st.head {
+			root = addBytes(root, s.head.gathered)
+		}
+	}
+	live.Temporaries = addBytes(live.Temporaries, root)
 	// Forward.
 	if st.embed {
 		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
@@ -314,12 +333,23 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
+		if keep {
+			live.Temporaries = addBytes(live.Temporaries, s.blocks[l].gathered)
+		}
 		for _, mp := range masks {
 			if mp.keptUntil(r, st.first, st.last) < 0 && mp.forwardEnd(st.first, st.last) == l {
 				live.Activations -= mp.bytes // its stack (the model's forward) returned
 			}
 		}
 	}
+	// Without resharding, the last all-gather's output buffer outlives the
+	// forward: nothing waits on another all-gather to free it until the
+	// first block's backward.
+	var lingering Bytes
+	if keep && st.last > st.first {
+		lingering = s.blocks[st.last-1].gathered
+	}
+	live.Temporaries = addBytes(live.Temporaries, lingering)
 	var held Bytes // the model output's tensors, freed when backward returns
 	// With tied embeddings the word embedding's gradient comes from the
 	// output projection; the rest of the embedding unit's (positions, token
@@ -351,6 +381,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
 		held = s.edges.Head.outlives
 	}
+	live.Temporaries -= lingering
 	// Backward, last block first.
 	var unsharded Bytes // FSDP1 frozen flat params gathered and not resharded
 	fsdp1Frozen := zero3 && r.frozen && r.Parallel.FSDPVersion == 1
@@ -358,6 +389,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
 		extra := gather(l)
+		if keep {
+			extra = 0 // unsharded since its forward: nothing to all-gather
+		}
 		if fsdp1Frozen {
 			unsharded = addBytes(unsharded, s.blocks[l].gathered)
 			extra = addBytes(unsharded, gather(l))
@@ -396,6 +430,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		live.Gradients = addBytes(live.Gradients, layerGrads)
 		live.Activations -= scale(saved, inflight)
+		if keep {
+			live.Temporaries -= s.blocks[l].gathered // resharded in its post-backward
+		}
 		if saved == a.Saved {
 			// What the model's output holds outlives the block's backward.
 			live.Activations = addBytes(live.Activations, scale(a.outlives, inflight))
@@ -429,6 +466,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		s.emit(iter, micro, "backward", -1, "embedding", live, unsharded)
 	}
 	live.Activations -= held // backward returned; the loop drops the output
+	live.Temporaries -= root // the root's post-backward reshards it
 	if r.OptimizerInBackward && last {
 		live.Gradients = 0
 	}

@@ -3,6 +3,7 @@
     python examples/measure/measure.py inventory PLAN.json [-o OUT.json]
     python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run] [--snapshot F]
     python examples/measure/measure.py snapshot PLAN.json -o F.pickle [--steps 2]
+    python examples/measure/measure.py fsdp GRID.json OUTDIR
 
 It reads the project's JSON plan format (the model goes through
 `go run ./examples/plan -hf-config PLAN.json`, so the Go engine and PyTorch
@@ -41,6 +42,14 @@ gpu        on a CUDA machine: the plan's real training steps with
            it) and writes the snapshot beside the line (--snapshot, default
            <plan>.snapshot.pickle): the file pytorch.org/memory_viz opens and
            vram/snapshot reads.
+fsdp       FSDP2 (fully_shard per decoder block and on the root) on a fake
+           process group of N ranks, one process on the CPU, traced by
+           PyTorch's FSDPMemTracker: the composition of the peak of two
+           iterations (sharded and unsharded parameters and gradients,
+           activations, temporaries, all-gather and reduce-scatter buffers,
+           optimizer states) for each point of a grid file
+           (examples/measure/fsdp-grid.json: world × precision ×
+           reshard_after_forward × checkpointing), one file per point.
 snapshot   the plan's training steps on the CPU with every storage recorded
            as a snapshot trace (alloc, free_requested, free_completed, with
            Python frames and phase markers), written in _dump_snapshot's
@@ -700,6 +709,79 @@ def gpu(args):
     print(json.dumps(case))
 
 
+def fsdp(args):
+    """FSDP2 traced by PyTorch's FSDPMemTracker on a fake process group.
+
+    One process on the CPU stands for rank 0 of a world of N
+    (torch.testing._internal.distributed.fake_pg.FakeStore: collectives
+    return at once with their outputs allocated, as on a GPU). The model is
+    wrapped as torchtitan and the FSDP2 docs do: fully_shard on every
+    decoder block (reshard_after_forward as the plan says), then on the
+    root, whose own parameters (embedding, final norm, output layer) form
+    the root's group. Mixed precision is MixedPrecisionPolicy(param_dtype=
+    bf16, reduce_dtype=fp32): fp32 sharded parameters, gradients and
+    optimizer states, bf16 unsharded parameters and compute.
+    """
+    import itertools
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    import transformers
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    g = json.load(open(args.grid))
+    os.makedirs(args.outdir, exist_ok=True)
+    axes = g["grid"]
+    for (name, mcfg), world, prec, reshard, ckpt in itertools.product(
+            g["models"].items(), axes["world"], axes["precision"], axes["reshard_after_forward"], axes["grad_checkpointing"]):
+        train = dict(g["train"], grad_checkpointing=ckpt)
+        if prec == "bf16_param":
+            # FSDP2's MixedPrecisionPolicy: fp32 storage, bf16 compute.
+            train.update(precision="fp32", compute_dtype="bf16")
+        else:
+            train["precision"] = prec
+        p = {"name": f"{name} fsdp2 world {world} {prec} reshard {reshard} {ckpt}",
+             "model": dict(mcfg, name=name), "train": train}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"model": p["model"], "train": {k: v for k, v in train.items() if k != "compute_dtype"}}, f)
+        cfg = hf_config(f.name)
+        os.unlink(f.name)
+        p["train"]["parallel"] = {"dp": world, "fsdp": "full_shard", "fsdp_version": 2, "reshard_after_forward": reshard}
+
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+        torch.manual_seed(0)
+        model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
+        model = for_training(model, train, dropout=False)
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if prec == "bf16_param" else MixedPrecisionPolicy()
+        for block in model.model.layers:
+            fully_shard(block, reshard_after_forward=reshard, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+        opt = optimizer(train, [q for q in model.parameters() if q.requires_grad])
+        inputs = batch(config, train, "cpu", torch.float32)
+        mt, peaks = FSDPMemTracker(model, opt), []
+        mt.track_inputs(tuple(t for t in inputs.values() if isinstance(t, torch.Tensor)))
+        with mt:
+            for _ in range(2):
+                loss = loss_of(model(**inputs), config)
+                loss.backward()
+                del loss
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                snap = list(mt.get_tracker_snapshot("peak").values())[0]
+                peaks.append({str(k).split(".")[-1] if not isinstance(k, str) else k: v for k, v in snap.items()})
+                mt.reset_mod_stats()
+        dist.destroy_process_group()
+        out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
+               "iteration1": peaks[0], "iteration2": peaks[1]}
+        fname = f"{name}-fsdp2-w{world}-{prec}-{'reshard' if reshard else 'keep'}-{ckpt}.json"
+        with open(os.path.join(args.outdir, fname), "w") as f:
+            f.write(json.dumps(out, indent=1) + "\n")
+        print("fsdp", fname, peaks[1].get("Total"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -726,8 +808,11 @@ def main():
     sn.add_argument("plan")
     sn.add_argument("-o", required=True)
     sn.add_argument("--steps", type=int, default=2)
+    fs = sub.add_parser("fsdp")
+    fs.add_argument("grid")
+    fs.add_argument("outdir")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp}[args.mode](args)
 
 
 if __name__ == "__main__":

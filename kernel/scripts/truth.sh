@@ -6,6 +6,7 @@
 # the engine's tensors with them), traces the grid of small models of
 # examples/measure/trace-grid.json and every other plan of
 # vram/testdata/trace/ again under MemTracker and the live-storage tracker,
+# FSDP2 on a fake process group under FSDPMemTracker (vram/testdata/fsdp/),
 # and checks the gpu mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
@@ -26,6 +27,9 @@ done
 
 say "Traces (MemTracker and live storages): the grid of examples/measure/trace-grid.json"
 .venv-truth/bin/python examples/measure/measure.py grid examples/measure/trace-grid.json vram/testdata/trace
+
+say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"
+.venv-truth/bin/python examples/measure/measure.py fsdp examples/measure/fsdp-grid.json vram/testdata/fsdp
 
 say "Traces: every other plan of vram/testdata/trace again"
 for f in vram/testdata/trace/*.json; do

@@ -1,0 +1,78 @@
+package vram
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// fsdpTrace is FSDP2 on a fake process group traced by PyTorch's
+// FSDPMemTracker on the CPU (examples/measure fsdp): the composition of the
+// peak of two iterations, in the tracker's categories.
+type fsdpTrace struct {
+	Plan       measuredPlan     `json:"plan"`
+	Iteration1 map[string]int64 `json:"iteration1"`
+	Iteration2 map[string]int64 `json:"iteration2"`
+}
+
+// TestFSDP2Traces holds the engine to FSDPMemTracker on the grid of
+// examples/measure/fsdp-grid.json: a tiny Llama under FSDP2, world 2/4/8 ×
+// fp32 / bf16 parameters × reshard_after_forward on/off × no / full
+// checkpointing. The sharded parameters and the optimizer states agree
+// exactly; the peak is held to [-2 %, +9 %]: the root's unsharded
+// parameters and reshard_after_forward=False are modelled, the exact
+// moment-by-moment FSDP2 buffers (all-gather copy-out, reduce-scatter
+// input, bf16 gradients cast for the reduction) are not yet, and the
+// engine errs high where they overlap.
+func TestFSDP2Traces(t *testing.T) {
+	fs, err := filepath.Glob("testdata/fsdp/*.json")
+	if err != nil || len(fs) != 24 {
+		t.Fatalf("want the 24 traces of the grid, found %d (%v)", len(fs), err)
+	}
+	sort.Strings(fs)
+	peaks := map[string]float64{} // trace name → engine/traced peak - 1
+	engine := map[string]Bytes{}
+	traced := map[string]int64{}
+	var rows []string
+	for _, f := range fs {
+		var ms fsdpTrace
+		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
+		est, err := tr.Estimate()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		m := peakOf(ms.Iteration1, ms.Iteration2)
+		if got, want := int64(est.Peak.Parameters), m["Sharded Param"]+m["Buffer"]; got != want {
+			t.Errorf("%s: sharded parameters %d, traced %d", name, got, want)
+		}
+		// MemTracker also counts AdamW's step counters (4 bytes a tensor).
+		if o, want := float64(est.Peak.OptimizerStates), float64(m["OptState"]); o != want && (o < want*0.999 || o > want) {
+			t.Errorf("%s: optimizer states %v, traced %d", name, est.Peak.OptimizerStates, m["OptState"])
+		}
+		got, want := est.Peak.Total(), m["Total"]-m["Inputs"]+int64(est.Peak.Other)
+		d := float64(got)/float64(want) - 1
+		peaks[name], engine[name], traced[name] = d, got, want
+		if d < -0.02 || d > 0.09 {
+			t.Errorf("%s: peak %v, traced %v (%+.1f%%)", name, got, Bytes(want), 100*d)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %.2f | %.2f | %+.1f %% | %s |", strings.TrimPrefix(name, "llama-tiny-gqa-fsdp2-"),
+			float64(want)/float64(MiB), float64(got)/float64(MiB), 100*d, est.PeakAt.Where()))
+	}
+	// Keeping the blocks unsharded costs memory in PyTorch, and the engine
+	// says so too (within its error on the resharded run's buffers: with
+	// full checkpointing the two traced peaks are 0.4 % apart).
+	for name := range peaks {
+		if !strings.Contains(name, "-keep-") {
+			continue
+		}
+		other := strings.Replace(name, "-keep-", "-reshard-", 1)
+		if traced[name] <= traced[other] || float64(engine[name]) < 0.97*float64(engine[other]) {
+			t.Errorf("%s: keeping the blocks unsharded should need more than resharding: traced %d vs %d, engine %v vs %v",
+				name, traced[name], traced[other], engine[name], engine[other])
+		}
+	}
+	t.Logf("engine vs FSDPMemTracker (peak, MiB):\n%s", strings.Join(rows, "\n"))
+}
