@@ -32,7 +32,10 @@ type Parallel struct {
 	SP                  bool  `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
 	PP                  int   `json:"pp,omitempty"` // pipeline stages
 	// PPSchedule: 1f1b (default) or interleaved_1f1b with VirtualStages chunks
-	// per rank; PPMicrobatches is the number of pipeline microbatches.
+	// per rank; PPMicrobatches is the number of pipeline microbatches. Layers
+	// need not divide among the stages (resolved.blocksPerRank: an even
+	// split, or torchtitan's, which counts the embedding and the output as
+	// a layer each).
 	PPSchedule     string `json:"pp_schedule,omitempty"`
 	VirtualStages  int    `json:"virtual_stages,omitempty"`
 	PPMicrobatches int    `json:"pp_microbatches,omitempty"`
@@ -112,8 +115,19 @@ func (r *resolved) resolveParallel() error {
 	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe"); err != nil {
 		return err
 	}
-	if p.PPSchedule == "interleaved_1f1b" && m.Layers%(p.PP*p.VirtualStages) != 0 {
-		return fmt.Errorf("interleaved_1f1b: pp × virtual_stages = %d must divide %d layers", p.PP*p.VirtualStages, m.Layers)
+	if p.PPSchedule == "interleaved_1f1b" && p.PP*p.VirtualStages > m.Layers {
+		return fmt.Errorf("interleaved_1f1b: pp × virtual_stages = %d stages exceed the %d layers (each stage needs one)", p.PP*p.VirtualStages, m.Layers)
+	}
+	if r.Framework == "torchtitan" && p.PP > 1 {
+		// generate_llm_fqn_per_model_part: the first and last stages hold
+		// the embedding and the output as a layer each, besides one block.
+		s := p.PP
+		if p.PPSchedule == "interleaved_1f1b" {
+			s *= p.VirtualStages
+		}
+		if (m.Layers+2)/s < 2 {
+			return fmt.Errorf("torchtitan pipeline: %d stages leave fewer than one block to the first and last stage of %d layers", s, m.Layers)
+		}
 	}
 	if r.SeqLen%p.CP != 0 {
 		return fmt.Errorf("cp=%d does not divide seq_len = %d", p.CP, r.SeqLen)

@@ -50,12 +50,60 @@ type stage struct {
 	embed, head bool
 }
 
-// stages lists the pipeline stages (one when PP = 1).
+// stages lists the pipeline ranks (one when PP = 1), each as a contiguous
+// range of as many blocks as the rank holds: with interleaving a rank's
+// chunks are not contiguous, but blocks of a kind cost the same wherever
+// they sit. Rank 0 holds the embedding and rank pp−1 the head (the first
+// and the last virtual stage, in the looped order both schedules use).
 func (r *resolved) stages() []stage {
-	L, pp := r.m.Layers, r.pp
 	var out []stage
-	for k := 0; k < pp; k++ {
-		out = append(out, stage{first: k * L / pp, last: (k + 1) * L / pp, embed: k == 0, head: k == pp-1})
+	first := 0
+	for k, n := range r.blocksPerRank() {
+		out = append(out, stage{first: first, last: first + n, embed: k == 0, head: k == r.pp-1})
+		first += n
+	}
+	return out
+}
+
+// blocksPerRank is how many decoder blocks each pipeline rank holds, over
+// S = pp × v virtual stages (v = virtual_stages with interleaved_1f1b,
+// else 1), rank r holding the stages r, r+pp, r+2pp, … (torch.distributed.
+// pipelining's looped schedules; torchtitan pipeline_module_split).
+//
+// torchtitan (framework "torchtitan") splits as generate_llm_fqn_per_model_
+// part does (torchtitan/distributed/pipeline_parallel.py): the embedding
+// and the norm + output count as one layer each, every stage gets
+// ⌊(L+2)/S⌋ of these L+2 and the first (L+2) mod S stages one more, so
+// the first and last stages carry one block less. Otherwise stage s gets
+// blocks [s·L/S, (s+1)·L/S): an even split, uneven by at most one block
+// when S does not divide L (Megatron-LM expresses such splits with
+// --decoder-first/last-pipeline-num-layers).
+func (r *resolved) blocksPerRank() []int {
+	L, pp := r.m.Layers, r.pp
+	v := 1
+	if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {
+		v = r.Parallel.VirtualStages
+	}
+	S := pp * v
+	size := make([]int, S)
+	if r.Framework == "torchtitan" && S > 1 {
+		eff := L + 2
+		for s := range size {
+			size[s] = eff / S
+			if s < eff%S {
+				size[s]++
+			}
+		}
+		size[0]--
+		size[S-1]--
+	} else {
+		for s := range size {
+			size[s] = (s+1)*L/S - s*L/S
+		}
+	}
+	out := make([]int, pp)
+	for s, n := range size {
+		out[s%pp] += n
 	}
 	return out
 }
