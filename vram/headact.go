@@ -28,7 +28,7 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 	var ea edgeActivations
 	h := int64(m.Hidden)
-	v := int64(m.Vocab) / int64(r.tp)
+	v := int64(m.Vocab) / r.vocabShard() // logits per rank
 	if m.Image != nil {
 		im := m.Image
 		ea.Inputs = FP32.Size(int64(r.MicroBatch) * int64(im.Channels*im.Size*im.Size))

@@ -30,7 +30,15 @@ type Parallel struct {
 	ReshardAfterForward *bool `json:"reshard_after_forward,omitempty"`
 	TP                  int   `json:"tp,omitempty"` // tensor parallel (Megatron column/row splits)
 	SP                  bool  `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
-	PP                  int   `json:"pp,omitempty"` // pipeline stages
+	// LossParallel keeps the logits sharded over the vocabulary under TP,
+	// each rank computing the cross-entropy on its shard (default true:
+	// Megatron-LM's vocab_parallel_cross_entropy, torchtitan's
+	// parallelism.disable_loss_parallel=False with loss_parallel()). false
+	// is TP whose output layer all-gathers the full logits on every rank
+	// (DTensor ColwiseParallel with Replicate output, as a plain
+	// parallelize_module plan does).
+	LossParallel *bool `json:"loss_parallel,omitempty"`
+	PP           int   `json:"pp,omitempty"` // pipeline stages
 	// PPSchedule: 1f1b (default) or interleaved_1f1b with VirtualStages chunks
 	// per rank; PPMicrobatches is the number of pipeline microbatches. Layers
 	// need not divide among the stages (resolved.blocksPerRank: an even
@@ -170,4 +178,13 @@ func (r *resolved) fsdp2() bool {
 // parameters from its forward to its backward (reshard_after_forward=False).
 func (r *resolved) keepsUnsharded() bool {
 	return r.fsdp2() && r.Parallel.ReshardAfterForward != nil && !*r.Parallel.ReshardAfterForward
+}
+
+// vocabShard is the share of the vocabulary whose logits a rank holds: 1/tp
+// with loss parallelism (the default), the whole vocabulary without.
+func (r *resolved) vocabShard() int64 {
+	if r.Parallel.LossParallel != nil && !*r.Parallel.LossParallel {
+		return 1
+	}
+	return int64(r.tp)
 }
