@@ -4,6 +4,7 @@
     python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run] [--snapshot F]
     python examples/measure/measure.py snapshot PLAN.json -o F.pickle [--steps 2]
     python examples/measure/measure.py fsdp GRID.json OUTDIR
+    python examples/measure/measure.py tp GRID.json OUTDIR
 
 It reads the project's JSON plan format (the model goes through
 `go run ./examples/plan -hf-config PLAN.json`, so the Go engine and PyTorch
@@ -50,6 +51,11 @@ fsdp       FSDP2 (fully_shard per decoder block and on the root) on a fake
            optimizer states) for each point of a grid file
            (examples/measure/fsdp-grid.json: world × precision ×
            reshard_after_forward × checkpointing), one file per point.
+tp         tensor parallelism through DTensor on a fake process group,
+           traced by MemTracker: torchtitan's Llama plan without sequence
+           parallelism, the logits sharded with the loss under
+           loss_parallel() or all-gathered (examples/measure/tp-grid.json:
+           tp degree × loss_parallel), one file per point.
 snapshot   the plan's training steps on the CPU with every storage recorded
            as a snapshot trace (alloc, free_requested, free_completed, with
            Python frames and phase markers), written in _dump_snapshot's
@@ -782,6 +788,89 @@ def fsdp(args):
         print("fsdp", fname, peaks[1].get("Total"))
 
 
+def tp(args):
+    """Tensor parallelism through DTensor, traced by MemTracker on a fake
+    process group (one process on the CPU stands for rank 0 of the TP group).
+
+    The plan torchtitan applies to a Llama without sequence parallelism:
+    the embedding RowwiseParallel (replicated in and out), q/k/v and
+    gate/up ColwiseParallel, o/down RowwiseParallel, and the output layer
+    ColwiseParallel with its logits either sharded over the vocabulary and
+    the loss computed under loss_parallel() (loss_parallel true), or
+    all-gathered to every rank (false).
+    """
+    import itertools
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    import transformers
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, loss_parallel, parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    import contextlib
+
+    g = json.load(open(args.grid))
+    os.makedirs(args.outdir, exist_ok=True)
+    axes = g["grid"]
+    for (name, mcfg), degree, lp in itertools.product(g["models"].items(), axes["tp"], axes["loss_parallel"]):
+        train = dict(g["train"])
+        p = {"name": f"{name} tp {degree} loss_parallel {lp}", "model": dict(mcfg, name=name), "train": train}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"model": p["model"], "train": train}, f)
+        cfg = hf_config(f.name)
+        os.unlink(f.name)
+        p["train"] = dict(train, parallel={"tp": degree, "loss_parallel": lp})
+
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=degree)
+        mesh = init_device_mesh("cpu", (degree,))
+        torch.manual_seed(0)
+        model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
+        model = for_training(model, train, dropout=False)
+        for block in model.model.layers:
+            parallelize_module(block, mesh, {
+                "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+                "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+                "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()})
+        head = ColwiseParallel(output_layouts=Shard(-1), use_local_output=False) if lp else ColwiseParallel(output_layouts=Replicate())
+        parallelize_module(model, mesh, {
+            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()), "lm_head": head})
+        # foreach cannot mix DTensor and plain tensors (the replicated
+        # norms): one parameter group of each, as foreach groups tensors.
+        from torch.distributed.tensor import DTensor
+        params = [q for q in model.parameters() if q.requires_grad]
+        opt = optimizer(train, [{"params": [q for q in params if isinstance(q, DTensor)]},
+                                {"params": [q for q in params if not isinstance(q, DTensor)]}])
+        inputs = batch(config, train, "cpu", torch.float32)
+        ids = inputs["input_ids"]
+        mt, peaks = MemTracker(), []
+        mt.track_external(model, opt)
+        with mt:
+            for _ in range(2):
+                logits = model(input_ids=ids).logits
+                # The causal-LM loss as transformers computes it (logits
+                # upcast, labels shifted), under loss_parallel when sharded.
+                with loss_parallel() if lp else contextlib.nullcontext():
+                    loss = torch.nn.functional.cross_entropy(
+                        logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+                    loss.backward()
+                del logits, loss
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                snap = list(mt.get_tracker_snapshot("peak").values())[0]
+                peaks.append({str(k).split(".")[-1]: v for k, v in snap.items()})
+                mt.reset_mod_stats()
+        dist.destroy_process_group()
+        out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
+               "iteration1": peaks[0], "iteration2": peaks[1]}
+        fname = f"{name}-tp{degree}-{'loss_parallel' if lp else 'gathered_logits'}.json"
+        with open(os.path.join(args.outdir, fname), "w") as f:
+            f.write(json.dumps(out, indent=1) + "\n")
+        print("tp", fname, peaks[1].get("Total"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -811,8 +900,11 @@ def main():
     fs = sub.add_parser("fsdp")
     fs.add_argument("grid")
     fs.add_argument("outdir")
+    tpp = sub.add_parser("tp")
+    tpp.add_argument("grid")
+    tpp.add_argument("outdir")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "tp": tp}[args.mode](args)
 
 
 if __name__ == "__main__":

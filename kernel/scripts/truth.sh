@@ -7,6 +7,7 @@
 # examples/measure/trace-grid.json and every other plan of
 # vram/testdata/trace/ again under MemTracker and the live-storage tracker,
 # FSDP2 on a fake process group under FSDPMemTracker (vram/testdata/fsdp/),
+# tensor parallelism through DTensor under MemTracker (vram/testdata/tp/),
 # and checks the gpu mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
@@ -30,6 +31,9 @@ say "Traces (MemTracker and live storages): the grid of examples/measure/trace-g
 
 say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py fsdp examples/measure/fsdp-grid.json vram/testdata/fsdp
+
+say "Tensor-parallel traces (DTensor, MemTracker, fake process group): the grid of examples/measure/tp-grid.json"
+.venv-truth/bin/python examples/measure/measure.py tp examples/measure/tp-grid.json vram/testdata/tp
 
 say "Traces: every other plan of vram/testdata/trace again"
 for f in vram/testdata/trace/*.json; do
