@@ -76,3 +76,47 @@ func TestFSDP2Traces(t *testing.T) {
 	}
 	t.Logf("engine vs FSDPMemTracker (peak, MiB):\n%s", strings.Join(rows, "\n"))
 }
+
+// torchtitan's FSDP2 wrapping differs from the FSDP2 docs': the embedding
+// is its own group (resharded after forward) and [norm, output] another kept
+// unsharded until backward, so its root holds no parameters; and its
+// default policy keeps the blocks unsharded when pipeline parallelism is on.
+func TestFSDP2TorchtitanDefaults(t *testing.T) {
+	base := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+		Parallel: Parallel{DP: 8, FSDP: "full_shard"}}
+	titan := base
+	titan.Framework = "torchtitan"
+	r, err := titan.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, embed, head := r.units()
+	st := r.stages()[0]
+	if r.keepsUnsharded() || r.rootHeld(embed, head, st) != 0 || r.headHeld(head, st) != head.gathered || head.gathered == 0 {
+		t.Errorf("torchtitan without PP: keep %v, root %v, head %v (head's unsharded %v)", r.keepsUnsharded(), r.rootHeld(embed, head, st), r.headHeld(head, st), head.gathered)
+	}
+	p, err := base.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.rootHeld(embed, head, st); got != embed.gathered+head.gathered {
+		t.Errorf("plain FSDP2 root holds %v, want embedding and head %v", got, embed.gathered+head.gathered)
+	}
+	a, _ := base.Estimate()
+	b, _ := titan.Estimate()
+	if b.Peak.Total() >= a.Peak.Total() {
+		t.Errorf("torchtitan's wrapping should hold less than a root with the 128k-token embedding: %v vs %v", b.Peak.Total(), a.Peak.Total())
+	}
+	pp := titan
+	pp.Parallel.PP, pp.Parallel.DP = 2, 4
+	rp, err := pp.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	pp.Parallel.ReshardAfterForward = &on
+	rr, _ := pp.resolve()
+	if !rp.keepsUnsharded() || rr.keepsUnsharded() {
+		t.Errorf("torchtitan with PP keeps the blocks unsharded by default (%v), unless told (%v)", rp.keepsUnsharded(), rr.keepsUnsharded())
+	}
+}

@@ -19,14 +19,17 @@ type Parallel struct {
 	// _runtime_utils.py _post_backward_hook / _post_backward_final_callback).
 	FSDPVersion int `json:"fsdp_version,omitempty"`
 	// ReshardAfterForward is FSDP2's fully_shard(reshard_after_forward=…)
-	// for the decoder blocks (default true, PyTorch's default): true frees
+	// for the decoder blocks (default true, PyTorch's default; under
+	// framework "torchtitan" true unless pipeline parallelism is on, see
+	// resolved.keepsUnsharded): true frees
 	// each block's unsharded parameters after its forward and all-gathers
 	// them again for its backward; false keeps every block's unsharded
 	// parameters from its forward to its backward (torch/distributed/fsdp/
 	// _fully_shard/_fsdp_state.py _post_forward → FSDPParamGroup.reshard).
 	// The root's own parameters (embedding, final norm, output layer) are
 	// not resharded after the forward either way (_fsdp_state.py
-	// FSDPState._lazy_init: "For the root, do not reshard after forward").
+	// FSDPState._lazy_init: "For the root, do not reshard after forward");
+	// torchtitan's own wrapping keeps only the head's (resolved.rootHeld).
 	ReshardAfterForward *bool `json:"reshard_after_forward,omitempty"`
 	TP                  int   `json:"tp,omitempty"` // tensor parallel (Megatron column/row splits)
 	SP                  bool  `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
@@ -176,8 +179,49 @@ func (r *resolved) fsdp2() bool {
 
 // keepsUnsharded reports whether FSDP2 keeps each block's unsharded
 // parameters from its forward to its backward (reshard_after_forward=False).
+// Unset, it is PyTorch's default (reshard), except under torchtitan, whose
+// reshard_after_forward_policy "default" keeps them when pipeline
+// parallelism is on ("reshard_after_forward = not pp_enabled", torchtitan/
+// models/llama3/infra/parallelize.py apply_fsdp).
 func (r *resolved) keepsUnsharded() bool {
-	return r.fsdp2() && r.Parallel.ReshardAfterForward != nil && !*r.Parallel.ReshardAfterForward
+	if !r.fsdp2() {
+		return false
+	}
+	if k := r.Parallel.ReshardAfterForward; k != nil {
+		return !*k
+	}
+	return r.Framework == "torchtitan" && r.pp > 1
+}
+
+// rootHeld is what FSDP2 keeps unsharded from the root's pre-forward to
+// its post-backward: the root group's own parameters. Wrapped as the FSDP2
+// docs and torchtune do (each block, then the root), that is the embedding,
+// the final norm and the output layer (_fsdp_state.py FSDPState._lazy_init:
+// "For the root, do not reshard after forward"). torchtitan wraps
+// tok_embeddings as a group of its own and [norm, output] as another with
+// reshard_after_forward=False (apply_fsdp: "do not reshard_after_forward the
+// last layers"), so its root holds nothing and headHeld keeps the head's.
+func (r *resolved) rootHeld(embed, head unitMem, st stage) Bytes {
+	if !r.fsdp2() || r.Framework == "torchtitan" {
+		return 0
+	}
+	var b Bytes
+	if st.embed {
+		b = addBytes(b, embed.gathered)
+	}
+	if st.head {
+		b = addBytes(b, head.gathered)
+	}
+	return b
+}
+
+// headHeld is the head's unsharded parameters torchtitan keeps from the
+// head's forward to its backward (see rootHeld).
+func (r *resolved) headHeld(head unitMem, st stage) Bytes {
+	if !r.fsdp2() || r.Framework != "torchtitan" || !st.head {
+		return 0
+	}
+	return head.gathered
 }
 
 // vocabShard is the share of the vocabulary whose logits a rank holds: 1/tp

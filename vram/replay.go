@@ -211,14 +211,7 @@ func (tr *tracer) step(last bool) {
 	// pre-forward to its post-backward; without resharding, so do the
 	// blocks' (see simulation.iteration).
 	root := -1
-	if r.fsdp2() {
-		var b Bytes
-		if tr.st.embed {
-			b = addBytes(b, tr.embed.gathered)
-		}
-		if tr.st.head {
-			b = addBytes(b, tr.head.gathered)
-		}
+	if b := r.rootHeld(tr.embed, tr.head, tr.st); b > 0 {
 		root = tr.a.Malloc(b)
 	}
 	keep := r.keepsUnsharded()
@@ -288,6 +281,10 @@ func (tr *tracer) step(last bool) {
 	if keep && tr.st.last > tr.st.first {
 		lingering = tr.a.Malloc(tr.blocks[tr.st.last-1].gathered)
 	}
+	headHeld := -1
+	if b := r.headHeld(tr.head, tr.st); b > 0 {
+		headHeld = tr.a.Malloc(b)
+	}
 	if tr.st.head {
 		p := tr.edges.Head.prog
 		k, out := tr.forward(p, -1)
@@ -304,6 +301,7 @@ func (tr *tracer) step(last bool) {
 		tr.note("backward", -1)
 	}
 	tr.a.Free(lingering)
+	tr.a.Free(headHeld)
 	for l := tr.st.last - 1; l >= tr.st.first; l-- {
 		g := -1
 		if keep {

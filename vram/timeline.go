@@ -288,15 +288,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	// reshard_after_forward=False the blocks' unsharded parameters stay
 	// too, each from its forward to its backward.
 	keep := r.keepsUnsharded()
-	var root Bytes
-	if r.fsdp2() {
-		if st.embed {
-			root = addBytes(root, s.embed.gathered)
-		}
-		if st.head {
-			root = addBytes(root, s.head.gathered)
-		}
-	}
+	root := r.rootHeld(s.embed, s.head, st)
 	live.Temporaries = addBytes(live.Temporaries, root)
 	// Forward.
 	if st.embed {
@@ -363,6 +355,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		word := min(int64(r.m.Vocab)*int64(e)/int64(r.tp), s.embed.trainable)
 		tiedGrads = Bytes(float64(s.embed.grads) * float64(word) / float64(s.embed.trainable))
 	}
+	headHeld := r.headHeld(s.head, st)
+	live.Temporaries = addBytes(live.Temporaries, headHeld)
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
@@ -381,7 +375,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
 		held = s.edges.Head.outlives
 	}
-	live.Temporaries -= lingering
+	live.Temporaries -= lingering + headHeld // the head's post-backward reshards it
 	// Backward, last block first.
 	var unsharded Bytes // FSDP1 frozen flat params gathered and not resharded
 	fsdp1Frozen := zero3 && r.frozen && r.Parallel.FSDPVersion == 1
