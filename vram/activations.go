@@ -44,6 +44,12 @@ type BlockActivations struct {
 	Saved Bytes `json:"saved"`
 	// SavedSelective is Saved without the attention-core tensors.
 	SavedSelective Bytes `json:"saved_selective"`
+	// SavedOp is what torchtitan's op-level selective checkpointing keeps
+	// (torchtitan/distributed/activation_checkpoint.py _apply_op_sac: the
+	// outputs of every other aten.mm — the 1st, 3rd, … of the block — and of
+	// the fused attention kernels are saved, everything else recomputed):
+	// the block's input and those outputs.
+	SavedOp Bytes `json:"saved_op"`
 	// Input is the block's input (the residual stream), which full
 	// checkpointing keeps instead of Saved.
 	Input Bytes `json:"input"`
@@ -145,6 +151,10 @@ type actOp struct {
 	// saves: the op saves a tensor for its backward (actBuilder.saves
 	// lists which).
 	saves bool
+	// mm: the op is aten.mm (a linear layer without bias; with a bias it
+	// is addmm); fusedAttn: a fused attention kernel. Op-level selective
+	// checkpointing saves the outputs of these (see SavedOp).
+	mm, fusedAttn bool
 	// noGrad: autograd records nothing for the op (a frozen tower's):
 	// its backward never runs.
 	noGrad bool
@@ -282,6 +292,21 @@ func (b *actBuilder) hold(ts ...*actT) {
 }
 
 // side adds an extra saved tensor created by the last op (masks, statistics).
+// hasBias reports whether the block's linear layer of role has a bias
+// (nn.Linear then runs aten.addmm, not aten.mm).
+func (b *actBuilder) hasBias(role string) bool {
+	bm := b.r.m.Bias
+	switch role {
+	case "q_proj", "k_proj", "v_proj", "qkv_proj":
+		return bm.attn()
+	case "o_proj":
+		return bm.out()
+	case "gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc1", "fc2":
+		return bm.mlp()
+	}
+	return bm == BiasAll
+}
+
 func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	idx := len(b.ops) - 1
 	b.ops[idx].saves = true
@@ -383,6 +408,7 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		saves = append(saves, xc)
 	}
 	y := b.op(name, b.size(out, p.e), p.e, list(xc), saves...)
+	b.ops[len(b.ops)-1].mm = !b.hasBias(role)
 	if xc != x {
 		b.hold(x) // the caller's argument lives until the call returns
 	}
@@ -858,6 +884,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				mask = b.op("sdpa.mask", q.dtype.Size(mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))), q.dtype, nil)
 			}
 			o = b.keep(b.op("sdpa", b.size(oDim, p.e), p.e, list(q, k, v, mask), q, k, v, mask))
+			b.ops[len(b.ops)-1].fusedAttn = true
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in the query's memory order: (b, s,
 			// heads, d) for a query transposed from the projection's output,
@@ -1053,6 +1080,19 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 				if !t.saved {
 					ba.Held = addBytes(ba.Held, t.bytes)
 				}
+			}
+		}
+	}
+	ba.SavedOp = input.bytes
+	mms := 0
+	for i := range b.ops {
+		op := &b.ops[i]
+		if op.mm {
+			mms++
+		}
+		if op.mm && mms%2 == 1 || op.fusedAttn {
+			for _, t := range op.outs {
+				ba.SavedOp = addBytes(ba.SavedOp, t.bytes)
 			}
 		}
 	}

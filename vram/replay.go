@@ -216,6 +216,7 @@ func (tr *tracer) step(last bool) {
 	}
 	keep := r.keepsUnsharded()
 	unsharded := map[int]int{} // block → its unsharded parameters, kept
+	sacKept := map[int]int{}   // block → what op-level checkpointing saved
 	// Forward.
 	var res int // the residual stream handle between blocks
 	saved := map[int]*kept{}
@@ -259,6 +260,10 @@ func (tr *tracer) step(last bool) {
 		if r.checkpointed(l) {
 			k.freeAll(tr.a) // only the block input stays
 			k = &kept{input: res}
+			if r.Checkpointing == "op" {
+				// and the outputs op-level checkpointing saves, as one block
+				sacKept[l] = tr.a.Malloc(tr.acts[l].SavedOp - tr.acts[l].Input)
+			}
 		} else if p.in.saved {
 			k.input = res
 		} else {
@@ -321,6 +326,9 @@ func (tr *tracer) step(last bool) {
 		tr.paramGrads(l)
 		grad := tr.backward(tr.acts[l].prog, res, k, &held)
 		res = grad
+		if h, ok := sacKept[l]; ok {
+			tr.a.Free(h) // the recomputation consumed it
+		}
 		tr.a.Free(g)
 		freeMasks(l)
 		if r.Parallel.ZeRO >= 2 {

@@ -212,6 +212,9 @@ func (r *resolved) microBatchFLOPs() float64 {
 		switch {
 		case r.Checkpointing == "full" && i%every == 0:
 			s.recompute += 2*perBlock[i] + a
+		case r.Checkpointing == "op" && i%every == 0:
+			// Every other matmul is recomputed, the attention kernel is not.
+			s.recompute += perBlock[i]
 		case r.Checkpointing == "selective":
 			s.recompute += a
 		}

@@ -251,12 +251,14 @@ func (r *resolved) keepsOutputs() bool {
 
 // checkpointed reports whether block l keeps only its input.
 func (r *resolved) checkpointed(l int) bool {
-	return r.Checkpointing == "full" && l%r.CheckpointEvery == 0
+	return (r.Checkpointing == "full" || r.Checkpointing == "op") && l%r.CheckpointEvery == 0
 }
 
 // savedFor is what block l holds from its forward to its backward.
 func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 	switch {
+	case r.checkpointed(l) && r.Checkpointing == "op":
+		return a.SavedOp
 	case r.checkpointed(l):
 		return a.Input
 	case r.Checkpointing == "selective":

@@ -42,8 +42,11 @@ type Training struct {
 	CustomStateBytes    float64 `json:"custom_state_bytes,omitempty"`    // bytes per trainable parameter, optimizer "custom"
 
 	// Checkpointing: none (default), selective (recompute attention internals,
-	// Korthikanti et al. 2022 §4.2), full (keep each block's input). CheckpointEvery
-	// k > 1 checkpoints every k-th block only.
+	// Korthikanti et al. 2022 §4.2), full (keep each block's input), op
+	// (torchtitan's op-level selective checkpointing: keep the outputs of
+	// every other matmul and of the fused attention kernels, recompute the
+	// rest; BlockActivations.SavedOp). CheckpointEvery k > 1 checkpoints
+	// every k-th block only.
 	Checkpointing   string `json:"grad_checkpointing,omitempty"`
 	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
 
@@ -210,7 +213,7 @@ func (t Training) resolve() (resolved, error) {
 	if r.Checkpointing == "" {
 		r.Checkpointing = "none"
 	}
-	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full"); err != nil {
+	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op"); err != nil {
 		return r, err
 	}
 	if t.CheckpointEvery < 0 || t.CheckpointEvery > r.m.Layers {

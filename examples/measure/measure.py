@@ -247,7 +247,39 @@ def for_training(model, train, dropout):
     model.train()
     if train.get("grad_checkpointing") == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif train.get("grad_checkpointing") == "op":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": op_sac_context})
     return model
+
+
+def op_sac_context():
+    """torchtitan's op-level selective checkpointing policy
+    (torchtitan/distributed/activation_checkpoint.py, _apply_op_sac): the
+    outputs of every other mm, of the fused attention kernels and of max are
+    saved, everything else is recomputed in backward. The CPU's fused SDPA
+    kernel joins the CUDA ones so a CPU trace behaves as a GPU run."""
+    from collections import defaultdict
+
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    ops = torch.ops.aten
+    save = {ops.mm.default, ops._scaled_dot_product_efficient_attention.default,
+            ops._scaled_dot_product_flash_attention.default, ops.max.default}
+    if hasattr(ops, "_scaled_dot_product_flash_attention_for_cpu"):
+        save.add(ops._scaled_dot_product_flash_attention_for_cpu.default)
+    meta = defaultdict(int)
+
+    def policy(ctx, func, *args, **kwargs):
+        key = ("recompute" if ctx.is_recompute else "forward") + "_mm_count"
+        if func == ops.mm.default:
+            meta[key] += 1
+        # Saves odd-numbered mms (1st, 3rd, ...), recomputes the others.
+        if func in save and not (func == ops.mm.default and meta[key] % 2 == 0):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
 
 
 def optimizer(train, params):
