@@ -34,7 +34,7 @@ var (
 	seqLens       = []int{128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
 	precisions    = []string{"fp32", "amp_bf16", "mixed_bf16", "bf16", "fp16"}
 	optimizers    = []string{"adamw", "adamw_8bit", "adafactor", "lion", "sgd"}
-	checkpoints   = []string{"none", "selective", "full"}
+	checkpoints   = []string{"none", "selective", "op", "full"}
 	maxMicroBatch = 64
 )
 

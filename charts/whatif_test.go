@@ -38,7 +38,8 @@ func TestWhatIfControlsChangeThePlan(t *testing.T) {
 	}{
 		{"micro_batch", 8, func(p vram.Training) bool { return p.MicroBatch == 8 }},
 		{"seq_len", 2, func(p vram.Training) bool { return p.SeqLen == 512 }},
-		{"grad_checkpointing", 2, func(p vram.Training) bool { return p.Checkpointing == "full" }},
+		{"grad_checkpointing", 3, func(p vram.Training) bool { return p.Checkpointing == "full" }},
+		{"grad_checkpointing", 2, func(p vram.Training) bool { return p.Checkpointing == "op" }},
 		{"optimizer", 1, func(p vram.Training) bool { return p.Optimizer == "adamw_8bit" }},
 		{"precision", 3, func(p vram.Training) bool { return p.Precision == "bf16" }},
 		{"model", 1, func(p vram.Training) bool { return p.Model.Name == vram.MustPreset("llama-2-7b").Name }},
