@@ -747,6 +747,40 @@ def gpu(args):
     print(json.dumps(case))
 
 
+def grid_hf_config(model, train):
+    """The HF config of a grid point's model (the Go engine builds it from
+    the plan, so both sides build the same architecture)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"model": model, "train": train}, f)
+    try:
+        return hf_config(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+def tracker_peak(mt, member_names=False):
+    """A tracker's peak snapshot of the one device, by category: the enum
+    member's name (PARAM, ACT, …, as the trace mode writes MemTracker's) or
+    its value (FSDPMemTracker's "Sharded Param", …)."""
+    snap = list(mt.get_tracker_snapshot("peak").values())[0]
+    if member_names:
+        return {str(k).split(".")[-1]: v for k, v in snap.items()}
+    return {k if isinstance(k, str) else str(k).split(".")[-1]: v for k, v in snap.items()}
+
+
+def write_trace(outdir, fname, plan_, peaks):
+    """One distributed trace file: the plan and the peaks of two iterations."""
+    import torch
+    import transformers
+
+    out = {"plan": plan_, "torch": torch.__version__, "transformers": transformers.__version__,
+           "iteration1": peaks[0], "iteration2": peaks[1]}
+    with open(os.path.join(outdir, fname), "w") as f:
+        f.write(json.dumps(out, indent=1) + "\n")
+
+
 def fsdp(args):
     """FSDP2 traced by PyTorch's FSDPMemTracker on a fake process group.
 
@@ -761,11 +795,9 @@ def fsdp(args):
     optimizer states, bf16 unsharded parameters and compute.
     """
     import itertools
-    import tempfile
 
     import torch
     import torch.distributed as dist
-    import transformers
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -783,10 +815,7 @@ def fsdp(args):
             train["precision"] = prec
         p = {"name": f"{name} fsdp2 world {world} {prec} reshard {reshard} {ckpt}",
              "model": dict(mcfg, name=name), "train": train}
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"model": p["model"], "train": {k: v for k, v in train.items() if k != "compute_dtype"}}, f)
-        cfg = hf_config(f.name)
-        os.unlink(f.name)
+        cfg = grid_hf_config(p["model"], {k: v for k, v in train.items() if k != "compute_dtype"})
         p["train"]["parallel"] = {"dp": world, "fsdp": "full_shard", "fsdp_version": 2, "reshard_after_forward": reshard}
 
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
@@ -808,15 +837,11 @@ def fsdp(args):
                 del loss
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-                snap = list(mt.get_tracker_snapshot("peak").values())[0]
-                peaks.append({str(k).split(".")[-1] if not isinstance(k, str) else k: v for k, v in snap.items()})
+                peaks.append(tracker_peak(mt))
                 mt.reset_mod_stats()
         dist.destroy_process_group()
-        out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
-               "iteration1": peaks[0], "iteration2": peaks[1]}
         fname = f"{name}-fsdp2-w{world}-{prec}-{'reshard' if reshard else 'keep'}-{ckpt}.json"
-        with open(os.path.join(args.outdir, fname), "w") as f:
-            f.write(json.dumps(out, indent=1) + "\n")
+        write_trace(args.outdir, fname, p, peaks)
         print("fsdp", fname, peaks[1].get("Total"))
 
 
@@ -831,18 +856,16 @@ def tp(args):
     the loss computed under loss_parallel() (loss_parallel true), or
     all-gathered to every rank (false).
     """
+    import contextlib
     import itertools
-    import tempfile
 
     import torch
     import torch.distributed as dist
-    import transformers
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, loss_parallel, parallelize_module
     from torch.testing._internal.distributed.fake_pg import FakeStore
-    import contextlib
 
     g = json.load(open(args.grid))
     os.makedirs(args.outdir, exist_ok=True)
@@ -850,10 +873,7 @@ def tp(args):
     for (name, mcfg), degree, lp in itertools.product(g["models"].items(), axes["tp"], axes["loss_parallel"]):
         train = dict(g["train"])
         p = {"name": f"{name} tp {degree} loss_parallel {lp}", "model": dict(mcfg, name=name), "train": train}
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"model": p["model"], "train": train}, f)
-        cfg = hf_config(f.name)
-        os.unlink(f.name)
+        cfg = grid_hf_config(p["model"], train)
         p["train"] = dict(train, parallel={"tp": degree, "loss_parallel": lp})
 
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=degree)
@@ -891,15 +911,11 @@ def tp(args):
                 del logits, loss
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-                snap = list(mt.get_tracker_snapshot("peak").values())[0]
-                peaks.append({str(k).split(".")[-1]: v for k, v in snap.items()})
+                peaks.append(tracker_peak(mt, member_names=True))
                 mt.reset_mod_stats()
         dist.destroy_process_group()
-        out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
-               "iteration1": peaks[0], "iteration2": peaks[1]}
         fname = f"{name}-tp{degree}-{'loss_parallel' if lp else 'gathered_logits'}.json"
-        with open(os.path.join(args.outdir, fname), "w") as f:
-            f.write(json.dumps(out, indent=1) + "\n")
+        write_trace(args.outdir, fname, p, peaks)
         print("tp", fname, peaks[1].get("Total"))
 
 
