@@ -8,17 +8,23 @@ import (
 	"testing"
 )
 
-// fsdpTrace is FSDP2 on a fake process group traced by PyTorch's
-// FSDPMemTracker on the CPU (examples/measure fsdp): the composition of the
-// peak of two iterations, in the tracker's categories.
-type fsdpTrace struct {
-	Plan       measuredPlan     `json:"plan"`
-	Iteration1 map[string]int64 `json:"iteration1"`
-	Iteration2 map[string]int64 `json:"iteration2"`
+// statesMatch checks the model states of a distributed trace: the engine's
+// parameters exactly, its optimizer states within the 4 bytes a tensor the
+// trackers also count (AdamW's step counters).
+func statesMatch(t *testing.T, name string, est TrainingEstimate, params, opt int64) {
+	t.Helper()
+	if got := int64(est.Peak.Parameters); got != params {
+		t.Errorf("%s: parameters %d, traced %d", name, got, params)
+	}
+	if o, want := float64(est.Peak.OptimizerStates), float64(opt); o != want && (o < want*0.999 || o > want) {
+		t.Errorf("%s: optimizer states %v, traced %d", name, est.Peak.OptimizerStates, opt)
+	}
 }
 
-// TestFSDP2Traces holds the engine to FSDPMemTracker on the grid of
-// examples/measure/fsdp-grid.json: a tiny Llama under FSDP2, world 2/4/8 ×
+// TestFSDP2Traces holds the engine to FSDP2 on a fake process group traced
+// by PyTorch's FSDPMemTracker on the CPU (examples/measure fsdp): the
+// composition of the peak of two iterations, in the tracker's categories, on
+// the grid of examples/measure/fsdp-grid.json: a tiny Llama under FSDP2, world 2/4/8 ×
 // fp32 / bf16 parameters × reshard_after_forward on/off × no / full
 // checkpointing. The sharded parameters and the optimizer states agree
 // exactly; the peak is held to [-2 %, +9 %]: the root's unsharded
@@ -37,7 +43,7 @@ func TestFSDP2Traces(t *testing.T) {
 	traced := map[string]int64{}
 	var rows []string
 	for _, f := range fs {
-		var ms fsdpTrace
+		var ms traceMeasurement // FSDPMemTracker's categories; no storage tracker
 		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
 		est, err := tr.Estimate()
 		if err != nil {
@@ -45,13 +51,7 @@ func TestFSDP2Traces(t *testing.T) {
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		m := peakOf(ms.Iteration1, ms.Iteration2)
-		if got, want := int64(est.Peak.Parameters), m["Sharded Param"]+m["Buffer"]; got != want {
-			t.Errorf("%s: sharded parameters %d, traced %d", name, got, want)
-		}
-		// MemTracker also counts AdamW's step counters (4 bytes a tensor).
-		if o, want := float64(est.Peak.OptimizerStates), float64(m["OptState"]); o != want && (o < want*0.999 || o > want) {
-			t.Errorf("%s: optimizer states %v, traced %d", name, est.Peak.OptimizerStates, m["OptState"])
-		}
+		statesMatch(t, name, est, m["Sharded Param"]+m["Buffer"], m["OptState"])
 		got, want := est.Peak.Total(), m["Total"]-m["Inputs"]+int64(est.Peak.Other)
 		d := float64(got)/float64(want) - 1
 		peaks[name], engine[name], traced[name] = d, got, want

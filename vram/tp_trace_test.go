@@ -31,12 +31,7 @@ func TestTPTraces(t *testing.T) {
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		m := peakOf(ms.Iteration1, ms.Iteration2)
-		if got, want := int64(est.Peak.Parameters), m["PARAM"]+m["BUFFER"]; got != want {
-			t.Errorf("%s: parameters %d, traced %d", name, got, want)
-		}
-		if o, want := float64(est.Peak.OptimizerStates), float64(m["OPT"]); o != want && (o < want*0.999 || o > want) {
-			t.Errorf("%s: optimizer states %v, traced %d", name, est.Peak.OptimizerStates, m["OPT"])
-		}
+		statesMatch(t, name, est, m["PARAM"]+m["BUFFER"], m["OPT"])
 		if a, want := float64(est.Peak.Activations), float64(m["ACT"]); a < want*0.99 || a > want*1.01 {
 			t.Errorf("%s: activations %v, traced %d", name, est.Peak.Activations, m["ACT"])
 		}
