@@ -120,3 +120,26 @@ func TestFSDP2TorchtitanDefaults(t *testing.T) {
 		t.Errorf("torchtitan with PP keeps the blocks unsharded by default (%v), unless told (%v)", rp.keepsUnsharded(), rr.keepsUnsharded())
 	}
 }
+
+// reshard_after_forward means nothing outside FSDP2 full sharding: a plan
+// that sets it elsewhere is told so rather than silently ignored.
+func TestReshardAfterForwardNeedsFSDP2(t *testing.T) {
+	for _, c := range []struct {
+		parallel string
+		ok       bool
+	}{
+		{`{"dp": 4, "fsdp": "full_shard", "reshard_after_forward": false}`, true},
+		{`{"dp": 4, "fsdp": "hybrid", "reshard_after_forward": true}`, true},
+		{`{"dp": 4, "zero_stage": 3, "reshard_after_forward": false}`, false},
+		{`{"dp": 4, "fsdp": "shard_grad_op", "reshard_after_forward": false}`, false},
+		{`{"dp": 4, "fsdp": "full_shard", "fsdp_version": 1, "reshard_after_forward": false}`, false},
+	} {
+		p, err := ParsePlan([]byte(`{"model": "gpt2", "train": {"seq_len": 64, "micro_batch": 1, "parallel": `+c.parallel+`}}`), t.TempDir())
+		if err == nil {
+			_, err = p.Training.Estimate()
+		}
+		if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "parallel.reshard_after_forward applies to FSDP2") {
+			t.Errorf("%s: %v", c.parallel, err)
+		}
+	}
+}

@@ -92,6 +92,9 @@ func (r *resolved) resolveParallel() error {
 			p.ZeRO = 2
 		}
 	}
+	if p.ReshardAfterForward != nil && (p.FSDP != "full_shard" && p.FSDP != "hybrid" || p.FSDPVersion == 1) {
+		return fmt.Errorf("parallel.reshard_after_forward applies to FSDP2 full sharding (fsdp full_shard or hybrid, fsdp_version 2), not fsdp %q version %d", p.FSDP, max(p.FSDPVersion, 2))
+	}
 	if p.ZeRO < 0 || p.ZeRO > 3 {
 		return fmt.Errorf("parallel.zero_stage must be 0, 1, 2 or 3, got %d", p.ZeRO)
 	}
