@@ -297,6 +297,13 @@ def optimizer(train, params):
     return make[name]()
 
 
+def keeps_output(train):
+    """Whether the plan's training loop keeps the model output through
+    backward: a plain loop (and litgpt's) does; the HF Trainer, torchtune
+    and torchtitan keep only the loss."""
+    return train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
+
+
 def loss_of(out, config):
     """The loss to backpropagate: the LM loss, or for a bare encoder the sum of
     its outputs, so every parameter gets a gradient (the pooler's too), as
@@ -697,9 +704,7 @@ def gpu(args):
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     used_peak = None
-    # A plain loop (and litgpt's) keeps the model output through backward;
-    # the HF Trainer, torchtune and torchtitan keep only the loss.
-    keep = train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
+    keep = keeps_output(train)
     for _ in range(args.steps):
         phase("data")
         inputs = batch(config, train, device, dtype)
@@ -832,9 +837,12 @@ def fsdp(args):
         mt.track_inputs(tuple(t for t in inputs.values() if isinstance(t, torch.Tensor)))
         with mt:
             for _ in range(2):
-                loss = loss_of(model(**inputs), config)
+                out = model(**inputs)
+                loss = loss_of(out, config)
+                if not keeps_output(train):
+                    out = None
                 loss.backward()
-                del loss
+                out = loss = None
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 peaks.append(tracker_peak(mt))
