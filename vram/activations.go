@@ -1426,6 +1426,13 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && m.LocalLayer(layer) && r.SeqLen > m.localSpan()
 	p.keepOutputs = r.keepsOutputs()
 	p.baseDType = r.WeightsDType
+	if r.fsdp2() && !r.QuantizedBase.Quantized() && p.e.IsFloat() {
+		// FSDP2 all-gathers the parameters in MixedPrecisionPolicy's
+		// param_dtype (the compute dtype, as resolved.units sizes them):
+		// the modules compute with weights of that dtype (torch/distributed/
+		// fsdp/_fully_shard/_fsdp_param.py FSDPParam.init_all_gather_outputs).
+		p.baseDType = p.e
+	}
 	p.upcast = p.e != FP32 && !r.rec.softmaxInDType // eager softmax in fp32 unless the family keeps the scores' dtype
 	if r.LoRA != nil && r.Trainable == "lora" {
 		p.lora = map[string]bool{}

@@ -95,6 +95,14 @@ func TestReplayMatchesTimeline(t *testing.T) {
 		{Model: MustPreset("mixtral-8x7b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
 			Parallel: Parallel{DP: 8, EP: 8, FSDP: "full_shard"}},
 	} {
+		tol := 0.02
+		if tr.Parallel.EP > 1 {
+			// The replay frees the routed experts' saved tensors when the
+			// whole expert section's backward ends, the timeline expert by
+			// expert (BlockActivations' walk): on top of FSDP2's buffers the
+			// replay is up to 4 % higher.
+			tol = 0.04
+		}
 		est, err := tr.Estimate()
 		if err != nil {
 			t.Fatal(err)
@@ -107,7 +115,7 @@ func TestReplayMatchesTimeline(t *testing.T) {
 			t.Errorf("reserved %v < allocated %v", rep.PeakReserved, rep.PeakAllocated)
 		}
 		ratio := float64(rep.PeakAllocated) / float64(est.Peak.Total())
-		if ratio < 0.98 || ratio > 1.02 {
+		if ratio < 1-tol || ratio > 1+tol {
 			t.Errorf("%s: replay peak %v vs timeline peak %v (ratio %.3f)", tr.Model.Name, rep.PeakAllocated, est.Peak.Total(), ratio)
 		}
 	}

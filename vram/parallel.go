@@ -173,60 +173,6 @@ func (p Parallel) GPUs() int {
 	return n
 }
 
-// fsdp2 reports whether the run is FSDP2's fully_shard: ZeRO-3 by FSDP
-// (full_shard or hybrid), per-parameter (version 2), parameters on the GPU.
-func (r *resolved) fsdp2() bool {
-	p := r.Parallel
-	return p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion != 1 && p.CPUOffload != "optimizer+params"
-}
-
-// keepsUnsharded reports whether FSDP2 keeps each block's unsharded
-// parameters from its forward to its backward (reshard_after_forward=False).
-// Unset, it is PyTorch's default (reshard), except under torchtitan, whose
-// reshard_after_forward_policy "default" keeps them when pipeline
-// parallelism is on ("reshard_after_forward = not pp_enabled", torchtitan/
-// models/llama3/infra/parallelize.py apply_fsdp).
-func (r *resolved) keepsUnsharded() bool {
-	if !r.fsdp2() {
-		return false
-	}
-	if k := r.Parallel.ReshardAfterForward; k != nil {
-		return !*k
-	}
-	return r.Framework == "torchtitan" && r.pp > 1
-}
-
-// rootHeld is what FSDP2 keeps unsharded from the root's pre-forward to
-// its post-backward: the root group's own parameters. Wrapped as the FSDP2
-// docs and torchtune do (each block, then the root), that is the embedding,
-// the final norm and the output layer (_fsdp_state.py FSDPState._lazy_init:
-// "For the root, do not reshard after forward"). torchtitan wraps
-// tok_embeddings as a group of its own and [norm, output] as another with
-// reshard_after_forward=False (apply_fsdp: "do not reshard_after_forward the
-// last layers"), so its root holds nothing and headHeld keeps the head's.
-func (r *resolved) rootHeld(embed, head unitMem, st stage) Bytes {
-	if !r.fsdp2() || r.Framework == "torchtitan" {
-		return 0
-	}
-	var b Bytes
-	if st.embed {
-		b = addBytes(b, embed.gathered)
-	}
-	if st.head {
-		b = addBytes(b, head.gathered)
-	}
-	return b
-}
-
-// headHeld is the head's unsharded parameters torchtitan keeps from the
-// head's forward to its backward (see rootHeld).
-func (r *resolved) headHeld(head unitMem, st stage) Bytes {
-	if !r.fsdp2() || r.Framework != "torchtitan" || !st.head {
-		return 0
-	}
-	return head.gathered
-}
-
 // vocabShard is the share of the vocabulary whose logits a rank holds: 1/tp
 // with loss parallelism (the default), the whole vocabulary without.
 func (r *resolved) vocabShard() int64 {

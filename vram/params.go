@@ -10,6 +10,7 @@ type unitMem struct {
 	largest   int64 // largest trainable tensor (elements)
 	grads     Bytes // persistent gradients
 	gradsFull Bytes // the unit's unsharded gradients (before reduce-scatter)
+	gradsLive Bytes // autograd's gradients of the all-gathered parameters (compute dtype; FSDP2 reduces them as they are)
 	states    Bytes // optimizer states counted by the allocator
 	paged     Bytes // paged optimizer states (unified memory, not counted)
 	master    Bytes // fp32 master copy of trainable params
@@ -30,6 +31,7 @@ func (u *unitMem) add(o unitMem) {
 	}
 	u.grads = addBytes(u.grads, o.grads)
 	u.gradsFull = addBytes(u.gradsFull, o.gradsFull)
+	u.gradsLive = addBytes(u.gradsLive, o.gradsLive)
 	u.states = addBytes(u.states, o.states)
 	u.paged = addBytes(u.paged, o.paged)
 	u.master = addBytes(u.master, o.master)
@@ -237,9 +239,11 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 			}
 			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, offOpt, offGrads)
 			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, offOpt, offGrads)
+			u.gradsLive = compute.Size(a + bb)
 		}
 		if train > 0 {
 			r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, offOpt, offGrads)
+			u.gradsLive = compute.Size(train)
 		}
 		switch {
 		case t.Layer >= 0:

@@ -109,6 +109,8 @@ type tracer struct {
 	iter  int
 	grads map[int][]int // unit index → gradient handles (-1: embed, -2: head)
 	state map[int][]int
+	live  map[int][]int // FSDP2: unit index → its unsharded gradients until its group reduces
+	grow  int           // FSDP2: the unit whose unsharded gradients the next backward creates (fsdp2Grads), or none
 }
 
 func (tr *tracer) note(phase string, layer int) {
@@ -177,7 +179,7 @@ func (tr *tracer) run() {
 	}
 	tr.note("load", -1)
 	tr.a.Malloc(tr.workspace) // first matmul creates the cuBLAS workspace
-	tr.grads, tr.state = map[int][]int{}, map[int][]int{}
+	tr.grads, tr.state, tr.live, tr.grow = map[int][]int{}, map[int][]int{}, map[int][]int{}, noUnit
 	micros := []int{1}
 	if r.GradAccum > 1 {
 		micros = append(micros, r.GradAccum)
@@ -215,6 +217,9 @@ func (tr *tracer) step(last bool) {
 		root = tr.a.Malloc(b)
 	}
 	keep := r.keepsUnsharded()
+	f2 := r.fsdp2()
+	ag := -1                   // FSDP2: the last all-gather output (fsdp2.go)
+	rs := -1                   // FSDP2: the retained reduce-scatter input
 	unsharded := map[int]int{} // block → its unsharded parameters, kept
 	sacKept := map[int]int{}   // block → what op-level checkpointing saved
 	// Forward.
@@ -254,7 +259,12 @@ func (tr *tracer) step(last bool) {
 			bridge, res = k, out
 			tr.note("forward", -1)
 		}
-		g := tr.gather(l)
+		var g int
+		if f2 {
+			g = tr.fsdp2Unshard(l, &ag)
+		} else {
+			g = tr.gather(l)
+		}
 		p := tr.acts[l].prog
 		k, out := tr.forward(p, -1)
 		if r.checkpointed(l) {
@@ -282,10 +292,6 @@ func (tr *tracer) step(last bool) {
 		}
 		tr.note("forward", l)
 	}
-	lingering := -1 // the last all-gather's output, without resharding
-	if keep && tr.st.last > tr.st.first {
-		lingering = tr.a.Malloc(tr.blocks[tr.st.last-1].gathered)
-	}
 	headHeld := -1
 	if b := r.headHeld(tr.head, tr.st); b > 0 {
 		headHeld = tr.a.Malloc(b)
@@ -300,18 +306,36 @@ func (tr *tracer) step(last bool) {
 		}
 		tr.a.Free(out)
 		tr.note("loss", -1)
+		if f2 {
+			// The root's post-forward frees the last all-gather output; its
+			// pre-backward prefetches the last block's.
+			tr.a.Free(ag)
+			ag = -1
+			if !keep && tr.st.last > tr.st.first {
+				ag = tr.a.Malloc(tr.blocks[tr.st.last-1].gathered)
+			}
+		}
 		tr.paramGrads(-2)
 		grad := tr.backward(p, -1, k, &held)
 		res = grad
+		if headHeld >= 0 {
+			tr.fsdp2Reduce(&rs, -2)
+		}
 		tr.note("backward", -1)
 	}
-	tr.a.Free(lingering)
+	if !tr.st.head {
+		tr.a.Free(ag)
+		ag = -1
+	}
 	tr.a.Free(headHeld)
 	for l := tr.st.last - 1; l >= tr.st.first; l-- {
 		g := -1
-		if keep {
+		switch {
+		case keep:
 			g = unsharded[l] // since its forward
-		} else {
+		case f2:
+			g = tr.fsdp2Prefetch(l, &ag)
+		default:
 			g = tr.gather(l)
 		}
 		k := saved[l]
@@ -331,7 +355,9 @@ func (tr *tracer) step(last bool) {
 		}
 		tr.a.Free(g)
 		freeMasks(l)
-		if r.Parallel.ZeRO >= 2 {
+		if f2 {
+			tr.fsdp2Reduce(&rs, l)
+		} else if r.Parallel.ZeRO >= 2 {
 			tr.reduceScatter(l)
 		}
 		tr.note("backward", l)
@@ -348,9 +374,22 @@ func (tr *tracer) step(last bool) {
 		}
 		saved[-1].freeAll(tr.a)
 	}
+	tr.a.Free(root)
+	if f2 {
+		// The root's post-backward, then the end of backward frees the
+		// retained reduce-scatter input.
+		var ks []int
+		if tr.st.embed {
+			ks = append(ks, -1)
+		}
+		if tr.st.head && headHeld < 0 {
+			ks = append(ks, -2)
+		}
+		tr.fsdp2Reduce(&rs, ks...)
+		tr.a.Free(rs)
+	}
 	tr.freeAll(held)
 	tr.a.Free(res)
-	tr.a.Free(root)
 	tr.a.Free(inputs)
 	tr.note("backward", -1)
 	if !last || r.Optimizer == "none" {
@@ -391,6 +430,10 @@ func (tr *tracer) paramGrads(k int) {
 		return
 	}
 	u := tr.unit(k)
+	if tr.r.fsdp2() {
+		tr.fsdp2Grads(k)
+		return
+	}
 	sizes := u.gradSizes
 	if tr.r.Parallel.ZeRO >= 2 && k >= 0 {
 		// Full gradients first; reduceScatter keeps the shard.
@@ -503,6 +546,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 		}
 	}
 	busy := tr.r.busiestExpertShare()
+	grow := tr.fsdp2Growth(p)
 	var deferred []*actT
 	free := func(ts []*actT) {
 		for _, t := range ts {
@@ -540,6 +584,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 		if w := op.workspace + op.gradWorkspace; w > 0 && !op.noGrad {
 			tr.a.Free(tr.a.Malloc(w))
 		}
+		grow(op)
 		for _, t := range op.outs {
 			if g[t.id] >= 0 {
 				tr.a.Free(g[t.id])

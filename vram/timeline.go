@@ -270,12 +270,19 @@ func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsHeld bool, inflight float64, zero3 bool, su unitMem) {
 	r := s.r
 	last := micro == r.GradAccum
+	f2 := zero3 && r.fsdp2()
 	gather := func(l int) Bytes {
 		if !zero3 {
 			return 0
 		}
-		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next.
 		g := s.blocks[l].gathered
+		if f2 {
+			// FSDP2: the block's unsharded parameters and its all-gather
+			// output, whose free waits for the next block's copy-out
+			// (fsdp2Forward).
+			return addBytes(g, g)
+		}
+		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next.
 		if l+1 < st.last {
 			g = addBytes(g, s.blocks[l+1].gathered)
 		}
@@ -314,7 +321,10 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 	}
 	inside := func(l int) bool {
-		return !s.record && l > st.first && l < st.last-1 && s.same[l-1] && s.same[l]
+		// Under FSDP2 the second block in backward is the first to meet a
+		// retained reduce-scatter input, and the second to last the last
+		// with a prefetched all-gather: the ends of the runs between.
+		return !s.record && l > st.first && l < st.last-1 && s.same[l-1] && s.same[l] && !(f2 && (l == st.last-2 || l == st.first+1))
 	}
 	for l := st.first; l < st.last; l++ {
 		if l == s.edges.BridgeAt {
@@ -336,18 +346,25 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			}
 		}
 	}
-	// Without resharding, the last all-gather's output buffer outlives the
-	// forward: nothing waits on another all-gather to free it until the
-	// first block's backward.
+	// FSDP2: the last block's all-gather output outlives the blocks'
+	// forward (fsdp2Forward), and resharded blocks have the same amount
+	// all-gathered again from the start of backward (fsdp2Backward).
 	var lingering Bytes
-	if keep && st.last > st.first {
+	if f2 && st.last > st.first {
 		lingering = s.blocks[st.last-1].gathered
 	}
 	live.Temporaries = addBytes(live.Temporaries, lingering)
-	var held Bytes // the model output's tensors, freed when backward returns
+	var held Bytes   // the model output's tensors, freed when backward returns
+	var rsHeld Bytes // FSDP2: the last reduce-scatter input, retained (fsdp2Reduce)
 	// With tied embeddings the word embedding's gradient comes from the
 	// output projection; the rest of the embedding unit's (positions, token
 	// types, norms) from the embedding's own backward.
+	embedGrads, headGrads := s.embed.grads, s.head.grads
+	if f2 {
+		// FSDP2's gradients are all-gathered parameters' until the
+		// group's post-backward reduce-scatters them (fsdp2Backward).
+		embedGrads, headGrads = s.embed.gradsLive, s.head.gradsLive
+	}
 	var tiedGrads Bytes
 	if r.m.TiedEmbeddings && st.embed && st.head && r.m.Head == "lm" && s.embed.trainable > 0 {
 		e := r.m.WordEmbedProjDim
@@ -355,27 +372,35 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			e = r.m.Hidden
 		}
 		word := min(int64(r.m.Vocab)*int64(e)/int64(r.tp), s.embed.trainable)
-		tiedGrads = Bytes(float64(s.embed.grads) * float64(word) / float64(s.embed.trainable))
+		tiedGrads = Bytes(float64(embedGrads) * float64(word) / float64(s.embed.trainable))
 	}
 	headHeld := r.headHeld(s.head, st)
 	live.Temporaries = addBytes(live.Temporaries, headHeld)
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
+		if keep {
+			live.Temporaries -= lingering // freed by the root's post-forward
+			lingering = 0
+		}
 		// Backward through the loss and the output projection, op by op.
-		headGrads := s.head.grads
 		if tiedGrads > 0 {
 			// The tied output projection creates the word embedding's
 			// gradient in its backward, before any block's.
 			headGrads = addBytes(headGrads, tiedGrads)
 		}
-		if gradsHeld {
+		if gradsHeld && !f2 {
 			headGrads = 0
 		}
 		s.emit(iter, micro, "backward", -1, "loss and output", s.walkBackward(live, s.edges.Head, s.edges.Head.Saved, headGrads, 1, 0), 0)
 		live.Gradients = addBytes(live.Gradients, headGrads)
 		live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
 		held = s.edges.Head.outlives
+		if f2 && headHeld > 0 {
+			// torchtitan's [norm, output] group reduces at its own
+			// post-backward (a tied weight's gradient is the embedding's).
+			live = s.fsdp2Reduce(iter, micro, -1, "output reduce-scatter", live, headGrads-tiedGrads, s.head, gradsHeld, &rsHeld, 0)
+		}
 	}
 	live.Temporaries -= lingering + headHeld // the head's post-backward reshards it
 	// Backward, last block first.
@@ -385,21 +410,25 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
 		extra := gather(l)
-		if keep {
+		if f2 {
+			extra = s.fsdp2Backward(st, l, keep)
+		} else if keep {
 			extra = 0 // unsharded since its forward: nothing to all-gather
 		}
 		if fsdp1Frozen {
 			unsharded = addBytes(unsharded, s.blocks[l].gathered)
 			extra = addBytes(unsharded, gather(l))
 		}
-		if r.Parallel.ZeRO >= 2 {
+		if r.Parallel.ZeRO >= 2 && !f2 {
 			extra = addBytes(extra, s.blocks[l].gradsFull) // unsharded until reduce-scatter
 		}
 		if r.OptimizerInBackward {
 			extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable/r.stepShard(), s.blocks[l].largest, r.WeightsDType))
 		}
 		layerGrads := s.blocks[l].grads
-		if gradsHeld {
+		if f2 {
+			layerGrads = s.blocks[l].gradsLive
+		} else if gradsHeld {
 			layerGrads = 0 // already live
 		}
 		if !inside(l) {
@@ -429,6 +458,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if keep {
 			live.Temporaries -= s.blocks[l].gathered // resharded in its post-backward
 		}
+		if f2 {
+			live = s.fsdp2Reduce(iter, micro, l, "reduce-scatter", live, layerGrads, s.blocks[l], gradsHeld, &rsHeld, s.fsdp2Prefetched(st, l, keep))
+		}
 		if saved == a.Saved {
 			// What the model's output holds outlives the block's backward.
 			live.Activations = addBytes(live.Activations, scale(a.outlives, inflight))
@@ -455,11 +487,30 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			e := s.edges.Embed
 			s.emit(iter, micro, "backward", -1, "projector and vision tower", s.walkBackward(live, e, e.Saved, vg, inflight, unsharded), 0)
 		}
-		if !gradsHeld {
-			live.Gradients = addBytes(live.Gradients, s.embed.grads-tiedGrads)
+		if !gradsHeld || f2 {
+			live.Gradients = addBytes(live.Gradients, embedGrads-tiedGrads)
 		}
 		live.Activations -= scale(s.edges.Embed.Saved, inflight)
 		s.emit(iter, micro, "backward", -1, "embedding", live, unsharded)
+	}
+	if f2 {
+		// The root's post-backward: its (or torchtitan's embedding group's)
+		// gradients reduce last; the retained input is freed when backward
+		// ends (_fsdp_state.py _end_backward_iteration).
+		var u unitMem
+		var inFlight Bytes
+		if st.embed {
+			u.add(s.embed)
+			inFlight = embedGrads
+		}
+		if st.head && headHeld == 0 {
+			u.add(s.head)
+			inFlight = addBytes(inFlight, headGrads-tiedGrads) // the tied share is in embedGrads
+		}
+		live.Temporaries -= root // resharded before its reduce-scatter
+		root = 0
+		live = s.fsdp2Reduce(iter, micro, -1, "root reduce-scatter", live, inFlight, u, gradsHeld, &rsHeld, 0)
+		live.Temporaries -= rsHeld
 	}
 	live.Activations -= held // backward returned; the loop drops the output
 	live.Temporaries -= root // the root's post-backward reshards it
