@@ -44,6 +44,9 @@ type BlockActivations struct {
 	Saved Bytes `json:"saved"`
 	// SavedSelective is Saved without the attention-core tensors.
 	SavedSelective Bytes `json:"saved_selective"`
+	// SavedCompiled is what the block saves when torch.compile compiles
+	// it: Inductor's partitioner recomputes the fusible work (compile.go).
+	SavedCompiled Bytes `json:"saved_compiled"`
 	// SavedOp is what torchtitan's op-level selective checkpointing keeps
 	// (torchtitan/distributed/activation_checkpoint.py _apply_op_sac: the
 	// outputs of every other aten.mm — the 1st, 3rd, … of the block — and of
@@ -155,6 +158,9 @@ type actOp struct {
 	// is addmm); fusedAttn: a fused attention kernel. Op-level selective
 	// checkpointing saves the outputs of these (see SavedOp).
 	mm, fusedAttn bool
+	// gemm: a matrix multiply (mm, addmm, bmm) or an attention kernel,
+	// which Inductor's partitioner never recomputes (compiledSaved).
+	gemm bool
 	// noGrad: autograd records nothing for the op (a frozen tower's):
 	// its backward never runs.
 	noGrad bool
@@ -409,6 +415,7 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 	}
 	y := b.op(name, b.size(out, p.e), p.e, list(xc), saves...)
 	b.ops[len(b.ops)-1].mm = !b.hasBias(role)
+	b.ops[len(b.ops)-1].gemm = true
 	if xc != x {
 		b.hold(x) // the caller's argument lives until the call returns
 	}
@@ -446,6 +453,7 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		a = b.castIn(p, name+".lora_A", a)
 		la := b.op(name+".lora_A", b.size(p.loraRank, p.e), p.e, list(a), a)
 		b.ops[len(b.ops)-1].weights = p.loraRank * in
+		b.ops[len(b.ops)-1].gemm = true
 		adapterCast := p.autocast && p.loraDType != p.e
 		if adapterCast {
 			b.side(name+".lora_A.weight_cast", p.e.Size(p.loraRank*in), p.e).weightCopy = true
@@ -453,6 +461,7 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		}
 		lb := b.op(name+".lora_B", b.size(out, p.e), p.e, list(la), la)
 		b.ops[len(b.ops)-1].weights = p.loraRank * out
+		b.ops[len(b.ops)-1].gemm = true
 		if adapterCast {
 			b.side(name+".lora_B.weight_cast", p.e.Size(p.loraRank*out), p.e).weightCopy = true
 			b.ops[len(b.ops)-1].castWeights = true
@@ -805,6 +814,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				sd = promote(q.dtype, k.dtype)
 			}
 			s := b.op("scores", sd.Size(scores), sd, list(q, k), q, k)
+			b.ops[len(b.ops)-1].gemm = true
 			s.attn = true
 			if m.AttnSoftcap > 0 {
 				// scores / cap, tanh (saves its output), × cap (Gemma 2
@@ -873,6 +883,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			}
 			v := cast(v)
 			o = b.op("probs@v", b.size(oDim, p.e), p.e, list(pr, v), pr, v)
+			b.ops[len(b.ops)-1].gemm = true
 		default:
 			// Fused attention saves q, k, v, its output and the fp32 logsumexp.
 			q, k, v := cast(q), cast(k), cast(v)
@@ -885,6 +896,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			}
 			o = b.keep(b.op("sdpa", b.size(oDim, p.e), p.e, list(q, k, v, mask), q, k, v, mask))
 			b.ops[len(b.ops)-1].fusedAttn = true
+			b.ops[len(b.ops)-1].gemm = true
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in the query's memory order: (b, s,
 			// heads, d) for a query transposed from the projection's output,
@@ -1083,6 +1095,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			}
 		}
 	}
+	ba.SavedCompiled = b.compiledSaved()
 	ba.SavedOp = input.bytes
 	mms := 0
 	for i := range b.ops {

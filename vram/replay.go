@@ -221,7 +221,7 @@ func (tr *tracer) step(last bool) {
 	ag := -1                   // FSDP2: the last all-gather output (fsdp2.go)
 	rs := -1                   // FSDP2: the retained reduce-scatter input
 	unsharded := map[int]int{} // block → its unsharded parameters, kept
-	sacKept := map[int]int{}   // block → what op-level checkpointing saved
+	sacKept := map[int]int{}   // block → what op-level checkpointing (or a compiled block) saved
 	// Forward.
 	var res int // the residual stream handle between blocks
 	saved := map[int]*kept{}
@@ -274,6 +274,12 @@ func (tr *tracer) step(last bool) {
 				// and the outputs op-level checkpointing saves, as one block
 				sacKept[l] = tr.a.Malloc(tr.acts[l].SavedOp - tr.acts[l].Input)
 			}
+		} else if r.Compile && r.Checkpointing != "selective" {
+			// A compiled block keeps its compiled set (compile.go), here one
+			// block, until its backward ends.
+			k.freeAll(tr.a)
+			tr.a.Free(res)
+			sacKept[l] = tr.a.Malloc(tr.acts[l].SavedCompiled)
 		} else if p.in.saved {
 			k.input = res
 		} else {
@@ -351,7 +357,7 @@ func (tr *tracer) step(last bool) {
 		grad := tr.backward(tr.acts[l].prog, res, k, &held)
 		res = grad
 		if h, ok := sacKept[l]; ok {
-			tr.a.Free(h) // the recomputation consumed it
+			tr.a.Free(h) // the recomputation (or the compiled backward) consumed it
 		}
 		tr.a.Free(g)
 		freeMasks(l)

@@ -263,6 +263,8 @@ func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 		return a.Input
 	case r.Checkpointing == "selective":
 		return a.SavedSelective
+	case r.Compile:
+		return a.SavedCompiled
 	}
 	return a.Saved
 }
@@ -558,6 +560,11 @@ func (s *simulation) walkBackward(live Breakdown, a BlockActivations, saved, gra
 		held := step.saved
 		if saved == a.Input && saved != a.Saved && !a.inputSaved {
 			held = addBytes(held, saved)
+		}
+		if saved == a.SavedCompiled && saved < a.Saved && s.r.Compile {
+			// A compiled block's backward recomputes the fusible work in
+			// its kernels: what it holds shrinks from the compiled set.
+			held = Bytes(float64(held) * float64(saved) / float64(a.Saved))
 		}
 		act = addBytes(others, scale(held, inflight))
 		grad = addBytes(live.Gradients, Bytes(float64(grads)*step.gradFrac))

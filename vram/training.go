@@ -71,8 +71,11 @@ type Training struct {
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
 	// materialises logits), logits_sum, classification.
 	Loss string `json:"loss,omitempty"`
-	// Compile: torch.compile; the compiled loss fuses log-softmax into its
-	// kernels and keeps only the logits and a per-token logsumexp.
+	// Compile: torch.compile, each block compiled on its own (as
+	// torchtitan and torchtune do): a block saves what Inductor's
+	// partitioner keeps (BlockActivations.SavedCompiled, compile.go), and
+	// the compiled loss fuses log-softmax into its kernels and keeps only
+	// the logits and a per-token logsumexp.
 	Compile bool `json:"compile,omitempty"`
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
 	// litgpt, torchtune, deepspeed, megatron, plain_pytorch (default).

@@ -17,7 +17,10 @@ saved      what autograd saves for backward in one forward pass on the CPU
            (torch.autograd.graph.saved_tensors_hooks, unique storages that
            are not parameters or buffers), per block and outside the blocks:
            measured with the plan's model at 1 and 2 blocks, as JSON. The
-           Go engine's activation inventory is checked against these.
+           Go engine's activation inventory is checked against these. With
+           "compile": true in the plan each block is compiled on its own
+           (torch.compile; Inductor runs on the CPU with the system's C++
+           compiler) and the hooks see what the compiled blocks save.
 trace      one and two training iterations of the plan under PyTorch's
            MemTracker (torch.distributed._tools.mem_tracker) on the CPU,
            dropout off: the composition of the peak (PARAM, BUFFER, GRAD,
@@ -330,13 +333,27 @@ def inventory(args):
     write(args, json.dumps(out, separators=(",", ":")) + "\n")
 
 
-def saved_bytes(cfg, layers, attn, dtype, batch, seq):
+def blocks_of(model):
+    """The model's repeated blocks: the largest nn.ModuleList it holds
+    (decoder layers, encoder layers, GPT-2's h)."""
+    import torch
+
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    return max(lists, key=len)
+
+
+def saved_bytes(cfg, layers, attn, dtype, batch, seq, compile_=False):
     import torch
 
     model, config = build(cfg, device="cpu", attn=attn, layers=layers)
     model = model.to(dtype)
     model_type = config.model_type
     model.train()
+    if compile_:
+        # Each block compiled on its own, as torchtitan and torchtune do
+        # (Inductor's default partitioner decides what it saves).
+        for blk in blocks_of(model):
+            blk.compile()
     ids = torch.randint(0, min(1000, config.vocab_size), (batch, seq))
     seen = {}
 
@@ -363,7 +380,7 @@ def saved(args):
     dtype = torch.bfloat16 if train.get("precision") == "bf16" else torch.float32
     attn = {"sdpa": "sdpa", "eager": "eager"}[train.get("attention", "sdpa")]
     b, s = int(train["micro_batch"]), int(train["seq_len"])
-    one, two = (saved_bytes(cfg, n, attn, dtype, b, s) for n in (1, 2))
+    one, two = (saved_bytes(cfg, n, attn, dtype, b, s, bool(train.get("compile"))) for n in (1, 2))
     out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
            "per_block": two - one, "outside_blocks": 2 * one - two}
     write(args, json.dumps(out, indent=1) + "\n")

@@ -6,7 +6,9 @@
 # the engine's tensors with them), traces the grid of small models of
 # examples/measure/trace-grid.json and every other plan of
 # vram/testdata/trace/ again under MemTracker and the live-storage tracker,
-# FSDP2 on a fake process group under FSDPMemTracker (vram/testdata/fsdp/),
+# the saved sets of the same small blocks compiled by torch.compile
+# (vram/testdata/compiled/), FSDP2 on a fake process group under
+# FSDPMemTracker (vram/testdata/fsdp/),
 # tensor parallelism through DTensor under MemTracker (vram/testdata/tp/),
 # and checks the gpu mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
@@ -28,6 +30,15 @@ done
 
 say "Traces (MemTracker and live storages): the grid of examples/measure/trace-grid.json"
 .venv-truth/bin/python examples/measure/measure.py grid examples/measure/trace-grid.json vram/testdata/trace
+
+say "Compiled blocks' saved sets (torch.compile per block, saved_tensors_hooks): every plan of vram/testdata/saved compiled"
+mkdir -p vram/testdata/compiled
+for f in vram/testdata/saved/*.json; do
+  n=$(basename "$f" .json)
+  .venv-truth/bin/python -c 'import json,sys; p=json.load(open(sys.argv[1]))["plan"]; p["train"]["compile"]=True; p["name"]+=" compiled"; json.dump(p, sys.stdout)' "$f" > "$tmp/compiled.json"
+  .venv-truth/bin/python examples/measure/measure.py saved "$tmp/compiled.json" -o "vram/testdata/compiled/$n.json"
+  echo "compiled $n"
+done
 
 say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py fsdp examples/measure/fsdp-grid.json vram/testdata/fsdp

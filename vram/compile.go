@@ -1,0 +1,96 @@
+package vram
+
+// What a block compiled by torch.compile saves for its backward.
+//
+// AOTAutograd traces the block's forward and backward as one joint graph and
+// splits it with min_cut_rematerialization_partition (torch/_functorch/
+// partitioners.py, Inductor's default): the forward saves a minimal set of
+// tensors and the backward recomputes the cheap, fusible work between them
+// (pointwise ops, casts, views) inside its own fused kernels. Which tensors
+// cannot be recomputed follows the partitioner's ban rules:
+//   - outputs of compute-intensive ops (mm, addmm, bmm, attention kernels:
+//     not in its recomputable set);
+//   - tensors a compute-intensive op reads in the backward (a matmul's input
+//     for its weight gradient): is_materialized_backwards bans them;
+//   - reductions whose output is over 4× smaller than their inputs
+//     (ban_if_reduction: a norm's mean or rstd), and random ops (dropout's
+//     mask);
+//   - the block's inputs (graph inputs are saved as they are).
+//
+// A tensor that eager autograd saves for a fusible op is recomputed from
+// the nearest banned tensors behind it (its frontier), which are saved
+// instead: SiLU's input becomes the gate projection's output, a norm's fp32
+// input the residual stream value and its rstd. Measured with
+// saved_tensors_hooks on the CPU (examples/measure saved, compile on) for
+// Llama: the engine's set is PyTorch's byte for byte (TestCompiledSavedSet).
+
+// compiledSaved is the bytes the compiled block saves: the eager saves
+// mapped through the partitioner's rules above, plus what the model's
+// output holds (as BlockActivations.Saved counts it).
+func (b *actBuilder) compiledSaved() Bytes {
+	var n Bytes
+	for _, t := range b.compiledSet() {
+		n = addBytes(n, t.bytes)
+	}
+	return n
+}
+
+// compiledSet lists the tensors of compiledSaved.
+func (b *actBuilder) compiledSet() []*actT {
+	producer := make(map[*actT]int, len(b.ts))
+	for i := range b.ops {
+		for _, t := range b.ops[i].outs {
+			producer[t] = i
+		}
+	}
+	keep := map[*actT]bool{}
+	seen := map[*actT]bool{}
+	var frontier func(t *actT)
+	frontier = func(t *actT) {
+		if t == nil || seen[t] || keep[t] {
+			return
+		}
+		seen[t] = true
+		i, ok := producer[t]
+		if !ok || b.banned(i, t) {
+			keep[t] = true
+			return
+		}
+		for _, in := range b.ops[i].ins {
+			frontier(in)
+		}
+	}
+	for _, sr := range b.saves {
+		if b.ops[sr.op].gemm {
+			keep[sr.t] = true // read by the matmul's backward
+		}
+	}
+	for _, sr := range b.saves {
+		if !keep[sr.t] {
+			frontier(sr.t)
+		}
+	}
+	var out []*actT
+	for _, t := range b.ts {
+		if !t.batch && (keep[t] || t.held) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// banned reports whether the partitioner must save t, an output of op i,
+// rather than recompute it in the backward.
+func (b *actBuilder) banned(i int, t *actT) bool {
+	op := &b.ops[i]
+	if op.gemm || t.weightCopy || len(op.outs) > 0 && op.outs[0] != t {
+		return true // a matmul's or attention kernel's; statistics, masks and weight copies on the side
+	}
+	var in Bytes
+	for _, x := range op.ins {
+		if x != nil {
+			in = addBytes(in, x.bytes)
+		}
+	}
+	return len(op.ins) == 0 || 4*t.bytes < in // a source, or a reduction
+}
