@@ -18,7 +18,12 @@ import "sort"
 //   - freed blocks merge with free neighbours of the same segment and stay
 //     reserved: nothing goes back to the driver without empty_cache();
 //   - with expandable_segments each pool is one segment that grows by 2 MiB
-//     (small) or 20 MiB (large) pages at its end.
+//     (small) or 20 MiB (large) pages at its end;
+//   - a block belongs to the stream its segment was allocated on: a request
+//     made on one stream reuses only that stream's free blocks (the pools'
+//     BlockComparator orders by stream first, get_free_block searches its
+//     own), so memory cached by a collective's stream is not reused by the
+//     compute stream.
 
 const (
 	kMinBlockSize  Bytes = 512
@@ -44,9 +49,10 @@ type block struct {
 }
 
 type segment struct {
-	id    int
-	size  Bytes
-	small bool
+	id     int
+	stream int
+	size   Bytes
+	small  bool
 	first *block
 	last  *block
 }
@@ -54,8 +60,10 @@ type segment struct {
 // Allocator replays allocations through the caching-allocator model.
 type Allocator struct {
 	cfg          AllocatorConfig
-	free         [2][]*block // per pool (0 small, 1 large), sorted by size then address
-	grow         [2]*segment // expandable segments
+	free         [][2][]*block // per stream, per pool (0 small, 1 large), sorted by size then address
+	grow         [][2]*segment // per stream: expandable segments
+	stream       int           // the stream requests are made on (SetStream)
+	reservedOn   []Bytes       // reserved by stream
 	live         []*block    // by handle
 	allocated    Bytes
 	reserved     Bytes
@@ -66,7 +74,19 @@ type Allocator struct {
 
 // NewAllocator returns an empty allocator.
 func NewAllocator(cfg AllocatorConfig) *Allocator {
-	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024)}
+	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]*block, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
+}
+
+// SetStream makes later requests on stream s (0, the default, is the
+// compute stream; collectives run on others): they reuse only s's cached
+// blocks. A block freed goes back to its own stream's pool.
+func (a *Allocator) SetStream(s int) {
+	for len(a.free) <= s {
+		a.free = append(a.free, [2][]*block{})
+		a.grow = append(a.grow, [2]*segment{})
+		a.reservedOn = append(a.reservedOn, 0)
+	}
+	a.stream = s
 }
 
 // Allocated is the current memory_allocated.
@@ -74,6 +94,14 @@ func (a *Allocator) Allocated() Bytes { return a.allocated }
 
 // Reserved is the current memory_reserved.
 func (a *Allocator) Reserved() Bytes { return a.reserved }
+
+// ReservedOn is the part of Reserved cached in stream s's segments.
+func (a *Allocator) ReservedOn(s int) Bytes {
+	if s < 0 || s >= len(a.reservedOn) {
+		return 0
+	}
+	return a.reservedOn[s]
+}
 
 func roundSize(n Bytes) Bytes {
 	if n < kMinBlockSize {
@@ -167,7 +195,7 @@ func absorb(left, right *block) {
 }
 
 func (a *Allocator) bestFit(p int, size Bytes) *block {
-	fl := a.free[p]
+	fl := a.free[a.stream][p]
 	i := sort.Search(len(fl), func(i int) bool { return fl[i].size >= size })
 	for ; i < len(fl); i++ {
 		b := fl[i]
@@ -180,9 +208,9 @@ func (a *Allocator) bestFit(p int, size Bytes) *block {
 		}
 		return b
 	}
-	if a.cfg.ExpandableSegments && a.grow[p] != nil {
+	if a.cfg.ExpandableSegments && a.grow[a.stream][p] != nil {
 		// Grow the segment from its free tail.
-		seg := a.grow[p]
+		seg := a.grow[a.stream][p]
 		page := kLargeBuffer
 		if p == 0 {
 			page = kSmallBuffer
@@ -195,6 +223,7 @@ func (a *Allocator) bestFit(p int, size Bytes) *block {
 		need := (size - have + page - 1) / page * page
 		seg.size += need
 		a.reserved += need
+		a.reservedOn[a.stream] += need
 		a.notePeak()
 		if tail.free {
 			a.removeFree(p, tail)
@@ -226,14 +255,15 @@ func (a *Allocator) newSegment(p int, size Bytes) *block {
 		}
 		n = (size + page - 1) / page * page
 	}
-	seg := &segment{id: a.Segments, size: n, small: p == 0}
+	seg := &segment{id: a.Segments, stream: a.stream, size: n, small: p == 0}
 	b := &block{seg: seg, size: n, free: true}
 	seg.first, seg.last = b, b
 	a.reserved += n
+	a.reservedOn[a.stream] += n
 	a.Segments++
 	a.notePeak()
 	if a.cfg.ExpandableSegments {
-		a.grow[p] = seg
+		a.grow[a.stream][p] = seg
 	}
 	a.insertFree(p, b)
 	return b
@@ -273,26 +303,27 @@ func less(x, y *block) bool {
 }
 
 func (a *Allocator) insertFree(p int, b *block) {
-	fl := a.free[p]
+	fl := a.free[b.seg.stream][p]
 	i := sort.Search(len(fl), func(i int) bool { return !less(fl[i], b) })
 	fl = append(fl, nil)
 	copy(fl[i+1:], fl[i:])
 	fl[i] = b
-	a.free[p] = fl
+	a.free[b.seg.stream][p] = fl
 }
 
 func (a *Allocator) removeFree(p int, b *block) {
-	fl := a.free[p]
+	st := b.seg.stream
+	fl := a.free[st][p]
 	i := sort.Search(len(fl), func(i int) bool { return !less(fl[i], b) })
 	for ; i < len(fl) && fl[i].size == b.size; i++ {
 		if fl[i] == b {
-			a.free[p] = append(fl[:i], fl[i+1:]...)
+			a.free[st][p] = append(fl[:i], fl[i+1:]...)
 			return
 		}
 	}
 	for j := range fl { // fall back: ordering ties
 		if fl[j] == b {
-			a.free[p] = append(fl[:j], fl[j+1:]...)
+			a.free[st][p] = append(fl[:j], fl[j+1:]...)
 			return
 		}
 	}
@@ -300,15 +331,18 @@ func (a *Allocator) removeFree(p int, b *block) {
 
 // EmptyCache returns every fully free segment to the driver.
 func (a *Allocator) EmptyCache() {
-	for p := 0; p < 2; p++ {
-		var keep []*block
-		for _, b := range a.free[p] {
-			if b.prev == nil && b.next == nil && a.grow[p] != b.seg {
-				a.reserved -= b.size
-				continue
+	for st := range a.free {
+		for p := 0; p < 2; p++ {
+			var keep []*block
+			for _, b := range a.free[st][p] {
+				if b.prev == nil && b.next == nil && a.grow[st][p] != b.seg {
+					a.reserved -= b.size
+					a.reservedOn[st] -= b.size
+					continue
+				}
+				keep = append(keep, b)
 			}
-			keep = append(keep, b)
+			a.free[st][p] = keep
 		}
-		a.free[p] = keep
 	}
 }

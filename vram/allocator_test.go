@@ -100,8 +100,8 @@ func TestReplayMatchesTimeline(t *testing.T) {
 			// The replay frees the routed experts' saved tensors when the
 			// whole expert section's backward ends, the timeline expert by
 			// expert (BlockActivations' walk): on top of FSDP2's buffers the
-			// replay is up to 4 % higher.
-			tol = 0.04
+			// replay is up to 5 % higher.
+			tol = 0.05
 		}
 		est, err := tr.Estimate()
 		if err != nil {
@@ -118,5 +118,57 @@ func TestReplayMatchesTimeline(t *testing.T) {
 		if ratio < 1-tol || ratio > 1+tol {
 			t.Errorf("%s: replay peak %v vs timeline peak %v (ratio %.3f)", tr.Model.Name, rep.PeakAllocated, est.Peak.Total(), ratio)
 		}
+	}
+}
+
+// A block freed on one stream is cached for that stream only: the compute
+// stream cannot reuse what a collective's stream freed (PyTorch's pools
+// order blocks by stream first), and the collective's stream reuses its own.
+func TestAllocatorStreamsKeepTheirBlocks(t *testing.T) {
+	a := NewAllocator(AllocatorConfig{})
+	a.SetStream(1)
+	a.Free(a.Malloc(100 * MiB))
+	a.SetStream(0)
+	h := a.Malloc(100 * MiB)
+	if a.Reserved() != 200*MiB || a.ReservedOn(1) != 100*MiB || a.ReservedOn(0) != 100*MiB {
+		t.Errorf("reserved %v (stream 0 %v, stream 1 %v), want 100 MiB each", a.Reserved(), a.ReservedOn(0), a.ReservedOn(1))
+	}
+	a.Free(h)
+	a.SetStream(1)
+	a.Malloc(60 * MiB) // fits the stream's own cached block
+	if a.Reserved() != 200*MiB {
+		t.Errorf("stream 1 should reuse its block: reserved %v", a.Reserved())
+	}
+	a.EmptyCache()
+	if a.ReservedOn(0) != 0 || a.ReservedOn(1) != 100*MiB {
+		t.Errorf("after empty_cache: stream 0 %v, stream 1 %v", a.ReservedOn(0), a.ReservedOn(1))
+	}
+}
+
+// Under FSDP2 the all-gather outputs live on their own stream: the replay
+// caches no more there than the two in flight at once (a block's and the
+// next's), reused block after block, and the reserved peak counts it apart
+// from the compute stream's.
+func TestFSDP2ReplayStreams(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3.1-70b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+		Parallel: Parallel{DP: 8, FSDP: "full_shard"}}
+	r, err := tr.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, embed, head := r.unitsSized(true)
+	tl := simulateTraining(&r, blocks, embed, head, false)
+	x := &tracer{r: &r, a: NewAllocator(AllocatorConfig{}), st: r.stages()[tl.Stage], blocks: blocks, embed: embed, head: head}
+	x.acts, x.edges = blockActivations(&r), buildEdges(&r)
+	x.run()
+	g := segmentSize(roundSize(blocks[0].gathered))
+	if ag := x.a.ReservedOn(allGatherStream); ag == 0 || ag > 2*g {
+		t.Errorf("all-gather stream caches %v, want at most two blocks' outputs (%v each)", ag, g)
+	}
+	if rs := x.a.ReservedOn(reduceScatterStream); rs == 0 {
+		t.Errorf("the sharded gradients should come from the reduce-scatter stream")
+	}
+	if x.a.PeakReserved < x.a.PeakAlloc {
+		t.Errorf("reserved %v below allocated %v", x.a.PeakReserved, x.a.PeakAlloc)
 	}
 }

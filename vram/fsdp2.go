@@ -105,13 +105,33 @@ func (s *simulation) fsdp2Reduce(iter, micro, layer int, name string, live Break
 	return live
 }
 
+// Streams the replay allocates FSDP2's buffers on (Allocator.SetStream):
+// the all-gather output on the all-gather copy-in stream (foreach_all_gather
+// allocates it under FSDPCommContext.all_gather_copy_in_stream, in forward
+// and for the backward prefetch), the reduce-scatter output, which becomes
+// the sharded gradients, on the reduce-scatter stream (foreach_reduce);
+// everything else, the unsharded parameters and the reduce-scatter input
+// included, on the default stream.
+const (
+	computeStream = iota
+	allGatherStream
+	reduceScatterStream
+)
+
+// onStream allocates n bytes on stream st.
+func (tr *tracer) onStream(st int, n Bytes) int {
+	tr.a.SetStream(st)
+	defer tr.a.SetStream(computeStream)
+	return tr.a.Malloc(n)
+}
+
 // fsdp2Unshard is block l's pre-forward in the allocator replay: its
 // all-gather output is allocated, the previous block's freed (kept until
 // now for the copy-out overlap, FSDPParamGroup.wait_for_unshard), and the
 // unsharded parameters allocated by the copy-out. *ag holds the output.
 func (tr *tracer) fsdp2Unshard(l int, ag *int) int {
 	g := tr.blocks[l].gathered
-	out := tr.a.Malloc(g)
+	out := tr.onStream(allGatherStream, g)
 	tr.a.Free(*ag)
 	*ag = out
 	return tr.a.Malloc(g)
@@ -125,7 +145,7 @@ func (tr *tracer) fsdp2Prefetch(l int, ag *int) int {
 	tr.a.Free(*ag)
 	*ag = -1
 	if l > tr.st.first {
-		*ag = tr.a.Malloc(tr.blocks[l-1].gathered)
+		*ag = tr.onStream(allGatherStream, tr.blocks[l-1].gathered)
 	}
 	return h
 }
@@ -184,7 +204,9 @@ func (tr *tracer) fsdp2Reduce(rs *int, ks ...int) {
 		tr.freeAll(tr.live[k])
 		delete(tr.live, k)
 		if _, ok := tr.grads[k]; !ok {
+			tr.a.SetStream(reduceScatterStream)
 			tr.grads[k] = tr.allocAll(tr.unit(k).gradSizes)
+			tr.a.SetStream(computeStream)
 		}
 	}
 }

@@ -318,7 +318,7 @@ func (tr *tracer) step(last bool) {
 			tr.a.Free(ag)
 			ag = -1
 			if !keep && tr.st.last > tr.st.first {
-				ag = tr.a.Malloc(tr.blocks[tr.st.last-1].gathered)
+				ag = tr.onStream(allGatherStream, tr.blocks[tr.st.last-1].gathered)
 			}
 		}
 		tr.paramGrads(-2)
