@@ -1427,7 +1427,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// gelu_new (GPT-2, GPT-J, Phi) is the Python formula (activations.py).
 	p.pythonGELU = r.Framework != "litgpt" && r.Framework != "megatron" && r.Framework != "torchtitan"
 	// The HF Trainer and plain loops run transformers' modeling code.
-	p.hfModeling = r.Framework == "hf_trainer" || r.Framework == "plain_pytorch"
+	p.hfModeling = r.runsTransformers()
 	p.nativeGQA = p.hfModeling && !r.rec.repeatKV
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).

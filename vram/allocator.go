@@ -53,8 +53,8 @@ type segment struct {
 	stream int
 	size   Bytes
 	small  bool
-	first *block
-	last  *block
+	first  *block
+	last   *block
 }
 
 // Allocator replays allocations through the caching-allocator model.
@@ -64,7 +64,7 @@ type Allocator struct {
 	grow         [][2]*segment // per stream: expandable segments
 	stream       int           // the stream requests are made on (SetStream)
 	reservedOn   []Bytes       // reserved by stream
-	live         []*block    // by handle
+	live         []*block      // by handle
 	allocated    Bytes
 	reserved     Bytes
 	PeakAlloc    Bytes // max memory_allocated

@@ -12,7 +12,9 @@ type Parallel struct {
 	ZeRO        int    `json:"zero_stage,omitempty"`
 	FSDP        string `json:"fsdp,omitempty"`         // none (default), full_shard, shard_grad_op, hybrid
 	ShardDegree int    `json:"shard_degree,omitempty"` // ranks the states are sharded over (default DP; hybrid: GPUs per node = 8)
-	// FSDPVersion 1 (flat parameters) or 2 (per-parameter, default). FSDP1
+	// FSDPVersion 1 (flat parameters) or 2 (per-parameter, default; under
+	// framework "accelerate" 1, FullyShardedDataParallelPlugin's default
+	// fsdp_version, accelerate/utils/dataclasses.py). FSDP1
 	// reshards a flat parameter in its post-backward hook, which hangs on the
 	// gradient accumulator: frozen flat parameters (a LoRA base) never fire it
 	// and stay unsharded until backward ends (torch/distributed/fsdp
@@ -32,7 +34,12 @@ type Parallel struct {
 	// torchtitan's own wrapping keeps only the head's (resolved.rootHeld).
 	ReshardAfterForward *bool `json:"reshard_after_forward,omitempty"`
 	TP                  int   `json:"tp,omitempty"` // tensor parallel (Megatron column/row splits)
-	SP                  bool  `json:"sp,omitempty"` // sequence parallel on top of TP (Korthikanti et al. 2022)
+	// SP is sequence parallelism on top of TP (Korthikanti et al. 2022):
+	// Megatron-LM's --sequence-parallel, off unless set; under framework
+	// "torchtitan" always on with TP, whose plan shards every norm over the
+	// sequence (torchtitan/models/llama3/infra/parallelize.py apply_tp:
+	// SequenceParallel on attention_norm, ffn_norm and norm).
+	SP bool `json:"sp,omitempty"`
 	// LossParallel keeps the logits sharded over the vocabulary under TP,
 	// each rank computing the cross-entropy on its shard (default true:
 	// Megatron-LM's vocab_parallel_cross_entropy, torchtitan's
@@ -52,6 +59,9 @@ type Parallel struct {
 	PPMicrobatches int    `json:"pp_microbatches,omitempty"`
 	CP             int    `json:"cp,omitempty"` // context parallel: the sequence is split over CP ranks
 	EP             int    `json:"ep,omitempty"` // expert parallel: routed experts split over EP ranks
+	// DeepSpeed is the DeepSpeed config's zero_optimization section (bucket
+	// sizes, prefetch, persistence), for ZeRO run by DeepSpeed.
+	DeepSpeed *DeepSpeed `json:"deepspeed,omitempty"`
 	// CPUOffload: none (default), optimizer (states and the step on the CPU),
 	// optimizer+grads, optimizer+params (ZeRO-Infinity style parameter offload).
 	CPUOffload string `json:"cpu_offload,omitempty"`
@@ -92,6 +102,12 @@ func (r *resolved) resolveParallel() error {
 			p.ZeRO = 2
 		}
 	}
+	if p.FSDPVersion == 0 && r.Framework == "accelerate" && p.FSDP != "none" {
+		p.FSDPVersion = 1
+	}
+	if p.FSDPVersion < 0 || p.FSDPVersion > 2 {
+		return fmt.Errorf("parallel.fsdp_version must be 1 or 2, got %d", p.FSDPVersion)
+	}
 	if p.ReshardAfterForward != nil && (p.FSDP != "full_shard" && p.FSDP != "hybrid" || p.FSDPVersion == 1) {
 		return fmt.Errorf("parallel.reshard_after_forward applies to FSDP2 full sharding (fsdp full_shard or hybrid, fsdp_version 2), not fsdp %q version %d", p.FSDP, max(p.FSDPVersion, 2))
 	}
@@ -119,6 +135,9 @@ func (r *resolved) resolveParallel() error {
 	}
 	if p.SP && p.TP == 1 {
 		return fmt.Errorf("parallel.sp needs tp > 1")
+	}
+	if r.Framework == "torchtitan" && p.TP > 1 {
+		p.SP = true // apply_tp shards every norm over the sequence: no TP without SP
 	}
 	if p.PP > m.Layers {
 		return fmt.Errorf("pp=%d exceeds the %d layers", p.PP, m.Layers)

@@ -153,10 +153,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 	offOpt := r.Parallel.CPUOffload != "none"
 	offGrads := r.Parallel.CPUOffload == "optimizer+grads" || r.Parallel.CPUOffload == "optimizer+params"
 	offParams := r.Parallel.CPUOffload == "optimizer+params"
-	compute := r.ComputeDType
-	if !compute.IsFloat() || compute == FP8E4M3 || compute == FP8E5M2 {
-		compute = BF16
-	}
+	compute := r.gatheredDType()
 	tDType := r.trainableDType()
 	// Blocks of one kind (dense or MoE, encoder or decoder, …) have the same
 	// tensors: account the first of each kind and copy it to the others.
@@ -212,7 +209,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		if quant {
 			u.gathered = stored
 		}
-		if zero == 3 {
+		if zero == 3 && !r.dsPersistent(n/div) {
 			stored /= Bytes(shard)
 		}
 		if offParams {
@@ -317,4 +314,15 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 	if u.sized {
 		u.masterSizes = append(u.masterSizes, master)
 	}
+}
+
+// gatheredDType is the dtype parameters are all-gathered in for compute
+// (FSDP's param_dtype, ZeRO-3's model dtype): the compute dtype, bf16 for
+// an fp8 or integer one.
+func (r *resolved) gatheredDType() DType {
+	c := r.ComputeDType
+	if !c.IsFloat() || c == FP8E4M3 || c == FP8E5M2 {
+		return BF16
+	}
+	return c
 }

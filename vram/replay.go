@@ -111,6 +111,9 @@ type tracer struct {
 	state map[int][]int
 	live  map[int][]int // FSDP2: unit index → its unsharded gradients until its group reduces
 	grow  int           // FSDP2: the unit whose unsharded gradients the next backward creates (fsdp2Grads), or none
+	// bucket is DeepSpeed ZeRO-1/2's gradient bucket(s): each backward
+	// replaces the last one's, the step releases it.
+	bucket int
 }
 
 func (tr *tracer) note(phase string, layer int) {
@@ -177,9 +180,12 @@ func (tr *tracer) run() {
 			tr.a.Malloc(minBytes(g, 25*MiB))
 		}
 	}
+	if b, persistent := r.dsBucket(); persistent {
+		tr.a.Malloc(b) // DeepSpeed ZeRO-3's flat gradient bucket
+	}
 	tr.note("load", -1)
 	tr.a.Malloc(tr.workspace) // first matmul creates the cuBLAS workspace
-	tr.grads, tr.state, tr.live, tr.grow = map[int][]int{}, map[int][]int{}, map[int][]int{}, noUnit
+	tr.grads, tr.state, tr.live, tr.grow, tr.bucket = map[int][]int{}, map[int][]int{}, map[int][]int{}, noUnit, -1
 	micros := []int{1}
 	if r.GradAccum > 1 {
 		micros = append(micros, r.GradAccum)
@@ -298,6 +304,9 @@ func (tr *tracer) step(last bool) {
 		}
 		tr.note("forward", l)
 	}
+	if !tr.st.head {
+		tr.dsBucket()
+	}
 	headHeld := -1
 	if b := r.headHeld(tr.head, tr.st); b > 0 {
 		headHeld = tr.a.Malloc(b)
@@ -321,6 +330,7 @@ func (tr *tracer) step(last bool) {
 				ag = tr.onStream(allGatherStream, tr.blocks[tr.st.last-1].gathered)
 			}
 		}
+		tr.dsBucket()
 		tr.paramGrads(-2)
 		grad := tr.backward(p, -1, k, &held)
 		res = grad
@@ -401,6 +411,8 @@ func (tr *tracer) step(last bool) {
 	if !last || r.Optimizer == "none" {
 		return
 	}
+	tr.a.Free(tr.bucket) // released as the step begins
+	tr.bucket = -1
 	// Optimizer step: states appear on the first step; foreach keeps one
 	// state-sized temporary per tensor until the step ends.
 	for _, k := range tr.units() {

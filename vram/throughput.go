@@ -210,7 +210,7 @@ func (r *resolved) microBatchFLOPs() float64 {
 		}
 		s.attn += a
 		switch {
-		case r.Checkpointing == "full" && i%every == 0:
+		case r.Checkpointing == "full" && r.checkpointed(i):
 			s.recompute += 2*perBlock[i] + a
 		case r.Checkpointing == "op" && i%every == 0:
 			// Every other matmul is recomputed, the attention kernel is not.

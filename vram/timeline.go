@@ -171,6 +171,9 @@ func (s *simulation) run(st stage) Timeline {
 		// (torch/nn/parallel/distributed.py, gradient_as_bucket_view=False).
 		other = addBytes(other, stageUnits.gradsFull)
 	}
+	if b, persistent := r.dsBucket(); persistent {
+		other = addBytes(other, b) // ZeRO-3's flat gradient bucket, from initialisation on
+	}
 	base := Breakdown{Parameters: stageUnits.params, Other: other}
 	master := stageUnits.master
 	states := stageUnits.states
@@ -246,11 +249,14 @@ func (r *resolved) stepShard() int64 {
 // backward memory"), torchtitan's train step `del pred`, and Megatron's and
 // DeepSpeed's engines return the loss.
 func (r *resolved) keepsOutputs() bool {
-	return r.Framework == "plain_pytorch" || r.Framework == "litgpt"
+	return r.Framework == "plain_pytorch" || r.Framework == "accelerate" || r.Framework == "litgpt"
 }
 
 // checkpointed reports whether block l keeps only its input.
 func (r *resolved) checkpointed(l int) bool {
+	if r.RecomputeMethod == "block" {
+		return r.chunkIndex(l) < r.RecomputeNumLayers
+	}
 	return (r.Checkpointing == "full" || r.Checkpointing == "op") && l%r.CheckpointEvery == 0
 }
 
@@ -260,6 +266,9 @@ func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 	case r.checkpointed(l) && r.Checkpointing == "op":
 		return a.SavedOp
 	case r.checkpointed(l):
+		if start, _ := r.recomputeGroup(l); start != l {
+			return 0 // inside a uniform recompute group: only its first block's input is kept
+		}
 		return a.Input
 	case r.Checkpointing == "selective":
 		return a.SavedSelective
@@ -284,7 +293,11 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			// (fsdp2Forward).
 			return addBytes(g, g)
 		}
-		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next.
+		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next
+		// (DeepSpeed: up to its prefetch bucket).
+		if l+1 < st.last && r.ds.on {
+			return addBytes(g, r.dsPrefetched(g, s.blocks[l+1].gathered))
+		}
 		if l+1 < st.last {
 			g = addBytes(g, s.blocks[l+1].gathered)
 		}
@@ -378,6 +391,12 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	}
 	headHeld := r.headHeld(s.head, st)
 	live.Temporaries = addBytes(live.Temporaries, headHeld)
+	// DeepSpeed ZeRO-1/2: the flat gradient bucket(s) exist from the start
+	// of backward (DeepSpeed.ReduceBucketSize) to the step.
+	bucket, persistent := r.dsBucket()
+	if persistent {
+		bucket = 0
+	}
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
@@ -394,6 +413,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if gradsHeld && !f2 {
 			headGrads = 0
 		}
+		live.Other = addBytes(live.Other, bucket)
+		bucket = 0
 		s.emit(iter, micro, "backward", -1, "loss and output", s.walkBackward(live, s.edges.Head, s.edges.Head.Saved, headGrads, 1, 0), 0)
 		live.Gradients = addBytes(live.Gradients, headGrads)
 		live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
@@ -405,12 +426,33 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 	}
 	live.Temporaries -= lingering + headHeld // the head's post-backward reshards it
+	live.Other = addBytes(live.Other, bucket)
 	// Backward, last block first.
 	var unsharded Bytes // FSDP1 frozen flat params gathered and not resharded
 	fsdp1Frozen := zero3 && r.frozen && r.Parallel.FSDPVersion == 1
 	for l := st.last - 1; l >= st.first; l-- {
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
+		// A Megatron uniform recompute group runs its blocks' forward again
+		// when the backward reaches its last block: the others' saved
+		// tensors exist from then until their own backward.
+		gStart, gEnd := r.recomputeGroup(l)
+		var release Bytes
+		if gStart < gEnd {
+			if l < gEnd {
+				saved = a.Saved
+				release = scale(a.Saved, inflight)
+				if l == gStart {
+					release = addBytes(release, scale(a.Input, inflight))
+				}
+			} else {
+				var re Bytes
+				for k := gStart; k < gEnd; k++ {
+					re = addBytes(re, scale(s.acts[k].Saved, inflight))
+				}
+				live.Activations = addBytes(live.Activations, re)
+			}
+		}
 		extra := gather(l)
 		if f2 {
 			extra = s.fsdp2Backward(st, l, keep)
@@ -433,8 +475,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		} else if gradsHeld {
 			layerGrads = 0 // already live
 		}
-		if !inside(l) {
-			if r.checkpointed(l) {
+		if !inside(l) || gStart < gEnd {
+			if r.checkpointed(l) && l == gEnd {
 				// Recomputation runs the block's forward again, up to its
 				// last saved tensor, with the gradients of its output (and
 				// of its last saving op's) already in flight.
@@ -456,7 +498,11 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			held = addBytes(held, scale(br.outlives, inflight))
 		}
 		live.Gradients = addBytes(live.Gradients, layerGrads)
-		live.Activations -= scale(saved, inflight)
+		if gStart < gEnd {
+			live.Activations -= release
+		} else {
+			live.Activations -= scale(saved, inflight)
+		}
 		if keep {
 			live.Temporaries -= s.blocks[l].gathered // resharded in its post-backward
 		}
@@ -521,6 +567,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	}
 	if !last {
 		return
+	}
+	if b, persistent := r.dsBucket(); !persistent {
+		live.Other -= b // released as the step begins
 	}
 	// Optimizer step: iteration 1 creates the states (lazily, zeros_like).
 	if r.Optimizer != "none" && !r.OptimizerInBackward {

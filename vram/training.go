@@ -49,6 +49,16 @@ type Training struct {
 	// every k-th block only.
 	Checkpointing   string `json:"grad_checkpointing,omitempty"`
 	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
+	// RecomputeMethod is Megatron-LM's --recompute-method for full
+	// checkpointing, with RecomputeNumLayers (--recompute-num-layers,
+	// default 1): "uniform" checkpoints groups of that many consecutive
+	// blocks, keeping only each group's input and recomputing the whole
+	// group when its backward begins; "block" checkpoints the first that
+	// many blocks of each pipeline chunk and keeps the others' activations
+	// (megatron/core/transformer/transformer_block.py _checkpointed_forward).
+	// The allocator replay checkpoints a uniform group's blocks one by one.
+	RecomputeMethod    string `json:"recompute_method,omitempty"`
+	RecomputeNumLayers int    `json:"recompute_num_layers,omitempty"`
 
 	// Attention: sdpa (default; fused kernels keep O(s) statistics), flash2,
 	// flash3, memory_efficient, or eager (materialised s×s scores).
@@ -78,7 +88,9 @@ type Training struct {
 	// the logits and a per-token logsumexp.
 	Compile bool `json:"compile,omitempty"`
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
-	// litgpt, torchtune, deepspeed, megatron, plain_pytorch (default).
+	// accelerate, litgpt, torchtune, torchtitan, deepspeed, megatron,
+	// plain_pytorch (default). README's "Framework defaults" lists them
+	// with their sources.
 	Framework string `json:"framework,omitempty"`
 	// Transformers is the transformers release whose modeling code runs the
 	// model (the HF Trainer and plain PyTorch loops), e.g. "4.46.3"; empty
@@ -140,6 +152,7 @@ type resolved struct {
 	lib       libVersion // the transformers release
 	rec       recipe     // the family's modeling code under lib
 	notes     []string   // what runs differently from the plan (TrainingEstimate.Notes)
+	ds        deepSpeed  // DeepSpeed's ZeRO settings, when DeepSpeed runs it
 }
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -284,7 +297,7 @@ func (t Training) resolve() (resolved, error) {
 	if r.Framework == "" {
 		r.Framework = "plain_pytorch"
 	}
-	if err := oneOf("framework", r.Framework, "plain_pytorch", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
+	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
 		return r, err
 	}
 	r.followLibrary()
@@ -298,6 +311,12 @@ func (t Training) resolve() (resolved, error) {
 		r.dropHid, r.dropAttn = *t.Dropout, *t.Dropout
 	}
 	if err := r.resolveParallel(); err != nil {
+		return r, err
+	}
+	if err := r.resolveDeepSpeed(); err != nil {
+		return r, err
+	}
+	if err := r.resolveMegatron(); err != nil {
 		return r, err
 	}
 	if err := r.bound(); err != nil {
@@ -325,7 +344,7 @@ func (t Training) resolve() (resolved, error) {
 // implementations the family lacks fall back to eager, and checkpointing the
 // family ignores is off.
 func (r *resolved) followLibrary() {
-	if r.Framework != "plain_pytorch" && r.Framework != "hf_trainer" {
+	if !r.runsTransformers() {
 		return
 	}
 	f := lookupFamily(r.m.Family)
@@ -445,6 +464,17 @@ func (r *resolved) resolvePrecision() error {
 		if r.Precision == "fp16" {
 			w, c, g = FP16, FP16, FP16
 		}
+		if r.Framework == "megatron" {
+			// Megatron's --bf16/--fp16 train 16-bit parameters with fp32 main
+			// parameters in the optimizer (Float16OptimizerWithFloat16Params)
+			// and, under bf16, fp32 main gradients
+			// (megatron/training/arguments.py: bf16 sets
+			// accumulate_allreduce_grads_in_fp32).
+			master = FP32
+			if r.Precision == "bf16" {
+				g = FP32
+			}
+		}
 	case "fp8":
 		w, c, master, g = BF16, FP8E4M3, FP32, FP32
 	default:
@@ -515,4 +545,10 @@ func (t Training) Resolved() (Training, error) {
 	out := r.Training
 	out.Model = r.m
 	return out, nil
+}
+
+// runsTransformers reports whether the plan's loop runs transformers'
+// modeling code: a plain PyTorch loop, accelerate's or the HF Trainer's.
+func (r *resolved) runsTransformers() bool {
+	return r.Framework == "plain_pytorch" || r.Framework == "accelerate" || r.Framework == "hf_trainer"
 }
