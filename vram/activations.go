@@ -416,6 +416,9 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 	y := b.op(name, b.size(out, p.e), p.e, list(xc), saves...)
 	b.ops[len(b.ops)-1].mm = !b.hasBias(role)
 	b.ops[len(b.ops)-1].gemm = true
+	if b.r.float8Linear(role) {
+		b.float8Scratch(in, out)
+	}
 	if xc != x {
 		b.hold(x) // the caller's argument lives until the call returns
 	}

@@ -209,6 +209,9 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		if quant {
 			u.gathered = stored
 		}
+		if r.Float8AllGather && t.IsLinear() && t.Layer >= 0 && r.float8Linear(t.Role) {
+			u.gathered = FP8E4M3.Size(n / div) // cast before the all-gather (float8.go)
+		}
 		if zero == 3 && !r.dsPersistent(n/div) {
 			stored /= Bytes(shard)
 		}

@@ -87,6 +87,13 @@ type Training struct {
 	// the compiled loss fuses log-softmax into its kernels and keeps only
 	// the logits and a per-token logsumexp.
 	Compile bool `json:"compile,omitempty"`
+	// Float8 is torchao's float8 training of the block linears (float8.go):
+	// "tensorwise" (torchao's default recipe) or "rowwise"; empty or "none"
+	// is off. The saved activations stay bf16; the float8 copies are
+	// transient. Float8AllGather all-gathers FSDP2's weights in float8
+	// (enable_fsdp_float8_all_gather, tensorwise).
+	Float8          string `json:"float8,omitempty"`
+	Float8AllGather bool   `json:"float8_all_gather,omitempty"`
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
 	// accelerate, litgpt, torchtune, torchtitan, deepspeed, megatron,
 	// plain_pytorch (default). README's "Framework defaults" lists them
@@ -317,6 +324,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	if err := r.resolveMegatron(); err != nil {
+		return r, err
+	}
+	if err := r.resolveFloat8(); err != nil {
 		return r, err
 	}
 	if err := r.bound(); err != nil {

@@ -20,7 +20,9 @@ saved      what autograd saves for backward in one forward pass on the CPU
            Go engine's activation inventory is checked against these. With
            "compile": true in the plan each block is compiled on its own
            (torch.compile; Inductor runs on the CPU with the system's C++
-           compiler) and the hooks see what the compiled blocks save.
+           compiler) and the hooks see what the compiled blocks save; with
+           "float8": "tensorwise" or "rowwise" the linears but the output
+           layer are torchao's Float8Linear.
 trace      one and two training iterations of the plan under PyTorch's
            MemTracker (torch.distributed._tools.mem_tracker) on the CPU,
            dropout off: the composition of the peak (PARAM, BUFFER, GRAD,
@@ -342,13 +344,22 @@ def blocks_of(model):
     return max(lists, key=len)
 
 
-def saved_bytes(cfg, layers, attn, dtype, batch, seq, compile_=False):
+def saved_bytes(cfg, layers, attn, dtype, batch, seq, compile_=False, float8=None):
     import torch
 
     model, config = build(cfg, device="cpu", attn=attn, layers=layers)
     model = model.to(dtype)
     model_type = config.model_type
     model.train()
+    if float8:
+        # torchao's float8 training on every linear but the output layer,
+        # as torchtitan's float8 converter does (torch._scaled_mm runs on
+        # the CPU too).
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        head = model.get_output_embeddings()
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(float8),
+                                   module_filter_fn=lambda m, fqn: m is not head)
     if compile_:
         # Each block compiled on its own, as torchtitan and torchtune do
         # (Inductor's default partitioner decides what it saves).
@@ -380,7 +391,7 @@ def saved(args):
     dtype = torch.bfloat16 if train.get("precision") == "bf16" else torch.float32
     attn = {"sdpa": "sdpa", "eager": "eager"}[train.get("attention", "sdpa")]
     b, s = int(train["micro_batch"]), int(train["seq_len"])
-    one, two = (saved_bytes(cfg, n, attn, dtype, b, s, bool(train.get("compile"))) for n in (1, 2))
+    one, two = (saved_bytes(cfg, n, attn, dtype, b, s, bool(train.get("compile")), train.get("float8")) for n in (1, 2))
     out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__,
            "per_block": two - one, "outside_blocks": 2 * one - two}
     write(args, json.dumps(out, indent=1) + "\n")

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# `make truth`: ground truth from PyTorch itself. Installs torch, transformers
-# and peft (examples/measure/requirements.txt) into .venv-truth — never done
+# `make truth`: ground truth from PyTorch itself. Installs torch, transformers,
+# peft and torchao (examples/measure/requirements.txt) into .venv-truth — never done
 # by `make test` — then writes the parameter inventory of every catalog model
 # that transformers builds into vram/testdata/inventory/ (the Go tests compare
 # the engine's tensors with them), traces the grid of small models of
 # examples/measure/trace-grid.json and every other plan of
 # vram/testdata/trace/ again under MemTracker and the live-storage tracker,
 # the saved sets of the same small blocks compiled by torch.compile
-# (vram/testdata/compiled/), FSDP2 on a fake process group under
+# (vram/testdata/compiled/) and under torchao's float8 training
+# (vram/testdata/float8/), FSDP2 on a fake process group under
 # FSDPMemTracker (vram/testdata/fsdp/),
 # tensor parallelism through DTensor under MemTracker (vram/testdata/tp/),
 # and checks the gpu mode's plan parsing and model construction on the CPU.
@@ -38,6 +39,16 @@ for f in vram/testdata/saved/*.json; do
   .venv-truth/bin/python -c 'import json,sys; p=json.load(open(sys.argv[1]))["plan"]; p["train"]["compile"]=True; p["name"]+=" compiled"; json.dump(p, sys.stdout)' "$f" > "$tmp/compiled.json"
   .venv-truth/bin/python examples/measure/measure.py saved "$tmp/compiled.json" -o "vram/testdata/compiled/$n.json"
   echo "compiled $n"
+done
+
+say "float8 saved sets (torchao Float8Linear, tensorwise and rowwise): five families"
+mkdir -p vram/testdata/float8
+for n in llama-tiny-gqa-bf16-sdpa llama-tiny-gqa-bf16-eager mistral-tiny-bf16-sdpa gpt2-tiny-bf16-eager opt-tiny-bf16-sdpa neox-tiny-bf16-sdpa; do
+  for recipe in tensorwise rowwise; do
+    .venv-truth/bin/python -c 'import json,sys; p=json.load(open(sys.argv[1]))["plan"]; p["train"]["float8"]=sys.argv[2]; p["name"]+=" float8 "+sys.argv[2]; json.dump(p, sys.stdout)' "vram/testdata/saved/$n.json" "$recipe" > "$tmp/float8.json"
+    .venv-truth/bin/python examples/measure/measure.py saved "$tmp/float8.json" -o "vram/testdata/float8/$n-$recipe.json"
+    echo "float8 $n $recipe"
+  done
 done
 
 say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"

@@ -1,0 +1,57 @@
+package vram
+
+import "fmt"
+
+// float8 training as torchao runs it (torchao/float8, the "float8" model
+// converter of torchtitan): the block linears become Float8Linear, whose
+// matmul_with_hp_or_float8_args casts the input and the weight to float8
+// e4m3 with a scale each (one per tensor for "tensorwise", one per row for
+// "rowwise"), multiplies with torch._scaled_mm, and saves for backward the
+// high-precision input and weight (ctx.save_for_backward(input_hp,
+// weight_hp_t)), recasting them there beside the output gradient. So the
+// saved activations are the bf16 run's; the float8 copies are transient.
+// torchtitan leaves the output layer in bf16 (the converter's filter_fqns
+// default ["output"]). With FSDP2 and Float8AllGather (torchao's
+// enable_fsdp_float8_all_gather, tensorwise only) the sharded weights are
+// cast before the all-gather, so the all-gather buffers and unsharded
+// weights are float8, and the forward casts no weight.
+
+// resolveFloat8 checks the float8 fields.
+func (r *resolved) resolveFloat8() error {
+	if r.Float8 == "" || r.Float8 == "none" {
+		r.Float8 = ""
+		if r.Float8AllGather {
+			return fmt.Errorf("float8_all_gather applies to float8 training; set float8 \"tensorwise\"")
+		}
+		return nil
+	}
+	if err := oneOf("float8", r.Float8, "none", "tensorwise", "rowwise"); err != nil {
+		return err
+	}
+	if r.ComputeDType != BF16 {
+		return fmt.Errorf("float8 %q casts bf16 matmuls (torchao); the plan computes in %s", r.Float8, r.ComputeDType)
+	}
+	if r.Float8AllGather && (r.Float8 != "tensorwise" || !r.fsdp2()) {
+		return fmt.Errorf("float8_all_gather is FSDP2's float8 all-gather of tensorwise-scaled weights: it needs float8 \"tensorwise\" and fsdp full_shard or hybrid (version 2)")
+	}
+	return nil
+}
+
+// float8Linear reports whether the linear of role runs in float8.
+func (r *resolved) float8Linear(role string) bool {
+	return r.Float8 != "" && role != "lm_head" && role != "router"
+}
+
+// float8Scratch adds a float8 linear's transient copies to the op just
+// recorded: the input and (unless all-gathered in float8) the weight cast
+// for the forward's scaled matmul, and in its backward the output
+// gradient, the input and the weight cast again.
+func (b *actBuilder) float8Scratch(in, out int64) {
+	w := FP8E4M3.Size(mulI64(in, out))
+	fwd := b.size(in, FP8E4M3)
+	if !b.r.Float8AllGather {
+		fwd = addBytes(fwd, w)
+	}
+	b.workspace(fwd)
+	b.gradWorkspace(addBytes(addBytes(b.size(out, FP8E4M3), b.size(in, FP8E4M3)), w))
+}
