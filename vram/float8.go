@@ -37,9 +37,11 @@ func (r *resolved) resolveFloat8() error {
 	return nil
 }
 
-// float8Linear reports whether the linear of role runs in float8.
+// float8Linear reports whether the linear of role runs in float8:
+// convert_to_float8_training swaps nn.Linear modules, which transformers'
+// Conv1D (GPT-2's matmuls) is not.
 func (r *resolved) float8Linear(role string) bool {
-	return r.Float8 != "" && role != "lm_head" && role != "router"
+	return r.Float8 != "" && role != "lm_head" && role != "router" && !r.rec.conv1D
 }
 
 // float8Scratch adds a float8 linear's transient copies to the op just
