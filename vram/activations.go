@@ -946,13 +946,25 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	// The caller's variable holds a sublayer's input until the sublayer
 	// returns (hidden_states = self.mlp(hidden_states)), whatever its last
 	// use inside.
+	// Under sequence parallelism through DTensor (torchtitan's plan, and
+	// any parallelize_module plan with SequenceParallel norms) a sublayer's
+	// PrepareModuleInput all-gathers its input over the sequence and its
+	// linears save the gathered tensor; Megatron-LM's linears save their
+	// shard and gather it again in backward
+	// (tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication).
+	gatherSeq := func(name string, a *actT) *actT {
+		if !p.sp || r.Framework == "megatron" {
+			return a
+		}
+		return b.op(name+".all_gather", b.size(h, a.dtype), a.dtype, list(a))
+	}
 	attention := func(a *actT) *actT {
-		y := attentionOps(a)
+		y := attentionOps(gatherSeq("attention", a))
 		b.hold(a)
 		return y
 	}
 	mlp := func(a *actT) *actT {
-		y := mlpOps(a)
+		y := mlpOps(gatherSeq("mlp", a))
 		b.hold(a)
 		return y
 	}

@@ -38,7 +38,9 @@ type Parallel struct {
 	// Megatron-LM's --sequence-parallel, off unless set; under framework
 	// "torchtitan" always on with TP, whose plan shards every norm over the
 	// sequence (torchtitan/models/llama3/infra/parallelize.py apply_tp:
-	// SequenceParallel on attention_norm, ffn_norm and norm).
+	// SequenceParallel on attention_norm, ffn_norm and norm). Through
+	// DTensor a sublayer's linears save its all-gathered input; Megatron's
+	// save their shard and gather it again in backward.
 	SP bool `json:"sp,omitempty"`
 	// LossParallel keeps the logits sharded over the vocabulary under TP,
 	// each rank computing the cross-entropy on its shard (default true:

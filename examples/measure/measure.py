@@ -57,10 +57,10 @@ fsdp       FSDP2 (fully_shard per decoder block and on the root) on a fake
            (examples/measure/fsdp-grid.json: world × precision ×
            reshard_after_forward × checkpointing), one file per point.
 tp         tensor parallelism through DTensor on a fake process group,
-           traced by MemTracker: torchtitan's Llama plan without sequence
-           parallelism, the logits sharded with the loss under
-           loss_parallel() or all-gathered (examples/measure/tp-grid.json:
-           tp degree × loss_parallel), one file per point.
+           traced by MemTracker: torchtitan's Llama plan, the logits sharded
+           with the loss under loss_parallel() or all-gathered, with and
+           without sequence parallelism (examples/measure/tp-grid.json:
+           tp degree × loss_parallel × sp), one file per point.
 snapshot   the plan's training steps on the CPU with every storage recorded
            as a snapshot trace (alloc, free_requested, free_completed, with
            Python frames and phase markers), written in _dump_snapshot's
@@ -885,12 +885,14 @@ def tp(args):
     """Tensor parallelism through DTensor, traced by MemTracker on a fake
     process group (one process on the CPU stands for rank 0 of the TP group).
 
-    The plan torchtitan applies to a Llama without sequence parallelism:
-    the embedding RowwiseParallel (replicated in and out), q/k/v and
-    gate/up ColwiseParallel, o/down RowwiseParallel, and the output layer
-    ColwiseParallel with its logits either sharded over the vocabulary and
-    the loss computed under loss_parallel() (loss_parallel true), or
-    all-gathered to every rank (false).
+    The plan torchtitan applies to a Llama: the embedding RowwiseParallel,
+    q/k/v and gate/up ColwiseParallel, o/down RowwiseParallel, and the
+    output layer ColwiseParallel with its logits either sharded over the
+    vocabulary and the loss computed under loss_parallel() (loss_parallel
+    true), or all-gathered to every rank (false). With sp the norms are
+    SequenceParallel, the embedding and o/down hand on sequence shards, and
+    the attention and the MLP all-gather their input (PrepareModuleInput);
+    without, activations are replicated between the sublayers.
     """
     import contextlib
     import itertools
@@ -900,17 +902,18 @@ def tp(args):
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, loss_parallel, parallelize_module
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
+                                                   loss_parallel, parallelize_module)
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     g = json.load(open(args.grid))
     os.makedirs(args.outdir, exist_ok=True)
     axes = g["grid"]
-    for (name, mcfg), degree, lp in itertools.product(g["models"].items(), axes["tp"], axes["loss_parallel"]):
+    for (name, mcfg), degree, lp, sp in itertools.product(g["models"].items(), axes["tp"], axes["loss_parallel"], axes["sp"]):
         train = dict(g["train"])
-        p = {"name": f"{name} tp {degree} loss_parallel {lp}", "model": dict(mcfg, name=name), "train": train}
+        p = {"name": f"{name} tp {degree} loss_parallel {lp} sp {sp}", "model": dict(mcfg, name=name), "train": train}
         cfg = grid_hf_config(p["model"], train)
-        p["train"] = dict(train, parallel={"tp": degree, "loss_parallel": lp})
+        p["train"] = dict(train, parallel={"tp": degree, "loss_parallel": lp, "sp": sp})
 
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=degree)
         mesh = init_device_mesh("cpu", (degree,))
@@ -918,13 +921,30 @@ def tp(args):
         model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
         model = for_training(model, train, dropout=False)
         for block in model.model.layers:
-            parallelize_module(block, mesh, {
+            plan_ = {
                 "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
                 "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-                "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()})
-        head = ColwiseParallel(output_layouts=Shard(-1), use_local_output=False) if lp else ColwiseParallel(output_layouts=Replicate())
-        parallelize_module(model, mesh, {
-            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()), "lm_head": head})
+                "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+            if sp:
+                # torchtitan's apply_tp: the norms run on sequence shards,
+                # the attention and the MLP all-gather their input and
+                # reduce-scatter their output. transformers passes the
+                # attention's input as a keyword.
+                plan_.update({
+                    "input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
+                    "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                    desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+                    "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1)),
+                    "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                    "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1))})
+            parallelize_module(block, mesh, plan_)
+        head = ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(),
+                               output_layouts=Shard(-1) if lp else Replicate(), use_local_output=not lp)
+        top = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1) if sp else Replicate()),
+               "lm_head": head}
+        if sp:
+            top["model.norm"] = SequenceParallel()
+        parallelize_module(model, mesh, top)
         # foreach cannot mix DTensor and plain tensors (the replicated
         # norms): one parameter group of each, as foreach groups tensors.
         from torch.distributed.tensor import DTensor
@@ -933,11 +953,14 @@ def tp(args):
                                 {"params": [q for q in params if not isinstance(q, DTensor)]}])
         inputs = batch(config, train, "cpu", torch.float32)
         ids = inputs["input_ids"]
+        # Under sequence parallelism the embedding hands each rank its
+        # sequence shard: positions are passed whole, as torchtitan does.
+        pos = {"position_ids": torch.arange(ids.shape[1])[None], "cache_position": torch.arange(ids.shape[1])} if sp else {}
         mt, peaks = MemTracker(), []
         mt.track_external(model, opt)
         with mt:
             for _ in range(2):
-                logits = model(input_ids=ids).logits
+                logits = model(input_ids=ids, **pos).logits
                 # The causal-LM loss as transformers computes it (logits
                 # upcast, labels shifted), under loss_parallel when sharded.
                 with loss_parallel() if lp else contextlib.nullcontext():
@@ -949,8 +972,12 @@ def tp(args):
                 opt.zero_grad(set_to_none=True)
                 peaks.append(tracker_peak(mt, member_names=True))
                 mt.reset_mod_stats()
+                # reset_mod_stats leaves the tracker's own peak: clear it
+                # so the second iteration's is its own.
+                mt._peak_mem.clear()
+                mt._peak_mem_snap.clear()
         dist.destroy_process_group()
-        fname = f"{name}-tp{degree}-{'loss_parallel' if lp else 'gathered_logits'}.json"
+        fname = f"{name}-tp{degree}-{'loss_parallel' if lp else 'gathered_logits'}{'-sp' if sp else ''}.json"
         write_trace(args.outdir, fname, p, peaks)
         print("tp", fname, peaks[1].get("Total"))
 
