@@ -25,8 +25,8 @@ func statesMatch(t *testing.T, name string, est TrainingEstimate, params, opt in
 // by PyTorch's FSDPMemTracker on the CPU (examples/measure fsdp): the
 // composition of the peak of two iterations, in the tracker's categories, on
 // the grid of examples/measure/fsdp-grid.json: a tiny Llama under FSDP2, world 2/4/8 ×
-// fp32 / bf16 parameters × reshard_after_forward on/off × no / full
-// checkpointing. The sharded parameters and the optimizer states agree
+// fp32 / bf16 parameters × reshard_after_forward on/off × no / full /
+// op-level selective checkpointing. The sharded parameters and the optimizer states agree
 // exactly, the peak within 2 %, and so does each category where the
 // tracker's and the engine's mean the same: the tracker counts a gradient
 // as Temp until its group's post-backward and everything the forward
@@ -36,8 +36,8 @@ func statesMatch(t *testing.T, name string, est TrainingEstimate, params, opt in
 // activations and temporaries together.
 func TestFSDP2Traces(t *testing.T) {
 	fs, err := filepath.Glob("testdata/fsdp/*.json")
-	if err != nil || len(fs) != 24 {
-		t.Fatalf("want the 24 traces of the grid, found %d (%v)", len(fs), err)
+	if err != nil || len(fs) != 36 {
+		t.Fatalf("want the 36 traces of the grid, found %d (%v)", len(fs), err)
 	}
 	sort.Strings(fs)
 	peaks := map[string]float64{} // trace name → engine/traced peak - 1
@@ -68,7 +68,14 @@ func TestFSDP2Traces(t *testing.T) {
 		transient := m["Unsharded Param"] + m["All Gather"] + m["Reduce Scatter"] + m["Temp"]
 		grads := m["Sharded Grad"] + m["Unsharded Grad"]
 		var da, dt float64
-		if est.PeakAt.Phase == "backward" {
+		if strings.HasSuffix(name, "-op") {
+			// Op-level selective checkpointing: the tracker counts what the
+			// recomputation rebuilds as Activation, the engine its
+			// recomputed outputs as temporaries at a recompute moment, and
+			// its walk keeps 0.3 MiB fewer activations than the tracker at
+			// fp32 (not explained yet): the peak and the sum compare.
+			da = within(name, "activations, gradients and temporaries", p.Activations+p.Gradients+p.Temporaries, m["Activation"]+grads+transient)
+		} else if est.PeakAt.Phase == "backward" {
 			da = within(name, "activations", p.Activations, m["Activation"])
 			dt = within(name, "gradients and temporaries", p.Gradients+p.Temporaries, grads+transient)
 		} else {
