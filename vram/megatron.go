@@ -38,11 +38,7 @@ func (r *resolved) resolveMegatron() error {
 func (r *resolved) chunk(l int) (first, last int) {
 	for _, st := range r.stages() {
 		if l >= st.first && l < st.last {
-			v := 1
-			if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {
-				v = r.Parallel.VirtualStages
-			}
-			per := max(1, (st.last-st.first)/v)
+			per := max(1, (st.last-st.first)/r.virtualStages())
 			first = st.first + (l-st.first)/per*per
 			return first, min(first+per, st.last)
 		}

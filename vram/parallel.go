@@ -51,8 +51,11 @@ type Parallel struct {
 	// parallelize_module plan does).
 	LossParallel *bool `json:"loss_parallel,omitempty"`
 	PP           int   `json:"pp,omitempty"` // pipeline stages
-	// PPSchedule: 1f1b (default) or interleaved_1f1b with VirtualStages chunks
-	// per rank; PPMicrobatches is the number of pipeline microbatches. Layers
+	// PPSchedule: 1f1b (default), interleaved_1f1b with VirtualStages chunks
+	// per rank, gpipe, or zbv (torch.distributed.pipelining's ZB-V zero
+	// bubble schedule: two stages per rank in a V, backward split into input
+	// and weight gradients; zerobubble.go); PPMicrobatches is the number of
+	// pipeline microbatches. Layers
 	// need not divide among the stages (resolved.blocksPerRank: an even
 	// split, or torchtitan's, which counts the embedding and the output as
 	// a layer each).
@@ -147,8 +150,18 @@ func (r *resolved) resolveParallel() error {
 	if p.PPSchedule == "" {
 		p.PPSchedule = "1f1b"
 	}
-	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe"); err != nil {
+	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe", "zbv"); err != nil {
 		return err
+	}
+	if p.PPSchedule == "zbv" {
+		switch {
+		case p.PP < 2:
+			return fmt.Errorf("parallel.pp_schedule \"zbv\" needs pp ≥ 2")
+		case 2*p.PP > m.Layers:
+			return fmt.Errorf("zbv: its 2 × pp = %d stages exceed the %d layers", 2*p.PP, m.Layers)
+		case r.Compile:
+			return fmt.Errorf("zbv splits each backward into input and weight gradients, which torch.compile does not support (schedules.py _check_torch_compile_compatibility); drop compile")
+		}
 	}
 	if p.PPSchedule == "interleaved_1f1b" && p.PP*p.VirtualStages > m.Layers {
 		return fmt.Errorf("interleaved_1f1b: pp × virtual_stages = %d stages exceed the %d layers (each stage needs one)", p.PP*p.VirtualStages, m.Layers)

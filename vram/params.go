@@ -61,7 +61,7 @@ func (r *resolved) stages() []stage {
 	var out []stage
 	first := 0
 	for k, n := range r.blocksPerRank() {
-		out = append(out, stage{first: first, last: first + n, embed: k == 0, head: k == r.pp-1})
+		out = append(out, stage{first: first, last: first + n, embed: k == 0, head: k == r.rankOfStage(r.pp*r.virtualStages()-1)})
 		first += n
 	}
 	return out
@@ -82,10 +82,7 @@ func (r *resolved) stages() []stage {
 // --decoder-first/last-pipeline-num-layers).
 func (r *resolved) blocksPerRank() []int {
 	L, pp := r.m.Layers, r.pp
-	v := 1
-	if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {
-		v = r.Parallel.VirtualStages
-	}
+	v := r.virtualStages()
 	S := pp * v
 	size := make([]int, S)
 	if r.Framework == "torchtitan" && S > 1 {
@@ -105,9 +102,31 @@ func (r *resolved) blocksPerRank() []int {
 	}
 	out := make([]int, pp)
 	for s, n := range size {
-		out[s%pp] += n
+		out[r.rankOfStage(s)] += n
 	}
 	return out
+}
+
+// virtualStages is how many pipeline stages each rank holds: the
+// interleaved schedule's virtual_stages, ZB-V's two, else one.
+func (r *resolved) virtualStages() int {
+	switch {
+	case r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1:
+		return r.Parallel.VirtualStages
+	case r.Parallel.PPSchedule == "zbv":
+		return 2
+	}
+	return 1
+}
+
+// rankOfStage is the rank that holds stage s: looped (s mod pp), or for
+// ZB-V a V (generate_stage_to_rank_mapping style "v": stages r and
+// 2·pp−1−r on rank r).
+func (r *resolved) rankOfStage(s int) int {
+	if r.Parallel.PPSchedule == "zbv" && s >= r.pp {
+		return 2*r.pp - 1 - s
+	}
+	return s % r.pp
 }
 
 // loraTargeted reports which output rows of tensor t get an adapter.

@@ -85,6 +85,10 @@ func (r *resolved) inflight(k int) float64 {
 	if r.Parallel.PPSchedule == "gpipe" {
 		return float64(m)
 	}
+	if r.Parallel.PPSchedule == "zbv" {
+		st := r.stages()[k]
+		return zbvInflight(k, r.pp, m, r.zbvKeep(st))
+	}
 	f := float64(r.pp - k)
 	if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {
 		f *= 1 + float64(r.pp-1)/float64(r.pp*r.Parallel.VirtualStages)

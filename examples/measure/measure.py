@@ -61,6 +61,8 @@ tp         tensor parallelism through DTensor on a fake process group,
            with the loss under loss_parallel() or all-gathered, with and
            without sequence parallelism (examples/measure/tp-grid.json:
            tp degree × loss_parallel × sp), one file per point.
+zbv        the ZB-V zero-bubble schedule's action order on every rank for a
+           few pipeline sizes, from torch.distributed.pipelining itself.
 snapshot   the plan's training steps on the CPU with every storage recorded
            as a snapshot trace (alloc, free_requested, free_completed, with
            Python frames and phase markers), written in _dump_snapshot's
@@ -982,6 +984,31 @@ def tp(args):
         print("tp", fname, peaks[1].get("Total"))
 
 
+def zbv(args):
+    """The ZB-V zero-bubble schedule's per-rank action orders, as
+    torch.distributed.pipelining builds them (ScheduleZBVZeroBubble.
+    _calculate_single_rank_operations, called without process groups): for
+    a few (pp, microbatches), each rank's F / I / W actions on its chunk 0
+    or 1 (the stages r and 2·pp−1−r). The engine's zerobubble.go is held to
+    them."""
+    import types
+
+    import torch
+    from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble
+
+    code = {"FORWARD": "F", "BACKWARD_INPUT": "I", "BACKWARD_WEIGHT": "W"}
+    out = {"torch": torch.__version__,
+           "source": "torch.distributed.pipelining.schedules.ScheduleZBVZeroBubble._calculate_single_rank_operations",
+           "orders": []}
+    for pp, m in [(2, 3), (2, 8), (4, 8), (4, 4), (8, 16)]:
+        fake = types.SimpleNamespace(pp_group_size=pp, _n_microbatches=m, num_stages=2 * pp)
+        for rank in range(pp):
+            seq = [("0" if a.stage_index == rank else "1") + code[a.computation_type.name]
+                   for a in ScheduleZBVZeroBubble._calculate_single_rank_operations(fake, rank) if a is not None]
+            out["orders"].append({"pp": pp, "microbatches": m, "rank": rank, "actions": " ".join(seq)})
+    write(args, json.dumps(out, indent=1) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -1008,6 +1035,8 @@ def main():
     sn.add_argument("plan")
     sn.add_argument("-o", required=True)
     sn.add_argument("--steps", type=int, default=2)
+    zb = sub.add_parser("zbv")
+    zb.add_argument("-o")
     fs = sub.add_parser("fsdp")
     fs.add_argument("grid")
     fs.add_argument("outdir")
@@ -1015,7 +1044,8 @@ def main():
     tpp.add_argument("grid")
     tpp.add_argument("outdir")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "tp": tp}[args.mode](args)
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "tp": tp,
+     "zbv": zbv}[args.mode](args)
 
 
 if __name__ == "__main__":

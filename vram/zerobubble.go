@@ -1,0 +1,148 @@
+package vram
+
+// The ZB-V zero-bubble pipeline schedule (Qi et al. 2024 §6), as
+// torch.distributed.pipelining runs it (schedules.py ScheduleZBVZeroBubble):
+// two stages per rank in a V (rank r holds stages r and 2·pp−1−r, so rank 0
+// holds the embedding and the output layer), and each backward split into
+// the input gradient (I) and the weight gradient (W). I frees what only the
+// input gradient needed; what the weight gradients need, the linears'
+// inputs and the gradients of their outputs, waits for W, which the
+// schedule defers to fill the bubbles.
+
+// zbvAction is one action of a rank's ZB-V order: chunk 0 or 1, and F, I
+// or W.
+type zbvAction struct {
+	chunk int
+	kind  byte
+}
+
+// zbvOrder is rank's action order for pp ranks and m microbatches, as
+// ScheduleZBVZeroBubble._calculate_single_rank_operations builds it
+// (microbatches past m dropped).
+func zbvOrder(rank, pp, m int) []zbvAction {
+	n := max(2*pp-1, m)
+	var ops []zbvAction
+	var idx []int
+	add := func(chunk int, kind byte, i int) {
+		ops = append(ops, zbvAction{chunk, kind})
+		idx = append(idx, i)
+	}
+	f0, f1, b0, b1 := 0, 0, 0, 0
+	for range 2*(pp-rank) - 1 {
+		add(0, 'F', f0)
+		f0++
+	}
+	for range rank {
+		add(1, 'F', f1)
+		f1++
+		add(0, 'F', f0)
+		f0++
+	}
+	for range pp - rank {
+		add(1, 'F', f1)
+		f1++
+		add(1, 'I', b1)
+		add(1, 'W', b1)
+		b1++
+	}
+	for f1 < f0 || f0 < n {
+		if f0 < n {
+			add(0, 'F', f0)
+			f0++
+		}
+		add(0, 'I', b0)
+		add(0, 'W', b0)
+		b0++
+		add(1, 'F', f1)
+		f1++
+		add(1, 'I', b1)
+		add(1, 'W', b1)
+		b1++
+	}
+	w0, w1 := b0, b1
+	for range rank {
+		add(0, 'I', b0)
+		b0++
+		add(1, 'I', b1)
+		b1++
+	}
+	for range pp - rank {
+		add(0, 'I', b0)
+		b0++
+		add(0, 'W', w0)
+		w0++
+	}
+	for w1 < b1 {
+		add(1, 'W', w1)
+		w1++
+	}
+	for w0 < b0 {
+		add(0, 'W', w0)
+		w0++
+	}
+	out := ops[:0]
+	for i, a := range ops {
+		if idx[i] < m {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// zbvInflight is how many microbatches' activations of its whole share
+// (both chunks) rank holds at most under ZB-V: each F adds one chunk's, each
+// I frees all but the part kept for W (keep, a share of a chunk's saved
+// activations, plus the gradients of the linears' outputs), each W the rest.
+func zbvInflight(rank, pp, m int, keep float64) float64 {
+	var live, most float64
+	for _, a := range zbvOrder(rank, pp, m) {
+		switch a.kind {
+		case 'F':
+			live++
+		case 'I':
+			live -= 1 - keep
+		case 'W':
+			live -= keep
+		}
+		most = max(most, live)
+	}
+	return most / 2 // the rank's share is two chunks
+}
+
+// weightGradKeep is the share of block a's saved activations (plus the
+// gradients of its linears' outputs) that a split backward keeps from the
+// input gradient to the weight gradient: the inputs the linears' weight
+// gradients read and the gradients of their outputs.
+func weightGradKeep(a BlockActivations) float64 {
+	p := a.prog
+	if p == nil || a.Saved == 0 {
+		return 0
+	}
+	seen := map[*actT]bool{}
+	var kept Bytes
+	for _, sr := range p.saves {
+		op := &p.ops[sr.op]
+		if op.weights == 0 || !op.gemm || seen[sr.t] {
+			continue
+		}
+		seen[sr.t] = true
+		kept = addBytes(kept, sr.t.bytes)
+	}
+	for i := range p.ops {
+		if op := &p.ops[i]; op.weights > 0 && op.gemm && len(op.outs) > 0 {
+			kept = addBytes(kept, op.outs[0].bytes)
+		}
+	}
+	return min(1, float64(kept)/float64(a.Saved))
+}
+
+// zbvKeep is weightGradKeep for a stage's first block, under its
+// checkpointing (a recomputed block's backward rebuilds its saved set, so
+// the share is of that set; the engine scales what the forward keeps).
+func (r *resolved) zbvKeep(st stage) float64 {
+	if st.last <= st.first {
+		return 0
+	}
+	acts := blockActivations(r)
+	return weightGradKeep(acts[st.first])
+}
