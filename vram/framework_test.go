@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -146,6 +147,40 @@ func TestMegatronRecomputeErrors(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.train, err, c.want)
+		}
+	}
+}
+
+// Megatron-LM's uneven pipeline stages: explicit first and last stage sizes,
+// or the embedding and the loss counted as layers.
+func TestMegatronPipelineSplit(t *testing.T) {
+	for _, c := range []struct {
+		model string
+		p     Parallel
+		want  []int
+		err   string
+	}{
+		{"llama-2-70b", Parallel{PP: 4, PPFirstStageLayers: 19, PPLastStageLayers: 19}, []int{19, 21, 21, 19}, ""},
+		{"llama-2-70b", Parallel{PP: 4, PPLastStageLayers: 17}, []int{21, 21, 21, 17}, ""},
+		{"llama-3.1-405b", Parallel{PP: 8, PPAccountEmbedding: true, PPAccountLoss: true}, []int{15, 16, 16, 16, 16, 16, 16, 15}, ""},
+		{"llama-3.1-405b", Parallel{PP: 8, PPSchedule: "interleaved_1f1b", VirtualStages: 3, PPMicrobatches: 16, PPAccountEmbedding: true, PPAccountLoss: true}, nil, "do not split evenly"},
+		{"llama-2-70b", Parallel{PP: 4, PPFirstStageLayers: 18, PPLastStageLayers: 19}, nil, "share evenly"},
+		{"llama-2-70b", Parallel{PP: 4, PPFirstStageLayers: 18, PPAccountLoss: true}, nil, "exclusive"},
+		{"llama-2-70b", Parallel{PPFirstStageLayers: 18}, nil, "pp ≥ 2"},
+	} {
+		tr := Training{Model: MustPreset(c.model), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Framework: "megatron", Parallel: c.p}
+		r, err := tr.resolve()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %v, want an error with %q", c.p, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", c.p, err)
+		}
+		if got := r.blocksPerRank(); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%+v: %v blocks a rank, want %v", c.p, got, c.want)
 		}
 	}
 }

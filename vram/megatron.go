@@ -8,6 +8,18 @@ import "fmt"
 // resolveMegatron checks the recompute options; they belong to full
 // recomputation (--recompute-granularity full).
 func (r *resolved) resolveMegatron() error {
+	p := r.Parallel
+	if p.PPFirstStageLayers < 0 || p.PPLastStageLayers < 0 {
+		return fmt.Errorf("parallel.pp_first_stage_layers and pp_last_stage_layers must be ≥ 0")
+	}
+	if p.PPFirstStageLayers > 0 || p.PPLastStageLayers > 0 || p.PPAccountEmbedding || p.PPAccountLoss {
+		if r.pp < 2 {
+			return fmt.Errorf("parallel.pp_first_stage_layers, pp_last_stage_layers, pp_account_embedding and pp_account_loss split pipeline stages: they need pp ≥ 2")
+		}
+		if _, err := r.megatronStages(r.pp * r.virtualStages()); err != nil {
+			return err
+		}
+	}
 	if r.RecomputeMethod == "" {
 		if r.RecomputeNumLayers != 0 {
 			return fmt.Errorf("recompute_num_layers goes with recompute_method (uniform or block)")
@@ -67,4 +79,78 @@ func (r *resolved) recomputeGroup(l int) (start, end int) {
 	n := r.RecomputeNumLayers
 	start = first + (l-first)/n*n
 	return start, min(start+n, last) - 1
+}
+
+// megatronSplit is how many blocks each rank holds under Megatron's uneven
+// pipeline options (Parallel.PPFirstStageLayers and the others), over S
+// stages; resolveMegatron has checked that they split the layers.
+func (r *resolved) megatronSplit(S int) []int {
+	size := r.megatronStageSizes(S)
+	out := make([]int, r.pp)
+	for s, n := range size {
+		out[r.rankOfStage(s)] += n
+	}
+	return out
+}
+
+// megatronStageSizes is the blocks of each of S stages, or nil when the
+// options do not split the layers (the error says why).
+func (r *resolved) megatronStageSizes(S int) []int {
+	sizes, _ := r.megatronStages(S)
+	return sizes
+}
+
+func (r *resolved) megatronStages(S int) ([]int, error) {
+	p, L := r.Parallel, r.m.Layers
+	size := make([]int, S)
+	first, last := p.PPFirstStageLayers, p.PPLastStageLayers
+	if first > 0 || last > 0 {
+		if p.PPAccountEmbedding || p.PPAccountLoss {
+			return nil, fmt.Errorf("parallel.pp_first_stage_layers / pp_last_stage_layers and pp_account_embedding / pp_account_loss are exclusive (Megatron-LM asserts so)")
+		}
+		mid, rest := S, L
+		if first > 0 {
+			mid, rest = mid-1, rest-first
+		}
+		if last > 0 {
+			mid, rest = mid-1, rest-last
+		}
+		if rest < 0 || mid == 0 && rest != 0 || mid > 0 && rest%mid != 0 {
+			return nil, fmt.Errorf("parallel.pp_first_stage_layers %d and pp_last_stage_layers %d leave %d of %d layers, which the %d other stages must share evenly", first, last, rest, L, mid)
+		}
+		for s := range size {
+			switch {
+			case s == 0 && first > 0:
+				size[s] = first
+			case s == S-1 && last > 0:
+				size[s] = last
+			default:
+				size[s] = rest / max(1, mid)
+			}
+		}
+		return size, nil
+	}
+	eff := L
+	if p.PPAccountEmbedding {
+		eff++
+	}
+	if p.PPAccountLoss {
+		eff++
+	}
+	if eff%S != 0 {
+		return nil, fmt.Errorf("parallel.pp_account_embedding / pp_account_loss: %d layers with the embedding and loss counted do not split evenly over %d stages", eff, S)
+	}
+	for s := range size {
+		size[s] = eff / S
+	}
+	if p.PPAccountEmbedding {
+		size[0]--
+	}
+	if p.PPAccountLoss {
+		size[S-1]--
+	}
+	if size[0] < 1 || size[S-1] < 1 {
+		return nil, fmt.Errorf("parallel.pp_account_embedding / pp_account_loss leave the first or last stage no block (%d layers over %d stages)", L, S)
+	}
+	return size, nil
 }

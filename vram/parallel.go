@@ -59,11 +59,24 @@ type Parallel struct {
 	// need not divide among the stages (resolved.blocksPerRank: an even
 	// split, or torchtitan's, which counts the embedding and the output as
 	// a layer each).
-	PPSchedule     string `json:"pp_schedule,omitempty"`
-	VirtualStages  int    `json:"virtual_stages,omitempty"`
-	PPMicrobatches int    `json:"pp_microbatches,omitempty"`
-	CP             int    `json:"cp,omitempty"` // context parallel: the sequence is split over CP ranks
-	EP             int    `json:"ep,omitempty"` // expert parallel: routed experts split over EP ranks
+	PPSchedule string `json:"pp_schedule,omitempty"`
+	// Megatron-LM's uneven pipeline stages: PPFirstStageLayers and
+	// PPLastStageLayers are --decoder-first-pipeline-num-layers and
+	// --decoder-last-pipeline-num-layers (the other stages split the rest
+	// evenly), PPAccountEmbedding and PPAccountLoss are
+	// --account-for-embedding-in-pipeline-split and
+	// --account-for-loss-in-pipeline-split (the embedding, the loss, count
+	// as a layer of the first, the last stage), as
+	// megatron/core/transformer/transformer_layer.py get_transformer_layer_offset
+	// and transformer_block.py get_num_layers_to_build split them.
+	PPFirstStageLayers int  `json:"pp_first_stage_layers,omitempty"`
+	PPLastStageLayers  int  `json:"pp_last_stage_layers,omitempty"`
+	PPAccountEmbedding bool `json:"pp_account_embedding,omitempty"`
+	PPAccountLoss      bool `json:"pp_account_loss,omitempty"`
+	VirtualStages      int  `json:"virtual_stages,omitempty"`
+	PPMicrobatches     int  `json:"pp_microbatches,omitempty"`
+	CP                 int  `json:"cp,omitempty"` // context parallel: the sequence is split over CP ranks
+	EP                 int  `json:"ep,omitempty"` // expert parallel: routed experts split over EP ranks
 	// DeepSpeed is the DeepSpeed config's zero_optimization section (bucket
 	// sizes, prefetch, persistence), for ZeRO run by DeepSpeed.
 	DeepSpeed *DeepSpeed `json:"deepspeed,omitempty"`

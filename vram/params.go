@@ -85,6 +85,10 @@ func (r *resolved) blocksPerRank() []int {
 	v := r.virtualStages()
 	S := pp * v
 	size := make([]int, S)
+	p := r.Parallel
+	if megatron := p.PPFirstStageLayers > 0 || p.PPLastStageLayers > 0 || p.PPAccountEmbedding || p.PPAccountLoss; megatron && S > 1 {
+		return r.megatronSplit(S)
+	}
 	if r.Framework == "torchtitan" && S > 1 {
 		eff := L + 2
 		for s := range size {
