@@ -184,3 +184,27 @@ func TestMegatronPipelineSplit(t *testing.T) {
 		}
 	}
 }
+
+// Async TP's symmetric-memory workspace: outside the allocator, in what
+// nvidia-smi shows.
+func TestAsyncTPWorkspace(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 8192, MicroBatch: 2, Precision: "bf16", Framework: "torchtitan", Compile: true,
+		Checkpointing: "full", Parallel: Parallel{TP: 4, DP: 2, FSDP: "full_shard"}}
+	off, err := tr.Replay(ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Parallel.AsyncTP = true
+	on, err := tr.Replay(ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 × 2 × 8192/4 tokens × 4096 × 2 bytes
+	if want := Bytes(2 * 2 * 2048 * 4096 * 2); on.SymmetricMemory != want || on.DeviceUsed-off.DeviceUsed != want || on.PeakAllocated != off.PeakAllocated {
+		t.Errorf("async TP workspace %v (device used +%v, allocated %v vs %v), want %v", on.SymmetricMemory, on.DeviceUsed-off.DeviceUsed, on.PeakAllocated, off.PeakAllocated, want)
+	}
+	tr.Compile = false
+	if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "parallel.async_tp") {
+		t.Errorf("async TP without compile: %v", err)
+	}
+}

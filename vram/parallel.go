@@ -50,7 +50,16 @@ type Parallel struct {
 	// (DTensor ColwiseParallel with Replicate output, as a plain
 	// parallelize_module plan does).
 	LossParallel *bool `json:"loss_parallel,omitempty"`
-	PP           int   `json:"pp,omitempty"` // pipeline stages
+	// AsyncTP is torchtitan's async tensor parallelism
+	// (enable_async_tensor_parallel, with compile and sequence parallelism):
+	// Inductor fuses the all-gathers and reduce-scatters into the matmuls
+	// through symmetric memory, whose per-group workspace lives outside the
+	// caching allocator and counts in what nvidia-smi shows
+	// (torch/distributed/_symmetric_memory get_symm_mem_workspace: the
+	// fused matmul-reduce-scatter asks for two output chunks, the fused
+	// all-gather-matmul for the input shard).
+	AsyncTP bool `json:"async_tp,omitempty"`
+	PP      int  `json:"pp,omitempty"` // pipeline stages
 	// PPSchedule: 1f1b (default), interleaved_1f1b with VirtualStages chunks
 	// per rank, gpipe, or zbv (torch.distributed.pipelining's ZB-V zero
 	// bubble schedule: two stages per rank in a V, backward split into input
@@ -157,6 +166,9 @@ func (r *resolved) resolveParallel() error {
 	if r.Framework == "torchtitan" && p.TP > 1 {
 		p.SP = true // apply_tp shards every norm over the sequence: no TP without SP
 	}
+	if p.AsyncTP && (p.TP < 2 || !p.SP || !r.Compile) {
+		return fmt.Errorf("parallel.async_tp fuses sequence parallelism's collectives into compiled matmuls: it needs tp > 1, sp and compile (tp %d, sp %v, compile %v)", p.TP, p.SP, r.Compile)
+	}
 	if p.PP > m.Layers {
 		return fmt.Errorf("pp=%d exceeds the %d layers", p.PP, m.Layers)
 	}
@@ -227,4 +239,20 @@ func (r *resolved) vocabShard() int64 {
 		return 1
 	}
 	return int64(r.tp)
+}
+
+// asyncTPWorkspace is async TP's symmetric-memory workspace on each rank
+// (Parallel.AsyncTP): two chunks of a fused reduce-scatter's output, the
+// larger request (the residual stream's shard of one microbatch, in the
+// compute dtype), once per TP group.
+func (r *resolved) asyncTPWorkspace() Bytes {
+	if !r.Parallel.AsyncTP {
+		return 0
+	}
+	mb := r.MicroBatch
+	if r.pp > 1 {
+		mb = max(1, mb/max(1, r.Parallel.PPMicrobatches))
+	}
+	tokens := int64(mb) * int64(r.SeqLen) / int64(r.cp) / int64(r.tp)
+	return 2 * r.ComputeDType.Size(mulI64(tokens, int64(r.m.Hidden)))
 }

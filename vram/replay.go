@@ -27,6 +27,9 @@ type Replay struct {
 	DeviceUsed Bytes `json:"device_used"`
 	Context    Bytes `json:"context"`
 	NCCL       Bytes `json:"nccl"`
+	// SymmetricMemory is async tensor parallelism's workspace
+	// (Parallel.AsyncTP), allocated outside the caching allocator.
+	SymmetricMemory Bytes `json:"symmetric_memory,omitempty"`
 	// Workspace is the cuBLAS workspace, allocated through the caching
 	// allocator on the first matmul (part of allocated).
 	Workspace Bytes         `json:"workspace"`
@@ -89,7 +92,8 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 			out.NCCL += ncclPerGroup
 		}
 	}
-	out.DeviceUsed = out.PeakReserved + out.Context + out.NCCL
+	out.SymmetricMemory = r.asyncTPWorkspace()
+	out.DeviceUsed = out.PeakReserved + out.Context + out.NCCL + out.SymmetricMemory
 	return out, nil
 }
 
