@@ -94,7 +94,14 @@ func buildEdges(r *resolved) edgeActivations {
 	if m.EncoderDecoder() {
 		b.tokens = int64(r.MicroBatch) * int64(r.DecoderSeqLen)
 	}
-	x = &actT{name: "hidden", op: "hidden", bytes: b.size(h, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	// Under sequence parallelism the last block hands on its sequence
+	// shard and the final norm runs on it (SequenceParallel; Megatron's
+	// final layernorm likewise).
+	hSeq := h
+	if p.sp && m.NormPosition != "post" && !m.EncoderDecoder() && !p.rec.pooledNorm {
+		hSeq, b.seqShard = h/p.tp, p.tp
+	}
+	x = &actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	var hold []*actT // what the model's forward references until it returns
@@ -116,8 +123,13 @@ func buildEdges(r *resolved) edgeActivations {
 		b.norm(p, "final_norm", m.Norm, x, h).held = p.keepOutputs
 		b.tokens = tokens
 	case m.NormPosition != "post":
-		x = b.norm(p, "final_norm", m.Norm, x, h)
+		x = b.norm(p, "final_norm", m.Norm, x, hSeq)
 		hold = append(hold, x) // outputs.last_hidden_state
+	}
+	if hSeq != h && r.Framework != "megatron" {
+		// DTensor's ColwiseParallel output layer gathers the sequence and
+		// saves the gathered input (Megatron's saves the shard).
+		x = b.op("final_norm.all_gather", b.size(h, x.dtype), x.dtype, list(x))
 	}
 	classes, _ := m.headClasses()
 	chunks := int64(1)

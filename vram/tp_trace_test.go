@@ -41,12 +41,10 @@ func TestTPTraces(t *testing.T) {
 			statesMatch(t, name, est, m["PARAM"]+m["BUFFER"], m["OPT"])
 		}
 		tol := 0.01
-		if strings.HasSuffix(name, "-sp") {
-			// Under sequence parallelism the engine's head runs the final
-			// norm on the whole sequence where SequenceParallel runs it on
-			// shards: activations and temporaries at the loss split
-			// differently, their sum within the peak's 2 %.
-			tol = 0.06
+		if strings.HasSuffix(name, "-loss_parallel-sp") {
+			// The local-vocabulary fp32 buffer of loss_parallel (see
+			// above) is in the tracker's activations at this peak.
+			tol = 0.05
 		}
 		if m["ACT"] < m["Total"]/100 {
 			// The traced peak is the first optimizer step (no activations
