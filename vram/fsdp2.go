@@ -38,8 +38,13 @@ func (r *resolved) keepsUnsharded() bool {
 // tok_embeddings as a group of its own and [norm, output] as another with
 // reshard_after_forward=False (apply_fsdp: "do not reshard_after_forward the
 // last layers"), so its root holds nothing and headHeld keeps the head's.
+// FSDP1 does the same to the root's flat parameter (torch/distributed/fsdp/
+// _runtime_utils.py _post_forward_reshard: free_unsharded_flat_param = not
+// state._is_root and …).
 func (r *resolved) rootHeld(embed, head unitMem, st stage) Bytes {
-	if !r.fsdp2() || r.Framework == "torchtitan" {
+	p := r.Parallel
+	fsdp1 := p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion == 1 && p.CPUOffload != "optimizer+params"
+	if !r.fsdp2() && !fsdp1 || r.Framework == "torchtitan" {
 		return 0
 	}
 	var b Bytes

@@ -168,3 +168,18 @@ func TestReshardAfterForwardNeedsFSDP2(t *testing.T) {
 		}
 	}
 }
+
+// FSDP1 keeps the root's flat parameter unsharded after forward, as FSDP2
+// keeps the root group's (_post_forward_reshard frees only non-root ones).
+func TestFSDP1HoldsTheRoot(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
+		Parallel: Parallel{DP: 8, FSDP: "full_shard", FSDPVersion: 1}}
+	r, err := tr.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, embed, head := r.units()
+	if got := r.rootHeld(embed, head, r.stages()[0]); got != embed.gathered+head.gathered || got == 0 {
+		t.Errorf("FSDP1 root holds %v, want the embedding and the head %v", got, embed.gathered+head.gathered)
+	}
+}
