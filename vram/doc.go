@@ -100,7 +100,8 @@
 // Each formula cites its source where it is implemented: the ZeRO paper
 // (Rajbhandari et al. 2020) for model-state sharding; Korthikanti et al. 2022
 // for activations under tensor/sequence parallelism and recomputation (the
-// tests reproduce its Table 2 exactly); the PyTorch, transformers, litgpt,
-// torchtune, bitsandbytes and DeepSpeed code paths for what each framework
-// really allocates.
+// tests reproduce its Table 2 exactly); the PyTorch (FSDP2, DTensor,
+// Inductor's partitioner, the caching allocator, pipelining), transformers,
+// litgpt, torchtune, torchtitan, torchao, Megatron-LM, bitsandbytes and
+// DeepSpeed code paths for what each framework really allocates.
 package vram
