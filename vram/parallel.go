@@ -63,8 +63,9 @@ type Parallel struct {
 	// PPSchedule: 1f1b (default), interleaved_1f1b with VirtualStages chunks
 	// per rank, gpipe, or zbv (torch.distributed.pipelining's ZB-V zero
 	// bubble schedule: two stages per rank in a V, backward split into input
-	// and weight gradients; zerobubble.go); PPMicrobatches is the number of
-	// pipeline microbatches. Layers
+	// and weight gradients; zerobubble.go), or interleaved_zb (its
+	// ScheduleInterleavedZeroBubble, ZB-1P over VirtualStages looped stages
+	// per rank); PPMicrobatches is the number of pipeline microbatches. Layers
 	// need not divide among the stages (resolved.blocksPerRank: an even
 	// split, or torchtitan's, which counts the embedding and the output as
 	// a layer each).
@@ -175,17 +176,26 @@ func (r *resolved) resolveParallel() error {
 	if p.PPSchedule == "" {
 		p.PPSchedule = "1f1b"
 	}
-	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe", "zbv"); err != nil {
+	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe", "zbv", "interleaved_zb"); err != nil {
 		return err
 	}
-	if p.PPSchedule == "zbv" {
+	if p.PPSchedule == "zbv" || p.PPSchedule == "interleaved_zb" {
 		switch {
 		case p.PP < 2:
-			return fmt.Errorf("parallel.pp_schedule \"zbv\" needs pp ≥ 2")
-		case 2*p.PP > m.Layers:
+			return fmt.Errorf("parallel.pp_schedule %q needs pp ≥ 2", p.PPSchedule)
+		case p.PPSchedule == "zbv" && 2*p.PP > m.Layers:
 			return fmt.Errorf("zbv: its 2 × pp = %d stages exceed the %d layers", 2*p.PP, m.Layers)
 		case r.Compile:
-			return fmt.Errorf("zbv splits each backward into input and weight gradients, which torch.compile does not support (schedules.py _check_torch_compile_compatibility); drop compile")
+			return fmt.Errorf("%s splits each backward into input and weight gradients, which torch.compile does not support (schedules.py _check_torch_compile_compatibility); drop compile", p.PPSchedule)
+		}
+	}
+	if p.PPSchedule == "interleaved_zb" {
+		mb := max(p.PPMicrobatches, p.PP)
+		if rounds := max(1, mb/p.PP); mb%rounds != 0 {
+			return fmt.Errorf("interleaved_zb: pp_microbatches %d must be a multiple of its %d rounds (ScheduleInterleavedZeroBubble)", mb, rounds)
+		}
+		if p.PP*p.VirtualStages > m.Layers {
+			return fmt.Errorf("interleaved_zb: pp × virtual_stages = %d stages exceed the %d layers (each stage needs one)", p.PP*p.VirtualStages, m.Layers)
 		}
 	}
 	if p.PPSchedule == "interleaved_1f1b" && p.PP*p.VirtualStages > m.Layers {

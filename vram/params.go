@@ -115,7 +115,7 @@ func (r *resolved) blocksPerRank() []int {
 // interleaved schedule's virtual_stages, ZB-V's two, else one.
 func (r *resolved) virtualStages() int {
 	switch {
-	case r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1:
+	case (r.Parallel.PPSchedule == "interleaved_1f1b" || r.Parallel.PPSchedule == "interleaved_zb") && r.Parallel.VirtualStages > 1:
 		return r.Parallel.VirtualStages
 	case r.Parallel.PPSchedule == "zbv":
 		return 2

@@ -85,9 +85,12 @@ func (r *resolved) inflight(k int) float64 {
 	if r.Parallel.PPSchedule == "gpipe" {
 		return float64(m)
 	}
-	if r.Parallel.PPSchedule == "zbv" {
-		st := r.stages()[k]
-		return zbvInflight(k, r.pp, m, r.zbvKeep(st))
+	switch r.Parallel.PPSchedule {
+	case "zbv":
+		return zbvInflight(k, r.pp, m, r.zbvKeep(r.stages()[k]))
+	case "interleaved_zb":
+		v := r.virtualStages()
+		return splitInflight(interleavedZBOrder(k, r.pp, v, m), v, r.zbvKeep(r.stages()[k]))
 	}
 	f := float64(r.pp - k)
 	if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {

@@ -94,19 +94,7 @@ func zbvOrder(rank, pp, m int) []zbvAction {
 // I frees all but the part kept for W (keep, a share of a chunk's saved
 // activations, plus the gradients of the linears' outputs), each W the rest.
 func zbvInflight(rank, pp, m int, keep float64) float64 {
-	var live, most float64
-	for _, a := range zbvOrder(rank, pp, m) {
-		switch a.kind {
-		case 'F':
-			live++
-		case 'I':
-			live -= 1 - keep
-		case 'W':
-			live -= keep
-		}
-		most = max(most, live)
-	}
-	return most / 2 // the rank's share is two chunks
+	return splitInflight(zbvOrder(rank, pp, m), 2, keep)
 }
 
 // weightGradKeep is the share of block a's saved activations (plus the
@@ -145,4 +133,67 @@ func (r *resolved) zbvKeep(st stage) float64 {
 	}
 	acts := blockActivations(r)
 	return weightGradKeep(acts[st.first])
+}
+
+// interleavedZBOrder is rank's action order under the interleaved zero
+// bubble schedule (ZB-1P, schedules.py ScheduleInterleavedZeroBubble:
+// _get_1f1b_rank_ops with enable_zero_bubble, warm-up from _get_warmup_ops
+// with multiply_factor 1): v looped stages per rank, each backward split
+// into I and W, the W of the first rank backward steps deferred. The
+// bubbles the runtime inserts do not reorder a rank's actions.
+func interleavedZBOrder(rank, pp, v, m int) []zbvAction {
+	rounds := max(1, m/pp)
+	perRound := m / rounds
+	warmup := min((v-1)*perRound+(pp-1-rank), m*v)
+	micro := v * m
+	fwdBwd := micro - warmup
+	total := warmup + fwdBwd + (micro - fwdBwd)
+	fwdChunk := func(step int) int { return (step / perRound) % v }
+	bwdChunk := func(step int) int { return v - 1 - ((step-warmup)/perRound)%v }
+	var ops []zbvAction
+	var back []int
+	w := 0
+	weight := func(op int) {
+		if op-warmup >= rank {
+			ops = append(ops, zbvAction{bwdChunk(back[w]), 'W'})
+			w++
+		}
+	}
+	for op := range total {
+		switch {
+		case op < warmup:
+			ops = append(ops, zbvAction{fwdChunk(op), 'F'})
+		case op < warmup+fwdBwd:
+			ops = append(ops, zbvAction{fwdChunk(op), 'F'}, zbvAction{bwdChunk(op), 'I'})
+			back = append(back, op)
+			weight(op)
+		default:
+			ops = append(ops, zbvAction{bwdChunk(op), 'I'})
+			back = append(back, op)
+			weight(op)
+		}
+	}
+	for ; w < len(back); w++ {
+		ops = append(ops, zbvAction{bwdChunk(back[w]), 'W'})
+	}
+	return ops
+}
+
+// splitInflight is how many microbatches' activations of its whole share
+// (v chunks) a rank holds at most along a split-backward order (see
+// zbvInflight).
+func splitInflight(ops []zbvAction, v int, keep float64) float64 {
+	var live, most float64
+	for _, a := range ops {
+		switch a.kind {
+		case 'F':
+			live++
+		case 'I':
+			live -= 1 - keep
+		case 'W':
+			live -= keep
+		}
+		most = max(most, live)
+	}
+	return most / float64(v)
 }

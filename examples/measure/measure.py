@@ -61,8 +61,9 @@ tp         tensor parallelism through DTensor on a fake process group,
            with the loss under loss_parallel() or all-gathered, with and
            without sequence parallelism (examples/measure/tp-grid.json:
            tp degree × loss_parallel × sp), one file per point.
-zbv        the ZB-V zero-bubble schedule's action order on every rank for a
-           few pipeline sizes, from torch.distributed.pipelining itself.
+zbv        the zero-bubble schedules' action orders (ZB-V and the
+           interleaved ZB-1P) on every rank for a few pipeline sizes, from
+           torch.distributed.pipelining itself.
 snapshot   the plan's training steps on the CPU with every storage recorded
            as a snapshot trace (alloc, free_requested, free_completed, with
            Python frames and phase markers), written in _dump_snapshot's
@@ -994,7 +995,7 @@ def zbv(args):
     import types
 
     import torch
-    from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble
+    from torch.distributed.pipelining.schedules import ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble
 
     code = {"FORWARD": "F", "BACKWARD_INPUT": "I", "BACKWARD_WEIGHT": "W"}
     out = {"torch": torch.__version__,
@@ -1006,6 +1007,17 @@ def zbv(args):
             seq = [("0" if a.stage_index == rank else "1") + code[a.computation_type.name]
                    for a in ScheduleZBVZeroBubble._calculate_single_rank_operations(fake, rank) if a is not None]
             out["orders"].append({"pp": pp, "microbatches": m, "rank": rank, "actions": " ".join(seq)})
+    # The interleaved zero-bubble schedule (ZB-1P), v looped stages per
+    # rank; the chunk is the stage's local index.
+    out["interleaved"] = []
+    for pp, v, m in [(2, 1, 4), (2, 2, 4), (4, 2, 8), (4, 3, 8), (4, 2, 12), (8, 2, 16)]:
+        rounds = max(1, m // pp)
+        fake = types.SimpleNamespace(pp_group_size=pp, n_local_stages=v, _n_microbatches=m,
+                                     number_of_rounds=rounds, microbatches_per_round=m // rounds)
+        for rank in range(pp):
+            seq = [str(a.stage_index // pp) + code[a.computation_type.name]
+                   for a in ScheduleInterleavedZeroBubble._calculate_single_rank_operations(fake, rank) if a is not None]
+            out["interleaved"].append({"pp": pp, "virtual_stages": v, "microbatches": m, "rank": rank, "actions": " ".join(seq)})
     write(args, json.dumps(out, indent=1) + "\n")
 
 

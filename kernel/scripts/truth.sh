@@ -52,7 +52,7 @@ for n in llama-tiny-gqa-bf16-sdpa llama-tiny-gqa-bf16-eager mistral-tiny-bf16-sd
 done
 
 say "ZB-V pipeline orders (torch.distributed.pipelining)"
-.venv-truth/bin/python examples/measure/measure.py zbv -o vram/testdata/pipeline/zbv-orders.json
+.venv-truth/bin/python examples/measure/measure.py zbv -o vram/testdata/pipeline/zero-bubble-orders.json
 
 say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py fsdp examples/measure/fsdp-grid.json vram/testdata/fsdp
