@@ -1,5 +1,9 @@
 package vram
 
+// Zero-bubble pipeline schedules (Qi et al. 2024) as torch.distributed.
+// pipelining runs them: ZB-V below, and the interleaved ZB-1P
+// (interleavedZBOrder).
+//
 // The ZB-V zero-bubble pipeline schedule (Qi et al. 2024 §6), as
 // torch.distributed.pipelining runs it (schedules.py ScheduleZBVZeroBubble):
 // two stages per rank in a V (rank r holds stages r and 2·pp−1−r, so rank 0
