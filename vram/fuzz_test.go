@@ -19,6 +19,11 @@ func FuzzParsePlan(f *testing.F) {
 		`{"model": {"family": "llama", "layers": 2, "hidden": 64, "heads": 4, "ffn": 128, "vocab": 100}, "train": {"seq_len": 8, "micro_batch": 1, "parallel": {"tp": 2, "pp": 2, "dp": 2, "zero_stage": 3}}}`,
 		`{"model": "gpt2", "train": {"seq_len": 1e9, "micro_batch": 1e9}}`,
 		`{"model": "bert-base-uncased", "train": {"seq_len": 512, "micro_batch": 8, "attention": "eager", "grad_checkpointing": "full"}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 1, "precision": "bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 3, "deepspeed": {"reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": 5e7, "overlap_comm": false}}}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "framework": "megatron", "grad_checkpointing": "full", "recompute_method": "uniform", "recompute_num_layers": 4, "parallel": {"tp": 2, "sp": true, "pp": 2, "pp_microbatches": 8, "pp_account_embedding": true, "pp_account_loss": true}}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "float8": "tensorwise", "float8_all_gather": true, "parallel": {"dp": 4, "fsdp": "full_shard", "pp": 2, "pp_microbatches": 8, "pp_schedule": "zbv"}}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "framework": "torchtitan", "compile": true, "grad_checkpointing": "op", "parallel": {"tp": 4, "async_tp": true, "dp": 2, "fsdp": "full_shard"}}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "parallel": {"pp": 2, "pp_microbatches": 4, "pp_schedule": "interleaved_zb", "virtual_stages": 2}}}`,
 	} {
 		f.Add([]byte(s))
 	}
