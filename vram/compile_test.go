@@ -24,16 +24,10 @@ func TestCompiledSavedSet(t *testing.T) {
 	sort.Strings(files)
 	var rows []string
 	for _, f := range files {
-		var ms savedMeasurement
-		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
+		ms, tr, blk := measuredBlock(t, f)
 		if !tr.Compile {
 			t.Fatalf("%s: not a compiled measurement", f)
 		}
-		r, err := tr.resolve()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		blk := buildBlock(&r, 0)
 		got, want := int64(blk.SavedCompiled-blk.Held), ms.PerBlock
 		d := float64(got)/float64(want) - 1
 		if d < -0.01 || d > 0.01 {

@@ -78,21 +78,15 @@ func TestFloat8SavedSet(t *testing.T) {
 		t.Fatalf("want the 12 float8 measurements, found %d", len(files))
 	}
 	for _, f := range files {
-		var ms savedMeasurement
-		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
+		ms, tr, blk := measuredBlock(t, f)
 		if tr.Float8 == "" {
 			t.Fatalf("%s: not a float8 measurement", f)
-		}
-		r, err := tr.resolve()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
 		}
 		var eager savedMeasurement
 		loadMeasurement(t, filepath.Join("testdata", "saved", strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), "-tensorwise.json"), "-rowwise.json")+".json"), &eager, func() measuredPlan { return eager.Plan })
 		if ms.PerBlock != eager.PerBlock {
 			t.Errorf("%s: PyTorch saves %d per block under float8, %d in bf16", f, ms.PerBlock, eager.PerBlock)
 		}
-		blk := buildBlock(&r, 0)
 		got := int64(blk.Saved - blk.Held)
 		if d := float64(got)/float64(ms.PerBlock) - 1; d < -0.002 || d > 0.002 {
 			t.Errorf("%s: the engine saves %d per block, PyTorch %d (%+.2f%%)", f, got, ms.PerBlock, 100*d)

@@ -21,6 +21,20 @@ func statesMatch(t *testing.T, name string, est TrainingEstimate, params, opt in
 	}
 }
 
+// distributedTrace reads a fake-process-group trace (examples/measure fsdp
+// or tp), estimates its plan, and returns its name and the traced peak of
+// its two iterations, by the tracker's categories.
+func distributedTrace(t *testing.T, f string) (string, TrainingEstimate, map[string]int64) {
+	t.Helper()
+	var ms traceMeasurement
+	tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
+	est, err := tr.Estimate()
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return strings.TrimSuffix(filepath.Base(f), ".json"), est, peakOf(ms.Iteration1, ms.Iteration2)
+}
+
 // TestFSDP2Traces holds the engine to FSDP2 on a fake process group traced
 // by PyTorch's FSDPMemTracker on the CPU (examples/measure fsdp): the
 // composition of the peak of two iterations, in the tracker's categories, on
@@ -52,14 +66,7 @@ func TestFSDP2Traces(t *testing.T) {
 	}
 	var rows []string
 	for _, f := range fs {
-		var ms traceMeasurement // FSDPMemTracker's categories; no storage tracker
-		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
-		est, err := tr.Estimate()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		m := peakOf(ms.Iteration1, ms.Iteration2)
+		name, est, m := distributedTrace(t, f) // FSDPMemTracker's categories
 		statesMatch(t, name, est, m["Sharded Param"]+m["Buffer"], m["OptState"])
 		got, want := est.Peak.Total(), m["Total"]-m["Inputs"]+int64(est.Peak.Other)
 		d := within(name, "peak", got, want)

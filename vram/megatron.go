@@ -83,9 +83,9 @@ func (r *resolved) recomputeGroup(l int) (start, end int) {
 
 // megatronSplit is how many blocks each rank holds under Megatron's uneven
 // pipeline options (Parallel.PPFirstStageLayers and the others), over S
-// stages; resolveMegatron has checked that they split the layers.
+// stages.
 func (r *resolved) megatronSplit(S int) []int {
-	size := r.megatronStageSizes(S)
+	size, _ := r.megatronStages(S) // resolveMegatron has checked the split
 	out := make([]int, r.pp)
 	for s, n := range size {
 		out[r.rankOfStage(s)] += n
@@ -93,13 +93,8 @@ func (r *resolved) megatronSplit(S int) []int {
 	return out
 }
 
-// megatronStageSizes is the blocks of each of S stages, or nil when the
-// options do not split the layers (the error says why).
-func (r *resolved) megatronStageSizes(S int) []int {
-	sizes, _ := r.megatronStages(S)
-	return sizes
-}
-
+// megatronStages is the blocks of each of S stages under the options, or
+// an error naming the fields when they do not split the layers.
 func (r *resolved) megatronStages(S int) ([]int, error) {
 	p, L := r.Parallel, r.m.Layers
 	size := make([]int, S)

@@ -16,6 +16,19 @@ type savedMeasurement struct {
 	OutsideBlocks int64        `json:"outside_blocks"`
 }
 
+// measuredBlock reads a saved-tensor measurement and builds the engine's
+// first block for its plan.
+func measuredBlock(t *testing.T, f string) (savedMeasurement, Training, BlockActivations) {
+	t.Helper()
+	var ms savedMeasurement
+	tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
+	r, err := tr.resolve()
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return ms, tr, buildBlock(&r, 0)
+}
+
 // TestSavedTensorsMatchPyTorch checks the activation inventory against what
 // PyTorch's autograd really saves, for small models of six families in
 // fp32 and bf16 with eager and SDPA attention. Two differences are by design
@@ -39,14 +52,8 @@ func TestSavedTensorsMatchPyTorch(t *testing.T) {
 	sort.Strings(files)
 	var report []string
 	for _, f := range files {
-		var ms savedMeasurement
-		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
-		r, err := tr.resolve()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		ms, tr, blk := measuredBlock(t, f)
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		blk := buildBlock(&r, 0)
 		got := int64(blk.Saved - blk.Held)
 		want := ms.PerBlock
 		fam := tr.Model.Family

@@ -23,14 +23,7 @@ func TestTPTraces(t *testing.T) {
 	sort.Strings(fs)
 	peaks := map[string]Bytes{}
 	for _, f := range fs {
-		var ms traceMeasurement
-		tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
-		est, err := tr.Estimate()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		m := peakOf(ms.Iteration1, ms.Iteration2)
+		name, est, m := distributedTrace(t, f)
 		if m["ACT"] < m["Total"]/100 {
 			// The traced peak is the optimizer step, whose temporaries the
 			// tracker files as optimizer states: parameters alone compare.
