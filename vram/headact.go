@@ -209,6 +209,16 @@ func buildEdges(r *resolved) edgeActivations {
 				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
 			} else {
 				b.keep(b.op("log_softmax", b.size(v, l32.dtype), l32.dtype, list(l32)))
+				if v < int64(m.Vocab) && r.Framework != "megatron" {
+					// DTensor's loss_parallel decomposes the loss
+					// (torch/distributed/tensor/parallel/loss.py): _log_softmax
+					// holds shifted = x − max and exp(shifted) at once, and
+					// _nll_loss_and_log_softmax_backward holds
+					// grad_input = zeros_like(x), exp(x) and their sum at once:
+					// one local-vocabulary buffer more than the fused kernels,
+					// in forward and in backward alike.
+					b.workspace(b.size(v, l32.dtype))
+				}
 			}
 		}
 	}
