@@ -829,6 +829,11 @@ def fsdp(args):
     the root's group. Mixed precision is MixedPrecisionPolicy(param_dtype=
     bf16, reduce_dtype=fp32): fp32 sharded parameters, gradients and
     optimizer states, bf16 unsharded parameters and compute.
+
+    torch.compile is not a grid axis: the tracker is a TorchDispatchMode,
+    and Dynamo skips every frame while one is active
+    (torch/_dynamo/convert_frame.py), so compiled blocks would run eagerly
+    and trace as eager ones; the saved mode checks compiled blocks instead.
     """
     import itertools
 
