@@ -1409,7 +1409,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 		e:        r.ComputeDType,
 		resid:    r.ComputeDType,
 		autocast: r.Autocast,
-		frozen:   r.frozen,
+		frozen:   r.frozen && !r.sharedAdapterUnits(),
 		q4:       r.QuantizedBase.Quantized() && (r.QuantizedBase.DType == NF4 || r.QuantizedBase.DType == FP4),
 		attnImpl: r.Attention,
 		dropHid:  r.dropHid,

@@ -23,6 +23,8 @@ func FuzzParsePlan(f *testing.F) {
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "framework": "megatron", "grad_checkpointing": "full", "recompute_method": "uniform", "recompute_num_layers": 4, "parallel": {"tp": 2, "sp": true, "pp": 2, "pp_microbatches": 8, "pp_account_embedding": true, "pp_account_loss": true}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "float8": "tensorwise", "float8_all_gather": true, "parallel": {"dp": 4, "fsdp": "full_shard", "pp": 2, "pp_microbatches": 8, "pp_schedule": "zbv"}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "framework": "torchtitan", "compile": true, "grad_checkpointing": "op", "parallel": {"tp": 4, "async_tp": true, "dp": 2, "fsdp": "full_shard"}}}`,
+		`{"model": "llama-2-7b", "train": {"seq_len": 1024, "micro_batch": 1, "grad_accum": 8, "precision": "bf16", "framework": "litgpt", "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}, "parallel": {"dp": 4, "fsdp": "full_shard", "fsdp_version": 1, "fsdp_adapter_units": "shared", "no_sync": true}}}`,
+		`{"model": "llama-2-7b", "train": {"seq_len": 1024, "micro_batch": 1, "grad_accum": 2, "precision": "bf16", "framework": "hf_trainer", "lora": {"rank": 8, "targets": ["all_linear"]}, "parallel": {"dp": 2, "fsdp": "full_shard", "fsdp_version": 1, "fsdp_adapter_units": "apart", "no_sync": false}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "parallel": {"pp": 2, "pp_microbatches": 4, "pp_schedule": "interleaved_zb", "virtual_stages": 2}}}`,
 	} {
 		f.Add([]byte(s))

@@ -22,6 +22,10 @@ type edgeActivations struct {
 func buildEdges(r *resolved) edgeActivations {
 	m := r.m
 	p := r.blockPlan(0)
+	// The embedding and the head are outside the blocks' FSDP1 units: a
+	// block's shared adapters (Parallel.FSDPAdapterUnits) do not make
+	// their frozen weights train.
+	p.frozen = r.frozen
 	tokens := int64(r.MicroBatch) * int64(r.SeqLen) / int64(r.cp)
 	if m.Image != nil {
 		tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())

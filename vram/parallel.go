@@ -15,11 +15,40 @@ type Parallel struct {
 	// FSDPVersion 1 (flat parameters) or 2 (per-parameter, default; under
 	// framework "accelerate" 1, FullyShardedDataParallelPlugin's default
 	// fsdp_version, accelerate/utils/dataclasses.py). FSDP1
-	// reshards a flat parameter in its post-backward hook, which hangs on the
-	// gradient accumulator: frozen flat parameters (a LoRA base) never fire it
-	// and stay unsharded until backward ends (torch/distributed/fsdp
-	// _runtime_utils.py _post_backward_hook / _post_backward_final_callback).
+	// reshards a flat parameter in its post-backward hook, on the flat
+	// parameter's gradient accumulator, or, for a flat parameter that needs
+	// no gradient (a wholly frozen unit), once the gradients of the unit's
+	// inputs are computed (torch/distributed/fsdp/_runtime_utils.py
+	// _register_post_backward_reshard_only_hook, PyTorch ≥ 2.1): either way
+	// block by block in backward. See FSDPAdapterUnits for LoRA.
 	FSDPVersion int `json:"fsdp_version,omitempty"`
+	// FSDPAdapterUnits is how FSDP1 wraps a LoRA run's adapters: "apart"
+	// (PEFT's fsdp_auto_wrap_policy, which transformers' Trainer applies to
+	// PEFT models: each adapter linear an FSDP unit of its own, the
+	// blocks' units wholly frozen) or "shared" (the adapters inside their
+	// block's unit, use_orig_params=True, as Lightning's FSDPStrategy with
+	// auto_wrap_policy={Block} under litgpt). A shared unit's flat parameter
+	// needs a gradient, and FSDP1 computes with views of it
+	// (_flat_param.py _use_unsharded_views(as_params=False)), so autograd
+	// treats the frozen weights as trained: their linears save their
+	// inputs, each block's whole unsharded gradient exists until its
+	// reduce-scatter and the whole sharded gradient until zero_grad, as in
+	// full fine-tuning; only the adapters have optimizer states (PyTorch's
+	// FSDP docs warn of this gradient memory). Default "shared" under
+	// framework "litgpt", else "apart"; FSDP1 LoRA runs only, with an
+	// unquantized base (a flat parameter holds one dtype).
+	FSDPAdapterUnits string `json:"fsdp_adapter_units,omitempty"`
+	// NoSync runs FSDP1's gradient accumulation steps inside
+	// FullyShardedDataParallel.no_sync(): each unit keeps its unsharded
+	// gradient, accumulated over the micro-batches, and reduce-scatters it
+	// only in the last one's backward (torch/distributed/fsdp/
+	// _runtime_utils.py _post_backward_hook: "if not state._sync_gradients"
+	// it returns after resharding the parameters, keeping the unsharded
+	// gradient). Default true where the framework's loop does it —
+	// "litgpt" (Lightning Fabric's no_backward_sync), "hf_trainer" and
+	// "accelerate" (Accelerator.accumulate enters model.no_sync() unless
+	// sync_each_batch) — under FSDP1 with grad_accum > 1; false otherwise.
+	NoSync *bool `json:"no_sync,omitempty"`
 	// ReshardAfterForward is FSDP2's fully_shard(reshard_after_forward=…)
 	// for the decoder blocks (default true, PyTorch's default; under
 	// framework "torchtitan" true unless pipeline parallelism is on, see
@@ -136,6 +165,37 @@ func (r *resolved) resolveParallel() error {
 	if p.FSDPVersion < 0 || p.FSDPVersion > 2 {
 		return fmt.Errorf("parallel.fsdp_version must be 1 or 2, got %d", p.FSDPVersion)
 	}
+	fsdp1LoRA := p.FSDP != "none" && p.FSDPVersion == 1 && r.Trainable == "lora"
+	if p.FSDPAdapterUnits != "" {
+		if err := oneOf("parallel.fsdp_adapter_units", p.FSDPAdapterUnits, "apart", "shared"); err != nil {
+			return err
+		}
+		if !fsdp1LoRA {
+			return fmt.Errorf("parallel.fsdp_adapter_units applies to LoRA (trainable \"lora\") under FSDP1 (fsdp_version 1), not trainable %q with fsdp %q version %d", r.Trainable, p.FSDP, max(p.FSDPVersion, 2))
+		}
+	} else if fsdp1LoRA {
+		p.FSDPAdapterUnits = "apart"
+		if r.Framework == "litgpt" && !r.QuantizedBase.Quantized() {
+			p.FSDPAdapterUnits = "shared"
+		}
+	}
+	if p.FSDPAdapterUnits == "shared" && r.QuantizedBase.Quantized() {
+		return fmt.Errorf("parallel.fsdp_adapter_units \"shared\" needs an unquantized base: an FSDP1 flat parameter holds one dtype, so quantized weights and adapters cannot share a unit")
+	}
+	if p.FSDPAdapterUnits == "shared" {
+		r.notes = append(r.notes, "parallel.fsdp_adapter_units \"shared\": FSDP1 flattens each block's adapters with its frozen weights, so autograd computes gradients for the frozen weights too, as in full fine-tuning (wrapping the adapters apart, as PEFT's fsdp_auto_wrap_policy does, avoids it)")
+	}
+	fsdp1 := p.FSDP != "none" && p.FSDPVersion == 1
+	if p.NoSync != nil && *p.NoSync && !fsdp1 {
+		return fmt.Errorf("parallel.no_sync changes memory only under FSDP1 (fsdp set, fsdp_version 1), not fsdp %q version %d", p.FSDP, max(p.FSDPVersion, 2))
+	}
+	if p.NoSync == nil && fsdp1 && r.GradAccum > 1 {
+		switch r.Framework {
+		case "litgpt", "hf_trainer", "accelerate":
+			on := true
+			p.NoSync = &on
+		}
+	}
 	if p.ReshardAfterForward != nil && (p.FSDP != "full_shard" && p.FSDP != "hybrid" || p.FSDPVersion == 1) {
 		return fmt.Errorf("parallel.reshard_after_forward applies to FSDP2 full sharding (fsdp full_shard or hybrid, fsdp_version 2), not fsdp %q version %d", p.FSDP, max(p.FSDPVersion, 2))
 	}
@@ -240,6 +300,20 @@ func (p Parallel) GPUs() int {
 		}
 	}
 	return n
+}
+
+// sharedAdapterUnits reports whether FSDP1 flattens each block's adapters
+// with its frozen weights (Parallel.FSDPAdapterUnits "shared"), so that
+// autograd trains the frozen weights too.
+func (r *resolved) sharedAdapterUnits() bool {
+	return r.frozen && r.Parallel.FSDPAdapterUnits == "shared"
+}
+
+// fsdp1NoSync reports whether FSDP1 accumulates unsharded gradients over
+// the micro-batches (Parallel.NoSync).
+func (r *resolved) fsdp1NoSync() bool {
+	p := r.Parallel
+	return p.NoSync != nil && *p.NoSync && p.ZeRO >= 2 && p.FSDPVersion == 1 && r.GradAccum > 1
 }
 
 // vocabShard is the share of the vocabulary whose logits a rank holds: 1/tp

@@ -267,6 +267,20 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		if train > 0 {
 			r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, offOpt, offGrads)
 			u.gradsLive = compute.Size(train)
+		} else if t.Layer >= 0 && r.sharedAdapterUnits() {
+			// A frozen weight in a block's shared FSDP1 unit gets a
+			// gradient all the same (Parallel.FSDPAdapterUnits): unsharded
+			// in the compute dtype until the block's reduce-scatter, then
+			// its shard of the flat gradient, kept until zero_grad.
+			full, g := compute.Size(n/div), r.WeightsDType.Size(n/div)/Bytes(shard)
+			if offGrads {
+				g = 0
+			}
+			u.gradsFull = addBytes(u.gradsFull, full)
+			u.grads = addBytes(u.grads, g)
+			if sized {
+				u.gradSizes = append(u.gradSizes, g)
+			}
 		}
 		switch {
 		case t.Layer >= 0:

@@ -377,8 +377,8 @@ func (tr *tracer) step(last bool) {
 		freeMasks(l)
 		if f2 {
 			tr.fsdp2Reduce(&rs, l)
-		} else if r.Parallel.ZeRO >= 2 {
-			tr.reduceScatter(l)
+		} else if r.Parallel.ZeRO >= 2 && (last || !r.fsdp1NoSync()) {
+			tr.reduceScatter(l) // under no_sync the unsharded gradient accumulates
 		}
 		tr.note("backward", l)
 		if l == tr.edges.BridgeAt && bridge != nil {

@@ -199,6 +199,9 @@ func (s *simulation) run(st stage) Timeline {
 			gradsHeld := micro > 1 || (iter > 1 && r.KeepGrads)
 			if gradsHeld && !r.OptimizerInBackward {
 				live.Gradients = stageUnits.grads
+				if micro > 1 && r.fsdp1NoSync() {
+					live.Gradients = stageUnits.gradsFull // accumulated unsharded
+				}
 			}
 			s.iteration(st, iter, micro, live, gradsHeld, inflight, zero3, stageUnits)
 		}
@@ -289,7 +292,11 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	r := s.r
 	last := micro == r.GradAccum
 	f2 := zero3 && r.fsdp2()
-	gather := func(l int) Bytes {
+	// gather is what block l's unit holds all-gathered while it runs: its
+	// own parameters and the next unit's, prefetched in the order of the
+	// pass (next is l+1 in forward, l−1 in backward: FSDP1's BACKWARD_PRE
+	// prefetch, _runtime_utils.py _prefetch_handle).
+	gather := func(l, next int) Bytes {
 		if !zero3 {
 			return 0
 		}
@@ -302,13 +309,13 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next
 		// (DeepSpeed: up to its prefetch bucket).
-		if l+1 < st.last && r.ds.on {
-			return addBytes(g, r.dsPrefetched(g, s.blocks[l+1].gathered))
+		if next < st.first || next >= st.last {
+			return g
 		}
-		if l+1 < st.last {
-			g = addBytes(g, s.blocks[l+1].gathered)
+		if r.ds.on {
+			return addBytes(g, r.dsPrefetched(g, s.blocks[next].gathered))
 		}
-		return g
+		return addBytes(g, s.blocks[next].gathered)
 	}
 	// FSDP2 (per-parameter fully_shard, resolved.fsdp2): the root's own parameters
 	// (embedding, final norm, output layer) are all-gathered by the root's
@@ -356,7 +363,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		a := s.acts[l]
 		if !inside(l) {
-			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l)))
+			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l, l+1)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
 		if keep {
@@ -382,6 +389,10 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	// output projection; the rest of the embedding unit's (positions, token
 	// types, norms) from the embedding's own backward.
 	embedGrads, headGrads := s.embed.grads, s.head.grads
+	noSync := r.fsdp1NoSync()
+	if noSync {
+		embedGrads, headGrads = s.embed.gradsFull, s.head.gradsFull
+	}
 	if f2 {
 		// FSDP2's gradients are all-gathered parameters' until the
 		// group's post-backward reduce-scatters them (fsdp2Backward).
@@ -435,8 +446,6 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	live.Temporaries -= lingering + headHeld // the head's post-backward reshards it
 	live.Other = addBytes(live.Other, bucket)
 	// Backward, last block first.
-	var unsharded Bytes // FSDP1 frozen flat params gathered and not resharded
-	fsdp1Frozen := zero3 && r.frozen && r.Parallel.FSDPVersion == 1
 	for l := st.last - 1; l >= st.first; l-- {
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
@@ -460,27 +469,26 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 				live.Activations = addBytes(live.Activations, re)
 			}
 		}
-		extra := gather(l)
+		extra := gather(l, l-1)
 		if f2 {
 			extra = s.fsdp2Backward(st, l, keep)
 		} else if keep {
 			extra = 0 // unsharded since its forward: nothing to all-gather
 		}
-		if fsdp1Frozen {
-			unsharded = addBytes(unsharded, s.blocks[l].gathered)
-			extra = addBytes(unsharded, gather(l))
-		}
-		if r.Parallel.ZeRO >= 2 && !f2 {
+		if r.Parallel.ZeRO >= 2 && !f2 && !(noSync && !gradsHeld) {
 			extra = addBytes(extra, s.blocks[l].gradsFull) // unsharded until reduce-scatter
 		}
 		if r.OptimizerInBackward {
 			extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable/r.stepShard(), s.blocks[l].largest, r.WeightsDType))
 		}
 		layerGrads := s.blocks[l].grads
-		if f2 {
+		switch {
+		case f2:
 			layerGrads = s.blocks[l].gradsLive
-		} else if gradsHeld {
+		case gradsHeld:
 			layerGrads = 0 // already live
+		case noSync:
+			layerGrads = s.blocks[l].gradsFull // kept unsharded
 		}
 		if !inside(l) || gStart < gEnd {
 			if r.checkpointed(l) && l == gEnd {
@@ -516,6 +524,11 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if f2 {
 			live = s.fsdp2Reduce(iter, micro, l, "reduce-scatter", live, layerGrads, s.blocks[l], gradsHeld, &rsHeld, s.fsdp2Prefetched(st, l, keep))
 		}
+		if noSync && last {
+			// The last micro-batch syncs: the accumulated unsharded
+			// gradient is reduce-scattered to its shard.
+			live.Gradients = addBytes(live.Gradients-s.blocks[l].gradsFull, s.blocks[l].grads)
+		}
 		if saved == a.Saved {
 			// What the model's output holds outlives the block's backward.
 			live.Activations = addBytes(live.Activations, scale(a.outlives, inflight))
@@ -540,13 +553,13 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 				vg = Bytes(float64(s.embed.grads) * r.visionGradShare())
 			}
 			e := s.edges.Embed
-			s.emit(iter, micro, "backward", -1, "projector and vision tower", s.walkBackward(live, e, e.Saved, vg, inflight, unsharded), 0)
+			s.emit(iter, micro, "backward", -1, "projector and vision tower", s.walkBackward(live, e, e.Saved, vg, inflight, 0), 0)
 		}
 		if !gradsHeld || f2 {
 			live.Gradients = addBytes(live.Gradients, embedGrads-tiedGrads)
 		}
 		live.Activations -= scale(s.edges.Embed.Saved, inflight)
-		s.emit(iter, micro, "backward", -1, "embedding", live, unsharded)
+		s.emit(iter, micro, "backward", -1, "embedding", live, 0)
 	}
 	if f2 {
 		// The root's post-backward: its (or torchtitan's embedding group's)
@@ -569,6 +582,17 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	}
 	live.Activations -= held // backward returned; the loop drops the output
 	live.Temporaries -= root // the root's post-backward reshards it
+	if noSync && last {
+		// The root's post-backward reduce-scatters its accumulated gradients.
+		var u unitMem
+		if st.embed {
+			u.add(s.embed)
+		}
+		if st.head {
+			u.add(s.head)
+		}
+		live.Gradients = addBytes(live.Gradients-u.gradsFull, u.grads)
+	}
 	if r.OptimizerInBackward && last {
 		live.Gradients = 0
 	}

@@ -4,6 +4,7 @@
     python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run] [--snapshot F]
     python examples/measure/measure.py snapshot PLAN.json -o F.pickle [--steps 2]
     python examples/measure/measure.py fsdp GRID.json OUTDIR
+    python examples/measure/measure.py fsdp1 GRID.json OUTDIR
     python examples/measure/measure.py tp GRID.json OUTDIR
 
 It reads the project's JSON plan format (the model goes through
@@ -56,6 +57,13 @@ fsdp       FSDP2 (fully_shard per decoder block and on the root) on a fake
            optimizer states) for each point of a grid file
            (examples/measure/fsdp-grid.json: world × precision ×
            reshard_after_forward × checkpointing), one file per point.
+fsdp1      FSDP1 (flat parameters) under PEFT LoRA on a fake process
+           group: the adapters in their block's unit (use_orig_params=True,
+           as under litgpt) or apart (PEFT's fsdp_auto_wrap_policy), with
+           and without checkpointing (examples/measure/fsdp1-grid.json):
+           which blocks are unsharded as each block's backward starts, which
+           flat parameters get a gradient after a synced backward and after
+           one inside no_sync(), and what one forward saves.
 tp         tensor parallelism through DTensor on a fake process group,
            traced by MemTracker: torchtitan's Llama plan, the logits sharded
            with the loss under loss_parallel() or all-gathered, with and
@@ -889,6 +897,122 @@ def fsdp(args):
         print("fsdp", fname, peaks[1].get("Total"))
 
 
+def fsdp1(args):
+    """FSDP1 (FullyShardedDataParallel, flat parameters) under LoRA, on a fake
+    process group on the CPU: which decoder blocks are unsharded when each
+    block's backward starts, and which flat parameters get a gradient, after
+    a synced backward and after one inside no_sync().
+
+    Two wrappings of a tiny Llama with PEFT adapters: "shared" (the adapters
+    in their block's unit, use_orig_params=True, as Lightning's
+    FSDPStrategy(auto_wrap_policy={Block}) does under litgpt) and "apart"
+    (PEFT's fsdp_auto_wrap_policy: each adapter linear a unit of its own,
+    use_orig_params=False, as transformers' Trainer applies it to PEFT
+    models), × checkpointing none or full (transformers' non-reentrant
+    gradient checkpointing, around each block's FSDP unit). A grid point
+    that does not run writes its error instead.
+    """
+    import functools
+    import itertools
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy, _or_policy, lambda_auto_wrap_policy, transformer_auto_wrap_policy
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    g = json.load(open(args.grid))
+    os.makedirs(args.outdir, exist_ok=True)
+    axes = g["grid"]
+    for (name, mcfg), wrap, ckpt in itertools.product(g["models"].items(), axes["wrap"], axes["grad_checkpointing"]):
+        world = g["world"]
+        train = dict(g["train"], grad_checkpointing=ckpt)
+        p = {"name": f"{name} fsdp1 world {world} lora {wrap} {ckpt}", "model": dict(mcfg, name=name),
+             "train": dict(train, parallel={"dp": world, "fsdp": "full_shard", "fsdp_version": 1, "fsdp_adapter_units": wrap})}
+        cfg = grid_hf_config(p["model"], train)
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+        out = {"plan": p, "torch": torch.__version__}
+        try:
+            torch.manual_seed(0)
+            model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
+            model = for_training(model, train, dropout=False)
+            adapters = [sum(q.numel() for q in m.parameters() if q.requires_grad)
+                        for m in model.modules() if isinstance(m, LlamaDecoderLayer)]
+            if wrap == "shared":
+                policy, orig = ModuleWrapPolicy({LlamaDecoderLayer}), True
+            else:
+                # peft.utils.other.fsdp_auto_wrap_policy
+                def trainable_leaf(m):
+                    w = getattr(m, "weight", None)
+                    return len(list(m.named_children())) == 0 and w is not None and w.requires_grad
+                policy = functools.partial(_or_policy, policies=[
+                    functools.partial(lambda_auto_wrap_policy, lambda_fn=trainable_leaf),
+                    functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})])
+                orig = False
+            fm = FSDP(model, auto_wrap_policy=policy, use_orig_params=orig, device_id=torch.device("cpu"))
+            blocks = [m for m in fm.modules() if isinstance(m, FSDP) and isinstance(m.module, LlamaDecoderLayer)]
+
+            def unsharded():
+                full = [b._handle.flat_param._full_param_padded for b in blocks]
+                return [i for i, f in enumerate(full) if f.untyped_storage().size() > 0]
+
+            starts = []
+            for i, b in enumerate(blocks):
+                def hook(mod, inp, outp, i=i):
+                    o = outp[0] if isinstance(outp, tuple) else outp
+                    if o.requires_grad and not any(s[0] == i for s in starts):
+                        o.register_hook(lambda grad, i=i: starts.append([i, unsharded()]))
+                b.register_forward_hook(hook)
+            inputs = batch(config, train, "cpu", torch.float32)
+
+            def grads():
+                return [None if b._handle.flat_param.grad is None else b._handle.flat_param.grad.numel() for b in blocks]
+
+            # What autograd saves in one forward: distinct storages, not the
+            # flat parameters' (unsharded or sharded).
+            params = {b._handle.flat_param.untyped_storage().data_ptr() for b in fm.modules() if isinstance(b, FSDP) and b._handle}
+            saved = {}
+
+            def pack(x):
+                st = x.untyped_storage()
+                full = [b._handle.flat_param._full_param_padded.untyped_storage().data_ptr()
+                        for b in fm.modules() if isinstance(b, FSDP) and b._handle]
+                if st.size() > 0 and st.data_ptr() not in params and st.data_ptr() not in full:
+                    saved[st.data_ptr()] = st.nbytes()
+                return x
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+                loss = loss_of(fm(**inputs), config)
+            saved_bytes = sum(saved.values())
+            loss.backward()
+            fm.zero_grad(set_to_none=True)
+            with fm.no_sync():
+                loss_of(fm(**inputs), config).backward()
+            no_sync = grads()
+            starts.clear()
+            loss_of(fm(**inputs), config).backward()
+            fp = [b._handle.flat_param for b in blocks]
+            out.update({
+                "blocks": len(blocks),
+                "flat_param_numel": [f.numel() for f in fp],
+                "unsharded_numel": [f._unpadded_unsharded_size.numel() for f in fp],
+                "padded_unsharded_numel": [f._padded_unsharded_size.numel() for f in fp],
+                "flat_param_requires_grad": [f.requires_grad for f in fp],
+                "adapter_numel": adapters,
+                "saved_bytes_forward": saved_bytes,
+                "unsharded_at_backward_start": sorted(starts, reverse=True),
+                "grad_numel_after_no_sync": no_sync,
+                "grad_numel_after_sync": grads(),
+            })
+        except Exception as e:  # noqa: BLE001 - the grid point's failure is its result
+            out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        dist.destroy_process_group()
+        fname = f"{name}-fsdp1-lora-{wrap}-{ckpt}.json"
+        with open(os.path.join(args.outdir, fname), "w") as f:
+            f.write(json.dumps(out, indent=1) + "\n")
+        print("fsdp1", fname, out.get("error", "ok"))
+
+
 def tp(args):
     """Tensor parallelism through DTensor, traced by MemTracker on a fake
     process group (one process on the CPU stands for rank 0 of the TP group).
@@ -1057,11 +1181,14 @@ def main():
     fs = sub.add_parser("fsdp")
     fs.add_argument("grid")
     fs.add_argument("outdir")
+    f1 = sub.add_parser("fsdp1")
+    f1.add_argument("grid")
+    f1.add_argument("outdir")
     tpp = sub.add_parser("tp")
     tpp.add_argument("grid")
     tpp.add_argument("outdir")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "tp": tp,
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp,
      "zbv": zbv}[args.mode](args)
 
 

@@ -57,6 +57,9 @@ say "ZB-V pipeline orders (torch.distributed.pipelining)"
 say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py fsdp examples/measure/fsdp-grid.json vram/testdata/fsdp
 
+say "FSDP1 under LoRA (fake process group): the grid of examples/measure/fsdp1-grid.json"
+.venv-truth/bin/python examples/measure/measure.py fsdp1 examples/measure/fsdp1-grid.json vram/testdata/fsdp1
+
 say "Tensor-parallel traces (DTensor, MemTracker, fake process group): the grid of examples/measure/tp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py tp examples/measure/tp-grid.json vram/testdata/tp
 
