@@ -54,6 +54,9 @@ func TestValidateReference(t *testing.T) {
 			t.Errorf("%s: %v of %v predicted, median %.1f%%", k, v[1], v[0], v[3])
 		}
 	}
+	if o := got["other"]; o[3] > 6 || o[4] > 28 {
+		t.Errorf("other: accuracy regressed: median %.1f%%, p90 %.1f%%", o[3], o[4])
+	}
 	if all := got["all"]; all[3] > 6.5 || all[4] > 15.5 {
 		t.Errorf("overall accuracy regressed: median %.1f%%, p90 %.1f%%", all[3], all[4])
 	}
