@@ -108,7 +108,7 @@ func (t Training) Layers() (_ []LayerMemory, err error) {
 		return nil, err
 	}
 	blocks, embed, head := r.units()
-	edges := buildEdges(&r)
+	edges := buildEdges(r.pipelineMicro())
 	var out []LayerMemory
 	part := func(name string, layer int, u unitMem, saved Bytes) {
 		out = append(out, LayerMemory{Name: name, Layer: layer, Live: Breakdown{Parameters: u.params, Gradients: u.grads,

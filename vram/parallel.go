@@ -94,7 +94,9 @@ type Parallel struct {
 	// bubble schedule: two stages per rank in a V, backward split into input
 	// and weight gradients; zerobubble.go), or interleaved_zb (its
 	// ScheduleInterleavedZeroBubble, ZB-1P over VirtualStages looped stages
-	// per rank); PPMicrobatches is the number of pipeline microbatches. Layers
+	// per rank), or dualpipev (its ScheduleDualPipeV: ZB-V's V, forwards
+	// paired with full backwards in the steady state; at least 2·pp
+	// microbatches); PPMicrobatches is the number of pipeline microbatches. Layers
 	// need not divide among the stages (resolved.blocksPerRank: an even
 	// split, or torchtitan's, which counts the embedding and the output as
 	// a layer each).
@@ -236,15 +238,18 @@ func (r *resolved) resolveParallel() error {
 	if p.PPSchedule == "" {
 		p.PPSchedule = "1f1b"
 	}
-	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe", "zbv", "interleaved_zb"); err != nil {
+	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe", "zbv", "interleaved_zb", "dualpipev"); err != nil {
 		return err
 	}
-	if p.PPSchedule == "zbv" || p.PPSchedule == "interleaved_zb" {
+	v := p.PPSchedule == "zbv" || p.PPSchedule == "dualpipev"
+	if v || p.PPSchedule == "interleaved_zb" {
 		switch {
 		case p.PP < 2:
 			return fmt.Errorf("parallel.pp_schedule %q needs pp ≥ 2", p.PPSchedule)
-		case p.PPSchedule == "zbv" && 2*p.PP > m.Layers:
-			return fmt.Errorf("zbv: its 2 × pp = %d stages exceed the %d layers", 2*p.PP, m.Layers)
+		case v && 2*p.PP > m.Layers:
+			return fmt.Errorf("%s: its 2 × pp = %d stages exceed the %d layers", p.PPSchedule, 2*p.PP, m.Layers)
+		case p.PPSchedule == "dualpipev" && p.PPMicrobatches < 2*p.PP:
+			return fmt.Errorf("dualpipev: pp_microbatches = %d must be at least its 2 × pp = %d stages (ScheduleDualPipeV)", p.PPMicrobatches, 2*p.PP)
 		case r.Compile:
 			return fmt.Errorf("%s splits each backward into input and weight gradients, which torch.compile does not support (schedules.py _check_torch_compile_compatibility); drop compile", p.PPSchedule)
 		}
@@ -265,8 +270,11 @@ func (r *resolved) resolveParallel() error {
 		// generate_llm_fqn_per_model_part: the first and last stages hold
 		// the embedding and the output as a layer each, besides one block.
 		s := p.PP
-		if p.PPSchedule == "interleaved_1f1b" {
-			s *= p.VirtualStages
+		switch p.PPSchedule {
+		case "interleaved_1f1b", "interleaved_zb":
+			s *= max(1, p.VirtualStages)
+		case "zbv", "dualpipev":
+			s *= 2
 		}
 		if (m.Layers+2)/s < 2 {
 			return fmt.Errorf("torchtitan pipeline: %d stages leave fewer than one block to the first and last stage of %d layers", s, m.Layers)

@@ -117,17 +117,17 @@ func (r *resolved) virtualStages() int {
 	switch {
 	case (r.Parallel.PPSchedule == "interleaved_1f1b" || r.Parallel.PPSchedule == "interleaved_zb") && r.Parallel.VirtualStages > 1:
 		return r.Parallel.VirtualStages
-	case r.Parallel.PPSchedule == "zbv":
+	case r.Parallel.PPSchedule == "zbv" || r.Parallel.PPSchedule == "dualpipev":
 		return 2
 	}
 	return 1
 }
 
 // rankOfStage is the rank that holds stage s: looped (s mod pp), or for
-// ZB-V a V (generate_stage_to_rank_mapping style "v": stages r and
+// ZB-V and DualPipeV a V (generate_stage_to_rank_mapping style "v": stages r and
 // 2·pp−1−r on rank r).
 func (r *resolved) rankOfStage(s int) int {
-	if r.Parallel.PPSchedule == "zbv" && s >= r.pp {
+	if (r.Parallel.PPSchedule == "zbv" || r.Parallel.PPSchedule == "dualpipev") && s >= r.pp {
 		return 2*r.pp - 1 - s
 	}
 	return s % r.pp

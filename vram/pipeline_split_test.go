@@ -66,3 +66,28 @@ func TestPipeline405BInterleavedIsExpressible(t *testing.T) {
 		t.Errorf("more stages than layers: %v", err)
 	}
 }
+
+// A stage computes one pipeline microbatch at a time (micro_batch /
+// pp_microbatches sequences), the embedding and the loss as much as the
+// blocks: with the pipeline full either way (pp_microbatches ≥ pp), 16
+// sequences in 8 microbatches need what 8 in 4 do.
+func TestPipelineMicrobatchEdges(t *testing.T) {
+	est := func(mb, ppm int) TrainingEstimate {
+		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: mb, Precision: "bf16", Framework: "torchtitan",
+			Parallel: Parallel{PP: 4, PPMicrobatches: ppm, DP: 2, FSDP: "full_shard"}}
+		e, err := tr.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := est(16, 8), est(8, 4)
+	if a.Peak != b.Peak || a.PeakAt.Where() != b.PeakAt.Where() {
+		t.Errorf("16 sequences in 8 microbatches: %v at %s; 8 in 4: %v at %s", a.Peak.Total(), a.PeakAt.Where(), b.Peak.Total(), b.PeakAt.Where())
+	}
+	// The last stage's logits are one microbatch's (2 × 4096 × 128256 in
+	// fp32 is 3.9 GiB), not the whole micro-batch's.
+	if a.Peak.Temporaries > 10*GiB {
+		t.Errorf("temporaries at the peak %v: the loss of more than one pipeline microbatch", a.Peak.Temporaries)
+	}
+}

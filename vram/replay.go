@@ -75,7 +75,7 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	st := r.stages()[tl.Stage]
 	tr := &tracer{r: &r, a: NewAllocator(opt.Allocator), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
 	tr.acts = blockActivations(&r)
-	tr.edges = buildEdges(&r)
+	tr.edges = buildEdges(r.pipelineMicro())
 	out := Replay{Workspace: cublasWorkspace(opt.GPU)}
 	tr.workspace = out.Workspace
 	tr.run()

@@ -88,6 +88,8 @@ func (r *resolved) inflight(k int) float64 {
 	switch r.Parallel.PPSchedule {
 	case "zbv":
 		return zbvInflight(k, r.pp, m, r.zbvKeep(r.stages()[k]))
+	case "dualpipev":
+		return splitInflight(dualPipeVOrder(k, r.pp, m), 2, r.zbvKeep(r.stages()[k]))
 	case "interleaved_zb":
 		v := r.virtualStages()
 		return splitInflight(interleavedZBOrder(k, r.pp, v, m), v, r.zbvKeep(r.stages()[k]))
@@ -99,14 +101,22 @@ func (r *resolved) inflight(k int) float64 {
 	return f
 }
 
-// blockActivations builds the inventory of every block, once per kind of
-// block; under pipeline parallelism for one pipeline microbatch
-// (micro_batch / pp_microbatches sequences).
-func blockActivations(r *resolved) []BlockActivations {
-	rr := *r
-	if r.pp > 1 {
-		rr.MicroBatch = max(1, r.MicroBatch/max(1, r.Parallel.PPMicrobatches))
+// pipelineMicro is r for one pipeline microbatch (micro_batch /
+// pp_microbatches sequences) under pipeline parallelism, r itself
+// otherwise: what each stage's forward and backward see at a time.
+func (r *resolved) pipelineMicro() *resolved {
+	if r.pp <= 1 {
+		return r
 	}
+	rr := *r
+	rr.MicroBatch = max(1, r.MicroBatch/max(1, r.Parallel.PPMicrobatches))
+	return &rr
+}
+
+// blockActivations builds the inventory of every block, once per kind of
+// block, for one pipeline microbatch (pipelineMicro).
+func blockActivations(r *resolved) []BlockActivations {
+	rr := *r.pipelineMicro()
 	acts := make([]BlockActivations, r.m.Layers)
 	var byKind [blockKinds]BlockActivations
 	var have [blockKinds]bool
@@ -129,7 +139,7 @@ func blockActivations(r *resolved) []BlockActivations {
 // (Timeline.Events stays empty), which is what Estimate needs.
 func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record bool) Timeline {
 	acts := blockActivations(r)
-	edges := buildEdges(r)
+	edges := buildEdges(r.pipelineMicro())
 	var best Timeline
 	for k, st := range r.stages() {
 		s := &simulation{r: r, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges, stageIx: k, record: record}

@@ -1,8 +1,8 @@
 package vram
 
 // Zero-bubble pipeline schedules (Qi et al. 2024) as torch.distributed.
-// pipelining runs them: ZB-V below, and the interleaved ZB-1P
-// (interleavedZBOrder).
+// pipelining runs them: ZB-V below, the interleaved ZB-1P
+// (interleavedZBOrder) and DualPipeV (dualPipeVOrder).
 //
 // The ZB-V zero-bubble pipeline schedule (Qi et al. 2024 §6), as
 // torch.distributed.pipelining runs it (schedules.py ScheduleZBVZeroBubble):
@@ -13,8 +13,8 @@ package vram
 // inputs and the gradients of their outputs, waits for W, which the
 // schedule defers to fill the bubbles.
 
-// zbvAction is one action of a rank's ZB-V order: chunk 0 or 1, and F, I
-// or W.
+// zbvAction is one action of a rank's split-backward order: its chunk (0
+// or 1 in a V), and F, I, W, or B (a full backward, DualPipeV's).
 type zbvAction struct {
 	chunk int
 	kind  byte
@@ -183,6 +183,78 @@ func interleavedZBOrder(rank, pp, v, m int) []zbvAction {
 	return ops
 }
 
+// dualPipeVOrder is rank's action order under DualPipeV (DeepSeek-V3's
+// DualPipe cut in half, schedules.py ScheduleDualPipeV.
+// _calculate_single_rank_operations): the V's two stages per rank, as ZB-V;
+// full backwards (B) in the steady state, where each forward is paired with
+// another chunk's backward (OVERLAP_F_B, whose sub-actions the runtime
+// performs in order, forward first), and split ones (I, W from a queue) in
+// the warm-up and in the second half of the cool-down. m ≥ 2·pp.
+func dualPipeVOrder(rank, pp, m int) []zbvAction {
+	var ops []zbvAction
+	var queue []int // chunks whose I waits for its W (weight_queue)
+	add := func(chunk int, kind byte) {
+		ops = append(ops, zbvAction{chunk, kind})
+		if kind == 'I' {
+			queue = append(queue, chunk)
+		}
+	}
+	weight := func() {
+		if len(queue) > 0 {
+			ops = append(ops, zbvAction{queue[0], 'W'})
+			queue = queue[1:]
+		}
+	}
+	back := func(zb bool) byte {
+		if zb {
+			return 'I'
+		}
+		return 'B'
+	}
+	for range 2 * (pp - rank - 1) { // step 1: F0
+		add(0, 'F')
+	}
+	for range rank + 1 { // step 2: F0 F1
+		add(0, 'F')
+		add(1, 'F')
+	}
+	for range pp - rank - 1 { // step 3: I1 W1 F1
+		add(1, 'I')
+		weight()
+		add(1, 'F')
+	}
+	for range m - 2*pp + rank + 1 { // step 4: F0+B1, F1+B0
+		add(0, 'F')
+		add(1, 'B')
+		add(1, 'F')
+		add(0, 'B')
+	}
+	for range pp - rank - 1 { // step 5: B1, F1+B0
+		add(1, 'B')
+		add(1, 'F')
+		add(0, 'B')
+	}
+	zb := false // step 6: B1 B0, split from the middle on
+	for i := range rank + 1 {
+		if i == (rank+1)/2 && rank%2 == 1 {
+			zb = true
+		}
+		add(1, back(zb))
+		if i == (rank+1)/2 && rank%2 == 0 {
+			zb = true
+		}
+		add(0, back(zb))
+	}
+	for range pp - rank - 1 { // step 7: W, B0
+		weight()
+		add(0, back(zb))
+	}
+	for range rank + 1 { // step 8: W
+		weight()
+	}
+	return ops
+}
+
 // splitInflight is how many microbatches' activations of its whole share
 // (v chunks) a rank holds at most along a split-backward order (see
 // zbvInflight).
@@ -196,6 +268,8 @@ func splitInflight(ops []zbvAction, v int, keep float64) float64 {
 			live -= 1 - keep
 		case 'W':
 			live -= keep
+		case 'B':
+			live--
 		}
 		most = max(most, live)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// The engine's zero-bubble orders (ZB-V and the interleaved ZB-1P) are
-// torch.distributed.pipelining's, action for action
+// The engine's zero-bubble orders (ZB-V, the interleaved ZB-1P and
+// DualPipeV) are torch.distributed.pipelining's, action for action
 // (testdata/pipeline/zero-bubble-orders.json, from measure.py zbv).
 func TestZeroBubbleOrdersMatchPyTorch(t *testing.T) {
 	b, err := os.ReadFile("testdata/pipeline/zero-bubble-orders.json")
@@ -26,12 +26,16 @@ func TestZeroBubbleOrdersMatchPyTorch(t *testing.T) {
 			VirtualStages          int `json:"virtual_stages"`
 			Actions                string
 		}
+		DualPipeV []struct {
+			PP, Microbatches, Rank int
+			Actions                string
+		}
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Orders) < 10 || len(f.Interleaved) < 10 {
-		t.Fatalf("only %d ZB-V and %d interleaved orders", len(f.Orders), len(f.Interleaved))
+	if len(f.Orders) < 10 || len(f.Interleaved) < 10 || len(f.DualPipeV) < 10 {
+		t.Fatalf("only %d ZB-V, %d interleaved and %d DualPipeV orders", len(f.Orders), len(f.Interleaved), len(f.DualPipeV))
 	}
 	str := func(ops []zbvAction) string {
 		var s []string
@@ -43,6 +47,11 @@ func TestZeroBubbleOrdersMatchPyTorch(t *testing.T) {
 	for _, o := range f.Orders {
 		if g := str(zbvOrder(o.Rank, o.PP, o.Microbatches)); g != o.Actions {
 			t.Errorf("zbv pp %d, %d microbatches, rank %d:\n got  %s\n want %s", o.PP, o.Microbatches, o.Rank, g, o.Actions)
+		}
+	}
+	for _, o := range f.DualPipeV {
+		if g := str(dualPipeVOrder(o.Rank, o.PP, o.Microbatches)); g != o.Actions {
+			t.Errorf("dualpipev pp %d, %d microbatches, rank %d:\n got  %s\n want %s", o.PP, o.Microbatches, o.Rank, g, o.Actions)
 		}
 	}
 	for _, o := range f.Interleaved {
@@ -125,5 +134,48 @@ func TestInterleavedZBInflight(t *testing.T) {
 	tr.Parallel.PPMicrobatches = 11
 	if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "rounds") {
 		t.Errorf("11 microbatches over 2 rounds: %v", err)
+	}
+}
+
+// DualPipeV's steady state pairs each forward with another chunk's full
+// backward, forward first, so every rank peaks at 2·pp + 1 chunks in flight
+// (pp + ½ microbatches of its share), half a microbatch above ZB-V, whatever
+// a split backward keeps for W (no W is pending at the peak).
+func TestDualPipeVInflight(t *testing.T) {
+	for _, pp := range []int{2, 4, 8} {
+		for _, m := range []int{2 * pp, 3 * pp, 4 * pp} {
+			for r := 0; r < pp; r++ {
+				for _, keep := range []float64{0, 0.4, 1} {
+					if got, want := splitInflight(dualPipeVOrder(r, pp, m), 2, keep), float64(pp)+0.5; got != want {
+						t.Errorf("pp %d, m %d, rank %d, keep %.1f: %v microbatches in flight, want %v", pp, m, r, keep, got, want)
+					}
+				}
+			}
+		}
+	}
+	// Through a plan: more activations than ZB-V, fewer than GPipe.
+	peak := func(schedule string) Bytes {
+		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 8, Precision: "bf16",
+			Parallel: Parallel{PP: 4, PPSchedule: schedule, PPMicrobatches: 8}}
+		est, err := tr.Estimate()
+		if err != nil {
+			t.Fatalf("%s: %v", schedule, err)
+		}
+		return est.Peak.Activations
+	}
+	if d, z, g := peak("dualpipev"), peak("zbv"), peak("gpipe"); !(z < d && d < g) {
+		t.Errorf("activations at the peak: dualpipev %v, zbv %v, gpipe %v", d, z, g)
+	}
+	for _, c := range []struct{ parallel, want string }{
+		{`"pp": 4, "pp_schedule": "dualpipev", "pp_microbatches": 4`, "at least its 2 × pp"},
+		{`"pp": 1, "pp_schedule": "dualpipev"`, "needs pp ≥ 2"},
+	} {
+		p, err := ParsePlan([]byte(`{"model": "llama-3-8b", "train": {"seq_len": 64, "micro_batch": 8, "parallel": {`+c.parallel+`}}}`), t.TempDir())
+		if err == nil {
+			_, err = p.Training.Estimate()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.parallel, err, c.want)
+		}
 	}
 }

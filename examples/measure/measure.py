@@ -1115,11 +1115,12 @@ def tp(args):
 
 
 def zbv(args):
-    """The ZB-V zero-bubble schedule's per-rank action orders, as
-    torch.distributed.pipelining builds them (ScheduleZBVZeroBubble.
+    """The zero-bubble schedules' per-rank action orders, as
+    torch.distributed.pipelining builds them (ScheduleZBVZeroBubble,
+    ScheduleInterleavedZeroBubble and ScheduleDualPipeV's
     _calculate_single_rank_operations, called without process groups): for
-    a few (pp, microbatches), each rank's F / I / W actions on its chunk 0
-    or 1 (the stages r and 2·pp−1−r). The engine's zerobubble.go is held to
+    a few (pp, microbatches), each rank's F / I / W (and, for DualPipeV, full
+    backward B) actions on its chunk. The engine's zerobubble.go is held to
     them."""
     import types
 
@@ -1147,6 +1148,21 @@ def zbv(args):
             seq = [str(a.stage_index // pp) + code[a.computation_type.name]
                    for a in ScheduleInterleavedZeroBubble._calculate_single_rank_operations(fake, rank) if a is not None]
             out["interleaved"].append({"pp": pp, "virtual_stages": v, "microbatches": m, "rank": rank, "actions": " ".join(seq)})
+    # DualPipeV (ScheduleDualPipeV): the V's two stages per rank, full
+    # backwards (B) beside split ones, and overlapped F+B pairs, whose
+    # sub-actions the runtime performs in order (written one after the
+    # other).
+    from torch.distributed.pipelining.schedules import ScheduleDualPipeV
+    code["FULL_BACKWARD"] = "B"
+    out["dualpipev"] = []
+    for pp, m in [(2, 4), (2, 8), (4, 8), (4, 12), (8, 16), (8, 24)]:
+        fake = types.SimpleNamespace(pp_group_size=pp, _n_microbatches=m)
+        for rank in range(pp):
+            seq = []
+            for a in ScheduleDualPipeV._calculate_single_rank_operations(fake, rank):
+                for b in (a.sub_actions or (a,)) if a is not None else ():
+                    seq.append(("0" if b.stage_index == rank else "1") + code[b.computation_type.name])
+            out["dualpipev"].append({"pp": pp, "microbatches": m, "rank": rank, "actions": " ".join(seq)})
     write(args, json.dumps(out, indent=1) + "\n")
 
 
