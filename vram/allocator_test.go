@@ -94,6 +94,14 @@ func TestReplayMatchesTimeline(t *testing.T) {
 		{Model: MustPreset("mixtral-8x7b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", Parallel: Parallel{DP: 8, ZeRO: 2}},
 		{Model: MustPreset("mixtral-8x7b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full",
 			Parallel: Parallel{DP: 8, EP: 8, FSDP: "full_shard"}},
+		// Pipelines: the other microbatches in flight hold their saved
+		// activations too.
+		{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 16, Precision: "bf16", Framework: "torchtitan",
+			Parallel: Parallel{PP: 4, PPMicrobatches: 8, DP: 2, FSDP: "full_shard"}},
+		{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 16, Precision: "bf16",
+			Parallel: Parallel{PP: 4, PPSchedule: "dualpipev", PPMicrobatches: 8}},
+		{Model: MustPreset("llama-3.1-70b"), SeqLen: 8192, MicroBatch: 8, Precision: "mixed_bf16",
+			Parallel: Parallel{TP: 8, SP: true, PP: 4, PPSchedule: "interleaved_1f1b", VirtualStages: 2, PPMicrobatches: 8, DP: 2, ZeRO: 1}},
 	} {
 		tol := 0.02
 		if tr.Parallel.EP > 1 {

@@ -76,6 +76,7 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	tr := &tracer{r: &r, a: NewAllocator(opt.Allocator), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
 	tr.acts = blockActivations(&r)
 	tr.edges = buildEdges(r.pipelineMicro())
+	tr.inflight = r.inflight(tl.Stage)
 	out := Replay{Workspace: cublasWorkspace(opt.GPU)}
 	tr.workspace = out.Workspace
 	tr.run()
@@ -118,6 +119,21 @@ type tracer struct {
 	// bucket is DeepSpeed ZeRO-1/2's gradient bucket(s): each backward
 	// replaces the last one's, the step releases it.
 	bucket int
+	// inflight is how many microbatches' activations the pipeline stage
+	// holds (resolved.inflight); the others' than the one replayed are
+	// held as one allocation per block and microbatch (others).
+	inflight float64
+}
+
+// others allocates what the pipeline's other microbatches in flight hold of
+// a part whose one microbatch saves b: a block of b for each, the last a
+// fraction (the timeline scales the saved bytes by inflight alike).
+func (tr *tracer) others(b Bytes) []int {
+	var hs []int
+	for n := tr.inflight - 1; n > 0 && b > 0; n-- {
+		hs = append(hs, tr.a.Malloc(scale(b, min(n, 1))))
+	}
+	return hs
 }
 
 func (tr *tracer) note(phase string, layer int) {
@@ -219,6 +235,14 @@ func (tr *tracer) gather(l int) int {
 func (tr *tracer) step(last bool) {
 	r := tr.r
 	inputs := tr.a.Malloc(tr.edges.Inputs)
+	// The pipeline's other microbatches in flight: their inputs and
+	// embedding outputs, and each block's saved set from its forward to its
+	// backward, as the timeline counts them.
+	var embedOthers []int
+	if tr.st.embed {
+		embedOthers = tr.others(tr.edges.Inputs + tr.edges.Embed.Saved)
+	}
+	blockOthers := map[int][]int{}
 	// FSDP2: the root's parameters stay unsharded from the root's
 	// pre-forward to its post-backward; without resharding, so do the
 	// blocks' (see simulation.iteration).
@@ -296,6 +320,7 @@ func (tr *tracer) step(last bool) {
 			tr.a.Free(res)
 		}
 		saved[l], res = k, out
+		blockOthers[l] = tr.others(r.savedFor(tr.acts[l], l))
 		if keep {
 			unsharded[l] = g
 		} else {
@@ -380,6 +405,7 @@ func (tr *tracer) step(last bool) {
 		} else if r.Parallel.ZeRO >= 2 && (last || !r.fsdp1NoSync()) {
 			tr.reduceScatter(l) // under no_sync the unsharded gradient accumulates
 		}
+		tr.freeAll(blockOthers[l])
 		tr.note("backward", l)
 		if l == tr.edges.BridgeAt && bridge != nil {
 			res = tr.backward(tr.edges.Bridge.prog, res, bridge, &held)
@@ -393,6 +419,7 @@ func (tr *tracer) step(last bool) {
 			res = tr.backward(tr.edges.Embed.prog, res, saved[-1], &held)
 		}
 		saved[-1].freeAll(tr.a)
+		tr.freeAll(embedOthers)
 	}
 	tr.a.Free(root)
 	if f2 {
