@@ -35,9 +35,9 @@ type fsdp1Measurement struct {
 //     the whole flat parameter;
 //   - adapters apart leave the block's units without gradients: the
 //     engine's are the adapters' alone;
-//   - what one forward saves (saved-tensor hooks, distinct storages other
-//     than the flat parameters) within 1 %: with shared units the frozen
-//     linears save their inputs too.
+//   - what one forward without checkpointing saves (saved-tensor hooks,
+//     distinct storages other than the flat parameters) within 1 %: with
+//     shared units the frozen linears save their inputs too.
 func TestFSDP1Traces(t *testing.T) {
 	fs, err := filepath.Glob("testdata/fsdp1/*.json")
 	if err != nil || len(fs) != 4 {
@@ -84,7 +84,10 @@ func TestFSDP1Traces(t *testing.T) {
 				break
 			}
 		}
-		if want := Bytes(ms.SavedBytesForward); !near(float64(saved), float64(want), 0.01) {
+		// Saved-tensor hooks do not see what a checkpoint keeps for its
+		// recomputation (its inputs, the rotary tables among them): the
+		// checkpointed runs' saved bytes are not compared.
+		if want := Bytes(ms.SavedBytesForward); !strings.HasSuffix(name, "-full") && !near(float64(saved), float64(want), 0.01) {
 			t.Errorf("%s: a forward saves %v, measured %v", name, saved, want)
 		}
 		blocks, _, _ := r.units()

@@ -263,6 +263,22 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	global := !local || m.GlobalEvery > 0
 	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
 	var out []maskPart
+	if m.Position == "rope" && !p.rec.mropeSections && !m.Encoder() {
+		// The rotary embedding's cos and sin (rotary_emb: position ids of
+		// batch 1 unless given × sequence × rotated width, in the hidden
+		// states' dtype, cos.to(dtype=x.dtype)), built once by the model
+		// and passed to every layer, whose q·cos and rotate_half(q)·sin
+		// save them until that layer's backward.
+		w := int64(float64(m.HeadDim) * m.RotaryPct)
+		if m.QKRopeDim > 0 {
+			w = int64(m.QKRopeDim) // multi-head latent attention rotates its rope part only
+		}
+		d := p.resid
+		if p.rec.rotaryFP32 {
+			d = FP32 // GPT-NeoX's fp32 caches
+		}
+		out = append(out, maskPart{bytes: d.Size(mulI64(2*p.seq, w)), from: 0, to: m.Layers, saved: true})
+	}
 	if p.rec.mropeSections {
 		// The three-section rotary tables (cos and sin, 3 × batch ×
 		// sequence × head_dim in the hidden states' dtype) and the 3-D
@@ -292,6 +308,9 @@ type maskPart struct {
 	// from, to: the blocks [from, to) that read it, when to > 0 (then
 	// local does not apply).
 	from, to int
+	// saved: the blocks' ops save it for backward (the rotary tables), so
+	// it lives until the first block's backward, checkpointed or not.
+	saved bool
 }
 
 // uses reports whether block l reads the mask.
@@ -308,7 +327,7 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 // checkpoint keeps it (it goes when the model's forward returns).
 func (mp maskPart) keptUntil(r *resolved, first, last int) int {
 	for l := first; l < last; l++ {
-		if r.checkpointed(l) && mp.uses(r, l) {
+		if (mp.saved || r.checkpointed(l)) && mp.uses(r, l) {
 			return l
 		}
 	}

@@ -79,7 +79,7 @@ func phaseOf(act, grads, total int64) string {
 // whose memory besides parameters and optimizer states (activations,
 // temporaries and gradients together) is not, with the bound it stays
 // within:
-//   - the tiny Mixtral in fp32 with full checkpointing, 2.5–2.7 % low: the
+//   - the tiny Mixtral in fp32 with full checkpointing, 2.2–2.3 % low: the
 //     peak is in the recomputed MoE block's backward at the last expert of
 //     the loop, and the random router sent that expert 162 of the 512 routed
 //     tokens where the engine assumes balanced routing (128). The block's
@@ -88,9 +88,19 @@ func phaseOf(act, grads, total int64) string {
 //     786,432 bytes in the engine, exactly 128/162 of the traced 1,163,808
 //     and 995,328. By design: the engine plans for balanced experts unless
 //     the plan says otherwise (TestExpertImbalanceExplainsMixtralGap).
+//   - the tiny Llama with LoRA under autocast with full checkpointing,
+//     2.04 % high: at the peak, in the last block's recomputation, the
+//     activations match to 1 KiB (the rotary tables included) but the
+//     engine holds 131,068 bytes more temporaries, the size of one bf16
+//     copy of a 256 × 256 frozen weight (autocast casts a frozen fp32
+//     weight on every call); which copy PyTorch has already freed there is
+//     not found yet. Before the rotary tables were counted, the missing
+//     65,536 bytes of activations hid half of it.
 var knownCategoryGaps = map[string]float64{
-	"mixtral-tiny-fp32-eager-full-sgd": 0.03,
-	"mixtral-tiny-fp32-sdpa-full-sgd":  0.03,
+	"mixtral-tiny-fp32-eager-full-sgd":             0.03,
+	"mixtral-tiny-fp32-sdpa-full-sgd":              0.03,
+	"llama-tiny-gqa-lora-amp_bf16-sdpa-full-adamw": 0.025,
+	"llama-tiny-gqa-lora-amp_bf16-sdpa-full-sgd":   0.025,
 }
 
 // TestTraceMatchesMemTracker replays training steps of small models (GPT-2,
