@@ -65,7 +65,7 @@ test('the snapshot tutorial draws the real run over the prediction in JupyterLab
     saved = (await r.json()).content.cells.flatMap((c) => c.outputs || [])
       .map((o) => [].concat(o.text || [], o.traceback || [], o.ename || []).join('')).join('\n');
   }
-  assert.match(saved, /allocated peak: prediction -0\.1 % of your run's/);
+  assert.match(saved, /allocated peak: prediction -0\.0 % of your run's/);
   assert.match(saved, /closest to your run: as planned/);
   assert.match(saved, /"what":"allocated_peak"/, 'the calibration line');
   assert.doesNotMatch(saved, /panic|check failed/, 'no cell failed');
