@@ -263,7 +263,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	global := !local || m.GlobalEvery > 0
 	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
 	var out []maskPart
-	if m.Position == "rope" && !p.rec.mropeSections && !m.Encoder() {
+	if m.Position == "rope" && !p.rec.mropeSections {
 		// The rotary embedding's cos and sin (rotary_emb: position ids of
 		// batch 1 unless given × sequence × rotated width, in the hidden
 		// states' dtype, cos.to(dtype=x.dtype)), built once by the model

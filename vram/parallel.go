@@ -167,7 +167,8 @@ func (r *resolved) resolveParallel() error {
 	if p.FSDPVersion < 0 || p.FSDPVersion > 2 {
 		return fmt.Errorf("parallel.fsdp_version must be 1 or 2, got %d", p.FSDPVersion)
 	}
-	fsdp1LoRA := p.FSDP != "none" && p.FSDPVersion == 1 && r.Trainable == "lora"
+	fsdp1 := p.FSDP != "none" && p.FSDPVersion == 1
+	fsdp1LoRA := fsdp1 && r.Trainable == "lora"
 	if p.FSDPAdapterUnits != "" {
 		if err := oneOf("parallel.fsdp_adapter_units", p.FSDPAdapterUnits, "apart", "shared"); err != nil {
 			return err
@@ -187,7 +188,6 @@ func (r *resolved) resolveParallel() error {
 	if p.FSDPAdapterUnits == "shared" {
 		r.notes = append(r.notes, "parallel.fsdp_adapter_units \"shared\": FSDP1 flattens each block's adapters with its frozen weights, so autograd computes gradients for the frozen weights too, as in full fine-tuning (wrapping the adapters apart, as PEFT's fsdp_auto_wrap_policy does, avoids it)")
 	}
-	fsdp1 := p.FSDP != "none" && p.FSDPVersion == 1
 	if p.NoSync != nil && *p.NoSync && !fsdp1 {
 		return fmt.Errorf("parallel.no_sync changes memory only under FSDP1 (fsdp set, fsdp_version 1), not fsdp %q version %d", p.FSDP, max(p.FSDPVersion, 2))
 	}
