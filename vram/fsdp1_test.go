@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,17 +11,17 @@ import (
 // fsdp1Measurement is what examples/measure fsdp1 records: FSDP1 under
 // LoRA on a fake process group, per decoder block's unit.
 type fsdp1Measurement struct {
-	Plan                 measuredPlan `json:"plan"`
-	Error                string       `json:"error"`
-	Blocks               int          `json:"blocks"`
-	FlatParamNumel       []int64      `json:"flat_param_numel"`
-	UnshardedNumel       []int64      `json:"unsharded_numel"`
-	RequiresGrad         []bool       `json:"flat_param_requires_grad"`
-	AdapterNumel         []int64      `json:"adapter_numel"` // unsharded, per block
-	SavedBytesForward    int64        `json:"saved_bytes_forward"`
-	UnshardedAtBackward  [][]any      `json:"unsharded_at_backward_start"`
-	GradNumelAfterNoSync []*int64     `json:"grad_numel_after_no_sync"`
-	GradNumelAfterSync   []*int64     `json:"grad_numel_after_sync"`
+	Plan                 measuredPlan        `json:"plan"`
+	Error                string              `json:"error"`
+	Blocks               int                 `json:"blocks"`
+	FlatParamNumel       []int64             `json:"flat_param_numel"`
+	UnshardedNumel       []int64             `json:"unsharded_numel"`
+	RequiresGrad         []bool              `json:"flat_param_requires_grad"`
+	AdapterNumel         []int64             `json:"adapter_numel"` // unsharded, per block
+	SavedBytesForward    int64               `json:"saved_bytes_forward"`
+	UnshardedAtBackward  [][]json.RawMessage `json:"unsharded_at_backward_start"` // [block, [unsharded blocks]]
+	GradNumelAfterNoSync []*int64            `json:"grad_numel_after_no_sync"`
+	GradNumelAfterSync   []*int64            `json:"grad_numel_after_sync"`
 }
 
 // TestFSDP1Traces holds the engine's FSDP1 LoRA rules to what PyTorch does
@@ -52,10 +53,10 @@ func TestFSDP1Traces(t *testing.T) {
 			continue
 		}
 		for _, st := range ms.UnshardedAtBackward {
-			l := int(st[0].(float64))
+			var l int
 			var live []int
-			for _, v := range st[1].([]any) {
-				live = append(live, int(v.(float64)))
+			if len(st) != 2 || json.Unmarshal(st[0], &l) != nil || json.Unmarshal(st[1], &live) != nil {
+				t.Fatalf("%s: unsharded_at_backward_start entry %s is not [block, [blocks]]", name, st)
 			}
 			if !slices.Contains(live, l) || len(live) > 2 {
 				t.Errorf("%s: block %d's backward starts with blocks %v unsharded", name, l, live)
