@@ -6,7 +6,6 @@ require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/go-echarts/go-echarts/v2 v2.7.2
 	github.com/janpfeifer/gonb v0.11.5
-	github.com/nlpodyssey/gopickle v0.2.0
 )
 
 require (

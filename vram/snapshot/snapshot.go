@@ -1,20 +1,15 @@
 package snapshot
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"math/big"
-	"os"
 	"path/filepath"
 	"sort"
 
-	"github.com/nlpodyssey/gopickle/pickle"
-	"github.com/nlpodyssey/gopickle/types"
-
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio"
 )
 
 // Snapshot is what torch.cuda.memory._snapshot() returns (its TypedDicts in
@@ -100,21 +95,11 @@ const MaxFileBytes = 1 << 30
 // ReadFile reads a snapshot pickle (what _dump_snapshot writes) of at most
 // MaxFileBytes.
 func ReadFile(path string) (*Snapshot, error) {
-	f, err := os.Open(path)
+	f, _, err := fileio.Open(path, MaxFileBytes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("snapshot %s: not a regular file", path)
-	}
-	if st.Size() > MaxFileBytes {
-		return nil, fmt.Errorf("snapshot %s: %d bytes, more than the %d this reader takes", path, st.Size(), int64(MaxFileBytes))
-	}
 	s, err := Read(f, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", filepath.Base(path), err)
@@ -137,25 +122,39 @@ func Read(r io.Reader, limit int64) (*Snapshot, error) {
 	return Decode(data)
 }
 
-// Decode decodes a snapshot pickle held in memory.
-func Decode(data []byte) (_ *Snapshot, err error) {
-	if err := scan(data); err != nil {
+// Decode decodes a snapshot pickle held in memory (see decodePickle for
+// what it accepts and its limits).
+func Decode(data []byte) (*Snapshot, error) {
+	v, err := decodePickle(data)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("pickle: malformed: %v", r)
-		}
-	}()
-	u := pickle.NewUnpickler(bytes.NewReader(data))
-	u.FindClass = func(module, name string) (any, error) {
-		return nil, fmt.Errorf("not a memory snapshot: it names %s.%s", module, name)
+	r := reader{dicts: map[*pdict]dict{}, frames: map[*plist][]Frame{}, blocks: map[*plist][]Block{}, frame: map[*pdict]Frame{}}
+	return r.snapshot(v)
+}
+
+// maxKept bounds what a snapshot holds once read: segments, blocks, trace
+// entries and their frames, a shared list counted each time it is used. A
+// file that shares one list of blocks or frames many times over (the memo
+// lets it) is read once, and refused when its logical size passes this, so
+// what comes back costs no more to walk than to read.
+const maxKept = 1 << 24
+
+// reader converts the decoded pickle, reading each shared container once.
+type reader struct {
+	kept   int
+	dicts  map[*pdict]dict
+	frames map[*plist][]Frame
+	frame  map[*pdict]Frame
+	blocks map[*plist][]Block
+}
+
+func (r *reader) keep(n int) error {
+	if r.kept += n; r.kept > maxKept {
+		return fmt.Errorf("not a memory snapshot: it holds more than %d segments, blocks, entries and frames "+
+			"(its lists are shared so often that walking them would cost far more than reading the file)", maxKept)
 	}
-	v, err := u.Load()
-	if err != nil {
-		return nil, fmt.Errorf("pickle: %w", err)
-	}
-	return fromValue(v)
+	return nil
 }
 
 // errShape is a value of the wrong shape, with its path in the snapshot.
@@ -169,23 +168,23 @@ func (e errShape) Error() string {
 }
 
 func kind(v any) string {
-	switch v.(type) {
+	switch v := v.(type) {
 	case nil:
 		return "None"
 	case string:
 		return "a string"
+	case pbytes:
+		return "bytes"
 	case bool:
 		return "a boolean"
-	case int, *big.Int:
+	case int64, uint64:
 		return "an integer"
 	case float64:
 		return "a float"
-	case *types.Dict:
+	case *pdict:
 		return "a dict"
-	case *types.List:
-		return "a list"
-	case *types.Tuple:
-		return "a tuple"
+	case *plist:
+		return "a " + v.kind
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -196,26 +195,26 @@ type dict struct {
 	m    map[string]any
 }
 
-func asDict(path string, v any) (dict, error) {
-	d, ok := v.(*types.Dict)
+func (r *reader) asDict(path string, v any) (dict, error) {
+	d, ok := v.(*pdict)
 	if !ok {
 		return dict{}, errShape{path, "a dict", v}
 	}
-	out := dict{path: path, m: make(map[string]any, len(*d))}
-	for _, e := range *d {
-		if k, ok := e.Key.(string); ok {
-			out.m[k] = e.Value
-		}
+	if out, ok := r.dicts[d]; ok {
+		out.path = path
+		return out, nil
 	}
+	out := dict{path: path, m: make(map[string]any, len(d.entries))}
+	for _, e := range d.entries {
+		out.m[e.key] = e.val
+	}
+	r.dicts[d] = out
 	return out, nil
 }
 
 func asList(path string, v any) ([]any, error) {
-	switch l := v.(type) {
-	case *types.List:
-		return *l, nil
-	case *types.Tuple:
-		return *l, nil
+	if l, ok := v.(*plist); ok && l.kind != "set" {
+		return l.items(), nil
 	}
 	return nil, errShape{path, "a list", v}
 }
@@ -232,21 +231,15 @@ func (d dict) int(k string, required bool) (int64, error) {
 		return 0, nil
 	}
 	switch n := v.(type) {
-	case int:
-		return int64(n), nil
+	case int64:
+		return n, nil
+	case uint64:
+		return int64(n), nil // addresses above 2^63, kept bit for bit
 	case bool:
 		if n {
 			return 1, nil
 		}
 		return 0, nil
-	case *big.Int:
-		if n.IsInt64() {
-			return n.Int64(), nil
-		}
-		if n.IsUint64() {
-			// Addresses above 2^63 (kept bit for bit).
-			return int64(n.Uint64()), nil
-		}
 	}
 	return 0, errShape{d.path + "." + k, "an integer", v}
 }
@@ -275,9 +268,9 @@ func (d dict) str(k string) (string, error) {
 	return s, nil
 }
 
-// fromValue converts the decoded pickle into a Snapshot.
-func fromValue(v any) (*Snapshot, error) {
-	top, err := asDict("the snapshot", v)
+// snapshot converts the decoded pickle into a Snapshot.
+func (r *reader) snapshot(v any) (*Snapshot, error) {
+	top, err := r.asDict("the snapshot", v)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +285,7 @@ func fromValue(v any) (*Snapshot, error) {
 	}
 	var total vram.Bytes
 	for i, x := range segs {
-		seg, err := readSegment(fmt.Sprintf("segments[%d]", i), x)
+		seg, err := r.segment(fmt.Sprintf("segments[%d]", i), x)
 		if err != nil {
 			return nil, err
 		}
@@ -313,7 +306,7 @@ func fromValue(v any) (*Snapshot, error) {
 		}
 		tr := make([]Event, 0, len(entries))
 		for i, e := range entries {
-			ev, err := readEvent(fmt.Sprintf("device_traces[%d][%d]", d, i), e)
+			ev, err := r.event(fmt.Sprintf("device_traces[%d][%d]", d, i), e)
 			if err != nil {
 				return nil, err
 			}
@@ -324,8 +317,8 @@ func fromValue(v any) (*Snapshot, error) {
 	return s, nil
 }
 
-func readSegment(path string, v any) (Segment, error) {
-	d, err := asDict(path, v)
+func (r *reader) segment(path string, v any) (Segment, error) {
+	d, err := r.asDict(path, v)
 	if err != nil {
 		return Segment{}, err
 	}
@@ -363,23 +356,49 @@ func readSegment(path string, v any) (Segment, error) {
 		return seg, err
 	}
 	seg.Expandable = exp != 0
-	blocks, err := asList(path+".blocks", d.m["blocks"])
-	if err != nil {
-		return seg, err
-	}
-	for i, b := range blocks {
-		blk, err := readBlock(fmt.Sprintf("%s.blocks[%d]", path, i), b)
-		if err != nil {
-			return seg, err
-		}
-		seg.Blocks = append(seg.Blocks, blk)
-	}
-	return seg, nil
+	seg.Blocks, err = r.blockList(path+".blocks", d.m["blocks"])
+	return seg, err
 }
 
-func readBlock(path string, v any) (Block, error) {
-	d, err := asDict(path, v)
+// blockList reads a segment's blocks, once per list however many segments
+// share it.
+func (r *reader) blockList(path string, v any) ([]Block, error) {
+	l, ok := v.(*plist)
+	if ok {
+		if bs, done := r.blocks[l]; done {
+			return bs, r.keep(len(bs) + framesOf(bs))
+		}
+	}
+	items, err := asList(path, v)
 	if err != nil {
+		return nil, err
+	}
+	var out []Block
+	for i, b := range items {
+		blk, err := r.block(fmt.Sprintf("%s[%d]", path, i), b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, blk)
+	}
+	r.blocks[l] = out
+	return out, nil
+}
+
+func framesOf(bs []Block) int {
+	n := 0
+	for _, b := range bs {
+		n += len(b.Frames)
+	}
+	return n
+}
+
+func (r *reader) block(path string, v any) (Block, error) {
+	d, err := r.asDict(path, v)
+	if err != nil {
+		return Block{}, err
+	}
+	if err := r.keep(1); err != nil {
 		return Block{}, err
 	}
 	var b Block
@@ -399,7 +418,7 @@ func readBlock(path string, v any) (Block, error) {
 		if b.RequestedSize, err = d.size("requested_size", false); err != nil {
 			return b, err
 		}
-		if b.Frames, err = readFrames(path+".frames", d.m["frames"]); err != nil {
+		if b.Frames, err = r.frameList(path+".frames", d.m["frames"]); err != nil {
 			return b, err
 		}
 	case d.has("history"):
@@ -410,14 +429,14 @@ func readBlock(path string, v any) (Block, error) {
 			return b, err
 		}
 		if len(h) > 0 {
-			e, err := asDict(path+".history[0]", h[0])
+			e, err := r.asDict(path+".history[0]", h[0])
 			if err != nil {
 				return b, err
 			}
 			if b.RequestedSize, err = e.size("real_size", false); err != nil {
 				return b, err
 			}
-			if b.Frames, err = readFrames(path+".history[0].frames", e.m["frames"]); err != nil {
+			if b.Frames, err = r.frameList(path+".history[0].frames", e.m["frames"]); err != nil {
 				return b, err
 			}
 		}
@@ -432,47 +451,73 @@ func readBlock(path string, v any) (Block, error) {
 	return b, nil
 }
 
-func readFrames(path string, v any) ([]Frame, error) {
+// frameList reads a stack, once per list however many blocks and entries
+// share it (PyTorch's symbolizer shares frame dicts between stacks).
+func (r *reader) frameList(path string, v any) ([]Frame, error) {
 	if v == nil {
 		return nil, nil
 	}
-	l, err := asList(path, v)
+	items, err := asList(path, v)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Frame, 0, len(l))
-	for i, x := range l {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		d, err := asDict(p, x)
+	if err := r.keep(len(items)); err != nil {
+		return nil, err
+	}
+	l := v.(*plist)
+	if fs, done := r.frames[l]; done {
+		return fs, nil
+	}
+	out := make([]Frame, 0, len(items))
+	for i, x := range items {
+		f, err := r.frameOf(fmt.Sprintf("%s[%d]", path, i), x)
 		if err != nil {
-			return nil, err
-		}
-		var f Frame
-		if f.Filename, err = d.str("filename"); err != nil {
-			return nil, err
-		}
-		if f.Name, err = d.str("name"); err != nil {
-			return nil, err
-		}
-		line, err := d.int("line", false)
-		if err != nil {
-			return nil, err
-		}
-		if line < 0 || line > math.MaxInt32 {
-			line = 0
-		}
-		f.Line = int(line)
-		if f.FXNode, err = d.str("fx_node_name"); err != nil {
 			return nil, err
 		}
 		out = append(out, f)
 	}
+	r.frames[l] = out
 	return out, nil
 }
 
-func readEvent(path string, v any) (Event, error) {
-	d, err := asDict(path, v)
+func (r *reader) frameOf(path string, v any) (Frame, error) {
+	if p, ok := v.(*pdict); ok {
+		if f, done := r.frame[p]; done {
+			return f, nil
+		}
+	}
+	d, err := r.asDict(path, v)
 	if err != nil {
+		return Frame{}, err
+	}
+	var f Frame
+	if f.Filename, err = d.str("filename"); err != nil {
+		return f, err
+	}
+	if f.Name, err = d.str("name"); err != nil {
+		return f, err
+	}
+	line, err := d.int("line", false)
+	if err != nil {
+		return f, err
+	}
+	if line < 0 || line > math.MaxInt32 {
+		line = 0
+	}
+	f.Line = int(line)
+	if f.FXNode, err = d.str("fx_node_name"); err != nil {
+		return f, err
+	}
+	r.frame[v.(*pdict)] = f
+	return f, nil
+}
+
+func (r *reader) event(path string, v any) (Event, error) {
+	d, err := r.asDict(path, v)
+	if err != nil {
+		return Event{}, err
+	}
+	if err := r.keep(1); err != nil {
 		return Event{}, err
 	}
 	var e Event
@@ -506,7 +551,7 @@ func readEvent(path string, v any) (Event, error) {
 	if e.UserMetadata, err = d.str("user_metadata"); err != nil {
 		return e, err
 	}
-	if e.Frames, err = readFrames(path+".frames", d.m["frames"]); err != nil {
+	if e.Frames, err = r.frameList(path+".frames", d.m["frames"]); err != nil {
 		return e, err
 	}
 	return e, nil
