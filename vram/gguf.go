@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
+
+	"github.com/vramlab/vramlab/vram/fileio"
 )
 
 // GGUF is the header of a GGUF file (llama.cpp, ollama): its metadata and
@@ -21,7 +22,8 @@ type GGUF struct {
 	Alignment int64 // general.alignment (default 32)
 	// Metadata holds the key-value pairs: numbers as int64, uint64 or
 	// float64, booleans, strings; arrays of up to MaxGGUFArrayKept
-	// elements as []any, longer ones (a tokenizer's vocabulary) as
+	// elements as []any while the file has kept fewer than MaxGGUFKept
+	// array elements in all, others (a tokenizer's vocabulary) as
 	// GGUFArray, their length and element type only.
 	Metadata map[string]any
 	Tensors  []GGUFTensor
@@ -105,28 +107,25 @@ func GGMLSize(t GGMLType, n int64) (Bytes, error) {
 const (
 	MaxGGUFHeaderBytes = 512 << 20
 	MaxGGUFArrayKept   = 64
-	maxGGUFString      = 1 << 20
-	maxGGUFTensors     = 1 << 20
-	maxGGUFKeys        = 1 << 16
-	maxGGUFArray       = 1 << 26
-	maxGGUFDepth       = 4
+	// MaxGGUFKept bounds the array elements kept across the whole header,
+	// nested arrays included (a real header keeps a few dozen: rope
+	// sections, per-layer head counts).
+	MaxGGUFKept    = 1 << 12
+	maxGGUFString  = 1 << 20
+	maxGGUFTensors = 1 << 20
+	maxGGUFKeys    = 1 << 16
+	maxGGUFArray   = 1 << 26
+	maxGGUFDepth   = 4
 )
 
 // ReadGGUF reads the header of a GGUF file and checks that the tensors it
 // lists fit in the file.
 func ReadGGUF(path string) (*GGUF, error) {
-	f, err := os.Open(path)
+	f, st, err := fileio.Open(path, -1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf %s: not a regular file", path)
-	}
 	g, err := ParseGGUF(f)
 	if err != nil {
 		return nil, fmt.Errorf("gguf %s: %w", path, err)
@@ -146,6 +145,26 @@ type ggufReader struct {
 	n    int64 // bytes read
 	v2   bool  // version ≥ 2: 64-bit counts and lengths
 	what string
+	kept int // array elements kept so far (MaxGGUFKept)
+}
+
+// ggufWidths are the bytes of the fixed-width value types (gguf.md), which
+// an array that is not kept skips in one read.
+var ggufWidths = map[uint32]int64{0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+// skip passes over n bytes of the header without keeping them.
+func (g *ggufReader) skip(n int64) error {
+	if n < 0 || g.n+n > MaxGGUFHeaderBytes {
+		return errGGUFBudget
+	}
+	if _, err := g.r.Discard(int(n)); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("truncated while reading %s", g.what)
+		}
+		return err
+	}
+	g.n += n
+	return nil
 }
 
 var errGGUFBudget = fmt.Errorf("header larger than %d bytes", MaxGGUFHeaderBytes)
@@ -261,20 +280,7 @@ func (g *ggufReader) value(typ uint32, depth int) (any, error) {
 		if n > maxGGUFArray {
 			return nil, fmt.Errorf("%s: an array of %d elements (at most %d)", g.what, n, maxGGUFArray)
 		}
-		var kept []any
-		for i := uint64(0); i < n; i++ {
-			v, err := g.value(et, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			if n <= MaxGGUFArrayKept {
-				kept = append(kept, v)
-			}
-		}
-		if n > MaxGGUFArrayKept {
-			return GGUFArray{Type: ggufValueTypes[et], Len: n}, nil
-		}
-		return kept, nil
+		return g.array(et, n, depth)
 	case 10:
 		return g.u64()
 	case 11:
@@ -285,6 +291,77 @@ func (g *ggufReader) value(typ uint32, depth int) (any, error) {
 		return math.Float64frombits(v), err
 	}
 	return nil, fmt.Errorf("%s: unknown value type %d", g.what, typ)
+}
+
+// array reads n elements of type et: kept while the array is short and the
+// file's budget of kept elements lasts, else skipped (fixed-width elements
+// in one read, strings by their lengths) and summarised as a GGUFArray.
+func (g *ggufReader) array(et uint32, n uint64, depth int) (any, error) {
+	if n <= MaxGGUFArrayKept && g.kept+int(n) <= MaxGGUFKept {
+		g.kept += int(n)
+		kept := make([]any, 0, n)
+		for i := uint64(0); i < n; i++ {
+			v, err := g.value(et, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			kept = append(kept, v)
+		}
+		return kept, nil
+	}
+	if err := g.skipValues(et, n, depth); err != nil {
+		return nil, err
+	}
+	return GGUFArray{Type: ggufValueTypes[et], Len: n}, nil
+}
+
+// skipValues passes over n values of type et.
+func (g *ggufReader) skipValues(et uint32, n uint64, depth int) error {
+	if w, ok := ggufWidths[et]; ok {
+		if n > uint64(MaxGGUFHeaderBytes)/uint64(w) {
+			return errGGUFBudget
+		}
+		return g.skip(int64(n) * w)
+	}
+	for i := uint64(0); i < n; i++ {
+		switch et {
+		case 8:
+			l, err := g.count()
+			if err != nil {
+				return err
+			}
+			if l > maxGGUFString {
+				return fmt.Errorf("%s: a string of %d bytes (at most %d)", g.what, l, maxGGUFString)
+			}
+			if err := g.skip(int64(l)); err != nil {
+				return err
+			}
+		case 9:
+			if depth+1 >= maxGGUFDepth {
+				return fmt.Errorf("%s: arrays nested more than %d deep", g.what, maxGGUFDepth)
+			}
+			inner, err := g.u32()
+			if err != nil {
+				return err
+			}
+			if int(inner) >= len(ggufValueTypes) {
+				return fmt.Errorf("%s: unknown array element type %d", g.what, inner)
+			}
+			m, err := g.count()
+			if err != nil {
+				return err
+			}
+			if m > maxGGUFArray {
+				return fmt.Errorf("%s: an array of %d elements (at most %d)", g.what, m, maxGGUFArray)
+			}
+			if err := g.skipValues(inner, m, depth+1); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: unknown value type %d", g.what, et)
+		}
+	}
+	return nil
 }
 
 // ParseGGUF reads a GGUF header from r: magic, version (1–3), metadata,

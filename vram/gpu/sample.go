@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio"
 )
 
 // Memory over time: device-used memory (what nvidia-smi shows) and one
@@ -64,8 +66,27 @@ func Record(ctx context.Context, r Reader, every time.Duration, w io.Writer) err
 	}
 }
 
-// MaxSamples caps what ReadSamples reads: a day at 100 ms.
-const MaxSamples = 864_000
+// MaxSamples caps what ReadSamples reads: a day at 100 ms. A file of them
+// is at most MaxSamplesFile bytes (a line is at most 42).
+const (
+	MaxSamples     = 864_000
+	MaxSamplesFile = 64 << 20
+)
+
+// maxMillis is the longest time a sample can be at: what time.Duration
+// holds in milliseconds (292 years).
+const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+
+// ReadSamplesFile reads a file Record wrote: a regular file (a FIFO or a
+// device is refused before it is opened) of at most MaxSamplesFile bytes.
+func ReadSamplesFile(path string) ([]Sample, error) {
+	f, _, err := fileio.Open(path, MaxSamplesFile)
+	if err != nil {
+		return nil, fmt.Errorf("samples: %w", err)
+	}
+	defer f.Close()
+	return ReadSamples(io.LimitReader(f, MaxSamplesFile))
+}
 
 // ReadSamples reads what Record wrote. A malformed line is an error that
 // names its line number; more than MaxSamples lines is an error.
@@ -100,6 +121,9 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 				return nil, fmt.Errorf("samples: line %d, field %d: %q is not a count in [0, 2^50]", line, i+1, trunc(s, 30))
 			}
 			v[i] = n
+		}
+		if v[0] > maxMillis {
+			return nil, fmt.Errorf("samples: line %d, field 1: %d ms is past what a duration holds (%d ms)", line, v[0], maxMillis)
 		}
 		if len(out) > 0 && time.Duration(v[0])*time.Millisecond < out[len(out)-1].At {
 			return nil, fmt.Errorf("samples: line %d: time %d ms goes backwards", line, v[0])

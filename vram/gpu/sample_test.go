@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
 
 // rising reads 1, 2, 3 … GiB; it fails after fail readings when fail > 0.
@@ -68,9 +72,51 @@ func TestReadSamplesErrors(t *testing.T) {
 		"not number": {samplesHeader + "\n0,1,1\nx,1,1\n", "line 3, field 1"},
 		"backwards":  {samplesHeader + "\n5,1,1\n4,1,1\n", "backwards"},
 		"long line":  {samplesHeader + "\n" + strings.Repeat("1", 2000) + "\n", "longer than"},
+		"huge time":  {samplesHeader + "\n9223372036855,1,1\n", "past what a duration holds"},
 	} {
 		if _, err := ReadSamples(strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
+}
+
+// TestReadSamplesFile: the file reader refuses a FIFO at once and reads a
+// file Record wrote.
+func TestReadSamplesFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.csv")
+	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
+		if _, err := ReadSamplesFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("fifo: %v", err)
+		}
+	}
+	p := filepath.Join(dir, "s.csv")
+	if err := os.WriteFile(p, []byte(samplesHeader+"\n0,10,5\n100,20,7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := ReadSamplesFile(p)
+	if err != nil || len(ss) != 2 || ss[1].At != 100*time.Millisecond || ss[1].Device != 20 {
+		t.Errorf("%+v, %v", ss, err)
+	}
+}
+
+// FuzzReadSamples: any bytes read to samples or an error within the
+// readers' budget; what reads is in order and non-negative.
+func FuzzReadSamples(f *testing.F) {
+	f.Add([]byte(samplesHeader + "\n0,1,1\n5,2,2\n"))
+	f.Add([]byte(samplesHeader + "\n9223372036855,1,1\n"))
+	f.Add([]byte(samplesHeader + "\n" + strings.Repeat("1,1,1\n", 1000)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ss []Sample
+		var err error
+		budget.Check(t, len(data), func() { ss, err = ReadSamples(bytes.NewReader(data)) })
+		if err != nil {
+			return
+		}
+		for i, s := range ss {
+			if s.At < 0 || s.Device < 0 || s.Process < 0 || (i > 0 && s.At < ss[i-1].At) {
+				t.Fatalf("sample %d: %+v", i, s)
+			}
+		}
+	})
 }

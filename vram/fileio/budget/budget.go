@@ -1,0 +1,55 @@
+// Package budget holds the readers' tests to their budgets: one input, one
+// call, at most a second (ten under the race detector, which slows code
+// about that much) and at most a fixed multiple of the input's size in
+// allocations.
+//
+//	func FuzzRead(f *testing.F) {
+//		f.Fuzz(func(t *testing.T, data []byte) {
+//			budget.Check(t, len(data), func() { vram.ReadX(data) })
+//		})
+//	}
+package budget
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// PerByte is how many bytes a reader may allocate per byte of input, and
+// Floor what any input may allocate (buffers, tables, error messages).
+const (
+	PerByte = 64
+	Floor   = 4 << 20
+)
+
+// Time is what one call may take.
+const Time = time.Second
+
+// Check runs f once and fails t when it takes longer than Time (scaled
+// under the race detector) or allocates more than Floor + PerByte·size.
+func Check(t testing.TB, size int, f func()) {
+	t.Helper()
+	allocs, took := Measure(f)
+	limit := time.Duration(Time)
+	if Race {
+		limit *= 10
+	}
+	if took > limit {
+		t.Errorf("one call took %v on %d bytes of input (budget %v)", took, size, limit)
+	}
+	if max := uint64(Floor + PerByte*size); allocs > max {
+		t.Errorf("one call allocated %d bytes on %d bytes of input (budget %d)", allocs, size, max)
+	}
+}
+
+// Measure runs f once and returns what it allocated and how long it took.
+func Measure(f func()) (allocated uint64, took time.Duration) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	f()
+	took = time.Since(start)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, took
+}

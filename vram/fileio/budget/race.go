@@ -1,0 +1,6 @@
+//go:build race
+
+package budget
+
+// Race is true when the race detector is on.
+const Race = true
