@@ -59,7 +59,8 @@ func openCheckpoint(root *os.Root, where string) (Checkpoint, error) {
 	case exists(root, "model.safetensors.index.json"):
 		ts, err = readIndex(root, "model.safetensors.index.json")
 	case exists(root, "model.safetensors"):
-		ts, err = readShard(root, "model.safetensors")
+		left := int64(MaxHeadersBytes)
+		ts, err = readShard(root, "model.safetensors", &left)
 	default:
 		err = errors.New("no model.safetensors or model.safetensors.index.json")
 	}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,16 @@ var safetensorsDTypes = map[string]struct {
 	"I64": {INT64, 64}, "U64": {INT64, 64}, "F64": {FP64, 64},
 }
 
+// Limits on a checkpoint's headers, far above any released checkpoint
+// (DeepSeek-V3: 163 shards, 91,991 tensors, 12 MB of headers; the most
+// dimensions a tensor has is five, a Conv3d weight) and low enough that a
+// hostile folder cannot make the reader hold gigabytes.
+const (
+	MaxSafetensorsDims = 8
+	MaxShards          = 1 << 10
+	MaxHeadersBytes    = 128 << 20 // all shards' headers together
+)
+
 // ReadSafetensors reads the tensor table of one .safetensors file from r
 // without reading the data: an 8-byte little-endian header length, then a
 // JSON object of name → {dtype, shape, data_offsets}
@@ -37,13 +48,14 @@ var safetensorsDTypes = map[string]struct {
 // range, and the ranges must tile the data section from 0. Tensors come back
 // in name order with their stored DType and Bytes.
 func ReadSafetensors(r io.Reader) ([]Tensor, error) {
-	ts, _, err := readSafetensors(r)
+	left := int64(MaxHeadersBytes)
+	ts, _, err := readSafetensors(r, &left)
 	return ts, err
 }
 
 // readSafetensors also returns the bytes the file must have: 8 + header +
-// data section.
-func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
+// data section. left is what the checkpoint's headers may still take.
+func readSafetensors(r io.Reader, left *int64) ([]Tensor, int64, error) {
 	var n uint64
 	if err := binary.Read(r, binary.LittleEndian, &n); err != nil {
 		return nil, 0, fmt.Errorf("safetensors: reading the header length: %v", err)
@@ -51,6 +63,10 @@ func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
 	if n < 2 || n > MaxSafetensorsHead {
 		return nil, 0, fmt.Errorf("safetensors: header length %d is out of range [2, %d]", n, MaxSafetensorsHead)
 	}
+	if int64(n) > *left {
+		return nil, 0, fmt.Errorf("safetensors: a %d-byte header passes the %d bytes all of a checkpoint's headers may take", n, int64(MaxHeadersBytes))
+	}
+	*left -= int64(n)
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, 0, fmt.Errorf("safetensors: reading the %d-byte header: %v", n, err)
@@ -70,12 +86,16 @@ func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
 			continue
 		}
 		var e struct {
-			DType   string  `json:"dtype"`
-			Shape   []int64 `json:"shape"`
-			Offsets []int64 `json:"data_offsets"`
+			DType   string          `json:"dtype"`
+			Shape   json.RawMessage `json:"shape"`
+			Offsets []int64         `json:"data_offsets"`
 		}
 		if err := json.Unmarshal(msg, &e); err != nil {
 			return nil, 0, fmt.Errorf("safetensors: tensor %q: %v", name, err)
+		}
+		shape, err := safetensorsShape(name, e.Shape)
+		if err != nil {
+			return nil, 0, err
 		}
 		dt, ok := safetensorsDTypes[e.DType]
 		if !ok {
@@ -85,13 +105,13 @@ func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
 			return nil, 0, fmt.Errorf("safetensors: tensor %q: data_offsets must be [begin, end] with 0 ≤ begin ≤ end", name)
 		}
 		numel := int64(1) // a scalar (shape []) has one element
-		for _, d := range e.Shape {
+		for _, d := range shape {
 			if d < 0 {
-				return nil, 0, fmt.Errorf("safetensors: tensor %q: negative dimension in shape %v", name, e.Shape)
+				return nil, 0, fmt.Errorf("safetensors: tensor %q: negative dimension in shape %v", name, shape)
 			}
 			var ok bool
 			if numel, ok = mulCount(numel, d); !ok {
-				return nil, 0, fmt.Errorf("safetensors: tensor %q: shape %v has more elements than fit in 63 bits", name, e.Shape)
+				return nil, 0, fmt.Errorf("safetensors: tensor %q: shape %v has more elements than fit in 63 bits", name, shape)
 			}
 		}
 		nbits, ok := mulCount(numel, dt.bits)
@@ -99,13 +119,10 @@ func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
 			return nil, 0, fmt.Errorf("safetensors: tensor %q: %d elements of %s are not a whole number of bytes below 2^63", name, numel, e.DType)
 		}
 		if got := e.Offsets[1] - e.Offsets[0]; got != nbits/8 {
-			return nil, 0, fmt.Errorf("safetensors: tensor %q: shape %v of %s is %d bytes, but data_offsets %v span %d", name, e.Shape, e.DType, nbits/8, e.Offsets, got)
+			return nil, 0, fmt.Errorf("safetensors: tensor %q: shape %v of %s is %d bytes, but data_offsets %v span %d", name, shape, e.DType, nbits/8, e.Offsets, got)
 		}
-		t := Tensor{Name: name, Shape: e.Shape, DType: dt.d, Bytes: Bytes(nbits / 8), Layer: layerOf(name), Expert: -1}
-		if t.Shape == nil {
-			t.Shape = []int64{}
-		}
-		t.Role = roleOf(name, len(e.Shape))
+		t := Tensor{Name: name, Shape: shape, DType: dt.d, Bytes: Bytes(nbits / 8), Layer: layerOf(name), Expert: -1}
+		t.Role = roleOf(name, len(shape))
 		ts = append(ts, t)
 		spans = append(spans, span{name, e.Offsets[0], e.Offsets[1]})
 	}
@@ -126,6 +143,23 @@ func readSafetensors(r io.Reader) ([]Tensor, int64, error) {
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 	return ts, 8 + int64(n) + end, nil
+}
+
+// safetensorsShape decodes a tensor's shape, refusing more than
+// MaxSafetensorsDims dimensions before it decodes them (a shape of millions
+// of ones has one element and would pass every other check).
+func safetensorsShape(name string, raw json.RawMessage) ([]int64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return []int64{}, nil
+	}
+	if bytes.Count(raw, []byte(",")) >= MaxSafetensorsDims {
+		return nil, fmt.Errorf("safetensors: tensor %q: a shape of more than %d dimensions", name, MaxSafetensorsDims)
+	}
+	shape := []int64{}
+	if err := json.Unmarshal(raw, &shape); err != nil {
+		return nil, fmt.Errorf("safetensors: tensor %q: shape: %v", name, err)
+	}
+	return shape, nil
 }
 
 // ReadCheckpoint reads the tensor table of a local checkpoint from the
@@ -163,7 +197,8 @@ func ReadCheckpoint(path string) ([]Tensor, error) {
 	case strings.HasSuffix(name, ".json"):
 		return readIndex(root, name)
 	case strings.HasSuffix(name, ".safetensors"):
-		return readShard(root, name)
+		left := int64(MaxHeadersBytes)
+		return readShard(root, name, &left)
 	}
 	return nil, fmt.Errorf("%s: want a folder, a .safetensors file or a safetensors index (.json)", path)
 }
@@ -189,6 +224,9 @@ func readIndex(root *os.Root, name string) ([]Tensor, error) {
 		}
 		shards[f] = append(shards[f], tensor)
 	}
+	if len(shards) > MaxShards {
+		return nil, fmt.Errorf("%s: the index names %d shards, more than the %d a checkpoint may have", where, len(shards), MaxShards)
+	}
 	files := make([]string, 0, len(shards))
 	for f := range shards {
 		files = append(files, f)
@@ -196,8 +234,9 @@ func readIndex(root *os.Root, name string) ([]Tensor, error) {
 	sort.Strings(files)
 	var all []Tensor
 	seen := map[string]string{}
+	left := int64(MaxHeadersBytes)
 	for _, f := range files {
-		ts, err := readShard(root, f)
+		ts, err := readShard(root, f, &left)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +260,7 @@ func readIndex(root *os.Root, name string) ([]Tensor, error) {
 
 // readShard reads one .safetensors header and checks the file is as long as
 // the header says.
-func readShard(root *os.Root, name string) ([]Tensor, error) {
+func readShard(root *os.Root, name string, left *int64) ([]Tensor, error) {
 	where := filepath.Join(root.Name(), name)
 	f, err := openIn(root, name)
 	if err != nil {
@@ -232,7 +271,7 @@ func readShard(root *os.Root, name string) ([]Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, want, err := readSafetensors(f)
+	ts, want, err := readSafetensors(f, left)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
