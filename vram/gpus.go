@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -69,6 +70,11 @@ var gpus = []GPU{
 	{Name: "MI300X", Aliases: []string{"AMD MI300X", "Instinct MI300X"}, Memory: 192 * GiB, Arch: "CDNA3", Context: 0, TFLOPS: 1307.4, FP32TFLOPS: 163.4, Bandwidth: 5300e9, Source: "AMD Instinct MI300X datasheet (192 GB HBM3); capacity only: the NVML layer does not see AMD GPUs; peaks (dense): MI300X: 1307.4 TFLOPS BF16 dense, 5.3 TB/s", CapacityOnly: true},
 }
 
+func (g GPU) clone() GPU {
+	g.Aliases = slices.Clone(g.Aliases)
+	return g
+}
+
 // GPUs lists the catalog names.
 func GPUs() []string {
 	var out []string
@@ -88,16 +94,17 @@ func normGPU(s string) string {
 }
 
 // LookupGPU finds a catalog GPU by name or alias, ignoring case, spaces and
-// dashes ("a100 80gb", "NVIDIA H100 80GB HBM3").
+// dashes ("a100 80gb", "NVIDIA H100 80GB HBM3"). The GPU is a copy: changing
+// it (its Aliases too) never changes the catalog.
 func LookupGPU(name string) (GPU, error) {
 	n := normGPU(name)
 	for _, g := range gpus {
 		if normGPU(g.Name) == n {
-			return g, nil
+			return g.clone(), nil
 		}
 		for _, a := range g.Aliases {
 			if normGPU(a) == n {
-				return g, nil
+				return g.clone(), nil
 			}
 		}
 	}
