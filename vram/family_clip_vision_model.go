@@ -25,7 +25,7 @@ func init() {
 			m.Layers, m.Hidden, m.Heads = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("num_attention_heads")
 			m.FFN = c.int("intermediate_size")
 			m.Image = &Image{Size: c.int("image_size"), Patch: c.int("patch_size"), Channels: c.optInt("num_channels", 3), ClassToken: true}
-			switch act, _ := c.c["hidden_act"].(string); act {
+			switch act := c.optString("hidden_act", ""); act {
 			case "quick_gelu", "":
 			case "gelu":
 				m.MLP = "gelu"

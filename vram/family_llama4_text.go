@@ -40,7 +40,7 @@ func init() {
 			m.AttentionChunk = c.optInt("attention_chunk_size", 8192)
 			m.GlobalEvery = c.optInt("no_rope_layer_interval", 4)
 			m.NoRopeGlobal = true
-			if l, ok := c.c["moe_layers"].([]any); ok && l != nil && c.err == nil {
+			if l := c.optList("moe_layers"); l != nil && c.err == nil {
 				for i, v := range l {
 					if f, ok := v.(float64); !ok || int(f) != m.MoEEvery*(i+1)-1 {
 						c.fail(fmt.Sprintf("moe_layers[%d] = %v: MoE layers other than every interleave_moe_layer_step-th are not modelled", i, v))
@@ -48,7 +48,7 @@ func init() {
 					}
 				}
 			}
-			if l, ok := c.c["no_rope_layers"].([]any); ok && len(l) > 0 && c.err == nil {
+			if l := c.optList("no_rope_layers"); len(l) > 0 && c.err == nil {
 				for i, v := range l {
 					if f, ok := v.(float64); !ok || (f != 0) != ((i+1)%m.GlobalEvery != 0) {
 						c.fail(fmt.Sprintf("no_rope_layers[%d] = %v: layers without the rotary embedding other than every no_rope_layer_interval-th are not modelled", i, v))

@@ -67,14 +67,14 @@ func init() {
 			default:
 				c.fail(fmt.Sprintf("vision_feature_layer = %v: one layer's features are modelled, not a list", fl))
 			}
-			switch s, _ := c.c["vision_feature_select_strategy"].(string); s {
+			switch s := c.optString("vision_feature_select_strategy", ""); s {
 			case "default", "":
 			case "full":
 				v.KeepClassToken = true
 			default:
 				c.fail(fmt.Sprintf("vision_feature_select_strategy %q: want default or full", s))
 			}
-			if act, _ := c.c["projector_hidden_act"].(string); act != "" && act != "gelu" {
+			if act := c.optString("projector_hidden_act", ""); act != "" && act != "gelu" {
 				c.fail(fmt.Sprintf("projector_hidden_act %q: the LLaVA projector is modelled with gelu", act))
 			}
 			v.NoProjectorBias = !c.optBool("multimodal_projector_bias", true)

@@ -35,10 +35,10 @@ func init() {
 			im := &Image{Size: c.optInt("image_size", 448), Patch: c.int("patch_size"), Channels: c.optInt("in_channels", 3),
 				TemporalPatch: c.int("temporal_patch_size"), Merge: c.int("spatial_merge_size"), Window: c.int("window_size")}
 			m.Image = im
-			if act, _ := c.c["hidden_act"].(string); act != "silu" {
+			if act := c.optString("hidden_act", "silu"); act != "silu" {
 				c.fail(fmt.Sprintf("hidden_act %q: the Qwen2.5-VL vision MLP is modelled with silu", act))
 			}
-			l, _ := c.c["fullatt_block_indexes"].([]any)
+			l := c.optList("fullatt_block_indexes")
 			if len(l) == 0 {
 				c.fail("fullatt_block_indexes: at least one block attends to whole images")
 				return

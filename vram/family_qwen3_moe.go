@@ -57,7 +57,7 @@ func qwenMoEConfig(c *hfReader, m *Model) {
 	if c.optBool("norm_topk_prob", false) {
 		m.Router = "softmax_topk_norm"
 	}
-	if l, ok := c.c["mlp_only_layers"].([]any); ok && len(l) > 0 {
+	if l := c.optList("mlp_only_layers"); len(l) > 0 {
 		c.fail("mlp_only_layers: dense layers listed one by one are not modelled; decoder_sparse_step interleaves them")
 	}
 }

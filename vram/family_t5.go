@@ -30,7 +30,7 @@ func init() {
 			m.Vocab = c.optInt("vocab_size", 32128)
 			m.RelativeBuckets = c.optInt("relative_attention_num_buckets", 32)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
-			switch ff, _ := c.c["feed_forward_proj"].(string); ff {
+			switch ff := c.optString("feed_forward_proj", ""); ff {
 			case "", "relu":
 				m.MLP = "relu"
 			case "gated-gelu":

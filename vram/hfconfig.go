@@ -17,6 +17,12 @@ func FromHFConfig(data []byte) (Model, error) {
 		return Model{}, fmt.Errorf("config.json: %v", err)
 	}
 	mt, _ := c["model_type"].(string)
+	top := hfReader{c: c}
+	arch := top.architecture()
+	top.checkDType()
+	if top.err != nil {
+		return Model{}, fmt.Errorf("config.json: %v", top.err)
+	}
 	if mt == "" {
 		return Model{}, fmt.Errorf("config.json: no \"model_type\"; supported: %s", strings.Join(Families(), ", "))
 	}
@@ -47,13 +53,100 @@ func FromHFConfig(data []byte) (Model, error) {
 		m.Name = n
 	}
 	f.fromConfig(&r, &m)
+	if r.err == nil && arch != "" {
+		r.headOf(arch, &m)
+	}
 	if r.err != nil {
 		return Model{}, fmt.Errorf("config.json (model_type %q): %v", mt, r.err)
 	}
 	if err := m.Validate(); err != nil {
+		if strings.HasSuffix(arch, "Classification") {
+			return Model{}, fmt.Errorf("config.json: architectures names %s: %v", arch, err)
+		}
 		return Model{}, fmt.Errorf("config.json: %v", err)
 	}
 	return m, nil
+}
+
+// architecture reads the first class of config.architectures (what the
+// checkpoint was saved as), or "".
+func (r *hfReader) architecture() string {
+	l := r.optList("architectures")
+	if len(l) == 0 {
+		return ""
+	}
+	s, ok := l[0].(string)
+	if !ok {
+		r.fail(fmt.Sprintf("architectures[0] must be a class name, got %s", jsonKind(l[0])))
+	}
+	return s
+}
+
+// headOf sets m's head from its architecture class, the way transformers'
+// task classes add one: a sequence or image classifier of num_labels
+// classes where the class says so (and the family models one), the
+// family's own head otherwise, with a note where the class has another. A
+// task head the engine does not model is an error, never dropped silently.
+func (r *hfReader) headOf(arch string, m *Model) {
+	task := arch
+	if i := strings.LastIndex(arch, "For"); i > 0 {
+		task = arch[i:]
+	} else if strings.HasSuffix(arch, "LMHeadModel") {
+		task = "ForCausalLM"
+	} else if strings.HasSuffix(arch, "Model") {
+		task = "Model"
+	}
+	own := m.Normalize().Head
+	switch task {
+	case "ForSequenceClassification", "ForImageClassification":
+		kind := map[string]string{"ForSequenceClassification": "seq_cls", "ForImageClassification": "image_cls"}[task]
+		bare := *m
+		bare.Head = "none"
+		m.Head = fmt.Sprintf("%s_%d", kind, r.numLabels())
+		if m.Validate() == nil && m.ParamCount() == bare.ParamCount() {
+			r.fail(fmt.Sprintf("architectures names %s: a %s head is not modelled for family %s", arch, kind, m.Family))
+		}
+	case "ForCausalLM", "ForConditionalGeneration", "ForMaskedLM":
+		if own != "lm" {
+			m.note("config.json", fmt.Sprintf("architectures names %s: modelled as the bare %s encoder (head %q), without its language-model head", arch, m.Family, own))
+		}
+	case "Model":
+		if own == "lm" {
+			m.note("config.json", fmt.Sprintf("architectures names %s (no head): modelled with the language-model head of %s's causal-LM class", arch, m.Family))
+		}
+	default:
+		r.fail(fmt.Sprintf("architectures names %s: its %s head is not modelled (VRAM Lab models %s with head %q; describe the model inline to choose another head)", arch, strings.TrimPrefix(task, "For"), m.Family, own))
+	}
+}
+
+// numLabels is the classes of a task head: id2label's size, else
+// num_labels, else PretrainedConfig's default of 2.
+func (r *hfReader) numLabels() int {
+	if v, ok := r.c["id2label"]; ok && v != nil {
+		l, ok := v.(map[string]any)
+		if !ok {
+			r.fail(fmt.Sprintf("%q must be an object, got %s", "id2label", jsonKind(v)))
+			return 2
+		}
+		return len(l)
+	}
+	return r.optInt("num_labels", 2)
+}
+
+// checkDType checks config.torch_dtype (dtype since transformers 4.56): the
+// dtype the checkpoint stores its floating-point weights in.
+func (r *hfReader) checkDType() {
+	for _, key := range []string{"torch_dtype", "dtype"} {
+		s := r.optString(key, "")
+		if s == "" || r.err != nil {
+			continue
+		}
+		switch strings.TrimPrefix(s, "torch.") {
+		case "float32", "float16", "bfloat16", "float64", "auto":
+		default:
+			r.fail(fmt.Sprintf("%s %q: want float32, float16 or bfloat16 (or float64)", key, s))
+		}
+	}
 }
 
 // hfReader reads keys from a decoded config, keeping the first error.
@@ -82,8 +175,8 @@ func (r *hfReader) common(m *Model) {
 // multiple of a period. Other patterns are an error naming the key. A
 // missing key leaves m as it is.
 func (r *hfReader) layerTypes(m *Model) {
-	raw, ok := r.c["layer_types"].([]any)
-	if !ok || r.err != nil {
+	raw := r.optList("layer_types")
+	if raw == nil || r.err != nil {
 		return
 	}
 	global := make([]bool, len(raw))
@@ -95,7 +188,7 @@ func (r *hfReader) layerTypes(m *Model) {
 		case "sliding_attention", "chunked_attention":
 			locals++
 		default:
-			r.err = fmt.Errorf("layer_types[%d] = %v: want full_attention, sliding_attention or chunked_attention", i, t)
+			r.err = fmt.Errorf("layer_types[%d] = %s: want full_attention, sliding_attention or chunked_attention", i, jsonKind(t))
 			return
 		}
 	}
@@ -145,7 +238,7 @@ func (r *hfReader) int(key string) int {
 	f, ok := v.(float64)
 	if !ok || f != float64(int(f)) || f < 0 || f > 1<<31 {
 		if r.err == nil {
-			r.err = fmt.Errorf("%q must be a non-negative integer, got %v", key, v)
+			r.err = fmt.Errorf("%q must be a non-negative integer, got %s", key, jsonKind(v))
 		}
 		return 0
 	}
@@ -159,20 +252,81 @@ func (r *hfReader) optInt(key string, def int) int {
 	return r.int(key)
 }
 
+// optFloat reads a number; missing or null is def, anything else an error.
 func (r *hfReader) optFloat(key string, def float64) float64 {
-	v, ok := r.c[key].(float64)
-	if !ok {
+	v, ok := r.c[key]
+	if !ok || v == nil {
 		return def
 	}
-	return v
+	f, ok := v.(float64)
+	if !ok {
+		r.fail(fmt.Sprintf("%q must be a number, got %s", key, jsonKind(v)))
+		return def
+	}
+	return f
 }
 
+// optBool reads a boolean; missing or null is def. A string such as "true"
+// or a number is an error: reading it as false would silently change the
+// model (tie_word_embeddings "true" adds a vocab × hidden matrix).
 func (r *hfReader) optBool(key string, def bool) bool {
-	v, ok := r.c[key].(bool)
-	if !ok {
+	v, ok := r.c[key]
+	if !ok || v == nil {
 		return def
 	}
-	return v
+	b, ok := v.(bool)
+	if !ok {
+		r.fail(fmt.Sprintf("%q must be true or false, got %s", key, jsonKind(v)))
+		return def
+	}
+	return b
+}
+
+// optString reads a string; missing or null is def.
+func (r *hfReader) optString(key, def string) string {
+	v, ok := r.c[key]
+	if !ok || v == nil {
+		return def
+	}
+	s, ok := v.(string)
+	if !ok {
+		r.fail(fmt.Sprintf("%q must be a string, got %s", key, jsonKind(v)))
+		return def
+	}
+	return s
+}
+
+// optList reads a list; missing or null is nil.
+func (r *hfReader) optList(key string) []any {
+	v, ok := r.c[key]
+	if !ok || v == nil {
+		return nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		r.fail(fmt.Sprintf("%q must be a list, got %s", key, jsonKind(v)))
+		return nil
+	}
+	return l
+}
+
+// jsonKind names a decoded JSON value for an error: its type and value.
+func jsonKind(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case float64:
+		return fmt.Sprintf("the number %v", x)
+	case bool:
+		return fmt.Sprintf("%v", x)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", v)
 }
 
 // HFConfig is the inverse of FromHFConfig: the config.json keys that make
@@ -260,6 +414,7 @@ func (r *hfReader) readAs(key string, sub map[string]any, mt string) Model {
 		}
 	}
 	sr := hfReader{c: c}
+	sr.checkDType()
 	m := Model{Family: mt}
 	f.fromConfig(&sr, &m)
 	if sr.err != nil {

@@ -3,6 +3,7 @@ package vram
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -113,6 +114,31 @@ type Model struct {
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
 	Params int64 `json:"params,omitempty"`
+
+	// Origin says where the model was read from and how what its config
+	// says was resolved; estimates repeat its notes. It changes no size.
+	Origin *Origin `json:"-"`
+}
+
+// Origin is where a model was read from (a config.json, a checkpoint
+// folder) and the notes of that reading: what the config names that the
+// engine resolves in its own way ("architectures: BertForMaskedLM is
+// modelled as …").
+type Origin struct {
+	Source string
+	Notes  []string
+}
+
+// note adds a note to m's origin.
+func (m *Model) note(source, msg string) {
+	if m.Origin == nil {
+		m.Origin = &Origin{Source: source}
+	} else {
+		o := *m.Origin
+		o.Notes = slices.Clone(o.Notes)
+		m.Origin = &o
+	}
+	m.Origin.Notes = append(m.Origin.Notes, msg)
 }
 
 // Vision is the image side of a vision-language model (LLaVA): a vision
@@ -291,6 +317,11 @@ func (m Model) Normalize() Model {
 
 // clone is a deep copy of m: the result shares no memory with m.
 func (m Model) clone() Model {
+	if m.Origin != nil {
+		o := *m.Origin
+		o.Notes = slices.Clone(o.Notes)
+		m.Origin = &o
+	}
 	if m.Image != nil {
 		im := *m.Image
 		m.Image = &im

@@ -85,6 +85,7 @@ type modelKey struct {
 }
 
 func (m Model) key() modelKey {
+	m.Origin = nil // changes no tensor
 	k := modelKey{m: m}
 	if m.Image != nil {
 		k.image, k.m.Image = *m.Image, nil
@@ -103,6 +104,7 @@ type visionKey struct {
 func (m Model) visionKey() visionKey {
 	v := *m.Vision
 	m.Vision = nil
+	v.Tower.Origin = nil
 	k := visionKey{text: m.key(), vision: v}
 	if im := v.Tower.Image; im != nil {
 		k.tower, k.vision.Tower.Image = *im, nil

@@ -185,6 +185,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	r.m = t.Model.Normalize()
+	if o := t.Model.Origin; o != nil {
+		r.notes = append(r.notes, o.Notes...)
+	}
 	if t.MicroBatch < 1 || t.MicroBatch > maxTokens {
 		return r, fmt.Errorf("micro_batch must be in [1, %d], got %d", maxTokens, t.MicroBatch)
 	}
