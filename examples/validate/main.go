@@ -12,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio"
 )
 
 func main() {
@@ -79,21 +81,18 @@ func run(args []string, stdout io.Writer) error {
 const maxCasesFile = 64 << 20
 
 func readCases(path string) ([]Case, error) {
-	st, err := os.Stat(path)
+	b, err := fileio.Read(path, maxCasesFile)
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() || st.Size() > maxCasesFile {
-		return nil, fmt.Errorf("%s: want a regular file of at most %d bytes", path, maxCasesFile)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+	return parseCases(path, b)
+}
+
+// parseCases reads JSON Lines of cases, each checked (checkCase).
+func parseCases(path string, b []byte) ([]Case, error) {
 	var cases []Case
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
 	for line := 1; sc.Scan(); line++ {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
@@ -102,9 +101,25 @@ func readCases(path string) ([]Case, error) {
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
 		}
+		if err := checkCase(c); err != nil {
+			return nil, fmt.Errorf("%s:%d: case %q: %v", path, line, c.ID, err)
+		}
 		cases = append(cases, c)
 	}
 	return cases, sc.Err()
+}
+
+// maxMeasuredGiB bounds a measured value: 1 PiB, past any machine.
+const maxMeasuredGiB = 1 << 20
+
+// checkCase checks the measured value a prediction is divided by: a
+// finite, positive number of GiB that fits in bytes.
+func checkCase(c Case) error {
+	g := c.Measured.GiB
+	if math.IsNaN(g) || g <= 0 || g > maxMeasuredGiB {
+		return fmt.Errorf("measured.gib = %v: must be a positive number of GiB, at most %d", g, maxMeasuredGiB)
+	}
+	return nil
 }
 
 // group is a case id's source prefix ("hf_bert" of "hf_bert_03").

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 	"github.com/vramlab/vramlab/vram/snapshot"
 )
 
@@ -132,3 +133,48 @@ func TestCalibrationCase(t *testing.T) {
 }
 
 func run2(file string, w io.Writer) error { return run([]string{file}, w) }
+
+// TestCasesMeasuredChecked: a measured value of 0, a negative, NaN-like or
+// an overflowing one (a context measurement too) is an error naming the
+// case and the field, never a +Inf% row or a NaN% summary.
+func TestCasesMeasuredChecked(t *testing.T) {
+	for _, gib := range []string{"0", "-1", "1e300", "2e6"} {
+		line := `{"id": "x_00", "kind": "context_only", "trust": "A", "gpu": "H100", "measured": {"what": "nvidia_smi", "gib": ` + gib + `}}`
+		_, err := parseCases("c.jsonl", []byte(line+"\n"))
+		if err == nil || !strings.Contains(err.Error(), `c.jsonl:1: case "x_00": measured.gib = `) {
+			t.Errorf("gib %s: %v", gib, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "c.jsonl")
+	os.WriteFile(p, []byte(`{"id": "x_00", "kind": "train", "trust": "A", "measured": {"what": "allocated_peak", "gib": 0}}`+"\n"), 0o644)
+	var out bytes.Buffer
+	if err := run([]string{p}, &out); err == nil || strings.Contains(out.String(), "Inf") || strings.Contains(out.String(), "NaN") {
+		t.Errorf("a measured 0 ran: %v\n%s", err, out.String())
+	}
+}
+
+// FuzzParseCases: any bytes read to cases or an error within the readers'
+// budget; every case read has a measured value a prediction can divide by.
+func FuzzParseCases(f *testing.F) {
+	b, err := os.ReadFile("testdata/cases.jsonl")
+	if err != nil {
+		f.Fatal(err)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	f.Add(bytes.Join(lines[:3], nil))
+	f.Add([]byte(`{"id": "x", "measured": {"gib": 0}}`))
+	f.Add([]byte(`{"id": "x", "measured": {"gib": 1e400}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var cs []Case
+		var err error
+		budget.Check(t, len(data), func() { cs, err = parseCases("f", data) })
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if g := c.Measured.GiB; !(g > 0) || math.IsInf(g, 0) {
+				t.Fatalf("case %q read with measured %v", c.ID, g)
+			}
+		}
+	})
+}
