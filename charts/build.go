@@ -110,7 +110,7 @@ func niceCeil(x float64) float64 {
 // Breakdown charts one breakdown: a stacked bar and a donut of the same
 // categories, in the category colors, with bytes and share in the tooltip.
 func Breakdown(b vram.Breakdown, title string) Chart {
-	title = clean(title)
+	title = user(title)
 	total := b.Total()
 	c := Chart{Title: title, Height: 320}
 	c.Option.Title = &opts.Title{Title: title, Subtitle: "total " + gib(total)}
@@ -154,7 +154,7 @@ func Compare(labels []string, bs []vram.Breakdown, capacity vram.Bytes) Chart {
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "60", "bottom": "60", "containLabel": true}}
 	names := make([]string, len(labels))
 	for i, l := range labels {
-		names[i] = clean(l)
+		names[i] = user(l)
 	}
 	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0}}}
 	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
@@ -315,12 +315,12 @@ func labelFits(name string, n, total int) bool {
 // Sweep charts memory against a swept field: stacked bars by category, a
 // capacity line, and the values that do not fit shaded.
 func Sweep(field string, pts []vram.SweepPoint, capacity vram.Bytes) Chart {
-	field = clean(field)
+	field = user(field)
 	c := Chart{Title: "Peak allocated memory per GPU vs " + field, Height: 380}
 	c.Option.Title = &opts.Title{Title: c.Title}
 	var xs []string
 	for _, p := range pts {
-		x := clean(p.Value)
+		x := user(p.Value)
 		if p.Current {
 			x += " (plan)" // where the plan stands
 		}
@@ -391,7 +391,7 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 	if err := t.Validate(); err != nil {
 		return Chart{}, fmt.Errorf("fit map: %w", err)
 	}
-	c := Chart{Title: fmt.Sprintf("Headroom on %s: %s × %s", clean(budget.GPU.Name), clean(xField), clean(yField)), Height: 420}
+	c := Chart{Title: fmt.Sprintf("Headroom on %s: %s × %s", user(budget.GPU.Name), user(xField), user(yField)), Height: 420}
 	measure := budget.Measure
 	if measure == "" {
 		measure = vram.MeasureDeviceUsed
@@ -401,9 +401,9 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		vram.MeasureAllocated: "the allocated peak, within the memory after the CUDA context"}[measure]
 	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: fmt.Sprintf("limit %s: %s, less %g %% headroom", gib(budget.Limit()), what, 100*budget.Headroom)}
 	var data []any
-	c.Table.Columns = append([]string{clean(yField) + " \\ " + clean(xField)}, cleanAll(xs)...)
+	c.Table.Columns = append([]string{user(yField) + " \\ " + user(xField)}, userAll(xs)...)
 	for j, y := range ys {
-		row := []string{clean(y)}
+		row := []string{user(y)}
 		for i, x := range xs {
 			tx, err := t.Set(xField, x)
 			if err == nil {
@@ -435,8 +435,8 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 	c.Option.Tooltip = lineTip("item", `function(p){return [[p.color,'headroom: '+p.value[2]+' GiB'+(p.value[2]<0?' (does not fit)':'')]];}`)
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "4%", "top": "84", "bottom": "70", "containLabel": true}}
 	// Axis names centred under the axis: at its end they were cut off.
-	c.Option.XAxis = []map[string]any{{"type": "category", "name": clean(xField), "nameLocation": "middle", "nameGap": 28, "data": cleanAll(xs), "splitArea": map[string]any{"show": true}}}
-	c.Option.YAxis = []map[string]any{{"type": "category", "name": clean(yField), "data": cleanAll(ys), "splitArea": map[string]any{"show": true}}}
+	c.Option.XAxis = []map[string]any{{"type": "category", "name": user(xField), "nameLocation": "middle", "nameGap": 28, "data": userAll(xs), "splitArea": map[string]any{"show": true}}}
+	c.Option.YAxis = []map[string]any{{"type": "category", "name": user(yField), "data": userAll(ys), "splitArea": map[string]any{"show": true}}}
 	c.Option.VisualMap = []map[string]any{{"type": "piecewise", "orient": "horizontal", "left": "center", "bottom": "0",
 		"pieces": []map[string]any{{"lt": 0, "label": "does not fit", "color": "#d94e4e"}, {"gte": 0, "lt": 5, "label": "< 5 GiB free", "color": "#c7e9c0"},
 			{"gte": 5, "lt": 20, "label": "5–20 GiB", "color": "#74c476"}, {"gte": 20, "label": "> 20 GiB", "color": "#238b45"}}}}
@@ -447,20 +447,12 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 	return c, nil
 }
 
-func cleanAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = clean(s)
-	}
-	return out
-}
-
 // Flow is the article's one-picture view of a training step: inputs and
 // parameters feed the activations, which produce the gradients, which the
 // optimizer turns (with its states) into updated parameters. Bands are sized
 // by the bytes of the category they flow into.
 func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
-	title = clean(title)
+	title = user(title)
 	c := Chart{Title: title, Height: 380}
 	c.Option.Title = &opts.Title{Title: title}
 	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;return p.dataType==='edge'?[p.data.source+' → '+p.data.target+': '+f(p.value)]:[[p.color,p.name+': '+f(p.value)]];}`)
@@ -513,7 +505,7 @@ func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
 // gradients, optimizer states and saved activations. Rows thin their labels
 // when there are more than the height shows; the tooltip names each row.
 func Layers(ls []vram.LayerMemory, title string) Chart {
-	title = clean(title)
+	title = user(title)
 	var names []string
 	var kept []vram.LayerMemory
 	for _, l := range ls {
@@ -562,7 +554,7 @@ type GPU struct {
 
 // GPUs charts used and free memory per device.
 func GPUs(devs []GPU, title string) Chart {
-	title = clean(title)
+	title = user(title)
 	c := Chart{Title: title, Height: 120 + 40*len(devs)}
 	c.Option.Title = &opts.Title{Title: title}
 	c.Option.Tooltip = lineTip("axis", `function(ps){var f=`+jsBytes+`;var out=[ps[0].name];ps.forEach(function(p){out.push([p.color,p.seriesName+': '+f(p.value)]);});return out;}`)
@@ -572,10 +564,10 @@ func GPUs(devs []GPU, title string) Chart {
 	var used, free []float64
 	c.Table.Columns = []string{"GPU", "used", "free", "total"}
 	for _, d := range devs {
-		names = append(names, clean(d.Name))
+		names = append(names, user(d.Name))
 		used = append(used, gv(d.Used))
 		free = append(free, gv(d.Total-d.Used))
-		c.Table.Rows = append(c.Table.Rows, []string{clean(d.Name), gib(d.Used), gib(d.Total - d.Used), gib(d.Total)})
+		c.Table.Rows = append(c.Table.Rows, []string{user(d.Name), gib(d.Used), gib(d.Total - d.Used), gib(d.Total)})
 	}
 	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
 	c.Option.YAxis = []map[string]any{{"type": "category", "data": names, "inverse": true}}

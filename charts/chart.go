@@ -63,7 +63,7 @@ var newID = func() string {
 // WithTitle returns c with a title (and a subtitle, when not empty) that
 // says what this chart shows, for the kinds whose default is generic.
 func (c Chart) WithTitle(title, subtitle string) Chart {
-	title = clean(title)
+	title = user(title)
 	c.Title = title
 	t := opts.Title{Title: title}
 	if c.Option.Title != nil {
@@ -71,7 +71,7 @@ func (c Chart) WithTitle(title, subtitle string) Chart {
 		t.Title = title
 	}
 	if subtitle != "" {
-		t.Subtitle = clean(subtitle)
+		t.Subtitle = user(subtitle)
 	}
 	c.Option.Title = &t
 	return c
@@ -86,6 +86,29 @@ func clean(s string) string {
 	}
 	return s
 }
+
+// userMark marks text a caller gave (a title, a label, a GPU's or a plan's
+// name) from the moment a chart takes it until HTML renders it, so that
+// translation leaves it as it is: a label that happens to be "other" or
+// "parameters" stays the user's word. It is a private-use character, taken
+// out of the text it marks.
+const userMark = "\uE000"
+
+// user is a caller's text, cleaned and marked as theirs.
+func user(s string) string {
+	return userMark + strings.ReplaceAll(clean(s), userMark, "")
+}
+
+func userAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = user(s)
+	}
+	return out
+}
+
+// unmark removes the marks of a caller's text.
+func unmark(s string) string { return strings.ReplaceAll(s, userMark, "") }
 
 var funcRE = regexp.MustCompile(`"__f__((?:[^"\\]|\\.)*?)__f__"`)
 
@@ -131,6 +154,7 @@ func HTML(c Chart) string {
 	if err != nil {
 		return "<pre>chart error: " + html.EscapeString(err.Error()) + "</pre>"
 	}
+	js = unmark(js)
 	theme := c.Theme
 	switch theme {
 	case "light", "dark":

@@ -30,21 +30,33 @@ func detectLang(env, session string) string {
 }
 
 // tr is s in Lang: an exact entry of the catalog, else a pattern (a value
-// inside a fixed phrase: "total 39.98 GiB"), else s unchanged. Names the
-// user typed (models, plans, GPUs) are not in the catalog and pass through.
+// inside a fixed phrase: "total 39.98 GiB"), else s unchanged. Text a
+// caller gave (marked by user: a title, a label, a name) is looked up among
+// the titles and labels the tutorials give (zhTitles and the title
+// patterns) and never among the chart's own words, so a label "other" stays
+// "other"; its mark is removed either way.
 func tr(s string) string {
+	mine := strings.HasPrefix(s, userMark)
 	if Lang != "zh" || s == "" {
-		return s
+		return unmark(s)
 	}
-	if t, ok := zh[s]; ok {
+	if mine {
+		s = s[len(userMark):]
+	} else if t, ok := zhWords[s]; ok {
+		return t
+	}
+	if t, ok := zhTitles[unmark(s)]; ok {
 		return t
 	}
 	for _, p := range zhPatterns {
+		if mine && !p.title {
+			continue
+		}
 		if m := p.re.FindStringSubmatch(s); m != nil {
-			return p.to(m)
+			return unmark(p.to(m))
 		}
 	}
-	return s
+	return unmark(s)
 }
 
 // trWhere translates the engine's description of a moment of the step
@@ -87,6 +99,8 @@ func orSame(t, s string) string {
 // they are; the series names they print are translated with the series.
 func localize(c Chart) (Chart, error) {
 	if Lang != "zh" {
+		c.Title = unmark(c.Title)
+		c.Table = Table{Columns: trAll(c.Table.Columns), Rows: trRows(c.Table.Rows)}
 		return c, nil
 	}
 	c.Title = tr(c.Title)
@@ -148,13 +162,14 @@ var displayKeys = map[string]bool{"text": true, "subtext": true, "name": true, "
 	"formatter": true, "xAxis": true, "source": true, "target": true}
 
 type zhPattern struct {
-	re *regexp.Regexp
-	to func(m []string) string
+	re    *regexp.Regexp
+	to    func(m []string) string
+	title bool // also for a caller's title (one of the tutorials')
 }
 
-// zh is the chart vocabulary in Chinese, and the titles the tutorials give
-// their charts (their code is the same in both languages).
-var zh = map[string]string{
+// zhWords is the chart vocabulary in Chinese: the words the charts
+// themselves write (categories, columns, legend entries).
+var zhWords = map[string]string{
 	// categories and their parts
 	"parameters": "参数", "gradients": "梯度", "optimizer states": "优化器状态", "activations": "激活值",
 	"temporaries": "临时缓冲", "other": "其他", "inputs": "输入", "updated parameters": "更新后的参数",
@@ -169,6 +184,12 @@ var zh = map[string]string{
 	"GPU": "GPU", "time": "时间", "setting": "设置", "value": "值",
 	"real allocated (max)": "实测已分配（最大）", "predicted allocated (max)": "预测已分配（最大）",
 	"real reserved (max)": "实测保留（最大）", "predicted reserved (max)": "预测保留（最大）",
+	"embedding": "嵌入层", "head": "输出层",
+}
+
+// zhTitles are the charts' default titles and the titles and labels the
+// tutorials give their charts (their code is the same in both languages).
+var zhTitles = map[string]string{
 	// default titles and axis names
 	"Memory over the training step":                                  "训练步内的显存",
 	"Peak allocated memory per GPU, by plan":                         "各方案每 GPU 的已分配显存峰值",
@@ -176,7 +197,6 @@ var zh = map[string]string{
 	"Your run beside the prediction":                                 "你的运行与预测对照",
 	"Device memory over time (NVML)":                                 "设备显存随时间变化（NVML）",
 	"the step's allocations and frees, in order (hover for each op)": "训练步中按顺序的分配与释放（悬停查看每个算子）",
-	"embedding": "嵌入层", "head": "输出层",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
 	"Llama-2-7B: peak per GPU in fp32 and in pure bf16":                 "Llama-2-7B：fp32 与纯 bf16 下每 GPU 的峰值",
@@ -201,22 +221,22 @@ var zh = map[string]string{
 }
 
 var zhPatterns = []zhPattern{
-	{regexp.MustCompile(`^total (.+)$`), func(m []string) string { return "合计 " + m[1] }},
-	{regexp.MustCompile(`^capacity (.+)$`), func(m []string) string { return "容量 " + m[1] }},
-	{regexp.MustCompile(`^predicted (\d.+)$`), func(m []string) string { return "预测 " + m[1] }},
-	{regexp.MustCompile(`^peak (\S+ \S+) at (.+)$`), func(m []string) string { return "峰值 " + m[1] + "，位于" + trWhere(m[2]) }},
-	{regexp.MustCompile(`^PEAK: (.+)$`), func(m []string) string { return "峰值：" + trWhere(m[1]) }},
-	{regexp.MustCompile(`^iteration \d+, .+$`), func(m []string) string { return trWhere(m[0]) }},
+	{regexp.MustCompile(`^total (.+)$`), func(m []string) string { return "合计 " + m[1] }, false},
+	{regexp.MustCompile(`^capacity (.+)$`), func(m []string) string { return "容量 " + m[1] }, false},
+	{regexp.MustCompile(`^predicted (\d.+)$`), func(m []string) string { return "预测 " + m[1] }, false},
+	{regexp.MustCompile(`^peak (\S+ \S+) at (.+)$`), func(m []string) string { return "峰值 " + m[1] + "，位于" + trWhere(m[2]) }, false},
+	{regexp.MustCompile(`^PEAK: (.+)$`), func(m []string) string { return "峰值：" + trWhere(m[1]) }, false},
+	{regexp.MustCompile(`^iteration \d+, .+$`), func(m []string) string { return trWhere(m[0]) }, false},
 	{regexp.MustCompile(`^(forward|backward|optimizer|loss|setup) (\d+)$`), func(m []string) string {
 		return phaseZh[m[1]] + " " + m[2]
-	}},
-	{regexp.MustCompile(`^Peak allocated memory per GPU vs (.+)$`), func(m []string) string { return "每 GPU 已分配显存峰值随 " + m[1] + " 的变化" }},
-	{regexp.MustCompile(`^Headroom on (.+): (.+) × (.+)$`), func(m []string) string { return m[1] + " 上的余量：" + m[2] + " × " + m[3] }},
-	{regexp.MustCompile(`^(.+) \(plan\)$`), func(m []string) string { return m[1] + "（当前计划）" }},
-	{regexp.MustCompile(`^block (\d+)$`), func(m []string) string { return "第 " + m[1] + " 块" }},
-	{regexp.MustCompile(`^(.+): memory over the training step$`), func(m []string) string { return m[1] + "：训练步内的显存" }},
-	{regexp.MustCompile(`^(.+): live at the peak$`), func(m []string) string { return m[1] + "：峰值时刻存活的显存" }},
+	}, false},
+	{regexp.MustCompile(`^Peak allocated memory per GPU vs (.+)$`), func(m []string) string { return "每 GPU 已分配显存峰值随 " + m[1] + " 的变化" }, false},
+	{regexp.MustCompile(`^Headroom on (.+): (.+) × (.+)$`), func(m []string) string { return m[1] + " 上的余量：" + m[2] + " × " + m[3] }, false},
+	{regexp.MustCompile(`^(.+) \(plan\)$`), func(m []string) string { return m[1] + "（当前计划）" }, false},
+	{regexp.MustCompile(`^block (\d+)$`), func(m []string) string { return "第 " + m[1] + " 块" }, false},
+	{regexp.MustCompile(`^(.+): memory over the training step$`), func(m []string) string { return m[1] + "：训练步内的显存" }, true},
+	{regexp.MustCompile(`^(.+): live at the peak$`), func(m []string) string { return m[1] + "：峰值时刻存活的显存" }, true},
 	{regexp.MustCompile(`^Device memory over time \((.+)\)$`), func(m []string) string {
 		return "设备显存随时间变化（" + strings.NewReplacer("simulated", "模拟的", "idle", "空闲").Replace(m[1]) + "）"
-	}},
+	}, true},
 }

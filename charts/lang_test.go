@@ -81,3 +81,36 @@ func TestTranslationKeepsUserText(t *testing.T) {
 		}
 	})
 }
+
+// TestTranslationLeavesUserLabels: labels, titles and names a caller gives
+// stay theirs in a Chinese chart even when they equal a chart word
+// ("other", "parameters"), while the chart's own words and the tutorials'
+// titles are translated; no mark is left in what renders.
+func TestTranslationLeavesUserLabels(t *testing.T) {
+	est, err := vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 128, MicroBatch: 1}.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	withLang("zh", func() {
+		out = HTML(Compare([]string{"other", "parameters"}, []vram.Breakdown{est.Peak, est.Peak}, 0)) +
+			HTML(Breakdown(est.Peak, "total")) + HTML(Breakdown(est.Peak, "Live at the peak")) +
+			HTML(GPUs([]GPU{{Name: "yes", Total: vram.GiB}}, "GPU memory now"))
+	})
+	for _, want := range []string{`"data":["other","parameters"]`, `<td style="padding:2px 8px">other</td>`, `"text":"total"`, `>total</caption>`,
+		`"name":"参数"`, "峰值时刻存活的显存", "GPU 当前显存", `"data":["yes"]`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the Chinese charts lack %s", want)
+		}
+	}
+	for _, gone := range []string{`"data":["其他","参数"]`, `"text":"合计"`, `"data":["是"]`, userMark} {
+		if strings.Contains(out, gone) {
+			t.Errorf("the Chinese charts have %q", gone)
+		}
+	}
+	c := Compare([]string{"other"}, []vram.Breakdown{est.Peak}, 0)
+	withLang("en", func() { out = HTML(c) })
+	if strings.Contains(out, userMark) || !strings.Contains(out, `"data":["other"]`) {
+		t.Error("the English chart keeps a mark or loses the label")
+	}
+}

@@ -39,7 +39,7 @@ func RunOverlay(run *snapshot.Run, t vram.Training, gpu *vram.GPU, title string)
 }
 
 func runOverlay(run *snapshot.Run, rep vram.Replay, title string) Chart {
-	c := Chart{Title: clean(title), Height: 440}
+	c := Chart{Title: user(title), Height: 440}
 	if c.Title == "" {
 		c.Title = "Your run beside the prediction"
 	}

@@ -13,7 +13,7 @@ import (
 // the followed process's) against the predicted device-used figure and the
 // GPU's capacity (0: none), seconds on the x-axis.
 func MemoryOverTime(ss []gpu.Sample, predicted, capacity vram.Bytes, title string) Chart {
-	c := Chart{Title: clean(title), Height: 380}
+	c := Chart{Title: user(title), Height: 380}
 	if c.Title == "" {
 		c.Title = "Device memory over time (NVML)"
 	}
