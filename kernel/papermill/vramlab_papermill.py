@@ -10,7 +10,11 @@ replaces the template's own declaration of the same name:
     var plans = []string{"a.json", "b.json"}
 
 Strings become Go string literals (quotes, backslashes and control characters
-escaped), so a parameter value is always data, never code.
+escaped, and the byte order mark, which Go source may not contain), so a
+parameter value is always data, never code. A name must be a Go identifier
+that is neither a keyword nor predeclared (`-p true false` would declare
+`var true = false`); a value that would not compile (a lone surrogate, an
+integer past int64, NaN) is refused with a message.
 """
 import json
 import math
@@ -23,10 +27,21 @@ from papermill.translators import Translator, papermill_translators
 
 __all__ = ["GoTranslator", "Engine"]
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Go identifiers: a letter or underscore, then letters, digits, underscores
+# (ASCII, which is what a template's parameters cell declares).
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = {
     "break", "case", "chan", "const", "continue", "default", "defer", "else", "fallthrough", "for", "func", "go",
     "goto", "if", "import", "interface", "map", "package", "range", "return", "select", "struct", "switch", "type", "var",
+}
+# The universe block of the Go spec ("Predeclared identifiers"), and the
+# blank identifier.
+_PREDECLARED = {
+    "any", "bool", "byte", "comparable", "complex64", "complex128", "error", "float32", "float64", "int", "int8",
+    "int16", "int32", "int64", "rune", "string", "uint", "uint8", "uint16", "uint32", "uint64", "uintptr",
+    "true", "false", "iota", "nil",
+    "append", "cap", "clear", "close", "complex", "copy", "delete", "imag", "len", "make", "max", "min", "new", "panic",
+    "print", "println", "real", "recover", "_",
 }
 
 
@@ -36,8 +51,12 @@ class GoTranslator(Translator):
     @classmethod
     def translate_escaped_str(cls, str_val):
         # JSON's string escapes (\" \\ \n \t \uXXXX …) are all Go escapes, and
-        # JSON leaves no raw newline or quote in the literal.
-        return json.dumps(str(str_val), ensure_ascii=False)
+        # JSON leaves no raw newline or quote in the literal. Go source may
+        # not hold a byte order mark, and no escape makes a surrogate half.
+        s = str(str_val)
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in s):
+            raise PapermillException(f"parameter value {s!r} holds a lone surrogate (not Unicode text), which has no Go literal")
+        return json.dumps(s, ensure_ascii=False).replace("\ufeff", "\\ufeff")
 
     @classmethod
     def translate_str(cls, val):
@@ -49,6 +68,8 @@ class GoTranslator(Translator):
 
     @classmethod
     def translate_int(cls, val):
+        if not -(2**63) <= int(val) < 2**63:
+            raise PapermillException(f"parameter value {val} does not fit in a Go int (64 bits)")
         return str(int(val))
 
     @classmethod
@@ -78,8 +99,10 @@ class GoTranslator(Translator):
 
     @classmethod
     def assign(cls, name, str_val):
-        if not _IDENT.match(name) or name in _KEYWORDS:
+        if not _IDENT.fullmatch(name) or name in _KEYWORDS:
             raise PapermillException(f"parameter name {name!r} is not a Go identifier")
+        if name in _PREDECLARED:
+            raise PapermillException(f"parameter name {name!r} is predeclared in Go; choose another name")
         return f"var {name} = {str_val}"
 
     @classmethod
