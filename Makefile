@@ -23,7 +23,8 @@ doctor:
 # make report PLANS="a.json b.json c.json"                     one report comparing them
 # make reports PLANS="a.json b.json c.json"                    a report for each, in parallel
 # PLAN and PLANS reach the scripts through the environment, never through a
-# shell command line, so any file name works (PLANS splits at spaces).
+# shell command line, so any file name works (PLANS splits at spaces, or
+# at newlines when it holds one: then names may hold spaces).
 export PLAN PLANS
 report:
 	kernel/scripts/report.sh

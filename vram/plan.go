@@ -48,12 +48,18 @@ type Plan struct {
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
+// The files it names are found beside it, beside the file a link points to
+// when path is a link.
 func ReadPlan(path string) (Plan, error) {
 	data, err := readFile(path, MaxPlanFile)
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := ParsePlan(data, filepath.Dir(path))
+	dir := filepath.Dir(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		dir = filepath.Dir(real)
+	}
+	p, err := ParsePlan(data, dir)
 	if err != nil {
 		return Plan{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -106,3 +106,28 @@ test('make reports writes a report per plan in parallel, a line for each, and a 
     assert.ok(existsSync(join(ROOT, '.artifacts', 'reports', p, p + '.pdf')), p);
   }
 });
+
+test('file names as a file system allows them: outside the BMP, not UTF-8, newline-separated with spaces, an output path with # and ?', () => {
+  // The plans' names reach papermill as UTF-8 text (a link stands in for a
+  // name that is not UTF-8), PLANS splits at newlines when it holds one, and
+  // chromium prints from a file URL with the path percent-encoded.
+  const script = `set -e
+d=$(mktemp -d "\${TMPDIR:-/tmp}/vramlab #names?XXXX")
+cp examples/plans/llama3-8b-qlora.json "$d/plan 😀 one.json"
+bad="$d/$(printf 'bad-\\xff\\xfe').json"
+cp examples/plans/llama3-8b-lora.json "$bad"
+export PLANS="$d/plan 😀 one.json
+$bad"
+REPORT_DIR="$d/out #1" make -s report`;
+  const r = spawnSync('bash', ['-c', script], { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
+  assert.equal(r.status, 0, `make report exited ${r.status}:\n${r.stdout}\n${r.stderr}`);
+  const m = /report: (.+\.html) and (.+\.pdf)$/m.exec(r.stdout);
+  assert.ok(m, r.stdout);
+  const [html, pdf] = [m[1], m[2]];
+  assert.match(html, /vramlab #names\?.{4}\/out #1\/compare-plan______one-bad-__\/compare-plan______one-bad-__\.html$/);
+  const text = execFileSync('pdftotext', [pdf, '-'], { encoding: 'utf8' });
+  assert.match(text, /Which plan for which GPU/);
+  for (const p of ['Llama-3-8B QLoRA', 'Llama-3-8B LoRA fine-tune']) assert.ok(text.includes(p), `${p} in the PDF`);
+  assert.match(readFileSync(html, 'utf8'), /2 candidate plans/);
+});
+

@@ -46,3 +46,19 @@ work_copy() {
   done
   echo "$added"
 }
+
+# plan_list NAME: splits $PLANS into the array NAME: one file a line when
+# PLANS holds a newline (names may then hold spaces; blank lines are
+# skipped), else at spaces and tabs.
+plan_list() {
+  local -n into=$1
+  into=()
+  if [[ "${PLANS:-}" == *$'\n'* ]]; then
+    local line
+    while IFS= read -r line; do
+      [[ "$line" =~ ^[[:space:]]*$ ]] || into+=("$line")
+    done <<< "$PLANS"
+  else
+    read -r -a into <<< "${PLANS:-}"
+  fi
+}

@@ -3,10 +3,10 @@
 # plan through papermill with the vramlab kernel (the plan is the template's
 # `plan` parameter) and export it as a self-contained offline HTML page (code
 # hidden until asked for) and a PDF printed by headless chromium.
-# `make report PLANS="a.json b.json c.json"` (file names separated by spaces)
-# runs the comparison template (notebooks/31-plan-comparison.ipynb) on the
+# `make report PLANS="a.json b.json c.json"` (file names separated by spaces,
+# or one a line when a name holds a space) runs the comparison template (notebooks/31-plan-comparison.ipynb) on the
 # plans together instead: one report that puts the candidates side by side.
-# Outputs go to .artifacts/reports/<name>/; the executed notebook is trusted so
+# Outputs go to .artifacts/reports/<name>/ (REPORT_DIR/<name>/ when set); the executed notebook is trusted so
 # it opens in JupyterLab with its charts (every piece of plan text in it was
 # escaped when it was produced: charts.Display and the charts' tooltips; the
 # parameters papermill writes are Go string literals).
@@ -31,7 +31,7 @@ safe() { printf %s "$1" | LC_ALL=C tr -c 'A-Za-z0-9._-' '_'; }
 
 if [ -n "${PLANS:-}" ]; then
   template=notebooks/31-plan-comparison.ipynb
-  read -r -a given <<< "$PLANS"
+  plan_list given
   [ "${#given[@]}" -ge 2 ] || { echo "report: PLANS names ${#given[@]} plan; a comparison needs two or more" >&2; exit 1; }
   plans=()
   name=compare
@@ -47,7 +47,7 @@ else
   plans=("$(absolute "${PLAN:-examples/plans/llama3-8b-lora.json}")")
   name=$(safe "$(basename "${plans[0]}" .json)")
 fi
-out="$ROOT/.artifacts/reports/$name"
+out="${REPORT_DIR:-$ROOT/.artifacts/reports}/$name"
 mkdir -p "$out"
 rm -f "$out/$name.ipynb" "$out/$name.html" "$out/$name.pdf"
 
@@ -75,14 +75,27 @@ need() {
 }
 
 # The parameters as JSON (which papermill reads as YAML): each path a string,
-# whatever its characters.
+# whatever its characters. JSON's \u escapes of characters outside the BMP
+# are surrogate pairs, which YAML reads as lone surrogates: the file is UTF-8
+# text instead. A name that is not UTF-8 at all (a file system allows any
+# bytes) reaches the notebook through a link of a plain name beside it.
 key=plan
 [ -n "${PLANS:-}" ] && key=plans
-.venv/bin/python - "$tmp/parameters.json" "$key" "${plans[@]}" <<'PY'
-import json, sys
-out, key, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
-with open(out, "w") as f:
-    json.dump({key: paths if key == "plans" else paths[0]}, f)
+mkdir "$tmp/links"
+.venv/bin/python - "$tmp/parameters.json" "$tmp/links" "$key" "${plans[@]}" <<'PY'
+import json, os, sys
+out, links, key, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+def text(i, p):
+    try:
+        p.encode("utf-8")
+        return p
+    except UnicodeEncodeError:
+        link = os.path.join(links, f"plan-{i}.json")
+        os.symlink(p, link)
+        return link
+paths = [text(i, p) for i, p in enumerate(paths)]
+with open(out, "w", encoding="utf-8") as f:
+    json.dump({key: paths if key == "plans" else paths[0]}, f, ensure_ascii=False)
 PY
 say "executing $template on ${plans[*]}"
 # why: the first error a failed cell printed (a plan error names the field
@@ -120,7 +133,7 @@ say "printing PDF"
 step 120 "printing the PDF with chromium" /usr/bin/chromium --headless=new --no-sandbox --disable-gpu \
   --disable-background-networking --disable-component-update --no-first-run --no-pdf-header-footer \
   --virtual-time-budget=15000 --user-data-dir="$tmp/chromium" --print-to-pdf="$out/$name.pdf" \
-  "file://$out/$name.html" 2>"$tmp/chromium.log"
+  "$(.venv/bin/python -c 'import pathlib, sys; print(pathlib.Path(sys.argv[1]).as_uri())' "$out/$name.html")" 2>"$tmp/chromium.log"
 need "$out/$name.pdf" "the PDF report"
 
 echo

@@ -4,7 +4,7 @@
 # (REPORT_JOBS to choose), with a line per plan as each finishes and a summary
 # at the end. Exits non-zero if any report failed, showing why.
 source "$(dirname "$0")/lib.sh"
-read -r -a plans <<< "${PLANS:-}"
+plan_list plans
 [ "${#plans[@]}" -ge 1 ] || { echo 'reports: set PLANS to the plan files, e.g. PLANS="a.json b.json"' >&2; exit 1; }
 declare -A seen
 for f in "${plans[@]}"; do
