@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
 
 // FuzzParsePlan: no plan file may make the decoder or the estimator panic,
@@ -31,7 +33,10 @@ func FuzzParsePlan(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := ParsePlan(data, t.TempDir())
+		dir := t.TempDir()
+		var p Plan
+		var err error
+		budget.Check(t, len(data), func() { p, err = ParsePlan(data, dir) })
 		if err != nil {
 			return
 		}
@@ -184,7 +189,9 @@ func FuzzReadCheckpoint(f *testing.F) {
 		for _, name := range []string{"a.safetensors", "sub/a.safetensors", "model.safetensors"} {
 			_ = os.WriteFile(filepath.Join(dir, name), head, 0o644)
 		}
-		ts, err := ReadCheckpoint(dir)
+		var ts []Tensor
+		var err error
+		budget.Check(t, len(index)+3*len(head), func() { ts, err = ReadCheckpoint(dir) })
 		if err != nil {
 			return
 		}
@@ -215,8 +222,14 @@ func FuzzFromHFConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"model_type": "llama", "num_hidden_layers": 1e9, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 1, "vocab_size": 8}`))
 	f.Add([]byte(`{"model_type": "vit", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 64, "image_size": 4294967296, "patch_size": 1}`))
+	// Values of the wrong JSON type and task classes (the second audit).
+	f.Add([]byte(`{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "tie_word_embeddings": "true", "torch_dtype": "float128"}`))
+	f.Add([]byte(`{"model_type": "llama", "architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "a"}, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}`))
+	f.Add([]byte(`{"model_type": "gemma2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "head_dim": 16, "layer_types": [1, "x"], "attn_logit_softcapping": "50"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := FromHFConfig(data)
+		var m Model
+		var err error
+		budget.Check(t, len(data), func() { m, err = FromHFConfig(data) })
 		if err != nil {
 			return
 		}

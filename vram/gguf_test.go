@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
 
 // TestGGUFEveryType: a file gguf-py wrote with one tensor of every ggml
@@ -176,8 +178,12 @@ func FuzzParseGGUF(f *testing.F) {
 	}
 	f.Add(b[:min(len(b), 16000)])
 	f.Add(ggufHeader(3, 1, 1, "general.alignment", uint32(4), uint32(64), "t", uint32(2), uint64(256), uint64(2), uint32(12), uint64(0)))
+	f.Add(nestedGGUF(2)) // arrays of arrays (the second audit: kept values across the file)
+	f.Add(ggufHeader(3, 0, 1, "v", uint32(9), uint32(8), uint64(3), "a", "b", "c"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g, err := ParseGGUF(bytes.NewReader(data))
+		var g *GGUF
+		var err error
+		budget.Check(t, len(data), func() { g, err = ParseGGUF(bytes.NewReader(data)) })
 		if err != nil {
 			return
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
 
 // writeSafetensors writes a safetensors file whose data section is a hole
@@ -107,8 +109,12 @@ func FuzzReadSafetensors(f *testing.F) {
 	f.Add(header(`{"a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}`))
 	f.Add(header(`{"__metadata__": {"k": "v"}}`))
 	f.Add([]byte{0, 0})
+	f.Add(longShapeShard(100)) // more dimensions than any tensor has
+	f.Add(header(`{"a": {"dtype": "F8_E4M3", "shape": [128, 256], "data_offsets": [0, 32768]}, "a_scale_inv": {"dtype": "F32", "shape": [1, 2], "data_offsets": [32768, 32776]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ts, err := ReadSafetensors(bytes.NewReader(data))
+		var ts []Tensor
+		var err error
+		budget.Check(t, len(data), func() { ts, err = ReadSafetensors(bytes.NewReader(data)) })
 		if err != nil {
 			return
 		}

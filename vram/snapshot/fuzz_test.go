@@ -3,7 +3,10 @@ package snapshot
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
 
 // FuzzDecode: any bytes decode to a snapshot or an error, never a panic or
@@ -19,8 +22,15 @@ func FuzzDecode(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\x7f"))
+	// The shapes of the second audit: shared memo, long integers, None floods.
+	f.Add(sharedMemo(8))
+	f.Add([]byte("\x80\x04\x8b\x10\x00\x00\x00" + strings.Repeat("\x7f", 16) + "."))
+	f.Add([]byte("L" + strings.Repeat("9", 40) + "L\n."))
+	f.Add([]byte("\x80\x04](" + strings.Repeat("N", 1000) + "e."))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Decode(data)
+		var s *Snapshot
+		var err error
+		budget.Check(t, len(data), func() { s, err = Decode(data) })
 		if err != nil {
 			return
 		}

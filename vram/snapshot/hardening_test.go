@@ -3,8 +3,11 @@ package snapshot
 import (
 	"bytes"
 	"encoding/binary"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
@@ -188,5 +191,23 @@ func TestPickleStrings(t *testing.T) {
 		if _, err := decodePickle([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// TestReadFileRefusesFIFO: a FIFO named as a snapshot is refused at once.
+func TestReadFileRefusesFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "run.pickle")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadFile(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("ReadFile(fifo): %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadFile(fifo) blocked")
 	}
 }
