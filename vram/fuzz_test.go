@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vramlab/vramlab/vram/fileio/budget"
@@ -174,6 +175,8 @@ func FuzzReadCheckpoint(f *testing.F) {
 		`{"weight_map": {"w": "loop/loop/a.safetensors"}}`,
 		`{"weight_map": {"w": "../a.safetensors", "v": "sub/a.safetensors"}}`,
 		`{"weight_map": {}}`,
+		`{"weight_map": {"w": "fifo.safetensors"}}`, // a FIFO in the folder
+		`{"weight_map": {"w": "a.safetensors", "v": "fifo.safetensors"}}`,
 	} {
 		f.Add([]byte(idx), shard, uint8(0))
 	}
@@ -183,6 +186,7 @@ func FuzzReadCheckpoint(f *testing.F) {
 		_ = os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 		_ = os.Symlink(".", filepath.Join(dir, "loop"))
 		_ = os.Symlink(dir, filepath.Join(dir, "sub", "up"))
+		_ = syscall.Mkfifo(filepath.Join(dir, "fifo.safetensors"), 0o644)
 		if layout%2 == 0 {
 			_ = os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), index, 0o644)
 		}

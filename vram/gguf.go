@@ -221,10 +221,17 @@ func (g *ggufReader) str(limit uint64) (string, error) {
 	if n > limit {
 		return "", fmt.Errorf("%s: a string of %d bytes (at most %d)", g.what, n, limit)
 	}
-	b := make([]byte, n)
-	if err := g.read(b); err != nil {
+	if g.n+int64(n) > MaxGGUFHeaderBytes {
+		return "", errGGUFBudget
+	}
+	b, err := fileio.ReadN(g.r, int64(n))
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return "", fmt.Errorf("truncated while reading %s", g.what)
+		}
 		return "", err
 	}
+	g.n += int64(n)
 	return string(b), nil
 }
 

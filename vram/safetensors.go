@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/fileio"
 )
 
 // safetensorsDTypes are the element types of the safetensors format
@@ -67,8 +69,8 @@ func readSafetensors(r io.Reader, left *int64) ([]Tensor, int64, error) {
 		return nil, 0, fmt.Errorf("safetensors: a %d-byte header passes the %d bytes all of a checkpoint's headers may take", n, int64(MaxHeadersBytes))
 	}
 	*left -= int64(n)
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	buf, err := fileio.ReadN(r, int64(n))
+	if err != nil {
 		return nil, 0, fmt.Errorf("safetensors: reading the %d-byte header: %v", n, err)
 	}
 	var raw map[string]json.RawMessage

@@ -8,6 +8,7 @@
 package fileio
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -117,4 +118,29 @@ func ReadAtMost(r io.Reader, name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is more than the %d bytes this kind of file may have", name, limit)
 	}
 	return b, nil
+}
+
+// ReadN reads exactly n bytes of r, allocating as they arrive rather than
+// all n up front: a header that declares a length its file does not have
+// costs what the file holds, not what it claims. Fewer bytes than n is
+// io.ErrUnexpectedEOF (io.EOF when none).
+func ReadN(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("a length of %d bytes", n)
+	}
+	const chunk = 64 << 10
+	if n <= chunk {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	var buf bytes.Buffer
+	got, err := io.Copy(&buf, io.LimitReader(r, n))
+	if err == nil && got < n {
+		err = io.ErrUnexpectedEOF
+		if got == 0 {
+			err = io.EOF
+		}
+	}
+	return buf.Bytes(), err
 }

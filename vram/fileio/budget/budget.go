@@ -11,7 +11,10 @@
 package budget
 
 import (
+	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 )
@@ -30,11 +33,19 @@ const Time = time.Second
 // under the race detector) or allocates more than Floor + PerByte·size.
 func Check(t testing.TB, size int, f func()) {
 	t.Helper()
-	allocs, took := Measure(f)
 	limit := time.Duration(Time)
 	if Race {
 		limit *= 10
 	}
+	// A call that hangs would never return to be measured: past ten times
+	// the budget it stops the test binary with every goroutine's stack, so
+	// the fuzzer keeps the input as a crasher.
+	hang := time.AfterFunc(10*limit, func() {
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		panic(fmt.Sprintf("budget: one call has run for %v on %d bytes of input", 10*limit, size))
+	})
+	allocs, took := Measure(f)
+	hang.Stop()
 	if took > limit {
 		t.Errorf("one call took %v on %d bytes of input (budget %v)", took, size, limit)
 	}
