@@ -96,6 +96,7 @@ var quantParts = []struct {
 	{".input_scale", ".weight", "fp8"},
 	{"_blocks", "", "mxfp4"},
 	{"_scales", "", "mxfp4"},
+	{"_scale", "", "fp8"}, // fbgemm's stacked experts: gate_up_proj_scale [E, 1, 2F]
 }
 
 // matchCheckpoint assigns each checkpoint tensor to the model tensor it

@@ -28,12 +28,13 @@ const (
 	INT16            // 16-bit integer (stored only)
 	FP8E8M0          // float8 e8m0: power-of-two block scales (MXFP4, MXFP8)
 	FP6              // 6-bit floats (e2m3, e3m2: MXFP6), stored only
+	MXFP4            // OCP microscaling fp4: e2m1 values, one e8m0 scale per 32 (gpt-oss's experts)
 )
 
 var dtypeNames = map[DType]string{
 	FP32: "fp32", TF32: "tf32", FP16: "fp16", BF16: "bf16", FP8E4M3: "fp8_e4m3", FP8E5M2: "fp8_e5m2",
 	INT8: "int8", INT4: "int4", NF4: "nf4", FP4: "fp4", INT32: "int32", INT64: "int64", Bool: "bool",
-	FP64: "fp64", INT16: "int16", FP8E8M0: "fp8_e8m0", FP6: "fp6",
+	FP64: "fp64", INT16: "int16", FP8E8M0: "fp8_e8m0", FP6: "fp6", MXFP4: "mxfp4",
 }
 
 // dtypeAliases are other spellings accepted by ParseDType (PyTorch and
@@ -69,7 +70,7 @@ func ParseDType(s string) (DType, error) {
 	if d, ok := dtypeAliases[k]; ok {
 		return d, nil
 	}
-	return DTypeUnset, fmt.Errorf("unknown dtype %q; known: fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, nf4, fp4", s)
+	return DTypeUnset, fmt.Errorf("unknown dtype %q; known: fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, nf4, fp4, mxfp4", s)
 }
 
 // MarshalText writes the short name.
@@ -96,7 +97,7 @@ func (d DType) Bits() int {
 		return 8
 	case FP6:
 		return 6
-	case INT4, NF4, FP4:
+	case INT4, NF4, FP4, MXFP4:
 		return 4
 	case INT64, FP64:
 		return 64
@@ -143,81 +144,4 @@ func (d DType) IsFloat() bool {
 		return true
 	}
 	return false
-}
-
-// Quant describes how weights are stored when they are quantized: the element
-// type and its block-scale layout. The zero Quant (or one whose DType is a
-// plain float) means unquantized.
-type Quant struct {
-	DType DType `json:"dtype"`
-	// GroupSize is the number of elements that share one scale. Zero means the
-	// format's default: 64 for bitsandbytes nf4/fp4 (bitsandbytes
-	// functional.quantize_4bit blocksize=64), 128 for GPTQ/AWQ int4.
-	GroupSize int `json:"group_size,omitempty"`
-	// DoubleQuant quantizes the nf4/fp4 block scales themselves to 8 bits in
-	// blocks of 256 (QLoRA, Dettmers et al. 2023, §3 "Double Quantization").
-	DoubleQuant bool `json:"double_quant,omitempty"`
-	// ActOrder: GPTQ with desc_act; the checkpoint then carries g_idx (int32
-	// per input feature) — present in AutoGPTQ checkpoints either way.
-	ActOrder bool `json:"act_order,omitempty"`
-}
-
-// Quantized reports whether q is a quantized (non-float) format.
-func (q Quant) Quantized() bool {
-	switch q.DType {
-	case INT8, INT4, NF4, FP4:
-		return true
-	}
-	return false
-}
-
-func (q Quant) group() int {
-	if q.GroupSize > 0 {
-		return q.GroupSize
-	}
-	switch q.DType {
-	case NF4, FP4:
-		return 64
-	case INT4:
-		return 128
-	}
-	return 0
-}
-
-// Size is the device storage of a weight matrix of rows×cols elements in
-// format q, scales included.
-//
-//   - nf4/fp4 (bitsandbytes Params4bit): 4 bits per element plus one fp32
-//     absmax per block of GroupSize elements; with double quantization the
-//     absmax values become 8-bit with one fp32 scale per 256 of them
-//     (QLoRA §3: 32/64 = 0.5 bits/param → 8/64 + 32/(64·256) ≈ 0.127).
-//   - int4 (GPTQ/AWQ): packed 4-bit qweight, one fp16 scale and one 4-bit
-//     zero point per group of GroupSize input rows per output column
-//     (AutoGPTQ QuantLinear: qweight, qzeros, scales), plus g_idx (int32 per
-//     input feature).
-//   - int8 (bitsandbytes LLM.int8, Int8Params): 1 byte per element plus one
-//     fp32 row scale (SCB) per output row (Dettmers et al. 2022, §3.1).
-//   - plain float types: rows·cols elements.
-func (q Quant) Size(rows, cols int64) Bytes {
-	n := mulI64(rows, cols)
-	switch q.DType {
-	case NF4, FP4:
-		g := int64(q.group())
-		blocks := (n + g - 1) / g
-		scales := mulBytes(blocks, 4)
-		if q.DoubleQuant {
-			scales = addBytes(Bytes(blocks), mulBytes((blocks+255)/256, 4))
-		}
-		return addBytes(NF4.Size(n), scales)
-	case INT4:
-		g := int64(q.group())
-		groups := (cols + g - 1) / g // cols = input features
-		perGroup := addBytes(mulBytes(mulI64(rows, groups), 2), INT4.Size(mulI64(rows, groups)))
-		return addBytes(addBytes(INT4.Size(n), perGroup), INT32.Size(cols))
-	case INT8:
-		return addBytes(Bytes(n), mulBytes(rows, 4))
-	case DTypeUnset:
-		return BF16.Size(n)
-	}
-	return q.DType.Size(n)
 }

@@ -31,6 +31,9 @@ type family struct {
 	// A plan asking for another runs eager attention, as transformers
 	// falls back to, and the estimate says so.
 	attention []string
+	// aliases are other model_types whose config.json has this family's
+	// keys (Kimi-K2's "kimi_k2", a DeepSeek-V3 under its own name).
+	aliases []string
 	// wrappers map other model_types whose config.json holds this family's
 	// config under a key (gemma3's "text_config") to that key: FromHFConfig
 	// reads such a config through it.
@@ -62,6 +65,10 @@ type family struct {
 	tensors func(m Model, l *tensorList)
 	// buffers lists m's module buffers (optional).
 	buffers func(m Model, b *bufferList)
+	// storedOnly lists what the family's checkpoints store that the model
+	// does not load: its Model.MTPLayers multi-token-prediction layers
+	// (optional).
+	storedOnly func(m Model, l *tensorList)
 	// recipe is how the family's modeling code computes, beyond what the
 	// model's fields say (optional: the zero recipe); lib is the
 	// transformers release that runs it.

@@ -27,6 +27,7 @@ func init() {
 			m.QLoRARank, m.KVLoRARank = c.optInt("q_lora_rank", 0), c.int("kv_lora_rank")
 			m.QKNopeDim, m.QKRopeDim, m.VHeadDim = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
 			m.HeadDim = m.QKNopeDim + m.QKRopeDim
+			m.MTPLayers = c.optInt("num_nextn_predict_layers", 0)
 		},
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)
@@ -62,12 +63,71 @@ func init() {
 				b.add(fmt.Sprintf("model.layers.%d.mlp.gate.e_score_correction_bias", i), i, FP32, int64(m.Experts))
 			}
 		},
-		// The multi-token-prediction module of the checkpoint is not part of
-		// the transformers model.
+		// The multi-token-prediction layers of the checkpoint are not part
+		// of the transformers model (_keys_to_ignore_on_load_unexpected =
+		// [r"model\.layers\.61.*"]); they are stored all the same.
+		storedOnly: deepseekMTP,
+		aliases:    []string{"kimi_k2"},
+		// As released: every linear layer in fp8 e4m3 with 128×128 block
+		// scales, the embeddings, the output layer, the norms and the
+		// routers in bf16 (quantization_config {quant_method fp8, fmt e4m3,
+		// weight_block_size [128, 128]}; DeepSeek-V3 README_WEIGHTS.md,
+		// inference/model.py: Linear weights fp8 unless the head, Gate.weight
+		// a bf16 Parameter); the checkpoint's total_size is 688,574,839,360
+		// bytes with its multi-token-prediction layer. Kimi-K2-Instruct is
+		// the same architecture with 384 experts, 64 heads, one dense layer
+		// and no MTP layer, released in the same block fp8 (Kimi-K2
+		// README: "stored in block-fp8 format").
 		presets: map[string]Preset{
 			"deepseek-v3": {Model{Name: "deepseek-ai/DeepSeek-V3", Layers: 61, Hidden: 7168, Heads: 128, FFN: 18432, Vocab: 129280, MaxPosition: 163840,
 				Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
-				QLoRARank: 1536, KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192}, hf("deepseek-ai/DeepSeek-V3")},
+				QLoRARank: 1536, KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192, MTPLayers: 1, Release: blockFP8Release}, hf("deepseek-ai/DeepSeek-V3")},
+			"deepseek-r1": {Model{Name: "deepseek-ai/DeepSeek-R1", Layers: 61, Hidden: 7168, Heads: 128, FFN: 18432, Vocab: 129280, MaxPosition: 163840,
+				Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
+				QLoRARank: 1536, KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192, MTPLayers: 1, Release: blockFP8Release}, hf("deepseek-ai/DeepSeek-R1")},
+			"kimi-k2-instruct": {Model{Name: "moonshotai/Kimi-K2-Instruct", Layers: 61, Hidden: 7168, Heads: 64, FFN: 18432, Vocab: 163840, MaxPosition: 131072,
+				Experts: 384, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 1,
+				QLoRARank: 1536, KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192, Release: blockFP8Release}, hf("moonshotai/Kimi-K2-Instruct")},
 		},
 	})
+}
+
+// blockFP8Release is the fp8 release with 128×128 block scales of
+// DeepSeek-V3, R1 and Kimi-K2 (config.json quantization_config).
+var blockFP8Release = &Release{Method: "fp8", Format: Quant{DType: FP8E4M3, Block: 128}, DType: BF16,
+	Source: "the release's quantization_config (fp8, e4m3, weight_block_size [128, 128])"}
+
+// deepseekMTP lists what the checkpoint stores besides the parameters:
+// each router's e_score_correction_bias (a persistent fp32 buffer), and
+// the multi-token-prediction layers after the blocks (DeepSeek-V3
+// README_WEIGHTS.md, "Multi-Token Prediction"): each a block like the last
+// one, plus enorm and hnorm, eh_proj (bf16 in the release: DeepSeek's
+// converter quantizes 1-byte tensors only, and its count of bf16 elements
+// includes it) and its own copies of the embedding and the output layer
+// (shared_head).
+func deepseekMTP(m Model, l *tensorList) {
+	d := m.dims()
+	for i := m.DenseLayers; i < m.Layers+m.MTPLayers; i++ {
+		l.block(i)
+		l.add(fmt.Sprintf("model.layers.%d.mlp.gate.e_score_correction_bias", i), "bias", int64(m.Experts))
+		l.ts[len(l.ts)-1].DType = FP32
+	}
+	for k := 0; k < m.MTPLayers; k++ {
+		i := m.Layers + k
+		p := fmt.Sprintf("model.layers.%d.", i)
+		l.block(i)
+		l.add(p+"embed_tokens.weight", "embedding", d.v, d.h)
+		l.norm(p+"enorm", false, d.h)
+		l.norm(p+"hnorm", false, d.h)
+		l.add(p+"eh_proj.weight", "other", d.h, 2*d.h)
+		l.norm(p+"input_layernorm", false, d.h)
+		mlaTensors(m, l, p+"self_attn.")
+		l.norm(p+"post_attention_layernorm", false, d.h)
+		routedExperts(m, l, p+"mlp.")
+		if m.SharedExperts > 0 {
+			mlpGated(m, l, p+"mlp.shared_experts.", int64(m.SharedExpertFFN)*int64(m.SharedExperts), -1)
+		}
+		l.norm(p+"shared_head.norm", false, d.h)
+		l.add(p+"shared_head.head.weight", "lm_head", d.v, d.h)
+	}
 }

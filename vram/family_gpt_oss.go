@@ -62,14 +62,25 @@ func init() {
 			stackedExperts(m, l, p+"mlp.experts.", true)
 		}}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		// As released: the routed experts in MXFP4, everything else in
+		// bf16 (quantization_config {quant_method mxfp4,
+		// modules_to_not_convert [model.layers.*.self_attn,
+		// model.layers.*.mlp.router, model.embed_tokens, lm_head]}); the
+		// checkpoints' total_size is 13,761,264,768 and 65,248,815,744
+		// bytes.
 		presets: map[string]Preset{
 			"gpt-oss-20b": {Model{Name: "openai/gpt-oss-20b", Layers: 24, Hidden: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, FFN: 2880, Vocab: 201088, MaxPosition: 131072,
-				Experts: 32, ExpertsPerToken: 4, SlidingWindow: 128, GlobalEvery: 2}, hf("openai/gpt-oss-20b")},
+				Experts: 32, ExpertsPerToken: 4, SlidingWindow: 128, GlobalEvery: 2, Release: gptOSSRelease}, hf("openai/gpt-oss-20b")},
 			"gpt-oss-120b": {Model{Name: "openai/gpt-oss-120b", Layers: 36, Hidden: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, FFN: 2880, Vocab: 201088, MaxPosition: 131072,
-				Experts: 128, ExpertsPerToken: 4, SlidingWindow: 128, GlobalEvery: 2}, hf("openai/gpt-oss-120b")},
+				Experts: 128, ExpertsPerToken: 4, SlidingWindow: 128, GlobalEvery: 2, Release: gptOSSRelease}, hf("openai/gpt-oss-120b")},
 		},
 	})
 }
+
+// gptOSSRelease is gpt-oss's release: MXFP4 experts, bf16 elsewhere.
+var gptOSSRelease = &Release{Method: "mxfp4", Format: Quant{DType: MXFP4}, Scope: "experts", DType: BF16,
+	Skip:   "model.layers.*.self_attn\nmodel.layers.*.mlp.router\nmodel.embed_tokens\nlm_head",
+	Source: "the release's quantization_config (mxfp4, modules_to_not_convert)"}
 
 // gptOSSExpert is one expert of GptOssExperts.forward's training loop on
 // its gathered tokens x: current_state @ gate_up_proj[e] + bias (a select of

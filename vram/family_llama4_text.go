@@ -102,6 +102,17 @@ func init() {
 				Experts: 16, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, QKNorm: "l2", AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true}, hf("meta-llama/Llama-4-Scout-17B-16E")},
 			"llama-4-maverick": {Model{Name: "meta-llama/Llama-4-Maverick-17B-128E", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 1048576,
 				Experts: 128, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, MoEEvery: 2, AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true}, hf("meta-llama/Llama-4-Maverick-17B-128E")},
+			// The FP8 release as Meta's recipe makes it: the routed experts
+			// in fp8 with one fp32 scale per output row, everything else in
+			// bf16 (meta-llama/llama-models models/llama4/quantization/
+			// loader.py: "Quantize only routed experts, not shared"; read by
+			// transformers' fbgemm_fp8 as Llama4TextExperts with
+			// gate_up_proj_scale [E, 1, 2F]). Its own config.json was not at
+			// hand: a config that says otherwise is read as it says.
+			"llama-4-maverick-fp8": {Model{Name: "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 1048576,
+				Experts: 128, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, MoEEvery: 2, AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true,
+				Release: &Release{Method: "fbgemm_fp8", Format: Quant{DType: FP8E4M3, PerChannel: true}, Scope: "experts", DType: BF16,
+					Source: "Meta's FP8 recipe for Llama 4 (routed experts, row-wise scales)"}}, hf("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8")},
 		},
 	})
 }

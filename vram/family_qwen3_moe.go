@@ -38,6 +38,14 @@ func init() {
 				Experts: 128, ExpertsPerToken: 8, ExpertFFN: 768, Router: "softmax_topk_norm"}, hf("Qwen/Qwen3-30B-A3B")},
 			"qwen3-235b-a22b": {Model{Name: "Qwen/Qwen3-235B-A22B", Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFN: 12288, Vocab: 151936, MaxPosition: 40960,
 				Experts: 128, ExpertsPerToken: 8, ExpertFFN: 1536, Router: "softmax_topk_norm"}, hf("Qwen/Qwen3-235B-A22B")},
+			// Qwen's FP8 release: block fp8 (e4m3, 128×128 scales: "The FP8
+			// models of Qwen3 are block-wise quant", QwenLM/Qwen3
+			// docs/source/deployment/vllm.md) on every linear layer but the
+			// routers and the output layer, which stay bf16.
+			"qwen3-235b-a22b-fp8": {Model{Name: "Qwen/Qwen3-235B-A22B-FP8", Layers: 94, Hidden: 4096, Heads: 64, KVHeads: 4, HeadDim: 128, FFN: 12288, Vocab: 151936, MaxPosition: 40960,
+				Experts: 128, ExpertsPerToken: 8, ExpertFFN: 1536, Router: "softmax_topk_norm",
+				Release: &Release{Method: "fp8", Format: Quant{DType: FP8E4M3, Block: 128}, DType: BF16, Skip: "lm_head",
+					Source: "the release's quantization_config (fp8, e4m3, weight_block_size [128, 128])"}}, hf("Qwen/Qwen3-235B-A22B-FP8")},
 		},
 	})
 }

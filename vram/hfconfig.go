@@ -3,6 +3,7 @@ package vram
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -26,7 +27,16 @@ func FromHFConfig(data []byte) (Model, error) {
 	if mt == "" {
 		return Model{}, fmt.Errorf("config.json: no \"model_type\"; supported: %s", strings.Join(Families(), ", "))
 	}
+	rel := top.release()
+	if top.err != nil {
+		return Model{}, fmt.Errorf("config.json: %v", top.err)
+	}
 	f := lookupFamily(mt)
+	for _, g := range families {
+		if f == nil && slices.Contains(g.aliases, mt) {
+			f, mt = g, g.name
+		}
+	}
 	if f == nil {
 		// A wrapper (an image-text model, say) whose config holds a
 		// family's config under a key.
@@ -53,6 +63,7 @@ func FromHFConfig(data []byte) (Model, error) {
 		m.Name = n
 	}
 	f.fromConfig(&r, &m)
+	m.Release = rel
 	if r.err == nil && arch != "" {
 		r.headOf(arch, &m)
 	}

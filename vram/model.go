@@ -115,6 +115,16 @@ type Model struct {
 	// computed from the shape, and Validate reports a mismatch.
 	Params int64 `json:"params,omitempty"`
 
+	// MTPLayers is the checkpoint's multi-token-prediction layers
+	// (DeepSeek-V3's num_nextn_predict_layers): stored after the blocks,
+	// not loaded by transformers (_keys_to_ignore_on_load_unexpected) or by
+	// vLLM's main model; StoredBytes counts them.
+	MTPLayers int `json:"mtp_layers,omitempty"`
+
+	// Release is how the released checkpoint stores the weights (its
+	// quantization_config); nil for bf16 (or torch_dtype) throughout.
+	Release *Release `json:"release,omitempty"`
+
 	// Origin says where the model was read from and how what its config
 	// says was resolved; estimates repeat its notes. It changes no size.
 	Origin *Origin `json:"-"`
@@ -317,6 +327,10 @@ func (m Model) Normalize() Model {
 
 // clone is a deep copy of m: the result shares no memory with m.
 func (m Model) clone() Model {
+	if m.Release != nil {
+		r := *m.Release
+		m.Release = &r
+	}
 	if m.Origin != nil {
 		o := *m.Origin
 		o.Notes = slices.Clone(o.Notes)

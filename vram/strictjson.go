@@ -35,12 +35,62 @@ func strictDecode(data []byte, v any, prefix string) error {
 func fieldErr(prefix string, err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return fmt.Errorf("%s%s: want %v, got a JSON %s", prefix, te.Field, te.Type, te.Value)
+		return fmt.Errorf("%s%s: want %s, got %s", prefix, te.Field, jsonWant(te.Type), jsonGot(te.Value))
 	}
 	if prefix != "" {
 		return fmt.Errorf("%s: %w", strings.TrimSuffix(prefix, "."), err)
 	}
 	return err
+}
+
+// jsonWant says in a plan's words what a field of Go type t takes (an
+// error never names a Go type).
+func jsonWant(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t {
+	case reflect.TypeFor[Bytes]():
+		return "a size (a number of bytes or a string such as \"80 GiB\")"
+	case reflect.TypeFor[DType]():
+		return "a dtype name (a string such as \"bf16\")"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another kind of value"
+}
+
+// jsonGot names the kind of JSON value encoding/json found ("string",
+// "number 1.5", "bool", "array", "object").
+func jsonGot(v string) string {
+	switch {
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "true or false"
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "an object"
+	case strings.HasPrefix(v, "number"):
+		if n := strings.TrimSpace(strings.TrimPrefix(v, "number")); n != "" {
+			return "the number " + n
+		}
+		return "a number"
+	}
+	return v
 }
 
 var (

@@ -80,13 +80,17 @@ var (
 // modelKey is a Model by value: its pointer fields replaced by what they
 // point to.
 type modelKey struct {
-	m     Model
-	image Image
+	m       Model
+	image   Image
+	release Release
 }
 
 func (m Model) key() modelKey {
 	m.Origin = nil // changes no tensor
 	k := modelKey{m: m}
+	if m.Release != nil {
+		k.release, k.m.Release = *m.Release, nil
+	}
 	if m.Image != nil {
 		k.image, k.m.Image = *m.Image, nil
 	}
@@ -104,7 +108,7 @@ type visionKey struct {
 func (m Model) visionKey() visionKey {
 	v := *m.Vision
 	m.Vision = nil
-	v.Tower.Origin = nil
+	v.Tower.Origin, v.Tower.Release = nil, nil
 	k := visionKey{text: m.key(), vision: v}
 	if im := v.Tower.Image; im != nil {
 		k.tower, k.vision.Tower.Image = *im, nil

@@ -1,0 +1,219 @@
+package vram
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// releases are checkpoints as released, each with the total its
+// model.safetensors.index.json states (metadata.total_size) or, where the
+// index was not at hand, the total the hub's per-dtype element counts
+// give; and the config.json fixture it is read from.
+var releases = []struct {
+	preset, config string
+	total          int64
+	source         string
+	exact          bool
+}{
+	{"gpt-oss-20b", "gpt-oss-20b.json", 13_761_264_768, "openai/gpt-oss-20b model.safetensors.index.json metadata.total_size", true},
+	{"gpt-oss-120b", "gpt-oss-120b.json", 65_248_815_744, "openai/gpt-oss-120b: its 15 shards' tensor bytes", true},
+	// HF's per-dtype counts: F8_E4M3 680,571,043,840 + BF16 3,918,786,560
+	// + F32 41,555,600 elements (the MTP layer and the fp32 router biases
+	// included).
+	{"deepseek-v3", "deepseek-v3.json", 680_571_043_840 + 2*3_918_786_560 + 4*41_555_600, "deepseek-ai/DeepSeek-V3 safetensors per-dtype counts", true},
+	{"deepseek-r1", "", 680_571_043_840 + 2*3_918_786_560 + 4*41_555_600, "deepseek-ai/DeepSeek-R1 safetensors per-dtype counts (as V3)", true},
+	{"kimi-k2-instruct", "kimi-k2-instruct.json", 1_029_173_256_720, "moonshotai/Kimi-K2-Instruct model.safetensors.index.json metadata.total_size", false},
+	// HF's count for the FP8 release, 235,107,904,512 elements: F8
+	// 233,798,893,568 + F32 14,269,952 + BF16 1,294,740,992.
+	{"qwen3-235b-a22b-fp8", "qwen3-235b-a22b-fp8.json", 233_798_893_568 + 4*14_269_952 + 2*1_294_740_992, "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 safetensors counts", true},
+	// bf16 releases: 2 bytes × the hub's parameter count, whose vision
+	// tower (0.87 B parameters) the text model does not have.
+	{"llama-4-scout", "", 2 * 108_641_793_536, "meta-llama/Llama-4-Scout-17B-16E parameter count, all bf16", false},
+	{"llama-4-maverick", "", 2 * 401_583_781_376, "meta-llama/Llama-4-Maverick-17B-128E parameter count, all bf16", false},
+	// Meta's recipe: the routed experts of the 24 MoE layers in fp8 with
+	// fp32 row scales, the rest (the tower too) bf16.
+	{"llama-4-maverick-fp8", "", 416_884_747_264, "Meta's FP8 recipe applied to Maverick's parameters (derived: the release's index was not at hand)", false},
+}
+
+// TestReleasedStorage: every preset of a released checkpoint stores what
+// the checkpoint does, within 1 % of its total (to the byte where the
+// parts are known), and its config.json reads to the same storage.
+func TestReleasedStorage(t *testing.T) {
+	for _, c := range releases {
+		m := MustPreset(c.preset)
+		got := int64(m.StoredBytes())
+		if c.exact && got != c.total || math.Abs(float64(got-c.total))/float64(c.total) > 0.01 {
+			t.Errorf("%s: stored %d bytes, the checkpoint %d (%s)", c.preset, got, c.total, c.source)
+		}
+		if c.config == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("testdata", "hf", c.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fm, err := FromHFConfig(b)
+		if err != nil {
+			t.Fatalf("%s: %v", c.config, err)
+		}
+		if fb := fm.StoredBytes(); int64(fb) != got || fm.Release.Method != m.Release.Method || fm.Release.Format != m.Release.Format {
+			t.Errorf("%s: the config stores %d bytes as %+v, the preset %d as %+v", c.config, fb, fm.Release, got, m.Release)
+		}
+	}
+}
+
+// storedAs lists m's tensors as a released checkpoint's headers name and
+// shape them, by the rules the releases document (independent of
+// Release): mxfp4 experts as _blocks [E, out, in/32, 16] and _scales
+// [E, out, in/32] bytes; block fp8 linear weights with a weight_scale_inv
+// [⌈out/128⌉, ⌈in/128⌉] in fp32; the rest in bf16.
+func storedAs(m Model, method string) []ckTensor {
+	var out []ckTensor
+	for _, t := range append(m.Tensors(), m.storedOnly()...) {
+		switch {
+		case t.DType == FP32:
+			out = append(out, ckTensor{t.Name, "F32", t.Shape})
+		case method == "mxfp4" && t.Stacked > 0 && t.Role != "bias":
+			e, in, o := t.Shape[0], t.Shape[1], t.Shape[2]
+			out = append(out, ckTensor{t.Name + "_blocks", "U8", []int64{e, o, in / 32, 16}}, ckTensor{t.Name + "_scales", "U8", []int64{e, o, in / 32}})
+		case method == "fp8" && t.IsLinear() && t.Role != "lm_head" && t.Role != "router":
+			o, in := t.Shape[0], t.Shape[1]
+			scale := strings.TrimSuffix(t.Name, ".weight") + ".weight_scale_inv"
+			out = append(out, ckTensor{t.Name, "F8_E4M3", t.Shape}, ckTensor{scale, "F32", []int64{(o + 127) / 128, (in + 127) / 128}})
+		default:
+			out = append(out, ckTensor{t.Name, "BF16", t.Shape})
+		}
+	}
+	return out
+}
+
+// TestReleasedCheckpointAgrees: a checkpoint folder of the release's
+// headers (its config.json as released) reads to the preset's storage,
+// tensor for tensor, with its format named.
+func TestReleasedCheckpointAgrees(t *testing.T) {
+	for _, c := range []struct{ preset, config, method, format string }{
+		{"gpt-oss-20b", "gpt-oss-20b.json", "mxfp4", "mxfp4"},
+		{"deepseek-v3", "deepseek-v3.json", "fp8", "fp8"},
+	} {
+		dir := filepath.Join(t.TempDir(), c.preset)
+		m := MustPreset(c.preset)
+		writeCheckpoint(t, dir, m, storedAs(m.Normalize(), c.method), 8)
+		cfg, err := os.ReadFile(filepath.Join("testdata", "hf", c.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := OpenCheckpoint(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", c.preset, err)
+		}
+		if ck.Total != m.StoredBytes() || ck.Format != c.format {
+			t.Errorf("%s: the checkpoint stores %d bytes (%s), the preset %d", c.preset, ck.Total, ck.Format, m.StoredBytes())
+		}
+		for _, tn := range m.Normalize().Tensors() {
+			if want := m.Release.storedBytes(tn); ck.Stored[tn.Name] != want {
+				t.Errorf("%s: %s stored %d bytes, the release %d", c.preset, tn.Name, ck.Stored[tn.Name], want)
+				break
+			}
+		}
+	}
+}
+
+// TestReleaseFromConfig: each quant_method's quantization_config reads to
+// the format transformers' config class gives it, the modules it leaves
+// alone and what it converts; what is not modelled is an error naming it.
+func TestReleaseFromConfig(t *testing.T) {
+	llama := `"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "float16"`
+	for _, c := range []struct {
+		name, qc string
+		want     Quant
+		head     bool
+		q, down  bool // q_proj and down_proj of block 0 converted
+	}{
+		// Qwen/Qwen2.5-Coder-1.5B-Instruct-GPTQ-Int4 config.json.
+		{"gptq", `{"bits": 4, "group_size": 128, "desc_act": false, "sym": true, "quant_method": "gptq", "lm_head": false}`, Quant{DType: INT4, GroupSize: 128}, false, true, true},
+		// TheBloke/zephyr-7B-alpha-AWQ (transformers docs, awq.md).
+		{"awq", `{"quant_method": "awq", "zero_point": true, "group_size": 128, "bits": 4, "version": "gemm"}`, Quant{DType: INT4, GroupSize: 128, Layout: "awq"}, false, true, true},
+		// A pre-quantized bitsandbytes 4-bit export.
+		{"bnb nf4", `{"_load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, "llm_int8_skip_modules": ["down_proj"], "load_in_4bit": true, "quant_method": "bitsandbytes"}`, Quant{DType: NF4, DoubleQuant: true}, false, true, false},
+		{"bnb int8", `{"load_in_8bit": true, "quant_method": "bitsandbytes"}`, Quant{DType: INT8}, false, true, true},
+		// nm-testing/Meta-Llama-3.1-8B-Instruct-FP8-hf (transformers docs,
+		// compressed_tensors.md).
+		{"compressed-tensors fp8", `{"config_groups": {"group_0": {"input_activations": {"num_bits": 8, "strategy": "tensor", "type": "float"}, "targets": ["Linear"], "weights": {"num_bits": 8, "strategy": "tensor", "type": "float"}}}, "format": "naive-quantized", "ignore": ["lm_head"], "quant_method": "compressed-tensors"}`, Quant{DType: FP8E4M3}, false, true, true},
+		// Kimi-K2-Thinking's INT4 W4A16 (group 32, symmetric), attention ignored.
+		{"compressed-tensors int4", `{"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": true}}}, "format": "pack-quantized", "ignore": ["lm_head", "re:.*self_attn.*"], "quant_method": "compressed-tensors"}`, Quant{DType: INT4, GroupSize: 32, Layout: "symmetric"}, false, false, true},
+		{"fp8 block", `{"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "modules_to_not_convert": ["mlp"]}`, Quant{DType: FP8E4M3, Block: 128}, false, true, false},
+		{"fbgemm", `{"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]}`, Quant{DType: FP8E4M3, PerChannel: true}, false, false, true},
+	} {
+		m, err := FromHFConfig([]byte("{" + llama + `, "quantization_config": ` + c.qc + "}"))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		r := m.Release
+		conv := map[string]bool{}
+		for _, tn := range m.Normalize().Tensors() {
+			conv[tn.Name] = r.converts(tn)
+		}
+		if r.Format != c.want || r.Head != c.head || r.DType != FP16 ||
+			conv["model.layers.0.self_attn.q_proj.weight"] != c.q || conv["model.layers.0.mlp.down_proj.weight"] != c.down || conv["lm_head.weight"] != c.head || conv["model.embed_tokens.weight"] {
+			t.Errorf("%s: %+v; q_proj %v, down_proj %v, lm_head %v", c.name, r, conv["model.layers.0.self_attn.q_proj.weight"], conv["model.layers.0.mlp.down_proj.weight"], conv["lm_head.weight"])
+		}
+	}
+	for _, c := range []struct{ qc, want string }{
+		{`{"quant_method": "hqq"}`, `quant_method "hqq" is not modelled`},
+		{`{"quant_method": "fp8", "weight_block_size": [128, 64]}`, "square blocks"},
+		{`{"quant_method": "gptq", "bits": 3}`, "bits 3"},
+		{`{"quant_method": "bitsandbytes"}`, "neither load_in_4bit nor load_in_8bit"},
+		{`{"quant_method": "mxfp4", "modules_to_not_convert": [7]}`, "modules_to_not_convert[0] must be a module name"},
+		{`"fp8"`, `"quantization_config" must be an object`},
+	} {
+		_, err := FromHFConfig([]byte("{" + llama + `, "quantization_config": ` + c.qc + "}"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.qc, err, c.want)
+		}
+	}
+}
+
+// TestQuantSizes: each released format's bytes for one matrix, from its
+// stored tensors' shapes.
+func TestQuantSizes(t *testing.T) {
+	const rows, cols = 5760, 2880 // gpt-oss's gate_up_proj of one expert
+	for _, c := range []struct {
+		q    Quant
+		want int64
+	}{
+		{Quant{DType: MXFP4}, rows*cols/2 + rows*cols/32},                                 // _blocks + _scales
+		{Quant{DType: FP8E4M3, Block: 128}, rows*cols + 4*45*23},                          // weight + weight_scale_inv [45, 23]
+		{Quant{DType: FP8E4M3, PerChannel: true}, rows*cols + 4*rows},                     // weight + weight_scale [rows, 1]
+		{Quant{DType: INT4, GroupSize: 128, Layout: "awq"}, rows*cols/2 + 23*rows*5/2},    // qweight, qzeros, scales
+		{Quant{DType: INT4, GroupSize: 32, Layout: "symmetric"}, rows*cols/2 + 90*rows*2}, // weight_packed, weight_scale
+		{Quant{DType: INT4, GroupSize: 128}, rows*cols/2 + 23*rows*5/2 + 4*cols},          // GPTQ: g_idx too
+	} {
+		if got := int64(c.q.Size(rows, cols)); got != c.want {
+			t.Errorf("%v: %d bytes, want %d", c.q, got, c.want)
+		}
+	}
+	for _, s := range []string{`"nf4"`, `"mxfp4"`, `{"dtype": "fp8", "block": 128}`} {
+		var q Quant
+		if err := q.UnmarshalJSON([]byte(s)); err != nil || !q.Quantized() {
+			t.Errorf("%s: %+v, %v", s, q, err)
+		}
+	}
+	for s, want := range map[string]string{
+		`{"dtype": "nf4", "block": 128}`:   "block and per_channel scales apply to fp8",
+		`{"dtype": "int4", "layout": "x"}`: `layout "x"`,
+		`{"dtype": "int4", "blocks": 1}`:   `blocks`,
+		`"float128"`:                       `unknown dtype "float128"`,
+	} {
+		var q Quant
+		if err := q.UnmarshalJSON([]byte(s)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", s, err, want)
+		}
+	}
+}
