@@ -61,6 +61,10 @@ func (b Budget) check() error {
 
 // Verdict is a plan judged against a budget.
 type Verdict struct {
+	// Engine is what the figures are of: "the allocator replay" (PyTorch
+	// running the plan: training, transformers' generate) or the serving
+	// engine whose carve they are ("vLLM", "SGLang", "TGI").
+	Engine    string `json:"engine,omitempty"`
 	Measure   string `json:"measure"`
 	Allocated Bytes  `json:"allocated"` // torch.cuda.max_memory_allocated
 	// Reserved and DeviceUsed come from the allocator replay; both are
@@ -182,6 +186,71 @@ func (b Budget) why(v Verdict) string {
 		}
 	}
 	return s
+}
+
+// JudgePlan judges a plan as it will run: a training plan, or an
+// inference plan run by transformers' generate, on the allocator replay
+// (Judge, JudgeInference); a plan served by vLLM, SGLang or TGI on that
+// engine's own figure (its carve): the engine takes its share of the GPU
+// up front, so the verdict is whether it starts, in its words when it
+// does not, and what nvidia-smi then shows, against the whole card (its
+// memory fraction is the headroom the plan chose).
+func (b Budget) JudgePlan(p Plan) (Verdict, error) {
+	if err := b.check(); err != nil {
+		return Verdict{}, err
+	}
+	switch {
+	case p.Training != nil:
+		v, err := b.Judge(*p.Training)
+		v.Engine = "the allocator replay"
+		return v, err
+	case p.Inference == nil:
+		return Verdict{}, errors.New("budget: the plan has neither train nor inference")
+	case p.VLLM != nil:
+		c, err := p.VLLM.Carve(*p.Inference, b.GPU)
+		if err != nil {
+			return Verdict{}, err
+		}
+		why := fmt.Sprintf("vLLM takes %v on the device (gpu_memory_utilization × %v = %v, CUDA context %v", c.DeviceUsed, b.GPU.Memory, c.Requested, c.NonTorch)
+		if c.CUDAGraphs > 0 {
+			why += fmt.Sprintf(", CUDA graphs %v", c.CUDAGraphs)
+		}
+		why += fmt.Sprintf("); KV cache %s tokens, %.2fx requests of %d tokens at once", Grouped(c.KVCache.Tokens), c.KVCache.MaxConcurrency, c.KVCache.MaxModelLen)
+		return b.engineVerdict("vLLM", c.DeviceUsed, c.Err, why), nil
+	case p.SGLang != nil:
+		c, err := p.SGLang.Carve(*p.Inference, b.GPU)
+		if err != nil {
+			return Verdict{}, err
+		}
+		return b.engineVerdict("SGLang", c.DeviceUsed, c.Err, fmt.Sprintf("SGLang takes %v on the device (CUDA context %v, weights %v, KV pool %v: max_total_num_tokens %s)", c.DeviceUsed, b.GPU.Context, c.Weights, c.Rest, Grouped(c.Tokens))), nil
+	case p.TGI != nil:
+		c, err := p.TGI.Carve(*p.Inference, b.GPU)
+		if err != nil {
+			return Verdict{}, err
+		}
+		return b.engineVerdict("TGI", c.DeviceUsed, c.Err, fmt.Sprintf("TGI takes %v on the device (CUDA context %v, weights %v, warmup %v, %d KV blocks: max_batch_total_tokens %s)", c.DeviceUsed, b.GPU.Context, c.Weights, c.Activation, c.Blocks, Grouped(c.MaxBatchTotalTokens))), nil
+	}
+	in := *p.Inference
+	in.cc = b.GPU.ComputeCapability
+	v, err := b.JudgeInference(in)
+	v.Engine = "the allocator replay (transformers' generate)"
+	return v, err
+}
+
+// engineVerdict is a serving engine's verdict: it starts (err empty) and
+// what it takes of the device fits the card.
+func (b Budget) engineVerdict(engine string, used Bytes, err, what string) Verdict {
+	v := Verdict{Engine: engine, Measure: MeasureDeviceUsed, DeviceUsed: used, Need: used, Limit: b.GPU.Memory}
+	v.Fits = err == "" && used <= v.Limit
+	switch {
+	case err != "":
+		v.Why = fmt.Sprintf("does not fit: %s would not start: %s", engine, err)
+	case !v.Fits:
+		v.Why = fmt.Sprintf("does not fit: %s, over %s's %v by %v", what, b.GPU.Name, b.GPU.Memory, used-v.Limit)
+	default:
+		v.Why = fmt.Sprintf("fits: %s, within %s's %v", what, b.GPU.Name, b.GPU.Memory)
+	}
+	return v
 }
 
 // fits reports whether t fits the budget, and its need in the budget's

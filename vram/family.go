@@ -104,6 +104,9 @@ const (
 type recipe struct {
 	// fusedQKV: q, k and v are strided views of one matmul's output.
 	fusedQKV bool
+	// fusedMoE: the routed experts run as a serving engine's fused MoE
+	// kernel (vLLM's fused_experts), not in transformers' loop.
+	fusedMoE bool
 	// splitQKV: k and v are split off the fused output into tensors of
 	// their own (advanced indexing), so nothing keeps the fused output;
 	// broadcastKV: they are broadcast to every query head first (Falcon's

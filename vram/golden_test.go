@@ -71,7 +71,7 @@ func TestEstimatesGolden(t *testing.T) {
 			label string
 			in    Inference
 		}{
-			{"bf16 dynamic", Inference{Batch: 4, PromptTokens: 512, NewTokens: 128}},
+			{"as released, dynamic", Inference{Batch: 4, PromptTokens: 512, NewTokens: 128}},
 			{"int4 paged", Inference{Batch: 16, PromptTokens: 1000, NewTokens: 500, Weights: Quant{DType: INT4}, Cache: "paged"}},
 			{"fp16 eager legacy logits", Inference{Batch: 1, PromptTokens: 300, NewTokens: 20, Weights: Quant{DType: FP16}, Attention: "eager", Cache: "legacy", LogitsAll: true, LogitsFP32: true}},
 		} {

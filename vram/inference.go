@@ -50,14 +50,41 @@ type Inference struct {
 	DeviceMap      string `json:"device_map,omitempty"`
 	DeviceCapacity Bytes  `json:"device_capacity,omitempty"`
 
+	// Dequantize: transformers dequantizes a released MXFP4 checkpoint's
+	// experts to bf16 on load (Mxfp4Config(dequantize=True), as its
+	// fine-tuning recipe does; it does so by itself without the kernels
+	// package and triton ≥ 3.4, or on a GPU below compute capability 7.5:
+	// quantizers/quantizer_mxfp4.py validate_environment).
+	Dequantize bool `json:"dequantize,omitempty"`
+
 	// stored is a checkpoint's bytes per tensor (WithCheckpoint); the
 	// weights load as stored unless Weights names a format.
 	stored       map[string]Bytes
 	asCheckpoint bool
+	// asRelease: the weights load as the model's Release stores them
+	// (Weights names no format), as runtime keeps them on a GPU of
+	// compute capability cc (0: not known).
+	asRelease bool
+	runtime   runtime
+	cc        int
+	mxfp4     string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
 }
+
+// runtime is the program that loads the weights.
+type runtime uint8
+
+const (
+	runTransformers runtime = iota // transformers' from_pretrained (generate)
+	runVLLM
+	runSGLang
+	runTGI
+)
 
 // InferenceEstimate is the memory of one GPU for an inference plan.
 type InferenceEstimate struct {
+	// Notes say how the plan's words and the model's release were read:
+	// the storage the weights load in and why.
+	Notes   []string  `json:"notes,omitempty"`
 	Peak    Breakdown `json:"peak"`     // live at the allocated peak
 	PeakAt  string    `json:"peak_at"`  // "load", "prefill", "decode"
 	Weights Bytes     `json:"weights"`  // per GPU
@@ -76,6 +103,15 @@ func (in Inference) resolve() (Inference, Model, error) {
 	m := in.Model.Normalize()
 	if in.stored != nil && in.Weights.DType == DTypeUnset {
 		in.asCheckpoint = true
+	}
+	if !in.asCheckpoint && in.Weights.DType == DTypeUnset && m.Release.Quantized() {
+		in.asRelease = true
+		if in.UnquantizedDType == DTypeUnset {
+			in.UnquantizedDType = m.Release.dtype()
+		}
+	}
+	if in.Dequantize && !(in.asRelease && m.Release.Format.DType == MXFP4) {
+		return in, m, fmt.Errorf("dequantize applies to a released MXFP4 checkpoint loaded as released (gpt-oss), not to %s weights", orDefault(in.Weights.DType.String(), "these"))
 	}
 	if in.Weights.DType == DTypeUnset {
 		in.Weights.DType = BF16
@@ -110,7 +146,7 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.QuantizedModules == "" {
 		in.QuantizedModules = "all_linear_except_lm_head"
 	}
-	if err := oneOf("quantized_modules", in.QuantizedModules, "all_linear", "all_linear_except_lm_head"); err != nil {
+	if err := oneOf("quantized_modules", in.QuantizedModules, "all_linear", "all_linear_except_lm_head", "experts", "all_linear_except_experts"); err != nil {
 		return in, m, err
 	}
 	if in.Attention == "" {
@@ -284,26 +320,50 @@ func (in Inference) weightBytes(m Model) Bytes {
 	return best
 }
 
-// tensorBytes is one weight tensor's storage on one GPU: quantized linear
-// layers in the weight format, the rest in UnquantizedDType, matrices and
-// embeddings split by TP.
+// tensorBytes is one weight tensor's storage on one GPU: as a checkpoint
+// stores it, as the model's release stores it (as the runtime keeps it), or
+// quantized linear layers and routed experts in the weight format and the
+// rest in UnquantizedDType; matrices, stacked experts and embeddings split
+// by TP.
 func (in Inference) tensorBytes(t Tensor) Bytes {
-	quant := in.Weights.Quantized() && t.IsLinear() && t.Role != "router" && (t.Role != "lm_head" || in.QuantizedModules == "all_linear")
 	var b Bytes
+	rows, cols, n := t.matrix()
 	switch {
 	case in.asCheckpoint:
 		b = in.stored[t.Name]
-	case quant:
-		b = in.Weights.Size(t.Shape[0], t.Shape[1])
-	case in.Weights.DType.IsFloat() && t.IsLinear():
+	case in.asRelease:
+		b = in.releasedBytes(t)
+	case in.Weights.Quantized() && in.quantizes(t):
+		b = mulBytes(n, in.Weights.Size(rows, cols))
+	case in.Weights.DType.IsFloat() && in.quantizes(t):
 		b = in.Weights.DType.Size(t.Numel())
 	default:
 		b = in.UnquantizedDType.Size(t.Numel())
 	}
-	if t.IsLinear() || t.Role == "embedding" {
+	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" {
 		b /= Bytes(in.TP)
 	}
 	return b
+}
+
+// quantizes reports whether the plan's weight format applies to t: every
+// linear layer and stacked expert tensor but the routers and (unless
+// quantized_modules says all_linear) the output layer; "experts" limits
+// it to the routed experts, "all_linear_except_experts" leaves them out.
+func (in Inference) quantizes(t Tensor) bool {
+	if t.Role == "router" || t.Role == "bias" || !t.IsLinear() && t.Stacked == 0 {
+		return false
+	}
+	expert := t.Expert >= 0 || t.Stacked > 0
+	switch in.QuantizedModules {
+	case "experts":
+		return expert
+	case "all_linear_except_experts":
+		return !expert && t.Role != "lm_head"
+	case "all_linear":
+		return true
+	}
+	return t.Role != "lm_head"
 }
 
 // kvPerToken is the K and V of one token in every layer of one stage.
@@ -338,6 +398,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	}
 	var est InferenceEstimate
 	est.Weights = in.weightBytes(m)
+	est.Notes = in.notes(m, est.Weights)
 	est.KVPerToken = in.kvPerToken(m)
 	total := in.PromptTokens + in.NewTokens
 	cacheLen := total
@@ -374,6 +435,10 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	}
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
+	if in.runtime != runTransformers {
+		// The engine's own model code: flash attention, fused MoE.
+		tr.servingEngine, tr.Attention = true, "flash2"
+	}
 	r, err := tr.resolve()
 	if err != nil {
 		// The bounds of Inference.resolve cover the prefill's; this would be

@@ -39,7 +39,12 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	if p.rec.denseExperts {
 		return b.denseMoE(p, x, rw, h, f)
 	}
-	out := b.loopExperts(p, x, rw, h, f)
+	var out *actT
+	if p.rec.fusedMoE {
+		out = b.fusedMoE(x, rw, h, f)
+	} else {
+		out = b.loopExperts(p, x, rw, h, f)
+	}
 	if m.SharedExperts == 0 {
 		return out
 	}
@@ -61,6 +66,20 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	// add hands its output's gradient to inputs of its dtype as is.
 	out.aliasGrad, so.aliasGrad = out.dtype == d, so.dtype == d
 	return b.op("moe.add_shared", b.size(h, d), d, list(out, so))
+}
+
+// fusedMoE is the routed experts as a serving engine runs them, without
+// autograd: vLLM's fused_experts_impl (fused_moe.py) works on chunks of at
+// most VLLM_FUSED_MOE_CHUNK_SIZE (32768) tokens with one buffer shared by
+// the gate|up output and the down output (cache13: tokens × k × max(2f,
+// h)), one for the activation (cache2: tokens × k × f) and the output.
+func (b *actBuilder) fusedMoE(x, rw *actT, h, f int64) *actT {
+	k := int64(b.r.m.ExpertsPerToken)
+	chunk := mulI64(min(b.tokens, 32768), k)
+	d := x.dtype
+	c13 := b.op("experts.fused.cache13", d.Size(mulI64(chunk, max(2*f, h))), d, list(x, rw))
+	c2 := b.op("experts.fused.cache2", d.Size(mulI64(chunk, f)), d, list(c13))
+	return b.op("experts.fused.output", b.size(h, d), d, list(c13, c2))
 }
 
 // router turns x into the experts' routing weights: a [tokens, k] tensor

@@ -390,3 +390,98 @@ func (r *hfReader) compressedTensors() (Quant, error) {
 	}
 	return q, nil
 }
+
+// releasedBytes is what the runtime keeps of t as the model's release
+// stores it, on a GPU of compute capability in.cc (0: not known):
+//   - transformers keeps MXFP4 experts with its kernels and dequantizes
+//     them to bf16 when told to (Dequantize) or on a GPU below 7.5
+//     (quantizer_mxfp4.py validate_environment, convert_moe_packed_tensors);
+//   - vLLM pads MXFP4 experts to its backend's tiles (mxfp4.py
+//     create_weights: Marlin pads the expert width to 128 and the hidden
+//     size to 256, FlashInfer on 10.x both to 256, Triton the expert width
+//     to 64; VLLM.MXFP4Backend) and keeps block fp8 on
+//     GPUs without fp8 units through Marlin with bf16 scales per 128 input
+//     features of each output (fp8.py use_marlin; marlin_utils_fp8.py);
+//   - the other tensors load in the plan's unquantized dtype.
+func (in Inference) releasedBytes(t Tensor) Bytes {
+	r := in.Model.Release
+	if !r.converts(t) {
+		if t.Stacked > 0 && in.runtime == runVLLM && r.Format.DType == MXFP4 {
+			return in.UnquantizedDType.Size(vllmPadded(t, in.mxfp4))
+		}
+		return in.UnquantizedDType.Size(t.Numel())
+	}
+	rows, cols, n := t.matrix()
+	switch {
+	case r.Format.DType == MXFP4 && in.runtime == runTransformers && (in.Dequantize || in.cc > 0 && in.cc < 75):
+		return BF16.Size(t.Numel())
+	case r.Format.DType == MXFP4 && in.runtime == runVLLM:
+		pi, ph := vllmMXFP4Pads(in.mxfp4)
+		if t.Role == "down_proj" {
+			rows, cols = roundUp(rows, ph), roundUp(cols, pi)
+		} else {
+			rows, cols = roundUp(rows/2, pi)*2, roundUp(cols, ph)
+		}
+	case r.Format.Block > 0 && in.runtime == runVLLM && in.cc > 0 && in.cc < 89:
+		return mulBytes(n, addBytes(Bytes(mulI64(rows, cols)), BF16.Size(mulI64(rows, (cols+127)/128))))
+	}
+	return mulBytes(n, r.Format.Size(rows, cols))
+}
+
+// vllmMXFP4Pads are the multiples vLLM's MXFP4 backend pads an expert's
+// width and the hidden size to (mxfp4.py create_weights).
+func vllmMXFP4Pads(backend string) (expert, hidden int64) {
+	switch backend {
+	case "flashinfer":
+		return 256, 256
+	case "triton":
+		return 64, 1
+	}
+	return 128, 256 // marlin
+}
+
+// vllmPadded is a stacked expert bias's elements once vLLM pads its experts.
+func vllmPadded(t Tensor, backend string) int64 {
+	pi, ph := vllmMXFP4Pads(backend)
+	if len(t.Shape) != 2 {
+		return t.Numel()
+	}
+	if strings.Contains(t.Name, "down_proj") {
+		return mulI64(t.Shape[0], roundUp(t.Shape[1], ph))
+	}
+	return mulI64(t.Shape[0], roundUp(t.Shape[1]/2, pi)*2)
+}
+
+func roundUp(n, k int64) int64 { return (n + k - 1) / k * k }
+
+// notes say how the plan loads the weights: as released (what the release
+// stores, where it was read, and what the runtime does with it), and what
+// the checkpoint stores that is not loaded. weights is what they take.
+func (in Inference) notes(m Model, weights Bytes) []string {
+	var out []string
+	if o := in.Model.Origin; o != nil {
+		out = append(out, o.Notes...)
+	}
+	r := m.Release
+	if in.asRelease {
+		out = append(out, fmt.Sprintf("weights as released: %s (%s), %v", r.describe(), r.Source, weights))
+		switch {
+		case r.Format.DType == MXFP4 && in.runtime == runTransformers && !in.Dequantize && (in.cc == 0 || in.cc >= 75):
+			d := in
+			d.Dequantize = true
+			out = append(out, fmt.Sprintf("transformers keeps the MXFP4 experts with the kernels package and triton ≥ 3.4 on a GPU of compute capability ≥ 7.5; without them (or with Mxfp4Config(dequantize=True), \"dequantize\": true) it dequantizes them to bf16 and the weights take %v", d.weightBytes(m)))
+		case r.Format.DType == MXFP4 && in.runtime == runTransformers:
+			out = append(out, "transformers dequantizes the MXFP4 experts to bf16 (dequantize, or a GPU below compute capability 7.5)")
+		case r.Format.DType == FP8E4M3 && in.runtime == runTransformers:
+			out = append(out, "transformers runs fp8 weights on GPUs of compute capability ≥ 8.9 only (quantizer_finegrained_fp8.py, quantizer_fbgemm_fp8.py); load them with dtype=\"auto\" or bf16, since without a dtype it keeps the other tensors in float32")
+		}
+	}
+	if s := m.storedOnly(); len(s) > 0 && m.MTPLayers > 0 {
+		var b Bytes
+		for _, t := range s {
+			b = addBytes(b, r.storedBytes(t))
+		}
+		out = append(out, fmt.Sprintf("the checkpoint also stores %d multi-token-prediction layer(s) and the routers' bias buffers (%v), which transformers and vLLM's main model do not load", m.MTPLayers, b))
+	}
+	return out
+}

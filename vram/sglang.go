@@ -41,6 +41,11 @@ type SGLangKVPool struct {
 	// leaves the pool any room: weights / free.
 	MinMemFractionStatic float64 `json:"min_mem_fraction_static"`
 	Err                  string  `json:"error,omitempty"`
+	// DeviceUsed is what nvidia-smi shows once SGLang has started: the
+	// CUDA context, the weights and the KV pool it allocates up front
+	// (activations and CUDA graphs come out of the rest of the free memory).
+	DeviceUsed Bytes    `json:"device_used"`
+	Notes      []string `json:"notes,omitempty"`
 }
 
 // KVPool sizes the pool from the free memory at start and the weights.
@@ -113,5 +118,15 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	if err != nil {
 		return SGLangKVPool{}, err
 	}
-	return s.KVPool(m, g.Memory-g.Context, rin.weightBytes(m))
+	rin.runtime, rin.cc = runSGLang, g.ComputeCapability
+	p, err := s.KVPool(m, g.Memory-g.Context, rin.weightBytes(m))
+	if err != nil {
+		return p, err
+	}
+	if e := rin.engineRefuses(m, g); e != "" {
+		p.Err = e
+	}
+	p.Notes = append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...)
+	p.DeviceUsed = g.Context + p.Weights + p.Rest
+	return p, nil
 }

@@ -36,6 +36,12 @@ type TGICarve struct {
 	Blocks     int64 `json:"blocks"`
 	// MaxBatchTotalTokens is what TGI sets max_batch_total_tokens to.
 	MaxBatchTotalTokens int64 `json:"max_batch_total_tokens"`
+	// Err is why TGI would not start, or empty: weights and the warmup
+	// past the memory it may use leave it no KV block.
+	Err string `json:"error,omitempty"`
+	// DeviceUsed is what nvidia-smi shows once TGI has warmed up: the CUDA
+	// context, the weights, the warmup's cached activations and the blocks.
+	DeviceUsed Bytes `json:"device_used"`
 }
 
 // Carve estimates a TGI launch of in's model and weights on g.
@@ -92,5 +98,9 @@ func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
 	c.BlockBytes = t.KVCacheDType.Size(int64(m.Layers) * int64(t.BlockSize) * int64(kv) * int64(m.HeadDim) * 2)
 	c.Blocks = int64(float64(c.Free)*t.WiggleRoom) / int64(c.BlockBytes)
 	c.MaxBatchTotalTokens = c.Blocks * int64(t.BlockSize)
+	if c.Blocks < 1 {
+		c.Err = fmt.Sprintf("not enough memory for a KV block after the weights (%v) and the warmup (%v) of the %v it may use: decrease --max-batch-prefill-tokens or shard the model (--num-shard)", c.Weights, c.Activation, c.Usable)
+	}
+	c.DeviceUsed = g.Context + c.Weights + c.Activation + Bytes(c.Blocks)*c.BlockBytes
 	return c, nil
 }

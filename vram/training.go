@@ -130,6 +130,10 @@ type Training struct {
 
 	// asTower: the run of a vision-language model's tower (towerPlan).
 	asTower bool
+	// servingEngine: a serving engine's forward (vLLM's profile run, say)
+	// runs the model with the engine's own kernels, not transformers'
+	// modeling code: flash attention, fused MoE (recipe.fusedMoE).
+	servingEngine bool
 }
 
 // LoRA configures low-rank adapters (Hu et al. 2021): for each targeted
@@ -221,6 +225,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	r.lib, r.rec = lib, r.m.recipeOf(lib)
+	if t.servingEngine {
+		r.rec = recipe{fusedMoE: true}
+	}
 	if r.Optimizer == "" {
 		r.Optimizer = "adamw"
 	}
@@ -357,7 +364,7 @@ func (t Training) resolve() (resolved, error) {
 // implementations the family lacks fall back to eager, and checkpointing the
 // family ignores is off.
 func (r *resolved) followLibrary() {
-	if !r.runsTransformers() {
+	if !r.runsTransformers() || r.servingEngine {
 		return
 	}
 	f := lookupFamily(r.m.Family)

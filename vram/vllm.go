@@ -45,6 +45,12 @@ type VLLM struct {
 	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
 	// scaling in the config): max_model_len may pass max_position.
 	AllowLongMaxModelLen bool `json:"allow_long_max_model_len,omitempty"`
+	// MXFP4Backend is the kernel vLLM runs MXFP4 experts with
+	// (mxfp4.py get_mxfp4_backend): "flashinfer" on compute capability
+	// 10.x, "triton" on 9.x with the triton_kernels package (which vLLM's
+	// wheel does not install), else "marlin" (weight-only); default by
+	// the GPU: flashinfer on 10.x, marlin below.
+	MXFP4Backend string `json:"mxfp4_backend,omitempty"`
 }
 
 func (v VLLM) withDefaults(m Model) VLLM {
@@ -355,6 +361,16 @@ func cdiv64(a, b int64) int64 { return (a + b - 1) / b }
 // weights, the profile run's activations and memory outside PyTorch take,
 // and the KV cache that is left.
 type VLLMCarve struct {
+	// Starts is false when vLLM would not start on this GPU; Err then says
+	// why in vLLM's words (a quantization method the GPU cannot run, too
+	// little free memory, weights larger than the GPU, no memory left for
+	// the KV cache, or a cache too small for one request of max_model_len).
+	Starts bool   `json:"starts"`
+	Err    string `json:"error,omitempty"`
+	// DeviceUsed is what nvidia-smi shows once vLLM has started: it takes
+	// its share of the GPU up front, whatever the load.
+	DeviceUsed Bytes       `json:"device_used"`
+	Notes      []string    `json:"notes,omitempty"`
 	Requested  Bytes       `json:"requested"`   // gpu_memory_utilization × the GPU's memory
 	Weights    Bytes       `json:"weights"`     // "Model loading took …"
 	Activation Bytes       `json:"activation"`  // the profile run's peak above the weights
@@ -390,11 +406,23 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err := v.check(m); err != nil {
 		return VLLMCarve{}, err
 	}
+	backend := v.MXFP4Backend
+	if backend == "" {
+		backend = "marlin"
+		if g.ComputeCapability >= 100 {
+			backend = "flashinfer"
+		}
+	}
+	if err := oneOf("vllm: mxfp4_backend", backend, "marlin", "triton", "flashinfer"); err != nil {
+		return VLLMCarve{}, err
+	}
+	in.runtime, in.cc, in.mxfp4 = runVLLM, g.ComputeCapability, backend
+	rin.runtime, rin.cc, rin.mxfp4 = runVLLM, g.ComputeCapability, backend
 	est, err := in.Estimate()
 	if err != nil {
 		return VLLMCarve{}, err
 	}
-	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Memory) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context}
+	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Memory) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
 	if v.Draft != nil {
 		din := in
 		din.Model = *v.Draft
@@ -406,9 +434,44 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	}
 	c.Activation = max(0, est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache)
 	c.CUDAGraphs = v.CUDAGraphMemory
-	avail := c.Requested - c.Weights - c.Activation - c.NonTorch - c.CUDAGraphs
+	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
+	if c.Err = rin.engineRefuses(m, g); c.Err == "" {
+		c.Err = c.startup(v, g)
+	}
+	avail := max(0, c.Requested-c.Weights-c.Activation-c.NonTorch-c.CUDAGraphs)
 	c.KVCache, err = v.KVCache(m, avail)
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	if c.Err == "" && !c.KVCache.Fits {
+		c.Err = "ValueError: " + c.KVCache.Err
+	}
+	c.Starts = c.Err == ""
+	c.DeviceUsed = c.Requested + c.NonTorch + c.CUDAGraphs
+	return c, nil
+}
+
+// startup is vLLM's own refusal to start, or "": free memory at start
+// short of what gpu_memory_utilization asks (gpu_worker.py init_device),
+// weights that do not fit in the free memory (load_model fails with
+// torch's out-of-memory error: vLLM has no check of its own), and weights
+// and activations that leave no memory for the KV cache
+// (check_enough_kv_cache_memory).
+func (c VLLMCarve) startup(v VLLM, g GPU) string {
+	gib := func(b Bytes) string { return fmt.Sprintf("%.2f", math.Round(float64(b)/float64(GiB)*100)/100) }
+	free := g.Memory - g.Context
+	switch {
+	case c.Requested > free:
+		return fmt.Sprintf("ValueError: Free memory on device (%s/%s GiB) on startup is less than desired GPU memory utilization (%v, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+			gib(free), gib(g.Memory), v.GPUMemoryUtilization, gib(c.Requested))
+	case c.Weights > free:
+		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM starts no check of its own: load_model fails)",
+			gib(c.Weights), gib(free), gib(g.Memory))
+	case c.Requested <= c.Weights+c.Activation+c.NonTorch+c.CUDAGraphs:
+		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch %s GiB of the %s GiB it may use.)",
+			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.CUDAGraphs), gib(c.Requested))
+	}
+	return ""
 }
 
 // MinTP is the smallest tensor-parallel degree (1, 2, 4, … up to maxTP,

@@ -205,17 +205,15 @@ func estimate(p vram.Plan) (Report, error) {
 		rep.SGLang = &pool
 	}
 	if g != nil {
-		b := vram.Budget{GPU: *g, Headroom: margin}
-		var v vram.Verdict
-		if p.Training != nil {
-			v, err = b.Judge(*p.Training)
-		} else {
-			v, err = b.JudgeInference(*p.Inference)
-		}
+		v, err := vram.Budget{GPU: *g, Headroom: margin}.JudgePlan(p)
 		if err != nil {
 			return rep, err
 		}
-		rep.Fit = &Fit{GPU: g.Name, Capacity: g.Memory, Margin: margin, Verdict: v}
+		if p.VLLM != nil || p.SGLang != nil || p.TGI != nil {
+			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Memory, Verdict: v} // the engine's own share is its headroom
+		} else {
+			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Memory, Margin: margin, Verdict: v}
+		}
 	}
 	return rep, nil
 }
@@ -264,7 +262,10 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		fmt.Fprintf(w, "\nEach category at its own maximum (sum of buckets): %v\n", t.Static.Total())
 	}
 	if in := r.Inference; in != nil {
-		fmt.Fprintf(w, "\nPeak allocated memory per GPU, at %s:\n", in.PeakAt)
+		for _, n := range in.Notes {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+		fmt.Fprintf(w, "\nPeak allocated memory per GPU in transformers' generate, at %s:\n", in.PeakAt)
 		fmt.Fprint(w, in.Peak.String())
 		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
 	}
@@ -276,12 +277,16 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		}
 		fmt.Fprintf(w, "\nvLLM on %s: %v of the GPU (gpu_memory_utilization) = weights %v + profile-run activations %v + outside PyTorch %v%s + KV cache %v\n",
 			r.Fit.GPU, c.Requested, c.Weights, c.Activation, c.NonTorch, graphs, kv.Available)
-		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block over %d layers): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
-			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.Layers), kv.Layers, vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
-		if !kv.Fits {
-			fmt.Fprintf(w, "  vLLM would not start: ValueError: %s\n", kv.Err)
+		for _, n := range c.Notes[len(r.Inference.Notes):] {
+			fmt.Fprintf(w, "  note: %s\n", n)
 		}
-		fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v (the requested memory and the CUDA context) whatever the load; the measures below are the plan's own engine\n", c.Requested+c.NonTorch)
+		if c.Starts {
+			fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block over %d layers): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
+				kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.Layers), kv.Layers, vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+			fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
+		} else {
+			fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
+		}
 	}
 	if tc := r.TGI; tc != nil {
 		fmt.Fprintf(w, "\nTGI on %s: %v usable; weights %v; warmup activations %v; free after warmup %v, of which the wiggle room's share becomes %d KV blocks of %v: max_batch_total_tokens %s\n",
@@ -290,12 +295,19 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	if sp := r.SGLang; sp != nil {
 		fmt.Fprintf(w, "\nSGLang on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v; KV pool %v = max_total_num_tokens %s (%v a token)\n",
 			r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+		for _, n := range sp.Notes[min(len(sp.Notes), len(r.Inference.Notes)):] {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
 		if sp.Err != "" {
 			fmt.Fprintf(w, "  SGLang would not start: %s\n", sp.Err)
 		}
 	}
 	m := r.Measures
-	fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")
+	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil {
+		fmt.Fprintf(w, "\nThe three measures of transformers' generate on its own (allocator replay; not what the engine above takes):\n")
+	} else {
+		fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")
+	}
 	ws := ""
 	if m.Workspace > 0 {
 		ws = fmt.Sprintf(" (with cuBLAS's %v workspace)", m.Workspace)
@@ -304,7 +316,11 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	fmt.Fprintf(w, "  reserved peak    %10v   torch.cuda.max_memory_reserved (the allocator's cache included)\n", m.Reserved)
 	fmt.Fprintf(w, "  device used      %10v   nvidia-smi: reserved + CUDA context %v + NCCL %v\n", m.DeviceUsed, m.Context, m.NCCL)
 	if f := r.Fit; f != nil {
-		fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
+		if f.Margin == 0 && f.Engine != "" {
+			fmt.Fprintf(w, "\n%s (%v), judged on what %s takes of the card: %s\n", f.GPU, f.Capacity, f.Engine, f.Why)
+		} else {
+			fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
+		}
 	}
 }
 

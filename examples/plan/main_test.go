@@ -22,7 +22,11 @@ func TestPlanExamples(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		for _, want := range []string{"Peak allocated memory per GPU", "total", "allocated peak", "reserved peak", "device used", "judged on device-used"} {
+		judged := "judged on device-used"
+		if strings.Contains(f, "serve") {
+			judged = "judged on what vLLM takes of the card"
+		}
+		for _, want := range []string{"Peak allocated memory per GPU", "total", "allocated peak", "reserved peak", "device used", judged} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", f, want, out.String())
 			}
@@ -42,7 +46,14 @@ func TestPlanExamples(t *testing.T) {
 		if !(m.Allocated > 0 && m.Reserved >= m.Allocated && m.DeviceUsed == m.Reserved+m.Context+m.NCCL && m.Context > 0) {
 			t.Errorf("%s: measures %+v (peak %v)", f, m, rep.Peak)
 		}
-		if rep.Fit != nil && (rep.Fit.Measure != "device_used" || rep.Fit.Need != m.DeviceUsed || rep.Fit.Fits != (m.DeviceUsed <= rep.Fit.Limit) || rep.Fit.Why == "") {
+		need := m.DeviceUsed // the plan's own allocator replay, or the serving engine's figure
+		if rep.VLLM != nil {
+			need = rep.VLLM.DeviceUsed
+			if rep.Fit.Engine != "vLLM" || !rep.VLLM.Starts || need != rep.VLLM.Requested+rep.VLLM.NonTorch+rep.VLLM.CUDAGraphs {
+				t.Errorf("%s: a vLLM plan judged by %q: %+v", f, rep.Fit.Engine, rep.VLLM)
+			}
+		}
+		if rep.Fit != nil && (rep.Fit.Measure != "device_used" || rep.Fit.Need != need || rep.Fit.Fits != (need <= rep.Fit.Limit) || rep.Fit.Why == "") {
 			t.Errorf("%s: fit %+v, measures %+v", f, rep.Fit, m)
 		}
 	}

@@ -1,0 +1,82 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestGPTOSSAsReleased: gpt-oss as people run it. On one H100, vLLM keeps
+// the MXFP4 experts: with the Triton backend it starts at its defaults and
+// reports its KV blocks and concurrency; with Marlin (the backend a plain
+// pip install gets, whose padding took 65.97 GiB in vllm#23278) the weights
+// leave too little for one 131,072-token request, in vLLM's words, with
+// the length that fits. gpt-oss-20b fits a 16 GB T4 for a short chat in
+// transformers as released, and the output says that without the kernels
+// (or on a V100) it is dequantized and does not.
+func TestGPTOSSAsReleased(t *testing.T) {
+	h100, _ := LookupGPU("H100-80GB")
+	serve := Inference{Model: MustPreset("gpt-oss-120b"), Batch: 1, PromptTokens: 1024, NewTokens: 256}
+	tri, err := VLLM{MXFP4Backend: "triton"}.Carve(serve, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tri.Starts || tri.KVCache.Blocks < 10000 || tri.KVCache.MaxConcurrency < 1 || tri.Weights > 62*GiB {
+		t.Errorf("triton: starts %v, %d blocks, %.2fx, weights %v: %s", tri.Starts, tri.KVCache.Blocks, tri.KVCache.MaxConcurrency, tri.Weights, tri.Err)
+	}
+	mar, err := VLLM{}.Carve(serve, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mar.Starts || !strings.Contains(mar.Err, "To serve at least one request with the models's max seq len (131072)") ||
+		mar.KVCache.EstimatedMaxModelLen < 100000 || mar.Weights < 65*GiB || mar.Weights > 66*GiB {
+		t.Errorf("marlin: starts %v, weights %v (vllm#23278 logged 65.97 GiB): %s", mar.Starts, mar.Weights, mar.Err)
+	}
+	if v, err := (Budget{GPU: h100}).JudgePlan(Plan{Inference: &serve, VLLM: &VLLM{MXFP4Backend: "triton"}}); err != nil || !v.Fits || v.Engine != "vLLM" {
+		t.Errorf("verdict on vLLM's figure: %+v, %v", v, err)
+	}
+
+	chat := Inference{Model: MustPreset("gpt-oss-20b"), Batch: 1, PromptTokens: 512, NewTokens: 512}
+	t4, _ := LookupGPU("T4")
+	v, err := (Budget{GPU: t4, Headroom: 0.05}).JudgePlan(Plan{Inference: &chat})
+	if err != nil || !v.Fits {
+		t.Errorf("gpt-oss-20b on a T4: %+v, %v", v, err)
+	}
+	est, _ := chat.Estimate()
+	if notes := strings.Join(est.Notes, " "); !strings.Contains(notes, "weights as released: routed experts in mxfp4") || !strings.Contains(notes, "dequantizes them to bf16") {
+		t.Errorf("notes: %q", est.Notes)
+	}
+	v100, _ := LookupGPU("V100-16GB")
+	if v, err := (Budget{GPU: v100, Headroom: 0.05}).JudgePlan(Plan{Inference: &chat}); err != nil || v.Fits || v.DeviceUsed < 38*GiB {
+		t.Errorf("gpt-oss-20b on a V100 (compute capability 7.0: dequantized): %+v, %v", v, err)
+	}
+	deq := chat
+	deq.Dequantize = true
+	if v, err := (Budget{GPU: t4, Headroom: 0.05}).JudgePlan(Plan{Inference: &deq}); err != nil || v.Fits {
+		t.Errorf("gpt-oss-20b dequantized on a T4: %+v, %v", v, err)
+	}
+	if _, err := (Budget{GPU: t4}).JudgePlan(Plan{Inference: &serve, VLLM: &VLLM{}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := (Budget{GPU: t4}).JudgePlan(Plan{Inference: &chat, VLLM: &VLLM{}}); v.Fits || !strings.Contains(v.Why, "The quantization method mxfp4 is not supported for the current GPU. Minimum capability: 80. Current capability: 75.") {
+		t.Errorf("vLLM on a T4: %s", v.Why)
+	}
+}
+
+// TestQuantizingAppliesToExperts: a weight format named by the plan
+// quantizes an MoE model's routed experts too (stacked ones included),
+// unless quantized_modules says otherwise.
+func TestQuantizingAppliesToExperts(t *testing.T) {
+	scout := Inference{Model: MustPreset("llama-4-scout"), Batch: 1, PromptTokens: 16, Weights: Quant{DType: INT4}}
+	est, err := scout.Estimate()
+	if err != nil || est.Weights > 60*GiB {
+		t.Errorf("Llama-4-Scout int4: %v, %v (the experts were once left in bf16: 188 GiB)", est.Weights, err)
+	}
+	scout.QuantizedModules = "all_linear_except_experts"
+	if e, _ := scout.Estimate(); e.Weights < 180*GiB {
+		t.Errorf("int4 except the experts: %v", e.Weights)
+	}
+	scout.QuantizedModules = "experts"
+	if e, _ := scout.Estimate(); e.Weights >= 90*GiB || e.Weights <= est.Weights {
+		t.Errorf("int4 experts only: %v, all linear %v", e.Weights, est.Weights)
+	}
+}
