@@ -213,30 +213,45 @@ func (in Inference) WithCheckpoint(ck Checkpoint) Inference {
 	return in
 }
 
-// readCheckpointIn opens the checkpoint folder name inside a plan's folder.
+// readCheckpointIn opens the checkpoint folder a plan names (userPath).
 func readCheckpointIn(dir, name string) (Checkpoint, error) {
 	if name == "" {
-		return Checkpoint{}, errors.New("model.checkpoint: give the path of a checkpoint folder beside the plan")
+		return Checkpoint{}, errors.New("model.checkpoint: give the path of a checkpoint folder (absolute, ~/…, or beside the plan)")
 	}
-	if dir == "" {
-		dir = "."
-	}
-	if !filepath.IsLocal(name) {
-		return Checkpoint{}, fmt.Errorf("model.checkpoint %q: the folder must be inside the plan's folder", name)
-	}
-	root, err := os.OpenRoot(dir)
+	path, err := userPath(dir, name)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("model.checkpoint: %v", err)
+		return Checkpoint{}, fmt.Errorf("model.checkpoint: %w", err)
 	}
-	defer root.Close()
-	sub, err := root.OpenRoot(name)
+	st, err := os.Stat(path)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("model.checkpoint: %v", err)
+		return Checkpoint{}, fmt.Errorf("model.checkpoint: %w", err)
 	}
-	defer sub.Close()
-	ck, err := openCheckpoint(sub, name)
+	if !st.IsDir() {
+		return Checkpoint{}, fmt.Errorf("model.checkpoint %q: want a folder holding config.json and the safetensors", name)
+	}
+	ck, err := OpenCheckpoint(path)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("model.checkpoint %w", err)
 	}
 	return ck, nil
+}
+
+// userPath is a path a user typed in a plan: absolute, under their home
+// (~/…), or relative to the plan's folder dir. (The rule that files stay
+// inside a folder is for the names an index file gives, not for these.)
+func userPath(dir, name string) (string, error) {
+	if name == "~" || strings.HasPrefix(name, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("%q: no home folder to expand ~ in: %v", name, err)
+		}
+		return filepath.Join(home, name[1:]), nil
+	}
+	if filepath.IsAbs(name) {
+		return name, nil
+	}
+	if dir == "" {
+		dir = "."
+	}
+	return filepath.Join(dir, name), nil
 }

@@ -206,7 +206,8 @@ func TestPresetsConcurrentUse(t *testing.T) {
 }
 
 // TestPlanFilesAreCapped: a plan or config that is a device, a FIFO, too big
-// or outside the plan's folder is refused before it is read.
+// is refused before it is read; a path the user typed is read where it
+// points.
 func TestPlanFilesAreCapped(t *testing.T) {
 	if _, err := ReadPlan("/dev/zero"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("plan /dev/zero: %v", err)
@@ -219,24 +220,34 @@ func TestPlanFilesAreCapped(t *testing.T) {
 	if _, err := ReadPlan(big); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("oversized plan: %v", err)
 	}
-	outside := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(outside, []byte(`{"model_type": "gpt2"}`), 0o644); err != nil {
+	// What the user typed is read where it points (absolute, ~/…, "..",
+	// links): only the caps and the refusal of special files apply.
+	cfg, _ := os.ReadFile("testdata/hf/gpt2.json")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	outside := filepath.Join(home, "config.json")
+	if err := os.WriteFile(outside, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(dir, "link.json")); err != nil {
 		t.Fatal(err)
 	}
-	for _, ref := range []string{"/dev/zero", "../config.json", outside, "link.json", "/etc/hostname"} {
+	rel, _ := filepath.Rel(dir, outside)
+	for _, ref := range []string{outside, "~/config.json", rel, "link.json"} {
 		plan := `{"model": {"hf_config": "` + ref + `"}, "train": {"seq_len": 8, "micro_batch": 1}}`
-		_, err := ParsePlan([]byte(plan), dir)
-		if err == nil || !strings.Contains(err.Error(), "inside") {
-			t.Errorf("hf_config %q: err = %v", ref, err)
+		if p, err := ParsePlan([]byte(plan), dir); err != nil || p.Model.Family != "gpt2" {
+			t.Errorf("hf_config %q: %v", ref, err)
+		}
+	}
+	for ref, want := range map[string]string{"/dev/zero": "not a regular file", "/etc/hostname": "config.json", "missing.json": "no such file"} {
+		plan := `{"model": {"hf_config": "` + ref + `"}, "train": {"seq_len": 8, "micro_batch": 1}}`
+		if _, err := ParsePlan([]byte(plan), dir); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("hf_config %q: err = %v, want %q", ref, err, want)
 		}
 	}
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := os.ReadFile("testdata/hf/gpt2.json")
 	if err := os.WriteFile(filepath.Join(dir, "sub", "config.json"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}

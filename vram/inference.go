@@ -401,20 +401,8 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	est.Notes = in.notes(m, est.Weights)
 	est.KVPerToken = in.kvPerToken(m)
 	total := in.PromptTokens + in.NewTokens
-	cacheLen := total
-	if m.SlidingWindow > 0 && cacheLen > m.SlidingWindow {
-		cacheLen = m.SlidingWindow
-	}
-	switch in.Cache {
-	case "static":
-		if in.KVCacheLen > 0 {
-			cacheLen = in.KVCacheLen
-		}
-	case "paged":
-		cacheLen = (cacheLen + in.PageSize - 1) / in.PageSize * in.PageSize
-	}
 	b := int64(in.Batch)
-	est.KVCache = mulBytes(mulI64(b, int64(cacheLen)), est.KVPerToken)
+	est.KVCache = in.cacheAt(m, total)
 	if m.EncoderDecoder() {
 		return in.estimateEncDec(m, est)
 	}
@@ -449,7 +437,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	blk := buildBlockInference(&r)
 	prefillCache := est.KVCache
 	if in.Cache != "static" && in.Cache != "paged" {
-		prefillCache = mulBytes(b*int64(minInt(in.PromptTokens, cacheLen)), est.KVPerToken)
+		prefillCache = in.cacheAt(m, in.PromptTokens)
 	}
 	v := int64(m.Vocab) / int64(in.TP)
 	logitTokens := b
@@ -475,9 +463,9 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	var decodeTemp Bytes
 	switch in.Cache {
 	case "legacy":
-		decodeCache = addBytes(est.KVCache, mulBytes(b*int64(cacheLen-1), est.KVPerToken))
+		decodeCache = addBytes(est.KVCache, in.cacheAt(m, total-1))
 	case "dynamic":
-		decodeTemp = mulBytes(b*int64(cacheLen), est.KVPerToken/Bytes(maxInt(1, m.Layers/in.PP)))
+		decodeTemp = in.catTemp(m, total)
 	}
 	stepLogits := e.Size(mulI64(b, v))
 	if in.LogitsFP32 {
@@ -538,6 +526,79 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 		est.Peak, est.PeakAt = decode, "decode"
 	}
 	return est, nil
+}
+
+// cacheAt is the KV cache of the plan's sequences at n tokens each, layer
+// by layer at the length each layer kind keeps (cacheLayerLen).
+func (in Inference) cacheAt(m Model, n int) Bytes {
+	if n <= 0 || m.Encoder() {
+		return 0
+	}
+	per := in.kvLayerPerToken(m)
+	var tokens int64
+	for i := range in.stageLayers(m) {
+		tokens += int64(in.cacheLayerLen(m, i, n))
+	}
+	return mulBytes(mulI64(int64(in.Batch), tokens), per)
+}
+
+// cacheLayerLen is the tokens layer i's cache holds after n tokens of a
+// sequence:
+//   - a global layer all n (dynamic and legacy), kv_cache_tokens (static),
+//     n in whole pages (paged);
+//   - a sliding-window or chunked layer (transformers ≥ 4.53 builds
+//     DynamicSlidingWindowLayer for both, cache_utils.py) the last
+//     window − 1 (dynamic: "Only cache the last sliding_window - 1
+//     tokens"), the window (static: StaticSlidingWindowLayer keeps
+//     min(max_cache_len, sliding_window)), the window in whole pages
+//     (paged); the legacy tuple cache of older releases keeps all n.
+func (in Inference) cacheLayerLen(m Model, i, n int) int {
+	local := m.LocalLayer(i) && in.Cache != "legacy"
+	w := m.localSpan()
+	switch in.Cache {
+	case "static":
+		if in.KVCacheLen > 0 {
+			n = in.KVCacheLen
+		}
+		if local {
+			return min(n, w)
+		}
+		return n
+	case "paged":
+		if local {
+			n = min(n, w)
+		}
+		return (n + in.PageSize - 1) / in.PageSize * in.PageSize
+	}
+	if local {
+		return min(n, w-1)
+	}
+	return n
+}
+
+// catTemp is dynamic decoding's largest transient: the torch.cat of one
+// layer's cache with the new token (DynamicLayer.update), which the
+// longest-keeping layer makes.
+func (in Inference) catTemp(m Model, n int) Bytes {
+	longest := 0
+	for i := range in.stageLayers(m) {
+		longest = max(longest, in.cacheLayerLen(m, i, n-1)+1)
+	}
+	return mulBytes(mulI64(int64(in.Batch), int64(min(longest, n))), in.kvLayerPerToken(m))
+}
+
+// stageLayers is the number of layers with a cache on one GPU (the first
+// pipeline stage; the decoder's layers of an encoder-decoder).
+func (in Inference) stageLayers(m Model) int {
+	if m.EncoderDecoder() {
+		return max(1, m.DecoderLayers/in.PP)
+	}
+	return m.Layers / in.PP
+}
+
+// kvLayerPerToken is one token's K and V in one layer on one GPU.
+func (in Inference) kvLayerPerToken(m Model) Bytes {
+	return in.kvPerToken(m) / Bytes(max(1, in.stageLayers(m)))
 }
 
 // buildBlockInference is a block's forward under torch.no_grad: nothing is

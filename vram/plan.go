@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -22,8 +21,8 @@ import (
 //
 // "model" is a catalog name (see Presets), an inline Model object,
 // {"hf_config": "path/to/config.json"} or {"checkpoint": "path/to/folder"}
-// (config.json and safetensors headers, see Checkpoint) relative to the plan
-// file. "train"
+// (config.json and safetensors headers, see Checkpoint): absolute, under the
+// user's home (~/…) or relative to the plan file. "train"
 // takes the fields of Training, "inference" those of Inference; exactly one
 // of them is required. "gpu" optionally names a target GPU (see GPUs) or gives
 // a capacity such as "80 GiB". Unknown fields are errors, so a typo never
@@ -66,8 +65,8 @@ func ReadPlan(path string) (Plan, error) {
 	return p, nil
 }
 
-// ParsePlan decodes a plan; dir is the plan's folder, inside which an
-// "hf_config" path is resolved (it may not leave it).
+// ParsePlan decodes a plan; dir is the plan's folder, against which a
+// relative "hf_config" or "checkpoint" path is resolved.
 func ParsePlan(data []byte, dir string) (Plan, error) {
 	var raw struct {
 		Name      string          `json:"name"`
@@ -219,22 +218,18 @@ func hasKey(data []byte, k string) bool {
 	return ok
 }
 
-// readHFConfig reads the config.json a plan names, which must be inside the
-// plan's folder (dir): a plan shared by someone else cannot read files
-// elsewhere on this machine.
+// readHFConfig reads the config.json a plan names: an absolute path, one
+// under the user's home (~/…) or one beside the plan (in dir); a regular
+// file of at most MaxConfigFile bytes.
 func readHFConfig(dir, name string) (Model, error) {
 	if name == "" {
-		return Model{}, errors.New("model.hf_config: give the path of a config.json beside the plan")
+		return Model{}, errors.New("model.hf_config: give the path of a config.json (absolute, ~/…, or beside the plan)")
 	}
-	if dir == "" {
-		dir = "."
-	}
-	root, err := os.OpenRoot(dir)
+	path, err := userPath(dir, name)
 	if err != nil {
 		return Model{}, fmt.Errorf("model.hf_config: %v", err)
 	}
-	defer root.Close()
-	b, err := readFileIn(root, name, MaxConfigFile)
+	b, err := readFile(path, MaxConfigFile)
 	if err != nil {
 		return Model{}, fmt.Errorf("model.hf_config: %v", err)
 	}

@@ -80,3 +80,71 @@ func TestQuantizingAppliesToExperts(t *testing.T) {
 		t.Errorf("int4 experts only: %v, all linear %v", e.Weights, est.Weights)
 	}
 }
+
+// TestCacheLayerKinds: as the prompt grows, every layer kind's cache holds
+// the length it keeps — in transformers' generate a global layer all the
+// tokens, a sliding-window or chunked layer the last window − 1
+// (DynamicSlidingWindowLayer) or the window (StaticSlidingWindowLayer) —
+// and in vLLM the pages its group needs; the hybrid models' caches stop
+// growing in their local layers while the global ones grow on.
+func TestCacheLayerKinds(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		span   int // the local layers' window or chunk
+	}{
+		{"gpt-oss-20b", 128}, {"gemma-2-9b", 4096}, {"gemma-3-27b", 1024}, {"llama-4-scout", 8192}, {"mistral-7b", 4096},
+	} {
+		m := MustPreset(c.preset).Normalize()
+		var local, global int
+		for i := 0; i < m.Layers; i++ {
+			if m.LocalLayer(i) {
+				local++
+			} else {
+				global++
+			}
+		}
+		var prev Bytes
+		prevN := 0
+		for _, n := range []int{64, 1000, 5000, 20000, 100000} {
+			for _, cache := range []string{"dynamic", "static"} {
+				in := Inference{Model: m, Batch: 2, PromptTokens: n - 1, NewTokens: 1, Cache: cache}
+				if cache == "static" {
+					in.KVCacheLen = n
+				}
+				est, err := in.Estimate()
+				if err != nil {
+					t.Fatalf("%s %d: %v", c.preset, n, err)
+				}
+				keep := c.span - 1
+				if cache == "static" {
+					keep = c.span
+				}
+				want := mulBytes(int64(2*(global*n+local*min(n, keep))), est.KVPerToken/Bytes(m.Layers))
+				if est.KVCache != want {
+					t.Errorf("%s %s at %d tokens: cache %v, want %v (%d global layers × %d, %d local × %d)", c.preset, cache, n, est.KVCache, want, global, n, local, min(n, keep))
+				}
+				if cache == "dynamic" {
+					if est.KVCache < prev || global == 0 && prevN > c.span && est.KVCache != prev {
+						t.Errorf("%s at %d tokens: cache %v after %v", c.preset, n, est.KVCache, prev)
+					}
+					prev, prevN = est.KVCache, n
+				}
+			}
+		}
+		// vLLM: a sliding layer's request needs cdiv(min(window − 1 + a
+		// batch, n), 16) + 1 pages, a global layer cdiv(n, 16).
+		kv, err := VLLM{MaxModelLen: 100000, AllowLongMaxModelLen: true}.KVCache(m, 40*GiB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range kv.Groups {
+			want := cdiv64(100000, 16)
+			if g.Kind == "sliding_window" {
+				want = cdiv64(int64(min(c.span-1+8192, 100000)), 16) + 1
+			}
+			if got := g.pagesFor(100000, 16, 8192); got != want {
+				t.Errorf("%s vLLM %s group: %d pages a request, want %d", c.preset, g.Kind, got, want)
+			}
+		}
+	}
+}

@@ -45,6 +45,14 @@ type VLLM struct {
 	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
 	// scaling in the config): max_model_len may pass max_position.
 	AllowLongMaxModelLen bool `json:"allow_long_max_model_len,omitempty"`
+	// DisableHybridKVCache is --disable-hybrid-kv-cache-manager: every
+	// layer's cache sized as full attention. vLLM turns the hybrid manager
+	// off by itself for chunked local attention (Llama 4) unless
+	// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
+	// (AllowChunkedHybrid), and with a KV transfer or KV events config
+	// (vllm/config/__init__.py VllmConfig.__post_init__).
+	DisableHybridKVCache bool `json:"disable_hybrid_kv_cache_manager,omitempty"`
+	AllowChunkedHybrid   bool `json:"allow_chunked_local_attn_with_hybrid_kv_cache,omitempty"`
 	// MXFP4Backend is the kernel vLLM runs MXFP4 experts with
 	// (mxfp4.py get_mxfp4_backend): "flashinfer" on compute capability
 	// 10.x, "triton" on 9.x with the triton_kernels package (which vLLM's
@@ -226,9 +234,10 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	c := VLLMKVCache{Available: available, PageBytes: page, Layers: layers, BlockSize: v.BlockSize, MaxModelLen: v.MaxModelLen, mbt: v.MaxNumBatchedTokens}
 	// Layers by kind, in order of first appearance.
 	var kinds []VLLMGroup
+	hybrid := !v.DisableHybridKVCache && (m.AttentionChunk == 0 || v.AllowChunkedHybrid)
 	for i := 0; i < layers; i++ {
 		k := VLLMGroup{Kind: "full"}
-		if m.LocalLayer(i) {
+		if m.LocalLayer(i) && hybrid {
 			k = VLLMGroup{Kind: "sliding_window", Span: m.SlidingWindow}
 			if m.AttentionChunk > 0 {
 				k = VLLMGroup{Kind: "chunked_local", Span: m.AttentionChunk}

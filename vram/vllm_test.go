@@ -238,8 +238,10 @@ func TestVLLMHybridGroups(t *testing.T) {
 		{"gemma-3-27b", 7, 10, map[string]int{"sliding_window": 52, "full": 10}},
 		// gpt-oss-20b: 12 sliding-window (128) and 12 full layers, alternating.
 		{"gpt-oss-20b", 2, 12, map[string]int{"sliding_window": 12, "full": 12}},
-		// Llama 4 Scout: 36 chunked-local (8192) and 12 global layers, 3:1.
-		{"llama-4-scout", 4, 12, map[string]int{"chunked_local": 36, "full": 12}},
+		// Llama 4 Scout: 36 chunked-local (8192) and 12 global layers, but
+		// vLLM turns the hybrid manager off for chunked local attention by
+		// default: every layer sized as full attention.
+		{"llama-4-scout", 1, 48, map[string]int{"full": 48}},
 		// Mistral 7B: every layer in a 4096 window: one group.
 		{"mistral-7b", 1, 32, map[string]int{"sliding_window": 32}},
 		{"llama-3.1-8b", 1, 32, map[string]int{"full": 32}},
@@ -262,6 +264,19 @@ func TestVLLMHybridGroups(t *testing.T) {
 		if kv.Blocks != int64(40*GiB)/int64(kv.PageBytes)/int64(kv.GroupSize) || kv.Tokens != kv.Blocks/int64(len(kv.Groups))*16 {
 			t.Errorf("%s: %d blocks, %d tokens", c.preset, kv.Blocks, kv.Tokens)
 		}
+	}
+	// With VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 Scout's
+	// chunked layers form groups of their own, 3:1.
+	vc := v
+	vc.AllowChunkedHybrid = true
+	if kv, _ := vc.KVCache(MustPreset("llama-4-scout"), 40*GiB); len(kv.Groups) != 4 || kv.GroupSize != 12 {
+		t.Errorf("llama-4-scout with chunked hybrid: %d groups of %d", len(kv.Groups), kv.GroupSize)
+	}
+	// --disable-hybrid-kv-cache-manager: one group for Gemma 3 too.
+	vd := v
+	vd.DisableHybridKVCache = true
+	if kv, _ := vd.KVCache(MustPreset("gemma-3-27b"), 40*GiB); len(kv.Groups) != 1 || kv.Groups[0].Kind != "full" {
+		t.Errorf("gemma-3-27b without the hybrid manager: %+v", kv.Groups)
 	}
 	// Gemma 3 27B at 8192 tokens, a batch of 8192: a sliding layer needs
 	// cdiv(min(1023 + 8192, 8192), 16) + 1 = 513 pages, a global one 512;
