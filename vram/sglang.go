@@ -77,7 +77,7 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
 	}
 	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic))}
-	p.Rest = free - weights - p.Reserved
+	p.Rest = max(0, free-weights-p.Reserved)
 	if m.KVLoRARank > 0 {
 		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * int64(m.Layers))
 	} else {
@@ -92,7 +92,12 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 		p.KSize = Bytes(p.Tokens) * p.CellSize / 2
 	}
 	p.MinMemFractionStatic = float64(weights) / float64(free)
-	if p.Tokens <= 0 {
+	switch {
+	case weights > free:
+		// The weights do not fit the free memory: loading them fails,
+		// whatever the fraction.
+		p.Err = fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %v on each GPU and %v is free (shard them over more GPUs with --tp-size)", weights, free)
+	case p.Tokens <= 0:
 		p.Err = fmt.Sprintf("Not enough memory. Please try to increase --mem-fraction-static (at least %.4f: the weights take %v of the %v free).",
 			math.Ceil(p.MinMemFractionStatic*1e4)/1e4, weights, free)
 	}

@@ -474,7 +474,7 @@ func (c VLLMCarve) startup(v VLLM, g GPU) string {
 		return fmt.Sprintf("ValueError: Free memory on device (%s/%s GiB) on startup is less than desired GPU memory utilization (%v, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
 			gib(free), gib(g.Memory), v.GPUMemoryUtilization, gib(c.Requested))
 	case c.Weights > free:
-		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM starts no check of its own: load_model fails)",
+		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM has no check of its own: load_model fails)",
 			gib(c.Weights), gib(free), gib(g.Memory))
 	case c.Requested <= c.Weights+c.Activation+c.NonTorch+c.CUDAGraphs:
 		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch %s GiB of the %s GiB it may use.)",

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/vramlab/vramlab/vram"
 )
@@ -277,7 +278,7 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		}
 		fmt.Fprintf(w, "\nvLLM on %s: %v of the GPU (gpu_memory_utilization) = weights %v + profile-run activations %v + outside PyTorch %v%s + KV cache %v\n",
 			r.Fit.GPU, c.Requested, c.Weights, c.Activation, c.NonTorch, graphs, kv.Available)
-		for _, n := range c.Notes[len(r.Inference.Notes):] {
+		for _, n := range newNotes(c.Notes, r.Inference.Notes) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 		if c.Starts {
@@ -295,7 +296,7 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	if sp := r.SGLang; sp != nil {
 		fmt.Fprintf(w, "\nSGLang on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v; KV pool %v = max_total_num_tokens %s (%v a token)\n",
 			r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
-		for _, n := range sp.Notes[min(len(sp.Notes), len(r.Inference.Notes)):] {
+		for _, n := range newNotes(sp.Notes, r.Inference.Notes) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 		if sp.Err != "" {
@@ -322,6 +323,17 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
 		}
 	}
+}
+
+// newNotes are the notes of ns not already printed in seen.
+func newNotes(ns, seen []string) []string {
+	var out []string
+	for _, n := range ns {
+		if !slices.Contains(seen, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // printGGUF summarises a GGUF file's header: what llama.cpp loads.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -255,5 +256,73 @@ func TestSGLangPlan(t *testing.T) {
 	}
 	if err := run([]string{p}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "applies to an inference plan") {
 		t.Errorf("sglang on a training plan: %v", err)
+	}
+}
+
+// TestNoNegativeSizes: hostile and oversized plans — a model far larger
+// than its card under each serving engine, a card too small for its own
+// CUDA context's share, a tiny memory fraction — print no negative byte
+// count anywhere, in the text or in -json, and each engine's refusal is
+// in its words.
+func TestNoNegativeSizes(t *testing.T) {
+	dir := t.TempDir()
+	plans := map[string]string{
+		"deepseek-vllm-4090": `{"model": "deepseek-v3", "inference": {"batch": 1, "prompt_tokens": 100, "new_tokens": 10}, "gpu": "RTX-4090", "vllm": {}}`,
+		"gpt-oss-vllm-t4":    `{"model": "gpt-oss-120b", "inference": {"batch": 1, "prompt_tokens": 100, "new_tokens": 10}, "gpu": "T4", "vllm": {}}`,
+		"70b-vllm-util":      `{"model": "llama-3.1-70b", "inference": {"batch": 8, "prompt_tokens": 4000, "new_tokens": 1000}, "gpu": "A100-80GB", "vllm": {"gpu_memory_utilization": 0.05}}`,
+		"70b-vllm-full":      `{"model": "llama-3.1-70b", "inference": {"batch": 8, "prompt_tokens": 4000, "new_tokens": 1000}, "gpu": "A100-80GB", "vllm": {"gpu_memory_utilization": 1.0}}`,
+		"70b-sglang":         `{"model": "llama-3.1-70b", "inference": {"batch": 8, "prompt_tokens": 4000, "new_tokens": 1000}, "gpu": "L4", "sglang": {}}`,
+		"70b-tgi":            `{"model": "llama-3.1-70b", "inference": {"batch": 8, "prompt_tokens": 4000, "new_tokens": 1000}, "gpu": "L4", "tgi": {}}`,
+		"405b-generate-tiny": `{"model": "llama-3.1-405b", "inference": {"batch": 64, "prompt_tokens": 8000, "new_tokens": 8000}, "gpu": "1 GiB"}`,
+		"train-tiny-card":    `{"model": "llama-3-8b", "train": {"seq_len": 8192, "micro_batch": 16}, "gpu": "100 MiB"}`,
+	}
+	neg := regexp.MustCompile(`(^|[\s(=:,])[-−]\s?\d[\d.,]*\s?(B|KiB|MiB|GiB|TiB|KB|MB|GB)\b`)
+	for name, plan := range plans {
+		f := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(f, []byte(plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run([]string{f}, &out); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if m := neg.FindString(out.String()); m != "" {
+			t.Errorf("%s: a negative size %q in:\n%s", name, m, out.String())
+		}
+		out.Reset()
+		if err := run([]string{"-json", f}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		walkNumbers(v, "", func(path string, x float64) {
+			if x < 0 && !strings.HasSuffix(path, ".layer") { // layer -1: outside the blocks
+				t.Errorf("%s: %s = %v", name, path, x)
+			}
+		})
+		var rep Report
+		json.Unmarshal(out.Bytes(), &rep)
+		if rep.Fit == nil || rep.Fit.Fits {
+			t.Errorf("%s: judged to fit: %+v", name, rep.Fit)
+		}
+	}
+}
+
+// walkNumbers calls f with every number in a decoded JSON value and its path.
+func walkNumbers(v any, path string, f func(string, float64)) {
+	switch x := v.(type) {
+	case float64:
+		f(path, x)
+	case map[string]any:
+		for k, e := range x {
+			walkNumbers(e, path+"."+k, f)
+		}
+	case []any:
+		for i, e := range x {
+			walkNumbers(e, fmt.Sprintf("%s[%d]", path, i), f)
+		}
 	}
 }

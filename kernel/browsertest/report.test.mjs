@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, chartStates, launchBrowser, offlinePage, shotPath, waitForCharts } from './harness.mjs';
@@ -124,4 +124,17 @@ test('the printed report has no scrollbar, no chart cut at the edge and no word 
   }
   assert.deepEqual(broken, [], `words broken across lines in the PDF: ${broken.join(', ')}`);
   assert.ok(tokens.length > 300 && screenWords.has('Verdict'), 'the PDF has the report’s text');
+});
+
+test('a serving plan too large for its card: the report gives vLLM\'s refusal in its words and no negative size', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vramlab-oversized-'));
+  const plan = join(dir, 'gpt-oss-on-a-t4.json');
+  writeFileSync(plan, JSON.stringify({ name: 'gpt-oss-120b on a T4 with vLLM', model: 'gpt-oss-120b',
+    inference: { batch: 1, prompt_tokens: 1024, new_tokens: 256 }, gpu: 'T4', vllm: {} }));
+  execFileSync('make', ['-s', 'report', `PLAN=${plan}`, `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
+  const html = readFileSync(join(dir, 'gpt-oss-on-a-t4', 'gpt-oss-on-a-t4.html'), 'utf8');
+  const text = html.replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
+  assert.match(text, /Verdict on T4 \(vLLM\): does not fit: vLLM would not start: ValueError: The quantization method mxfp4 is not supported for the current GPU\. Minimum capability: 80\. Current capability: 75\./);
+  assert.match(text, /weights as released: routed experts in mxfp4/);
+  assert.doesNotMatch(text, /(^|[\s(=:,])[-−]\s?\d[\d.,]*\s?(B|KiB|MiB|GiB|TiB)\b/, 'no negative size in the report');
 });
