@@ -65,6 +65,7 @@ type Inference struct {
 	// (Weights names no format), as runtime keeps them on a GPU of
 	// compute capability cc (0: not known).
 	asRelease bool
+	attnSet   bool // the plan names its attention (else transformers picks)
 	runtime   runtime
 	cc        int
 	mxfp4     string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
@@ -149,6 +150,7 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if err := oneOf("quantized_modules", in.QuantizedModules, "all_linear", "all_linear_except_lm_head", "experts", "all_linear_except_experts"); err != nil {
 		return in, m, err
 	}
+	in.attnSet = in.attnSet || in.Attention != ""
 	if in.Attention == "" {
 		in.Attention = "sdpa"
 	}
@@ -423,6 +425,9 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	}
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
+	if !in.attnSet {
+		tr.Attention = "" // transformers' own choice
+	}
 	if in.runtime != runTransformers {
 		// The engine's own model code: flash attention, fused MoE.
 		tr.servingEngine, tr.Attention = true, "flash2"
@@ -508,6 +513,9 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	encOut := e.Size(mulI64(mulI64(b, S), int64(m.Hidden)))
 	tr := Training{Model: m, SeqLen: int(S), DecoderSeqLen: 1, MicroBatch: in.Batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
+	if !in.attnSet {
+		tr.Attention = "" // transformers' own choice
+	}
 	r, err := tr.resolve()
 	if err != nil {
 		return est, fmt.Errorf("encoder pass (batch %d × %d tokens): %w", b, S, err)

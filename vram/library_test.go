@@ -52,10 +52,13 @@ func TestLibraryVersions(t *testing.T) {
 			t.Errorf("4.57.6 should run without checkpointing and say so: peak %v vs %v, notes %q", full57.Peak.Total(), none.Peak.Total(), full57.Notes)
 		}
 	})
-	t.Run("GPT-J runs eager attention for SDPA", func(t *testing.T) {
-		sdpa, eager := est(t, plan("gpt-j-6b", "", "sdpa", "none")), est(t, plan("gpt-j-6b", "", "eager", "none"))
-		if sdpa.Peak.Total() != eager.Peak.Total() || len(sdpa.Notes) != 1 || !strings.Contains(sdpa.Notes[0], "eager") {
-			t.Errorf("SDPA plan: peak %v (eager %v), notes %q", sdpa.Peak.Total(), eager.Peak.Total(), sdpa.Notes)
+	t.Run("GPT-J: transformers picks eager, refuses SDPA by name", func(t *testing.T) {
+		unset, eager := est(t, plan("gpt-j-6b", "", "", "none")), est(t, plan("gpt-j-6b", "", "eager", "none"))
+		if unset.Peak.Total() != eager.Peak.Total() || len(unset.Notes) != 1 || !strings.Contains(unset.Notes[0], "eager") {
+			t.Errorf("attention unset: peak %v (eager %v), notes %q", unset.Peak.Total(), eager.Peak.Total(), unset.Notes)
+		}
+		if _, err := plan("gpt-j-6b", "", "sdpa", "none").Estimate(); err == nil || !strings.Contains(err.Error(), "raises ValueError for gptj: it does not support an attention implementation through torch.nn.functional.scaled_dot_product_attention") {
+			t.Errorf("attention sdpa by name: %v", err)
 		}
 		if len(eager.Notes) != 0 {
 			t.Errorf("an eager plan needs no note, got %q", eager.Notes)

@@ -277,7 +277,7 @@ func (r *resolved) checkpointed(l int) bool {
 	if r.RecomputeMethod == "block" {
 		return r.chunkIndex(l) < r.RecomputeNumLayers
 	}
-	return (r.Checkpointing == "full" || r.Checkpointing == "op") && l%r.CheckpointEvery == 0
+	return (r.Checkpointing == "full" || r.Checkpointing == "op") && (l+r.ckptOffset)%r.CheckpointEvery == 0
 }
 
 // savedFor is what block l holds from its forward to its backward.

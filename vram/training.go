@@ -49,6 +49,11 @@ type Training struct {
 	// every k-th block only.
 	Checkpointing   string `json:"grad_checkpointing,omitempty"`
 	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
+	// SelectiveACOption is torchtitan's selective_ac_option for its
+	// grad_checkpointing "selective": "op" (op-level) or a block
+	// frequency N (every N-th block checkpointed); default "2", as
+	// torchtitan's own (vocabulary.go).
+	SelectiveACOption string `json:"selective_ac_option,omitempty"`
 	// RecomputeMethod is Megatron-LM's --recompute-method for full
 	// checkpointing, with RecomputeNumLayers (--recompute-num-layers,
 	// default 1): "uniform" checkpoints groups of that many consecutive
@@ -157,6 +162,9 @@ type resolved struct {
 	dropHid   float64
 	dropAttn  float64
 	frozen    bool // base weights frozen (LoRA/adapter)
+	// ckptOffset shifts which blocks CheckpointEvery checkpoints: block l
+	// when (l + ckptOffset) % CheckpointEvery == 0 (torchtitan counts from 1).
+	ckptOffset int
 	stateSize float64
 	images    int        // images per sequence (vision-language models)
 	tower     *resolved  // the vision tower's run (vision-language models)
@@ -246,7 +254,7 @@ func (t Training) resolve() (resolved, error) {
 	if r.Checkpointing == "" {
 		r.Checkpointing = "none"
 	}
-	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op"); err != nil {
+	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op", "memory_budget"); err != nil {
 		return r, err
 	}
 	if t.CheckpointEvery < 0 || t.CheckpointEvery > r.m.Layers {
@@ -317,7 +325,12 @@ func (t Training) resolve() (resolved, error) {
 	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
 		return r, err
 	}
-	r.followLibrary()
+	if err := r.resolveCheckpointWords(t); err != nil {
+		return r, err
+	}
+	if err := r.followLibrary(t); err != nil {
+		return r, err
+	}
 	if t.Dropout != nil && (*t.Dropout < 0 || *t.Dropout >= 1) {
 		return r, fmt.Errorf("dropout must be in [0, 1), got %v", *t.Dropout)
 	}
@@ -363,17 +376,29 @@ func (t Training) resolve() (resolved, error) {
 // family does under the plan's release, noting each change: attention
 // implementations the family lacks fall back to eager, and checkpointing the
 // family ignores is off.
-func (r *resolved) followLibrary() {
+func (r *resolved) followLibrary(t Training) error {
 	if !r.runsTransformers() || r.servingEngine {
-		return
+		return nil
 	}
 	f := lookupFamily(r.m.Family)
 	if f == nil {
-		return
+		return nil
 	}
 	if f.attention != nil && !slices.Contains(f.attention, r.Attention) {
-		r.notes = append(r.notes, fmt.Sprintf("attention: transformers %s offers %s only %s attention; it runs %q as eager, and so does this estimate",
-			r.lib, f.name, strings.Join(f.attention, " and "), r.Attention))
+		if t.Attention != "" {
+			// Asked for by name, from_pretrained refuses it
+			// (modeling_utils.py _check_and_adjust_attn_implementation).
+			what := map[string]string{"sdpa": "an attention implementation through torch.nn.functional.scaled_dot_product_attention", "flash2": "Flash Attention 2.0", "flash3": "Flash Attention 3"}[r.Attention]
+			if what == "" {
+				what = fmt.Sprintf("the %s attention implementation", r.Attention)
+			}
+			return fmt.Errorf("attention %q: transformers %s raises ValueError for %s: it does not support %s (the family offers %s); use attention %q, or leave it unset to get what transformers picks",
+				r.Attention, r.lib, f.name, what, strings.Join(f.attention, " and "), f.attention[0])
+		}
+		// Unset, transformers tries sdpa and falls back to what the family
+		// has, without a word.
+		r.notes = append(r.notes, fmt.Sprintf("attention: transformers %s offers %s only %s attention; with attn_implementation unset it runs eager, and so does this estimate",
+			r.lib, f.name, strings.Join(f.attention, " and ")))
 		r.Attention = "eager"
 	}
 	if r.rec.noCheckpointing && r.Checkpointing != "none" {
@@ -381,6 +406,7 @@ func (r *resolved) followLibrary() {
 			f.name, r.lib))
 		r.Checkpointing = "none"
 	}
+	return nil
 }
 
 // Bounds on a run's counts (see checked.go): a sequence of up to 64M

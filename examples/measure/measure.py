@@ -167,11 +167,12 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
     if model_type in VISION_LANGUAGE:
         cls = transformers.AutoModelForImageTextToText
     if attn == "sdpa":
-        # A family without an SDPA attention gets eager attention, as
-        # transformers' default choice does (_supports_sdpa false).
+        # Asked for by name, SDPA on a family without it is refused, as
+        # from_pretrained(attn_implementation="sdpa") refuses it
+        # (_supports_sdpa false): the plan must say eager.
         from transformers.models.auto.auto_factory import _get_model_class
         if not getattr(_get_model_class(config, cls._model_mapping), "_supports_sdpa", False):
-            attn = "eager"
+            raise ValueError(f"{model_type} does not support SDPA attention in transformers {transformers.__version__}: the plan must ask for eager")
     if attn is not None:
         config._attn_implementation = attn
         torch.manual_seed(0)
@@ -555,9 +556,11 @@ def grid(args):
         if args.only and name not in args.only:
             continue
         # A model's own "train" keys (a trainable vision tower, say) join
-        # the grid's.
-        own = {k: v for k, v in model.items() if k != "train"}
-        for point in itertools.product(*(axes[k] for k in keys)):
+        # the grid's; its own "grid" axes replace the grid's (gpt-oss has
+        # no SDPA attention to trace).
+        own = {k: v for k, v in model.items() if k not in ("train", "grid")}
+        model_axes = dict(axes, **model.get("grid", {}))
+        for point in itertools.product(*(model_axes[k] for k in keys)):
             train = dict(g["train"], **model.get("train", {}), **dict(zip(keys, point)))
             p = {"name": " ".join((name,) + point), "model": dict(own, name=name), "train": train}
             out = os.path.join(args.outdir, "-".join((name,) + point) + ".json")
