@@ -154,24 +154,24 @@ type LoRA struct {
 // resolved is a Training with defaults applied; every estimate works on one.
 type resolved struct {
 	Training
-	m         Model
-	dp        int // data-parallel ranks that shard (ZeRO) or replicate
-	tp, pp    int
-	cp, ep    int
-	shard     int // ranks that ZeRO/FSDP shards over
-	dropHid   float64
-	dropAttn  float64
-	frozen    bool // base weights frozen (LoRA/adapter)
+	m        Model
+	dp       int // data-parallel ranks that shard (ZeRO) or replicate
+	tp, pp   int
+	cp, ep   int
+	shard    int // ranks that ZeRO/FSDP shards over
+	dropHid  float64
+	dropAttn float64
+	frozen   bool // base weights frozen (LoRA/adapter)
 	// ckptOffset shifts which blocks CheckpointEvery checkpoints: block l
 	// when (l + ckptOffset) % CheckpointEvery == 0 (torchtitan counts from 1).
 	ckptOffset int
-	stateSize float64
-	images    int        // images per sequence (vision-language models)
-	tower     *resolved  // the vision tower's run (vision-language models)
-	lib       libVersion // the transformers release
-	rec       recipe     // the family's modeling code under lib
-	notes     []string   // what runs differently from the plan (TrainingEstimate.Notes)
-	ds        deepSpeed  // DeepSpeed's ZeRO settings, when DeepSpeed runs it
+	stateSize  float64
+	images     int        // images per sequence (vision-language models)
+	tower      *resolved  // the vision tower's run (vision-language models)
+	lib        libVersion // the transformers release
+	rec        recipe     // the family's modeling code under lib
+	notes      []string   // what runs differently from the plan (TrainingEstimate.Notes)
+	ds         deepSpeed  // DeepSpeed's ZeRO settings, when DeepSpeed runs it
 }
 
 // Validate reports the first invalid field, naming it and the rule.

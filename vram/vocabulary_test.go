@@ -60,7 +60,9 @@ func TestFrameworkCheckpointWords(t *testing.T) {
 		{func(t *Training) { t.Framework, t.Checkpointing = "deepspeed", "op" }, "deepspeed has no such"},
 		{func(t *Training) { t.Framework, t.Checkpointing = "torchtitan", "memory_budget" }, "not modelled"},
 		{func(t *Training) { t.Checkpointing, t.SelectiveACOption = "selective", "op" }, "selective_ac_option applies to torchtitan"},
-		{func(t *Training) { t.Framework, t.Checkpointing, t.SelectiveACOption = "torchtitan", "selective", "every" }, `selective_ac_option "every": torchtitan takes "op" or a block frequency`},
+		{func(t *Training) {
+			t.Framework, t.Checkpointing, t.SelectiveACOption = "torchtitan", "selective", "every"
+		}, `selective_ac_option "every": torchtitan takes "op" or a block frequency`},
 		{func(t *Training) { t.Framework, t.Checkpointing, t.SelectiveACOption = "torchtitan", "full", "op" }, "selective_ac_option applies"},
 	} {
 		if _, err := resolve(c.edit); err == nil || !strings.Contains(err.Error(), c.want) {
