@@ -285,8 +285,15 @@ func (s *Snapshot) Rebuild(device int) (*Run, error) {
 				live.Other -= e.Size // allocated before the trace
 			}
 		case FreeCompleted:
-			active -= e.Size
-			delete(pending, e.Addr)
+			// The block stops being active by what its free_requested
+			// released (a file whose entry sizes disagree cannot make
+			// active drop below allocated).
+			if sz, ok := pending[e.Addr]; ok {
+				active -= sz
+				delete(pending, e.Addr)
+			} else {
+				active -= min(e.Size, active-allocated)
+			}
 		case SegmentAlloc, SegmentMap:
 			reserved += e.Size
 		case SegmentFree, SegmentUnmap:
