@@ -205,7 +205,7 @@ func (w *whatIf) render() string {
 		rows = append(rows, [2]string{"peak reserved (max_memory_reserved)", v.Reserved.Format(vram.GiB, 2)})
 		rows = append(rows, [2]string{"on the device (nvidia-smi)", v.DeviceUsed.Format(vram.GiB, 2)})
 	}
-	rows = append(rows, [2]string{"the GPU's memory", g.Memory.Format(vram.GiB, 2)})
+	rows = append(rows, [2]string{"the GPU's memory (as CUDA reports it)", g.Total().Format(vram.GiB, 2)})
 	rows = append(rows, [2]string{"peak at", est.PeakAt.Where()})
 	c := Breakdown(est.Peak, t.Model.Name+": live at the peak")
 	return `<div class="vramlab-whatif-result" data-allocated="` + strconv.FormatInt(int64(v.Allocated), 10) + `">` +

@@ -39,7 +39,7 @@ func (b Budget) measure() string {
 // leaves (GPU.Usable) less the headroom for reserved and allocated.
 func (b Budget) Limit() Bytes {
 	if b.measure() == MeasureDeviceUsed {
-		return Bytes(float64(b.GPU.Memory) * (1 - b.Headroom))
+		return Bytes(float64(b.GPU.Total()) * (1 - b.Headroom))
 	}
 	return Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
 }
@@ -146,7 +146,7 @@ func (b Budget) judge(allocated Bytes, quick bool, replay func(ReplayOptions) (R
 // the allocated peak alone would fit, that the allocator's cache and the
 // context are what does not.
 func (b Budget) why(v Verdict) string {
-	limit := fmt.Sprintf("%v (%s's %v", v.Limit, b.GPU.Name, b.GPU.Memory)
+	limit := fmt.Sprintf("%v (%s's %v", v.Limit, b.GPU.Name, b.GPU.Total())
 	if v.Measure != MeasureDeviceUsed && b.GPU.Context > 0 {
 		limit += fmt.Sprintf(" less its %v CUDA context", b.GPU.Context)
 	}
@@ -211,7 +211,7 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		if err != nil {
 			return Verdict{}, err
 		}
-		why := fmt.Sprintf("vLLM takes %v on the device (gpu_memory_utilization × %v = %v, CUDA context %v", c.DeviceUsed, b.GPU.Memory, c.Requested, c.NonTorch)
+		why := fmt.Sprintf("vLLM takes %v on the device (gpu_memory_utilization × %v = %v, CUDA context %v", c.DeviceUsed, b.GPU.Total(), c.Requested, c.NonTorch)
 		if c.CUDAGraphs > 0 {
 			why += fmt.Sprintf(", CUDA graphs %v", c.CUDAGraphs)
 		}
@@ -240,15 +240,15 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 // engineVerdict is a serving engine's verdict: it starts (err empty) and
 // what it takes of the device fits the card.
 func (b Budget) engineVerdict(engine string, used Bytes, err, what string) Verdict {
-	v := Verdict{Engine: engine, Measure: MeasureDeviceUsed, DeviceUsed: used, Need: used, Limit: b.GPU.Memory}
+	v := Verdict{Engine: engine, Measure: MeasureDeviceUsed, DeviceUsed: used, Need: used, Limit: b.GPU.Total()}
 	v.Fits = err == "" && used <= v.Limit
 	switch {
 	case err != "":
 		v.Why = fmt.Sprintf("does not fit: %s would not start: %s", engine, err)
 	case !v.Fits:
-		v.Why = fmt.Sprintf("does not fit: %s, over %s's %v by %v", what, b.GPU.Name, b.GPU.Memory, used-v.Limit)
+		v.Why = fmt.Sprintf("does not fit: %s, over %s's %v by %v", what, b.GPU.Name, b.GPU.Total(), used-v.Limit)
 	default:
-		v.Why = fmt.Sprintf("fits: %s, within %s's %v", what, b.GPU.Name, b.GPU.Memory)
+		v.Why = fmt.Sprintf("fits: %s, within %s's %v", what, b.GPU.Name, b.GPU.Total())
 	}
 	return v
 }

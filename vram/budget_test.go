@@ -75,7 +75,7 @@ func TestBudgetMeasures(t *testing.T) {
 	if _, err := (Budget{GPU: g, Measure: "vram"}).Judge(tr); err == nil || !strings.Contains(err.Error(), "measure") {
 		t.Errorf("unknown measure: %v", err)
 	}
-	if l := (Budget{GPU: g, Headroom: 0.1}).Limit(); l != Bytes(float64(g.Memory)*0.9) {
+	if l := (Budget{GPU: g, Headroom: 0.1}).Limit(); l != Bytes(float64(g.Total())*0.9) {
 		t.Errorf("device-used limit %v", l)
 	}
 	if l := (Budget{GPU: g, Measure: MeasureAllocated}).Limit(); l != g.Usable() {

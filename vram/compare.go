@@ -130,7 +130,7 @@ func comparePlan(name string, p Plan, gpus []GPUChoice) PlanResult {
 		}
 		r.Allocated, r.Reserved = max(r.Allocated, rep.PeakAllocated), max(r.Reserved, rep.PeakReserved)
 		r.DeviceUsed[k] = rep.DeviceUsed
-		r.Fits[k] = rep.DeviceUsed <= g.Memory
+		r.Fits[k] = rep.DeviceUsed <= g.Total()
 	}
 	return r
 }
@@ -177,7 +177,7 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 		}
 		s := plans[smallest]
 		return -1, fmt.Sprintf("no %s plan fits: the smallest, %s, needs %v on the device, %v more than its %v%s",
-			kind, s.Name, s.DeviceUsed[k], s.DeviceUsed[k]-g.Memory, g.Memory, note)
+			kind, s.Name, s.DeviceUsed[k], s.DeviceUsed[k]-g.Total(), g.Total(), note)
 	}
 	sort.SliceStable(fit, func(a, b int) bool {
 		pa, pb := plans[fit[a]], plans[fit[b]]
@@ -190,7 +190,7 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 		return pa.DeviceUsed[k] < pb.DeviceUsed[k]
 	})
 	best := plans[fit[0]]
-	head := fmt.Sprintf("%s fits with %v to spare (%v of %v on the device)", best.Name, g.Memory-best.DeviceUsed[k], best.DeviceUsed[k], g.Memory)
+	head := fmt.Sprintf("%s fits with %v to spare (%v of %v on the device)", best.Name, g.Total()-best.DeviceUsed[k], best.DeviceUsed[k], g.Total())
 	bound := ""
 	if b := best.Bounds[k]; b.TokensPerSecond > 0 {
 		bound = fmt.Sprintf("at most %s tokens/s on this GPU, %s-bound", Grouped(int64(b.TokensPerSecond)), boundWord(b.Limit))

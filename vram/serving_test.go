@@ -6,32 +6,44 @@ import (
 )
 
 // TestGPTOSSAsReleased: gpt-oss as people run it. On one H100, vLLM keeps
-// the MXFP4 experts: with the Triton backend it starts at its defaults and
-// reports its KV blocks and concurrency; with Marlin (the backend a plain
-// pip install gets, whose padding took 65.97 GiB in vllm#23278) the weights
-// leave too little for one 131,072-token request, in vLLM's words, with
-// the length that fits. gpt-oss-20b fits a 16 GB T4 for a short chat in
-// transformers as released, and the output says that without the kernels
-// (or on a V100) it is dequantized and does not.
+// the MXFP4 experts. In the vllm/vllm-openai image (FlashInfer's sampler)
+// with the Triton backend it starts at its defaults and reports its KV
+// blocks and concurrency; a pip install's PyTorch sampler sorts 1024 dummy
+// requests' logits in the profile run, which leaves too little for one
+// 131,072-token request (in vLLM's words, with the length that fits)
+// unless --max-num-seqs is lowered; with Marlin as well (a plain pip
+// install on Hopper, whose padding took 65.97 GiB in vllm#23278, where the
+// KV memory came out at −2.14 GiB) no memory is left for the cache at all.
+// gpt-oss-20b fits a 16 GB T4 for a short chat in transformers as
+// released, and the output says that without the kernels (or on a V100)
+// it is dequantized and does not.
 func TestGPTOSSAsReleased(t *testing.T) {
 	h100, _ := LookupGPU("H100-80GB")
 	serve := Inference{Model: MustPreset("gpt-oss-120b"), Batch: 1, PromptTokens: 1024, NewTokens: 256}
-	tri, err := VLLM{MXFP4Backend: "triton"}.Carve(serve, h100)
+	image := VLLM{MXFP4Backend: "triton", FlashInferSampler: true}
+	tri, err := image.Carve(serve, h100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tri.Starts || tri.KVCache.Blocks < 10000 || tri.KVCache.MaxConcurrency < 1 || tri.Weights > 62*GiB {
+	if !tri.Starts || tri.KVCache.Blocks < 10000 || tri.KVCache.MaxConcurrency < 1 || tri.Weights > 62*GiB || tri.ProfileSeqs != 1024 {
 		t.Errorf("triton: starts %v, %d blocks, %.2fx, weights %v: %s", tri.Starts, tri.KVCache.Blocks, tri.KVCache.MaxConcurrency, tri.Weights, tri.Err)
+	}
+	pip, _ := VLLM{MXFP4Backend: "triton"}.Carve(serve, h100)
+	if pip.Starts || !strings.Contains(pip.Err, "To serve at least one request with the models's max seq len (131072)") ||
+		pip.KVCache.EstimatedMaxModelLen < 100000 || !strings.Contains(strings.Join(pip.Notes, " "), "sampler warm-up") {
+		t.Errorf("triton, PyTorch sampler: starts %v: %s %q", pip.Starts, pip.Err, pip.Notes)
+	}
+	if fewer, _ := (VLLM{MXFP4Backend: "triton", MaxNumSeqs: 256}).Carve(serve, h100); !fewer.Starts {
+		t.Errorf("triton, --max-num-seqs 256: %s", fewer.Err)
 	}
 	mar, err := VLLM{}.Carve(serve, h100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mar.Starts || !strings.Contains(mar.Err, "To serve at least one request with the models's max seq len (131072)") ||
-		mar.KVCache.EstimatedMaxModelLen < 100000 || mar.Weights < 65*GiB || mar.Weights > 66*GiB {
+	if mar.Starts || !strings.Contains(mar.Err, "No available memory for the cache blocks") || mar.Weights < 65*GiB || mar.Weights > 66*GiB {
 		t.Errorf("marlin: starts %v, weights %v (vllm#23278 logged 65.97 GiB): %s", mar.Starts, mar.Weights, mar.Err)
 	}
-	if v, err := (Budget{GPU: h100}).JudgePlan(Plan{Inference: &serve, VLLM: &VLLM{MXFP4Backend: "triton"}}); err != nil || !v.Fits || v.Engine != "vLLM" {
+	if v, err := (Budget{GPU: h100}).JudgePlan(Plan{Inference: &serve, VLLM: &image}); err != nil || !v.Fits || v.Engine != "vLLM" {
 		t.Errorf("verdict on vLLM's figure: %+v, %v", v, err)
 	}
 

@@ -124,7 +124,7 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 		return SGLangKVPool{}, err
 	}
 	rin.runtime, rin.cc = runSGLang, g.ComputeCapability
-	p, err := s.KVPool(m, g.Memory-g.Context, rin.weightBytes(m))
+	p, err := s.KVPool(m, g.Total()-g.Context, rin.weightBytes(m))
 	if err != nil {
 		return p, err
 	}

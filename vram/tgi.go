@@ -91,7 +91,7 @@ func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
 		return TGICarve{}, err
 	}
 	c := TGICarve{Weights: rin.weightBytes(m)}
-	c.Usable = Bytes(math.Floor(float64(g.Memory)*t.CudaMemoryFraction)) - g.Context
+	c.Usable = Bytes(math.Floor(float64(g.Total())*t.CudaMemoryFraction)) - g.Context
 	c.Activation = max(0, est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache)
 	c.Free = max(0, c.Usable-c.Weights-c.Activation)
 	kv := max(1, m.KVHeads/t.NumShard)

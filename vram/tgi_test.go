@@ -16,7 +16,7 @@ func TestTGICarve(t *testing.T) {
 	if c.BlockBytes != 32*16*8*128*2*2 || c.Blocks != int64(float64(c.Free)*0.90)/int64(c.BlockBytes) || c.MaxBatchTotalTokens != c.Blocks*16 {
 		t.Fatalf("%+v", c)
 	}
-	if c.Usable != g.Memory-g.Context || c.Free != c.Usable-c.Weights-c.Activation {
+	if c.Usable != g.Total()-g.Context || c.Free != c.Usable-c.Weights-c.Activation {
 		t.Errorf("budget %+v", c)
 	}
 	half, _ := TGI{CudaMemoryFraction: 0.5}.Carve(in, g)

@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // vLLM (V1 engine) serving memory, from its code: the worker profiles a
@@ -32,6 +33,17 @@ type VLLM struct {
 	// profile run's tokens, and what a sliding-window layer keeps beyond
 	// its window.
 	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	// MaxNumSeqs is --max-num-seqs: the profile run samples that many
+	// dummy requests (at most max_num_batched_tokens). Carve defaults both
+	// as `vllm serve` does on the plan's GPU (engine/arg_utils.py,
+	// _set_default_args): 8192 tokens and 1024 sequences on a GPU of
+	// 70 GiB or more that is not an A100, else 2048 and 256.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+	// FlashInferSampler: the sampler runs FlashInfer's top-k/top-p kernel
+	// (VLLM_USE_FLASHINFER_SAMPLER unset, where FlashInfer is installed, as
+	// in the vllm/vllm-openai image); pip's vllm 0.11 does not install it
+	// (the "flashinfer" extra), and its PyTorch sampler sorts the logits.
+	FlashInferSampler bool `json:"flashinfer_sampler,omitempty"`
 	// CUDAGraphMemory is what capturing CUDA graphs takes (vLLM logs
 	// "Graph capturing finished … took X GiB"; recent releases subtract
 	// it before sizing the cache). It depends on the kernels and capture
@@ -90,6 +102,9 @@ func (v VLLM) check(m Model) error {
 	}
 	if v.MaxModelLen < 1 || v.MaxModelLen > maxTokens {
 		return fmt.Errorf("vllm: max_model_len must be in [1, %d], got %d (the model sets no max_position: give one)", maxTokens, v.MaxModelLen)
+	}
+	if v.MaxNumSeqs < 0 || v.MaxNumSeqs > maxTokens {
+		return fmt.Errorf("vllm: max_num_seqs must be in [1, %d], got %d", maxTokens, v.MaxNumSeqs)
 	}
 	if v.MaxNumBatchedTokens < 1 || v.MaxNumBatchedTokens > maxTokens {
 		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", maxTokens, v.MaxNumBatchedTokens)
@@ -378,14 +393,19 @@ type VLLMCarve struct {
 	Err    string `json:"error,omitempty"`
 	// DeviceUsed is what nvidia-smi shows once vLLM has started: it takes
 	// its share of the GPU up front, whatever the load.
-	DeviceUsed Bytes       `json:"device_used"`
-	Notes      []string    `json:"notes,omitempty"`
-	Requested  Bytes       `json:"requested"`   // gpu_memory_utilization × the GPU's memory
-	Weights    Bytes       `json:"weights"`     // "Model loading took …"
-	Activation Bytes       `json:"activation"`  // the profile run's peak above the weights
-	NonTorch   Bytes       `json:"non_torch"`   // memory outside PyTorch's allocator
-	CUDAGraphs Bytes       `json:"cuda_graphs"` // VLLM.CUDAGraphMemory, as given
-	KVCache    VLLMKVCache `json:"kv_cache"`
+	DeviceUsed Bytes    `json:"device_used"`
+	Notes      []string `json:"notes,omitempty"`
+	Requested  Bytes    `json:"requested"`   // gpu_memory_utilization × the GPU's memory
+	Weights    Bytes    `json:"weights"`     // "Model loading took …"
+	Activation Bytes    `json:"activation"`  // the profile run's peak above the weights
+	NonTorch   Bytes    `json:"non_torch"`   // memory outside PyTorch's allocator
+	CUDAGraphs Bytes    `json:"cuda_graphs"` // VLLM.CUDAGraphMemory, as given
+	// ProfileTokens and ProfileSeqs are the profile run's
+	// max_num_batched_tokens and max_num_seqs, as given or as vLLM
+	// defaults them on this GPU.
+	ProfileTokens int         `json:"profile_tokens"`
+	ProfileSeqs   int         `json:"profile_seqs"`
+	KVCache       VLLMKVCache `json:"kv_cache"`
 }
 
 // Carve estimates a vLLM launch of in's model and weights on g with
@@ -401,10 +421,8 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if v.MaxNumBatchedTokens > 0 {
 		in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	}
-	if in.MaxBatchedTokens == 0 {
-		in.MaxBatchedTokens = 8192
-	}
-	v.MaxNumBatchedTokens = in.MaxBatchedTokens
+	v = v.serverDefaults(in.MaxBatchedTokens, g)
+	in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
 	rin, m, err := in.resolve()
@@ -431,7 +449,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err != nil {
 		return VLLMCarve{}, err
 	}
-	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Memory) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
+	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Total()) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
 	if v.Draft != nil {
 		din := in
 		din.Model = *v.Draft
@@ -441,8 +459,13 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		}
 		c.Weights += rd.weightBytes(dm)
 	}
-	c.Activation = max(0, est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache)
+	forward, sampler := est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache, v.samplerWarmup(m)
+	c.Activation = max(forward, sampler)
+	if sampler > forward {
+		c.Notes = append(c.Notes, v.samplerNote(m, sampler))
+	}
 	c.CUDAGraphs = v.CUDAGraphMemory
+	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
 	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
 	if c.Err = rin.engineRefuses(m, g); c.Err == "" {
 		c.Err = c.startup(v, g)
@@ -460,6 +483,60 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	return c, nil
 }
 
+// serverDefaults fills max_num_batched_tokens (unless the plan's
+// inference or the launch names it) and max_num_seqs as `vllm serve`
+// sets them for the GPU (engine/arg_utils.py _set_default_args, 0.11.0
+// l.1605-1680: the device's CUDA total against 70 GiB, A100s excluded;
+// max_num_seqs at most max_num_batched_tokens).
+func (v VLLM) serverDefaults(planned int, g GPU) VLLM {
+	big := g.Total() >= 70*GiB && !strings.Contains(strings.ToLower(g.Name), "a100")
+	tokens, seqs := 2048, 256
+	if big {
+		tokens, seqs = 8192, 1024
+	}
+	if v.MaxNumBatchedTokens == 0 {
+		v.MaxNumBatchedTokens = tokens
+		if planned > 0 {
+			v.MaxNumBatchedTokens = planned
+		}
+	}
+	if v.MaxNumSeqs == 0 {
+		v.MaxNumSeqs = min(seqs, v.MaxNumBatchedTokens)
+	}
+	return v
+}
+
+// samplerWarmup is the profile run's sampler pass (gpu_model_runner.py
+// _dummy_sampler_run): logits of min(max_num_batched_tokens,
+// max_num_seqs) dummy requests over the whole vocabulary (every rank
+// all-gathers them: platforms/interface.py use_all_gather), with top_k =
+// vocab − 1 and top_p 0.9, beside the dummy run's hidden states. The
+// PyTorch sampler (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p)
+// then holds per logit the model-dtype logits (2 bytes), their fp32 copy
+// (4), the sorted values (4) and indices (8), the top-k mask (1), the
+// top-p probabilities (4) and mask (1) and the scattered result (4): 28
+// bytes; FlashInfer's top_k_top_p_sampling_from_logits the logits, their
+// fp32 copy, the masked logits and the probabilities: 14.
+func (v VLLM) samplerWarmup(m Model) Bytes {
+	reqs := int64(min(v.MaxNumSeqs, v.MaxNumBatchedTokens))
+	perLogit := int64(28)
+	if v.FlashInferSampler {
+		perLogit = 14
+	}
+	hidden := BF16.Size(int64(v.MaxNumBatchedTokens) * int64(m.Hidden))
+	return Bytes(reqs*int64(m.Vocab)*perLogit) + hidden
+}
+
+// samplerNote says that the profile run's peak is the sampler's warm-up.
+func (v VLLM) samplerNote(m Model, b Bytes) string {
+	how := "PyTorch's sampler sorts them, 28 bytes a logit; FlashInfer's sampler (installed in the vllm/vllm-openai image: flashinfer_sampler) takes half"
+	if v.FlashInferSampler {
+		how = "FlashInfer's sampler, 14 bytes a logit"
+	}
+	return fmt.Sprintf("the profile run peaks in its sampler warm-up, %v: %d dummy requests (max_num_seqs) × %d logits (%s; a smaller --max-num-seqs takes less)",
+		b, min(v.MaxNumSeqs, v.MaxNumBatchedTokens), m.Vocab, how)
+}
+
 // startup is vLLM's own refusal to start, or "": free memory at start
 // short of what gpu_memory_utilization asks (gpu_worker.py init_device),
 // weights that do not fit in the free memory (load_model fails with
@@ -468,14 +545,14 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 // (check_enough_kv_cache_memory).
 func (c VLLMCarve) startup(v VLLM, g GPU) string {
 	gib := func(b Bytes) string { return fmt.Sprintf("%.2f", math.Round(float64(b)/float64(GiB)*100)/100) }
-	free := g.Memory - g.Context
+	free := g.Total() - g.Context
 	switch {
 	case c.Requested > free:
 		return fmt.Sprintf("ValueError: Free memory on device (%s/%s GiB) on startup is less than desired GPU memory utilization (%v, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
-			gib(free), gib(g.Memory), v.GPUMemoryUtilization, gib(c.Requested))
+			gib(free), gib(g.Total()), v.GPUMemoryUtilization, gib(c.Requested))
 	case c.Weights > free:
 		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM has no check of its own: load_model fails)",
-			gib(c.Weights), gib(free), gib(g.Memory))
+			gib(c.Weights), gib(free), gib(g.Total()))
 	case c.Requested <= c.Weights+c.Activation+c.NonTorch+c.CUDAGraphs:
 		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch %s GiB of the %s GiB it may use.)",
 			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.CUDAGraphs), gib(c.Requested))

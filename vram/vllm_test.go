@@ -151,7 +151,7 @@ func TestVLLMCarve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Requested != Bytes(float64(g.Memory)*0.9) || c.Weights < 14*GiB || c.Weights > 16*GiB || c.Activation <= 0 || c.NonTorch != g.Context {
+	if c.Requested != Bytes(float64(g.Total())*0.9) || c.Weights < 14*GiB || c.Weights > 16*GiB || c.Activation <= 0 || c.NonTorch != g.Context {
 		t.Errorf("carve %+v", c)
 	}
 	if c.KVCache.Available != c.Requested-c.Weights-c.Activation-c.NonTorch || !c.KVCache.Fits || c.KVCache.MaxConcurrency < 10 {
@@ -373,4 +373,61 @@ func FuzzServingSettings(f *testing.F) {
 		}
 		_, _ = SGLang{MemFractionStatic: util, TP: tp}.KVPool(models[0], Bytes(avail), Bytes(graphs))
 	})
+}
+
+// TestVLLMServerDefaults: the carve runs the profile as `vllm serve` does
+// on the plan's GPU (engine/arg_utils.py _set_default_args): 8192 tokens
+// and 1024 sequences on 70 GiB or more but an A100, else 2048 and 256;
+// and its sampler warm-up holds 28 bytes per logit of those requests with
+// PyTorch's sampler, 14 with FlashInfer's, beside the hidden states.
+func TestVLLMServerDefaults(t *testing.T) {
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
+	m := in.Model.Normalize()
+	for _, c := range []struct {
+		gpu          string
+		tokens, seqs int
+	}{{"H100-80GB", 8192, 1024}, {"H200", 8192, 1024}, {"A100-80GB", 2048, 256}, {"RTX-4090", 2048, 256}, {"L40S", 2048, 256}} {
+		g, _ := LookupGPU(c.gpu)
+		carve, err := VLLM{MaxModelLen: 8192}.Carve(in, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if carve.ProfileTokens != c.tokens || carve.ProfileSeqs != c.seqs {
+			t.Errorf("%s: profiled at %d tokens, %d sequences; want %d, %d", c.gpu, carve.ProfileTokens, carve.ProfileSeqs, c.tokens, c.seqs)
+		}
+		v := VLLM{MaxNumBatchedTokens: c.tokens, MaxNumSeqs: c.seqs}
+		want := Bytes(int64(c.seqs)*int64(m.Vocab)*28) + BF16.Size(int64(c.tokens)*int64(m.Hidden))
+		if got := v.samplerWarmup(m); got != want || carve.Activation < want {
+			t.Errorf("%s: sampler warm-up %v, want %v; activation %v", c.gpu, got, want, carve.Activation)
+		}
+		v.FlashInferSampler = true
+		if got := v.samplerWarmup(m); got != Bytes(int64(c.seqs)*int64(m.Vocab)*14)+BF16.Size(int64(c.tokens)*int64(m.Hidden)) {
+			t.Errorf("%s: FlashInfer sampler %v", c.gpu, got)
+		}
+	}
+	// A launch's own settings stand; max_num_seqs stays within the tokens.
+	g, _ := LookupGPU("H100-80GB")
+	if c, _ := (VLLM{MaxModelLen: 8192, MaxNumBatchedTokens: 512}).Carve(in, g); c.ProfileTokens != 512 || c.ProfileSeqs != 512 {
+		t.Errorf("--max-num-batched-tokens 512: %d tokens, %d sequences", c.ProfileTokens, c.ProfileSeqs)
+	}
+	if _, err := (VLLM{MaxNumSeqs: -1}).Carve(in, g); err == nil {
+		t.Error("max_num_seqs -1 accepted")
+	}
+}
+
+// TestGPUTotal: what a process can allocate is CUDA's total, below what
+// nvidia-smi lists (H100: 79.19 of 79.65 GiB); a plan that sets the
+// memory lower (a share of the card) keeps its figure.
+func TestGPUTotal(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	if g.Total() != 81091*MiB || g.Usable() != g.Total()-g.Context || g.Memory != 81559*MiB {
+		t.Errorf("H100: total %v, usable %v, memory %v", g.Total(), g.Usable(), g.Memory)
+	}
+	g.Memory = 40 * GiB
+	if g.Total() != 40*GiB {
+		t.Errorf("a 40 GiB share: total %v", g.Total())
+	}
+	if (GPU{Memory: 24 * GiB}).Total() != 24*GiB {
+		t.Error("a bare capacity is its own total")
+	}
 }

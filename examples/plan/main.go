@@ -211,9 +211,9 @@ func estimate(p vram.Plan) (Report, error) {
 			return rep, err
 		}
 		if p.VLLM != nil || p.SGLang != nil || p.TGI != nil {
-			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Memory, Verdict: v} // the engine's own share is its headroom
+			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Verdict: v} // the engine's own share is its headroom
 		} else {
-			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Memory, Margin: margin, Verdict: v}
+			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Margin: margin, Verdict: v}
 		}
 	}
 	return rep, nil
