@@ -42,13 +42,11 @@ func dinov2Config(c *hfReader, m *Model, registers int) {
 		f = (int(float64(f)*2/3) + 7) / 8 * 8
 	}
 	m.FFN = f
-	if !c.optBool("use_mask_token", true) {
-		c.fail("use_mask_token false: the model without its mask token is not modelled")
-	}
 	if c.optFloat("drop_path_rate", 0) != 0 {
 		c.fail(fmt.Sprintf("drop_path_rate = %v: stochastic depth is not modelled", c.optFloat("drop_path_rate", 0)))
 	}
-	m.Image = &Image{Size: c.optInt("image_size", 224), Patch: c.optInt("patch_size", 14), Channels: c.optInt("num_channels", 3), ClassToken: true, Registers: registers}
+	m.Image = &Image{Size: c.optInt("image_size", 224), Patch: c.optInt("patch_size", 14), Channels: c.optInt("num_channels", 3), ClassToken: true, Registers: registers,
+		NoMaskToken: !c.optBool("use_mask_token", true)}
 }
 
 func writeDinov2Config(m Model, c map[string]any) {
@@ -62,6 +60,9 @@ func writeDinov2Config(m Model, c map[string]any) {
 		c["image_size"], c["patch_size"], c["num_channels"] = im.Size, im.Patch, im.Channels
 		if im.Registers > 0 {
 			c["num_register_tokens"] = im.Registers
+		}
+		if im.NoMaskToken {
+			c["use_mask_token"] = false
 		}
 	}
 }
@@ -87,7 +88,10 @@ func dinov2Tensors(m Model, l *tensorList, registers bool) {
 		im = &Image{} // Validate reports it missing
 	}
 	l.add("embeddings.cls_token", "other", 1, 1, d.h)
-	l.add("embeddings.mask_token", "other", 1, d.h)
+	if !im.NoMaskToken {
+		// Dinov2Embeddings: a mask token only with config.use_mask_token.
+		l.add("embeddings.mask_token", "other", 1, d.h)
+	}
 	if registers {
 		l.add("embeddings.register_tokens", "other", 1, int64(im.Registers), d.h)
 	}

@@ -50,6 +50,12 @@ type Inference struct {
 	DeviceMap      string `json:"device_map,omitempty"`
 	DeviceCapacity Bytes  `json:"device_capacity,omitempty"`
 
+	// CPUResident are the modules whose weights stay in host memory while
+	// the rest runs on the GPU: "embed_tokens" (the token embedding, as
+	// ExLlama keeps it: the lookup runs on the CPU and only the looked-up
+	// rows move to the GPU) and "lm_head" (the output layer, untied).
+	CPUResident []string `json:"cpu_resident,omitempty"`
+
 	// Dequantize: transformers dequantizes a released MXFP4 checkpoint's
 	// experts to bf16 on load (Mxfp4Config(dequantize=True), as its
 	// fine-tuning recipe does; it does so by itself without the kernels
@@ -214,6 +220,14 @@ func (in Inference) applies() error {
 	if in.QuantizedModules != "" && !in.Weights.Quantized() {
 		return fmt.Errorf("quantized_modules applies to quantized weights (int8, nf4, fp4, int4), not %s", in.Weights.DType)
 	}
+	for _, r := range in.CPUResident {
+		if err := oneOf("cpu_resident", r, "embed_tokens", "lm_head"); err != nil {
+			return err
+		}
+		if r == "lm_head" && in.Model.TiedEmbeddings {
+			return fmt.Errorf("cpu_resident \"lm_head\": the model ties its output layer to the token embedding (name embed_tokens)")
+		}
+	}
 	if in.Images != 0 && in.Model.Vision == nil {
 		return fmt.Errorf("images applies to vision-language models (model.vision), not %q", in.Model.Family)
 	}
@@ -331,6 +345,8 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	var b Bytes
 	rows, cols, n := t.matrix()
 	switch {
+	case in.onCPU(t):
+		return 0
 	case in.asCheckpoint:
 		b = in.stored[t.Name]
 	case in.asRelease:
@@ -346,6 +362,18 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 		b /= Bytes(in.TP)
 	}
 	return b
+}
+
+// onCPU reports whether t is a weight CPUResident keeps in host memory.
+func (in Inference) onCPU(t Tensor) bool {
+	for _, r := range in.CPUResident {
+		switch {
+		case r == "embed_tokens" && t.Role == "embedding" && !t.head,
+			r == "lm_head" && t.Role == "lm_head":
+			return true
+		}
+	}
+	return false
 }
 
 // quantizes reports whether the plan's weight format applies to t: every

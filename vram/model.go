@@ -190,6 +190,9 @@ type Image struct {
 	// Window: the side in pixels of the squares a windowed block attends
 	// within (Qwen2.5-VL: 112); global blocks attend to the whole image.
 	Window int `json:"window,omitempty"`
+	// NoMaskToken: the encoder has no learned mask token (DINOv2 with
+	// use_mask_token false, as timm builds it).
+	NoMaskToken bool `json:"no_mask_token,omitempty"`
 }
 
 // Tokens per image: (size/patch)² patches plus the class and register

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -22,6 +23,10 @@ type Case struct {
 		What    string  `json:"what"`
 		GiB     float64 `json:"gib"`
 		Meaning string  `json:"meaning"`
+		// Value is a serving-log kind's figure in its own unit
+		// (servingUnit); Device the GPU it was logged for.
+		Value  *float64 `json:"value"`
+		Device int      `json:"device"`
 	} `json:"measured"`
 	Notes string `json:"notes"`
 }
@@ -58,6 +63,15 @@ type caseTrain struct {
 	DecoderSeqLen  int    `json:"decoder_seq_len"`
 	OptimizerImpl  string `json:"optimizer_impl"`
 	Compile        bool   `json:"compile"`
+	// torchtitan's words: selective_ac_option ("op", or every N-th
+	// block; "n/a" under full checkpointing), float8 training with its
+	// recipe and float8 all-gather, async TP, and a 4-bit recipe.
+	SelectiveACOption string `json:"selective_ac_option"`
+	Float8            bool   `json:"float8"`
+	Float8Recipe      string `json:"float8_recipe"`
+	Float8AllGather   bool   `json:"float8_all_gather"`
+	AsyncTP           bool   `json:"async_tp"`
+	LowPRecipe        string `json:"lowp_recipe"`
 }
 
 type caseInfer struct {
@@ -80,6 +94,11 @@ type caseInfer struct {
 		DeviceMap string `json:"device_map"`
 	} `json:"parallel"`
 	Engine string `json:"engine"`
+	// EngineVersion and EngineSettings are a serving engine's release and
+	// its launch settings under the engine's own names.
+	EngineVersion  string          `json:"engine_version"`
+	EngineSettings json.RawMessage `json:"engine_settings"`
+	CPUResident    []string        `json:"cpu_resident"`
 }
 
 // unsupported is an error that says why a case cannot be expressed yet.
@@ -88,6 +107,8 @@ type unsupported struct{ reason string }
 func (u unsupported) Error() string { return u.reason }
 
 func skip(format string, a ...any) error { return unsupported{fmt.Sprintf(format, a...)} }
+
+func asUnsupported(err error, u *unsupported) bool { return errors.As(err, u) }
 
 func dtype(field, s string) (vram.DType, error) {
 	if s == "" || s == "none" || s == "unset" {
@@ -121,10 +142,44 @@ func (c Case) model() (vram.Model, error) {
 	if encDec.DKV > 0 {
 		m.HeadDim = encDec.DKV
 	}
+	if err := timmDINOv2(c.Model, &m); err != nil {
+		return m, err
+	}
 	if err := m.Validate(); err != nil {
 		return m, err
 	}
 	return m, nil
+}
+
+// timmDINOv2 reads a `vit` with layer scale as the format describes timm's
+// DINOv2 builds (vision_transformer.py: init_values gives each residual
+// branch a LayerScale; vit_giant_patch14_dinov2 a SwiGLUPacked MLP): the
+// architecture of transformers' Dinov2Model, which the engine models,
+// without its mask token (timm has none). A classifier head on the class
+// token (timm's head) is not Dinov2's and is refused.
+func timmDINOv2(raw json.RawMessage, m *vram.Model) error {
+	var f struct {
+		LayerScale bool `json:"layer_scale"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return fmt.Errorf("model: %v", err)
+	}
+	if m.Family != "vit" || !f.LayerScale {
+		return nil
+	}
+	if m.Head != "" && m.Head != "none" {
+		return skip("timm's ViT with layer scale and a %s head: the class-token classifier is not modelled (Dinov2 heads differ)", m.Head)
+	}
+	if m.Pooler {
+		return skip("a ViT with layer scale and a pooler is neither timm's DINOv2 nor transformers'")
+	}
+	m.Family, m.Head = "dinov2", "none"
+	if m.Image != nil {
+		im := *m.Image
+		im.NoMaskToken = true
+		m.Image = &im
+	}
+	return nil
 }
 
 // training converts a train case into a plan.
@@ -144,6 +199,9 @@ func (c Case) training() (vram.Training, error) {
 		Compile: ct.Compile, Transformers: ct.Transformers, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
 	if ct.FusedLoss {
 		t.Loss = "fused"
+	}
+	if err := ct.lowPrecision(&t); err != nil {
+		return t, err
 	}
 	t.Parallel.PPSchedule, t.Parallel.PPMicrobatches = ct.PPSchedule, ct.PPMicrobatches
 	if t.ComputeDType, err = dtype("compute_dtype", ct.ComputeDType); err != nil {
@@ -180,6 +238,29 @@ func (c Case) training() (vram.Training, error) {
 	return t, t.Validate()
 }
 
+// lowPrecision sets torchtitan's checkpointing option and torchao's float8
+// recipe; MXFP8 and 4-bit recipes are not modelled.
+func (ct *caseTrain) lowPrecision(t *vram.Training) error {
+	if o := ct.SelectiveACOption; o != "" && o != "n/a" && ct.Checkpointing == "selective" {
+		t.SelectiveACOption = o
+	}
+	if ct.LowPRecipe != "" {
+		return skip("4-bit training (%s) is not modelled", ct.LowPRecipe)
+	}
+	if !ct.Float8 {
+		return nil
+	}
+	switch r := orText(ct.Float8Recipe, "tensorwise"); r {
+	case "tensorwise", "rowwise":
+		t.Float8 = r
+	default:
+		return skip("torchao's float8 recipe %q is not modelled (tensorwise and rowwise are)", r)
+	}
+	t.Float8AllGather = ct.Float8AllGather && t.Float8 == "tensorwise"
+	t.Parallel.AsyncTP = ct.AsyncTP
+	return nil
+}
+
 // inference converts an inference case into a plan.
 func (c Case) inference() (vram.Inference, error) {
 	m, err := c.model()
@@ -212,6 +293,7 @@ func (c Case) inference() (vram.Inference, error) {
 	if in.KVDType, err = dtype("kv_dtype", ci.KVDType); err != nil {
 		return in, err
 	}
+	in.CPUResident = ci.CPUResident
 	switch ci.Engine {
 	case "hf_generate":
 		// transformers generate of 2023: tuple cache rebuilt by torch.cat each
@@ -221,6 +303,11 @@ func (c Case) inference() (vram.Inference, error) {
 		in.Cache, in.LogitsAll = "static", true
 	case "vllm":
 		in.Cache = "paged"
+	}
+	if ci.KVCacheTokens > 0 && in.Cache != "paged" {
+		// The format: kv_cache_tokens is a cache the engine preallocates
+		// (ExLlama's ExLlamaCache of max_seq_len, a StaticCache).
+		in.Cache = "static"
 	}
 	return in, in.Validate()
 }

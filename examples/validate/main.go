@@ -1,13 +1,23 @@
 // Command validate predicts measured GPU-memory cases and reports the error.
 //
-//	go run ./examples/validate [-trust AB] [-v] FILE.jsonl
+//	go run ./examples/validate [-trust AB] [-markdown] FILE.jsonl
 //
 // Each case (format: testdata/cases-format.md) is predicted in the terms it
 // was measured: allocated peak, reserved peak, or device-used memory. Cases
 // the engine cannot express are skipped with the reason. The output ends
 // with one summary line per measured kind and one overall:
 //
-//	summary kind=<allocated_peak|reserved_peak|nvidia_smi|other|all> cases=<N> predicted=<N> skipped=<N> median_abs_err=<X.X>% p90_abs_err=<Y.Y>%
+//	summary kind=<KIND|memory|serving|all> cases=<N> predicted=<N> skipped=<N> median_abs_err=<X.X>% p90_abs_err=<Y.Y>%
+//
+// where KIND is each measured kind of the file: the memory kinds
+// (allocated_peak, reserved_peak, nvidia_smi, other; memory is all of
+// them) and the serving-log kinds (vllm_kv_tokens, sglang_kv_tokens,
+// llamacpp_kv_mib, …; serving is all of them). A serving-log case of a
+// failed start is a verdict, not an error: a line
+//
+//	verdicts kind=<KIND> failed_starts=<N> agree=<N>
+//
+// says how many of them the engine's verdict matches.
 package main
 
 import (
@@ -20,6 +30,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -38,15 +49,22 @@ func main() {
 type Result struct {
 	Case      Case
 	Predicted vram.Bytes
-	Err       float64 // (predicted − measured) / measured
+	Err       float64 // (predicted − measured) / |measured|
 	Where     string
 	Skip      string
+	// A serving-log case's figures in its unit; Verdict when the log is
+	// of a failed start (or the engine would not start), compared as
+	// whether both fail (Agrees).
+	Unit            string
+	Measured, Value float64
+	Verdict, Agrees bool
 }
 
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	trust := fs.String("trust", "ABC", "trust levels to include (A, B, C)")
+	markdown := fs.Bool("markdown", false, "print README's accuracy section: the summary table and every case")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,9 +91,50 @@ func run(args []string, stdout io.Writer) error {
 		}
 		results = append(results, predict(c, contexts[group(c.ID)]))
 	}
+	if *markdown {
+		var b strings.Builder
+		report(&b, results)
+		return writeMarkdown(stdout, b.String())
+	}
 	report(stdout, results)
 	return nil
 }
+
+// writeMarkdown turns a report into README's accuracy section: a table of
+// the summary lines and, folded, every case.
+func writeMarkdown(w io.Writer, rep string) error {
+	fmt.Fprintln(w, "| measured as | cases | predicted | skipped | median abs error | p90 abs error | failed starts (verdicts agree) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	verdicts := map[string]string{}
+	for _, m := range verdictLine.FindAllStringSubmatch(rep, -1) {
+		verdicts[m[1]] = m[2] + " (" + m[3] + ")"
+	}
+	for _, m := range summaryLine.FindAllStringSubmatch(rep, -1) {
+		med, p90 := m[5]+"%", m[6]+"%"
+		if m[3] == "0" {
+			med, p90 = "—", "—"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", m[1], m[2], m[3], m[4], med, p90, orText(verdicts[m[1]], ""))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "<details><summary>Every case</summary>")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "```")
+	for _, line := range strings.Split(strings.TrimSpace(rep), "\n") {
+		if line == "" || strings.HasPrefix(line, "summary ") || strings.HasPrefix(line, "verdicts ") {
+			continue
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintln(w, "```")
+	_, err := fmt.Fprintln(w, "</details>")
+	return err
+}
+
+var (
+	summaryLine = regexp.MustCompile(`(?m)^summary kind=(\S+) cases=(\d+) predicted=(\d+) skipped=(\d+) median_abs_err=([\d.]+)% p90_abs_err=([\d.]+)%$`)
+	verdictLine = regexp.MustCompile(`(?m)^verdicts kind=(\S+) failed_starts=(\d+) agree=(\d+)$`)
+)
 
 // maxCasesFile bounds a measured-case file (the reference set is 60 KB).
 const maxCasesFile = 64 << 20
@@ -115,6 +174,9 @@ const maxMeasuredGiB = 1 << 20
 // checkCase checks the measured value a prediction is divided by: a
 // finite, positive number of GiB that fits in bytes.
 func checkCase(c Case) error {
+	if _, ok := servingUnit[c.Measured.What]; ok {
+		return checkServing(c)
+	}
 	g := c.Measured.GiB
 	if math.IsNaN(g) || g <= 0 || g > maxMeasuredGiB {
 		return fmt.Errorf("measured.gib = %v: must be a positive number of GiB, at most %d", g, maxMeasuredGiB)
@@ -133,6 +195,9 @@ func group(id string) string {
 // predict computes the case's measured quantity. context, when not zero, is
 // the measured CUDA context of the case's machine.
 func predict(c Case, context vram.Bytes) Result {
+	if _, ok := servingUnit[c.Measured.What]; ok {
+		return predictServing(c)
+	}
 	res := Result{Case: c}
 	fail := func(err error) Result {
 		var u unsupported
@@ -226,34 +291,96 @@ func predict(c Case, context vram.Bytes) Result {
 func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
 
 func report(w io.Writer, results []Result) {
-	fmt.Fprintf(w, "%-12s %-5s %-15s %10s %10s %8s  %s\n", "case", "trust", "measured", "meas GiB", "pred GiB", "error", "peak at / skipped because")
+	fmt.Fprintf(w, "%-12s %-5s %-21s %12s %12s %8s  %s\n", "case", "trust", "measured", "measured", "predicted", "error", "peak at / skipped because")
 	for _, r := range results {
 		c := r.Case
-		if r.Skip != "" {
-			fmt.Fprintf(w, "%-12s %-5s %-15s %10.3f %10s %8s  skipped: %s\n", c.ID, c.Trust, c.Measured.What, c.Measured.GiB, "-", "-", r.Skip)
-			continue
+		meas, pred := fmt.Sprintf("%.3f GiB", c.Measured.GiB), fmt.Sprintf("%.3f GiB", r.Predicted.GiB())
+		if r.Unit != "" {
+			meas, pred = serving(r.Measured, r.Unit), serving(r.Value, r.Unit)
 		}
-		fmt.Fprintf(w, "%-12s %-5s %-15s %10.3f %10.3f %+7.1f%%  %s\n", c.ID, c.Trust, c.Measured.What, c.Measured.GiB, r.Predicted.GiB(), 100*r.Err, r.Where)
+		switch {
+		case r.Skip != "":
+			fmt.Fprintf(w, "%-12s %-5s %-21s %12s %12s %8s  skipped: %s\n", c.ID, c.Trust, c.Measured.What, meas, "-", "-", r.Skip)
+		case r.Verdict:
+			verdict := "agrees"
+			if !r.Agrees {
+				verdict = "DIFFERS"
+			}
+			fmt.Fprintf(w, "%-12s %-5s %-21s %12s %12s %8s  %s\n", c.ID, c.Trust, c.Measured.What, meas, pred, verdict, r.Where)
+		default:
+			fmt.Fprintf(w, "%-12s %-5s %-21s %12s %12s %+7.1f%%  %s\n", c.ID, c.Trust, c.Measured.What, meas, pred, 100*r.Err, r.Where)
+		}
 	}
 	fmt.Fprintln(w)
-	kinds := []string{"allocated_peak", "reserved_peak", "nvidia_smi", "other", "all"}
-	for _, k := range kinds {
-		var errs []float64
-		n, skipped := 0, 0
-		for _, r := range results {
-			if k != "all" && r.Case.Measured.What != k {
-				continue
+	memory := []string{"allocated_peak", "reserved_peak", "nvidia_smi", "other"}
+	groups := [][2]string{}
+	for _, k := range memory {
+		groups = append(groups, [2]string{k, k})
+	}
+	groups = append(groups, [2]string{"memory", ""})
+	for _, k := range servingKinds() {
+		groups = append(groups, [2]string{k, k})
+	}
+	groups = append(groups, [2]string{"serving", ""}, [2]string{"all", ""})
+	for _, g := range groups {
+		in := func(r Result) bool {
+			_, isServing := servingUnit[r.Case.Measured.What]
+			switch g[0] {
+			case "memory":
+				return !isServing
+			case "serving":
+				return isServing
+			case "all":
+				return true
 			}
-			n++
-			if r.Skip != "" {
-				skipped++
-				continue
+			return r.Case.Measured.What == g[1]
+		}
+		summarize(w, g[0], results, in)
+	}
+}
+
+// summarize prints one summary line (and, for a group with failed
+// starts, how many verdicts agree).
+func summarize(w io.Writer, kind string, results []Result, in func(Result) bool) {
+	var errs []float64
+	n, skipped, verdicts, agree := 0, 0, 0, 0
+	for _, r := range results {
+		if !in(r) {
+			continue
+		}
+		n++
+		switch {
+		case r.Skip != "":
+			skipped++
+		case r.Verdict:
+			verdicts++
+			if r.Agrees {
+				agree++
 			}
+		default:
 			errs = append(errs, math.Abs(r.Err))
 		}
-		fmt.Fprintf(w, "summary kind=%s cases=%d predicted=%d skipped=%d median_abs_err=%.1f%% p90_abs_err=%.1f%%\n",
-			k, n, len(errs), skipped, 100*quantile(errs, 0.5), 100*quantile(errs, 0.9))
 	}
+	_, isServing := servingUnit[kind]
+	if n == 0 && isServing {
+		return // a serving kind the file has no case of
+	}
+	fmt.Fprintf(w, "summary kind=%s cases=%d predicted=%d skipped=%d median_abs_err=%.1f%% p90_abs_err=%.1f%%\n",
+		kind, n, n-skipped, skipped, 100*quantile(errs, 0.5), 100*quantile(errs, 0.9))
+	if verdicts > 0 {
+		fmt.Fprintf(w, "verdicts kind=%s failed_starts=%d agree=%d\n", kind, verdicts, agree)
+	}
+}
+
+// serving formats a serving-log figure in its unit.
+func serving(v float64, unit string) string {
+	switch unit {
+	case "tokens", "blocks":
+		return fmt.Sprintf("%.0f %s", v, unit)
+	case "x":
+		return fmt.Sprintf("%.2fx", v)
+	}
+	return fmt.Sprintf("%.2f %s", v, unit)
 }
 
 // quantile is the q-quantile with linear interpolation (0 for no data).
