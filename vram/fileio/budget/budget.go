@@ -1,7 +1,8 @@
 // Package budget holds the readers' tests to their budgets: one input, one
-// call, at most a second (ten under the race detector, which slows code
-// about that much) and at most a fixed multiple of the input's size in
-// allocations.
+// call, at most a second plus 50 ns per input byte (a reader must be
+// linear: 20 MB/s is far below any of them on a loaded CI core; ten times
+// that under the race detector, which slows code about that much) and at
+// most a fixed multiple of the input's size in allocations.
 //
 //	func FuzzRead(f *testing.F) {
 //		f.Fuzz(func(t *testing.T, data []byte) {
@@ -26,14 +27,18 @@ const (
 	Floor   = 4 << 20
 )
 
-// Time is what one call may take.
-const Time = time.Second
+// Time is what one call may take, and PerByteTime more per byte of input.
+const (
+	Time        = time.Second
+	PerByteTime = 50 * time.Nanosecond
+)
 
-// Check runs f once and fails t when it takes longer than Time (scaled
-// under the race detector) or allocates more than Floor + PerByte·size.
+// Check runs f once and fails t when it takes longer than Time +
+// PerByteTime·size (scaled under the race detector) or allocates more than
+// Floor + PerByte·size.
 func Check(t testing.TB, size int, f func()) {
 	t.Helper()
-	limit := time.Duration(Time)
+	limit := Time + time.Duration(size)*PerByteTime
 	if Race {
 		limit *= 10
 	}
