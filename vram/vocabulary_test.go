@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,31 @@ func TestLibraryRefusesAttention(t *testing.T) {
 		tr.Attention = ""
 		if e, err := tr.Estimate(); err != nil || !strings.Contains(strings.Join(e.Notes, " "), "runs eager") {
 			t.Errorf("%s, attention unset: %v, %q", preset, err, e.Notes)
+		}
+	}
+}
+
+// TestFrameworkWordsInReadme: README's table of the words each framework's
+// plans accept lists exactly checkpointWords.
+func TestFrameworkWordsInReadme(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) == 5 && strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
+		}
+	}
+	for fw, words := range checkpointWords {
+		var want []string
+		for _, w := range words {
+			want = append(want, "`"+w+"`")
+		}
+		if got := rows[fw]; got != strings.Join(want, ", ") {
+			t.Errorf("README lists %s's grad_checkpointing words as %q, the engine's are %q", fw, got, strings.Join(want, ", "))
 		}
 	}
 }
