@@ -265,7 +265,10 @@ func MinGPUs(t Training, b Budget, maxDP int) (int, error) {
 
 // Advice is one change to a plan with what it does to the peak.
 type Advice struct {
-	Change string   `json:"change"` // what to do, in words
+	// Kind is what the change is, for saying it in a framework's own
+	// settings (Flags).
+	Kind   AdviceKind `json:"kind"`
+	Change string     `json:"change"` // what to do, in words
 	Cost   string   `json:"cost"`   // what it costs, in words
 	Plan   Training `json:"-"`
 	Peak   Bytes    `json:"peak"`  // allocated peak after the change
@@ -294,42 +297,45 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 	}
 	before := base.Peak.Total()
 	type cand struct {
+		kind         AdviceKind
 		change, cost string
 		edit         func(*Training)
 	}
 	var cs []cand
-	add := func(change, cost string, edit func(*Training)) { cs = append(cs, cand{change, cost, edit}) }
+	addK := func(kind AdviceKind, change, cost string, edit func(*Training)) {
+		cs = append(cs, cand{kind, change, cost, edit})
+	}
 	if r.Checkpointing == "none" {
-		add("selective activation recomputation", "recomputes the attention internals: a few % more compute (Korthikanti et al. 2022)", func(t *Training) { t.Checkpointing = "selective" })
+		addK(AdviceSelective, "selective activation recomputation", "recomputes the attention internals: a few % more compute (Korthikanti et al. 2022)", func(t *Training) { t.Checkpointing = "selective" })
 	}
 	if r.Checkpointing != "full" {
-		add("full activation checkpointing", "one more forward pass per step: about a third more compute", func(t *Training) { t.Checkpointing, t.CheckpointEvery = "full", 0 })
+		addK(AdviceFullCheckpointing, "full activation checkpointing", "one more forward pass per step: about a third more compute", func(t *Training) { t.Checkpointing, t.CheckpointEvery = "full", 0 })
 	}
 	if r.Attention == "eager" {
-		add("fused attention (SDPA / FlashAttention)", "none in memory terms; needs a supported GPU and dtype", func(t *Training) { t.Attention = "sdpa" })
+		addK(AdviceFusedAttention, "fused attention (SDPA / FlashAttention)", "none in memory terms; needs a supported GPU and dtype", func(t *Training) { t.Attention = "sdpa" })
 	}
 	if r.Loss == "cross_entropy" && r.m.Head == "lm" {
-		add("fused linear cross-entropy (e.g. Liger)", "a kernel dependency; logits are never materialised", func(t *Training) { t.Loss = "fused" })
+		addK(AdviceFusedLoss, "fused linear cross-entropy (e.g. Liger)", "a kernel dependency; logits are never materialised", func(t *Training) { t.Loss = "fused" })
 	}
 	if r.Optimizer != "none" && r.OptimizerImpl == "foreach" {
-		add("fused optimizer step (fused=True)", "none; a single kernel without foreach temporaries", func(t *Training) { t.OptimizerImpl = "fused" })
+		addK(AdviceFusedOptimizer, "fused optimizer step (fused=True)", "none; a single kernel without foreach temporaries", func(t *Training) { t.OptimizerImpl = "fused" })
 	}
 	switch r.Optimizer {
 	case "adamw", "adam", "paged_adamw":
-		add("8-bit AdamW states (bitsandbytes)", "blockwise-quantized moments: small accuracy risk, usually on par (Dettmers et al. 2022)", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "adamw_8bit", 0 })
-		add("Adafactor (factored second moment)", "different update rule: may need retuning of the learning rate", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "adafactor", 0 })
+		addK(Advice8BitAdamW, "8-bit AdamW states (bitsandbytes)", "blockwise-quantized moments: small accuracy risk, usually on par (Dettmers et al. 2022)", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "adamw_8bit", 0 })
+		addK(AdviceAdafactor, "Adafactor (factored second moment)", "different update rule: may need retuning of the learning rate", func(t *Training) { t.Optimizer, t.OptimizerStateDType = "adafactor", 0 })
 	}
 	if r.WeightsDType == FP32 && !r.Autocast {
-		add("bf16 mixed precision (autocast)", "bf16 matmuls: numerically safe on Ampere+; weights stay fp32", func(t *Training) { t.Precision, t.ComputeDType, t.Autocast = "amp_bf16", 0, false })
-		add("pure bf16 training", "no fp32 master copy: rounding in updates, watch convergence", func(t *Training) {
+		addK(AdviceAutocast, "bf16 mixed precision (autocast)", "bf16 matmuls: numerically safe on Ampere+; weights stay fp32", func(t *Training) { t.Precision, t.ComputeDType, t.Autocast = "amp_bf16", 0, false })
+		addK(AdvicePureBF16, "pure bf16 training", "no fp32 master copy: rounding in updates, watch convergence", func(t *Training) {
 			t.Precision, t.WeightsDType, t.ComputeDType, t.GradsDType, t.MasterWeights = "bf16", 0, 0, 0, 0
 		})
 	}
 	if !r.frozen {
-		add("LoRA (rank 16 on attention and MLP)", "trains adapters only: a lower quality ceiling than full fine-tuning on large shifts", func(t *Training) {
+		addK(AdviceLoRA, "LoRA (rank 16 on attention and MLP)", "trains adapters only: a lower quality ceiling than full fine-tuning on large shifts", func(t *Training) {
 			t.LoRA, t.Trainable = &LoRA{Rank: 16, Targets: []string{"all_linear"}}, "lora"
 		})
-		add("QLoRA (nf4 base + rank-16 LoRA)", "4-bit base: dequantization slows steps (~30%), small accuracy risk", func(t *Training) {
+		addK(AdviceQLoRA, "QLoRA (nf4 base + rank-16 LoRA)", "4-bit base: dequantization slows steps (~30%), small accuracy risk", func(t *Training) {
 			t.LoRA, t.Trainable = &LoRA{Rank: 16, Targets: []string{"all_linear"}}, "lora"
 			t.QuantizedBase = Quant{DType: NF4, DoubleQuant: true}
 			if t.WeightsDType == FP32 || (t.WeightsDType == DTypeUnset && (t.Precision == "" || t.Precision == "fp32")) {
@@ -341,23 +347,23 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 		for z := r.Parallel.ZeRO + 1; z <= 3; z++ {
 			z := z
 			cost := map[int]string{1: "none beyond DDP's all-reduce", 2: "none beyond DDP (reduce-scatter + all-gather)", 3: "parameters are all-gathered every forward and backward: 1.5× DDP traffic"}[z]
-			add(fmt.Sprintf("ZeRO stage %d over the %d data-parallel GPUs", z, r.dp), cost, func(t *Training) { t.Parallel.ZeRO = z })
+			addK(AdviceZeRO, fmt.Sprintf("ZeRO stage %d over the %d data-parallel GPUs", z, r.dp), cost, func(t *Training) { t.Parallel.ZeRO = z })
 		}
 	}
-	add("twice the GPUs with ZeRO-3/FSDP full sharding", "more GPUs; all-gathers every step", func(t *Training) {
+	addK(AdviceMoreGPUs, "twice the GPUs with ZeRO-3/FSDP full sharding", "more GPUs; all-gathers every step", func(t *Training) {
 		t.Parallel.DP, t.Parallel.ZeRO, t.Parallel.ShardDegree = r.dp*2, 3, 0
 	})
 	if r.Parallel.CPUOffload == "none" && r.Optimizer != "none" {
-		add("offload optimizer states to the CPU", "the step runs on the CPU: slower steps and host memory of 12+ bytes/param", func(t *Training) { t.Parallel.CPUOffload = "optimizer" })
+		addK(AdviceOffloadOptimizer, "offload optimizer states to the CPU", "the step runs on the CPU: slower steps and host memory of 12+ bytes/param", func(t *Training) { t.Parallel.CPUOffload = "optimizer" })
 	}
 	if r.MicroBatch > 1 {
-		add(fmt.Sprintf("micro_batch %d with grad_accum ×%d (same global batch)", r.MicroBatch/2, 2), "more micro-steps per update: lower GPU utilisation", func(t *Training) {
+		addK(AdviceSmallerMicroBatch, fmt.Sprintf("micro_batch %d with grad_accum ×%d (same global batch)", r.MicroBatch/2, 2), "more micro-steps per update: lower GPU utilisation", func(t *Training) {
 			t.MicroBatch /= 2
 			t.GradAccum = maxInt(1, t.GradAccum) * 2
 		})
 	}
 	if r.SeqLen >= 256 {
-		add(fmt.Sprintf("shorter sequences (%d tokens)", r.SeqLen/2), "less context per sample: a different task for long inputs", func(t *Training) { t.SeqLen /= 2 })
+		addK(AdviceShorterSequences, fmt.Sprintf("shorter sequences (%d tokens)", r.SeqLen/2), "less context per sample: a different task for long inputs", func(t *Training) { t.SeqLen /= 2 })
 	}
 	var out []Advice
 	for _, c := range cs {
@@ -379,7 +385,7 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Advice{Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits})
+		out = append(out, Advice{Kind: c.kind, Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Fits != out[j].Fits {

@@ -1,8 +1,12 @@
-// Command plan estimates the GPU memory of a plan file.
+// Command plan estimates the GPU memory of plan files, and is a launch
+// gate: it exits 0 when every plan fits its GPU (or names none), 1 when
+// one does not (and prints the changes that would make it fit, in the
+// plan's framework's own flags), 2 when an input is invalid.
 //
-//	go run ./examples/plan FILE.json        # breakdown table
-//	go run ./examples/plan -json FILE.json  # machine-readable
-//	go run ./examples/plan -hf-config FILE.json  # the model as a Hugging Face config.json
+//	go run ./examples/plan FILE.json [FILE.json …]  # breakdown tables
+//	go run ./examples/plan -gpu H100-80GB FILE.json # judged on that GPU
+//	go run ./examples/plan -json FILE.json          # machine-readable
+//	go run ./examples/plan -hf-config FILE.json     # the model as a Hugging Face config.json
 //
 // The plan format is documented on vram.Plan; examples are in examples/plans.
 package main
@@ -15,15 +19,42 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/vramlab/vramlab/vram"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "plan:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout), os.Stderr))
+}
+
+// Exit codes of the launch gate.
+const (
+	exitFits    = 0
+	exitNoFit   = 1
+	exitInvalid = 2
+)
+
+// notFit is run's answer when a plan does not fit its GPU: not an error in
+// the input, a verdict.
+type notFit struct{ plans []string }
+
+func (n notFit) Error() string {
+	return fmt.Sprintf("does not fit: %s", strings.Join(n.plans, ", "))
+}
+
+// exitCode maps run's result to the gate's exit code, printing an input
+// error on stderr (a verdict is already in the report).
+func exitCode(err error, stderr io.Writer) int {
+	var nf notFit
+	switch {
+	case err == nil:
+		return exitFits
+	case errors.As(err, &nf):
+		return exitNoFit
 	}
+	fmt.Fprintln(stderr, "plan:", err)
+	return exitInvalid
 }
 
 // Report is what -json prints.
@@ -43,6 +74,17 @@ type Report struct {
 	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
 	TGI       *vram.TGICarve          `json:"tgi,omitempty"`
 	Fit       *Fit                    `json:"fit,omitempty"`
+	// Advice are the changes that would make a plan that does not fit
+	// fit, in the plan's framework's (or vLLM's) own flags.
+	Advice []AdviceLine `json:"advice,omitempty"`
+}
+
+// AdviceLine is one suggested change.
+type AdviceLine struct {
+	Change string     `json:"change"`
+	Flags  string     `json:"flags,omitempty"` // as the framework takes it
+	Fits   bool       `json:"fits"`
+	Need   vram.Bytes `json:"need"` // the changed plan's figure on the GPU
 }
 
 // Images is a vision-language model's image side as the plan runs it.
@@ -85,12 +127,15 @@ func run(args []string, w io.Writer) error {
 	ggufFile := fs.String("gguf", "", "print a GGUF file's header: architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
 	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
-	ggufGPU := fs.String("gpu", "", "-gguf: a GPU (catalog name or capacity) to split the layers for")
+	gpuName := fs.String("gpu", "", "the GPU to judge the plans on (catalog name or capacity), instead of each plan's own; -gguf: the GPU to split the layers for")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h asked for the usage, which is printed
+		}
 		return err
 	}
 	if *ggufFile != "" {
-		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *ggufGPU)
+		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *gpuName)
 	}
 	if *presets {
 		for _, n := range vram.Presets() {
@@ -98,10 +143,16 @@ func run(args []string, w io.Writer) error {
 		}
 		return nil
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: plan [-json|-hf-config|-resolved] FILE.json, plan -presets, or plan [-json] -gguf FILE.gguf")
+	if fs.NArg() < 1 {
+		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE.json [FILE.json …], plan -presets, or plan [-json] -gguf FILE.gguf")
 	}
-	p, err := vram.ReadPlan(fs.Arg(0))
+	if fs.NArg() > 1 || *asJSON && len(fs.Args()) > 1 {
+		if *hfConfig || *resolved {
+			return errors.New("-hf-config and -resolved take one plan file")
+		}
+		return runMany(w, fs.Args(), *gpuName, *asJSON)
+	}
+	p, err := readPlan(fs.Arg(0), *gpuName)
 	if err != nil {
 		return err
 	}
@@ -134,9 +185,71 @@ func run(args []string, w io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(w, p, rep)
 	}
-	printReport(w, p, rep)
+	return verdict([]Report{rep}, fs.Args())
+}
+
+// readPlan reads a plan file; a -gpu flag names the GPU instead of the
+// plan's.
+func readPlan(file, gpu string) (vram.Plan, error) {
+	p, err := vram.ReadPlan(file)
+	if err != nil {
+		return p, err
+	}
+	if gpu != "" {
+		p.GPU = gpu
+	}
+	return p, nil
+}
+
+// runMany reports several plans, one after the other (-json: an array);
+// the first invalid one stops it.
+func runMany(w io.Writer, files []string, gpu string, asJSON bool) error {
+	var reps []Report
+	for i, f := range files {
+		p, err := readPlan(f, gpu)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		rep, err := estimate(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		reps = append(reps, rep)
+		if !asJSON {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "== %s\n", f)
+			printReport(w, p, rep)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reps); err != nil {
+			return err
+		}
+	}
+	return verdict(reps, files)
+}
+
+// verdict is notFit naming the plans that do not fit their GPU.
+func verdict(reps []Report, files []string) error {
+	var bad []string
+	for i, r := range reps {
+		if r.Fit != nil && !r.Fit.Fits {
+			bad = append(bad, files[i])
+		}
+	}
+	if len(bad) > 0 {
+		return notFit{bad}
+	}
 	return nil
 }
 
@@ -215,8 +328,45 @@ func estimate(p vram.Plan) (Report, error) {
 		} else {
 			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Margin: margin, Verdict: v}
 		}
+		if !v.Fits {
+			if rep.Advice, err = advise(p, *g); err != nil {
+				return rep, err
+			}
+		}
 	}
 	return rep, nil
+}
+
+// maxAdvice is how many suggestions a plan that does not fit gets.
+const maxAdvice = 5
+
+// advise is what would make the plan fit g: the advisor's changes for a
+// training plan, in its framework's flags; vLLM's own remedies for a vLLM
+// launch.
+func advise(p vram.Plan, g vram.GPU) ([]AdviceLine, error) {
+	var out []AdviceLine
+	switch {
+	case p.Training != nil:
+		as, err := vram.Advise(*p.Training, vram.Budget{GPU: g, Headroom: margin})
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			out = append(out, AdviceLine{Change: a.Change, Flags: a.Flags(p.Training.Framework), Fits: a.Fits, Need: a.Need})
+		}
+	case p.VLLM != nil:
+		as, err := p.VLLM.Advise(*p.Inference, g)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			out = append(out, AdviceLine{Change: a.Why, Flags: a.Flag, Fits: a.Starts, Need: a.Carve.DeviceUsed})
+		}
+	}
+	if len(out) > maxAdvice {
+		out = out[:maxAdvice]
+	}
+	return out, nil
 }
 
 // margin is the share of the GPU a plan must leave free to be called a
@@ -248,7 +398,7 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			im.PerSequence, im.Tokens, im.Tower, float64(im.TowerParams)/1e6, state)
 	}
 	if t := r.Training; t != nil {
-		fmt.Fprintf(w, "trainable parameters: %d\n\n", t.TrainableParams)
+		fmt.Fprintf(w, "trainable parameters: %s\n\n", vram.Grouped(t.TrainableParams))
 		for _, n := range t.Notes {
 			fmt.Fprintf(w, "note: %s\n", n)
 		}
@@ -322,6 +472,37 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		} else {
 			fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
 		}
+	}
+	printAdvice(w, p, r.Advice)
+}
+
+// printAdvice lists what would make the plan fit, each with its flags.
+func printAdvice(w io.Writer, p vram.Plan, as []AdviceLine) {
+	if len(as) == 0 {
+		return
+	}
+	who := "the plan"
+	switch {
+	case p.Training != nil && p.Training.Framework != "":
+		who = p.Training.Framework
+	case p.VLLM != nil:
+		who = "vLLM"
+	}
+	fmt.Fprintf(w, "\nTo make it fit (%s's settings; each change alone):\n", who)
+	yes, no := "fits", "still over"
+	if p.VLLM != nil {
+		yes, no = "starts", "fails"
+	}
+	for _, a := range as {
+		fits := no
+		if a.Fits {
+			fits = yes
+		}
+		fmt.Fprintf(w, "  %-10s %-10v %s", fits, a.Need, a.Change)
+		if a.Flags != "" {
+			fmt.Fprintf(w, ": %s", a.Flags)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

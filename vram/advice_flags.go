@@ -1,0 +1,234 @@
+package vram
+
+import "fmt"
+
+// AdviceKind is what an Advice changes. Advise sets it; Flags says the
+// change in a framework's own settings, for a launch gate that prints
+// what to pass instead of prose.
+type AdviceKind uint8
+
+const (
+	AdviceUnknown AdviceKind = iota
+	AdviceSelective
+	AdviceFullCheckpointing
+	AdviceFusedAttention
+	AdviceFusedLoss
+	AdviceFusedOptimizer
+	Advice8BitAdamW
+	AdviceAdafactor
+	AdviceAutocast
+	AdvicePureBF16
+	AdviceLoRA
+	AdviceQLoRA
+	AdviceZeRO
+	AdviceMoreGPUs
+	AdviceOffloadOptimizer
+	AdviceSmallerMicroBatch
+	AdviceShorterSequences
+)
+
+var adviceNames = [...]string{"unknown", "selective_recompute", "full_checkpointing", "fused_attention", "fused_loss",
+	"fused_optimizer", "adamw_8bit", "adafactor", "autocast_bf16", "pure_bf16", "lora", "qlora", "zero_stage",
+	"more_gpus", "offload_optimizer", "smaller_micro_batch", "shorter_sequences"}
+
+func (k AdviceKind) String() string {
+	if int(k) < len(adviceNames) {
+		return adviceNames[k]
+	}
+	return fmt.Sprintf("advice(%d)", k)
+}
+
+// MarshalText writes the kind's name in JSON.
+func (k AdviceKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Flags says the advice as the plan's framework takes it: the command-line
+// flags of the HF Trainer's TrainingArguments (transformers 4.57.6
+// training_args.py; TRL's for adapters), torchtune's recipe overrides
+// (key=value, as `tune run` takes them), torchtitan's job config
+// (--section.key, torchtitan/config/job_config.py) or DeepSpeed's config
+// keys. Empty when the framework has no setting for it.
+func (a Advice) Flags(framework string) string {
+	t := a.Plan
+	switch framework {
+	case "hf_trainer", "accelerate", "":
+		return hfTrainerFlags(a.Kind, t)
+	case "torchtune":
+		return torchtuneFlags(a.Kind, t)
+	case "torchtitan":
+		return torchtitanFlags(a.Kind, t)
+	case "deepspeed":
+		if s := deepspeedKeys(a.Kind, t); s != "" {
+			return s
+		}
+		return hfTrainerFlags(a.Kind, t)
+	}
+	return ""
+}
+
+// hfTrainerFlags are TrainingArguments' flags (--name value).
+func hfTrainerFlags(k AdviceKind, t Training) string {
+	switch k {
+	case AdviceFullCheckpointing:
+		return "--gradient_checkpointing true"
+	case AdviceFusedAttention:
+		return `--attn_implementation sdpa (TRL's model argument; from_pretrained(attn_implementation="sdpa") in code)`
+	case AdviceFusedLoss:
+		return "--use_liger_kernel true"
+	case AdviceFusedOptimizer:
+		return "--optim adamw_torch_fused"
+	case Advice8BitAdamW:
+		return "--optim adamw_bnb_8bit"
+	case AdviceAdafactor:
+		return "--optim adafactor"
+	case AdviceAutocast:
+		return "--bf16 true"
+	case AdvicePureBF16:
+		return `--torch_dtype bfloat16 (TRL's model argument; from_pretrained(torch_dtype=torch.bfloat16) in code)`
+	case AdviceLoRA:
+		return "--use_peft --lora_r 16 --lora_target_modules all-linear (TRL)"
+	case AdviceQLoRA:
+		return "--use_peft --lora_r 16 --lora_target_modules all-linear --load_in_4bit --bnb_4bit_quant_type nf4 --use_bnb_nested_quant (TRL)"
+	case AdviceZeRO:
+		return fmt.Sprintf(`--deepspeed ds_config.json with "zero_optimization": {"stage": %d}`, t.Parallel.ZeRO)
+	case AdviceMoreGPUs:
+		return fmt.Sprintf(`torchrun --nproc_per_node %d … --fsdp "full_shard auto_wrap"`, t.Parallel.DP)
+	case AdviceOffloadOptimizer:
+		return `--deepspeed ds_config.json with "zero_optimization": {"offload_optimizer": {"device": "cpu"}}`
+	case AdviceSmallerMicroBatch:
+		return fmt.Sprintf("--per_device_train_batch_size %d --gradient_accumulation_steps %d", t.MicroBatch, max(1, t.GradAccum))
+	case AdviceShorterSequences:
+		return fmt.Sprintf("--max_length %d (TRL's SFTConfig; truncate your data to it otherwise)", t.SeqLen)
+	}
+	return ""
+}
+
+// torchtuneFlags are recipe config overrides (torchtune's recipes:
+// enable_activation_checkpointing, batch_size, gradient_accumulation_steps,
+// tokenizer.max_seq_len, optimizer._component_, fsdp_cpu_offload, dtype).
+func torchtuneFlags(k AdviceKind, t Training) string {
+	switch k {
+	case AdviceFullCheckpointing:
+		return "enable_activation_checkpointing=True"
+	case AdviceFusedLoss:
+		return "loss._component_=torchtune.modules.loss.CEWithChunkedOutputLoss"
+	case AdviceFusedOptimizer:
+		return "optimizer.fused=True"
+	case Advice8BitAdamW:
+		return "optimizer._component_=bitsandbytes.optim.PagedAdamW8bit"
+	case AdviceAutocast, AdvicePureBF16:
+		return "dtype=bf16"
+	case AdviceLoRA:
+		return "tune run lora_finetune_single_device (or lora_finetune_distributed) with the model's lora_* builder, lora_rank=16"
+	case AdviceQLoRA:
+		return "tune run lora_finetune_single_device with the model's qlora_* builder, lora_rank=16"
+	case AdviceMoreGPUs:
+		return fmt.Sprintf("tune run --nproc_per_node %d full_finetune_distributed", t.Parallel.DP)
+	case AdviceOffloadOptimizer:
+		return "fsdp_cpu_offload=True (the distributed recipes; parameters and gradients go to the CPU too)"
+	case AdviceSmallerMicroBatch:
+		return fmt.Sprintf("batch_size=%d gradient_accumulation_steps=%d", t.MicroBatch, max(1, t.GradAccum))
+	case AdviceShorterSequences:
+		return fmt.Sprintf("tokenizer.max_seq_len=%d", t.SeqLen)
+	}
+	return ""
+}
+
+// torchtitanFlags are job-config overrides (--section.key value).
+func torchtitanFlags(k AdviceKind, t Training) string {
+	switch k {
+	case AdviceSelective:
+		return "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option " + orDefault(t.SelectiveACOption, torchtitanACDefault)
+	case AdviceFullCheckpointing:
+		return "--activation_checkpoint.mode full"
+	case AdviceFusedOptimizer:
+		return "--optimizer.implementation fused"
+	case AdviceMoreGPUs:
+		return fmt.Sprintf("--parallelism.data_parallel_shard_degree %d (torchrun --nproc_per_node %d)", t.Parallel.DP, t.Parallel.DP)
+	case AdviceOffloadOptimizer:
+		return "--training.enable_cpu_offload (FSDP2's CPUOffloadPolicy: parameters and gradients too)"
+	case AdviceSmallerMicroBatch:
+		return fmt.Sprintf("--training.local_batch_size %d (keep --training.global_batch_size: it accumulates %d steps)", t.MicroBatch, max(1, t.GradAccum))
+	case AdviceShorterSequences:
+		return fmt.Sprintf("--training.seq_len %d", t.SeqLen)
+	}
+	return ""
+}
+
+// deepspeedKeys are DeepSpeed config keys (DeepSpeedZeroConfig).
+func deepspeedKeys(k AdviceKind, t Training) string {
+	switch k {
+	case AdviceZeRO:
+		return fmt.Sprintf(`"zero_optimization": {"stage": %d}`, t.Parallel.ZeRO)
+	case AdviceOffloadOptimizer:
+		return `"zero_optimization": {"offload_optimizer": {"device": "cpu"}}`
+	case AdviceSmallerMicroBatch:
+		return fmt.Sprintf(`"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": %d`, t.MicroBatch, max(1, t.GradAccum))
+	}
+	return ""
+}
+
+// ServingAdvice is one change to a vLLM launch that would make it start
+// and hold its requests, in vLLM's flags.
+type ServingAdvice struct {
+	Flag   string    `json:"flag"`   // e.g. "--max-model-len 98304"
+	Why    string    `json:"why"`    // what it changes
+	Carve  VLLMCarve `json:"carve"`  // the launch with the change
+	Starts bool      `json:"starts"` // vLLM would start with it
+}
+
+// Advise lists single changes to the launch (vLLM's own remedies: a
+// shorter --max-model-len, where its error estimates one; an fp8 KV
+// cache; a higher --gpu-memory-utilization; fewer --max-num-seqs, which
+// shrinks the profile's sampler warm-up; more tensor-parallel GPUs), each
+// carved on g, those that make it start first.
+func (v VLLM) Advise(in Inference, g GPU) ([]ServingAdvice, error) {
+	base, err := v.Carve(in, g)
+	if err != nil {
+		return nil, err
+	}
+	type cand struct {
+		flag, why string
+		edit      func(*VLLM)
+	}
+	var cs []cand
+	if n := base.KVCache.EstimatedMaxModelLen; !base.KVCache.Fits && n > 0 {
+		cs = append(cs, cand{fmt.Sprintf("--max-model-len %d", n), "the longest request the cache holds (vLLM's own estimate)", func(x *VLLM) { x.MaxModelLen = n }})
+	}
+	if x := v.KVCacheDType; x == DTypeUnset || x == BF16 || x == FP16 {
+		cs = append(cs, cand{"--kv-cache-dtype fp8", "halves the KV cache's bytes per token", func(x *VLLM) { x.KVCacheDType = FP8E4M3 }})
+	}
+	if u := v.GPUMemoryUtilization; u == 0 || u < 0.95 {
+		cs = append(cs, cand{"--gpu-memory-utilization 0.95", "gives vLLM more of the card (leave room for other processes)", func(x *VLLM) { x.GPUMemoryUtilization = 0.95 }})
+	}
+	if base.ProfileSeqs > 64 {
+		n := base.ProfileSeqs / 4
+		cs = append(cs, cand{fmt.Sprintf("--max-num-seqs %d", n), "a smaller profile-run sampler warm-up (and fewer concurrent requests)", func(x *VLLM) { x.MaxNumSeqs = n }})
+	}
+	tp := max(1, v.TP)
+	m := in.Model.Normalize()
+	if m.Heads%(2*tp) == 0 {
+		cs = append(cs, cand{fmt.Sprintf("--tensor-parallel-size %d", 2*tp), "shards the weights and the KV heads over twice the GPUs", func(x *VLLM) { x.TP = 2 * tp }})
+	}
+	var out []ServingAdvice
+	for _, c := range cs {
+		nv := v
+		c.edit(&nv)
+		carve, err := nv.Carve(in, g)
+		if err != nil {
+			continue
+		}
+		out = append(out, ServingAdvice{Flag: c.flag, Why: c.why, Carve: carve, Starts: carve.Starts})
+	}
+	starts := func(a ServingAdvice) int {
+		if a.Starts {
+			return 0
+		}
+		return 1
+	}
+	for i := 1; i < len(out); i++ { // stable: the ones that start first
+		for j := i; j > 0 && starts(out[j]) < starts(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
