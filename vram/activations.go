@@ -74,6 +74,11 @@ type BlockActivations struct {
 	// outlives is what the model's output holds (saved by autograd or not):
 	// it stays live until the whole backward returns.
 	outlives Bytes
+	// untilLoss is what the model's forward holds beyond the saved tensors
+	// when the loop keeps only the loss (the cache's k and v of transformers'
+	// use_cache): live from the block's forward until the forward returns,
+	// after the loss (the end of the forward).
+	untilLoss Bytes
 	// inputSaved: an op of the block saves its input (so a checkpoint's kept
 	// input is among the recomputed saved tensors).
 	inputSaved bool
@@ -113,6 +118,9 @@ type actT struct {
 	// life, not its gradient's.
 	holdUntil int
 	held      bool // kept alive by the model's output (cache, logits), not by autograd
+	// forwardHeld: kept by the model's forward until it returns, after
+	// the loss, when the loop keeps only the loss (holdOutput).
+	forwardHeld bool
 	external  bool // created before the block (its input)
 	// batch: an input of the step (pixels), counted with the batch
 	// (edgeActivations.Inputs) even when an op saves it.
@@ -226,7 +234,7 @@ func (b *actBuilder) freesAfter() [][]*actT {
 	}
 	b.frees = make([][]*actT, len(b.ops))
 	for _, t := range b.ts {
-		if t.external || t.saved || t.held || t.keepAlive || t.end() < 0 || t.end() >= len(b.ops) {
+		if t.external || t.saved || t.held || t.forwardHeld || t.keepAlive || t.end() < 0 || t.end() >= len(b.ops) {
 			continue
 		}
 		b.frees[t.end()] = append(b.frees[t.end()], t)
@@ -288,6 +296,23 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 // end is the last op t is alive for: its last use, or later where the
 // modeling code holds it.
 func (t *actT) end() int { return max(t.lastUse, t.holdUntil) }
+
+// holdOutput marks tensors the model's output returns (the cache, the
+// last hidden state, the logits): alive until backward returns when the
+// training loop keeps the output (a plain loop's `out = model(…)`), else,
+// for transformers' modeling code, until its forward returns after the
+// loss (the HF Trainer's compute_loss keeps only outputs["loss"]), so at
+// the end of the forward they are live beside the loss's logits.
+func (p blockPlan) holdOutput(ts ...*actT) {
+	for _, t := range ts {
+		switch {
+		case p.keepOutputs:
+			t.held = true
+		case p.hfModeling:
+			t.forwardHeld = true
+		}
+	}
+}
 
 // hold keeps ts alive through the last op (a Python local the function
 // still references), without a gradient flowing back from it.
@@ -679,8 +704,8 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				// present=(key, value) holds the fp32 key when use_cache is on.
 				q32 := b.op("q_rope_fp32", b.size(qDim, FP32), FP32, list(q))
 				k32 := b.op("k_rope_fp32", b.size(kvDim, FP32), FP32, list(k))
-				if p.useCache && p.keepOutputs {
-					k32.held = true
+				if p.useCache {
+					p.holdOutput(k32)
 				}
 				q = b.op("q_cast", b.size(qDim, p.e), p.e, list(q32))
 				k = b.op("k_cast", b.size(kvDim, p.e), p.e, list(k32))
@@ -778,10 +803,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				v = b.op("cache.v", b.size(kd, k.dtype), k.dtype, list(v))
 			}
 		}
-		if p.useCache && p.keepOutputs {
+		if p.useCache {
 			// The model returns past_key_values (HF use_cache=True), which keeps
-			// the cached k and v alive while the loop holds the output.
-			k.held, v.held = true, true
+			// the cached k and v alive while the loop holds the output, or
+			// until the forward returns.
+			p.holdOutput(k, v)
 		}
 		// Grouped k and v are repeated to every query head: by repeat_kv
 		// (eager; SDPA without native GQA or with a mask), or, for a family
@@ -1108,6 +1134,8 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 					ba.Held = addBytes(ba.Held, t.bytes)
 				}
 			}
+		} else if t.forwardHeld && !t.external {
+			ba.untilLoss = addBytes(ba.untilLoss, t.bytes)
 		}
 	}
 	ba.SavedCompiled = b.compiledSaved()
@@ -1135,7 +1163,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			continue
 		}
 		end := min(t.end(), n-1)
-		if t.saved || t.held || t.keepAlive {
+		if t.saved || t.held || t.forwardHeld || t.keepAlive {
 			dLive[t.born] = addBytes(dLive[t.born], t.bytes)
 		} else if end >= t.born {
 			dLive[t.born] = addBytes(dLive[t.born], t.bytes)

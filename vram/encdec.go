@@ -115,7 +115,7 @@ func buildEncDecBlock(r *resolved, layer int) BlockActivations {
 			// its own tensors (DynamicLayer.update) and holds them.
 			k = b.op(name+".cache.k", b.size(inner, k.dtype), k.dtype, list(k))
 			v = b.op(name+".cache.v", b.size(inner, k.dtype), k.dtype, list(v))
-			k.held, v.held = p.keepOutputs, p.keepOutputs
+			p.holdOutput(k, v)
 		}
 		b.tokens = tokens
 		maps := batch * heads * (b.tokens / batch) * kvLen

@@ -122,9 +122,9 @@ func buildEdges(r *resolved) edgeActivations {
 	case p.rec.pooledNorm:
 		// last_hidden_state is returned as it is; the norm reads the class
 		// token (pooled_output = last_hidden_state[:, 0, :]).
-		x.held = p.keepOutputs
+		p.holdOutput(x)
 		b.tokens = int64(r.MicroBatch)
-		b.norm(p, "final_norm", m.Norm, x, h).held = p.keepOutputs
+		p.holdOutput(b.norm(p, "final_norm", m.Norm, x, h))
 		b.tokens = tokens
 	case m.NormPosition != "post":
 		x = b.norm(p, "final_norm", m.Norm, x, hSeq)
@@ -144,7 +144,7 @@ func buildEdges(r *resolved) edgeActivations {
 		b.linear(p, "classifier", "other", x, h, int64(classes))
 	case m.Head == "none":
 		// The base model returns its last hidden state.
-		x.held = p.keepOutputs
+		p.holdOutput(x)
 		if m.Pooler {
 			// BertPooler / ViTPooler: dense + tanh on the first token. The
 			// dense saves hidden_states[:, 0], a view that keeps the whole
@@ -184,7 +184,7 @@ func buildEdges(r *resolved) edgeActivations {
 				logitsD, chunks = FP32, 8
 			}
 			logits := headLogits(b, pHead, x, h, v)
-			logits.held = p.keepOutputs
+			p.holdOutput(logits)
 			lf := logits
 			if logitsD != p.e {
 				lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
@@ -196,13 +196,13 @@ func buildEdges(r *resolved) edgeActivations {
 			}
 		case "logits_sum":
 			logits := headLogits(b, pHead, x, h, v)
-			logits.held = p.keepOutputs // returned in the model output
+			p.holdOutput(logits) // returned in the model output
 			b.op("sum", FP32.Size(1), FP32, list(logits))
 			// The backward of sum expands a scalar; the matmul needs it contiguous.
 			b.workspace(b.size(v, p.e))
 		default: // cross_entropy
 			logits := headLogits(b, pHead, x, h, v)
-			logits.held = p.keepOutputs // returned in the model output
+			p.holdOutput(logits) // returned in the model output
 			l32 := logits
 			if p.e != FP32 && (p.autocast || !p.rec.lossInDType) {
 				// transformers' loss upcasts: logits.float() (ForCausalLMLoss);

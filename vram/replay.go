@@ -123,6 +123,9 @@ type tracer struct {
 	// holds (resolved.inflight); the others' than the one replayed are
 	// held as one allocation per block and microbatch (others).
 	inflight float64
+	// untilLoss are the handles the model's forward holds until it returns
+	// (blockActivations untilLoss), freed after the loss.
+	untilLoss []int
 }
 
 // others allocates what the pipeline's other microbatches in flight hold of
@@ -334,6 +337,7 @@ func (tr *tracer) step(last bool) {
 		tr.note("forward", l)
 	}
 	if !tr.st.head {
+		tr.freeUntilLoss() // this stage's forward returned
 		tr.dsBucket()
 	}
 	headHeld := -1
@@ -350,6 +354,7 @@ func (tr *tracer) step(last bool) {
 		}
 		tr.a.Free(out)
 		tr.note("loss", -1)
+		tr.freeUntilLoss()
 		if f2 {
 			// The root's post-forward frees the last all-gather output; its
 			// pre-backward prefetches the last block's.
@@ -557,7 +562,10 @@ func (tr *tracer) forward(p *actBuilder, stop int) (k *kept, out int) {
 			continue
 		}
 		if t.keepAlive || !(t.saved || t.held) {
-			if !t.keepAlive {
+			switch {
+			case t.forwardHeld && !t.keepAlive:
+				tr.untilLoss = append(tr.untilLoss, hd) // freed when the forward returns
+			case !t.keepAlive:
 				tr.a.Free(hd)
 			}
 			h[t.id] = -1
@@ -703,4 +711,13 @@ func (in Inference) Replay(opt ReplayOptions) (_ Replay, err error) {
 	}
 	out.DeviceUsed = out.PeakReserved + out.Context
 	return out, nil
+}
+
+// freeUntilLoss frees what the model's forward held until it returned
+// (the timeline's untilLoss).
+func (tr *tracer) freeUntilLoss() {
+	for _, hd := range tr.untilLoss {
+		tr.a.Free(hd)
+	}
+	tr.untilLoss = tr.untilLoss[:0]
 }

@@ -338,7 +338,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	keep := r.keepsUnsharded()
 	root := r.rootHeld(s.embed, s.head, st)
 	live.Temporaries = addBytes(live.Temporaries, root)
-	// Forward.
+	// Forward. untilLoss is what the model's forward holds until it
+	// returns, after the loss (activations.go holdOutput).
+	var untilLoss Bytes
 	if st.embed {
 		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
 		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
@@ -376,6 +378,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l, l+1)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
+		untilLoss = addBytes(untilLoss, scale(a.untilLoss, inflight))
+		live.Activations = addBytes(live.Activations, scale(a.untilLoss, inflight))
 		if keep {
 			live.Temporaries = addBytes(live.Temporaries, s.blocks[l].gathered)
 		}
@@ -427,6 +431,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	}
 	if st.head {
 		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
+	}
+	live.Activations -= untilLoss // the forward returned
+	if st.head {
 		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
 		if keep {
 			live.Temporaries -= lingering // freed by the root's post-forward

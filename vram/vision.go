@@ -309,7 +309,9 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	if feats.dtype != text.dtype {
 		feats = b.op("image_features.to", b.size(h, text.dtype), text.dtype, list(feats))
 	}
-	feats.held = p.keepOutputs && w.returnsFeatures // returned as image_hidden_states
+	if w.returnsFeatures {
+		p.holdOutput(feats) // returned as image_hidden_states
+	}
 	// get_placeholder_mask: input_ids == image_token_id (one byte a token),
 	// expanded; inputs_embeds[mask] copies the image rows to count them.
 	b.tokens = tokens

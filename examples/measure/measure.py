@@ -492,11 +492,15 @@ def trace(args):
         inputs = batch(config, train, "cpu", next(model.parameters()).dtype)
         frozen = len(params) < sum(1 for _ in model.parameters())
 
+        keep = keeps_output(train)
+
         def step(phase):
             phase("forward")
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
                 out = model(**inputs)
                 loss = loss_of(out, config)
+            if not keep:
+                out = None  # the HF Trainer's compute_loss returns only the loss
             phase("backward")
             loss.backward()
             del out, loss
