@@ -14,5 +14,8 @@ added=$(work_copy "$work")
 say "JupyterLab on your copy of the tutorials, $work ($added new from notebooks/; Ctrl-C to stop)"
 extra=()
 [ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI run as root
+# No "Jupyter news?" toast and no update check: the lab works offline and
+# says nothing the user did not ask for.
 exec .venv/bin/jupyter lab "${extra[@]}" --notebook-dir="$work" --ip="${LAB_IP:-127.0.0.1}" \
-  --port="${LAB_PORT:-8888}" --MultiKernelManager.default_kernel_name=vramlab --no-browser "$@"
+  --port="${LAB_PORT:-8888}" --MultiKernelManager.default_kernel_name=vramlab --no-browser \
+  --LabApp.news_url= --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate "$@"

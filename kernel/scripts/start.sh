@@ -20,7 +20,8 @@ if [ -n "${JUPYTERHUB_API_TOKEN:-}" ]; then
   # left behind). SIGTERM is its clean stop (kernels shut down, connection
   # files removed), so both signals are passed on as SIGTERM.
   "$root/.venv/bin/jupyterhub-singleuser" --ServerApp.root_dir="$work" \
-    --MultiKernelManager.default_kernel_name=vramlab "${extra[@]}" "$@" &
+    --MultiKernelManager.default_kernel_name=vramlab "${extra[@]}" \
+    --LabApp.news_url= --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate "$@" &
   server=$!
   trap 'kill -TERM "$server" 2>/dev/null || true' INT TERM
   status=0
