@@ -167,6 +167,39 @@ func (r *resolved) loraOut(t Tensor) int64 {
 // non-block tensors split into embedding-side and head-side.
 func (r *resolved) units() (blocks []unitMem, embed, head unitMem) { return r.unitsSized(false) }
 
+// paramShard is one rank's share of a sharded parameter of local (after
+// tensor parallelism) elements: FSDP2 chunks the local tensor's first
+// dimension over the shard group and pads every chunk to the first's,
+// ceil(rows / shard) rows (torch/distributed/fsdp/_fully_shard/
+// _fsdp_param.py _init_sharded_param: padded_sharded_param_size), which rank
+// 0 holds; FSDP1 and ZeRO-3 flatten and split evenly.
+func (r *resolved) paramShard(t Tensor, stored Bytes, local, div int64, quant bool) Bytes {
+	shard := int64(r.shard)
+	rows := localRows(t, div, int64(r.tp))
+	if !r.fsdp2() || quant || rows < 1 || local%rows != 0 {
+		return stored / Bytes(shard)
+	}
+	return r.WeightsDType.Size((rows + shard - 1) / shard * (local / rows))
+}
+
+// localRows is a tensor's first dimension on one tensor-parallel rank: the
+// column-parallel linears' and the embedding's are split (torchtitan's
+// plan: ColwiseParallel shards a weight's output rows, RowwiseParallel an
+// embedding's vocabulary rows and a linear's input columns).
+func localRows(t Tensor, div, tp int64) int64 {
+	if len(t.Shape) == 0 {
+		return 0
+	}
+	rows := t.Shape[0]
+	if tp > 1 && div%tp == 0 && t.Stacked == 0 {
+		switch t.Role {
+		case "q_proj", "k_proj", "v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj", "lm_head", "embedding":
+			rows /= tp
+		}
+	}
+	return rows
+}
+
 // unitsSized is units, with the per-tensor size lists filled when sized
 // (the allocator replay needs them; estimates do not).
 func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem) {
@@ -236,7 +269,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 			u.gathered = FP8E4M3.Size(n / div) // cast before the all-gather (float8.go)
 		}
 		if zero == 3 && !r.dsPersistent(n/div) {
-			stored /= Bytes(shard)
+			stored = r.paramShard(t, stored, n/div, div, quant)
 		}
 		if offParams {
 			stored = 0

@@ -69,6 +69,10 @@ tp         tensor parallelism through DTensor on a fake process group,
            with the loss under loss_parallel() or all-gathered, with and
            without sequence parallelism (examples/measure/tp-grid.json:
            tp degree × loss_parallel × sp), one file per point.
+fsdp_tp    FSDP2 on a 2-D (dp, tp) mesh with torchtitan's TP plan, traced
+           by FSDPMemTracker on a fake process group
+           (examples/measure/fsdp-tp-grid.json: dp × tp × sp ×
+           reshard_after_forward), one file per point.
 zbv        the zero-bubble schedules' action orders (ZB-V and the
            interleaved ZB-1P) on every rank for a few pipeline sizes, from
            torch.distributed.pipelining itself.
@@ -1020,6 +1024,43 @@ def fsdp1(args):
         print("fsdp1", fname, out.get("error", "ok"))
 
 
+def apply_tp(model, mesh, sp, lp):
+    """torchtitan's TP plan on a transformers Llama (tp's docstring): q/k/v
+    and gate/up ColwiseParallel, o/down RowwiseParallel, the embedding
+    RowwiseParallel, the output layer ColwiseParallel with its logits
+    sharded over the vocabulary (lp) or gathered; sp adds
+    SequenceParallel norms and sequence-sharded hand-offs."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
+                                                   parallelize_module)
+
+    for block in model.model.layers:
+        plan_ = {
+            "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+        if sp:
+            # torchtitan's apply_tp: the norms run on sequence shards,
+            # the attention and the MLP all-gather their input and
+            # reduce-scatter their output. transformers passes the
+            # attention's input as a keyword.
+            plan_.update({
+                "input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
+                "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+                "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1)),
+                "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1))})
+        parallelize_module(block, mesh, plan_)
+    head = ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(),
+                           output_layouts=Shard(-1) if lp else Replicate(), use_local_output=not lp)
+    top = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1) if sp else Replicate()),
+           "lm_head": head}
+    if sp:
+        top["model.norm"] = SequenceParallel()
+    parallelize_module(model, mesh, top)
+
+
 def tp(args):
     """Tensor parallelism through DTensor, traced by MemTracker on a fake
     process group (one process on the CPU stands for rank 0 of the TP group).
@@ -1059,31 +1100,7 @@ def tp(args):
         torch.manual_seed(0)
         model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
         model = for_training(model, train, dropout=False)
-        for block in model.model.layers:
-            plan_ = {
-                "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-                "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-                "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
-            if sp:
-                # torchtitan's apply_tp: the norms run on sequence shards,
-                # the attention and the MLP all-gather their input and
-                # reduce-scatter their output. transformers passes the
-                # attention's input as a keyword.
-                plan_.update({
-                    "input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
-                    "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
-                                                    desired_input_kwarg_layouts={"hidden_states": Replicate()}),
-                    "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1)),
-                    "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-                    "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1))})
-            parallelize_module(block, mesh, plan_)
-        head = ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(),
-                               output_layouts=Shard(-1) if lp else Replicate(), use_local_output=not lp)
-        top = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1) if sp else Replicate()),
-               "lm_head": head}
-        if sp:
-            top["model.norm"] = SequenceParallel()
-        parallelize_module(model, mesh, top)
+        apply_tp(model, mesh, sp, lp)
         # foreach cannot mix DTensor and plain tensors (the replicated
         # norms): one parameter group of each, as foreach groups tensors.
         from torch.distributed.tensor import DTensor
@@ -1119,6 +1136,75 @@ def tp(args):
         fname = f"{name}-tp{degree}-{'loss_parallel' if lp else 'gathered_logits'}{'-sp' if sp else ''}.json"
         write_trace(args.outdir, fname, p, peaks)
         print("tp", fname, peaks[1].get("Total"))
+
+
+def fsdp_tp(args):
+    """FSDP2 on a 2-D mesh with tensor parallelism, as torchtitan composes
+    them (parallelize_llama: apply_tp on the "tp" mesh, then fully_shard on
+    the "dp" mesh), traced by FSDPMemTracker on a fake process group of
+    dp × tp ranks: a tiny Llama, MixedPrecisionPolicy(param_dtype=bf16,
+    reduce_dtype=fp32), the loss on vocabulary-sharded logits under
+    loss_parallel(), in the grid's loop; dp × tp × sp ×
+    reshard_after_forward
+    (examples/measure/fsdp-tp-grid.json), one file per point.
+    """
+    import itertools
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor.parallel import loss_parallel
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    g = json.load(open(args.grid))
+    os.makedirs(args.outdir, exist_ok=True)
+    axes = g["grid"]
+    for (name, mcfg), dp, tpd, sp, reshard in itertools.product(
+            g["models"].items(), axes["dp"], axes["tp"], axes["sp"], axes["reshard_after_forward"]):
+        # transformers' Llama in the grid's loop (a plain one keeps the
+        # logits through backward).
+        train = dict(g["train"], precision="fp32", compute_dtype="bf16")
+        keep = keeps_output(train)
+        p = {"name": f"{name} fsdp2 dp {dp} tp {tpd} sp {sp} reshard {reshard}", "model": dict(mcfg, name=name), "train": train}
+        cfg = grid_hf_config(p["model"], {k: v for k, v in train.items() if k != "compute_dtype"})
+        p["train"]["parallel"] = {"dp": dp, "tp": tpd, "sp": sp, "loss_parallel": True, "fsdp": "full_shard", "fsdp_version": 2,
+                                  "reshard_after_forward": reshard}
+
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp * tpd)
+        mesh = init_device_mesh("cpu", (dp, tpd), mesh_dim_names=("dp", "tp"))
+        torch.manual_seed(0)
+        model, config = build(cfg, device="cpu", attn=train.get("attention", "sdpa"))
+        model = for_training(model, train, dropout=False)
+        apply_tp(model, mesh["tp"], sp, True)
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for block in model.model.layers:
+            fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=mp)
+        fully_shard(model, mesh=mesh["dp"], mp_policy=mp)
+        opt = optimizer(train, [q for q in model.parameters() if q.requires_grad])
+        inputs = batch(config, train, "cpu", torch.float32)
+        ids = inputs["input_ids"]
+        pos = {"position_ids": torch.arange(ids.shape[1])[None], "cache_position": torch.arange(ids.shape[1])} if sp else {}
+        mt, peaks = FSDPMemTracker(model, opt), []
+        mt.track_inputs((ids,))
+        with mt:
+            for _ in range(2):
+                logits = model(input_ids=ids, **pos).logits
+                with loss_parallel():
+                    loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+                    if not keep:
+                        logits = None
+                    loss.backward()
+                del logits, loss
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                peaks.append(tracker_peak(mt))
+                mt.reset_mod_stats()
+        dist.destroy_process_group()
+        fname = f"{name}-fsdp2-dp{dp}-tp{tpd}{'-sp' if sp else ''}-{'reshard' if reshard else 'keep'}.json"
+        write_trace(args.outdir, fname, p, peaks)
+        print("fsdp_tp", fname, peaks[1].get("Total"))
 
 
 def zbv(args):
@@ -1210,8 +1296,11 @@ def main():
     tpp = sub.add_parser("tp")
     tpp.add_argument("grid")
     tpp.add_argument("outdir")
+    ft = sub.add_parser("fsdp_tp")
+    ft.add_argument("grid")
+    ft.add_argument("outdir")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp,
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp, "fsdp_tp": fsdp_tp,
      "zbv": zbv}[args.mode](args)
 
 

@@ -11,6 +11,7 @@
 # (vram/testdata/float8/), FSDP2 on a fake process group under
 # FSDPMemTracker (vram/testdata/fsdp/),
 # tensor parallelism through DTensor under MemTracker (vram/testdata/tp/),
+# the two composed on a 2-D mesh (vram/testdata/fsdp_tp/),
 # and checks the gpu mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
@@ -62,6 +63,9 @@ say "FSDP1 under LoRA (fake process group): the grid of examples/measure/fsdp1-g
 
 say "Tensor-parallel traces (DTensor, MemTracker, fake process group): the grid of examples/measure/tp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py tp examples/measure/tp-grid.json vram/testdata/tp
+
+say "FSDP2 with tensor parallelism on a 2-D mesh (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-tp-grid.json"
+.venv-truth/bin/python examples/measure/measure.py fsdp_tp examples/measure/fsdp-tp-grid.json vram/testdata/fsdp_tp
 
 say "Traces: every other plan of vram/testdata/trace again"
 for f in vram/testdata/trace/*.json; do
