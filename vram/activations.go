@@ -121,7 +121,7 @@ type actT struct {
 	// forwardHeld: kept by the model's forward until it returns, after
 	// the loss, when the loop keeps only the loss (holdOutput).
 	forwardHeld bool
-	external  bool // created before the block (its input)
+	external    bool // created before the block (its input)
 	// batch: an input of the step (pixels), counted with the batch
 	// (edgeActivations.Inputs) even when an op saves it.
 	batch     bool

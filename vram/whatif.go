@@ -269,10 +269,10 @@ type Advice struct {
 	// settings (Flags).
 	Kind   AdviceKind `json:"kind"`
 	Change string     `json:"change"` // what to do, in words
-	Cost   string   `json:"cost"`   // what it costs, in words
-	Plan   Training `json:"-"`
-	Peak   Bytes    `json:"peak"`  // allocated peak after the change
-	Saves  Bytes    `json:"saves"` // peak before − after
+	Cost   string     `json:"cost"`   // what it costs, in words
+	Plan   Training   `json:"-"`
+	Peak   Bytes      `json:"peak"`  // allocated peak after the change
+	Saves  Bytes      `json:"saves"` // peak before − after
 	// Need is the changed plan's figure in the budget's measure
 	// (device-used by default) and Fits whether it is within the limit.
 	Need Bytes `json:"need"`
