@@ -81,7 +81,10 @@ func TestFSDP1Traces(t *testing.T) {
 		for _, e := range tl.Events {
 			if e.Iteration == 1 && e.Phase == "loss" {
 				hd := buildEdges(&r).Head
-				saved = e.Live.Activations + hd.Saved - hd.outlives // the logits the loop holds are not saved
+				// The loss moment shows the head's input live; the head's
+				// saved tensors count it. The logits the loop holds are
+				// not saved.
+				saved = e.Live.Activations - hd.Input + hd.Saved - hd.outlives
 				break
 			}
 		}

@@ -298,6 +298,14 @@ func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 	return a.Saved
 }
 
+// withInput is live with a part's input (the hidden states it reads),
+// which is live while the part runs but counted with its saved tensors
+// only after it.
+func withInput(live Breakdown, a BlockActivations) Breakdown {
+	live.Activations = addBytes(live.Activations, a.Input)
+	return live
+}
+
 func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsHeld bool, inflight float64, zero3 bool, su unitMem) {
 	r := s.r
 	last := micro == r.GradAccum
@@ -375,7 +383,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		}
 		a := s.acts[l]
 		if !inside(l) {
-			s.emit(iter, micro, "forward", l, "", live, addBytes(a.ForwardPeak, gather(l, l+1)))
+			// The block's input (the last block's output) is live while
+			// it runs; its saved tensors join live only after.
+			s.emit(iter, micro, "forward", l, "", withInput(live, a), addBytes(a.ForwardPeak, gather(l, l+1)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
 		untilLoss = addBytes(untilLoss, scale(a.untilLoss, inflight))
@@ -430,7 +440,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		bucket = 0
 	}
 	if st.head {
-		s.emit(iter, micro, "loss", -1, "output and loss", live, s.edges.Head.ForwardPeak)
+		s.emit(iter, micro, "loss", -1, "output and loss", withInput(live, s.edges.Head), s.edges.Head.ForwardPeak)
 	}
 	live.Activations -= untilLoss // the forward returned
 	if st.head {

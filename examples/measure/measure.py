@@ -49,6 +49,10 @@ gpu        on a CUDA machine: the plan's real training steps with
            it) and writes the snapshot beside the line (--snapshot, default
            <plan>.snapshot.pickle): the file pytorch.org/memory_viz opens and
            vram/snapshot reads.
+deep       the end of the forward: every decoder family of the trace grid
+           with 16 blocks and a 64-token vocabulary under bf16 autocast,
+           traced in a loop that keeps the output and one that keeps only
+           the loss (vram/testdata/deep/).
 fsdp       FSDP2 (fully_shard per decoder block and on the root) on a fake
            process group of N ranks, one process on the CPU, traced by
            PyTorch's FSDPMemTracker: the composition of the peak of two
@@ -579,6 +583,50 @@ def grid(args):
             finally:
                 os.unlink(tmp.name)
             print("trace", os.path.basename(out), flush=True)
+
+
+def deep(args):
+    """The end of the forward: every family of the trace grid deepened to
+    16 blocks (24 for an encoder-decoder, 12 of them decoder) with a
+    64-token vocabulary, under bf16 autocast without checkpointing, so
+    that what the forward holds (the cache's keys and values, the last
+    hidden state) outweighs the logits; traced in a loop that keeps the
+    model output through backward (plain_pytorch) and in one that keeps
+    only the loss (hf_trainer). Encoders and families without a vocabulary
+    are left out. One trace per family and loop in outdir
+    (vram/testdata/deep/)."""
+    import copy
+    import tempfile
+
+    with open(args.grid) as f:
+        g = json.load(f)
+    os.makedirs(args.outdir, exist_ok=True)
+    for name, model in g["models"].items():
+        m = copy.deepcopy(model)
+        axes = m.pop("grid", {})
+        own_train = m.pop("train", {})
+        if "vocab" not in m or m.get("family") in ENCODERS:
+            continue
+        m["vocab"] = 64
+        if m.get("decoder_layers"):
+            m["layers"], m["decoder_layers"] = 24, 12
+        else:
+            m["layers"] = 16
+        m.pop("params", None)
+        attn = "sdpa" if "sdpa" in axes.get("attention", ["sdpa"]) else "eager"
+        deep_name = name.replace("-tiny", "-deep")
+        for framework, tag in (("plain_pytorch", deep_name), ("hf_trainer", deep_name.replace("-deep", "-deep-trainer", 1))):
+            train = dict(g["train"], **own_train, precision="amp_bf16", attention=attn, grad_checkpointing="none",
+                         optimizer="adamw", framework=framework)
+            p = {"name": f"{tag} amp_bf16 {attn} none adamw", "model": dict(m, name=deep_name), "train": train}
+            out = os.path.join(args.outdir, f"{tag}-amp_bf16-{attn}-none-adamw.json")
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tmp:
+                json.dump(p, tmp)
+            try:
+                trace(argparse.Namespace(plan=tmp.name, o=out))
+            finally:
+                os.unlink(tmp.name)
+            print("deep", os.path.basename(out), flush=True)
 
 
 class SnapshotRecorder:
@@ -1271,6 +1319,9 @@ def main():
     tr = sub.add_parser("trace")
     tr.add_argument("plan")
     tr.add_argument("-o")
+    dp_ = sub.add_parser("deep")
+    dp_.add_argument("grid")
+    dp_.add_argument("outdir")
     gr = sub.add_parser("grid")
     gr.add_argument("grid")
     gr.add_argument("outdir")
@@ -1300,7 +1351,7 @@ def main():
     ft.add_argument("grid")
     ft.add_argument("outdir")
     args = ap.parse_args()
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp, "fsdp_tp": fsdp_tp,
+    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "deep": deep, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp, "fsdp_tp": fsdp_tp,
      "zbv": zbv}[args.mode](args)
 
 

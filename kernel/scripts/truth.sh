@@ -55,6 +55,9 @@ done
 say "ZB-V pipeline orders (torch.distributed.pipelining)"
 .venv-truth/bin/python examples/measure/measure.py zbv -o vram/testdata/pipeline/zero-bubble-orders.json
 
+say "The end of the forward: the grid's decoders deepened, two loops (vram/testdata/deep/)"
+.venv-truth/bin/python examples/measure/measure.py deep examples/measure/trace-grid.json vram/testdata/deep
+
 say "FSDP2 traces (FSDPMemTracker, fake process group): the grid of examples/measure/fsdp-grid.json"
 .venv-truth/bin/python examples/measure/measure.py fsdp examples/measure/fsdp-grid.json vram/testdata/fsdp
 
