@@ -17,8 +17,8 @@ import (
 //     the forward holds with adapters on the language model is not found
 //     yet.
 var knownDeepGaps = map[string]float64{
-	"qwen2-moe-deep-amp_bf16-sdpa-none-adamw":         0.007,
-	"qwen2-moe-deep-trainer-amp_bf16-sdpa-none-adamw": 0.007,
+	"qwen2-moe-deep-amp_bf16-sdpa-none-adamw":          0.007,
+	"qwen2-moe-deep-trainer-amp_bf16-sdpa-none-adamw":  0.007,
 	"llava-deep-trainer-lora-amp_bf16-sdpa-none-adamw": 0.006,
 }
 

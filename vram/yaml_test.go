@@ -31,7 +31,7 @@ gradient_checkpointing: true
 special_tokens:
   pad_token: "<|end_of_text|>"
 `, map[string]any{"base_model": "NousResearch/Meta-Llama-3-8B", "load_in_8bit": false, "load_in_4bit": true,
-			"datasets":    []any{map[string]any{"path": "mhenrichsen/alpaca_2k_test", "type": "alpaca"}},
+			"datasets":     []any{map[string]any{"path": "mhenrichsen/alpaca_2k_test", "type": "alpaca"}},
 			"sequence_len": int64(4096), "sample_packing": true, "lora_target_modules": []any{"q_proj", "v_proj"},
 			"lora_r": int64(32), "learning_rate": 0.0002, "bf16": "auto", "gradient_checkpointing": true,
 			"special_tokens": map[string]any{"pad_token": "<|end_of_text|>"}}},
