@@ -36,6 +36,7 @@ func init() {
 			"llama-2-70b":    {Model{Name: "meta-llama/Llama-2-70b-hf", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 28672, Vocab: 32000, MaxPosition: 4096, Params: 68976648192}, hf("meta-llama/Llama-2-70b-hf")},
 			"codellama-34b":  {Model{Name: "codellama/CodeLlama-34b-hf", Layers: 48, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 22016, Vocab: 32000, MaxPosition: 16384, Params: 33743970304}, hf("codellama/CodeLlama-34b-hf")},
 			"llama-3-8b":     {Model{Name: "meta-llama/Meta-Llama-3-8B", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256, MaxPosition: 8192, Params: 8030261248}, hf("meta-llama/Meta-Llama-3-8B")},
+			"llama-3-70b":    {Model{Name: "meta-llama/Meta-Llama-3-70B", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 28672, Vocab: 128256, MaxPosition: 8192, Params: 70553706496}, hf("meta-llama/Meta-Llama-3-70B")},
 			"llama-3.1-8b":   {Model{Name: "meta-llama/Llama-3.1-8B", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256, MaxPosition: 131072, Params: 8030261248}, hf("meta-llama/Llama-3.1-8B")},
 			"llama-3.1-70b":  {Model{Name: "meta-llama/Llama-3.1-70B", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 28672, Vocab: 128256, MaxPosition: 131072, Params: 70553706496}, hf("meta-llama/Llama-3.1-70B")},
 			"llama-3.1-405b": {Model{Name: "meta-llama/Llama-3.1-405B", Layers: 126, Hidden: 16384, Heads: 128, KVHeads: 8, FFN: 53248, Vocab: 128256, MaxPosition: 131072}, hf("meta-llama/Llama-3.1-405B")},

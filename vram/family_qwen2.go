@@ -31,6 +31,10 @@ func init() {
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
 		presets: map[string]Preset{
 			"qwen2.5-0.5b": {Model{Name: "Qwen/Qwen2.5-0.5B", Layers: 24, Hidden: 896, Heads: 14, KVHeads: 2, FFN: 4864, Vocab: 151936, MaxPosition: 32768, TiedEmbeddings: true}, hf("Qwen/Qwen2.5-0.5B")},
+			// Qwen2-0.5B shares Qwen2.5-0.5B's shapes; its config.json
+			// says 131072 positions.
+			"qwen2-0.5b":   {Model{Name: "Qwen/Qwen2-0.5B", Layers: 24, Hidden: 896, Heads: 14, KVHeads: 2, FFN: 4864, Vocab: 151936, MaxPosition: 131072, TiedEmbeddings: true}, hf("Qwen/Qwen2-0.5B")},
+			"qwen2.5-1.5b": {Model{Name: "Qwen/Qwen2.5-1.5B", Layers: 28, Hidden: 1536, Heads: 12, KVHeads: 2, FFN: 8960, Vocab: 151936, MaxPosition: 131072, TiedEmbeddings: true}, hf("Qwen/Qwen2.5-1.5B")},
 			"qwen2.5-7b":   {Model{Name: "Qwen/Qwen2.5-7B", Layers: 28, Hidden: 3584, Heads: 28, KVHeads: 4, FFN: 18944, Vocab: 152064, MaxPosition: 131072}, hf("Qwen/Qwen2.5-7B")},
 			"qwen2.5-72b":  {Model{Name: "Qwen/Qwen2.5-72B", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 29568, Vocab: 152064, MaxPosition: 131072}, hf("Qwen/Qwen2.5-72B")},
 		},

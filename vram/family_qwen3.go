@@ -36,6 +36,9 @@ func init() {
 		presets: map[string]Preset{
 			"qwen3-0.6b": {Model{Name: "Qwen/Qwen3-0.6B", Layers: 28, Hidden: 1024, Heads: 16, KVHeads: 8, HeadDim: 128, FFN: 3072, Vocab: 151936, MaxPosition: 40960, TiedEmbeddings: true}, hf("Qwen/Qwen3-0.6B")},
 			"qwen3-8b":   {Model{Name: "Qwen/Qwen3-8B", Layers: 36, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 12288, Vocab: 151936, MaxPosition: 40960}, hf("Qwen/Qwen3-8B")},
+			"qwen3-1.7b": {Model{Name: "Qwen/Qwen3-1.7B", Layers: 28, Hidden: 2048, Heads: 16, KVHeads: 8, HeadDim: 128, FFN: 6144, Vocab: 151936, MaxPosition: 40960, TiedEmbeddings: true}, hf("Qwen/Qwen3-1.7B")},
+			"qwen3-4b":   {Model{Name: "Qwen/Qwen3-4B", Layers: 36, Hidden: 2560, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 9728, Vocab: 151936, MaxPosition: 40960, TiedEmbeddings: true, Params: 4022468096}, hf("Qwen/Qwen3-4B")},
+			"qwen3-14b":  {Model{Name: "Qwen/Qwen3-14B", Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 17408, Vocab: 151936, MaxPosition: 40960, Params: 14768307200}, hf("Qwen/Qwen3-14B")},
 			"qwen3-32b":  {Model{Name: "Qwen/Qwen3-32B", Layers: 64, Hidden: 5120, Heads: 64, KVHeads: 8, HeadDim: 128, FFN: 25600, Vocab: 151936, MaxPosition: 40960}, hf("Qwen/Qwen3-32B")},
 		},
 	})
