@@ -56,6 +56,11 @@ type DSSize int64
 // DSAuto is "auto" in a DeepSpeed config.
 const DSAuto DSSize = -1
 
+// DSZero is an explicit 0 (the zero value is DeepSpeed's default):
+// stage3_max_live_parameters 0 keeps no gathered parameter beyond the one
+// in use.
+const DSZero DSSize = -2
+
 // UnmarshalJSON takes a number (5e8 and 500000000 alike) or "auto".
 func (s *DSSize) UnmarshalJSON(b []byte) error {
 	var v any
@@ -73,6 +78,9 @@ func (s *DSSize) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("a DeepSpeed size is a whole number of elements in [0, 1e15], got %v", x)
 		}
 		*s = DSSize(x)
+		if x == 0 {
+			*s = DSZero
+		}
 	default:
 		return fmt.Errorf("a DeepSpeed size is a number of elements or \"auto\", got %s", b)
 	}
@@ -81,8 +89,11 @@ func (s *DSSize) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON writes "auto" back as "auto".
 func (s DSSize) MarshalJSON() ([]byte, error) {
-	if s == DSAuto {
+	switch s {
+	case DSAuto:
 		return []byte(`"auto"`), nil
+	case DSZero:
+		return []byte("0"), nil
 	}
 	return json.Marshal(int64(s))
 }
@@ -117,6 +128,8 @@ func (r *resolved) resolveDeepSpeed() error {
 		switch {
 		case v == DSAuto:
 			return auto
+		case v == DSZero:
+			return 0
 		case v == 0:
 			return def
 		}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -95,6 +96,14 @@ func TestDeepSpeedZeRO3Knobs(t *testing.T) {
 	capped := gathered(`{"dp": 8, "zero_stage": 3, "deepspeed": {"stage3_max_live_parameters": 1000}}`)
 	if capped != small-BF16.Size(1000) {
 		t.Errorf("a live cap below one block leaves nothing to prefetch: %v vs %v", capped, small)
+	}
+	// An explicit 0 (axolotl's zero3_bf16.json) is 0, not the default.
+	zero := gathered(`{"dp": 8, "zero_stage": 3, "deepspeed": {"stage3_max_live_parameters": 0}}`)
+	if zero != small-BF16.Size(1000) {
+		t.Errorf("stage3_max_live_parameters 0 holds %v, want %v (as small a cap as 1000 elements)", zero, small-BF16.Size(1000))
+	}
+	if b, err := json.Marshal(DeepSpeed{MaxLiveParameters: DSZero}); err != nil || string(b) != `{"stage3_max_live_parameters":0}` {
+		t.Errorf("an explicit 0 writes back as %s (%v)", b, err)
 	}
 }
 
