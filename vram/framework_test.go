@@ -35,6 +35,18 @@ func TestFrameworkDefaults(t *testing.T) {
 	if r, _ = mg.resolve(); r.MasterWeights != FP32 || r.GradsDType != FP16 {
 		t.Errorf("megatron fp16: master %v grads %v", r.MasterWeights, r.GradsDType)
 	}
+	// Its DDP grad buffer is allocated once and zeroed in place: the
+	// gradients are live through the next iteration's forward.
+	mg.Precision = "bf16"
+	tl, err := mg.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range tl.Events {
+		if ev.Iteration == 2 && ev.Phase == "forward" && ev.Live.Gradients == 0 {
+			t.Fatalf("megatron: no gradients live at %s of iteration 2", ev.Name)
+		}
+	}
 
 	// accelerate: FSDP1 unless told, and the user's loop keeps the output.
 	acc := base

@@ -325,6 +325,14 @@ func (t Training) resolve() (resolved, error) {
 	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
 		return r, err
 	}
+	if r.Framework == "megatron" {
+		// Megatron-LM's DistributedDataParallel allocates every
+		// parameter's main_grad in one grad buffer when it wraps the model
+		// and zeroes it in place each iteration (megatron/core/distributed/
+		// param_and_grad_buffer.py:1190, _ParamAndGradBuffer: grad_data =
+		// torch.zeros(…); zero_grad_buffer): gradients never leave.
+		r.KeepGrads = true
+	}
 	if err := r.resolveCheckpointWords(t); err != nil {
 		return r, err
 	}
