@@ -122,7 +122,11 @@ func torchtuneFlags(k AdviceKind, t Training) string {
 	case AdviceQLoRA:
 		return "tune run lora_finetune_single_device with the model's qlora_* builder, lora_rank=16"
 	case AdviceMoreGPUs:
-		return fmt.Sprintf("tune run --nproc_per_node %d full_finetune_distributed", t.Parallel.DP)
+		recipe := "full_finetune_distributed"
+		if t.Trainable == "lora" {
+			recipe = "lora_finetune_distributed"
+		}
+		return fmt.Sprintf("tune run --nproc_per_node %d %s", t.Parallel.DP, recipe)
 	case AdviceOffloadOptimizer:
 		return "fsdp_cpu_offload=True (the distributed recipes; parameters and gradients go to the CPU too)"
 	case AdviceSmallerMicroBatch:
@@ -142,6 +146,8 @@ func torchtitanFlags(k AdviceKind, t Training) string {
 		return "--activation_checkpoint.mode full"
 	case AdviceFusedOptimizer:
 		return "--optimizer.implementation fused"
+	case AdvicePureBF16:
+		return "--training.dtype bfloat16"
 	case AdviceMoreGPUs:
 		return fmt.Sprintf("--parallelism.data_parallel_shard_degree %d (torchrun --nproc_per_node %d)", t.Parallel.DP, t.Parallel.DP)
 	case AdviceOffloadOptimizer:

@@ -60,3 +60,8 @@ func init() {
 		return full, partial
 	}
 }
+
+// asLlama lays out a decoder given by its shape alone (Megatron-LM's
+// GPTModel arguments, import_megatron.go) as this family's pre-norm
+// blocks; its Norm, MLP, Bias and Position fields say the rest.
+func asLlama(m *Model) { m.Family = "llama" }

@@ -49,3 +49,7 @@ func init() {
 		},
 	})
 }
+
+// asMixtral lays out a mixture-of-experts decoder given by its shape
+// alone (Megatron-LM's --num-experts) as this family's blocks.
+func asMixtral(m *Model) { m.Family = "mixtral" }

@@ -1,0 +1,637 @@
+package vram
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Plans from what users already have: a trainer's config (axolotl,
+// LLaMA-Factory, torchtune, torchtitan, TrainingArguments, DeepSpeed,
+// accelerate) or a server's command line (vllm serve, SGLang's
+// launch_server, llama-server), recognised by content. Each field is
+// mapped as that project's own config classes read it, with their
+// defaults (cited in each kind's file); a field that matters for memory
+// and is not modelled is named, a field that does not matter is listed
+// once as ignored, and what the config leaves to the launch (the GPU, the
+// world size, a model the catalog does not know) comes from ImportOptions.
+//
+//	imp, err := vram.ReadConfig("qlora.yml", vram.ImportOptions{GPU: "RTX-4090"})
+//	est, err := imp.Plan.Training.Estimate()
+//	fmt.Println(imp.NotModelled)
+
+// ConfigKind is the kind of config an import read.
+type ConfigKind string
+
+const (
+	KindAxolotl      ConfigKind = "axolotl"
+	KindLLaMAFactory ConfigKind = "llamafactory"
+	KindTorchtune    ConfigKind = "torchtune"
+	KindTorchtitan   ConfigKind = "torchtitan"
+	KindHFArgs       ConfigKind = "hf_trainer"
+	KindMegatron     ConfigKind = "megatron"
+	KindDeepSpeed    ConfigKind = "deepspeed"
+	KindAccelerate   ConfigKind = "accelerate"
+	KindVLLM         ConfigKind = "vllm"
+	KindSGLang       ConfigKind = "sglang"
+	KindLlamaCpp     ConfigKind = "llama.cpp"
+)
+
+// ImportOptions is what a config leaves to the launch.
+type ImportOptions struct {
+	// Kind names the config's kind where its content does not say it
+	// (the CLI's -from); empty recognises it.
+	Kind ConfigKind
+	// Model overrides or supplies the model: a catalog name or Hugging
+	// Face id the catalog has, a config.json, or a checkpoint folder.
+	Model string
+	GPU   string // the card (a catalog name or a capacity)
+	GPUs  int    // the world size (torchrun's, accelerate's num_processes)
+	// Overrides are key=value settings after the config, as torchtune's
+	// `tune run … key=value` takes them.
+	Overrides []string
+	// Dir is the folder relative paths in the config are read against
+	// (a DeepSpeed config named by a trainer's); ReadConfig sets it.
+	Dir string
+	// files are the files a launch script writes (here-documents), read
+	// before Dir's.
+	files map[string][]byte
+}
+
+// Imported is a plan read from a config, with what the reading did.
+type Imported struct {
+	Plan Plan       `json:"-"`
+	Kind ConfigKind `json:"kind"`
+	// Mapped says each field that became part of the plan, as
+	// "sequence_len 4096 → seq_len 4096".
+	Mapped []string `json:"mapped"`
+	// NotModelled names fields that matter for memory and that the
+	// engine does not model (the estimate leaves them out).
+	NotModelled []string `json:"not_modelled,omitempty"`
+	// Ignored lists fields that do not matter for GPU memory.
+	Ignored []string `json:"ignored,omitempty"`
+	// Assumed says what the import chose where neither the config nor
+	// the options said (a serving plan's request, say).
+	Assumed []string `json:"assumed,omitempty"`
+}
+
+// ReadConfig reads and imports a config file; the files it names (a
+// DeepSpeed config) are read beside it.
+func ReadConfig(path string, opt ImportOptions) (Imported, error) {
+	data, err := readFile(path, MaxConfigFile)
+	if err != nil {
+		return Imported{}, err
+	}
+	if opt.Dir == "" {
+		opt.Dir = filepath.Dir(path)
+	}
+	imp, err := ImportConfig(filepath.Base(path), data, opt)
+	if err != nil {
+		return imp, fmt.Errorf("%s: %w", path, err)
+	}
+	return imp, nil
+}
+
+// ImportConfig imports a config's content (name is its file name, whose
+// extension helps tell YAML from TOML from a command line).
+func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error) {
+	kind := opt.Kind
+	var tree map[string]any
+	var args []string
+	var err error
+	if kind == "" {
+		kind, tree, args, err = recognise(name, data, &opt)
+	} else {
+		tree, args, err = decodeAs(kind, data, &opt)
+	}
+	if err != nil {
+		return Imported{}, err
+	}
+	imp := Imported{Kind: kind}
+	switch kind {
+	case KindVLLM, KindSGLang, KindLlamaCpp:
+		if tree != nil { // a vLLM recipe
+			args, err = vllmRecipeCommand(&imp, tree, &opt)
+		}
+		if err == nil {
+			err = importServe(&imp, kind, args, opt)
+		}
+	default:
+		r := newConfigReader(kind, tree, &imp)
+		if err = r.override(opt.Overrides); err == nil {
+			err = importTrainer(r, opt)
+		}
+	}
+	if err != nil {
+		return imp, fmt.Errorf("%s: %w", kind, err)
+	}
+	return imp, nil
+}
+
+// recognise tells the config's kind from its content: a launch script
+// (or one command line) that serves or trains, else a YAML, TOML or JSON
+// config.
+func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[string]any, []string, error) {
+	text := strings.TrimSpace(string(data))
+	ext := strings.ToLower(filepath.Ext(name))
+	if ext != ".yaml" && ext != ".yml" && ext != ".toml" && ext != ".json" {
+		if sc, err := parseScript(text); err == nil {
+			if cmd, kind, trainer := sc.launchCommand(); kind != "" {
+				opt.files = sc.files
+				if trainer {
+					if isMegatronCommand(cmd) {
+						kind = KindMegatron
+					}
+					tree, err := argsTree(cmd)
+					return kind, tree, nil, err
+				}
+				return kind, nil, cmd, nil
+			}
+		}
+	}
+	var tree map[string]any
+	switch {
+	case ext == ".toml":
+		t, err := parseTOML(data)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		tree = t
+	case ext == ".json" || strings.HasPrefix(text, "{"):
+		if err := json.Unmarshal(data, &tree); err != nil {
+			return "", nil, nil, fmt.Errorf("json: %v", err)
+		}
+	default:
+		v, err := parseYAML(data)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", jsonKind(v))
+		}
+		tree = m
+	}
+	k := kindOf(tree)
+	if k == "" {
+		return "", nil, nil, fmt.Errorf("%s: not a config the importer knows (axolotl, LLaMA-Factory, torchtune, torchtitan, TrainingArguments, Megatron-LM, DeepSpeed, accelerate, a vLLM recipe, or a vllm serve / launch_server / llama-server command); name it with -from", name)
+	}
+	return k, tree, nil, nil
+}
+
+// decodeAs reads data as a kind the user named.
+func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any, []string, error) {
+	switch kind {
+	case KindVLLM, KindSGLang, KindLlamaCpp:
+		sc, err := parseScript(string(data))
+		if err != nil {
+			return nil, nil, err
+		}
+		opt.files = sc.files
+		if cmd, k, _ := sc.launchCommand(); k == kind {
+			return nil, cmd, nil
+		}
+		if len(sc.commands) == 0 {
+			return nil, nil, fmt.Errorf("no command")
+		}
+		return nil, sc.commands[len(sc.commands)-1], nil
+	case KindTorchtitan:
+		t, err := parseTOML(data)
+		return t, nil, err
+	case KindHFArgs, KindDeepSpeed, KindMegatron:
+		text := strings.TrimSpace(string(data))
+		if !strings.HasPrefix(text, "{") {
+			sc, err := parseScript(text)
+			if err != nil {
+				return nil, nil, err
+			}
+			cmd, _, _ := sc.launchCommand()
+			if cmd == nil && len(sc.commands) > 0 {
+				cmd = sc.commands[len(sc.commands)-1]
+			}
+			t, err := argsTree(cmd)
+			return t, nil, err
+		}
+		var t map[string]any
+		if err := json.Unmarshal(data, &t); err != nil {
+			return nil, nil, fmt.Errorf("json: %v", err)
+		}
+		return t, nil, nil
+	case KindAxolotl, KindLLaMAFactory, KindTorchtune, KindAccelerate:
+		v, err := parseYAML(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", jsonKind(v))
+		}
+		return m, nil, nil
+	}
+	return nil, nil, fmt.Errorf("-from %q: want one of axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, vllm, sglang, llama.cpp", kind)
+}
+
+// kindOf recognises a decoded config by the keys its project uses.
+func kindOf(t map[string]any) ConfigKind {
+	has := func(k string) bool { _, ok := t[k]; return ok }
+	switch {
+	case has("meta") && has("model") && has("variants"):
+		return KindVLLM // a vLLM recipe (vllm-project/recipes models/ORG/NAME.yaml)
+	case has("zero_optimization") || has("train_micro_batch_size_per_gpu") && !has("per_device_train_batch_size"):
+		return KindDeepSpeed
+	case has("compute_environment") || has("distributed_type") && has("num_processes"):
+		return KindAccelerate
+	case has("job") && has("training") || has("model") && has("parallelism"):
+		return KindTorchtitan
+	case has("base_model") || has("micro_batch_size") && has("sequence_len"):
+		return KindAxolotl
+	case has("model_name_or_path") && (has("stage") || has("finetuning_type") || has("cutoff_len")),
+		has("model") && (has("peft_config") || has("dist_config") || has("quant_config") || has("cutoff_len") && has("micro_batch_size")):
+		return KindLLaMAFactory // v0, or the v1 schema (src/llamafactory/v1/config)
+	case containsComponent(t):
+		return KindTorchtune
+	case has("per_device_train_batch_size") || has("model_name_or_path"):
+		return KindHFArgs
+	}
+	return ""
+}
+
+func containsComponent(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x["_component_"]; ok {
+			return true
+		}
+		for _, e := range x {
+			if containsComponent(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if containsComponent(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// configReader reads a config's fields by dotted key, checking types,
+// and records what each became.
+type configReader struct {
+	kind ConfigKind
+	flat map[string]any
+	used map[string]bool
+	imp  *Imported
+}
+
+func newConfigReader(kind ConfigKind, tree map[string]any, imp *Imported) *configReader {
+	r := &configReader{kind: kind, flat: map[string]any{}, used: map[string]bool{}, imp: imp}
+	flatten("", tree, r.flat)
+	return r
+}
+
+// flatten writes nested mappings as dotted keys; lists stay values.
+func flatten(prefix string, v any, out map[string]any) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 && prefix != "" {
+		out[prefix] = v
+		return
+	}
+	for k, e := range m {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		flatten(key, e, out)
+	}
+}
+
+// override applies key=value settings (torchtune's CLI overrides; a
+// leading ~ removes a key).
+func (r *configReader) override(kvs []string) error {
+	for _, kv := range kvs {
+		if strings.HasPrefix(kv, "~") {
+			delete(r.flat, kv[1:])
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("override %q: want key=value", kv)
+		}
+		r.flat[strings.TrimSpace(k)] = yamlScalar(strings.TrimSpace(v))
+	}
+	return nil
+}
+
+func (r *configReader) has(key string) bool {
+	v, ok := r.flat[key]
+	return ok && v != nil
+}
+
+func (r *configReader) get(key string) (any, bool) {
+	v, ok := r.flat[key]
+	if ok {
+		r.used[key] = true
+	}
+	return v, ok && v != nil
+}
+
+// str reads a string field ("" and false when absent).
+func (r *configReader) str(key string) (string, bool, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return "", false, nil
+	}
+	switch x := v.(type) {
+	case string:
+		return x, true, nil
+	case bool, int64, float64:
+		return fmt.Sprint(x), true, nil
+	}
+	return "", false, fmt.Errorf("%s: want a string, got %s", key, jsonKind(v))
+}
+
+// int reads a whole-number field within [lo, hi].
+func (r *configReader) int(key string, lo, hi int) (int, bool, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return 0, false, nil
+	}
+	var f float64
+	switch x := v.(type) {
+	case int64:
+		f = float64(x)
+	case float64:
+		f = x
+	case string:
+		if n, ok := yamlScalar(x).(int64); ok {
+			f = float64(n)
+		} else {
+			return 0, false, fmt.Errorf("%s: want a whole number, got %q", key, x)
+		}
+	default:
+		return 0, false, fmt.Errorf("%s: want a whole number, got %s", key, jsonKind(v))
+	}
+	if f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
+		return 0, false, fmt.Errorf("%s = %v: want a whole number in [%d, %d]", key, v, lo, hi)
+	}
+	return int(f), true, nil
+}
+
+// bool reads a boolean field; strings "true"/"false" (and YAML's yes/no)
+// count.
+func (r *configReader) bool(key string) (bool, bool, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return false, false, nil
+	}
+	switch x := v.(type) {
+	case bool:
+		return x, true, nil
+	case string:
+		if b, ok := yamlScalar(strings.TrimSpace(x)).(bool); ok {
+			return b, true, nil
+		}
+	}
+	return false, false, fmt.Errorf("%s: want true or false, got %v", key, v)
+}
+
+// list reads a list of strings (a single string is a list of one).
+func (r *configReader) list(key string) ([]string, bool, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return nil, false, nil
+	}
+	switch x := v.(type) {
+	case string:
+		return []string{x}, true, nil
+	case []any:
+		var out []string
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, false, fmt.Errorf("%s: want a list of strings, has %s", key, jsonKind(e))
+			}
+			out = append(out, s)
+		}
+		return out, true, nil
+	}
+	return nil, false, fmt.Errorf("%s: want a list of strings, got %s", key, jsonKind(v))
+}
+
+// hasPrefix reports whether the config has a field under prefix.
+func (r *configReader) hasPrefix(prefix string) bool {
+	for k := range r.flat {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// ignore marks a field read and without effect here (finish lists it as
+// ignored).
+func (r *configReader) ignore(key string) {
+	if _, ok := r.flat[key]; ok {
+		r.used[key] = true
+		r.imp.Ignored = append(r.imp.Ignored, key)
+	}
+}
+
+// ignorePrefix marks every field under prefix ignored.
+func (r *configReader) ignorePrefix(prefix string) {
+	for k := range r.flat {
+		if strings.HasPrefix(k, prefix) && !r.used[k] {
+			r.ignore(k)
+		}
+	}
+}
+
+func (r *configReader) mapped(format string, a ...any) {
+	r.imp.Mapped = append(r.imp.Mapped, fmt.Sprintf(format, a...))
+}
+
+// notModelled records a field (or the fields under a mapping key) that
+// matters for memory and is left out.
+func (r *configReader) notModelled(key, why string) {
+	if v, ok := r.get(key); ok {
+		if off, isBool := v.(bool); isBool && !off { // a feature switched off changes nothing
+			r.ignore(key)
+			return
+		}
+		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s = %v: %s", key, v, why))
+		return
+	}
+	for k, v := range r.flat {
+		if strings.HasPrefix(k, key+".") && !r.used[k] {
+			r.used[k] = true
+			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s = %v: %s", k, v, why))
+		}
+	}
+}
+
+// finish lists every field not read: known ones as ignored, the rest as
+// not read (so nothing the config says is dropped without a word).
+func (r *configReader) finish(irrelevant func(string) bool) {
+	var rest []string
+	for k := range r.flat {
+		if !r.used[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		if irrelevant(k) {
+			r.imp.Ignored = append(r.imp.Ignored, k)
+		} else {
+			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s = %v: not read by the importer (it may change memory)", k, r.flat[k]))
+		}
+	}
+	sort.Strings(r.imp.NotModelled)
+	sort.Strings(r.imp.Ignored)
+}
+
+// importModel resolves the model: the -model option, else the config's
+// hub id from the catalog.
+func importModel(id string, opt ImportOptions) (Model, string, *Checkpoint, error) {
+	ref := opt.Model
+	if ref == "" {
+		ref = id
+	}
+	if ref == "" {
+		return Model{}, "", nil, fmt.Errorf("the config names no model: give -model (a catalog name, a config.json or a checkpoint folder)")
+	}
+	var raw json.RawMessage
+	switch {
+	case strings.HasSuffix(ref, ".json"):
+		raw, _ = json.Marshal(map[string]string{"hf_config": ref})
+	case isDir(ref, opt.Dir):
+		raw, _ = json.Marshal(map[string]string{"checkpoint": ref})
+	default:
+		raw, _ = json.Marshal(ref)
+	}
+	m, name, ck, err := decodeModel(raw, opt.Dir)
+	if err != nil && opt.Model == "" {
+		if p, key, ok := presetByRepoName(id); ok {
+			return p.Model, key, nil, nil
+		}
+		if strings.Contains(err.Error(), "unknown model preset") {
+			return m, name, ck, fmt.Errorf("the config's model %q is not in the catalog (plan -presets lists it): give -model (a catalog name, a config.json or a checkpoint folder)", id)
+		}
+		return m, name, ck, err
+	}
+	return m, name, ck, err
+}
+
+// presetByRepoName finds the catalog model a hub id names by its
+// repository's name alone, the way copies and post-trained releases keep
+// the base's name: an organisation's mirror (NousResearch/Meta-Llama-3-8B),
+// an -Instruct, -chat or -it release, an -hf or -fp16 export. The
+// architecture is the base's; the estimate's model line names which.
+func presetByRepoName(id string) (Preset, string, bool) {
+	want := normRepo(id)
+	if want == "" {
+		return Preset{}, "", false
+	}
+	for _, key := range Presets() {
+		p, err := LookupPreset(key)
+		if err != nil {
+			continue
+		}
+		if normRepo(key) == want || normRepo(p.Model.Name) == want {
+			return p, key, true
+		}
+	}
+	return Preset{}, "", false
+}
+
+// repoQuant reads the quantization a pre-quantized release's name says
+// when the catalog supplied its base's architecture: GPTQ, AWQ, INT4 and
+// W4A16 store int4 in groups of 128 (AutoGPTQ's and AutoAWQ's default
+// group_size), FP8 stores float8 e4m3 (its per-channel or per-tensor
+// scales are a rounding error), INT8, W8A8 and W8A16 store int8. The
+// checkpoint's own quantization_config is exact: -model its folder.
+func repoQuant(id string) (Quant, bool) {
+	up := strings.ToUpper(id[strings.LastIndex(id, "/")+1:])
+	has := func(subs ...string) bool {
+		for _, x := range subs {
+			if strings.Contains(up, x) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("GPTQ", "AWQ", "INT4", "W4A16", "4BIT"):
+		return Quant{DType: INT4, GroupSize: 128}, true
+	case has("FP8"):
+		return Quant{DType: FP8E4M3}, true
+	case has("INT8", "W8A8", "W8A16", "8BIT"):
+		return Quant{DType: INT8}, true
+	}
+	return Quant{}, false
+}
+
+func normRepo(id string) string {
+	s := strings.ToLower(id[strings.LastIndex(id, "/")+1:])
+	s = strings.TrimPrefix(s, "meta-")
+	for changed := true; changed; {
+		changed = false
+		for _, suf := range []string{"-instruct", "-chat", "-it", "-hf", "-fp16", "-bf16", "-base", "-pt", "-v0.1", "-gptq", "-awq", "-int4", "-int8", "-fp8",
+			"-w4a16", "-w8a8", "-w8a16", "-quantized.w8a8", "-quantized.w4a16", "-awq-int4", "-gptq-int4", "-gptq-int8", "-bnb-4bit", "-4bit", "-8bit"} {
+			if strings.HasSuffix(s, suf) {
+				s, changed = strings.TrimSuffix(s, suf), true
+			}
+		}
+		// a release date (Qwen3-4B-Instruct-2507)
+		if i := strings.LastIndexByte(s, '-'); i > 0 && len(s)-i == 5 && strings.Trim(s[i+1:], "0123456789") == "" {
+			s, changed = s[:i], true
+		}
+	}
+	return s
+}
+
+// readFile reads a file a config names: one the launch script wrote,
+// else the file beside the config.
+func (o ImportOptions) readFile(name string) ([]byte, error) {
+	if data, ok := o.files[name]; ok {
+		return data, nil
+	}
+	p := name
+	if !filepath.IsAbs(p) && o.Dir != "" {
+		p = filepath.Join(o.Dir, p)
+	}
+	return readFile(p, MaxConfigFile)
+}
+
+func isDir(path, dir string) bool {
+	p := path
+	if !filepath.IsAbs(p) && dir != "" {
+		p = filepath.Join(dir, p)
+	}
+	info, err := os.Stat(p)
+	return err == nil && info.IsDir()
+}
+
+// IsPlan reports whether data is a VRAM Lab plan (a JSON object of the
+// plan's own keys, with a model), not a config to import.
+func IsPlan(data []byte) bool {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(data, &keys) != nil || keys["model"] == nil {
+		return false
+	}
+	for k := range keys {
+		switch k {
+		case "name", "model", "train", "inference", "gpu", "vllm", "sglang", "tgi":
+		default:
+			return false
+		}
+	}
+	return true
+}

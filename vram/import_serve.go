@@ -1,0 +1,478 @@
+package vram
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Serving command lines: `vllm serve MODEL --flag value …` (or python -m
+// vllm.entrypoints.openai.api_server --model MODEL), SGLang's `python -m
+// sglang.launch_server --model-path MODEL …` and llama.cpp's `llama-server
+// -m FILE …`, with environment assignments before the command and shell
+// line continuations. Flags as each program's argument parser names them
+// (vllm/engine/arg_utils.py EngineArgs, sglang/srt/server_args.py
+// ServerArgs, llama.cpp common/arg.cpp).
+
+// maxCommandArgs bounds a command line's words.
+const maxCommandArgs = 4096
+
+// command drops environment assignments, `$ ` prompts and launchers
+// before the program, returning them apart.
+func command(words []string) (env map[string]string, rest []string) {
+	env = map[string]string{}
+	for len(words) > 0 {
+		w := words[0]
+		if k, v, ok := strings.Cut(w, "="); ok && k != "" && !strings.HasPrefix(w, "-") && strings.ToUpper(k) == k {
+			env[k] = v
+			words = words[1:]
+			continue
+		}
+		if w == "$" || w == "env" || w == "CUDA_VISIBLE_DEVICES" {
+			words = words[1:]
+			continue
+		}
+		break
+	}
+	return env, words
+}
+
+// serveKind tells a serving command line.
+func serveKind(words []string) ConfigKind {
+	_, w := command(words)
+	if len(w) == 0 {
+		return ""
+	}
+	joined := strings.Join(w[:min(len(w), 4)], " ")
+	switch {
+	case w[0] == "vllm" && len(w) > 1 && w[1] == "serve", strings.Contains(joined, "vllm.entrypoints"):
+		return KindVLLM
+	case strings.Contains(joined, "sglang.launch_server"):
+		return KindSGLang
+	case strings.HasSuffix(w[0], "llama-server") || strings.HasSuffix(w[0], "llama-cli"):
+		return KindLlamaCpp
+	}
+	return ""
+}
+
+// flags reads --name value, --name=value and -x value words after the
+// program into a map of the last value of each (a bare flag is "true"),
+// and the positional words.
+func flags(words []string) (map[string]string, []string) {
+	fs := map[string]string{}
+	var pos []string
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if !strings.HasPrefix(w, "-") || w == "-" {
+			pos = append(pos, w)
+			continue
+		}
+		name := strings.TrimLeft(w, "-")
+		if k, v, ok := strings.Cut(name, "="); ok {
+			fs[k] = v
+			continue
+		}
+		if i+1 < len(words) && (!strings.HasPrefix(words[i+1], "-") || isNumber(words[i+1])) {
+			fs[name] = words[i+1]
+			i++
+		} else {
+			fs[name] = "true"
+		}
+	}
+	return fs, pos
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// flagReader reads a command's flags by their names (dashes and
+// underscores alike), recording what each became.
+type flagReader struct {
+	kind ConfigKind
+	fs   map[string]string
+	used map[string]bool
+	imp  *Imported
+}
+
+func normFlag(s string) string { return strings.ReplaceAll(s, "_", "-") }
+
+func newFlagReader(kind ConfigKind, fs map[string]string, imp *Imported) *flagReader {
+	n := map[string]string{}
+	for k, v := range fs {
+		n[normFlag(k)] = v
+	}
+	return &flagReader{kind: kind, fs: n, used: map[string]bool{}, imp: imp}
+}
+
+func (f *flagReader) get(names ...string) (string, string, bool) {
+	for _, n := range names {
+		if v, ok := f.fs[normFlag(n)]; ok {
+			f.used[normFlag(n)] = true
+			return n, v, true
+		}
+	}
+	return "", "", false
+}
+
+func (f *flagReader) int(lo, hi int, names ...string) (int, bool, error) {
+	n, v, ok := f.get(names...)
+	if !ok {
+		return 0, false, nil
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil || i < lo || i > hi {
+		return 0, false, fmt.Errorf("--%s %q: want a whole number in [%d, %d]", n, v, lo, hi)
+	}
+	return i, true, nil
+}
+
+func (f *flagReader) float(lo, hi float64, names ...string) (float64, bool, error) {
+	n, v, ok := f.get(names...)
+	if !ok {
+		return 0, false, nil
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(x >= lo && x <= hi) {
+		return 0, false, fmt.Errorf("--%s %q: want a number in [%v, %v]", n, v, lo, hi)
+	}
+	return x, true, nil
+}
+
+func (f *flagReader) mapped(format string, a ...any) {
+	f.imp.Mapped = append(f.imp.Mapped, fmt.Sprintf(format, a...))
+}
+
+// rest files every flag not read: ignored when it does not touch memory,
+// else not modelled.
+func (f *flagReader) rest(irrelevant map[string]bool, notModelled map[string]string) {
+	for k, v := range f.fs {
+		if f.used[k] {
+			continue
+		}
+		switch why, ok := notModelled[k]; {
+		case ok:
+			f.imp.NotModelled = append(f.imp.NotModelled, fmt.Sprintf("--%s %s: %s", k, v, why))
+		case irrelevant[k]:
+			f.imp.Ignored = append(f.imp.Ignored, "--"+k)
+		default:
+			f.imp.NotModelled = append(f.imp.NotModelled, fmt.Sprintf("--%s %s: not read by the importer (it may change memory)", k, v))
+		}
+	}
+	sortStrings(f.imp.NotModelled)
+	sortStrings(f.imp.Ignored)
+}
+
+// servedQuant sets the weights' quantization a pre-quantized release's
+// name says, where the catalog gave its base's architecture by name.
+func servedQuant(imp *Imported, in *Inference, id, ref string, opt ImportOptions) {
+	if opt.Model != "" || ref == id || in.Weights.DType != DTypeUnset {
+		return
+	}
+	if q, ok := repoQuant(id); ok {
+		in.Weights = q
+		imp.Assumed = append(imp.Assumed, fmt.Sprintf("%s: %s weights, as its name says (give its folder with -model for its quantization_config)", id, q.DType))
+	}
+}
+
+// configFileFlags reads the YAML file `--config FILE` names (vLLM's
+// FlexibleArgumentParser and SGLang's ServerArgs take one: its keys are
+// the flags' names) into the flags the command line does not set, as
+// both parsers let the command line win.
+func configFileFlags(imp *Imported, fs map[string]string, opt ImportOptions) error {
+	file, ok := fs["config"]
+	if !ok {
+		return nil
+	}
+	delete(fs, "config")
+	data, err := opt.readFile(file)
+	if err != nil {
+		imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--config %s: the file could not be read (%v); give it beside the command", file, err))
+		return nil
+	}
+	v, err := parseYAML(data)
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", file, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("--config %s: want a mapping of flags, got %s", file, jsonKind(v))
+	}
+	n := 0
+	for k, e := range m {
+		if _, set := fs[k]; set {
+			continue
+		}
+		switch x := e.(type) {
+		case bool:
+			if x {
+				fs[k] = "true"
+			}
+		case string, int64, float64:
+			fs[k] = fmt.Sprint(x)
+		default:
+			return fmt.Errorf("--config %s: %s: want a flag's value, got %s", file, k, jsonKind(e))
+		}
+		n++
+	}
+	imp.Mapped = append(imp.Mapped, fmt.Sprintf("--config %s → %d flags", file, n))
+	return nil
+}
+
+// servingRequest is the request the generate replay of a serving plan
+// runs; the engine's carve does not depend on it.
+var servingRequest = Inference{Batch: 1, PromptTokens: 1024, NewTokens: 256}
+
+func importServe(imp *Imported, kind ConfigKind, words []string, opt ImportOptions) error {
+	env, w := command(words)
+	switch kind {
+	case KindVLLM:
+		return importVLLM(imp, env, w, opt)
+	case KindSGLang:
+		return importSGLang(imp, w, opt)
+	}
+	return importLlamaServer(imp, w, opt)
+}
+
+// vllmIrrelevant are `vllm serve` flags that leave GPU memory alone.
+var vllmIrrelevant = setOf("host", "port", "api-key", "served-model-name", "uvicorn-log-level", "disable-log-requests",
+	"disable-log-stats", "trust-remote-code", "tokenizer", "tokenizer-mode", "revision", "download-dir", "seed",
+	"chat-template", "enable-auto-tool-choice", "tool-call-parser", "reasoning-parser", "generation-config",
+	"disable-fastapi-docs", "allowed-origins", "root-path", "response-role", "ssl-keyfile", "ssl-certfile", "load-format",
+	"max-log-len", "enable-prefix-caching", "no-enable-prefix-caching", "async-scheduling", "distributed-executor-backend")
+
+var vllmNotModelled = map[string]string{
+	"cpu-offload-gb":      "weights offloaded to the CPU are not modelled (the carve counts them on the GPU)",
+	"swap-space":          "host memory for preempted requests (no GPU memory)",
+	"speculative-config":  "a draft model or n-gram speculation; a draft model is VLLM.Draft in a plan",
+	"lora-modules":        "LoRA adapters served beside the model are not modelled",
+	"enable-lora":         "LoRA serving buffers are not modelled",
+	"max-lora-rank":       "LoRA serving buffers are not modelled",
+	"data-parallel-size":  "each data-parallel replica is carved alike; the carve is one GPU's",
+	"kv-transfer-config":  "a KV connector's buffers are not modelled (the hybrid KV manager is turned off)",
+	"limit-mm-per-prompt": "the multimodal encoder cache's profile is not modelled",
+	"quantization":        "read from the checkpoint's config; a named method beside it is not modelled",
+}
+
+func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOptions) error {
+	if len(w) > 1 && w[0] == "vllm" && w[1] == "serve" {
+		w = w[2:]
+	} else {
+		for i, x := range w { // python -m vllm.entrypoints.openai.api_server …
+			if strings.Contains(x, "vllm.entrypoints") {
+				w = w[i+1:]
+				break
+			}
+		}
+	}
+	fs, pos := flags(w)
+	if err := configFileFlags(imp, fs, opt); err != nil {
+		return err
+	}
+	f := newFlagReader(KindVLLM, fs, imp)
+	id := ""
+	if len(pos) > 0 {
+		id = pos[0]
+	}
+	if _, v, ok := f.get("model"); ok {
+		id = v
+	}
+	m, ref, ck, err := importModel(id, opt)
+	if err != nil {
+		return err
+	}
+	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
+	v := VLLM{}
+	if v.TP, _, err = f.int(1, 1024, "tensor-parallel-size", "tp"); err != nil {
+		return err
+	}
+	if v.PP, _, err = f.int(1, 1024, "pipeline-parallel-size", "pp"); err != nil {
+		return err
+	}
+	if v.GPUMemoryUtilization, _, err = f.float(0, 1, "gpu-memory-utilization"); err != nil {
+		return err
+	}
+	if v.MaxModelLen, _, err = f.int(1, maxTokens, "max-model-len"); err != nil {
+		return err
+	}
+	if v.MaxNumSeqs, _, err = f.int(1, maxTokens, "max-num-seqs"); err != nil {
+		return err
+	}
+	if v.MaxNumBatchedTokens, _, err = f.int(1, maxTokens, "max-num-batched-tokens"); err != nil {
+		return err
+	}
+	if v.BlockSize, _, err = f.int(1, 1<<16, "block-size"); err != nil {
+		return err
+	}
+	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
+		if v.KVCacheDType, err = ParseDType(kv); err != nil {
+			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
+		}
+	}
+	if _, x, ok := f.get("enforce-eager"); ok && x != "false" {
+		f.mapped("--enforce-eager: no CUDA graphs (the carve counts none anyway)")
+	}
+	if _, x, ok := f.get("disable-hybrid-kv-cache-manager"); ok {
+		v.DisableHybridKVCache = x != "false"
+	}
+	if _, _, ok := f.get("kv-transfer-config"); ok {
+		v.DisableHybridKVCache = true
+		imp.NotModelled = append(imp.NotModelled, "--kv-transfer-config: a KV connector's buffers are not modelled (vLLM turns the hybrid KV cache manager off)")
+	}
+	if x, ok := env["VLLM_USE_FLASHINFER_SAMPLER"]; ok {
+		v.FlashInferSampler = x == "1"
+	}
+	if x, ok := env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"]; ok {
+		v.AllowLongMaxModelLen = x == "1"
+	}
+	f.mapped("vllm: tensor_parallel_size %d, gpu_memory_utilization %s, max_model_len %s, max_num_seqs %s, max_num_batched_tokens %s",
+		max(1, v.TP), orDefault(fmtNonZero(v.GPUMemoryUtilization), "0.9 (default)"), orDefault(fmtNonZero(float64(v.MaxModelLen)), "the model's"),
+		orDefault(fmtNonZero(float64(v.MaxNumSeqs)), "by GPU"), orDefault(fmtNonZero(float64(v.MaxNumBatchedTokens)), "by GPU"))
+	f.rest(vllmIrrelevant, vllmNotModelled)
+	in := servingRequest
+	in.Model = m
+	if ck != nil {
+		in = in.WithCheckpoint(*ck)
+	}
+	servedQuant(imp, &in, id, ref, opt)
+	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (vLLM's carve does not depend on it)")
+	imp.Plan = Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, VLLM: &v, GPU: opt.GPU}
+	return in.Validate()
+}
+
+var sglangIrrelevant = setOf("host", "port", "trust-remote-code", "served-model-name", "api-key", "log-level", "chat-template",
+	"tokenizer-path", "revision", "random-seed", "download-dir", "enable-metrics", "reasoning-parser", "tool-call-parser", "log-requests",
+	"log-requests-level", "show-time-cost", "config")
+
+var sglangNotModelled = map[string]string{
+	"dp-size":              "data-parallel attention is not modelled",
+	"dp":                   "data-parallel attention is not modelled",
+	"enable-dp-attention":  "data-parallel attention is not modelled",
+	"cuda-graph-max-bs":    "CUDA graph memory comes out of what mem_fraction_static leaves; not modelled",
+	"context-length":       "the pool is sized by memory, not by the context length",
+	"max-running-requests": "the pool is sized by memory, not by the request count",
+	"chunked-prefill-size": "activations come out of what mem_fraction_static leaves; not modelled",
+	"quantization":         "read from the checkpoint's config; a named method beside it is not modelled",
+}
+
+func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
+	for i, x := range w {
+		if strings.Contains(x, "sglang.launch_server") {
+			w = w[i+1:]
+			break
+		}
+	}
+	fs, _ := flags(w)
+	if err := configFileFlags(imp, fs, opt); err != nil {
+		return err
+	}
+	f := newFlagReader(KindSGLang, fs, imp)
+	_, id, _ := f.get("model-path", "model")
+	m, ref, ck, err := importModel(id, opt)
+	if err != nil {
+		return err
+	}
+	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
+	var sg SGLang
+	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
+		return err
+	}
+	if sg.MemFractionStatic, _, err = f.float(0, 1, "mem-fraction-static"); err != nil {
+		return err
+	}
+	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
+		if sg.KVCacheDType, err = ParseDType(kv); err != nil {
+			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
+		}
+	}
+	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "0.88 (the engine's default)"))
+	f.rest(sglangIrrelevant, sglangNotModelled)
+	in := servingRequest
+	in.Model = m
+	if ck != nil {
+		in = in.WithCheckpoint(*ck)
+	}
+	servedQuant(imp, &in, id, ref, opt)
+	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (SGLang's pool does not depend on it)")
+	imp.Plan = Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, SGLang: &sg, GPU: opt.GPU}
+	return in.Validate()
+}
+
+// importLlamaServer reads llama-server's context settings; its model is a
+// GGUF file, whose weights `plan -gguf` reads, so the plan takes the
+// architecture from -model for the KV cache (LlamaCpp.KVCache).
+func importLlamaServer(imp *Imported, w []string, opt ImportOptions) error {
+	fs, _ := flags(w[1:])
+	f := newFlagReader(KindLlamaCpp, fs, imp)
+	_, file, _ := f.get("m", "model")
+	if opt.Model == "" {
+		return fmt.Errorf("llama-server runs the GGUF file %q: its weights are `plan -gguf %s`; for the KV cache give the architecture with -model (a catalog name or config.json)", file, file)
+	}
+	m, ref, _, err := importModel("", opt)
+	if err != nil {
+		return err
+	}
+	f.mapped("model %s → architecture %s (the weights are the GGUF file's)", orDefault(file, "?"), ref)
+	var l LlamaCpp
+	if l.CtxSize, _, err = f.int(1, maxTokens, "c", "ctx-size"); err != nil {
+		return err
+	}
+	if l.Parallel, _, err = f.int(1, 1024, "np", "parallel"); err != nil {
+		return err
+	}
+	if l.UBatch, _, err = f.int(1, maxTokens, "ub", "ubatch-size"); err != nil {
+		return err
+	}
+	if l.GPULayers, _, err = f.int(-1, 1<<20, "ngl", "n-gpu-layers", "gpu-layers"); err != nil {
+		return err
+	}
+	if _, x, ok := f.get("fa", "flash-attn"); ok {
+		l.FlashAttn = x != "false" && x != "off" && x != "0"
+	}
+	_, l.CacheTypeK, _ = f.get("ctk", "cache-type-k")
+	_, l.CacheTypeV, _ = f.get("ctv", "cache-type-v")
+	if _, ts, ok := f.get("ts", "tensor-split"); ok {
+		for _, s := range strings.FieldsFunc(ts, func(r rune) bool { return r == ',' || r == '/' }) {
+			x, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return fmt.Errorf("--tensor-split %q: want shares such as 10,6", ts)
+			}
+			l.TensorSplit = append(l.TensorSplit, x)
+		}
+	}
+	kv, err := l.KVCache(m)
+	if err != nil {
+		return err
+	}
+	f.mapped("llama.cpp KV cache: %d cells per stream × %d streams, %v in all (%v on the first GPU)", kv.Cells, kv.Streams, kv.Total, kv.Devices[0])
+	f.rest(setOf("host", "port", "t", "threads", "api-key", "log-disable", "jinja", "alias", "chat-template", "b", "batch-size", "mlock", "no-mmap"),
+		map[string]string{"md": "a draft model's own context is not modelled", "model-draft": "a draft model's own context is not modelled",
+			"ngld": "a draft model's own context is not modelled", "devd": "a draft model's own context is not modelled"})
+	imp.Plan = Plan{Model: m, ModelRef: filepath.Base(file), GPU: opt.GPU}
+	return nil
+}
+
+func setOf(xs ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func fmtNonZero(x float64) string {
+	if x == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

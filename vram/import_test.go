@@ -1,0 +1,358 @@
+package vram
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vramlab/vramlab/vram/fileio/budget"
+)
+
+// importCase is a published config and what its import must say.
+type importCase struct {
+	file string
+	opt  ImportOptions
+	kind ConfigKind
+	// want are plan fields as importFields names them.
+	want map[string]string
+	// notModelled and mapped are substrings those lists must hold.
+	notModelled, mapped []string
+}
+
+var importCases = []importCase{
+	{file: "axolotl/llama-3__qlora.yml", kind: KindAxolotl,
+		want: map[string]string{"model": "meta-llama/Meta-Llama-3-8B", "micro": "2", "seq": "4096", "trainable": "lora", "lora.rank": "32",
+			"base": "nf4", "ckpt": "full", "precision": "bf16", "optimizer": "paged_adamw"}},
+	{file: "axolotl/qwen3__qlora-fsdp.yaml", kind: KindAxolotl, opt: ImportOptions{GPUs: 2},
+		want: map[string]string{"trainable": "lora", "base": "nf4", "fsdp": "full_shard", "fsdp_version": "1", "dp": "2", "offload": "optimizer+params"}},
+	{file: "axolotl/llama-3__fft-8b.yaml", kind: KindAxolotl,
+		want: map[string]string{"trainable": "full", "seq": "8192", "micro": "1", "optimizer": "paged_adamw_8bit", "ckpt": "full"}},
+	{file: "llamafactory/train_lora__qwen3_lora_sft.yaml", kind: KindLLaMAFactory,
+		want: map[string]string{"model": "Qwen/Qwen3-4B", "micro": "1", "seq": "2048", "trainable": "lora", "lora.rank": "8", "lora.targets": "all_linear", "ckpt": "full"}},
+	{file: "llamafactory/train_qlora__llama3_lora_sft_gptq.yaml", kind: KindLLaMAFactory,
+		want: map[string]string{"trainable": "lora", "base": "int4"}},
+	{file: "llamafactory/v1__train_lora__train_lora_sft.yaml", kind: KindLLaMAFactory,
+		want: map[string]string{"trainable": "lora"}},
+	{file: "llamafactory/train_lora__qwen3_lora_sft_ds3.yaml", kind: KindLLaMAFactory, opt: ImportOptions{GPUs: 4},
+		want: map[string]string{"zero": "3", "dp": "4", "trainable": "lora"}},
+	{file: "torchtune/llama3_1__8B_lora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=2048"}},
+		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "seq": "2048", "trainable": "lora", "lora.rank": "8", "framework": "torchtune"}},
+	{file: "torchtune/llama3_1__8B_qlora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=4096", "batch_size=4"}},
+		want: map[string]string{"seq": "4096", "micro": "4", "base": "nf4"}},
+	{file: "torchtune/qwen2_5__7B_lora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=1024"}},
+		want: map[string]string{"model": "Qwen/Qwen2.5-7B", "trainable": "lora"}},
+	{file: "torchtitan/llama3_8b.toml", kind: KindTorchtitan,
+		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "micro": "1", "seq": "8192", "ckpt": "selective", "sac": "op", "dp": "8", "fsdp": "full_shard", "fsdp_version": "2", "precision": "fp32", "compute": "bf16"}},
+	{file: "torchtitan/qwen3_32b.toml", kind: KindTorchtitan, opt: ImportOptions{GPUs: 16},
+		want: map[string]string{"model": "Qwen/Qwen3-32B", "ckpt": "full", "dp": "16"}},
+	{file: "torchtitan/llama3_405b.toml", kind: KindTorchtitan, opt: ImportOptions{GPUs: 64},
+		want: map[string]string{"tp": "8", "dp": "8", "float8": "tensorwise", "float8_all_gather": "true"}},
+	{file: "hf_trainer/peft_integration_qlora.sh", kind: KindHFArgs,
+		want: map[string]string{"model": "meta-llama/Llama-2-7b-hf", "micro": "1", "seq": "1024", "trainable": "lora", "lora.rank": "32", "base": "nf4", "grad_accum": "16"}},
+	{file: "hf_trainer/sft_py_full_training.sh", kind: KindHFArgs,
+		want: map[string]string{"model": "Qwen/Qwen2-0.5B", "micro": "2", "trainable": "full", "precision": "amp_bf16"}},
+	{file: "hf_trainer/clis_trl_sft_basic.sh", kind: KindHFArgs,
+		want: map[string]string{"micro": "8", "seq": "1024", "ckpt": "full"}},
+	{file: "hf_trainer/distributing_training_alst_ulysses.sh", kind: KindHFArgs,
+		want:        map[string]string{"seq": "4096", "precision": "bf16", "attention": "flash2"},
+		notModelled: []string{"launch.config_file"}},
+	{file: "megatron/gpt3__train_gpt3_175b_distributed.sh", kind: KindMegatron, opt: ImportOptions{GPUs: 1024},
+		want:        map[string]string{"tp": "8", "pp": "16", "dp": "8", "precision": "fp16", "params": "174590681088", "framework": "megatron", "vocab": "51200"},
+		notModelled: []string{"learned_absolute"}},
+	{file: "megatron/llama__train_llama3_8b_h100_fp8.sh", kind: KindMegatron,
+		want:        map[string]string{"dp": "8", "zero": "1", "seq": "8192", "precision": "bf16", "grads": "bf16", "params": "8030261248", "kv_heads": "8"},
+		notModelled: []string{"fp8_format"}},
+	{file: "deepspeed/axolotl__zero3_bf16.json", kind: KindDeepSpeed, opt: ImportOptions{Model: "llama-3.1-8b", GPUs: 8},
+		want: map[string]string{"zero": "3", "precision": "mixed_bf16", "dp": "8", "ds.max_live": "0"}},
+	{file: "deepspeed/transformers__ds_config_zero3.json", kind: KindDeepSpeed, opt: ImportOptions{Model: "llama-3.1-8b", GPUs: 2},
+		want: map[string]string{"zero": "3", "offload": "optimizer+params"}},
+	{file: "deepspeed/llamafactory__ds_z0_config.json", kind: KindDeepSpeed, opt: ImportOptions{Model: "llama-3.1-8b", GPUs: 2},
+		want: map[string]string{"zero": "0"}},
+	{file: "accelerate/accelerate__fsdp.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b", Overrides: []string{"per_device_train_batch_size=2", "max_length=2048"}},
+		want: map[string]string{"dp": "2", "fsdp": "full_shard", "fsdp_version": "1", "precision": "amp_bf16", "micro": "2", "seq": "2048"}},
+	{file: "accelerate/trl__fsdp2.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b"},
+		want: map[string]string{"dp": "8", "fsdp_version": "2", "reshard": "true"}},
+	{file: "accelerate/trl__single_gpu.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b"},
+		want: map[string]string{"dp": "1", "fsdp": ""}},
+	{file: "accelerate/accelerate__deepspeed.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b"},
+		want: map[string]string{"dp": "2"}, notModelled: []string{"zero_stage1_config.json"}},
+	{file: "vllm/vllm-recipes__qwen3-32b_tpu_v6e.sh", kind: KindVLLM,
+		want: map[string]string{"model": "Qwen/Qwen3-32B", "vllm.tp": "4", "vllm.util": "0.98", "vllm.max_model_len": "4096", "vllm.max_num_seqs": "256", "vllm.batched": "2048"}},
+	{file: "vllm/vllm-recipes__Llama-3.1-8B-Instruct.yaml", kind: KindVLLM, opt: ImportOptions{Overrides: []string{"variant=awq_int4"}},
+		want: map[string]string{"weights": "int4"}},
+	{file: "vllm/vllm__quickstart_qwen2.5-1.5b.sh", kind: KindVLLM,
+		want: map[string]string{"model": "Qwen/Qwen2.5-1.5B", "vllm.tp": "1"}},
+	{file: "vllm/vllm-recipes__llama3.1-8b_eagle3.sh", kind: KindVLLM, notModelled: []string{"speculative-config"}},
+	{file: "sglang/sglang__server_arguments_tp2.sh", kind: KindSGLang,
+		want: map[string]string{"model": "meta-llama/Meta-Llama-3-8B", "sglang.tp": "2"}},
+	{file: "sglang/sglang__server_arguments_config_file.sh", kind: KindSGLang,
+		want: map[string]string{"model": "meta-llama/Meta-Llama-3-8B", "sglang.tp": "2"}},
+	{file: "sglang/sglang__server_arguments_mem_fraction.sh", kind: KindSGLang,
+		want: map[string]string{"sglang.mem": "0.7"}},
+	{file: "llama.cpp/llamacpp__readme_parallel.sh", kind: KindLlamaCpp, opt: ImportOptions{Model: "llama-3.1-8b"},
+		mapped: []string{"4096 cells per stream × 4 streams"}},
+	{file: "llama.cpp/llamacpp__server_readme_docker_cuda.sh", kind: KindLlamaCpp, opt: ImportOptions{Model: "llama-2-7b"},
+		mapped: []string{"512 cells per stream × 1 streams"}},
+}
+
+// TestImportPublishedConfigs reads each project's own example configs
+// (testdata/configs, with their sources) and checks the plan field by
+// field; the whole of each import — mapped, not modelled, ignored,
+// assumed, the plan and its estimate — is pinned in import.golden.
+func TestImportPublishedConfigs(t *testing.T) {
+	var golden strings.Builder
+	for _, c := range importCases {
+		imp, err := ReadConfig(filepath.Join("testdata", "configs", c.file), c.opt)
+		if err != nil {
+			t.Errorf("%s: %v", c.file, err)
+			continue
+		}
+		if imp.Kind != c.kind {
+			t.Errorf("%s: kind %s, want %s", c.file, imp.Kind, c.kind)
+		}
+		got := importFields(imp.Plan)
+		for k, want := range c.want {
+			if got[k] != want {
+				t.Errorf("%s: %s = %q, want %q", c.file, k, got[k], want)
+			}
+		}
+		for _, sub := range c.notModelled {
+			if !strings.Contains(strings.Join(imp.NotModelled, "\n"), sub) {
+				t.Errorf("%s: not modelled %q missing from %q", c.file, sub, imp.NotModelled)
+			}
+		}
+		for _, sub := range c.mapped {
+			if !strings.Contains(strings.Join(imp.Mapped, "\n"), sub) {
+				t.Errorf("%s: mapped %q missing from %q", c.file, sub, imp.Mapped)
+			}
+		}
+		golden.WriteString(renderImport(c, imp))
+	}
+	checkGolden(t, filepath.Join("testdata", "configs", "import.golden"), golden.String())
+}
+
+// importFields names a plan's settings the import cases check.
+func importFields(p Plan) map[string]string {
+	f := map[string]string{"model": p.Model.Name, "params": fmt.Sprint(p.Model.ParamCount()), "vocab": fmt.Sprint(p.Model.Vocab),
+		"kv_heads": fmt.Sprint(p.Model.KVHeads)}
+	if t := p.Training; t != nil {
+		f["micro"], f["seq"], f["grad_accum"] = fmt.Sprint(t.MicroBatch), fmt.Sprint(t.SeqLen), fmt.Sprint(max(1, t.GradAccum))
+		f["precision"], f["compute"], f["grads"] = t.Precision, dtypeOrEmpty(t.ComputeDType), dtypeOrEmpty(t.GradsDType)
+		f["ckpt"], f["sac"], f["trainable"], f["optimizer"] = t.Checkpointing, t.SelectiveACOption, orDefault(t.Trainable, "full"), t.Optimizer
+		f["framework"], f["attention"], f["base"] = t.Framework, t.Attention, dtypeOrEmpty(t.QuantizedBase.DType)
+		f["float8"], f["float8_all_gather"] = t.Float8, fmt.Sprint(t.Float8AllGather)
+		if t.LoRA != nil {
+			f["lora.rank"], f["lora.targets"] = fmt.Sprint(t.LoRA.Rank), strings.Join(t.LoRA.Targets, ",")
+		}
+		p := t.Parallel
+		f["dp"], f["tp"], f["pp"], f["zero"] = fmt.Sprint(max(1, p.DP)), fmt.Sprint(max(1, p.TP)), fmt.Sprint(max(1, p.PP)), fmt.Sprint(p.ZeRO)
+		f["fsdp"], f["fsdp_version"], f["offload"] = p.FSDP, fmt.Sprint(p.FSDPVersion), p.CPUOffload
+		if p.ReshardAfterForward != nil {
+			f["reshard"] = fmt.Sprint(*p.ReshardAfterForward)
+		}
+		if p.DeepSpeed != nil {
+			f["ds.max_live"] = fmt.Sprint(max(0, int64(p.DeepSpeed.MaxLiveParameters)))
+		}
+	}
+	if in := p.Inference; in != nil {
+		f["weights"] = dtypeOrEmpty(in.Weights.DType)
+	}
+	if v := p.VLLM; v != nil {
+		f["vllm.tp"], f["vllm.util"], f["vllm.max_model_len"] = fmt.Sprint(max(1, v.TP)), fmt.Sprint(v.GPUMemoryUtilization), fmt.Sprint(v.MaxModelLen)
+		f["vllm.max_num_seqs"], f["vllm.batched"] = fmt.Sprint(v.MaxNumSeqs), fmt.Sprint(v.MaxNumBatchedTokens)
+	}
+	if s := p.SGLang; s != nil {
+		f["sglang.tp"], f["sglang.mem"] = fmt.Sprint(max(1, s.TP)), fmt.Sprint(s.MemFractionStatic)
+	}
+	return f
+}
+
+func dtypeOrEmpty(d DType) string {
+	if d == DTypeUnset {
+		return ""
+	}
+	return d.String()
+}
+
+// renderImport writes one import for the golden file.
+func renderImport(c importCase, imp Imported) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "== %s %s\n", c.file, strings.Join(c.opt.Overrides, " "))
+	for _, l := range []struct {
+		label string
+		lines []string
+	}{{"mapped", imp.Mapped}, {"not modelled", imp.NotModelled}, {"assumed", imp.Assumed}, {"ignored", imp.Ignored}} {
+		for _, x := range l.lines {
+			fmt.Fprintf(&b, "%s: %s\n", l.label, x)
+		}
+	}
+	plan, _ := json.Marshal(imp.Plan)
+	fmt.Fprintf(&b, "plan: %s\n", plan)
+	keys := sortedKeys(importFields(imp.Plan))
+	fields := importFields(imp.Plan)
+	for _, k := range keys {
+		if fields[k] != "" {
+			fmt.Fprintf(&b, "  %s=%s", k, fields[k])
+		}
+	}
+	b.WriteString("\n")
+	if t := imp.Plan.Training; t != nil {
+		if est, err := t.Estimate(); err != nil {
+			fmt.Fprintf(&b, "estimate: %v\n", err)
+		} else {
+			fmt.Fprintf(&b, "estimate: peak %d at %s\n", int64(est.Peak.Total()), est.PeakAt.Name)
+		}
+	}
+	return b.String()
+}
+
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if string(want) != got {
+		wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
+		for i := 0; i < max(len(wl), len(gl)); i++ {
+			var w, g string
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if w != g {
+				t.Fatalf("%s differs at line %d:\n got  %s\n want %s\n(rerun with -update if the change is meant)", path, i+1, g, w)
+			}
+		}
+	}
+}
+
+// TestImportErrors: bad configs are one clear error naming the field.
+func TestImportErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, data string
+		opt        ImportOptions
+		want       string
+	}{
+		{"bad.toml", "[job]\n[training]\nlocal_batch_size = \"eight\"\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n", ImportOptions{}, "training.local_batch_size: want a whole number"},
+		{"odd.toml", "[job]\n[training]\n[model]\nname = \"llama3\"\nflavor = \"3B\"\n", ImportOptions{}, `flavor "3B" is not in the importer's table; give -model`},
+		{"world.toml", "[job]\n[training]\n[model]\nflavor = \"8B\"\n[parallelism]\ntensor_parallel_degree = 3\n", ImportOptions{GPUs: 8}, "not a multiple of replicate 1 × TP 3"},
+		{"ax.yml", "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: -1\nsequence_len: 512\n", ImportOptions{}, "micro_batch_size = -1: want a whole number"},
+		{"serve.sh", "vllm serve Qwen/Qwen3-8B --tensor-parallel-size two", ImportOptions{}, `--tensor-parallel-size "two": want a whole number`},
+		{"serve.sh", "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5", ImportOptions{}, `--gpu-memory-utilization "1.5": want a number in [0, 1]`},
+		{"quote.sh", "vllm serve 'Qwen/Qwen3-8B", ImportOptions{Kind: KindVLLM}, "unterminated ' quote"},
+		{"heredoc.sh", "cat > c.yaml << EOF\nmodel-path: x\n", ImportOptions{Kind: KindSGLang}, "has no closing EOF line"},
+		{"random.yaml", "title: a recipe for soup\nsteps: [boil]\n", ImportOptions{}, "not a config the importer knows"},
+		{"list.yaml", "- a\n- b\n", ImportOptions{}, "a config is a mapping of keys"},
+		{"train.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path meta-llama/Llama-3.2-1B --per_device_train_batch_size 2", ImportOptions{}, "give max_length=N"},
+		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 2\n", ImportOptions{}, "give -model"},
+		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: TPU\n", ImportOptions{Model: "llama-3.2-1b"}, `distributed_type "TPU" is not modelled`},
+		{"mg.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --tensor-model-parallel-size 3", ImportOptions{}, "not a multiple of TP 3"},
+		{"mg.sh", "torchrun pretrain_gpt.py --hidden-size 64 --num-attention-heads 4 --seq-length 128", ImportOptions{}, "--num-layers: Megatron-LM needs it"},
+		{"gptq.yaml", "model_name_or_path: TechxGenus/Meta-Llama-3-8B-Instruct-GPTQ\nstage: sft\nfinetuning_type: full\ncutoff_len: 512\n", ImportOptions{}, "pre-quantized checkpoint"},
+		{"r.yaml", "meta: {}\nmodel: {model_id: meta-llama/Llama-3.1-8B-Instruct}\nvariants: {default: {}}\n", ImportOptions{Overrides: []string{"variant=nvfp5"}}, `variant "nvfp5": the recipe has default`},
+		{"unknown.json", `{"model_name_or_path": "org/unknown-model-9b", "per_device_train_batch_size": 1, "max_length": 128}`, ImportOptions{}, `the config's model "org/unknown-model-9b" is not in the catalog`},
+		{"kind.yaml", "a: 1\n", ImportOptions{Kind: "megatron-deepspeed"}, `-from "megatron-deepspeed": want one of`},
+	} {
+		_, err := ImportConfig(c.name, []byte(c.data), c.opt)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: error %v, want it to say %q", c.name, c.data, err, c.want)
+		}
+	}
+}
+
+// TestScriptWords: the launch-script reader's shell words, variables,
+// arrays, here-documents and docker wrappers.
+func TestScriptWords(t *testing.T) {
+	for _, c := range []struct{ script, want string }{
+		{"export TP=4\nvllm serve m --tensor-parallel-size $TP", "vllm serve m --tensor-parallel-size 4"},
+		{"N=${N:-8}\ntorchrun --nproc_per_node ${N} train.py", "torchrun --nproc_per_node 8 train.py"},
+		{"A=(\n  --x 1 # one\n  --y 2\n)\nA+=(\"--z 3\")\ntorchrun t.py ${A[@]}", "torchrun t.py --x 1 --y 2 --z 3"},
+		{"docker run --gpus all -p 8000:8000 -v ~/.cache:/root/.cache vllm/vllm-openai:latest --model m --max-model-len 4096", "vllm serve --model m --max-model-len 4096"},
+		{"docker run -it --rm ghcr.io/ggml-org/llama.cpp:server -m x.gguf -c 512", "llama-server -m x.gguf -c 512"},
+		{"mkdir -p out && vllm serve m 2>&1 | tee log.txt", "vllm serve m"},
+		{"# comment\n\npython -m sglang.launch_server --model-path m \\\n  --tp 2", "python -m sglang.launch_server --model-path m --tp 2"},
+		{"echo $UNSET; vllm serve m --seed $UNSET", "vllm serve m --seed $UNSET"},
+	} {
+		sc, err := parseScript(c.script)
+		if err != nil {
+			t.Errorf("%q: %v", c.script, err)
+			continue
+		}
+		got, _, _ := sc.launchCommand()
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%q: %q, want %q", c.script, strings.Join(got, " "), c.want)
+		}
+	}
+	sc, err := parseScript("cat > config.yaml << 'EOF'\nmodel-path: m\ntp: 2\nEOF\npython -m sglang.launch_server --config config.yaml\n")
+	if err != nil || string(sc.files["config.yaml"]) != "model-path: m\ntp: 2\n" {
+		t.Errorf("here-document: %q, %v", sc.files, err)
+	}
+	// An array doubled past the word limit is an error, not gigabytes.
+	if _, err := parseScript("A=(x)\n" + strings.Repeat("A+=(${A[@]})\n", 40)); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("doubling array: %v", err)
+	}
+}
+
+// TestReadConfigBeside: the files a config names are read beside it.
+func TestReadConfigBeside(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "fsdp.yaml"), []byte("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.sh"), []byte("accelerate launch --config_file fsdp.yaml train.py --model_name_or_path meta-llama/Llama-3.2-1B --per_device_train_batch_size 2 --max_length 512 --bf16\n"), 0o644)
+	imp, err := ReadConfig(filepath.Join(dir, "run.sh"), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := imp.Plan.Training.Parallel
+	if p.FSDP != "full_shard" || p.FSDPVersion != 2 || p.DP != 4 || imp.Plan.Training.Precision != "amp_bf16" {
+		t.Errorf("accelerate config beside the command: %+v, precision %s; mapped %q", p, imp.Plan.Training.Precision, imp.Mapped)
+	}
+}
+
+// FuzzImportConfig: any bytes, as any kind, come back within the budget
+// as a plan or an error.
+func FuzzImportConfig(f *testing.F) {
+	for _, c := range importCases {
+		data, err := os.ReadFile(filepath.Join("testdata", "configs", c.file))
+		if err == nil {
+			f.Add(filepath.Base(c.file), data, uint8(0))
+		}
+	}
+	f.Add("x.sh", []byte("A=(\n$B\n)\ncat <<E >f\nE\nvllm serve ${A[@]} --config f"), uint8(8))
+	kinds := []ConfigKind{"", KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron, KindDeepSpeed,
+		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, name string, data []byte, kind uint8) {
+		opt := ImportOptions{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0]}
+		budget.Check(t, len(data), func() { _, _ = ImportConfig(name, data, opt) })
+	})
+}
+
+// TestImportMegatronMoE: Mixtral 8x7B's shape as Megatron-LM arguments
+// counts the released checkpoint's 46,702,792,704 parameters, with the
+// experts over expert parallelism.
+func TestImportMegatronMoE(t *testing.T) {
+	cmd := "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 " +
+		"--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 4096 --position-embedding-type rope " +
+		"--swiglu --normalization RMSNorm --untie-embeddings-and-output-weights --disable-bias-linear --tokenizer-type HuggingFaceTokenizer " +
+		"--vocab-size 32000 --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 --micro-batch-size 1 --bf16"
+	imp, err := ImportConfig("mixtral.sh", []byte(cmd), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, p := imp.Plan.Model, imp.Plan.Training.Parallel
+	if n := m.ParamCount(); n != 46702792704 || m.Experts != 8 || m.ExpertsPerToken != 2 || p.EP != 8 || p.DP != 8 {
+		t.Errorf("params %d, experts %d top %d, EP %d, DP %d", n, m.Experts, m.ExpertsPerToken, p.EP, p.DP)
+	}
+}
