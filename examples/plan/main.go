@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio"
 )
 
 func main() {
@@ -74,6 +75,9 @@ type Report struct {
 	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
 	TGI       *vram.TGICarve          `json:"tgi,omitempty"`
 	Fit       *Fit                    `json:"fit,omitempty"`
+	// Import says how a trainer's config or a server's command line
+	// became the plan.
+	Import *vram.Imported `json:"import,omitempty"`
 	// Advice are the changes that would make a plan that does not fit
 	// fit, in the plan's framework's (or vLLM's) own flags.
 	Advice []AdviceLine `json:"advice,omitempty"`
@@ -128,7 +132,11 @@ func run(args []string, w io.Writer) error {
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
 	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
 	gpuName := fs.String("gpu", "", "the GPU to judge the plans on (catalog name or capacity), instead of each plan's own; -gguf: the GPU to split the layers for")
-	if err := fs.Parse(args); err != nil {
+	from := fs.String("from", "", "the kind of a config to import, where its content does not say: axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, vllm, sglang, llama.cpp")
+	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json or a checkpoint folder (where the config's hub id is not in the catalog)")
+	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h asked for the usage, which is printed
 		}
@@ -143,16 +151,25 @@ func run(args []string, w io.Writer) error {
 		}
 		return nil
 	}
-	if fs.NArg() < 1 {
-		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE.json [FILE.json …], plan -presets, or plan [-json] -gguf FILE.gguf")
+	var files, overrides []string
+	for _, a := range positional {
+		if k, _, ok := strings.Cut(a, "="); ok && k != "" && !strings.ContainsAny(k, "/\\") {
+			overrides = append(overrides, a) // tune run's key=value, after the config
+		} else {
+			files = append(files, a)
+		}
 	}
-	if fs.NArg() > 1 || *asJSON && len(fs.Args()) > 1 {
+	l := launch{gpu: *gpuName, opt: vram.ImportOptions{Kind: vram.ConfigKind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides}}
+	if len(files) < 1 {
+		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE [FILE …] (a plan, a trainer's config or a launch script) [key=value …], plan -presets, or plan [-json] -gguf FILE.gguf")
+	}
+	if len(files) > 1 {
 		if *hfConfig || *resolved {
 			return errors.New("-hf-config and -resolved take one plan file")
 		}
-		return runMany(w, fs.Args(), *gpuName, *asJSON)
+		return runMany(w, files, l, *asJSON)
 	}
-	p, err := readPlan(fs.Arg(0), *gpuName)
+	p, imp, err := readPlan(files[0], l)
 	if err != nil {
 		return err
 	}
@@ -178,7 +195,7 @@ func run(args []string, w io.Writer) error {
 			Train vram.Training `json:"train"`
 		}{m, t})
 	}
-	rep, err := estimate(p)
+	rep, err := estimate(p, imp)
 	if err != nil {
 		return err
 	}
@@ -191,32 +208,69 @@ func run(args []string, w io.Writer) error {
 	} else {
 		printReport(w, p, rep)
 	}
-	return verdict([]Report{rep}, fs.Args())
+	return verdict([]Report{rep}, files)
 }
 
-// readPlan reads a plan file; a -gpu flag names the GPU instead of the
-// plan's.
-func readPlan(file, gpu string) (vram.Plan, error) {
-	p, err := vram.ReadPlan(file)
+// parseInterleaved parses flags before, between and after the files
+// (`plan train.yaml -gpu H100 -gpus 8`), as users type them after the
+// file they already have.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// launch is what the command line adds to the files it reads.
+type launch struct {
+	gpu string
+	opt vram.ImportOptions
+}
+
+// readPlan reads a plan file, or imports a trainer's config or a
+// server's command line; a -gpu flag names the GPU instead of the plan's.
+func readPlan(file string, l launch) (vram.Plan, *vram.Imported, error) {
+	data, err := fileio.Read(file, vram.MaxConfigFile)
 	if err != nil {
-		return p, err
+		return vram.Plan{}, nil, err
 	}
-	if gpu != "" {
-		p.GPU = gpu
+	var imp *vram.Imported
+	var p vram.Plan
+	if l.opt.Kind == "" && vram.IsPlan(data) {
+		if p, err = vram.ReadPlan(file); err != nil {
+			return p, nil, err
+		}
+	} else {
+		x, err := vram.ReadConfig(file, l.opt)
+		if err != nil {
+			return p, nil, err
+		}
+		p, imp = x.Plan, &x
 	}
-	return p, nil
+	if l.gpu != "" {
+		p.GPU = l.gpu
+	}
+	return p, imp, nil
 }
 
 // runMany reports several plans, one after the other (-json: an array);
 // the first invalid one stops it.
-func runMany(w io.Writer, files []string, gpu string, asJSON bool) error {
+func runMany(w io.Writer, files []string, l launch, asJSON bool) error {
 	var reps []Report
 	for i, f := range files {
-		p, err := readPlan(f, gpu)
+		p, imp, err := readPlan(f, l)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		rep, err := estimate(p)
+		rep, err := estimate(p, imp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -253,8 +307,8 @@ func verdict(reps []Report, files []string) error {
 	return nil
 }
 
-func estimate(p vram.Plan) (Report, error) {
-	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint}
+func estimate(p vram.Plan, imp *vram.Imported) (Report, error) {
+	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint, Import: imp}
 	if v := p.Model.Vision; v != nil {
 		im := &Images{Tower: v.Tower.Family, TowerParams: v.Tower.ParamCount(), Tokens: v.ImageTokens(), PerSequence: 1}
 		if t := p.Training; t != nil {
@@ -329,7 +383,7 @@ func estimate(p vram.Plan) (Report, error) {
 			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Margin: margin, Verdict: v}
 		}
 		if !v.Fits {
-			if rep.Advice, err = advise(p, *g); err != nil {
+			if rep.Advice, err = advise(p, *g, importKind(imp)); err != nil {
 				return rep, err
 			}
 		}
@@ -343,7 +397,7 @@ const maxAdvice = 5
 // advise is what would make the plan fit g: the advisor's changes for a
 // training plan, in its framework's flags; vLLM's own remedies for a vLLM
 // launch.
-func advise(p vram.Plan, g vram.GPU) ([]AdviceLine, error) {
+func advise(p vram.Plan, g vram.GPU, kind vram.ConfigKind) ([]AdviceLine, error) {
 	var out []AdviceLine
 	switch {
 	case p.Training != nil:
@@ -352,7 +406,11 @@ func advise(p vram.Plan, g vram.GPU) ([]AdviceLine, error) {
 			return nil, err
 		}
 		for _, a := range as {
-			out = append(out, AdviceLine{Change: a.Change, Flags: a.Flags(p.Training.Framework), Fits: a.Fits, Need: a.Need})
+			keys := a.KeysFor(kind)
+			if keys == "" && kind != "" {
+				keys = "(no setting in " + string(kind) + "'s config)"
+			}
+			out = append(out, AdviceLine{Change: a.Change, Flags: keys, Fits: a.Fits, Need: a.Need})
 		}
 	case p.VLLM != nil:
 		as, err := p.VLLM.Advise(*p.Inference, g)
@@ -369,15 +427,20 @@ func advise(p vram.Plan, g vram.GPU) ([]AdviceLine, error) {
 	return out, nil
 }
 
+func importKind(imp *vram.Imported) vram.ConfigKind {
+	if imp == nil {
+		return ""
+	}
+	return imp.Kind
+}
+
 // margin is the share of the GPU a plan must leave free to be called a
 // fit: room for what no model counts (other processes, library buffers a
 // release adds, a data loader's pinned memory on the device).
 const margin = 0.05
 
 func printReport(w io.Writer, p vram.Plan, r Report) {
-	if r.Name != "" {
-		fmt.Fprintln(w, r.Name)
-	}
+	printImport(w, r.Name, r.Import)
 	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
 	if ck := r.Checkpoint; ck != nil {
 		fmt.Fprintf(w, "checkpoint: %v stored as %s", ck.Total, ck.Format)
@@ -473,16 +536,18 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
 		}
 	}
-	printAdvice(w, p, r.Advice)
+	printAdvice(w, p, r.Import, r.Advice)
 }
 
 // printAdvice lists what would make the plan fit, each with its flags.
-func printAdvice(w io.Writer, p vram.Plan, as []AdviceLine) {
+func printAdvice(w io.Writer, p vram.Plan, imp *vram.Imported, as []AdviceLine) {
 	if len(as) == 0 {
 		return
 	}
 	who := "the plan"
 	switch {
+	case imp != nil:
+		who = string(imp.Kind)
 	case p.Training != nil && p.Training.Framework != "":
 		who = p.Training.Framework
 	case p.VLLM != nil:
@@ -562,4 +627,29 @@ func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName str
 		fmt.Fprintf(w, "On %s (%v free after the CUDA context): %d of %d layers on the GPU, %v there; the rest on the CPU\n", g.Name, g.Usable(), n, est.Layers, used)
 	}
 	return nil
+}
+
+// printImport says how a config became the plan: what each field became,
+// what was assumed, what is not modelled and what was ignored.
+func printImport(w io.Writer, name string, imp *vram.Imported) {
+	if name != "" {
+		fmt.Fprintln(w, name)
+	}
+	if imp == nil {
+		return
+	}
+	fmt.Fprintf(w, "imported (%s config):\n", imp.Kind)
+	for _, m := range imp.Mapped {
+		fmt.Fprintf(w, "  %s\n", m)
+	}
+	for _, a := range imp.Assumed {
+		fmt.Fprintf(w, "  assumed: %s\n", a)
+	}
+	for _, n := range imp.NotModelled {
+		fmt.Fprintf(w, "  not modelled: %s\n", n)
+	}
+	if len(imp.Ignored) > 0 {
+		fmt.Fprintf(w, "  ignored (no effect on GPU memory): %s\n", strings.Join(imp.Ignored, ", "))
+	}
+	fmt.Fprintln(w)
 }

@@ -358,6 +358,7 @@ func TestLaunchGate(t *testing.T) {
 		return write(framework+"-"+gpu+".json", `{"model": "llama-3.2-1b", "gpu": "`+gpu+`", "train": {"seq_len": 2048, "micro_batch": 8, "precision": "amp_bf16", "attention": "sdpa", "optimizer": "adamw", "framework": "`+framework+`"}}`)
 	}
 	fits := train("hf_trainer", "B200")
+	const configs = "../../vram/testdata/configs/"
 	for _, c := range []struct {
 		args  []string
 		code  int
@@ -373,6 +374,16 @@ func TestLaunchGate(t *testing.T) {
 		{[]string{write("serve.json", `{"model": "llama-3.1-70b", "gpu": "H100", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256, "weights": "fp8"}, "vllm": {"max_model_len": 131072}}`)}, exitNoFit,
 			[]string{"starts     71.8 GiB   the longest request the cache holds (vLLM's own estimate): --max-model-len 4992", "starts     71.8 GiB   shards the weights and the KV heads over twice the GPUs: --tensor-parallel-size 2"}},
 		{[]string{fits, write("bad.json", `{"model": "llama-3.1-8b", "train": {"seq_len": -1}}`)}, exitInvalid, nil},
+		// Configs as users have them, the flags after the file.
+		{[]string{configs + "axolotl/llama-3__fft-8b.yaml", "-gpu", "RTX-4090"}, exitNoFit, []string{"To make it fit (axolotl's settings", "sequence_len: 4096", "adapter: qlora, load_in_4bit: true"}},
+		{[]string{configs + "llamafactory/train_lora__qwen3_lora_sft.yaml", "cutoff_len=8192", "-gpu", "RTX-4090"}, exitNoFit, []string{"enable_liger_kernel: true", "cutoff_len: 4096"}},
+		{[]string{configs + "torchtune/llama3_1__8B_lora_single_device.yaml", "tokenizer.max_seq_len=2048", "-gpu", "RTX-4060"}, exitNoFit, []string{"tune run --nproc_per_node 2 lora_finetune_distributed", "tokenizer.max_seq_len=1024"}},
+		{[]string{configs + "hf_trainer/sft_py_full_training.sh", "-gpu", "RTX-4060"}, exitNoFit, []string{"--use_peft --lora_r 16 --lora_target_modules all-linear --load_in_4bit", "--optim adafactor"}},
+		{[]string{configs + "hf_trainer/peft_integration_qlora.sh", "-gpu", "RTX-4060"}, exitFits, nil},
+		{[]string{configs + "vllm/vllm-recipes__qwen3-32b_tpu_v6e.sh", "-gpu", "L4"}, exitFits, nil},
+		{[]string{configs + "vllm/vllm-recipes__Llama-3.1-8B-Instruct.yaml", "-gpu", "L4"}, exitNoFit, []string{"--max-model-len", "--kv-cache-dtype fp8"}},
+		{[]string{configs + "torchtune/llama3_1__8B_lora_single_device.yaml", "-gpu", "RTX-4060"}, exitInvalid, nil}, // tokenizer.max_seq_len is the data's
+		{[]string{configs + "README.md"}, exitInvalid, nil},
 		{[]string{"missing.json"}, exitInvalid, nil},
 	} {
 		var out, stderr bytes.Buffer
