@@ -6,6 +6,14 @@
 //	fmt.Print(est.Peak)              // what is live at the peak, by category, in one unit
 //	fmt.Println(est.PeakAt.Where())  // "iteration 2, backward, block 3"
 //
+// A plan may also come from the config a user already has — axolotl,
+// LLaMA-Factory, torchtune, torchtitan, TrainingArguments/TRL, Megatron-LM,
+// DeepSpeed, accelerate, or a vllm serve / SGLang / llama-server launch:
+//
+//	imp, err := vram.ReadConfig("qlora.yml", vram.ImportOptions{GPU: "RTX-4090"})
+//	est, err := imp.Plan.Training.Estimate()
+//	fmt.Println(imp.Mapped, imp.NotModelled) // what each field became; what is left out
+//
 // # Sizes
 //
 // Bytes is an int64 count of bytes with IEC (KiB … PiB) and SI (KB … PB)
