@@ -58,11 +58,11 @@ func openCheckpoint(root *os.Root, where string) (Checkpoint, error) {
 	switch {
 	case exists(root, "model.safetensors.index.json"):
 		ts, err = readIndex(root, "model.safetensors.index.json")
-	case exists(root, "model.safetensors"):
+	case hasShard(root, "model.safetensors"):
 		left := int64(MaxHeadersBytes)
 		ts, err = readShard(root, "model.safetensors", &left)
 	default:
-		err = errors.New("no model.safetensors or model.safetensors.index.json")
+		err = errNoSafetensors
 	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("%s: %w", where, err)

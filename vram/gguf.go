@@ -130,13 +130,22 @@ func ReadGGUF(path string) (*GGUF, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf %s: %w", path, err)
 	}
-	for _, t := range g.Tensors {
-		end := g.DataOffset + int64(t.Offset) + int64(t.Bytes)
-		if int64(t.Offset) < 0 || end < g.DataOffset || end > st.Size() {
-			return nil, fmt.Errorf("gguf %s: tensor %q (%v at offset %d) ends past the file's %d bytes (truncated?)", path, t.Name, t.Bytes, t.Offset, st.Size())
-		}
+	if err := g.CheckSize(st.Size()); err != nil {
+		return nil, fmt.Errorf("gguf %s: %w", path, err)
 	}
 	return g, nil
+}
+
+// CheckSize checks that every tensor the header lists ends within a file
+// of size bytes.
+func (g *GGUF) CheckSize(size int64) error {
+	for _, t := range g.Tensors {
+		end := g.DataOffset + int64(t.Offset) + int64(t.Bytes)
+		if int64(t.Offset) < 0 || end < g.DataOffset || end > size {
+			return fmt.Errorf("tensor %q (%v at offset %d) ends past the file's %d bytes (truncated?)", t.Name, t.Bytes, t.Offset, size)
+		}
+	}
+	return nil
 }
 
 // ggufReader reads little-endian values within a byte budget.

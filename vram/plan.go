@@ -165,6 +165,13 @@ func decodeModel(raw json.RawMessage, dir string) (Model, string, *Checkpoint, e
 		if err := json.Unmarshal(raw, &name); err != nil {
 			return Model{}, "", nil, fmt.Errorf("model: %v", err)
 		}
+		if IsHubRef(name) {
+			ck, err := openHub(name)
+			if err != nil {
+				return Model{}, "", nil, err
+			}
+			return ck.Model, name, &ck, nil
+		}
 		p, err := LookupPreset(name)
 		if err != nil {
 			return Model{}, "", nil, fmt.Errorf("model: %w", err)

@@ -186,7 +186,7 @@ func ReadCheckpoint(path string) ([]Tensor, error) {
 	defer root.Close()
 	if name == "" {
 		for _, n := range []string{"model.safetensors.index.json", "model.safetensors"} {
-			if _, err := root.Stat(n); err == nil {
+			if hasShard(root, n) {
 				name = n
 				break
 			}
@@ -264,21 +264,17 @@ func readIndex(root *os.Root, name string) ([]Tensor, error) {
 // the header says.
 func readShard(root *os.Root, name string, left *int64) ([]Tensor, error) {
 	where := filepath.Join(root.Name(), name)
-	f, err := openIn(root, name)
+	f, size, err := shardFile(root, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	ts, want, err := readSafetensors(f, left)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if st.Size() != want {
-		return nil, fmt.Errorf("%s: the header describes %d bytes but the file has %d (truncated or padded)", where, want, st.Size())
+	if size != want {
+		return nil, fmt.Errorf("%s: the header describes %d bytes but the file has %d (truncated or padded)", where, want, size)
 	}
 	return ts, nil
 }
