@@ -505,7 +505,7 @@ func importModel(id string, opt ImportOptions) (Model, string, *Checkpoint, erro
 		ref = id
 	}
 	if ref == "" {
-		return Model{}, "", nil, fmt.Errorf("the config names no model: give -model (a catalog name, a config.json or a checkpoint folder)")
+		return Model{}, "", nil, fmt.Errorf("the config names no model: give -model (a catalog name, a config.json, a checkpoint folder or hf://org/name)")
 	}
 	var raw json.RawMessage
 	switch {
@@ -522,7 +522,7 @@ func importModel(id string, opt ImportOptions) (Model, string, *Checkpoint, erro
 			return p.Model, key, nil, nil
 		}
 		if strings.Contains(err.Error(), "unknown model preset") {
-			return m, name, ck, fmt.Errorf("the config's model %q is not in the catalog (plan -presets lists it): give -model (a catalog name, a config.json or a checkpoint folder)", id)
+			return m, name, ck, fmt.Errorf("the config's model %q is not in the catalog (plan -presets lists it): give -model (a catalog name, a config.json, a checkpoint folder, or hf://%s to read its config and headers from the hub)", id, id)
 		}
 		return m, name, ck, err
 	}

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/fileio"
+	"github.com/vramlab/vramlab/vram/hub" // hf:// models
 )
 
 func main() {
@@ -128,12 +130,12 @@ func run(args []string, w io.Writer) error {
 	hfConfig := fs.Bool("hf-config", false, "print the plan's model as a Hugging Face config.json (for examples/measure)")
 	presets := fs.Bool("presets", false, "list the catalog's model names")
 	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
-	ggufFile := fs.String("gguf", "", "print a GGUF file's header: architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
+	ggufFile := fs.String("gguf", "", "print a GGUF file's header (a path, or hf://org/name/file.gguf): architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
 	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
 	gpuName := fs.String("gpu", "", "the GPU to judge the plans on (catalog name or capacity), instead of each plan's own; -gguf: the GPU to split the layers for")
 	from := fs.String("from", "", "the kind of a config to import, where its content does not say: axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, vllm, sglang, llama.cpp")
-	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json or a checkpoint folder (where the config's hub id is not in the catalog)")
+	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
 	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -584,7 +586,7 @@ func newNotes(ns, seen []string) []string {
 
 // printGGUF summarises a GGUF file's header: what llama.cpp loads.
 func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName string) error {
-	g, err := vram.ReadGGUF(file)
+	g, err := readGGUF(file)
 	if err != nil {
 		return err
 	}
@@ -627,6 +629,18 @@ func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName str
 		fmt.Fprintf(w, "On %s (%v free after the CUDA context): %d of %d layers on the GPU, %v there; the rest on the CPU\n", g.Name, g.Usable(), n, est.Layers, used)
 	}
 	return nil
+}
+
+// readGGUF reads a local GGUF file's header, or one on the hub
+// (hf://org/name/file.gguf) by range requests.
+func readGGUF(file string) (*vram.GGUF, error) {
+	if !vram.IsHubRef(file) {
+		return vram.ReadGGUF(file)
+	}
+	opt := hub.FromEnv()
+	ctx, cancel := context.WithTimeout(context.Background(), opt.Timeout)
+	defer cancel()
+	return hub.ReadGGUF(ctx, file, opt)
 }
 
 // printImport says how a config became the plan: what each field became,
