@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-echarts/go-echarts/v2/opts"
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/gpu"
 	"github.com/vramlab/vramlab/vram/snapshot"
@@ -90,6 +91,51 @@ func kinds(t *testing.T) map[string]Chart {
 		"flow":      Flow(est.Static, 8*vram.KiB, "flow"),
 		"layers":    Layers(layers, "layers"),
 		"gpus":      GPUs([]GPU{{Name: "0 Tesla T4", Used: 2 * vram.GiB, Total: 15 * vram.GiB}}, "GPUs"),
+		"diff":      Diff(exampleDiff(t, "as planned", "full checkpointing"), 8),
+	}
+}
+
+// exampleDiff is the example run against the same run with full
+// checkpointing (both recorded by measure.py snapshot).
+func exampleDiff(t testing.TB, a, b string) snapshot.RunDiff {
+	runs := make([]*snapshot.Run, 2)
+	for i, f := range []string{"tiny-llama", "tiny-llama-checkpointed"} {
+		s, err := snapshot.ReadFile("../examples/snapshot/" + f + ".snapshot.pickle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[i], err = s.Rebuild(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snapshot.DiffRuns(runs[0], runs[1], a, b)
+}
+
+// TestDiffChart: one bar per row that differs, largest first, in the
+// category's color; the table has every row with both sides; the sites
+// are the user's text (never translated).
+func TestDiffChart(t *testing.T) {
+	d := exampleDiff(t, "as planned", "full checkpointing")
+	c := Diff(d, 6)
+	names := c.Option.YAxis[0]["data"].([]string)
+	bars := c.Option.Series[0].Data.([]opts.BarData)
+	if len(names) != len(bars) || len(c.Table.Rows) != len(d.Categories)+min(6, len(d.Origins)) {
+		t.Fatalf("%d names, %d bars, %d table rows", len(names), len(bars), len(c.Table.Rows))
+	}
+	for i, b := range bars {
+		if b.Value.(float64) == 0 {
+			t.Errorf("bar %d (%s) shows no difference", i, names[i])
+		}
+	}
+	if names[0] != "activations" || bars[0].ItemStyle.Color != Colors["activations"] || bars[0].Value.(float64) >= 0 {
+		t.Errorf("first bar %s %+v", names[0], bars[0])
+	}
+	site := c.Table.Rows[len(d.Categories)]
+	if !strings.HasPrefix(site[0], userMark) || !strings.Contains(site[0], "modeling_llama.py") {
+		t.Errorf("first site row %q", site)
+	}
+	if got := c.Table.Rows[0]; got[0] != "activations" || !strings.HasPrefix(got[3], "−") {
+		t.Errorf("first table row %q", got)
 	}
 }
 
@@ -174,7 +220,12 @@ func FuzzLabels(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	base := exampleDiff(f, "", "")
+	base.Origins = append([]snapshot.DiffRow{{Name: "x.py:1 f", Category: "activations", B: vram.MiB}}, base.Origins...)
 	f.Fuzz(func(t *testing.T, s string) {
+		base.Origins[0].Name = s
+		diff := base
+		diff.A, diff.B = s, s
 		for _, c := range []Chart{
 			Breakdown(est.Peak, s),
 			Compare([]string{s}, []vram.Breakdown{est.Peak}, 0),
@@ -182,6 +233,7 @@ func FuzzLabels(f *testing.F) {
 			Layers([]vram.LayerMemory{{Name: s, Live: est.Peak}}, s),
 			overlayOf(t, run, s),
 			MemoryOverTime(samples(), vram.GiB, 0, s),
+			Diff(diff, 3),
 		} {
 			h := HTML(c)
 			if n := strings.Count(strings.ToLower(h), "<script"); n != 1 {
@@ -364,4 +416,20 @@ func TestMustOutsideNotebookPanics(t *testing.T) {
 		}
 	}()
 	Must(errors.New("bad plan"))
+}
+
+// TestSiteNames: bars name a site by its file's base name unless two
+// sites would share it, and add the category where a site has two rows.
+func TestSiteNames(t *testing.T) {
+	got := siteNames([]snapshot.DiffRow{
+		{Name: "a/b/model.py:10 forward", Category: "activations"},
+		{Name: "a/b/model.py:10 forward", Category: "temporaries"},
+		{Name: "x/util.py:3 f", Category: "activations"},
+		{Name: "y/util.py:3 f", Category: "activations"},
+		{Name: "<no frame>", Category: "other"},
+	})
+	want := []string{"model.py:10 forward (activations)", "model.py:10 forward (temporaries)", "x/util.py:3 f", "y/util.py:3 f", "<no frame>"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

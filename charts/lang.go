@@ -59,6 +59,10 @@ func tr(s string) string {
 	return unmark(s)
 }
 
+// mine translates a caller's label caught inside one of the charts' own
+// phrases as a caller's text: only as a title or label the tutorials give.
+func mine(s string) string { return orSame(zhTitles[s], s) }
+
 // trWhere translates the engine's description of a moment of the step
 // ("iteration 2, backward, block 3"); parts it does not know stay as they are.
 func trWhere(s string) string {
@@ -236,6 +240,12 @@ var zhPatterns = []zhPattern{
 	{regexp.MustCompile(`^block (\d+)$`), func(m []string) string { return "第 " + m[1] + " 块" }, false},
 	{regexp.MustCompile(`^(.+): memory over the training step$`), func(m []string) string { return m[1] + "：训练步内的显存" }, true},
 	{regexp.MustCompile(`^(.+): live at the peak$`), func(m []string) string { return m[1] + "：峰值时刻存活的显存" }, true},
+	{regexp.MustCompile(`^(.+) − (.+) at the allocated peak$`), func(m []string) string {
+		return mine(m[1]) + " − " + mine(m[2]) + "：已分配峰值处的差异"
+	}, false},
+	{regexp.MustCompile(`^(.+): (\S+ \S+) \((.+)\); (.+): (\S+ \S+) \((.+)\)$`), func(m []string) string {
+		return mine(m[1]) + "：" + m[2] + "（" + trWhere(m[3]) + "）；" + mine(m[4]) + "：" + m[5] + "（" + trWhere(m[6]) + "）"
+	}, false},
 	{regexp.MustCompile(`^Device memory over time \((.+)\)$`), func(m []string) string {
 		return "设备显存随时间变化（" + strings.NewReplacer("simulated", "模拟的", "idle", "空闲").Replace(m[1]) + "）"
 	}, true},

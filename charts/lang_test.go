@@ -114,3 +114,20 @@ func TestTranslationLeavesUserLabels(t *testing.T) {
 		t.Error("the English chart keeps a mark or loses the label")
 	}
 }
+
+// TestDiffChartInChinese: the diff chart's own phrase around the two
+// labels is translated, the labels stay the caller's (a tutorial's
+// "your run" is translated as the tutorials' words are), and the
+// categories are the chart's words.
+func TestDiffChartInChinese(t *testing.T) {
+	var out string
+	withLang("zh", func() { out = HTML(Diff(exampleDiff(t, "your run", "other"), 3)) })
+	for _, want := range []string{`"text":"other − 你的运行：已分配峰值处的差异"`, "你的运行：88.0 MiB（第 2 次迭代，反向）；other：65.1 MiB（第 1 次迭代，优化器步）", `"激活值"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the Chinese diff chart lacks %s", want)
+		}
+	}
+	if strings.Contains(out, userMark) || strings.Contains(out, "at the allocated peak") {
+		t.Error("the Chinese diff chart kept a mark or its English phrase")
+	}
+}

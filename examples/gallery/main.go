@@ -108,6 +108,10 @@ func Gallery() ([]charts.Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	diff, err := exampleDiff("as planned", "with full checkpointing")
+	if err != nil {
+		return nil, err
+	}
 	return []charts.Chart{
 		charts.Breakdown(est.Peak, "Llama-3-8B LoRA, peak per GPU"),
 		charts.Compare(plans, bs, g.Usable()),
@@ -119,6 +123,7 @@ func Gallery() ([]charts.Chart, error) {
 		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "Memory in use on each GPU (NVML)"),
 		overlay,
 		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, "NVML readings of a job (illustrative)"),
+		charts.Diff(diff, 8),
 	}, nil
 }
 
@@ -149,6 +154,22 @@ func exampleOverlay(title string) (charts.Chart, error) {
 		return charts.Chart{}, err
 	}
 	return charts.RunOverlay(run, *p.Training, nil, title)
+}
+
+// exampleDiff is the example snapshot against the same run with full
+// checkpointing (examples/snapshot), at their allocated peaks.
+func exampleDiff(a, b string) (snapshot.RunDiff, error) {
+	var runs [2]*snapshot.Run
+	for i, name := range []string{"tiny-llama", "tiny-llama-checkpointed"} {
+		s, err := snapshot.ReadFile(filepath.Join("examples", "snapshot", name+".snapshot.pickle"))
+		if err != nil {
+			return snapshot.RunDiff{}, err
+		}
+		if runs[i], err = s.Rebuild(0); err != nil {
+			return snapshot.RunDiff{}, err
+		}
+	}
+	return snapshot.DiffRuns(runs[0], runs[1], a, b), nil
 }
 
 // Hostile builds one chart of each kind with text in every place a user's
@@ -185,6 +206,13 @@ func Hostile(text string) ([]charts.Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	diff, err := exampleDiff(text, text+" 2")
+	if err != nil {
+		return nil, err
+	}
+	if len(diff.Origins) > 0 {
+		diff.Origins[0].Name = text
+	}
 	return []charts.Chart{
 		charts.Breakdown(est.Peak, text),
 		charts.Compare([]string{text, text + " 2"}, []vram.Breakdown{est.Peak, est.Static}, g.Usable()),
@@ -196,5 +224,6 @@ func Hostile(text string) ([]charts.Chart, error) {
 		charts.GPUs([]charts.GPU{{Name: text, Used: 3 * vram.GiB, Total: 15 * vram.GiB}, {Name: text + " 1", Used: vram.GiB, Total: 15 * vram.GiB}}, text),
 		overlay,
 		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, text),
+		charts.Diff(diff, 8),
 	}, nil
 }

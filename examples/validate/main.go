@@ -18,6 +18,14 @@
 //	verdicts kind=<KIND> failed_starts=<N> agree=<N>
 //
 // says how many of them the engine's verdict matches.
+//
+//	go run ./examples/validate -diff [-sites N] A.snapshot.pickle B.snapshot.pickle
+//	go run ./examples/validate -diff [-gpu NAME] A.snapshot.pickle PLAN.json
+//
+// sets a PyTorch memory snapshot beside a second one, or beside the
+// prediction for the plan it ran, at their allocated peaks: by category,
+// then (two snapshots) by the line of code that allocated, the largest
+// differences first.
 package main
 
 import (
@@ -65,8 +73,17 @@ func run(args []string, stdout io.Writer) error {
 	fs.SetOutput(stdout)
 	trust := fs.String("trust", "ABC", "trust levels to include (A, B, C)")
 	markdown := fs.Bool("markdown", false, "print README's accuracy section: the summary table and every case")
+	diffMode := fs.Bool("diff", false, "compare a snapshot with a second snapshot or with a plan's prediction")
+	gpuName := fs.String("gpu", "", "with -diff and a plan: the GPU the snapshot was recorded on")
+	sites := fs.Int("sites", 12, "with -diff of two snapshots: how many allocation sites to list")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *diffMode {
+		if fs.NArg() != 2 || *sites < 0 {
+			return errDiffArgs
+		}
+		return diff(fs.Arg(0), fs.Arg(1), *gpuName, *sites, stdout)
 	}
 	if fs.NArg() != 1 {
 		return errors.New("usage: validate [-trust AB] FILE.jsonl")

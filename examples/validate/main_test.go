@@ -287,3 +287,39 @@ func TestReadmeAccuracySection(t *testing.T) {
 		t.Errorf("README's accuracy section is not this run's: go test ./examples/validate -run TestReadmeAccuracySection -update")
 	}
 }
+
+// TestDiff: two example snapshots side by side, and one beside its plan's
+// prediction; wrong arguments are a usage line.
+func TestDiff(t *testing.T) {
+	snap := func(n string) string { return filepath.Join("..", "snapshot", n) }
+	var out bytes.Buffer
+	if err := run([]string{"-diff", "-sites", "3", snap("tiny-llama.snapshot.pickle"), snap("tiny-llama-checkpointed.snapshot.pickle")}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// heading, peak, where, 6 categories, 3 sites
+	if len(lines) != 12 || !regexp.MustCompile(`^allocated peak\s+88\.0 MiB\s+65\.1 MiB\s+−22\.9 MiB$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^  activations\s+45\.0 MiB\s+0 B\s+−45\.0 MiB$`).MatchString(lines[3]) ||
+		!strings.HasPrefix(lines[9], "transformers/models/llama/modeling_llama.py:155 forward (activations)") {
+		t.Errorf("two runs:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run([]string{"-diff", snap("tiny-llama.snapshot.pickle"), snap("tiny-llama.json")}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^allocated peak\s+88\.0 MiB\s+88\.0 MiB\s+−164 B$`).MatchString(out.String()) {
+		t.Errorf("run and prediction:\n%s", out.String())
+	}
+	for _, args := range [][]string{
+		{"-diff", snap("tiny-llama.snapshot.pickle")},
+		{"-diff", "-sites", "-1", snap("tiny-llama.snapshot.pickle"), snap("tiny-llama.json")},
+		{"-diff", snap("tiny-llama.json"), snap("tiny-llama.json")},
+		{"-diff", "-gpu", "nope", snap("tiny-llama.snapshot.pickle"), snap("tiny-llama.json")},
+	} {
+		if err := run(args, io.Discard); err == nil {
+			t.Errorf("%q: no error", args)
+		} else {
+			t.Logf("%q: %v", args, err)
+		}
+	}
+}

@@ -23,9 +23,9 @@ test('every chart kind with hostile labels: nothing runs, the labels read as tex
   const { page, problems } = await offlinePage(browser);
   const watch = watchScripts(page);
   await page.goto('file://' + file);
-  await waitForCharts(page, 10);
+  await waitForCharts(page, 11);
   const states = await chartStates(page);
-  assert.equal(states.length, 10, 'ten chart kinds');
+  assert.equal(states.length, 11, 'eleven chart kinds');
   states.forEach((s, i) => assert.ok(s.initialized && s.painted > 200, `chart ${i}: ${JSON.stringify(s)}`));
   const tips = await hoverEverything(page);
   assert.ok(tips.length >= 20, `tooltips opened: ${tips.length}`);
