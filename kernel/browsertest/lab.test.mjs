@@ -37,9 +37,9 @@ test('a tutorial draws its charts in JupyterLab', async () => {
 test('the snapshot tutorial draws the real run over the prediction in JupyterLab', async () => {
   const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
   await runAllCells(page, lab, '11-check-it-against-your-run.ipynb');
-  await waitForCharts(page, 2, 90_000);
+  await waitForCharts(page, 3, 90_000);
   const states = await chartStates(page);
-  assert.equal(states.length, 2, 'the overlay and the NVML readings');
+  assert.equal(states.length, 3, 'the overlay, the two runs diffed and the NVML readings');
   states.forEach((s, i) => assert.ok(s.initialized && s.painted > 200, `chart ${i}: ${JSON.stringify(s)}`));
   // The overlay: the real run and the prediction, both drawn, one axis of phases.
   const overlay = await page.evaluate(() => {
@@ -53,6 +53,14 @@ test('the snapshot tutorial draws the real run over the prediction in JupyterLab
   assert.deepEqual(overlay.names, ['real allocated', 'predicted allocated']);
   assert.ok(overlay.points[0] > 1000 && overlay.points[1] > 20, `points ${overlay.points}`);
   assert.deepEqual(overlay.areas, ['setup', 'forward 1', 'backward 1', 'optimizer 1', 'forward 2', 'backward 2', 'optimizer 2']);
+  // The two example runs diffed: checkpointing takes the activations first.
+  const diff = await page.evaluate(() => [...document.querySelectorAll('[_echarts_instance_]')]
+    .map((el) => window.echarts.getInstanceByDom(el).getOption())
+    .filter((o) => /at the allocated peak/.test(o.title[0].text))
+    .map((o) => ({ title: o.title[0].text, first: o.yAxis[0].data[0], value: o.series[0].data[0].value })));
+  assert.equal(diff.length, 1, 'one diff chart');
+  assert.equal(diff[0].first, 'activations');
+  assert.ok(diff[0].value < -40, `activations −45 MiB, got ${diff[0].value}`);
   // JupyterLab renders only the cells in view: the outputs are read from the
   // notebook as saved.
   await page.locator('.jp-Notebook >> visible=true').first().click();
