@@ -191,7 +191,9 @@ func TestDoctorLeavesGoModAlone(t *testing.T) {
 	}
 }
 
-// TestDockerImageInputs: the base image is pinned by digest, and the build
+// TestDockerImageInputs: the base image is pinned by digest (the BASE
+// argument's default, which image-test.sh replaces only where no registry
+// answers), and the build
 // context leaves out version control and every build output .gitignore
 // names, so an image never carries .git or a stale environment.
 func TestDockerImageInputs(t *testing.T) {
@@ -199,10 +201,24 @@ func TestDockerImageInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pinned := regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+	froms := 0
 	for _, line := range strings.Split(string(df), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "FROM" && !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(f[1]) {
-			t.Errorf("base image not pinned by digest: %q", line)
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 1 && f[0] == "ARG" && strings.HasPrefix(f[1], "BASE="):
+			if !pinned.MatchString(f[1]) {
+				t.Errorf("base image not pinned by digest: %q", line)
+			}
+		case len(f) > 1 && f[0] == "FROM":
+			froms++
+			if f[1] != "${BASE}" && !pinned.MatchString(f[1]) {
+				t.Errorf("base image neither BASE nor pinned by digest: %q", line)
+			}
 		}
+	}
+	if froms == 0 || !strings.Contains(string(df), "\nARG BASE=") {
+		t.Error("the Dockerfile has no FROM, or no pinned ARG BASE")
 	}
 	ign, err := os.ReadFile("../.dockerignore")
 	if err != nil {
