@@ -214,10 +214,17 @@ func processName(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-// fakeModels are the machines Fake can simulate.
-var fakeModels = map[string]gpus.Config{
-	"a100": gpus.A100_SXM4_40GB, "a100-40": gpus.A100_SXM4_40GB, "a100-80": gpus.A100_SXM4_80GB,
-	"h100": gpus.H100_SXM5_80GB, "h200": gpus.H200_SXM5_141GB, "b200": gpus.B200_SXM5_180GB,
+// fakeModels are the machines Fake can simulate: go-nvml's mock of the
+// card and the catalog's entry for it, whose nvidia-smi total the simulated
+// device reports (the mocks round it to 40, 80, 141 or 180 GiB), so one GPU
+// model has one capacity everywhere.
+var fakeModels = map[string]struct {
+	mock    gpus.Config
+	catalog string
+}{
+	"a100": {gpus.A100_SXM4_40GB, "A100-40GB"}, "a100-40": {gpus.A100_SXM4_40GB, "A100-40GB"},
+	"a100-80": {gpus.A100_SXM4_80GB, "A100-80GB"}, "h100": {gpus.H100_SXM5_80GB, "H100-80GB"},
+	"h200": {gpus.H200_SXM5_141GB, "H200"}, "b200": {gpus.B200_SXM5_180GB, "B200"},
 }
 
 // Fake returns a snapshot of simulated GPUs built on go-nvml's mock servers,
@@ -253,13 +260,18 @@ func FakeServer(spec string) (*server.Server, error) {
 	if !ok || err != nil || !digits || n < 1 || n > 64 || !known {
 		return nil, fmt.Errorf("%s=%q: want <model>x<count> with count 1–64 and model one of a100, a100-80, h100, h200, b200", FakeEnv, spec)
 	}
-	srv, err := server.New(server.WithGPUs(gpus.Multiple(n, cfg)...), server.WithDriverVersion("550.54.15"),
+	card, err := vram.LookupGPU(cfg.catalog)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.WithGPUs(gpus.Multiple(n, cfg.mock)...), server.WithDriverVersion("550.54.15"),
 		server.WithNVMLVersion("12.550.54.15"), server.WithCUDADriverVersion(12040))
 	if err != nil {
 		return nil, err
 	}
 	for i, dev := range srv.Devices {
 		d := dev.(*server.Device)
+		d.MemoryInfo.Total = uint64(card.Memory)
 		used := uint64(512<<20) + uint64(i)*(256<<20) // a context per device, growing a little by index
 		d.MemoryInfo.Used, d.MemoryInfo.Free = used, d.MemoryInfo.Total-used
 		mem := d.MemoryInfo

@@ -182,6 +182,18 @@ func TestFake(t *testing.T) {
 			t.Errorf("Fake(%q) = %v", bad, err)
 		}
 	}
+	// One capacity for one GPU model: a simulated card reports the
+	// catalog's nvidia-smi total.
+	for model, m := range fakeModels {
+		s, err := Fake(model + "x1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ := vram.LookupGPU(m.catalog)
+		if s.Devices[0].Total != g.Memory {
+			t.Errorf("%s: simulated total %v, the catalog's %s %v", model, s.Devices[0].Total, g.Name, g.Memory)
+		}
+	}
 }
 
 func TestFitsOn(t *testing.T) {
