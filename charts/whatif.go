@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,13 +30,13 @@ type Controls struct {
 }
 
 var (
-	defaultModels = []string{"gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b", "qwen2.5-7b", "llama-2-13b"}
+	defaultModels = []string{"qwen3-8b", "llama-3.1-8b", "gemma-3-4b", "qwen3-14b", "mistral-small-24b", "qwen3-32b", "gpt-oss-20b", "qwen3-30b-a3b", "llama-2-7b", "gpt2"}
 	defaultGPUs   = []string{"A100-80GB", "H100-80GB", "RTX-4090", "A100-40GB", "L4", "H200"}
 	seqLens       = []int{128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
+	microBatches  = []int{1, 2, 4, 8, 16, 32, 64} // the useful values a slider's pixels each get
 	precisions    = []string{"fp32", "amp_bf16", "mixed_bf16", "bf16", "fp16"}
 	optimizers    = []string{"adamw", "adamw_8bit", "adafactor", "lion", "sgd"}
 	checkpoints   = []string{"none", "selective", "op", "full"}
-	maxMicroBatch = 64
 )
 
 // whatIf is the state behind the controls: the plan as the reader has set
@@ -92,16 +93,15 @@ type control struct {
 	field   string
 	label   string
 	options []string // shown in a select; nil for a slider
-	min     int      // slider range
-	max     int
-	value   int // initial index or slider value
+	steps   []int    // a slider's values; it moves by index
+	value   int      // initial index
 }
 
 func (w *whatIf) controls() []control {
 	return []control{
 		{field: "model", label: "model", options: w.models},
-		{field: "seq_len", label: "sequence length", min: 0, max: len(seqLens) - 1, value: nearest(seqLens, w.plan.SeqLen)},
-		{field: "micro_batch", label: "micro-batch", min: 1, max: max(maxMicroBatch, w.plan.MicroBatch), value: w.plan.MicroBatch},
+		stepped("seq_len", "sequence length", seqLens, w.plan.SeqLen),
+		stepped("micro_batch", "micro-batch", microBatches, w.plan.MicroBatch),
 		{field: "precision", label: "precision", options: precisions, value: indexOr(precisions, w.plan.Precision)},
 		{field: "optimizer", label: "optimizer", options: optimizers, value: indexOr(optimizers, w.plan.Optimizer)},
 		{field: "grad_checkpointing", label: "checkpointing", options: checkpoints, value: indexOr(checkpoints, w.plan.Checkpointing)},
@@ -117,21 +117,15 @@ func gpuNames(gs []vram.GPU) []string {
 	return out
 }
 
-func nearest(xs []int, v int) int {
-	best := 0
-	for i, x := range xs {
-		if abs(x-v) < abs(xs[best]-v) {
-			best = i
-		}
+// stepped is a slider over steps with the plan's own value among them
+// (kept in order), starting there.
+func stepped(field, label string, steps []int, own int) control {
+	vs := append([]int(nil), steps...)
+	if !slices.Contains(vs, own) {
+		vs = append(vs, own)
+		slices.Sort(vs)
 	}
-	return best
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
+	return control{field: field, label: label, steps: vs, value: slices.Index(vs, own)}
 }
 
 // indexOr is s's index in xs; an empty s is the first (the default).
@@ -160,11 +154,12 @@ func (w *whatIf) set(c control, v int) error {
 	case "gpu":
 		w.gpu = v
 		return nil
-	case "seq_len":
-		if v < 0 || v >= len(seqLens) {
-			return fmt.Errorf("sequence length: step %d out of range", v)
+	}
+	if c.steps != nil {
+		if v < 0 || v >= len(c.steps) {
+			return fmt.Errorf("%s: step %d out of range", c.label, v)
 		}
-		v = seqLens[v]
+		v = c.steps[v]
 	}
 	value := strconv.Itoa(v)
 	if c.options != nil {
@@ -249,7 +244,11 @@ func WhatIf(t vram.Training, c Controls) error {
 	uid := gonbui.UniqueID()
 	panel, result := "vramlab_whatif_controls_"+uid, "vramlab_whatif_result_"+uid
 	box := "vramlab-whatif-" + uid
-	gonbui.UpdateHTML(panel, `<div id="`+box+`" class="vramlab-whatif" style="display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center;font:13px sans-serif;margin:6px 0"></div>`)
+	// Keys pressed on a control are the control's: JupyterLab's notebook
+	// shortcuts (arrows move between cells) never see them, so a focused
+	// slider moves with the arrow keys.
+	gonbui.UpdateHTML(panel, `<div id="`+box+`" class="vramlab-whatif" style="display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center;font:13px sans-serif;margin:6px 0"></div>`+
+		`<script>(function(){var b=document.getElementById("`+box+`");if(b){b.addEventListener("keydown",function(e){e.stopPropagation();});}})();</script>`)
 	gonbui.UpdateHTML(result, w.render())
 	gonbui.Sync()
 	if !inServerSession() {
@@ -294,10 +293,8 @@ func WhatIf(t vram.Training, c Controls) error {
 				gonbui.UpdateHTML(result, string(Para("cannot apply the change: ", err.Error())))
 				continue
 			}
-			if cs[ch.i].field == "seq_len" {
-				setValueText(uid, cs[ch.i], vram.Grouped(int64(seqLens[ch.v])))
-			} else if cs[ch.i].options == nil {
-				setValueText(uid, cs[ch.i], vram.Grouped(int64(ch.v)))
+			if cs[ch.i].steps != nil {
+				setValueText(uid, cs[ch.i], vram.Grouped(int64(cs[ch.i].steps[ch.v])))
 			}
 			gonbui.UpdateHTML(result, w.render())
 			gonbui.Sync()
@@ -342,11 +339,8 @@ func build(box, uid string, c control) *comms.AddressChan[int] {
 		s := widgets.Select(opts).SetDefault(c.value).AppendTo(controlID(uid, c)).Done()
 		return s.Listen().LatestOnly()
 	}
-	s := widgets.Slider(c.min, c.max, c.value).AppendTo(controlID(uid, c)).Done()
-	val := vram.Grouped(int64(c.value))
-	if c.field == "seq_len" {
-		val = vram.Grouped(int64(seqLens[c.value]))
-	}
+	s := widgets.Slider(0, len(c.steps)-1, c.value).AppendTo(controlID(uid, c)).Done()
+	val := vram.Grouped(int64(c.steps[c.value]))
 	dom.Append(controlID(uid, c), `<output id="`+controlID(uid, c)+`-value" style="min-width:4em;font-variant-numeric:tabular-nums">`+html.EscapeString(val)+`</output>`)
 	return s.Listen().LatestOnly()
 }

@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,8 +25,13 @@ func TestWhatIfControlsChangeThePlan(t *testing.T) {
 	for _, c := range cs {
 		byField[c.field] = c
 	}
-	if got := byField["seq_len"].value; seqLens[got] != 1024 {
-		t.Fatalf("the sequence slider starts at step %d (%d tokens), want 1024", got, seqLens[got])
+	if sl := byField["seq_len"]; sl.steps[sl.value] != 1024 {
+		t.Fatalf("the sequence slider starts at step %d (%d tokens), want 1024", sl.value, sl.steps[sl.value])
+	}
+	// The micro-batch slider moves in powers of two (a 30 % drag is two
+	// steps, not sixteen micro-batches), from the plan's own value.
+	if mb := byField["micro_batch"]; !slices.Equal(mb.steps, []int{1, 2, 4, 8, 16, 32, 64}) || mb.steps[mb.value] != whatIfPlan().MicroBatch {
+		t.Fatalf("micro-batch steps %v from step %d", mb.steps, mb.value)
 	}
 	if got := byField["precision"].value; precisions[got] != "amp_bf16" {
 		t.Fatalf("the precision select starts at %q", precisions[got])
@@ -36,7 +42,7 @@ func TestWhatIfControlsChangeThePlan(t *testing.T) {
 		v     int
 		check func(vram.Training) bool
 	}{
-		{"micro_batch", 8, func(p vram.Training) bool { return p.MicroBatch == 8 }},
+		{"micro_batch", 3, func(p vram.Training) bool { return p.MicroBatch == 8 }},
 		{"seq_len", 2, func(p vram.Training) bool { return p.SeqLen == 512 }},
 		{"grad_checkpointing", 3, func(p vram.Training) bool { return p.Checkpointing == "full" }},
 		{"grad_checkpointing", 2, func(p vram.Training) bool { return p.Checkpointing == "op" }},
@@ -69,6 +75,31 @@ func TestWhatIfControlsChangeThePlan(t *testing.T) {
 	}
 	if err := w.set(byField["optimizer"], 99); err == nil {
 		t.Fatal("an out-of-range choice was accepted")
+	}
+}
+
+// TestSteppedKeepsThePlansValue: a plan's value off the steps is one of
+// them, in order, and the slider starts there.
+func TestSteppedKeepsThePlansValue(t *testing.T) {
+	for _, tc := range []struct {
+		own  int
+		want []int
+	}{
+		{4, []int{1, 2, 4, 8}},
+		{6, []int{1, 2, 4, 6, 8}},
+		{100, []int{1, 2, 4, 8, 100}},
+	} {
+		c := stepped("micro_batch", "micro-batch", []int{1, 2, 4, 8}, tc.own)
+		if !slices.Equal(c.steps, tc.want) || c.steps[c.value] != tc.own {
+			t.Errorf("own %d: steps %v from %d", tc.own, c.steps, c.value)
+		}
+	}
+	w, err := newWhatIf(whatIfPlan(), Controls{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.set(stepped("micro_batch", "micro-batch", microBatches, 2), 7); err == nil {
+		t.Error("a step past the slider's end was accepted")
 	}
 }
 

@@ -32,15 +32,16 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   assert.ok(before && before.subtitle, `a drawn result: ${JSON.stringify(before)}`);
   assert.match(before.text, /micro-batch 2/);
 
-  // The micro-batch slider to 6, as a drag ends: input, then change.
+  // The micro-batch slider moves in powers of two: step 3 is 8, as a drag
+  // ends there (input, then change).
   await sliders.nth(1).evaluate((el) => {
-    el.value = '6';
+    el.value = '3';
     el.dispatchEvent(new Event('input'));
     el.dispatchEvent(new Event('change'));
   });
   await page.waitForFunction((a) => {
     const el = document.querySelector('.vramlab-whatif-result');
-    return el && el.dataset.allocated !== a && /micro-batch 6/.test(el.innerText) && el.querySelector('[_echarts_instance_]');
+    return el && el.dataset.allocated !== a && /micro-batch 8/.test(el.innerText) && el.querySelector('[_echarts_instance_]');
   }, before.allocated, { timeout: 60_000 });
   await page.waitForFunction(() => {
     const c = document.querySelector('.vramlab-whatif-result [_echarts_instance_]');
@@ -51,12 +52,17 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   assert.notEqual(after.subtitle, before.subtitle, 'the chart was redrawn with the new total');
   const shown = after.text.match(/tensors live at the peak \(the chart\)\s+([\d.,]+ GiB)/);
   assert.ok(shown && after.subtitle.includes(shown[1]), `the chart's total ${after.subtitle} is the stated peak ${shown && shown[1]}`);
-  assert.equal(await box.locator('output').nth(1).innerText(), '6', 'the slider shows its value');
+  assert.equal(await box.locator('output').nth(1).innerText(), '8', 'the slider shows its value');
 
   // A select: the GPU. The verdict names the card chosen.
   await box.locator('select').last().selectOption({ label: 'RTX-4090' });
   await page.waitForFunction(() => /verdict on RTX-4090\s+does not fit/.test(document.querySelector('.vramlab-whatif-result')?.innerText || ''),
     null, { timeout: 60_000 });
+  // The keyboard: one arrow press is one step (8 → 16).
+  await sliders.nth(1).press('ArrowRight');
+  await page.waitForFunction(() => /micro-batch 16/.test(document.querySelector('.vramlab-whatif-result')?.innerText || ''),
+    null, { timeout: 60_000 });
+  assert.equal(await box.locator('output').nth(1).innerText(), '16', 'the slider shows the value the key chose');
   await box.scrollIntoViewIfNeeded();
   await page.screenshot({ path: shotPath('20-what-if-controls.png'), fullPage: false });
 
@@ -64,7 +70,7 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   await box.getByRole('button', { name: 'done' }).click();
   await waitForIdle(page, 180_000);
   const ended = await page.locator('.jp-OutputArea-output', { hasText: 'what-if ended' }).first().innerText();
-  assert.match(ended, /micro_batch 6/);
+  assert.match(ended, /micro_batch 16/);
   assert.match(ended, /GPU RTX-4090/);
   assert.deepEqual(problems.external, [], 'no request may leave the machine');
 });
