@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/janpfeifer/gonb/gonbui"
@@ -43,19 +44,21 @@ var (
 // it, and the choices each control offers. It has no notebook in it, so it
 // is tested as plain Go.
 type whatIf struct {
-	plan   vram.Training
-	own    vram.Model // the plan's model, first in the model list
-	models []string
-	gpus   []vram.GPU
-	gpu    int
-	room   float64
+	start   vram.Training // the plan the controls started from
+	changed [][2]string   // the settings changed, in order (Remembered applies them)
+	plan    vram.Training
+	own     vram.Model // the plan's model, first in the model list
+	models  []string
+	gpus    []vram.GPU
+	gpu     int
+	room    float64
 }
 
 func newWhatIf(t vram.Training, c Controls) (*whatIf, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	w := &whatIf{plan: t, own: t.Model, room: c.Headroom}
+	w := &whatIf{start: t, plan: t, own: t.Model, room: c.Headroom}
 	w.models = []string{t.Model.Name}
 	ms := c.Models
 	if len(ms) == 0 {
@@ -147,8 +150,10 @@ func (w *whatIf) set(c control, v int) error {
 	case "model":
 		if v == 0 {
 			w.plan.Model = w.own
+			w.record("model", "")
 		} else {
 			w.plan.Model = vram.FromPreset(w.models[v])
+			w.record("model", w.models[v])
 		}
 		return nil
 	case "gpu":
@@ -170,7 +175,15 @@ func (w *whatIf) set(c control, v int) error {
 		return err
 	}
 	w.plan = t
+	w.record(c.field, value)
 	return nil
+}
+
+// record notes a setting the controls changed, for Remembered; a later
+// change of the same field replaces it.
+func (w *whatIf) record(field, value string) {
+	w.changed = slices.DeleteFunc(w.changed, func(s [2]string) bool { return s[0] == field })
+	w.changed = append(w.changed, [2]string{field, value})
 }
 
 // render is the result area: the verdict on the chosen GPU, the three
@@ -316,9 +329,42 @@ func inServerSession() bool { return os.Getenv("JPY_SESSION_NAME") != "" }
 // finish replaces the controls with the settings they ended at, so the
 // saved notebook says what the result shows.
 func finish(panel string, w *whatIf) error {
-	gonbui.UpdateHTML(panel, string(Para(Bold("what-if ended; the plan as last set:"), " ", w.summary())))
+	remember(w.start, w.gpus[0].Name, w.changed, w.plan, w.gpus[w.gpu].Name)
+	gonbui.UpdateHTML(panel, string(Join(Para(Bold("what-if ended; the plan as last set:"), " ", w.summary()),
+		Para("The cells below use it (charts.Remembered). To keep it in the plan's cell, change these fields:"),
+		Pre(w.asCode()))))
 	gonbui.Sync()
 	return nil
+}
+
+// asCode is what the controls changed as the plan literal's fields, to
+// paste.
+func (w *whatIf) asCode() string {
+	t := w.plan
+	var b strings.Builder
+	for _, s := range w.changed {
+		switch s[0] {
+		case "model":
+			fmt.Fprintf(&b, "Model: vram.FromPreset(%q),\n", orDefault(s[1], w.own.Name))
+		case "seq_len":
+			fmt.Fprintf(&b, "SeqLen: %d,\n", t.SeqLen)
+		case "micro_batch":
+			fmt.Fprintf(&b, "MicroBatch: %d,\n", t.MicroBatch)
+		case "precision":
+			fmt.Fprintf(&b, "Precision: %q,\n", t.Precision)
+		case "optimizer":
+			fmt.Fprintf(&b, "Optimizer: %q,\n", t.Optimizer)
+		case "grad_checkpointing":
+			fmt.Fprintf(&b, "Checkpointing: %q,\n", t.Checkpointing)
+		}
+	}
+	if g := w.gpus[w.gpu].Name; g != w.gpus[0].Name {
+		fmt.Fprintf(&b, "// and the GPU: %q\n", g)
+	}
+	if b.Len() == 0 {
+		return "// nothing changed"
+	}
+	return b.String()
 }
 
 func (w *whatIf) summary() string {

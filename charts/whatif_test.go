@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -144,5 +145,70 @@ func TestWhatIfInvalidCombinationSaysWhy(t *testing.T) {
 	w.plan.MicroBatch = 0
 	if out := w.render(); !strings.Contains(out, "not a valid plan") || !strings.Contains(out, "micro_batch") {
 		t.Fatalf("an invalid plan rendered as:\n%s", out)
+	}
+}
+
+// TestRemembered: where a what-if ended is what the cells below read,
+// for the plan it started from; a second what-if from there continues the
+// record; an edited base plan, another notebook or a damaged record
+// leaves the plan as written.
+func TestRemembered(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("JPY_SESSION_NAME", "/nb/20-what-if-playground.ipynb")
+	base := whatIfPlan()
+	if p, g := Remembered(base, "RTX-4090"); g != "RTX-4090" || p.MicroBatch != base.MicroBatch {
+		t.Fatalf("nothing remembered yet, got %+v on %s", p, g)
+	}
+	session := func(start vram.Training, gpu string, moves map[string]int) (vram.Training, string) {
+		w, err := newWhatIf(start, Controls{Models: []string{"llama-2-7b"}, GPUs: []string{gpu, "H100-80GB"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range w.controls() {
+			if v, ok := moves[c.field]; ok {
+				if err := w.set(c, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		remember(w.start, w.gpus[0].Name, w.changed, w.plan, w.gpus[w.gpu].Name)
+		if code := w.asCode(); len(moves) > 0 && code == "// nothing changed" {
+			t.Errorf("asCode after %v: %s", moves, code)
+		}
+		return w.plan, w.gpus[w.gpu].Name
+	}
+	// micro-batch step 3 (8), the second GPU.
+	end, gpu := session(base, "RTX-4090", map[string]int{"micro_batch": 3, "gpu": 1})
+	p, g := Remembered(base, "RTX-4090")
+	if p.MicroBatch != 8 || g != "H100-80GB" || fingerprint(p, g) != fingerprint(end, gpu) {
+		t.Fatalf("remembered %+v on %s, the what-if ended at %+v on %s", p, g, end, gpu)
+	}
+	// A second what-if from there: full checkpointing (step 3) and llama-2-7b.
+	end2, gpu2 := session(p, g, map[string]int{"grad_checkpointing": 3, "model": 1})
+	p2, g2 := Remembered(base, "RTX-4090")
+	if p2.MicroBatch != 8 || p2.Checkpointing != "full" || p2.Model.Name != end2.Model.Name || g2 != gpu2 {
+		t.Fatalf("the second what-if: remembered %+v on %s, ended at %+v on %s", p2, g2, end2, gpu2)
+	}
+	// Another base, another GPU, another notebook: the plan as written.
+	edited := base
+	edited.SeqLen = 512
+	if p, _ := Remembered(edited, "RTX-4090"); p.SeqLen != 512 || p.MicroBatch != base.MicroBatch {
+		t.Errorf("an edited base took the record: %+v", p)
+	}
+	if _, g := Remembered(base, "L4"); g != "L4" {
+		t.Errorf("another GPU took the record: %s", g)
+	}
+	t.Setenv("JPY_SESSION_NAME", "/nb/other.ipynb")
+	if p, _ := Remembered(base, "RTX-4090"); p.MicroBatch != base.MicroBatch {
+		t.Errorf("another notebook took the record: %+v", p)
+	}
+	t.Setenv("JPY_SESSION_NAME", "/nb/20-what-if-playground.ipynb")
+	for _, junk := range []string{"{", `{"From":"` + fingerprint(base, "RTX-4090") + `","Set":[["micro_batch","-3"]]}`, strings.Repeat("x", maxMemory+10)} {
+		if err := os.WriteFile(memoryFile(), []byte(junk), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if p, g := Remembered(base, "RTX-4090"); p.MicroBatch != base.MicroBatch || g != "RTX-4090" {
+			t.Errorf("a damaged record %.40q gave %+v on %s", junk, p, g)
+		}
 	}
 }

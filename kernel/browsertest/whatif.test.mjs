@@ -63,6 +63,11 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   await page.waitForFunction(() => /micro-batch 16/.test(document.querySelector('.vramlab-whatif-result')?.innerText || ''),
     null, { timeout: 60_000 });
   assert.equal(await box.locator('output').nth(1).innerText(), '16', 'the slider shows the value the key chose');
+  await page.waitForFunction(() => {
+    const c = document.querySelector('.vramlab-whatif-result [_echarts_instance_]');
+    return c && window.echarts.getInstanceByDom(c) && /micro-batch 16/.test(document.querySelector('.vramlab-whatif-result').innerText);
+  }, null, { timeout: 30_000 });
+  const last = await readResult(page);
   await box.scrollIntoViewIfNeeded();
   await page.screenshot({ path: shotPath('20-what-if-controls.png'), fullPage: false });
 
@@ -72,5 +77,13 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   const ended = await page.locator('.jp-OutputArea-output', { hasText: 'what-if ended' }).first().innerText();
   assert.match(ended, /micro_batch 16/);
   assert.match(ended, /GPU RTX-4090/);
+  assert.match(ended, /MicroBatch: 16,/, 'the changed fields as code to paste');
+  // The cells below follow the controls: the breakdown cell, queued behind
+  // the controls, draws the plan they ended at, not the plan as written.
+  const below = await page.evaluate(() => [...document.querySelectorAll('[_echarts_instance_]')]
+    .map((el) => window.echarts.getInstanceByDom(el).getOption().title[0])
+    .filter((t) => t.text === 'Peak allocated memory per GPU').map((t) => t.subtext));
+  assert.notEqual(last.subtitle, before.subtitle);
+  assert.deepEqual(below, [last.subtitle], `the next cell's breakdown (${below}) is the controls' last (${last.subtitle}), not the plan's (${before.subtitle})`);
   assert.deepEqual(problems.external, [], 'no request may leave the machine');
 });
