@@ -86,6 +86,25 @@ test('the report reads as one: verdict first, no template instructions, no empty
   assert.ok(verdict < html.indexOf('>Assumptions<'), 'the verdict comes before the detail');
 });
 
+// A training plan that does not fit its card, so "What to change" has rows
+// that do not fit either (their "fits" cell says no, never nothing).
+test('every cell of every table is filled, and the assumptions are the resolved settings', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vramlab-tight-'));
+  const plan = join(dir, 'llama3-8b-full-on-a-4090.json');
+  writeFileSync(plan, JSON.stringify({ name: 'Llama-3-8B full fine-tune on an RTX 4090', model: 'llama-3-8b',
+    train: { seq_len: 2048, micro_batch: 2, precision: 'bf16', optimizer: 'adamw', attention: 'sdpa' }, gpu: 'RTX-4090' }));
+  execFileSync('make', ['-s', 'report', `PLAN=${plan}`, `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
+  const tight = readFileSync(join(dir, 'llama3-8b-full-on-a-4090', 'llama3-8b-full-on-a-4090.html'), 'utf8');
+  const i = tight.indexOf('fits RTX-4090');
+  assert.ok(i > 0 && /<td[^>]*>no<\/td>/.test(tight.slice(i)), 'a change that does not fit says no');
+  const html = readFileSync(join(out, 'llama3-8b-lora.html'), 'utf8') + tight;
+  const empty = [...html.matchAll(/<tr>(?:(?!<\/tr>).)*<td[^>]*>\s*<\/td>(?:(?!<\/tr>).)*<\/tr>/gs)].map((m) => m[0].replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' '));
+  assert.deepEqual(empty, [], 'rows with an empty cell');
+  assert.doesNotMatch(html, /<td[^>]*>\(default\)<\/td>/, 'an assumption left as "(default)"');
+  assert.match(html, /precision<\/td><td[^>]*>bf16: weights bf16, compute bf16</, 'the precision with the dtypes it resolved to');
+  assert.match(html, />attention<\/td><td[^>]*>sdpa</);
+});
+
 // What the PDF is printed from: the HTML laid out for print at an A4 page's
 // text width (186 mm); and the PDF's own text.
 test('the printed report has no scrollbar, no chart cut at the edge and no word broken', async () => {
