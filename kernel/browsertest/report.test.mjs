@@ -84,6 +84,10 @@ test('the report reads as one: verdict first, no template instructions, no empty
   const verdict = html.indexOf('Verdict on A100-80GB');
   assert.ok(verdict > 0, 'the verdict on the plan’s GPU');
   assert.ok(verdict < html.indexOf('>Assumptions<'), 'the verdict comes before the detail');
+  // A section that does not apply to a training plan is left out, heading and all.
+  assert.doesNotMatch(html, /<h2[^>]*>Serving with vLLM/, 'no empty serving section in a training report');
+  assert.doesNotMatch(html, /no serving section/);
+  assert.match(html, /<h2[^>]*>Over one training step/);
 });
 
 // A training plan that does not fit its card, so "What to change" has rows
@@ -155,5 +159,10 @@ test('a serving plan too large for its card: the report gives vLLM\'s refusal in
   const text = html.replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
   assert.match(text, /Verdict on T4 \(vLLM\): does not fit: vLLM would not start: ValueError: The quantization method mxfp4 is not supported for the current GPU\. Minimum capability: 80\. Current capability: 75\./);
   assert.match(text, /weights as released: routed experts in mxfp4/);
+  // A serving report has its serving section and none of a training step's.
+  assert.match(html, /<h2[^>]*>Serving with vLLM/);
+  for (const h of ['Over one training step', 'What to change']) {
+    assert.doesNotMatch(html, new RegExp(`<h2[^>]*>${h}`), `no empty "${h}" section in a serving report`);
+  }
   assert.doesNotMatch(text, /(^|[\s(=:,])[-−]\s?\d[\d.,]*\s?(B|KiB|MiB|GiB|TiB)\b/, 'no negative size in the report');
 });
