@@ -384,111 +384,134 @@ func (g *ggufReader) skipValues(et uint32, n uint64, depth int) error {
 // tensor infos. Anything else is an error that says what it found.
 func ParseGGUF(r io.Reader) (*GGUF, error) {
 	g := &ggufReader{r: bufio.NewReaderSize(r, 1<<16), what: "the magic"}
-	var magic [4]byte
-	if err := g.read(magic[:]); err != nil {
-		return nil, err
-	}
-	if string(magic[:]) != "GGUF" {
-		return nil, fmt.Errorf("not a GGUF file: it starts with %q, not \"GGUF\"", magic[:])
-	}
-	g.what = "the version"
-	ver, err := g.u32()
+	out, nt, nk, err := g.header()
 	if err != nil {
 		return nil, err
 	}
-	if ver < 1 || ver > 3 {
-		return nil, fmt.Errorf("GGUF version %d: this reader knows 1 to 3", ver)
-	}
-	g.v2 = ver >= 2
-	out := &GGUF{Version: ver, Alignment: 32, Metadata: map[string]any{}}
-	g.what = "the tensor count"
-	nt, err := g.count()
-	if err != nil {
+	if err := g.metadata(out, nk); err != nil {
 		return nil, err
-	}
-	g.what = "the metadata count"
-	nk, err := g.count()
-	if err != nil {
-		return nil, err
-	}
-	if nt > maxGGUFTensors || nk > maxGGUFKeys {
-		return nil, fmt.Errorf("%d tensors and %d metadata keys: at most %d and %d", nt, nk, maxGGUFTensors, maxGGUFKeys)
-	}
-	for i := uint64(0); i < nk; i++ {
-		g.what = fmt.Sprintf("metadata key %d", i)
-		k, err := g.str(1 << 16)
-		if err != nil {
-			return nil, err
-		}
-		g.what = fmt.Sprintf("metadata %q", k)
-		typ, err := g.u32()
-		if err != nil {
-			return nil, err
-		}
-		v, err := g.value(typ, 0)
-		if err != nil {
-			return nil, err
-		}
-		out.Metadata[k] = v
-	}
-	if a, ok := out.Metadata["general.alignment"]; ok {
-		n, ok := a.(int64)
-		if !ok || n < 1 || n > 1<<20 || n&(n-1) != 0 {
-			return nil, fmt.Errorf("general.alignment %v: must be a power of two up to 1 MiB", a)
-		}
-		out.Alignment = n
 	}
 	var total Bytes
 	for i := uint64(0); i < nt; i++ {
-		g.what = fmt.Sprintf("tensor %d", i)
-		name, err := g.str(1 << 16)
+		t, err := g.tensorInfo(i, out.Alignment)
 		if err != nil {
 			return nil, err
-		}
-		g.what = fmt.Sprintf("tensor %q", name)
-		nd, err := g.u32()
-		if err != nil {
-			return nil, err
-		}
-		if nd < 1 || nd > 4 {
-			return nil, fmt.Errorf("%s: %d dimensions (ggml has 1 to 4)", g.what, nd)
-		}
-		t := GGUFTensor{Name: name}
-		n := int64(1)
-		for d := uint32(0); d < nd; d++ {
-			x, err := g.count()
-			if err != nil {
-				return nil, err
-			}
-			if x < 1 || x > 1<<40 || n > (1<<50)/int64(x) {
-				return nil, fmt.Errorf("%s: dimension %d is %d (the tensor would pass 2^50 elements)", g.what, d, x)
-			}
-			t.Dims = append(t.Dims, int64(x))
-			n *= int64(x)
-		}
-		typ, err := g.u32()
-		if err != nil {
-			return nil, err
-		}
-		t.Type = GGMLType(typ)
-		if t.Bytes, err = GGMLSize(t.Type, n); err != nil {
-			return nil, fmt.Errorf("%s: %w", g.what, err)
 		}
 		// Each tensor is under 2^53 bytes and there are at most 2^20 of
 		// them: the total stays far from overflow, but no file is that big.
 		if total += t.Bytes; total > 1<<50 {
 			return nil, fmt.Errorf("%s: the tensors add up to more than 1 PiB", g.what)
 		}
-		if t.Offset, err = g.u64(); err != nil {
-			return nil, err
-		}
-		if t.Offset%uint64(out.Alignment) != 0 {
-			return nil, fmt.Errorf("%s: offset %d is not a multiple of the alignment %d", g.what, t.Offset, out.Alignment)
-		}
 		out.Tensors = append(out.Tensors, t)
 	}
 	out.DataOffset = (g.n + out.Alignment - 1) / out.Alignment * out.Alignment
 	return out, nil
+}
+
+// header reads the magic, the version and the tensor and metadata counts.
+func (g *ggufReader) header() (out *GGUF, nt, nk uint64, err error) {
+	var magic [4]byte
+	if err := g.read(magic[:]); err != nil {
+		return nil, 0, 0, err
+	}
+	if string(magic[:]) != "GGUF" {
+		return nil, 0, 0, fmt.Errorf("not a GGUF file: it starts with %q, not \"GGUF\"", magic[:])
+	}
+	g.what = "the version"
+	ver, err := g.u32()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if ver < 1 || ver > 3 {
+		return nil, 0, 0, fmt.Errorf("GGUF version %d: this reader knows 1 to 3", ver)
+	}
+	g.v2 = ver >= 2
+	g.what = "the tensor count"
+	if nt, err = g.count(); err != nil {
+		return nil, 0, 0, err
+	}
+	g.what = "the metadata count"
+	if nk, err = g.count(); err != nil {
+		return nil, 0, 0, err
+	}
+	if nt > maxGGUFTensors || nk > maxGGUFKeys {
+		return nil, 0, 0, fmt.Errorf("%d tensors and %d metadata keys: at most %d and %d", nt, nk, maxGGUFTensors, maxGGUFKeys)
+	}
+	return &GGUF{Version: ver, Alignment: 32, Metadata: map[string]any{}}, nt, nk, nil
+}
+
+// metadata reads nk key/value pairs into out and takes the alignment.
+func (g *ggufReader) metadata(out *GGUF, nk uint64) error {
+	for i := uint64(0); i < nk; i++ {
+		g.what = fmt.Sprintf("metadata key %d", i)
+		k, err := g.str(1 << 16)
+		if err != nil {
+			return err
+		}
+		g.what = fmt.Sprintf("metadata %q", k)
+		typ, err := g.u32()
+		if err != nil {
+			return err
+		}
+		v, err := g.value(typ, 0)
+		if err != nil {
+			return err
+		}
+		out.Metadata[k] = v
+	}
+	if a, ok := out.Metadata["general.alignment"]; ok {
+		n, ok := a.(int64)
+		if !ok || n < 1 || n > 1<<20 || n&(n-1) != 0 {
+			return fmt.Errorf("general.alignment %v: must be a power of two up to 1 MiB", a)
+		}
+		out.Alignment = n
+	}
+	return nil
+}
+
+// tensorInfo reads tensor i's name, shape, type and offset.
+func (g *ggufReader) tensorInfo(i uint64, alignment int64) (GGUFTensor, error) {
+	g.what = fmt.Sprintf("tensor %d", i)
+	name, err := g.str(1 << 16)
+	if err != nil {
+		return GGUFTensor{}, err
+	}
+	g.what = fmt.Sprintf("tensor %q", name)
+	nd, err := g.u32()
+	if err != nil {
+		return GGUFTensor{}, err
+	}
+	if nd < 1 || nd > 4 {
+		return GGUFTensor{}, fmt.Errorf("%s: %d dimensions (ggml has 1 to 4)", g.what, nd)
+	}
+	t := GGUFTensor{Name: name}
+	n := int64(1)
+	for d := uint32(0); d < nd; d++ {
+		x, err := g.count()
+		if err != nil {
+			return t, err
+		}
+		if x < 1 || x > 1<<40 || n > (1<<50)/int64(x) {
+			return t, fmt.Errorf("%s: dimension %d is %d (the tensor would pass 2^50 elements)", g.what, d, x)
+		}
+		t.Dims = append(t.Dims, int64(x))
+		n *= int64(x)
+	}
+	typ, err := g.u32()
+	if err != nil {
+		return t, err
+	}
+	t.Type = GGMLType(typ)
+	if t.Bytes, err = GGMLSize(t.Type, n); err != nil {
+		return t, fmt.Errorf("%s: %w", g.what, err)
+	}
+	if t.Offset, err = g.u64(); err != nil {
+		return t, err
+	}
+	if t.Offset%uint64(alignment) != 0 {
+		return t, fmt.Errorf("%s: offset %d is not a multiple of the alignment %d", g.what, t.Offset, alignment)
+	}
+	return t, nil
 }
 
 // Architecture is general.architecture ("llama", "qwen2", …).
