@@ -358,6 +358,16 @@ func (r *configReader) str(key string) (string, bool, error) {
 }
 
 // int reads a whole-number field within [lo, hi].
+// intInto sets *dst to the key's whole number in [lo, hi] when the config
+// has the key, and leaves it as it is when not.
+func (r *configReader) intInto(dst *int, key string, lo, hi int) error {
+	n, ok, err := r.int(key, lo, hi)
+	if ok && err == nil {
+		*dst = n
+	}
+	return err
+}
+
 func (r *configReader) int(key string, lo, hi int) (int, bool, error) {
 	v, ok := r.get(key)
 	if !ok {

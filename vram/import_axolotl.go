@@ -79,21 +79,15 @@ func importAxolotl(r *configReader, opt ImportOptions) (trainerImport, error) {
 }
 
 func axolotlBatch(r *configReader, t *Training) error {
-	if n, ok, err := r.int("micro_batch_size", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		t.MicroBatch = n
 	}
-	if n, ok, err := r.int("gradient_accumulation_steps", 1, 1<<20); err != nil {
+	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
-	} else if ok {
-		t.GradAccum = n
 	}
 	r.get("batch_size") // global; derives gradient accumulation only
-	if n, ok, err := r.int("sequence_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "sequence_len", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		t.SeqLen = n
 	}
 	packing, _, err := r.bool("sample_packing")
 	if err != nil {

@@ -130,10 +130,8 @@ func hfBatch(r *configReader, t *Training, trl bool) error {
 	} else {
 		r.mapped("per_device_train_batch_size %d (TrainingArguments' default) → micro_batch %d", t.MicroBatch, t.MicroBatch)
 	}
-	if n, ok, err := r.int("gradient_accumulation_steps", 1, 1<<20); err != nil {
+	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
-	} else if ok {
-		t.GradAccum = n
 	}
 	seq, ok, err := r.int("max_length", 1, maxTokens)
 	if err != nil {
@@ -258,10 +256,8 @@ func hfModelArgs(r *configReader, t *Training, trl bool) error {
 		return nil
 	}
 	rank, alpha, drop := 16, 32.0, 0.05 // TRL ModelConfig's defaults
-	if n, ok, err := r.int("lora_r", 1, 1<<16); err != nil {
+	if err := r.intInto(&rank, "lora_r", 1, 1<<16); err != nil {
 		return err
-	} else if ok {
-		rank = n
 	}
 	if n, ok, err := r.int("lora_alpha", 0, 1<<20); err != nil {
 		return err

@@ -72,20 +72,14 @@ func importLLaMAFactory(r *configReader, opt ImportOptions) (trainerImport, erro
 }
 
 func lfBatch(r *configReader, t *Training) error {
-	if n, ok, err := r.int("per_device_train_batch_size", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.MicroBatch, "per_device_train_batch_size", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		t.MicroBatch = n
 	}
-	if n, ok, err := r.int("gradient_accumulation_steps", 1, 1<<20); err != nil {
+	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
-	} else if ok {
-		t.GradAccum = n
 	}
-	if n, ok, err := r.int("cutoff_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "cutoff_len", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		t.SeqLen = n
 	}
 	packing, _, _ := r.bool("packing")
 	neat, _, _ := r.bool("neat_packing")
@@ -180,10 +174,8 @@ func lfTuning(r *configReader, t *Training) error {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("finetuning_type = %s: not modelled; estimated as LoRA", ft))
 	}
 	rank := 8
-	if n, ok, err := r.int("lora_rank", 1, 1<<16); err != nil {
+	if err := r.intInto(&rank, "lora_rank", 1, 1<<16); err != nil {
 		return err
-	} else if ok {
-		rank = n
 	}
 	drop := 0.0
 	if v, ok := r.get("lora_dropout"); ok {
@@ -235,15 +227,11 @@ func importLLaMAFactoryV1(r *configReader, opt ImportOptions) (trainerImport, er
 	if ti.modelID, _, err = r.str("model"); err != nil {
 		return ti, err
 	}
-	if n, ok, err := r.int("micro_batch_size", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, maxTokens); err != nil {
 		return ti, err
-	} else if ok {
-		t.MicroBatch = n
 	}
-	if n, ok, err := r.int("cutoff_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "cutoff_len", 1, maxTokens); err != nil {
 		return ti, err
-	} else if ok {
-		t.SeqLen = n
 	}
 	if ac, ok, err := r.bool("enable_activation_checkpointing"); err != nil {
 		return ti, err
@@ -259,10 +247,8 @@ func importLLaMAFactoryV1(r *configReader, opt ImportOptions) (trainerImport, er
 	r.mapped("v1: micro_batch_size %d, cutoff_len %d, checkpointing %s", t.MicroBatch, t.SeqLen, orDefault(t.Checkpointing, "none"))
 	if name, _, _ := r.str("peft_config.name"); name == "lora" {
 		rank := 8
-		if n, ok, err := r.int("peft_config.r", 1, 1<<16); err != nil {
+		if err := r.intInto(&rank, "peft_config.r", 1, 1<<16); err != nil {
 			return ti, err
-		} else if ok {
-			rank = n
 		}
 		targets := []string{"all_linear"}
 		if ts, ok, err := r.list("peft_config.target_modules"); err != nil {

@@ -168,10 +168,8 @@ func megatronShape(r *configReader, m *Model) error {
 	default:
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("position_embedding_type %s: estimated as rope (no parameters)", pos))
 	}
-	if n, ok, err := r.int("max_position_embeddings", 1, maxTokens); err != nil {
+	if err := r.intInto(&m.MaxPosition, "max_position_embeddings", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		m.MaxPosition = n
 	}
 	return nil
 }
@@ -194,10 +192,8 @@ func megatronVocab(r *configReader, m *Model, tp int) error {
 		}
 	}
 	div := 128
-	if n, ok, err := r.int("make_vocab_size_divisible_by", 1, 1<<20); err != nil {
+	if err := r.intInto(&div, "make_vocab_size_divisible_by", 1, 1<<20); err != nil {
 		return err
-	} else if ok {
-		div = n
 	}
 	multiple := div * max(1, tp)
 	m.Vocab = (v + multiple - 1) / multiple * multiple
@@ -227,10 +223,8 @@ func megatronMoE(r *configReader, m *Model) error {
 }
 
 func megatronTraining(r *configReader, t *Training) error {
-	if n, ok, err := r.int("micro_batch_size", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		t.MicroBatch = n
 	}
 	seq, ok, err := r.int("seq_length", 1, maxTokens)
 	if err != nil {
@@ -296,10 +290,8 @@ func megatronRecompute(r *configReader, t *Training) error {
 			return err
 		}
 		t.RecomputeMethod = meth
-		if n, ok, err := r.int("recompute_num_layers", 1, 1<<20); err != nil {
+		if err := r.intInto(&t.RecomputeNumLayers, "recompute_num_layers", 1, 1<<20); err != nil {
 			return err
-		} else if ok {
-			t.RecomputeNumLayers = n
 		}
 	default:
 		return fmt.Errorf("--recompute-granularity %q: want full or selective", g)

@@ -76,10 +76,8 @@ func titanTraining(r *configReader, t *Training) error {
 			t.MicroBatch = n
 		}
 	}
-	if n, ok, err := r.int("training.seq_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "training.seq_len", 1, maxTokens); err != nil {
 		return err
-	} else if ok {
-		t.SeqLen = n
 	}
 	r.mapped("local_batch_size %d × seq_len %d (packed) → micro_batch %d, seq_len %d", t.MicroBatch, t.SeqLen, t.MicroBatch, t.SeqLen)
 	dtype, _, err := r.str("training.dtype")
@@ -220,10 +218,8 @@ func titanParallel(r *configReader, t *Training, opt ImportOptions) error {
 		}
 	}
 	rep := 1
-	if n, ok, err := r.int("parallelism.data_parallel_replicate_degree", 1, 1<<16); err != nil {
+	if err := r.intInto(&rep, "parallelism.data_parallel_replicate_degree", 1, 1<<16); err != nil {
 		return err
-	} else if ok {
-		rep = n
 	}
 	shard, ok, err := r.int("parallelism.data_parallel_shard_degree", -1, 1<<16)
 	if err != nil {

@@ -86,10 +86,8 @@ func ttBatch(r *configReader, t *Training) error {
 		return fmt.Errorf("batch_size: the recipes require it (cfg.batch_size)")
 	}
 	t.MicroBatch = n
-	if n, ok, err := r.int("gradient_accumulation_steps", 1, 1<<20); err != nil {
+	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
-	} else if ok {
-		t.GradAccum = n
 	}
 	seq, ok, err := r.int("tokenizer.max_seq_len", 1, maxTokens)
 	if err != nil {
@@ -162,10 +160,8 @@ func ttLoRA(r *configReader, t *Training, lora, qlora bool) error {
 		targets = append(targets, "lm_head")
 	}
 	rank := 8
-	if n, ok, err := r.int("model.lora_rank", 1, 1<<16); err != nil {
+	if err := r.intInto(&rank, "model.lora_rank", 1, 1<<16); err != nil {
 		return err
-	} else if ok {
-		rank = n
 	}
 	drop := 0.0
 	if v, ok := r.get("model.lora_dropout"); ok {
