@@ -288,8 +288,8 @@ func TestReadmeAccuracySection(t *testing.T) {
 	}
 }
 
-// TestDiff: two example snapshots side by side, and one beside its plan's
-// prediction; wrong arguments are a usage line.
+// TestDiff: two example snapshots side by side (the figures README quotes),
+// and one beside its plan's prediction; wrong arguments are a usage line.
 func TestDiff(t *testing.T) {
 	snap := func(n string) string { return filepath.Join("..", "snapshot", n) }
 	var out bytes.Buffer
@@ -300,6 +300,8 @@ func TestDiff(t *testing.T) {
 	// heading, peak, where, 6 categories, 3 sites
 	if len(lines) != 12 || !regexp.MustCompile(`^allocated peak\s+88\.0 MiB\s+65\.1 MiB\s+−22\.9 MiB$`).MatchString(lines[1]) ||
 		!regexp.MustCompile(`^  activations\s+45\.0 MiB\s+0 B\s+−45\.0 MiB$`).MatchString(lines[3]) ||
+		!regexp.MustCompile(`^  gradients\s+0 B\s+13\.0 MiB\s+\+13\.0 MiB$`).MatchString(lines[4]) ||
+		!regexp.MustCompile(`^  temporaries\s+3\.9 MiB\s+13\.0 MiB\s+\+9\.1 MiB$`).MatchString(lines[5]) ||
 		!strings.HasPrefix(lines[9], "transformers/models/llama/modeling_llama.py:155 forward (activations)") {
 		t.Errorf("two runs:\n%s", out.String())
 	}
