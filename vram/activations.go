@@ -102,6 +102,7 @@ type bwdStep struct {
 	saved    Bytes   // block tensors still held when the op runs
 	gradFrac float64 // share of the block's weight gradients that exist
 	inflight Bytes   // gradients of the op's outputs and inputs, residual grad, workspace
+	perCall  Bytes   // the part of inflight rebuilt from weights on each call (weightWork)
 }
 
 type actT struct {
@@ -150,7 +151,11 @@ type actOp struct {
 	workspace Bytes
 	// gradWorkspace is scratch its backward alone needs.
 	gradWorkspace Bytes
-	weights       int64 // trainable weight elements whose gradient this op's backward creates
+	// weightWork is what the op rebuilds from its weights on each call, in
+	// forward and in backward (a 4-bit weight dequantized): sized by the
+	// weights, not the tokens, so a chunked loss pays it per chunk.
+	weightWork Bytes
+	weights    int64 // trainable weight elements whose gradient this op's backward creates
 	// castWeights: the op multiplies by autocast's copy of its fp32 weights;
 	// its backward yields the weight gradient in the compute dtype (an
 	// in-flight gradient of that copy) and the cast's own backward node,
@@ -200,6 +205,9 @@ type actBuilder struct {
 	pool     []actT // backing store for ts: one allocation per block
 	in       *actT  // the block's input (external)
 	head     bool   // the output projection and loss, after the blocks
+	// chunks is how many token chunks a chunked loss computes the head in,
+	// one after the other (headActivations); 0 or 1 for one pass.
+	chunks int64
 	// persistGrad is the gradients in flight through the whole backward of
 	// the block, accumulated from tensors shared by several blocks (an
 	// encoder-decoder's encoder output and position biases); the ops'
@@ -390,7 +398,8 @@ type blockPlan struct {
 	resid    DType // residual-stream dtype (fp32 under autocast with fp32 weights)
 	autocast bool
 	frozen   bool // base linear weights need no gradient
-	q4       bool // base linears are bitsandbytes 4-bit (save their input anyway)
+	q4       bool // base linears are 4-bit (nf4/fp4)
+	fourBit  fourBit
 	lora     map[string]bool
 	loraRank int64
 	loraDrop float64
@@ -426,7 +435,7 @@ func (p blockPlan) saveInput(role string) bool {
 	if !p.frozen {
 		return true
 	}
-	return p.q4
+	return p.q4 && p.fourBit.savesInput
 }
 
 // linear applies a (possibly LoRA-adapted) linear layer to x. in/out are the
@@ -462,8 +471,9 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		b.side(name+".weight_cast", p.e.Size(in*out), p.e).weightCopy = true
 	}
 	if p.q4 {
-		// bitsandbytes dequantizes the whole weight for the matmul.
-		b.workspace(p.e.Size(in * out))
+		// The 4-bit matmul dequantizes the whole weight on each call, in
+		// forward and again in backward (fourbit.go).
+		b.ops[len(b.ops)-1].weightWork = p.fourBit.dequantized(p.e, in*out)
 	}
 	if p.lora[role] {
 		// PEFT's lora.Linear.forward: the input cast to the adapters'
@@ -1178,8 +1188,8 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	end := b.recomputeEnd()
 	for i, op := range b.ops {
 		live, liveNG = addBytes(live, dLive[i]), addBytes(liveNG, dNG[i])
-		fwd = maxBytes(fwd, addBytes(live, op.workspace))
-		nograd = maxBytes(nograd, addBytes(liveNG, op.workspace))
+		fwd = maxBytes(fwd, addBytes(b.perChunk(ba.Saved, addBytes(live, op.workspace)), op.weightWork))
+		nograd = maxBytes(nograd, addBytes(addBytes(liveNG, op.workspace), op.weightWork))
 		if i <= end {
 			rec = fwd
 		}
@@ -1187,6 +1197,16 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	ba.ForwardPeak, ba.NoGradPeak, ba.recomputePeak = fwd, addBytes(nograd, input.bytes), rec
 	b.backwardSteps(&ba, input)
 	return ba
+}
+
+// perChunk is a forward total of the head when it runs in b.chunks token
+// chunks: what is saved stays whole (every chunk's saved tensors live until
+// backward), the transients above it are one chunk's.
+func (b *actBuilder) perChunk(saved, total Bytes) Bytes {
+	if b.chunks <= 1 {
+		return total
+	}
+	return addBytes(saved, (total-saved)/Bytes(b.chunks))
 }
 
 // backwardSteps fills ba's backward walk, op by op in reverse: the gradients
@@ -1301,6 +1321,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 			wgrad = addBytes(wgrad, 2*b.r.GradsDType.Size(op.weights))
 		}
 		g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(resid, addBytes(op.workspace, op.gradWorkspace))))
+		g = addBytes(g, op.weightWork)
 		if !op.expert {
 			g = addBytes(g, pending[i])
 		}
@@ -1322,7 +1343,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		if weights > 0 {
 			frac = float64(done) / float64(weights)
 		}
-		ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: g})
+		ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: g, perCall: op.weightWork})
 		if op.castWeights {
 			done += w
 		}
@@ -1439,6 +1460,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 		autocast: r.Autocast,
 		frozen:   r.frozen && !r.sharedAdapterUnits(),
 		q4:       r.QuantizedBase.Quantized() && (r.QuantizedBase.DType == NF4 || r.QuantizedBase.DType == FP4),
+		fourBit:  r.q4,
 		attnImpl: r.Attention,
 		dropHid:  r.dropHid,
 		dropAttn: r.dropAttn,

@@ -227,19 +227,23 @@ func buildEdges(r *resolved) edgeActivations {
 		}
 	}
 	b.hold(hold...)
+	b.chunks = chunks
 	ea.Head = b.summarize(x)
 	if chunks > 1 {
-		// The forward computes one chunk at a time. In backward, autograd runs
-		// nodes latest-created first: every chunk's cross-entropy backward runs
+		// The forward computes one chunk at a time (summarize scales its
+		// transients by perChunk). In backward, autograd runs nodes
+		// latest-created first: every chunk's cross-entropy backward runs
 		// before any chunk's output projection, so the gradients of all logit
-		// chunks coexist (in the compute dtype), while the rest of each chunk's
-		// transients come and go.
+		// chunks coexist (in the compute dtype), while the rest of each
+		// chunk's transients come and go; what a call rebuilds from the
+		// weights (a dequantized lm_head) is whole in every chunk.
 		hd := &ea.Head
-		all := b.size(v, p.e)
-		hd.ForwardPeak = addBytes(hd.Saved, (hd.ForwardPeak-hd.Saved)/Bytes(chunks))
-		hd.BackwardPeak = addBytes(addBytes(x.bytes, all), hd.BackwardPeak/Bytes(chunks))
+		base := addBytes(x.bytes, b.size(v, p.e))
+		hd.BackwardPeak = base
 		for i := range hd.bwd {
-			hd.bwd[i].inflight = addBytes(addBytes(x.bytes, all), hd.bwd[i].inflight/Bytes(chunks))
+			st := &hd.bwd[i]
+			st.inflight = addBytes(addBytes(base, (st.inflight-st.perCall)/Bytes(chunks)), st.perCall)
+			hd.BackwardPeak = maxBytes(hd.BackwardPeak, st.inflight)
 		}
 	}
 	return ea

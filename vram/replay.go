@@ -549,6 +549,9 @@ func (tr *tracer) forward(p *actBuilder, stop int) (k *kept, out int) {
 		if op.workspace > 0 {
 			tr.a.Free(tr.a.Malloc(op.workspace))
 		}
+		if op.weightWork > 0 {
+			tr.a.Free(tr.a.Malloc(op.weightWork))
+		}
 		for _, t := range frees[i] {
 			if h[t.id] >= 0 {
 				tr.a.Free(h[t.id])
@@ -638,7 +641,7 @@ func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int
 		for _, t := range op.ins {
 			grad(op, t)
 		}
-		if w := op.workspace + op.gradWorkspace; w > 0 && !op.noGrad {
+		if w := op.workspace + op.gradWorkspace + op.weightWork; w > 0 && !op.noGrad {
 			tr.a.Free(tr.a.Malloc(w))
 		}
 		grow(op)

@@ -81,6 +81,10 @@ type Training struct {
 	// nf4). QuantizedModules: all_linear_except_lm_head (default) or all_linear.
 	QuantizedBase    Quant  `json:"quantized_base,omitempty"`
 	QuantizedModules string `json:"quantized_modules,omitempty"`
+	// Bitsandbytes is the bitsandbytes release running a 4-bit base, e.g.
+	// "0.41.1"; empty means vram.Bitsandbytes. Before 0.43.2 each 4-bit
+	// matmul kept its input for backward (fourbit.go).
+	Bitsandbytes string `json:"bitsandbytes,omitempty"`
 
 	// Loss: cross_entropy (default; logits upcast to fp32 as transformers
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
@@ -172,6 +176,7 @@ type resolved struct {
 	rec        recipe     // the family's modeling code under lib
 	notes      []string   // what runs differently from the plan (TrainingEstimate.Notes)
 	ds         deepSpeed  // DeepSpeed's ZeRO settings, when DeepSpeed runs it
+	q4         fourBit    // how a 4-bit base runs its matmuls (fourbit.go)
 }
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -323,6 +328,9 @@ func (t Training) resolve() (resolved, error) {
 		r.Framework = "plain_pytorch"
 	}
 	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
+		return r, err
+	}
+	if err := r.resolveFourBit(); err != nil {
 		return r, err
 	}
 	if r.Framework == "megatron" {

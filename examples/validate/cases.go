@@ -60,6 +60,7 @@ type caseTrain struct {
 	PPMicrobatches int    `json:"pp_microbatches"`
 	Framework      string `json:"framework"`
 	Transformers   string `json:"transformers"`
+	Bitsandbytes   string `json:"bitsandbytes"`
 	DecoderSeqLen  int    `json:"decoder_seq_len"`
 	OptimizerImpl  string `json:"optimizer_impl"`
 	Compile        bool   `json:"compile"`
@@ -196,7 +197,7 @@ func (c Case) training() (vram.Training, error) {
 		Autocast: ct.Autocast, Optimizer: ct.Optimizer, OptimizerInBackward: ct.OptimizerInBackward,
 		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: ct.Checkpointing, Attention: ct.Attention,
 		Loss: ct.Loss, Framework: ct.Framework, Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
-		Compile: ct.Compile, Transformers: ct.Transformers, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
+		Compile: ct.Compile, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
 	if ct.FusedLoss {
 		t.Loss = "fused"
 	}
