@@ -16,6 +16,10 @@ type TrainingEstimate struct {
 	// PagedStates are optimizer states in unified (paged) memory: not counted
 	// by the PyTorch allocator, but resident on the device when it has room.
 	PagedStates Bytes `json:"paged_states,omitempty"`
+	// Host is the host memory each rank's offload takes, by category
+	// (parameters, gradients, optimizer states and master weights,
+	// activations), most of it pinned; zero without offload (offload.go).
+	Host Breakdown `json:"host"`
 
 	Params          int64 `json:"params"`           // all model parameters
 	TrainableParams int64 `json:"trainable_params"` // what the optimizer updates (adapters for LoRA)
@@ -52,6 +56,7 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 	all.add(embed)
 	all.add(head)
 	est.PagedStates = all.paged
+	est.Host = tl.host
 	est.Params = r.m.ParamCount()
 	est.TrainableParams = all.trainable * int64(r.tp) // per-GPU shards back to the model count
 	if r.frozen {

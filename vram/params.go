@@ -3,18 +3,19 @@ package vram
 // unitMem is the persistent memory of one unit (a block, or the embedding /
 // head outside the blocks) on one GPU.
 type unitMem struct {
-	params    Bytes // stored parameters (sharded, quantized where so) and module buffers
-	buffers   Bytes // the module buffers within params
-	gathered  Bytes // the unit's full parameters in compute dtype (ZeRO-3 all-gather)
-	trainable int64 // trainable elements on this GPU
-	largest   int64 // largest trainable tensor (elements)
-	grads     Bytes // persistent gradients
-	gradsFull Bytes // the unit's unsharded gradients (before reduce-scatter)
-	gradsLive Bytes // autograd's gradients of the all-gathered parameters (compute dtype; FSDP2 reduces them as they are)
-	states    Bytes // optimizer states counted by the allocator
-	paged     Bytes // paged optimizer states (unified memory, not counted)
-	master    Bytes // fp32 master copy of trainable params
-	loraElems int64 // adapter elements (part of trainable)
+	params    Bytes     // stored parameters (sharded, quantized where so) and module buffers
+	buffers   Bytes     // the module buffers within params
+	gathered  Bytes     // the unit's full parameters in compute dtype (ZeRO-3 all-gather)
+	trainable int64     // trainable elements on this GPU
+	largest   int64     // largest trainable tensor (elements)
+	grads     Bytes     // persistent gradients
+	gradsFull Bytes     // the unit's unsharded gradients (before reduce-scatter)
+	gradsLive Bytes     // autograd's gradients of the all-gathered parameters (compute dtype; FSDP2 reduces them as they are)
+	states    Bytes     // optimizer states counted by the allocator
+	paged     Bytes     // paged optimizer states (unified memory, not counted)
+	master    Bytes     // fp32 master copy of trainable params
+	host      Breakdown // what offload keeps in host memory instead (offload.go)
+	loraElems int64     // adapter elements (part of trainable)
 
 	// Per-tensor sizes, for the allocator replay (only when sized).
 	sized                                          bool
@@ -35,6 +36,7 @@ func (u *unitMem) add(o unitMem) {
 	u.states = addBytes(u.states, o.states)
 	u.paged = addBytes(u.paged, o.paged)
 	u.master = addBytes(u.master, o.master)
+	u.host = u.host.Add(o.host)
 	u.loraElems += o.loraElems
 	if len(o.paramSizes)+len(o.gradSizes)+len(o.stateSizes)+len(o.masterSizes) == 0 {
 		return
@@ -206,9 +208,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 	blocks = make([]unitMem, r.m.Layers)
 	tp, shard, ep := int64(r.tp), int64(r.shard), int64(r.ep)
 	zero := r.Parallel.ZeRO
-	offOpt := r.Parallel.CPUOffload != "none"
-	offGrads := r.Parallel.CPUOffload == "optimizer+grads" || r.Parallel.CPUOffload == "optimizer+params"
-	offParams := r.Parallel.CPUOffload == "optimizer+params"
+	off := r.offloadOf()
 	compute := r.gatheredDType()
 	tDType := r.trainableDType()
 	// Blocks of one kind (dense or MoE, encoder or decoder, …) have the same
@@ -271,7 +271,9 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		if zero == 3 && !r.dsPersistent(n/div) {
 			stored = r.paramShard(t, stored, n/div, div, quant)
 		}
-		if offParams {
+		if off.params {
+			u.host.Parameters = addBytes(u.host.Parameters, stored)
+			u.host.Gradients = addBytes(u.host.Gradients, r.hostFlatGrad(stored))
 			stored = 0
 		}
 		u.params = stored
@@ -293,12 +295,12 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 			if sized {
 				u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
 			}
-			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, offOpt, offGrads)
-			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, offOpt, offGrads)
+			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, off)
+			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, off)
 			u.gradsLive = compute.Size(a + bb)
 		}
 		if train > 0 {
-			r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, offOpt, offGrads)
+			r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, off)
 			u.gradsLive = compute.Size(train)
 		} else if t.Layer >= 0 && r.sharedAdapterUnits() {
 			// A frozen weight in a block's shared FSDP1 unit gets a
@@ -306,7 +308,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 			// in the compute dtype until the block's reduce-scatter, then
 			// its shard of the flat gradient, kept until zero_grad.
 			full, g := compute.Size(n/div), r.WeightsDType.Size(n/div)/Bytes(shard)
-			if offGrads {
+			if off.grads {
 				g = 0
 			}
 			u.gradsFull = addBytes(u.gradsFull, full)
@@ -343,7 +345,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 
 // addTrainable accounts gradients, optimizer states and master weights of n
 // trainable elements of a tensor with the given shape.
-func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, shard int64, zero int, offOpt, offGrads bool) {
+func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, shard int64, zero int, off offloaded) {
 	u.trainable += n
 	if n > u.largest {
 		u.largest = n
@@ -356,7 +358,8 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 	if zero >= 2 {
 		g /= Bytes(shard)
 	}
-	if offGrads {
+	if off.grads {
+		u.host.Gradients = addBytes(u.host.Gradients, r.hostGrads(g, n, shard))
 		g = 0
 	}
 	u.grads = addBytes(u.grads, g)
@@ -372,7 +375,8 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		st /= Bytes(shard)
 		master /= Bytes(shard)
 	}
-	if offOpt {
+	if off.optimizer {
+		u.host.OptimizerStates = addBytes(u.host.OptimizerStates, addBytes(st, master))
 		st, master = 0, 0
 	}
 	if paged {

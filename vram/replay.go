@@ -456,7 +456,13 @@ func (tr *tracer) step(last bool) {
 			tr.state[k] = tr.allocAll(tr.unit(k).stateSizes)
 		}
 	}
-	if r.Parallel.CPUOffload == "none" {
+	if r.offloadOf().optimizer {
+		var trainable int64
+		for _, k := range tr.units() {
+			trainable += tr.unit(k).trainable
+		}
+		tr.a.Free(tr.a.Malloc(r.offloadStepCopy(trainable / r.stepShard())))
+	} else {
 		var tmp []int
 		for _, k := range tr.units() {
 			u := tr.unit(k)

@@ -22,6 +22,7 @@ type Timeline struct {
 	block  BlockActivations // block 0's inventory, for TrainingEstimate
 	peak   Event            // the peak event (also without recorded events)
 	static Breakdown        // category-wise maxima
+	host   Breakdown        // host memory the stage's offload takes (offload.go)
 }
 
 // PeakEvent returns the event where allocated memory peaks.
@@ -216,7 +217,7 @@ func (s *simulation) run(st stage) Timeline {
 			s.iteration(st, iter, micro, live, gradsHeld, inflight, zero3, stageUnits)
 		}
 	}
-	tl := Timeline{Events: s.events, Stage: s.stageIx, peak: s.peak, static: s.static}
+	tl := Timeline{Events: s.events, Stage: s.stageIx, peak: s.peak, static: s.static, host: s.hostMemory(st, stageUnits)}
 	var peak Bytes
 	for i := range tl.Events {
 		if t := tl.Events[i].Live.Total(); t > peak {
@@ -640,8 +641,8 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			// keeping clipped copies) lives through the step.
 			live.Gradients = addBytes(live.Gradients, su.grads)
 		}
-		if r.Parallel.CPUOffload != "none" {
-			temp = 0 // the step runs on the CPU
+		if r.offloadOf().optimizer {
+			temp = r.offloadStepCopy(su.trainable / r.stepShard()) // the step runs on the CPU
 		}
 		s.emit(iter, micro, "optimizer", -1, "optimizer step", live, temp)
 	}

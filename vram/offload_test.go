@@ -1,0 +1,82 @@
+package vram
+
+import "testing"
+
+// TestOffloadHostMemory: the host memory per rank and parameter each
+// framework's offload takes, from the allocations its source makes
+// (offload.go), against the sizes its own estimators print where they have
+// one: DeepSpeed's estimate_zero2_model_states_mem_needs counts 16 bytes per
+// parameter with the optimizer offloaded (stage_1_and_2.py), as the first
+// row does; its ZeRO-3 estimator counts 18 with offload_param and 16
+// without, leaving out the model-dtype gradient buffer the rows below add.
+func TestOffloadHostMemory(t *testing.T) {
+	for _, c := range []struct {
+		name, train string
+		perParam    float64 // host bytes per trainable parameter and rank (× dp)
+	}{
+		// fp32 master 4 + fp32 gradient partition 4 + Adam's m and v 8.
+		{"zero2 offload", `"precision": "mixed_bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 2, "cpu_offload": "optimizer"}`, 16},
+		// … + the model-dtype gradients accumulated on the CPU (2).
+		{"zero2 offload, accumulating", `"precision": "mixed_bf16", "framework": "deepspeed", "grad_accum": 4, "parallel": {"dp": 8, "zero_stage": 2, "cpu_offload": "optimizer"}`, 18},
+		// ZeRO-3: … + grad_partitions_flat_buffer (2); + the bf16
+		// partitions with offload_param (2).
+		{"zero3 offload optimizer", `"precision": "mixed_bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 3, "cpu_offload": "optimizer"}`, 18},
+		{"zero3 offload params", `"precision": "mixed_bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 3, "cpu_offload": "optimizer+params"}`, 20},
+		// FSDP1 offload_params, fp32 parameters: the pinned shard 4, its
+		// pinned _cpu_grad 4, Adam's states on the CPU parameters 8.
+		{"fsdp1 offload", `"precision": "fp32", "framework": "hf_trainer", "parallel": {"dp": 8, "fsdp": "full_shard", "fsdp_version": 1, "cpu_offload": "optimizer+params"}`, 16},
+		// FSDP2 CPUOffloadPolicy: the same three on the CPU.
+		{"fsdp2 offload", `"precision": "fp32", "framework": "torchtune", "parallel": {"dp": 8, "fsdp": "full_shard", "cpu_offload": "optimizer+params"}`, 16},
+	} {
+		p, err := ParsePlan([]byte(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1, `+c.train+`}}`), t.TempDir())
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		e := estimateOf(t, *p.Training)
+		want := c.perParam * float64(e.Params) / 8
+		if got := float64(e.Host.Total()); got < want*0.999 || got > want*1.001 {
+			t.Errorf("%s: host %v per rank = %.2f B/param × params/8, want %.0f (%v)", c.name, e.Host.Total(), got*8/float64(e.Params), c.perParam, e.Host)
+		}
+	}
+}
+
+// TestZeRO2OffloadStepCopy: with the optimizer offloaded, ZeRO-2 keeps no
+// gradient partition on the GPU (each gradient goes to the CPU fp32
+// partition), and its step copies the fp32 partition back to the GPU whole
+// before casting it into the bf16 weights: 4 bytes per parameter of the
+// rank's partition, in the timeline and in the allocator replay alike.
+func TestZeRO2OffloadStepCopy(t *testing.T) {
+	p, err := ParsePlan([]byte(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1, "precision": "mixed_bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 2, "cpu_offload": "optimizer"}}}`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := p.Training.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := MustPreset("llama-3-8b").ParamCount()
+	copyBytes := FP32.Size(params / 8)
+	steps := 0
+	for _, ev := range tl.Events {
+		if ev.Phase == "optimizer" {
+			steps++
+			if ev.Live.Temporaries != copyBytes {
+				t.Errorf("%s: temporaries %v, want the fp32 partition %v", ev.Where(), ev.Live.Temporaries, copyBytes)
+			}
+		}
+		if ev.Phase != "backward" && ev.Live.Gradients != 0 {
+			t.Errorf("%s: %v of gradients on the GPU, want none (offloaded)", ev.Where(), ev.Live.Gradients)
+		}
+	}
+	if steps != 2 {
+		t.Errorf("%d optimizer steps, want 2", steps)
+	}
+	rp, err := p.Training.Replay(ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := estimateOf(t, *p.Training)
+	if rp.PeakAllocated < est.Peak.Total()*99/100 || rp.PeakAllocated > est.Peak.Total()*101/100 {
+		t.Errorf("replay peak %v, timeline %v: want them within 1 %%", rp.PeakAllocated, est.Peak.Total())
+	}
+}
