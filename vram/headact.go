@@ -189,7 +189,7 @@ func buildEdges(r *resolved) edgeActivations {
 			if logitsD != p.e {
 				lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
-			if r.Compile {
+			if r.lossCompiled() {
 				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(lf)))
 			} else {
 				b.keep(b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)))
@@ -209,7 +209,7 @@ func buildEdges(r *resolved) edgeActivations {
 				// under autocast cross_entropy runs in fp32 anyway.
 				l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 			}
-			if r.Compile {
+			if r.lossCompiled() {
 				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
 			} else {
 				b.keep(b.op("log_softmax", b.size(v, l32.dtype), l32.dtype, list(l32)))

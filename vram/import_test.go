@@ -356,3 +356,37 @@ func TestImportMegatronMoE(t *testing.T) {
 		t.Errorf("params %d, experts %d top %d, EP %d, DP %d", n, m.Experts, m.ExpertsPerToken, p.EP, p.DP)
 	}
 }
+
+// TestImportTorchtitanCompile: [compile] components as torchtitan reads
+// them (["model", "loss"] unless given).
+func TestImportTorchtitanCompile(t *testing.T) {
+	no, yes := false, true
+	for _, c := range []struct {
+		toml    string
+		compile bool
+		loss    *bool
+		err     string
+	}{
+		{"[compile]\nenable = true\n", true, nil, ""},
+		{"[compile]\nenable = true\ncomponents = [\"model\"]\n", true, &no, ""},
+		{"[compile]\nenable = true\ncomponents = [\"loss\"]\n", false, &yes, ""},
+		{"[compile]\nenable = false\ncomponents = [\"model\", \"loss\"]\n", false, nil, ""},
+		{"[training]\ncompile = true\n", true, nil, ""},
+		{"[compile]\nenable = true\ncomponents = [\"optimizer\"]\n", false, nil, `unknown component "optimizer"`},
+	} {
+		im, err := ImportConfig("job.toml", []byte("[model]\nname = \"llama3\"\nflavor = \"8B\"\n"+c.toml), ImportOptions{Kind: KindTorchtitan})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.toml, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.toml, err)
+		}
+		tr := im.Plan.Training
+		if tr.Compile != c.compile || (tr.CompileLoss == nil) != (c.loss == nil) || c.loss != nil && *tr.CompileLoss != *c.loss {
+			t.Errorf("%q: compile %v compile_loss %v, want %v %v", c.toml, tr.Compile, tr.CompileLoss, c.compile, c.loss)
+		}
+	}
+}

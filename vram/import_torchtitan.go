@@ -13,7 +13,8 @@ import (
 // param_dtype, autocast without sharding); [activation_checkpoint] mode
 // (selective, JC:652) and selective_ac_option ("2", JC:655);
 // [parallelism] data_parallel_shard_degree (-1: the GPUs left, JC:324),
-// tensor/pipeline/context degrees; [compile] enable (JC:722); converters
+// tensor/pipeline/context degrees; [compile] enable (JC:722) and
+// components (titanCompile); converters
 // ["float8"] with enable_fsdp_float8_all_gather (JC:731-752);
 // [optimizer] implementation (fused, JC:151); enable_cpu_offload (JC:270).
 // The configs after the 2026 refactor are Python functions and are not
@@ -24,7 +25,7 @@ var torchtitanIrrelevant = prefixes("job", "profiling", "metrics", "checkpoint",
 	"training.warmup_steps", "training.gc_freq", "training.seed", "training.deterministic", "model.hf_assets_path",
 	"model.tokenizer_path", "validation", "experimental", "fault_tolerance", "memory_estimation", "float8.filter_fqns",
 	"training.mixed_precision_reduce", "parallelism.disable_loss_parallel", "activation_checkpoint.memory_budget",
-	"compile.components", "training.global_batch_size", "model.print_after_conversion", "quantize.linear.float8.emulate")
+	"training.global_batch_size", "model.print_after_conversion", "quantize.linear.float8.emulate")
 
 // torchtitanNGPU is run_train.sh's world when NGPU is not set
 // (run_train.sh:28, NGPU=${NGPU:-"8"}).
@@ -117,13 +118,48 @@ func titanTraining(r *configReader, t *Training) error {
 	} else if e {
 		t.OptimizerInBackward = true
 	}
-	for _, key := range []string{"compile.enable", "training.compile"} {
-		if c, _, err := r.bool(key); err != nil {
-			return err
-		} else if c {
-			t.Compile = true
+	return titanCompile(r, t)
+}
+
+// titanCompile reads [compile] enable and components (["model", "loss"]
+// by default, since 08b8b244f, 2025-08-20) or the older training.compile,
+// which compiled the blocks and, except from e8977b007 (2024-12-18) to
+// bbb1b616e (2025-04-02), the loss.
+func titanCompile(r *configReader, t *Training) error {
+	if c, _, err := r.bool("training.compile"); err != nil {
+		return err
+	} else if c {
+		t.Compile = true
+		r.mapped("training.compile → the blocks and the loss compiled (torchtitan ran its loss eager from 2024-12-18 to 2025-04-02: for such a run set compile_loss false)")
+	}
+	on, _, err := r.bool("compile.enable")
+	if err != nil || !on {
+		r.ignore("compile.components")
+		return err
+	}
+	parts, given, err := r.list("compile.components")
+	if err != nil {
+		return err
+	}
+	if !given {
+		parts = []string{"model", "loss"}
+	}
+	model, loss := false, false
+	for _, p := range parts {
+		switch p {
+		case "model":
+			model = true
+		case "loss":
+			loss = true
+		default:
+			return fmt.Errorf("compile.components: unknown component %q; torchtitan compiles \"model\" and \"loss\"", p)
 		}
 	}
+	t.Compile = model
+	if loss != model {
+		t.CompileLoss = &loss
+	}
+	r.mapped("compile.components %v → blocks compiled %v, loss compiled %v", parts, model, loss)
 	return nil
 }
 

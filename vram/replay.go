@@ -73,7 +73,11 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	blocks, embed, head := r.unitsSized(true)
 	tl := simulateTraining(&r, blocks, embed, head, false)
 	st := r.stages()[tl.Stage]
-	tr := &tracer{r: &r, a: NewAllocator(opt.Allocator), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
+	cfg := opt.Allocator
+	if cfg == (AllocatorConfig{}) {
+		cfg = r.alloc // the plan's (its launcher's) allocator settings
+	}
+	tr := &tracer{r: &r, a: NewAllocator(cfg), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
 	tr.acts = blockActivations(&r)
 	tr.edges = buildEdges(r.pipelineMicro())
 	tr.inflight = r.inflight(tl.Stage)

@@ -96,6 +96,16 @@ type Training struct {
 	// the compiled loss fuses log-softmax into its kernels and keeps only
 	// the logits and a per-token logsumexp.
 	Compile bool `json:"compile,omitempty"`
+	// CompileLoss: the loss is compiled too (fused log-softmax, logsumexp
+	// kept); unset, it follows Compile. torchtitan names the two
+	// compile.components "model" and "loss" (since 08b8b244f, 2025-08-20);
+	// its loss ran eager from e8977b007 ("turning off compile on loss
+	// function", 2024-12-18) until bbb1b616e (2025-04-02).
+	CompileLoss *bool `json:"compile_loss,omitempty"`
+	// AllocConf is the run's PYTORCH_CUDA_ALLOC_CONF, e.g.
+	// "expandable_segments:True"; empty: what the framework's launcher sets
+	// (allocconf.go). Training.Replay uses it unless its options name one.
+	AllocConf string `json:"alloc_conf,omitempty"`
 	// Float8 is torchao's float8 training of the block linears (float8.go):
 	// "tensorwise" (torchao's default recipe) or "rowwise"; empty or "none"
 	// is off. The saved activations stay bf16; the float8 copies are
@@ -170,13 +180,14 @@ type resolved struct {
 	// when (l + ckptOffset) % CheckpointEvery == 0 (torchtitan counts from 1).
 	ckptOffset int
 	stateSize  float64
-	images     int        // images per sequence (vision-language models)
-	tower      *resolved  // the vision tower's run (vision-language models)
-	lib        libVersion // the transformers release
-	rec        recipe     // the family's modeling code under lib
-	notes      []string   // what runs differently from the plan (TrainingEstimate.Notes)
-	ds         deepSpeed  // DeepSpeed's ZeRO settings, when DeepSpeed runs it
-	q4         fourBit    // how a 4-bit base runs its matmuls (fourbit.go)
+	images     int             // images per sequence (vision-language models)
+	tower      *resolved       // the vision tower's run (vision-language models)
+	lib        libVersion      // the transformers release
+	rec        recipe          // the family's modeling code under lib
+	notes      []string        // what runs differently from the plan (TrainingEstimate.Notes)
+	ds         deepSpeed       // DeepSpeed's ZeRO settings, when DeepSpeed runs it
+	q4         fourBit         // how a 4-bit base runs its matmuls (fourbit.go)
+	alloc      AllocatorConfig // the caching allocator the run sets (allocconf.go)
 }
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -331,6 +342,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	if err := r.resolveFourBit(); err != nil {
+		return r, err
+	}
+	if err := r.resolveAllocConf(); err != nil {
 		return r, err
 	}
 	if r.Framework == "megatron" {
@@ -607,6 +621,14 @@ func (t Training) Resolved() (Training, error) {
 	out := r.Training
 	out.Model = r.m
 	return out, nil
+}
+
+// lossCompiled reports whether the loss runs compiled (Training.CompileLoss).
+func (r *resolved) lossCompiled() bool {
+	if r.CompileLoss != nil {
+		return *r.CompileLoss
+	}
+	return r.Compile
 }
 
 // runsTransformers reports whether the plan's loop runs transformers'

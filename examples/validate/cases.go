@@ -64,6 +64,7 @@ type caseTrain struct {
 	DecoderSeqLen  int    `json:"decoder_seq_len"`
 	OptimizerImpl  string `json:"optimizer_impl"`
 	Compile        bool   `json:"compile"`
+	CompileLoss    *bool  `json:"compile_loss"`
 	// torchtitan's words: selective_ac_option ("op", or every N-th
 	// block; "n/a" under full checkpointing), float8 training with its
 	// recipe and float8 all-gather, async TP, and a 4-bit recipe.
@@ -197,7 +198,7 @@ func (c Case) training() (vram.Training, error) {
 		Autocast: ct.Autocast, Optimizer: ct.Optimizer, OptimizerInBackward: ct.OptimizerInBackward,
 		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: ct.Checkpointing, Attention: ct.Attention,
 		Loss: ct.Loss, Framework: ct.Framework, Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
-		Compile: ct.Compile, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
+		Compile: ct.Compile, CompileLoss: ct.CompileLoss, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
 	if ct.FusedLoss {
 		t.Loss = "fused"
 	}
