@@ -100,6 +100,10 @@ func TestReplayMatchesTimeline(t *testing.T) {
 			Parallel: Parallel{PP: 4, PPMicrobatches: 8, DP: 2, FSDP: "full_shard"}},
 		{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 16, Precision: "bf16",
 			Parallel: Parallel{PP: 4, PPSchedule: "dualpipev", PPMicrobatches: 8}},
+		// Checkpointed: each microbatch in flight keeps the block inputs,
+		// and only the one back-propagated recomputes a block.
+		{Model: MustPreset("llama-3-8b"), SeqLen: 8192, MicroBatch: 8, Precision: "bf16", Checkpointing: "full", Framework: "torchtitan",
+			Parallel: Parallel{PP: 8, PPMicrobatches: 8, DP: 2, FSDP: "full_shard"}},
 		{Model: MustPreset("llama-3.1-70b"), SeqLen: 8192, MicroBatch: 8, Precision: "mixed_bf16",
 			Parallel: Parallel{TP: 8, SP: true, PP: 4, PPSchedule: "interleaved_1f1b", VirtualStages: 2, PPMicrobatches: 8, DP: 2, ZeRO: 1}},
 	} {

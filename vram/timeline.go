@@ -674,7 +674,9 @@ func (s *simulation) walkBackward(live Breakdown, a BlockActivations, saved, gra
 			// its kernels: what it holds shrinks from the compiled set.
 			held = Bytes(float64(held) * float64(saved) / float64(a.Saved))
 		}
-		act = addBytes(others, scale(held, inflight))
+		// The other micro-batches in flight hold what the forward kept; only
+		// the one back-propagated holds the walk's (recomputed) set.
+		act = addBytes(addBytes(others, scale(saved, max(inflight-1, 0))), held)
 		grad = addBytes(live.Gradients, Bytes(float64(grads)*step.gradFrac))
 		temp = addBytes(live.Temporaries, addBytes(step.inflight, extra))
 		return act, grad, temp
