@@ -936,6 +936,9 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			o = b.keep(b.op("sdpa", b.size(oDim, p.e), p.e, list(q, k, v, mask), q, k, v, mask))
 			b.ops[len(b.ops)-1].fusedAttn = true
 			b.ops[len(b.ops)-1].gemm = true
+			if r.cp > 1 {
+				b.ringAttention(q, k, v)
+			}
 			b.side("sdpa.logsumexp", b.size(heads, FP32), FP32)
 			// The kernels write the output in the query's memory order: (b, s,
 			// heads, d) for a query transposed from the projection's output,

@@ -99,6 +99,9 @@ func (s *simulation) fsdp2Prefetched(st stage, l int, keep bool) Bytes {
 // *rsHeld; pending is the next group's prefetched all-gather output. The
 // moment is an event named name.
 func (s *simulation) fsdp2Reduce(iter, micro, layer int, name string, live Breakdown, inFlight Bytes, u unitMem, gradsHeld bool, rsHeld *Bytes, pending Bytes) Breakdown {
+	if s.r.ppAccumulates() {
+		return s.fsdp2Accumulate(iter, micro, layer, name, live, inFlight, u, gradsHeld)
+	}
 	live.Temporaries -= *rsHeld
 	*rsHeld = u.gradsFull
 	live.Temporaries = addBytes(live.Temporaries, *rsHeld)
@@ -199,6 +202,10 @@ func (tr *tracer) fsdp2Growth(p *actBuilder) func(actOp) {
 // freed, the group's allocated and retained, its unsharded gradients
 // freed and its sharded ones allocated (accumulated into when they exist).
 func (tr *tracer) fsdp2Reduce(rs *int, ks ...int) {
+	if tr.r.ppAccumulates() {
+		tr.fsdp2Accumulate(ks...)
+		return
+	}
 	tr.a.Free(*rs)
 	var in Bytes
 	for _, k := range ks {

@@ -119,6 +119,7 @@ type tracer struct {
 	grads map[int][]int // unit index → gradient handles (-1: embed, -2: head)
 	state map[int][]int
 	live  map[int][]int // FSDP2: unit index → its unsharded gradients until its group reduces
+	acc   map[int]int   // FSDP2 in pipeline stages: unit index → its accumulated gradients (fsdp2_pipeline.go)
 	grow  int           // FSDP2: the unit whose unsharded gradients the next backward creates (fsdp2Grads), or none
 	// bucket is DeepSpeed ZeRO-1/2's gradient bucket(s): each backward
 	// replaces the last one's, the step releases it.
@@ -213,6 +214,7 @@ func (tr *tracer) run() {
 	tr.note("load", -1)
 	tr.a.Malloc(tr.workspace) // first matmul creates the cuBLAS workspace
 	tr.grads, tr.state, tr.live, tr.grow, tr.bucket = map[int][]int{}, map[int][]int{}, map[int][]int{}, noUnit, -1
+	tr.acc = map[int]int{}
 	micros := []int{1}
 	if r.GradAccum > 1 {
 		micros = append(micros, r.GradAccum)
@@ -262,6 +264,7 @@ func (tr *tracer) step(last bool) {
 	ag := -1                   // FSDP2: the last all-gather output (fsdp2.go)
 	rs := -1                   // FSDP2: the retained reduce-scatter input
 	unsharded := map[int]int{} // block → its unsharded parameters, kept
+	var keptParams []int       // FSDP2 in pipeline stages: unsharded parameters kept past backward
 	sacKept := map[int]int{}   // block → what op-level checkpointing (or a compiled block) saved
 	// Forward.
 	var res int // the residual stream handle between blocks
@@ -407,14 +410,17 @@ func (tr *tracer) step(last bool) {
 		if h, ok := sacKept[l]; ok {
 			tr.a.Free(h) // the recomputation (or the compiled backward) consumed it
 		}
-		tr.a.Free(g)
+		if keep && r.ppAccumulates() {
+			keptParams = append(keptParams, g) // no reshard until the schedule ends
+		} else {
+			tr.a.Free(g)
+		}
 		freeMasks(l)
 		if f2 {
 			tr.fsdp2Reduce(&rs, l)
 		} else if r.Parallel.ZeRO >= 2 && (last || !r.fsdp1NoSync()) {
 			tr.reduceScatter(l) // under no_sync the unsharded gradient accumulates
 		}
-		tr.freeAll(blockOthers[l])
 		tr.note("backward", l)
 		if l == tr.edges.BridgeAt && bridge != nil {
 			res = tr.backward(tr.edges.Bridge.prog, res, bridge, &held)
@@ -428,8 +434,13 @@ func (tr *tracer) step(last bool) {
 			res = tr.backward(tr.edges.Embed.prog, res, saved[-1], &held)
 		}
 		saved[-1].freeAll(tr.a)
-		tr.freeAll(embedOthers)
 	}
+	// The other micro-batches in flight keep what they saved until their own
+	// backward, after this one's.
+	for l := tr.st.last - 1; l >= tr.st.first; l-- {
+		tr.freeAll(blockOthers[l])
+	}
+	tr.freeAll(embedOthers)
 	tr.a.Free(root)
 	if f2 {
 		// The root's post-backward, then the end of backward frees the
@@ -443,6 +454,9 @@ func (tr *tracer) step(last bool) {
 		}
 		tr.fsdp2Reduce(&rs, ks...)
 		tr.a.Free(rs)
+		if r.ppAccumulates() {
+			tr.fsdp2PipelineReduce(keptParams)
+		}
 	}
 	tr.freeAll(held)
 	tr.a.Free(res)

@@ -410,6 +410,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	live.Temporaries = addBytes(live.Temporaries, lingering)
 	var held Bytes   // the model output's tensors, freed when backward returns
 	var rsHeld Bytes // FSDP2: the last reduce-scatter input, retained (fsdp2Reduce)
+	// othersHeld is what the pipeline's other micro-batches in flight still
+	// hold of the parts this one's backward has passed.
+	var othersHeld Bytes
 	// With tied embeddings the word embedding's gradient comes from the
 	// output projection; the rest of the embedding unit's (positions, token
 	// types, norms) from the embedding's own backward.
@@ -544,9 +547,12 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if gStart < gEnd {
 			live.Activations -= release
 		} else {
-			live.Activations -= scale(saved, inflight)
+			// This micro-batch's saved tensors go; the other micro-batches
+			// in flight keep theirs until their own backward, after this one.
+			live.Activations -= saved
+			othersHeld = addBytes(othersHeld, scale(saved, inflight)-saved)
 		}
-		if keep {
+		if keep && !r.ppAccumulates() {
 			live.Temporaries -= s.blocks[l].gathered // resharded in its post-backward
 		}
 		if f2 {
@@ -586,9 +592,11 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		if !gradsHeld || f2 {
 			live.Gradients = addBytes(live.Gradients, embedGrads-tiedGrads)
 		}
-		live.Activations -= scale(s.edges.Embed.Saved, inflight)
+		live.Activations -= s.edges.Embed.Saved
+		othersHeld = addBytes(othersHeld, scale(s.edges.Embed.Saved, inflight)-s.edges.Embed.Saved)
 		s.emit(iter, micro, "backward", -1, "embedding", live, 0)
 	}
+	live.Activations -= othersHeld
 	if f2 {
 		// The root's post-backward: its (or torchtitan's embedding group's)
 		// gradients reduce last; the retained input is freed when backward
@@ -607,6 +615,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 		root = 0
 		live = s.fsdp2Reduce(iter, micro, -1, "root reduce-scatter", live, inFlight, u, gradsHeld, &rsHeld, 0)
 		live.Temporaries -= rsHeld
+		if r.ppAccumulates() && last {
+			live = s.fsdp2PipelineReduce(iter, micro, st, live, su, keep)
+		}
 	}
 	live.Activations -= held // backward returned; the loop drops the output
 	live.Temporaries -= root // the root's post-backward reshards it
