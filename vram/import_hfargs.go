@@ -209,6 +209,15 @@ func hfPrecision(r *configReader, t *Training, trl bool) error {
 		t.Checkpointing = "full"
 	}
 	r.mapped("gradient_checkpointing %v → %s", gc, orDefault(t.Checkpointing, "none"))
+	if off, set, err := r.bool("activation_offloading"); err != nil {
+		return err
+	} else if set && !off {
+		r.ignore("activation_offloading") // off changes nothing
+	} else if off {
+		// TRL's SFTConfig/DPOConfig activation_offloading (sft_config.py).
+		t.ActivationOffloading = true
+		r.mapped("activation_offloading → saved activations in pinned host memory")
+	}
 	if name, ok, err := r.str("optim"); err != nil {
 		return err
 	} else if ok {

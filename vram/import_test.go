@@ -42,6 +42,9 @@ var importCases = []importCase{
 		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "seq": "2048", "trainable": "lora", "lora.rank": "8", "framework": "torchtune"}},
 	{file: "torchtune/llama3_1__8B_qlora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=4096", "batch_size=4"}},
 		want: map[string]string{"seq": "4096", "micro": "4", "base": "nf4"}},
+	{file: "torchtune/llama3_1__8B_lora_single_device.yaml", kind: KindTorchtune,
+		opt:  ImportOptions{Overrides: []string{"tokenizer.max_seq_len=2048", "enable_activation_checkpointing=True", "enable_activation_offloading=True"}},
+		want: map[string]string{"ckpt": "full", "act_offload": "true"}},
 	{file: "torchtune/qwen2_5__7B_lora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=1024"}},
 		want: map[string]string{"model": "Qwen/Qwen2.5-7B", "trainable": "lora"}},
 	{file: "torchtitan/llama3_8b.toml", kind: KindTorchtitan,
@@ -144,6 +147,9 @@ func importFields(p Plan) map[string]string {
 		f["ckpt"], f["sac"], f["trainable"], f["optimizer"] = t.Checkpointing, t.SelectiveACOption, orDefault(t.Trainable, "full"), t.Optimizer
 		f["framework"], f["attention"], f["base"] = t.Framework, t.Attention, dtypeOrEmpty(t.QuantizedBase.DType)
 		f["float8"], f["float8_all_gather"] = t.Float8, fmt.Sprint(t.Float8AllGather)
+		if t.ActivationOffloading {
+			f["act_offload"] = "true"
+		}
 		if t.LoRA != nil {
 			f["lora.rank"], f["lora.targets"] = fmt.Sprint(t.LoRA.Rank), strings.Join(t.LoRA.Targets, ",")
 		}

@@ -69,7 +69,14 @@ func importTorchtune(r *configReader, opt ImportOptions) (trainerImport, error) 
 	if err := ttDistributed(r, t, opt); err != nil {
 		return ti, err
 	}
-	r.notModelled("enable_activation_offloading", "activations offloaded to the CPU are not modelled (kept on the GPU)")
+	if off, set, err := r.bool("enable_activation_offloading"); err != nil {
+		return ti, err
+	} else if off {
+		t.ActivationOffloading = true
+		r.mapped("enable_activation_offloading → activation_offloading (checkpointed inputs in pinned host memory)")
+	} else if set {
+		r.ignore("enable_activation_offloading") // off changes nothing
+	}
 	r.notModelled("model.use_dora", "DoRA is not modelled")
 	r.notModelled("enable_fp8_training", "torchtune's FP8 training is not read")
 	r.notModelled("custom_sharded_layers", "torchtune's extra FSDP groups are not modelled")

@@ -92,5 +92,7 @@ func (r *resolved) offloadStepCopy(trainable int64) Bytes {
 // hostMemory is the host memory one rank of stage st takes for what its
 // units offload.
 func (s *simulation) hostMemory(st stage, units unitMem) Breakdown {
-	return units.host
+	h := units.host
+	h.Activations = s.r.hostActivations(s.acts, st)
+	return h
 }

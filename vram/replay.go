@@ -261,11 +261,12 @@ func (tr *tracer) step(last bool) {
 	}
 	keep := r.keepsUnsharded()
 	f2 := r.fsdp2()
-	ag := -1                   // FSDP2: the last all-gather output (fsdp2.go)
-	rs := -1                   // FSDP2: the retained reduce-scatter input
-	unsharded := map[int]int{} // block → its unsharded parameters, kept
-	var keptParams []int       // FSDP2 in pipeline stages: unsharded parameters kept past backward
-	sacKept := map[int]int{}   // block → what op-level checkpointing (or a compiled block) saved
+	ag := -1                        // FSDP2: the last all-gather output (fsdp2.go)
+	rs := -1                        // FSDP2: the retained reduce-scatter input
+	unsharded := map[int]int{}      // block → its unsharded parameters, kept
+	var keptParams []int            // FSDP2 in pipeline stages: unsharded parameters kept past backward
+	parked := map[int]parkedSizes{} // block → what activation offloading moved to the host
+	sacKept := map[int]int{}        // block → what op-level checkpointing (or a compiled block) saved
 	// Forward.
 	var res int // the residual stream handle between blocks
 	saved := map[int]*kept{}
@@ -330,6 +331,9 @@ func (tr *tracer) step(last bool) {
 			tr.a.Free(res)
 		}
 		saved[l], res = k, out
+		if r.offloaded(l, tr.st) {
+			parked[l] = k.park(tr.a, p) // to pinned host memory
+		}
 		blockOthers[l] = tr.others(r.savedFor(tr.acts[l], l))
 		if keep {
 			unsharded[l] = g
@@ -396,6 +400,9 @@ func (tr *tracer) step(last bool) {
 			g = tr.gather(l)
 		}
 		k := saved[l]
+		if ps, ok := parked[l]; ok {
+			k.fetch(tr.a, ps) // copied back for its backward
+		}
 		if r.checkpointed(l) {
 			// Recomputation rebuilds the block's saved tensors from its
 			// input, stopping once the last exists.

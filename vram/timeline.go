@@ -388,7 +388,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			// it runs; its saved tensors join live only after.
 			s.emit(iter, micro, "forward", l, "", withInput(live, a), addBytes(a.ForwardPeak, gather(l, l+1)))
 		}
-		live.Activations = addBytes(live.Activations, scale(r.savedFor(a, l), inflight))
+		live.Activations = addBytes(live.Activations, scale(r.deviceSaved(a, l, st), inflight))
 		untilLoss = addBytes(untilLoss, scale(a.untilLoss, inflight))
 		live.Activations = addBytes(live.Activations, scale(a.untilLoss, inflight))
 		if keep {
@@ -480,6 +480,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	for l := st.last - 1; l >= st.first; l-- {
 		a := s.acts[l]
 		saved := r.savedFor(a, l)
+		if r.offloaded(l, st) {
+			live.Activations = addBytes(live.Activations, saved) // copied back for its backward
+		}
 		// A Megatron uniform recompute group runs its blocks' forward again
 		// when the backward reaches its last block: the others' saved
 		// tensors exist from then until their own backward.

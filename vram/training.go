@@ -106,6 +106,11 @@ type Training struct {
 	// "expandable_segments:True"; empty: what the framework's launcher sets
 	// (allocconf.go). Training.Replay uses it unless its options name one.
 	AllocConf string `json:"alloc_conf,omitempty"`
+	// ActivationOffloading keeps the blocks' saved tensors in pinned host
+	// memory between forward and backward, as torchtune's
+	// enable_activation_offloading and TRL's activation_offloading do
+	// (activation_offload.go).
+	ActivationOffloading bool `json:"activation_offloading,omitempty"`
 	// Float8 is torchao's float8 training of the block linears (float8.go):
 	// "tensorwise" (torchao's default recipe) or "rowwise"; empty or "none"
 	// is off. The saved activations stay bf16; the float8 copies are
@@ -371,6 +376,9 @@ func (t Training) resolve() (resolved, error) {
 		r.dropHid, r.dropAttn = *t.Dropout, *t.Dropout
 	}
 	if err := r.resolveParallel(); err != nil {
+		return r, err
+	}
+	if err := r.resolveActivationOffload(); err != nil {
 		return r, err
 	}
 	if err := r.resolveDeepSpeed(); err != nil {

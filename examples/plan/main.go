@@ -476,6 +476,10 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "plus %v of paged optimizer states in unified memory (not counted by PyTorch's allocator)\n", t.PagedStates)
 		}
 		fmt.Fprintf(w, "\nEach category at its own maximum (sum of buckets): %v\n", t.Static.Total())
+		if h := t.Host; h.Total() > 0 {
+			fmt.Fprintf(w, "\nHost memory per rank for what is offloaded (most of it pinned):\n")
+			fmt.Fprint(w, h.String())
+		}
 	}
 	if in := r.Inference; in != nil {
 		for _, n := range in.Notes {
