@@ -11,7 +11,7 @@ package vram
 // (full_shard or hybrid), per-parameter (version 2), parameters on the GPU.
 func (r *resolved) fsdp2() bool {
 	p := r.Parallel
-	return p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion != 1 && p.CPUOffload != "optimizer+params"
+	return p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion != 1
 }
 
 // keepsUnsharded reports whether FSDP2 keeps each block's unsharded
@@ -43,7 +43,7 @@ func (r *resolved) keepsUnsharded() bool {
 // state._is_root and …).
 func (r *resolved) rootHeld(embed, head unitMem, st stage) Bytes {
 	p := r.Parallel
-	fsdp1 := p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion == 1 && p.CPUOffload != "optimizer+params"
+	fsdp1 := p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion == 1
 	if !r.fsdp2() && !fsdp1 || r.Framework == "torchtitan" {
 		return 0
 	}
@@ -140,6 +140,7 @@ func (tr *tracer) onStream(st int, n Bytes) int {
 func (tr *tracer) fsdp2Unshard(l int, ag *int) int {
 	g := tr.blocks[l].gathered
 	out := tr.onStream(allGatherStream, g)
+	tr.a.Free(tr.onStream(allGatherStream, tr.blocks[l].h2d)) // an offloaded shard's device copy, copied in
 	tr.a.Free(*ag)
 	*ag = out
 	return tr.a.Malloc(g)
@@ -154,6 +155,7 @@ func (tr *tracer) fsdp2Prefetch(l int, ag *int) int {
 	*ag = -1
 	if l > tr.st.first {
 		*ag = tr.onStream(allGatherStream, tr.blocks[l-1].gathered)
+		tr.a.Free(tr.onStream(allGatherStream, tr.blocks[l-1].h2d))
 	}
 	return h
 }

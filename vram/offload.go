@@ -28,7 +28,7 @@ func (r *resolved) offloadOf() offloaded {
 	c := r.Parallel.CPUOffload
 	return offloaded{
 		optimizer: c != "none" && c != "",
-		grads:     c == "optimizer+grads" || c == "optimizer+params" || c == "optimizer" && r.ds.on,
+		grads:     c == "optimizer+grads" || c == "optimizer+params" && !r.fsdp1Offload() || c == "optimizer" && r.ds.on,
 		params:    c == "optimizer+params",
 	}
 }
@@ -56,7 +56,12 @@ func (r *resolved) hostGrads(g Bytes, n, shard int64) Bytes {
 	return h
 }
 
-// fsdp1Offload reports whether FSDP1 runs with offload_params.
+// fsdp1Offload reports whether FSDP1 runs with offload_params. Its
+// gradients go to the host at the end of backward, not as each unit's is
+// reduced: _post_backward_hook keeps the reduced shard on the GPU as
+// _saved_grad_shard (only copying it into the pinned _cpu_grad) until the
+// final callback's prepare_gradient_for_optim deletes it
+// (torch/distributed/fsdp/_runtime_utils.py, _flat_param.py, torch 2.6).
 func (r *resolved) fsdp1Offload() bool {
 	p := r.Parallel
 	return p.ZeRO == 3 && p.FSDP != "none" && p.FSDPVersion == 1 && p.CPUOffload == "optimizer+params"
@@ -95,4 +100,31 @@ func (s *simulation) hostMemory(st stage, units unitMem) Breakdown {
 	h := units.host
 	h.Activations = s.r.hostActivations(s.acts, st)
 	return h
+}
+
+// unshardCopy is what an unshard of an offloaded shard (stored bytes on
+// the host, gathered when all-gathered) allocates on the device before the
+// all-gather: the shard copied as stored, and its cast to the compute dtype
+// when that differs. FSDP1: flat_param_to(device) or _mp_shard.copy_(
+// _local_shard.to(device)) in pre_unshard (_flat_param.py); FSDP2:
+// sharded_param_data.to(device) then _to_dtype_if_needed (_fsdp_param.py
+// all_gather_inputs); ZeRO-3: ds_tensor.to(cuda) (partition_parameters.py).
+func (r *resolved) unshardCopy(stored, gathered Bytes, cast bool) Bytes {
+	if !cast {
+		return stored
+	}
+	shard := Bytes(1)
+	if r.Parallel.ZeRO == 3 {
+		shard = Bytes(max(1, r.shard))
+	}
+	return addBytes(stored, gathered/shard)
+}
+
+// unshardOffloaded is the moment block l's offloaded shard is on the
+// device (unitMem.h2d) beside the all-gather it feeds, before the block
+// runs; nothing without parameter offload.
+func (s *simulation) unshardOffloaded(iter, micro int, phase string, l int, live Breakdown) {
+	if h := s.blocks[l].h2d; h > 0 {
+		s.emit(iter, micro, phase, l, "unshard", live, addBytes(h, s.blocks[l].gathered))
+	}
 }

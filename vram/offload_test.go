@@ -80,3 +80,68 @@ func TestZeRO2OffloadStepCopy(t *testing.T) {
 		t.Errorf("replay peak %v, timeline %v: want them within 1 %%", rp.PeakAllocated, est.Peak.Total())
 	}
 }
+
+// TestFSDPOffloadRunsAsFSDP: offload_params keeps FSDP's own schedule.
+// FSDP2's CPUOffloadPolicy still reduce-scatters group by group and each
+// unshard first copies the fp32 shard to the GPU and casts it to bf16;
+// FSDP1's offload_params keeps the reduced shards on the GPU until
+// backward ends. The replay agrees with the timeline.
+func TestFSDPOffloadRunsAsFSDP(t *testing.T) {
+	plan := func(version int) Training {
+		return Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 1, Precision: "fp32", ComputeDType: BF16,
+			Checkpointing: "full", Framework: "torchtune", Parallel: Parallel{DP: 4, FSDP: "full_shard", FSDPVersion: version, CPUOffload: "optimizer+params"}}
+	}
+	f2 := plan(2)
+	r, err := f2.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.fsdp2() {
+		t.Fatal("FSDP2 with CPUOffloadPolicy should run FSDP2's schedule")
+	}
+	blocks, _, _ := r.units()
+	b := blocks[0]
+	if want := b.host.Parameters + b.gathered/4; b.h2d != want || b.params != 0 {
+		t.Errorf("block 0: device copy at unshard %v, want the fp32 shard %v and its bf16 cast %v; params on the GPU %v, want 0", b.h2d, b.host.Parameters, b.gathered/4, b.params)
+	}
+	tl, err := f2.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reduces := 0
+	for _, ev := range tl.Events {
+		if ev.Name == "reduce-scatter" {
+			reduces++
+		}
+	}
+	if reduces == 0 {
+		t.Error("FSDP2 with offload: no reduce-scatter events")
+	}
+	f1 := plan(1)
+	tl1, err := f1.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inBackward Bytes
+	for _, ev := range tl1.Events {
+		if ev.Phase == "backward" && ev.Layer == 0 {
+			inBackward = max(inBackward, ev.Live.Gradients)
+		}
+		if ev.Phase == "optimizer" && ev.Live.Gradients != 0 {
+			t.Errorf("FSDP1 offload: %v of gradients on the GPU at the step, want none", ev.Live.Gradients)
+		}
+	}
+	if inBackward == 0 {
+		t.Error("FSDP1 offload: the reduced gradient shards should stay on the GPU until backward ends")
+	}
+	for _, tr := range []Training{f1, f2} {
+		est := estimateOf(t, tr)
+		rp, err := tr.Replay(ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ratio := float64(rp.PeakAllocated) / float64(est.Peak.Total()); ratio < 0.98 || ratio > 1.02 {
+			t.Errorf("FSDP%d offload: replay peak %v, timeline %v (ratio %.3f)", tr.Parallel.FSDPVersion, rp.PeakAllocated, est.Peak.Total(), ratio)
+		}
+	}
+}

@@ -15,6 +15,7 @@ type unitMem struct {
 	paged     Bytes     // paged optimizer states (unified memory, not counted)
 	master    Bytes     // fp32 master copy of trainable params
 	host      Breakdown // what offload keeps in host memory instead (offload.go)
+	h2d       Bytes     // offloaded parameters: the device copy of the shard each unshard makes (offload.go)
 	loraElems int64     // adapter elements (part of trainable)
 
 	// Per-tensor sizes, for the allocator replay (only when sized).
@@ -37,6 +38,7 @@ func (u *unitMem) add(o unitMem) {
 	u.paged = addBytes(u.paged, o.paged)
 	u.master = addBytes(u.master, o.master)
 	u.host = u.host.Add(o.host)
+	u.h2d = addBytes(u.h2d, o.h2d)
 	u.loraElems += o.loraElems
 	if len(o.paramSizes)+len(o.gradSizes)+len(o.stateSizes)+len(o.masterSizes) == 0 {
 		return
@@ -272,6 +274,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 			stored = r.paramShard(t, stored, n/div, div, quant)
 		}
 		if off.params {
+			u.h2d = addBytes(u.h2d, r.unshardCopy(stored, u.gathered, !quant && r.WeightsDType != compute))
 			u.host.Parameters = addBytes(u.host.Parameters, stored)
 			u.host.Gradients = addBytes(u.host.Gradients, r.hostFlatGrad(stored))
 			stored = 0

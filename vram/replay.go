@@ -238,7 +238,10 @@ func (tr *tracer) gather(l int) int {
 	if tr.r.Parallel.ZeRO != 3 && tr.r.Parallel.CPUOffload != "optimizer+params" {
 		return -1
 	}
-	return tr.a.Malloc(tr.blocks[l].gathered)
+	h := tr.a.Malloc(tr.blocks[l].h2d) // an offloaded shard's device copy, gathered from
+	g := tr.a.Malloc(tr.blocks[l].gathered)
+	tr.a.Free(h)
+	return g
 }
 
 func (tr *tracer) step(last bool) {
@@ -469,6 +472,12 @@ func (tr *tracer) step(last bool) {
 	tr.a.Free(res)
 	tr.a.Free(inputs)
 	tr.note("backward", -1)
+	if last && r.fsdp1Offload() {
+		for k, hs := range tr.grads {
+			tr.freeAll(hs) // the final callback moves them to the host
+			delete(tr.grads, k)
+		}
+	}
 	if !last || r.Optimizer == "none" {
 		return
 	}

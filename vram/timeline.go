@@ -383,6 +383,7 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			live.Activations = addBytes(live.Activations, scale(br.Saved, inflight))
 		}
 		a := s.acts[l]
+		s.unshardOffloaded(iter, micro, "forward", l, live)
 		if !inside(l) {
 			// The block's input (the last block's output) is live while
 			// it runs; its saved tensors join live only after.
@@ -502,6 +503,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 				}
 				live.Activations = addBytes(live.Activations, re)
 			}
+		}
+		if !keep {
+			s.unshardOffloaded(iter, micro, "backward", l, live)
 		}
 		extra := gather(l, l-1)
 		if f2 {
@@ -637,6 +641,9 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	}
 	if r.OptimizerInBackward && last {
 		live.Gradients = 0
+	}
+	if last && r.fsdp1Offload() {
+		live.Gradients -= su.grads // the final callback moves them to the host
 	}
 	if !last {
 		return
