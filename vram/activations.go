@@ -1074,6 +1074,15 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	return b.summarize(x)
 }
 
+// inputsEmbedsHeld reports whether the first block's input, which no op
+// saves (inputNoGrad), still lives until the model's forward returns:
+// transformers' decoder forward keeps it as inputs_embeds while its loop
+// rebinds hidden_states (modeling_llama.py LlamaModel.forward:
+// "hidden_states = inputs_embeds").
+func (r *resolved) inputsEmbedsHeld() bool {
+	return r.inputNoGrad() && r.runsTransformers()
+}
+
 // inputNoGrad reports whether the first block's input needs no gradient:
 // the base (embeddings included) is frozen and nothing before the blocks
 // trains, so autograd records only the ops that lead from a trainable

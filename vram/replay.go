@@ -330,6 +330,8 @@ func (tr *tracer) step(last bool) {
 			sacKept[l] = tr.a.Malloc(tr.acts[l].SavedCompiled)
 		} else if p.in.saved {
 			k.input = res
+		} else if l == 0 && r.inputsEmbedsHeld() {
+			tr.untilLoss = append(tr.untilLoss, res) // the forward's inputs_embeds
 		} else {
 			tr.a.Free(res)
 		}

@@ -353,6 +353,10 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	if st.embed {
 		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
 		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
+		// What the forward holds of the embedding side until it returns
+		// (a vision-language model's image features).
+		untilLoss = addBytes(untilLoss, scale(s.edges.Embed.untilLoss, inflight))
+		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.untilLoss, inflight))
 	}
 	// The attention masks live while the blocks run; checkpoints keep each
 	// as an input of the blocks of its kind until their backward.
@@ -390,8 +394,12 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			s.emit(iter, micro, "forward", l, "", withInput(live, a), addBytes(a.ForwardPeak, gather(l, l+1)))
 		}
 		live.Activations = addBytes(live.Activations, scale(r.deviceSaved(a, l, st), inflight))
-		untilLoss = addBytes(untilLoss, scale(a.untilLoss, inflight))
-		live.Activations = addBytes(live.Activations, scale(a.untilLoss, inflight))
+		held := a.untilLoss
+		if l == 0 && r.inputsEmbedsHeld() {
+			held = addBytes(held, a.Input) // the forward's inputs_embeds
+		}
+		untilLoss = addBytes(untilLoss, scale(held, inflight))
+		live.Activations = addBytes(live.Activations, scale(held, inflight))
 		if keep {
 			live.Temporaries = addBytes(live.Temporaries, s.blocks[l].gathered)
 		}

@@ -24,6 +24,9 @@ type traceMeasurement struct {
 		Iteration1 map[string]int64 `json:"iteration1"`
 		Iteration2 map[string]int64 `json:"iteration2"`
 	} `json:"storage"`
+	// ExpertsWithoutTokens is, per iteration, how many routed experts the
+	// traced batch sent no token to (measure.py unrouted_experts).
+	ExpertsWithoutTokens []int `json:"experts_without_tokens"`
 }
 
 // peakOf is the higher of two iterations' peaks.

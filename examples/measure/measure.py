@@ -501,6 +501,7 @@ def trace(args):
         frozen = len(params) < sum(1 for _ in model.parameters())
 
         keep = keeps_output(train)
+        unrouted = []  # per iteration: routed experts the batch sent no token to
 
         def step(phase):
             phase("forward")
@@ -511,27 +512,28 @@ def trace(args):
                 out = None  # the HF Trainer's compute_loss returns only the loss
             phase("backward")
             loss.backward()
+            unrouted.append(unrouted_experts(model))
             del out, loss
             phase("optimizer")
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        return model, opt, step, frozen, [t for t in inputs.values() if isinstance(t, torch.Tensor)]
+        return model, opt, step, frozen, [t for t in inputs.values() if isinstance(t, torch.Tensor)], unrouted
 
     def with_storage():
-        model, _, step, frozen, batch_tensors = setup()
+        model, _, step, frozen, batch_tensors, unrouted = setup()
         tracker, peaks = StorageTracker(model, batch_tensors), []
         with tracker:
             for _ in range(2):
                 step(tracker.phase)
                 peaks.append(tracker.peak)
                 tracker.reset()
-        return peaks, frozen
+        return peaks, frozen, unrouted
 
     def with_memtracker():
         from torch.distributed._tools.mem_tracker import MemTracker
 
-        model, opt, step, _, batch_tensors = setup()
+        model, opt, step, _, batch_tensors, _ = setup()
         mt, peaks = MemTracker(), []
         # The batch as "other" (OTH), which the comparison leaves out.
         mt.track_external(model, opt, *batch_tensors)
@@ -544,7 +546,12 @@ def trace(args):
         return peaks
 
     out = {"plan": p, "torch": torch.__version__, "transformers": transformers.__version__}
-    storage, frozen = with_storage()
+    storage, frozen, unrouted = with_storage()
+    if any(unrouted):
+        # Routed experts the batch sent no token to, per iteration: no
+        # autocast weight copies, no gradients, and no optimizer states
+        # after the first step (the engine routes every expert its share).
+        out["experts_without_tokens"] = unrouted
     if frozen:
         # MemTracker refuses frozen parameters (LoRA): the live-storage
         # tracker's peaks stand in.
@@ -553,6 +560,21 @@ def trace(args):
         out["iteration1"], out["iteration2"] = with_memtracker()
     out["storage"] = {"iteration1": storage[0], "iteration2": storage[1]}
     write(args, json.dumps(out, indent=1) + "\n")
+
+
+def unrouted_experts(model):
+    """How many routed experts (modules in a ModuleList named experts) have
+    no gradient after a backward: the router sent them no token."""
+    import torch
+
+    n = 0
+    for name, mod in model.named_modules():
+        if name.endswith(".experts") and isinstance(mod, torch.nn.ModuleList):
+            for ex in mod:
+                ps = [q for q in ex.parameters() if q.requires_grad]
+                if ps and all(q.grad is None for q in ps):
+                    n += 1
+    return n
 
 
 def grid(args):
@@ -730,6 +752,8 @@ def snapshot(args):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
                 out = model(**inputs)
                 loss = loss_of(out, config)
+            if not keeps_output(train):
+                out = None  # the HF Trainer's compute_loss returns only the loss
             rec.phase("backward")
             loss.backward()
             del out, loss
