@@ -97,7 +97,17 @@ func unitFor(total Bytes) Bytes {
 	return u
 }
 
-// String prints an aligned table in one unit, total last:
+// smallUnit is the unit a size below the table's is printed in.
+func smallUnit(b Bytes) Bytes {
+	u, _ := b.unit()
+	if u < KiB {
+		return KiB
+	}
+	return u
+}
+
+// String prints an aligned table in one unit (a row too small for it in
+// its own), total last:
 //
 //	parameters          13.48 GiB   52.1%
 //	gradients           13.48 GiB   47.9%
@@ -111,7 +121,15 @@ func (b Breakdown) String() string {
 		if total > 0 {
 			share = 100 * float64(it.Bytes) / float64(total)
 		}
-		fmt.Fprintf(&sb, "%-17s %12s %6.1f%%\n", strings.ReplaceAll(it.Category, "_", " "), it.Bytes.Format(u, 2), share)
+		size, pct := it.Bytes.Format(u, 2), fmt.Sprintf("%5.1f%%", share)
+		if it.Bytes.In(u) < 0.005 {
+			// Too small for the table's unit: in its own, not as 0.00.
+			size = it.Bytes.Format(smallUnit(it.Bytes), 2)
+		}
+		if share < 0.05 {
+			pct = "<0.1%"
+		}
+		fmt.Fprintf(&sb, "%-17s %12s %7s\n", strings.ReplaceAll(it.Category, "_", " "), size, pct)
 	}
 	fmt.Fprintf(&sb, "%-17s %12s\n", "total", total.Format(u, 2))
 	return sb.String()

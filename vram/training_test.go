@@ -63,6 +63,13 @@ func TestBreakdownTotalIsSum(t *testing.T) {
 	if est.Static.Total() < est.Peak.Total() {
 		t.Errorf("sum of category maxima %v < peak %v", est.Static.Total(), est.Peak.Total())
 	}
+	// A row too small for the table's unit prints in its own, never as
+	// 0.00; zero rows are left out.
+	small := Breakdown{Parameters: 20 * GiB, Other: 32 * KiB}
+	want := "parameters           20.00 GiB  100.0%\nother                32.00 KiB   <0.1%\ntotal                20.00 GiB\n"
+	if got := small.String(); got != want {
+		t.Errorf("String() =\n%s, want\n%s", got, want)
+	}
 }
 
 // TestPeakInBackward: the article's claim. With set_to_none gradients each
