@@ -15,6 +15,11 @@ const (
 	MeasureAllocated  = "allocated"   // torch.cuda.max_memory_allocated, against the memory after the context
 )
 
+// DefaultHeadroom is the share of a GPU's memory the CLI, the reports and
+// plan comparisons keep free when judging whether a plan fits; "to spare"
+// is always measured to that limit (Verdict.Limit − Verdict.Need).
+const DefaultHeadroom = 0.05
+
 // Budget is the memory a plan may use on one GPU, less a headroom fraction
 // kept free, in one of the three measures.
 type Budget struct {

@@ -130,7 +130,7 @@ func comparePlan(name string, p Plan, gpus []GPUChoice) PlanResult {
 		}
 		r.Allocated, r.Reserved = max(r.Allocated, rep.PeakAllocated), max(r.Reserved, rep.PeakReserved)
 		r.DeviceUsed[k] = rep.DeviceUsed
-		r.Fits[k] = rep.DeviceUsed <= g.Total()
+		r.Fits[k] = rep.DeviceUsed <= compareLimit(g)
 	}
 	return r
 }
@@ -176,8 +176,8 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 			return -1, "no plan could be estimated"
 		}
 		s := plans[smallest]
-		return -1, fmt.Sprintf("no %s plan fits: the smallest, %s, needs %v on the device, %v more than its %v%s",
-			kind, s.Name, s.DeviceUsed[k], s.DeviceUsed[k]-g.Total(), g.Total(), note)
+		return -1, fmt.Sprintf("no %s plan fits: the smallest, %s, needs %v on the device, %v more than the %v it may use (%v less %g %% kept free)%s",
+			kind, s.Name, s.DeviceUsed[k], s.DeviceUsed[k]-compareLimit(g), compareLimit(g), g.Total(), 100*DefaultHeadroom, note)
 	}
 	sort.SliceStable(fit, func(a, b int) bool {
 		pa, pb := plans[fit[a]], plans[fit[b]]
@@ -190,7 +190,7 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 		return pa.DeviceUsed[k] < pb.DeviceUsed[k]
 	})
 	best := plans[fit[0]]
-	head := fmt.Sprintf("%s fits with %v to spare (%v of %v on the device)", best.Name, g.Total()-best.DeviceUsed[k], best.DeviceUsed[k], g.Total())
+	head := fmt.Sprintf("%s fits with %v to spare (%v of the %v it may use on the device, %g %% of %v kept free)", best.Name, compareLimit(g)-best.DeviceUsed[k], best.DeviceUsed[k], compareLimit(g), 100*DefaultHeadroom, g.Total())
 	bound := ""
 	if b := best.Bounds[k]; b.TokensPerSecond > 0 {
 		bound = fmt.Sprintf("at most %s tokens/s on this GPU, %s-bound", Grouped(int64(b.TokensPerSecond)), boundWord(b.Limit))
@@ -207,6 +207,10 @@ func choose(plans []PlanResult, k int, g GPU) (int, string) {
 		return fit[0], fmt.Sprintf("%s; of the %d %s plans that fit, it ties for the most work a step%s and needs the least memory%s", head, len(fit), kind, paren(work, bound), note)
 	}
 }
+
+// compareLimit is what a compared plan may use on g: the budget of the CLI
+// and the reports (device-used, DefaultHeadroom kept free).
+func compareLimit(g GPU) Bytes { return Budget{GPU: g, Headroom: DefaultHeadroom}.Limit() }
 
 // paren writes the non-empty parts in parentheses, after a space.
 func paren(parts ...string) string {

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestComparePlans(t *testing.T) {
 			t.Errorf("%s: allocated %v, reserved %v", p.Name, p.Allocated, p.Reserved)
 		}
 		for k, g := range cmp.GPUs {
-			if p.DeviceUsed[k] <= p.Reserved || p.Fits[k] != (p.DeviceUsed[k] <= g.GPU.Memory) {
+			if p.DeviceUsed[k] <= p.Reserved || p.Fits[k] != (p.DeviceUsed[k] <= Budget{GPU: g.GPU, Headroom: DefaultHeadroom}.Limit()) {
 				t.Errorf("%s on %s: device-used %v (reserved %v), fits %v", p.Name, g.GPU.Name, p.DeviceUsed[k], p.Reserved, p.Fits[k])
 			}
 			if k > 0 && cmp.Plans[i].Fits[k-1] && !p.Fits[k] {
@@ -83,6 +84,15 @@ func TestComparePlans(t *testing.T) {
 		}
 		if !strings.Contains(g.Why, best.Name) {
 			t.Errorf("%s: the reason %q does not name the plan", g.GPU.Name, g.Why)
+		}
+		// One "to spare" rule: the report's verdict on the same plan and
+		// GPU (the budget with DefaultHeadroom) says the same figure.
+		v, err := Budget{GPU: g.GPU, Headroom: DefaultHeadroom}.JudgePlan(plans[g.Best])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spare := fmt.Sprintf("%v to spare", v.Limit-v.Need); !strings.Contains(g.Why, spare) || !strings.Contains(v.Why, spare) {
+			t.Errorf("%s: the comparison says %q, the verdict %q; want both %q", g.GPU.Name, g.Why, v.Why, spare)
 		}
 	}
 	for _, p := range cmp.Plans[:3] {

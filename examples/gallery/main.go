@@ -73,7 +73,7 @@ func Gallery() ([]charts.Chart, error) {
 		return nil, err
 	}
 	g, _ := vram.LookupGPU("A100-80GB")
-	budget := vram.Budget{GPU: g, Headroom: 0.05}
+	budget := vram.Budget{GPU: g, Headroom: vram.DefaultHeadroom}
 	var plans []string
 	var bs []vram.Breakdown
 	for _, p := range []struct{ name, opt, prec string }{{"fp32 AdamW", "adamw", "fp32"}, {"bf16 AdamW", "adamw", "bf16"}, {"bf16 8-bit AdamW", "adamw_8bit", "bf16"}} {

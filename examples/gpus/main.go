@@ -101,7 +101,7 @@ func run(args []string, w io.Writer) error {
 	var fits []gpu.Fit
 	if plan != nil {
 		for _, d := range s.Devices {
-			f, err := gpu.FitsOn(*plan, d, gpu.FitOptions{Headroom: 0.05})
+			f, err := gpu.FitsOn(*plan, d, gpu.FitOptions{Headroom: vram.DefaultHeadroom})
 			if err != nil {
 				return err
 			}

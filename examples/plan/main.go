@@ -438,8 +438,9 @@ func importKind(imp *vram.Imported) vram.ConfigKind {
 
 // margin is the share of the GPU a plan must leave free to be called a
 // fit: room for what no model counts (other processes, library buffers a
-// release adds, a data loader's pinned memory on the device).
-const margin = 0.05
+// release adds, a data loader's pinned memory on the device); the reports
+// and comparisons keep the same.
+const margin = vram.DefaultHeadroom
 
 func printReport(w io.Writer, p vram.Plan, r Report) {
 	printImport(w, r.Name, r.Import)
