@@ -47,6 +47,18 @@ type DeepSpeed struct {
 	// weights stay whole on every rank (partition_parameters.py
 	// _convert_to_zero_parameters, ds_persist).
 	ParamPersistenceThreshold DSSize `json:"stage3_param_persistence_threshold,omitempty"`
+	// OffloadOptimizerDevice and OffloadParamDevice are where what
+	// parallel.cpu_offload offloads lives: "cpu" (default) or "nvme"
+	// (ZeRO-Infinity, stage 3), as offload_optimizer.device and
+	// offload_param.device say (nvme.go).
+	OffloadOptimizerDevice string `json:"offload_optimizer_device,omitempty"`
+	OffloadParamDevice     string `json:"offload_param_device,omitempty"`
+	// SubGroupSize tiles ZeRO-3's optimizer step (default 1e9 elements):
+	// with the optimizer on NVMe the host holds one sub-group's state.
+	SubGroupSize DSSize `json:"sub_group_size,omitempty"`
+	// MaxInCPU is how many parameter elements stay in host memory with the
+	// parameters on NVMe (offload_param.max_in_cpu, default 1e9).
+	MaxInCPU DSSize `json:"max_in_cpu,omitempty"`
 }
 
 // DSSize is a DeepSpeed element count: a number, or "auto" (DSAuto) for the
@@ -103,6 +115,8 @@ type deepSpeed struct {
 	on                                       bool
 	reduceBucket, prefetch, maxLive, persist int64
 	overlap, contiguous                      bool
+	optNVMe, paramNVMe                       bool  // ZeRO-Infinity (nvme.go)
+	subGroup, maxInCPU                       int64 // elements
 }
 
 // resolveDeepSpeed fills the plan's DeepSpeed settings. They apply where
@@ -150,7 +164,8 @@ func (r *resolved) resolveDeepSpeed() error {
 	if c.ContiguousGradients != nil {
 		r.ds.contiguous = *c.ContiguousGradients
 	}
-	return nil
+	r.ds.subGroup, r.ds.maxInCPU = size(c.SubGroupSize, 1e9, 1e9), size(c.MaxInCPU, 1e9, 1e9)
+	return r.resolveNVMe(c)
 }
 
 // dsBucket is DeepSpeed's flat gradient bucket memory (see

@@ -162,7 +162,9 @@ func accelerateDeepSpeed(r *configReader, t *Training, opt ImportOptions) error 
 	offParam, _, _ := r.str("deepspeed_config.offload_param_device")
 	t.Parallel.CPUOffload = deepSpeedOffload(offOpt, offParam)
 	if offParam == "nvme" || offOpt == "nvme" {
-		r.imp.NotModelled = append(r.imp.NotModelled, "deepspeed_config: NVMe offload (ZeRO-Infinity) is modelled as CPU offload")
+		// ZeRO-Infinity (nvme.go), with DeepSpeed's defaults for the rest.
+		ds := DeepSpeed{OffloadOptimizerDevice: nvmeOnly(r, "deepspeed_config.offload_optimizer_device"), OffloadParamDevice: nvmeOnly(r, "deepspeed_config.offload_param_device")}
+		t.Parallel.DeepSpeed = &ds
 	}
 	r.mapped("deepspeed_config → ZeRO stage %d%s", stage, map[bool]string{true: ", offload " + t.Parallel.CPUOffload}[t.Parallel.CPUOffload != ""])
 	return nil

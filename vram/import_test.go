@@ -396,3 +396,31 @@ func TestImportTorchtitanCompile(t *testing.T) {
 		}
 	}
 }
+
+// TestImportZeROInfinity: a DeepSpeed config's NVMe offload devices,
+// sub_group_size and max_in_cpu reach the plan (nvme.go).
+func TestImportZeROInfinity(t *testing.T) {
+	cfg := `{"zero_optimization": {"stage": 3, "sub_group_size": 1e8,
+		"offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"},
+		"offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "max_in_cpu": 2e9}}}`
+	im, err := ImportConfig("ds.json", []byte(cfg), ImportOptions{Kind: KindDeepSpeed, Model: "llama-3.1-8b", GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := im.Plan.Training.Parallel
+	if p.CPUOffload != "optimizer+params" || p.DeepSpeed == nil {
+		t.Fatalf("offload %q, deepspeed %+v", p.CPUOffload, p.DeepSpeed)
+	}
+	if d := *p.DeepSpeed; d.OffloadOptimizerDevice != "nvme" || d.OffloadParamDevice != "nvme" || d.SubGroupSize != 1e8 || d.MaxInCPU != 2e9 {
+		t.Errorf("deepspeed %+v", d)
+	}
+	for _, n := range im.NotModelled {
+		if strings.Contains(n, "NVMe") {
+			t.Errorf("not modelled: %s", n)
+		}
+	}
+	if _, err := ImportConfig("ds.json", []byte(`{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "max_in_cpu": "lots"}}}`),
+		ImportOptions{Kind: KindDeepSpeed, Model: "llama-3.1-8b", GPUs: 8}); err == nil || !strings.Contains(err.Error(), "max_in_cpu") {
+		t.Errorf("bad max_in_cpu: %v", err)
+	}
+}

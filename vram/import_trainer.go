@@ -3,6 +3,7 @@ package vram
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -274,9 +275,6 @@ func readDeepSpeed(r *configReader, key string, t *Training, opt ImportOptions) 
 	offOpt, _, _ := sub.str("zero_optimization.offload_optimizer.device")
 	offParam, _, _ := sub.str("zero_optimization.offload_param.device")
 	t.Parallel.CPUOffload = deepSpeedOffload(offOpt, offParam)
-	if offParam == "nvme" || offOpt == "nvme" {
-		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s: NVMe offload (ZeRO-Infinity) is modelled as CPU offload", key))
-	}
 	if err := deepSpeedBuckets(sub, ds, t); err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
@@ -291,7 +289,7 @@ var deepSpeedIrrelevant = prefixes("train_batch_size", "train_micro_batch_size_p
 	"steps_per_print", "wall_clock_breakdown", "gradient_clipping", "optimizer", "scheduler", "bf16", "fp16", "amp",
 	"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "prescale_gradients", "communication_data_type",
 	"zero_optimization.stage3_gather_16bit_weights_on_model_save", "zero_optimization.gather_16bit_weights_on_model_save",
-	"zero_optimization.round_robin_gradients", "zero_optimization.sub_group_size", "zero_optimization.reduce_scatter",
+	"zero_optimization.round_robin_gradients", "zero_optimization.reduce_scatter",
 	"zero_optimization.stage3_max_reuse_distance", "zero_optimization.max_reuse_distance", "zero_optimization.allgather_partitions",
 	"zero_optimization.gather_16bit_weights_on_model_save", "zero_optimization.stage3_gather_fp16_weights_on_model_save",
 	"zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory",
@@ -332,13 +330,32 @@ func deepSpeedBuckets(sub *configReader, ds map[string]any, t *Training) error {
 		return fmt.Errorf("zero_optimization: %v", err)
 	}
 	for _, k := range []string{"reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "contiguous_gradients",
-		"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_param_persistence_threshold"} {
+		"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_param_persistence_threshold", "sub_group_size"} {
 		sub.get("zero_optimization." + k)
+	}
+	// ZeRO-Infinity: where the offloaded part lives, and how much of the
+	// parameters stays in host memory (nvme.go).
+	d.OffloadOptimizerDevice, d.OffloadParamDevice = nvmeOnly(sub, "zero_optimization.offload_optimizer.device"), nvmeOnly(sub, "zero_optimization.offload_param.device")
+	if v, ok := sub.get("zero_optimization.offload_param.max_in_cpu"); ok {
+		n, isNum := v.(float64)
+		if !isNum || n < 0 || n > 1e15 || n != math.Trunc(n) {
+			return fmt.Errorf("zero_optimization.offload_param.max_in_cpu: a whole number of elements, got %v", v)
+		}
+		d.MaxInCPU = DSSize(n)
 	}
 	if d != (DeepSpeed{}) {
 		t.Parallel.DeepSpeed = &d
 	}
 	return nil
+}
+
+// nvmeOnly is "nvme" when an offload device key says so (cpu is the
+// plan's default, and none turns offload off).
+func nvmeOnly(r *configReader, key string) string {
+	if v, _, _ := r.str(key); v == "nvme" {
+		return "nvme"
+	}
+	return ""
 }
 
 // isTrainerCommand tells a trainer's command line (accelerate launch,

@@ -98,6 +98,9 @@ func (r *resolved) offloadStepCopy(trainable int64) Bytes {
 // units offload.
 func (s *simulation) hostMemory(st stage, units unitMem) Breakdown {
 	h := units.host
+	if s.r.ds.optNVMe || s.r.ds.paramNVMe {
+		h = s.r.nvmeHost(h, units.trainable/s.r.stepShard())
+	}
 	h.Activations = s.r.hostActivations(s.acts, st)
 	return h
 }

@@ -1,6 +1,9 @@
 package vram
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestOffloadHostMemory: the host memory per rank and parameter each
 // framework's offload takes, from the allocations its source makes
@@ -142,6 +145,49 @@ func TestFSDPOffloadRunsAsFSDP(t *testing.T) {
 		}
 		if ratio := float64(rp.PeakAllocated) / float64(est.Peak.Total()); ratio < 0.98 || ratio > 1.02 {
 			t.Errorf("FSDP%d offload: replay peak %v, timeline %v (ratio %.3f)", tr.Parallel.FSDPVersion, rp.PeakAllocated, est.Peak.Total(), ratio)
+		}
+	}
+}
+
+// TestZeROInfinityHost: with the optimizer on NVMe the host keeps a pool
+// of four fp32 buffers of the largest sub-group (master, gradient and
+// Adam's two) beside the bf16 gradient buffer; with the parameters on
+// NVMe, up to max_in_cpu elements of them, the swap pool (5 × 1e8), and
+// a sub-group's write-back buffer when the partition is larger.
+// Llama-3-8B over 8 ranks: 1.004e9 elements a rank, just over 1e9.
+func TestZeROInfinityHost(t *testing.T) {
+	for _, c := range []struct {
+		name, ds, offload string
+		want              func(n float64) float64
+	}{
+		{"optimizer on nvme", `"offload_optimizer_device": "nvme"`, "optimizer",
+			func(n float64) float64 { return 16*1e9 + 2*n }},
+		{"optimizer on nvme, sub_group_size 1e8", `"offload_optimizer_device": "nvme", "sub_group_size": 1e8`, "optimizer",
+			func(n float64) float64 { return 16*1e8 + 2*n }},
+		{"parameters on nvme", `"offload_param_device": "nvme"`, "optimizer+params",
+			func(n float64) float64 { return 18*n + 2*1e9 + 2*1e9 + 2*5e8 }},
+		{"parameters on nvme, max_in_cpu 2e9", `"offload_param_device": "nvme", "max_in_cpu": 2e9`, "optimizer+params",
+			func(n float64) float64 { return 18*n + 2*n + 2*5e8 }},
+	} {
+		p, err := ParsePlan([]byte(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1, "precision": "mixed_bf16", "framework": "deepspeed",
+			"parallel": {"dp": 8, "zero_stage": 3, "cpu_offload": "`+c.offload+`", "deepspeed": {`+c.ds+`}}}}`), t.TempDir())
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		e := estimateOf(t, *p.Training)
+		want := c.want(float64(e.Params) / 8)
+		if got := float64(e.Host.Total()); got < want*0.999 || got > want*1.001 {
+			t.Errorf("%s: host %v per rank, want %v (%v)", c.name, e.Host.Total(), Bytes(want), e.Host)
+		}
+	}
+	for _, c := range []struct{ parallel, want string }{
+		{`{"dp": 8, "zero_stage": 2, "cpu_offload": "optimizer", "deepspeed": {"offload_optimizer_device": "nvme"}}`, "runs at zero_stage 3"},
+		{`{"dp": 8, "zero_stage": 3, "cpu_offload": "optimizer", "deepspeed": {"offload_param_device": "nvme"}}`, `needs parallel.cpu_offload "optimizer+params"`},
+		{`{"dp": 8, "zero_stage": 3, "cpu_offload": "optimizer", "deepspeed": {"offload_optimizer_device": "disk"}}`, `unknown parallel.deepspeed.offload_optimizer_device "disk"`},
+	} {
+		_, err := ParsePlan([]byte(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1, "precision": "mixed_bf16", "framework": "deepspeed", "parallel": `+c.parallel+`}}`), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.parallel, err, c.want)
 		}
 	}
 }
