@@ -97,7 +97,10 @@ func (r *resolved) offloadStepCopy(trainable int64) Bytes {
 // hostMemory is the host memory one rank of stage st takes for what its
 // units offload.
 func (s *simulation) hostMemory(st stage, units unitMem) Breakdown {
-	h := units.host
+	var h Breakdown
+	if units.host != nil {
+		h = *units.host
+	}
 	if s.r.ds.optNVMe || s.r.ds.paramNVMe {
 		h = s.r.nvmeHost(h, units.trainable/s.r.stepShard())
 	}

@@ -3,24 +3,35 @@ package vram
 // unitMem is the persistent memory of one unit (a block, or the embedding /
 // head outside the blocks) on one GPU.
 type unitMem struct {
-	params    Bytes     // stored parameters (sharded, quantized where so) and module buffers
-	buffers   Bytes     // the module buffers within params
-	gathered  Bytes     // the unit's full parameters in compute dtype (ZeRO-3 all-gather)
-	trainable int64     // trainable elements on this GPU
-	largest   int64     // largest trainable tensor (elements)
-	grads     Bytes     // persistent gradients
-	gradsFull Bytes     // the unit's unsharded gradients (before reduce-scatter)
-	gradsLive Bytes     // autograd's gradients of the all-gathered parameters (compute dtype; FSDP2 reduces them as they are)
-	states    Bytes     // optimizer states counted by the allocator
-	paged     Bytes     // paged optimizer states (unified memory, not counted)
-	master    Bytes     // fp32 master copy of trainable params
-	host      Breakdown // what offload keeps in host memory instead (offload.go)
-	h2d       Bytes     // offloaded parameters: the device copy of the shard each unshard makes (offload.go)
-	loraElems int64     // adapter elements (part of trainable)
+	params    Bytes      // stored parameters (sharded, quantized where so) and module buffers
+	buffers   Bytes      // the module buffers within params
+	gathered  Bytes      // the unit's full parameters in compute dtype (ZeRO-3 all-gather)
+	trainable int64      // trainable elements on this GPU
+	largest   int64      // largest trainable tensor (elements)
+	grads     Bytes      // persistent gradients
+	gradsFull Bytes      // the unit's unsharded gradients (before reduce-scatter)
+	gradsLive Bytes      // autograd's gradients of the all-gathered parameters (compute dtype; FSDP2 reduces them as they are)
+	states    Bytes      // optimizer states counted by the allocator
+	paged     Bytes      // paged optimizer states (unified memory, not counted)
+	master    Bytes      // fp32 master copy of trainable params
+	host      *Breakdown // what offload keeps in host memory instead (offload.go); nil without offload
+	h2d       Bytes      // offloaded parameters: the device copy of the shard each unshard makes (offload.go)
+	loraElems int64      // adapter elements (part of trainable)
 
 	// Per-tensor sizes, for the allocator replay (only when sized).
 	sized                                          bool
 	paramSizes, gradSizes, stateSizes, masterSizes []Bytes
+}
+
+// book adds b to what the unit keeps in host memory. The unit gets its own
+// record on the first booking (copies of a unit share a booked one, read
+// only), so plans without offload carry none.
+func (u *unitMem) book(b Breakdown) {
+	h := b
+	if u.host != nil {
+		h = u.host.Add(b)
+	}
+	u.host = &h
 }
 
 func (u *unitMem) add(o unitMem) {
@@ -37,7 +48,9 @@ func (u *unitMem) add(o unitMem) {
 	u.states = addBytes(u.states, o.states)
 	u.paged = addBytes(u.paged, o.paged)
 	u.master = addBytes(u.master, o.master)
-	u.host = u.host.Add(o.host)
+	if o.host != nil {
+		u.book(*o.host)
+	}
 	u.h2d = addBytes(u.h2d, o.h2d)
 	u.loraElems += o.loraElems
 	if len(o.paramSizes)+len(o.gradSizes)+len(o.stateSizes)+len(o.masterSizes) == 0 {
@@ -275,8 +288,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		}
 		if off.params {
 			u.h2d = addBytes(u.h2d, r.unshardCopy(stored, u.gathered, !quant && r.WeightsDType != compute))
-			u.host.Parameters = addBytes(u.host.Parameters, stored)
-			u.host.Gradients = addBytes(u.host.Gradients, r.hostFlatGrad(stored))
+			u.book(Breakdown{Parameters: stored, Gradients: r.hostFlatGrad(stored)})
 			stored = 0
 		}
 		u.params = stored
@@ -362,7 +374,7 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		g /= Bytes(shard)
 	}
 	if off.grads {
-		u.host.Gradients = addBytes(u.host.Gradients, r.hostGrads(g, n, shard))
+		u.book(Breakdown{Gradients: r.hostGrads(g, n, shard)})
 		g = 0
 	}
 	u.grads = addBytes(u.grads, g)
@@ -379,7 +391,7 @@ func (r *resolved) addTrainable(u *unitMem, n int64, shape []int64, pd DType, sh
 		master /= Bytes(shard)
 	}
 	if off.optimizer {
-		u.host.OptimizerStates = addBytes(u.host.OptimizerStates, addBytes(st, master))
+		u.book(Breakdown{OptimizerStates: addBytes(st, master)})
 		st, master = 0, 0
 	}
 	if paged {

@@ -244,245 +244,294 @@ func (tr *tracer) gather(l int) int {
 	return g
 }
 
-func (tr *tracer) step(last bool) {
-	r := tr.r
-	inputs := tr.a.Malloc(tr.edges.Inputs)
+// replayPass is one micro-batch's forward and backward (and, on the
+// last, the optimizer step) in the allocator replay: the handles its phases
+// share, each phase a method below, as simulation.iteration's are.
+type replayPass struct {
+	tr         *tracer
+	last       bool
+	keep, f2   bool
+	inputs     int
+	root       int                 // FSDP2: the root's unsharded parameters
+	ag, rs     int                 // FSDP2: the last all-gather output, the retained reduce-scatter input
+	res        int                 // the residual stream handle between blocks
+	headHeld   int                 // torchtitan: the head's unsharded parameters
+	unsharded  map[int]int         // block → its unsharded parameters, kept
+	keptParams []int               // FSDP2 in pipeline stages: unsharded parameters kept past backward
+	parked     map[int]parkedSizes // block → what activation offloading moved to the host
+	sacKept    map[int]int         // block → what op-level checkpointing (or a compiled block) saved
+	saved      map[int]*kept
+	held       []int // what the model's output holds until backward returns
+	masks      []maskPart
+	maskH      []int
+	bridge     *kept
 	// The pipeline's other microbatches in flight: their inputs and
 	// embedding outputs, and each block's saved set from its forward to its
 	// backward, as the timeline counts them.
-	var embedOthers []int
-	if tr.st.embed {
-		embedOthers = tr.others(tr.edges.Inputs + tr.edges.Embed.Saved)
+	embedOthers []int
+	blockOthers map[int][]int
+}
+
+func (tr *tracer) step(last bool) {
+	q := &replayPass{tr: tr, last: last, ag: -1, rs: -1, root: -1, headHeld: -1, unsharded: map[int]int{},
+		parked: map[int]parkedSizes{}, sacKept: map[int]int{}, saved: map[int]*kept{}, blockOthers: map[int][]int{}}
+	q.forward()
+	q.head()
+	for l := tr.st.last - 1; l >= tr.st.first; l-- {
+		q.blockBackward(l)
 	}
-	blockOthers := map[int][]int{}
+	q.endBackward()
+	if last && tr.r.Optimizer != "none" {
+		q.optimizerStep()
+	}
+}
+
+// forward allocates the batch, the root's parameters and the masks, and
+// runs the embedding and the blocks.
+func (q *replayPass) forward() {
+	tr, r := q.tr, q.tr.r
+	q.inputs = tr.a.Malloc(tr.edges.Inputs)
+	if tr.st.embed {
+		q.embedOthers = tr.others(tr.edges.Inputs + tr.edges.Embed.Saved)
+	}
 	// FSDP2: the root's parameters stay unsharded from the root's
 	// pre-forward to its post-backward; without resharding, so do the
 	// blocks' (see simulation.iteration).
-	root := -1
 	if b := r.rootHeld(tr.embed, tr.head, tr.st); b > 0 {
-		root = tr.a.Malloc(b)
+		q.root = tr.a.Malloc(b)
 	}
-	keep := r.keepsUnsharded()
-	f2 := r.fsdp2()
-	ag := -1                        // FSDP2: the last all-gather output (fsdp2.go)
-	rs := -1                        // FSDP2: the retained reduce-scatter input
-	unsharded := map[int]int{}      // block → its unsharded parameters, kept
-	var keptParams []int            // FSDP2 in pipeline stages: unsharded parameters kept past backward
-	parked := map[int]parkedSizes{} // block → what activation offloading moved to the host
-	sacKept := map[int]int{}        // block → what op-level checkpointing (or a compiled block) saved
-	// Forward.
-	var res int // the residual stream handle between blocks
-	saved := map[int]*kept{}
-	var held []int // what the model's output holds until backward returns
+	q.keep, q.f2 = r.keepsUnsharded(), r.fsdp2()
 	if tr.st.embed {
 		k, out := tr.forward(tr.edges.Embed.prog, -1)
-		saved[-1], res = k, out
+		q.saved[-1], q.res = k, out
 	}
 	// The attention masks, kept by checkpoints until their backward.
-	var masks []maskPart
-	var maskH []int
 	if tr.st.embed {
-		masks = tr.edges.Masks
-		for _, mp := range masks {
-			maskH = append(maskH, tr.a.Malloc(mp.bytes))
+		q.masks = tr.edges.Masks
+		for _, mp := range q.masks {
+			q.maskH = append(q.maskH, tr.a.Malloc(mp.bytes))
 		}
 	}
-	freeMasks := func(after int) {
-		for i, mp := range masks {
-			if k := mp.keptUntil(r, tr.st.first, tr.st.last); k >= 0 && k == after {
-				tr.a.Free(maskH[i])
-			}
-		}
-	}
-	var bridge *kept
 	for l := tr.st.first; l < tr.st.last; l++ {
-		if l == tr.edges.BridgeAt {
-			p := tr.edges.Bridge.prog
-			k, out := tr.forward(p, -1)
-			if p.in.saved {
-				k.input = res
-			} else {
-				tr.a.Free(res)
-			}
-			bridge, res = k, out
-			tr.note("forward", -1)
-		}
-		var g int
-		if f2 {
-			g = tr.fsdp2Unshard(l, &ag)
-		} else {
-			g = tr.gather(l)
-		}
-		p := tr.acts[l].prog
-		k, out := tr.forward(p, -1)
-		if r.checkpointed(l) {
-			k.freeAll(tr.a) // only the block input stays
-			k = &kept{input: res}
-			if r.Checkpointing == "op" {
-				// and the outputs op-level checkpointing saves, as one block
-				sacKept[l] = tr.a.Malloc(tr.acts[l].SavedOp - tr.acts[l].Input)
-			}
-		} else if r.Compile && r.Checkpointing != "selective" {
-			// A compiled block keeps its compiled set (compile.go), here one
-			// block, until its backward ends.
-			k.freeAll(tr.a)
-			tr.a.Free(res)
-			sacKept[l] = tr.a.Malloc(tr.acts[l].SavedCompiled)
-		} else if p.in.saved {
-			k.input = res
-		} else if l == 0 && r.inputsEmbedsHeld() {
-			tr.untilLoss = append(tr.untilLoss, res) // the forward's inputs_embeds
-		} else {
-			tr.a.Free(res)
-		}
-		saved[l], res = k, out
-		if r.offloaded(l, tr.st) {
-			parked[l] = k.park(tr.a, p) // to pinned host memory
-		}
-		blockOthers[l] = tr.others(r.savedFor(tr.acts[l], l))
-		if keep {
-			unsharded[l] = g
-		} else {
-			tr.a.Free(g)
-		}
-		for i, mp := range masks {
-			if mp.keptUntil(r, tr.st.first, tr.st.last) < 0 && mp.forwardEnd(tr.st.first, tr.st.last) == l {
-				tr.a.Free(maskH[i]) // its stack returned
-			}
-		}
-		tr.note("forward", l)
+		q.blockForward(l)
 	}
+}
+
+// freeMasks frees the masks the checkpoints keep until block after.
+func (q *replayPass) freeMasks(after int) {
+	tr, r := q.tr, q.tr.r
+	for i, mp := range q.masks {
+		if k := mp.keptUntil(r, tr.st.first, tr.st.last); k >= 0 && k == after {
+			tr.a.Free(q.maskH[i])
+		}
+	}
+}
+
+// blockForward is block l's forward: all-gathered, run, what it keeps.
+func (q *replayPass) blockForward(l int) {
+	tr, r := q.tr, q.tr.r
+	if l == tr.edges.BridgeAt {
+		p := tr.edges.Bridge.prog
+		k, out := tr.forward(p, -1)
+		if p.in.saved {
+			k.input = q.res
+		} else {
+			tr.a.Free(q.res)
+		}
+		q.bridge, q.res = k, out
+		tr.note("forward", -1)
+	}
+	var g int
+	if q.f2 {
+		g = tr.fsdp2Unshard(l, &q.ag)
+	} else {
+		g = tr.gather(l)
+	}
+	p := tr.acts[l].prog
+	k, out := tr.forward(p, -1)
+	if r.checkpointed(l) {
+		k.freeAll(tr.a) // only the block input stays
+		k = &kept{input: q.res}
+		if r.Checkpointing == "op" {
+			// and the outputs op-level checkpointing saves, as one block
+			q.sacKept[l] = tr.a.Malloc(tr.acts[l].SavedOp - tr.acts[l].Input)
+		}
+	} else if r.Compile && r.Checkpointing != "selective" {
+		// A compiled block keeps its compiled set (compile.go), here one
+		// block, until its backward ends.
+		k.freeAll(tr.a)
+		tr.a.Free(q.res)
+		q.sacKept[l] = tr.a.Malloc(tr.acts[l].SavedCompiled)
+	} else if p.in.saved {
+		k.input = q.res
+	} else if l == 0 && r.inputsEmbedsHeld() {
+		tr.untilLoss = append(tr.untilLoss, q.res) // the forward's inputs_embeds
+	} else {
+		tr.a.Free(q.res)
+	}
+	q.saved[l], q.res = k, out
+	if r.offloaded(l, tr.st) {
+		q.parked[l] = k.park(tr.a, p) // to pinned host memory
+	}
+	q.blockOthers[l] = tr.others(r.savedFor(tr.acts[l], l))
+	if q.keep {
+		q.unsharded[l] = g
+	} else {
+		tr.a.Free(g)
+	}
+	for i, mp := range q.masks {
+		if mp.keptUntil(r, tr.st.first, tr.st.last) < 0 && mp.forwardEnd(tr.st.first, tr.st.last) == l {
+			tr.a.Free(q.maskH[i]) // its stack returned
+		}
+	}
+	tr.note("forward", l)
+}
+
+// head is the loss and the output projection, forward and backward.
+func (q *replayPass) head() {
+	tr, r := q.tr, q.tr.r
 	if !tr.st.head {
 		tr.freeUntilLoss() // this stage's forward returned
 		tr.dsBucket()
 	}
-	headHeld := -1
+	q.headHeld = -1
 	if b := r.headHeld(tr.head, tr.st); b > 0 {
-		headHeld = tr.a.Malloc(b)
+		q.headHeld = tr.a.Malloc(b)
 	}
 	if tr.st.head {
 		p := tr.edges.Head.prog
 		k, out := tr.forward(p, -1)
 		if p.in.saved || p.in.held {
-			k.input = res
+			k.input = q.res
 		} else {
-			tr.a.Free(res)
+			tr.a.Free(q.res)
 		}
 		tr.a.Free(out)
 		tr.note("loss", -1)
 		tr.freeUntilLoss()
-		if f2 {
+		if q.f2 {
 			// The root's post-forward frees the last all-gather output; its
 			// pre-backward prefetches the last block's.
-			tr.a.Free(ag)
-			ag = -1
-			if !keep && tr.st.last > tr.st.first {
-				ag = tr.onStream(allGatherStream, tr.blocks[tr.st.last-1].gathered)
+			tr.a.Free(q.ag)
+			q.ag = -1
+			if !q.keep && tr.st.last > tr.st.first {
+				q.ag = tr.onStream(allGatherStream, tr.blocks[tr.st.last-1].gathered)
 			}
 		}
 		tr.dsBucket()
 		tr.paramGrads(-2)
-		grad := tr.backward(p, -1, k, &held)
-		res = grad
-		if headHeld >= 0 {
-			tr.fsdp2Reduce(&rs, -2)
+		grad := tr.backward(p, -1, k, &q.held)
+		q.res = grad
+		if q.headHeld >= 0 {
+			tr.fsdp2Reduce(&q.rs, -2)
 		}
 		tr.note("backward", -1)
 	}
 	if !tr.st.head {
-		tr.a.Free(ag)
-		ag = -1
+		tr.a.Free(q.ag)
+		q.ag = -1
 	}
-	tr.a.Free(headHeld)
-	for l := tr.st.last - 1; l >= tr.st.first; l-- {
-		g := -1
-		switch {
-		case keep:
-			g = unsharded[l] // since its forward
-		case f2:
-			g = tr.fsdp2Prefetch(l, &ag)
-		default:
-			g = tr.gather(l)
-		}
-		k := saved[l]
-		if ps, ok := parked[l]; ok {
-			k.fetch(tr.a, ps) // copied back for its backward
-		}
-		if r.checkpointed(l) {
-			// Recomputation rebuilds the block's saved tensors from its
-			// input, stopping once the last exists.
-			rk, out := tr.forward(tr.acts[l].prog, tr.acts[l].prog.recomputeEnd())
-			tr.a.Free(out)
-			rk.input = k.input
-			k = rk
-		}
-		tr.paramGrads(l)
-		grad := tr.backward(tr.acts[l].prog, res, k, &held)
-		res = grad
-		if h, ok := sacKept[l]; ok {
-			tr.a.Free(h) // the recomputation (or the compiled backward) consumed it
-		}
-		if keep && r.ppAccumulates() {
-			keptParams = append(keptParams, g) // no reshard until the schedule ends
-		} else {
-			tr.a.Free(g)
-		}
-		freeMasks(l)
-		if f2 {
-			tr.fsdp2Reduce(&rs, l)
-		} else if r.Parallel.ZeRO >= 2 && (last || !r.fsdp1NoSync()) {
-			tr.reduceScatter(l) // under no_sync the unsharded gradient accumulates
-		}
-		tr.note("backward", l)
-		if l == tr.edges.BridgeAt && bridge != nil {
-			res = tr.backward(tr.edges.Bridge.prog, res, bridge, &held)
-			tr.note("backward", -1)
-		}
+	tr.a.Free(q.headHeld)
+}
+
+// blockBackward is block l's backward.
+func (q *replayPass) blockBackward(l int) {
+	tr, r := q.tr, q.tr.r
+	g := -1
+	switch {
+	case q.keep:
+		g = q.unsharded[l] // since its forward
+	case q.f2:
+		g = tr.fsdp2Prefetch(l, &q.ag)
+	default:
+		g = tr.gather(l)
 	}
+	k := q.saved[l]
+	if ps, ok := q.parked[l]; ok {
+		k.fetch(tr.a, ps) // copied back for its backward
+	}
+	if r.checkpointed(l) {
+		// Recomputation rebuilds the block's saved tensors from its
+		// input, stopping once the last exists.
+		rk, out := tr.forward(tr.acts[l].prog, tr.acts[l].prog.recomputeEnd())
+		tr.a.Free(out)
+		rk.input = k.input
+		k = rk
+	}
+	tr.paramGrads(l)
+	grad := tr.backward(tr.acts[l].prog, q.res, k, &q.held)
+	q.res = grad
+	if h, ok := q.sacKept[l]; ok {
+		tr.a.Free(h) // the recomputation (or the compiled backward) consumed it
+	}
+	if q.keep && r.ppAccumulates() {
+		q.keptParams = append(q.keptParams, g) // no reshard until the schedule ends
+	} else {
+		tr.a.Free(g)
+	}
+	q.freeMasks(l)
+	if q.f2 {
+		tr.fsdp2Reduce(&q.rs, l)
+	} else if r.Parallel.ZeRO >= 2 && (q.last || !r.fsdp1NoSync()) {
+		tr.reduceScatter(l) // under no_sync the unsharded gradient accumulates
+	}
+	tr.note("backward", l)
+	if l == tr.edges.BridgeAt && q.bridge != nil {
+		q.res = tr.backward(tr.edges.Bridge.prog, q.res, q.bridge, &q.held)
+		tr.note("backward", -1)
+	}
+}
+
+// endBackward is the embedding side's backward and what the end of
+// backward frees and reduces.
+func (q *replayPass) endBackward() {
+	tr, r := q.tr, q.tr.r
 	if tr.st.embed {
 		tr.paramGrads(-1)
 		if r.m.Vision != nil {
 			// The projector's and the tower's backward, op by op.
-			res = tr.backward(tr.edges.Embed.prog, res, saved[-1], &held)
+			q.res = tr.backward(tr.edges.Embed.prog, q.res, q.saved[-1], &q.held)
 		}
-		saved[-1].freeAll(tr.a)
+		q.saved[-1].freeAll(tr.a)
 	}
 	// The other micro-batches in flight keep what they saved until their own
 	// backward, after this one's.
 	for l := tr.st.last - 1; l >= tr.st.first; l-- {
-		tr.freeAll(blockOthers[l])
+		tr.freeAll(q.blockOthers[l])
 	}
-	tr.freeAll(embedOthers)
-	tr.a.Free(root)
-	if f2 {
+	tr.freeAll(q.embedOthers)
+	tr.a.Free(q.root)
+	if q.f2 {
 		// The root's post-backward, then the end of backward frees the
 		// retained reduce-scatter input.
 		var ks []int
 		if tr.st.embed {
 			ks = append(ks, -1)
 		}
-		if tr.st.head && headHeld < 0 {
+		if tr.st.head && q.headHeld < 0 {
 			ks = append(ks, -2)
 		}
-		tr.fsdp2Reduce(&rs, ks...)
-		tr.a.Free(rs)
+		tr.fsdp2Reduce(&q.rs, ks...)
+		tr.a.Free(q.rs)
 		if r.ppAccumulates() {
-			tr.fsdp2PipelineReduce(keptParams)
+			tr.fsdp2PipelineReduce(q.keptParams)
 		}
 	}
-	tr.freeAll(held)
-	tr.a.Free(res)
-	tr.a.Free(inputs)
+	tr.freeAll(q.held)
+	tr.a.Free(q.res)
+	tr.a.Free(q.inputs)
 	tr.note("backward", -1)
-	if last && r.fsdp1Offload() {
+	if q.last && r.fsdp1Offload() {
 		for k, hs := range tr.grads {
 			tr.freeAll(hs) // the final callback moves them to the host
 			delete(tr.grads, k)
 		}
 	}
-	if !last || r.Optimizer == "none" {
-		return
-	}
+}
+
+// optimizerStep is the step after the last micro-batch.
+func (q *replayPass) optimizerStep() {
+	tr, r := q.tr, q.tr.r
 	tr.a.Free(tr.bucket) // released as the step begins
 	tr.bucket = -1
 	// Optimizer step: states appear on the first step; foreach keeps one

@@ -307,35 +307,90 @@ func withInput(live Breakdown, a BlockActivations) Breakdown {
 	return live
 }
 
+// pass is one micro-batch's forward and backward (and, on the last, the
+// optimizer step) on one stage: the state simulation.iteration's phases
+// share, each phase a method below.
+type pass struct {
+	s           *simulation
+	r           *resolved
+	st          stage
+	iter, micro int
+	live        Breakdown
+	gradsHeld   bool
+	inflight    float64
+	zero3, f2   bool
+	keep, last  bool
+	noSync      bool
+	su          unitMem
+	masks       []maskPart
+	// root: the root's unsharded parameters (FSDP); untilLoss: what the
+	// model's forward holds until it returns; lingering: FSDP2's last
+	// all-gather output; held: the model output's tensors, freed when
+	// backward returns; rsHeld: FSDP2's retained reduce-scatter input;
+	// othersHeld: what the pipeline's other micro-batches in flight still
+	// hold of the parts this one's backward has passed.
+	root, untilLoss, lingering, held, rsHeld, othersHeld Bytes
+	// The embedding's and the head's gradients as they appear (the tied
+	// word embedding's from the output projection), the head's unsharded
+	// parameters torchtitan holds, DeepSpeed ZeRO-1/2's bucket.
+	embedGrads, headGrads, tiedGrads, headHeld, bucket Bytes
+}
+
 func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsHeld bool, inflight float64, zero3 bool, su unitMem) {
 	r := s.r
-	last := micro == r.GradAccum
-	f2 := zero3 && r.fsdp2()
-	// gather is what block l's unit holds all-gathered while it runs: its
-	// own parameters and the next unit's, prefetched in the order of the
-	// pass (next is l+1 in forward, l−1 in backward: FSDP1's BACKWARD_PRE
-	// prefetch, _runtime_utils.py _prefetch_handle).
-	gather := func(l, next int) Bytes {
-		if !zero3 {
-			return 0
-		}
-		g := s.blocks[l].gathered
-		if f2 {
-			// FSDP2: the block's unsharded parameters and its all-gather
-			// output, whose free waits for the next block's copy-out
-			// (fsdp2Forward).
-			return addBytes(g, g)
-		}
-		// FSDP/ZeRO-3 all-gather the current unit and prefetch the next
-		// (DeepSpeed: up to its prefetch bucket).
-		if next < st.first || next >= st.last {
-			return g
-		}
-		if r.ds.on {
-			return addBytes(g, r.dsPrefetched(g, s.blocks[next].gathered))
-		}
-		return addBytes(g, s.blocks[next].gathered)
+	p := &pass{s: s, r: r, st: st, iter: iter, micro: micro, live: live, gradsHeld: gradsHeld, inflight: inflight,
+		zero3: zero3, f2: zero3 && r.fsdp2(), last: micro == r.GradAccum, su: su}
+	p.forward()
+	p.prepareBackward()
+	p.loss()
+	p.blocksBackward()
+	p.embedBackward()
+	p.endBackward()
+	if p.last {
+		p.optimizerStep()
 	}
+}
+
+// gather is what block l's unit holds all-gathered while it runs: its
+// own parameters and the next unit's, prefetched in the order of the
+// pass (next is l+1 in forward, l−1 in backward: FSDP1's BACKWARD_PRE
+// prefetch, _runtime_utils.py _prefetch_handle).
+func (p *pass) gather(l, next int) Bytes {
+	r, s := p.r, p.s
+	if !p.zero3 {
+		return 0
+	}
+	g := s.blocks[l].gathered
+	if p.f2 {
+		// FSDP2: the block's unsharded parameters and its all-gather
+		// output, whose free waits for the next block's copy-out
+		// (fsdp2Forward).
+		return addBytes(g, g)
+	}
+	// FSDP/ZeRO-3 all-gather the current unit and prefetch the next
+	// (DeepSpeed: up to its prefetch bucket).
+	if next < p.st.first || next >= p.st.last {
+		return g
+	}
+	if r.ds.on {
+		return addBytes(g, r.dsPrefetched(g, s.blocks[next].gathered))
+	}
+	return addBytes(g, s.blocks[next].gathered)
+}
+
+// inside reports whether block l is inside a run of identical blocks,
+// whose moments are accounted, not emitted.
+func (p *pass) inside(l int) bool {
+	s := p.s
+	// Under FSDP2 the second block in backward is the first to meet a
+	// retained reduce-scatter input, and the second to last the last
+	// with a prefetched all-gather: the ends of the runs between.
+	return !s.record && l > p.st.first && l < p.st.last-1 && s.same[l-1] && s.same[l] && !(p.f2 && (l == p.st.last-2 || l == p.st.first+1))
+}
+
+// forward runs the embedding and the blocks.
+func (p *pass) forward() {
+	r, s := p.r, p.s
 	// FSDP2 (per-parameter fully_shard, resolved.fsdp2): the root's own parameters
 	// (embedding, final norm, output layer) are all-gathered by the root's
 	// pre-forward and stay unsharded until the root's post-backward, since
@@ -344,27 +399,25 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 	// not reshard after forward", post_forward_mesh_info = None). With
 	// reshard_after_forward=False the blocks' unsharded parameters stay
 	// too, each from its forward to its backward.
-	keep := r.keepsUnsharded()
-	root := r.rootHeld(s.embed, s.head, st)
-	live.Temporaries = addBytes(live.Temporaries, root)
+	p.keep = r.keepsUnsharded()
+	p.root = r.rootHeld(s.embed, s.head, p.st)
+	p.live.Temporaries = addBytes(p.live.Temporaries, p.root)
 	// Forward. untilLoss is what the model's forward holds until it
 	// returns, after the loss (activations.go holdOutput).
-	var untilLoss Bytes
-	if st.embed {
-		s.emit(iter, micro, "forward", -1, "embedding", live, s.edges.Embed.ForwardPeak)
-		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.Saved, inflight))
+	if p.st.embed {
+		s.emit(p.iter, p.micro, "forward", -1, "embedding", p.live, s.edges.Embed.ForwardPeak)
+		p.live.Activations = addBytes(p.live.Activations, scale(s.edges.Embed.Saved, p.inflight))
 		// What the forward holds of the embedding side until it returns
 		// (a vision-language model's image features).
-		untilLoss = addBytes(untilLoss, scale(s.edges.Embed.untilLoss, inflight))
-		live.Activations = addBytes(live.Activations, scale(s.edges.Embed.untilLoss, inflight))
+		p.untilLoss = addBytes(p.untilLoss, scale(s.edges.Embed.untilLoss, p.inflight))
+		p.live.Activations = addBytes(p.live.Activations, scale(s.edges.Embed.untilLoss, p.inflight))
 	}
 	// The attention masks live while the blocks run; checkpoints keep each
 	// as an input of the blocks of its kind until their backward.
-	var masks []maskPart
-	if st.embed {
-		masks = s.edges.Masks
+	if p.st.embed {
+		p.masks = s.edges.Masks
 	}
-	live.Activations = addBytes(live.Activations, maskBytes(masks))
+	p.live.Activations = addBytes(p.live.Activations, maskBytes(p.masks))
 	// Across a run of identical blocks every category changes by the same
 	// amount per block, so its maxima are at the run's ends: without a
 	// recorded timeline the blocks inside a run are accounted, not emitted.
@@ -374,306 +427,326 @@ func (s *simulation) iteration(st stage, iter, micro int, live Breakdown, gradsH
 			s.same[l] = s.sameBlock(l, l+1)
 		}
 	}
-	inside := func(l int) bool {
-		// Under FSDP2 the second block in backward is the first to meet a
-		// retained reduce-scatter input, and the second to last the last
-		// with a prefetched all-gather: the ends of the runs between.
-		return !s.record && l > st.first && l < st.last-1 && s.same[l-1] && s.same[l] && !(f2 && (l == st.last-2 || l == st.first+1))
-	}
-	for l := st.first; l < st.last; l++ {
+	for l := p.st.first; l < p.st.last; l++ {
 		if l == s.edges.BridgeAt {
 			br := s.edges.Bridge
-			s.emit(iter, micro, "forward", -1, "encoder-decoder bridge", live, br.ForwardPeak)
-			live.Activations = addBytes(live.Activations, scale(br.Saved, inflight))
+			s.emit(p.iter, p.micro, "forward", -1, "encoder-decoder bridge", p.live, br.ForwardPeak)
+			p.live.Activations = addBytes(p.live.Activations, scale(br.Saved, p.inflight))
 		}
 		a := s.acts[l]
-		s.unshardOffloaded(iter, micro, "forward", l, live)
-		if !inside(l) {
+		s.unshardOffloaded(p.iter, p.micro, "forward", l, p.live)
+		if !p.inside(l) {
 			// The block's input (the last block's output) is live while
 			// it runs; its saved tensors join live only after.
-			s.emit(iter, micro, "forward", l, "", withInput(live, a), addBytes(a.ForwardPeak, gather(l, l+1)))
+			s.emit(p.iter, p.micro, "forward", l, "", withInput(p.live, a), addBytes(a.ForwardPeak, p.gather(l, l+1)))
 		}
-		live.Activations = addBytes(live.Activations, scale(r.deviceSaved(a, l, st), inflight))
-		held := a.untilLoss
+		p.live.Activations = addBytes(p.live.Activations, scale(r.deviceSaved(a, l, p.st), p.inflight))
+		holds := a.untilLoss
 		if l == 0 && r.inputsEmbedsHeld() {
-			held = addBytes(held, a.Input) // the forward's inputs_embeds
+			holds = addBytes(holds, a.Input) // the forward's inputs_embeds
 		}
-		untilLoss = addBytes(untilLoss, scale(held, inflight))
-		live.Activations = addBytes(live.Activations, scale(held, inflight))
-		if keep {
-			live.Temporaries = addBytes(live.Temporaries, s.blocks[l].gathered)
+		p.untilLoss = addBytes(p.untilLoss, scale(holds, p.inflight))
+		p.live.Activations = addBytes(p.live.Activations, scale(holds, p.inflight))
+		if p.keep {
+			p.live.Temporaries = addBytes(p.live.Temporaries, s.blocks[l].gathered)
 		}
-		for _, mp := range masks {
-			if mp.keptUntil(r, st.first, st.last) < 0 && mp.forwardEnd(st.first, st.last) == l {
-				live.Activations -= mp.bytes // its stack (the model's forward) returned
+		for _, mp := range p.masks {
+			if mp.keptUntil(r, p.st.first, p.st.last) < 0 && mp.forwardEnd(p.st.first, p.st.last) == l {
+				p.live.Activations -= mp.bytes // its stack (the model's forward) returned
 			}
 		}
 	}
+}
+
+// prepareBackward sets what the backward starts with.
+func (p *pass) prepareBackward() {
+	r, s := p.r, p.s
 	// FSDP2: the last block's all-gather output outlives the blocks'
 	// forward (fsdp2Forward), and resharded blocks have the same amount
 	// all-gathered again from the start of backward (fsdp2Backward).
-	var lingering Bytes
-	if f2 && st.last > st.first {
-		lingering = s.blocks[st.last-1].gathered
+	if p.f2 && p.st.last > p.st.first {
+		p.lingering = s.blocks[p.st.last-1].gathered
 	}
-	live.Temporaries = addBytes(live.Temporaries, lingering)
-	var held Bytes   // the model output's tensors, freed when backward returns
-	var rsHeld Bytes // FSDP2: the last reduce-scatter input, retained (fsdp2Reduce)
-	// othersHeld is what the pipeline's other micro-batches in flight still
-	// hold of the parts this one's backward has passed.
-	var othersHeld Bytes
+	p.live.Temporaries = addBytes(p.live.Temporaries, p.lingering)
 	// With tied embeddings the word embedding's gradient comes from the
 	// output projection; the rest of the embedding unit's (positions, token
 	// types, norms) from the embedding's own backward.
-	embedGrads, headGrads := s.embed.grads, s.head.grads
-	noSync := r.fsdp1NoSync()
-	if noSync {
-		embedGrads, headGrads = s.embed.gradsFull, s.head.gradsFull
+	p.embedGrads, p.headGrads = s.embed.grads, s.head.grads
+	p.noSync = r.fsdp1NoSync()
+	if p.noSync {
+		p.embedGrads, p.headGrads = s.embed.gradsFull, s.head.gradsFull
 	}
-	if f2 {
+	if p.f2 {
 		// FSDP2's gradients are all-gathered parameters' until the
 		// group's post-backward reduce-scatters them (fsdp2Backward).
-		embedGrads, headGrads = s.embed.gradsLive, s.head.gradsLive
+		p.embedGrads, p.headGrads = s.embed.gradsLive, s.head.gradsLive
 	}
-	var tiedGrads Bytes
-	if r.m.TiedEmbeddings && st.embed && st.head && r.m.Head == "lm" && s.embed.trainable > 0 {
+	if r.m.TiedEmbeddings && p.st.embed && p.st.head && r.m.Head == "lm" && s.embed.trainable > 0 {
 		e := r.m.WordEmbedProjDim
 		if e == 0 {
 			e = r.m.Hidden
 		}
 		word := min(int64(r.m.Vocab)*int64(e)/int64(r.tp), s.embed.trainable)
-		tiedGrads = Bytes(float64(embedGrads) * float64(word) / float64(s.embed.trainable))
+		p.tiedGrads = Bytes(float64(p.embedGrads) * float64(word) / float64(s.embed.trainable))
 	}
-	headHeld := r.headHeld(s.head, st)
-	live.Temporaries = addBytes(live.Temporaries, headHeld)
+	p.headHeld = r.headHeld(s.head, p.st)
+	p.live.Temporaries = addBytes(p.live.Temporaries, p.headHeld)
 	// DeepSpeed ZeRO-1/2: the flat gradient bucket(s) exist from the start
 	// of backward (DeepSpeed.ReduceBucketSize) to the step.
-	bucket, persistent := r.dsBucket()
+	var persistent bool
+	p.bucket, persistent = r.dsBucket()
 	if persistent {
-		bucket = 0
+		p.bucket = 0
 	}
-	if st.head {
-		s.emit(iter, micro, "loss", -1, "output and loss", withInput(live, s.edges.Head), s.edges.Head.ForwardPeak)
+}
+
+// loss is the loss and the output projection, forward and backward.
+func (p *pass) loss() {
+	s := p.s
+	if p.st.head {
+		s.emit(p.iter, p.micro, "loss", -1, "output and loss", withInput(p.live, s.edges.Head), s.edges.Head.ForwardPeak)
 	}
-	live.Activations -= untilLoss // the forward returned
-	if st.head {
-		live.Activations = addBytes(live.Activations, s.edges.Head.Saved)
-		if keep {
-			live.Temporaries -= lingering // freed by the root's post-forward
-			lingering = 0
+	p.live.Activations -= p.untilLoss // the forward returned
+	if p.st.head {
+		p.live.Activations = addBytes(p.live.Activations, s.edges.Head.Saved)
+		if p.keep {
+			p.live.Temporaries -= p.lingering // freed by the root's post-forward
+			p.lingering = 0
 		}
 		// Backward through the loss and the output projection, op by op.
-		if tiedGrads > 0 {
+		if p.tiedGrads > 0 {
 			// The tied output projection creates the word embedding's
 			// gradient in its backward, before any block's.
-			headGrads = addBytes(headGrads, tiedGrads)
+			p.headGrads = addBytes(p.headGrads, p.tiedGrads)
 		}
-		if gradsHeld && !f2 {
-			headGrads = 0
+		if p.gradsHeld && !p.f2 {
+			p.headGrads = 0
 		}
-		live.Other = addBytes(live.Other, bucket)
-		bucket = 0
-		s.emit(iter, micro, "backward", -1, "loss and output", s.walkBackward(live, s.edges.Head, s.edges.Head.Saved, headGrads, 1, 0), 0)
-		live.Gradients = addBytes(live.Gradients, headGrads)
-		live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
-		held = s.edges.Head.outlives
-		if f2 && headHeld > 0 {
+		p.live.Other = addBytes(p.live.Other, p.bucket)
+		p.bucket = 0
+		s.emit(p.iter, p.micro, "backward", -1, "loss and output", s.walkBackward(p.live, s.edges.Head, s.edges.Head.Saved, p.headGrads, 1, 0), 0)
+		p.live.Gradients = addBytes(p.live.Gradients, p.headGrads)
+		p.live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
+		p.held = s.edges.Head.outlives
+		if p.f2 && p.headHeld > 0 {
 			// torchtitan's [norm, output] group reduces at its own
 			// post-backward (a tied weight's gradient is the embedding's).
-			live = s.fsdp2Reduce(iter, micro, -1, "output reduce-scatter", live, headGrads-tiedGrads, s.head, gradsHeld, &rsHeld, 0)
+			p.live = s.fsdp2Reduce(p.iter, p.micro, -1, "output reduce-scatter", p.live, p.headGrads-p.tiedGrads, s.head, p.gradsHeld, &p.rsHeld, 0)
 		}
 	}
-	live.Temporaries -= lingering + headHeld // the head's post-backward reshards it
-	live.Other = addBytes(live.Other, bucket)
-	// Backward, last block first.
-	for l := st.last - 1; l >= st.first; l-- {
-		a := s.acts[l]
-		saved := r.savedFor(a, l)
-		if r.offloaded(l, st) {
-			live.Activations = addBytes(live.Activations, saved) // copied back for its backward
-		}
-		// A Megatron uniform recompute group runs its blocks' forward again
-		// when the backward reaches its last block: the others' saved
-		// tensors exist from then until their own backward.
-		gStart, gEnd := r.recomputeGroup(l)
-		var release Bytes
-		if gStart < gEnd {
-			if l < gEnd {
-				saved = a.Saved
-				release = scale(a.Saved, inflight)
-				if l == gStart {
-					release = addBytes(release, scale(a.Input, inflight))
-				}
-			} else {
-				var re Bytes
-				for k := gStart; k < gEnd; k++ {
-					re = addBytes(re, scale(s.acts[k].Saved, inflight))
-				}
-				live.Activations = addBytes(live.Activations, re)
+	p.live.Temporaries -= p.lingering + p.headHeld // the head's post-backward reshards it
+	p.live.Other = addBytes(p.live.Other, p.bucket)
+}
+
+// blocksBackward runs the blocks' backward, last block first.
+func (p *pass) blocksBackward() {
+	for l := p.st.last - 1; l >= p.st.first; l-- {
+		p.blockBackward(l)
+	}
+}
+
+// blockBackward is block l's backward: its recomputation, the walk of its
+// ops, what it releases and the gradients it leaves.
+func (p *pass) blockBackward(l int) {
+	r, s := p.r, p.s
+	a := s.acts[l]
+	saved := r.savedFor(a, l)
+	if r.offloaded(l, p.st) {
+		p.live.Activations = addBytes(p.live.Activations, saved) // copied back for its backward
+	}
+	// A Megatron uniform recompute group runs its blocks' forward again
+	// when the backward reaches its last block: the others' saved
+	// tensors exist from then until their own backward.
+	gStart, gEnd := r.recomputeGroup(l)
+	var release Bytes
+	if gStart < gEnd {
+		if l < gEnd {
+			saved = a.Saved
+			release = scale(a.Saved, p.inflight)
+			if l == gStart {
+				release = addBytes(release, scale(a.Input, p.inflight))
 			}
-		}
-		if !keep {
-			s.unshardOffloaded(iter, micro, "backward", l, live)
-		}
-		extra := gather(l, l-1)
-		if f2 {
-			extra = s.fsdp2Backward(st, l, keep)
-		} else if keep {
-			extra = 0 // unsharded since its forward: nothing to all-gather
-		}
-		if r.Parallel.ZeRO >= 2 && !f2 && !(noSync && !gradsHeld) {
-			extra = addBytes(extra, s.blocks[l].gradsFull) // unsharded until reduce-scatter
-		}
-		if r.OptimizerInBackward {
-			extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable/r.stepShard(), s.blocks[l].largest, r.WeightsDType))
-		}
-		layerGrads := s.blocks[l].grads
-		switch {
-		case f2:
-			layerGrads = s.blocks[l].gradsLive
-		case gradsHeld:
-			layerGrads = 0 // already live
-		case noSync:
-			layerGrads = s.blocks[l].gradsFull // kept unsharded
-		}
-		if !inside(l) || gStart < gEnd {
-			if r.checkpointed(l) && l == gEnd {
-				// Recomputation runs the block's forward again, up to its
-				// last saved tensor, with the gradients of its output (and
-				// of its last saving op's) already in flight.
-				s.emit(iter, micro, "backward", l, "recompute", live, addBytes(addBytes(a.recomputePeak, a.recomputeGrad), extra))
-			}
-			s.emit(iter, micro, "backward", l, "", s.walkBackward(live, a, saved, layerGrads, inflight, extra), 0)
-		}
-		for _, mp := range masks {
-			if mp.keptUntil(r, st.first, st.last) == l {
-				live.Activations -= mp.bytes
-			}
-		}
-		if l == s.edges.BridgeAt {
-			// The bridge's backward, after the first decoder block's; what
-			// the model's output holds (the encoder output) stays.
-			br := s.edges.Bridge
-			s.emit(iter, micro, "backward", -1, "encoder-decoder bridge", s.walkBackward(live, br, br.Saved, 0, inflight, 0), 0)
-			live.Activations = addBytes(live.Activations-scale(br.Saved, inflight), scale(br.outlives, inflight))
-			held = addBytes(held, scale(br.outlives, inflight))
-		}
-		live.Gradients = addBytes(live.Gradients, layerGrads)
-		if gStart < gEnd {
-			live.Activations -= release
 		} else {
-			// This micro-batch's saved tensors go; the other micro-batches
-			// in flight keep theirs until their own backward, after this one.
-			live.Activations -= saved
-			othersHeld = addBytes(othersHeld, scale(saved, inflight)-saved)
-		}
-		if keep && !r.ppAccumulates() {
-			live.Temporaries -= s.blocks[l].gathered // resharded in its post-backward
-		}
-		if f2 {
-			live = s.fsdp2Reduce(iter, micro, l, "reduce-scatter", live, layerGrads, s.blocks[l], gradsHeld, &rsHeld, s.fsdp2Prefetched(st, l, keep))
-		}
-		if noSync && last {
-			// The last micro-batch syncs: the accumulated unsharded
-			// gradient is reduce-scattered to its shard.
-			live.Gradients = addBytes(live.Gradients-s.blocks[l].gradsFull, s.blocks[l].grads)
-		}
-		if saved == a.Saved {
-			// What the model's output holds outlives the block's backward.
-			live.Activations = addBytes(live.Activations, scale(a.outlives, inflight))
-			held = addBytes(held, scale(a.outlives, inflight))
-		}
-		if r.OptimizerInBackward && last {
-			// The step runs in the grad hook and frees the gradient at once;
-			// the layer's states now exist.
-			live.Gradients -= s.blocks[l].grads
-			if iter == 1 {
-				live.OptimizerStates = addBytes(live.OptimizerStates, s.blocks[l].states)
+			var re Bytes
+			for k := gStart; k < gEnd; k++ {
+				re = addBytes(re, scale(s.acts[k].Saved, p.inflight))
 			}
+			p.live.Activations = addBytes(p.live.Activations, re)
 		}
 	}
-	if st.embed {
+	if !p.keep {
+		s.unshardOffloaded(p.iter, p.micro, "backward", l, p.live)
+	}
+	extra := p.gather(l, l-1)
+	if p.f2 {
+		extra = s.fsdp2Backward(p.st, l, p.keep)
+	} else if p.keep {
+		extra = 0 // unsharded since its forward: nothing to all-gather
+	}
+	if r.Parallel.ZeRO >= 2 && !p.f2 && !(p.noSync && !p.gradsHeld) {
+		extra = addBytes(extra, s.blocks[l].gradsFull) // unsharded until reduce-scatter
+	}
+	if r.OptimizerInBackward {
+		extra = addBytes(extra, r.stepTemporary(s.blocks[l].trainable/r.stepShard(), s.blocks[l].largest, r.WeightsDType))
+	}
+	layerGrads := s.blocks[l].grads
+	switch {
+	case p.f2:
+		layerGrads = s.blocks[l].gradsLive
+	case p.gradsHeld:
+		layerGrads = 0 // already live
+	case p.noSync:
+		layerGrads = s.blocks[l].gradsFull // kept unsharded
+	}
+	if !p.inside(l) || gStart < gEnd {
+		if r.checkpointed(l) && l == gEnd {
+			// Recomputation runs the block's forward again, up to its
+			// last saved tensor, with the gradients of its output (and
+			// of its last saving op's) already in flight.
+			s.emit(p.iter, p.micro, "backward", l, "recompute", p.live, addBytes(addBytes(a.recomputePeak, a.recomputeGrad), extra))
+		}
+		s.emit(p.iter, p.micro, "backward", l, "", s.walkBackward(p.live, a, saved, layerGrads, p.inflight, extra), 0)
+	}
+	for _, mp := range p.masks {
+		if mp.keptUntil(r, p.st.first, p.st.last) == l {
+			p.live.Activations -= mp.bytes
+		}
+	}
+	if l == s.edges.BridgeAt {
+		// The bridge's backward, after the first decoder block's; what
+		// the model's output holds (the encoder output) stays.
+		br := s.edges.Bridge
+		s.emit(p.iter, p.micro, "backward", -1, "encoder-decoder bridge", s.walkBackward(p.live, br, br.Saved, 0, p.inflight, 0), 0)
+		p.live.Activations = addBytes(p.live.Activations-scale(br.Saved, p.inflight), scale(br.outlives, p.inflight))
+		p.held = addBytes(p.held, scale(br.outlives, p.inflight))
+	}
+	p.live.Gradients = addBytes(p.live.Gradients, layerGrads)
+	if gStart < gEnd {
+		p.live.Activations -= release
+	} else {
+		// This micro-batch's saved tensors go; the other micro-batches
+		// in flight keep theirs until their own backward, after this one.
+		p.live.Activations -= saved
+		p.othersHeld = addBytes(p.othersHeld, scale(saved, p.inflight)-saved)
+	}
+	if p.keep && !r.ppAccumulates() {
+		p.live.Temporaries -= s.blocks[l].gathered // resharded in its post-backward
+	}
+	if p.f2 {
+		p.live = s.fsdp2Reduce(p.iter, p.micro, l, "reduce-scatter", p.live, layerGrads, s.blocks[l], p.gradsHeld, &p.rsHeld, s.fsdp2Prefetched(p.st, l, p.keep))
+	}
+	if p.noSync && p.last {
+		// The last micro-batch syncs: the accumulated unsharded
+		// gradient is reduce-scattered to its shard.
+		p.live.Gradients = addBytes(p.live.Gradients-s.blocks[l].gradsFull, s.blocks[l].grads)
+	}
+	if saved == a.Saved {
+		// What the model's output holds outlives the block's backward.
+		p.live.Activations = addBytes(p.live.Activations, scale(a.outlives, p.inflight))
+		p.held = addBytes(p.held, scale(a.outlives, p.inflight))
+	}
+	if r.OptimizerInBackward && p.last {
+		// The step runs in the grad hook and frees the gradient at once;
+		// the layer's states now exist.
+		p.live.Gradients -= s.blocks[l].grads
+		if p.iter == 1 {
+			p.live.OptimizerStates = addBytes(p.live.OptimizerStates, s.blocks[l].states)
+		}
+	}
+}
+
+// embedBackward is the embedding side's backward (a vision tower's too).
+func (p *pass) embedBackward() {
+	r, s := p.r, p.s
+	if p.st.embed {
 		if r.m.Vision != nil {
 			// The projector's and the tower's backward (autograd runs them
 			// before the token embedding's, created first), with their
 			// weight gradients appearing op by op.
 			var vg Bytes
-			if !gradsHeld {
+			if !p.gradsHeld {
 				vg = Bytes(float64(s.embed.grads) * r.visionGradShare())
 			}
 			e := s.edges.Embed
-			s.emit(iter, micro, "backward", -1, "projector and vision tower", s.walkBackward(live, e, e.Saved, vg, inflight, 0), 0)
+			s.emit(p.iter, p.micro, "backward", -1, "projector and vision tower", s.walkBackward(p.live, e, e.Saved, vg, p.inflight, 0), 0)
 		}
-		if !gradsHeld || f2 {
-			live.Gradients = addBytes(live.Gradients, embedGrads-tiedGrads)
+		if !p.gradsHeld || p.f2 {
+			p.live.Gradients = addBytes(p.live.Gradients, p.embedGrads-p.tiedGrads)
 		}
-		live.Activations -= s.edges.Embed.Saved
-		othersHeld = addBytes(othersHeld, scale(s.edges.Embed.Saved, inflight)-s.edges.Embed.Saved)
-		s.emit(iter, micro, "backward", -1, "embedding", live, 0)
+		p.live.Activations -= s.edges.Embed.Saved
+		p.othersHeld = addBytes(p.othersHeld, scale(s.edges.Embed.Saved, p.inflight)-s.edges.Embed.Saved)
+		s.emit(p.iter, p.micro, "backward", -1, "embedding", p.live, 0)
 	}
-	live.Activations -= othersHeld
-	if f2 {
+}
+
+// endBackward is what the end of backward frees and reduces.
+func (p *pass) endBackward() {
+	r, s := p.r, p.s
+	p.live.Activations -= p.othersHeld
+	if p.f2 {
 		// The root's post-backward: its (or torchtitan's embedding group's)
 		// gradients reduce last; the retained input is freed when backward
 		// ends (_fsdp_state.py _end_backward_iteration).
 		var u unitMem
 		var inFlight Bytes
-		if st.embed {
+		if p.st.embed {
 			u.add(s.embed)
-			inFlight = embedGrads
+			inFlight = p.embedGrads
 		}
-		if st.head && headHeld == 0 {
+		if p.st.head && p.headHeld == 0 {
 			u.add(s.head)
-			inFlight = addBytes(inFlight, headGrads-tiedGrads) // the tied share is in embedGrads
+			inFlight = addBytes(inFlight, p.headGrads-p.tiedGrads) // the tied share is in embedGrads
 		}
-		live.Temporaries -= root // resharded before its reduce-scatter
-		root = 0
-		live = s.fsdp2Reduce(iter, micro, -1, "root reduce-scatter", live, inFlight, u, gradsHeld, &rsHeld, 0)
-		live.Temporaries -= rsHeld
-		if r.ppAccumulates() && last {
-			live = s.fsdp2PipelineReduce(iter, micro, st, live, su, keep)
+		p.live.Temporaries -= p.root // resharded before its reduce-scatter
+		p.root = 0
+		p.live = s.fsdp2Reduce(p.iter, p.micro, -1, "root reduce-scatter", p.live, inFlight, u, p.gradsHeld, &p.rsHeld, 0)
+		p.live.Temporaries -= p.rsHeld
+		if r.ppAccumulates() && p.last {
+			p.live = s.fsdp2PipelineReduce(p.iter, p.micro, p.st, p.live, p.su, p.keep)
 		}
 	}
-	live.Activations -= held // backward returned; the loop drops the output
-	live.Temporaries -= root // the root's post-backward reshards it
-	if noSync && last {
+	p.live.Activations -= p.held // backward returned; the loop drops the output
+	p.live.Temporaries -= p.root // the root's post-backward reshards it
+	if p.noSync && p.last {
 		// The root's post-backward reduce-scatters its accumulated gradients.
 		var u unitMem
-		if st.embed {
+		if p.st.embed {
 			u.add(s.embed)
 		}
-		if st.head {
+		if p.st.head {
 			u.add(s.head)
 		}
-		live.Gradients = addBytes(live.Gradients-u.gradsFull, u.grads)
+		p.live.Gradients = addBytes(p.live.Gradients-u.gradsFull, u.grads)
 	}
-	if r.OptimizerInBackward && last {
-		live.Gradients = 0
+	if r.OptimizerInBackward && p.last {
+		p.live.Gradients = 0
 	}
-	if last && r.fsdp1Offload() {
-		live.Gradients -= su.grads // the final callback moves them to the host
+	if p.last && r.fsdp1Offload() {
+		p.live.Gradients -= p.su.grads // the final callback moves them to the host
 	}
-	if !last {
-		return
-	}
+}
+
+// optimizerStep is the step after the last micro-batch.
+func (p *pass) optimizerStep() {
+	r, s := p.r, p.s
 	if b, persistent := r.dsBucket(); !persistent {
-		live.Other -= b // released as the step begins
+		p.live.Other -= b // released as the step begins
 	}
 	// Optimizer step: iteration 1 creates the states (lazily, zeros_like).
 	if r.Optimizer != "none" && !r.OptimizerInBackward {
-		if iter == 1 {
-			live.OptimizerStates = addBytes(live.OptimizerStates, su.states)
+		if p.iter == 1 {
+			p.live.OptimizerStates = addBytes(p.live.OptimizerStates, p.su.states)
 		}
-		temp := r.stepTemporary(su.trainable/r.stepShard(), su.largest, stateDTypeOf(r))
+		temp := r.stepTemporary(p.su.trainable/r.stepShard(), p.su.largest, stateDTypeOf(r))
 		if r.RetainGradCopies {
 			// A second copy of every gradient (e.g. out-of-place clipping
 			// keeping clipped copies) lives through the step.
-			live.Gradients = addBytes(live.Gradients, su.grads)
+			p.live.Gradients = addBytes(p.live.Gradients, p.su.grads)
 		}
 		if r.offloadOf().optimizer {
-			temp = r.offloadStepCopy(su.trainable / r.stepShard()) // the step runs on the CPU
+			temp = r.offloadStepCopy(p.su.trainable / r.stepShard()) // the step runs on the CPU
 		}
-		s.emit(iter, micro, "optimizer", -1, "optimizer step", live, temp)
+		s.emit(p.iter, p.micro, "optimizer", -1, "optimizer step", p.live, temp)
 	}
 }
 
