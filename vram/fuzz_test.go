@@ -30,6 +30,10 @@ func FuzzParsePlan(f *testing.F) {
 		`{"model": "llama-2-7b", "train": {"seq_len": 1024, "micro_batch": 1, "grad_accum": 8, "precision": "bf16", "framework": "litgpt", "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}, "parallel": {"dp": 4, "fsdp": "full_shard", "fsdp_version": 1, "fsdp_adapter_units": "shared", "no_sync": true}}}`,
 		`{"model": "llama-2-7b", "train": {"seq_len": 1024, "micro_batch": 1, "grad_accum": 2, "precision": "bf16", "framework": "hf_trainer", "lora": {"rank": 8, "targets": ["all_linear"]}, "parallel": {"dp": 2, "fsdp": "full_shard", "fsdp_version": 1, "fsdp_adapter_units": "apart", "no_sync": false}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "parallel": {"pp": 2, "pp_microbatches": 4, "pp_schedule": "interleaved_zb", "virtual_stages": 2}}}`,
+		`{"model": "llama-2-7b", "train": {"seq_len": 1024, "micro_batch": 1, "framework": "litgpt", "bitsandbytes": "0.41.1", "loss": "chunked_cross_entropy", "trainable": "lora", "lora": {"rank": 8, "targets": ["q_proj"]}, "quantized_base": "nf4", "quantized_modules": "all_linear"}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 8192, "micro_batch": 1, "precision": "fp32", "compute_dtype": "bf16", "framework": "torchtitan", "compile": true, "compile_loss": false, "alloc_conf": "expandable_segments:True,garbage_collection_threshold:0.6", "grad_checkpointing": "full", "parallel": {"dp": 2, "fsdp": "full_shard", "cp": 4, "pp": 2, "pp_microbatches": 4}}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 2, "precision": "bf16", "framework": "torchtune", "grad_checkpointing": "full", "activation_offloading": true, "parallel": {"dp": 4, "fsdp": "full_shard", "cpu_offload": "optimizer+params"}}}`,
+		`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1, "precision": "mixed_bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 3, "cpu_offload": "optimizer+params", "deepspeed": {"offload_optimizer_device": "nvme", "offload_param_device": "nvme", "sub_group_size": 1e8, "max_in_cpu": 2e9}}}}`,
 	} {
 		f.Add([]byte(s))
 	}
