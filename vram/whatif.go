@@ -281,8 +281,10 @@ type Advice struct {
 
 // Advise lists changes that lower the plan's allocated peak, ranked: those
 // that make it fit the budget (in its measure, device-used by default)
-// first, then by memory saved. Changes that do not apply (already
-// set, or invalid for the plan) are left out.
+// first, among them those on the plan's own GPUs before those asking for
+// more; then by memory saved (when nothing fits, more GPUs rank by what
+// they save like any other change). Changes that do not apply (already set, or
+// invalid for the plan) are left out.
 func Advise(t Training, b Budget) ([]Advice, error) {
 	if err := b.check(); err != nil {
 		return nil, err
@@ -296,14 +298,52 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 		return nil, err
 	}
 	before := base.Peak.Total()
-	type cand struct {
-		kind         AdviceKind
-		change, cost string
-		edit         func(*Training)
+	var out []Advice
+	for _, c := range adviceCandidates(&r) {
+		nt := t
+		if t.LoRA != nil {
+			l := *t.LoRA
+			nt.LoRA = &l
+		}
+		c.edit(&nt)
+		est, err := nt.Estimate()
+		if err != nil {
+			continue
+		}
+		p := est.Peak.Total()
+		if p >= before {
+			continue
+		}
+		v, err := b.judgeTraining(nt, true)
+		if err != nil {
+			continue
+		}
+		out = append(out, Advice{Kind: c.kind, Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits})
 	}
-	var cs []cand
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Fits != out[j].Fits {
+			return out[i].Fits
+		}
+		if mi, mj := out[i].Kind == AdviceMoreGPUs, out[j].Kind == AdviceMoreGPUs; out[i].Fits && mi != mj {
+			return mj // of those that fit, the plan's own hardware first
+		}
+		return out[i].Saves > out[j].Saves
+	})
+	return out, nil
+}
+
+// adviceCand is one change Advise tries.
+type adviceCand struct {
+	kind         AdviceKind
+	change, cost string
+	edit         func(*Training)
+}
+
+// adviceCandidates are the changes that apply to the plan r resolved.
+func adviceCandidates(r *resolved) []adviceCand {
+	var cs []adviceCand
 	addK := func(kind AdviceKind, change, cost string, edit func(*Training)) {
-		cs = append(cs, cand{kind, change, cost, edit})
+		cs = append(cs, adviceCand{kind, change, cost, edit})
 	}
 	if r.Checkpointing == "none" {
 		addK(AdviceSelective, "selective activation recomputation", "recomputes the attention internals: a few % more compute (Korthikanti et al. 2022)", func(t *Training) { t.Checkpointing = "selective" })
@@ -365,33 +405,5 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 	if r.SeqLen >= 256 {
 		addK(AdviceShorterSequences, fmt.Sprintf("shorter sequences (%d tokens)", r.SeqLen/2), "less context per sample: a different task for long inputs", func(t *Training) { t.SeqLen /= 2 })
 	}
-	var out []Advice
-	for _, c := range cs {
-		nt := t
-		if t.LoRA != nil {
-			l := *t.LoRA
-			nt.LoRA = &l
-		}
-		c.edit(&nt)
-		est, err := nt.Estimate()
-		if err != nil {
-			continue
-		}
-		p := est.Peak.Total()
-		if p >= before {
-			continue
-		}
-		v, err := b.judgeTraining(nt, true)
-		if err != nil {
-			continue
-		}
-		out = append(out, Advice{Kind: c.kind, Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits})
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Fits != out[j].Fits {
-			return out[i].Fits
-		}
-		return out[i].Saves > out[j].Saves
-	})
-	return out, nil
+	return cs
 }

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -102,8 +103,11 @@ func TestAdvise(t *testing.T) {
 		if ok, p, _ := fits(a.Plan, b); ok != a.Fits || p != a.Need {
 			t.Errorf("advice %q: fits=%v need=%v, but its plan gives %v %v", a.Change, a.Fits, a.Need, ok, p)
 		}
-		if i > 0 && a.Fits == adv[i-1].Fits && a.Saves > adv[i-1].Saves {
+		if i > 0 && a.Fits == adv[i-1].Fits && (!a.Fits || (a.Kind == AdviceMoreGPUs) == (adv[i-1].Kind == AdviceMoreGPUs)) && a.Saves > adv[i-1].Saves {
 			t.Errorf("advice not ranked by saving: %q after %q", a.Change, adv[i-1].Change)
+		}
+		if i > 0 && a.Fits && adv[i-1].Kind == AdviceMoreGPUs && a.Kind != AdviceMoreGPUs {
+			t.Errorf("%q on the plan's own GPU ranked after %q", a.Change, adv[i-1].Change)
 		}
 		seen[strings.Fields(a.Change)[0]] = true
 	}
@@ -157,6 +161,43 @@ func TestSweep(t *testing.T) {
 	for _, f := range SweepFields {
 		if _, err := tr.Set(f, "1"); err != nil && strings.Contains(err.Error(), "unknown") {
 			t.Errorf("Set(%q): %v", f, err)
+		}
+	}
+}
+
+// TestAdviseOwnHardwareFirst: for a plan on one 24 GB card the first
+// suggestions are changes that fit on that card; twice the GPUs comes
+// after them even when it saves more.
+func TestAdviseOwnHardwareFirst(t *testing.T) {
+	g, err := LookupGPU("RTX-4090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", Optimizer: "adamw"}
+	b := Budget{GPU: g, Headroom: DefaultHeadroom}
+	adv, err := Advise(tr, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, a := range adv {
+		kinds = append(kinds, fmt.Sprintf("%s fits=%v saves=%v", a.Kind, a.Fits, a.Saves))
+	}
+	if len(adv) == 0 || adv[0].Kind == AdviceMoreGPUs || !adv[0].Fits {
+		t.Fatalf("advice %v: want first a change that fits the one card", kinds)
+	}
+	more := -1
+	for i, a := range adv {
+		if a.Kind == AdviceMoreGPUs {
+			more = i
+		}
+	}
+	if more < 0 {
+		t.Fatal("no 'twice the GPUs' advice to rank")
+	}
+	for _, a := range adv[more+1:] {
+		if a.Fits {
+			t.Errorf("%q fits on the plan's own card but comes after twice the GPUs", a.Change)
 		}
 	}
 }
