@@ -1200,8 +1200,8 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	end := b.recomputeEnd()
 	for i, op := range b.ops {
 		live, liveNG = addBytes(live, dLive[i]), addBytes(liveNG, dNG[i])
-		fwd = maxBytes(fwd, addBytes(b.perChunk(ba.Saved, addBytes(live, op.workspace)), op.weightWork))
-		nograd = maxBytes(nograd, addBytes(addBytes(liveNG, op.workspace), op.weightWork))
+		fwd = max(fwd, addBytes(b.perChunk(ba.Saved, addBytes(live, op.workspace)), op.weightWork))
+		nograd = max(nograd, addBytes(addBytes(liveNG, op.workspace), op.weightWork))
 		if i <= end {
 			rec = fwd
 		}

@@ -170,7 +170,7 @@ func TestFSDP2ReplayStreams(t *testing.T) {
 	}
 	blocks, embed, head := r.unitsSized(true)
 	tl := simulateTraining(&r, blocks, embed, head, false)
-	x := &tracer{r: &r, a: NewAllocator(AllocatorConfig{}), st: r.stages()[tl.Stage], blocks: blocks, embed: embed, head: head}
+	x := &replayer{r: &r, a: NewAllocator(AllocatorConfig{}), st: r.stages()[tl.Stage], blocks: blocks, embed: embed, head: head}
 	x.acts, x.edges = blockActivations(&r), buildEdges(&r)
 	x.run()
 	g := segmentSize(roundSize(blocks[0].gathered))

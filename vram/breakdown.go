@@ -34,13 +34,13 @@ func (b Breakdown) Total() Bytes {
 // Max returns the category-wise maximum.
 func (b Breakdown) Max(o Breakdown) Breakdown {
 	return Breakdown{
-		Parameters:      maxBytes(b.Parameters, o.Parameters),
-		Gradients:       maxBytes(b.Gradients, o.Gradients),
-		OptimizerStates: maxBytes(b.OptimizerStates, o.OptimizerStates),
-		Activations:     maxBytes(b.Activations, o.Activations),
-		KVCache:         maxBytes(b.KVCache, o.KVCache),
-		Temporaries:     maxBytes(b.Temporaries, o.Temporaries),
-		Other:           maxBytes(b.Other, o.Other),
+		Parameters:      max(b.Parameters, o.Parameters),
+		Gradients:       max(b.Gradients, o.Gradients),
+		OptimizerStates: max(b.OptimizerStates, o.OptimizerStates),
+		Activations:     max(b.Activations, o.Activations),
+		KVCache:         max(b.KVCache, o.KVCache),
+		Temporaries:     max(b.Temporaries, o.Temporaries),
+		Other:           max(b.Other, o.Other),
 	}
 }
 

@@ -207,7 +207,7 @@ func (r *resolved) dsPrefetched(cur, next Bytes) Bytes {
 // dsBucket is DeepSpeed ZeRO-1/2's backward allocating its gradient
 // bucket(s) in the replay: the previous backward's are dropped first
 // (DeepSpeedZeroOptimizer.backward rebinds ipg_buffer).
-func (tr *tracer) dsBucket() {
+func (tr *replayer) dsBucket() {
 	if b, persistent := tr.r.dsBucket(); !persistent && b > 0 {
 		tr.a.Free(tr.bucket)
 		tr.bucket = tr.a.Malloc(b)

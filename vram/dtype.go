@@ -145,3 +145,13 @@ func (d DType) IsFloat() bool {
 	}
 	return false
 }
+
+// validKV checks d as a serving engine's kv_cache_dtype (vLLM, SGLang,
+// TGI take the same).
+func (d DType) validKV() error {
+	switch d {
+	case FP32, FP16, BF16, FP8E4M3, FP8E5M2:
+		return nil
+	}
+	return fmt.Errorf("kv_cache_dtype %v: want fp16, bf16, fp32 or fp8", d)
+}

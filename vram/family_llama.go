@@ -47,19 +47,9 @@ func init() {
 	})
 }
 
-// Ollama's compute-graph estimate for the llama architecture (fs/ggml/ggml.go
-// GraphSize, case "llama"), used by Ollama.Estimate for GGUF files of this
-// family.
-func init() {
-	ollamaGraphs["llama"] = func(b, emb, ctx, heads, headsKV, vocab int64) (full, partial int64) {
-		full = max(4*b*(1+4*emb+ctx*(1+heads)), 4*b*(emb+vocab))
-		partial = 4*b*emb + max(
-			4*b*(1+emb+max(ctx, emb))+emb*emb*9/16+4*ctx*(b*heads+emb/heads*headsKV),
-			4*b*(emb+vocab)+emb*vocab*105/128,
-		)
-		return full, partial
-	}
-}
+// ggufLlama is this family's architecture name in GGUF files
+// (general.architecture), which Ollama's graph formulas are keyed by.
+const ggufLlama = "llama"
 
 // asLlama lays out a decoder given by its shape alone (Megatron-LM's
 // GPTModel arguments, import_megatron.go) as this family's pre-norm

@@ -127,7 +127,7 @@ const (
 )
 
 // onStream allocates n bytes on stream st.
-func (tr *tracer) onStream(st int, n Bytes) int {
+func (tr *replayer) onStream(st int, n Bytes) int {
 	tr.a.SetStream(st)
 	defer tr.a.SetStream(computeStream)
 	return tr.a.Malloc(n)
@@ -137,7 +137,7 @@ func (tr *tracer) onStream(st int, n Bytes) int {
 // all-gather output is allocated, the previous block's freed (kept until
 // now for the copy-out overlap, FSDPParamGroup.wait_for_unshard), and the
 // unsharded parameters allocated by the copy-out. *ag holds the output.
-func (tr *tracer) fsdp2Unshard(l int, ag *int) int {
+func (tr *replayer) fsdp2Unshard(l int, ag *int) int {
 	g := tr.blocks[l].gathered
 	out := tr.onStream(allGatherStream, g)
 	tr.a.Free(tr.onStream(allGatherStream, tr.blocks[l].h2d)) // an offloaded shard's device copy, copied in
@@ -149,7 +149,7 @@ func (tr *tracer) fsdp2Unshard(l int, ag *int) int {
 // fsdp2Prefetch is block l's pre-backward in the replay: the all-gather
 // output prefetched for it (*ag) is copied out and freed, and the next
 // block's all-gather issued.
-func (tr *tracer) fsdp2Prefetch(l int, ag *int) int {
+func (tr *replayer) fsdp2Prefetch(l int, ag *int) int {
 	h := tr.a.Malloc(tr.blocks[l].gathered)
 	tr.a.Free(*ag)
 	*ag = -1
@@ -165,7 +165,7 @@ const noUnit = -3
 
 // fsdp2Grads marks unit k's unsharded gradients to be created by the
 // next backward, op by op (once per backward).
-func (tr *tracer) fsdp2Grads(k int) {
+func (tr *replayer) fsdp2Grads(k int) {
 	if _, ok := tr.live[k]; !ok {
 		tr.grow = k
 		tr.live[k] = nil
@@ -175,7 +175,7 @@ func (tr *tracer) fsdp2Grads(k int) {
 // fsdp2Growth returns what allocates, after each op's backward in p, the
 // op's weights' share of the marked unit's unsharded gradients (autograd
 // writes a weight's gradient when its op's backward runs).
-func (tr *tracer) fsdp2Growth(p *actBuilder) func(actOp) {
+func (tr *replayer) fsdp2Growth(p *actBuilder) func(actOp) {
 	k := tr.grow
 	tr.grow = noUnit
 	if k == noUnit {
@@ -203,7 +203,7 @@ func (tr *tracer) fsdp2Growth(p *actBuilder) func(actOp) {
 // (simulation.fsdp2Reduce): the retained reduce-scatter input *rs is
 // freed, the group's allocated and retained, its unsharded gradients
 // freed and its sharded ones allocated (accumulated into when they exist).
-func (tr *tracer) fsdp2Reduce(rs *int, ks ...int) {
+func (tr *replayer) fsdp2Reduce(rs *int, ks ...int) {
 	if tr.r.ppAccumulates() {
 		tr.fsdp2Accumulate(ks...)
 		return

@@ -36,9 +36,9 @@ func (s *simulation) fsdp2Accumulate(iter, micro, layer int, name string, live B
 // reduce-scatter input, the largest group's, is the moment's transient) and
 // reshards the blocks' unsharded parameters, kept until then.
 func (s *simulation) fsdp2PipelineReduce(iter, micro int, st stage, live Breakdown, su unitMem, keep bool) Breakdown {
-	largest := maxBytes(s.embed.gradsFull, s.head.gradsFull)
+	largest := max(s.embed.gradsFull, s.head.gradsFull)
 	for l := st.first; l < st.last; l++ {
-		largest = maxBytes(largest, s.blocks[l].gradsFull)
+		largest = max(largest, s.blocks[l].gradsFull)
 		if keep {
 			live.Temporaries -= s.blocks[l].gathered
 		}
@@ -50,7 +50,7 @@ func (s *simulation) fsdp2PipelineReduce(iter, micro int, st stage, live Breakdo
 
 // fsdp2Accumulate in the replay: the accumulated gradients of units ks are
 // allocated (once) and their unsharded ones freed.
-func (tr *tracer) fsdp2Accumulate(ks ...int) {
+func (tr *replayer) fsdp2Accumulate(ks ...int) {
 	for _, k := range ks {
 		if _, ok := tr.acc[k]; !ok {
 			tr.acc[k] = tr.a.Malloc(tr.unit(k).gradsFull)
@@ -63,7 +63,7 @@ func (tr *tracer) fsdp2Accumulate(ks ...int) {
 // fsdp2PipelineReduce in the replay: each unit's accumulated gradients are
 // copied into a reduce-scatter input and freed, its sharded gradients
 // allocated, the input freed; then the kept unsharded parameters go.
-func (tr *tracer) fsdp2PipelineReduce(kept []int) {
+func (tr *replayer) fsdp2PipelineReduce(kept []int) {
 	for _, k := range tr.units() {
 		h, ok := tr.acc[k]
 		if !ok {

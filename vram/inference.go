@@ -303,7 +303,7 @@ func (in Inference) weightBytes(m Model) Bytes {
 	if in.DeviceMap == "sequential" && in.DeviceCapacity > 0 {
 		var largest Bytes
 		for _, b := range perLayer {
-			largest = maxBytes(largest, b)
+			largest = max(largest, b)
 		}
 		used := first
 		for _, b := range perLayer {
@@ -445,11 +445,11 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	// Prefill: one block's forward without autograd (nothing saved): its
 	// largest set of simultaneously live tensors, plus the logits.
 	e := in.UnquantizedDType
-	seq, batch := maxInt(in.PromptTokens, 1), in.Batch
+	seq, batch := max(in.PromptTokens, 1), in.Batch
 	if in.MaxBatchedTokens > 0 && batch*seq > in.MaxBatchedTokens {
 		// Chunked prefill: one step sees at most MaxBatchedTokens tokens.
 		batch = 1
-		seq = minInt(seq*in.Batch, in.MaxBatchedTokens)
+		seq = min(seq*in.Batch, in.MaxBatchedTokens)
 	}
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
@@ -481,11 +481,11 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	if in.LogitsFP32 {
 		logits = addBytes(logits, FP32.Size(mulI64(logitTokens, v)))
 	}
-	temp := maxBytes(blk, logits)
+	temp := max(blk, logits)
 	if m.Vision != nil {
 		// The images go through the tower, the projector and into the
 		// embeddings before the first block.
-		temp = maxBytes(temp, buildEdges(&r).Embed.NoGradPeak)
+		temp = max(temp, buildEdges(&r).Embed.NoGradPeak)
 	}
 	prefill := Breakdown{Parameters: est.Weights, KVCache: prefillCache, Temporaries: temp}
 
@@ -510,20 +510,6 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		est.Peak, est.PeakAt = decode, "decode"
 	}
 	return est, nil
-}
-
-func minInt(a, b int) int {
-	if a < b {
-		return a
-	}
-	return b
-}
-
-func maxBytes(a, b Bytes) Bytes {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // estimateEncDec is generate() on an encoder-decoder (T5): the encoder runs

@@ -51,8 +51,8 @@ func (r *resolved) resolveNVMe(c DeepSpeed) error {
 func (r *resolved) nvmeHost(h Breakdown, n int64) Breakdown {
 	largest := min(n, r.ds.subGroup)
 	if r.ds.optNVMe {
-		h.OptimizerStates = FP32.Size(4 * largest)          // the pool: 4 buffers of one sub-group
-		h.Gradients = maxBytes(0, h.Gradients-FP32.Size(n)) // the fp32 gradients are in it
+		h.OptimizerStates = FP32.Size(4 * largest)     // the pool: 4 buffers of one sub-group
+		h.Gradients = max(0, h.Gradients-FP32.Size(n)) // the fp32 gradients are in it
 	}
 	if r.ds.paramNVMe {
 		if keep := r.WeightsDType.Size(r.ds.maxInCPU); h.Parameters > keep {

@@ -76,7 +76,20 @@ func (m OllamaMemory) Offload(free Bytes) (int, Bytes) {
 // ollamaGraphs are Ollama's GraphSize formulas per GGUF architecture:
 // the graph's bytes with every layer on the GPU and with only some, for a
 // batch of b tokens over a cache of ctx tokens.
-var ollamaGraphs = map[string]func(b, emb, ctx, heads, headsKV, vocab int64) (full, partial int64){}
+var ollamaGraphs = map[string]func(b, emb, ctx, heads, headsKV, vocab int64) (full, partial int64){
+	ggufLlama: ollamaLlamaGraph,
+}
+
+// ollamaLlamaGraph is Ollama's compute-graph estimate for the llama
+// architecture (fs/ggml/ggml.go GraphSize, case "llama").
+func ollamaLlamaGraph(b, emb, ctx, heads, headsKV, vocab int64) (full, partial int64) {
+	full = max(4*b*(1+4*emb+ctx*(1+heads)), 4*b*(emb+vocab))
+	partial = 4*b*emb + max(
+		4*b*(1+emb+max(ctx, emb))+emb*emb*9/16+4*ctx*(b*heads+emb/heads*headsKV),
+		4*b*(emb+vocab)+emb*vocab*105/128,
+	)
+	return full, partial
+}
 
 func ollamaArchs() string {
 	var out []string

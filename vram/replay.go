@@ -77,7 +77,7 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	if cfg == (AllocatorConfig{}) {
 		cfg = r.alloc // the plan's (its launcher's) allocator settings
 	}
-	tr := &tracer{r: &r, a: NewAllocator(cfg), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
+	tr := &replayer{r: &r, a: NewAllocator(cfg), record: opt.Points, st: st, blocks: blocks, embed: embed, head: head}
 	tr.acts = blockActivations(&r)
 	tr.edges = buildEdges(r.pipelineMicro())
 	tr.inflight = r.inflight(tl.Stage)
@@ -102,7 +102,7 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	return out, nil
 }
 
-type tracer struct {
+type replayer struct {
 	r         *resolved
 	a         *Allocator
 	st        stage
@@ -136,7 +136,7 @@ type tracer struct {
 // others allocates what the pipeline's other microbatches in flight hold of
 // a part whose one microbatch saves b: a block of b for each, the last a
 // fraction (the timeline scales the saved bytes by inflight alike).
-func (tr *tracer) others(b Bytes) []int {
+func (tr *replayer) others(b Bytes) []int {
 	var hs []int
 	for n := tr.inflight - 1; n > 0 && b > 0; n-- {
 		hs = append(hs, tr.a.Malloc(scale(b, min(n, 1))))
@@ -144,13 +144,13 @@ func (tr *tracer) others(b Bytes) []int {
 	return hs
 }
 
-func (tr *tracer) note(phase string, layer int) {
+func (tr *replayer) note(phase string, layer int) {
 	if tr.record {
 		tr.points = append(tr.points, ReplayPoint{Iteration: tr.iter, Phase: phase, Layer: layer, Allocated: tr.a.Allocated(), Reserved: tr.a.Reserved()})
 	}
 }
 
-func (tr *tracer) allocAll(sizes []Bytes) []int {
+func (tr *replayer) allocAll(sizes []Bytes) []int {
 	hs := make([]int, 0, len(sizes))
 	for _, s := range sizes {
 		hs = append(hs, tr.a.Malloc(s))
@@ -158,14 +158,14 @@ func (tr *tracer) allocAll(sizes []Bytes) []int {
 	return hs
 }
 
-func (tr *tracer) freeAll(hs []int) {
+func (tr *replayer) freeAll(hs []int) {
 	for _, h := range hs {
 		tr.a.Free(h)
 	}
 }
 
 // unit returns the persistent memory of unit k (block index, -1 embed, -2 head).
-func (tr *tracer) unit(k int) unitMem {
+func (tr *replayer) unit(k int) unitMem {
 	switch k {
 	case -1:
 		return tr.embed
@@ -175,7 +175,7 @@ func (tr *tracer) unit(k int) unitMem {
 	return tr.blocks[k]
 }
 
-func (tr *tracer) units() []int {
+func (tr *replayer) units() []int {
 	var ks []int
 	if tr.st.embed {
 		ks = append(ks, -1)
@@ -189,7 +189,7 @@ func (tr *tracer) units() []int {
 	return ks
 }
 
-func (tr *tracer) run() {
+func (tr *replayer) run() {
 	r := tr.r
 	// Model load: parameters, then master copies (DeepSpeed/Megatron build them at init).
 	for _, k := range tr.units() {
@@ -234,7 +234,7 @@ func minBytes(a, b Bytes) Bytes {
 }
 
 // gather returns all-gathered parameters of block l for ZeRO-3 / FSDP.
-func (tr *tracer) gather(l int) int {
+func (tr *replayer) gather(l int) int {
 	if tr.r.Parallel.ZeRO != 3 && tr.r.Parallel.CPUOffload != "optimizer+params" {
 		return -1
 	}
@@ -248,7 +248,7 @@ func (tr *tracer) gather(l int) int {
 // last, the optimizer step) in the allocator replay: the handles its phases
 // share, each phase a method below, as simulation.iteration's are.
 type replayPass struct {
-	tr         *tracer
+	tr         *replayer
 	last       bool
 	keep, f2   bool
 	inputs     int
@@ -272,7 +272,7 @@ type replayPass struct {
 	blockOthers map[int][]int
 }
 
-func (tr *tracer) step(last bool) {
+func (tr *replayer) step(last bool) {
 	q := &replayPass{tr: tr, last: last, ag: -1, rs: -1, root: -1, headHeld: -1, unsharded: map[int]int{},
 		parked: map[int]parkedSizes{}, sacKept: map[int]int{}, saved: map[int]*kept{}, blockOthers: map[int][]int{}}
 	q.forward()
@@ -554,7 +554,7 @@ func (q *replayPass) optimizerStep() {
 			total := r.stepTemporary(u.trainable/r.stepShard(), u.largest, stateDTypeOf(r))
 			if total > 0 && u.trainable > 0 {
 				for _, g := range u.gradSizes {
-					tmp = append(tmp, tr.a.Malloc(Bytes(float64(total)*float64(g)/float64(maxBytes(1, u.grads)))))
+					tmp = append(tmp, tr.a.Malloc(Bytes(float64(total)*float64(g)/float64(max(1, u.grads)))))
 				}
 			}
 		}
@@ -570,7 +570,7 @@ func (q *replayPass) optimizerStep() {
 }
 
 // paramGrads allocates unit k's gradients when they do not exist yet.
-func (tr *tracer) paramGrads(k int) {
+func (tr *replayer) paramGrads(k int) {
 	if _, ok := tr.grads[k]; ok {
 		return
 	}
@@ -587,7 +587,7 @@ func (tr *tracer) paramGrads(k int) {
 	tr.grads[k] = tr.allocAll(sizes)
 }
 
-func (tr *tracer) reduceScatter(l int) {
+func (tr *replayer) reduceScatter(l int) {
 	if hs, ok := tr.grads[l]; ok && len(hs) == 1 && tr.blocks[l].gradsFull != tr.blocks[l].grads {
 		tr.a.Free(hs[0])
 		tr.grads[l] = tr.allocAll(tr.blocks[l].gradSizes)
@@ -620,7 +620,7 @@ func (k *kept) freeAll(a *Allocator) {
 // after their last use. It returns what the block keeps for its backward and
 // the handle of its output (an empty one when it stops early). stop ≥ 0
 // ends it after that op (a checkpoint's recomputation).
-func (tr *tracer) forward(p *actBuilder, stop int) (k *kept, out int) {
+func (tr *replayer) forward(p *actBuilder, stop int) (k *kept, out int) {
 	h := make([]int, len(p.ts))
 	for i := range h {
 		h[i] = -1
@@ -678,7 +678,7 @@ func (tr *tracer) forward(p *actBuilder, stop int) (k *kept, out int) {
 // their gradients are one (the busiest) expert's share and their saved tensors go when
 // the last expert is done (as the timeline's walk). gradOut is the handle
 // of the gradient flowing in; the gradient of the block input is returned.
-func (tr *tracer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int {
+func (tr *replayer) backward(p *actBuilder, gradOut int, k *kept, held *[]int) int {
 	g := make([]int, len(p.ts))
 	for i := range g {
 		g[i] = -1
@@ -809,7 +809,7 @@ func (in Inference) Replay(opt ReplayOptions) (_ Replay, err error) {
 
 // freeUntilLoss frees what the model's forward held until it returned
 // (the timeline's untilLoss).
-func (tr *tracer) freeUntilLoss() {
+func (tr *replayer) freeUntilLoss() {
 	for _, hd := range tr.untilLoss {
 		tr.a.Free(hd)
 	}

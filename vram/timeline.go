@@ -159,13 +159,6 @@ func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record
 	return best
 }
 
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 // run replays iteration 1 and a steady-state iteration on one stage.
 func (s *simulation) run(st stage) Timeline {
 	r := s.r

@@ -12,7 +12,7 @@ import (
 // with sequence parallelism (whose sublayers save their all-gathered input). Parameters (the embedding and lm_head sharded, norms
 // replicated) and optimizer states agree exactly and activations within
 // 1 % (with loss_parallel's decomposed loss holding one local-vocabulary
-// buffer more than the fused kernels, headact.go); the peak within 2 %.
+// buffer more than the fused kernels, edges.go); the peak within 2 %.
 func TestTPTraces(t *testing.T) {
 	fs, err := filepath.Glob("testdata/tp/*.json")
 	if err != nil || len(fs) != 8 {

@@ -129,14 +129,6 @@ func (v VLLM) check(m Model) error {
 	return nil
 }
 
-func (d DType) validKV() error {
-	switch d {
-	case FP32, FP16, BF16, FP8E4M3, FP8E5M2:
-		return nil
-	}
-	return fmt.Errorf("kv_cache_dtype %v: want fp16, bf16, fp32 or fp8", d)
-}
-
 // VLLMKVCache is the block arithmetic of one GPU's KV cache.
 type VLLMKVCache struct {
 	Available Bytes `json:"available"`  // memory given to the KV cache

@@ -399,7 +399,7 @@ func adviceCandidates(r *resolved) []adviceCand {
 	if r.MicroBatch > 1 {
 		addK(AdviceSmallerMicroBatch, fmt.Sprintf("micro_batch %d with grad_accum ×%d (same global batch)", r.MicroBatch/2, 2), "more micro-steps per update: lower GPU utilisation", func(t *Training) {
 			t.MicroBatch /= 2
-			t.GradAccum = maxInt(1, t.GradAccum) * 2
+			t.GradAccum = max(1, t.GradAccum) * 2
 		})
 	}
 	if r.SeqLen >= 256 {

@@ -243,7 +243,7 @@ func buildEdges(r *resolved) edgeActivations {
 		for i := range hd.bwd {
 			st := &hd.bwd[i]
 			st.inflight = addBytes(addBytes(base, (st.inflight-st.perCall)/Bytes(chunks)), st.perCall)
-			hd.BackwardPeak = maxBytes(hd.BackwardPeak, st.inflight)
+			hd.BackwardPeak = max(hd.BackwardPeak, st.inflight)
 		}
 	}
 	return ea
