@@ -227,6 +227,9 @@ var servingRequest = Inference{Batch: 1, PromptTokens: 1024, NewTokens: 256}
 
 func importServe(imp *Imported, kind ConfigKind, words []string, opt ImportOptions) error {
 	env, w := command(words)
+	if len(w) == 0 {
+		return fmt.Errorf("no command line to read as %s: want the server's command, such as `vllm serve MODEL …`, `python -m sglang.launch_server --model-path MODEL …` or `llama-server -m FILE …`", kind)
+	}
 	switch kind {
 	case KindVLLM:
 		return importVLLM(imp, env, w, opt)

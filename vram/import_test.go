@@ -424,3 +424,15 @@ func TestImportZeROInfinity(t *testing.T) {
 		t.Errorf("bad max_in_cpu: %v", err)
 	}
 }
+
+// TestImportServeWithoutCommand: a serving config named by -from whose
+// lines hold no command (only a prompt sign, say) is an error that says
+// what it wants, not a crash (found by FuzzImportConfig).
+func TestImportServeWithoutCommand(t *testing.T) {
+	for _, k := range []ConfigKind{KindLlamaCpp, KindVLLM, KindSGLang} {
+		_, err := ImportConfig("serve.sh", []byte(" \n \n\n\"000\"&\n $"), ImportOptions{Kind: k, Model: "llama-3-8b"})
+		if err == nil || !strings.Contains(err.Error(), "command") {
+			t.Errorf("%s: error %v, want one asking for the command line", k, err)
+		}
+	}
+}
