@@ -45,13 +45,24 @@ func lineTip(trigger, fn string) *opts.Tooltip {
 	return &opts.Tooltip{Trigger: trigger, Formatter: opts.FuncOpts(fn)}
 }
 
-func gib(b vram.Bytes) string { return b.Format(vram.GiB, 2) }
+// gib is b in GiB, or in its own unit when it would print as 0.00 GiB
+// (a table never shows a category that is there as zero).
+func gib(b vram.Bytes) string {
+	if b != 0 && b.In(vram.GiB) < 0.005 && b.In(vram.GiB) > -0.005 {
+		return b.String()
+	}
+	return b.Format(vram.GiB, 2)
+}
 
 func share(b, total vram.Bytes) string {
 	if total <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f%%", 100*float64(b)/float64(total))
+	p := 100 * float64(b) / float64(total)
+	if b > 0 && p < 0.05 {
+		return "<0.1%"
+	}
+	return fmt.Sprintf("%.1f%%", p)
 }
 
 func bytesAxis(extra map[string]any) map[string]any {
