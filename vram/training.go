@@ -221,129 +221,16 @@ func (t Training) resolve() (resolved, error) {
 	if o := t.Model.Origin; o != nil {
 		r.notes = append(r.notes, o.Notes...)
 	}
-	if t.MicroBatch < 1 || t.MicroBatch > maxTokens {
-		return r, fmt.Errorf("micro_batch must be in [1, %d], got %d", maxTokens, t.MicroBatch)
-	}
-	if t.SeqLen < 1 || t.SeqLen > maxTokens {
-		return r, fmt.Errorf("seq_len must be in [1, %d], got %d", maxTokens, t.SeqLen)
-	}
-	if _, err := boundedProduct(maxBatchTokens, "micro_batch × seq_len (tokens per step)", int64(t.MicroBatch), int64(t.SeqLen)); err != nil {
+	if err := r.resolveShape(t); err != nil {
 		return r, err
-	}
-	if t.DecoderSeqLen != 0 && !r.m.EncoderDecoder() {
-		return r, fmt.Errorf("decoder_seq_len applies to encoder-decoder models (families %s), not %q",
-			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), r.m.Family)
-	}
-	if t.DecoderSeqLen < 0 || t.DecoderSeqLen > maxTokens {
-		return r, fmt.Errorf("decoder_seq_len must be in [1, %d], got %d", maxTokens, t.DecoderSeqLen)
-	}
-	if r.m.EncoderDecoder() && r.DecoderSeqLen == 0 {
-		r.DecoderSeqLen = r.SeqLen
-	}
-	if t.GradAccum < 0 || t.GradAccum > maxDegree {
-		return r, fmt.Errorf("grad_accum must be in [1, %d], got %d", maxDegree, t.GradAccum)
-	}
-	if r.GradAccum == 0 {
-		r.GradAccum = 1
 	}
 	if err := r.resolvePrecision(); err != nil {
 		return r, err
 	}
-	lib, err := parseVersion(t.Transformers)
-	if err != nil {
+	if err := r.resolveStep(t); err != nil {
 		return r, err
 	}
-	r.lib, r.rec = lib, r.m.recipeOf(lib)
-	if t.servingEngine {
-		r.rec = recipe{fusedMoE: true}
-	}
-	if r.Optimizer == "" {
-		r.Optimizer = "adamw"
-	}
-	if err := oneOf("optimizer", r.Optimizer, knownOptimizers...); err != nil {
-		return r, err
-	}
-	if r.Optimizer == "custom" && (t.CustomStateBytes <= 0 || t.CustomStateBytes > 1024) {
-		return r, fmt.Errorf("custom_state_bytes must be in (0, 1024] for optimizer \"custom\", got %v", t.CustomStateBytes)
-	}
-	if r.OptimizerImpl == "" {
-		r.OptimizerImpl = "foreach"
-	}
-	if err := oneOf("optimizer_impl", r.OptimizerImpl, "foreach", "fused", "for_loop"); err != nil {
-		return r, err
-	}
-	if r.Checkpointing == "" {
-		r.Checkpointing = "none"
-	}
-	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op", "memory_budget"); err != nil {
-		return r, err
-	}
-	if t.CheckpointEvery < 0 || t.CheckpointEvery > r.m.Layers {
-		return r, fmt.Errorf("checkpoint_every must be in [0, layers = %d], got %d", r.m.Layers, t.CheckpointEvery)
-	}
-	if r.CheckpointEvery == 0 {
-		r.CheckpointEvery = 1
-	}
-	if r.Attention == "" {
-		r.Attention = "sdpa"
-	}
-	if err := oneOf("attention", r.Attention, "sdpa", "flash2", "flash3", "memory_efficient", "eager"); err != nil {
-		return r, err
-	}
-	if r.Trainable == "" {
-		r.Trainable = "full"
-		if t.LoRA != nil {
-			r.Trainable = "lora"
-		}
-	}
-	if err := oneOf("trainable", r.Trainable, "full", "lora", "adapter", "frozen"); err != nil {
-		return r, err
-	}
-	r.frozen = r.Trainable != "full"
-	if r.Trainable == "lora" {
-		if t.LoRA == nil {
-			return r, fmt.Errorf("trainable \"lora\" needs a lora object (rank, targets)")
-		}
-		if t.LoRA.Rank < 1 || t.LoRA.Rank > 1<<16 {
-			return r, fmt.Errorf("lora.rank must be in [1, 65536], got %d", t.LoRA.Rank)
-		}
-		if len(t.LoRA.Targets) == 0 {
-			return r, fmt.Errorf("lora.targets must name at least one module (q_proj, v_proj, …, or all_linear)")
-		}
-		for _, tg := range t.LoRA.Targets {
-			if err := oneOf("lora target", tg, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head", "all_linear"); err != nil {
-				return r, err
-			}
-		}
-		if t.LoRA.Dropout < 0 || t.LoRA.Dropout >= 1 {
-			return r, fmt.Errorf("lora.dropout must be in [0, 1), got %v", t.LoRA.Dropout)
-		}
-	}
-	if t.QuantizedBase.Quantized() && !r.frozen {
-		return r, fmt.Errorf("quantized_base %s needs a frozen base (trainable \"lora\"); quantized weights cannot be trained directly", t.QuantizedBase.DType)
-	}
-	if t.QuantizedBase.DType != DTypeUnset && !t.QuantizedBase.Quantized() {
-		return r, fmt.Errorf("quantized_base.dtype %s is not a quantized format; want nf4, fp4, int8 or int4", t.QuantizedBase.DType)
-	}
-	if r.QuantizedModules == "" {
-		r.QuantizedModules = "all_linear_except_lm_head"
-	}
-	if err := oneOf("quantized_modules", r.QuantizedModules, "all_linear", "all_linear_except_lm_head"); err != nil {
-		return r, err
-	}
-	if r.Loss == "" {
-		r.Loss = "cross_entropy"
-		if c, _ := r.m.headClasses(); c > 0 {
-			r.Loss = "classification"
-		}
-	}
-	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "fused", "logits_sum", "classification"); err != nil {
-		return r, err
-	}
-	if r.Framework == "" {
-		r.Framework = "plain_pytorch"
-	}
-	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
+	if err := r.resolveTrainable(t); err != nil {
 		return r, err
 	}
 	if err := r.resolveFourBit(); err != nil {
@@ -352,28 +239,8 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveAllocConf(); err != nil {
 		return r, err
 	}
-	if r.Framework == "megatron" {
-		// Megatron-LM's DistributedDataParallel allocates every
-		// parameter's main_grad in one grad buffer when it wraps the model
-		// and zeroes it in place each iteration (megatron/core/distributed/
-		// param_and_grad_buffer.py:1190, _ParamAndGradBuffer: grad_data =
-		// torch.zeros(…); zero_grad_buffer): gradients never leave.
-		r.KeepGrads = true
-	}
-	if err := r.resolveCheckpointWords(t); err != nil {
+	if err := r.resolveFrameworkWords(t); err != nil {
 		return r, err
-	}
-	if err := r.followLibrary(t); err != nil {
-		return r, err
-	}
-	if t.Dropout != nil && (*t.Dropout < 0 || *t.Dropout >= 1) {
-		return r, fmt.Errorf("dropout must be in [0, 1), got %v", *t.Dropout)
-	}
-	if f := lookupFamily(r.m.Family); f != nil {
-		r.dropHid, r.dropAttn = f.dropout[0], f.dropout[1]
-	}
-	if t.Dropout != nil {
-		r.dropHid, r.dropAttn = *t.Dropout, *t.Dropout
 	}
 	if err := r.resolveParallel(); err != nil {
 		return r, err
@@ -399,15 +266,193 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveVision(); err != nil {
 		return r, err
 	}
-	if t.ExpertImbalance != 0 {
-		if r.m.Experts == 0 {
-			return r, fmt.Errorf("expert_imbalance applies to mixture-of-experts models; %s has no routed experts", r.m.Name)
-		}
-		if e := r.expertsPerRank(); !(t.ExpertImbalance >= 1 && t.ExpertImbalance <= float64(e)) {
-			return r, fmt.Errorf("expert_imbalance must be between 1 and the experts per rank (%d), got %v", e, t.ExpertImbalance)
-		}
+	if err := r.resolveExpertImbalance(t); err != nil {
+		return r, err
 	}
 	return r, nil
+}
+
+// resolveShape checks the batch's shape: micro-batch, sequence lengths,
+// accumulation.
+func (r *resolved) resolveShape(t Training) error {
+	if t.MicroBatch < 1 || t.MicroBatch > maxTokens {
+		return fmt.Errorf("micro_batch must be in [1, %d], got %d", maxTokens, t.MicroBatch)
+	}
+	if t.SeqLen < 1 || t.SeqLen > maxTokens {
+		return fmt.Errorf("seq_len must be in [1, %d], got %d", maxTokens, t.SeqLen)
+	}
+	if _, err := boundedProduct(maxBatchTokens, "micro_batch × seq_len (tokens per step)", int64(t.MicroBatch), int64(t.SeqLen)); err != nil {
+		return err
+	}
+	if t.DecoderSeqLen != 0 && !r.m.EncoderDecoder() {
+		return fmt.Errorf("decoder_seq_len applies to encoder-decoder models (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), r.m.Family)
+	}
+	if t.DecoderSeqLen < 0 || t.DecoderSeqLen > maxTokens {
+		return fmt.Errorf("decoder_seq_len must be in [1, %d], got %d", maxTokens, t.DecoderSeqLen)
+	}
+	if r.m.EncoderDecoder() && r.DecoderSeqLen == 0 {
+		r.DecoderSeqLen = r.SeqLen
+	}
+	if t.GradAccum < 0 || t.GradAccum > maxDegree {
+		return fmt.Errorf("grad_accum must be in [1, %d], got %d", maxDegree, t.GradAccum)
+	}
+	if r.GradAccum == 0 {
+		r.GradAccum = 1
+	}
+	return nil
+}
+
+// resolveStep reads the library release and the step's settings:
+// optimizer, checkpointing, attention.
+func (r *resolved) resolveStep(t Training) error {
+	lib, err := parseVersion(t.Transformers)
+	if err != nil {
+		return err
+	}
+	r.lib, r.rec = lib, r.m.recipeOf(lib)
+	if t.servingEngine {
+		r.rec = recipe{fusedMoE: true}
+	}
+	if r.Optimizer == "" {
+		r.Optimizer = "adamw"
+	}
+	if err := oneOf("optimizer", r.Optimizer, knownOptimizers...); err != nil {
+		return err
+	}
+	if r.Optimizer == "custom" && (t.CustomStateBytes <= 0 || t.CustomStateBytes > 1024) {
+		return fmt.Errorf("custom_state_bytes must be in (0, 1024] for optimizer \"custom\", got %v", t.CustomStateBytes)
+	}
+	if r.OptimizerImpl == "" {
+		r.OptimizerImpl = "foreach"
+	}
+	if err := oneOf("optimizer_impl", r.OptimizerImpl, "foreach", "fused", "for_loop"); err != nil {
+		return err
+	}
+	if r.Checkpointing == "" {
+		r.Checkpointing = "none"
+	}
+	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op", "memory_budget"); err != nil {
+		return err
+	}
+	if t.CheckpointEvery < 0 || t.CheckpointEvery > r.m.Layers {
+		return fmt.Errorf("checkpoint_every must be in [0, layers = %d], got %d", r.m.Layers, t.CheckpointEvery)
+	}
+	if r.CheckpointEvery == 0 {
+		r.CheckpointEvery = 1
+	}
+	if r.Attention == "" {
+		r.Attention = "sdpa"
+	}
+	if err := oneOf("attention", r.Attention, "sdpa", "flash2", "flash3", "memory_efficient", "eager"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolveTrainable reads what trains (LoRA, a quantized base), the loss
+// and the framework.
+func (r *resolved) resolveTrainable(t Training) error {
+	if r.Trainable == "" {
+		r.Trainable = "full"
+		if t.LoRA != nil {
+			r.Trainable = "lora"
+		}
+	}
+	if err := oneOf("trainable", r.Trainable, "full", "lora", "adapter", "frozen"); err != nil {
+		return err
+	}
+	r.frozen = r.Trainable != "full"
+	if r.Trainable == "lora" {
+		if t.LoRA == nil {
+			return fmt.Errorf("trainable \"lora\" needs a lora object (rank, targets)")
+		}
+		if t.LoRA.Rank < 1 || t.LoRA.Rank > 1<<16 {
+			return fmt.Errorf("lora.rank must be in [1, 65536], got %d", t.LoRA.Rank)
+		}
+		if len(t.LoRA.Targets) == 0 {
+			return fmt.Errorf("lora.targets must name at least one module (q_proj, v_proj, …, or all_linear)")
+		}
+		for _, tg := range t.LoRA.Targets {
+			if err := oneOf("lora target", tg, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head", "all_linear"); err != nil {
+				return err
+			}
+		}
+		if t.LoRA.Dropout < 0 || t.LoRA.Dropout >= 1 {
+			return fmt.Errorf("lora.dropout must be in [0, 1), got %v", t.LoRA.Dropout)
+		}
+	}
+	if t.QuantizedBase.Quantized() && !r.frozen {
+		return fmt.Errorf("quantized_base %s needs a frozen base (trainable \"lora\"); quantized weights cannot be trained directly", t.QuantizedBase.DType)
+	}
+	if t.QuantizedBase.DType != DTypeUnset && !t.QuantizedBase.Quantized() {
+		return fmt.Errorf("quantized_base.dtype %s is not a quantized format; want nf4, fp4, int8 or int4", t.QuantizedBase.DType)
+	}
+	if r.QuantizedModules == "" {
+		r.QuantizedModules = "all_linear_except_lm_head"
+	}
+	if err := oneOf("quantized_modules", r.QuantizedModules, "all_linear", "all_linear_except_lm_head"); err != nil {
+		return err
+	}
+	if r.Loss == "" {
+		r.Loss = "cross_entropy"
+		if c, _ := r.m.headClasses(); c > 0 {
+			r.Loss = "classification"
+		}
+	}
+	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "fused", "logits_sum", "classification"); err != nil {
+		return err
+	}
+	if r.Framework == "" {
+		r.Framework = "plain_pytorch"
+	}
+	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolveFrameworkWords applies the framework's defaults and words and
+// the dropout.
+func (r *resolved) resolveFrameworkWords(t Training) error {
+	if r.Framework == "megatron" {
+		// Megatron-LM's DistributedDataParallel allocates every
+		// parameter's main_grad in one grad buffer when it wraps the model
+		// and zeroes it in place each iteration (megatron/core/distributed/
+		// param_and_grad_buffer.py:1190, _ParamAndGradBuffer: grad_data =
+		// torch.zeros(…); zero_grad_buffer): gradients never leave.
+		r.KeepGrads = true
+	}
+	if err := r.resolveCheckpointWords(t); err != nil {
+		return err
+	}
+	if err := r.followLibrary(t); err != nil {
+		return err
+	}
+	if t.Dropout != nil && (*t.Dropout < 0 || *t.Dropout >= 1) {
+		return fmt.Errorf("dropout must be in [0, 1), got %v", *t.Dropout)
+	}
+	if f := lookupFamily(r.m.Family); f != nil {
+		r.dropHid, r.dropAttn = f.dropout[0], f.dropout[1]
+	}
+	if t.Dropout != nil {
+		r.dropHid, r.dropAttn = *t.Dropout, *t.Dropout
+	}
+	return nil
+}
+
+// resolveExpertImbalance checks expert_imbalance against the experts a
+// rank holds.
+func (r *resolved) resolveExpertImbalance(t Training) error {
+	if t.ExpertImbalance != 0 {
+		if r.m.Experts == 0 {
+			return fmt.Errorf("expert_imbalance applies to mixture-of-experts models; %s has no routed experts", r.m.Name)
+		}
+		if e := r.expertsPerRank(); !(t.ExpertImbalance >= 1 && t.ExpertImbalance <= float64(e)) {
+			return fmt.Errorf("expert_imbalance must be between 1 and the experts per rank (%d), got %v", e, t.ExpertImbalance)
+		}
+	}
+	return nil
 }
 
 // followLibrary makes the plan run what transformers' modeling code of the
