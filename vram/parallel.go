@@ -126,7 +126,34 @@ type Parallel struct {
 	CPUOffload string `json:"cpu_offload,omitempty"`
 }
 
+// resolveParallel checks and defaults the plan's parallelism, step by
+// step, and keeps the degrees the engine reads.
 func (r *resolved) resolveParallel() error {
+	if err := r.resolveDegrees(); err != nil {
+		return err
+	}
+	if err := r.resolveSharding(); err != nil {
+		return err
+	}
+	if err := r.resolveTensorParallel(); err != nil {
+		return err
+	}
+	if err := r.resolvePipeline(); err != nil {
+		return err
+	}
+	if err := r.resolveOtherParallel(); err != nil {
+		return err
+	}
+	p := &r.Parallel
+	r.dp, r.tp, r.pp, r.cp, r.ep, r.shard = p.DP, p.TP, p.PP, p.CP, p.EP, p.ShardDegree
+	if p.ZeRO == 0 {
+		r.shard = 1
+	}
+	return nil
+}
+
+// resolveDegrees checks the parallel degrees (unset: 1).
+func (r *resolved) resolveDegrees() error {
 	p := &r.Parallel
 	def := func(v *int, name string) error {
 		if *v < 0 || *v > 1<<20 {
@@ -145,6 +172,13 @@ func (r *resolved) resolveParallel() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// resolveSharding reads FSDP and ZeRO: stage, version, adapter units,
+// no_sync, resharding, the shard degree.
+func (r *resolved) resolveSharding() error {
+	p := &r.Parallel
 	if p.FSDP == "" {
 		p.FSDP = "none"
 	}
@@ -213,6 +247,13 @@ func (r *resolved) resolveParallel() error {
 	if p.ShardDegree > p.DP*p.CP {
 		return fmt.Errorf("parallel.shard_degree = %d must not exceed dp × cp = %d", p.ShardDegree, p.DP*p.CP)
 	}
+	return nil
+}
+
+// resolveTensorParallel checks tensor parallelism against the model's
+// heads and widths, and sequence parallelism with it.
+func (r *resolved) resolveTensorParallel() error {
+	p := &r.Parallel
 	m := r.m
 	if m.Heads%p.TP != 0 {
 		return fmt.Errorf("tp=%d does not divide %d attention heads", p.TP, m.Heads)
@@ -232,6 +273,14 @@ func (r *resolved) resolveParallel() error {
 	if p.AsyncTP && (p.TP < 2 || !p.SP || !r.Compile) {
 		return fmt.Errorf("parallel.async_tp fuses sequence parallelism's collectives into compiled matmuls: it needs tp > 1, sp and compile (tp %d, sp %v, compile %v)", p.TP, p.SP, r.Compile)
 	}
+	return nil
+}
+
+// resolvePipeline checks the pipeline schedule against the layers and
+// micro-batches.
+func (r *resolved) resolvePipeline() error {
+	p := &r.Parallel
+	m := r.m
 	if p.PP > m.Layers {
 		return fmt.Errorf("pp=%d exceeds the %d layers", p.PP, m.Layers)
 	}
@@ -280,6 +329,14 @@ func (r *resolved) resolveParallel() error {
 			return fmt.Errorf("torchtitan pipeline: %d stages leave fewer than one block to the first and last stage of %d layers", s, m.Layers)
 		}
 	}
+	return nil
+}
+
+// resolveOtherParallel checks context and expert parallelism and the
+// CPU offload.
+func (r *resolved) resolveOtherParallel() error {
+	p := &r.Parallel
+	m := r.m
 	if r.SeqLen%p.CP != 0 {
 		return fmt.Errorf("cp=%d does not divide seq_len = %d", p.CP, r.SeqLen)
 	}
@@ -291,10 +348,6 @@ func (r *resolved) resolveParallel() error {
 	}
 	if err := oneOf("parallel.cpu_offload", p.CPUOffload, "none", "optimizer", "optimizer+grads", "optimizer+params"); err != nil {
 		return err
-	}
-	r.dp, r.tp, r.pp, r.cp, r.ep, r.shard = p.DP, p.TP, p.PP, p.CP, p.EP, p.ShardDegree
-	if p.ZeRO == 0 {
-		r.shard = 1
 	}
 	return nil
 }
