@@ -409,6 +409,45 @@ func (m Model) validate(asTower bool) error {
 	if err := m.ranges(); err != nil {
 		return err
 	}
+	if err := m.validateLayout(f); err != nil {
+		return err
+	}
+	if err := m.validateKinds(); err != nil {
+		return err
+	}
+	if m.Experts > 0 {
+		if err := m.validateExperts(); err != nil {
+			return err
+		}
+	}
+	if f.check != nil {
+		if err := f.check(m); err != nil {
+			return err
+		}
+	}
+	if m.Vision != nil {
+		if err := m.validateVision(); err != nil {
+			return err
+		}
+	}
+	if _, err := m.headClasses(); err != nil {
+		return err
+	}
+	if _, err := m.countParams(); err != nil {
+		return err
+	}
+	if m.Params > 0 {
+		if got := m.ParamCount(); got != m.Params {
+			return fmt.Errorf("model.params = %d disagrees with the %d parameters of the described architecture (check the shape fields)", m.Params, got)
+		}
+	}
+	return nil
+}
+
+// validateLayout checks the fields that describe the family's kind of
+// layers: images, experts, an encoder-decoder's split, latent attention,
+// heads and vocabulary.
+func (m Model) validateLayout(f *family) error {
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
@@ -440,6 +479,12 @@ func (m Model) validate(asTower bool) error {
 	if m.Image == nil && m.Vocab < 1 {
 		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
 	}
+	return nil
+}
+
+// validateKinds checks the named choices: MLP, norm and its position,
+// softcaps, q/k norm, local and global layers, positions, the image.
+func (m Model) validateKinds() error {
 	switch m.MLP {
 	case "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu", "swiglu", "geglu", "silu":
 	default:
@@ -483,40 +528,22 @@ func (m Model) validate(asTower bool) error {
 	if im := m.Image; im != nil && (im.Patch < 1 || im.Size < im.Patch || im.Channels < 1) {
 		return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1")
 	}
-	if m.Experts > 0 {
-		if m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts {
-			return fmt.Errorf("model.experts_per_token = %d must be in [1, experts = %d]", m.ExpertsPerToken, m.Experts)
-		}
-		if m.DenseLayers < 0 || m.DenseLayers > m.Layers {
-			return fmt.Errorf("model.dense_layers = %d must be in [0, layers = %d]", m.DenseLayers, m.Layers)
-		}
-		if m.MoEEvery > m.Layers {
-			return fmt.Errorf("model.moe_every = %d must be in [0, layers = %d]", m.MoEEvery, m.Layers)
-		}
-		if !knownRouter(m.Router) {
-			return fmt.Errorf("model.router %q is not supported; known: %s%s", m.Router, strings.Join(routers, ", "), didYouMean(m.Router, routers))
-		}
+	return nil
+}
+
+// validateExperts checks a mixture-of-experts model's routing fields.
+func (m Model) validateExperts() error {
+	if m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts {
+		return fmt.Errorf("model.experts_per_token = %d must be in [1, experts = %d]", m.ExpertsPerToken, m.Experts)
 	}
-	if f.check != nil {
-		if err := f.check(m); err != nil {
-			return err
-		}
+	if m.DenseLayers < 0 || m.DenseLayers > m.Layers {
+		return fmt.Errorf("model.dense_layers = %d must be in [0, layers = %d]", m.DenseLayers, m.Layers)
 	}
-	if m.Vision != nil {
-		if err := m.validateVision(); err != nil {
-			return err
-		}
+	if m.MoEEvery > m.Layers {
+		return fmt.Errorf("model.moe_every = %d must be in [0, layers = %d]", m.MoEEvery, m.Layers)
 	}
-	if _, err := m.headClasses(); err != nil {
-		return err
-	}
-	if _, err := m.countParams(); err != nil {
-		return err
-	}
-	if m.Params > 0 {
-		if got := m.ParamCount(); got != m.Params {
-			return fmt.Errorf("model.params = %d disagrees with the %d parameters of the described architecture (check the shape fields)", m.Params, got)
-		}
+	if !knownRouter(m.Router) {
+		return fmt.Errorf("model.router %q is not supported; known: %s%s", m.Router, strings.Join(routers, ", "), didYouMean(m.Router, routers))
 	}
 	return nil
 }
