@@ -538,6 +538,27 @@ func (p *pass) blocksBackward() {
 	}
 }
 
+// recomputeGroupSaved is block l's saved and released bytes inside a
+// Megatron uniform recompute group [gStart, gEnd], which runs its blocks'
+// forward again when the backward reaches its last block: the others'
+// saved tensors exist from then until their own backward.
+func (p *pass) recomputeGroupSaved(l, gStart, gEnd int, saved Bytes) (Bytes, Bytes) {
+	a := p.s.acts[l]
+	if l == gEnd {
+		var re Bytes
+		for k := gStart; k < gEnd; k++ {
+			re = addBytes(re, scale(p.s.acts[k].Saved, p.inflight))
+		}
+		p.live.Activations = addBytes(p.live.Activations, re)
+		return saved, 0
+	}
+	release := scale(a.Saved, p.inflight)
+	if l == gStart {
+		release = addBytes(release, scale(a.Input, p.inflight))
+	}
+	return a.Saved, release
+}
+
 // blockBackward is block l's backward: its recomputation, the walk of its
 // ops, what it releases and the gradients it leaves.
 func (p *pass) blockBackward(l int) {
@@ -547,25 +568,10 @@ func (p *pass) blockBackward(l int) {
 	if r.offloaded(l, p.st) {
 		p.live.Activations = addBytes(p.live.Activations, saved) // copied back for its backward
 	}
-	// A Megatron uniform recompute group runs its blocks' forward again
-	// when the backward reaches its last block: the others' saved
-	// tensors exist from then until their own backward.
 	gStart, gEnd := r.recomputeGroup(l)
 	var release Bytes
 	if gStart < gEnd {
-		if l < gEnd {
-			saved = a.Saved
-			release = scale(a.Saved, p.inflight)
-			if l == gStart {
-				release = addBytes(release, scale(a.Input, p.inflight))
-			}
-		} else {
-			var re Bytes
-			for k := gStart; k < gEnd; k++ {
-				re = addBytes(re, scale(s.acts[k].Saved, p.inflight))
-			}
-			p.live.Activations = addBytes(p.live.Activations, re)
-		}
+		saved, release = p.recomputeGroupSaved(l, gStart, gEnd, saved)
 	}
 	if !p.keep {
 		s.unshardOffloaded(p.iter, p.micro, "backward", l, p.live)
