@@ -156,30 +156,42 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if err := oneOf("quantized_modules", in.QuantizedModules, "all_linear", "all_linear_except_lm_head", "experts", "all_linear_except_experts"); err != nil {
 		return in, m, err
 	}
+	if err := in.resolveRun(m); err != nil {
+		return in, m, err
+	}
+	if err := in.bound(m); err != nil {
+		return in, m, err
+	}
+	return in, m, nil
+}
+
+// resolveRun checks and defaults how the model runs: attention, cache and
+// its pages, batching, tensor and pipeline stages, the device map.
+func (in *Inference) resolveRun(m Model) error {
 	in.attnSet = in.attnSet || in.Attention != ""
 	if in.Attention == "" {
 		in.Attention = "sdpa"
 	}
 	if err := oneOf("attention", in.Attention, "sdpa", "flash2", "flash3", "memory_efficient", "eager"); err != nil {
-		return in, m, err
+		return err
 	}
 	if in.Cache == "" {
 		in.Cache = "dynamic"
 	}
 	if err := oneOf("cache", in.Cache, "dynamic", "legacy", "static", "paged"); err != nil {
-		return in, m, err
+		return err
 	}
 	if in.PageSize == 0 {
 		in.PageSize = 16
 	}
 	if in.MaxBatchedTokens < 0 || in.MaxBatchedTokens > maxTokens {
-		return in, m, fmt.Errorf("max_batched_tokens must be in [0, %d], got %d", maxTokens, in.MaxBatchedTokens)
+		return fmt.Errorf("max_batched_tokens must be in [0, %d], got %d", maxTokens, in.MaxBatchedTokens)
 	}
 	if in.MaxBatchedTokens == 0 && in.Cache == "paged" {
 		in.MaxBatchedTokens = 8192
 	}
 	if in.PageSize < 1 || in.PageSize > maxPageSize {
-		return in, m, fmt.Errorf("page_size must be in [1, %d] tokens, got %d", maxPageSize, in.PageSize)
+		return fmt.Errorf("page_size must be in [1, %d] tokens, got %d", maxPageSize, in.PageSize)
 	}
 	if in.TP == 0 {
 		in.TP = 1
@@ -188,21 +200,18 @@ func (in Inference) resolve() (Inference, Model, error) {
 		in.PP = 1
 	}
 	if in.TP < 1 || in.TP > maxHeads || m.Heads%in.TP != 0 {
-		return in, m, fmt.Errorf("tp=%d does not divide %d attention heads", in.TP, m.Heads)
+		return fmt.Errorf("tp=%d does not divide %d attention heads", in.TP, m.Heads)
 	}
 	if err := oneOf("device_map", in.DeviceMap, "", "sequential"); err != nil {
-		return in, m, err
+		return err
 	}
 	if in.DeviceCapacity < 0 {
-		return in, m, fmt.Errorf("device_capacity must be ≥ 0")
+		return fmt.Errorf("device_capacity must be ≥ 0")
 	}
 	if in.PP < 1 || in.PP > m.Layers {
-		return in, m, fmt.Errorf("pp=%d must be in [1, layers = %d]", in.PP, m.Layers)
+		return fmt.Errorf("pp=%d must be in [1, layers = %d]", in.PP, m.Layers)
 	}
-	if err := in.bound(m); err != nil {
-		return in, m, err
-	}
-	return in, m, nil
+	return nil
 }
 
 // applies rejects settings that the rest of the plan makes meaningless (in
