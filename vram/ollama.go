@@ -148,9 +148,51 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 	if err != nil {
 		return OllamaMemory{}, err
 	}
+	sh, err := ollamaShapeOf(g)
+	if err != nil {
+		return OllamaMemory{}, err
+	}
+	arch, blocks, emb, heads, headsKV, headK, headV, vocab := sh.arch, sh.blocks, sh.emb, sh.heads, sh.headsKV, sh.headK, sh.headV, sh.vocab
+	m := OllamaMemory{Architecture: arch, Layers: int(blocks) + 1}
+	ctx := int64(o.NumCtx) * int64(o.NumParallel)
+	// KV: per layer ctx · (K + V head widths) · KV heads at bpe (GraphSize).
+	kv := float64(ctx) * float64(headK+headV) * float64(headsKV) * bpe * float64(blocks)
+	if kv > float64(maxPlanBytes) {
+		return OllamaMemory{}, fmt.Errorf("ollama: a KV cache of %.3g bytes: past any GPU", kv)
+	}
+	m.KV = Bytes(int64(float64(ctx*(headK+headV)*headsKV)*bpe) * blocks)
+	m.PerLayer = make([]Bytes, blocks)
+	m.KVPerLayer = Bytes(float64(ctx*(headK+headV)*headsKV) * bpe)
+	m.addWeights(g, blocks)
+	graph, ok := ollamaGraphs[arch]
+	if !ok {
+		return m, fmt.Errorf("ollama: the compute graph's size is not modelled for architecture %q (KV %v and weights %v are); it is for %s", arch, m.KV, m.WeightsTotal, ollamaArchs())
+	}
+	b := int64(o.NumBatch)
+	// Sizes are bounded above (ctx ≤ 2^36, widths ≤ 2^20, batch ≤ 2^26),
+	// but their products may not be: check them in floating point first.
+	if f := 4*float64(b)*(1+4*float64(emb)+float64(ctx)*(1+float64(heads))+float64(vocab)+float64(emb)*float64(vocab)) +
+		4*float64(ctx)*float64(emb/heads)*float64(headsKV) + float64(emb)*float64(emb); f > float64(maxPlanBytes) {
+		return OllamaMemory{}, fmt.Errorf("ollama: a compute graph of %.3g bytes: past any GPU", f)
+	}
+	full, partial := graph(b, emb, ctx, heads, headsKV, vocab)
+	m.GraphFull, m.GraphPartial = Bytes(full), Bytes(partial)
+	m.Full = m.WeightsTotal + m.KV + m.GraphFull
+	return m, nil
+}
+
+// ollamaShape is what Ollama's estimate reads from a GGUF's metadata.
+type ollamaShape struct {
+	arch                                             string
+	blocks, emb, heads, headsKV, headK, headV, vocab int64
+}
+
+// ollamaShapeOf reads the architecture's sizes as llm/memory.go does, each
+// checked.
+func ollamaShapeOf(g *GGUF) (ollamaShape, error) {
 	arch := g.Architecture()
 	if arch == "" {
-		return OllamaMemory{}, fmt.Errorf("ollama: the GGUF has no general.architecture")
+		return ollamaShape{}, fmt.Errorf("ollama: the GGUF has no general.architecture")
 	}
 	need := func(key string) (int64, error) {
 		v, ok := g.metaInt(arch + "." + key)
@@ -161,15 +203,15 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 	}
 	blocks, err := need("block_count")
 	if err != nil {
-		return OllamaMemory{}, err
+		return ollamaShape{}, err
 	}
 	emb, err := need("embedding_length")
 	if err != nil {
-		return OllamaMemory{}, err
+		return ollamaShape{}, err
 	}
 	heads, err := need("attention.head_count")
 	if err != nil {
-		return OllamaMemory{}, err
+		return ollamaShape{}, err
 	}
 	headsKV, ok := g.metaInt(arch + ".attention.head_count_kv")
 	if !ok {
@@ -190,26 +232,23 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 	case []any:
 		vocab = int64(len(t))
 	default:
-		return OllamaMemory{}, fmt.Errorf("ollama: the GGUF has no tokenizer.ggml.tokens array (the vocabulary size)")
+		return ollamaShape{}, fmt.Errorf("ollama: the GGUF has no tokenizer.ggml.tokens array (the vocabulary size)")
 	}
 	for _, v := range []int64{headsKV, headK, headV} {
 		if v < 1 || v > 1<<20 {
-			return OllamaMemory{}, fmt.Errorf("ollama: %s attention head counts and widths must be in [1, 2^20]", arch)
+			return ollamaShape{}, fmt.Errorf("ollama: %s attention head counts and widths must be in [1, 2^20]", arch)
 		}
 	}
 	if vocab < 1 {
-		return OllamaMemory{}, fmt.Errorf("ollama: an empty vocabulary")
+		return ollamaShape{}, fmt.Errorf("ollama: an empty vocabulary")
 	}
-	m := OllamaMemory{Architecture: arch, Layers: int(blocks) + 1}
-	ctx := int64(o.NumCtx) * int64(o.NumParallel)
-	// KV: per layer ctx · (K + V head widths) · KV heads at bpe (GraphSize).
-	kv := float64(ctx) * float64(headK+headV) * float64(headsKV) * bpe * float64(blocks)
-	if kv > float64(maxPlanBytes) {
-		return OllamaMemory{}, fmt.Errorf("ollama: a KV cache of %.3g bytes: past any GPU", kv)
-	}
-	m.KV = Bytes(int64(float64(ctx*(headK+headV)*headsKV)*bpe) * blocks)
-	m.PerLayer = make([]Bytes, blocks)
-	m.KVPerLayer = Bytes(float64(ctx*(headK+headV)*headsKV) * bpe)
+	return ollamaShape{arch, blocks, emb, heads, headsKV, headK, headV, vocab}, nil
+}
+
+// addWeights adds the GGUF's tensors: all, the repeating blocks' (and each
+// block's), and the output layer's (the token embedding when tied,
+// llm/memory.go's fallback).
+func (m *OllamaMemory) addWeights(g *GGUF, blocks int64) {
 	for _, t := range g.Tensors {
 		m.WeightsTotal += t.Bytes
 		switch {
@@ -232,19 +271,4 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 			}
 		}
 	}
-	graph, ok := ollamaGraphs[arch]
-	if !ok {
-		return m, fmt.Errorf("ollama: the compute graph's size is not modelled for architecture %q (KV %v and weights %v are); it is for %s", arch, m.KV, m.WeightsTotal, ollamaArchs())
-	}
-	b := int64(o.NumBatch)
-	// Sizes are bounded above (ctx ≤ 2^36, widths ≤ 2^20, batch ≤ 2^26),
-	// but their products may not be: check them in floating point first.
-	if f := 4*float64(b)*(1+4*float64(emb)+float64(ctx)*(1+float64(heads))+float64(vocab)+float64(emb)*float64(vocab)) +
-		4*float64(ctx)*float64(emb/heads)*float64(headsKV) + float64(emb)*float64(emb); f > float64(maxPlanBytes) {
-		return OllamaMemory{}, fmt.Errorf("ollama: a compute graph of %.3g bytes: past any GPU", f)
-	}
-	full, partial := graph(b, emb, ctx, heads, headsKV, vocab)
-	m.GraphFull, m.GraphPartial = Bytes(full), Bytes(partial)
-	m.Full = m.WeightsTotal + m.KV + m.GraphFull
-	return m, nil
 }
