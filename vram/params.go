@@ -221,11 +221,6 @@ func localRows(t Tensor, div, tp int64) int64 {
 // (the allocator replay needs them; estimates do not).
 func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem) {
 	blocks = make([]unitMem, r.m.Layers)
-	tp, shard, ep := int64(r.tp), int64(r.shard), int64(r.ep)
-	zero := r.Parallel.ZeRO
-	off := r.offloadOf()
-	compute := r.gatheredDType()
-	tDType := r.trainableDType()
 	// Blocks of one kind (dense or MoE, encoder or decoder, …) have the same
 	// tensors: account the first of each kind and copy it to the others.
 	set := r.m.tensorSet()
@@ -248,90 +243,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 	}()
 	for _, i := range idx {
 		t := set.ts[i]
-		var u unitMem
-		n := t.Numel()
-		div := int64(1)
-		switch {
-		case t.IsLinear() || t.Role == "embedding":
-			div = tp
-		}
-		if t.Expert >= 0 {
-			div *= ep
-		}
-		if t.Stacked > 0 {
-			// Stacked experts: split over expert-parallel ranks by expert,
-			// and their weights' inner width over tensor-parallel ranks.
-			div = ep
-			if len(t.Shape) == 3 {
-				div *= tp
-			}
-		}
-		quant := r.QuantizedBase.Quantized() && t.IsLinear() && t.Role != "router" &&
-			(t.Role != "lm_head" || r.QuantizedModules == "all_linear")
-		var stored Bytes
-		if quant {
-			stored = r.QuantizedBase.Size(t.Shape[0], t.Shape[1]) / Bytes(div)
-		} else {
-			stored = r.WeightsDType.Size(n / div)
-		}
-		// All-gathered for compute: FSDP's param_dtype, or the packed
-		// quantized storage for a quantized base.
-		u.gathered = compute.Size(n / div)
-		if quant {
-			u.gathered = stored
-		}
-		if r.Float8AllGather && t.IsLinear() && t.Layer >= 0 && r.float8Linear(t.Role) {
-			u.gathered = FP8E4M3.Size(n / div) // cast before the all-gather (float8.go)
-		}
-		if zero == 3 && !r.dsPersistent(n/div) {
-			stored = r.paramShard(t, stored, n/div, div, quant)
-		}
-		if off.params {
-			u.h2d = addBytes(u.h2d, r.unshardCopy(stored, u.gathered, !quant && r.WeightsDType != compute))
-			u.book(Breakdown{Parameters: stored, Gradients: r.hostFlatGrad(stored)})
-			stored = 0
-		}
-		u.params = stored
-		u.sized = sized
-		if sized {
-			u.paramSizes = []Bytes{stored}
-		}
-		train := int64(0)
-		var shape []int64
-		if r.trains(t) {
-			train = n / div
-			shape = t.Shape
-		} else if out := r.loraOut(t); out > 0 {
-			// LoRA A (rank × in) and B (out × rank) for this linear.
-			rk := int64(r.LoRA.Rank)
-			a, bb := rk*t.Shape[1]/div, out*rk/div
-			u.loraElems = a + bb
-			u.params = addBytes(u.params, tDType.Size(a+bb))
-			if sized {
-				u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
-			}
-			r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, off)
-			r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, off)
-			u.gradsLive = compute.Size(a + bb)
-		}
-		if train > 0 {
-			r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, off)
-			u.gradsLive = compute.Size(train)
-		} else if t.Layer >= 0 && r.sharedAdapterUnits() {
-			// A frozen weight in a block's shared FSDP1 unit gets a
-			// gradient all the same (Parallel.FSDPAdapterUnits): unsharded
-			// in the compute dtype until the block's reduce-scatter, then
-			// its shard of the flat gradient, kept until zero_grad.
-			full, g := compute.Size(n/div), r.WeightsDType.Size(n/div)/Bytes(shard)
-			if off.grads {
-				g = 0
-			}
-			u.gradsFull = addBytes(u.gradsFull, full)
-			u.grads = addBytes(u.grads, g)
-			if sized {
-				u.gradSizes = append(u.gradSizes, g)
-			}
-		}
+		u := r.tensorUnit(t, sized)
 		switch {
 		case t.Layer >= 0:
 			blocks[t.Layer].add(u)
@@ -356,6 +268,103 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 		}
 	}
 	return blocks, embed, head
+}
+
+// tensorUnit is what one tensor of the model takes on this GPU: its stored
+// (sharded, quantized, offloaded) parameters, what the all-gather makes of
+// them, and for a trained tensor or its adapters the gradients, optimizer
+// states and master weights.
+func (r *resolved) tensorUnit(t Tensor, sized bool) unitMem {
+	var u unitMem
+	tp, shard, ep := int64(r.tp), int64(r.shard), int64(r.ep)
+	zero := r.Parallel.ZeRO
+	off := r.offloadOf()
+	compute := r.gatheredDType()
+	tDType := r.trainableDType()
+	n := t.Numel()
+	div := int64(1)
+	switch {
+	case t.IsLinear() || t.Role == "embedding":
+		div = tp
+	}
+	if t.Expert >= 0 {
+		div *= ep
+	}
+	if t.Stacked > 0 {
+		// Stacked experts: split over expert-parallel ranks by expert,
+		// and their weights' inner width over tensor-parallel ranks.
+		div = ep
+		if len(t.Shape) == 3 {
+			div *= tp
+		}
+	}
+	quant := r.QuantizedBase.Quantized() && t.IsLinear() && t.Role != "router" &&
+		(t.Role != "lm_head" || r.QuantizedModules == "all_linear")
+	var stored Bytes
+	if quant {
+		stored = r.QuantizedBase.Size(t.Shape[0], t.Shape[1]) / Bytes(div)
+	} else {
+		stored = r.WeightsDType.Size(n / div)
+	}
+	// All-gathered for compute: FSDP's param_dtype, or the packed
+	// quantized storage for a quantized base.
+	u.gathered = compute.Size(n / div)
+	if quant {
+		u.gathered = stored
+	}
+	if r.Float8AllGather && t.IsLinear() && t.Layer >= 0 && r.float8Linear(t.Role) {
+		u.gathered = FP8E4M3.Size(n / div) // cast before the all-gather (float8.go)
+	}
+	if zero == 3 && !r.dsPersistent(n/div) {
+		stored = r.paramShard(t, stored, n/div, div, quant)
+	}
+	if off.params {
+		u.h2d = addBytes(u.h2d, r.unshardCopy(stored, u.gathered, !quant && r.WeightsDType != compute))
+		u.book(Breakdown{Parameters: stored, Gradients: r.hostFlatGrad(stored)})
+		stored = 0
+	}
+	u.params = stored
+	u.sized = sized
+	if sized {
+		u.paramSizes = []Bytes{stored}
+	}
+	train := int64(0)
+	var shape []int64
+	if r.trains(t) {
+		train = n / div
+		shape = t.Shape
+	} else if out := r.loraOut(t); out > 0 {
+		// LoRA A (rank × in) and B (out × rank) for this linear.
+		rk := int64(r.LoRA.Rank)
+		a, bb := rk*t.Shape[1]/div, out*rk/div
+		u.loraElems = a + bb
+		u.params = addBytes(u.params, tDType.Size(a+bb))
+		if sized {
+			u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
+		}
+		r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, off)
+		r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, off)
+		u.gradsLive = compute.Size(a + bb)
+	}
+	if train > 0 {
+		r.addTrainable(&u, train, shape, r.WeightsDType, shard, zero, off)
+		u.gradsLive = compute.Size(train)
+	} else if t.Layer >= 0 && r.sharedAdapterUnits() {
+		// A frozen weight in a block's shared FSDP1 unit gets a
+		// gradient all the same (Parallel.FSDPAdapterUnits): unsharded
+		// in the compute dtype until the block's reduce-scatter, then
+		// its shard of the flat gradient, kept until zero_grad.
+		full, g := compute.Size(n/div), r.WeightsDType.Size(n/div)/Bytes(shard)
+		if off.grads {
+			g = 0
+		}
+		u.gradsFull = addBytes(u.gradsFull, full)
+		u.grads = addBytes(u.grads, g)
+		if sized {
+			u.gradSizes = append(u.gradSizes, g)
+		}
+	}
+	return u
 }
 
 // addTrainable accounts gradients, optimizer states and master weights of n
