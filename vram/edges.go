@@ -93,8 +93,17 @@ func buildEdges(r *resolved) edgeActivations {
 		ea.Bridge, ea.BridgeAt = buildBridge(r, p), m.Layers-m.DecoderLayers
 	}
 
-	// Head side.
-	b = &actBuilder{r: r, tokens: tokens, head: true, saves: make([]saveRec, 0, 16)}
+	ea.Head = buildHead(r, p, tokens, h, v)
+	return ea
+}
+
+// buildHead is the head side of the step: the final norm, the output
+// projection and the loss (or a classifier, a pooler), as the model's
+// family and the plan's loss run them, with a chunked loss computed chunk
+// by chunk.
+func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
+	m := r.m
+	b := &actBuilder{r: r, tokens: tokens, head: true, saves: make([]saveRec, 0, 16)}
 	if m.EncoderDecoder() {
 		b.tokens = int64(r.MicroBatch) * int64(r.DecoderSeqLen)
 	}
@@ -105,7 +114,7 @@ func buildEdges(r *resolved) edgeActivations {
 	if p.sp && m.NormPosition != "post" && !m.EncoderDecoder() && !p.rec.pooledNorm {
 		hSeq, b.seqShard = h/p.tp, p.tp
 	}
-	x = &actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x := &actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	var hold []*actT // what the model's forward references until it returns
@@ -153,82 +162,11 @@ func buildEdges(r *resolved) edgeActivations {
 			b.keep(b.op("pooler.tanh", b.size(h, p.e), p.e, list(b.linear(p, "pooler.dense", "other", x, h, h))))
 		}
 	default:
-		if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
-			x = b.linear(p, "project_out", "other", x, h, int64(m.WordEmbedProjDim))
-		}
-		pHead := p
-		pHead.q4 = p.q4 && r.QuantizedModules == "all_linear"
-		if r.Trainable == "lora" && !pHead.q4 {
-			pHead.frozen = true
-		}
-		if p.rec.headTransform {
-			// A masked-LM head's transform: dense + GELU + LayerNorm before the decoder.
-			t := b.linear(pHead, "transform.dense", "other", x, h, h)
-			g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t), t)
-			x = b.norm(pHead, "transform.LayerNorm", "layernorm", g, h)
-		}
-		switch r.Loss {
-		case "fused":
-			// The loss kernel walks the vocabulary in chunks and never
-			// materialises the logits; it keeps the hidden states.
-			b.op("fused_linear_cross_entropy", b.size(1, FP32), FP32, list(x), x)
-			b.workspace(b.size(v, FP32) / 8)
-		case "chunked_cross_entropy":
-			// litgpt: lm_head in 128-token chunks, cross-entropy per chunk in
-			// the compute dtype (litgpt/utils.py chunked_cross_entropy);
-			// torchtune: 8 chunks, each upcast to fp32 in the loss
-			// (CEWithChunkedOutputLoss). The chunk list lives until backward.
-			logitsD := p.e
-			chunks = int64(r.SeqLen) / 128
-			if r.Framework == "torchtune" {
-				logitsD, chunks = FP32, 8
-			}
-			logits := headLogits(b, pHead, x, h, v)
-			p.holdOutput(logits)
-			lf := logits
-			if logitsD != p.e {
-				lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
-			}
-			if r.lossCompiled() {
-				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(lf)))
-			} else {
-				b.keep(b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)))
-			}
-		case "logits_sum":
-			logits := headLogits(b, pHead, x, h, v)
-			p.holdOutput(logits) // returned in the model output
-			b.op("sum", FP32.Size(1), FP32, list(logits))
-			// The backward of sum expands a scalar; the matmul needs it contiguous.
-			b.workspace(b.size(v, p.e))
-		default: // cross_entropy
-			logits := headLogits(b, pHead, x, h, v)
-			p.holdOutput(logits) // returned in the model output
-			l32 := logits
-			if p.e != FP32 && (p.autocast || !p.rec.lossInDType) {
-				// transformers' loss upcasts: logits.float() (ForCausalLMLoss);
-				// under autocast cross_entropy runs in fp32 anyway.
-				l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
-			}
-			if r.lossCompiled() {
-				b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
-			} else {
-				b.keep(b.op("log_softmax", b.size(v, l32.dtype), l32.dtype, list(l32)))
-				if v < int64(m.Vocab) && r.Framework != "megatron" {
-					// DTensor's loss_parallel decomposes the loss
-					// (torch/distributed/tensor/parallel/loss.py): _log_softmax
-					// holds shifted = x − max and exp(shifted) at once, and
-					// _nll_loss_and_log_softmax_backward holds
-					// grad_input = zeros_like(x), exp(x) and their sum at once:
-					// one local-vocabulary buffer more than the fused kernels,
-					// in forward and in backward alike.
-					b.workspace(b.size(v, l32.dtype))
-				}
-			}
-		}
+		x, chunks = lmLoss(b, r, p, x, h, v)
 	}
 	b.hold(hold...)
 	b.chunks = chunks
-	ea.Head = b.summarize(x)
+	hd := b.summarize(x)
 	if chunks > 1 {
 		// The forward computes one chunk at a time (summarize scales its
 		// transients by perChunk). In backward, autograd runs nodes
@@ -237,7 +175,6 @@ func buildEdges(r *resolved) edgeActivations {
 		// chunks coexist (in the compute dtype), while the rest of each
 		// chunk's transients come and go; what a call rebuilds from the
 		// weights (a dequantized lm_head) is whole in every chunk.
-		hd := &ea.Head
 		base := addBytes(x.bytes, b.size(v, p.e))
 		hd.BackwardPeak = base
 		for i := range hd.bwd {
@@ -246,7 +183,89 @@ func buildEdges(r *resolved) edgeActivations {
 			hd.BackwardPeak = max(hd.BackwardPeak, st.inflight)
 		}
 	}
-	return ea
+	return hd
+}
+
+// lmLoss is a language model's output projection and loss, as the plan's
+// loss runs it; it returns the hidden states the projection reads (after
+// a projection or a masked-LM transform) and how many token chunks a
+// chunked loss computes the head in (1 for one pass).
+func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *actT, chunks int64) {
+	m := r.m
+	chunks = 1
+	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
+		x = b.linear(p, "project_out", "other", x, h, int64(m.WordEmbedProjDim))
+	}
+	pHead := p
+	pHead.q4 = p.q4 && r.QuantizedModules == "all_linear"
+	if r.Trainable == "lora" && !pHead.q4 {
+		pHead.frozen = true
+	}
+	if p.rec.headTransform {
+		// A masked-LM head's transform: dense + GELU + LayerNorm before the decoder.
+		t := b.linear(pHead, "transform.dense", "other", x, h, h)
+		g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t), t)
+		x = b.norm(pHead, "transform.LayerNorm", "layernorm", g, h)
+	}
+	switch r.Loss {
+	case "fused":
+		// The loss kernel walks the vocabulary in chunks and never
+		// materialises the logits; it keeps the hidden states.
+		b.op("fused_linear_cross_entropy", b.size(1, FP32), FP32, list(x), x)
+		b.workspace(b.size(v, FP32) / 8)
+	case "chunked_cross_entropy":
+		// litgpt: lm_head in 128-token chunks, cross-entropy per chunk in
+		// the compute dtype (litgpt/utils.py chunked_cross_entropy);
+		// torchtune: 8 chunks, each upcast to fp32 in the loss
+		// (CEWithChunkedOutputLoss). The chunk list lives until backward.
+		logitsD := p.e
+		chunks = int64(r.SeqLen) / 128
+		if r.Framework == "torchtune" {
+			logitsD, chunks = FP32, 8
+		}
+		logits := headLogits(b, pHead, x, h, v)
+		p.holdOutput(logits)
+		lf := logits
+		if logitsD != p.e {
+			lf = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+		}
+		if r.lossCompiled() {
+			b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(lf)))
+		} else {
+			b.keep(b.op("log_softmax", b.size(v, logitsD), logitsD, list(lf)))
+		}
+	case "logits_sum":
+		logits := headLogits(b, pHead, x, h, v)
+		p.holdOutput(logits) // returned in the model output
+		b.op("sum", FP32.Size(1), FP32, list(logits))
+		// The backward of sum expands a scalar; the matmul needs it contiguous.
+		b.workspace(b.size(v, p.e))
+	default: // cross_entropy
+		logits := headLogits(b, pHead, x, h, v)
+		p.holdOutput(logits) // returned in the model output
+		l32 := logits
+		if p.e != FP32 && (p.autocast || !p.rec.lossInDType) {
+			// transformers' loss upcasts: logits.float() (ForCausalLMLoss);
+			// under autocast cross_entropy runs in fp32 anyway.
+			l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+		}
+		if r.lossCompiled() {
+			b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
+		} else {
+			b.keep(b.op("log_softmax", b.size(v, l32.dtype), l32.dtype, list(l32)))
+			if v < int64(m.Vocab) && r.Framework != "megatron" {
+				// DTensor's loss_parallel decomposes the loss
+				// (torch/distributed/tensor/parallel/loss.py): _log_softmax
+				// holds shifted = x − max and exp(shifted) at once, and
+				// _nll_loss_and_log_softmax_backward holds
+				// grad_input = zeros_like(x), exp(x) and their sum at once:
+				// one local-vocabulary buffer more than the fused kernels,
+				// in forward and in backward alike.
+				b.workspace(b.size(v, l32.dtype))
+			}
+		}
+	}
+	return x, chunks
 }
 
 // masks is what transformers' masking_utils builds before the blocks and
