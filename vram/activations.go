@@ -1229,11 +1229,66 @@ func (b *actBuilder) perChunk(saved, total Bytes) Bytes {
 // backward, torch/csrc/autograd/function.h release_variables), and each
 // matmul creates its weight gradient.
 func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
-	var bwd Bytes
-	var weights, done int64
+	wk := &bwdWalk{b: b, ba: ba, pending: b.pendingGrads(), released: b.releasedAfter(), savedRem: ba.Saved}
 	for _, op := range b.ops {
-		weights += op.weights
+		wk.weights += op.weights
 	}
+	// A block's backward starts with the gradient of its output in the
+	// residual stream; the head's starts from the loss, and the gradient of
+	// its input appears only when the op reading it runs (counted there).
+	wk.resid = input.bytes
+	if b.head {
+		wk.resid = 0
+	}
+	wk.experts, wk.busy = b.r.expertsPerRank(), b.r.busiestExpertShare()
+	for i := len(b.ops) - 1; i >= 0; i-- {
+		if !b.ops[i].expert || wk.experts == 1 {
+			wk.step(i, 1, 1, -1, 0, true)
+			wk.savedRem -= wk.released[i]
+			continue
+		}
+		i = wk.expertSection(i)
+	}
+	ba.BackwardPeak = wk.bwd
+	resid, pending := wk.resid, wk.pending
+	ba.recomputeGrad = addBytes(resid, b.persistGrad)
+	// The backward op that triggers a checkpoint's recomputation is the
+	// latest op of the block that saves a tensor for its backward.
+	last := -1
+	for i, op := range b.ops {
+		if op.saves {
+			last = i
+		}
+	}
+	if last >= 0 {
+		// The gradient of its output (not of the weight copies or
+		// statistics it also makes, whose gradients its own backward makes).
+		if t := b.ops[last].outs[0]; !t.keepAlive {
+			ba.recomputeGrad = addBytes(ba.recomputeGrad, gradSize(t))
+		}
+		// The ops after it need no saved tensors: their backward has run,
+		// and the gradients they made for earlier tensors wait.
+		ba.recomputeGrad = addBytes(ba.recomputeGrad, pending[last])
+	}
+}
+
+// bwdWalk is backwardSteps' walk of a block's backward, op by op.
+type bwdWalk struct {
+	b        *actBuilder
+	ba       *BlockActivations
+	bwd      Bytes // the most in flight at one op
+	weights  int64 // the block's trainable weight elements
+	done     int64 // those whose gradients exist so far
+	pending  []Bytes
+	released []Bytes
+	resid    Bytes // the gradient in the residual stream
+	savedRem Bytes // what is still saved
+	experts  int64
+	busy     float64
+}
+
+// pendingGrads is, per op, the gradients waiting while its backward runs.
+func (b *actBuilder) pendingGrads() []Bytes {
 	// pending[i] is the gradients waiting while op i's backward runs: of
 	// tensors another op read after op i (whose backward has run, creating
 	// the gradient) and an op before i made (whose backward, which consumes
@@ -1260,7 +1315,13 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 			}
 		}
 	}
-	released := make([]Bytes, len(b.ops)) // saved bytes let go after each op's backward
+	return pending
+}
+
+// releasedAfter is, per op, the saved bytes autograd lets go after its
+// backward.
+func (b *actBuilder) releasedAfter() []Bytes {
+	released := make([]Bytes, len(b.ops))
 	for _, t := range b.ts {
 		if t.saved && !t.held && !t.external {
 			if j := t.releaseAt(); j >= 0 && j < len(b.ops) {
@@ -1268,166 +1329,140 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 			}
 		}
 	}
-	// A block's backward starts with the gradient of its output in the
-	// residual stream; the head's starts from the loss, and the gradient of
-	// its input appears only when the op reading it runs (counted there).
-	resid := input.bytes
-	if b.head {
-		resid = 0
-	}
-	// The routed experts' backward runs one expert at a time, the expert the
-	// forward loop reached last first. While expert j of E runs, the saved
-	// tensors of the experts still to come are live and the weight
-	// gradients of those done exist, each 1/E of the section's; its own
-	// in-flight gradients are one expert's share. Both totals change
-	// linearly with j, so the most memory is at the first or the last
-	// expert: the walk takes those two passes over the section's ops, each
-	// expert's saved tensors going as its ops finish.
-	experts, busy := b.r.expertsPerRank(), b.r.busiestExpertShare()
-	savedRem := ba.Saved
-	// step walks op i's backward. For an expert's op, the gradients of the
-	// section's tensors are that expert's share of the tokens (tokens) and
-	// its weight gradients one expert's (1/share); those of tensors from
-	// before the section (the MoE input: each expert's gather scatters a
-	// full-size gradient) are whole, and extra is the input gradient the
-	// experts already done have summed.
-	step := func(i int, tokens float64, share int64, before int, extra Bytes, first bool) {
-		op := b.ops[i]
-		if op.noGrad {
-			frac := 1.0
-			if weights > 0 {
-				frac = float64(done) / float64(weights)
-			}
-			ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: resid})
-			return
-		}
-		var g, whole, wgrad Bytes
-		for j, t := range op.outs {
-			if op.castWeights && j > 0 {
-				wgrad = addBytes(wgrad, gradSize(t)/Bytes(share)) // the expert's own weight copy
-				continue
-			}
-			g = addBytes(g, gradSize(t))
-		}
-		for _, t := range op.ins {
-			switch {
-			case t == nil:
-			case t.born < before:
-				whole = addBytes(whole, gradSize(t))
-			default:
-				g = addBytes(g, gradSize(t))
-			}
-		}
-		if op.scatter {
-			whole = addBytes(whole, whole)
-		}
-		if tokens < 1 {
-			g = Bytes(float64(g) * tokens)
-		}
-		if op.stacked && op.weights > 0 && !first {
-			// The expert's weight is a select of a stacked parameter:
-			// select_backward returns zeros of the whole parameter with
-			// this expert's slice filled in (the first expert's becomes the
-			// gradient), and adding a later one makes a new sum while the
-			// old one lives.
-			wgrad = addBytes(wgrad, 2*b.r.GradsDType.Size(op.weights))
-		}
-		g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(resid, addBytes(op.workspace, op.gradWorkspace))))
-		g = addBytes(g, op.weightWork)
-		if !op.expert {
-			g = addBytes(g, pending[i])
-		}
-		g = addBytes(g, op.heldGrad)
-		bwd = max(bwd, g)
-		w := op.weights / share
-		if op.stacked {
-			// The whole stacked gradient exists from the first expert's
-			// backward on.
-			w = 0
-			if first {
-				w = op.weights
-			}
-		}
-		if !op.castWeights {
-			done += w
-		}
+	return released
+}
+
+// step walks op i's backward. For an expert's op, the gradients of the
+// section's tensors are that expert's share of the tokens (tokens) and
+// its weight gradients one expert's (1/share); those of tensors from
+// before the section (the MoE input: each expert's gather scatters a
+// full-size gradient) are whole, and extra is the input gradient the
+// experts already done have summed.
+func (wk *bwdWalk) step(i int, tokens float64, share int64, before int, extra Bytes, first bool) {
+	op := wk.b.ops[i]
+	if op.noGrad {
 		frac := 1.0
-		if weights > 0 {
-			frac = float64(done) / float64(weights)
+		if wk.weights > 0 {
+			frac = float64(wk.done) / float64(wk.weights)
 		}
-		ba.bwd = append(ba.bwd, bwdStep{saved: savedRem, gradFrac: frac, inflight: g, perCall: op.weightWork})
-		if op.castWeights {
-			done += w
-		}
+		wk.ba.bwd = append(wk.ba.bwd, bwdStep{saved: wk.savedRem, gradFrac: frac, inflight: wk.resid})
+		return
 	}
-	for i := len(b.ops) - 1; i >= 0; i-- {
-		if !b.ops[i].expert || experts == 1 {
-			step(i, 1, 1, -1, 0, true)
-			savedRem -= released[i]
+	var g, whole, wgrad Bytes
+	for j, t := range op.outs {
+		if op.castWeights && j > 0 {
+			wgrad = addBytes(wgrad, gradSize(t)/Bytes(share)) // the expert's own weight copy
 			continue
 		}
-		hi, lo := i, i
-		for lo > 0 && b.ops[lo-1].expert {
-			lo--
-		}
-		var rel, inGrad Bytes
-		var w, ws int64 // weights, and those of stacked parameters
-		for k := lo; k <= hi; k++ {
-			rel, w = addBytes(rel, released[k]), w+b.ops[k].weights
-			if b.ops[k].stacked {
-				ws += b.ops[k].weights
-			}
-			for _, t := range b.ops[k].ins {
-				if t != nil && t.born < lo {
-					inGrad = addBytes(inGrad, gradSize(t))
-				}
-			}
-		}
-		r0, d0 := savedRem, done
-		for k := hi; k >= lo; k-- { // the first expert
-			step(k, busy, experts, lo, 0, true)
-			savedRem -= Bytes(float64(released[k]) * busy)
-		}
-		if ws > 0 && experts > 2 {
-			// With stacked weights the second expert is the first to add
-			// its whole-parameter gradient to the first's: a step up the
-			// linear argument above does not see.
-			savedRem = r0 - Bytes(float64(rel)*busy)
-			done = d0 + ws + (w-ws)/experts
-			for k := hi; k >= lo; k-- {
-				step(k, busy, experts, lo, inGrad, false)
-				savedRem -= Bytes(float64(released[k]) * busy)
-			}
-		}
-		savedRem = r0 - Bytes(float64(rel)*(1-busy))
-		done = d0 + ws + (w-ws)*(experts-1)/experts
-		for k := hi; k >= lo; k-- { // the last expert
-			step(k, busy, experts, lo, inGrad, false)
-			savedRem -= Bytes(float64(released[k]) * busy)
-		}
-		savedRem, done = r0-rel, d0+w
-		i = lo
+		g = addBytes(g, gradSize(t))
 	}
-	ba.BackwardPeak = bwd
-	ba.recomputeGrad = addBytes(resid, b.persistGrad)
-	// The backward op that triggers a checkpoint's recomputation is the
-	// latest op of the block that saves a tensor for its backward.
-	last := -1
-	for i, op := range b.ops {
-		if op.saves {
-			last = i
+	for _, t := range op.ins {
+		switch {
+		case t == nil:
+		case t.born < before:
+			whole = addBytes(whole, gradSize(t))
+		default:
+			g = addBytes(g, gradSize(t))
 		}
 	}
-	if last >= 0 {
-		// The gradient of its output (not of the weight copies or
-		// statistics it also makes, whose gradients its own backward makes).
-		if t := b.ops[last].outs[0]; !t.keepAlive {
-			ba.recomputeGrad = addBytes(ba.recomputeGrad, gradSize(t))
-		}
-		// The ops after it need no saved tensors: their backward has run,
-		// and the gradients they made for earlier tensors wait.
-		ba.recomputeGrad = addBytes(ba.recomputeGrad, pending[last])
+	if op.scatter {
+		whole = addBytes(whole, whole)
 	}
+	if tokens < 1 {
+		g = Bytes(float64(g) * tokens)
+	}
+	if op.stacked && op.weights > 0 && !first {
+		// The expert's weight is a select of a stacked parameter:
+		// select_backward returns zeros of the whole parameter with
+		// this expert's slice filled in (the first expert's becomes the
+		// gradient), and adding a later one makes a new sum while the
+		// old one lives.
+		wgrad = addBytes(wgrad, 2*wk.b.r.GradsDType.Size(op.weights))
+	}
+	g = addBytes(addBytes(g, wgrad), addBytes(addBytes(whole, extra), addBytes(wk.resid, addBytes(op.workspace, op.gradWorkspace))))
+	g = addBytes(g, op.weightWork)
+	if !op.expert {
+		g = addBytes(g, wk.pending[i])
+	}
+	g = addBytes(g, op.heldGrad)
+	wk.bwd = max(wk.bwd, g)
+	w := op.weights / share
+	if op.stacked {
+		// The whole stacked gradient exists from the first expert's
+		// backward on.
+		w = 0
+		if first {
+			w = op.weights
+		}
+	}
+	if !op.castWeights {
+		wk.done += w
+	}
+	frac := 1.0
+	if wk.weights > 0 {
+		frac = float64(wk.done) / float64(wk.weights)
+	}
+	wk.ba.bwd = append(wk.ba.bwd, bwdStep{saved: wk.savedRem, gradFrac: frac, inflight: g, perCall: op.weightWork})
+	if op.castWeights {
+		wk.done += w
+	}
+
+}
+
+// expertSection walks the routed experts' section ending at op hi and
+// returns its first op.
+//
+// The routed experts' backward runs one expert at a time, the expert the
+// forward loop reached last first. While expert j of E runs, the saved
+// tensors of the experts still to come are live and the weight
+// gradients of those done exist, each 1/E of the section's; its own
+// in-flight gradients are one expert's share. Both totals change
+// linearly with j, so the most memory is at the first or the last
+// expert: the walk takes those two passes over the section's ops, each
+// expert's saved tensors going as its ops finish.
+func (wk *bwdWalk) expertSection(hi int) int {
+	i := hi
+	hi, lo := i, i
+	for lo > 0 && wk.b.ops[lo-1].expert {
+		lo--
+	}
+	var rel, inGrad Bytes
+	var w, ws int64 // weights, and those of stacked parameters
+	for k := lo; k <= hi; k++ {
+		rel, w = addBytes(rel, wk.released[k]), w+wk.b.ops[k].weights
+		if wk.b.ops[k].stacked {
+			ws += wk.b.ops[k].weights
+		}
+		for _, t := range wk.b.ops[k].ins {
+			if t != nil && t.born < lo {
+				inGrad = addBytes(inGrad, gradSize(t))
+			}
+		}
+	}
+	r0, d0 := wk.savedRem, wk.done
+	for k := hi; k >= lo; k-- { // the first expert
+		wk.step(k, wk.busy, wk.experts, lo, 0, true)
+		wk.savedRem -= Bytes(float64(wk.released[k]) * wk.busy)
+	}
+	if ws > 0 && wk.experts > 2 {
+		// With stacked weights the second expert is the first to add
+		// its whole-parameter gradient to the first's: a step up the
+		// linear argument above does not see.
+		wk.savedRem = r0 - Bytes(float64(rel)*wk.busy)
+		wk.done = d0 + ws + (w-ws)/wk.experts
+		for k := hi; k >= lo; k-- {
+			wk.step(k, wk.busy, wk.experts, lo, inGrad, false)
+			wk.savedRem -= Bytes(float64(wk.released[k]) * wk.busy)
+		}
+	}
+	wk.savedRem = r0 - Bytes(float64(rel)*(1-wk.busy))
+	wk.done = d0 + ws + (w-ws)*(wk.experts-1)/wk.experts
+	for k := hi; k >= lo; k-- { // the last expert
+		wk.step(k, wk.busy, wk.experts, lo, inGrad, false)
+		wk.savedRem -= Bytes(float64(wk.released[k]) * wk.busy)
+	}
+	wk.savedRem, wk.done = r0-rel, d0+w
+	return lo
 }
 
 // expertsPerRank is the number of routed experts each expert-parallel rank
