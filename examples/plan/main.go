@@ -463,33 +463,8 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		fmt.Fprintf(w, "images: %d per sequence, %d tokens each (counted in the sequence); vision tower %s, %.1fM parameters, %s\n",
 			im.PerSequence, im.Tokens, im.Tower, float64(im.TowerParams)/1e6, state)
 	}
-	if t := r.Training; t != nil {
-		fmt.Fprintf(w, "trainable parameters: %s\n\n", vram.Grouped(t.TrainableParams))
-		for _, n := range t.Notes {
-			fmt.Fprintf(w, "note: %s\n", n)
-		}
-		if len(t.Notes) > 0 {
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintf(w, "Peak allocated memory per GPU (torch.cuda.max_memory_allocated), at %s:\n", t.PeakAt.Where())
-		fmt.Fprint(w, t.Peak.String())
-		if t.PagedStates > 0 {
-			fmt.Fprintf(w, "plus %v of paged optimizer states in unified memory (not counted by PyTorch's allocator)\n", t.PagedStates)
-		}
-		fmt.Fprintf(w, "\nEach category at its own maximum (sum of buckets): %v\n", t.Static.Total())
-		if h := t.Host; h.Total() > 0 {
-			fmt.Fprintf(w, "\nHost memory per rank for what is offloaded (most of it pinned):\n")
-			fmt.Fprint(w, h.String())
-		}
-	}
-	if in := r.Inference; in != nil {
-		for _, n := range in.Notes {
-			fmt.Fprintf(w, "note: %s\n", n)
-		}
-		fmt.Fprintf(w, "\nPeak allocated memory per GPU in transformers' generate, at %s:\n", in.PeakAt)
-		fmt.Fprint(w, in.Peak.String())
-		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
-	}
+	printTraining(w, r.Training)
+	printInference(w, r.Inference)
 	if c := r.VLLM; c != nil {
 		kv := c.KVCache
 		graphs := ""
@@ -544,6 +519,44 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		}
 	}
 	printAdvice(w, p, r.Import, r.Advice)
+}
+
+// printTraining prints a training plan's estimate: notes, the allocated
+// peak by category, the sum of buckets and what offload keeps on the host.
+func printTraining(w io.Writer, t *vram.TrainingEstimate) {
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(w, "trainable parameters: %s\n\n", vram.Grouped(t.TrainableParams))
+	for _, n := range t.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if len(t.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "Peak allocated memory per GPU (torch.cuda.max_memory_allocated), at %s:\n", t.PeakAt.Where())
+	fmt.Fprint(w, t.Peak.String())
+	if t.PagedStates > 0 {
+		fmt.Fprintf(w, "plus %v of paged optimizer states in unified memory (not counted by PyTorch's allocator)\n", t.PagedStates)
+	}
+	fmt.Fprintf(w, "\nEach category at its own maximum (sum of buckets): %v\n", t.Static.Total())
+	if h := t.Host; h.Total() > 0 {
+		fmt.Fprintf(w, "\nHost memory per rank for what is offloaded (most of it pinned):\n")
+		fmt.Fprint(w, h.String())
+	}
+}
+
+// printInference prints transformers' generate estimate of an inference plan.
+func printInference(w io.Writer, in *vram.InferenceEstimate) {
+	if in == nil {
+		return
+	}
+	for _, n := range in.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintf(w, "\nPeak allocated memory per GPU in transformers' generate, at %s:\n", in.PeakAt)
+	fmt.Fprint(w, in.Peak.String())
+	fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
 }
 
 // printAdvice lists what would make the plan fit, each with its flags.
