@@ -207,6 +207,10 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 		g := b.op("transform.gelu", b.size(h, p.e), p.e, list(t), t)
 		x = b.norm(pHead, "transform.LayerNorm", "layernorm", g, h)
 	}
+	if r.LogProbs != nil {
+		logProbLoss(b, r, pHead, x, h, v)
+		return x, chunks
+	}
 	switch r.Loss {
 	case "fused":
 		// The loss kernel walks the vocabulary in chunks and never

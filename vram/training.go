@@ -90,6 +90,10 @@ type Training struct {
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
 	// materialises logits), logits_sum, classification.
 	Loss string `json:"loss,omitempty"`
+	// LogProbs makes the loss a post-training one over per-token
+	// log-probabilities (logprobs.go): GRPO's, RLOO's and DPO's. The
+	// post-training planner sets it; Loss must then be unset.
+	LogProbs *LogProbLoss `json:"log_probs,omitempty"`
 	// Compile: torch.compile, each block compiled on its own (as
 	// torchtitan and torchtune do): a block saves what Inductor's
 	// partitioner keeps (BlockActivations.SavedCompiled, compile.go), and
@@ -402,6 +406,14 @@ func (r *resolved) resolveTrainable(t Training) error {
 	}
 	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "fused", "logits_sum", "classification"); err != nil {
 		return err
+	}
+	if r.LogProbs != nil {
+		if r.Loss != "cross_entropy" || r.m.Encoder() || r.m.EncoderDecoder() || r.m.Vision != nil {
+			return fmt.Errorf("log_probs: a log-probability loss replaces the causal LM's cross-entropy; loss %q on a %s model cannot take it", r.Loss, r.m.Family)
+		}
+		if err := r.LogProbs.check(r.SeqLen); err != nil {
+			return err
+		}
 	}
 	if r.Framework == "" {
 		r.Framework = "plain_pytorch"
