@@ -205,6 +205,8 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		return Verdict{}, err
 	}
 	switch {
+	case p.PostTraining != nil:
+		return b.JudgePostTraining(*p.PostTraining)
 	case p.Training != nil:
 		v, err := b.Judge(*p.Training)
 		v.Engine = "the allocator replay"
@@ -263,4 +265,30 @@ func (b Budget) engineVerdict(engine string, used Bytes, err, what string) Verdi
 func fits(t Training, b Budget) (bool, Bytes, error) {
 	v, err := b.judgeTraining(t, true)
 	return v.Fits, v.Need, err
+}
+
+// JudgePostTraining judges every phase of a post-training step on
+// device-used: the run fits when the engine starts and no phase or
+// transition passes the limit.
+func (b Budget) JudgePostTraining(pt PostTraining) (Verdict, error) {
+	if err := b.check(); err != nil {
+		return Verdict{}, err
+	}
+	e, err := pt.Estimate(b.GPU)
+	if err != nil {
+		return Verdict{}, err
+	}
+	peak := e.Peak()
+	v := Verdict{Engine: "the post-training phases", Measure: MeasureDeviceUsed, Allocated: peak.Allocated, Reserved: peak.Reserved,
+		DeviceUsed: peak.DeviceUsed, Context: b.GPU.Context, Need: peak.DeviceUsed, Limit: b.Limit()}
+	v.Fits = e.Starts && v.Need <= v.Limit
+	switch {
+	case !e.Starts:
+		v.Why = "does not fit: the rollout engine would not start: " + e.Err
+	case !v.Fits:
+		v.Why = fmt.Sprintf("does not fit: %s takes %v on the device, over %s's limit %v by %v", peak.Name, peak.DeviceUsed, b.GPU.Name, v.Limit, v.Need-v.Limit)
+	default:
+		v.Why = fmt.Sprintf("fits: the largest phase, %s, takes %v on the device, %v to spare on %s", peak.Name, peak.DeviceUsed, v.Limit-v.Need, b.GPU.Name)
+	}
+	return v, nil
 }

@@ -45,6 +45,17 @@
 // trains. vision.go composes the three parts; the wrapper's file declares
 // its names and projector (visionWrapper).
 //
+// # Post-training
+//
+// PostTraining plans one step of GRPO, RLOO or DPO as TRL or verl runs it:
+// the policy's Training step, the rollout engine (vLLM, SGLang or
+// generate) colocated on the same GPUs, and the phases between them:
+//
+//	pt := vram.PostTraining{Algorithm: "grpo", Framework: "trl", PromptLen: 512, CompletionLen: 1024,
+//		Policy: vram.Training{Model: vram.MustPreset("qwen2.5-7b"), MicroBatch: 4}, Rollout: &vram.Rollout{Engine: "vllm"}}
+//	est, err := pt.Estimate(gpu)        // est.Phases: allocated, reserved, engine, device-used and host per phase
+//	n, err := pt.MaxCompletionLen(vram.Budget{GPU: gpu, Headroom: vram.DefaultHeadroom})
+//
 // # Adding a family
 //
 // A family is one file, family_<model_type>.go, whose init registers a

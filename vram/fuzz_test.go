@@ -34,6 +34,9 @@ func FuzzParsePlan(f *testing.F) {
 		`{"model": "llama-3-8b", "train": {"seq_len": 8192, "micro_batch": 1, "precision": "fp32", "compute_dtype": "bf16", "framework": "torchtitan", "compile": true, "compile_loss": false, "alloc_conf": "expandable_segments:True,garbage_collection_threshold:0.6", "grad_checkpointing": "full", "parallel": {"dp": 2, "fsdp": "full_shard", "cp": 4, "pp": 2, "pp_microbatches": 4}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 2, "precision": "bf16", "framework": "torchtune", "grad_checkpointing": "full", "activation_offloading": true, "parallel": {"dp": 4, "fsdp": "full_shard", "cpu_offload": "optimizer+params"}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1, "precision": "mixed_bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 3, "cpu_offload": "optimizer+params", "deepspeed": {"offload_optimizer_device": "nvme", "offload_param_device": "nvme", "sub_group_size": 1e8, "max_in_cpu": 2e9}}}}`,
+		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "grpo", "framework": "trl", "prompt_len": 128, "completion_len": 256, "policy": {"micro_batch": 2, "precision": "bf16", "lora": {"rank": 8, "targets": ["q_proj"]}, "trainable": "lora"}, "rollout": {"engine": "vllm", "sleep": "level2", "gpu_memory_utilization": 0.4}}}`,
+		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "grpo", "framework": "verl", "prompt_len": 128, "completion_len": 256, "log_prob_micro_batch": 4, "reference": "model", "param_offload": true, "policy": {"micro_batch": 2, "parallel": {"dp": 8}}, "rollout": {"engine": "sglang", "tensor_parallel_size": 2}}}`,
+		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "dpo", "framework": "trl", "prompt_len": 64, "completion_len": 64, "reference": "precomputed"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -58,6 +61,18 @@ func FuzzParsePlan(f *testing.F) {
 				t.Fatalf("valid plan failed to estimate: %v", err)
 			}
 			checkBreakdown(t, est.Peak)
+		}
+		if p.PostTraining != nil {
+			g, _ := LookupGPU("H100-80GB")
+			est, err := p.PostTraining.Estimate(g)
+			if err != nil {
+				t.Fatalf("valid plan failed to estimate: %v", err)
+			}
+			for _, ph := range est.Phases {
+				if ph.Allocated < 0 || ph.Reserved < ph.Allocated || ph.DeviceUsed < ph.Reserved || ph.Host < 0 {
+					t.Fatalf("phase %+v", ph)
+				}
+			}
 		}
 	})
 }

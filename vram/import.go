@@ -638,7 +638,7 @@ func IsPlan(data []byte) bool {
 	}
 	for k := range keys {
 		switch k {
-		case "name", "model", "train", "inference", "gpu", "vllm", "sglang", "tgi":
+		case "name", "model", "train", "inference", "post_training", "gpu", "vllm", "sglang", "tgi":
 		default:
 			return false
 		}

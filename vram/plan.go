@@ -44,6 +44,9 @@ type Plan struct {
 	SGLang *SGLang `json:"sglang,omitempty"`
 	// TGI serves it with Hugging Face TGI's settings (TGI.Carve).
 	TGI *TGI `json:"tgi,omitempty"`
+	// PostTraining is a post-training run (GRPO, RLOO, DPO) instead of a
+	// training or inference one: its policy is the plan's model.
+	PostTraining *PostTraining `json:"post_training,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -77,6 +80,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		VLLM      json.RawMessage `json:"vllm"`
 		SGLang    json.RawMessage `json:"sglang"`
 		TGI       json.RawMessage `json:"tgi"`
+		Post      json.RawMessage `json:"post_training"`
 	}
 	if err := strictDecode(data, &raw, ""); err != nil {
 		return Plan{}, err
@@ -118,6 +122,14 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 	}
 	p.Model, p.ModelRef, p.Checkpoint = m, ref, ck
 	switch {
+	case len(raw.Post) > 0 && (len(raw.Train) > 0 || len(raw.Inference) > 0):
+		return Plan{}, errors.New(`plan: a "post_training" plan holds its own training step ("policy"); give it without "train" or "inference"`)
+	case len(raw.Post) > 0:
+		pt, err := decodePostTraining(raw.Post, m)
+		if err != nil {
+			return Plan{}, err
+		}
+		p.PostTraining = pt
 	case len(raw.Train) > 0 && len(raw.Inference) > 0:
 		return Plan{}, errors.New(`plan: give "train" or "inference", not both`)
 	case len(raw.Train) > 0:
@@ -150,9 +162,26 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		}
 		p.Inference = &in
 	default:
-		return Plan{}, errors.New(`plan: a "train" or "inference" object is required`)
+		return Plan{}, errors.New(`plan: a "train", "inference" or "post_training" object is required`)
 	}
 	return p, nil
+}
+
+// decodePostTraining reads a plan's post_training object; its policy is
+// the plan's model m.
+func decodePostTraining(raw json.RawMessage, m Model) (*PostTraining, error) {
+	if hasKey(raw, "model") {
+		return nil, errors.New(`post_training.model: the policy is the plan's model (top-level "model")`)
+	}
+	var pt PostTraining
+	if err := strictDecode(raw, &pt, "post_training."); err != nil {
+		return nil, err
+	}
+	pt.Policy.Model = m
+	if err := pt.Validate(); err != nil {
+		return nil, err
+	}
+	return &pt, nil
 }
 
 func decodeModel(raw json.RawMessage, dir string) (Model, string, *Checkpoint, error) {

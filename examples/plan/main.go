@@ -76,7 +76,11 @@ type Report struct {
 	VLLM      *vram.VLLMCarve         `json:"vllm,omitempty"`
 	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
 	TGI       *vram.TGICarve          `json:"tgi,omitempty"`
-	Fit       *Fit                    `json:"fit,omitempty"`
+	// PostTraining is a post-training step phase by phase; Phases
+	// repeats its phases at the top level for scripts.
+	PostTraining *PostTrainingReport `json:"post_training,omitempty"`
+	Phases       []vram.Phase        `json:"phases,omitempty"`
+	Fit          *Fit                `json:"fit,omitempty"`
 	// Import says how a trainer's config or a server's command line
 	// became the plan.
 	Import *vram.Imported `json:"import,omitempty"`
@@ -320,6 +324,9 @@ func estimate(p vram.Plan, imp *vram.Imported) (Report, error) {
 		}
 		rep.Images = im
 	}
+	if p.PostTraining != nil {
+		return estimatePostTraining(p, rep)
+	}
 	if p.Training != nil {
 		est, err := p.Training.Estimate()
 		if err != nil {
@@ -445,6 +452,10 @@ const margin = vram.DefaultHeadroom
 func printReport(w io.Writer, p vram.Plan, r Report) {
 	printImport(w, r.Name, r.Import)
 	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
+	if r.PostTraining != nil {
+		printPostTraining(w, r)
+		return
+	}
 	if ck := r.Checkpoint; ck != nil {
 		fmt.Fprintf(w, "checkpoint: %v stored as %s", ck.Total, ck.Format)
 		if len(ck.Unused) > 0 {

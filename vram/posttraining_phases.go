@@ -1,0 +1,309 @@
+package vram
+
+import (
+	"fmt"
+	"sort"
+)
+
+// The pieces a framework's step is made of (posttraining.go): what the
+// trainer keeps between its steps, the no-grad log-probability passes, the
+// engine awake and asleep, the weight-sync buffers. A framework's phases
+// function walks them in its order (posttrain_trl.go, posttrain_verl.go).
+
+// rlFramework is a post-training framework's declaration.
+type rlFramework struct {
+	name    string
+	release string // the release whose source the rules follow
+	// resolve fills the framework's defaults into the plan and refuses
+	// what the framework refuses, in its words.
+	resolve func(pt *PostTraining) error
+	// lossOf is the training pass's log-probability loss.
+	lossOf func(pt PostTraining) LogProbLoss
+	// phases appends the step's phases in the framework's order.
+	phases func(run *rlRun)
+}
+
+var rlFrameworks = map[string]rlFramework{}
+
+func registerRLFramework(f rlFramework) { rlFrameworks[f.name] = f }
+
+func rlFrameworkNames() []string {
+	var ns []string
+	for n := range rlFrameworks {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// rlRun is one post-training step being evaluated on one GPU.
+type rlRun struct {
+	pt  PostTraining
+	g   GPU
+	fw  rlFramework
+	est PostTrainingEstimate
+
+	step   TrainingEstimate // the policy's training step
+	replay Replay           // its allocator replay on g
+	// resident is what the trainer keeps on the GPU between steps:
+	// parameters, optimizer states and master weights (gradients are
+	// freed by zero_grad(set_to_none=True), torch ≥ 2.0's default).
+	resident Breakdown
+	// reference is the reference model's weights on this GPU when it is
+	// a model of its own.
+	reference Bytes
+	// weights is the policy in the engine's dtype, split by its TP degree.
+	weights Bytes
+	// largestParam is the policy's largest tensor, whole, in the
+	// trainer's weights dtype: what one all-gather of it makes.
+	largestParam Bytes
+	nccl         Bytes
+	// carry is the trainer's reserved memory entering a phase: PyTorch's
+	// cache keeps the training step's high-water mark until
+	// torch.cuda.empty_cache.
+	carry Bytes
+	// engine state
+	awake, asleep Bytes // what the engine holds on the GPU awake (idle) and asleep
+	generating    Bytes // its peak while generating (its activations on top)
+	engineHost    Bytes // host memory it holds asleep (level 1)
+	engineCtx     Bytes // a second CUDA context when the engine is a process of its own
+	// engineInTorch: the engine's tensors come from the trainer's PyTorch
+	// allocator (same process, no sleep mode: vLLM allocates through
+	// CuMemAllocator's pool only with enable_sleep_mode,
+	// vllm/device_allocator/cumem.py), so allocated and reserved count them.
+	engineInTorch bool
+	engineParts   []PhasePart
+}
+
+// newRLRun prepares the pieces shared by every framework.
+func newRLRun(pt PostTraining, g GPU) (*rlRun, error) {
+	run := &rlRun{pt: pt, g: g, fw: rlFrameworks[pt.Framework]}
+	run.est.GPU, run.est.Starts = g.Name, true
+	t, err := pt.trainingStep()
+	if err != nil {
+		return nil, err
+	}
+	if run.step, err = t.Estimate(); err != nil {
+		return nil, fmt.Errorf("post_training.policy: %w", err)
+	}
+	if run.replay, err = t.Replay(ReplayOptions{GPU: &g}); err != nil {
+		return nil, fmt.Errorf("post_training.policy: %w", err)
+	}
+	ms, err := t.ModelStates()
+	if err != nil {
+		return nil, err
+	}
+	run.resident = Breakdown{Parameters: ms.Parameters, OptimizerStates: ms.OptimizerStates}
+	run.nccl = run.replay.NCCL
+	run.carry = run.replay.PeakReserved
+	r, err := t.resolve()
+	if err != nil {
+		return nil, err
+	}
+	m := r.m
+	if pt.Reference == "model" {
+		// A second model of the policy's kind, loaded and sharded as the
+		// policy's parameters are.
+		run.reference = ms.Parameters
+	}
+	tp := 1
+	if pt.Rollout != nil {
+		tp = max(1, pt.Rollout.TP)
+	}
+	run.weights = BF16.Size(m.ParamCount()) / Bytes(tp)
+	for _, x := range m.Tensors() {
+		n := int64(1)
+		for _, d := range x.Shape {
+			n *= d
+		}
+		run.largestParam = max(run.largestParam, r.WeightsDType.Size(n))
+	}
+	run.est.Training = run.step
+	run.est.Notes = append(run.est.Notes, run.step.Notes...)
+	return run, nil
+}
+
+// phase records one phase: the trainer's allocated bytes with the parts
+// that make them, what the engine holds, and the host memory.
+func (run *rlRun) phase(name string, transition bool, alloc []PhasePart, reserved, engine, host Bytes, engineParts []PhasePart) {
+	var a Bytes
+	for _, p := range alloc {
+		a = addBytes(a, p.Bytes)
+	}
+	reserved = max(reserved, a)
+	cache := reserved - a
+	p := Phase{Name: name, Transition: transition, Allocated: a, Reserved: reserved, Engine: engine, Host: host}
+	p.DeviceUsed = addBytes(addBytes(reserved, engine), addBytes(addBytes(run.g.Context, run.nccl), run.engineCtx))
+	if run.engineInTorch {
+		p.Allocated, p.Reserved = addBytes(a, engine), addBytes(reserved, engine)
+	}
+	parts := append(append([]PhasePart(nil), alloc...), engineParts...)
+	if cache > 0 {
+		parts = append(parts, PhasePart{"PyTorch's cache (reserved, not allocated)", cache})
+	}
+	parts = append(parts, PhasePart{"CUDA context", run.g.Context})
+	if run.engineCtx > 0 {
+		parts = append(parts, PhasePart{"the engine's CUDA context", run.engineCtx})
+	}
+	if run.nccl > 0 {
+		parts = append(parts, PhasePart{"NCCL buffers", run.nccl})
+	}
+	var kept []PhasePart
+	for _, q := range parts {
+		if q.Bytes > 0 {
+			kept = append(kept, q)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return kept[i].Bytes > kept[j].Bytes })
+	p.Live = kept
+	run.est.Phases = append(run.est.Phases, p)
+}
+
+// residentParts are the trainer's persistent parts on the GPU; those
+// offloaded between phases are in host memory instead (returned).
+func (run *rlRun) residentParts(paramsOff, statesOff bool) (parts []PhasePart, host Bytes) {
+	r := run.resident
+	if paramsOff {
+		host = addBytes(host, r.Parameters)
+	} else {
+		parts = append(parts, PhasePart{"policy parameters", r.Parameters})
+	}
+	if statesOff {
+		host = addBytes(host, r.OptimizerStates)
+	} else {
+		parts = append(parts, PhasePart{"optimizer states and master weights", r.OptimizerStates})
+	}
+	if run.reference > 0 {
+		parts = append(parts, PhasePart{"reference model", run.reference})
+	}
+	return parts, addBytes(host, run.step.Host.Total())
+}
+
+// logProbPass is the peak of one no-grad forward over batch sequences of
+// the plan's length that returns per-token log-probabilities: one block's
+// no-grad working set or the logits and their log-softmax, whichever is
+// larger (no cache: use_cache=False, grpo_trainer.py l.1504).
+func (run *rlRun) logProbPass(batch int) (Bytes, error) {
+	t, _ := run.pt.trainingStep()
+	t.MicroBatch = batch
+	t.Trainable, t.Optimizer, t.LoRA, t.Checkpointing = "frozen", "none", nil, ""
+	r, err := t.resolve()
+	if err != nil {
+		return 0, fmt.Errorf("log-prob pass (batch %d): %w", batch, err)
+	}
+	r.frozen = true
+	block := buildBlockInference(&r)
+	lp := *t.LogProbs
+	keep := int64(t.SeqLen)
+	if lp.Tokens > 0 {
+		keep = int64(lp.Tokens) + 1
+	}
+	v := int64(r.m.Vocab) / int64(r.tp)
+	n := mulI64(int64(batch), mulI64(keep, v))
+	d := r.ComputeDType
+	logits := d.Size(n)
+	if lp.LogitsFP32 && d != FP32 {
+		logits = addBytes(logits, FP32.Size(n)) // the converted copy beside the model's
+		d = FP32
+	}
+	if lp.TemperatureCopy {
+		logits = addBytes(logits, d.Size(n))
+	}
+	row := d.Size(mulI64(keep, v)) // one row's log_softmax
+	if lp.Fused || d == FP32 {
+		row = FP32.Size(mulI64(int64(batch), keep)) // a logsumexp per token
+	}
+	return max(block, addBytes(logits, row)), nil
+}
+
+// estimate closes the run: the bounding phase and transition.
+func (run *rlRun) estimate() PostTrainingEstimate {
+	e := run.est
+	var phase, trans Bytes
+	for _, p := range e.Phases {
+		if p.Transition && p.DeviceUsed > trans {
+			trans, e.BoundTransition = p.DeviceUsed, p.Name
+		}
+		if p.DeviceUsed > phase {
+			phase, e.Bound = p.DeviceUsed, p.Name
+		}
+	}
+	return e
+}
+
+// engineAt sizes the rollout engine on this GPU: its carve (vLLM) or pool
+// (SGLang) with the trainer's memory at the engine's start (atStart)
+// already on the device. It sets the engine's awake, generating and asleep
+// footprints for the sleep mode sleep.
+func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
+	ro := run.pt.Rollout
+	m := run.pt.Policy.Model
+	in := Inference{Model: m, Weights: Quant{DType: BF16}}
+	free := run.g.Total() - run.g.Context - run.engineCtx - atStart
+	switch ro.Engine {
+	case "vllm":
+		v := VLLM{GPUMemoryUtilization: ro.GPUMemoryUtilization, TP: ro.TP, MaxNumSeqs: ro.MaxNumSeqs,
+			MaxNumBatchedTokens: ro.MaxNumBatchedTokens, MaxModelLen: run.pt.PromptLen + run.pt.CompletionLen, CUDAGraphMemory: ro.CUDAGraphMemory}
+		c, err := v.Carve(in, run.g)
+		if err != nil {
+			return fmt.Errorf("post_training.rollout: %w", err)
+		}
+		if c.Requested > free {
+			// gpu_worker.py init_device: the free memory at start, which the
+			// trainer's tensors already take, must hold the share asked.
+			c.Err = fmt.Sprintf("ValueError: Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization (%v, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+				float64(free)/float64(GiB), float64(run.g.Total())/float64(GiB), ro.GPUMemoryUtilization, float64(c.Requested)/float64(GiB))
+		}
+		run.est.VLLM = &c
+		run.setEngine(c.Err, c.Weights, c.KVCache.Available, c.Activation, c.CUDAGraphs, "vLLM", sleep)
+	case "sglang":
+		s := SGLang{MemFractionStatic: ro.GPUMemoryUtilization, TP: ro.TP}
+		pool, err := s.KVPool(m, free, run.weights)
+		if err != nil {
+			return fmt.Errorf("post_training.rollout: %w", err)
+		}
+		run.est.SGLang = &pool
+		run.setEngine(pool.Err, pool.Weights, pool.Rest, 0, ro.CUDAGraphMemory, "SGLang", sleep)
+	}
+	return nil
+}
+
+// setEngine records the engine's footprints: awake it holds its weights,
+// its KV cache and its CUDA graphs, generating its activations too; asleep
+// at level 1 its weights wait in host memory, at level 2 they are dropped
+// (vLLM's sleep, CuMemAllocator pools "weights" and "kv_cache"), and only
+// the CUDA graphs stay.
+func (run *rlRun) setEngine(err string, weights, kv, act, graphs Bytes, name, sleep string) {
+	if err != "" {
+		run.est.Starts, run.est.Err = false, err
+	}
+	run.awake = addBytes(addBytes(weights, kv), graphs)
+	run.generating = addBytes(run.awake, act)
+	run.engineParts = []PhasePart{{name + " weights", weights}, {name + " KV cache", kv}, {name + " CUDA graphs", graphs}}
+	run.asleep = run.awake
+	if sleep == SleepLevel1 || sleep == SleepLevel2 {
+		run.asleep = graphs
+	}
+	if sleep == SleepLevel1 {
+		run.engineHost = weights
+	}
+}
+
+// engineWith returns the engine's parts in a phase: asleep, with its
+// weights only (woken for the sync), awake, or generating.
+func (run *rlRun) engineWith(state string) (Bytes, []PhasePart) {
+	ps := run.engineParts
+	switch state {
+	case "asleep":
+		if run.asleep == run.awake {
+			return run.awake, ps
+		}
+		return run.asleep, ps[2:]
+	case "weights":
+		return addBytes(ps[0].Bytes, ps[2].Bytes), []PhasePart{ps[0], ps[2]}
+	case "generating":
+		act := run.generating - run.awake
+		return run.generating, append(append([]PhasePart(nil), ps...), PhasePart{ps[0].What[:len(ps[0].What)-len(" weights")] + " activations (generating)", act})
+	}
+	return run.awake, ps
+}
