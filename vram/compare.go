@@ -106,6 +106,10 @@ func comparePlan(name string, p Plan, gpus []GPUChoice) PlanResult {
 		var rep Replay
 		var err error
 		switch {
+		case p.PostTraining != nil:
+			r.Kind = "post-training"
+			rep, err = postTrainingPeak(*p.PostTraining, g)
+			r.Tokens = int64(p.PostTraining.Policy.MicroBatch) * int64(p.PostTraining.PromptLen+p.PostTraining.CompletionLen)
 		case p.Training != nil:
 			r.Kind = "training"
 			t := p.Training
@@ -266,4 +270,20 @@ func Grouped(n int64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// postTrainingPeak is a post-training step's largest phase on g in the
+// replay's three measures (a device figure past the card when the engine
+// would not start).
+func postTrainingPeak(pt PostTraining, g GPU) (Replay, error) {
+	e, err := pt.Estimate(g)
+	if err != nil {
+		return Replay{}, err
+	}
+	peak := e.Peak()
+	rep := Replay{PeakAllocated: peak.Allocated, PeakReserved: peak.Reserved, DeviceUsed: peak.DeviceUsed}
+	if !e.Starts {
+		rep.DeviceUsed = max(rep.DeviceUsed, g.Total()+1)
+	}
+	return rep, nil
 }

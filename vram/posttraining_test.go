@@ -283,3 +283,18 @@ func TestParsePostTrainingPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestComparePostTraining: a comparison takes a post-training plan, judged
+// on its largest phase.
+func TestComparePostTraining(t *testing.T) {
+	pt := grpoTRL()
+	c, err := ComparePlans([]string{"grpo"}, []Plan{{PostTraining: &pt}}, []string{"H100-80GB", "RTX-4090"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Plans[0]
+	e, _ := pt.Estimate(mustGPU("H100-80GB"))
+	if r.Err != "" || r.Kind != "post-training" || r.DeviceUsed[0] != e.Peak().DeviceUsed || !r.Fits[0] {
+		t.Errorf("result %+v, peak %+v", r, e.Peak())
+	}
+}
