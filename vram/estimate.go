@@ -20,6 +20,11 @@ type TrainingEstimate struct {
 	// (parameters, gradients, optimizer states and master weights,
 	// activations), most of it pinned; zero without offload (offload.go).
 	Host Breakdown `json:"host"`
+	// AfterForward is what is live when the steady-state step's forward
+	// and loss have returned, before its backward: where a trainer that
+	// runs a second model between the two (DPO's reference forward) adds
+	// that model's pass.
+	AfterForward Breakdown `json:"after_forward"`
 
 	Params          int64 `json:"params"`           // all model parameters
 	TrainableParams int64 `json:"trainable_params"` // what the optimizer updates (adapters for LoRA)
@@ -57,6 +62,7 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 	all.add(head)
 	est.PagedStates = all.paged
 	est.Host = tl.host
+	est.AfterForward = tl.afterForward
 	est.Params = r.m.ParamCount()
 	est.TrainableParams = all.trainable * int64(r.tp) // per-GPU shards back to the model count
 	if r.frozen {

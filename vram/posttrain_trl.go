@@ -212,7 +212,7 @@ func (run *rlRun) fullWeights() Bytes {
 // trlTrain is the training step: the replay's peaks with the reference
 // model and the engine beside them.
 func trlTrain(run *rlRun, engine Bytes, eparts []PhasePart, host Bytes) {
-	step := []PhasePart{{"training step (allocator peak)", run.replay.PeakAllocated}}
+	step := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total()}, {"cuBLAS workspace", run.replay.Workspace}}
 	if run.reference > 0 {
 		step = append(step, PhasePart{"reference model", run.reference})
 	}
@@ -224,7 +224,16 @@ func trlTrain(run *rlRun, engine Bytes, eparts []PhasePart, host Bytes) {
 // rows) in one generate call (grpo_trainer.py l.1850-1863).
 func trlGenerate(run *rlRun, resident []PhasePart, host Bytes) {
 	t := run.pt.Policy
-	in := Inference{Model: t.Model, Batch: t.MicroBatch * max(1, t.GradAccum), PromptTokens: run.pt.PromptLen, NewTokens: run.pt.CompletionLen, LogitsFP32: true}
+	step, _ := run.pt.trainingStep()
+	r, err := step.resolve()
+	if err != nil {
+		run.est.Starts, run.est.Err = false, err.Error()
+		return
+	}
+	// generate runs the policy as it is stored (under autocast its matmuls
+	// run in bf16: the estimate keeps the stored dtype, an upper bound).
+	in := Inference{Model: t.Model, Batch: t.MicroBatch * max(1, t.GradAccum), PromptTokens: run.pt.PromptLen, NewTokens: run.pt.CompletionLen,
+		Weights: Quant{DType: r.WeightsDType}, UnquantizedDType: r.WeightsDType, LogitsFP32: true}
 	e, err := in.Estimate()
 	if err != nil {
 		run.est.Starts, run.est.Err = false, fmt.Sprintf("generation: %v", err)
@@ -244,24 +253,41 @@ func trlGenerate(run *rlRun, resident []PhasePart, host Bytes) {
 	trlTrain(run, 0, nil, host)
 }
 
-// trlDPO is a DPO step: the reference's no-grad pass over the
-// concatenated chosen and rejected rows, then the training step; with
-// precompute_ref_log_probs the pass runs once before training on the
-// policy (dpo_trainer.py l.1107-1176) and the step holds no reference.
+// trlDPO is a DPO step. The reference's no-grad pass over the
+// concatenated chosen and rejected rows runs inside compute_loss, after the
+// policy's forward and before its backward, so it stacks on what the
+// policy's forward holds (dpo_trainer.py _compute_loss l.1359-1424); with
+// precompute_ref_log_probs the pass runs once before training, on the
+// policy with its adapter off (l.1107-1176, compute_ref_log_probs
+// l.1208-1249), and the step holds no reference.
 func trlDPO(run *rlRun) {
-	resident, host := run.residentParts(false, false)
+	_, host := run.residentParts(false, false)
 	t, _ := run.pt.trainingStep()
 	pass, err := run.logProbPass(t.MicroBatch)
 	if err != nil {
 		run.est.Starts, run.est.Err = false, err.Error()
 		return
 	}
-	lp := append(append([]PhasePart(nil), resident...), PhasePart{"no-grad pass: activations and logits", pass})
-	switch run.pt.Reference {
-	case "precomputed":
+	if run.pt.Reference == "precomputed" {
+		// Before training: the policy's parameters, no optimizer states yet.
+		lp := []PhasePart{{"policy parameters", run.resident.Parameters}, {"no-grad pass: activations and logits", pass}}
 		run.phase("precompute reference log-probs (before training)", false, lp, 0, 0, host, nil)
-	case "model", "adapter":
-		run.phase("reference log-probs", false, lp, run.carry, 0, host, nil)
+		trlTrain(run, 0, nil, host)
+		return
 	}
-	trlTrain(run, 0, nil, host)
+	inside := []PhasePart{{"the policy's forward, held for its backward", run.step.AfterForward.Total()},
+		{"reference no-grad pass: activations and logits", pass}}
+	if run.reference > 0 {
+		inside = append(inside, PhasePart{"reference model", run.reference})
+	}
+	var at Bytes
+	for _, q := range inside {
+		at = addBytes(at, q.Bytes)
+	}
+	if at <= run.step.Peak.Total()+run.reference {
+		trlTrain(run, 0, nil, host)
+		return
+	}
+	inside = append(inside, PhasePart{"cuBLAS workspace", run.replay.Workspace})
+	run.phase("training step", false, inside, addBytes(run.replay.PeakReserved, run.reference), 0, host, nil)
 }

@@ -138,7 +138,8 @@ func verlPhases(run *rlRun) {
 		ref := append(append([]PhasePart(nil), lp...), PhasePart{"reference shard of one unit on the GPU", refHost / Bytes(max(1, pt.Policy.Model.Layers))})
 		run.phase("reference log-probs", false, ref, 0, asleep, host, aparts)
 	}
-	run.phase("actor update", false, []PhasePart{{"training step (allocator peak)", run.replay.PeakAllocated}}, run.replay.PeakReserved, asleep, refHost, aparts)
+	update := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total()}, {"cuBLAS workspace", run.replay.Workspace}}
+	run.phase("actor update", false, update, run.replay.PeakReserved, asleep, refHost, aparts)
 	sync := append(append([]PhasePart(nil), resident...),
 		PhasePart{"weight sync: the 2 GiB bucket", verlBucket},
 		PhasePart{"weight sync: one gathered parameter and its bf16 cast", run.largestParam + run.largestParam/2})

@@ -186,7 +186,7 @@ func (run *rlRun) residentParts(paramsOff, statesOff bool) (parts []PhasePart, h
 func (run *rlRun) logProbPass(batch int) (Bytes, error) {
 	t, _ := run.pt.trainingStep()
 	t.MicroBatch = batch
-	t.Trainable, t.Optimizer, t.LoRA, t.Checkpointing = "frozen", "none", nil, ""
+	t.Trainable, t.Optimizer, t.OptimizerImpl, t.LoRA, t.Checkpointing = "frozen", "none", "", nil, ""
 	r, err := t.resolve()
 	if err != nil {
 		return 0, fmt.Errorf("log-prob pass (batch %d): %w", batch, err)
@@ -209,11 +209,14 @@ func (run *rlRun) logProbPass(batch int) (Bytes, error) {
 	if lp.TemperatureCopy {
 		logits = addBytes(logits, d.Size(n))
 	}
-	row := d.Size(mulI64(keep, v)) // one row's log_softmax
-	if lp.Fused || d == FP32 {
+	row := d.Size(mulI64(keep, v)) // one row's log_softmax (logsumexp's exp in fp32)
+	if lp.Fused {
 		row = FP32.Size(mulI64(int64(batch), keep)) // a logsumexp per token
 	}
-	return max(block, addBytes(logits, row)), nil
+	// The decoder's forward references inputs_embeds until it returns
+	// (LlamaModel.forward and its kin), beside every block's work.
+	embeds := r.ComputeDType.Size(mulI64(int64(batch)*int64(t.SeqLen), int64(r.m.Hidden)))
+	return addBytes(embeds, max(block, addBytes(logits, row))), nil
 }
 
 // estimate closes the run: the bounding phase and transition.

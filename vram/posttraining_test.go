@@ -82,7 +82,7 @@ func TestPostTrainingPhases(t *testing.T) {
 		{"trl generate", func() PostTraining { p := grpoTRL(); p.Rollout = &Rollout{Engine: "generate"}; return p },
 			[]string{"generation", "training step"}},
 		{"trl dpo", func() PostTraining { p := grpoTRL(); p.Algorithm, p.Rollout = "dpo", nil; return p },
-			[]string{"reference log-probs", "training step"}},
+			[]string{"training step"}},
 		{"trl dpo precomputed", func() PostTraining {
 			p := grpoTRL()
 			p.Algorithm, p.Rollout, p.Reference = "dpo", nil, "precomputed"

@@ -23,6 +23,9 @@ type Timeline struct {
 	peak   Event            // the peak event (also without recorded events)
 	static Breakdown        // category-wise maxima
 	host   Breakdown        // host memory the stage's offload takes (offload.go)
+	// afterForward: live once the steady iteration's forward and loss
+	// have returned (on the stage with the head).
+	afterForward Breakdown
 }
 
 // PeakEvent returns the event where allocated memory peaks.
@@ -58,6 +61,9 @@ type simulation struct {
 	stageIx int
 	walk    walkMemo // the last backward walk's winning op
 	same    []bool   // block l needs the same memory as block l+1
+	// afterForward is what is live once the steady iteration's (last)
+	// forward and loss have returned, before its backward.
+	afterForward Breakdown
 }
 
 // walkMemo remembers which op of a backward walk needs the most memory. The
@@ -210,7 +216,7 @@ func (s *simulation) run(st stage) Timeline {
 			s.iteration(st, iter, micro, live, gradsHeld, inflight, zero3, stageUnits)
 		}
 	}
-	tl := Timeline{Events: s.events, Stage: s.stageIx, peak: s.peak, static: s.static, host: s.hostMemory(st, stageUnits)}
+	tl := Timeline{Events: s.events, Stage: s.stageIx, peak: s.peak, static: s.static, host: s.hostMemory(st, stageUnits), afterForward: s.afterForward}
 	var peak Bytes
 	for i := range tl.Events {
 		if t := tl.Events[i].Live.Total(); t > peak {
@@ -517,6 +523,9 @@ func (p *pass) loss() {
 		}
 		p.live.Other = addBytes(p.live.Other, p.bucket)
 		p.bucket = 0
+		if p.iter == 2 {
+			s.afterForward = p.live // the forward and the loss have returned
+		}
 		s.emit(p.iter, p.micro, "backward", -1, "loss and output", s.walkBackward(p.live, s.edges.Head, s.edges.Head.Saved, p.headGrads, 1, 0), 0)
 		p.live.Gradients = addBytes(p.live.Gradients, p.headGrads)
 		p.live.Activations -= s.edges.Head.Saved - s.edges.Head.outlives
