@@ -6,12 +6,16 @@
     python examples/measure/measure.py fsdp GRID.json OUTDIR
     python examples/measure/measure.py fsdp1 GRID.json OUTDIR
     python examples/measure/measure.py tp GRID.json OUTDIR
+    python examples/measure/measure.py posttrain PLAN.json [-o OUT.json]
 
 It reads the project's JSON plan format (the model goes through
 `go run ./examples/plan -hf-config PLAN.json`, so the Go engine and PyTorch
 build the same architecture) and builds the model from its config with random
 weights: nothing is ever downloaded.
 
+posttrain  a post-training plan's TRL trainer (GRPO with transformers'
+           generate, DPO) for two steps on the CPU, each phase's peak of
+           live storages (examples/measure/posttrain.py), as JSON.
 inventory  every named parameter and buffer with shape and dtype, from the
            model built on the meta device (no memory used), as JSON.
 saved      what autograd saves for backward in one forward pass on the CPU
@@ -1374,7 +1378,13 @@ def main():
     ft = sub.add_parser("fsdp_tp")
     ft.add_argument("grid")
     ft.add_argument("outdir")
+    po = sub.add_parser("posttrain")
+    po.add_argument("plan")
+    po.add_argument("-o")
     args = ap.parse_args()
+    if args.mode == "posttrain":
+        from posttrain import posttrain  # TRL's trainers: examples/measure/posttrain.py
+        return posttrain(args, plan, hf_config, build)
     {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "deep": deep, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp, "fsdp_tp": fsdp_tp,
      "zbv": zbv}[args.mode](args)
 

@@ -12,6 +12,7 @@
 # FSDPMemTracker (vram/testdata/fsdp/),
 # tensor parallelism through DTensor under MemTracker (vram/testdata/tp/),
 # the two composed on a 2-D mesh (vram/testdata/fsdp_tp/),
+# TRL's post-training trainers phase by phase (vram/testdata/posttrain/),
 # and checks the gpu mode's plan parsing and model construction on the CPU.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x .venv-truth/bin/python ]; then python3 -m venv .venv-truth; fi
@@ -76,6 +77,12 @@ for f in vram/testdata/trace/*.json; do
   .venv-truth/bin/python -c 'import json,sys; g=json.load(open("examples/measure/trace-grid.json"))["models"]; p=json.load(open(sys.argv[1]))["plan"]; p["model"]["name"] in g and sys.exit(3); json.dump(p, sys.stdout)' "$f" > "$tmp/trace-plan.json" || continue
   .venv-truth/bin/python examples/measure/measure.py trace "$tmp/trace-plan.json" -o "$f"
   echo "trace $(basename "$f" .json)"
+done
+
+say "Post-training phases (TRL's own GRPO and DPO trainers on the CPU): every plan of vram/testdata/posttrain/plans"
+for f in vram/testdata/posttrain/plans/*.json; do
+  .venv-truth/bin/python examples/measure/measure.py posttrain "$f" -o "vram/testdata/posttrain/$(basename "$f")"
+  echo "posttrain $(basename "$f" .json)"
 done
 
 say "gpu mode, dry run on the CPU"
