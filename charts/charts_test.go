@@ -92,7 +92,21 @@ func kinds(t *testing.T) map[string]Chart {
 		"layers":    Layers(layers, "layers"),
 		"gpus":      GPUs([]GPU{{Name: "0 Tesla T4", Used: 2 * vram.GiB, Total: 15 * vram.GiB}}, "GPUs"),
 		"diff":      Diff(exampleDiff(t, "as planned", "full checkpointing"), 8),
+		"phases":    Phases(postTraining(t), g.Total()),
 	}
+}
+
+// postTraining is a small GRPO step with TRL and a colocated vLLM on a T4.
+func postTraining(t testing.TB) vram.PostTrainingEstimate {
+	g, _ := vram.LookupGPU("T4")
+	pt := vram.PostTraining{Algorithm: "grpo", Framework: "trl", PromptLen: 128, CompletionLen: 256,
+		Policy:  vram.Training{Model: vram.MustPreset("qwen2.5-0.5b"), MicroBatch: 2, Precision: "bf16"},
+		Rollout: &vram.Rollout{Engine: "vllm", Sleep: vram.SleepLevel2}}
+	e, err := pt.Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // exampleDiff is the example run against the same run with full

@@ -189,6 +189,12 @@ var zhWords = map[string]string{
 	"real allocated (max)": "实测已分配（最大）", "predicted allocated (max)": "预测已分配（最大）",
 	"real reserved (max)": "实测保留（最大）", "predicted reserved (max)": "预测保留（最大）",
 	"embedding": "嵌入层", "head": "输出层",
+	// a post-training step's holders and phases (Phases)
+	"policy and optimizer": "策略模型与优化器", "reference model": "参考模型", "working memory": "工作内存",
+	"PyTorch's cache": "PyTorch 缓存", "rollout engine": "rollout 推理引擎", "CUDA contexts and NCCL": "CUDA 上下文与 NCCL",
+	"device": "设备", "host": "主机", "generation": "生成", "weight sync": "权重同步", "→ weight sync": "→ 权重同步",
+	"old log-probs": "旧策略对数概率", "reference log-probs": "参考模型对数概率", "actor update": "actor 更新",
+	"precompute reference log-probs (before training)": "预先计算参考对数概率（训练前）",
 }
 
 // zhTitles are the charts' default titles and the titles and labels the
@@ -200,6 +206,7 @@ var zhTitles = map[string]string{
 	"Peak allocated memory per GPU":                                  "每 GPU 的已分配显存峰值",
 	"Your run beside the prediction":                                 "你的运行与预测对照",
 	"Device memory over time (NVML)":                                 "设备显存随时间变化（NVML）",
+	"Device memory per GPU, phase by phase":                          "每 GPU 的设备显存：逐阶段",
 	"the step's allocations and frees, in order (hover for each op)": "训练步中按顺序的分配与释放（悬停查看每个算子）",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",

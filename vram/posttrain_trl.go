@@ -161,7 +161,7 @@ func trlPhases(run *rlRun) {
 	if sleeping {
 		eng, eparts = run.engineWith("weights")
 	}
-	sync := append(append([]PhasePart(nil), resident...), PhasePart{"weight sync: gathered parameters", trlSyncGather(run)})
+	sync := append(append([]PhasePart(nil), resident...), PhasePart{"weight sync: gathered parameters", trlSyncGather(run), HolderPass})
 	run.phase("weight sync", true, sync, reserved, eng, host, eparts)
 	eng, eparts = run.engineWith("generating")
 	run.phase("generation", false, resident, reserved, eng, host, eparts)
@@ -174,7 +174,7 @@ func trlPhases(run *rlRun) {
 	// Old log-probs: always with vLLM's importance-sampling correction on
 	// (vllm_importance_sampling_correction=True, grpo_trainer.py
 	// l.2561-2576).
-	lp := append(append([]PhasePart(nil), resident...), PhasePart{"no-grad pass: activations and logits", pass})
+	lp := append(append([]PhasePart(nil), resident...), PhasePart{"no-grad pass: activations and logits", pass, HolderPass})
 	run.phase("old log-probs", false, lp, reserved, asleep, host, aparts)
 	if run.pt.Reference != "none" {
 		run.phase("reference log-probs", false, lp, reserved, asleep, host, aparts)
@@ -212,9 +212,9 @@ func (run *rlRun) fullWeights() Bytes {
 // trlTrain is the training step: the replay's peaks with the reference
 // model and the engine beside them.
 func trlTrain(run *rlRun, engine Bytes, eparts []PhasePart, host Bytes) {
-	step := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total()}, {"cuBLAS workspace", run.replay.Workspace}}
+	step := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total(), HolderTrainer}, {"cuBLAS workspace", run.replay.Workspace, HolderPass}}
 	if run.reference > 0 {
-		step = append(step, PhasePart{"reference model", run.reference})
+		step = append(step, PhasePart{"reference model", run.reference, HolderReference})
 	}
 	run.phase("training step", false, step, addBytes(run.replay.PeakReserved, run.reference), engine, host, eparts)
 }
@@ -239,7 +239,7 @@ func trlGenerate(run *rlRun, resident []PhasePart, host Bytes) {
 		run.est.Starts, run.est.Err = false, fmt.Sprintf("generation: %v", err)
 		return
 	}
-	gen := append(append([]PhasePart(nil), resident...), PhasePart{"generate: KV cache", e.Peak.KVCache}, PhasePart{"generate: activations and logits", e.Peak.Temporaries})
+	gen := append(append([]PhasePart(nil), resident...), PhasePart{"generate: KV cache", e.Peak.KVCache, HolderPass}, PhasePart{"generate: activations and logits", e.Peak.Temporaries, HolderPass})
 	run.phase("generation", false, gen, run.carry, 0, host, nil)
 	pass, err := run.logProbPass(t.MicroBatch)
 	if err != nil {
@@ -247,7 +247,7 @@ func trlGenerate(run *rlRun, resident []PhasePart, host Bytes) {
 		return
 	}
 	if run.pt.Reference != "none" {
-		lp := append(append([]PhasePart(nil), resident...), PhasePart{"no-grad pass: activations and logits", pass})
+		lp := append(append([]PhasePart(nil), resident...), PhasePart{"no-grad pass: activations and logits", pass, HolderPass})
 		run.phase("reference log-probs", false, lp, run.carry, 0, host, nil)
 	}
 	trlTrain(run, 0, nil, host)
@@ -270,15 +270,15 @@ func trlDPO(run *rlRun) {
 	}
 	if run.pt.Reference == "precomputed" {
 		// Before training: the policy's parameters, no optimizer states yet.
-		lp := []PhasePart{{"policy parameters", run.resident.Parameters}, {"no-grad pass: activations and logits", pass}}
+		lp := []PhasePart{{"policy parameters", run.resident.Parameters, HolderTrainer}, {"no-grad pass: activations and logits", pass, HolderPass}}
 		run.phase("precompute reference log-probs (before training)", false, lp, 0, 0, host, nil)
 		trlTrain(run, 0, nil, host)
 		return
 	}
-	inside := []PhasePart{{"the policy's forward, held for its backward", run.step.AfterForward.Total()},
-		{"reference no-grad pass: activations and logits", pass}}
+	inside := []PhasePart{{"the policy's forward, held for its backward", run.step.AfterForward.Total(), HolderTrainer},
+		{"reference no-grad pass: activations and logits", pass, HolderPass}}
 	if run.reference > 0 {
-		inside = append(inside, PhasePart{"reference model", run.reference})
+		inside = append(inside, PhasePart{"reference model", run.reference, HolderReference})
 	}
 	var at Bytes
 	for _, q := range inside {
@@ -288,6 +288,6 @@ func trlDPO(run *rlRun) {
 		trlTrain(run, 0, nil, host)
 		return
 	}
-	inside = append(inside, PhasePart{"cuBLAS workspace", run.replay.Workspace})
+	inside = append(inside, PhasePart{"cuBLAS workspace", run.replay.Workspace, HolderPass})
 	run.phase("training step", false, inside, addBytes(run.replay.PeakReserved, run.reference), 0, host, nil)
 }

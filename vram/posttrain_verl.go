@@ -132,17 +132,17 @@ func verlPhases(run *rlRun) {
 	}
 	gather := run.unitGather()
 	onGPU, _ := run.residentParts(false, pt.OptimizerOffload) // compute_log_prob loads the parameters (fsdp_workers.py l.993-994)
-	lp := append(append([]PhasePart(nil), onGPU...), PhasePart{"FSDP all-gather of one unit", gather}, PhasePart{"no-grad pass: activations and logits", pass})
+	lp := append(append([]PhasePart(nil), onGPU...), PhasePart{"FSDP all-gather of one unit", gather, HolderPass}, PhasePart{"no-grad pass: activations and logits", pass, HolderPass})
 	run.phase("old log-probs", false, lp, 0, asleep, host, aparts)
 	if pt.Reference != "none" {
-		ref := append(append([]PhasePart(nil), lp...), PhasePart{"reference shard of one unit on the GPU", refHost / Bytes(max(1, pt.Policy.Model.Layers))})
+		ref := append(append([]PhasePart(nil), lp...), PhasePart{"reference shard of one unit on the GPU", refHost / Bytes(max(1, pt.Policy.Model.Layers)), HolderReference})
 		run.phase("reference log-probs", false, ref, 0, asleep, host, aparts)
 	}
-	update := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total()}, {"cuBLAS workspace", run.replay.Workspace}}
+	update := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total(), HolderTrainer}, {"cuBLAS workspace", run.replay.Workspace, HolderPass}}
 	run.phase("actor update", false, update, run.replay.PeakReserved, asleep, refHost, aparts)
 	sync := append(append([]PhasePart(nil), resident...),
-		PhasePart{"weight sync: the 2 GiB bucket", verlBucket},
-		PhasePart{"weight sync: one gathered parameter and its bf16 cast", run.largestParam + run.largestParam/2})
+		PhasePart{"weight sync: the 2 GiB bucket", verlBucket, HolderPass},
+		PhasePart{"weight sync: one gathered parameter and its bf16 cast", run.largestParam + run.largestParam/2, HolderPass})
 	weng, wparts := run.engineWith("weights")
 	run.phase("weight sync", true, sync, 0, weng, host, wparts)
 }

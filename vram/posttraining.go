@@ -111,8 +111,36 @@ type Phase struct {
 
 // PhasePart is one holder of memory in a phase.
 type PhasePart struct {
-	What  string `json:"what"`
-	Bytes Bytes  `json:"bytes"`
+	What   string `json:"what"`
+	Bytes  Bytes  `json:"bytes"`
+	Holder Holder `json:"holder"`
+}
+
+// Holder is whose memory a phase part is.
+type Holder string
+
+// The holders, in the order charts stack them.
+const (
+	HolderTrainer   Holder = "trainer"   // the policy's parameters and optimizer states, its training step
+	HolderReference Holder = "reference" // the reference model
+	HolderPass      Holder = "pass"      // working memory: a no-grad pass, generate's cache, the sync's buffers
+	HolderCache     Holder = "cache"     // PyTorch's cache, reserved and not allocated
+	HolderEngine    Holder = "engine"    // the rollout engine: weights, KV cache, CUDA graphs, activations
+	HolderRuntime   Holder = "runtime"   // CUDA contexts and NCCL's buffers
+)
+
+// Holders lists them in stacking order.
+var Holders = []Holder{HolderTrainer, HolderReference, HolderPass, HolderCache, HolderEngine, HolderRuntime}
+
+// By is the phase's bytes held by h.
+func (p Phase) By(h Holder) Bytes {
+	var b Bytes
+	for _, q := range p.Live {
+		if q.Holder == h {
+			b += q.Bytes
+		}
+	}
+	return b
 }
 
 // PostTrainingEstimate is a post-training step on one GPU.

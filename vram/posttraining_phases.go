@@ -73,6 +73,7 @@ type rlRun struct {
 	// vllm/device_allocator/cumem.py), so allocated and reserved count them.
 	engineInTorch bool
 	engineParts   []PhasePart
+	engineName    string // "vLLM", "SGLang"
 }
 
 // newRLRun prepares the pieces shared by every framework.
@@ -139,14 +140,14 @@ func (run *rlRun) phase(name string, transition bool, alloc []PhasePart, reserve
 	}
 	parts := append(append([]PhasePart(nil), alloc...), engineParts...)
 	if cache > 0 {
-		parts = append(parts, PhasePart{"PyTorch's cache (reserved, not allocated)", cache})
+		parts = append(parts, PhasePart{"PyTorch's cache (reserved, not allocated)", cache, HolderCache})
 	}
-	parts = append(parts, PhasePart{"CUDA context", run.g.Context})
+	parts = append(parts, PhasePart{"CUDA context", run.g.Context, HolderRuntime})
 	if run.engineCtx > 0 {
-		parts = append(parts, PhasePart{"the engine's CUDA context", run.engineCtx})
+		parts = append(parts, PhasePart{"the engine's CUDA context", run.engineCtx, HolderRuntime})
 	}
 	if run.nccl > 0 {
-		parts = append(parts, PhasePart{"NCCL buffers", run.nccl})
+		parts = append(parts, PhasePart{"NCCL buffers", run.nccl, HolderRuntime})
 	}
 	var kept []PhasePart
 	for _, q := range parts {
@@ -166,15 +167,15 @@ func (run *rlRun) residentParts(paramsOff, statesOff bool) (parts []PhasePart, h
 	if paramsOff {
 		host = addBytes(host, r.Parameters)
 	} else {
-		parts = append(parts, PhasePart{"policy parameters", r.Parameters})
+		parts = append(parts, PhasePart{"policy parameters", r.Parameters, HolderTrainer})
 	}
 	if statesOff {
 		host = addBytes(host, r.OptimizerStates)
 	} else {
-		parts = append(parts, PhasePart{"optimizer states and master weights", r.OptimizerStates})
+		parts = append(parts, PhasePart{"optimizer states and master weights", r.OptimizerStates, HolderTrainer})
 	}
 	if run.reference > 0 {
-		parts = append(parts, PhasePart{"reference model", run.reference})
+		parts = append(parts, PhasePart{"reference model", run.reference, HolderReference})
 	}
 	return parts, addBytes(host, run.step.Host.Total())
 }
@@ -282,7 +283,8 @@ func (run *rlRun) setEngine(err string, weights, kv, act, graphs Bytes, name, sl
 	}
 	run.awake = addBytes(addBytes(weights, kv), graphs)
 	run.generating = addBytes(run.awake, act)
-	run.engineParts = []PhasePart{{name + " weights", weights}, {name + " KV cache", kv}, {name + " CUDA graphs", graphs}}
+	run.engineParts = []PhasePart{{name + " weights", weights, HolderEngine}, {name + " KV cache", kv, HolderEngine}, {name + " CUDA graphs", graphs, HolderEngine}}
+	run.engineName = name
 	run.asleep = run.awake
 	if sleep == SleepLevel1 || sleep == SleepLevel2 {
 		run.asleep = graphs
@@ -306,7 +308,7 @@ func (run *rlRun) engineWith(state string) (Bytes, []PhasePart) {
 		return addBytes(ps[0].Bytes, ps[2].Bytes), []PhasePart{ps[0], ps[2]}
 	case "generating":
 		act := run.generating - run.awake
-		return run.generating, append(append([]PhasePart(nil), ps...), PhasePart{ps[0].What[:len(ps[0].What)-len(" weights")] + " activations (generating)", act})
+		return run.generating, append(append([]PhasePart(nil), ps...), PhasePart{run.engineName + " activations (generating)", act, HolderEngine})
 	}
 	return run.awake, ps
 }
