@@ -81,6 +81,27 @@ test('the snapshot tutorial draws the real run over the prediction in JupyterLab
   assert.deepEqual(problems.external, []);
 });
 
+test('the post-training tutorial draws one GRPO step phase by phase in JupyterLab', async () => {
+  const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
+  await runAllCells(page, lab, '13-post-training-grpo.ipynb');
+  await waitForCharts(page, 1, 90_000);
+  const first = await page.evaluate(() => {
+    const o = window.echarts.getInstanceByDom(document.querySelector('.vramlab-canvas')).getOption();
+    return { title: o.title[0].text, phases: o.xAxis[0].data, series: o.series.map((s) => s.name) };
+  });
+  assert.equal(first.title, 'Device memory per GPU, phase by phase');
+  assert.deepEqual(first.phases, ['→ weight sync', 'generation', 'old log-probs', 'training step']);
+  assert.ok(first.series.includes('rollout engine') && first.series.includes('policy and optimizer'), JSON.stringify(first.series));
+  const [state] = await chartStates(page);
+  assert.ok(state.initialized && state.painted > 200, JSON.stringify(state));
+  const errors = await page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').allTextContents();
+  assert.deepEqual(errors.filter((t) => /error|panic|check failed/i.test(t)), []);
+  await page.locator('.vramlab-canvas').first().scrollIntoViewIfNeeded();
+  await page.screenshot({ path: shotPath('13-post-training-grpo.png') });
+  assert.deepEqual(problems.external, []);
+  assert.deepEqual(problems.consoleErrors.filter((e) => !/favicon/.test(e)), []);
+});
+
 test('a Chinese tutorial draws its charts in Chinese in JupyterLab', async () => {
   const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
   await runAllCells(page, lab, 'zh/01-who-eats-the-memory.ipynb');
