@@ -283,6 +283,12 @@ func (b Budget) JudgePostTraining(pt PostTraining) (Verdict, error) {
 		DeviceUsed: peak.DeviceUsed, Context: b.GPU.Context, Need: peak.DeviceUsed, Limit: b.Limit()}
 	v.Fits = e.Starts && v.Need <= v.Limit
 	switch {
+	case !e.Starts && e.VLLM != nil:
+		v.Engine = "vLLM" // the run ends where its rollout engine does not start
+	case !e.Starts && e.SGLang != nil:
+		v.Engine = "SGLang"
+	}
+	switch {
 	case !e.Starts:
 		v.Why = "does not fit: the rollout engine would not start: " + e.Err
 	case !v.Fits:

@@ -184,6 +184,21 @@ func (e PostTrainingEstimate) Host() Bytes {
 	return h
 }
 
+// Resolved is the plan with the framework's defaults filled in (the
+// settings its estimate uses).
+func (pt PostTraining) Resolved() (PostTraining, error) { return pt.resolve() }
+
+// TrainingStep is the policy's training step as the estimate runs it: one
+// micro-batch of prompt and completion tokens, the framework's defaults
+// and its log-probability loss.
+func (pt PostTraining) TrainingStep() (Training, error) {
+	pt, err := pt.resolve()
+	if err != nil {
+		return Training{}, err
+	}
+	return pt.trainingStep()
+}
+
 // Validate checks the plan's fields and the framework's refusals.
 func (pt PostTraining) Validate() error {
 	_, err := pt.resolve()

@@ -149,6 +149,23 @@ test('the printed report has no scrollbar, no chart cut at the edge and no word 
   assert.ok(tokens.length > 300 && screenWords.has('Verdict'), 'the PDF has the report’s text');
 });
 
+test('a post-training plan\'s report: its phases, its resolved settings, and no section of a plain training or serving plan', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vramlab-grpo-'));
+  execFileSync('make', ['-s', 'report', `PLAN=${join(ROOT, 'examples', 'plans', 'qwen2.5-7b-grpo-trl.json')}`, `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
+  const html = readFileSync(join(dir, 'qwen2.5-7b-grpo-trl', 'qwen2.5-7b-grpo-trl.html'), 'utf8');
+  const text = html.replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
+  assert.match(text, /Verdict on H100-80GB \(the post-training phases\): fits: the largest phase, generation, takes/);
+  assert.match(text, /Device memory per GPU, phase by phase/, 'the phases chart');
+  assert.match(text, /framework trl/);
+  assert.match(text, /gpu_memory_utilization \/ sleep \/ TP 0\.3 \/ none \/ 1/, 'the rollout as the framework resolved it');
+  assert.match(text, /no: vLLM would not start/, 'a card too small for vLLM beside the trainer');
+  for (const h of ['Over one training step', 'Allocated, reserved and what', 'Serving with vLLM', 'What to change']) {
+    assert.doesNotMatch(html, new RegExp(`<h2[^>]*>${h}`), `no "${h}" section in a post-training report`);
+  }
+  const empty = [...html.matchAll(/<tr>(?:(?!<\/tr>).)*<td[^>]*>\s*<\/td>(?:(?!<\/tr>).)*<\/tr>/gs)];
+  assert.equal(empty.length, 0, 'rows with an empty cell');
+});
+
 test('a serving plan too large for its card: the report gives vLLM\'s refusal in its words and no negative size', () => {
   const dir = mkdtempSync(join(tmpdir(), 'vramlab-oversized-'));
   const plan = join(dir, 'gpt-oss-on-a-t4.json');
