@@ -39,6 +39,7 @@ const (
 	KindVLLM         ConfigKind = "vllm"
 	KindSGLang       ConfigKind = "sglang"
 	KindLlamaCpp     ConfigKind = "llama.cpp"
+	KindVerl         ConfigKind = "verl" // main_ppo's Hydra overrides (import_verl.go)
 )
 
 // ImportOptions is what a config leaves to the launch.
@@ -143,6 +144,9 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 			if cmd, kind, trainer := sc.launchCommand(); kind != "" {
 				opt.files = sc.files
 				if trainer {
+					if kind == KindVerl {
+						return kind, verlTree(cmd), nil, nil
+					}
 					if isMegatronCommand(cmd) {
 						kind = KindMegatron
 					}
@@ -178,7 +182,7 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 	}
 	k := kindOf(tree)
 	if k == "" {
-		return "", nil, nil, fmt.Errorf("%s: not a config the importer knows (axolotl, LLaMA-Factory, torchtune, torchtitan, TrainingArguments, Megatron-LM, DeepSpeed, accelerate, a vLLM recipe, or a vllm serve / launch_server / llama-server command); name it with -from", name)
+		return "", nil, nil, fmt.Errorf("%s: not a config the importer knows (axolotl, LLaMA-Factory, torchtune, torchtitan, TrainingArguments, Megatron-LM, DeepSpeed, accelerate, verl, a vLLM recipe, or a vllm serve / launch_server / llama-server command); name it with -from", name)
 	}
 	return k, tree, nil, nil
 }
@@ -221,6 +225,21 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 			return nil, nil, fmt.Errorf("json: %v", err)
 		}
 		return t, nil, nil
+	case KindVerl:
+		if sc, err := parseScript(string(data)); err == nil {
+			if cmd, k, _ := sc.launchCommand(); k == KindVerl {
+				return verlTree(cmd), nil, nil
+			}
+		}
+		v, err := parseYAML(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", jsonKind(v))
+		}
+		return m, nil, nil
 	case KindAxolotl, KindLLaMAFactory, KindTorchtune, KindAccelerate:
 		v, err := parseYAML(data)
 		if err != nil {
@@ -232,13 +251,15 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 		}
 		return m, nil, nil
 	}
-	return nil, nil, fmt.Errorf("-from %q: want one of axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, vllm, sglang, llama.cpp", kind)
+	return nil, nil, fmt.Errorf("-from %q: want one of axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, verl, vllm, sglang, llama.cpp", kind)
 }
 
 // kindOf recognises a decoded config by the keys its project uses.
 func kindOf(t map[string]any) ConfigKind {
 	has := func(k string) bool { _, ok := t[k]; return ok }
 	switch {
+	case has("actor_rollout_ref"):
+		return KindVerl // verl's ppo_trainer.yaml and its kin
 	case has("meta") && has("model") && has("variants"):
 		return KindVLLM // a vLLM recipe (vllm-project/recipes models/ORG/NAME.yaml)
 	case has("zero_optimization") || has("train_micro_batch_size_per_gpu") && !has("per_device_train_batch_size"):
@@ -355,6 +376,27 @@ func (r *configReader) str(key string) (string, bool, error) {
 		return fmt.Sprint(x), true, nil
 	}
 	return "", false, fmt.Errorf("%s: want a string, got %s", key, jsonKind(v))
+}
+
+// floatIn reads a number within [lo, hi] (0 when absent).
+func (r *configReader) floatIn(key string, lo, hi float64) (float64, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return 0, nil
+	}
+	var f float64
+	switch x := v.(type) {
+	case int64:
+		f = float64(x)
+	case float64:
+		f = x
+	default:
+		return 0, fmt.Errorf("%s: want a number, got %s", key, jsonKind(v))
+	}
+	if math.IsNaN(f) || f < lo || f > hi {
+		return 0, fmt.Errorf("%s = %v: want a number in [%v, %v]", key, v, lo, hi)
+	}
+	return f, nil
 }
 
 // int reads a whole-number field within [lo, hi].

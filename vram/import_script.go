@@ -407,6 +407,9 @@ func (sc script) launchCommand() ([]string, ConfigKind, bool) {
 		if k := serveKind(w); k != "" {
 			return w, k, false
 		}
+		if isVerlCommand(w) {
+			return w, KindVerl, true
+		}
 		if isTrainerCommand(w) {
 			return w, KindHFArgs, true
 		}

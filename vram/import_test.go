@@ -23,6 +23,13 @@ type importCase struct {
 }
 
 var importCases = []importCase{
+	{file: "verl/grpo_trainer__run_qwen2-7b.sh", kind: KindVerl, opt: ImportOptions{Model: "qwen2.5-7b"},
+		want: map[string]string{"pt.algorithm": "grpo", "pt.framework": "verl", "pt.prompt": "512", "pt.completion": "1024", "pt.generations": "5",
+			"pt.reference": "model", "pt.micro": "40", "pt.log_prob_micro": "40", "pt.dp": "8", "pt.engine": "vllm", "pt.util": "0.6", "pt.tp": "2",
+			"pt.param_offload": "false"},
+		mapped: []string{"FSDP over 8 GPUs"}},
+	{file: "verl/tuning__qwen2-7b_grpo_2_h800_fsdp_vllm.sh", kind: KindVerl, opt: ImportOptions{Model: "qwen2.5-7b"},
+		want: map[string]string{"pt.prompt": "1024", "pt.completion": "1024", "pt.micro": "16", "pt.dp": "2", "pt.param_offload": "true", "pt.optimizer_offload": "true"}},
 	{file: "axolotl/llama-3__qlora.yml", kind: KindAxolotl,
 		want: map[string]string{"model": "meta-llama/Meta-Llama-3-8B", "micro": "2", "seq": "4096", "trainable": "lora", "lora.rank": "32",
 			"base": "nf4", "ckpt": "full", "precision": "bf16", "optimizer": "paged_adamw"}},
@@ -166,6 +173,14 @@ func importFields(p Plan) map[string]string {
 	if in := p.Inference; in != nil {
 		f["weights"] = dtypeOrEmpty(in.Weights.DType)
 	}
+	if pt := p.PostTraining; pt != nil {
+		f["pt.algorithm"], f["pt.framework"], f["pt.prompt"], f["pt.completion"] = pt.Algorithm, pt.Framework, fmt.Sprint(pt.PromptLen), fmt.Sprint(pt.CompletionLen)
+		f["pt.generations"], f["pt.reference"], f["pt.micro"], f["pt.log_prob_micro"] = fmt.Sprint(pt.Generations), pt.Reference, fmt.Sprint(pt.Policy.MicroBatch), fmt.Sprint(pt.LogProbMicroBatch)
+		f["pt.dp"], f["pt.param_offload"], f["pt.optimizer_offload"] = fmt.Sprint(pt.Policy.Parallel.DP), fmt.Sprint(pt.ParamOffload), fmt.Sprint(pt.OptimizerOffload)
+		if r := pt.Rollout; r != nil {
+			f["pt.engine"], f["pt.util"], f["pt.tp"] = r.Engine, fmt.Sprint(r.GPUMemoryUtilization), fmt.Sprint(r.TP)
+		}
+	}
 	if v := p.VLLM; v != nil {
 		f["vllm.tp"], f["vllm.util"], f["vllm.max_model_len"] = fmt.Sprint(max(1, v.TP)), fmt.Sprint(v.GPUMemoryUtilization), fmt.Sprint(v.MaxModelLen)
 		f["vllm.max_num_seqs"], f["vllm.batched"] = fmt.Sprint(v.MaxNumSeqs), fmt.Sprint(v.MaxNumBatchedTokens)
@@ -205,6 +220,14 @@ func renderImport(c importCase, imp Imported) string {
 		}
 	}
 	b.WriteString("\n")
+	if pt := imp.Plan.PostTraining; pt != nil {
+		g, _ := LookupGPU("H100-80GB")
+		if e, err := pt.Estimate(g); err != nil {
+			fmt.Fprintf(&b, "estimate: %v\n", err)
+		} else {
+			fmt.Fprintf(&b, "estimate on H100-80GB: bounded by %s, %d on the device\n", e.Bound, int64(e.Peak().DeviceUsed))
+		}
+	}
 	if t := imp.Plan.Training; t != nil {
 		if est, err := t.Estimate(); err != nil {
 			fmt.Fprintf(&b, "estimate: %v\n", err)
@@ -337,7 +360,7 @@ func FuzzImportConfig(f *testing.F) {
 	}
 	f.Add("x.sh", []byte("A=(\n$B\n)\ncat <<E >f\nE\nvllm serve ${A[@]} --config f"), uint8(8))
 	kinds := []ConfigKind{"", KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron, KindDeepSpeed,
-		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp}
+		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp, KindVerl}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, name string, data []byte, kind uint8) {
 		opt := ImportOptions{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0]}

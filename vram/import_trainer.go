@@ -35,6 +35,8 @@ func importTrainer(r *configReader, opt ImportOptions) error {
 		ti, err = importMegatron(r, opt)
 	case KindDeepSpeed, KindAccelerate:
 		ti, err = importLauncherOnly(r, opt)
+	case KindVerl:
+		return importVerl(r, opt) // a post-training plan
 	default:
 		return fmt.Errorf("no importer for %q", r.kind)
 	}

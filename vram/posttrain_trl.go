@@ -52,6 +52,9 @@ func trlResolve(pt *PostTraining) error {
 	if pt.Reference == "" {
 		pt.Reference = trlReference(*pt)
 	}
+	if pt.PackedLen != 0 {
+		return errors.New("packed_len: TRL 1.10.0's GRPO and RLOO pad their batches, and DPO turns padding_free off (dpo_trainer.py l.706-713)")
+	}
 	if pt.ParamOffload || pt.OptimizerOffload || pt.LogProbMicroBatch != 0 {
 		return errors.New("param_offload, optimizer_offload and log_prob_micro_batch are verl's settings; TRL's no-grad passes run in chunks of per_device_train_batch_size, and offload is the policy's parallel.cpu_offload (DeepSpeed, FSDP)")
 	}

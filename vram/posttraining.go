@@ -45,6 +45,14 @@ type PostTraining struct {
 	// (verl's log_prob_micro_batch_size_per_gpu); TRL uses the policy's
 	// micro-batch.
 	LogProbMicroBatch int `json:"log_prob_micro_batch,omitempty"`
+	// PackedLen is the mean tokens of a sequence (prompt and completion)
+	// when the trainer removes the padding and packs a micro-batch's
+	// sequences into one row (verl's use_remove_padding, on by default:
+	// hf_model.yaml l.40, with flash attention's variable-length kernels):
+	// the training step and the log-prob passes then hold micro_batch ×
+	// packed_len tokens. Unset: every sequence at its full length, the
+	// most a micro-batch can hold.
+	PackedLen int `json:"packed_len,omitempty"`
 	// ParamOffload and OptimizerOffload move the policy's parameters and
 	// optimizer states to host memory between its uses (verl's
 	// fsdp_config.param_offload and optimizer_offload).
@@ -244,6 +252,9 @@ func (pt PostTraining) resolve() (PostTraining, error) {
 	if pt.Policy.SeqLen != 0 {
 		return pt, errors.New("post_training.policy.seq_len: the sequence is the prompt and the completion (prompt_len + completion_len); leave it unset")
 	}
+	if pt.PackedLen < 0 || pt.PackedLen > pt.PromptLen+pt.CompletionLen {
+		return pt, fieldRange("post_training.packed_len", pt.PackedLen, 0, pt.PromptLen+pt.CompletionLen)
+	}
 	if pt.Generations < 0 || pt.LogProbMicroBatch < 0 {
 		return pt, errors.New("post_training: generations_per_prompt and log_prob_micro_batch must be ≥ 0")
 	}
@@ -301,7 +312,18 @@ func (pt PostTraining) trainingStep() (Training, error) {
 		// (dpo_trainer.py l.153-213; OpenRLHF's concatenated_forward alike).
 		t.MicroBatch *= 2
 	}
-	return t, nil
+	return pt.packed(t), nil
+}
+
+// packed is t with a micro-batch's sequences packed into one row of their
+// real tokens, attended by flash attention's variable-length kernels.
+func (pt PostTraining) packed(t Training) Training {
+	if pt.PackedLen == 0 {
+		return t
+	}
+	t.SeqLen, t.MicroBatch = t.MicroBatch*pt.PackedLen, 1
+	t.Attention = "flash2"
+	return t
 }
 
 // Estimate predicts each phase of one post-training step on g.

@@ -185,8 +185,11 @@ func (run *rlRun) residentParts(paramsOff, statesOff bool) (parts []PhasePart, h
 // no-grad working set or the logits and their log-softmax, whichever is
 // larger (no cache: use_cache=False, grpo_trainer.py l.1504).
 func (run *rlRun) logProbPass(batch int) (Bytes, error) {
-	t, _ := run.pt.trainingStep()
-	t.MicroBatch = batch
+	t := run.pt.Policy
+	t.SeqLen, t.MicroBatch = run.pt.PromptLen+run.pt.CompletionLen, batch
+	lp := run.fw.lossOf(run.pt)
+	t.LogProbs = &lp
+	t = run.pt.packed(t)
 	t.Trainable, t.Optimizer, t.OptimizerImpl, t.LoRA, t.Checkpointing = "frozen", "none", "", nil, ""
 	r, err := t.resolve()
 	if err != nil {
@@ -194,13 +197,12 @@ func (run *rlRun) logProbPass(batch int) (Bytes, error) {
 	}
 	r.frozen = true
 	block := buildBlockInference(&r)
-	lp := *t.LogProbs
 	keep := int64(t.SeqLen)
 	if lp.Tokens > 0 {
 		keep = int64(lp.Tokens) + 1
 	}
 	v := int64(r.m.Vocab) / int64(r.tp)
-	n := mulI64(int64(batch), mulI64(keep, v))
+	n := mulI64(int64(t.MicroBatch), mulI64(keep, v))
 	d := r.ComputeDType
 	logits := d.Size(n)
 	if lp.LogitsFP32 && d != FP32 {
@@ -212,11 +214,11 @@ func (run *rlRun) logProbPass(batch int) (Bytes, error) {
 	}
 	row := d.Size(mulI64(keep, v)) // one row's log_softmax (logsumexp's exp in fp32)
 	if lp.Fused {
-		row = FP32.Size(mulI64(int64(batch), keep)) // a logsumexp per token
+		row = FP32.Size(mulI64(int64(t.MicroBatch), keep)) // a logsumexp per token
 	}
 	// The decoder's forward references inputs_embeds until it returns
 	// (LlamaModel.forward and its kin), beside every block's work.
-	embeds := r.ComputeDType.Size(mulI64(int64(batch)*int64(t.SeqLen), int64(r.m.Hidden)))
+	embeds := r.ComputeDType.Size(mulI64(int64(t.MicroBatch)*int64(t.SeqLen), int64(r.m.Hidden)))
 	return addBytes(embeds, max(block, addBytes(logits, row))), nil
 }
 

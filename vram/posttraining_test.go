@@ -298,3 +298,42 @@ func TestComparePostTraining(t *testing.T) {
 		t.Errorf("result %+v, peak %+v", r, e.Peak())
 	}
 }
+
+// TestPackedLen: with the padding removed (verl's use_remove_padding) a
+// micro-batch holds its sequences' real tokens: the training step and the
+// no-grad passes shrink with the mean length, the engine's share does not.
+func TestPackedLen(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	full, packed := grpoVerl(), grpoVerl()
+	packed.PackedLen = 192 // of 768
+	f, err := full.Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := packed.Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"old log-probs", "actor update"} {
+		if a, b := phaseNamed(t, f, name).Allocated, phaseNamed(t, p, name).Allocated; b >= a {
+			t.Errorf("%s: packed %v, full length %v", name, b, a)
+		}
+	}
+	if f.VLLM.Requested != p.VLLM.Requested || f.VLLM.KVCache.MaxModelLen != p.VLLM.KVCache.MaxModelLen {
+		t.Errorf("the engine's carve changed with packing")
+	}
+	step, err := packed.TrainingStep()
+	if err != nil || step.MicroBatch != 1 || step.SeqLen != 4*192 || step.Attention != "flash2" {
+		t.Errorf("packed step %d × %d (%s), %v", step.MicroBatch, step.SeqLen, step.Attention, err)
+	}
+	bad := grpoTRL()
+	bad.PackedLen = 100
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "padding_free off") {
+		t.Errorf("TRL packed: %v", err)
+	}
+	bad = grpoVerl()
+	bad.PackedLen = 10000
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "post_training.packed_len must be in [0, 768]") {
+		t.Errorf("too long: %v", err)
+	}
+}

@@ -138,7 +138,7 @@ func run(args []string, w io.Writer) error {
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
 	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
 	gpuName := fs.String("gpu", "", "the GPU to judge the plans on (catalog name or capacity), instead of each plan's own; -gguf: the GPU to split the layers for")
-	from := fs.String("from", "", "the kind of a config to import, where its content does not say: axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, vllm, sglang, llama.cpp")
+	from := fs.String("from", "", "the kind of a config to import, where its content does not say: axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, verl, vllm, sglang, llama.cpp")
 	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
 	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
 	positional, err := parseInterleaved(fs, args)

@@ -1,0 +1,317 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// verl's main_ppo as users launch it: `python3 -m verl.trainer.main_ppo
+// key=value …` (Hydra overrides of verl/trainer/config/ppo_trainer.yaml,
+// verl b178a3cd) in a launch script, or a YAML of the same keys. It
+// becomes a post-training plan whose framework is verl (posttrain_verl.go
+// holds verl's defaults for what the overrides leave unset).
+
+// isVerlCommand reports whether a command runs verl's PPO trainer.
+func isVerlCommand(words []string) bool {
+	for _, w := range words {
+		if w == "verl.trainer.main_ppo" || strings.HasSuffix(w, "verl/trainer/main_ppo.py") {
+			return true
+		}
+	}
+	return false
+}
+
+// verlTree reads the Hydra overrides after the module: key=value,
+// +key=value (add) and ++key=value (add or override) set a key, ~key
+// removes it; a flag (--config-name …) is kept under "launch.".
+func verlTree(words []string) map[string]any {
+	tree := map[string]any{}
+	start := 0
+	for i, w := range words {
+		if w == "verl.trainer.main_ppo" || strings.HasSuffix(w, "main_ppo.py") {
+			start = i + 1
+		}
+	}
+	for _, w := range words[start:] {
+		switch {
+		case strings.HasPrefix(w, "~"):
+			delete(tree, strings.TrimPrefix(w, "~"))
+		case strings.HasPrefix(w, "-"):
+			tree["launch."+strings.TrimLeft(w, "-")] = true
+		default:
+			k, v, ok := strings.Cut(strings.TrimLeft(w, "+"), "=")
+			if ok && k != "" {
+				tree[k] = yamlScalar(strings.Trim(v, `'"`))
+			}
+		}
+	}
+	return tree
+}
+
+const (
+	verlKeyActor   = "actor_rollout_ref.actor."
+	verlKeyRollout = "actor_rollout_ref.rollout."
+	verlKeyModel   = "actor_rollout_ref.model."
+)
+
+// importVerl maps verl's keys to a post-training plan.
+func importVerl(r *configReader, opt ImportOptions) error {
+	pt := PostTraining{Framework: "verl", PromptLen: 512, CompletionLen: 512} // data.max_*_length (legacy_data.yaml l.35-39)
+	if err := verlAlgorithm(r, &pt); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		dst    *int
+		key    string
+		lo, hi int
+	}{{&pt.PromptLen, "data.max_prompt_length", 1, maxTokens}, {&pt.CompletionLen, "data.max_response_length", 1, maxTokens},
+		{&pt.Generations, verlKeyRollout + "n", 1, 1 << 16}} {
+		if err := r.intInto(f.dst, f.key, f.lo, f.hi); err != nil {
+			return err
+		}
+	}
+	if err := verlPolicy(r, &pt, opt); err != nil {
+		return err
+	}
+	if err := verlLogProbs(r, &pt); err != nil {
+		return err
+	}
+	ro, err := verlEngine(r)
+	if err != nil {
+		return err
+	}
+	pt.Rollout = &ro
+	modelID, _, err := r.str(verlKeyModel + "path")
+	if err != nil {
+		return err
+	}
+	m, ref, _, err := importModel(modelID, opt)
+	if err != nil {
+		return err
+	}
+	pt.Policy.Model = m
+	if to := orDefault(ref, m.Name); to != modelID {
+		r.mapped("model %s → %s", orDefault(modelID, "(from -model)"), to)
+	}
+	if err := verlNotModelled(r); err != nil {
+		return err
+	}
+	r.finish(verlIrrelevant)
+	if err := pt.Validate(); err != nil {
+		return err
+	}
+	r.imp.Assumed = append(r.imp.Assumed, "every sequence at its full length (prompt + response): use_remove_padding packs only the real tokens, so this is the longest a micro-batch gets (a plan's post_training.packed_len gives your data's mean length)")
+	r.imp.Plan = Plan{Model: m, ModelRef: orDefault(ref, modelID), PostTraining: &pt, GPU: opt.GPU}
+	return nil
+}
+
+// verlAlgorithm reads the advantage estimator and the KL terms: GAE trains
+// a critic (PPO); every other estimator is critic-free as GRPO is
+// (trainer/ppo/utils.py need_critic l.86-97); a KL loss or a KL in the
+// reward needs the reference (l.72-76).
+func verlAlgorithm(r *configReader, pt *PostTraining) error {
+	est, _, err := r.str("algorithm.adv_estimator")
+	if err != nil {
+		return err
+	}
+	switch est {
+	case "", "gae":
+		pt.Algorithm = "ppo" // adv_estimator: gae (ppo_trainer.yaml l.81)
+	case "grpo", "rloo":
+		pt.Algorithm = est
+	default:
+		pt.Algorithm = "grpo"
+		r.mapped("algorithm.adv_estimator %s → algorithm grpo (critic-free: the same phases)", est)
+	}
+	kl, _, err := r.bool(verlKeyActor + "use_kl_loss")
+	if err != nil {
+		return err
+	}
+	inReward, _, err := r.bool("algorithm.use_kl_in_reward")
+	if err != nil {
+		return err
+	}
+	if kl || inReward {
+		pt.Reference = "model"
+		r.mapped("use_kl_loss / use_kl_in_reward → reference model")
+	}
+	return nil
+}
+
+// verlPolicy reads the actor's training step: its micro-batch (by tokens
+// under use_dynamic_bsz), checkpointing, LoRA, offload, strategy and the
+// world size.
+func verlPolicy(r *configReader, pt *PostTraining, opt ImportOptions) error {
+	t := &pt.Policy
+	if err := r.intInto(&t.MicroBatch, verlKeyActor+"ppo_micro_batch_size_per_gpu", 1, maxTokens); err != nil {
+		return err
+	}
+	if dyn, _, err := r.bool(verlKeyActor + "use_dynamic_bsz"); err != nil {
+		return err
+	} else if dyn {
+		tokens := 16384 // ppo_max_token_len_per_gpu (actor.yaml l.33)
+		if err := r.intInto(&tokens, verlKeyActor+"ppo_max_token_len_per_gpu", 1, maxTokens); err != nil {
+			return err
+		}
+		t.MicroBatch = max(1, tokens/(pt.PromptLen+pt.CompletionLen))
+		r.mapped("use_dynamic_bsz, ppo_max_token_len_per_gpu %d → micro_batch %d full-length sequences", tokens, t.MicroBatch)
+	}
+	if ckpt, ok, err := r.bool(verlKeyModel + "enable_gradient_checkpointing"); err != nil {
+		return err
+	} else if ok && !ckpt {
+		t.Checkpointing = "none"
+	}
+	if err := verlLoRA(r, t); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		dst *bool
+		key string
+	}{{&pt.ParamOffload, verlKeyActor + "fsdp_config.param_offload"}, {&pt.OptimizerOffload, verlKeyActor + "fsdp_config.optimizer_offload"}} {
+		v, _, err := r.bool(f.key)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	if s, _, err := r.str(verlKeyActor + "strategy"); err != nil {
+		return err
+	} else if s == "megatron" {
+		return errors.New(verlKeyActor + "strategy megatron: verl's Megatron workers are not modelled; plan the FSDP strategy (fsdp or fsdp2)")
+	} else if s == "fsdp2" {
+		t.Parallel.FSDPVersion = 2
+	}
+	if d, _, err := r.str(verlKeyActor + "fsdp_config.model_dtype"); err != nil {
+		return err
+	} else if d == "bf16" || d == "bfloat16" {
+		t.Precision = "bf16"
+	}
+	return verlWorld(r, t, opt)
+}
+
+func verlLoRA(r *configReader, t *Training) error {
+	rank, _, err := r.int(verlKeyModel+"lora_rank", 0, 1<<16)
+	if err != nil || rank == 0 {
+		return err
+	}
+	alpha := 16 // lora_alpha (hf_model.yaml)
+	if err := r.intInto(&alpha, verlKeyModel+"lora_alpha", 0, 1<<20); err != nil {
+		return err
+	}
+	targets := []string{"all_linear"} // target_modules: all-linear
+	if names, ok, err := r.list(verlKeyModel + "target_modules"); err != nil {
+		return err
+	} else if ok {
+		targets = loraTargets(names)
+	}
+	t.Trainable, t.LoRA = "lora", peftAdapters(rank, float64(alpha), 0, targets)
+	return nil
+}
+
+// verlWorld is the world size: trainer.n_gpus_per_node × trainer.nnodes
+// (8 × 1 by default, ppo_trainer.yaml), or -gpus.
+func verlWorld(r *configReader, t *Training, opt ImportOptions) error {
+	per, nodes := 8, 1
+	if err := r.intInto(&per, "trainer.n_gpus_per_node", 1, 1<<16); err != nil {
+		return err
+	}
+	if err := r.intInto(&nodes, "trainer.nnodes", 1, 1<<16); err != nil {
+		return err
+	}
+	t.Parallel.DP = per * nodes
+	if opt.GPUs > 0 {
+		t.Parallel.DP = opt.GPUs
+	}
+	r.mapped("trainer.n_gpus_per_node × trainer.nnodes → FSDP over %d GPUs", t.Parallel.DP)
+	return nil
+}
+
+// verlLogProbs reads the no-grad passes' micro-batch: the larger of the
+// old-policy and the reference passes'.
+func verlLogProbs(r *configReader, pt *PostTraining) error {
+	for _, k := range []string{verlKeyRollout + "log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"} {
+		n, _, err := r.int(k, 1, maxTokens)
+		if err != nil {
+			return err
+		}
+		pt.LogProbMicroBatch = max(pt.LogProbMicroBatch, n)
+	}
+	r.ignore("actor_rollout_ref.ref.fsdp_config.param_offload") // the reference is CPU-offloaded whatever it says (fsdp_workers.py l.524-526)
+	return nil
+}
+
+// verlEngine reads the rollout engine's settings.
+func verlEngine(r *configReader) (Rollout, error) {
+	var ro Rollout
+	name, ok, err := r.str(verlKeyRollout + "name")
+	if err != nil {
+		return ro, err
+	}
+	if !ok {
+		return ro, errors.New(verlKeyRollout + "name is ??? in verl's config (it must be given): vllm or sglang")
+	}
+	if name != "vllm" && name != "sglang" {
+		return ro, fmt.Errorf("%sname %s: the planner sizes vllm and sglang rollouts", verlKeyRollout, name)
+	}
+	ro.Engine = name
+	if ro.GPUMemoryUtilization, err = r.floatIn(verlKeyRollout+"gpu_memory_utilization", 0, 1); err != nil {
+		return ro, err
+	}
+	for _, f := range []struct {
+		dst *int
+		key string
+	}{{&ro.TP, verlKeyRollout + "tensor_model_parallel_size"}, {&ro.MaxNumSeqs, verlKeyRollout + "max_num_seqs"}, {&ro.MaxNumBatchedTokens, verlKeyRollout + "max_num_batched_tokens"}} {
+		if err := r.intInto(f.dst, f.key, 1, maxTokens); err != nil {
+			return ro, err
+		}
+	}
+	if free, ok, err := r.bool(verlKeyRollout + "free_cache_engine"); err != nil {
+		return ro, err
+	} else if ok && !free {
+		ro.Sleep = SleepNone
+	}
+	return ro, nil
+}
+
+// verlNotModelled names the keys that change memory and the plan leaves
+// out.
+func verlNotModelled(r *configReader) error {
+	for _, n := range []struct{ key, why string }{
+		{verlKeyActor + "ulysses_sequence_parallel_size", "Ulysses sequence parallelism is not modelled"},
+		{verlKeyModel + "enable_activation_offload", "activation offload in verl's actor is not modelled"},
+		{verlKeyActor + "entropy_from_logits_with_chunking", "the chunked entropy is not modelled"},
+		{verlKeyActor + "entropy_checkpointing", "the entropy's checkpointing is not modelled"},
+		{verlKeyRollout + "cudagraph_capture_sizes", "the CUDA-graph pool is not counted (give rollout.cuda_graph_memory in the plan)"},
+		{verlKeyRollout + "layered_summon", "LoRA's layered summon of the base weights is not modelled"},
+		{verlKeyRollout + "max_model_len", "vLLM's max_model_len is the prompt and the response"},
+		{"critic", "the critic (PPO's value model) is not modelled"},
+		{"reward_model", "a reward model is not modelled (a rule-based reward takes no GPU memory)"},
+	} {
+		r.notModelled(n.key, n.why)
+	}
+	if eager, ok, err := r.bool(verlKeyRollout + "enforce_eager"); err != nil {
+		return err
+	} else if ok && !eager {
+		r.imp.NotModelled = append(r.imp.NotModelled, verlKeyRollout+"enforce_eager = false: the CUDA-graph pool is not counted (give rollout.cuda_graph_memory in the plan)")
+	}
+	return nil
+}
+
+// verlIrrelevant are keys that do not change GPU memory: data files and
+// filters, learning rates and schedules, loss coefficients, logging and
+// checkpoint cadence, the engine's sampling.
+func verlIrrelevant(k string) bool {
+	for _, p := range []string{"data.", "trainer.", "algorithm.", "launch.", "custom_reward_function.",
+		verlKeyActor + "optim.", verlKeyActor + "kl_loss", verlKeyActor + "entropy_coeff", verlKeyActor + "clip_ratio", verlKeyActor + "loss_agg_mode",
+		verlKeyActor + "ppo_mini_batch_size", verlKeyActor + "ppo_epochs", verlKeyActor + "use_torch_compile", verlKeyActor + "grad_clip",
+		verlKeyModel + "use_remove_padding", verlKeyModel + "trust_remote_code", verlKeyModel + "use_shm",
+		verlKeyRollout + "temperature", verlKeyRollout + "top_p", verlKeyRollout + "top_k", verlKeyRollout + "load_format",
+		verlKeyRollout + "enable_chunked_prefill", verlKeyRollout + "enable_prefix_caching", verlKeyRollout + "mode", verlKeyRollout + "val_kwargs",
+		verlKeyRollout + "log_prob_max_token_len_per_gpu", "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", "actor_rollout_ref.hybrid_engine"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
