@@ -77,6 +77,13 @@ func importVerl(r *configReader, opt ImportOptions) error {
 	if err := verlLogProbs(r, &pt); err != nil {
 		return err
 	}
+	if pt.Algorithm == "ppo" {
+		c, err := verlCriticOf(r)
+		if err != nil {
+			return err
+		}
+		pt.Critic = c
+	}
 	ro, err := verlEngine(r)
 	if err != nil {
 		return err
@@ -241,6 +248,41 @@ func verlLogProbs(r *configReader, pt *PostTraining) error {
 	return nil
 }
 
+// verlCriticOf reads PPO's critic: its micro-batches and offload; a
+// critic of another model than the policy's is not modelled.
+func verlCriticOf(r *configReader) (*Critic, error) {
+	c := &Critic{}
+	if err := r.intInto(&c.MicroBatch, "critic.ppo_micro_batch_size_per_gpu", 1, maxTokens); err != nil {
+		return nil, err
+	}
+	if err := r.intInto(&c.ForwardMicroBatch, "critic.forward_micro_batch_size_per_gpu", 1, maxTokens); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		dst *bool
+		key string
+	}{{&c.ParamOffload, "critic.model.fsdp_config.param_offload"}, {&c.OptimizerOffload, "critic.model.fsdp_config.optimizer_offload"}} {
+		v, _, err := r.bool(f.key)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = v
+	}
+	if c.MicroBatch == 0 {
+		return nil, errors.New("critic.ppo_micro_batch_size_per_gpu: null by default, and verl requires it unless use_dynamic_bsz")
+	}
+	actor, _, _ := r.str(verlKeyModel + "path")
+	if p, ok, err := r.str("critic.model.path"); err != nil {
+		return nil, err
+	} else if ok && p != actor {
+		r.imp.NotModelled = append(r.imp.NotModelled, "critic.model.path = "+p+": the critic is planned as the policy's architecture")
+	}
+	r.notModelled("critic.model.enable_gradient_checkpointing", "the critic follows the policy's checkpointing")
+	r.notModelled("critic.ulysses_sequence_parallel_size", "Ulysses sequence parallelism is not modelled")
+	r.ignorePrefix("critic.")
+	return c, nil
+}
+
 // verlEngine reads the rollout engine's settings.
 func verlEngine(r *configReader) (Rollout, error) {
 	var ro Rollout
@@ -285,7 +327,6 @@ func verlNotModelled(r *configReader) error {
 		{verlKeyRollout + "cudagraph_capture_sizes", "the CUDA-graph pool is not counted (give rollout.cuda_graph_memory in the plan)"},
 		{verlKeyRollout + "layered_summon", "LoRA's layered summon of the base weights is not modelled"},
 		{verlKeyRollout + "max_model_len", "vLLM's max_model_len is the prompt and the response"},
-		{"critic", "the critic (PPO's value model) is not modelled"},
 		{"reward_model", "a reward model is not modelled (a rule-based reward takes no GPU memory)"},
 	} {
 		r.notModelled(n.key, n.why)

@@ -27,8 +27,15 @@ func verlResolve(pt *PostTraining) error {
 	if t.MicroBatch == 0 {
 		return errors.New("policy.micro_batch: actor.ppo_micro_batch_size_per_gpu is null by default and verl requires it unless use_dynamic_bsz (workers/config/actor.py l.186-188)")
 	}
-	if pt.Algorithm == "ppo" || pt.Algorithm == "dpo" {
-		return fmt.Errorf("algorithm %s: verl's critic (PPO's value model) and DPO are not modelled yet; grpo and rloo are", pt.Algorithm)
+	switch {
+	case pt.Algorithm == "dpo":
+		return errors.New("algorithm dpo: verl trains with rewards (main_ppo); plan DPO with TRL")
+	case pt.Algorithm == "ppo" && pt.Critic == nil:
+		return errors.New("critic.micro_batch: PPO's critic trains beside the policy (adv_estimator gae), and verl requires critic.ppo_micro_batch_size_per_gpu (null by default) unless use_dynamic_bsz")
+	case pt.Algorithm != "ppo" && pt.Critic != nil:
+		return fmt.Errorf("critic: only GAE (ppo) trains a critic (trainer/ppo/utils.py need_critic l.86-97); %s has none", pt.Algorithm)
+	case pt.Critic != nil && (pt.Critic.MicroBatch < 1 || pt.Critic.MicroBatch > maxTokens || pt.Critic.ForwardMicroBatch < 0 || pt.Critic.ForwardMicroBatch > maxTokens):
+		return fmt.Errorf("critic.micro_batch must be in [1, %d] and critic.forward_micro_batch in [0, %d]", maxTokens, maxTokens)
 	}
 	if t.Checkpointing == "" {
 		t.Checkpointing = "full" // model.enable_gradient_checkpointing: True (hf_model.yaml l.34)
@@ -104,24 +111,25 @@ func verlLoss(PostTraining) LogProbLoss {
 func verlPhases(run *rlRun) {
 	pt := run.pt
 	run.engineCtx = run.g.Context
-	resident, host := run.residentParts(pt.ParamOffload, pt.OptimizerOffload)
-	var atStart Bytes
-	for _, p := range resident {
-		atStart = addBytes(atStart, p.Bytes)
+	refHost := Bytes(0)
+	if pt.Reference == "model" {
+		refHost, run.reference = run.reference, 0 // forced CPUOffload: the shard waits in host memory
 	}
+	if pt.Critic != nil {
+		if err := prepareCritic(run); err != nil {
+			run.est.Starts, run.est.Err = false, err.Error()
+			return
+		}
+	}
+	resident, host := run.residentParts(pt.ParamOffload, pt.OptimizerOffload)
+	resident = append(resident, run.critic.kept...)
+	host = addBytes(addBytes(host, refHost), run.critic.host)
 	// The actor and rollout workers are created last "so that vllm can
 	// have a better estimation of kv cache memory" (ray_trainer.py l.889-891).
-	if err := run.engineAt(atStart, pt.Rollout.Sleep); err != nil {
+	if err := run.engineAt(sumParts(resident), pt.Rollout.Sleep); err != nil {
 		run.est.Starts, run.est.Err = false, err.Error()
 		return
 	}
-	refHost := Bytes(0)
-	if pt.Reference == "model" {
-		refHost = run.reference // forced CPUOffload: the shard waits in host memory
-		run.reference = 0
-		resident, host = run.residentParts(pt.ParamOffload, pt.OptimizerOffload)
-	}
-	host = addBytes(host, refHost)
 	eng, eparts := run.engineWith("generating")
 	run.phase("generation", false, resident, 0, eng, host, eparts)
 	asleep, aparts := run.engineWith("asleep")
@@ -130,21 +138,35 @@ func verlPhases(run *rlRun) {
 		run.est.Starts, run.est.Err = false, err.Error()
 		return
 	}
-	gather := run.unitGather()
 	onGPU, _ := run.residentParts(false, pt.OptimizerOffload) // compute_log_prob loads the parameters (fsdp_workers.py l.993-994)
-	lp := append(append([]PhasePart(nil), onGPU...), PhasePart{"FSDP all-gather of one unit", gather, HolderPass}, PhasePart{"no-grad pass: activations and logits", pass, HolderPass})
+	onGPU = append(onGPU, run.critic.kept...)
+	lp := append(append([]PhasePart(nil), onGPU...), PhasePart{"FSDP all-gather of one unit", run.unitGather(), HolderPass}, PhasePart{"no-grad pass: activations and logits", pass, HolderPass})
 	run.phase("old log-probs", false, lp, 0, asleep, host, aparts)
 	if pt.Reference != "none" {
 		ref := append(append([]PhasePart(nil), lp...), PhasePart{"reference shard of one unit on the GPU", refHost / Bytes(max(1, pt.Policy.Model.Layers)), HolderReference})
 		run.phase("reference log-probs", false, ref, 0, asleep, host, aparts)
 	}
+	if pt.Critic != nil {
+		actorOnly, _ := run.residentParts(pt.ParamOffload, pt.OptimizerOffload)
+		verlCriticPhases(run, actorOnly, host, asleep, aparts)
+	}
 	update := []PhasePart{{"training step (allocated peak)", run.step.Peak.Total(), HolderTrainer}, {"cuBLAS workspace", run.replay.Workspace, HolderPass}}
-	run.phase("actor update", false, update, run.replay.PeakReserved, asleep, refHost, aparts)
+	// The other model's tensors sit in segments of their own beside the
+	// step's cache.
+	run.phase("actor update", false, append(update, run.critic.kept...), addBytes(run.replay.PeakReserved, sumParts(run.critic.kept)), asleep, addBytes(refHost, run.critic.host), aparts)
 	sync := append(append([]PhasePart(nil), resident...),
 		PhasePart{"weight sync: the 2 GiB bucket", verlBucket, HolderPass},
 		PhasePart{"weight sync: one gathered parameter and its bf16 cast", run.largestParam + run.largestParam/2, HolderPass})
 	weng, wparts := run.engineWith("weights")
 	run.phase("weight sync", true, sync, 0, weng, host, wparts)
+}
+
+func sumParts(ps []PhasePart) Bytes {
+	var b Bytes
+	for _, p := range ps {
+		b = addBytes(b, p.Bytes)
+	}
+	return b
 }
 
 // unitGather is the largest unit's parameters all-gathered for its
@@ -161,4 +183,90 @@ func (run *rlRun) unitGather() Bytes {
 		g = max(g, b.gathered)
 	}
 	return g
+}
+
+// verlCritic is PPO's critic on this GPU: its training step, its no-grad
+// value pass, and what it keeps between its uses.
+type verlCritic struct {
+	kept   []PhasePart // its parameters and optimizer states on the GPU between uses
+	params PhasePart   // its parameters
+	host   Bytes       // what its offload keeps in host memory
+	step   TrainingEstimate
+	replay Replay
+	values Bytes // one no-grad value pass
+}
+
+// criticStep is the critic's training step: the policy's architecture
+// loaded as AutoModelForTokenClassification with one label (verl/utils/
+// model.py load_valuehead_model l.621-630, fsdp_workers.py l.1307): the
+// backbone's last hidden states into a value head of one output, in fp32
+// (model_dtype, l.1289-1290) under mixed precision, FSDP over the same
+// GPUs, without removing the padding (critic use_remove_padding false).
+// The value head (hidden + 1 parameters) is left out of the count.
+func (pt PostTraining) criticStep(batch int) Training {
+	t := pt.Policy
+	t.Model.Head = "none"
+	t.SeqLen, t.MicroBatch = pt.PromptLen+pt.CompletionLen, batch
+	t.Trainable, t.LoRA, t.LogProbs = "", nil, nil
+	return t
+}
+
+// prepareCritic sizes the critic's training step, its value pass and
+// what it keeps on the GPU between its uses (its offload moves its
+// parameters and optimizer states to host memory then).
+func prepareCritic(run *rlRun) error {
+	c := run.pt.Critic
+	t := run.pt.criticStep(c.MicroBatch)
+	var err error
+	if run.critic.step, err = t.Estimate(); err != nil {
+		return fmt.Errorf("critic: %w", err)
+	}
+	if run.critic.replay, err = t.Replay(ReplayOptions{GPU: &run.g}); err != nil {
+		return fmt.Errorf("critic: %w", err)
+	}
+	ms, err := t.ModelStates()
+	if err != nil {
+		return fmt.Errorf("critic: %w", err)
+	}
+	run.critic.params = PhasePart{"critic parameters", ms.Parameters, HolderTrainer}
+	states := PhasePart{"critic optimizer states", ms.OptimizerStates, HolderTrainer}
+	for _, k := range []struct {
+		off  bool
+		part PhasePart
+	}{{c.ParamOffload, run.critic.params}, {c.OptimizerOffload, states}} {
+		if k.off {
+			run.critic.host = addBytes(run.critic.host, k.part.Bytes)
+		} else {
+			run.critic.kept = append(run.critic.kept, k.part)
+		}
+	}
+	fwd := c.ForwardMicroBatch
+	if fwd == 0 {
+		fwd = c.MicroBatch // forward_micro_batch_size_per_gpu: ${.ppo_micro_batch_size_per_gpu}
+	}
+	vt := run.pt.criticStep(fwd)
+	vt.Trainable, vt.Optimizer, vt.OptimizerImpl, vt.Checkpointing = "frozen", "none", "", ""
+	r, err := vt.resolve()
+	if err != nil {
+		return fmt.Errorf("critic values: %w", err)
+	}
+	r.frozen = true
+	run.critic.values = addBytes(buildBlockInference(&r), r.ComputeDType.Size(mulI64(int64(fwd)*int64(vt.SeqLen), int64(r.m.Hidden))))
+	return nil
+}
+
+// verlCriticPhases adds the critic's value pass (compute_values loads its
+// parameters, fsdp_workers.py l.1541-1560) and its update (update_critic
+// loads its states too, l.1562-1586).
+func verlCriticPhases(run *rlRun, actor []PhasePart, host, asleep Bytes, aparts []PhasePart) {
+	c := run.pt.Critic
+	values := append(append([]PhasePart(nil), actor...), run.critic.params)
+	if !c.OptimizerOffload {
+		values = append(values, run.critic.kept[len(run.critic.kept)-1])
+	}
+	values = append(values, PhasePart{"critic no-grad pass: activations", run.critic.values, HolderPass})
+	run.phase("critic values", false, values, 0, asleep, host, aparts)
+	update := append(append([]PhasePart(nil), actor...), PhasePart{"critic training step (allocated peak)", run.critic.step.Peak.Total(), HolderTrainer},
+		PhasePart{"cuBLAS workspace", run.critic.replay.Workspace, HolderPass})
+	run.phase("critic update", false, update, addBytes(run.critic.replay.PeakReserved, sumParts(actor)), asleep, host-run.critic.host, aparts)
 }

@@ -60,6 +60,23 @@ type PostTraining struct {
 	OptimizerOffload bool `json:"optimizer_offload,omitempty"`
 	// Rollout is the generation engine; DPO has none.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Critic is PPO's value model: the policy's architecture with a value
+	// head instead of the LM head, trained beside it on the same GPUs.
+	Critic *Critic `json:"critic,omitempty"`
+}
+
+// Critic is PPO's value model as verl's critic worker runs it.
+type Critic struct {
+	// MicroBatch is the sequences per training micro-batch
+	// (critic.ppo_micro_batch_size_per_gpu); ForwardMicroBatch per no-grad
+	// value pass (critic.forward_micro_batch_size_per_gpu, default the
+	// former).
+	MicroBatch        int `json:"micro_batch"`
+	ForwardMicroBatch int `json:"forward_micro_batch,omitempty"`
+	// ParamOffload and OptimizerOffload move its parameters and optimizer
+	// states to host memory between uses (critic.model.fsdp_config.*).
+	ParamOffload     bool `json:"param_offload,omitempty"`
+	OptimizerOffload bool `json:"optimizer_offload,omitempty"`
 }
 
 // Rollout is the engine that generates the completions, colocated with

@@ -74,6 +74,7 @@ type rlRun struct {
 	engineInTorch bool
 	engineParts   []PhasePart
 	engineName    string // "vLLM", "SGLang"
+	critic        verlCritic
 }
 
 // newRLRun prepares the pieces shared by every framework.

@@ -51,7 +51,10 @@ func TestPostTrainingRefusals(t *testing.T) {
 		{"verl generate", grpoVerl, func(p *PostTraining) { p.Rollout = &Rollout{Engine: "generate"} }, "vllm or sglang"},
 		{"verl level1", grpoVerl, func(p *PostTraining) { p.Rollout.Sleep = SleepLevel1 }, "level 2"},
 		{"verl deepspeed", grpoVerl, func(p *PostTraining) { p.Policy.Parallel.ZeRO = 3 }, "not DeepSpeed"},
-		{"verl ppo", grpoVerl, func(p *PostTraining) { p.Algorithm = "ppo" }, "not modelled yet"},
+		{"verl ppo without a critic", grpoVerl, func(p *PostTraining) { p.Algorithm = "ppo" }, "critic.micro_batch: PPO's critic"},
+		{"verl grpo with a critic", grpoVerl, func(p *PostTraining) { p.Critic = &Critic{MicroBatch: 4} }, "only GAE (ppo) trains a critic"},
+		{"verl critic micro batch", grpoVerl, func(p *PostTraining) { p.Algorithm, p.Critic = "ppo", &Critic{} }, "critic.micro_batch must be in"},
+		{"verl dpo", grpoVerl, func(p *PostTraining) { p.Algorithm, p.Rollout = "dpo", nil }, "plan DPO with TRL"},
 		{"policy field", grpoTRL, func(p *PostTraining) { p.Policy.Optimizer = "adamx" }, "post_training.policy: unknown optimizer"},
 	}
 	for _, c := range cases {
@@ -89,6 +92,11 @@ func TestPostTrainingPhases(t *testing.T) {
 			return p
 		}, []string{"precompute reference log-probs (before training)", "training step"}},
 		{"verl grpo", grpoVerl, []string{"generation", "old log-probs", "reference log-probs", "actor update", "weight sync"}},
+		{"verl ppo", func() PostTraining {
+			p := grpoVerl()
+			p.Algorithm, p.Reference, p.Critic = "ppo", "none", &Critic{MicroBatch: 4}
+			return p
+		}, []string{"generation", "old log-probs", "critic values", "critic update", "actor update", "weight sync"}},
 	}
 	for _, c := range cases {
 		e, err := c.pt().Estimate(g)
@@ -335,5 +343,47 @@ func TestPackedLen(t *testing.T) {
 	bad.PackedLen = 10000
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "post_training.packed_len must be in [0, 768]") {
 		t.Errorf("too long: %v", err)
+	}
+}
+
+// TestVerlCritic: PPO's critic keeps its parameters and optimizer states
+// on the GPU in every phase unless its offload moves them out, trains in
+// a phase of its own, and is the policy's backbone without the LM head.
+func TestVerlCritic(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	p := grpoVerl()
+	p.Algorithm, p.Critic = "ppo", &Critic{MicroBatch: 4}
+	e, err := p.Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := phaseNamed(t, e, "generation")
+	has := func(ph Phase, what string) bool {
+		for _, q := range ph.Live {
+			if q.What == what {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(gen, "critic parameters") || !has(gen, "critic optimizer states") || !has(phaseNamed(t, e, "actor update"), "critic optimizer states") {
+		t.Errorf("the critic's states are not resident: %+v", gen.Live)
+	}
+	off := p
+	off.Critic = &Critic{MicroBatch: 4, ParamOffload: true, OptimizerOffload: true}
+	o, err := off.Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	og := phaseNamed(t, o, "generation")
+	if has(og, "critic parameters") || og.Host <= gen.Host || og.DeviceUsed >= gen.DeviceUsed {
+		t.Errorf("critic offload: generation %+v", og)
+	}
+	big := p
+	big.Policy.Model = MustPreset("qwen2.5-7b") // untied: the critic has no lm_head
+	step := big.criticStep(4)
+	m := big.Policy.Model
+	if step.Model.Head != "none" || step.LogProbs != nil || m.ParamCount()-step.Model.ParamCount() != int64(m.Vocab)*int64(m.Hidden) {
+		t.Errorf("critic step: head %q, %d parameters of the policy's %d", step.Model.Head, step.Model.ParamCount(), m.ParamCount())
 	}
 }

@@ -46,7 +46,7 @@ func TestPostTrainingPlans(t *testing.T) {
 		var raw struct {
 			Phases []map[string]any `json:"phases"`
 		}
-		if err := json.Unmarshal(out.Bytes(), &raw); err != nil || len(raw.Phases) < 2 {
+		if err := json.Unmarshal(out.Bytes(), &raw); err != nil || len(raw.Phases) < 1 {
 			t.Fatalf("%s: phases %v (%v)", f, raw.Phases, err)
 		}
 		for _, ph := range raw.Phases {
