@@ -380,9 +380,15 @@ func (r *configReader) str(key string) (string, bool, error) {
 
 // floatIn reads a number within [lo, hi] (0 when absent).
 func (r *configReader) floatIn(key string, lo, hi float64) (float64, error) {
+	f, _, err := r.floatInOK(key, lo, hi)
+	return f, err
+}
+
+// floatInOK reads a number within [lo, hi], and whether the config has it.
+func (r *configReader) floatInOK(key string, lo, hi float64) (float64, bool, error) {
 	v, ok := r.get(key)
 	if !ok {
-		return 0, nil
+		return 0, false, nil
 	}
 	var f float64
 	switch x := v.(type) {
@@ -390,13 +396,22 @@ func (r *configReader) floatIn(key string, lo, hi float64) (float64, error) {
 		f = float64(x)
 	case float64:
 		f = x
+	case string:
+		switch n := yamlScalar(x).(type) {
+		case int64:
+			f = float64(n)
+		case float64:
+			f = n
+		default:
+			return 0, false, fmt.Errorf("%s: want a number, got %q", key, x)
+		}
 	default:
-		return 0, fmt.Errorf("%s: want a number, got %s", key, jsonKind(v))
+		return 0, false, fmt.Errorf("%s: want a number, got %s", key, jsonKind(v))
 	}
 	if math.IsNaN(f) || f < lo || f > hi {
-		return 0, fmt.Errorf("%s = %v: want a number in [%v, %v]", key, v, lo, hi)
+		return 0, false, fmt.Errorf("%s = %v: want a number in [%v, %v]", key, v, lo, hi)
 	}
-	return f, nil
+	return f, true, nil
 }
 
 // int reads a whole-number field within [lo, hi].

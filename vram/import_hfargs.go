@@ -19,7 +19,7 @@ var hfArgsIrrelevant = prefixes("output_dir", "logging", "save_", "eval_", "eval
 	"report_to", "run_name", "learning_rate", "lr_scheduler", "warmup", "weight_decay", "adam_", "max_grad_norm",
 	"num_train_epochs", "max_steps", "seed", "data_seed", "dataset_", "do_", "overwrite_output_dir", "eos_token",
 	"packing_strategy", "dataloader_", "remove_unused_columns", "trust_remote_code", "model_revision", "launch.main_process",
-	"launch.config_file", "launch.mixed_precision", "resume_from_checkpoint", "ddp_", "label_names", "chat_template")
+	"launch.config_file", "launch.mixed_precision", "launch.m", "resume_from_checkpoint", "ddp_", "label_names", "chat_template")
 
 func prefixes(ps ...string) func(string) bool {
 	return func(k string) bool {
@@ -68,6 +68,13 @@ func importHFArgs(r *configReader, opt ImportOptions) (trainerImport, error) {
 	r.notModelled("fsdp", "FSDP from the command line is not read; give the accelerate config's settings in a plan")
 	if err := hfAccelerateConfig(r, t, opt); err != nil {
 		return ti, err
+	}
+	if algo := trlPostAlgorithm(r); algo != "" {
+		if ti.post, err = trlPostKeys(r, algo, t); err != nil {
+			return ti, err
+		}
+		r.finish(func(k string) bool { return hfArgsIrrelevant(k) || trlPostIrrelevant(k) })
+		return ti, nil
 	}
 	r.finish(hfArgsIrrelevant)
 	return ti, nil
@@ -133,6 +140,9 @@ func hfBatch(r *configReader, t *Training, trl bool) error {
 	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
 	}
+	if a := trlPostAlgorithm(r); a == "grpo" || a == "rloo" {
+		return nil // the sequence is the prompt and the completion (import_trl.go)
+	}
 	seq, ok, err := r.int("max_length", 1, maxTokens)
 	if err != nil {
 		return err
@@ -149,7 +159,7 @@ func hfBatch(r *configReader, t *Training, trl bool) error {
 		t.SeqLen = seq
 	case trl:
 		t.SeqLen = 1024
-		r.imp.Assumed = append(r.imp.Assumed, "max_length 1024 (TRL SFTConfig's default)")
+		r.imp.Assumed = append(r.imp.Assumed, "max_length 1024 (the default of TRL's SFTConfig and DPOConfig)")
 	default:
 		return fmt.Errorf("TrainingArguments have no sequence length (the data collator pads): give max_length=N after the config")
 	}

@@ -23,6 +23,10 @@ type importCase struct {
 }
 
 var importCases = []importCase{
+	{file: "hf_trainer/trl__clis_grpo.sh", kind: KindHFArgs,
+		want: map[string]string{"pt.algorithm": "grpo", "pt.framework": "trl", "pt.completion": "512", "pt.micro": "8", "pt.engine": "generate"}},
+	{file: "hf_trainer/trl__clis_dpo.sh", kind: KindHFArgs,
+		want: map[string]string{"pt.algorithm": "dpo", "pt.prompt": "512", "pt.completion": "512", "pt.micro": "8"}},
 	{file: "verl/grpo_trainer__run_qwen2-7b.sh", kind: KindVerl, opt: ImportOptions{Model: "qwen2.5-7b"},
 		want: map[string]string{"pt.algorithm": "grpo", "pt.framework": "verl", "pt.prompt": "512", "pt.completion": "1024", "pt.generations": "5",
 			"pt.reference": "model", "pt.micro": "40", "pt.log_prob_micro": "40", "pt.dp": "8", "pt.engine": "vllm", "pt.util": "0.6", "pt.tp": "2",

@@ -14,6 +14,9 @@ type trainerImport struct {
 	modelID string
 	model   *Model // a model the config gives by its shape (Megatron-LM's)
 	t       Training
+	// post is the post-training plan around t when the config runs
+	// one of TRL's post-training trainers (import_trl.go).
+	post *PostTraining
 }
 
 // importTrainer dispatches on the config's kind.
@@ -79,6 +82,14 @@ func finishTraining(r *configReader, ti trainerImport, opt ImportOptions) error 
 	}
 	if t.Parallel.DP <= 1 && (t.Parallel.ZeRO > 0 || t.Parallel.FSDP != "") && opt.GPUs == 0 {
 		r.imp.Assumed = append(r.imp.Assumed, "one GPU: the config shards over the launch's GPUs, which it does not name (give -gpus)")
+	}
+	if pt := ti.post; pt != nil {
+		pt.Policy = t
+		if err := pt.Validate(); err != nil {
+			return err
+		}
+		r.imp.Plan = Plan{Model: m, ModelRef: ref, PostTraining: pt, GPU: opt.GPU}
+		return nil
 	}
 	if err := t.Validate(); err != nil {
 		return err
@@ -387,7 +398,7 @@ func argsTree(words []string) (map[string]any, error) {
 	_, w := command(words)
 	start := 0
 	for i, x := range w {
-		if strings.HasSuffix(x, ".py") || x == "sft" || x == "dpo" || x == "grpo" {
+		if strings.HasSuffix(x, ".py") || x == "sft" || x == "dpo" || x == "grpo" || x == "rloo" {
 			start = i + 1
 			break
 		}

@@ -144,6 +144,10 @@ func trlPhases(run *rlRun) {
 		trlGenerate(run, resident, host)
 		return
 	}
+	if ro.Placement == "separate" {
+		trlServer(run, resident, host)
+		return
+	}
 	if err := run.engineAt(atStart, ro.Sleep); err != nil {
 		run.est.Starts, run.est.Err = false, err.Error()
 		return
@@ -183,6 +187,28 @@ func trlPhases(run *rlRun) {
 		run.phase("reference log-probs", false, lp, reserved, asleep, host, aparts)
 	}
 	trlTrain(run, asleep, aparts, host)
+}
+
+// trlServer is GRPO with vLLM on GPUs of its own (vllm_mode "server",
+// `trl vllm-serve`): the trainer's GPUs hold no engine; the sync pushes
+// each parameter through vllm_client.update_named_param
+// (vllm_generation.py l.389-390).
+func trlServer(run *rlRun, resident []PhasePart, host Bytes) {
+	run.est.Notes = append(run.est.Notes, "vLLM runs on GPUs of its own (vllm_mode server): plan those as a serving plan (`trl vllm-serve` takes gpu_memory_utilization 0.9 by default, scripts/vllm_serve.py)")
+	sync := append(append([]PhasePart(nil), resident...), PhasePart{"weight sync: gathered parameters", trlSyncGather(run), HolderPass})
+	run.phase("weight sync", true, sync, run.carry, 0, host, nil)
+	run.phase("generation", false, resident, run.carry, 0, host, nil)
+	pass, err := run.logProbPass(run.pt.Policy.MicroBatch)
+	if err != nil {
+		run.est.Starts, run.est.Err = false, err.Error()
+		return
+	}
+	lp := append(append([]PhasePart(nil), resident...), PhasePart{"no-grad pass: activations and logits", pass, HolderPass})
+	run.phase("old log-probs", false, lp, run.carry, 0, host, nil)
+	if run.pt.Reference != "none" {
+		run.phase("reference log-probs", false, lp, run.carry, 0, host, nil)
+	}
+	trlTrain(run, 0, nil, host)
 }
 
 // trlSyncGather is what the weight sync gathers on a rank beside its

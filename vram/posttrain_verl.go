@@ -76,6 +76,9 @@ func verlRollout(ro *Rollout) error {
 	if ro.Engine == "generate" {
 		return errors.New("rollout.engine generate: verl's rollout.name is vllm or sglang")
 	}
+	if ro.Placement == "separate" {
+		return errors.New(`rollout.placement "separate": verl's hybrid engine colocates the rollout with the actor (actor_rollout_ref.hybrid_engine); its disaggregated modes are not modelled`)
+	}
 	if ro.GPUMemoryUtilization == 0 {
 		ro.GPUMemoryUtilization = 0.5 // rollout.yaml l.32
 	}

@@ -85,6 +85,11 @@ type Rollout struct {
 	// Engine: vllm, sglang, or generate (transformers' generate inside
 	// the trainer).
 	Engine string `json:"engine"`
+	// Placement: "colocate" (default: on the trainer's GPUs) or
+	// "separate" (on GPUs of its own, as TRL's vllm_mode "server" runs
+	// `trl vllm-serve`): the plan's GPUs then hold the trainer alone, and
+	// the engine is a serving plan of its own.
+	Placement string `json:"placement,omitempty"`
 	// GPUMemoryUtilization is the engine's share in its own meaning: a
 	// fraction of the GPU's total memory for vLLM, of the free memory at
 	// its start for SGLang (mem_fraction_static). Unset: the framework's.
@@ -302,6 +307,14 @@ func (r Rollout) check() error {
 	if r.Sleep != "" {
 		if err := oneOf("post_training.rollout.sleep", r.Sleep, SleepNone, SleepLevel1, SleepLevel2); err != nil {
 			return err
+		}
+	}
+	if r.Placement != "" {
+		if err := oneOf("post_training.rollout.placement", r.Placement, "colocate", "separate"); err != nil {
+			return err
+		}
+		if r.Placement == "separate" && r.Engine == "generate" {
+			return errors.New(`post_training.rollout.placement "separate": transformers' generate runs inside the trainer`)
 		}
 	}
 	if r.TP < 0 || r.TP > 1024 || r.MaxNumSeqs < 0 || r.MaxNumBatchedTokens < 0 || r.MaxNumBatchedTokens > maxTokens {

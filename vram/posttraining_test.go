@@ -38,6 +38,9 @@ func TestPostTrainingRefusals(t *testing.T) {
 		{"engine", grpoTRL, func(p *PostTraining) { p.Rollout.Engine = "tgi" }, "unknown post_training.rollout.engine"},
 		{"generate with settings", grpoTRL, func(p *PostTraining) { p.Rollout = &Rollout{Engine: "generate", TP: 2} }, "takes no engine settings"},
 		{"reference", grpoTRL, func(p *PostTraining) { p.Reference = "frozen" }, "unknown post_training.reference"},
+		{"placement", grpoTRL, func(p *PostTraining) { p.Rollout.Placement = "remote" }, "unknown post_training.rollout.placement"},
+		{"generate elsewhere", grpoTRL, func(p *PostTraining) { p.Rollout = &Rollout{Engine: "generate", Placement: "separate"} }, "runs inside the trainer"},
+		{"verl separate", grpoVerl, func(p *PostTraining) { p.Rollout.Placement = "separate" }, "colocates the rollout"},
 		{"adapter without LoRA", grpoTRL, func(p *PostTraining) { p.Reference = "adapter" }, `"adapter" disables the policy's LoRA adapter`},
 		{"precomputed online", grpoTRL, func(p *PostTraining) { p.Reference = "precomputed" }, "precompute_ref_log_probs"},
 		{"trl ppo", grpoTRL, func(p *PostTraining) { p.Algorithm = "ppo" }, "trl.experimental.ppo"},
@@ -91,6 +94,8 @@ func TestPostTrainingPhases(t *testing.T) {
 			p.Algorithm, p.Rollout, p.Reference = "dpo", nil, "precomputed"
 			return p
 		}, []string{"precompute reference log-probs (before training)", "training step"}},
+		{"trl vllm server", func() PostTraining { p := grpoTRL(); p.Rollout.Placement = "separate"; return p },
+			[]string{"weight sync", "generation", "old log-probs", "training step"}},
 		{"verl grpo", grpoVerl, []string{"generation", "old log-probs", "reference log-probs", "actor update", "weight sync"}},
 		{"verl ppo", func() PostTraining {
 			p := grpoVerl()
@@ -385,5 +390,31 @@ func TestVerlCritic(t *testing.T) {
 	m := big.Policy.Model
 	if step.Model.Head != "none" || step.LogProbs != nil || m.ParamCount()-step.Model.ParamCount() != int64(m.Vocab)*int64(m.Hidden) {
 		t.Errorf("critic step: head %q, %d parameters of the policy's %d", step.Model.Head, step.Model.ParamCount(), m.ParamCount())
+	}
+}
+
+// TestTRLServerPlacement: with vLLM on GPUs of its own the trainer's GPUs
+// hold no engine, and TRL's command line says so (vllm_mode server).
+func TestTRLServerPlacement(t *testing.T) {
+	cmd := "trl grpo --model_name_or_path Qwen/Qwen2.5-0.5B --use_vllm --vllm_mode server --num_generations 4 --max_completion_length 256 --beta 0.04"
+	imp, err := ImportConfig("grpo.sh", []byte(cmd), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := imp.Plan.PostTraining
+	if pt == nil || pt.Rollout.Placement != "separate" || pt.Generations != 4 || pt.CompletionLen != 256 || pt.Reference != "model" {
+		t.Fatalf("plan %+v", pt)
+	}
+	e, err := pt.Estimate(mustGPU("H100-80GB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range e.Phases {
+		if p.Engine != 0 {
+			t.Errorf("%s: engine %v on the trainer's GPU", p.Name, p.Engine)
+		}
+	}
+	if e.VLLM != nil || !strings.Contains(strings.Join(e.Notes, " "), "serving plan") {
+		t.Errorf("carve %v, notes %q", e.VLLM, e.Notes)
 	}
 }

@@ -1,0 +1,129 @@
+package vram
+
+import (
+	"fmt"
+	"strings"
+)
+
+// TRL's post-training trainers from their command line (`trl grpo …`,
+// `trl dpo …`, `trl rloo …`, TRL's scripts grpo.py / dpo.py / rloo.py, or
+// TrainingArguments JSON with their keys): the TrainingArguments part is
+// read as for any HF trainer (import_hfargs.go) and becomes the policy;
+// GRPOConfig's, RLOOConfig's and DPOConfig's own keys (TRL 1.10.0) make
+// the post-training plan around it.
+
+// trlPostAlgorithm is the post-training trainer the config runs, or "".
+func trlPostAlgorithm(r *configReader) string {
+	prog, _ := r.flat["launch.program"].(string)
+	for _, a := range []string{"grpo", "rloo", "dpo"} {
+		if strings.Contains(prog, "trl "+a) || strings.HasSuffix(prog, a+".py") || strings.Contains(prog, "/"+a+".py") {
+			return a
+		}
+	}
+	switch {
+	case r.has("num_generations") || r.has("use_vllm"):
+		return "grpo"
+	case r.has("precompute_ref_log_probs"):
+		return "dpo"
+	}
+	return ""
+}
+
+// trlPostKeys reads the trainer's own keys into a post-training plan
+// around the policy t (whose sequence is then the prompt and completion).
+func trlPostKeys(r *configReader, algo string, t *Training) (*PostTraining, error) {
+	pt := &PostTraining{Algorithm: algo, Framework: "trl"}
+	if algo == "dpo" {
+		// DPO truncates prompt + completion to max_length (1024,
+		// dpo_config.py l.188-201); the split does not change its memory.
+		pt.PromptLen, pt.CompletionLen = t.SeqLen/2, t.SeqLen-t.SeqLen/2
+		r.imp.Assumed = append(r.imp.Assumed, fmt.Sprintf("prompt and answer %d + %d of max_length %d (DPO's memory follows the total)", pt.PromptLen, pt.CompletionLen, t.SeqLen))
+		if pre, _, err := r.bool("precompute_ref_log_probs"); err != nil {
+			return nil, err
+		} else if pre {
+			pt.Reference = "precomputed"
+		}
+		r.ignore("beta")
+		t.SeqLen = 0
+		return pt, nil
+	}
+	pt.PromptLen, pt.CompletionLen = 512, 512 // max_completion_length (grpo_config.py l.488-489)
+	if err := r.intInto(&pt.CompletionLen, "max_completion_length", 1, maxTokens); err != nil {
+		return nil, err
+	}
+	if n, ok, err := r.int("max_prompt_length", 1, maxTokens); err != nil {
+		return nil, err
+	} else if ok {
+		pt.PromptLen = n
+	} else {
+		r.imp.Assumed = append(r.imp.Assumed, "prompts of 512 tokens (GRPO does not truncate prompts since TRL removed max_prompt_length: give the plan's prompt_len for your data)")
+	}
+	if err := r.intInto(&pt.Generations, "num_generations", 1, 1<<16); err != nil {
+		return nil, err
+	}
+	beta, ok, err := r.floatInOK("beta", 0, 1e6)
+	if err != nil {
+		return nil, err
+	}
+	if ok && beta > 0 {
+		pt.Reference = "model" // the adapter under PEFT (posttraining.go resolve)
+		if t.LoRA != nil {
+			pt.Reference = "adapter"
+		}
+		r.mapped("beta %v → a reference for the KL term", beta)
+	} else if ok {
+		pt.Reference = "none"
+	}
+	ro, err := trlRolloutKeys(r)
+	if err != nil {
+		return nil, err
+	}
+	pt.Rollout = &ro
+	t.SeqLen = 0
+	return pt, nil
+}
+
+// trlRolloutKeys reads the generation backend: vLLM (use_vllm, colocate or
+// server) or transformers' generate.
+func trlRolloutKeys(r *configReader) (Rollout, error) {
+	ro := Rollout{Engine: "generate"}
+	use, _, err := r.bool("use_vllm")
+	if err != nil || !use {
+		return ro, err
+	}
+	ro.Engine = "vllm"
+	mode, _, err := r.str("vllm_mode")
+	if err != nil {
+		return ro, err
+	}
+	switch mode {
+	case "", "colocate":
+	case "server":
+		ro.Placement = "separate"
+	default:
+		return ro, fmt.Errorf("vllm_mode %q: want colocate or server (grpo_config.py l.584-585)", mode)
+	}
+	if ro.GPUMemoryUtilization, err = r.floatIn("vllm_gpu_memory_utilization", 0, 1); err != nil {
+		return ro, err
+	}
+	if err := r.intInto(&ro.TP, "vllm_tensor_parallel_size", 1, 1024); err != nil {
+		return ro, err
+	}
+	if sleep, _, err := r.bool("vllm_enable_sleep_mode"); err != nil {
+		return ro, err
+	} else if sleep {
+		ro.Sleep = SleepLevel2
+	}
+	r.notModelled("steps_per_generation", "the generation batch is per_device_train_batch_size × gradient_accumulation_steps rows (its default)")
+	r.notModelled("generation_batch_size", "the generation batch is per_device_train_batch_size × gradient_accumulation_steps rows (its default)")
+	r.notModelled("vllm_max_model_length", "vLLM's max_model_len is the prompt and the completion")
+	return ro, nil
+}
+
+// trlPostIrrelevant are the trainers' keys that do not change GPU memory:
+// the loss's coefficients and clipping, sampling, rewards and logging.
+var trlPostIrrelevant = prefixes("loss_type", "epsilon", "delta", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+	"reward_", "scale_rewards", "num_iterations", "importance_sampling", "mask_truncated", "log_completions", "num_completions_to_print",
+	"wandb_log", "sync_ref_model", "ref_model_", "disable_dropout", "generation_kwargs", "cache_implementation", "vllm_server_",
+	"vllm_importance_sampling", "top_entropy_quantile", "f_divergence", "label_smoothing", "rpo_alpha", "ld_alpha", "use_weighting",
+	"truncation_mode", "precompute_ref_batch_size", "vllm_model_impl", "vllm_guided_decoding", "shuffle_dataset")
