@@ -37,6 +37,7 @@ func FuzzParsePlan(f *testing.F) {
 		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "grpo", "framework": "trl", "prompt_len": 128, "completion_len": 256, "policy": {"micro_batch": 2, "precision": "bf16", "lora": {"rank": 8, "targets": ["q_proj"]}, "trainable": "lora"}, "rollout": {"engine": "vllm", "sleep": "level2", "gpu_memory_utilization": 0.4}}}`,
 		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "grpo", "framework": "verl", "prompt_len": 128, "completion_len": 256, "log_prob_micro_batch": 4, "reference": "model", "param_offload": true, "policy": {"micro_batch": 2, "parallel": {"dp": 8}}, "rollout": {"engine": "sglang", "tensor_parallel_size": 2}}}`,
 		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "dpo", "framework": "trl", "prompt_len": 64, "completion_len": 64, "reference": "precomputed"}}`,
+		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "ppo", "framework": "openrlhf", "prompt_len": 64, "completion_len": 64, "optimizer_offload": true, "reward_model": "model", "policy": {"micro_batch": 2, "parallel": {"dp": 4, "zero_stage": 3}}, "rollout": {"engine": "vllm", "placement": "colocate", "tensor_parallel_size": 2, "sleep": "level1"}}}`,
 		`{"model": "qwen2.5-0.5b", "post_training": {"algorithm": "ppo", "framework": "verl", "prompt_len": 64, "completion_len": 64, "log_prob_micro_batch": 2, "packed_len": 32, "critic": {"micro_batch": 2, "param_offload": true}, "policy": {"micro_batch": 2, "parallel": {"dp": 2}}, "rollout": {"engine": "vllm", "tensor_parallel_size": 1}}}`,
 	} {
 		f.Add([]byte(s))

@@ -21,7 +21,8 @@ type PostTraining struct {
 	// Algorithm: grpo, rloo, ppo (a value model trains beside the policy)
 	// or dpo (preference pairs, no rollout).
 	Algorithm string `json:"algorithm"`
-	// Framework whose defaults and phase order apply: trl or verl.
+	// Framework whose defaults and phase order apply: trl, verl or
+	// openrlhf.
 	Framework string `json:"framework"`
 	// Policy is the policy's training step as the trainer runs it:
 	// precision, optimizer, checkpointing, LoRA, parallelism;
@@ -63,6 +64,11 @@ type PostTraining struct {
 	// Critic is PPO's value model: the policy's architecture with a value
 	// head instead of the LM head, trained beside it on the same GPUs.
 	Critic *Critic `json:"critic,omitempty"`
+	// RewardModel: "none" (a rule-based reward, the default: no GPU
+	// memory) or "model" (a reward model of the policy's architecture
+	// with a score head, scoring on the same GPUs: OpenRLHF's
+	// reward_pretrain).
+	RewardModel string `json:"reward_model,omitempty"`
 }
 
 // Critic is PPO's value model as verl's critic worker runs it.
@@ -261,6 +267,14 @@ func (pt PostTraining) resolve() (PostTraining, error) {
 		if err := oneOf("post_training.reference", pt.Reference, "model", "adapter", "precomputed", "none"); err != nil {
 			return pt, err
 		}
+	}
+	if pt.RewardModel != "" {
+		if err := oneOf("post_training.reward_model", pt.RewardModel, "none", "model"); err != nil {
+			return pt, err
+		}
+	}
+	if pt.RewardModel == "model" && pt.Framework != "openrlhf" {
+		return pt, fmt.Errorf(`post_training.reward_model "model": a reward model on the GPU is planned with OpenRLHF; %s's plans score with rule-based rewards (no GPU memory)`, pt.Framework)
 	}
 	if err := fw.resolve(&pt); err != nil {
 		return pt, fmt.Errorf("post_training (%s %s): %w", fw.name, fw.release, err)

@@ -74,7 +74,8 @@ type rlRun struct {
 	engineInTorch bool
 	engineParts   []PhasePart
 	engineName    string // "vLLM", "SGLang"
-	critic        verlCritic
+	critic        criticRun
+	otherCtx      Bytes // other processes' CUDA contexts on this GPU (OpenRLHF's colocated models)
 }
 
 // newRLRun prepares the pieces shared by every framework.
@@ -135,7 +136,7 @@ func (run *rlRun) phase(name string, transition bool, alloc []PhasePart, reserve
 	reserved = max(reserved, a)
 	cache := reserved - a
 	p := Phase{Name: name, Transition: transition, Allocated: a, Reserved: reserved, Engine: engine, Host: host}
-	p.DeviceUsed = addBytes(addBytes(reserved, engine), addBytes(addBytes(run.g.Context, run.nccl), run.engineCtx))
+	p.DeviceUsed = addBytes(addBytes(reserved, engine), addBytes(addBytes(run.g.Context, run.nccl), addBytes(run.engineCtx, run.otherCtx)))
 	if run.engineInTorch {
 		p.Allocated, p.Reserved = addBytes(a, engine), addBytes(reserved, engine)
 	}
@@ -146,6 +147,9 @@ func (run *rlRun) phase(name string, transition bool, alloc []PhasePart, reserve
 	parts = append(parts, PhasePart{"CUDA context", run.g.Context, HolderRuntime})
 	if run.engineCtx > 0 {
 		parts = append(parts, PhasePart{"the engine's CUDA context", run.engineCtx, HolderRuntime})
+	}
+	if run.otherCtx > 0 {
+		parts = append(parts, PhasePart{"the other models' CUDA contexts", run.otherCtx, HolderRuntime})
 	}
 	if run.nccl > 0 {
 		parts = append(parts, PhasePart{"NCCL buffers", run.nccl, HolderRuntime})
@@ -246,7 +250,7 @@ func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
 	ro := run.pt.Rollout
 	m := run.pt.Policy.Model
 	in := Inference{Model: m, Weights: Quant{DType: BF16}}
-	free := run.g.Total() - run.g.Context - run.engineCtx - atStart
+	free := run.g.Total() - run.g.Context - run.engineCtx - run.otherCtx - atStart
 	switch ro.Engine {
 	case "vllm":
 		v := VLLM{GPUMemoryUtilization: ro.GPUMemoryUtilization, TP: ro.TP, MaxNumSeqs: ro.MaxNumSeqs,

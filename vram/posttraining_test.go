@@ -11,6 +11,12 @@ func grpoTRL() PostTraining {
 		Rollout: &Rollout{Engine: "vllm"}}
 }
 
+func ppoOpenRLHF() PostTraining {
+	return PostTraining{Algorithm: "ppo", Framework: "openrlhf", PromptLen: 256, CompletionLen: 512, OptimizerOffload: true,
+		Policy:  Training{Model: MustPreset("qwen2.5-0.5b"), MicroBatch: 4, Parallel: Parallel{DP: 8, ZeRO: 3}},
+		Rollout: &Rollout{Engine: "vllm", Placement: "colocate", TP: 2, Sleep: SleepLevel1, GPUMemoryUtilization: 0.5}}
+}
+
 func grpoVerl() PostTraining {
 	return PostTraining{Algorithm: "grpo", Framework: "verl", PromptLen: 256, CompletionLen: 512, LogProbMicroBatch: 8, Reference: "model",
 		Policy:  Training{Model: MustPreset("qwen2.5-0.5b"), MicroBatch: 4, Optimizer: "adamw", Parallel: Parallel{DP: 8}},
@@ -58,6 +64,14 @@ func TestPostTrainingRefusals(t *testing.T) {
 		{"verl grpo with a critic", grpoVerl, func(p *PostTraining) { p.Critic = &Critic{MicroBatch: 4} }, "only GAE (ppo) trains a critic"},
 		{"verl critic micro batch", grpoVerl, func(p *PostTraining) { p.Algorithm, p.Critic = "ppo", &Critic{} }, "critic.micro_batch must be in"},
 		{"verl dpo", grpoVerl, func(p *PostTraining) { p.Algorithm, p.Rollout = "dpo", nil }, "plan DPO with TRL"},
+		{"openrlhf level2", ppoOpenRLHF, func(p *PostTraining) { p.Rollout.Sleep = SleepLevel2 }, "sleep at level 1"},
+		{"openrlhf param offload", ppoOpenRLHF, func(p *PostTraining) { p.ParamOffload = true }, "keeps the bf16 weights on the GPU"},
+		{"openrlhf sleep without zero-3", ppoOpenRLHF, func(p *PostTraining) { p.Policy.Parallel.ZeRO = 2 }, "needs ZeRO-3"},
+		{"openrlhf grpo one sample", ppoOpenRLHF, func(p *PostTraining) { p.Algorithm = "grpo" }, "must be above 1 for a group estimator"},
+		{"openrlhf colocate tp", ppoOpenRLHF, func(p *PostTraining) { p.Rollout.TP = 3 }, "vllm.num_engines × vllm.tensor_parallel_size"},
+		{"openrlhf fsdp", ppoOpenRLHF, func(p *PostTraining) { p.Policy.Parallel = Parallel{DP: 8, FSDP: "full_shard"} }, "OpenRLHF trains with DeepSpeed"},
+		{"openrlhf generate", ppoOpenRLHF, func(p *PostTraining) { p.Rollout = &Rollout{Engine: "generate"} }, "OpenRLHF generates with vLLM"},
+		{"reward model elsewhere", grpoTRL, func(p *PostTraining) { p.RewardModel = "model" }, "planned with OpenRLHF"},
 		{"policy field", grpoTRL, func(p *PostTraining) { p.Policy.Optimizer = "adamx" }, "post_training.policy: unknown optimizer"},
 	}
 	for _, c := range cases {
@@ -97,6 +111,14 @@ func TestPostTrainingPhases(t *testing.T) {
 		{"trl vllm server", func() PostTraining { p := grpoTRL(); p.Rollout.Placement = "separate"; return p },
 			[]string{"weight sync", "generation", "old log-probs", "training step"}},
 		{"verl grpo", grpoVerl, []string{"generation", "old log-probs", "reference log-probs", "actor update", "weight sync"}},
+		{"openrlhf hybrid", ppoOpenRLHF, []string{"generation", "old log-probs", "reference log-probs", "critic values", "critic update", "actor update", "weight sync"}},
+		{"openrlhf separate", func() PostTraining {
+			p := ppoOpenRLHF()
+			p.Rollout = &Rollout{Engine: "vllm"}
+			p.OptimizerOffload = false
+			return p
+		},
+			[]string{"generation", "old log-probs", "actor update", "weight sync"}},
 		{"verl ppo", func() PostTraining {
 			p := grpoVerl()
 			p.Algorithm, p.Reference, p.Critic = "ppo", "none", &Critic{MicroBatch: 4}
@@ -416,5 +438,43 @@ func TestTRLServerPlacement(t *testing.T) {
 	}
 	if e.VLLM != nil || !strings.Contains(strings.Join(e.Notes, " "), "serving plan") {
 		t.Errorf("carve %v, notes %q", e.VLLM, e.Notes)
+	}
+}
+
+// TestOpenRLHFHybrid: colocated, every model is a process with its own
+// CUDA context, the frozen models are bf16 ZeRO-3 shards, DeepSpeed's sleep
+// keeps the weights and moves the rest to host memory, and vLLM's level-1
+// sleep keeps its weights in host memory.
+func TestOpenRLHFHybrid(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	e, err := ppoOpenRLHF().Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, old := phaseNamed(t, e, "generation"), phaseNamed(t, e, "old log-probs")
+	var ctx Bytes
+	for _, q := range gen.Live {
+		if q.Holder == HolderRuntime && q.What != "NCCL buffers" {
+			ctx += q.Bytes
+		}
+	}
+	if want := 4 * g.Context; ctx != want { // actor, critic, reference and the engine
+		t.Errorf("CUDA contexts %v, want %v", ctx, want)
+	}
+	m := MustPreset("qwen2.5-0.5b")
+	if ref := old.By(HolderReference); ref != BF16.Size(m.ParamCount())/8 {
+		t.Errorf("reference %v, want a bf16 ZeRO-3 shard", ref)
+	}
+	if old.Host-gen.Host != e.VLLM.Weights {
+		t.Errorf("level 1: host %v → %v, vLLM weights %v", gen.Host, old.Host, e.VLLM.Weights)
+	}
+	awake := ppoOpenRLHF()
+	awake.OptimizerOffload = false
+	a, err := awake.Estimate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ag := phaseNamed(t, a, "generation"); ag.Allocated <= gen.Allocated || ag.Host >= gen.Host {
+		t.Errorf("ds.enable_sleep: generation %v/%v asleep, %v/%v awake", gen.Allocated, gen.Host, ag.Allocated, ag.Host)
 	}
 }
