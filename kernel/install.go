@@ -88,6 +88,9 @@ func install(o options, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "wrote kernelspec %q (%s) to %s\n", KernelName, DisplayName, o.KernelDir())
+	if err := quietLab(filepath.Join(o.DataDir, "lab", "settings")); err != nil {
+		return err
+	}
 
 	if !o.NoWarm {
 		start := time.Now()
@@ -135,6 +138,47 @@ func writeKernelSpec(dir string, spec kernelSpec) error {
 		}
 	}
 	return nil
+}
+
+// labQuiet is JupyterLab's notification settings that keep it offline and
+// quiet: no news feed and no question about one (fetchNews "false", where
+// the default "none" asks in a toast on first start), no update check
+// (@jupyterlab/apputils-extension notification.json, JupyterLab 4.6). The
+// server's --LabApp.news_url= empties the feed but leaves the question.
+var labQuiet = map[string]any{"fetchNews": "false", "checkForUpdates": false}
+
+// quietLab merges labQuiet into dir/overrides.json, the settings JupyterLab
+// applies over its defaults, keeping whatever else the file holds.
+func quietLab(dir string) error {
+	const key = "@jupyterlab/apputils-extension:notification"
+	path := filepath.Join(dir, "overrides.json")
+	all := map[string]any{}
+	if data, err := os.ReadFile(path); err == nil {
+		if len(data) > 1<<20 {
+			return fmt.Errorf("%s: over 1 MiB; not JupyterLab's overrides", path)
+		}
+		if err := json.Unmarshal(data, &all); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	n, _ := all[key].(map[string]any)
+	if n == nil {
+		n = map[string]any{}
+	}
+	for k, v := range labQuiet {
+		n[k] = v
+	}
+	all[key] = n
+	b, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // warm compiles what a notebook cell links, with the kernel's environment, so

@@ -247,3 +247,34 @@ func TestDockerImageInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietLab: the install turns JupyterLab's news question and update
+// check off in its settings overrides, keeping what else the file says.
+func TestQuietLab(t *testing.T) {
+	dir := t.TempDir()
+	other := `{"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}`
+	if err := os.WriteFile(filepath.Join(dir, "overrides.json"), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := quietLab(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "overrides.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	n := got["@jupyterlab/apputils-extension:notification"]
+	if n["fetchNews"] != "false" || n["checkForUpdates"] != false || got["@jupyterlab/apputils-extension:themes"]["theme"] != "JupyterLab Dark" {
+		t.Errorf("overrides %s", data)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "overrides.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := quietLab(dir); err == nil {
+		t.Error("a broken overrides.json was overwritten without a word")
+	}
+}
