@@ -78,10 +78,29 @@ func itemColor(cat string) *opts.ItemStyle { return &opts.ItemStyle{Color: Color
 // capacityOnScale keeps a capacity line on the chart: when the data stay
 // below it, the memory axis runs up to it (ECharts would otherwise end the
 // axis at the data and leave the line off-scale).
+//
+// A capacity more than twice the data would squeeze the data into the
+// bottom of the chart (a 29 GiB plan on a 0–100 GiB axis): the axis stays
+// scaled to the data, the line is left out and the subtitle gives the
+// capacity instead.
 func capacityOnScale(c *Chart, top, capacity vram.Bytes) {
-	if capacity > 0 && capacity >= top && len(c.Option.YAxis) > 0 {
-		c.Option.YAxis[0]["max"] = niceCeil(gv(capacity) * 1.05)
+	if capacity <= 0 || len(c.Option.YAxis) == 0 || capacity < top {
+		return
 	}
+	if top > 0 && capacity > 2*top {
+		for i := range c.Option.Series {
+			c.Option.Series[i].MarkLines = nil
+		}
+		if c.Option.Title != nil {
+			note := "capacity " + gib(capacity) + ", off the scale"
+			if c.Option.Title.Subtitle != "" {
+				note = c.Option.Title.Subtitle + "; " + note
+			}
+			c.Option.Title.Subtitle = note
+		}
+		return
+	}
+	c.Option.YAxis[0]["max"] = niceCeil(gv(capacity) * 1.05)
 }
 
 // Scaled returns c with its memory axis running from zero to top, so that
@@ -265,7 +284,9 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	if n := len(c.Option.Series); n > 0 && tl.Peak < len(xs) {
 		c.Option.Series[n-1].MarkPoints = &opts.MarkPoints{Data: []any{map[string]any{
 			"coord": []any{xs[tl.Peak], gv(peak.Live.Total())}, "value": gib(peak.Live.Total()),
-			"name": "peak", "symbol": "pin", "symbolSize": 60}}}
+			"name": "peak", "symbol": "pin", "symbolSize": 60,
+			// dark on white in print as on screen, whatever the top category's color
+			"itemStyle": map[string]any{"color": "#222"}, "label": map[string]any{"color": "#fff", "fontWeight": "bold"}}}}
 	}
 	c.Table.Columns = append([]string{"iteration", "phase", "where"}, catLabels()...)
 	c.Table.Columns = append(c.Table.Columns, "total")
@@ -286,21 +307,41 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	return c
 }
 
+// eventLabel names an event of the step; with gradient accumulation the
+// micro-batch too (the timeline walks the first and the last), so no two
+// events read alike.
 func eventLabel(e vram.Event) string {
-	return fmt.Sprintf("it %d · %s", e.Iteration, strings.TrimPrefix(e.Where(), fmt.Sprintf("iteration %d, ", e.Iteration)))
+	where := strings.TrimPrefix(e.Where(), fmt.Sprintf("iteration %d, ", e.Iteration))
+	if e.Micro > 1 {
+		return fmt.Sprintf("it %d · micro %d · %s", e.Iteration, e.Micro, where)
+	}
+	return fmt.Sprintf("it %d · %s", e.Iteration, where)
+}
+
+// phaseName names a phase band: "forward 1", or "forward 1.4" for the
+// fourth micro-batch of iteration 1 when gradients accumulate.
+func phaseName(e vram.Event, accumulates bool) string {
+	if accumulates && e.Phase != "optimizer" {
+		return fmt.Sprintf("%s %d.%d", e.Phase, e.Iteration, e.Micro)
+	}
+	return fmt.Sprintf("%s %d", e.Phase, e.Iteration)
 }
 
 // phaseAreas shades each contiguous phase of the timeline.
 func phaseAreas(tl vram.Timeline) *opts.MarkAreas {
 	shade := map[string]string{"forward": "rgba(84,112,198,0.08)", "loss": "rgba(154,96,180,0.10)", "backward": "rgba(238,102,102,0.08)", "optimizer": "rgba(250,200,88,0.15)"}
 	var data []any
+	accumulates := false
+	for _, e := range tl.Events {
+		accumulates = accumulates || e.Micro > 1
+	}
 	for i := 0; i < len(tl.Events); {
 		j := i
-		for j+1 < len(tl.Events) && tl.Events[j+1].Phase == tl.Events[i].Phase && tl.Events[j+1].Iteration == tl.Events[i].Iteration {
+		for j+1 < len(tl.Events) && tl.Events[j+1].Phase == tl.Events[i].Phase && tl.Events[j+1].Iteration == tl.Events[i].Iteration && tl.Events[j+1].Micro == tl.Events[i].Micro {
 			j++
 		}
 		e := tl.Events[i]
-		name := fmt.Sprintf("%s %d", e.Phase, e.Iteration)
+		name := phaseName(e, accumulates)
 		start := map[string]any{"name": name, "xAxis": clean(eventLabel(e)), "itemStyle": map[string]any{"color": shade[e.Phase]}}
 		if !labelFits(name, j-i+1, len(tl.Events)) {
 			// Too narrow for its name (the loss, a short optimizer step):
@@ -310,7 +351,9 @@ func phaseAreas(tl vram.Timeline) *opts.MarkAreas {
 		data = append(data, []any{start, map[string]any{"xAxis": clean(eventLabel(tl.Events[j]))}})
 		i = j + 1
 	}
-	return &opts.MarkAreas{Data: data, MarkAreaStyle: opts.MarkAreaStyle{Label: &opts.Label{Show: opts.Bool(true), Position: "insideTop", Color: "#888"}}}
+	// The names sit at the bottom of their bands, out of the way of the
+	// peak's pin (which stands on the highest point, near the top).
+	return &opts.MarkAreas{Data: data, MarkAreaStyle: opts.MarkAreaStyle{Label: &opts.Label{Show: opts.Bool(true), Position: "insideBottom", Color: "#333"}}}
 }
 
 // labelFits reports whether a span of n of total category slots is wide

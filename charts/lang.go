@@ -195,6 +195,9 @@ var zhWords = map[string]string{
 	"device": "设备", "host": "主机", "generation": "生成", "weight sync": "权重同步", "→ weight sync": "→ 权重同步",
 	"old log-probs": "旧策略对数概率", "reference log-probs": "参考模型对数概率", "actor update": "actor 更新",
 	"precompute reference log-probs (before training)": "预先计算参考对数概率（训练前）",
+	// the allocator chart (Allocator)
+	"allocated": "已分配", "cached but free": "已缓存但空闲", "phase end": "阶段末", "reserved": "已保留",
+	"load": "加载",
 }
 
 // zhTitles are the charts' default titles and the titles and labels the
@@ -207,6 +210,7 @@ var zhTitles = map[string]string{
 	"Your run beside the prediction":                                 "你的运行与预测对照",
 	"Device memory over time (NVML)":                                 "设备显存随时间变化（NVML）",
 	"Device memory per GPU, phase by phase":                          "每 GPU 的设备显存：逐阶段",
+	"Allocated and reserved memory at the end of each phase":         "各阶段末的已分配与已保留显存",
 	"the step's allocations and frees, in order (hover for each op)": "训练步中按顺序的分配与释放（悬停查看每个算子）",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
@@ -232,13 +236,20 @@ var zhTitles = map[string]string{
 }
 
 var zhPatterns = []zhPattern{
+	{regexp.MustCompile(`^peak (\S+ \S+) at (.+); capacity (.+), off the scale$`), func(m []string) string {
+		return "峰值 " + m[1] + "，位于" + trWhere(m[2]) + "；容量 " + m[3] + "，超出坐标范围"
+	}, false},
+	{regexp.MustCompile(`^capacity (.+), off the scale$`), func(m []string) string { return "容量 " + m[1] + "，超出坐标范围" }, false},
+	{regexp.MustCompile(`^(forward|backward|optimizer|loss) (\d+) \((output|end|bridge)\)$`), func(m []string) string {
+		return phaseZh[m[1]] + " " + m[2] + "（" + map[string]string{"output": "输出层", "end": "结束", "bridge": "交接"}[m[3]] + "）"
+	}, false},
 	{regexp.MustCompile(`^total (.+)$`), func(m []string) string { return "合计 " + m[1] }, false},
 	{regexp.MustCompile(`^capacity (.+)$`), func(m []string) string { return "容量 " + m[1] }, false},
 	{regexp.MustCompile(`^predicted (\d.+)$`), func(m []string) string { return "预测 " + m[1] }, false},
 	{regexp.MustCompile(`^peak (\S+ \S+) at (.+)$`), func(m []string) string { return "峰值 " + m[1] + "，位于" + trWhere(m[2]) }, false},
 	{regexp.MustCompile(`^PEAK: (.+)$`), func(m []string) string { return "峰值：" + trWhere(m[1]) }, false},
 	{regexp.MustCompile(`^iteration \d+, .+$`), func(m []string) string { return trWhere(m[0]) }, false},
-	{regexp.MustCompile(`^(forward|backward|optimizer|loss|setup) (\d+)$`), func(m []string) string {
+	{regexp.MustCompile(`^(forward|backward|optimizer|loss|setup) (\d+(?:\.\d+)?)$`), func(m []string) string {
 		return phaseZh[m[1]] + " " + m[2]
 	}, false},
 	{regexp.MustCompile(`^Peak allocated memory per GPU vs (.+)$`), func(m []string) string { return "每 GPU 已分配显存峰值随 " + m[1] + " 的变化" }, false},

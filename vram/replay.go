@@ -42,6 +42,10 @@ type ReplayPoint struct {
 	Iteration int    `json:"iteration"`
 	Phase     string `json:"phase"`
 	Layer     int    `json:"layer"`
+	// Name tells apart the points of one phase outside the blocks: the
+	// backward's "output" (the loss and output layer done), "bridge" (an
+	// encoder-decoder's hand-over) and "end" (the embedding done).
+	Name      string `json:"name,omitempty"`
 	Allocated Bytes  `json:"allocated"`
 	Reserved  Bytes  `json:"reserved"`
 }
@@ -144,9 +148,11 @@ func (tr *replayer) others(b Bytes) []int {
 	return hs
 }
 
-func (tr *replayer) note(phase string, layer int) {
+func (tr *replayer) note(phase string, layer int) { tr.noteNamed(phase, layer, "") }
+
+func (tr *replayer) noteNamed(phase string, layer int, name string) {
 	if tr.record {
-		tr.points = append(tr.points, ReplayPoint{Iteration: tr.iter, Phase: phase, Layer: layer, Allocated: tr.a.Allocated(), Reserved: tr.a.Reserved()})
+		tr.points = append(tr.points, ReplayPoint{Iteration: tr.iter, Phase: phase, Layer: layer, Name: name, Allocated: tr.a.Allocated(), Reserved: tr.a.Reserved()})
 	}
 }
 
@@ -339,7 +345,7 @@ func (q *replayPass) blockForward(l int) {
 			tr.a.Free(q.res)
 		}
 		q.bridge, q.res = k, out
-		tr.note("forward", -1)
+		tr.noteNamed("forward", -1, "bridge")
 	}
 	var g int
 	if q.f2 {
@@ -425,7 +431,7 @@ func (q *replayPass) head() {
 		if q.headHeld >= 0 {
 			tr.fsdp2Reduce(&q.rs, -2)
 		}
-		tr.note("backward", -1)
+		tr.noteNamed("backward", -1, "output")
 	}
 	if !tr.st.head {
 		tr.a.Free(q.ag)
@@ -478,7 +484,7 @@ func (q *replayPass) blockBackward(l int) {
 	tr.note("backward", l)
 	if l == tr.edges.BridgeAt && q.bridge != nil {
 		q.res = tr.backward(tr.edges.Bridge.prog, q.res, q.bridge, &q.held)
-		tr.note("backward", -1)
+		tr.noteNamed("backward", -1, "bridge")
 	}
 }
 
@@ -520,7 +526,7 @@ func (q *replayPass) endBackward() {
 	tr.freeAll(q.held)
 	tr.a.Free(q.res)
 	tr.a.Free(q.inputs)
-	tr.note("backward", -1)
+	tr.noteNamed("backward", -1, "end")
 	if q.last && r.fsdp1Offload() {
 		for k, hs := range tr.grads {
 			tr.freeAll(hs) // the final callback moves them to the host

@@ -112,6 +112,21 @@ func Gallery() ([]charts.Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	replayed := vram.Training{Model: vram.MustPreset("llama-3.2-1b"), SeqLen: 2048, MicroBatch: 4, Precision: "amp_bf16", Optimizer: "adamw", Attention: "sdpa"}
+	rep, err := replayed.Replay(vram.ReplayOptions{GPU: &g, Points: true})
+	if err != nil {
+		return nil, err
+	}
+	post, err := examplePostTraining(g)
+	if err != nil {
+		return nil, err
+	}
+	// Two micro-batches a step: each hump of the timeline names its own.
+	accum := vram.Training{Model: vram.MustPreset("llama-3.2-1b"), SeqLen: 1024, MicroBatch: 2, GradAccum: 2, Precision: "bf16", Optimizer: "adamw"}
+	accumTL, err := accum.Timeline()
+	if err != nil {
+		return nil, err
+	}
 	return []charts.Chart{
 		charts.Breakdown(est.Peak, "Llama-3-8B LoRA, peak per GPU"),
 		charts.Compare(plans, bs, g.Usable()),
@@ -124,7 +139,19 @@ func Gallery() ([]charts.Chart, error) {
 		overlay,
 		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, "NVML readings of a job (illustrative)"),
 		charts.Diff(diff, 8),
+		charts.Allocator(rep.Points, ""),
+		charts.Timeline(accumTL, g.Usable()).WithTitle("Llama-3.2-1B, two micro-batches a step: memory over the step", ""),
+		charts.Phases(post, g.Total()),
 	}, nil
+}
+
+// examplePostTraining is GRPO with TRL and a colocated vLLM on the
+// gallery's card.
+func examplePostTraining(g vram.GPU) (vram.PostTrainingEstimate, error) {
+	pt := vram.PostTraining{Algorithm: "grpo", Framework: "trl", PromptLen: 512, CompletionLen: 1024,
+		Policy:  vram.Training{Model: vram.MustPreset("qwen2.5-7b"), MicroBatch: 4, Precision: "bf16", Trainable: "lora", LoRA: &vram.LoRA{Rank: 16, Targets: []string{"all_linear"}}},
+		Rollout: &vram.Rollout{Engine: "vllm", GPUMemoryUtilization: 0.3}}
+	return pt.Estimate(g)
 }
 
 // readings are NVML readings of a job that loads, grows over its first

@@ -68,6 +68,29 @@ export function layoutProblems(charts) {
   return out;
 }
 
+// namesAlike lists, per chart, the category axis names and the phase
+// bands' names (a timeline's marked areas) that appear twice: two bars or
+// two humps that read alike, which is which?
+export async function namesAlike(page) {
+  return page.evaluate(() => [...document.querySelectorAll('.vramlab-chart')].flatMap((root) => {
+    const o = window.echarts.getInstanceByDom(root.querySelector('.vramlab-canvas')).getOption();
+    const title = root.querySelector('.vramlab-fallback caption')?.textContent || root.id;
+    const lists = (o.xAxis || []).filter((a) => a.type === 'category').map((a) => (a.data || []).map((d) => (typeof d === 'object' ? d.value : d)));
+    for (const s of o.series || []) {
+      if (s.markArea?.data) lists.push(s.markArea.data.map((a) => a[0].name).filter(Boolean));
+    }
+    const out = [];
+    for (const names of lists) {
+      const seen = new Set();
+      for (const n of names) {
+        if (seen.has(n)) out.push(`${title}: two labels read "${n}"`);
+        seen.add(n);
+      }
+    }
+    return out;
+  }));
+}
+
 // 1440 px: a laptop screen. 794 px: an A4 page (210 mm at 96 px per inch).
 for (const width of [1440, 794]) {
   test(`no chart label overlaps another or is cut off at ${width} px`, async () => {
@@ -81,10 +104,10 @@ for (const width of [1440, 794]) {
     }, null, { timeout: 30_000 });
     await page.waitForTimeout(1500); // ECharts' entry animations end
     const charts = await chartTexts(page);
-    assert.equal(charts.length, 11, 'every chart kind');
+    assert.equal(charts.length, 14, 'every chart kind');
     charts.forEach((c) => assert.ok(c.texts.length > 3, `${c.title} has labels`));
     await page.screenshot({ path: shotPath(`layout-${width}.png`), fullPage: true });
-    const bad = layoutProblems(charts);
+    const bad = [...layoutProblems(charts), ...await namesAlike(page)];
     assert.deepEqual(bad, [], bad.join('\n'));
     assert.deepEqual(problems.consoleErrors, []);
   });
