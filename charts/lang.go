@@ -240,6 +240,13 @@ var zhPatterns = []zhPattern{
 		return "峰值 " + m[1] + "，位于" + trWhere(m[2]) + "；容量 " + m[3] + "，超出坐标范围"
 	}, false},
 	{regexp.MustCompile(`^capacity (.+), off the scale$`), func(m []string) string { return "容量 " + m[1] + "，超出坐标范围" }, false},
+	{regexp.MustCompile(`^device-used peak (.+?); predicted (.+?)(?:; capacity (.+), off the scale)?$`), func(m []string) string {
+		out := "设备已用峰值 " + m[1] + "；预测 " + m[2]
+		if m[3] != "" {
+			out += "；容量 " + m[3] + "，超出坐标范围"
+		}
+		return out
+	}, false},
 	{regexp.MustCompile(`^(forward|backward|optimizer|loss) (\d+) \((output|end|bridge)\)$`), func(m []string) string {
 		return phaseZh[m[1]] + " " + m[2] + "（" + map[string]string{"output": "输出层", "end": "结束", "bridge": "交接"}[m[3]] + "）"
 	}, false},

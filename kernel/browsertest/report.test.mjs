@@ -149,6 +149,17 @@ test('the printed report has no scrollbar, no chart cut at the edge and no word 
   assert.ok(tokens.length > 300 && screenWords.has('Verdict'), 'the PDF has the report’s text');
 });
 
+// Page 1 answers: the verdict and the breakdown of the peak, with its
+// chart, before any detail.
+test('page 1 of the PDF holds the verdict and the breakdown', () => {
+  const page1 = execFileSync('pdftotext', ['-f', '1', '-l', '1', join(out, 'llama3-8b-lora.pdf'), '-'], { encoding: 'utf8' });
+  for (const want of ['Verdict on A100-80GB', 'Memory at the peak', 'Peak allocated memory per GPU:']) {
+    assert.ok(page1.includes(want), `page 1 lacks "${want}":\n${page1}`);
+  }
+  const images = execFileSync('pdfimages', ['-f', '1', '-l', '1', '-list', join(out, 'llama3-8b-lora.pdf')], { encoding: 'utf8' });
+  assert.ok(images.trim().split('\n').length > 2, `page 1 has no chart:\n${images}`);
+});
+
 test('a post-training plan\'s report: its phases, its resolved settings, and no section of a plain training or serving plan', () => {
   const dir = mkdtempSync(join(tmpdir(), 'vramlab-grpo-'));
   execFileSync('make', ['-s', 'report', `PLAN=${join(ROOT, 'examples', 'plans', 'qwen2.5-7b-grpo-trl.json')}`, `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
