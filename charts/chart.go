@@ -195,10 +195,17 @@ const tipJS = `var textTips=function(o){var t=o.tooltip;if(!t||typeof t.formatte
 
 // titleJS defines fitTitles, which wraps a title and subtitle longer than
 // the chart is wide onto further lines (a long model name on an A4 page)
-// instead of running past the edge, with lines a readable distance apart.
-const titleJS = `var fitTitles=function(o,w){if(!o.title||!w)return;[].concat(o.title).forEach(function(t){` +
+// instead of running past the edge, with lines a readable distance apart,
+// and moves the plot down below them: the grid's top is at least the
+// height the wrapped lines take (measured with the title's fonts, 18 px
+// bold and 12 px), so a wrapped subtitle never lands on the top axis label.
+const titleJS = `var fitTitles=function(o,w){if(!o.title||!w)return;var cx=document.createElement('canvas').getContext('2d');` +
+	`var lines=function(s,font){if(!s)return 0;cx.font=font;return String(s).split('\n').reduce(function(n,l){return n+Math.max(1,Math.ceil(cx.measureText(l).width/(w-20)));},0);};` +
+	`var need=0;[].concat(o.title).forEach(function(t){` +
 	`t.textStyle=Object.assign({width:w-20,overflow:'break',lineHeight:22},t.textStyle||{});` +
-	`t.subtextStyle=Object.assign({width:w-20,overflow:'break',lineHeight:16},t.subtextStyle||{});});};`
+	`t.subtextStyle=Object.assign({width:w-20,overflow:'break',lineHeight:16},t.subtextStyle||{});` +
+	`need=Math.max(need,10+22*lines(t.text,'bold 18px sans-serif')+16*lines(t.subtext,'12px sans-serif')+24);});` +
+	`if(o.grid)o.grid=[].concat(o.grid).map(function(g){var top=parseFloat(g.top);if(!isNaN(top)&&top<need)g.top=need;return g;});};`
 
 // tableHTML renders the fallback table (visible until the chart draws).
 func tableHTML(title string, t Table) string {

@@ -130,6 +130,8 @@ func Gallery() ([]charts.Chart, error) {
 	return []charts.Chart{
 		charts.Breakdown(est.Peak, "Llama-3-8B LoRA, peak per GPU"),
 		charts.Compare(plans, bs, g.Usable()),
+		// A comparison report's chart: a title long enough to wrap at A4.
+		charts.Compare(plans, bs, g.Usable()).WithTitle("Llama-3-8B LoRA against Llama-3-8B QLoRA and Llama-2-7B full fine-tune in fp32: peak per GPU by plan", "the dashed line: what an A100 80GB leaves after its CUDA context"),
 		charts.Timeline(tl, g.Usable()),
 		charts.Sweep("micro_batch", pts, g.Usable()), // the bars are allocated peaks
 		fm,
