@@ -175,7 +175,7 @@ type zhPattern struct {
 // themselves write (categories, columns, legend entries).
 var zhWords = map[string]string{
 	// categories and their parts
-	"parameters": "参数", "gradients": "梯度", "optimizer states": "优化器状态", "activations": "激活值",
+	"kv cache": "KV 缓存", "parameters": "参数", "gradients": "梯度", "optimizer states": "优化器状态", "activations": "激活值",
 	"temporaries": "临时缓冲", "other": "其他", "inputs": "输入", "updated parameters": "更新后的参数",
 	"share": "占比", "total": "合计", "per GPU": "每 GPU", "capacity": "容量",
 	"used": "已用", "free": "空闲", "device used": "设备已用", "process used": "进程已用",
