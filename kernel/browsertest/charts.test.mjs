@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, chartStates, launchBrowser, offlinePage, shotPath, waitForCharts } from './harness.mjs';
+import { GALLERY_CHARTS, ROOT, chartStates, launchBrowser, offlinePage, shotPath, waitForCharts } from './harness.mjs';
 
 let browser;
 before(async () => { browser = await launchBrowser(); });
@@ -18,9 +18,9 @@ for (const theme of ['light', 'dark']) {
     execFileSync('go', ['run', './examples/gallery', '-o', file, '-theme', theme], { cwd: ROOT, stdio: 'inherit' });
     const { page, problems } = await offlinePage(browser);
     await page.goto('file://' + file);
-    await waitForCharts(page, 11);
+    await waitForCharts(page, GALLERY_CHARTS);
     const states = await chartStates(page);
-    assert.equal(states.length, 11, 'eleven chart kinds');
+    assert.equal(states.length, GALLERY_CHARTS, 'every chart of the gallery');
     states.forEach((s, i) => {
       assert.ok(s.initialized, `chart ${i} initialized`);
       assert.ok(s.painted > 200, `chart ${i} has pixels (${s.painted})`);
@@ -40,7 +40,7 @@ test('without scripts the data tables show', async () => {
   const page = await context.newPage();
   await page.goto('file://' + file);
   const visible = await page.locator('table.vramlab-fallback').evaluateAll((ts) => ts.filter((t) => t.offsetParent !== null).length);
-  assert.equal(visible, 11, 'one readable table per chart');
+  assert.equal(visible, GALLERY_CHARTS, 'one readable table per chart');
   assert.match(await page.locator('table.vramlab-fallback').first().innerText(), /parameters/);
   await page.screenshot({ path: shotPath('gallery-noscript.png'), fullPage: true });
   await context.close();

@@ -9,6 +9,9 @@ import { chromium } from 'playwright-core';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const SHOTS = join(ROOT, '.artifacts', 'screenshots');
+// GALLERY_CHARTS is how many charts examples/gallery draws: every kind, and
+// the cases the layout test holds them to (a long title, two micro-batches).
+export const GALLERY_CHARTS = 15;
 mkdirSync(SHOTS, { recursive: true });
 
 // Flags that keep chromium from calling home on a machine with no internet.
