@@ -79,7 +79,7 @@ func trWhere(s string) string {
 		if b := blockRE.FindStringSubmatch(rest); b != nil {
 			rest = "第 " + b[1] + " 块" + b[2]
 		}
-		out += "，" + strings.NewReplacer("loss and output", "损失与输出", "recompute", "重算").Replace(rest)
+		out += "，" + strings.NewReplacer("loss and output", "损失与输出", "recompute", "重算", "optimizer step", "优化器步", "output and loss", "输出与损失").Replace(rest)
 	}
 	return out
 }
