@@ -60,7 +60,7 @@ func TestInstallWritesKernelSpec(t *testing.T) {
 	if spec.DisplayName != "Go (VRAM Lab)" || spec.Language != "go" {
 		t.Errorf("display_name, language = %q, %q", spec.DisplayName, spec.Language)
 	}
-	for k, want := range map[string]string{"GOPROXY": "off", "GOTOOLCHAIN": "local", "VRAMLAB_ROOT": root} {
+	for k, want := range map[string]string{"GOPROXY": "off", "GOTOOLCHAIN": "local", "GOFLAGS": "-ldflags=-s", "VRAMLAB_ROOT": root} {
 		if spec.Env[k] != want {
 			t.Errorf("env %s = %q, want %q", k, spec.Env[k], want)
 		}

@@ -3,7 +3,8 @@
     .venv/bin/python kernel/scripts/cell_latency.py [-n 10]
 
 Starts the real kernel, warms it up, then times N executions of a trivial
-cell and N of a cell that imports a project package, and prints the medians.
+cell, N of a cell that imports a project package and N of a cell that
+estimates a plan and draws its chart, and prints the medians.
 """
 
 import argparse
@@ -16,6 +17,10 @@ from jupyter_client.manager import start_new_kernel
 # compiled and linked, as when a user edits a cell.
 TRIVIAL = '%%\nfmt.Println("ok", {i})'
 PROJECT = 'import "github.com/vramlab/vramlab/vram"\n\n%%\nfmt.Println(vram.MustPreset("llama-3-8b").ParamCount() + {i})'
+# A tutorial's typical cell: estimate a plan and draw its breakdown.
+PLAN = ('import (\n\t"github.com/vramlab/vramlab/charts"\n\t"github.com/vramlab/vramlab/vram"\n)\n\n%%\n'
+        't := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048 + @i@, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw"}\n'
+        'e, err := t.Estimate()\ncharts.Must(err)\ncharts.Show(charts.Breakdown(e.Peak, "peak"))')
 
 
 def run(kc, code):
@@ -36,11 +41,14 @@ def main():
         run(kc, PROJECT.format(i=-1))
         trivial = [run(kc, TRIVIAL.format(i=i)) for i in range(args.n)]
         project = [run(kc, PROJECT.format(i=i)) for i in range(args.n)]
+        run(kc, PLAN.replace("@i@", "-1"))
+        plan = [run(kc, PLAN.replace("@i@", str(i))) for i in range(args.n)]
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
     print(f"trivial cell:        median {statistics.median(trivial):.2f}s over {args.n} runs (min {min(trivial):.2f}s, max {max(trivial):.2f}s)")
     print(f"project-import cell: median {statistics.median(project):.2f}s over {args.n} runs (min {min(project):.2f}s, max {max(project):.2f}s)")
+    print(f"plan-and-chart cell: median {statistics.median(plan):.2f}s over {args.n} runs (min {min(plan):.2f}s, max {max(plan):.2f}s)")
 
 
 if __name__ == "__main__":
