@@ -250,7 +250,7 @@ func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
 	ro := run.pt.Rollout
 	m := run.pt.Policy.Model
 	in := Inference{Model: m, Weights: Quant{DType: BF16}}
-	free := run.g.Total() - run.g.Context - run.engineCtx - run.otherCtx - atStart
+	free := max(0, run.g.Total()-run.g.Context-run.engineCtx-run.otherCtx-atStart) // never a negative size, on a card too small for the trainer
 	switch ro.Engine {
 	case "vllm":
 		v := VLLM{GPUMemoryUtilization: ro.GPUMemoryUtilization, TP: ro.TP, MaxNumSeqs: ro.MaxNumSeqs,

@@ -478,3 +478,25 @@ func TestOpenRLHFHybrid(t *testing.T) {
 		t.Errorf("ds.enable_sleep: generation %v/%v asleep, %v/%v awake", gen.Allocated, gen.Host, ag.Allocated, ag.Host)
 	}
 }
+
+// TestPostTrainingTinyCard: on a card too small for the trainer alone the
+// verdict says the engine would not start, with no negative size anywhere.
+func TestPostTrainingTinyCard(t *testing.T) {
+	g := GPU{Name: "tiny", Memory: KiB, Context: 500 * MiB}
+	for _, p := range []PostTraining{grpoTRL(), ppoOpenRLHF(), grpoVerl()} {
+		e, err := p.Estimate(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Starts || strings.Contains(e.Err, "(-") {
+			t.Errorf("%s: starts %v: %s", p.Framework, e.Starts, e.Err)
+		}
+		for _, ph := range e.Phases {
+			for _, q := range ph.Live {
+				if q.Bytes < 0 {
+					t.Errorf("%s %s: %s %v", p.Framework, ph.Name, q.What, q.Bytes)
+				}
+			}
+		}
+	}
+}
