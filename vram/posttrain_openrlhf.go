@@ -152,14 +152,14 @@ func openrlhfPhases(run *rlRun) {
 // openrlhfSteps walks the phases once the pieces are sized.
 func openrlhfSteps(run *rlRun, resident []PhasePart, host Bytes, colocated bool) {
 	pt := run.pt
-	eng, eparts := run.engineWith("generating")
+	eng, eparts := run.engineWith(engineGenerating)
 	if !colocated {
 		eng, eparts = 0, nil
 	}
 	run.phase("generation", false, resident, 0, eng, host, eparts)
 	asleep, aparts := Bytes(0), []PhasePart(nil)
 	if colocated {
-		asleep, aparts = run.engineWith("asleep")
+		asleep, aparts = run.engineWith(engineAsleep)
 		host = addBytes(host, run.engineHost)
 	}
 	pass, err := run.logProbPass(pt.LogProbMicroBatch)
@@ -193,7 +193,7 @@ func openrlhfSteps(run *rlRun, resident []PhasePart, host Bytes, colocated bool)
 	sync := append(append([]PhasePart(nil), resident...), part)
 	weng, wparts := Bytes(0), []PhasePart(nil)
 	if colocated {
-		weng, wparts = run.engineWith("weights")
+		weng, wparts = run.engineWith(engineWeightsOnly)
 	}
 	run.phase("weight sync", true, sync, 0, weng, host, wparts)
 }

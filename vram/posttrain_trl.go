@@ -164,15 +164,15 @@ func trlPhases(run *rlRun) {
 	if sleeping {
 		reserved = 0
 	}
-	eng, eparts := run.engineWith("awake")
+	eng, eparts := run.engineWith(engineAwake)
 	if sleeping {
-		eng, eparts = run.engineWith("weights")
+		eng, eparts = run.engineWith(engineWeightsOnly)
 	}
 	sync := append(append([]PhasePart(nil), resident...), PhasePart{"weight sync: gathered parameters", trlSyncGather(run), HolderPass})
 	run.phase("weight sync", true, sync, reserved, eng, host, eparts)
-	eng, eparts = run.engineWith("generating")
+	eng, eparts = run.engineWith(engineGenerating)
 	run.phase("generation", false, resident, reserved, eng, host, eparts)
-	asleep, aparts := run.engineWith("asleep")
+	asleep, aparts := run.engineWith(engineAsleep)
 	pass, err := run.logProbPass(run.pt.Policy.MicroBatch)
 	if err != nil {
 		run.est.Starts, run.est.Err = false, err.Error()

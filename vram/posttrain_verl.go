@@ -133,9 +133,9 @@ func verlPhases(run *rlRun) {
 		run.est.Starts, run.est.Err = false, err.Error()
 		return
 	}
-	eng, eparts := run.engineWith("generating")
+	eng, eparts := run.engineWith(engineGenerating)
 	run.phase("generation", false, resident, 0, eng, host, eparts)
-	asleep, aparts := run.engineWith("asleep")
+	asleep, aparts := run.engineWith(engineAsleep)
 	pass, err := run.logProbPass(pt.LogProbMicroBatch)
 	if err != nil {
 		run.est.Starts, run.est.Err = false, err.Error()
@@ -160,7 +160,7 @@ func verlPhases(run *rlRun) {
 	sync := append(append([]PhasePart(nil), resident...),
 		PhasePart{"weight sync: the 2 GiB bucket", verlBucket, HolderPass},
 		PhasePart{"weight sync: one gathered parameter and its bf16 cast", run.largestParam + run.largestParam/2, HolderPass})
-	weng, wparts := run.engineWith("weights")
+	weng, wparts := run.engineWith(engineWeightsOnly)
 	run.phase("weight sync", true, sync, 0, weng, host, wparts)
 }
 

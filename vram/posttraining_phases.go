@@ -301,19 +301,29 @@ func (run *rlRun) setEngine(err string, weights, kv, act, graphs Bytes, name, sl
 	}
 }
 
+// engineState is what the engine holds in a phase.
+type engineState int
+
+const (
+	engineAwake       engineState = iota // weights, KV cache and CUDA graphs
+	engineAsleep                         // what its sleep level leaves
+	engineWeightsOnly                    // woken for the weight sync, the cache not yet
+	engineGenerating                     // awake, with its activations
+)
+
 // engineWith returns the engine's parts in a phase: asleep, with its
 // weights only (woken for the sync), awake, or generating.
-func (run *rlRun) engineWith(state string) (Bytes, []PhasePart) {
+func (run *rlRun) engineWith(state engineState) (Bytes, []PhasePart) {
 	ps := run.engineParts
 	switch state {
-	case "asleep":
+	case engineAsleep:
 		if run.asleep == run.awake {
 			return run.awake, ps
 		}
 		return run.asleep, ps[2:]
-	case "weights":
+	case engineWeightsOnly:
 		return addBytes(ps[0].Bytes, ps[2].Bytes), []PhasePart{ps[0], ps[2]}
-	case "generating":
+	case engineGenerating:
 		act := run.generating - run.awake
 		return run.generating, append(append([]PhasePart(nil), ps...), PhasePart{run.engineName + " activations (generating)", act, HolderEngine})
 	}
