@@ -763,7 +763,7 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, 1)
 				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, 1)
 			}
-			roped := m.Position == "rope" && !(m.NoRopeGlobal && !m.LocalLayer(layer))
+			roped := m.Roped(layer)
 			// A partial rotary embedding concatenates the rotated and
 			// pass-through parts (apply_rotary_pos_emb's torch.cat).
 			freshQ = roped && (m.RotaryPct < 1 || p.rec.ropeConcat) && p.hfModeling

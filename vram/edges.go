@@ -304,7 +304,14 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		if p.rec.rotaryFP32 {
 			d = FP32 // GPT-NeoX's fp32 caches
 		}
-		out = append(out, maskPart{bytes: d.Size(mulI64(2*p.seq, w)), from: 0, to: m.Layers, saved: true})
+		rope := d.Size(mulI64(2*p.seq, w))
+		if local && p.rec.localRotary {
+			// The local layers' own cos and sin beside the global ones',
+			// each saved by the layers of its kind.
+			out = append(out, maskPart{bytes: rope, local: true, saved: true}, maskPart{bytes: rope, saved: true})
+		} else {
+			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: true})
+		}
 	}
 	if p.rec.mropeSections {
 		// The three-section rotary tables (cos and sin, 3 × batch ×

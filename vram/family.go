@@ -157,6 +157,10 @@ type recipe struct {
 	// ropeKeepsDType: the rotated q and k are cast back to their dtype
 	// (OLMo 2's apply_rotary_pos_emb), not left in cos/sin's fp32.
 	ropeKeepsDType bool
+	// localRotary: the local layers have a rotary embedding of their own,
+	// computed every step beside the global one (Gemma 3's
+	// rotary_emb_local, OLMo 3's rotary_embs): two cos/sin pairs.
+	localRotary bool
 	// embedScale: the embeddings are multiplied by a constant (Gemma's
 	// sqrt(hidden), Granite's embedding_multiplier): a tensor of their own.
 	embedScale bool

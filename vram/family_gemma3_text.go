@@ -33,7 +33,7 @@ func init() {
 			b.add("model.rotary_emb_local.inv_freq", -1, FP32, rot/2)
 		},
 		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: true}
+			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: true, localRotary: true}
 		},
 		// Gemma 3 1B is a text model; 4B and 27B are the text side of the
 		// image-text checkpoints (their config.json text_config).

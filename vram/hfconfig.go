@@ -231,6 +231,52 @@ func (r *hfReader) layerTypes(m *Model) {
 	r.err = fmt.Errorf("layer_types: local and global layers do not alternate with a fixed period (global where (i+1) %% period = 0); this pattern is not modelled")
 }
 
+// noRopePeriod reads config.no_rope_layers (1 where layer i applies the
+// rotary embedding, 0 where it does not) as a period: layer i skips it iff
+// (i+1) is a multiple of the period. A missing list takes interval (the
+// config class builds the list from it); a list of ones is 0 (every layer
+// rotates); any other pattern is an error naming the key.
+func (r *hfReader) noRopePeriod(interval, layers int) int {
+	raw := r.optList("no_rope_layers")
+	if raw == nil || r.err != nil {
+		return interval
+	}
+	if len(raw) != layers {
+		r.err = fmt.Errorf("no_rope_layers lists %d layers for num_hidden_layers = %d", len(raw), layers)
+		return 0
+	}
+	skip := make([]bool, len(raw))
+	skips := 0
+	for i, v := range raw {
+		f, ok := v.(float64)
+		if !ok || (f != 0 && f != 1) {
+			r.err = fmt.Errorf("no_rope_layers[%d] = %s: want 1 (rotary) or 0 (none)", i, jsonKind(v))
+			return 0
+		}
+		skip[i] = f == 0
+		if skip[i] {
+			skips++
+		}
+	}
+	if skips == 0 {
+		return 0
+	}
+	for period := 1; period <= len(raw); period++ {
+		fits := true
+		for i := range skip {
+			if skip[i] != ((i+1)%period == 0) {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return period
+		}
+	}
+	r.err = fmt.Errorf("no_rope_layers: the layers without the rotary embedding are not every n-th layer; this pattern is not modelled")
+	return 0
+}
+
 // fail records an error about the config (the first one wins).
 func (r *hfReader) fail(msg string) {
 	if r.err == nil {

@@ -95,6 +95,10 @@ type Model struct {
 	AttentionChunk int  `json:"attention_chunk,omitempty"`
 	GlobalEvery    int  `json:"global_every,omitempty"`
 	NoRopeGlobal   bool `json:"no_rope_global,omitempty"`
+	// NoRopeEvery skips the rotary embedding in layer i iff (i+1) is a
+	// multiple of it, whatever the layer's attention (SmolLM3's NoPE
+	// layers, no_rope_layer_interval); 0 for none.
+	NoRopeEvery int `json:"no_rope_every,omitempty"`
 
 	// Soft-capping (Gemma 2): cap · tanh(x / cap) on the attention scores
 	// (eager attention) and on the final logits; zero for none.
@@ -517,6 +521,9 @@ func (m Model) validateKinds() error {
 	if m.NoRopeGlobal && m.GlobalEvery == 0 {
 		return fmt.Errorf("model.no_rope_global applies to models with global layers (global_every > 0)")
 	}
+	if m.NoRopeEvery > 0 && m.Position != "rope" {
+		return fmt.Errorf("model.no_rope_every applies to models with rotary positions (position rope)")
+	}
 	switch m.Position {
 	case "rope", "learned", "relative", "alibi":
 	default:
@@ -575,6 +582,16 @@ func (m Model) LocalLayer(i int) bool {
 	return m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0
 }
 
+// Roped reports whether layer i applies the rotary embedding to q and k:
+// every layer of a rope model but Llama 4's and EXAONE 4's global layers
+// (NoRopeGlobal) and SmolLM3's NoPE layers (NoRopeEvery).
+func (m Model) Roped(i int) bool {
+	if m.Position != "rope" || (m.NoRopeGlobal && !m.LocalLayer(i)) {
+		return false
+	}
+	return m.NoRopeEvery == 0 || (i+1)%m.NoRopeEvery != 0
+}
+
 // localSpan is the keys a local layer's query sees at most, and the tokens
 // its KV cache keeps: the sliding window or the chunk.
 func (m Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
@@ -592,9 +609,11 @@ func (m *Model) blockKind(i int) int {
 	if m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0) {
 		k |= 1
 	}
-	if (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0) {
+	local := (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0)
+	if local {
 		k |= 2
-	} else if m.NoRopeGlobal {
+	}
+	if (m.NoRopeGlobal && !local) || (m.NoRopeEvery > 0 && (i+1)%m.NoRopeEvery == 0) {
 		k |= 4
 	}
 	if m.DecoderLayers > 0 {
@@ -679,7 +698,7 @@ func (m Model) ranges() error {
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},
-		{"attention_chunk", m.AttentionChunk, maxPositions}, {"global_every", m.GlobalEvery, maxLayers},
+		{"attention_chunk", m.AttentionChunk, maxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
 		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, maxPositions},
 	} {
 		if f.v < 0 || f.v > f.max {

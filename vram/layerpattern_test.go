@@ -1,0 +1,68 @@
+package vram
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Per-layer patterns read from a config.json: which layers skip the rotary
+// embedding (SmolLM3's no_rope_layers), which attend locally (layer_types).
+func TestConfigLayerPatterns(t *testing.T) {
+	smol := func(extra string) string {
+		return `{"model_type": "smollm3", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+			"intermediate_size": 128, "vocab_size": 100` + extra + `}`
+	}
+	olmo := func(extra string) string {
+		return `{"model_type": "olmo3", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
+			"intermediate_size": 128, "vocab_size": 100` + extra + `}`
+	}
+	for _, tc := range []struct {
+		name, json string
+		roped      string // per layer: r rotates, - does not
+		local      string // per layer: l local, g global
+		err        string
+	}{
+		{"smollm3 interval default", smol(``), "rrr-rrr-", "gggggggg", ""},
+		{"smollm3 interval 2", smol(`, "no_rope_layer_interval": 2`), "r-r-r-r-", "gggggggg", ""},
+		{"smollm3 list wins", smol(`, "no_rope_layer_interval": 2, "no_rope_layers": [1,1,1,0,1,1,1,0]`), "rrr-rrr-", "gggggggg", ""},
+		{"smollm3 all rotary", smol(`, "no_rope_layers": [1,1,1,1,1,1,1,1]`), "rrrrrrrr", "gggggggg", ""},
+		{"smollm3 irregular", smol(`, "no_rope_layers": [1,0,0,1,1,1,1,1]`), "", "", "no_rope_layers: the layers without the rotary embedding are not every n-th layer"},
+		{"smollm3 short list", smol(`, "no_rope_layers": [1,0]`), "", "", "no_rope_layers lists 2 layers for num_hidden_layers = 8"},
+		{"smollm3 bad flag", smol(`, "no_rope_layers": [1,1,2,0,1,1,1,0]`), "", "", "no_rope_layers[2] = the number 2: want 1 (rotary) or 0 (none)"},
+		{"smollm3 sliding", smol(`, "use_sliding_window": true, "sliding_window": 64`), "", "", "use_sliding_window"},
+		{"olmo3 default", olmo(``), "rrrrrrrr", "lllglllg", ""},
+		{"olmo3 all full", olmo(`, "layer_types": ["full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention"]`), "rrrrrrrr", "gggggggg", ""},
+	} {
+		m, err := FromHFConfig([]byte(tc.json))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		m = m.Normalize()
+		var roped, local strings.Builder
+		for i := 0; i < m.Layers; i++ {
+			roped.WriteString(map[bool]string{true: "r", false: "-"}[m.Roped(i)])
+			local.WriteString(map[bool]string{true: "l", false: "g"}[m.LocalLayer(i)])
+		}
+		if roped.String() != tc.roped || local.String() != tc.local {
+			t.Errorf("%s: rotary %s local %s, want %s %s", tc.name, roped.String(), local.String(), tc.roped, tc.local)
+		}
+		// The config the engine writes reads back to the same pattern.
+		b, err := json.Marshal(m.HFConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := FromHFConfig(b)
+		if err != nil || fmt.Sprint(back.NoRopeEvery, back.GlobalEvery, back.SlidingWindow) != fmt.Sprint(m.NoRopeEvery, m.GlobalEvery, m.SlidingWindow) {
+			t.Errorf("%s: written config reads back as %+v (%v)", tc.name, back, err)
+		}
+	}
+}
