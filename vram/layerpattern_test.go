@@ -18,6 +18,10 @@ func TestConfigLayerPatterns(t *testing.T) {
 		return `{"model_type": "olmo3", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
 			"intermediate_size": 128, "vocab_size": 100` + extra + `}`
 	}
+	exa := func(extra string) string {
+		return `{"model_type": "exaone4", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
+			"intermediate_size": 128, "vocab_size": 100` + extra + `}`
+	}
 	for _, tc := range []struct {
 		name, json string
 		roped      string // per layer: r rotates, - does not
@@ -32,6 +36,11 @@ func TestConfigLayerPatterns(t *testing.T) {
 		{"smollm3 short list", smol(`, "no_rope_layers": [1,0]`), "", "", "no_rope_layers lists 2 layers for num_hidden_layers = 8"},
 		{"smollm3 bad flag", smol(`, "no_rope_layers": [1,1,2,0,1,1,1,0]`), "", "", "no_rope_layers[2] = the number 2: want 1 (rotary) or 0 (none)"},
 		{"smollm3 sliding", smol(`, "use_sliding_window": true, "sliding_window": 64`), "", "", "use_sliding_window"},
+		{"exaone4 default", exa(``), "rrr-rrr-", "lllglllg", ""},
+		{"exaone4 letters", exa(`, "sliding_window_pattern": "LLLG"`), "rrr-rrr-", "lllglllg", ""},
+		{"exaone4 letters 2", exa(`, "sliding_window_pattern": "LG"`), "r-r-r-r-", "lglglglg", ""},
+		{"exaone4 no window", exa(`, "sliding_window": null, "layer_types": ["full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention"]`), "rrrrrrrr", "gggggggg", ""},
+		{"exaone4 bad letters", exa(`, "sliding_window_pattern": "LGLL"`), "", "", `sliding_window_pattern "LGLL": only groups of local layers (L) ending in one global layer (G) are modelled`},
 		{"olmo3 default", olmo(``), "rrrrrrrr", "lllglllg", ""},
 		{"olmo3 all full", olmo(`, "layer_types": ["full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention"]`), "rrrrrrrr", "gggggggg", ""},
 	} {

@@ -1,0 +1,93 @@
+package vram
+
+import "fmt"
+
+// EXAONE 4.0 (transformers/models/exaone4/modeling_exaone4.py): norms after
+// each sublayer, before its residual add (post_attention_layernorm,
+// post_feedforward_layernorm; none before, as OLMo 2), an RMSNorm over each
+// head of q and of k, and — when the config has a sliding window — three
+// sliding-window layers to each global one, whose global layers leave q and
+// k unrotated (Exaone4Attention.forward: apply_rotary_pos_emb only "if
+// self.sliding_window is None or self.is_sliding"). Without a window (the
+// 1.2B) every layer is global and rotates.
+func init() {
+	register(&family{
+		name: "exaone4", source: "transformers/models/exaone4/modeling_exaone4.py",
+		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "head"},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			// Exaone4Config: sliding_window 4096 and sliding_window_pattern
+			// 4 by default; the released configs spell the pattern as
+			// "LLLG" and list layer_types, which win.
+			m.SlidingWindow = c.optInt("sliding_window", 4096)
+			if _, text := c.c["sliding_window_pattern"].(string); !text {
+				m.GlobalEvery = c.optInt("sliding_window_pattern", 4)
+			} else {
+				m.GlobalEvery = c.exaonePattern()
+			}
+			if m.SlidingWindow == 0 {
+				m.GlobalEvery = 0
+			}
+			c.layerTypes(m)
+			m.NoRopeGlobal = m.SlidingWindow > 0 && m.GlobalEvery > 0
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			c["sliding_window"] = nilIfZero(float64(m.SlidingWindow))
+			c["sliding_window_pattern"] = m.GlobalEvery
+			writeLayerTypes(m, c, "sliding_attention")
+		},
+		check: func(m Model) error {
+			if err := requireNormPosition("sublayer")(m); err != nil {
+				return err
+			}
+			if m.NoRopeGlobal != (m.SlidingWindow > 0 && m.GlobalEvery > 0) {
+				return fmt.Errorf("model: exaone4's global layers skip the rotary embedding exactly when it has sliding-window layers (no_rope_global %v, sliding_window %d, global_every %d)", m.NoRopeGlobal, m.SlidingWindow, m.GlobalEvery)
+			}
+			return requireQKNorm("head")(m)
+		},
+		tensors: func(m Model, l *tensorList) {
+			d := m.dims()
+			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
+			for i := 0; i < m.Layers; i++ {
+				l.block(i)
+				p := fmt.Sprintf("model.layers.%d.", i)
+				attnQKVO(m, l, p+"self_attn.")
+				qkNormTensors(m, l, p+"self_attn.")
+				mlpGated(m, l, p+"mlp.", d.f, -1)
+				l.norm(p+"post_attention_layernorm", false, d.h)
+				l.norm(p+"post_feedforward_layernorm", false, d.h)
+			}
+			l.headSide()
+			l.norm("model.norm", false, d.h)
+			lmHead(m, l, "lm_head", "score")
+		},
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+		// The 32B: 64 layers, 40 heads over 8 KV heads of 128, a
+		// 4096-token window on three layers of four; the 1.2B: 30 global
+		// layers, tied embeddings (LG AI's model cards and the configs'
+		// copies).
+		presets: map[string]Preset{
+			"exaone-4.0-32b": {Model{Name: "LGAI-EXAONE/EXAONE-4.0-32B", Layers: 64, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 27392, Vocab: 102400,
+				MaxPosition: 131072, SlidingWindow: 4096, GlobalEvery: 4, NoRopeGlobal: true}, hf("LGAI-EXAONE/EXAONE-4.0-32B")},
+			"exaone-4.0-1.2b": {Model{Name: "LGAI-EXAONE/EXAONE-4.0-1.2B", Layers: 30, Hidden: 2048, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 4096, Vocab: 102400,
+				MaxPosition: 65536, TiedEmbeddings: true}, hf("LGAI-EXAONE/EXAONE-4.0-1.2B")},
+		},
+	})
+}
+
+// exaonePattern reads sliding_window_pattern written as letters, one a
+// layer of a repeating group ("LLLG": local, local, local, global) as
+// EXAONE's released configs spell it: global every len(pattern) layers
+// when the group ends in its only G.
+func (r *hfReader) exaonePattern() int {
+	s := r.optString("sliding_window_pattern", "")
+	for i, ch := range s {
+		if (ch == 'G') != (i == len(s)-1) || (ch != 'G' && ch != 'L') {
+			r.fail(fmt.Sprintf("sliding_window_pattern %q: only groups of local layers (L) ending in one global layer (G) are modelled", s))
+			return 0
+		}
+	}
+	return len(s)
+}
