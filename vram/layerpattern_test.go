@@ -75,3 +75,29 @@ func TestConfigLayerPatterns(t *testing.T) {
 		}
 	}
 }
+
+// GLM-4.5's config keys: biases on q, k and v only, the per-head q/k norm,
+// half-rotary heads, the dense first layers and the MTP layer.
+func TestGLM4MoEConfig(t *testing.T) {
+	base := `{"model_type": "glm4_moe", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"head_dim": 16, "intermediate_size": 128, "vocab_size": 100, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
+		"moe_intermediate_size": 32, "first_k_dense_replace": 1, "num_nextn_predict_layers": 1`
+	m, err := FromHFConfig([]byte(base + `, "attention_bias": true, "use_qk_norm": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Bias != BiasQKVOnly || m.QKNorm != "head" || m.RotaryPct != 0.5 || m.DenseLayers != 1 || m.MTPLayers != 1 || !m.IsMoELayer(1) || m.IsMoELayer(0) {
+		t.Errorf("read %+v", m)
+	}
+	for _, tt := range m.Tensors() {
+		if strings.HasSuffix(tt.Name, "o_proj.bias") {
+			t.Errorf("%s: glm4_moe's o_proj has no bias", tt.Name)
+		}
+	}
+	if len(m.storedOnly()) == 0 || !strings.Contains(fmt.Sprint(m.storedOnly()), "model.layers.4.eh_proj.weight") {
+		t.Errorf("the MTP layer is not among the stored tensors")
+	}
+	if _, err := FromHFConfig([]byte(base + `, "norm_topk_prob": false}`)); err == nil || !strings.Contains(err.Error(), "norm_topk_prob false") {
+		t.Errorf("norm_topk_prob false: %v", err)
+	}
+}
