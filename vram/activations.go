@@ -755,11 +755,11 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 				k = b.linear(p, "k_proj", "k_proj", aIn, h, kvDim)
 				v = b.linear(p, "v_proj", "v_proj", aIn, h, kvDim)
 			}
-			switch m.QKNorm {
-			case "head": // an RMSNorm over each head (Qwen3, Gemma 3)
+			switch {
+			case m.QKNorm == "head" && !p.rec.qkNormAfterRope: // an RMSNorm over each head (Qwen3, Gemma 3)
 				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, heads)
 				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, kvHeads)
-			case "full": // an RMSNorm over all heads together (OLMo 2)
+			case m.QKNorm == "full": // an RMSNorm over all heads together (OLMo 2)
 				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, 1)
 				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, 1)
 			}
@@ -794,6 +794,10 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 			if m.QKNorm == "l2" && roped { // weightless, after the rotary embedding (Llama 4)
 				q = b.headNorm(p, "q_norm", "l2", q, qDim, heads)
 				k = b.headNorm(p, "k_norm", "l2", k, kvDim, kvHeads)
+			}
+			if m.QKNorm == "head" && p.rec.qkNormAfterRope { // per head, on the rotated q and k (Hunyuan)
+				q = b.headNorm(p, "q_norm", "rmsnorm", q, qDim, heads)
+				k = b.headNorm(p, "k_norm", "rmsnorm", k, kvDim, kvHeads)
 			}
 			if !roped && p.rec.noRopeTemperature {
 				// Llama 4's attention temperature on its layers without the

@@ -204,6 +204,14 @@ type recipe struct {
 	// sharedExpertGate: the shared expert's output is scaled by a sigmoid
 	// gate of its own (Qwen2-MoE's shared_expert_gate).
 	sharedExpertGate bool
+	// sharedFirst: the shared experts run before the router and the
+	// routed experts, and their output is added last (Hunyuan's
+	// shared_mlp, ERNIE 4.5's shared_experts).
+	sharedFirst bool
+	// qkNormAfterRope: the per-head q/k norm runs on the rotated q and k
+	// (Hunyuan's query_layernorm, key_layernorm), not before the rotary
+	// embedding.
+	qkNormAfterRope bool
 	// expertMLP builds one routed expert's ops on x, its gathered tokens (h
 	// wide), with inner width f, where they are not the model's gated MLP
 	// (gpt-oss's clamped SwiGLU); nil for the gated MLP.

@@ -277,6 +277,33 @@ func (r *hfReader) noRopePeriod(interval, layers int) int {
 	return 0
 }
 
+// perLayerInt reads key as one number or a list of one number per layer
+// (Hunyuan's num_experts, moe_topk): a list whose entries differ is an
+// error naming the key.
+func (r *hfReader) perLayerInt(key string, def, layers int) int {
+	l, ok := r.c[key].([]any)
+	if !ok {
+		return r.optInt(key, def)
+	}
+	if len(l) != layers {
+		r.fail(fmt.Sprintf("%s lists %d layers for num_hidden_layers = %d", key, len(l), layers))
+		return def
+	}
+	var first float64
+	for i, v := range l {
+		f, isNum := v.(float64)
+		if !isNum || f != float64(int(f)) || (i > 0 && f != first) {
+			r.fail(fmt.Sprintf("%s[%d] = %s: only one value for every layer is modelled", key, i, jsonKind(v)))
+			return def
+		}
+		first = f
+	}
+	if len(l) == 0 {
+		return def
+	}
+	return int(first)
+}
+
 // fail records an error about the config (the first one wins).
 func (r *hfReader) fail(msg string) {
 	if r.err == nil {

@@ -101,3 +101,26 @@ func TestGLM4MoEConfig(t *testing.T) {
 		t.Errorf("norm_topk_prob false: %v", err)
 	}
 }
+
+// Hunyuan's per-layer lists (num_experts, moe_topk) read when they hold one
+// value; cross-layer attention and differing lists are refused by name.
+func TestHunyuanConfig(t *testing.T) {
+	base := `{"model_type": "hunyuan_v1_moe", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"head_dim": 16, "intermediate_size": 32, "vocab_size": 100`
+	m, err := FromHFConfig([]byte(base + `, "num_experts": 8, "moe_topk": [2, 2], "num_shared_expert": [1, 1], "moe_intermediate_size": [32, 32]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Experts != 8 || m.ExpertsPerToken != 2 || m.SharedExperts != 1 || m.ExpertFFN != 32 || m.SharedExpertFFN != 32 {
+		t.Errorf("read %+v", m)
+	}
+	for _, tc := range []struct{ extra, want string }{
+		{`, "num_experts": 8, "moe_topk": [2, 4]}`, "moe_topk[1] = the number 4: only one value for every layer is modelled"},
+		{`, "num_experts": [8], "moe_topk": 2}`, "num_experts lists 1 layers for num_hidden_layers = 2"},
+		{`, "num_experts": 8, "moe_topk": 2, "use_cla": true}`, "use_cla: cross-layer attention"},
+	} {
+		if _, err := FromHFConfig([]byte(base + tc.extra)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}

@@ -35,6 +35,10 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	m := b.r.m
 	h := int64(m.Hidden)
 	f := int64(m.ExpertFFN) / p.tp
+	var first *actT
+	if p.rec.sharedFirst && m.SharedExperts > 0 {
+		first = b.sharedExperts(p, x, h)
+	}
 	rw := b.router(p, x, h)
 	if p.rec.denseExperts {
 		return b.denseMoE(p, x, rw, h, f)
@@ -48,10 +52,22 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	if m.SharedExperts == 0 {
 		return out
 	}
-	// The shared experts: one MLP of SharedExperts · SharedExpertFFN on
-	// every token, after the routed ones (modeling_qwen2_moe.py,
-	// modeling_deepseek_v3.py; Llama 4 adds the routed output into the
-	// shared expert's in place).
+	so := first
+	if so == nil {
+		so = b.sharedExperts(p, x, h)
+	}
+	d := promote(out.dtype, so.dtype)
+	// add hands its output's gradient to inputs of its dtype as is.
+	out.aliasGrad, so.aliasGrad = out.dtype == d, so.dtype == d
+	return b.op("moe.add_shared", b.size(h, d), d, list(out, so))
+}
+
+// sharedExperts is one MLP of SharedExperts · SharedExpertFFN on every
+// token: after the routed experts (modeling_qwen2_moe.py,
+// modeling_deepseek_v3.py; Llama 4 adds the routed output into the shared
+// expert's in place) or before them (sharedFirst).
+func (b *actBuilder) sharedExperts(p blockPlan, x *actT, h int64) *actT {
+	m := b.r.m
 	sf := int64(m.SharedExperts) * int64(m.SharedExpertFFN) / p.tp
 	so := b.gatedMLP(p, "shared_expert.", x, h, sf)
 	if p.rec.sharedExpertGate {
@@ -62,10 +78,7 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 		d := promote(sg.dtype, so.dtype)
 		so = b.op("shared_expert.gated", b.size(h, d), d, list(sg, so), sg, so)
 	}
-	d := promote(out.dtype, so.dtype)
-	// add hands its output's gradient to inputs of its dtype as is.
-	out.aliasGrad, so.aliasGrad = out.dtype == d, so.dtype == d
-	return b.op("moe.add_shared", b.size(h, d), d, list(out, so))
+	return so
 }
 
 // fusedMoE is the routed experts as a serving engine runs them, without
