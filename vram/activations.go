@@ -778,7 +778,23 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 					return x.dtype
 				}
 				dq, dk := rope(q), rope(k)
-				if p.rec.mropeSections && p.hfModeling {
+				if p.rec.ropeInterleaved && p.hfModeling {
+					// This layer's own interleaved cos and sin (seq × head_dim
+					// in the hidden states' dtype, position ids of batch 1),
+					// saved by q·cos and rotate_half(q)·sin; the fp32 sums
+					// cast back to q's and k's dtype.
+					cs := b.op("rope.cos_interleaved", p.resid.Size(mulI64(p.seq, hd)), p.resid, nil)
+					sn := b.op("rope.sin_interleaved", p.resid.Size(mulI64(p.seq, hd)), p.resid, nil)
+					dq0, dk0 := q.dtype, k.dtype
+					q = b.op("q_rope", b.size(qDim, FP32), FP32, list(q, cs, sn), cs, sn)
+					k = b.op("k_rope", b.size(kd, FP32), FP32, list(k, cs, sn))
+					if dq0 != FP32 {
+						q = b.op("q_rope.to", b.size(qDim, dq0), dq0, list(q))
+					}
+					if dk0 != FP32 {
+						k = b.op("k_rope.to", b.size(kd, dk0), dk0, list(k))
+					}
+				} else if p.rec.mropeSections && p.hfModeling {
 					// This layer's cos and sin, cut from the three-section
 					// tables (in the hidden states' dtype), saved by q·cos
 					// and rotate_half(q)·sin.

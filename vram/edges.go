@@ -310,7 +310,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 			// each saved by the layers of its kind.
 			out = append(out, maskPart{bytes: rope, local: true, saved: true}, maskPart{bytes: rope, saved: true})
 		} else {
-			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: true})
+			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: !p.rec.ropeInterleaved})
 		}
 	}
 	if p.rec.mropeSections {

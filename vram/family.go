@@ -161,6 +161,13 @@ type recipe struct {
 	// computed every step beside the global one (Gemma 3's
 	// rotary_emb_local, OLMo 3's rotary_embs): two cos/sin pairs.
 	localRotary bool
+	// ropeInterleaved: the rotary embedding is applied in the interleaved
+	// (GPT-J) layout in fp32 (ERNIE 4.5's apply_rotary_pos_emb): each
+	// call cuts cos and sin to half and repeat_interleaves them into new
+	// tensors, which its products save; q and k are promoted with
+	// .float() and the sum is cast back to their dtype. The model's cos and
+	// sin are then saved by no layer.
+	ropeInterleaved bool
 	// embedScale: the embeddings are multiplied by a constant (Gemma's
 	// sqrt(hidden), Granite's embedding_multiplier): a tensor of their own.
 	embedScale bool

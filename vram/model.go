@@ -75,6 +75,7 @@ type Model struct {
 	//   topk_softmax       top-k logits, softmax over those k (gpt-oss)
 	//   topk_sigmoid       top-k logits, sigmoid of each (Llama 4)
 	//   sigmoid_topk_norm  sigmoid scores in fp32, top-k, renormalized and scaled (DeepSeek-V3)
+	//   softmax_gather_norm  softmax in fp32 outside autocast, top-k chosen with a bias, gathered and renormalized (ERNIE 4.5)
 	// Empty takes the family's.
 	Router string `json:"router,omitempty"`
 
@@ -646,7 +647,7 @@ func (m Model) widestActivation() int64 {
 }
 
 // routers are the Router values.
-var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm"}
+var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm"}
 
 func knownRouter(s string) bool {
 	for _, r := range routers {

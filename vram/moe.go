@@ -152,6 +152,9 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		b.side("router.weight_sum", b.size(1, sig.dtype), sig.dtype)
 		return b.op("router.weights", b.size(k, sig.dtype), sig.dtype, list(top))
 	}
+	if m.Router == "softmax_gather_norm" {
+		return b.gatherRouter(p, x, h)
+	}
 	// softmax_topk(_norm): modeling_mixtral.py MixtralSparseMoeBlock and
 	// Qwen-MoE: softmax over the experts in fp32 (saves its output), topk
 	// (saves its indices), with norm_topk_prob the weights divided by
@@ -165,6 +168,37 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		b.side("router.weight_sum", b.size(1, FP32), FP32)
 	}
 	return b.op("router.weights", b.size(k, hd), hd, list(top))
+}
+
+// gatherRouter is ERNIE 4.5's router (modeling_ernie4_5_moe.py
+// Ernie4_5_MoeSparseMoeBlock.forward), with autocast disabled: the gate, an
+// fp32 nn.Linear kept in fp32 (_keep_in_fp32_modules_strict), on
+// x.float(); softmax in fp32 (saves its output); the experts chosen by
+// top-k of the softmax plus e_score_correction_bias (moe_statics: a new
+// tensor, nothing saved); the chosen probabilities gathered (saves the
+// indices), divided by their sum clamped to moe_norm_min (clamp saves the
+// sum, the division both operands) and cast to the hidden dtype.
+func (b *actBuilder) gatherRouter(p blockPlan, x *actT, h int64) *actT {
+	m := b.r.m
+	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
+	xf := x
+	if x.dtype != FP32 {
+		xf = b.op("router.x.float", b.size(h, FP32), FP32, list(x))
+	}
+	fp32 := p
+	fp32.autocast, fp32.e = false, FP32
+	logits := b.linear(fp32, "router", "router", xf, h, e)
+	sm := b.keep(b.op("router_softmax", b.size(e, FP32), FP32, list(logits)))
+	b.op("router.statics", b.size(e, FP32), FP32, list(sm))
+	b.side("router.topk_indices", b.size(k, INT64), INT64)
+	top := b.op("router.gather", b.size(k, FP32), FP32, list(sm))
+	sum := b.keep(b.op("router.weight_sum", b.size(1, FP32), FP32, list(top)))
+	clamped := b.op("router.weight_sum.clamp", b.size(1, FP32), FP32, list(sum))
+	w := b.op("router.weights", b.size(k, FP32), FP32, list(top, clamped), top, clamped)
+	if x.dtype == FP32 {
+		return w
+	}
+	return b.op("router.weights.to", b.size(k, x.dtype), x.dtype, list(w))
 }
 
 // loopExperts runs the routed experts as transformers' Python loop does:

@@ -52,6 +52,7 @@ const (
 	towerPart                  // the vision tower's blocks and embeddings
 	projectorPart              // the projector
 	unusedPart                 // tower tensors the features never pass through (no gradient)
+	frozenPart                 // a parameter created with requires_grad=False (ERNIE 4.5's moe_statics)
 )
 
 // visionWrapperOf returns the wrapper's declaration, or nil.
@@ -218,7 +219,7 @@ func (r *resolved) trains(t Tensor) bool {
 	switch t.part {
 	case towerPart:
 		return r.towerTrains()
-	case unusedPart:
+	case unusedPart, frozenPart:
 		return false
 	}
 	return !r.frozen

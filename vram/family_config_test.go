@@ -124,3 +124,33 @@ func TestHunyuanConfig(t *testing.T) {
 		}
 	}
 }
+
+// ERNIE 4.5's MoE layer range, its biases and its frozen correction bias.
+func TestErnieMoEConfig(t *testing.T) {
+	base := `{"model_type": "ernie4_5_moe", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"intermediate_size": 128, "vocab_size": 100, "moe_num_experts": 8, "moe_k": 2, "moe_num_shared_experts": 1, "moe_intermediate_size": 32`
+	m, err := FromHFConfig([]byte(base + `, "moe_layer_start_index": 2, "use_bias": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.Normalize()
+	if m.DenseLayers != 2 || m.IsMoELayer(1) || !m.IsMoELayer(2) || m.Bias != BiasAll || !m.LMHeadBias || m.Router != "softmax_gather_norm" {
+		t.Errorf("read %+v", m)
+	}
+	r := &resolved{m: m}
+	frozen := 0
+	for _, tt := range m.Tensors() {
+		if strings.HasSuffix(tt.Name, "moe_statics.e_score_correction_bias") {
+			frozen++
+			if r.trains(tt) {
+				t.Errorf("%s trains; it is a parameter without gradient", tt.Name)
+			}
+		}
+	}
+	if frozen != 2 {
+		t.Errorf("%d correction biases, want one per MoE layer (2)", frozen)
+	}
+	if _, err := FromHFConfig([]byte(base + `, "moe_layer_end_index": 2}`)); err == nil || !strings.Contains(err.Error(), "moe_layer_end_index = 2") {
+		t.Errorf("moe_layer_end_index 2: %v", err)
+	}
+}
