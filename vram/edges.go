@@ -305,6 +305,9 @@ func masks(r *resolved, p blockPlan) []maskPart {
 			d = FP32 // GPT-NeoX's fp32 caches
 		}
 		rope := d.Size(mulI64(2*p.seq, w))
+		if p.rec.complexRope {
+			rope = FP32.Size(mulI64(p.seq, w)) // freqs_cis: complex64, w/2 per position
+		}
 		if local && p.rec.localRotary {
 			// The local layers' own cos and sin beside the global ones',
 			// each saved by the layers of its kind.

@@ -215,6 +215,14 @@ type recipe struct {
 	// routed experts, and their output is added last (Hunyuan's
 	// shared_mlp, ERNIE 4.5's shared_experts).
 	sharedFirst bool
+	// sortedExperts: the routed experts run on the tokens sorted by
+	// expert (DeepSeek-V2's MoE.moe: argsort, one gather, the outputs
+	// concatenated and put back), not in Mixtral's masked loop.
+	sortedExperts bool
+	// complexRope: the rotary embedding multiplies q and k as complex
+	// numbers by the model's freqs_cis (complex64; DeepSeek-V2's
+	// apply_rotary_emb): fp32 products cast back to q's and k's dtype.
+	complexRope bool
 	// qkNormAfterRope: the per-head q/k norm runs on the rotated q and k
 	// (Hunyuan's query_layernorm, key_layernorm), not before the rotary
 	// embedding.

@@ -154,3 +154,29 @@ func TestErnieMoEConfig(t *testing.T) {
 		t.Errorf("moe_layer_end_index 2: %v", err)
 	}
 }
+
+// DeepSeek-V2's routing (group-limited or greedy) and its optional q
+// low-rank pair.
+func TestDeepSeekV2Config(t *testing.T) {
+	base := `{"model_type": "deepseek_v2", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
+		"vocab_size": 100, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 2, "moe_intermediate_size": 32,
+		"first_k_dense_replace": 1, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8`
+	for _, tc := range []struct {
+		extra         string
+		groups, qRank int
+	}{
+		{`, "q_lora_rank": null, "topk_method": "greedy", "n_group": 4}`, 0, 0},
+		{`, "q_lora_rank": 32, "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2}`, 4, 32},
+	} {
+		m, err := FromHFConfig([]byte(base + tc.extra))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.extra, err)
+		}
+		if m.ExpertGroups != tc.groups || m.QLoRARank != tc.qRank || m.HeadDim != 12 || m.Normalize().Router != "softmax_topk_scaled" {
+			t.Errorf("%s: read %+v", tc.extra, m)
+		}
+	}
+	if _, err := FromHFConfig([]byte(base + `, "n_group": 3, "topk_method": "group_limited_greedy"}`)); err == nil || !strings.Contains(err.Error(), "expert_groups = 3 must divide experts = 8") {
+		t.Errorf("3 groups of 8 experts: %v", err)
+	}
+}

@@ -36,8 +36,22 @@ func (b *actBuilder) latentQKV(p blockPlan, x *actT, heads int64) (q, k, v *actT
 		}
 		return d
 	}
-	qr := b.op("q_rope", b.size(heads*dr, ropeD(q.dtype)), ropeD(q.dtype), list(q))
-	kr := b.op("k_rope", b.size(dr, ropeD(ckv.dtype)), ropeD(ckv.dtype), list(ckv))
+	var qr, kr *actT
+	if p.rec.complexRope {
+		// q.float() as complex times freqs_cis (which the product saves),
+		// type_as back to q's and k's dtype.
+		qr = b.op("q_rope", b.size(heads*dr, FP32), FP32, list(q))
+		kr = b.op("k_rope", b.size(dr, FP32), FP32, list(ckv))
+		if q.dtype != FP32 {
+			qr = b.op("q_rope.to", b.size(heads*dr, q.dtype), q.dtype, list(qr))
+		}
+		if ckv.dtype != FP32 {
+			kr = b.op("k_rope.to", b.size(dr, ckv.dtype), ckv.dtype, list(kr))
+		}
+	} else {
+		qr = b.op("q_rope", b.size(heads*dr, ropeD(q.dtype)), ropeD(q.dtype), list(q))
+		kr = b.op("k_rope", b.size(dr, ropeD(ckv.dtype)), ropeD(ckv.dtype), list(ckv))
+	}
 	qd, kd := promote(q.dtype, qr.dtype), promote(kv.dtype, kr.dtype)
 	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
 	k = b.op("k_cat", b.size(heads*(dn+dr), kd), kd, list(kv, kr))

@@ -76,8 +76,13 @@ type Model struct {
 	//   topk_sigmoid       top-k logits, sigmoid of each (Llama 4)
 	//   sigmoid_topk_norm  sigmoid scores in fp32, top-k, renormalized and scaled (DeepSeek-V3)
 	//   softmax_gather_norm  softmax in fp32 outside autocast, top-k chosen with a bias, gathered and renormalized (ERNIE 4.5)
+	//   softmax_topk_scaled  softmax in fp32, top-k (within ExpertGroups groups), scaled, not renormalized (DeepSeek-V2)
 	// Empty takes the family's.
 	Router string `json:"router,omitempty"`
+	// ExpertGroups is the number of groups group-limited routing first
+	// chooses among (DeepSeek-V2's n_group with topk_method
+	// group_limited_greedy); 0 or 1 for none.
+	ExpertGroups int `json:"expert_groups,omitempty"`
 
 	// Multi-head latent attention (DeepSeek-V2/V3).
 	QLoRARank  int `json:"q_lora_rank,omitempty"`
@@ -647,7 +652,7 @@ func (m Model) widestActivation() int64 {
 }
 
 // routers are the Router values.
-var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm"}
+var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm", "softmax_topk_scaled"}
 
 func knownRouter(s string) bool {
 	for _, r := range routers {
@@ -695,7 +700,7 @@ func (m Model) ranges() error {
 		{"vocab", m.Vocab, maxWidth}, {"kv_heads", m.KVHeads, maxHeads}, {"head_dim", m.HeadDim, maxHeads},
 		{"max_position", m.MaxPosition, maxPositions}, {"experts", m.Experts, maxExperts}, {"expert_ffn", m.ExpertFFN, maxWidth},
 		{"shared_experts", m.SharedExperts, maxExperts}, {"experts_per_token", m.ExpertsPerToken, maxExperts},
-		{"shared_expert_ffn", m.SharedExpertFFN, maxWidth}, {"dense_layers", m.DenseLayers, maxLayers}, {"moe_every", m.MoEEvery, maxLayers},
+		{"shared_expert_ffn", m.SharedExpertFFN, maxWidth}, {"dense_layers", m.DenseLayers, maxLayers}, {"moe_every", m.MoEEvery, maxLayers}, {"expert_groups", m.ExpertGroups, maxExperts},
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},

@@ -44,9 +44,12 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 		return b.denseMoE(p, x, rw, h, f)
 	}
 	var out *actT
-	if p.rec.fusedMoE {
+	switch {
+	case p.rec.fusedMoE:
 		out = b.fusedMoE(x, rw, h, f)
-	} else {
+	case p.rec.sortedExperts:
+		out = b.sortedExperts(p, x, rw, h, f)
+	default:
 		out = b.loopExperts(p, x, rw, h, f)
 	}
 	if m.SharedExperts == 0 {
@@ -130,21 +133,11 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		}
 		return b.op("router.sigmoid.to", b.size(e, logits.dtype), logits.dtype, list(sig))
 	case "sigmoid_topk_norm":
-		// modeling_deepseek_v3.py DeepseekV3TopkRouter: F.linear on
-		// x.float() (under autocast the matmul still runs in the compute
-		// dtype), sigmoid (saves its output), gather of the top k (saves
-		// the indices), divided in place by their sum (saves a copy of the
+		// modeling_deepseek_v3.py DeepseekV3TopkRouter: float logits,
+		// sigmoid (saves its output), gather of the top k (saves the
+		// indices), divided in place by their sum (saves a copy of the
 		// values and the sum), times routed_scaling_factor.
-		xf := x
-		if x.dtype != FP32 {
-			xf = b.op("router.x.float", b.size(h, FP32), FP32, list(x))
-		}
-		logits := b.linear(p, "router", "router", xf, h, e)
-		if !p.autocast && p.baseDType != FP32 {
-			// weight.type(float32): a copy of the router's weight, which
-			// the matmul saves.
-			b.side("router.weight.float", FP32.Size(mulI64(h, e)), FP32)
-		}
+		logits := b.floatLogits(p, x, h, e)
 		sig := b.keep(b.op("router.sigmoid", b.size(e, logits.dtype), logits.dtype, list(logits)))
 		top := b.op("router.gather", b.size(k, sig.dtype), sig.dtype, list(sig))
 		b.side("router.topk_indices", b.size(k, INT64), INT64)
@@ -152,8 +145,11 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		b.side("router.weight_sum", b.size(1, sig.dtype), sig.dtype)
 		return b.op("router.weights", b.size(k, sig.dtype), sig.dtype, list(top))
 	}
-	if m.Router == "softmax_gather_norm" {
+	switch m.Router {
+	case "softmax_gather_norm":
 		return b.gatherRouter(p, x, h)
+	case "softmax_topk_scaled":
+		return b.scaledRouter(p, x, h)
 	}
 	// softmax_topk(_norm): modeling_mixtral.py MixtralSparseMoeBlock and
 	// Qwen-MoE: softmax over the experts in fp32 (saves its output), topk
@@ -168,6 +164,105 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		b.side("router.weight_sum", b.size(1, FP32), FP32)
 	}
 	return b.op("router.weights", b.size(k, hd), hd, list(top))
+}
+
+// floatLogits is a router's F.linear(x.float(), weight.float())
+// (DeepSeek-V2/V3): x copied to fp32 unless it is, the matmul in the
+// compute dtype under autocast, and without autocast a fp32 copy of a
+// low-precision weight, which the matmul saves.
+func (b *actBuilder) floatLogits(p blockPlan, x *actT, h, e int64) *actT {
+	xf := x
+	if x.dtype != FP32 {
+		xf = b.op("router.x.float", b.size(h, FP32), FP32, list(x))
+	}
+	logits := b.linear(p, "router", "router", xf, h, e)
+	if !p.autocast && p.baseDType != FP32 {
+		b.side("router.weight.float", FP32.Size(mulI64(h, e)), FP32)
+	}
+	return logits
+}
+
+// scaledRouter is DeepSeek-V2's gate (modeling_deepseek_v2.py
+// DeepseekV2MoEGate.forward): float logits, softmax in fp32 (saves its
+// output), with group_limited_greedy the scores of the groups not chosen
+// masked to zero (masked_fill saves its mask), top-k (saves the indices),
+// times routed_scaling_factor: fp32 weights, not renormalized.
+func (b *actBuilder) scaledRouter(p blockPlan, x *actT, h int64) *actT {
+	m := b.r.m
+	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
+	logits := b.floatLogits(p, x, h, e)
+	sm := b.keep(b.op("router_softmax", b.size(e, FP32), FP32, list(logits)))
+	if m.ExpertGroups > 1 {
+		sm = b.op("router.group_masked", b.size(e, FP32), FP32, list(sm))
+		b.side("router.group_mask", b.size(e, Bool), Bool)
+	}
+	top := b.op("router.topk", b.size(k, FP32), FP32, list(sm))
+	b.side("router.topk_indices", b.size(k, INT64), INT64)
+	return b.op("router.weights", b.size(k, FP32), FP32, list(top))
+}
+
+// sortedExperts runs the routed experts as DeepSeek-V2's MoE.moe does:
+// the tokens counted per expert, the (token, slot) pairs sorted by expert
+// (argsort) and the tokens
+// gathered in that order (hidden_states[indices // k]: both index tensors
+// saved), each expert's MLP on its slice, the outputs concatenated (the
+// list and the result live until moe returns), put back in slot order
+// (new_x[indices] = outs), cast to the weights' dtype, scaled in place by
+// them (mul_ saves a clone of its input and the weights) and summed over
+// the k slots, cast back. Its locals (the counts, the sorted tokens, the
+// outputs, new_x) live until it returns.
+func (b *actBuilder) sortedExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
+	k, e := int64(b.r.m.ExpertsPerToken), int64(b.r.m.Experts)
+	// cnts: a [tokens, experts] int64 count, scattered with ones.
+	counts := b.op("experts.counts", b.size(e, INT64), INT64, list(rw))
+	tokens := b.tokens
+	b.tokens = mulI64(tokens, k)
+	sorted := b.op("experts.sorted_tokens", b.size(h, x.dtype), x.dtype, list(x))
+	b.side("experts.sort_index", b.size(1, INT64), INT64)
+	b.side("experts.token_index", b.size(1, INT64), INT64)
+	first := len(b.ops)
+	var out *actT
+	if p.rec.expertMLP != nil {
+		out = p.rec.expertMLP(b, p, sorted, h, f)
+	} else {
+		out = b.gatedMLP(p, "", sorted, h, f)
+	}
+	b.allExperts(first, true)
+	// Each expert reads a slice of the sorted tokens: its backward makes
+	// a gradient of the whole (SliceBackward's zeros), added into the
+	// one the experts before it made.
+	for i := first; i < len(b.ops); i++ {
+		for _, in := range b.ops[i].ins {
+			if in == sorted {
+				b.ops[i].scatter = true
+			}
+		}
+	}
+	outs := b.op("experts.cat", b.size(h, out.dtype), out.dtype, list(out))
+	unsorted := b.op("experts.unsorted", b.size(h, outs.dtype), outs.dtype, list(outs))
+	typed := unsorted
+	if typed.dtype != rw.dtype {
+		typed = b.op("experts.to", b.size(h, rw.dtype), rw.dtype, list(unsorted))
+	}
+	b.op("experts.routing_weight", 0, rw.dtype, list(typed, rw), rw)
+	b.side("experts.routing_weight.original", b.size(h, rw.dtype), rw.dtype)
+	// The weights' gradient: grad · original at full size, then summed
+	// over the hidden width.
+	b.gradWorkspace(b.size(h, rw.dtype))
+	if typed == unsorted {
+		// No cast: mul_ ran on a view of new_x, so its backward is
+		// autograd's CopySlices, which copies the gradient into a new
+		// tensor of the base's size and hands the view's function a clone
+		// of its slice (torch/csrc/autograd/functions/tensor.cpp).
+		b.gradWorkspace(2 * b.size(h, rw.dtype))
+	}
+	b.tokens = tokens
+	sum := b.op("experts.sum", b.size(h, rw.dtype), rw.dtype, list(typed))
+	b.hold(counts, sorted, out, outs, unsorted) // moe's locals, until it returns
+	if sum.dtype == x.dtype {
+		return sum
+	}
+	return b.op("experts.output.to", b.size(h, x.dtype), x.dtype, list(sum))
 }
 
 // gatherRouter is ERNIE 4.5's router (modeling_ernie4_5_moe.py

@@ -1,0 +1,84 @@
+package vram
+
+import "fmt"
+
+// DeepSeek-V2 (transformers/models/deepseek_v2/modeling_deepseek_v2.py):
+// multi-head latent attention whose rotary part is rotated as complex
+// numbers (torch.polar's freqs_cis, complex64), the first
+// first_k_dense_replace blocks dense, then a softmax gate (top-k within
+// n_group groups for group_limited_greedy, scaled by
+// routed_scaling_factor, never renormalized: the pinned code reads
+// norm_topk_prob but does not use it), the routed experts run on the
+// tokens sorted by expert, and shared experts (one MLP of n_shared ·
+// moe_intermediate_size) added after them. moe_layer_freq is not read by
+// the pinned code either.
+func init() {
+	register(&family{
+		name: "deepseek_v2", source: "transformers/models/deepseek_v2/modeling_deepseek_v2.py",
+		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_topk_scaled"},
+		latentAttention: true,
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			if c.optBool("attention_bias", false) || c.optBool("mlp_bias", false) {
+				c.fail("attention_bias, mlp_bias: DeepSeek-V2 with biases is not modelled (no released checkpoint has them)")
+			}
+			m.Experts, m.ExpertsPerToken = c.int("n_routed_experts"), c.int("num_experts_per_tok")
+			m.SharedExperts, m.ExpertFFN = c.optInt("n_shared_experts", 2), c.int("moe_intermediate_size")
+			m.DenseLayers = c.optInt("first_k_dense_replace", 0)
+			if c.optString("topk_method", "greedy") == "group_limited_greedy" {
+				m.ExpertGroups = c.int("n_group")
+			}
+			m.QLoRARank, m.KVLoRARank = c.optInt("q_lora_rank", 0), c.int("kv_lora_rank")
+			m.QKNopeDim, m.QKRopeDim, m.VHeadDim = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
+			m.HeadDim = m.QKNopeDim + m.QKRopeDim
+		},
+		toConfig: func(m Model, c map[string]any) {
+			writeCommonConfig(m, c)
+			delete(c, "head_dim")
+			c["n_routed_experts"], c["num_experts_per_tok"], c["n_shared_experts"] = m.Experts, m.ExpertsPerToken, m.SharedExperts
+			c["moe_intermediate_size"], c["first_k_dense_replace"] = m.ExpertFFN, m.DenseLayers
+			c["topk_method"], c["n_group"], c["topk_group"] = "greedy", nil, nil
+			if m.ExpertGroups > 1 {
+				c["topk_method"], c["n_group"], c["topk_group"] = "group_limited_greedy", m.ExpertGroups, max(1, m.ExpertGroups/2)
+			}
+			c["q_lora_rank"], c["kv_lora_rank"] = nilIfZero(float64(m.QLoRARank)), m.KVLoRARank
+			c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"] = m.QKNopeDim, m.QKRopeDim, m.VHeadDim
+		},
+		check: func(m Model) error {
+			switch {
+			case m.KVLoRARank < 1 || m.QKNopeDim < 1 || m.QKRopeDim < 1 || m.VHeadDim < 1:
+				return fmt.Errorf("model: deepseek_v2 needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim ≥ 1")
+			case m.Experts < 1 || m.SharedExperts < 1:
+				return fmt.Errorf("model: deepseek_v2 needs experts and shared_experts ≥ 1 (DeepseekV2MoE.forward always adds the shared experts)")
+			case m.ExpertGroups > 1 && m.Experts%m.ExpertGroups != 0:
+				return fmt.Errorf("model.expert_groups = %d must divide experts = %d", m.ExpertGroups, m.Experts)
+			}
+			return nil
+		},
+		tensors: standardDecoder{attn: mlaTensors, mlp: func(m Model, l *tensorList, p string, layer int) {
+			if !m.IsMoELayer(layer) {
+				denseMLP(m, l, p, layer)
+				return
+			}
+			routedExperts(m, l, p+"mlp.")
+			mlpGated(m, l, p+"mlp.shared_experts.", int64(m.SharedExpertFFN)*int64(m.SharedExperts), -1)
+		}}.tensors,
+		buffers: func(m Model, b *bufferList) { b.add("model.rotary_emb.inv_freq", -1, FP32, int64(m.QKRopeDim)/2) },
+		recipe:  func(Model, libVersion) recipe { return recipe{sortedExperts: true, complexRope: true} },
+		// DeepSeek-V2: 60 layers 5,120 wide, 128 heads, the first dense,
+		// then 160 experts of 1,536 (6 a token, chosen within 3 of 8
+		// groups) and two shared; DeepSeek-V2-Lite: 27 layers 2,048 wide,
+		// 16 heads without a q low-rank pair, 64 experts of 1,408 and two
+		// shared, greedy routing (236B and 15.7B in total; the configs'
+		// copies and DeepSeek's model cards).
+		presets: map[string]Preset{
+			"deepseek-v2": {Model{Name: "deepseek-ai/DeepSeek-V2", Layers: 60, Hidden: 5120, Heads: 128, FFN: 12288, Vocab: 102400, MaxPosition: 163840,
+				Experts: 160, ExpertsPerToken: 6, SharedExperts: 2, ExpertFFN: 1536, DenseLayers: 1, ExpertGroups: 8,
+				QLoRARank: 1536, KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192}, hf("deepseek-ai/DeepSeek-V2")},
+			"deepseek-v2-lite": {Model{Name: "deepseek-ai/DeepSeek-V2-Lite", Layers: 27, Hidden: 2048, Heads: 16, FFN: 10944, Vocab: 102400, MaxPosition: 163840,
+				Experts: 64, ExpertsPerToken: 6, SharedExperts: 2, ExpertFFN: 1408, DenseLayers: 1,
+				KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192}, hf("deepseek-ai/DeepSeek-V2-Lite")},
+		},
+	})
+}
