@@ -88,6 +88,10 @@
 // optimizer states and master weights are sized per tensor, sharded by ZeRO /
 // FSDP stage, tensor, pipeline, context and expert parallelism.
 //
+// A Mamba-2 model's mixers (Model.SSM; mamba.go) are built op by op as
+// transformers' torch path runs them, and generation keeps a fixed state
+// per sequence (InferenceEstimate.State) instead of a KV cache.
+//
 // Inference.Estimate covers weights in any format, the KV cache (GQA/MQA,
 // MLA, sliding windows, paged blocks, fp8) and the prefill and decode peaks.
 //

@@ -283,8 +283,8 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	if m.EncoderDecoder() {
 		return positionBiases(r, p)
 	}
-	if !p.hfModeling || m.Encoder() {
-		return nil
+	if !p.hfModeling || m.Encoder() || m.Position == "none" && m.SSMLayer(0) {
+		return nil // Mamba-2 builds no mask and no positions
 	}
 	local := m.localSpan() > 0
 	global := !local || m.GlobalEvery > 0

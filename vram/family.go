@@ -23,6 +23,8 @@ type family struct {
 	latentAttention bool
 	// images: the family's models read images (model.image).
 	images bool
+	// ssm: the family's mixers are Mamba-2 state-space layers (model.ssm).
+	ssm bool
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool

@@ -21,6 +21,9 @@ func FuzzParsePlan(f *testing.F) {
 		`{"model": "mixtral-8x7b", "inference": {"batch": 4, "prompt_tokens": 100, "new_tokens": 10, "weights": {"dtype": "nf4"}}}`,
 		`{"model": {"family": "llama", "layers": 2, "hidden": 64, "heads": 4, "ffn": 128, "vocab": 100}, "train": {"seq_len": 8, "micro_batch": 1, "parallel": {"tp": 2, "pp": 2, "dp": 2, "zero_stage": 3}}}`,
 		`{"model": "gpt2", "train": {"seq_len": 1e9, "micro_batch": 1e9}}`,
+		`{"model": {"family": "mamba2", "layers": 2, "hidden": 64, "heads": 8, "head_dim": 16, "ffn": 128, "vocab": 100, "ssm": {"heads": 8, "head_dim": 16, "state": 8, "groups": 2, "chunk": 16}}, "train": {"seq_len": 40, "micro_batch": 2, "grad_checkpointing": "full"}}`,
+		`{"model": "mamba-codestral-7b", "inference": {"batch": 2, "prompt_tokens": 100, "new_tokens": 10}}`,
+		`{"model": {"family": "smollm3", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128, "vocab": 100, "no_rope_every": 2}, "train": {"seq_len": 16, "micro_batch": 1}}`,
 		`{"model": "bert-base-uncased", "train": {"seq_len": 512, "micro_batch": 8, "attention": "eager", "grad_checkpointing": "full"}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 1, "precision": "bf16", "framework": "deepspeed", "parallel": {"dp": 8, "zero_stage": 3, "deepspeed": {"reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": 5e7, "overlap_comm": false}}}}`,
 		`{"model": "llama-3-8b", "train": {"seq_len": 4096, "micro_batch": 8, "precision": "bf16", "framework": "megatron", "grad_checkpointing": "full", "recompute_method": "uniform", "recompute_num_layers": 4, "parallel": {"tp": 2, "sp": true, "pp": 2, "pp_microbatches": 8, "pp_account_embedding": true, "pp_account_loss": true}}}`,
@@ -251,6 +254,14 @@ func FuzzFromHFConfig(f *testing.F) {
 	f.Add([]byte(`{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "tie_word_embeddings": "true", "torch_dtype": "float128"}`))
 	f.Add([]byte(`{"model_type": "llama", "architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "a"}, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}`))
 	f.Add([]byte(`{"model_type": "gemma2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "head_dim": 16, "layer_types": [1, "x"], "attn_logit_softcapping": "50"}`))
+	// The 2025–26 families' own keys.
+	f.Add([]byte(`{"model_type": "smollm3", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100, "no_rope_layers": [1, 1, 1, 0]}`))
+	f.Add([]byte(`{"model_type": "exaone4", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "sliding_window": 16, "sliding_window_pattern": "LLLG"}`))
+	f.Add([]byte(`{"model_type": "hunyuan_v1_moe", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "intermediate_size": 32, "vocab_size": 100, "num_experts": [4, 4], "moe_topk": 2}`))
+	f.Add([]byte(`{"model_type": "ernie4_5_moe", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "moe_num_experts": 4, "moe_k": 2, "moe_layer_start_index": 1}`))
+	f.Add([]byte(`{"model_type": "deepseek_v2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "topk_method": "group_limited_greedy", "n_group": 2}`))
+	f.Add([]byte(`{"model_type": "glm4_moe", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "intermediate_size": 128, "vocab_size": 100, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "use_qk_norm": true}`))
+	f.Add([]byte(`{"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 100, "num_heads": 8, "head_dim": 16, "state_size": 8, "n_groups": 2, "chunk_size": 16}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m Model
 		var err error

@@ -98,6 +98,10 @@ type InferenceEstimate struct {
 	KVCache Bytes     `json:"kv_cache"` // at the final length
 	// KVPerToken is the cache of one token of one sequence on one GPU.
 	KVPerToken Bytes `json:"kv_per_token"`
+	// State is what the state-space layers keep for every sequence
+	// (Mamba2Cache's conv_states and ssm_states), the same at any
+	// length; the peaks count it with the KV cache.
+	State Bytes `json:"state,omitempty"`
 }
 
 func (in Inference) resolve() (Inference, Model, error) {
@@ -407,8 +411,8 @@ func (in Inference) quantizes(t Tensor) bool {
 
 // kvPerToken is the K and V of one token in every layer of one stage.
 func (in Inference) kvPerToken(m Model) Bytes {
-	if m.Encoder() {
-		return 0
+	if m.Encoder() || m.SSMLayer(0) {
+		return 0 // a state-space model keeps a state, not K and V (stateBytes)
 	}
 	layers := int64(m.Layers / in.PP)
 	if m.EncoderDecoder() {
@@ -442,6 +446,10 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	total := in.PromptTokens + in.NewTokens
 	b := int64(in.Batch)
 	est.KVCache = in.cacheAt(m, total)
+	est.State = in.stateBytes(m)
+	if m.SSM != nil {
+		est.Notes = append(est.Notes, fmt.Sprintf("ssm: the state-space layers keep %v for the %d sequence(s), whatever their length (conv and SSM states, Mamba2Cache); the prefill runs transformers' torch path of Mamba2Mixer, which materializes the chunked scan's products (the mamba_ssm kernels on a GPU do not; that path is not modelled)", est.State, in.Batch))
+	}
 	if m.EncoderDecoder() {
 		return in.estimateEncDec(m, est)
 	}
@@ -496,7 +504,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		// embeddings before the first block.
 		temp = max(temp, buildEdges(&r).Embed.NoGradPeak)
 	}
-	prefill := Breakdown{Parameters: est.Weights, KVCache: prefillCache, Temporaries: temp}
+	prefill := Breakdown{Parameters: est.Weights, KVCache: addBytes(prefillCache, est.State), Temporaries: temp}
 
 	// Decoding: the cache at its final length; a legacy tuple cache is rebuilt
 	// with torch.cat each step while the previous tuple is still referenced,
@@ -513,7 +521,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	if in.LogitsFP32 {
 		stepLogits = addBytes(stepLogits, FP32.Size(mulI64(b, v)))
 	}
-	decode := Breakdown{Parameters: est.Weights, KVCache: decodeCache, Temporaries: addBytes(decodeTemp, stepLogits)}
+	decode := Breakdown{Parameters: est.Weights, KVCache: addBytes(decodeCache, est.State), Temporaries: addBytes(decodeTemp, stepLogits)}
 	est.Peak, est.PeakAt = prefill, "prefill"
 	if in.NewTokens > 1 && decode.Total() > prefill.Total() {
 		est.Peak, est.PeakAt = decode, "decode"
@@ -557,6 +565,18 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 		est.Peak, est.PeakAt = decode, "decode"
 	}
 	return est, nil
+}
+
+// stateBytes is the state-space layers' state of the plan's sequences on
+// one GPU: Mamba2Cache holds conv_states and ssm_states for every layer
+// and sequence in the model's dtype (Mamba2ForCausalLM builds it with
+// dtype=self.dtype), whatever the length.
+func (in Inference) stateBytes(m Model) Bytes {
+	if m.SSM == nil {
+		return 0
+	}
+	layers := int64(in.stageLayers(m))
+	return mulBytes(mulI64(int64(in.Batch), layers), m.SSM.StateBytes(in.UnquantizedDType))
 }
 
 // cacheAt is the KV cache of the plan's sequences at n tokens each, layer

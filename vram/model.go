@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -121,6 +122,11 @@ type Model struct {
 	// rotary embedding: Llama 4); empty for none.
 	QKNorm string `json:"qk_norm,omitempty"`
 
+	// SSM makes the model's mixers Mamba-2's state-space layers (see SSM):
+	// every layer of a Mamba-2 model, whose Heads, HeadDim and FFN then
+	// repeat the mixer's heads, head width and inner width.
+	SSM *SSM `json:"ssm,omitempty"`
+
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
 	Params int64 `json:"params,omitempty"`
@@ -139,6 +145,52 @@ type Model struct {
 	// says was resolved; estimates repeat its notes. It changes no size.
 	Origin *Origin `json:"-"`
 }
+
+// SSM is the shape of a Mamba-2 mixer (transformers' Mamba2Mixer; Dao &
+// Gu 2024, "Transformers are SSMs"): an input projection to the gate, the
+// convolved x, B and C, and one Δt per head; a depthwise causal
+// convolution over x, B and C; the selective scan with a state of State
+// numbers per head channel; a gated RMSNorm and an output projection. It
+// keeps, per sequence, the convolution's last ConvKernel inputs and the
+// scan's state, whatever the context length.
+type SSM struct {
+	Heads   int `json:"heads"`    // num_heads
+	HeadDim int `json:"head_dim"` // head_dim; Heads · HeadDim is the inner width (expand · hidden)
+	State   int `json:"state"`    // state_size
+	// Groups share B and C among Heads/Groups heads (n_groups; default 1).
+	Groups     int `json:"groups,omitempty"`
+	ConvKernel int `json:"conv_kernel,omitempty"` // conv_kernel (default 4)
+	// Chunk is the scan's chunk length (chunk_size, default 256): the
+	// torch path materializes products of Chunk × Chunk per chunk.
+	Chunk      int  `json:"chunk,omitempty"`
+	NoConvBias bool `json:"no_conv_bias,omitempty"` // use_conv_bias false
+}
+
+// Normalize fills the defaults of Mamba2Config: one group, a kernel of
+// 4, chunks of 256.
+func (s SSM) Normalize() SSM {
+	s.Groups = cmp.Or(s.Groups, 1)
+	s.ConvKernel = cmp.Or(s.ConvKernel, 4)
+	s.Chunk = cmp.Or(s.Chunk, 256)
+	return s
+}
+
+// inner is the mixer's inner width, Heads · HeadDim.
+func (s SSM) inner() int64 { return int64(s.Heads) * int64(s.HeadDim) }
+
+// convDim is the width the convolution runs over: x, B and C.
+func (s SSM) convDim() int64 { return s.inner() + 2*int64(s.Groups)*int64(s.State) }
+
+// StateBytes is what one sequence keeps in one mixer layer between steps
+// (Mamba2Cache): the convolution's last ConvKernel inputs (conv_states,
+// conv_dim × conv_kernel) and the scan's state (ssm_states, heads ×
+// head_dim × state), in dtype d.
+func (s SSM) StateBytes(d DType) Bytes {
+	return d.Size(s.convDim()*int64(s.ConvKernel) + s.inner()*int64(s.State))
+}
+
+// SSMLayer reports whether layer i is a state-space mixer.
+func (m Model) SSMLayer(i int) bool { return m.SSM != nil }
 
 // Origin is where a model was read from (a config.json, a checkpoint
 // folder) and the notes of that reading: what the config names that the
@@ -335,7 +387,32 @@ func (m Model) Normalize() Model {
 			m.Router = "softmax_topk_norm"
 		}
 	}
+	if m.SSM != nil {
+		s := m.SSM.Normalize()
+		m.SSM = &s
+	}
 	return m
+}
+
+// validateSSM checks a Mamba-2 mixer's shape.
+func (m Model) validateSSM() error {
+	s := m.SSM
+	if s == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"heads", s.Heads, maxHeads}, {"head_dim", s.HeadDim, maxWidth}, {"state", s.State, maxWidth}, {"groups", s.Groups, maxHeads},
+		{"conv_kernel", s.ConvKernel, 1024}, {"chunk", s.Chunk, maxPositions}} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("model.ssm.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
+		}
+	}
+	if s.Heads%s.Groups != 0 {
+		return fmt.Errorf("model.ssm.groups = %d must divide ssm.heads = %d (each group's B and C serve heads/groups heads)", s.Groups, s.Heads)
+	}
+	return nil
 }
 
 // clone is a deep copy of m: the result shares no memory with m.
@@ -352,6 +429,10 @@ func (m Model) clone() Model {
 	if m.Image != nil {
 		im := *m.Image
 		m.Image = &im
+	}
+	if m.SSM != nil {
+		s := *m.SSM
+		m.SSM = &s
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -419,6 +500,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.ranges(); err != nil {
 		return err
 	}
+	if err := m.validateSSM(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -458,6 +542,9 @@ func (m Model) validate(asTower bool) error {
 // layers: images, experts, an encoder-decoder's split, latent attention,
 // heads and vocabulary.
 func (m Model) validateLayout(f *family) error {
+	if m.SSM != nil && !f.ssm {
+		return fmt.Errorf("model.ssm describes state-space mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.ssm }), ", "), m.Family)
+	}
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
@@ -531,9 +618,9 @@ func (m Model) validateKinds() error {
 		return fmt.Errorf("model.no_rope_every applies to models with rotary positions (position rope)")
 	}
 	switch m.Position {
-	case "rope", "learned", "relative", "alibi":
+	case "rope", "learned", "relative", "alibi", "none":
 	default:
-		return fmt.Errorf("model.position %q is not supported; known: rope, learned, relative, alibi", m.Position)
+		return fmt.Errorf("model.position %q is not supported; known: rope, learned, relative, alibi, none", m.Position)
 	}
 	if m.Position == "learned" && m.MaxPosition < 1 && m.Image == nil {
 		return fmt.Errorf("model.max_position must be ≥ 1 with learned positions (it sizes the position table)")

@@ -73,6 +73,9 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if m.Encoder() || m.EncoderDecoder() {
 		return SGLangKVPool{}, fmt.Errorf("sglang: the KV pool model covers decoder-only models, not %q", m.Family)
 	}
+	if m.SSM != nil {
+		return SGLangKVPool{}, fmt.Errorf("sglang: %q has state-space (Mamba-2) layers, whose state pool is not modelled yet", m.Family)
+	}
 	if free <= 0 || weights < 0 || free > maxPlanBytes || weights > maxPlanBytes {
 		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
 	}

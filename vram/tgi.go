@@ -86,6 +86,9 @@ func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
 	if m.Encoder() || m.EncoderDecoder() {
 		return TGICarve{}, fmt.Errorf("tgi: the KV cache model covers decoder-only models, not %q", m.Family)
 	}
+	if m.SSM != nil {
+		return TGICarve{}, fmt.Errorf("tgi: %q has state-space (Mamba-2) layers, which TGI's KV cache model does not cover", m.Family)
+	}
 	est, err := in.Estimate()
 	if err != nil {
 		return TGICarve{}, err

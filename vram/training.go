@@ -273,6 +273,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveExpertImbalance(t); err != nil {
 		return r, err
 	}
+	if err := r.resolveSSM(); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 

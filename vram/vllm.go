@@ -123,6 +123,9 @@ func (v VLLM) check(m Model) error {
 	if m.Encoder() || m.EncoderDecoder() {
 		return fmt.Errorf("vllm: the KV cache model covers decoder-only models, not %q", m.Family)
 	}
+	if m.SSM != nil {
+		return fmt.Errorf("vllm: %q has state-space (Mamba-2) layers, whose state vLLM keeps in its own cache groups; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	}
 	if err := v.KVCacheDType.validKV(); err != nil {
 		return fmt.Errorf("vllm: %w", err)
 	}

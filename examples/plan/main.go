@@ -567,7 +567,11 @@ func printInference(w io.Writer, in *vram.InferenceEstimate) {
 	}
 	fmt.Fprintf(w, "\nPeak allocated memory per GPU in transformers' generate, at %s:\n", in.PeakAt)
 	fmt.Fprint(w, in.Peak.String())
-	fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
+	if in.State > 0 && in.KVCache == 0 {
+		fmt.Fprintf(w, "\nState (state-space layers): %v for all sequences, the same at any length; no KV cache\n", in.State)
+	} else {
+		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
+	}
 }
 
 // printAdvice lists what would make the plan fit, each with its flags.

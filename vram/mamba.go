@@ -1,0 +1,212 @@
+package vram
+
+import "fmt"
+
+// The Mamba-2 mixer's activations as transformers' torch path runs it
+// (modeling_mamba2.py Mamba2Mixer.torch_forward, the training branch: no
+// cache), the path transformers takes on a CPU and on a GPU without the
+// mamba_ssm and causal_conv1d kernels. The chunked scan (Dao & Gu 2024,
+// §7, "the SSD algorithm") works on chunks of Chunk tokens, in fp32, and
+// materializes products of Chunk × Chunk per chunk and head; each of them
+// is summed at once, so autograd keeps their factors, not the products.
+
+// resolveSSM checks what a plan asks of a model with state-space mixers
+// against what the engine models of them — transformers' Mamba2Mixer on
+// each GPU's whole batch, in full — and says which path runs.
+func (r *resolved) resolveSSM() error {
+	if r.m.SSM == nil {
+		return nil
+	}
+	switch {
+	case !r.runsTransformers():
+		return fmt.Errorf("framework %q: state-space (Mamba-2) layers are modelled as transformers' Mamba2Mixer runs them (plain_pytorch or hf_trainer), not in this framework's code", r.Framework)
+	case r.tp > 1 || r.cp > 1 || r.Parallel.PP > 1 || r.Parallel.SP:
+		return fmt.Errorf("parallel: tensor, sequence, context and pipeline parallelism of state-space layers are not modelled (tp %d, cp %d, pp %d)", r.tp, r.cp, r.Parallel.PP)
+	case r.Checkpointing != "none" && r.Checkpointing != "full":
+		return fmt.Errorf("grad_checkpointing %q: only none and full are modelled for state-space layers", r.Checkpointing)
+	case r.Compile || r.Float8 != "":
+		return fmt.Errorf("compile and float8: not modelled for state-space layers (the chunked scan's saved set under Inductor or torchao is not traced)")
+	}
+	s := r.m.SSM.Normalize()
+	r.notes = append(r.notes, fmt.Sprintf("ssm: the Mamba-2 mixers run transformers' torch path (Mamba2Mixer.torch_forward, as on a CPU or without the mamba_ssm and causal_conv1d kernels): the chunked scan keeps products of %d × %d per chunk and head; with the CUDA kernels (mamba_split_conv1d_scan_combined) it saves far less, which is not modelled", s.Chunk, s.Chunk))
+	return nil
+}
+
+// ssmDims are the sizes one mixer works with on one micro-batch: tokens
+// (batch × length) and the padded tokens of whole chunks.
+type ssmDims struct {
+	batch, tokens, padded  int64 // sequences, batch × length, batch × chunks × chunk
+	chunks, chunk          int64
+	heads, inner, state    int64 // H, H·P, N
+	conv, proj, convKernel int64 // conv_dim, in_proj's output width, d_conv
+	groups                 int64
+}
+
+func (r *resolved) ssmDims() ssmDims {
+	s := *r.m.SSM
+	batch, seq := int64(r.MicroBatch), int64(r.SeqLen)
+	q := int64(s.Chunk)
+	c := (seq + q - 1) / q
+	return ssmDims{batch: batch, tokens: batch * seq, padded: batch * c * q, chunks: c, chunk: q,
+		heads: int64(s.Heads), inner: s.inner(), state: int64(s.State), groups: int64(s.Groups),
+		conv: s.convDim(), proj: s.inner() + s.convDim() + int64(s.Heads), convKernel: int64(s.ConvKernel)}
+}
+
+// mambaBlock is Mamba2Block: an RMSNorm, the mixer, the residual add (in
+// fp32 with residual_in_fp32, Mamba2Config's default).
+func mambaBlock(r *resolved, layer int) BlockActivations {
+	p := r.blockPlan(layer)
+	d := r.ssmDims()
+	b := &actBuilder{r: r, tokens: d.tokens, ts: make([]*actT, 0, 96), ops: make([]actOp, 0, 96)}
+	h := int64(r.m.Hidden)
+	x := b.external("input", b.size(h, p.resid), p.resid)
+	res := x
+	if p.resid != FP32 {
+		res = b.op("residual.float", b.size(h, FP32), FP32, list(x))
+	}
+	n := b.norm(p, "norm", "rmsnorm", x, h)
+	y := b.mambaMixer(p, d, n)
+	b.hold(res, n)
+	out := b.residualAdd(p, "residual", h, res, y)
+	out.keepAlive = true
+	return b.summarize(x)
+}
+
+// mambaMixer builds the mixer on x (the norm's output, width hidden).
+func (b *actBuilder) mambaMixer(p blockPlan, d ssmDims, x *actT) *actT {
+	h := int64(b.r.m.Hidden)
+	proj := b.linear(p, "in_proj", "in_proj", x, h, d.proj)
+	// conv1d over x|B|C transposed (a view of the projection, which it
+	// saves), padded by conv_kernel - 1 on both sides: its output is
+	// longer by that, and the slice SiLU reads keeps all of it.
+	conv := b.op("conv1d", proj.dtype.Size(d.batch*(d.tokens/d.batch+d.convKernel-1)*d.conv), proj.dtype, list(proj), proj)
+	act := b.op("conv.act", b.size(d.conv, conv.dtype), conv.dtype, list(conv), conv)
+	dt := b.mambaDt(p, d, proj)
+	xs, bs, cs := b.ssmInputs(d, act)
+	y := b.ssdScan(p, d, xs, bs, cs, dt)
+	gated := b.gatedNorm(p, d, y, proj)
+	if gated.dtype != x.dtype {
+		gated = b.op("scan_output.to", b.size(d.inner, x.dtype), x.dtype, list(gated))
+	}
+	b.hold(proj)
+	return b.linear(p, "out_proj", "out_proj", gated, d.inner, h)
+}
+
+// mambaDt is Δt: softplus(dt + dt_bias) (softplus saves the sum), clamped
+// to time_step_limit (clamp saves its input), per token and head.
+func (b *actBuilder) mambaDt(p blockPlan, d ssmDims, proj *actT) *actT {
+	dd := promote(proj.dtype, p.baseDType)
+	sum := b.op("dt+dt_bias", b.size(d.heads, dd), dd, list(proj))
+	sp := b.op("dt.softplus", b.size(d.heads, dd), dd, list(sum), sum)
+	return b.op("dt.clamp", b.size(d.heads, dd), dd, list(sp), sp)
+}
+
+// ssmInputs are x, B and C in fp32 (copies unless the convolution ran in
+// fp32), B and C repeated to every head of their group (repeat_interleave:
+// new tensors).
+func (b *actBuilder) ssmInputs(d ssmDims, act *actT) (xs, bs, cs *actT) {
+	xs, bs, cs = act, act, act
+	if act.dtype != FP32 {
+		xs = b.op("x.float", b.size(d.inner, FP32), FP32, list(act))
+		bs = b.op("B.float", b.size(d.groups*d.state, FP32), FP32, list(act))
+		cs = b.op("C.float", b.size(d.groups*d.state, FP32), FP32, list(act))
+	}
+	bs = b.op("B.repeat_interleave", b.size(d.heads*d.state, FP32), FP32, list(bs))
+	cs = b.op("C.repeat_interleave", b.size(d.heads*d.state, FP32), FP32, list(cs))
+	return xs, bs, cs
+}
+
+// ssdScan is the chunked scan of torch_forward, op by op, on fp32 x, B, C
+// and Δt; it returns y (padded tokens × inner, fp32).
+func (b *actBuilder) ssdScan(p blockPlan, d ssmDims, xs, bs, cs, dt *actT) *actT {
+	f := func(n int64) Bytes { return FP32.Size(n) }
+	tp := d.padded
+	// D_residual = D · pad(x): F.pad copies; the product saves both.
+	xPad := b.op("x.pad", f(tp*d.inner), FP32, list(xs))
+	dRes := b.op("D_residual", f(tp*d.inner), FP32, list(xPad), xPad)
+	// x · Δt and A · Δt, each saving both factors.
+	xdt := b.op("x*dt", b.size(d.inner, FP32), FP32, list(xs, dt), xs, dt)
+	adt := b.op("A*dt", b.size(d.heads, FP32), FP32, list(dt), dt)
+	// reshape_into_chunks pads each to whole chunks (F.pad: copies).
+	xc := b.op("x.chunks", f(tp*d.inner), FP32, list(xdt))
+	ac := b.op("A.chunks", f(tp*d.heads), FP32, list(adt))
+	bc := b.op("B.chunks", f(tp*d.heads*d.state), FP32, list(bs))
+	cc := b.op("C.chunks", f(tp*d.heads*d.state), FP32, list(cs))
+	aCum := b.op("A_cumsum", f(tp*d.heads), FP32, list(ac))
+	// L = exp(segment_sum(A)): masked_fill, cumsum, masked_fill over
+	// chunk × chunk per head; exp saves its output.
+	lm := b.segmentSum("L", f(tp*d.heads*d.chunk), ac)
+	// G = (C · B).sum(-1), M = (G · L).sum(-1), Y_diag = (M · x).sum(3):
+	// each product saves its factors and is summed at once.
+	gi := b.product("G_intermediate", f(tp*d.chunk*d.heads*d.state), list(cc, bc), cc, bc)
+	g := b.op("G", f(tp*d.chunk*d.heads), FP32, list(gi))
+	mi := b.product("M_intermediate", f(tp*d.chunk*d.heads), list(g, lm), g, lm)
+	mm := b.op("M", f(tp*d.chunk*d.heads), FP32, list(mi))
+	yi := b.product("Y_diag_intermediate", f(tp*d.chunk*d.inner), list(mm, xc), mm, xc)
+	yDiag := b.op("Y_diag", f(tp*d.inner), FP32, list(yi))
+	// The chunks' states: decay within each chunk (exp saves its
+	// output), B · decay, (B_decay · x).sum(2).
+	last := b.op("A_cumsum[-1]-A_cumsum", f(tp*d.heads), FP32, list(aCum))
+	decay := b.keep(b.op("decay_states", f(tp*d.heads), FP32, list(last)))
+	bDecay := b.op("B_decay", f(tp*d.heads*d.state), FP32, list(bc, decay), bc, decay)
+	si := b.product("states_intermediate", f(tp*d.inner*d.state), list(bDecay, xc), bDecay, xc)
+	chunkStates := d.batch * d.chunks * d.inner * d.state
+	st := b.op("states", f(chunkStates), FP32, list(si))
+	// The state entering each chunk: zeros ahead of the chunks' states,
+	// decayed across chunks by exp(segment_sum) of the chunk ends.
+	states := b.op("states.cat", f(chunkStates+d.batch*d.inner*d.state), FP32, list(st))
+	ends := b.op("A_cumsum.pad", f(d.batch*d.heads*(d.chunks+1)), FP32, list(aCum))
+	dch := b.segmentSum("decay_chunk", f(d.batch*d.heads*(d.chunks+1)*(d.chunks+1)), ends)
+	ni := b.product("new_states_intermediate", f(d.batch*(d.chunks+1)*(d.chunks+1)*d.inner*d.state), list(dch, states), dch, states)
+	newStates := b.op("new_states", f(d.batch*(d.chunks+1)*d.inner*d.state), FP32, list(ni))
+	// Y_off = (C · states).sum(-1) · exp(A_cumsum): the product saves C and
+	// the states (a view of new_states), the scaling both factors.
+	sdo := b.keep(b.op("state_decay_out", f(tp*d.heads), FP32, list(aCum)))
+	ci := b.product("C_times_states", f(tp*d.inner*d.state), list(cc, newStates), cc, newStates)
+	cSum := b.op("C_times_states.sum", f(tp*d.inner), FP32, list(ci))
+	yOff := b.op("Y_off", f(tp*d.inner), FP32, list(cSum, sdo), cSum, sdo)
+	y := b.op("Y_diag+Y_off", f(tp*d.inner), FP32, list(yDiag, yOff))
+	return b.op("y+D_residual", f(tp*d.inner), FP32, list(y, dRes))
+}
+
+// product is a broadcast product summed at once (x[..., None] ·
+// y[:, None]).sum(d): the sum's backward hands it an expanded view of its
+// gradient (no memory), and the product's backward makes a gradient of
+// the broadcast size for each factor before reducing them to their shapes
+// (MulBackward0's outputs, summed to size by the engine afterwards): one
+// product-sized buffer per factor.
+func (b *actBuilder) product(name string, n Bytes, ins []*actT, saves ...*actT) *actT {
+	t := b.op(name, n, FP32, ins, saves...)
+	t.aliasGrad = true
+	b.gradWorkspace(mulBytes(int64(len(saves)), n))
+	return t
+}
+
+// segmentSum is exp(segment_sum(a)) over n bytes of chunk × chunk (or
+// chunks × chunks) entries: a expanded (a view), masked_fill (a copy),
+// cumsum, masked_fill with -inf, exp, which saves its output.
+func (b *actBuilder) segmentSum(name string, n Bytes, a *actT) *actT {
+	m1 := b.op(name+".masked_fill", n, FP32, list(a))
+	cs := b.op(name+".cumsum", n, FP32, list(m1))
+	m2 := b.op(name+".masked_fill_inf", n, FP32, list(cs))
+	return b.keep(b.op(name+".exp", n, FP32, list(m2)))
+}
+
+// gatedNorm is MambaRMSNormGated(y, gate) in fp32: y · silu(gate.float())
+// (silu saves its input, the product both factors), then an RMSNorm whose
+// pow saves the gated tensor, rsqrt its output, the product both, and the
+// weight's product its input. y is the padded scan output; its first
+// tokens are read as views.
+func (b *actBuilder) gatedNorm(p blockPlan, d ssmDims, y, proj *actT) *actT {
+	g := proj
+	if proj.dtype != FP32 {
+		g = b.op("gate.float", b.size(d.inner, FP32), FP32, list(proj))
+	}
+	sg := b.op("gate.silu", b.size(d.inner, FP32), FP32, list(g), g)
+	yg := b.op("y*silu(gate)", b.size(d.inner, FP32), FP32, list(y, sg), y, sg)
+	b.op("norm.pow", b.size(d.inner, FP32), FP32, list(yg), yg)
+	rs := b.keep(b.op("norm.rsqrt", b.size(1, FP32), FP32, list(yg)))
+	nrm := b.op("norm.scaled", b.size(d.inner, FP32), FP32, list(yg, rs), yg, rs)
+	wd := promote(p.baseDType, FP32)
+	return b.op("norm.weight", b.size(d.inner, wd), wd, list(nrm), nrm)
+}

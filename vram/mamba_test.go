@@ -1,0 +1,96 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+// A Mamba-2 model keeps a state per sequence that does not grow with the
+// context, where an attention model's KV cache does.
+func TestSSMStateDoesNotGrowWithContext(t *testing.T) {
+	mamba, llama := MustPreset("mamba-codestral-7b"), MustPreset("llama-3-8b")
+	s := mamba.SSM.Normalize()
+	// Mamba2Cache: conv_states [layers, batch, conv_dim, conv_kernel] and
+	// ssm_states [layers, batch, heads, head_dim, state] in the model dtype.
+	convDim := int64(s.Heads*s.HeadDim + 2*s.Groups*s.State)
+	perSeq := BF16.Size(int64(mamba.Layers) * (convDim*int64(s.ConvKernel) + int64(s.Heads*s.HeadDim*s.State)))
+	var states, kvs []Bytes
+	for _, prompt := range []int{1024, 32768} {
+		in := Inference{Model: mamba, Weights: Quant{DType: BF16}, Batch: 2, PromptTokens: prompt, NewTokens: 16}
+		est, err := in.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est.KVCache != 0 || est.KVPerToken != 0 {
+			t.Errorf("mamba at %d tokens: a KV cache of %v (%v a token)", prompt, est.KVCache, est.KVPerToken)
+		}
+		if est.Peak.KVCache < est.State {
+			t.Errorf("mamba at %d tokens: the peak's cache %v leaves out the state %v", prompt, est.Peak.KVCache, est.State)
+		}
+		states = append(states, est.State)
+		ll := Inference{Model: llama, Weights: Quant{DType: BF16}, Batch: 2, PromptTokens: prompt, NewTokens: 16}
+		le, err := ll.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs = append(kvs, le.KVCache)
+	}
+	if states[0] != 2*perSeq || states[1] != states[0] {
+		t.Errorf("state %v at 1k and %v at 32k tokens, want %v both times", states[0], states[1], 2*perSeq)
+	}
+	if kvs[1] <= kvs[0] {
+		t.Errorf("llama's KV cache %v at 1k, %v at 32k: it should grow", kvs[0], kvs[1])
+	}
+}
+
+// What the engine does not model of state-space layers is refused by name.
+func TestSSMRefusals(t *testing.T) {
+	m := MustPreset("mamba-codestral-7b")
+	base := Training{Model: m, SeqLen: 512, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw"}
+	for _, tc := range []struct {
+		change func(*Training)
+		want   string
+	}{
+		{func(t *Training) { t.Framework = "torchtitan" }, "framework \"torchtitan\": state-space"},
+		{func(t *Training) { t.Parallel.TP = 2 }, "parallelism of state-space layers"},
+		{func(t *Training) { t.Checkpointing = "selective" }, "only none and full"},
+		{func(t *Training) { t.Compile = true }, "compile and float8"},
+	} {
+		tr := base
+		tc.change(&tr)
+		if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+	est, err := base.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(est.Notes, "\n"), "torch path") {
+		t.Errorf("the estimate does not say which mixer path it models: %q", est.Notes)
+	}
+	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
+	g, _ := LookupGPU("h100")
+	if _, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
+		t.Errorf("vllm: %v", err)
+	}
+	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
+		t.Errorf("sglang: %v", err)
+	}
+	if _, err := (TGI{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
+		t.Errorf("tgi: %v", err)
+	}
+	for _, tc := range []struct{ json, want string }{
+		{`{"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 100, "num_heads": 4, "head_dim": 16, "expand": 2, "n_groups": 1}`, "hidden_size · expand = 128 must equal num_heads · head_dim = 64"},
+		{`{"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 100, "num_heads": 8, "head_dim": 16, "n_groups": 3}`, "ssm.groups = 3 must divide ssm.heads = 8"},
+		{`{"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 100, "num_heads": 8, "head_dim": 16, "n_groups": 1, "residual_in_fp32": false}`, "residual_in_fp32 false"},
+	} {
+		m, err := FromHFConfig([]byte(tc.json))
+		if err == nil {
+			err = m.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+		}
+	}
+}
