@@ -164,6 +164,11 @@ type SSM struct {
 	// torch path materializes products of Chunk × Chunk per chunk.
 	Chunk      int  `json:"chunk,omitempty"`
 	NoConvBias bool `json:"no_conv_bias,omitempty"` // use_conv_bias false
+	ProjBias   bool `json:"proj_bias,omitempty"`    // biases on in_proj and out_proj (use_bias, mamba_proj_bias)
+	// Attention lists the layers that are attention blocks instead (a
+	// hybrid's attn_layer_indices or layer_types), ascending; empty for
+	// a model of mixers only.
+	Attention []int `json:"attention_layers,omitempty"`
 }
 
 // Normalize fills the defaults of Mamba2Config: one group, a kernel of
@@ -189,8 +194,21 @@ func (s SSM) StateBytes(d DType) Bytes {
 	return d.Size(s.convDim()*int64(s.ConvKernel) + s.inner()*int64(s.State))
 }
 
-// SSMLayer reports whether layer i is a state-space mixer.
-func (m Model) SSMLayer(i int) bool { return m.SSM != nil }
+// SSMLayer reports whether layer i is a state-space mixer: every layer of
+// a model with SSM but its Attention layers.
+func (m Model) SSMLayer(i int) bool { return m.SSM != nil && !slices.Contains(m.SSM.Attention, i) }
+
+// attentionLayers is the number of layers with attention (and a KV cache)
+// among layers [from, to).
+func (m Model) attentionLayers(from, to int) int {
+	n := 0
+	for i := from; i < to; i++ {
+		if !m.SSMLayer(i) {
+			n++
+		}
+	}
+	return n
+}
 
 // Origin is where a model was read from (a config.json, a checkpoint
 // folder) and the notes of that reading: what the config names that the
@@ -412,6 +430,11 @@ func (m Model) validateSSM() error {
 	if s.Heads%s.Groups != 0 {
 		return fmt.Errorf("model.ssm.groups = %d must divide ssm.heads = %d (each group's B and C serve heads/groups heads)", s.Groups, s.Heads)
 	}
+	for i, l := range s.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= s.Attention[i-1] {
+			return fmt.Errorf("model.ssm.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
 	return nil
 }
 
@@ -432,6 +455,7 @@ func (m Model) clone() Model {
 	}
 	if m.SSM != nil {
 		s := *m.SSM
+		s.Attention = slices.Clone(s.Attention)
 		m.SSM = &s
 	}
 	if m.Vision != nil {
@@ -690,7 +714,7 @@ func (m Model) Roped(i int) bool {
 func (m Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
 
 // blockKinds is the number of distinct blockKind values.
-const blockKinds = 32
+const blockKinds = 64
 
 // blockKind sorts blocks into those that build the same activations: dense
 // or with routed experts, global or local attention, with or without the
@@ -708,6 +732,9 @@ func (m *Model) blockKind(i int) int {
 	}
 	if (m.NoRopeGlobal && !local) || (m.NoRopeEvery > 0 && (i+1)%m.NoRopeEvery == 0) {
 		k |= 4
+	}
+	if m.SSM != nil && !slices.Contains(m.SSM.Attention, i) {
+		k |= 32 // a state-space mixer
 	}
 	if m.DecoderLayers > 0 {
 		if i >= m.Layers-m.DecoderLayers {
@@ -838,7 +865,7 @@ const maxParams = 1 << 55
 // fields are in range have a representable size.
 func (m Model) countParams() (n int64, err error) {
 	defer recoverOverflow(&err)
-	n = m.ParamCount()
+	n = m.paramsLinearInExperts()
 	if n > maxParams {
 		return 0, fmt.Errorf("model: %d parameters is beyond any trainable or servable model (limit %d); check layers, hidden, ffn, vocab and experts", n, int64(maxParams))
 	}
@@ -850,6 +877,30 @@ func (m Model) countParams() (n int64, err error) {
 		return 0, fmt.Errorf("model: its buffers (causal masks of max_position² per block) take %d bytes; max_position = %d is too large for family %q", buf, m.MaxPosition, m.Family)
 	}
 	return n, nil
+}
+
+// paramsLinearInExperts is ParamCount found from the inventories of the
+// model with one and with two routed experts: every tensor that depends
+// on their number holds one copy or one row per expert (the experts'
+// matrices, stacked or not, the router's rows, the correction biases), so
+// the count is linear in it. A config naming thousands of experts over a
+// thousand layers is so checked without listing millions of tensors
+// (FromHFConfig's budget, fileio/budget).
+func (m Model) paramsLinearInExperts() int64 {
+	if m.Experts <= 2 {
+		return m.ParamCount()
+	}
+	count := func(e int) Bytes {
+		c := m.clone()
+		c.Experts, c.ExpertsPerToken = e, min(c.ExpertsPerToken, e)
+		var n Bytes
+		for _, t := range c.Normalize().buildTensors() {
+			n = addBytes(n, Bytes(t.Numel()))
+		}
+		return n
+	}
+	one, two := count(1), count(2)
+	return int64(addBytes(one, mulBytes(int64(m.Experts-1), two-one)))
 }
 
 // ParamCount is the exact number of parameters: the sum over Tensors, tied

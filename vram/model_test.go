@@ -247,3 +247,22 @@ func TestFromPresetTypo(t *testing.T) {
 		t.Errorf("inference error %v", err)
 	}
 }
+
+// Validate counts a mixture of experts from two small inventories; the
+// count equals the full inventory's for every MoE preset.
+func TestParamsLinearInExperts(t *testing.T) {
+	n := 0
+	for _, name := range Presets() {
+		m := MustPreset(name)
+		if m.Experts <= 2 {
+			continue
+		}
+		n++
+		if got, want := m.Normalize().paramsLinearInExperts(), m.ParamCount(); got != want {
+			t.Errorf("%s: %d parameters from two inventories, %d from the full one", name, got, want)
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d MoE presets checked", n)
+	}
+}
