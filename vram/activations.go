@@ -648,6 +648,15 @@ func buildBlock(r *resolved, layer int) BlockActivations {
 	if f := lookupFamily(r.m.Family); f != nil && f.block != nil {
 		return f.block(r, layer)
 	}
+	if r.m.SSMLayer(layer) {
+		return ssmDecoderBlock(r, layer)
+	}
+	return decoderBlock(r, layer)
+}
+
+// decoderBlock lists the activations of an attention block: attention
+// and MLP (or MoE) with the norms and residual adds of the model's layout.
+func decoderBlock(r *resolved, layer int) BlockActivations {
 	m := r.m
 	p := r.blockPlan(layer)
 	cp := int64(r.cp)

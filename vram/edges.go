@@ -283,8 +283,8 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	if m.EncoderDecoder() {
 		return positionBiases(r, p)
 	}
-	if !p.hfModeling || m.Encoder() || m.Position == "none" && m.SSMLayer(0) {
-		return nil // Mamba-2 builds no mask and no positions
+	if !p.hfModeling || m.Encoder() || m.SSM != nil && m.attentionLayers(0, m.Layers) == 0 {
+		return nil // a model of state-space mixers only builds no mask and no positions
 	}
 	local := m.localSpan() > 0
 	global := !local || m.GlobalEvery > 0
@@ -352,6 +352,9 @@ type maskPart struct {
 
 // uses reports whether block l reads the mask.
 func (mp maskPart) uses(r *resolved, l int) bool {
+	if r.m.SSMLayer(l) {
+		return false // a state-space mixer reads no mask and no positions
+	}
 	if mp.to > 0 {
 		return l >= mp.from && l < mp.to
 	}

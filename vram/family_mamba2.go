@@ -18,7 +18,7 @@ func init() {
 			m.Layers, m.Hidden, m.Vocab = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("vocab_size")
 			s := SSM{Heads: c.optInt("num_heads", 128), HeadDim: c.optInt("head_dim", 64), State: c.optInt("state_size", 128),
 				Groups: c.optInt("n_groups", 8), ConvKernel: c.optInt("conv_kernel", 4), Chunk: c.optInt("chunk_size", 256),
-				NoConvBias: !c.optBool("use_conv_bias", true)}
+				NoConvBias: !c.optBool("use_conv_bias", true), ProjBias: c.optBool("use_bias", false)}
 			if expand := c.optFloat("expand", 2); c.err == nil && int64(expand*float64(m.Hidden)) != s.inner() {
 				c.fail(fmt.Sprintf("hidden_size · expand = %v must equal num_heads · head_dim = %d (Mamba2Config's rule)", expand*float64(m.Hidden), s.inner()))
 			}
@@ -27,16 +27,13 @@ func init() {
 			}
 			m.SSM, m.Heads, m.KVHeads, m.HeadDim, m.FFN = &s, s.Heads, s.Heads, s.HeadDim, int(s.inner())
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
-			if c.optBool("use_bias", false) {
-				m.Bias = BiasAll
-			}
 		},
 		toConfig: func(m Model, c map[string]any) {
 			s := *m.SSM
 			c["num_hidden_layers"], c["hidden_size"], c["vocab_size"] = m.Layers, m.Hidden, m.Vocab
 			c["num_heads"], c["head_dim"], c["state_size"], c["n_groups"] = s.Heads, s.HeadDim, s.State, s.Groups
 			c["expand"], c["conv_kernel"], c["chunk_size"] = float64(s.inner())/float64(m.Hidden), s.ConvKernel, s.Chunk
-			c["use_conv_bias"], c["use_bias"], c["tie_word_embeddings"] = !s.NoConvBias, m.Bias == BiasAll, m.TiedEmbeddings
+			c["use_conv_bias"], c["use_bias"], c["tie_word_embeddings"] = !s.NoConvBias, s.ProjBias, m.TiedEmbeddings
 			c["residual_in_fp32"] = true
 			if m.Vocab <= 2 {
 				c["pad_token_id"] = nil
@@ -49,8 +46,8 @@ func init() {
 				return fmt.Errorf("model: mamba2 needs model.ssm (heads, head_dim, state)")
 			case m.Heads != s.Heads || m.HeadDim != s.HeadDim || int64(m.FFN) != s.inner():
 				return fmt.Errorf("model: mamba2's heads, head_dim and ffn repeat ssm.heads, ssm.head_dim and their product (%d, %d, %d)", s.Heads, s.HeadDim, s.inner())
-			case m.Bias != BiasNone && m.Bias != BiasAll:
-				return fmt.Errorf("model.bias %q: mamba2's projections have biases (use_bias) or none", m.Bias)
+			case m.Bias != BiasNone:
+				return fmt.Errorf("model.bias %q: mamba2's projections' biases are model.ssm.proj_bias (use_bias)", m.Bias)
 			}
 			return nil
 		},
@@ -91,7 +88,7 @@ func mamba2Mixer(m Model, l *tensorList, p string) {
 	if !s.NoConvBias {
 		l.add(p+"conv1d.bias", "bias", s.convDim())
 	}
-	l.linear(p+"in_proj", "in_proj", h, s.inner()+s.convDim()+heads, m.Bias == BiasAll)
+	l.linear(p+"in_proj", "in_proj", h, s.inner()+s.convDim()+heads, s.ProjBias)
 	l.norm(p+"norm", false, s.inner())
-	l.linear(p+"out_proj", "out_proj", s.inner(), h, m.Bias == BiasAll)
+	l.linear(p+"out_proj", "out_proj", s.inner(), h, s.ProjBias)
 }

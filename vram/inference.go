@@ -411,12 +411,16 @@ func (in Inference) quantizes(t Tensor) bool {
 
 // kvPerToken is the K and V of one token in every layer of one stage.
 func (in Inference) kvPerToken(m Model) Bytes {
-	if m.Encoder() || m.SSMLayer(0) {
-		return 0 // a state-space model keeps a state, not K and V (stateBytes)
+	if m.Encoder() {
+		return 0
 	}
 	layers := int64(m.Layers / in.PP)
 	if m.EncoderDecoder() {
 		layers = int64(max(1, m.DecoderLayers/in.PP)) // only the decoder caches
+	}
+	if m.SSM != nil {
+		// State-space layers keep a state, not K and V (stateBytes).
+		layers = int64(m.attentionLayers(0, in.stageLayers(m)))
 	}
 	var per int64
 	if m.KVLoRARank > 0 {
@@ -575,7 +579,8 @@ func (in Inference) stateBytes(m Model) Bytes {
 	if m.SSM == nil {
 		return 0
 	}
-	layers := int64(in.stageLayers(m))
+	stage := in.stageLayers(m)
+	layers := int64(stage - m.attentionLayers(0, stage))
 	return mulBytes(mulI64(int64(in.Batch), layers), m.SSM.StateBytes(in.UnquantizedDType))
 }
 
@@ -588,7 +593,9 @@ func (in Inference) cacheAt(m Model, n int) Bytes {
 	per := in.kvLayerPerToken(m)
 	var tokens int64
 	for i := range in.stageLayers(m) {
-		tokens += int64(in.cacheLayerLen(m, i, n))
+		if !m.SSMLayer(i) {
+			tokens += int64(in.cacheLayerLen(m, i, n))
+		}
 	}
 	return mulBytes(mulI64(int64(in.Batch), tokens), per)
 }
@@ -633,7 +640,9 @@ func (in Inference) cacheLayerLen(m Model, i, n int) int {
 func (in Inference) catTemp(m Model, n int) Bytes {
 	longest := 0
 	for i := range in.stageLayers(m) {
-		longest = max(longest, in.cacheLayerLen(m, i, n-1)+1)
+		if !m.SSMLayer(i) {
+			longest = max(longest, in.cacheLayerLen(m, i, n-1)+1)
+		}
 	}
 	return mulBytes(mulI64(int64(in.Batch), int64(min(longest, n))), in.kvLayerPerToken(m))
 }
@@ -649,7 +658,11 @@ func (in Inference) stageLayers(m Model) int {
 
 // kvLayerPerToken is one token's K and V in one layer on one GPU.
 func (in Inference) kvLayerPerToken(m Model) Bytes {
-	return in.kvPerToken(m) / Bytes(max(1, in.stageLayers(m)))
+	layers := in.stageLayers(m)
+	if m.SSM != nil {
+		layers = m.attentionLayers(0, layers)
+	}
+	return in.kvPerToken(m) / Bytes(max(1, layers))
 }
 
 // buildBlockInference is a block's forward under torch.no_grad: nothing is

@@ -72,6 +72,43 @@ func mambaBlock(r *resolved, layer int) BlockActivations {
 	return b.summarize(x)
 }
 
+// ssmDecoderBlock is a hybrid's state-space layer (modeling_bamba.py
+// BambaDecoderLayer with layer_type "mamba"): input_layernorm, the mixer,
+// the residual add, pre_ff_layernorm, the MLP (or MoE), the residual add.
+func ssmDecoderBlock(r *resolved, layer int) BlockActivations {
+	p := r.blockPlan(layer)
+	d := r.ssmDims()
+	b := &actBuilder{r: r, tokens: d.tokens, ts: make([]*actT, 0, 96), ops: make([]actOp, 0, 96)}
+	m := r.m
+	h := int64(m.Hidden)
+	x := b.external("input", b.size(h, p.resid), p.resid)
+	n := b.norm(p, "input_layernorm", "rmsnorm", x, h)
+	y := b.branchScaled(p, "mixer", b.mambaMixer(p, d, n), h)
+	b.hold(n)
+	x1 := b.residualAdd(p, "mixer_residual", h, x, y)
+	n2 := b.norm(p, "pre_ff_layernorm", "rmsnorm", x1, h)
+	var mo *actT
+	if m.IsMoELayer(layer) {
+		mo = b.moe(p, n2, layer)
+	} else {
+		mo = b.gatedMLP(p, "mlp.", n2, h, int64(m.FFN)/p.tp)
+	}
+	b.hold(n2)
+	out := b.residualAdd(p, "mlp_residual", h, x1, b.branchScaled(p, "mlp", mo, h))
+	out.keepAlive = true
+	return b.summarize(x)
+}
+
+// branchScaled is a branch's output times the family's residual
+// multiplier (GraniteMoeHybrid's residual_multiplier: a Python float, so a
+// new tensor and nothing saved), or y as is.
+func (b *actBuilder) branchScaled(p blockPlan, name string, y *actT, h int64) *actT {
+	if !p.rec.branchScale {
+		return y
+	}
+	return b.op(name+".scale", b.size(h, y.dtype), y.dtype, list(y))
+}
+
 // mambaMixer builds the mixer on x (the norm's output, width hidden).
 func (b *actBuilder) mambaMixer(p blockPlan, d ssmDims, x *actT) *actT {
 	h := int64(b.r.m.Hidden)

@@ -94,3 +94,55 @@ func TestSSMRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A hybrid caches K and V in its attention layers only, and a state in
+// its mixers.
+func TestHybridCache(t *testing.T) {
+	m := MustPreset("granite-4.0-h-1b")
+	s := m.SSM.Normalize()
+	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 3, PromptTokens: 1000, NewTokens: 24}
+	est, err := in.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attn := len(s.Attention)
+	if want := BF16.Size(int64(attn) * 2 * int64(m.KVHeads) * int64(m.Hidden/m.Heads)); est.KVPerToken != want {
+		t.Errorf("KV per token %v, want %v (%d attention layers)", est.KVPerToken, want, attn)
+	}
+	if want := mulBytes(int64(3*(m.Layers-attn)), s.StateBytes(BF16)); est.State != want {
+		t.Errorf("state %v, want %v (%d mixers, 3 sequences)", est.State, want, m.Layers-attn)
+	}
+	if est.KVCache != mulBytes(3*1024, est.KVPerToken) {
+		t.Errorf("KV cache %v, want 3 × 1024 tokens × %v", est.KVCache, est.KVPerToken)
+	}
+}
+
+// The hybrids' layer patterns and mixer keys.
+func TestHybridConfigs(t *testing.T) {
+	granite := `{"model_type": "granitemoehybrid", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"intermediate_size": 128, "shared_intermediate_size": 96, "vocab_size": 100, "num_local_experts": 0, "mamba_n_heads": 8, "mamba_d_head": "auto",
+		"mamba_d_state": 16, "mamba_n_groups": 1, "layer_types": ["mamba", "attention", "mamba", "mamba"]`
+	m, err := FromHFConfig([]byte(granite + `, "position_embedding_type": "nope"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.Normalize()
+	if m.FFN != 96 || m.Position != "none" || m.SSM.HeadDim != 16 || !m.SSMLayer(0) || m.SSMLayer(1) || m.attentionLayers(0, 4) != 1 {
+		t.Errorf("granitemoehybrid read %+v %+v", m, *m.SSM)
+	}
+	bamba := `{"model_type": "bamba", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"intermediate_size": 128, "vocab_size": 100, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_d_state": 16`
+	if m, err := FromHFConfig([]byte(bamba + `, "attn_layer_indices": [1, 3]}`)); err != nil || m.Normalize().attentionLayers(0, 4) != 2 || m.RotaryPct != 0.5 {
+		t.Errorf("bamba read %+v (%v)", m, err)
+	}
+	for _, tc := range []struct{ json, want string }{
+		{granite + `, "num_local_experts": 8}`, "num_local_experts = 8"},
+		{granite[:len(granite)-len(`"layer_types": ["mamba", "attention", "mamba", "mamba"]`)] + `"layer_types": ["mamba", "x", "mamba", "mamba"]}`, `layer_types[1] = the string "x"`},
+		{bamba + `, "attn_layer_indices": [1, 7]}`, "attn_layer_indices[1] = the number 7"},
+		{bamba + `, "mamba_d_head": 20}`, "mamba_n_heads · mamba_d_head = 160 must equal mamba_expand · hidden_size = 128"},
+	} {
+		if _, err := FromHFConfig([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+		}
+	}
+}
