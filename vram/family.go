@@ -221,6 +221,9 @@ type recipe struct {
 	// expert (DeepSeek-V2's MoE.moe: argsort, one gather, the outputs
 	// concatenated and put back), not in Mixtral's masked loop.
 	sortedExperts bool
+	// parallelExperts: the routed experts are GraniteMoE's ParallelExperts
+	// with its own top-k gating (moe.go parallelExperts).
+	parallelExperts bool
 	// complexRope: the rotary embedding multiplies q and k as complex
 	// numbers by the model's freqs_cis (complex64; DeepSeek-V2's
 	// apply_rotary_emb): fp32 products cast back to q's and k's dtype.

@@ -11,8 +11,8 @@ import "fmt"
 // residual_multiplier, logits ÷ logits_scaling), and attention without a
 // rotary embedding unless position_embedding_type is "rope" (the 4.0-H
 // models are NoPE). The models with experts (num_local_experts > 0: the
-// H-Tiny and H-Small) add GraniteMoE's ParallelExperts, which is not
-// modelled yet.
+// H-Tiny and H-Small) add GraniteMoE's ParallelExperts before the shared
+// MLP in every layer.
 func init() {
 	register(&family{
 		name: "granitemoehybrid", source: "transformers/models/granitemoehybrid/modeling_granitemoehybrid.py",
@@ -29,32 +29,22 @@ func init() {
 			if c.optString("position_embedding_type", "") == "rope" {
 				m.Position = "rope"
 			}
-			if n := c.optInt("num_local_experts", 8); n > 0 && c.err == nil {
-				c.fail(fmt.Sprintf("num_local_experts = %d: GraniteMoeHybrid's experts (ParallelExperts) are not modelled yet; the dense models (num_local_experts 0) are", n))
+			if n := c.optInt("num_local_experts", 8); n > 0 {
+				// Every layer: the experts (intermediate_size wide) and
+				// the shared MLP, one shared expert in the engine's terms.
+				m.Experts, m.ExpertsPerToken, m.ExpertFFN = n, c.optInt("num_experts_per_tok", 2), c.int("intermediate_size")
+				m.SharedExperts, m.SharedExpertFFN, m.Router = 1, m.FFN, "topk_softmax"
 			}
 			m.SSM = c.hybridSSM(m.Hidden, m.Layers, "")
 			m.SSM.Attention = c.attentionLayerTypes(m.Layers)
 		},
-		toConfig: func(m Model, c map[string]any) {
-			writeCommonConfig(m, c)
-			delete(c, "head_dim")
-			writeHybridSSM(m, c)
-			types := make([]string, m.Layers)
-			for i := range types {
-				types[i] = "attention"
-				if m.SSMLayer(i) {
-					types[i] = "mamba"
-				}
-			}
-			c["layer_types"], c["shared_intermediate_size"], c["num_local_experts"] = types, m.FFN, 0
-			c["attention_bias"], c["position_embedding_type"] = m.Bias == BiasAttn, map[bool]string{true: "rope", false: "nope"}[m.Position == "rope"]
-		},
+		toConfig: writeGranite4Config,
 		check: func(m Model) error {
 			switch {
 			case m.SSM == nil:
 				return fmt.Errorf("model: granitemoehybrid needs model.ssm (its Mamba-2 mixers)")
-			case m.Experts > 0:
-				return fmt.Errorf("model.experts: GraniteMoeHybrid's experts (ParallelExperts) are not modelled yet")
+			case m.Experts > 0 && (m.SharedExperts != 1 || m.DenseLayers != 0 || m.MoEEvery > 1 || m.SharedExpertFFN != m.FFN):
+				return fmt.Errorf("model: granitemoehybrid's MoE layers are every layer's experts plus its one shared MLP of ffn (shared_experts 1, shared_expert_ffn = ffn, dense_layers 0)")
 			case m.Bias != BiasNone && m.Bias != BiasAttn:
 				return fmt.Errorf("model.bias %q: granitemoehybrid has attention biases (attention_bias) or none", m.Bias)
 			case m.Position != "rope" && m.Position != "none":
@@ -62,26 +52,7 @@ func init() {
 			}
 			return nil
 		},
-		tensors: func(m Model, l *tensorList) {
-			d := m.dims()
-			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
-			for i := 0; i < m.Layers; i++ {
-				l.block(i)
-				p := fmt.Sprintf("model.layers.%d.", i)
-				l.norm(p+"input_layernorm", false, d.h)
-				l.norm(p+"post_attention_layernorm", false, d.h)
-				l.linear(p+"shared_mlp.input_linear", "gate_up_proj", d.h, 2*d.f, false, Part{"gate_proj", d.f}, Part{"up_proj", d.f})
-				l.linear(p+"shared_mlp.output_linear", "down_proj", d.f, d.h, false)
-				if m.SSMLayer(i) {
-					mamba2Mixer(m, l, p+"mamba.")
-				} else {
-					attnQKVO(m, l, p+"self_attn.")
-				}
-			}
-			l.headSide()
-			l.norm("model.norm", false, d.h)
-			lmHead(m, l, "lm_head", "score")
-		},
+		tensors: granite4Tensors,
 		buffers: func(m Model, b *bufferList) {
 			if m.Position == "rope" {
 				rotaryBuffer(m, b, "model.")
@@ -90,7 +61,7 @@ func init() {
 		// GraniteMoeHybridModel.forward returns no cache unless one is
 		// passed in; the shared MLP is one gate|up matmul.
 		recipe: func(Model, libVersion) recipe {
-			return recipe{noTrainingCache: true, fusedGateUp: true, embedScale: true, branchScale: true, logitsScale: true}
+			return recipe{noTrainingCache: true, fusedGateUp: true, embedScale: true, branchScale: true, logitsScale: true, parallelExperts: true}
 		},
 		// The dense Granite 4.0-H models (copies of their config.json,
 		// IBM's GGUF metadata and model card): 40 layers with attention at
@@ -98,7 +69,19 @@ func init() {
 		// MLP of 8,192 as the card's table gives it; H-1B 1,536 wide, 12
 		// over 4, 4,096), and H-350M's 32 layers 768 wide with attention at
 		// 10, 13, 17 and 27; NoPE, tied embeddings, 100,352 vocabulary rows.
+		// The MoE ones: H-Tiny, 40 layers 1,536 wide, 64 experts of 512
+		// (6 a token) beside a shared MLP of 1,024 (7B in total, 1B
+		// active); H-Small, 4,096 wide, 72 experts of 768 (10 a token),
+		// shared 1,536, Mamba heads 128 (32B, 9B active). H-Small's
+		// attention layers are counted as four, at the positions of the
+		// others (where they sit does not change its memory).
 		presets: map[string]Preset{
+			"granite-4.0-h-tiny": {Model{Name: "ibm-granite/granite-4.0-h-tiny", Layers: 40, Hidden: 1536, Heads: 12, KVHeads: 4, FFN: 1024, Vocab: 100352, MaxPosition: 131072, TiedEmbeddings: true,
+				Experts: 64, ExpertsPerToken: 6, ExpertFFN: 512, SharedExperts: 1, SharedExpertFFN: 1024, Router: "topk_softmax",
+				SSM: &SSM{Heads: 48, HeadDim: 64, State: 128, Groups: 1, ConvKernel: 4, Chunk: 256, Attention: []int{5, 15, 25, 35}}}, hf("ibm-granite/granite-4.0-h-tiny")},
+			"granite-4.0-h-small": {Model{Name: "ibm-granite/granite-4.0-h-small", Layers: 40, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 1536, Vocab: 100352, MaxPosition: 131072, TiedEmbeddings: true,
+				Experts: 72, ExpertsPerToken: 10, ExpertFFN: 768, SharedExperts: 1, SharedExpertFFN: 1536, Router: "topk_softmax",
+				SSM: &SSM{Heads: 128, HeadDim: 64, State: 128, Groups: 1, ConvKernel: 4, Chunk: 256, Attention: []int{5, 15, 25, 35}}}, hf("ibm-granite/granite-4.0-h-small")},
 			"granite-4.0-h-micro": {Model{Name: "ibm-granite/granite-4.0-h-micro", Layers: 40, Hidden: 2048, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 100352, MaxPosition: 131072, TiedEmbeddings: true,
 				SSM: &SSM{Heads: 64, HeadDim: 64, State: 128, Groups: 1, ConvKernel: 4, Chunk: 256, Attention: []int{5, 15, 25, 35}}}, hf("ibm-granite/granite-4.0-h-micro")},
 			"granite-4.0-h-1b": {Model{Name: "ibm-granite/granite-4.0-h-1b", Layers: 40, Hidden: 1536, Heads: 12, KVHeads: 4, FFN: 4096, Vocab: 100352, MaxPosition: 131072, TiedEmbeddings: true,
@@ -107,6 +90,63 @@ func init() {
 				SSM: &SSM{Heads: 48, HeadDim: 32, State: 128, Groups: 1, ConvKernel: 4, Chunk: 256, Attention: []int{10, 13, 17, 27}}}, hf("ibm-granite/granite-4.0-h-350m")},
 		},
 	})
+}
+
+// writeGranite4Config writes a GraniteMoeHybridConfig.
+func writeGranite4Config(m Model, c map[string]any) {
+	writeCommonConfig(m, c)
+	delete(c, "head_dim")
+	writeHybridSSM(m, c)
+	types := make([]string, m.Layers)
+	for i := range types {
+		types[i] = "attention"
+		if m.SSMLayer(i) {
+			types[i] = "mamba"
+		}
+	}
+	c["layer_types"], c["shared_intermediate_size"], c["num_local_experts"] = types, m.FFN, m.Experts
+	if m.Experts > 0 {
+		c["intermediate_size"], c["num_experts_per_tok"], c["shared_intermediate_size"] = m.ExpertFFN, m.ExpertsPerToken, m.SharedExpertFFN
+	}
+	c["attention_bias"], c["position_embedding_type"] = m.Bias == BiasAttn, map[bool]string{true: "rope", false: "nope"}[m.Position == "rope"]
+}
+
+// granite4Tensors lists the layers: experts (MoE models), norms, the
+// shared MLP, then the layer's mixer or attention, in registration order.
+func granite4Tensors(m Model, l *tensorList) {
+	d := m.dims()
+	l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
+	for i := 0; i < m.Layers; i++ {
+		l.block(i)
+		p := fmt.Sprintf("model.layers.%d.", i)
+		if m.Experts > 0 {
+			graniteExperts(m, l, p+"block_sparse_moe.")
+		}
+		l.norm(p+"input_layernorm", false, d.h)
+		l.norm(p+"post_attention_layernorm", false, d.h)
+		l.linear(p+"shared_mlp.input_linear", "gate_up_proj", d.h, 2*d.f, false, Part{"gate_proj", d.f}, Part{"up_proj", d.f})
+		l.linear(p+"shared_mlp.output_linear", "down_proj", d.f, d.h, false)
+		if m.SSMLayer(i) {
+			mamba2Mixer(m, l, p+"mamba.")
+		} else {
+			attnQKVO(m, l, p+"self_attn.")
+		}
+	}
+	l.headSide()
+	l.norm("model.norm", false, d.h)
+	lmHead(m, l, "lm_head", "score")
+}
+
+// graniteExperts adds GraniteMoeHybridMoE's parameters under p:
+// ParallelExperts' stacked input_linear [experts, 2·expert_ffn, hidden] and
+// output_linear [experts, hidden, expert_ffn], then the router's layer.
+func graniteExperts(m Model, l *tensorList, p string) {
+	e, h, f := int64(m.Experts), int64(m.Hidden), int64(m.ExpertFFN)
+	l.add(p+"input_linear.weight", "gate_up_proj", e, 2*f, h)
+	l.ts[len(l.ts)-1].Stacked = m.Experts
+	l.add(p+"output_linear.weight", "down_proj", e, h, f)
+	l.ts[len(l.ts)-1].Stacked = m.Experts
+	l.linear(p+"router.layer", "router", h, e, false)
 }
 
 // attentionLayerTypes reads config.layer_types as GraniteMoeHybridConfig

@@ -130,13 +130,19 @@ func TestHybridConfigs(t *testing.T) {
 	if m.FFN != 96 || m.Position != "none" || m.SSM.HeadDim != 16 || !m.SSMLayer(0) || m.SSMLayer(1) || m.attentionLayers(0, 4) != 1 {
 		t.Errorf("granitemoehybrid read %+v %+v", m, *m.SSM)
 	}
+	moe, err := FromHFConfig([]byte(granite + `, "position_embedding_type": "rope", "num_local_experts": 8, "num_experts_per_tok": 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moe.Experts != 8 || moe.ExpertFFN != 128 || moe.SharedExperts != 1 || moe.SharedExpertFFN != 96 || moe.Position != "rope" || !moe.IsMoELayer(0) {
+		t.Errorf("granitemoehybrid with experts read %+v", moe)
+	}
 	bamba := `{"model_type": "bamba", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
 		"intermediate_size": 128, "vocab_size": 100, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_d_state": 16`
 	if m, err := FromHFConfig([]byte(bamba + `, "attn_layer_indices": [1, 3]}`)); err != nil || m.Normalize().attentionLayers(0, 4) != 2 || m.RotaryPct != 0.5 {
 		t.Errorf("bamba read %+v (%v)", m, err)
 	}
 	for _, tc := range []struct{ json, want string }{
-		{granite + `, "num_local_experts": 8}`, "num_local_experts = 8"},
 		{granite[:len(granite)-len(`"layer_types": ["mamba", "attention", "mamba", "mamba"]`)] + `"layer_types": ["mamba", "x", "mamba", "mamba"]}`, `layer_types[1] = the string "x"`},
 		{bamba + `, "attn_layer_indices": [1, 7]}`, "attn_layer_indices[1] = the number 7"},
 		{bamba + `, "mamba_d_head": 20}`, "mamba_n_heads · mamba_d_head = 160 must equal mamba_expand · hidden_size = 128"},

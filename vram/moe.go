@@ -39,6 +39,9 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	if p.rec.sharedFirst && m.SharedExperts > 0 {
 		first = b.sharedExperts(p, x, h)
 	}
+	if p.rec.parallelExperts {
+		return b.withShared(p, x, h, b.parallelExperts(p, x, h, f), first)
+	}
 	rw := b.router(p, x, h)
 	if p.rec.denseExperts {
 		return b.denseMoE(p, x, rw, h, f)
@@ -52,7 +55,13 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	default:
 		out = b.loopExperts(p, x, rw, h, f)
 	}
-	if m.SharedExperts == 0 {
+	return b.withShared(p, x, h, out, first)
+}
+
+// withShared adds the shared experts' output (first, when they ran before
+// the routed experts) to the routed experts' out.
+func (b *actBuilder) withShared(p blockPlan, x *actT, h int64, out, first *actT) *actT {
+	if b.r.m.SharedExperts == 0 {
 		return out
 	}
 	so := first
@@ -263,6 +272,61 @@ func (b *actBuilder) sortedExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
 		return sum
 	}
 	return b.op("experts.output.to", b.size(h, x.dtype), x.dtype, list(sum))
+}
+
+// parallelExperts is GraniteMoE's MoE (modeling_granitemoehybrid.py
+// GraniteMoeHybridMoE.forward): the gate (TopKGating: logits.float(),
+// top-k, which saves the indices, softmax over the k in fp32, which saves
+// its output, type_as the hidden states), the (token, slot) pairs sorted
+// by expert and the gates and tokens gathered in that order (both index
+// tensors saved), ParallelExperts' input_linear — one F.linear per expert
+// on its split of the tokens with a select of the stacked weight, the
+// outputs concatenated — chunked into gate and up (SiLU saves gate, the
+// product both: the whole concatenation), output_linear the same way, the
+// outputs times the gates (saves both) and index_add'ed into zeros (which
+// saves them again).
+func (b *actBuilder) parallelExperts(p blockPlan, x *actT, h, f int64) *actT {
+	m := b.r.m
+	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
+	logits := b.linear(p, "router.layer", "router", x, h, e)
+	lf := logits
+	if lf.dtype != FP32 {
+		lf = b.op("router.logits.float", b.size(e, FP32), FP32, list(logits))
+	}
+	top := b.op("router.topk", b.size(k, FP32), FP32, list(lf))
+	b.side("router.topk_indices", b.size(k, INT64), INT64)
+	gates := b.keep(b.op("router.softmax", b.size(k, FP32), FP32, list(top)))
+	if x.dtype != FP32 {
+		gates = b.op("router.gates.type_as", b.size(k, x.dtype), x.dtype, list(gates))
+	}
+	tokens := b.tokens
+	b.tokens = mulI64(tokens, k)
+	bg := b.op("router.batch_gates", b.size(1, gates.dtype), gates.dtype, list(gates))
+	b.side("router.sorted_index", b.size(1, INT64), INT64)
+	in := b.op("experts.expert_inputs", b.size(h, x.dtype), x.dtype, list(x))
+	b.side("experts.batch_index", b.size(1, INT64), INT64)
+	gu := b.expertLinear(p, "experts.input_linear", "gate_up_proj", in, h, 2*f)
+	act := b.op("experts.act", b.size(f, gu.dtype), gu.dtype, list(gu), gu)
+	prod := b.op("experts.act*up", b.size(f, gu.dtype), gu.dtype, list(act, gu), act, gu)
+	down := b.expertLinear(p, "experts.output_linear", "down_proj", prod, f, h)
+	d := promote(down.dtype, bg.dtype)
+	scaled := b.op("experts.gated_output", b.size(h, d), d, list(down, bg), down, bg)
+	b.tokens = tokens
+	// zeros.index_add(0, batch_index, source), out of place, saves its
+	// source as well as the index.
+	return b.op("experts.index_add", b.size(h, d), d, list(scaled), scaled)
+}
+
+// expertLinear is ParallelExperts.forward: one F.linear per expert on its
+// split of x with a select of the stacked weight (whose backward makes a
+// gradient of the whole parameter), the outputs concatenated (the list
+// lives until the concatenation exists).
+func (b *actBuilder) expertLinear(p blockPlan, name, role string, x *actT, in, out int64) *actT {
+	first := len(b.ops)
+	y := b.linear(p, name, role, x, in, out)
+	b.ops[len(b.ops)-1].stacked = true
+	b.allExperts(first, true)
+	return b.op(name+".cat", b.size(out, y.dtype), y.dtype, list(y))
 }
 
 // gatherRouter is ERNIE 4.5's router (modeling_ernie4_5_moe.py
