@@ -107,11 +107,7 @@ var blockFP8Release = &Release{Method: "fp8", Format: Quant{DType: FP8E4M3, Bloc
 // (shared_head).
 func deepseekMTP(m Model, l *tensorList) {
 	d := m.dims()
-	for i := m.DenseLayers; i < m.Layers+m.MTPLayers; i++ {
-		l.block(i)
-		l.add(fmt.Sprintf("model.layers.%d.mlp.gate.e_score_correction_bias", i), "bias", int64(m.Experts))
-		l.ts[len(l.ts)-1].DType = FP32
-	}
+	routerBiases(m, l, m.Layers+m.MTPLayers)
 	for k := 0; k < m.MTPLayers; k++ {
 		i := m.Layers + k
 		p := fmt.Sprintf("model.layers.%d.", i)

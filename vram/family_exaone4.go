@@ -47,22 +47,7 @@ func init() {
 			}
 			return requireQKNorm("head")(m)
 		},
-		tensors: func(m Model, l *tensorList) {
-			d := m.dims()
-			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
-			for i := 0; i < m.Layers; i++ {
-				l.block(i)
-				p := fmt.Sprintf("model.layers.%d.", i)
-				attnQKVO(m, l, p+"self_attn.")
-				qkNormTensors(m, l, p+"self_attn.")
-				mlpGated(m, l, p+"mlp.", d.f, -1)
-				l.norm(p+"post_attention_layernorm", false, d.h)
-				l.norm(p+"post_feedforward_layernorm", false, d.h)
-			}
-			l.headSide()
-			l.norm("model.norm", false, d.h)
-			lmHead(m, l, "lm_head", "score")
-		},
+		tensors: sublayerDecoder,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
 		// The 32B: 64 layers, 40 heads over 8 KV heads of 128, a
 		// 4096-token window on three layers of four; the 1.2B: 30 global

@@ -105,11 +105,7 @@ func glmMLP(m Model, l *tensorList, p string, layer int) {
 // (2·hidden → hidden) and shared_head's norm and output layer.
 func glmMTP(m Model, l *tensorList) {
 	d := m.dims()
-	for i := m.DenseLayers; i < m.Layers+m.MTPLayers; i++ {
-		l.block(i)
-		l.add(fmt.Sprintf("model.layers.%d.mlp.gate.e_score_correction_bias", i), "bias", int64(m.Experts))
-		l.ts[len(l.ts)-1].DType = FP32
-	}
+	routerBiases(m, l, m.Layers+m.MTPLayers)
 	for k := 0; k < m.MTPLayers; k++ {
 		i := m.Layers + k
 		p := fmt.Sprintf("model.layers.%d.", i)

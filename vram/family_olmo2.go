@@ -1,7 +1,5 @@
 package vram
 
-import "fmt"
-
 // OLMo 2 (transformers/models/olmo2/modeling_olmo2.py): norms after each
 // sublayer, before its residual add (post_attention_layernorm,
 // post_feedforward_layernorm; none before), an RMSNorm over all heads of q
@@ -28,22 +26,7 @@ func init() {
 			}
 			return requireQKNorm("full")(m)
 		},
-		tensors: func(m Model, l *tensorList) {
-			d := m.dims()
-			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
-			for i := 0; i < m.Layers; i++ {
-				l.block(i)
-				p := fmt.Sprintf("model.layers.%d.", i)
-				attnQKVO(m, l, p+"self_attn.")
-				qkNormTensors(m, l, p+"self_attn.")
-				mlpGated(m, l, p+"mlp.", d.f, -1)
-				l.norm(p+"post_attention_layernorm", false, d.h)
-				l.norm(p+"post_feedforward_layernorm", false, d.h)
-			}
-			l.headSide()
-			l.norm("model.norm", false, d.h)
-			lmHead(m, l, "lm_head", "score")
-		},
+		tensors: sublayerDecoder,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
 		recipe:  func(Model, libVersion) recipe { return recipe{normWeightFP32: true, ropeKeepsDType: true} },
 		presets: map[string]Preset{

@@ -1,7 +1,5 @@
 package vram
 
-import "fmt"
-
 // OLMo 3 (transformers/models/olmo3/modeling_olmo3.py): OLMo 2's decoder
 // (norms after each sublayer, before its residual add; an RMSNorm over all
 // heads of q and of k; norms that apply their weight in fp32) with three
@@ -34,22 +32,7 @@ func init() {
 			}
 			return requireQKNorm("full")(m)
 		},
-		tensors: func(m Model, l *tensorList) {
-			d := m.dims()
-			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
-			for i := 0; i < m.Layers; i++ {
-				l.block(i)
-				p := fmt.Sprintf("model.layers.%d.", i)
-				attnQKVO(m, l, p+"self_attn.")
-				qkNormTensors(m, l, p+"self_attn.")
-				mlpGated(m, l, p+"mlp.", d.f, -1)
-				l.norm(p+"post_attention_layernorm", false, d.h)
-				l.norm(p+"post_feedforward_layernorm", false, d.h)
-			}
-			l.headSide()
-			l.norm("model.norm", false, d.h)
-			lmHead(m, l, "lm_head", "score")
-		},
+		tensors: sublayerDecoder,
 		buffers: func(m Model, b *bufferList) {
 			rot := int64(float64(m.HeadDim) * m.RotaryPct)
 			b.add("model.rotary_embs.sliding_attention.inv_freq", -1, FP32, rot/2)

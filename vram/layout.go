@@ -279,6 +279,37 @@ func qkNormTensors(m Model, l *tensorList, p string) {
 	}
 }
 
+// sublayerDecoder is the layout of OLMo 2/3 and EXAONE 4 blocks:
+// attention with its q/k norms and the MLP, each followed by its norm
+// (post_attention_layernorm, post_feedforward_layernorm), none before.
+func sublayerDecoder(m Model, l *tensorList) {
+	d := m.dims()
+	l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
+	for i := 0; i < m.Layers; i++ {
+		l.block(i)
+		p := fmt.Sprintf("model.layers.%d.", i)
+		attnQKVO(m, l, p+"self_attn.")
+		qkNormTensors(m, l, p+"self_attn.")
+		mlpGated(m, l, p+"mlp.", d.f, -1)
+		l.norm(p+"post_attention_layernorm", false, d.h)
+		l.norm(p+"post_feedforward_layernorm", false, d.h)
+	}
+	l.headSide()
+	l.norm("model.norm", false, d.h)
+	lmHead(m, l, "lm_head", "score")
+}
+
+// routerBiases lists each MoE layer's router e_score_correction_bias (a
+// persistent fp32 buffer the checkpoint stores) from DenseLayers up to
+// layers (the MTP layers included).
+func routerBiases(m Model, l *tensorList, layers int) {
+	for i := m.DenseLayers; i < layers; i++ {
+		l.block(i)
+		l.add(fmt.Sprintf("model.layers.%d.mlp.gate.e_score_correction_bias", i), "bias", int64(m.Experts))
+		l.ts[len(l.ts)-1].DType = FP32
+	}
+}
+
 // sandwichDecoder is the layout of Gemma 2/3 blocks: attention and MLP, then
 // the four norms around them (input, post-attention, pre- and
 // post-feedforward), under the standard names.
