@@ -46,6 +46,8 @@ func init() {
 				return fmt.Errorf("model: mamba2 needs model.ssm (heads, head_dim, state)")
 			case m.Heads != s.Heads || m.HeadDim != s.HeadDim || int64(m.FFN) != s.inner():
 				return fmt.Errorf("model: mamba2's heads, head_dim and ffn repeat ssm.heads, ssm.head_dim and their product (%d, %d, %d)", s.Heads, s.HeadDim, s.inner())
+			case len(s.Attention) > 0:
+				return fmt.Errorf("model.ssm.attention_layers: every mamba2 layer is a mixer; hybrids with attention layers are families bamba and granitemoehybrid")
 			case m.Bias != BiasNone:
 				return fmt.Errorf("model.bias %q: mamba2's projections' biases are model.ssm.proj_bias (use_bias)", m.Bias)
 			}

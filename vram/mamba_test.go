@@ -69,6 +69,11 @@ func TestSSMRefusals(t *testing.T) {
 	if !strings.Contains(strings.Join(est.Notes, "\n"), "torch path") {
 		t.Errorf("the estimate does not say which mixer path it models: %q", est.Notes)
 	}
+	hybrid := m.clone()
+	hybrid.SSM.Attention = []int{3}
+	if err := hybrid.Validate(); err == nil || !strings.Contains(err.Error(), "every mamba2 layer is a mixer") {
+		t.Errorf("mamba2 with an attention layer: %v", err)
+	}
 	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
 	g, _ := LookupGPU("h100")
 	if _, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
