@@ -38,10 +38,13 @@ func run(args []string, w io.Writer) error {
 	theme := fs.String("theme", "auto", "auto, light or dark")
 	label := fs.String("label", "", "text to use for every user-supplied label (security tests)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h asked for the usage, which is printed
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errors.New("usage: gallery [-o FILE] [-theme auto|light|dark] [-label TEXT]")
+		return fmt.Errorf("unexpected argument %q; usage: gallery [-o FILE] [-theme auto|light|dark] [-label TEXT]", fs.Arg(0))
 	}
 	var cs []charts.Chart
 	var err error

@@ -66,6 +66,9 @@ func run(args []string, w io.Writer) error {
 	every := fs.Duration("every", 100*time.Millisecond, "-sample: interval between readings")
 	span := fs.Duration("for", 0, "-sample: stop after this long (0: until interrupted)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h asked for the usage, which is printed
+		}
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -103,3 +103,12 @@ func TestSample(t *testing.T) {
 		t.Error("device 3 of 1 accepted")
 	}
 }
+
+// TestHelpExitsZero: -h prints the usage and is not an error (the command
+// exits 0).
+func TestHelpExitsZero(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-h"}, &out); err != nil {
+		t.Errorf("-h: %v", err)
+	}
+}
