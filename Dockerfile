@@ -1,10 +1,10 @@
 # VRAM Lab in a container: JupyterLab with the Go (VRAM Lab) kernel, and a
-# JupyterHub single-user image (Zero to JupyterHub: see README, "On JupyterHub").
+# JupyterHub single-user image (Zero to JupyterHub: see kernel/README.md, "On JupyterHub").
 # It runs the same kernel/scripts/setup.sh that `make test` (and so CI)
 # exercises, one step a layer, and starts through kernel/scripts/start.sh,
 # which the hub test in `make test` launches the way a hub does.
 # kernel/scripts/image-test.sh builds it with podman or buildah and checks
-# the container (README, "In a container").
+# the container (kernel/README.md, "In a container").
 #
 #   docker build -t vramlab . && docker run --rm -p 8888:8888 vramlab
 #   (open the http://127.0.0.1:8888/lab?token=... URL it prints)

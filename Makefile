@@ -1,7 +1,7 @@
 # README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
 # and `make test` (set up, run every test). The work is in kernel/scripts so
 # that the Dockerfile runs exactly what CI tests.
-.PHONY: lab test setup doctor report reports truth refresh
+.PHONY: lab test setup doctor report reports truth refresh docs
 
 lab:
 	kernel/scripts/lab.sh
@@ -35,3 +35,7 @@ reports:
 # Ground truth from PyTorch (torch, transformers, peft; not part of make test).
 truth:
 	kernel/scripts/truth.sh
+
+# The docs' tables of measured numbers, rewritten by what measures them.
+docs:
+	kernel/scripts/docs.sh

@@ -77,6 +77,22 @@
 // (make truth), and go test ./vram holds the engine to them — inventories
 // exactly, traces within 2 %.
 //
+// # Adding a mechanism
+//
+// A mechanism (a sharding scheme, an offload, a recompute policy, a
+// pipeline schedule) is a rule in a file of its own — fsdp2.go, deepspeed.go,
+// megatron.go, offload.go, activation_offload.go, zerobubble.go — with the
+// framework source it follows cited beside each formula. Its settings are
+// Training or Parallel fields, validated in resolve with the field's name in
+// every error; a framework's defaults for it go in that framework's
+// declaration. The step is walked twice, and both walks must ask the rule:
+// the timeline (timeline.go: bytes by category, the allocated peak) and the
+// allocator replay (replay.go: each tensor's malloc and free on its stream,
+// reserved memory). TestReplayMatchesTimeline holds the two together; a
+// mechanism's own tests compare it with the framework's measured traces
+// (examples/measure). Folding the two walks into one compiled program is
+// the open redesign in vram/README.md's "Speed".
+//
 // # What is counted
 //
 // Training.Estimate builds, for one block, the inventory of activation

@@ -3,8 +3,6 @@ package vram
 import (
 	"go/ast"
 	"go/token"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,34 +84,5 @@ func TestPinnedTransformers(t *testing.T) {
 	}
 	if v, _ := parseVersion("4.46.3"); !v.before(4, 47) || v.before(4, 46) {
 		t.Errorf("4.46.3 compares wrongly: %v", v)
-	}
-}
-
-// TestReadmeFamiliesTable: README's families table gives each family's
-// number of presets as the catalog has them (rows of wrappers and towers,
-// whose presets carry their language model's family, aside).
-func TestReadmeFamiliesTable(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]int{}
-	for _, n := range Presets() {
-		count[MustPreset(n).Family]++
-	}
-	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_]+)` \\| ([0-9]+) \\|")
-	seen := 0
-	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
-		want, ok := count[m[1]]
-		if !ok {
-			continue
-		}
-		seen++
-		if m[2] != strconv.Itoa(want) {
-			t.Errorf("README's families table gives %s %s presets; the catalog has %d", m[1], m[2], want)
-		}
-	}
-	if seen < len(count)-2 {
-		t.Errorf("README's families table has rows for %d of the catalog's %d families", seen, len(count))
 	}
 }

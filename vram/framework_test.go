@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Each framework's documented defaults (README "Framework defaults").
+// Each framework's documented defaults (vram/README.md, "Framework defaults").
 func TestFrameworkDefaults(t *testing.T) {
 	base := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full"}
 

@@ -106,7 +106,9 @@ func TestFSDP2Traces(t *testing.T) {
 				name, traced[name], traced[other], engine[name], engine[other])
 		}
 	}
-	t.Logf("engine vs FSDPMemTracker (peak MiB; peak, activations, gradients and temporaries):\n%s", strings.Join(rows, "\n"))
+	docSection(t, "../examples/validate/README.md", "go test ./vram -run TestFSDP2Traces -update",
+		"| world · precision · reshard · checkpointing | FSDPMemTracker peak (MiB) | engine (MiB) | peak | activations | gradients + temporaries | the engine's peak at |\n"+
+			"|---|---:|---:|---:|---:|---:|---|\n"+strings.Join(rows, "\n")+"\n")
 }
 
 // torchtitan's FSDP2 wrapping differs from the FSDP2 docs': the embedding

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/estimates.golden")
+var updateGolden = flag.Bool("update", false, "rewrite testdata/estimates.golden and the docs' generated tables")
 
 // TestEstimatesGolden pins the engine's answers for every catalog model
 // under a set of training and inference plans (peak, where, each category's

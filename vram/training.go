@@ -124,7 +124,7 @@ type Training struct {
 	Float8AllGather bool   `json:"float8_all_gather,omitempty"`
 	// Framework picks documented defaults where frameworks differ: hf_trainer,
 	// accelerate, litgpt, torchtune, torchtitan, deepspeed, megatron,
-	// plain_pytorch (default). README's "Framework defaults" lists them
+	// plain_pytorch (default). vram/README.md's "Framework defaults" lists them
 	// with their sources.
 	Framework string `json:"framework,omitempty"`
 	// Transformers is the transformers release whose modeling code runs the

@@ -88,10 +88,10 @@ func TestLibraryRefusesAttention(t *testing.T) {
 	}
 }
 
-// TestFrameworkWordsInReadme: README's table of the words each framework's
+// TestFrameworkWordsInReadme: vram/README.md's table of the words each framework's
 // plans accept lists exactly checkpointWords.
 func TestFrameworkWordsInReadme(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestFrameworkWordsInReadme(t *testing.T) {
 			want = append(want, "`"+w+"`")
 		}
 		if got := rows[fw]; got != strings.Join(want, ", ") {
-			t.Errorf("README lists %s's grad_checkpointing words as %q, the engine's are %q", fw, got, strings.Join(want, ", "))
+			t.Errorf("vram/README.md lists %s's grad_checkpointing words as %q, the engine's are %q", fw, got, strings.Join(want, ", "))
 		}
 	}
 }

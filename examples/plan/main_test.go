@@ -129,7 +129,7 @@ func TestPlanErrors(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite the prepared files of examples/measure/gpu-grid")
+var update = flag.Bool("update", false, "rewrite the prepared files of examples/measure/gpu-grid and README's example output")
 
 // TestGPUGridPrepared: the GPU grid's plans carry their HF config and
 // resolved settings in gpu-grid/prepared/, so examples/measure can run them
@@ -412,5 +412,35 @@ func TestLaunchGate(t *testing.T) {
 	var reps []Report
 	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || len(reps) != 2 || len(reps[0].Advice) == 0 || reps[0].Advice[0].Flags == "" {
 		t.Errorf("-json of two plans: %v %+v", err, reps)
+	}
+}
+
+// TestReadmeExample: the output README shows for its example plan is what
+// this command prints today (-update rewrites it).
+func TestReadmeExample(t *testing.T) {
+	const command = "<!-- BEGIN go test ./examples/plan -run TestReadmeExample -update -->\n"
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(readme, []byte(command))
+	j := bytes.Index(readme[max(i, 0):], []byte("<!-- END -->"))
+	if i < 0 || j < 0 {
+		t.Fatalf("README.md has no section %q … <!-- END -->", strings.TrimSpace(command))
+	}
+	var out bytes.Buffer
+	if err := run([]string{"../plans/llama3-8b-lora.json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "```console\n$ go run ./examples/plan examples/plans/llama3-8b-lora.json\n" + out.String() + "```\n"
+	start := i + len(command)
+	if got := string(readme[start : i+j]); got != want {
+		if !*update {
+			t.Fatalf("README's example output is not what the command prints today: go test ./examples/plan -run TestReadmeExample -update")
+		}
+		updated := append(append(append([]byte{}, readme[:start]...), want...), readme[i+j:]...)
+		if err := os.WriteFile("../../README.md", updated, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -72,11 +72,14 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	trust := fs.String("trust", "ABC", "trust levels to include (A, B, C)")
-	markdown := fs.Bool("markdown", false, "print README's accuracy section: the summary table and every case")
+	markdown := fs.Bool("markdown", false, "print examples/validate/README.md's accuracy section: the summary table and every case")
 	diffMode := fs.Bool("diff", false, "compare a snapshot with a second snapshot or with a plan's prediction")
 	gpuName := fs.String("gpu", "", "with -diff and a plan: the GPU the snapshot was recorded on")
 	sites := fs.Int("sites", 12, "with -diff of two snapshots: how many allocation sites to list")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h asked for the usage, which is printed
+		}
 		return err
 	}
 	if *diffMode {
@@ -117,7 +120,7 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// writeMarkdown turns a report into README's accuracy section: a table of
+// writeMarkdown turns a report into examples/validate/README.md's accuracy section: a table of
 // the summary lines and, folded, every case.
 func writeMarkdown(w io.Writer, rep string) error {
 	fmt.Fprintln(w, "| measured as | cases | predicted | skipped | median abs error | p90 abs error | failed starts (verdicts agree) |")

@@ -22,7 +22,7 @@ var verdictRE = regexp.MustCompile(`(?m)^verdicts kind=(\S+) failed_starts=(\d+)
 var summaryRE = regexp.MustCompile(`(?m)^summary kind=(\S+) cases=(\d+) predicted=(\d+) skipped=(\d+) median_abs_err=([\d.]+)% p90_abs_err=([\d.]+)%$`)
 
 // TestValidateReference runs the published measured cases and holds the
-// engine to the accuracy the README publishes (a regression guard: the
+// engine to the accuracy examples/validate/README.md publishes (a regression guard: the
 // numbers come from this run, with a small margin).
 func TestValidateReference(t *testing.T) {
 	var out bytes.Buffer
@@ -257,20 +257,20 @@ func TestDescribableCasesExpressed(t *testing.T) {
 	}
 }
 
-var updateReadme = flag.Bool("update", false, "rewrite README's accuracy section from this run")
+var updateReadme = flag.Bool("update", false, "rewrite README.md's accuracy section from this run")
 
-// TestReadmeAccuracySection: README's accuracy table and case list are
+// TestReadmeAccuracySection: examples/validate/README.md's accuracy table and case list are
 // this command's -markdown output, never edited by hand (-update rewrites
 // them).
 func TestReadmeAccuracySection(t *testing.T) {
 	const begin, end = "<!-- BEGIN go run ./examples/validate -markdown examples/validate/testdata/cases.jsonl -->\n", "<!-- END -->"
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	i, j := bytes.Index(readme, []byte(begin)), bytes.Index(readme, []byte(end))
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no generated accuracy section (%q … %q)", begin, end)
+		t.Fatalf("examples/validate/README.md has no generated accuracy section (%q … %q)", begin, end)
 	}
 	var out bytes.Buffer
 	if err := run([]string{"-markdown", "testdata/cases.jsonl"}, &out); err != nil {
@@ -279,12 +279,12 @@ func TestReadmeAccuracySection(t *testing.T) {
 	if got := readme[i+len(begin) : j]; !bytes.Equal(got, out.Bytes()) {
 		if *updateReadme {
 			updated := append(append(append([]byte{}, readme[:i+len(begin)]...), out.Bytes()...), readme[j:]...)
-			if err := os.WriteFile("../../README.md", updated, 0o644); err != nil {
+			if err := os.WriteFile("README.md", updated, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("README's accuracy section is not this run's: go test ./examples/validate -run TestReadmeAccuracySection -update")
+		t.Errorf("examples/validate/README.md's accuracy section is not this run's: go test ./examples/validate -run TestReadmeAccuracySection -update")
 	}
 }
 
@@ -323,5 +323,14 @@ func TestDiff(t *testing.T) {
 		} else {
 			t.Logf("%q: %v", args, err)
 		}
+	}
+}
+
+// TestHelpExitsZero: -h prints the usage and is not an error (the command
+// exits 0).
+func TestHelpExitsZero(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-h"}, &out); err != nil {
+		t.Errorf("-h: %v", err)
 	}
 }

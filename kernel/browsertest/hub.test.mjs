@@ -1,7 +1,7 @@
 // VRAM Lab as a team runs it: a real JupyterHub (pinned from PyPI, in .venv)
 // with configurable-http-proxy (pinned from npm), on loopback, with a dummy
 // authenticator and a local-process spawner whose command is the container's
-// entry point (kernel/scripts/start.sh), as the Helm values in the README set
+// entry point (kernel/scripts/start.sh), as the Helm values in kernel/README.md set
 // it. A user logs in through the hub's login page in the browser, the hub
 // spawns their server, a tutorial runs through the hub's proxy with the
 // vramlab kernel, and everything the test started is stopped.

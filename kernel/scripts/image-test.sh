@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the container image with podman (or buildah) and checks the
 # container as a user and a hub meet it. Not part of `make test`: the first
-# build takes minutes (README, "In a container", says how long).
+# build takes minutes (kernel/README.md, "In a container", says how long).
 #
 #   kernel/scripts/image-test.sh            build (base: the Dockerfile's pinned digest,
 #                                           or one made from Debian packages) and check

@@ -9,7 +9,8 @@ import (
 	"github.com/vramlab/vramlab/vram"
 )
 
-// BenchmarkSnapshotDGXH100: a full snapshot of 8 mock H100s.
+// BenchmarkSnapshotDGXH100: an NVML snapshot of 8 mock H100s (go-nvml's
+// dgxh100 mock).
 func BenchmarkSnapshotDGXH100(b *testing.B) {
 	srv := dgxh100.New()
 	wire(srv)
@@ -20,7 +21,8 @@ func BenchmarkSnapshotDGXH100(b *testing.B) {
 	}
 }
 
-// BenchmarkFitsOn: one fit check (allocator replay of a Llama-3-8B LoRA step).
+// BenchmarkFitsOn: a fit check of a Llama-3-8B LoRA plan against a device
+// (its allocator replay included).
 func BenchmarkFitsOn(b *testing.B) {
 	s, _ := Fake("h100x1")
 	t := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 4, Precision: "bf16", Checkpointing: "full",
