@@ -834,7 +834,7 @@ func decoderBlock(r *resolved, layer int) BlockActivations {
 				}
 				q = t
 			}
-			if p.useCache && p.hfModeling {
+			if p.useCache && p.hfModeling && !p.rec.cacheKeepsKV {
 				// DynamicLayer.update concatenates k and v onto empty tensors
 				// created in k's dtype (cache_utils.py lazy_initialization):
 				// attention reads these copies, in k's dtype.

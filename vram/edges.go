@@ -85,6 +85,12 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 	x = b.dropout(p, "embed_dropout", x, h, p.dropHid)
 	x.keepAlive = true
+	if c := m.ShortConv; c != nil && p.useCache {
+		// Lfm2Model.forward builds Lfm2HybridConvCache before the layers: a
+		// conv state (batch × hidden × conv_L_cache, in the model's dtype)
+		// for every layer, returned with the output.
+		p.holdOutput(b.op("conv_cache", p.baseDType.Size(mulI64(int64(r.MicroBatch)*int64(m.Layers), h*int64(c.Kernel))), p.baseDType, nil))
+	}
 	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
 	ea.Embed = b.summarize(in)
 	ea.Masks = masks(r, p)
@@ -283,7 +289,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	if m.EncoderDecoder() {
 		return positionBiases(r, p)
 	}
-	if !p.hfModeling || m.Encoder() || m.SSM != nil && m.attentionLayers(0, m.Layers) == 0 {
+	if !p.hfModeling || m.Encoder() || m.recurrent() && m.attentionLayers(0, m.Layers) == 0 {
 		return nil // a model of state-space mixers only builds no mask and no positions
 	}
 	local := m.localSpan() > 0
@@ -367,7 +373,8 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 // checkpoint keeps it (it goes when the model's forward returns).
 func (mp maskPart) keptUntil(r *resolved, first, last int) int {
 	for l := first; l < last; l++ {
-		if (mp.saved || r.checkpointed(l)) && mp.uses(r, l) {
+		// A convolution layer is passed the tables but saves none of them.
+		if (mp.saved && !r.m.ConvLayer(l) || r.checkpointed(l)) && mp.uses(r, l) {
 			return l
 		}
 	}

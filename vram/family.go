@@ -25,6 +25,9 @@ type family struct {
 	images bool
 	// ssm: the family's mixers are Mamba-2 state-space layers (model.ssm).
 	ssm bool
+	// shortConv: the family's non-attention layers are gated short
+	// convolutions (model.short_conv).
+	shortConv bool
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool
@@ -187,6 +190,10 @@ type recipe struct {
 	// self.training"), so neither the cache's copies of k and v nor a
 	// returned past_key_values exist in training.
 	noTrainingCache bool
+	// cacheKeepsKV: the training cache keeps each layer's k and v as they
+	// are (a list appended to, no torch.cat onto a fresh cache:
+	// Lfm2HybridConvCache.update), so there are no copies of them.
+	cacheKeepsKV bool
 	// repeatKV: the family's SDPA attention repeats grouped k and v to
 	// every query head itself (repeat_kv before the call, in transformers'
 	// older per-implementation attention classes) rather than passing

@@ -264,8 +264,8 @@ func FuzzFromHFConfig(f *testing.F) {
 	f.Add([]byte(`{"model_type": "mamba2", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 100, "num_heads": 8, "head_dim": 16, "state_size": 8, "n_groups": 2, "chunk_size": 16}`))
 	f.Add([]byte(`{"model_type": "bamba", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "mamba_n_heads": 8, "mamba_d_state": 16, "attn_layer_indices": [1, 3]}`))
 	f.Add([]byte(`{"model_type": "granitemoehybrid", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 32, "shared_intermediate_size": 96, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2, "mamba_n_heads": 8, "mamba_d_state": 16, "layer_types": ["mamba", "attention", "mamba"]}`))
-	f.Add([]byte(`{"model_type": "bamba", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "mamba_n_heads": 8, "mamba_d_state": 16, "attn_layer_indices": [1, 3]}`))
-	f.Add([]byte(`{"model_type": "granitemoehybrid", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 32, "shared_intermediate_size": 96, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2, "mamba_n_heads": 8, "mamba_d_state": 16, "layer_types": ["mamba", "attention", "mamba"]}`))
+	f.Add([]byte(`{"model_type": "lfm2", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "block_ff_dim": 192, "full_attn_idxs": [1, 3], "conv_L_cache": 3}`))
+	f.Add([]byte(`{"model_type": "lfm2", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 100, "vocab_size": 100, "block_ffn_dim_multiplier": null, "layer_types": ["conv", "full_attention", "conv"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m Model
 		var err error

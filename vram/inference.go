@@ -418,8 +418,8 @@ func (in Inference) kvPerToken(m Model) Bytes {
 	if m.EncoderDecoder() {
 		layers = int64(max(1, m.DecoderLayers/in.PP)) // only the decoder caches
 	}
-	if m.SSM != nil {
-		// State-space layers keep a state, not K and V (stateBytes).
+	if m.recurrent() {
+		// State-space and short-convolution layers keep a state, not K and V (stateBytes).
 		layers = int64(m.attentionLayers(0, in.stageLayers(m)))
 	}
 	var per int64
@@ -451,6 +451,9 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	b := int64(in.Batch)
 	est.KVCache = in.cacheAt(m, total)
 	est.State = in.stateBytes(m)
+	if m.ShortConv != nil {
+		est.Notes = append(est.Notes, fmt.Sprintf("short_conv: the convolution layers keep %v for the %d sequence(s), whatever their length (Lfm2HybridConvCache's conv states, one per layer); the KV cache is the %d attention layers'", est.State, in.Batch, m.attentionLayers(0, m.Layers)))
+	}
 	if m.SSM != nil {
 		est.Notes = append(est.Notes, fmt.Sprintf("ssm: the state-space layers keep %v for the %d sequence(s), whatever their length (conv and SSM states, Mamba2Cache); the prefill runs transformers' torch path of Mamba2Mixer, which materializes the chunked scan's products (the mamba_ssm kernels on a GPU do not; that path is not modelled)", est.State, in.Batch))
 	}
@@ -576,6 +579,12 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 // and sequence in the model's dtype (Mamba2ForCausalLM builds it with
 // dtype=self.dtype), whatever the length.
 func (in Inference) stateBytes(m Model) Bytes {
+	if c := m.ShortConv; c != nil {
+		// Lfm2HybridConvCache: conv_cache, batch × hidden × conv_L_cache in
+		// the model's dtype, for every layer (attention layers too), built
+		// at the first forward (Lfm2Model.forward, modeling_lfm2.py).
+		return mulBytes(mulI64(int64(in.Batch), int64(in.stageLayers(m))), in.UnquantizedDType.Size(mulI64(int64(m.Hidden), int64(c.Kernel))))
+	}
 	if m.SSM == nil {
 		return 0
 	}
@@ -593,7 +602,7 @@ func (in Inference) cacheAt(m Model, n int) Bytes {
 	per := in.kvLayerPerToken(m)
 	var tokens int64
 	for i := range in.stageLayers(m) {
-		if !m.SSMLayer(i) {
+		if !m.RecurrentLayer(i) {
 			tokens += int64(in.cacheLayerLen(m, i, n))
 		}
 	}
@@ -640,7 +649,7 @@ func (in Inference) cacheLayerLen(m Model, i, n int) int {
 func (in Inference) catTemp(m Model, n int) Bytes {
 	longest := 0
 	for i := range in.stageLayers(m) {
-		if !m.SSMLayer(i) {
+		if !m.RecurrentLayer(i) {
 			longest = max(longest, in.cacheLayerLen(m, i, n-1)+1)
 		}
 	}
@@ -659,7 +668,7 @@ func (in Inference) stageLayers(m Model) int {
 // kvLayerPerToken is one token's K and V in one layer on one GPU.
 func (in Inference) kvLayerPerToken(m Model) Bytes {
 	layers := in.stageLayers(m)
-	if m.SSM != nil {
+	if m.recurrent() {
 		layers = m.attentionLayers(0, layers)
 	}
 	return in.kvPerToken(m) / Bytes(max(1, layers))

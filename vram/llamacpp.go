@@ -119,7 +119,7 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if err := l.check(); err != nil {
 		return LlamaCppKV{}, err
 	}
-	if m.Encoder() || m.EncoderDecoder() || m.KVLoRARank > 0 || m.SSM != nil {
+	if m.Encoder() || m.EncoderDecoder() || m.KVLoRARank > 0 || m.recurrent() {
 		return LlamaCppKV{}, fmt.Errorf("llama.cpp: the KV cache model covers decoder-only models with K and V heads, not %q", m.Family)
 	}
 	pad := 32

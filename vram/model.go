@@ -126,6 +126,9 @@ type Model struct {
 	// every layer of a Mamba-2 model, whose Heads, HeadDim and FFN then
 	// repeat the mixer's heads, head width and inner width.
 	SSM *SSM `json:"ssm,omitempty"`
+	// ShortConv makes the layers outside its Attention list gated short
+	// convolutions (LFM2; see ShortConv) instead of attention.
+	ShortConv *ShortConv `json:"short_conv,omitempty"`
 
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
@@ -198,12 +201,38 @@ func (s SSM) StateBytes(d DType) Bytes {
 // a model with SSM but its Attention layers.
 func (m Model) SSMLayer(i int) bool { return m.SSM != nil && !slices.Contains(m.SSM.Attention, i) }
 
+// ShortConv is a gated short-convolution operator (transformers'
+// Lfm2ShortConv): an input projection to B, C and x (3 · hidden), B · x,
+// a depthwise causal convolution of Kernel taps over it, C times the
+// result and an output projection. It keeps, per sequence, the last
+// Kernel inputs of the convolution, whatever the context length.
+type ShortConv struct {
+	Kernel int  `json:"kernel"`         // conv_L_cache
+	Bias   bool `json:"bias,omitempty"` // conv_bias: biases on in_proj, the conv and out_proj
+	// Attention lists the layers that are attention blocks instead
+	// (layer_types "full_attention", or full_attn_idxs), ascending.
+	Attention []int `json:"attention_layers,omitempty"`
+}
+
+// ConvLayer reports whether layer i is a short-convolution operator:
+// every layer of a model with ShortConv but its Attention layers.
+func (m Model) ConvLayer(i int) bool {
+	return m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i)
+}
+
+// RecurrentLayer reports whether layer i keeps a fixed-size state instead
+// of a KV cache: a state-space mixer or a short convolution.
+func (m Model) RecurrentLayer(i int) bool { return m.SSMLayer(i) || m.ConvLayer(i) }
+
+// recurrent reports whether some layers of m keep a state, not K and V.
+func (m Model) recurrent() bool { return m.SSM != nil || m.ShortConv != nil }
+
 // attentionLayers is the number of layers with attention (and a KV cache)
 // among layers [from, to).
 func (m Model) attentionLayers(from, to int) int {
 	n := 0
 	for i := from; i < to; i++ {
-		if !m.SSMLayer(i) {
+		if !m.RecurrentLayer(i) {
 			n++
 		}
 	}
@@ -438,6 +467,27 @@ func (m Model) validateSSM() error {
 	return nil
 }
 
+// validateShortConv checks a short convolution's kernel and attention
+// layers.
+func (m Model) validateShortConv() error {
+	c := m.ShortConv
+	if c == nil {
+		return nil
+	}
+	if c.Kernel < 1 || c.Kernel > 1024 {
+		return fmt.Errorf("model.short_conv.kernel = %d is out of range [1, 1024]", c.Kernel)
+	}
+	if m.SSM != nil {
+		return fmt.Errorf("model: short_conv and ssm describe different recurrent layers; a model has one kind")
+	}
+	for i, l := range c.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= c.Attention[i-1] {
+			return fmt.Errorf("model.short_conv.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // clone is a deep copy of m: the result shares no memory with m.
 func (m Model) clone() Model {
 	if m.Release != nil {
@@ -457,6 +507,11 @@ func (m Model) clone() Model {
 		s := *m.SSM
 		s.Attention = slices.Clone(s.Attention)
 		m.SSM = &s
+	}
+	if m.ShortConv != nil {
+		c := *m.ShortConv
+		c.Attention = slices.Clone(c.Attention)
+		m.ShortConv = &c
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -527,6 +582,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateSSM(); err != nil {
 		return err
 	}
+	if err := m.validateShortConv(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -568,6 +626,9 @@ func (m Model) validate(asTower bool) error {
 func (m Model) validateLayout(f *family) error {
 	if m.SSM != nil && !f.ssm {
 		return fmt.Errorf("model.ssm describes state-space mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.ssm }), ", "), m.Family)
+	}
+	if m.ShortConv != nil && !f.shortConv {
+		return fmt.Errorf("model.short_conv describes short-convolution layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.shortConv }), ", "), m.Family)
 	}
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
@@ -733,8 +794,8 @@ func (m *Model) blockKind(i int) int {
 	if (m.NoRopeGlobal && !local) || (m.NoRopeEvery > 0 && (i+1)%m.NoRopeEvery == 0) {
 		k |= 4
 	}
-	if m.SSM != nil && !slices.Contains(m.SSM.Attention, i) {
-		k |= 32 // a state-space mixer
+	if m.SSM != nil && !slices.Contains(m.SSM.Attention, i) || m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i) {
+		k |= 32 // a state-space mixer or a short convolution (never both in one model)
 	}
 	if m.DecoderLayers > 0 {
 		if i >= m.Layers-m.DecoderLayers {

@@ -276,6 +276,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveSSM(); err != nil {
 		return r, err
 	}
+	if err := r.resolveShortConv(); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 

@@ -567,9 +567,12 @@ func printInference(w io.Writer, in *vram.InferenceEstimate) {
 	}
 	fmt.Fprintf(w, "\nPeak allocated memory per GPU in transformers' generate, at %s:\n", in.PeakAt)
 	fmt.Fprint(w, in.Peak.String())
-	if in.State > 0 && in.KVCache == 0 {
-		fmt.Fprintf(w, "\nState (state-space layers): %v for all sequences, the same at any length; no KV cache\n", in.State)
-	} else {
+	switch {
+	case in.State > 0 && in.KVCache == 0:
+		fmt.Fprintf(w, "\nState (recurrent layers): %v for all sequences, the same at any length; no KV cache\n", in.State)
+	case in.State > 0:
+		fmt.Fprintf(w, "\nKV cache (attention layers): %v per token per sequence, %v at the final length; state (recurrent layers): %v for all sequences, the same at any length\n", in.KVPerToken, in.KVCache, in.State)
+	default:
 		fmt.Fprintf(w, "\nKV cache: %v per token per sequence, %v at the final length\n", in.KVPerToken, in.KVCache)
 	}
 }
