@@ -17,7 +17,6 @@ var longAllowed = map[string]string{
 	"family_clip_vision_model.go:init": "preset table",
 	"family_qwen2_5_vl.go:init":        "preset table",
 	"family_llama4_text.go:init":       "preset table",
-	"activations.go:decoderBlock":      "the decoder block builder: to become sublayer builders",
 	"encdec.go:buildEncDecBlock":       "the encoder-decoder block builder: to become sublayer builders",
 }
 

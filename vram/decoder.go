@@ -1,0 +1,153 @@
+package vram
+
+// decoderBlock lists the activations of an attention block: attention
+// and MLP (or MoE) with the norms and residual adds of the model's layout.
+func decoderBlock(r *resolved, layer int) BlockActivations {
+	m := r.m
+	p := r.blockPlan(layer)
+	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / int64(r.cp),
+		ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64), saves: make([]saveRec, 0, 64)}
+	if m.Image != nil {
+		b.tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
+	}
+	d := r.decoderDims(p, layer)
+	if p.sp {
+		b.seqShard = p.tp
+	}
+	x := &actT{name: "input", op: "input", bytes: b.size(d.hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x.id = len(b.ts)
+	b.ts = append(b.ts, x)
+	out := b.decoderLayout(p, d, x)
+	out.keepAlive = true
+	if layer == 0 && r.inputNoGrad() {
+		b.withoutGrad(x)
+	}
+	return b.summarize(x)
+}
+
+// decoderLayout wires a block's sublayers on its input x as the model's
+// layout places its norms and residual adds, and returns the block's output.
+func (b *actBuilder) decoderLayout(p blockPlan, d blockDims, x *actT) *actT {
+	m := b.r.m
+	ln := m.Norm
+	norm := func(name string, y *actT) *actT { return b.norm(p, name, ln, y, d.hSeq) }
+	add := func(name string, xs ...*actT) *actT { return b.residualAdd(p, name, d.hSeq, xs...) }
+	drop := func(name string, y *actT) *actT { return b.dropout(p, name, y, d.hSeq, p.dropHid) }
+	switch {
+	case m.NormPosition == "post":
+		// BERT / OPT-350m: x1 = LN(x + drop(attn(x))); out = LN(x1 + drop(mlp(x1))).
+		a := drop("attn_out_dropout", b.attentionSublayer(p, d, x))
+		x1 := norm("attn_norm", add("attn_residual", x, a))
+		x1.residual = true // the residual stream after a post-norm
+		mo := drop("mlp_out_dropout", b.mlpSublayer(p, d, x1))
+		return norm("mlp_norm", add("mlp_residual", x1, mo))
+	case m.ParallelBlock && p.rec.parallelNorms == 2:
+		// use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
+		a := drop("attn_out_dropout", b.attentionSublayer(p, d, norm("input_layernorm", x)))
+		mo := drop("mlp_out_dropout", b.mlpSublayer(p, d, norm("post_attention_layernorm", x)))
+		return add("residual", x, a, mo)
+	case m.ParallelBlock:
+		// GPT-J / Phi: one norm feeds both branches.
+		n := norm("ln_1", x)
+		a := drop("attn_out_dropout", b.attentionSublayer(p, d, n))
+		mo := drop("mlp_out_dropout", b.mlpSublayer(p, d, n))
+		return add("residual", x, a, mo)
+	case m.NormPosition == "sandwich":
+		// Gemma 2/3: x1 = x + norm(attn(norm(x))); out = x1 + norm(mlp(norm(x1))).
+		a := b.branch(p, d, "attn_out", b.attentionSublayer(p, d, norm("input_layernorm", x)), "post_attention_layernorm")
+		x1 := add("attn_residual", x, a)
+		mo := b.branch(p, d, "mlp_out", b.mlpSublayer(p, d, norm("pre_feedforward_layernorm", x1)), "post_feedforward_layernorm")
+		return add("mlp_residual", x1, mo)
+	case m.NormPosition == "sublayer":
+		// OLMo 2: x1 = x + norm(attn(x)); out = x1 + norm(mlp(x1)).
+		a := b.branch(p, d, "attn_out", b.attentionSublayer(p, d, x), "post_attention_layernorm")
+		x1 := add("attn_residual", x, a)
+		mo := b.branch(p, d, "mlp_out", b.mlpSublayer(p, d, x1), "post_feedforward_layernorm")
+		return add("mlp_residual", x1, mo)
+	}
+	a := b.branch(p, d, "attn_out", b.attentionSublayer(p, d, norm("input_layernorm", x)), "")
+	x1 := add("attn_residual", x, a)
+	mo := b.branch(p, d, "mlp_out", b.mlpSublayer(p, d, norm("post_attention_layernorm", x1)), "")
+	out := add("mlp_residual", x1, mo)
+	if p.rec.holdAttnOutput {
+		b.hold(a)
+	}
+	return out
+}
+
+// attentionSublayer is the attention on a (its input, gathered over the
+// sequence where sequence parallelism needs it); the caller's variable
+// holds a until the sublayer returns.
+func (b *actBuilder) attentionSublayer(p blockPlan, d blockDims, a *actT) *actT {
+	y := b.attention(p, d, b.gatherSeq(p, d, "attention", a))
+	b.hold(a)
+	return y
+}
+
+// mlpSublayer is the MLP (or MoE) on a, as attentionSublayer.
+func (b *actBuilder) mlpSublayer(p blockPlan, d blockDims, a *actT) *actT {
+	y := b.mlp(p, d, b.gatherSeq(p, d, "mlp", a))
+	b.hold(a)
+	return y
+}
+
+// gatherSeq is a sublayer's input under sequence parallelism through
+// DTensor (torchtitan's plan, and any parallelize_module plan with
+// SequenceParallel norms): PrepareModuleInput all-gathers it over the
+// sequence and its linears save the gathered tensor. Megatron-LM's linears
+// save their shard and gather it again in backward (tensor_parallel/
+// layers.py LinearWithGradAccumulationAndAsyncCommunication).
+func (b *actBuilder) gatherSeq(p blockPlan, d blockDims, name string, a *actT) *actT {
+	if !p.sp || b.r.Framework == "megatron" {
+		return a
+	}
+	return b.op(name+".all_gather", b.size(d.h, a.dtype), a.dtype, list(a))
+}
+
+// branch finishes a residual branch: a norm on its output (sandwich and
+// sublayer norms), the family's residual multiplier, dropout.
+func (b *actBuilder) branch(p blockPlan, d blockDims, name string, y *actT, postNorm string) *actT {
+	if postNorm != "" {
+		y = b.norm(p, postNorm, b.r.m.Norm, y, d.hSeq)
+	}
+	if p.rec.branchScale {
+		y = b.op(name+".scale", b.size(d.hSeq, y.dtype), y.dtype, list(y)) // times a Python float: nothing saved
+	}
+	if p.rec.layerScale {
+		// × a learned per-channel scale (DINOv2's LayerScale): the
+		// product saves its input for the scale's gradient.
+		dt := promote(y.dtype, p.baseDType)
+		y = b.op(name+".layer_scale", b.size(d.hSeq, dt), dt, list(y), y)
+	}
+	return b.dropout(p, name+"_dropout", y, d.hSeq, p.dropHid)
+}
+
+// mlp is a block's MLP on a: the family's gated or plain MLP, or its MoE.
+func (b *actBuilder) mlp(p blockPlan, d blockDims, a *actT) *actT {
+	m := b.r.m
+	h, f := d.h, int64(m.FFN)/p.tp
+	if m.IsMoELayer(d.layer) {
+		return b.moe(p, a, d.layer)
+	}
+	if m.Gated() {
+		return b.gatedMLP(p, "", a, h, f)
+	}
+	u := b.linear(p, "up_proj", "up_proj", a, h, f)
+	var act *actT
+	switch {
+	case m.MLP == "relu":
+		act = b.keep(b.op("relu", b.size(f, p.e), p.e, list(u))) // threshold_backward uses the output
+	case m.MLP == "gelu_new" && p.pythonGELU:
+		act = b.newGELU(p, "gelu", u, f)
+	case m.MLP == "quick_gelu":
+		// transformers' QuickGELUActivation: input * torch.sigmoid(1.702
+		// * input). The scalar product saves nothing; sigmoid saves its
+		// output, which the final product saves too, with the input.
+		sc := b.op("quick_gelu.scale", b.size(f, p.e), p.e, list(u))
+		sg := b.keep(b.op("quick_gelu.sigmoid", b.size(f, p.e), p.e, list(sc)))
+		act = b.op("quick_gelu", b.size(f, p.e), p.e, list(u, sg), u, sg)
+	default:
+		act = b.op("gelu", b.size(f, p.e), p.e, list(u), u)
+	}
+	return b.linear(p, "down_proj", "down_proj", act, f, h)
+}
