@@ -31,151 +31,194 @@ func buildBridge(r *resolved, p blockPlan) BlockActivations {
 }
 
 // buildEncDecBlock lists the activations of block layer of an
-// encoder-decoder for one micro-batch.
+// encoder-decoder for one micro-batch: self-attention, in the decoder the
+// cross-attention, and the feed-forward, each a pre-norm sublayer.
 func buildEncDecBlock(r *resolved, layer int) BlockActivations {
+	t := newT5Block(r, layer)
+	in := t.input("input", t.q)
+	if t.dec {
+		// The encoder's output (buildBridge makes it).
+		t.encOut = t.input("encoder_output", t.src)
+	}
+	biases := t.positionBiases(layer)
+	x := t.sublayer("self_attention", in, t.selfAttention)
+	if t.dec {
+		x = t.sublayer("cross_attention", x, t.crossAttention)
+	}
+	x = t.sublayer("ff", x, t.feedForward)
+	t.b.hold(biases...)
+	x.keepAlive = true
+	t.stackGradients(layer)
+	return t.b.summarize(in)
+}
+
+// t5Block is one T5 block being built: its builder, widths, and the ops
+// from which its stack-wide gradients exist.
+type t5Block struct {
+	b                   *actBuilder
+	p                   blockPlan
+	dec                 bool
+	batch, h, heads     int64
+	inner, q, src, tgt  int64 // attention width; query tokens a sequence; the encoder's and decoder's lengths
+	encOut              *actT
+	selfScores, crossKV int
+	crossScores         int
+}
+
+func newT5Block(r *resolved, layer int) *t5Block {
 	m := r.m
 	p := r.blockPlan(layer)
-	dec := m.DecoderBlock(layer)
-	batch, S, T := int64(r.MicroBatch), int64(r.SeqLen), int64(r.DecoderSeqLen)
-	q := S
-	if dec {
-		q = T
+	t := &t5Block{p: p, dec: m.DecoderBlock(layer), batch: int64(r.MicroBatch), h: int64(m.Hidden),
+		heads: int64(m.Heads) / p.tp, src: int64(r.SeqLen), tgt: int64(r.DecoderSeqLen)}
+	t.inner = t.heads * int64(m.HeadDim)
+	t.q = t.src
+	if t.dec {
+		t.q = t.tgt
 	}
-	b := &actBuilder{r: r, tokens: batch * q, ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
-	h := int64(m.Hidden)
-	heads := int64(m.Heads) / p.tp
-	inner := heads * int64(m.HeadDim)
-	x := &actT{name: "input", op: "input", bytes: p.resid.Size(batch * q * h), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	t.b = &actBuilder{r: r, tokens: t.batch * t.q, ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
+	return t
+}
+
+// input adds an external tensor of tokens per sequence × hidden.
+func (t *t5Block) input(name string, tokens int64) *actT {
+	b := t.b
+	x := &actT{name: name, op: "input", bytes: t.p.resid.Size(t.batch * tokens * t.h), dtype: t.p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
-	in := x
-	biasGrad := !p.frozen // the relative position bias is trained with the model
+	return x
+}
 
-	var encOut *actT
-	if dec {
-		// The encoder's output (buildBridge makes it).
-		encOut = &actT{name: "encoder_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true}
-		encOut.id = len(b.ts)
-		b.ts = append(b.ts, encOut)
+// positionBiases: the first block of each stack computes the relative
+// position bias (T5Attention.compute_bias: bucketed relative positions,
+// looked up in relative_attention_bias, which saves the buckets) and adds
+// the mask: batch × heads × q² in the promoted dtype of the bias and the
+// mask. The first decoder block also makes the cross-attention's: zeros of
+// heads × target × source in the scores' dtype plus the source mask. The
+// stack passes them on to its other blocks (positionBiases); here they
+// live until the block returns.
+func (t *t5Block) positionBiases(layer int) []*actT {
+	b, p, q := t.b, t.p, t.q
+	if !b.r.m.stackStart(layer) {
+		return nil
 	}
-	// Gradients accumulated across the stack while its blocks run their
-	// backward: the position biases' (the self-attention's when trained;
-	// under checkpointing the cross-attention's zero bias is made to
-	// require one too, T5Attention.forward) and in the decoder the encoder
-	// output's. They exist from the backward of the first op that reads
-	// the shared tensor in the stack's last block; before that op in every
-	// other block.
-	var pbGrad, crossGrad, encGrad Bytes
-	if biasGrad {
-		pbGrad = FP32.Size(batch * heads * q * q)
+	pbD := promote(p.baseDType, p.resid)
+	buckets := b.op("position_bias.buckets", INT64.Size(q*q), INT64, nil)
+	vals := b.op("position_bias.values", p.baseDType.Size(t.heads*q*q), p.baseDType, list(buckets), buckets)
+	biases := []*actT{b.op("position_bias", pbD.Size(t.batch*t.heads*q*q), pbD, list(vals))}
+	if t.dec {
+		z := b.op("cross_position_bias.zeros", p.e.Size(t.heads*t.tgt*t.src), p.e, nil)
+		cd := promote(p.e, p.resid)
+		biases = append(biases, z, b.op("cross_position_bias", cd.Size(t.batch*t.heads*t.tgt*t.src), cd, list(z)))
 	}
-	if dec {
-		encGrad = gradSize(&actT{bytes: p.resid.Size(batch * S * h), dtype: p.resid})
-		if r.Checkpointing != "none" {
-			crossGrad = FP32.Size(batch * heads * T * S)
-		}
-	}
-	top := layer == m.Layers-1 || layer == m.Layers-m.DecoderLayers-1
-	var selfScores, crossKV, crossScores int
+	return biases
+}
 
-	// The first block of each stack computes the relative position bias
-	// (T5Attention.compute_bias: bucketed relative positions, looked up in
-	// relative_attention_bias, which saves the buckets) and adds the mask:
-	// batch × heads × q² in the promoted dtype of the bias and the mask. The
-	// first decoder block also makes the cross-attention's: zeros of heads ×
-	// target × source in the scores' dtype plus the source mask. The stack
-	// passes them on to its other blocks (positionBiases); here they live
-	// until the block returns.
-	var biases []*actT
-	if m.stackStart(layer) {
-		pbD := promote(p.baseDType, p.resid)
-		buckets := b.op("position_bias.buckets", INT64.Size(q*q), INT64, nil)
-		vals := b.op("position_bias.values", p.baseDType.Size(heads*q*q), p.baseDType, list(buckets), buckets)
-		biases = append(biases, b.op("position_bias", pbD.Size(batch*heads*q*q), pbD, list(vals)))
-		if dec {
-			z := b.op("cross_position_bias.zeros", p.e.Size(heads*T*S), p.e, nil)
-			cd := promote(p.e, p.resid)
-			biases = append(biases, z, b.op("cross_position_bias", cd.Size(batch*heads*T*S), cd, list(z)))
-		}
-	}
+func (t *t5Block) selfAttention(n *actT) *actT {
+	return t.attend("self", n, n, t.q, t.dec && t.p.useCache)
+}
 
-	// attend is T5Attention with queries from xq (q tokens) and keys and
-	// values from kv (kvLen tokens per sequence).
-	attend := func(name string, xq, kv *actT, kvLen int64, cache bool) *actT {
-		qs := b.linear(p, name+".q", "q_proj", xq, h, inner)
-		tokens := b.tokens
-		b.tokens = batch * kvLen
-		if name == "cross" {
-			crossKV = len(b.ops)
-		}
-		k := b.linear(p, name+".k", "k_proj", kv, h, inner)
-		v := b.linear(p, name+".v", "v_proj", kv, h, inner)
-		if cache {
-			// The returned EncoderDecoderCache concatenates k and v into
-			// its own tensors (DynamicLayer.update) and holds them.
-			k = b.op(name+".cache.k", b.size(inner, k.dtype), k.dtype, list(k))
-			v = b.op(name+".cache.v", b.size(inner, k.dtype), k.dtype, list(v))
-			p.holdOutput(k, v)
-		}
-		b.tokens = tokens
-		maps := batch * heads * (b.tokens / batch) * kvLen
-		// scores = q·kᵀ (no scaling); scores += position_bias in place.
-		sc := b.op(name+".scores", p.e.Size(maps), p.e, list(qs, k), qs, k)
-		sc.attn = true
-		if name == "cross" {
-			crossScores = len(b.ops) - 1
-		} else {
-			selfScores = len(b.ops) - 1
-		}
-		// softmax(scores.float()).type_as(scores).
-		sf := sc
-		if sc.dtype != FP32 {
-			sf = b.op(name+".scores.float", FP32.Size(maps), FP32, list(sc))
-			sf.attn = true
-		}
-		pr := b.keep(b.op(name+".softmax", FP32.Size(maps), FP32, list(sf)))
+func (t *t5Block) crossAttention(n *actT) *actT {
+	return t.attend("cross", n, t.encOut, t.src, t.p.useCache)
+}
+
+func (t *t5Block) feedForward(n *actT) *actT {
+	return t.b.t5FF(t.p, n, t.h, int64(t.b.r.m.FFN)/t.p.tp)
+}
+
+// attend is T5Attention with queries from xq (q tokens) and keys and
+// values from kv (kvLen tokens per sequence).
+func (t *t5Block) attend(name string, xq, kv *actT, kvLen int64, cache bool) *actT {
+	b, p, h, inner := t.b, t.p, t.h, t.inner
+	qs := b.linear(p, name+".q", "q_proj", xq, h, inner)
+	tokens := b.tokens
+	b.tokens = t.batch * kvLen
+	if name == "cross" {
+		t.crossKV = len(b.ops)
+	}
+	k := b.linear(p, name+".k", "k_proj", kv, h, inner)
+	v := b.linear(p, name+".v", "v_proj", kv, h, inner)
+	if cache {
+		// The returned EncoderDecoderCache concatenates k and v into
+		// its own tensors (DynamicLayer.update) and holds them.
+		k = b.op(name+".cache.k", b.size(inner, k.dtype), k.dtype, list(k))
+		v = b.op(name+".cache.v", b.size(inner, k.dtype), k.dtype, list(v))
+		p.holdOutput(k, v)
+	}
+	b.tokens = tokens
+	maps := t.batch * t.heads * (b.tokens / t.batch) * kvLen
+	// scores = q·kᵀ (no scaling); scores += position_bias in place.
+	sc := b.op(name+".scores", p.e.Size(maps), p.e, list(qs, k), qs, k)
+	sc.attn = true
+	if name == "cross" {
+		t.crossScores = len(b.ops) - 1
+	} else {
+		t.selfScores = len(b.ops) - 1
+	}
+	// softmax(scores.float()).type_as(scores).
+	sf := sc
+	if sc.dtype != FP32 {
+		sf = b.op(name+".scores.float", FP32.Size(maps), FP32, list(sc))
+		sf.attn = true
+	}
+	pr := b.keep(b.op(name+".softmax", FP32.Size(maps), FP32, list(sf)))
+	pr.attn = true
+	if sc.dtype != FP32 {
+		pr = b.op(name+".probs.type_as", sc.dtype.Size(maps), sc.dtype, list(pr))
 		pr.attn = true
-		if sc.dtype != FP32 {
-			pr = b.op(name+".probs.type_as", sc.dtype.Size(maps), sc.dtype, list(pr))
-			pr.attn = true
-		}
-		if p.dropAttn > 0 {
-			pr = b.op(name+".attn_dropout", sc.dtype.Size(maps), sc.dtype, list(pr))
-			pr.attn = true
-			b.side(name+".attn_dropout.mask", Bool.Size(maps), Bool).attn = true
-		}
-		pv := cast(b, p, pr)
-		vv := cast(b, p, v)
-		// matmul(probs, v), then transpose(1, 2).contiguous() for o.
-		o := b.op(name+".probs@v", b.size(inner, p.e), p.e, list(pv, vv), pv, vv)
-		return b.linear(p, name+".o", "o_proj", o, inner, h)
 	}
-	add := func(name string, res, y *actT) *actT {
-		y.aliasGrad = y.dtype == p.resid
-		out := b.op(name, b.size(h, p.resid), p.resid, list(res, y))
-		out.residual = true
-		return out
+	if p.dropAttn > 0 {
+		pr = b.op(name+".attn_dropout", sc.dtype.Size(maps), sc.dtype, list(pr))
+		pr.attn = true
+		b.side(name+".attn_dropout.mask", Bool.Size(maps), Bool).attn = true
 	}
-	sublayer := func(name string, x *actT, f func(*actT) *actT) *actT {
-		n := b.t5Norm(p, name+".layer_norm", x, h)
-		y := f(n)
-		b.hold(n)
-		return add(name+".residual", x, b.dropout(p, name+".dropout", y, h, p.dropHid))
-	}
+	pv := cast(b, p, pr)
+	vv := cast(b, p, v)
+	// matmul(probs, v), then transpose(1, 2).contiguous() for o.
+	o := b.op(name+".probs@v", b.size(inner, p.e), p.e, list(pv, vv), pv, vv)
+	return b.linear(p, name+".o", "o_proj", o, inner, h)
+}
 
-	x = sublayer("self_attention", x, func(n *actT) *actT { return attend("self", n, n, q, dec && p.useCache) })
-	if dec {
-		x = sublayer("cross_attention", x, func(n *actT) *actT { return attend("cross", n, encOut, S, p.useCache) })
+// sublayer is T5's pre-norm sublayer: the norm, f, dropout and the
+// residual add (the norm's output held until f returns).
+func (t *t5Block) sublayer(name string, x *actT, f func(*actT) *actT) *actT {
+	b, p := t.b, t.p
+	n := b.t5Norm(p, name+".layer_norm", x, t.h)
+	y := f(n)
+	b.hold(n)
+	y = b.dropout(p, name+".dropout", y, t.h, p.dropHid)
+	y.aliasGrad = y.dtype == p.resid
+	out := b.op(name+".residual", b.size(t.h, p.resid), p.resid, list(x, y))
+	out.residual = true
+	return out
+}
+
+// stackGradients are the gradients accumulated across the stack while its
+// blocks run their backward: the position biases' (the self-attention's
+// when trained; under checkpointing the cross-attention's zero bias is made
+// to require one too, T5Attention.forward) and in the decoder the encoder
+// output's. They exist from the backward of the first op that reads the
+// shared tensor in the stack's last block; before that op in every other
+// block.
+func (t *t5Block) stackGradients(layer int) {
+	b, p, r := t.b, t.p, t.b.r
+	var pbGrad, crossGrad, encGrad Bytes
+	if !p.frozen { // the relative position bias is trained with the model
+		pbGrad = FP32.Size(t.batch * t.heads * t.q * t.q)
 	}
-	x = sublayer("ff", x, func(n *actT) *actT { return b.t5FF(p, n, h, int64(m.FFN)/p.tp) })
-	b.hold(biases...)
-	x.keepAlive = true
+	if t.dec {
+		encGrad = gradSize(&actT{bytes: p.resid.Size(t.batch * t.src * t.h), dtype: p.resid})
+		if r.Checkpointing != "none" {
+			crossGrad = FP32.Size(t.batch * t.heads * t.tgt * t.src)
+		}
+	}
+	m := r.m
+	top := layer == m.Layers-1 || layer == m.Layers-m.DecoderLayers-1
 	for i := range b.ops {
 		op := &b.ops[i]
 		for _, g := range []struct {
 			bytes Bytes
 			from  int
-		}{{pbGrad, selfScores}, {crossGrad, crossScores}, {encGrad, crossKV}} {
+		}{{pbGrad, t.selfScores}, {crossGrad, t.crossScores}, {encGrad, t.crossKV}} {
 			if g.bytes > 0 && (!top || i <= g.from) {
 				op.heldGrad = addBytes(op.heldGrad, g.bytes)
 			}
@@ -184,7 +227,6 @@ func buildEncDecBlock(r *resolved, layer int) BlockActivations {
 	if !top {
 		b.persistGrad = addBytes(pbGrad, addBytes(crossGrad, encGrad))
 	}
-	return b.summarize(in)
 }
 
 // cast is autocast's copy of an fp32 matmul operand (castIn by its name).

@@ -11,13 +11,12 @@ import (
 )
 
 // longAllowed are the functions of the engine allowed past maxFuncLines,
-// each with its reason: preset tables (a literal a line a preset) and the
-// two block builders still waiting to be split into sublayers.
+// each with its reason: preset tables (a literal a line a preset). Every
+// other function of the engine fits in 100 lines.
 var longAllowed = map[string]string{
 	"family_clip_vision_model.go:init": "preset table",
 	"family_qwen2_5_vl.go:init":        "preset table",
 	"family_llama4_text.go:init":       "preset table",
-	"encdec.go:buildEncDecBlock":       "the encoder-decoder block builder: to become sublayer builders",
 }
 
 // engineFiles parses the engine's own (non-test) files, by name.
