@@ -59,6 +59,10 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		s = b.fusedQKVRoped(p, d, a)
 	default:
 		s = b.projectQKV(p, d, a)
+		if p.rec.keyScale {
+			// k · key_multiplier (a Python float: nothing saved).
+			s.k = b.op("k.scale", b.size(d.kvDim, s.k.dtype), s.k.dtype, list(s.k))
+		}
 		b.qkNormsAndRope(p, d, &s)
 		if p.useCache && p.hfModeling && !p.rec.cacheKeepsKV {
 			// DynamicLayer.update concatenates k and v onto empty tensors

@@ -358,7 +358,7 @@ type maskPart struct {
 
 // uses reports whether block l reads the mask.
 func (mp maskPart) uses(r *resolved, l int) bool {
-	if r.m.SSMLayer(l) {
+	if !r.m.AttentionLayer(l) && r.m.SSMLayer(l) {
 		return false // a state-space mixer reads no mask and no positions
 	}
 	if mp.to > 0 {

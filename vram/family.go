@@ -194,6 +194,13 @@ type recipe struct {
 	// are (a list appended to, no torch.cat onto a fresh cache:
 	// Lfm2HybridConvCache.update), so there are no copies of them.
 	cacheKeepsKV bool
+	// ssmInputScale, ssmProjScale: the mixer multiplies its input by a
+	// constant and its in_proj output by a per-channel buffer (Falcon-H1's
+	// ssm_in_multiplier and mup_vector): each a tensor of its own.
+	ssmInputScale, ssmProjScale bool
+	// keyScale: k is multiplied by a constant before the rotary embedding
+	// (Falcon-H1's key_multiplier): a tensor of its own.
+	keyScale bool
 	// repeatKV: the family's SDPA attention repeats grouped k and v to
 	// every query head itself (repeat_kv before the call, in transformers'
 	// older per-implementation attention classes) rather than passing

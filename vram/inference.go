@@ -588,8 +588,12 @@ func (in Inference) stateBytes(m Model) Bytes {
 	if m.SSM == nil {
 		return 0
 	}
-	stage := in.stageLayers(m)
-	layers := int64(stage - m.attentionLayers(0, stage))
+	var layers int64
+	for i := range in.stageLayers(m) {
+		if m.SSMLayer(i) {
+			layers++
+		}
+	}
 	return mulBytes(mulI64(int64(in.Batch), layers), m.SSM.StateBytes(in.UnquantizedDType))
 }
 
@@ -602,7 +606,7 @@ func (in Inference) cacheAt(m Model, n int) Bytes {
 	per := in.kvLayerPerToken(m)
 	var tokens int64
 	for i := range in.stageLayers(m) {
-		if !m.RecurrentLayer(i) {
+		if m.AttentionLayer(i) {
 			tokens += int64(in.cacheLayerLen(m, i, n))
 		}
 	}
@@ -649,7 +653,7 @@ func (in Inference) cacheLayerLen(m Model, i, n int) int {
 func (in Inference) catTemp(m Model, n int) Bytes {
 	longest := 0
 	for i := range in.stageLayers(m) {
-		if !m.RecurrentLayer(i) {
+		if m.AttentionLayer(i) {
 			longest = max(longest, in.cacheLayerLen(m, i, n-1)+1)
 		}
 	}

@@ -112,16 +112,42 @@ func (b *actBuilder) branchScaled(p blockPlan, name string, y *actT, h int64) *a
 // mambaMixer builds the mixer on x (the norm's output, width hidden).
 func (b *actBuilder) mambaMixer(p blockPlan, d ssmDims, x *actT) *actT {
 	h := int64(b.r.m.Hidden)
-	proj := b.linear(p, "in_proj", "in_proj", x, h, d.proj)
+	in := x
+	if p.rec.ssmInputScale {
+		// Falcon-H1's input_states * ssm_in_multiplier (a Python float: a
+		// new tensor, nothing saved), which in_proj saves.
+		in = b.op("mixer_in.scale", b.size(h, x.dtype), x.dtype, list(x))
+	}
+	proj := b.linear(p, "in_proj", "in_proj", in, h, d.proj)
+	if p.rec.ssmProjScale {
+		// Falcon-H1's projected_states * mup_vector (a buffer in the weights'
+		// dtype, so nothing of the product is saved): gate, x|B|C and dt are
+		// views of this product.
+		dd := promote(proj.dtype, p.baseDType)
+		proj = b.op("in_proj.mup", b.size(d.proj, dd), dd, list(proj))
+	}
 	// conv1d over x|B|C transposed (a view of the projection, which it
-	// saves), padded by conv_kernel - 1 on both sides: its output is
-	// longer by that, and the slice SiLU reads keeps all of it.
-	conv := b.op("conv1d", proj.dtype.Size(d.batch*(d.tokens/d.batch+d.convKernel-1)*d.conv), proj.dtype, list(proj), proj)
+	// saves; under autocast a copy in the compute dtype where the
+	// projection is wider), padded by conv_kernel - 1 on both sides: its
+	// output is longer by that, and the slice SiLU reads keeps all of it.
+	ci := proj
+	if p.autocast && proj.dtype != p.e {
+		ci = b.op("conv1d.input_cast", b.size(d.conv, p.e), p.e, list(proj))
+	}
+	conv := b.op("conv1d", ci.dtype.Size(d.batch*(d.tokens/d.batch+d.convKernel-1)*d.conv), ci.dtype, list(ci), ci)
 	act := b.op("conv.act", b.size(d.conv, conv.dtype), conv.dtype, list(conv), conv)
 	dt := b.mambaDt(p, d, proj)
 	xs, bs, cs := b.ssmInputs(d, act)
 	y := b.ssdScan(p, d, xs, bs, cs, dt)
-	gated := b.gatedNorm(p, d, y, proj)
+	var gated *actT
+	switch b.r.m.SSM.Norm {
+	case "before_gate":
+		gated = b.normBeforeGate(p, d, y, proj)
+	case "none":
+		gated = b.siluGate(d, y, proj)
+	default:
+		gated = b.gatedNorm(p, d, y, proj)
+	}
 	if gated.dtype != x.dtype {
 		gated = b.op("scan_output.to", b.size(d.inner, x.dtype), x.dtype, list(gated))
 	}
@@ -227,6 +253,32 @@ func (b *actBuilder) segmentSum(name string, n Bytes, a *actT) *actT {
 	cs := b.op(name+".cumsum", n, FP32, list(m1))
 	m2 := b.op(name+".masked_fill_inf", n, FP32, list(cs))
 	return b.keep(b.op(name+".exp", n, FP32, list(m2)))
+}
+
+// normBeforeGate is Falcon-H1's FalconH1RMSNormGated with
+// norm_before_gate: an RMSNorm of y in fp32 per group (pow saves y, rsqrt
+// its output, the product both, the weight's product its input), then the
+// product with silu(gate.float()) (silu saves its input, the product both).
+func (b *actBuilder) normBeforeGate(p blockPlan, d ssmDims, y, proj *actT) *actT {
+	b.op("norm.pow", b.size(d.inner, FP32), FP32, list(y), y)
+	rs := b.keep(b.op("norm.rsqrt", b.size(d.groups, FP32), FP32, list(y)))
+	nrm := b.op("norm.scaled", b.size(d.inner, FP32), FP32, list(y, rs), y, rs)
+	wd := promote(p.baseDType, FP32)
+	w := b.op("norm.weight", b.size(d.inner, wd), wd, list(nrm), nrm)
+	g := proj
+	if proj.dtype != FP32 {
+		g = b.op("gate.float", b.size(d.inner, FP32), FP32, list(proj))
+	}
+	sg := b.op("gate.silu", b.size(d.inner, FP32), FP32, list(g), g)
+	return b.op("norm*silu(gate)", b.size(d.inner, wd), wd, list(w, sg), w, sg)
+}
+
+// siluGate is y · silu(gate) without a norm (Falcon-H1 without
+// mamba_rms_norm): silu runs in the gate's dtype and saves its input (a
+// view of the projection), the fp32 product both factors.
+func (b *actBuilder) siluGate(d ssmDims, y, proj *actT) *actT {
+	sg := b.op("gate.silu", b.size(d.inner, proj.dtype), proj.dtype, list(proj), proj)
+	return b.op("y*silu(gate)", b.size(d.inner, FP32), FP32, list(y, sg), y, sg)
 }
 
 // gatedNorm is MambaRMSNormGated(y, gate) in fp32: y · silu(gate.float())

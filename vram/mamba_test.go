@@ -157,3 +157,44 @@ func TestHybridConfigs(t *testing.T) {
 		}
 	}
 }
+
+// Falcon-H1 runs attention beside every mixer: each layer keeps K and V
+// and a state; its config's mixer width is mamba_d_ssm.
+func TestFalconH1(t *testing.T) {
+	m := MustPreset("falcon-h1-0.5b-instruct")
+	s := m.SSM.Normalize()
+	est, err := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 2, PromptTokens: 1000, NewTokens: 24}.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := BF16.Size(int64(m.Layers) * 2 * int64(m.KVHeads) * int64(m.HeadDim)); est.KVPerToken != want {
+		t.Errorf("KV per token %v, want %v (all %d layers attend)", est.KVPerToken, want, m.Layers)
+	}
+	if want := mulBytes(int64(2*m.Layers), s.StateBytes(BF16)); est.State != want {
+		t.Errorf("state %v, want %v (a mixer in each of %d layers, 2 sequences)", est.State, want, m.Layers)
+	}
+	const base = `{"model_type": "falcon_h1", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100, "mamba_n_heads": 4, "mamba_d_state": 16`
+	c, err := FromHFConfig([]byte(base + `, "mamba_d_ssm": 96, "mamba_rms_norm": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SSM.inner() != 96 || c.SSM.HeadDim != 24 || c.SSM.Norm != "before_gate" || !c.SSM.ParallelAttention || c.attentionLayers(0, 2) != 2 || !c.SSMLayer(1) {
+		t.Errorf("read %+v", *c.SSM)
+	}
+	if c, err := FromHFConfig([]byte(base + `, "mamba_d_ssm": null}`)); err != nil || c.SSM.inner() != 128 || c.SSM.Norm != "none" {
+		t.Errorf("mamba_d_ssm null (expand · hidden): %+v, %v", c.SSM, err)
+	}
+	for _, tc := range []struct{ json, want string }{
+		{base + `, "mamba_d_ssm": 96, "mamba_d_head": 20}`, "mamba_n_heads · mamba_d_head = 80 must equal the mixer's width 96"},
+		{base + `, "mamba_d_ssm": 96, "projectors_bias": true}`, "projectors_bias differing from mamba_proj_bias"},
+	} {
+		if _, err := FromHFConfig([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+		}
+	}
+	bad := m.clone()
+	bad.SSM.Attention = []int{1}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "with parallel_attention every layer runs attention") {
+		t.Errorf("parallel attention with attention layers: %v", err)
+	}
+}

@@ -172,6 +172,14 @@ type SSM struct {
 	// hybrid's attn_layer_indices or layer_types), ascending; empty for
 	// a model of mixers only.
 	Attention []int `json:"attention_layers,omitempty"`
+	// ParallelAttention: every layer runs attention beside its mixer and
+	// sums the two (Falcon-H1); Attention is then empty.
+	ParallelAttention bool `json:"parallel_attention,omitempty"`
+	// Norm is the mixer's gated norm: "" Mamba-2's (y · silu(gate), then
+	// an RMSNorm per group), "before_gate" (the RMSNorm, then · silu(gate):
+	// Falcon-H1's mamba_norm_before_gate), "none" (y · silu(gate), no norm:
+	// Falcon-H1's mamba_rms_norm false).
+	Norm string `json:"norm,omitempty"`
 }
 
 // Normalize fills the defaults of Mamba2Config: one group, a kernel of
@@ -220,9 +228,16 @@ func (m Model) ConvLayer(i int) bool {
 	return m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i)
 }
 
-// RecurrentLayer reports whether layer i keeps a fixed-size state instead
-// of a KV cache: a state-space mixer or a short convolution.
+// RecurrentLayer reports whether layer i keeps a fixed-size state: a
+// state-space mixer or a short convolution.
 func (m Model) RecurrentLayer(i int) bool { return m.SSMLayer(i) || m.ConvLayer(i) }
+
+// AttentionLayer reports whether layer i runs attention (and keeps K and
+// V): every layer that is not recurrent, and every layer of a model whose
+// mixers run beside attention.
+func (m Model) AttentionLayer(i int) bool {
+	return !m.RecurrentLayer(i) || m.SSM != nil && m.SSM.ParallelAttention
+}
 
 // recurrent reports whether some layers of m keep a state, not K and V.
 func (m Model) recurrent() bool { return m.SSM != nil || m.ShortConv != nil }
@@ -232,7 +247,7 @@ func (m Model) recurrent() bool { return m.SSM != nil || m.ShortConv != nil }
 func (m Model) attentionLayers(from, to int) int {
 	n := 0
 	for i := from; i < to; i++ {
-		if !m.RecurrentLayer(i) {
+		if m.AttentionLayer(i) {
 			n++
 		}
 	}
@@ -455,6 +470,14 @@ func (m Model) validateSSM() error {
 		if f.v < 1 || f.v > f.max {
 			return fmt.Errorf("model.ssm.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
 		}
+	}
+	if s.ParallelAttention && len(s.Attention) > 0 {
+		return fmt.Errorf("model.ssm.attention_layers: with parallel_attention every layer runs attention beside its mixer; list none")
+	}
+	switch s.Norm {
+	case "", "before_gate", "none":
+	default:
+		return fmt.Errorf("model.ssm.norm = %q: want \"\" (Mamba-2's gated norm), \"before_gate\" or \"none\"", s.Norm)
 	}
 	if s.Heads%s.Groups != 0 {
 		return fmt.Errorf("model.ssm.groups = %d must divide ssm.heads = %d (each group's B and C serve heads/groups heads)", s.Groups, s.Heads)
