@@ -83,7 +83,8 @@ func TestDockerfileLayers(t *testing.T) {
 		t.Error("the kernel step runs before the source is there")
 	}
 	if at("COPY --chown=${NB_UID}:${NB_GID} go.mod go.sum ./") > at("setup.sh toolchain modules") ||
-		at("kernel/requirements.txt kernel/") > at("setup.sh python") {
+		at("kernel/requirements.txt kernel/") > at("setup.sh python") ||
+		at("COPY --chown=${NB_UID}:${NB_GID} kernel/*.go kernel/") > at("setup.sh tools") {
 		t.Error("a step runs before the files it reads are copied")
 	}
 }

@@ -73,15 +73,9 @@ func install(o options, w io.Writer) error {
 		return err
 	}
 	if !o.NoTools {
-		start := time.Now()
-		fmt.Fprintf(w, "building %s into %s\n", strings.Join(tools, ", "), o.BinDir())
-		cmd := exec.Command("go", "install", "tool")
-		cmd.Dir = o.Root
-		cmd.Env = append(os.Environ(), "GOBIN="+o.BinDir(), "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go install tool: %v\n%s", err, out)
+		if err := buildTools(o, w); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "  done in %.1fs\n", time.Since(start).Seconds())
 	}
 	for _, t := range tools {
 		if _, err := os.Stat(filepath.Join(o.BinDir(), t)); err != nil {
@@ -106,6 +100,27 @@ func install(o options, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "  done in %.1fs\n", time.Since(start).Seconds())
 	}
+	return nil
+}
+
+// buildTools builds the kernel's tools into <root>/.bin: goimports and
+// gopls as go.mod's tool directives pin them, gonb at its pinned version
+// with one patch (gonb.go).
+func buildTools(o options, w io.Writer) error {
+	start := time.Now()
+	fmt.Fprintf(w, "building %s into %s\n", strings.Join(tools, ", "), o.BinDir())
+	// goimports and gopls as go.mod's tool directives pin them; gonb at
+	// its pinned version with one patch (gonb.go).
+	cmd := exec.Command("go", "install", "golang.org/x/tools/cmd/goimports", "golang.org/x/tools/gopls")
+	cmd.Dir = o.Root
+	cmd.Env = append(os.Environ(), "GOBIN="+o.BinDir(), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go install goimports gopls: %v\n%s", err, out)
+	}
+	if err := buildPatchedGonb(o.Root, o.BinDir(), filepath.Join(o.BinDir(), ".src")); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  done in %.1fs\n", time.Since(start).Seconds())
 	return nil
 }
 

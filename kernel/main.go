@@ -2,6 +2,7 @@
 // kernel: gonb with this repository's packages on its go.work, working offline.
 //
 //	go run ./kernel install     # build gonb, goimports, gopls; write the kernelspec; warm the build cache
+//	go run ./kernel tools       # build gonb (patched, gonb.go), goimports and gopls into <root>/.bin
 //	go run ./kernel doctor      # check every piece and say how to fix what is missing
 //	go run ./kernel uninstall   # remove what install wrote
 //
@@ -34,6 +35,7 @@ const usage = `usage: go run ./kernel COMMAND [flags]
 
 commands:
   install     build the tools into <root>/.bin, write the "vramlab" kernelspec, warm the build cache
+  tools       build the tools into <root>/.bin only
   doctor      check go, gcc, the tools, jupyter, the kernelspec, the module cache and NVML
   uninstall   remove the kernelspec and the tools that install wrote
 
@@ -43,7 +45,7 @@ flags (all commands):
 // run is main without the process exit, so tests can call it.
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("missing command; want install, doctor or uninstall (see: go run ./kernel help)")
+		return errors.New("missing command; want install, tools, doctor or uninstall (see: go run ./kernel help)")
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet("kernel "+cmd, flag.ContinueOnError)
@@ -63,9 +65,9 @@ func run(args []string, stdout io.Writer) error {
 	case "help", "-h", "-help", "--help":
 		fs.Usage()
 		return nil
-	case "install", "doctor", "uninstall":
+	case "install", "tools", "doctor", "uninstall":
 	default:
-		return fmt.Errorf("unknown command %q; want install, doctor or uninstall", cmd)
+		return fmt.Errorf("unknown command %q; want install, tools, doctor or uninstall", cmd)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -79,6 +81,8 @@ func run(args []string, stdout io.Writer) error {
 	switch cmd {
 	case "install":
 		return install(o, stdout)
+	case "tools":
+		return buildTools(o, stdout)
 	case "uninstall":
 		return uninstall(o, stdout)
 	default:

@@ -4,7 +4,9 @@
 
 Runs a notebook whose plan names a model that does not exist (a typo), in
 the vramlab kernel, and checks what each cell shows: the error once, with
-its closest matches, and no goroutine trace or temporary file path; a later
+its closest matches, the exit status once (the cell's error output; the
+kernel's gonb does not repeat it on stderr), and no goroutine trace or
+temporary file path; a later
 cell that uses the same plan says the same. A sweep of that plan reports the
 error instead of drawing an empty chart.
 """
@@ -62,6 +64,9 @@ def main():
         text = outputs_text(cell)
         if text.count(WANT) != 1:
             bad.append(f"cell {i}: the error should appear exactly once, got:\n{text}")
+        streams = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+        if "exit status" in streams:
+            bad.append(f"cell {i}: the exit status is repeated on the cell's stream besides its error output:\n{text}")
         for junk in ("goroutine", "panic:", "/tmp/", "gonb_"):
             if junk in text:
                 bad.append(f"cell {i}: shows {junk!r}:\n{text}")
