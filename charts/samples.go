@@ -7,21 +7,21 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 	"github.com/vramlab/vramlab/vram"
-	"github.com/vramlab/vramlab/vram/gpu"
+	"github.com/vramlab/vramlab/vram/gpu/sample"
 )
 
-// MemoryOverTime draws NVML readings (gpu.Record's samples: device used and
+// MemoryOverTime draws NVML readings (sample.Record's samples: device used and
 // the followed process's) against the predicted device-used figure and the
 // GPU's capacity (0: none), seconds on the x-axis. The chart speaks one
 // unit, GiB, or MiB when the readings stay below 1 GiB; a capacity more
 // than twice the readings is named in the subtitle, not drawn (it would
 // squash the readings into the axis's bottom).
-func MemoryOverTime(ss []gpu.Sample, predicted, capacity vram.Bytes, title string) Chart {
+func MemoryOverTime(ss []sample.Sample, predicted, capacity vram.Bytes, title string) Chart {
 	c := Chart{Title: user(title), Height: 380}
 	if c.Title == "" {
 		c.Title = "Device memory over time (NVML)"
 	}
-	dev, proc := gpu.Peak(ss)
+	dev, proc := sample.Peak(ss)
 	top := max(dev, predicted)
 	drawCap := capacity > 0 && capacity <= 2*top
 	if drawCap {

@@ -1,4 +1,4 @@
-package gpu
+package sample
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func (r *rising) Read() (vram.Bytes, vram.Bytes, error) {
 	return vram.Bytes(r.n) * vram.GiB, vram.Bytes(r.n) * vram.MiB, nil
 }
 
-// TestRecordAndRead: what Record writes, ReadSamples reads back, in order,
+// TestRecordAndRead: what Record writes, Read reads back, in order,
 // with the peak of both columns; a failing read ends Record with its error.
 func TestRecordAndRead(t *testing.T) {
 	var buf bytes.Buffer
@@ -39,7 +39,7 @@ func TestRecordAndRead(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	ss, err := ReadSamples(strings.NewReader(buf.String()))
+	ss, err := Read(strings.NewReader(buf.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestReadSamplesErrors(t *testing.T) {
 		"long line":  {samplesHeader + "\n" + strings.Repeat("1", 2000) + "\n", "longer than"},
 		"huge time":  {samplesHeader + "\n9223372036855,1,1\n", "past what a duration holds"},
 	} {
-		if _, err := ReadSamples(strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Read(strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
@@ -86,7 +86,7 @@ func TestReadSamplesFile(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.csv")
 	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
-		if _, err := ReadSamplesFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		if _, err := ReadFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Errorf("fifo: %v", err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestReadSamplesFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte(samplesHeader+"\n0,10,5\n100,20,7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := ReadSamplesFile(p)
+	ss, err := ReadFile(p)
 	if err != nil || len(ss) != 2 || ss[1].At != 100*time.Millisecond || ss[1].Device != 20 {
 		t.Errorf("%+v, %v", ss, err)
 	}
@@ -109,7 +109,7 @@ func FuzzReadSamples(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ss []Sample
 		var err error
-		budget.Check(t, len(data), func() { ss, err = ReadSamples(bytes.NewReader(data)) })
+		budget.Check(t, len(data), func() { ss, err = Read(bytes.NewReader(data)) })
 		if err != nil {
 			return
 		}
