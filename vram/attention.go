@@ -39,6 +39,7 @@ func (r *resolved) decoderDims(p blockPlan, layer int) blockDims {
 // qkv is attention's q, k and v as the ops so far have left them.
 type qkv struct {
 	q, k, v *actT
+	gate    *actT // the output gate (gatedAttention), nil without one
 	kd      int64 // k's and v's width per token as attention gets them
 	// freshQ: q is a new tensor in (batch, heads, seq, dim) memory order
 	// (a concatenation), rather than a transposed view of the
@@ -94,6 +95,13 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		o = b.eagerAttention(p, d, s)
 	} else {
 		o = b.fusedAttention(p, d, s)
+	}
+	if s.gate != nil {
+		// attn_output * torch.sigmoid(gate): sigmoid saves its output, the
+		// product both factors.
+		sg := b.keep(b.op("gate.sigmoid", b.size(d.qDim, s.gate.dtype), s.gate.dtype, list(s.gate)))
+		od := promote(o.dtype, sg.dtype)
+		o = b.op("attn_output*gate", b.size(d.oDim, od), od, list(o, sg), o, sg)
 	}
 	return b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
 }
@@ -168,6 +176,14 @@ func (b *actBuilder) projectQKV(p blockPlan, d blockDims, a *actT) qkv {
 		if p.attnImpl == "eager" && !p.useCache {
 			s.v = b.op("v_contiguous", b.size(d.kvDim, p.e), p.e, list(fused))
 		}
+	case p.rec.gatedAttention:
+		// q_proj makes q and the output gate per head, (…, heads, 2 ·
+		// head_dim) chunked in two: q a strided view of it, the gate
+		// reshaped to the tokens (a copy).
+		s.q = b.linear(p, "q_proj", "q_proj", a, d.h, 2*d.qDim)
+		s.gate = b.op("gate.reshape", b.size(d.qDim, s.q.dtype), s.q.dtype, list(s.q))
+		s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)
+		s.v = b.linear(p, "v_proj", "v_proj", a, d.h, d.kvDim)
 	default:
 		s.q = b.linear(p, "q_proj", "q_proj", a, d.h, d.qDim)
 		s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)

@@ -361,6 +361,9 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 	if !r.m.AttentionLayer(l) && r.m.SSMLayer(l) {
 		return false // a state-space mixer reads no mask and no positions
 	}
+	if r.m.DeltaNetLayer(l) && mp.to == 0 {
+		return false // a DeltaNet layer is passed the positions, not the causal mask
+	}
 	if mp.to > 0 {
 		return l >= mp.from && l < mp.to
 	}
@@ -373,8 +376,8 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 // checkpoint keeps it (it goes when the model's forward returns).
 func (mp maskPart) keptUntil(r *resolved, first, last int) int {
 	for l := first; l < last; l++ {
-		// A convolution layer is passed the tables but saves none of them.
-		if (mp.saved && !r.m.ConvLayer(l) || r.checkpointed(l)) && mp.uses(r, l) {
+		// A recurrent layer is passed the tables but saves none of them.
+		if (mp.saved && r.m.AttentionLayer(l) || r.checkpointed(l)) && mp.uses(r, l) {
 			return l
 		}
 	}

@@ -28,6 +28,9 @@ type family struct {
 	// shortConv: the family's non-attention layers are gated short
 	// convolutions (model.short_conv).
 	shortConv bool
+	// deltaNet: the family's non-attention layers are Gated DeltaNet
+	// linear attention (model.delta_net).
+	deltaNet bool
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool
@@ -198,6 +201,10 @@ type recipe struct {
 	// constant and its in_proj output by a per-channel buffer (Falcon-H1's
 	// ssm_in_multiplier and mup_vector): each a tensor of its own.
 	ssmInputScale, ssmProjScale bool
+	// gatedAttention: q_proj also makes a per-channel output gate (twice
+	// its width, chunked per head), and the attention output is multiplied
+	// by its sigmoid before o_proj (Qwen3-Next).
+	gatedAttention bool
 	// keyScale: k is multiplied by a constant before the rotary embedding
 	// (Falcon-H1's key_multiplier): a tensor of its own.
 	keyScale bool

@@ -451,12 +451,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	b := int64(in.Batch)
 	est.KVCache = in.cacheAt(m, total)
 	est.State = in.stateBytes(m)
-	if m.ShortConv != nil {
-		est.Notes = append(est.Notes, fmt.Sprintf("short_conv: the convolution layers keep %v for the %d sequence(s), whatever their length (Lfm2HybridConvCache's conv states, one per layer); the KV cache is the %d attention layers'", est.State, in.Batch, m.attentionLayers(0, m.Layers)))
-	}
-	if m.SSM != nil {
-		est.Notes = append(est.Notes, fmt.Sprintf("ssm: the state-space layers keep %v for the %d sequence(s), whatever their length (conv and SSM states, Mamba2Cache); the prefill runs transformers' torch path of Mamba2Mixer, which materializes the chunked scan's products (the mamba_ssm kernels on a GPU do not; that path is not modelled)", est.State, in.Batch))
-	}
+	est.Notes = append(est.Notes, in.stateNotes(m, est.State)...)
 	if m.EncoderDecoder() {
 		return in.estimateEncDec(m, est)
 	}
@@ -574,11 +569,32 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	return est, nil
 }
 
+// stateNotes say what the recurrent layers keep in generate.
+func (in Inference) stateNotes(m Model, state Bytes) []string {
+	var notes []string
+	if m.DeltaNet != nil {
+		notes = append(notes, fmt.Sprintf("delta_net: the Gated DeltaNet layers keep %v for the %d sequence(s), whatever their length (conv and recurrent states, Qwen3NextDynamicCache); the KV cache is the %d attention layers'", state, in.Batch, m.attentionLayers(0, m.Layers)))
+	}
+	if m.ShortConv != nil {
+		notes = append(notes, fmt.Sprintf("short_conv: the convolution layers keep %v for the %d sequence(s), whatever their length (Lfm2HybridConvCache's conv states, one per layer); the KV cache is the %d attention layers'", state, in.Batch, m.attentionLayers(0, m.Layers)))
+	}
+	if m.SSM != nil {
+		notes = append(notes, fmt.Sprintf("ssm: the state-space layers keep %v for the %d sequence(s), whatever their length (conv and SSM states, Mamba2Cache); the prefill runs transformers' torch path of Mamba2Mixer, which materializes the chunked scan's products (the mamba_ssm kernels on a GPU do not; that path is not modelled)", state, in.Batch))
+	}
+	return notes
+}
+
 // stateBytes is the state-space layers' state of the plan's sequences on
 // one GPU: Mamba2Cache holds conv_states and ssm_states for every layer
 // and sequence in the model's dtype (Mamba2ForCausalLM builds it with
 // dtype=self.dtype), whatever the length.
 func (in Inference) stateBytes(m Model) Bytes {
+	if d := m.DeltaNet; d != nil {
+		// Qwen3NextDynamicCache: each DeltaNet layer's conv state (batch ×
+		// conv_dim × kernel, the projections' dtype) and recurrent state (fp32).
+		layers := int64(in.stageLayers(m) - m.attentionLayers(0, in.stageLayers(m)))
+		return mulBytes(mulI64(int64(in.Batch), layers), d.StateBytes(in.UnquantizedDType))
+	}
 	if c := m.ShortConv; c != nil {
 		// Lfm2HybridConvCache: conv_cache, batch × hidden × conv_L_cache in
 		// the model's dtype, for every layer (attention layers too), built

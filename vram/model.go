@@ -129,6 +129,9 @@ type Model struct {
 	// ShortConv makes the layers outside its Attention list gated short
 	// convolutions (LFM2; see ShortConv) instead of attention.
 	ShortConv *ShortConv `json:"short_conv,omitempty"`
+	// DeltaNet makes the layers outside its Attention list Gated DeltaNet
+	// linear attention (Qwen3-Next; see DeltaNet).
+	DeltaNet *DeltaNet `json:"delta_net,omitempty"`
 
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
@@ -222,6 +225,46 @@ type ShortConv struct {
 	Attention []int `json:"attention_layers,omitempty"`
 }
 
+// DeltaNet is a Gated DeltaNet layer (Yang et al. 2024; transformers'
+// Qwen3NextGatedDeltaNet): projections to q, k (KeyHeads × KeyDim each),
+// v and the output gate z (ValueHeads × ValueDim each) and to β and the
+// decay a (one per value head); a depthwise causal convolution of
+// ConvKernel taps over q|k|v; the gated delta rule over chunks of 64
+// tokens; a gated RMSNorm; the output projection. It keeps, per sequence,
+// the convolution's last ConvKernel inputs and a KeyDim × ValueDim state
+// per value head, whatever the context length.
+type DeltaNet struct {
+	KeyHeads   int `json:"key_heads"`   // linear_num_key_heads
+	ValueHeads int `json:"value_heads"` // linear_num_value_heads (a multiple of KeyHeads)
+	KeyDim     int `json:"key_dim"`     // linear_key_head_dim
+	ValueDim   int `json:"value_dim"`   // linear_value_head_dim
+	ConvKernel int `json:"conv_kernel"` // linear_conv_kernel_dim
+	// Attention lists the layers that are (gated) attention blocks
+	// instead (layer_types "full_attention"), ascending.
+	Attention []int `json:"attention_layers,omitempty"`
+}
+
+// keyDim and valueDim are the widths of q (and k) and of v (and z).
+func (d DeltaNet) keyDim() int64   { return int64(d.KeyHeads) * int64(d.KeyDim) }
+func (d DeltaNet) valueDim() int64 { return int64(d.ValueHeads) * int64(d.ValueDim) }
+
+// convDim is the width the convolution runs over: q, k and v.
+func (d DeltaNet) convDim() int64 { return 2*d.keyDim() + d.valueDim() }
+
+// StateBytes is what one sequence keeps in one layer between steps
+// (Qwen3NextDynamicCache): the convolution's last ConvKernel inputs in
+// dtype, and the recurrent state (value heads × KeyDim × ValueDim), which
+// the gated delta rule keeps in fp32.
+func (d DeltaNet) StateBytes(dtype DType) Bytes {
+	return dtype.Size(d.convDim()*int64(d.ConvKernel)) + FP32.Size(int64(d.ValueHeads)*int64(d.KeyDim)*int64(d.ValueDim))
+}
+
+// DeltaNetLayer reports whether layer i is a Gated DeltaNet layer: every
+// layer of a model with DeltaNet but its Attention layers.
+func (m Model) DeltaNetLayer(i int) bool {
+	return m.DeltaNet != nil && !slices.Contains(m.DeltaNet.Attention, i)
+}
+
 // ConvLayer reports whether layer i is a short-convolution operator:
 // every layer of a model with ShortConv but its Attention layers.
 func (m Model) ConvLayer(i int) bool {
@@ -230,7 +273,9 @@ func (m Model) ConvLayer(i int) bool {
 
 // RecurrentLayer reports whether layer i keeps a fixed-size state: a
 // state-space mixer or a short convolution.
-func (m Model) RecurrentLayer(i int) bool { return m.SSMLayer(i) || m.ConvLayer(i) }
+func (m Model) RecurrentLayer(i int) bool {
+	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i)
+}
 
 // AttentionLayer reports whether layer i runs attention (and keeps K and
 // V): every layer that is not recurrent, and every layer of a model whose
@@ -240,7 +285,7 @@ func (m Model) AttentionLayer(i int) bool {
 }
 
 // recurrent reports whether some layers of m keep a state, not K and V.
-func (m Model) recurrent() bool { return m.SSM != nil || m.ShortConv != nil }
+func (m Model) recurrent() bool { return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil }
 
 // attentionLayers is the number of layers with attention (and a KV cache)
 // among layers [from, to).
@@ -511,6 +556,36 @@ func (m Model) validateShortConv() error {
 	return nil
 }
 
+// validateDeltaNet checks a Gated DeltaNet's heads, widths and attention
+// layers.
+func (m Model) validateDeltaNet() error {
+	d := m.DeltaNet
+	if d == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"key_heads", d.KeyHeads, maxHeads}, {"value_heads", d.ValueHeads, maxHeads}, {"key_dim", d.KeyDim, maxWidth},
+		{"value_dim", d.ValueDim, maxWidth}, {"conv_kernel", d.ConvKernel, 1024}} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("model.delta_net.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
+		}
+	}
+	if d.ValueHeads%d.KeyHeads != 0 {
+		return fmt.Errorf("model.delta_net.value_heads = %d must be a multiple of key_heads = %d (q and k are repeated to every value head)", d.ValueHeads, d.KeyHeads)
+	}
+	if m.SSM != nil || m.ShortConv != nil {
+		return fmt.Errorf("model: delta_net, ssm and short_conv describe different recurrent layers; a model has one kind")
+	}
+	for i, l := range d.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= d.Attention[i-1] {
+			return fmt.Errorf("model.delta_net.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // clone is a deep copy of m: the result shares no memory with m.
 func (m Model) clone() Model {
 	if m.Release != nil {
@@ -535,6 +610,11 @@ func (m Model) clone() Model {
 		c := *m.ShortConv
 		c.Attention = slices.Clone(c.Attention)
 		m.ShortConv = &c
+	}
+	if m.DeltaNet != nil {
+		d := *m.DeltaNet
+		d.Attention = slices.Clone(d.Attention)
+		m.DeltaNet = &d
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -608,6 +688,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateShortConv(); err != nil {
 		return err
 	}
+	if err := m.validateDeltaNet(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -649,6 +732,9 @@ func (m Model) validate(asTower bool) error {
 func (m Model) validateLayout(f *family) error {
 	if m.SSM != nil && !f.ssm {
 		return fmt.Errorf("model.ssm describes state-space mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.ssm }), ", "), m.Family)
+	}
+	if m.DeltaNet != nil && !f.deltaNet {
+		return fmt.Errorf("model.delta_net describes Gated DeltaNet layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.deltaNet }), ", "), m.Family)
 	}
 	if m.ShortConv != nil && !f.shortConv {
 		return fmt.Errorf("model.short_conv describes short-convolution layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.shortConv }), ", "), m.Family)
@@ -817,8 +903,9 @@ func (m *Model) blockKind(i int) int {
 	if (m.NoRopeGlobal && !local) || (m.NoRopeEvery > 0 && (i+1)%m.NoRopeEvery == 0) {
 		k |= 4
 	}
-	if m.SSM != nil && !slices.Contains(m.SSM.Attention, i) || m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i) {
-		k |= 32 // a state-space mixer or a short convolution (never both in one model)
+	if m.SSM != nil && !slices.Contains(m.SSM.Attention, i) || m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i) ||
+		m.DeltaNet != nil && !slices.Contains(m.DeltaNet.Attention, i) {
+		k |= 32 // a recurrent layer: a state-space mixer, a short convolution or a DeltaNet (one kind a model)
 	}
 	if m.DecoderLayers > 0 {
 		if i >= m.Layers-m.DecoderLayers {

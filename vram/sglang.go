@@ -76,6 +76,9 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if m.SSM != nil {
 		return SGLangKVPool{}, fmt.Errorf("sglang: %q has state-space (Mamba-2) layers, whose state pool is not modelled yet", m.Family)
 	}
+	if m.DeltaNet != nil {
+		return SGLangKVPool{}, fmt.Errorf("sglang: %q has Gated DeltaNet layers, whose conv and recurrent states the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	}
 	if m.ShortConv != nil {
 		return SGLangKVPool{}, fmt.Errorf("sglang: %q has short-convolution layers, whose conv state the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
 	}

@@ -279,6 +279,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveShortConv(); err != nil {
 		return r, err
 	}
+	if err := r.resolveDeltaNet(); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 

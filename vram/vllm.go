@@ -126,6 +126,9 @@ func (v VLLM) check(m Model) error {
 	if m.SSM != nil {
 		return fmt.Errorf("vllm: %q has state-space (Mamba-2) layers, whose state vLLM keeps in its own cache groups; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
 	}
+	if m.DeltaNet != nil {
+		return fmt.Errorf("vllm: %q has Gated DeltaNet layers, whose conv and recurrent states the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	}
 	if m.ShortConv != nil {
 		return fmt.Errorf("vllm: %q has short-convolution layers, whose conv state the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
 	}
