@@ -65,9 +65,9 @@ RUN kernel/scripts/setup.sh python
 # Go's modules, the kernel's tools (built with a build cache of their own,
 # thrown away) and the dependencies' packages the kernel links.
 COPY --chown=${NB_UID}:${NB_GID} go.mod go.sum ./
-# The tools step builds gonb with its patch through the kernel command
-# (kernel/gonb.go), whose Go files are all it needs of the repository.
-COPY --chown=${NB_UID}:${NB_GID} kernel/*.go kernel/
+# The tools step builds gonb with its patch through the tools command
+# (kernel/tools), which is all it needs of the repository besides go.mod.
+COPY --chown=${NB_UID}:${NB_GID} kernel/tools/ kernel/tools/
 RUN kernel/scripts/setup.sh toolchain modules \
  && VRAMLAB_TOOLS_GOCACHE=/tmp/tools-cache kernel/scripts/setup.sh tools \
  && rm -rf /tmp/tools-cache \

@@ -103,24 +103,16 @@ func install(o options, w io.Writer) error {
 	return nil
 }
 
-// buildTools builds the kernel's tools into <root>/.bin: goimports and
-// gopls as go.mod's tool directives pin them, gonb at its pinned version
-// with one patch (gonb.go).
+// buildTools builds the kernel's tools into <root>/.bin with the tools
+// command (kernel/tools: goimports, gopls, and gonb with its patch).
 func buildTools(o options, w io.Writer) error {
-	start := time.Now()
-	fmt.Fprintf(w, "building %s into %s\n", strings.Join(tools, ", "), o.BinDir())
-	// goimports and gopls as go.mod's tool directives pin them; gonb at
-	// its pinned version with one patch (gonb.go).
-	cmd := exec.Command("go", "install", "golang.org/x/tools/cmd/goimports", "golang.org/x/tools/gopls")
+	cmd := exec.Command("go", "run", "./kernel/tools", "-root", o.Root)
 	cmd.Dir = o.Root
-	cmd.Env = append(os.Environ(), "GOBIN="+o.BinDir(), "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go install goimports gopls: %v\n%s", err, out)
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go run ./kernel/tools: %v", err)
 	}
-	if err := buildPatchedGonb(o.Root, o.BinDir(), filepath.Join(o.BinDir(), ".src")); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "  done in %.1fs\n", time.Since(start).Seconds())
 	return nil
 }
 

@@ -2,7 +2,7 @@
 // kernel: gonb with this repository's packages on its go.work, working offline.
 //
 //	go run ./kernel install     # build gonb, goimports, gopls; write the kernelspec; warm the build cache
-//	go run ./kernel tools       # build gonb (patched, gonb.go), goimports and gopls into <root>/.bin
+//	go run ./kernel tools       # build gonb (patched, kernel/tools/gonb.go), goimports and gopls into <root>/.bin
 //	go run ./kernel doctor      # check every piece and say how to fix what is missing
 //	go run ./kernel uninstall   # remove what install wrote
 //

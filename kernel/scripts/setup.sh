@@ -51,20 +51,20 @@ step_python() {
 }
 
 # The kernel's tools (gonb, goimports, gopls: go.mod's tool directives) in
-# .bin, rebuilt when go.mod, go.sum, gonb's patch (kernel/gonb.go) or the
+# .bin, rebuilt when go.mod, go.sum, the tools command (kernel/tools: gonb's patch) or the
 # toolchain change.
 # VRAMLAB_TOOLS_GOCACHE names a build cache for them alone (the Dockerfile
 # throws it away: the kernel never needs the tools' objects).
 step_tools() {
   say "the kernel's tools (gonb, goimports, gopls) in .bin"
   local stamp=.bin/.tools.sha256 want
-  want=$( (cat go.mod go.sum kernel/gonb.go; go version) | sha256sum | cut -d' ' -f1)
+  want=$( (cat go.mod go.sum kernel/tools/*.go; go version) | sha256sum | cut -d' ' -f1)
   if [ -x .bin/gonb ] && [ -x .bin/gopls ] && [ -x .bin/goimports ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     echo "up to date"
     return
   fi
   mkdir -p .bin
-  GOCACHE="${VRAMLAB_TOOLS_GOCACHE:-$(go env GOCACHE)}" go run ./kernel tools
+  GOCACHE="${VRAMLAB_TOOLS_GOCACHE:-$(go env GOCACHE)}" go run ./kernel/tools
   echo "$want" > "$stamp"
 }
 
