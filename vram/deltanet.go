@@ -20,15 +20,8 @@ func (r *resolved) resolveDeltaNet() error {
 	if r.m.DeltaNet == nil {
 		return nil
 	}
-	switch {
-	case !r.runsTransformers():
-		return fmt.Errorf("framework %q: Gated DeltaNet layers are modelled as transformers' Qwen3NextGatedDeltaNet runs them (plain_pytorch or hf_trainer), not in this framework's code", r.Framework)
-	case r.tp > 1 || r.cp > 1 || r.Parallel.PP > 1 || r.Parallel.SP:
-		return fmt.Errorf("parallel: tensor, sequence, context and pipeline parallelism of Gated DeltaNet layers are not modelled (tp %d, cp %d, pp %d)", r.tp, r.cp, r.Parallel.PP)
-	case r.Checkpointing != "none" && r.Checkpointing != "full":
-		return fmt.Errorf("grad_checkpointing %q: only none and full are modelled for Gated DeltaNet layers", r.Checkpointing)
-	case r.Compile || r.Float8 != "":
-		return fmt.Errorf("compile and float8: not modelled for Gated DeltaNet layers")
+	if err := r.refuseRecurrent("Gated DeltaNet", "Qwen3NextGatedDeltaNet"); err != nil {
+		return err
 	}
 	r.notes = append(r.notes, fmt.Sprintf("delta_net: the Gated DeltaNet layers run transformers' torch path (torch_chunk_gated_delta_rule, as on a CPU or without the flash-linear-attention kernels): each chunk of %d tokens keeps its triangular solve's row clones and its chunk × chunk maps; the fla kernels save far less, which is not modelled", deltaChunk))
 	return nil

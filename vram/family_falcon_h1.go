@@ -46,7 +46,7 @@ func init() {
 				l.block(i)
 				p := fmt.Sprintf("model.layers.%d.", i)
 				mlpGated(m, l, p+"feed_forward.", d.f, -1)
-				falconH1Mixer(m, l, p+"mamba.")
+				mamba2Mixer(m, l, p+"mamba.") // FalconH1Mixer has Mamba2Mixer's parameters
 				attnQKVO(m, l, p+"self_attn.")
 				l.norm(p+"input_layernorm", false, d.h)
 				l.norm(p+"pre_ff_layernorm", false, d.h)
@@ -115,26 +115,6 @@ func falconH1FromConfig(c *hfReader, m *Model) {
 		c.fail("projectors_bias differing from mamba_proj_bias (a bias on only one of the mixer's projections) is not modelled")
 	}
 	m.SSM = &s
-}
-
-// falconH1Mixer adds a FalconH1Mixer's parameters under p in
-// named_parameters order: its own (dt_bias, A_log, D), then conv1d,
-// in_proj, the gated norm (with mamba_rms_norm) and out_proj.
-func falconH1Mixer(m Model, l *tensorList, p string) {
-	s := *m.SSM
-	h, heads := int64(m.Hidden), int64(s.Heads)
-	l.add(p+"dt_bias", "other", heads)
-	l.add(p+"A_log", "other", heads)
-	l.add(p+"D", "other", heads)
-	l.add(p+"conv1d.weight", "other", s.convDim(), 1, int64(s.ConvKernel))
-	if !s.NoConvBias {
-		l.add(p+"conv1d.bias", "bias", s.convDim())
-	}
-	l.linear(p+"in_proj", "in_proj", h, s.inner()+s.convDim()+heads, s.ProjBias)
-	if s.Norm != "none" {
-		l.norm(p+"norm", false, s.inner())
-	}
-	l.linear(p+"out_proj", "out_proj", s.inner(), h, s.ProjBias)
 }
 
 // falconH1Block is FalconH1DecoderLayer: input_layernorm; the mixer and

@@ -36,7 +36,8 @@ func init() {
 				m.SharedExperts, m.SharedExpertFFN, m.Router = 1, m.FFN, "topk_softmax"
 			}
 			m.SSM = c.hybridSSM(m.Hidden, m.Layers, "")
-			m.SSM.Attention = c.attentionLayerTypes(m.Layers)
+			// layer_types as GraniteMoeHybridConfig spells it (missing: all mamba).
+			m.SSM.Attention, _ = c.layerKinds(m.Layers, "attention", "mamba")
 		},
 		toConfig: writeGranite4Config,
 		check: func(m Model) error {
@@ -97,14 +98,8 @@ func writeGranite4Config(m Model, c map[string]any) {
 	writeCommonConfig(m, c)
 	delete(c, "head_dim")
 	writeHybridSSM(m, c)
-	types := make([]string, m.Layers)
-	for i := range types {
-		types[i] = "attention"
-		if m.SSMLayer(i) {
-			types[i] = "mamba"
-		}
-	}
-	c["layer_types"], c["shared_intermediate_size"], c["num_local_experts"] = types, m.FFN, m.Experts
+	writeLayerKinds(c, m.Layers, m.AttentionLayer, "attention", "mamba")
+	c["shared_intermediate_size"], c["num_local_experts"] = m.FFN, m.Experts
 	if m.Experts > 0 {
 		c["intermediate_size"], c["num_experts_per_tok"], c["shared_intermediate_size"] = m.ExpertFFN, m.ExpertsPerToken, m.SharedExpertFFN
 	}
@@ -147,30 +142,4 @@ func graniteExperts(m Model, l *tensorList, p string) {
 	l.add(p+"output_linear.weight", "down_proj", e, h, f)
 	l.ts[len(l.ts)-1].Stacked = m.Experts
 	l.linear(p+"router.layer", "router", h, e, false)
-}
-
-// attentionLayerTypes reads config.layer_types as GraniteMoeHybridConfig
-// spells it ("mamba" or "attention" per layer; missing: all mamba) into
-// the attention layers' indices.
-func (r *hfReader) attentionLayerTypes(layers int) []int {
-	raw := r.optList("layer_types")
-	if raw == nil || r.err != nil {
-		return nil
-	}
-	if len(raw) != layers {
-		r.fail(fmt.Sprintf("layer_types lists %d layers for num_hidden_layers = %d", len(raw), layers))
-		return nil
-	}
-	var out []int
-	for i, v := range raw {
-		switch v {
-		case "attention":
-			out = append(out, i)
-		case "mamba":
-		default:
-			r.fail(fmt.Sprintf("layer_types[%d] = %s: want \"mamba\" or \"attention\"", i, jsonKind(v)))
-			return nil
-		}
-	}
-	return out
 }

@@ -25,14 +25,7 @@ func init() {
 			writeCommonConfig(m, c)
 			c["block_auto_adjust_ff_dim"] = false // intermediate_size is the MLP's width as is
 			c["conv_L_cache"], c["conv_bias"] = m.ShortConv.Kernel, m.ShortConv.Bias
-			types := make([]string, m.Layers)
-			for i := range types {
-				types[i] = "conv"
-				if !m.ConvLayer(i) {
-					types[i] = "full_attention"
-				}
-			}
-			c["layer_types"] = types
+			writeLayerKinds(c, m.Layers, m.AttentionLayer, "full_attention", "conv")
 		},
 		check: func(m Model) error {
 			switch {
@@ -119,22 +112,7 @@ func lfm2FromConfig(c *hfReader, m *Model) {
 // lfm2AttentionLayers reads which layers are attention blocks: layer_types
 // ("full_attention" or "conv" per layer), else full_attn_idxs, else all.
 func (r *hfReader) lfm2AttentionLayers(layers int) []int {
-	if raw := r.optList("layer_types"); raw != nil {
-		if len(raw) != layers {
-			r.fail(fmt.Sprintf("layer_types lists %d layers for num_hidden_layers = %d", len(raw), layers))
-			return nil
-		}
-		var out []int
-		for i, v := range raw {
-			switch v {
-			case "full_attention":
-				out = append(out, i)
-			case "conv":
-			default:
-				r.fail(fmt.Sprintf("layer_types[%d] = %s: want \"full_attention\" or \"conv\"", i, jsonKind(v)))
-				return nil
-			}
-		}
+	if out, ok := r.layerKinds(layers, "full_attention", "conv"); ok {
 		return out
 	}
 	raw := r.optList("full_attn_idxs")

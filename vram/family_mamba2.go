@@ -79,7 +79,8 @@ func init() {
 
 // mamba2Mixer adds a Mamba2Mixer's parameters under p in named_parameters
 // order: its own (dt_bias, A_log, D), then conv1d, in_proj, the gated
-// norm and out_proj.
+// norm (none with ssm.norm "none": Falcon-H1 without mamba_rms_norm) and
+// out_proj.
 func mamba2Mixer(m Model, l *tensorList, p string) {
 	s := *m.SSM
 	h, heads := int64(m.Hidden), int64(s.Heads)
@@ -91,6 +92,8 @@ func mamba2Mixer(m Model, l *tensorList, p string) {
 		l.add(p+"conv1d.bias", "bias", s.convDim())
 	}
 	l.linear(p+"in_proj", "in_proj", h, s.inner()+s.convDim()+heads, s.ProjBias)
-	l.norm(p+"norm", false, s.inner())
+	if s.Norm != "none" {
+		l.norm(p+"norm", false, s.inner())
+	}
 	l.linear(p+"out_proj", "out_proj", s.inner(), h, s.ProjBias)
 }

@@ -31,14 +31,7 @@ func init() {
 			d := m.DeltaNet
 			c["linear_num_key_heads"], c["linear_num_value_heads"] = d.KeyHeads, d.ValueHeads
 			c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"] = d.KeyDim, d.ValueDim, d.ConvKernel
-			types := make([]string, m.Layers)
-			for i := range types {
-				types[i] = "linear_attention"
-				if !m.DeltaNetLayer(i) {
-					types[i] = "full_attention"
-				}
-			}
-			c["layer_types"] = types
+			writeLayerKinds(c, m.Layers, m.AttentionLayer, "full_attention", "linear_attention")
 		},
 		check: func(m Model) error {
 			switch {
@@ -124,24 +117,10 @@ func qwen3NextFromConfig(c *hfReader, m *Model) {
 // layer_types ("linear_attention" or "full_attention" per layer), else
 // every full_attention_interval-th (Qwen3NextConfig: 4).
 func (r *hfReader) qwen3NextAttentionLayers(layers int) []int {
-	var out []int
-	if raw := r.optList("layer_types"); raw != nil {
-		if len(raw) != layers {
-			r.fail(fmt.Sprintf("layer_types lists %d layers for num_hidden_layers = %d", len(raw), layers))
-			return nil
-		}
-		for i, v := range raw {
-			switch v {
-			case "full_attention":
-				out = append(out, i)
-			case "linear_attention":
-			default:
-				r.fail(fmt.Sprintf("layer_types[%d] = %s: want \"linear_attention\" or \"full_attention\"", i, jsonKind(v)))
-				return nil
-			}
-		}
+	if out, ok := r.layerKinds(layers, "full_attention", "linear_attention"); ok {
 		return out
 	}
+	var out []int
 	every := r.optInt("full_attention_interval", 4)
 	if every < 1 {
 		r.fail("full_attention_interval must be ≥ 1")

@@ -534,3 +534,43 @@ func writeCommonConfig(m Model, c map[string]any) {
 	// 256, Qwen3 128) rather than hidden / heads.
 	c["head_dim"] = m.HeadDim
 }
+
+// layerKinds reads config.layer_types as a hybrid spells it — each layer
+// attention (the word attention) or recurrent (the word other) — into the
+// attention layers' indices; nil (and ok false) when the key is missing.
+// Another word, or a list of the wrong length, is an error naming them.
+func (r *hfReader) layerKinds(layers int, attention, other string) (_ []int, ok bool) {
+	raw := r.optList("layer_types")
+	if raw == nil || r.err != nil {
+		return nil, false
+	}
+	if len(raw) != layers {
+		r.fail(fmt.Sprintf("layer_types lists %d layers for num_hidden_layers = %d", len(raw), layers))
+		return nil, true
+	}
+	var out []int
+	for i, v := range raw {
+		switch v {
+		case attention:
+			out = append(out, i)
+		case other:
+		default:
+			r.fail(fmt.Sprintf("layer_types[%d] = %s: want %q or %q", i, jsonKind(v), other, attention))
+			return nil, true
+		}
+	}
+	return out, true
+}
+
+// writeLayerKinds writes config.layer_types: attention for the layers
+// where attends says so, other for the rest.
+func writeLayerKinds(c map[string]any, layers int, attends func(int) bool, attention, other string) {
+	types := make([]string, layers)
+	for i := range types {
+		types[i] = other
+		if attends(i) {
+			types[i] = attention
+		}
+	}
+	c["layer_types"] = types
+}

@@ -17,15 +17,8 @@ func (r *resolved) resolveSSM() error {
 	if r.m.SSM == nil {
 		return nil
 	}
-	switch {
-	case !r.runsTransformers():
-		return fmt.Errorf("framework %q: state-space (Mamba-2) layers are modelled as transformers' Mamba2Mixer runs them (plain_pytorch or hf_trainer), not in this framework's code", r.Framework)
-	case r.tp > 1 || r.cp > 1 || r.Parallel.PP > 1 || r.Parallel.SP:
-		return fmt.Errorf("parallel: tensor, sequence, context and pipeline parallelism of state-space layers are not modelled (tp %d, cp %d, pp %d)", r.tp, r.cp, r.Parallel.PP)
-	case r.Checkpointing != "none" && r.Checkpointing != "full":
-		return fmt.Errorf("grad_checkpointing %q: only none and full are modelled for state-space layers", r.Checkpointing)
-	case r.Compile || r.Float8 != "":
-		return fmt.Errorf("compile and float8: not modelled for state-space layers (the chunked scan's saved set under Inductor or torchao is not traced)")
+	if err := r.refuseRecurrent("state-space (Mamba-2)", "Mamba2Mixer"); err != nil {
+		return err
 	}
 	s := r.m.SSM.Normalize()
 	r.notes = append(r.notes, fmt.Sprintf("ssm: the Mamba-2 mixers run transformers' torch path (Mamba2Mixer.torch_forward, as on a CPU or without the mamba_ssm and causal_conv1d kernels): the chunked scan keeps products of %d × %d per chunk and head; with the CUDA kernels (mamba_split_conv1d_scan_combined) it saves far less, which is not modelled", s.Chunk, s.Chunk))

@@ -52,7 +52,7 @@ func TestSSMRefusals(t *testing.T) {
 		want   string
 	}{
 		{func(t *Training) { t.Framework = "torchtitan" }, "framework \"torchtitan\": state-space"},
-		{func(t *Training) { t.Parallel.TP = 2 }, "parallelism of state-space layers"},
+		{func(t *Training) { t.Parallel.TP = 2 }, "parallelism of state-space (Mamba-2) layers"},
 		{func(t *Training) { t.Checkpointing = "selective" }, "only none and full"},
 		{func(t *Training) { t.Compile = true }, "compile and float8"},
 	} {

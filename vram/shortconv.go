@@ -1,7 +1,5 @@
 package vram
 
-import "fmt"
-
 // Gated short convolutions (LFM2's Lfm2ShortConv, modeling_lfm2.py) as
 // transformers' slow_forward runs them — the path it takes on a CPU and on
 // a GPU without the causal_conv1d kernels: in_proj to B, C and x (the
@@ -15,15 +13,8 @@ func (r *resolved) resolveShortConv() error {
 	if r.m.ShortConv == nil {
 		return nil
 	}
-	switch {
-	case !r.runsTransformers():
-		return fmt.Errorf("framework %q: short-convolution layers are modelled as transformers' Lfm2ShortConv runs them (plain_pytorch or hf_trainer), not in this framework's code", r.Framework)
-	case r.tp > 1 || r.cp > 1 || r.Parallel.PP > 1 || r.Parallel.SP:
-		return fmt.Errorf("parallel: tensor, sequence, context and pipeline parallelism of short-convolution layers are not modelled (tp %d, cp %d, pp %d)", r.tp, r.cp, r.Parallel.PP)
-	case r.Checkpointing != "none" && r.Checkpointing != "full":
-		return fmt.Errorf("grad_checkpointing %q: only none and full are modelled for short-convolution layers", r.Checkpointing)
-	case r.Compile || r.Float8 != "":
-		return fmt.Errorf("compile and float8: not modelled for short-convolution layers")
+	if err := r.refuseRecurrent("short-convolution", "Lfm2ShortConv"); err != nil {
+		return err
 	}
 	r.notes = append(r.notes, "short_conv: the convolution layers run transformers' slow_forward (Lfm2ShortConv, as on a CPU or without the causal_conv1d kernels): their Conv1d keeps its padded output, which the CUDA kernel does not; that path is not modelled")
 	return nil
