@@ -210,7 +210,7 @@ func (s SSM) StateBytes(d DType) Bytes {
 
 // SSMLayer reports whether layer i is a state-space mixer: every layer of
 // a model with SSM but its Attention layers.
-func (m Model) SSMLayer(i int) bool { return m.SSM != nil && !slices.Contains(m.SSM.Attention, i) }
+func (m *Model) SSMLayer(i int) bool { return m.SSM != nil && !slices.Contains(m.SSM.Attention, i) }
 
 // ShortConv is a gated short-convolution operator (transformers'
 // Lfm2ShortConv): an input projection to B, C and x (3 · hidden), B · x,
@@ -261,26 +261,26 @@ func (d DeltaNet) StateBytes(dtype DType) Bytes {
 
 // DeltaNetLayer reports whether layer i is a Gated DeltaNet layer: every
 // layer of a model with DeltaNet but its Attention layers.
-func (m Model) DeltaNetLayer(i int) bool {
+func (m *Model) DeltaNetLayer(i int) bool {
 	return m.DeltaNet != nil && !slices.Contains(m.DeltaNet.Attention, i)
 }
 
 // ConvLayer reports whether layer i is a short-convolution operator:
 // every layer of a model with ShortConv but its Attention layers.
-func (m Model) ConvLayer(i int) bool {
+func (m *Model) ConvLayer(i int) bool {
 	return m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i)
 }
 
 // RecurrentLayer reports whether layer i keeps a fixed-size state: a
 // state-space mixer or a short convolution.
-func (m Model) RecurrentLayer(i int) bool {
+func (m *Model) RecurrentLayer(i int) bool {
 	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i)
 }
 
 // AttentionLayer reports whether layer i runs attention (and keeps K and
 // V): every layer that is not recurrent, and every layer of a model whose
 // mixers run beside attention.
-func (m Model) AttentionLayer(i int) bool {
+func (m *Model) AttentionLayer(i int) bool {
 	return !m.RecurrentLayer(i) || m.SSM != nil && m.SSM.ParallelAttention
 }
 
@@ -862,7 +862,7 @@ func (m Model) Gated() bool { return m.MLP == "swiglu" || m.MLP == "geglu" }
 
 // LocalLayer reports whether layer i attends within a sliding window or a
 // chunk rather than to every earlier token.
-func (m Model) LocalLayer(i int) bool {
+func (m *Model) LocalLayer(i int) bool {
 	if m.SlidingWindow == 0 && m.AttentionChunk == 0 {
 		return false
 	}
@@ -872,7 +872,7 @@ func (m Model) LocalLayer(i int) bool {
 // Roped reports whether layer i applies the rotary embedding to q and k:
 // every layer of a rope model but Llama 4's and EXAONE 4's global layers
 // (NoRopeGlobal) and SmolLM3's NoPE layers (NoRopeEvery).
-func (m Model) Roped(i int) bool {
+func (m *Model) Roped(i int) bool {
 	if m.Position != "rope" || (m.NoRopeGlobal && !m.LocalLayer(i)) {
 		return false
 	}
@@ -881,7 +881,7 @@ func (m Model) Roped(i int) bool {
 
 // localSpan is the keys a local layer's query sees at most, and the tokens
 // its KV cache keeps: the sliding window or the chunk.
-func (m Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
+func (m *Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
 
 // blockKinds is the number of distinct blockKind values.
 const blockKinds = 64
@@ -919,7 +919,7 @@ func (m *Model) blockKind(i int) int {
 }
 
 // IsMoELayer reports whether layer i has routed experts.
-func (m Model) IsMoELayer(i int) bool {
+func (m *Model) IsMoELayer(i int) bool {
 	return m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0)
 }
 
