@@ -247,6 +247,11 @@ func LoaderHTML() string {
 	js := strings.ReplaceAll(echartsJS, "</script", `<\/script`)
 	js = strings.ReplaceAll(js, "<!--", `<\!--`)
 	var b bytes.Buffer
+	// JupyterLab's output area breaks printed lines anywhere, mid-word
+	// (.jp-OutputArea-output pre: word-break: break-all); the notebook's
+	// lines break at word boundaries instead, and mid-word only where one
+	// word does not fit (the exported reports' template says the same).
+	b.WriteString(`<style>.jp-Notebook .jp-OutputArea-output pre{word-break:normal;overflow-wrap:anywhere}</style>`)
 	b.WriteString(`<div class="vramlab-loader" style="display:none" data-echarts="` + EChartsVersion + `"></div><script>(function(){if(!(window.echarts&&window.echarts.init)){(function(define,exports,module){`)
 	b.WriteString(js)
 	b.WriteString("\n}).call(window);}var q=window.__vramlabQ||[];window.__vramlabQ={push:function(f){try{f();}catch(e){console.error(e);}}};" +

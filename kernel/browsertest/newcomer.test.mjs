@@ -69,6 +69,13 @@ test('a newcomer: make lab prints the URL, no toast, 00 then 01 run, and 01 is R
   // change every run) folded away.
   await page.keyboard.press('Control+b');
   await page.locator('.vramlab-canvas').first().scrollIntoViewIfNeeded();
+  // Printed lines break at word boundaries (charts.Setup's style), not
+  // mid-word as JupyterLab's output area does by default.
+  const wrap = await page.evaluate(() => {
+    const pre = document.querySelector('.jp-OutputArea-output pre');
+    return pre ? getComputedStyle(pre).wordBreak : 'no printed output';
+  });
+  assert.equal(wrap, 'normal', 'printed lines wrap at word boundaries');
   await page.screenshot({ path: FRONT_DOOR });
   assert.deepEqual(problems.external, [], 'no request may leave the machine');
 });
