@@ -151,3 +151,23 @@ func (b *actBuilder) mlp(p blockPlan, d blockDims, a *actT) *actT {
 	}
 	return b.linear(p, "down_proj", "down_proj", act, f, h)
 }
+
+// recurrentBlock is a hybrid's recurrent layer (a state-space mixer, a
+// short convolution, a Gated DeltaNet) as the families' DecoderLayers run
+// it: the first norm, the mixer (the norm's output held until it
+// returns), the residual add, the second norm, the MLP or MoE, the
+// residual add; each branch times the family's residual multiplier.
+func recurrentBlock(r *resolved, layer int, norm1, norm2 string, mixer func(*actBuilder, blockPlan, *actT) *actT) BlockActivations {
+	p := r.blockPlan(layer)
+	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen), ts: make([]*actT, 0, 128), ops: make([]actOp, 0, 128)}
+	h := int64(r.m.Hidden)
+	x := b.external("input", b.size(h, p.resid), p.resid)
+	n := b.norm(p, norm1, "rmsnorm", x, h)
+	y := b.branchScaled(p, "mixer", mixer(b, p, n), h)
+	b.hold(n)
+	x1 := b.residualAdd(p, "mixer_residual", h, x, y)
+	mo := b.mlpSublayer(p, r.decoderDims(p, layer), b.norm(p, norm2, "rmsnorm", x1, h))
+	out := b.residualAdd(p, "mlp_residual", h, x1, b.branchScaled(p, "mlp", mo, h))
+	out.keepAlive = true
+	return b.summarize(x)
+}

@@ -43,21 +43,10 @@ func deltaNetTensors(m Model, l *tensorList, p string) {
 }
 
 // deltaNetBlock is a Gated DeltaNet layer (Qwen3NextDecoderLayer with
-// layer_type "linear_attention"): input_layernorm, the DeltaNet, the
-// residual add, post_attention_layernorm, the MLP or MoE, the residual add.
+// layer_type "linear_attention"): input_layernorm, the DeltaNet,
+// post_attention_layernorm, the MLP or MoE.
 func deltaNetBlock(r *resolved, layer int) BlockActivations {
-	p := r.blockPlan(layer)
-	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen), ts: make([]*actT, 0, 1024), ops: make([]actOp, 0, 1024)}
-	h := int64(r.m.Hidden)
-	x := b.external("input", b.size(h, p.resid), p.resid)
-	n := b.norm(p, "input_layernorm", "rmsnorm", x, h)
-	y := b.gatedDeltaNet(p, n)
-	b.hold(n)
-	x1 := b.residualAdd(p, "attn_residual", h, x, y)
-	mo := b.mlpSublayer(p, r.decoderDims(p, layer), b.norm(p, "post_attention_layernorm", "rmsnorm", x1, h))
-	out := b.residualAdd(p, "mlp_residual", h, x1, mo)
-	out.keepAlive = true
-	return b.summarize(x)
+	return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).gatedDeltaNet)
 }
 
 // deltaDims are the sizes one DeltaNet layer works with on one micro-batch.

@@ -68,10 +68,11 @@
 // modeling code does that changes memory, per transformers release (fused
 // projections, the rotary embedding's dtype, a softmax without upcast, norms
 // that weigh in fp32, a Python loop over experts or batched experts, …); and
-// presets citing each checkpoint's config.json. A state-space or hybrid
-// family sets ssm and fills Model.SSM (mamba2Mixer lists a mixer's
-// tensors; its layers outside SSM.Attention build as mamba.go's mixer
-// blocks). Nothing else in the package may name the family
+// presets citing each checkpoint's config.json. A hybrid with recurrent
+// layers fills one of Model.SSM (Mamba-2; mamba.go), Model.ShortConv
+// (shortconv.go) or Model.DeltaNet (deltanet.go), sets the family's
+// matching flag, and builds those layers with recurrentBlock and the
+// mixer's builder; Model.AttentionLayer says which layers keep K and V. Nothing else in the package may name the family
 // (TestFamilyNamesStayHome). To check it: add a tiny
 // model to examples/measure/trace-grid.json and the presets' inventories
 // (make truth), and go test ./vram holds the engine to them — inventories

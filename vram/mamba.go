@@ -66,30 +66,12 @@ func mambaBlock(r *resolved, layer int) BlockActivations {
 }
 
 // ssmDecoderBlock is a hybrid's state-space layer (modeling_bamba.py
-// BambaDecoderLayer with layer_type "mamba"): input_layernorm, the mixer,
-// the residual add, pre_ff_layernorm, the MLP (or MoE), the residual add.
+// BambaDecoderLayer with layer_type "mamba"; GraniteMoeHybrid's, Jamba's):
+// input_layernorm, the mixer, pre_ff_layernorm, the MLP or MoE.
 func ssmDecoderBlock(r *resolved, layer int) BlockActivations {
-	p := r.blockPlan(layer)
-	d := r.ssmDims()
-	b := &actBuilder{r: r, tokens: d.tokens, ts: make([]*actT, 0, 96), ops: make([]actOp, 0, 96)}
-	m := r.m
-	h := int64(m.Hidden)
-	x := b.external("input", b.size(h, p.resid), p.resid)
-	n := b.norm(p, "input_layernorm", "rmsnorm", x, h)
-	y := b.branchScaled(p, "mixer", b.mambaMixer(p, d, n), h)
-	b.hold(n)
-	x1 := b.residualAdd(p, "mixer_residual", h, x, y)
-	n2 := b.norm(p, "pre_ff_layernorm", "rmsnorm", x1, h)
-	var mo *actT
-	if m.IsMoELayer(layer) {
-		mo = b.moe(p, n2, layer)
-	} else {
-		mo = b.gatedMLP(p, "mlp.", n2, h, int64(m.FFN)/p.tp)
-	}
-	b.hold(n2)
-	out := b.residualAdd(p, "mlp_residual", h, x1, b.branchScaled(p, "mlp", mo, h))
-	out.keepAlive = true
-	return b.summarize(x)
+	return recurrentBlock(r, layer, "input_layernorm", "pre_ff_layernorm", func(b *actBuilder, p blockPlan, n *actT) *actT {
+		return b.mambaMixer(p, r.ssmDims(), n)
+	})
 }
 
 // branchScaled is a branch's output times the family's residual

@@ -34,23 +34,9 @@ func shortConvTensors(m Model, l *tensorList, p string) {
 }
 
 // shortConvBlock is a convolution layer (Lfm2DecoderLayer without
-// attention): operator_norm, the short convolution, the residual add,
-// ffn_norm, the gated MLP, the residual add.
+// attention): operator_norm, the short convolution, ffn_norm, the gated MLP.
 func shortConvBlock(r *resolved, layer int) BlockActivations {
-	p := r.blockPlan(layer)
-	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen), ts: make([]*actT, 0, 48), ops: make([]actOp, 0, 48)}
-	h := int64(r.m.Hidden)
-	x := b.external("input", b.size(h, p.resid), p.resid)
-	n := b.norm(p, "operator_norm", "rmsnorm", x, h)
-	y := b.shortConv(p, n)
-	b.hold(n) // the call's argument lives until the operator returns
-	x1 := b.residualAdd(p, "conv_residual", h, y, x)
-	n2 := b.norm(p, "ffn_norm", "rmsnorm", x1, h)
-	mlp := b.gatedMLP(p, "feed_forward.", n2, h, int64(r.m.FFN))
-	b.hold(n2)
-	out := b.residualAdd(p, "ffn_residual", h, x1, mlp)
-	out.keepAlive = true
-	return b.summarize(x)
+	return recurrentBlock(r, layer, "operator_norm", "ffn_norm", (*actBuilder).shortConv)
 }
 
 // shortConv is Lfm2ShortConv.slow_forward on x (the norm's output).
