@@ -79,15 +79,20 @@ func trWhere(s string) string {
 		if b := blockRE.FindStringSubmatch(rest); b != nil {
 			rest = "第 " + b[1] + " 块" + b[2]
 		}
-		out += "，" + strings.NewReplacer("loss and output", "损失与输出", "recompute", "重算", "optimizer step", "优化器步", "output and loss", "输出与损失").Replace(rest)
+		out += "，" + momentZh.Replace(rest)
 	}
 	return out
 }
 
+// momentZh names the moments of the step in Chinese.
+var momentZh = strings.NewReplacer("loss and output", "损失与输出", "recompute", "重算", "optimizer step", "优化器步", "output and loss", "输出与损失",
+	"root reduce-scatter", "根模块 reduce-scatter", "pipeline reduce-scatter", "流水线 reduce-scatter", "output reduce-scatter", "输出层 reduce-scatter",
+	"encoder-decoder bridge", "编码器-解码器交接", "projector and vision tower", "投影层与视觉塔", "embedding", "嵌入层", "unshard", "取回分片")
+
 var (
 	whereRE = regexp.MustCompile(`^iteration (\d+), ([a-z]+)(?:, (.+))?$`)
 	blockRE = regexp.MustCompile(`^block (\d+)(.*)$`)
-	phaseZh = map[string]string{"forward": "前向", "backward": "反向", "optimizer": "优化器步", "loss": "损失", "setup": "准备"}
+	phaseZh = map[string]string{"forward": "前向", "backward": "反向", "optimizer": "优化器步", "loss": "损失", "setup": "准备", "load": "加载"}
 )
 
 func orSame(t, s string) string {
@@ -247,8 +252,8 @@ var zhPatterns = []zhPattern{
 		}
 		return out
 	}, false},
-	{regexp.MustCompile(`^(forward|backward|optimizer|loss) (\d+) \((output|end|bridge)\)$`), func(m []string) string {
-		return phaseZh[m[1]] + " " + m[2] + "（" + map[string]string{"output": "输出层", "end": "结束", "bridge": "交接"}[m[3]] + "）"
+	{regexp.MustCompile(`^(forward|backward|optimizer|loss) (\d+) \((.+)\)$`), func(m []string) string {
+		return phaseZh[m[1]] + " " + m[2] + "（" + momentZh.Replace(m[3]) + "）"
 	}, false},
 	{regexp.MustCompile(`^total (.+)$`), func(m []string) string { return "合计 " + m[1] }, false},
 	{regexp.MustCompile(`^capacity (.+)$`), func(m []string) string { return "容量 " + m[1] }, false},

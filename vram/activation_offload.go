@@ -60,15 +60,6 @@ func (r *resolved) offloaded(l int, st stage) bool {
 	return l < st.last-stay
 }
 
-// deviceSaved is what block l holds on the GPU from its forward to its
-// backward.
-func (r *resolved) deviceSaved(a BlockActivations, l int, st stage) Bytes {
-	if r.offloaded(l, st) {
-		return 0
-	}
-	return r.savedFor(a, l)
-}
-
 // hostActivations is the pinned host memory activation offloading takes
 // for one micro-batch on stage st.
 func (r *resolved) hostActivations(acts []BlockActivations, st stage) Bytes {
@@ -79,39 +70,4 @@ func (r *resolved) hostActivations(acts []BlockActivations, st stage) Bytes {
 		}
 	}
 	return b
-}
-
-// parkedSizes is what a block's kept handles held before offloading moved
-// them to the host: each tensor's size by index, and the input's.
-type parkedSizes struct {
-	h     []Bytes
-	input Bytes
-}
-
-// park frees what k holds on the device, remembering the sizes (p's
-// tensors, and the input's from the program's input).
-func (k *kept) park(a *Allocator, p *actBuilder) parkedSizes {
-	ps := parkedSizes{h: make([]Bytes, len(k.h))}
-	for i, hd := range k.h {
-		if hd >= 0 {
-			ps.h[i] = p.ts[i].bytes
-		}
-	}
-	if k.input >= 0 {
-		ps.input = p.in.bytes
-	}
-	k.freeAll(a)
-	return ps
-}
-
-// fetch allocates again what park freed.
-func (k *kept) fetch(a *Allocator, ps parkedSizes) {
-	for i, b := range ps.h {
-		if b > 0 {
-			k.h[i] = a.Malloc(b)
-		}
-	}
-	if ps.input > 0 {
-		k.input = a.Malloc(ps.input)
-	}
 }

@@ -95,6 +95,8 @@ type BlockActivations struct {
 	// bwd walks the backward pass op by op: what is still saved, the share of
 	// the block's weight gradients created so far, and the gradients in flight.
 	bwd []bwdStep
+	// bwdResid is the gradient in the residual stream through the walk.
+	bwdResid Bytes
 }
 
 // bwdStep is one op of a block's backward pass.
@@ -103,6 +105,10 @@ type bwdStep struct {
 	gradFrac float64 // share of the block's weight gradients that exist
 	inflight Bytes   // gradients of the op's outputs and inputs, residual grad, workspace
 	perCall  Bytes   // the part of inflight rebuilt from weights on each call (weightWork)
+	op       int     // the op whose backward this is
+	// section: a step of a routed experts' section's walk (expertSection),
+	// which releases each expert's share of the section's saved tensors.
+	section bool
 }
 
 type actT struct {
@@ -213,7 +219,8 @@ type actBuilder struct {
 	// encoder-decoder's encoder output and position biases); the ops'
 	// heldGrad says which exist while each runs.
 	persistGrad Bytes
-	frees       [][]*actT // per op: transients whose last use it is (for Replay)
+	frees       [][]*actT // per op: transients whose last use it is (blockrun.go)
+	rel         [][]*actT // per op: saved tensors released after its backward (blockrun.go)
 	saves       []saveRec // which op saves which tensor, in op order
 }
 
@@ -754,41 +761,79 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 			}
 		}
 	}
-	// Forward: at op i, live = saved tensors born so far + unsaved tensors
-	// born at or before i and used at or after i + the op's workspace.
-	// Each tensor is live over a range of ops: a difference array and a
-	// running sum give every op's total in one pass.
+	var fwd, nograd, rec Bytes
+	end := b.recomputeEnd()
+	for i, live := range b.forwardTotals() {
+		op := b.ops[i]
+		fwd = max(fwd, addBytes(b.perChunk(ba.Saved, addBytes(live, op.workspace)), op.weightWork))
+		if i <= end {
+			rec = fwd
+		}
+	}
+	for i, live := range b.noGradTotals() {
+		op := b.ops[i]
+		nograd = max(nograd, addBytes(addBytes(live, op.workspace), op.weightWork))
+	}
+	ba.ForwardPeak, ba.NoGradPeak, ba.recomputePeak = fwd, addBytes(nograd, input.bytes), rec
+	b.backwardSteps(&ba, input)
+	return ba
+}
+
+// forwardTotals is, per op, what the block's forward has live while the op
+// runs (its workspace aside): the saved tensors born so far and the
+// transients born at or before it and used at or after it. Each tensor is
+// live over a range of ops: a difference array and a running sum give
+// every op's total in one pass.
+func (b *actBuilder) forwardTotals() []Bytes {
+	return b.liveTotals(func(t *actT) bool { return t.saved || t.held || t.forwardHeld || t.keepAlive })
+}
+
+// noGradTotals is forwardTotals under torch.no_grad: every tensor dies
+// after its last use.
+func (b *actBuilder) noGradTotals() []Bytes {
+	return b.liveTotals(func(*actT) bool { return false })
+}
+
+// liveTotals is forwardTotals with kept saying which tensors live to the
+// end of the block.
+func (b *actBuilder) liveTotals(kept func(*actT) bool) []Bytes {
 	n := len(b.ops)
-	dLive, dNG := make([]Bytes, n+1), make([]Bytes, n+1)
+	d := make([]Bytes, n+1)
 	for _, t := range b.ts {
 		if t.external || t.born < 0 || t.born >= n {
 			continue
 		}
 		end := min(t.end(), n-1)
-		if t.saved || t.held || t.forwardHeld || t.keepAlive {
-			dLive[t.born] = addBytes(dLive[t.born], t.bytes)
+		if kept(t) {
+			d[t.born] = addBytes(d[t.born], t.bytes)
 		} else if end >= t.born {
-			dLive[t.born] = addBytes(dLive[t.born], t.bytes)
-			dLive[end+1] = addBytes(dLive[end+1], -t.bytes)
-		}
-		if end >= t.born {
-			dNG[t.born] = addBytes(dNG[t.born], t.bytes)
-			dNG[end+1] = addBytes(dNG[end+1], -t.bytes)
+			d[t.born] = addBytes(d[t.born], t.bytes)
+			d[end+1] = addBytes(d[end+1], -t.bytes)
 		}
 	}
-	var fwd, nograd, live, liveNG, rec Bytes
-	end := b.recomputeEnd()
-	for i, op := range b.ops {
-		live, liveNG = addBytes(live, dLive[i]), addBytes(liveNG, dNG[i])
-		fwd = max(fwd, addBytes(b.perChunk(ba.Saved, addBytes(live, op.workspace)), op.weightWork))
-		nograd = max(nograd, addBytes(addBytes(liveNG, op.workspace), op.weightWork))
-		if i <= end {
-			rec = fwd
+	var live Bytes
+	for i := range n {
+		live = addBytes(live, d[i])
+		d[i] = live
+	}
+	return d[:n]
+}
+
+// releases lists, per op, the saved tensors autograd lets go after its
+// backward (what releasedAfter sums).
+func (b *actBuilder) releases() [][]*actT {
+	if b.rel != nil {
+		return b.rel
+	}
+	b.rel = make([][]*actT, len(b.ops))
+	for _, t := range b.ts {
+		if t.saved && !t.held && !t.external {
+			if j := t.releaseAt(); j >= 0 && j < len(b.ops) {
+				b.rel[j] = append(b.rel[j], t)
+			}
 		}
 	}
-	ba.ForwardPeak, ba.NoGradPeak, ba.recomputePeak = fwd, addBytes(nograd, input.bytes), rec
-	b.backwardSteps(&ba, input)
-	return ba
+	return b.rel
 }
 
 // perChunk is a forward total of the head when it runs in b.chunks token
@@ -820,6 +865,7 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	if b.head {
 		wk.resid = 0
 	}
+	ba.bwdResid = wk.resid
 	wk.experts, wk.busy = b.r.expertsPerRank(), b.r.busiestExpertShare()
 	for i := len(b.ops) - 1; i >= 0; i-- {
 		if !b.ops[i].expert || wk.experts == 1 {
@@ -865,6 +911,7 @@ type bwdWalk struct {
 	savedRem Bytes // what is still saved
 	experts  int64
 	busy     float64
+	section  bool // walking a routed experts' section
 }
 
 // pendingGrads is, per op, the gradients waiting while its backward runs.
@@ -876,9 +923,7 @@ func (b *actBuilder) pendingGrads() []Bytes {
 	// Op i's own inputs and outputs are counted by its step. Routed experts'
 	// sections are walked expert by expert below and left out here.
 	pending := make([]Bytes, len(b.ops)+1)
-	waits := func(t *actT) bool {
-		return t != nil && !t.external && !t.keepAlive && !t.residual && t.born >= 0 && t.born < len(b.ops) && !b.ops[t.born].expert && gradSize(t) > 0
-	}
+	waits := b.gradWaits
 	for _, t := range b.ts {
 		if waits(t) && t.lastUse > t.born+1 && t.lastUse <= len(b.ops) {
 			pending[t.born+1] = addBytes(pending[t.born+1], gradSize(t))
@@ -898,15 +943,21 @@ func (b *actBuilder) pendingGrads() []Bytes {
 	return pending
 }
 
+// gradWaits reports whether t's gradient waits between ops: made by the
+// backward of the last op that reads it, consumed by that of the op that
+// made it (not the residual stream's, which the walk counts as one, nor a
+// routed expert's).
+func (b *actBuilder) gradWaits(t *actT) bool {
+	return t != nil && !t.external && !t.keepAlive && !t.residual && t.born >= 0 && t.born < len(b.ops) && !b.ops[t.born].expert && gradSize(t) > 0
+}
+
 // releasedAfter is, per op, the saved bytes autograd lets go after its
 // backward.
 func (b *actBuilder) releasedAfter() []Bytes {
 	released := make([]Bytes, len(b.ops))
-	for _, t := range b.ts {
-		if t.saved && !t.held && !t.external {
-			if j := t.releaseAt(); j >= 0 && j < len(b.ops) {
-				released[j] = addBytes(released[j], t.bytes)
-			}
+	for i, ts := range b.releases() {
+		for _, t := range ts {
+			released[i] = addBytes(released[i], t.bytes)
 		}
 	}
 	return released
@@ -925,7 +976,7 @@ func (wk *bwdWalk) step(i int, tokens float64, share int64, before int, extra By
 		if wk.weights > 0 {
 			frac = float64(wk.done) / float64(wk.weights)
 		}
-		wk.ba.bwd = append(wk.ba.bwd, bwdStep{saved: wk.savedRem, gradFrac: frac, inflight: wk.resid})
+		wk.ba.bwd = append(wk.ba.bwd, bwdStep{saved: wk.savedRem, gradFrac: frac, inflight: wk.resid, op: i, section: wk.section})
 		return
 	}
 	var g, whole, wgrad Bytes
@@ -982,7 +1033,7 @@ func (wk *bwdWalk) step(i int, tokens float64, share int64, before int, extra By
 	if wk.weights > 0 {
 		frac = float64(wk.done) / float64(wk.weights)
 	}
-	wk.ba.bwd = append(wk.ba.bwd, bwdStep{saved: wk.savedRem, gradFrac: frac, inflight: g, perCall: op.weightWork})
+	wk.ba.bwd = append(wk.ba.bwd, bwdStep{saved: wk.savedRem, gradFrac: frac, inflight: g, perCall: op.weightWork, op: i, section: wk.section})
 	if op.castWeights {
 		wk.done += w
 	}
@@ -1019,6 +1070,8 @@ func (wk *bwdWalk) expertSection(hi int) int {
 			}
 		}
 	}
+	wk.section = true
+	defer func() { wk.section = false }()
 	r0, d0 := wk.savedRem, wk.done
 	for k := hi; k >= lo; k-- { // the first expert
 		wk.step(k, wk.busy, wk.experts, lo, 0, true)

@@ -65,9 +65,12 @@ type Allocator struct {
 	stream       int           // the stream requests are made on (SetStream)
 	reservedOn   []Bytes       // reserved by stream
 	live         []*block      // by handle
+	asked        []Bytes       // by handle: the size requested
 	allocated    Bytes
+	requested    Bytes // the sizes requested, before rounding (PyTorch's requested_bytes)
 	reserved     Bytes
 	PeakAlloc    Bytes // max memory_allocated
+	PeakAsked    Bytes // max of the sizes requested, before rounding
 	PeakReserved Bytes // max memory_reserved
 	Segments     int   // cudaMalloc calls
 }
@@ -150,10 +153,11 @@ func (a *Allocator) Malloc(n Bytes) int {
 	a.split(p, b, size)
 	b.free = false
 	a.live = append(a.live, b)
+	a.asked = append(a.asked, n)
 	a.allocated += b.size
-	if a.allocated > a.PeakAlloc {
-		a.PeakAlloc = a.allocated
-	}
+	a.requested += n
+	a.PeakAlloc = max(a.PeakAlloc, a.allocated)
+	a.PeakAsked = max(a.PeakAsked, a.requested)
 	return len(a.live) - 1
 }
 
@@ -165,6 +169,7 @@ func (a *Allocator) Free(h int) {
 	b := a.live[h]
 	a.live[h] = nil
 	a.allocated -= b.size
+	a.requested -= a.asked[h]
 	b.free = true
 	p := 1
 	if b.seg.small {

@@ -205,11 +205,18 @@ func (r *resolved) dsPrefetched(cur, next Bytes) Bytes {
 }
 
 // dsBucket is DeepSpeed ZeRO-1/2's backward allocating its gradient
-// bucket(s) in the replay: the previous backward's are dropped first
-// (DeepSpeedZeroOptimizer.backward rebinds ipg_buffer).
-func (tr *replayer) dsBucket() {
-	if b, persistent := tr.r.dsBucket(); !persistent && b > 0 {
-		tr.a.Free(tr.bucket)
-		tr.bucket = tr.a.Malloc(b)
+// bucket(s) in the step program: the previous backward's are dropped first
+// (DeepSpeedZeroOptimizer.backward rebinds ipg_buffer); the step releases
+// them. later: for the next moment (a stage without the head).
+func (c *stepCompiler) dsBucket(later bool) {
+	b, persistent := c.r.dsBucket()
+	if persistent || b <= 0 {
+		return
+	}
+	c.free(c.bucket)
+	if later {
+		c.bucket = c.allocLater(catOther, b, nil)
+	} else {
+		c.bucket = c.alloc(catOther, b)
 	}
 }

@@ -86,13 +86,18 @@
 // framework source it follows cited beside each formula. Its settings are
 // Training or Parallel fields, validated in resolve with the field's name in
 // every error; a framework's defaults for it go in that framework's
-// declaration. The step is walked twice, and both walks must ask the rule:
-// the timeline (timeline.go: bytes by category, the allocated peak) and the
-// allocator replay (replay.go: each tensor's malloc and free on its stream,
-// reserved memory). TestReplayMatchesTimeline holds the two together; a
-// mechanism's own tests compare it with the framework's measured traces
-// (examples/measure). Folding the two walks into one compiled program is
-// the open redesign in vram/README.md's "Speed".
+// declaration. The rule speaks to the step compiler (program.go, step.go):
+// it allocates bytes of a category (c.alloc, c.allocOn with a stream and
+// per-tensor pieces), frees them (c.free) and marks the moments it adds
+// (c.mark), called from the phase it acts in (step_forward.go,
+// step_backward.go, step_optimizer.go). The compiled step is evaluated twice,
+// by the timeline (tally.go: bytes by category, the allocated peak) and by the
+// allocator replay (replay.go: each allocation on its stream, reserved
+// memory); a block's own tensors are expanded by blockrun.go for both.
+// TestReplayMatchesTimeline and the estimates golden hold the replay's most
+// requested bytes to the timeline's peak plus the cuBLAS workspace, to the
+// byte; a mechanism's own tests compare it with the framework's measured
+// traces (examples/measure).
 //
 // # What is counted
 //

@@ -393,14 +393,6 @@ func (mp maskPart) forwardEnd(first, last int) int {
 	return last - 1
 }
 
-func maskBytes(parts []maskPart) Bytes {
-	var b Bytes
-	for _, mp := range parts {
-		b = addBytes(b, mp.bytes)
-	}
-	return b
-}
-
 // headLogits is the output projection and what the model does to its
 // logits before returning them: soft-capping (Gemma 2: / cap, tanh, which
 // saves its output, × cap) or a division by logits_scaling (Granite).

@@ -48,7 +48,7 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 		return TrainingEstimate{}, err
 	}
 	blocks, embed, head := r.units()
-	tl := simulateTraining(&r, blocks, embed, head, false)
+	tl, _ := simulateTraining(&r, blocks, embed, head, false, false)
 	var est TrainingEstimate
 	est.Timeline = tl
 	est.PeakAt = tl.PeakEvent()
@@ -81,7 +81,8 @@ func (t Training) Timeline() (_ Timeline, err error) {
 		return Timeline{}, err
 	}
 	blocks, embed, head := r.units()
-	return simulateTraining(&r, blocks, embed, head, true), nil
+	tl, _ := simulateTraining(&r, blocks, embed, head, true, false)
+	return tl, nil
 }
 
 // ModelStates returns the persistent per-GPU memory of parameters, gradients

@@ -66,53 +66,6 @@ func (r *resolved) headHeld(head unitMem, st stage) Bytes {
 	return head.gathered
 }
 
-// fsdp2Backward is what a block's backward holds beyond the live memory
-// under FSDP2: its unsharded parameters, all-gathered again by its
-// pre-backward when resharded after forward, and the previous block's,
-// prefetched by the same pre-backward (FSDPParamGroup.pre_backward →
-// _backward_prefetch; the all-gather output waits for that block's
-// copy-out). Kept unsharded since the forward, the blocks need neither.
-func (s *simulation) fsdp2Backward(st stage, l int, keep bool) Bytes {
-	if keep {
-		return 0
-	}
-	return addBytes(s.blocks[l].gathered, s.fsdp2Prefetched(st, l, keep))
-}
-
-// fsdp2Prefetched is the all-gather output of the block after l in
-// backward order, issued by l's pre-backward and alive until that block's
-// pre-backward copies it out.
-func (s *simulation) fsdp2Prefetched(st stage, l int, keep bool) Bytes {
-	if keep || l <= st.first {
-		return 0
-	}
-	return s.blocks[l-1].gathered
-}
-
-// fsdp2Reduce is a group's post-backward (FSDPParamGroup.post_backward →
-// foreach_reduce): the group is resharded, the reduce-scatter input kept
-// from the previous group is freed (reduce_scatter_max_input_buffers,
-// default 1: at most one retained), the group's input is allocated in the
-// reduce dtype (u.gradsFull) and its gradients copied in while both live,
-// then the unsharded gradients (inFlight, in live.Gradients) are freed
-// and the sharded ones (u.grads) appear. The new input stays retained in
-// *rsHeld; pending is the next group's prefetched all-gather output. The
-// moment is an event named name.
-func (s *simulation) fsdp2Reduce(iter, micro, layer int, name string, live Breakdown, inFlight Bytes, u unitMem, gradsHeld bool, rsHeld *Bytes, pending Bytes) Breakdown {
-	if s.r.ppAccumulates() {
-		return s.fsdp2Accumulate(iter, micro, layer, name, live, inFlight, u, gradsHeld)
-	}
-	live.Temporaries -= *rsHeld
-	*rsHeld = u.gradsFull
-	live.Temporaries = addBytes(live.Temporaries, *rsHeld)
-	s.emit(iter, micro, "backward", layer, name, live, pending)
-	live.Gradients -= inFlight
-	if !gradsHeld {
-		live.Gradients = addBytes(live.Gradients, u.grads)
-	}
-	return live
-}
-
 // Streams the replay allocates FSDP2's buffers on (Allocator.SetStream):
 // the all-gather output on the all-gather copy-in stream (foreach_all_gather
 // allocates it under FSDPCommContext.all_gather_copy_in_stream, in forward
@@ -126,101 +79,68 @@ const (
 	reduceScatterStream
 )
 
-// onStream allocates n bytes on stream st.
-func (tr *replayer) onStream(st int, n Bytes) int {
-	tr.a.SetStream(st)
-	defer tr.a.SetStream(computeStream)
-	return tr.a.Malloc(n)
-}
-
-// fsdp2Unshard is block l's pre-forward in the allocator replay: its
-// all-gather output is allocated, the previous block's freed (kept until
-// now for the copy-out overlap, FSDPParamGroup.wait_for_unshard), and the
-// unsharded parameters allocated by the copy-out. *ag holds the output.
-func (tr *replayer) fsdp2Unshard(l int, ag *int) int {
-	g := tr.blocks[l].gathered
-	out := tr.onStream(allGatherStream, g)
-	tr.a.Free(tr.onStream(allGatherStream, tr.blocks[l].h2d)) // an offloaded shard's device copy, copied in
-	tr.a.Free(*ag)
-	*ag = out
-	return tr.a.Malloc(g)
-}
-
-// fsdp2Prefetch is block l's pre-backward in the replay: the all-gather
-// output prefetched for it (*ag) is copied out and freed, and the next
-// block's all-gather issued.
-func (tr *replayer) fsdp2Prefetch(l int, ag *int) int {
-	h := tr.a.Malloc(tr.blocks[l].gathered)
-	tr.a.Free(*ag)
-	*ag = -1
-	if l > tr.st.first {
-		*ag = tr.onStream(allGatherStream, tr.blocks[l-1].gathered)
-		tr.a.Free(tr.onStream(allGatherStream, tr.blocks[l-1].h2d))
-	}
-	return h
-}
-
-// noUnit is no unit index (units are blocks ≥ 0, -1 embedding, -2 head).
-const noUnit = -3
-
-// fsdp2Grads marks unit k's unsharded gradients to be created by the
-// next backward, op by op (once per backward).
-func (tr *replayer) fsdp2Grads(k int) {
-	if _, ok := tr.live[k]; !ok {
-		tr.grow = k
-		tr.live[k] = nil
-	}
-}
-
-// fsdp2Growth returns what allocates, after each op's backward in p, the
-// op's weights' share of the marked unit's unsharded gradients (autograd
-// writes a weight's gradient when its op's backward runs).
-func (tr *replayer) fsdp2Growth(p *actBuilder) func(actOp) {
-	k := tr.grow
-	tr.grow = noUnit
-	if k == noUnit {
-		return func(actOp) {}
-	}
-	var total int64
-	for _, op := range p.ops {
-		if !op.noGrad {
-			total += op.weights
-		}
-	}
-	size := tr.unit(k).gradsLive
-	if total == 0 {
-		tr.live[k] = append(tr.live[k], tr.a.Malloc(size))
-		return func(actOp) {}
-	}
-	return func(op actOp) {
-		if op.weights > 0 && !op.noGrad {
-			tr.live[k] = append(tr.live[k], tr.a.Malloc(Bytes(float64(size)*float64(op.weights)/float64(total))))
-		}
-	}
-}
-
-// fsdp2Reduce is the post-backward of the group of units ks in the replay
-// (simulation.fsdp2Reduce): the retained reduce-scatter input *rs is
-// freed, the group's allocated and retained, its unsharded gradients
-// freed and its sharded ones allocated (accumulated into when they exist).
-func (tr *replayer) fsdp2Reduce(rs *int, ks ...int) {
-	if tr.r.ppAccumulates() {
-		tr.fsdp2Accumulate(ks...)
+// fsdp2Reduce is the post-backward of the group of units ks
+// (FSDPParamGroup.post_backward → foreach_reduce), a moment named name: the
+// reduce-scatter input kept from the previous group is freed
+// (reduce_scatter_max_input_buffers, default 1: at most one retained), the
+// group's allocated in the reduce dtype (gradsFull) and retained, its
+// unsharded gradients freed and its sharded ones allocated on the
+// reduce-scatter stream (accumulated into when they exist).
+func (c *stepCompiler) fsdp2Reduce(layer int, name string, ks ...int) {
+	p := c.pass
+	if c.r.ppAccumulates() {
+		c.fsdp2Accumulate(layer, name, ks...)
 		return
 	}
-	tr.a.Free(*rs)
+	c.free(p.rs)
+	c.mark(layer, name)
 	var in Bytes
 	for _, k := range ks {
-		in = addBytes(in, tr.unit(k).gradsFull)
+		in = addBytes(in, c.unit(k).gradsFull)
 	}
-	*rs = tr.a.Malloc(in)
+	p.rs = c.alloc(catTemporaries, in)
 	for _, k := range ks {
-		tr.freeAll(tr.live[k])
-		delete(tr.live, k)
-		if _, ok := tr.grads[k]; !ok {
-			tr.a.SetStream(reduceScatterStream)
-			tr.grads[k] = tr.allocAll(tr.unit(k).gradSizes)
-			tr.a.SetStream(computeStream)
+		c.freeAll(&p.liveGrads[k+2])
+	}
+	for _, k := range ks {
+		if !p.gradsHeld {
+			u := c.unit(k)
+			*c.gradsOf(k) = append(*c.gradsOf(k), c.allocOn(catGradients, u.grads, u.gradSizes, reduceScatterStream))
 		}
+	}
+}
+
+// splitTied parts the head's unsharded gradients from the tied word
+// embedding's, which the output projection created: the embedding's group
+// reduces those.
+func (c *stepCompiler) splitTied() {
+	p := c.pass
+	if p.tiedGrads <= 0 {
+		return
+	}
+	c.freeAll(&p.liveGrads[0])
+	p.liveGrads[0] = append(p.liveGrads[0], c.alloc(catGradients, p.headGrads))
+	p.liveGrads[1] = append(p.liveGrads[1], c.alloc(catGradients, p.tiedGrads))
+}
+
+// fsdp2EndBackward is the root's post-backward: its (or torchtitan's
+// embedding group's) gradients reduce last; the retained reduce-scatter
+// input is freed when backward ends (_fsdp_state.py
+// _end_backward_iteration), and inside pipeline stages the schedule's end
+// reduces every group's accumulated gradients (fsdp2_pipeline.go).
+func (c *stepCompiler) fsdp2EndBackward() {
+	p := c.pass
+	var ks []int
+	if c.st.embed {
+		ks = append(ks, -1)
+	}
+	if c.st.head && c.r.headHeld(c.head, c.st) == 0 {
+		ks = append(ks, -2)
+	}
+	c.fsdp2Reduce(-1, "root reduce-scatter", ks...)
+	c.free(p.rs)
+	p.rs = noSlot
+	if c.r.ppAccumulates() && p.last {
+		c.fsdp2PipelineReduce()
 	}
 }

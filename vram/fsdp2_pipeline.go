@@ -19,65 +19,46 @@ package vram
 func (r *resolved) ppAccumulates() bool { return r.pp > 1 && r.fsdp2() }
 
 // fsdp2Accumulate is a group's post_backward inside the schedule: its
-// unsharded gradients (inFlight, in live.Gradients) become the accumulated
-// ones (u.gradsFull, in the reduce dtype), both live while the copy runs;
-// later micro-batches add into them (gradsHeld).
-func (s *simulation) fsdp2Accumulate(iter, micro, layer int, name string, live Breakdown, inFlight Bytes, u unitMem, gradsHeld bool) Breakdown {
-	if !gradsHeld {
-		live.Gradients = addBytes(live.Gradients, u.gradsFull)
-		s.emit(iter, micro, "backward", layer, name+" (accumulate)", live, 0)
-	}
-	live.Gradients -= inFlight
-	return live
-}
-
-// fsdp2PipelineReduce is the end of the schedule: every group of stage st
-// reduce-scatters its accumulated gradients into its shard (the
-// reduce-scatter input, the largest group's, is the moment's transient) and
-// reshards the blocks' unsharded parameters, kept until then.
-func (s *simulation) fsdp2PipelineReduce(iter, micro int, st stage, live Breakdown, su unitMem, keep bool) Breakdown {
-	largest := max(s.embed.gradsFull, s.head.gradsFull)
-	for l := st.first; l < st.last; l++ {
-		largest = max(largest, s.blocks[l].gradsFull)
-		if keep {
-			live.Temporaries -= s.blocks[l].gathered
+// unsharded gradients become the accumulated ones (gradsFull, in the reduce
+// dtype), both live while the copy runs; later micro-batches add into them.
+func (c *stepCompiler) fsdp2Accumulate(layer int, name string, ks ...int) {
+	p := c.pass
+	if !p.gradsHeld {
+		c.mark(layer, name+" (accumulate)")
+		for _, k := range ks {
+			if c.acc[k+2] == noSlot {
+				c.acc[k+2] = c.alloc(catGradients, c.unit(k).gradsFull)
+			}
 		}
 	}
-	s.emit(iter, micro, "backward", -1, "pipeline reduce-scatter", live, largest)
-	live.Gradients = addBytes(live.Gradients-su.gradsFull, su.grads)
-	return live
-}
-
-// fsdp2Accumulate in the replay: the accumulated gradients of units ks are
-// allocated (once) and their unsharded ones freed.
-func (tr *replayer) fsdp2Accumulate(ks ...int) {
 	for _, k := range ks {
-		if _, ok := tr.acc[k]; !ok {
-			tr.acc[k] = tr.a.Malloc(tr.unit(k).gradsFull)
-		}
-		tr.freeAll(tr.live[k])
-		delete(tr.live, k)
+		c.freeAll(&p.liveGrads[k+2])
 	}
 }
 
-// fsdp2PipelineReduce in the replay: each unit's accumulated gradients are
-// copied into a reduce-scatter input and freed, its sharded gradients
-// allocated, the input freed; then the kept unsharded parameters go.
-func (tr *replayer) fsdp2PipelineReduce(kept []int) {
-	for _, k := range tr.units() {
-		h, ok := tr.acc[k]
-		if !ok {
+// fsdp2PipelineReduce is the end of the schedule: the blocks' unsharded
+// parameters, kept until then, are resharded, and every group
+// reduce-scatters its accumulated gradients into its shard (the
+// reduce-scatter input, the largest group's, is the moment's transient).
+func (c *stepCompiler) fsdp2PipelineReduce() {
+	p := c.pass
+	largest := max(c.embed.gradsFull, c.head.gradsFull)
+	for l := c.st.first; l < c.st.last; l++ {
+		largest = max(largest, c.blocks[l].gradsFull)
+		c.free(p.unsharded[l])
+		p.unsharded[l] = noSlot
+	}
+	c.mark(-1, "pipeline reduce-scatter")
+	c.free(c.alloc(catTemporaries, largest))
+	for _, k := range c.units() {
+		if c.acc[k+2] == noSlot {
 			continue
 		}
-		in := tr.a.Malloc(tr.unit(k).gradsFull)
-		tr.a.Free(h)
-		delete(tr.acc, k)
-		if _, ok := tr.grads[k]; !ok {
-			tr.a.SetStream(reduceScatterStream)
-			tr.grads[k] = tr.allocAll(tr.unit(k).gradSizes)
-			tr.a.SetStream(computeStream)
+		c.free(c.acc[k+2])
+		c.acc[k+2] = noSlot
+		if len(*c.gradsOf(k)) == 0 {
+			u := c.unit(k)
+			*c.gradsOf(k) = append(*c.gradsOf(k), c.allocOn(catGradients, u.grads, u.gradSizes, reduceScatterStream))
 		}
-		tr.a.Free(in)
 	}
-	tr.freeAll(kept)
 }

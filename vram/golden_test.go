@@ -65,6 +65,9 @@ func TestEstimatesGolden(t *testing.T) {
 					replayed[key] = fmt.Sprintf(" | reserved %d", rep.PeakReserved)
 					if err != nil {
 						replayed[key] = fmt.Sprintf(" | replay error: %v", err)
+					} else if want := est.Peak.Total() + rep.Workspace; rep.requested != want {
+						// One step program, two evaluators (TestReplayMatchesTimeline).
+						t.Errorf("%s %s: the replay's most requested %d, the timeline's peak and the workspace %d", name, v.label, rep.requested, want)
 					}
 				}
 				b.WriteString(replayed[key])

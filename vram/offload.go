@@ -96,15 +96,15 @@ func (r *resolved) offloadStepCopy(trainable int64) Bytes {
 
 // hostMemory is the host memory one rank of stage st takes for what its
 // units offload.
-func (s *simulation) hostMemory(st stage, units unitMem) Breakdown {
+func (r *resolved) hostMemory(st stage, units unitMem, acts []BlockActivations) Breakdown {
 	var h Breakdown
 	if units.host != nil {
 		h = *units.host
 	}
-	if s.r.ds.optNVMe || s.r.ds.paramNVMe {
-		h = s.r.nvmeHost(h, units.trainable/s.r.stepShard())
+	if r.ds.optNVMe || r.ds.paramNVMe {
+		h = r.nvmeHost(h, units.trainable/r.stepShard())
 	}
-	h.Activations = s.r.hostActivations(s.acts, st)
+	h.Activations = r.hostActivations(acts, st)
 	return h
 }
 
@@ -124,13 +124,4 @@ func (r *resolved) unshardCopy(stored, gathered Bytes, cast bool) Bytes {
 		shard = Bytes(max(1, r.shard))
 	}
 	return addBytes(stored, gathered/shard)
-}
-
-// unshardOffloaded is the moment block l's offloaded shard is on the
-// device (unitMem.h2d) beside the all-gather it feeds, before the block
-// runs; nothing without parameter offload.
-func (s *simulation) unshardOffloaded(iter, micro int, phase string, l int, live Breakdown) {
-	if h := s.blocks[l].h2d; h > 0 {
-		s.emit(iter, micro, phase, l, "unshard", live, addBytes(h, s.blocks[l].gathered))
-	}
 }

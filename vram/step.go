@@ -1,0 +1,228 @@
+package vram
+
+import "sync"
+
+// The step program's operations and the compiler's core: how a rule says
+// "allocate", "free", "here is a moment", "run this block". The phases of
+// the step are compiled in step_forward.go, step_backward.go and
+// step_optimizer.go.
+
+// opKind is what an operation of the step program does.
+type opKind uint8
+
+const (
+	opAlloc        opKind = iota // fill slot with bytes of a category (in pieces, on a stream)
+	opFree                       // free what a slot holds
+	opMark                       // a new moment
+	opForward                    // a block's forward (calls[call])
+	opBackward                   // a block's backward
+	opPark                       // activation offloading: a block's kept set to the host
+	opFetch                      // and back
+	opAfterForward               // the forward and the loss have returned (TrainingEstimate.AfterForward)
+)
+
+// slot names what an operation allocates, for the operations that free it.
+type slot int32
+
+const noSlot slot = -1
+
+// stepOp is one operation of the step program.
+type stepOp struct {
+	kind   opKind
+	cat    category
+	stream uint8
+	slot   slot
+	// ref indexes the program's marks (opMark), calls (opForward,
+	// opBackward, opPark, opFetch) or pieces (opAlloc, -1 for one piece).
+	ref   int32
+	bytes Bytes
+}
+
+// blockCall is a block's forward or backward in the step program.
+type blockCall struct {
+	a    *BlockActivations
+	mode keepMode
+	// in: the forward's input (noSlot: counted elsewhere); kept, out and
+	// until receive what it keeps, its output and what the model's forward
+	// holds until it returns.
+	in, kept, out, until slot
+	// drop is freed once the forward's ops have run (the head's input).
+	drop slot
+	// walk is the moment of a backward's walk (after its recomputation's).
+	walk moment
+	// The backward: how it runs, and the slots of the weight gradients it
+	// creates and of what the model's output holds past it.
+	bwd         bwdCall
+	grads, held slot
+	withInput   bool  // the forward that made kept had an input (the memo's key)
+	lumpSize    Bytes // bwd.lump: the size of the kept slot's one allocation
+}
+
+// program is a compiled training step of one pipeline stage.
+type program struct {
+	ops   []stepOp
+	calls []blockCall
+	marks []moment
+	// pieces are the allocator's allocations of an opAlloc (their sum is
+	// its bytes), when more than one: a unit's tensors, DDP's buckets, the
+	// micro-batches in flight.
+	pieces [][]Bytes
+	slots  int
+	stage  int
+}
+
+// reset empties p for stage k, keeping its buffers.
+func (p *program) reset(k int) {
+	*p = program{ops: p.ops[:0], calls: p.calls[:0], marks: p.marks[:0], pieces: p.pieces[:0], stage: k}
+}
+
+// stepBuffers are the programs and tallies an estimate uses and gives
+// back: a sweep or a solver makes thousands of estimates.
+var stepBuffers = sync.Pool{New: func() any { return &stepBuffer{} }}
+
+type stepBuffer struct {
+	prog          program
+	slots, parked []amount
+}
+
+// compiler appends operations to a program.
+type compiler struct {
+	prog *program
+	at   moment // the current moment's iteration, micro-batch and phase
+	// later holds allocations made for the next moment (allocLater),
+	// appended after its mark.
+	later []stepOp
+}
+
+func (c *compiler) newSlot() slot {
+	c.prog.slots++
+	return slot(c.prog.slots - 1)
+}
+
+// alloc allocates b bytes of category cat (nothing for b ≤ 0).
+func (c *compiler) alloc(cat category, b Bytes) slot {
+	return c.allocOn(cat, b, nil, 0)
+}
+
+// allocOn allocates b bytes of category cat as pieces on stream st.
+func (c *compiler) allocOn(cat category, b Bytes, pieces []Bytes, st uint8) slot {
+	if b <= 0 {
+		return noSlot
+	}
+	s := c.newSlot()
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opAlloc, cat: cat, slot: s, bytes: b, ref: c.piecesRef(pieces), stream: st})
+	return s
+}
+
+// piecesRef files pieces with the program.
+func (c *compiler) piecesRef(pieces []Bytes) int32 {
+	if len(pieces) < 2 {
+		return -1
+	}
+	c.prog.pieces = append(c.prog.pieces, pieces)
+	return int32(len(c.prog.pieces) - 1)
+}
+
+// allocLater allocates for the next moment: after its mark, so that the
+// moment before does not count it (what the pipeline's other micro-batches
+// hold of a block joins the memory once the block has run).
+func (c *compiler) allocLater(cat category, b Bytes, pieces []Bytes) slot {
+	if b <= 0 {
+		return noSlot
+	}
+	s := c.newSlot()
+	c.later = append(c.later, stepOp{kind: opAlloc, cat: cat, slot: s, bytes: b, ref: c.piecesRef(pieces)})
+	return s
+}
+
+// free frees what slot s holds.
+func (c *compiler) free(s slot) {
+	if s != noSlot {
+		c.prog.ops = append(c.prog.ops, stepOp{kind: opFree, slot: s})
+	}
+}
+
+// freeAll frees every slot of ss and empties it.
+func (c *compiler) freeAll(ss *[]slot) {
+	for _, s := range *ss {
+		c.free(s)
+	}
+	*ss = (*ss)[:0]
+}
+
+// mark starts a moment in the current phase: layer and name say where.
+func (c *compiler) mark(layer int, name string) {
+	at := c.at
+	at.layer, at.name = layer, name
+	c.prog.marks = append(c.prog.marks, at)
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opMark, ref: int32(len(c.prog.marks) - 1)})
+	c.prog.ops = append(c.prog.ops, c.later...)
+	c.later = c.later[:0]
+}
+
+// inPhase sets the phase of the moments that follow.
+func (c *compiler) inPhase(p phase) { c.at.phase = p }
+
+// forward runs block a's forward keeping what mode says, on input in
+// (noSlot: counted elsewhere), in the current moment. The input, unless
+// the block keeps it (inputKept), is still the caller's.
+func (c *compiler) forward(a *BlockActivations, mode keepMode, in slot) (kept, out, until slot) {
+	return c.forwardDropping(a, mode, in, noSlot)
+}
+
+// forwardDropping is forward, freeing drop once the ops have run.
+func (c *compiler) forwardDropping(a *BlockActivations, mode keepMode, in, drop slot) (kept, out, until slot) {
+	call := blockCall{a: a, mode: mode, in: in, drop: drop, kept: c.newSlot(), out: c.newSlot(), until: c.newSlot(), withInput: in != noSlot}
+	c.prog.calls = append(c.prog.calls, call)
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opForward, ref: int32(len(c.prog.calls) - 1)})
+	return call.kept, call.out, call.until
+}
+
+// inputKept reports whether a block's forward in mode keeps its input (the
+// checkpoints keep it, as do the ops that save it).
+func inputKept(a *BlockActivations, mode keepMode) bool {
+	switch mode {
+	case keepInput, keepOp:
+		return true
+	case keepAll, keepSelective:
+		return a.prog.in.saved || a.prog.in.held
+	}
+	return false
+}
+
+// backward runs block a's backward on what kept holds (made by a forward
+// in b.mode, with an input when withInput). Its moments, the
+// recomputation's ("recompute") and the walk's (name), are of the current
+// phase at layer.
+func (c *compiler) backward(a *BlockActivations, kept slot, b bwdCall, withInput bool, lumpSize Bytes, layer int, name string) (grads, held slot) {
+	at := c.at
+	at.layer, at.name = layer, name
+	call := blockCall{a: a, mode: b.mode, kept: kept, bwd: b, grads: c.newSlot(), held: c.newSlot(), withInput: withInput, lumpSize: lumpSize, walk: at}
+	c.prog.calls = append(c.prog.calls, call)
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opBackward, ref: int32(len(c.prog.calls) - 1)})
+	return call.grads, call.held
+}
+
+// park and fetch move a block's kept set to the host and back.
+func (c *compiler) park(call slot, a *BlockActivations, mode keepMode) {
+	c.prog.calls = append(c.prog.calls, blockCall{a: a, mode: mode, kept: call})
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opPark, ref: int32(len(c.prog.calls) - 1)})
+}
+
+func (c *compiler) fetch(call slot, a *BlockActivations, mode keepMode) {
+	c.prog.calls = append(c.prog.calls, blockCall{a: a, mode: mode, kept: call})
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opFetch, ref: int32(len(c.prog.calls) - 1)})
+}
+
+// pieces splits total into allocations of at most one each (the last the
+// remainder): the micro-batches a pipeline stage holds in flight.
+func pieces(total, one Bytes) []Bytes {
+	if one <= 0 || total <= one {
+		return nil
+	}
+	var out []Bytes
+	for ; total > 0; total -= one {
+		out = append(out, min(total, one))
+	}
+	return out
+}
