@@ -341,10 +341,14 @@ type gradsInFlight struct {
 	live    Bytes // what carried holds
 	resid   int
 	synced  bool // carried holds every waiting gradient (not after a routed experts' section)
+	// scratch for one op: its transient allocations, the tensors counted
+	temp    []int
+	counted []bool
 }
 
 func (br blockRun) newInFlight() *gradsInFlight {
-	gf := &gradsInFlight{carried: make([]int, len(br.p.ts)), resid: br.m.alloc(catTemporaries, br.a.bwdResid), synced: true}
+	n := len(br.p.ts)
+	gf := &gradsInFlight{carried: make([]int, n), counted: make([]bool, n), temp: make([]int, 0, 8), resid: br.m.alloc(catTemporaries, br.a.bwdResid), synced: true}
 	for i := range gf.carried {
 		gf.carried[i] = -1
 	}
@@ -379,34 +383,26 @@ func (br blockRun) inFlight(st *bwdStep, gf *gradsInFlight) {
 	if !gf.synced {
 		br.syncWaiting(st.op, gf)
 	}
-	temp := make([]int, 0, len(op.ins)+len(op.outs)+2)
+	gf.temp = gf.temp[:0]
 	sum := addBytes(br.a.bwdResid, gf.live)
-	counted := map[int]bool{}
-	one := func(t *actT, cast bool) {
-		if t == nil || gradSize(t) == 0 {
-			return
-		}
-		if !cast && p.gradWaits(t) && !counted[t.id] {
-			counted[t.id] = true
-			if gf.carried[t.id] < 0 {
-				gf.carried[t.id] = m.alloc(catTemporaries, gradSize(t))
-				gf.live = addBytes(gf.live, gradSize(t))
-				sum = addBytes(sum, gradSize(t))
-			}
-			return
-		}
-		temp = append(temp, m.alloc(catTemporaries, gradSize(t)))
-		sum = addBytes(sum, gradSize(t))
-	}
 	for j, t := range op.outs {
-		one(t, op.castWeights && j > 0)
+		sum = br.gradOf(t, op.castWeights && j > 0, gf, sum)
 	}
 	for _, t := range op.ins {
-		one(t, false)
+		sum = br.gradOf(t, false, gf, sum)
+	}
+	for _, t := range op.outs {
+		gf.counted[t.id] = false
+	}
+	for _, t := range op.ins {
+		if t != nil {
+			gf.counted[t.id] = false
+		}
 	}
 	w := addBytes(addBytes(op.workspace, op.gradWorkspace), addBytes(op.weightWork, op.heldGrad))
-	temp = append(temp, m.alloc(catTemporaries, w))
+	gf.temp = append(gf.temp, m.alloc(catTemporaries, w))
 	sum = addBytes(sum, w)
+	temp := gf.temp
 	switch rest := st.inflight - sum; {
 	case rest > 0:
 		temp = append(temp, m.alloc(catTemporaries, rest))
@@ -420,6 +416,7 @@ func (br blockRun) inFlight(st *bwdStep, gf *gradsInFlight) {
 		gf.reset(m)
 		temp = append(temp, m.alloc(catTemporaries, st.inflight-br.a.bwdResid))
 	}
+	gf.temp = temp
 	for _, h := range temp {
 		m.free(h)
 	}
@@ -430,6 +427,26 @@ func (br blockRun) inFlight(st *bwdStep, gf *gradsInFlight) {
 			gf.live -= gradSize(t)
 		}
 	}
+}
+
+// gradOf counts t's gradient in an op's backward (sum so far): a waiting
+// gradient once, allocated the first time (cast: the gradient of an
+// autocast copy of a weight, which never waits), any other for the op.
+func (br blockRun) gradOf(t *actT, cast bool, gf *gradsInFlight, sum Bytes) Bytes {
+	if t == nil || gradSize(t) == 0 {
+		return sum
+	}
+	if !cast && br.p.gradWaits(t) && !gf.counted[t.id] {
+		gf.counted[t.id] = true
+		if gf.carried[t.id] < 0 {
+			gf.carried[t.id] = br.m.alloc(catTemporaries, gradSize(t))
+			gf.live = addBytes(gf.live, gradSize(t))
+			sum = addBytes(sum, gradSize(t))
+		}
+		return sum
+	}
+	gf.temp = append(gf.temp, br.m.alloc(catTemporaries, gradSize(t)))
+	return addBytes(sum, gradSize(t))
 }
 
 // syncWaiting allocates the waiting gradients live at op i that a reset

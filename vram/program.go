@@ -87,6 +87,14 @@ type moment struct {
 	phase       phase
 	layer       int // block index, -1 outside the blocks
 	name        string
+	step        int // in a run, iteration i is at block layer+step·i
+}
+
+// in is the moment as a run's iteration i sees it.
+func (m moment) in(i int) moment {
+	m.layer += m.step * i
+	m.step = 0
+	return m
 }
 
 // mem is what a block's tensors are allocated on: the timeline's byte

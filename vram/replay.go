@@ -131,39 +131,60 @@ func (rp *replayer) span(string)                   { rp.mark(rp.walk) }
 // run evaluates p.
 func (rp *replayer) run(p *program) {
 	rp.slots, rp.kept = make([][]int, p.slots), make([]*keptSet, p.slots)
-	for i := range p.ops {
+	for i := 0; i < len(p.ops); i++ {
 		op := &p.ops[i]
-		switch op.kind {
-		case opAlloc:
-			rp.a.SetStream(int(op.stream))
-			if op.ref < 0 {
-				rp.slots[op.slot] = []int{rp.a.Malloc(op.bytes)}
-			} else {
-				hs := make([]int, 0, len(p.pieces[op.ref]))
-				for _, b := range p.pieces[op.ref] {
-					hs = append(hs, rp.a.Malloc(b))
-				}
-				rp.slots[op.slot] = hs
-			}
-			rp.a.SetStream(computeStream)
-		case opFree:
-			rp.freeSlot(op.slot)
-		case opMark:
-			rp.mark(p.marks[op.ref])
-		case opForward:
-			rp.forward(&p.calls[op.ref])
-		case opBackward:
-			rp.walk = p.calls[op.ref].walk
-			rp.backward(&p.calls[op.ref])
-		case opPark:
-			c := &p.calls[op.ref]
-			rp.kept[c.kept].park(rp, c.a.prog)
-		case opFetch:
-			c := &p.calls[op.ref]
-			rp.kept[c.kept].fetch(rp, blockRun{m: rp, a: c.a, p: c.a.prog}, c.mode)
+		if op.kind != opRun {
+			rp.exec(p, op, 0)
+			continue
 		}
+		rn := &p.runs[op.ref]
+		for it := range rn.n {
+			for j := rn.start; j < rn.end; j++ {
+				rp.exec(p, &p.ops[j], it)
+			}
+		}
+		i = int(rn.end) - 1
 	}
 	rp.close()
+}
+
+// exec runs op as iteration it of its run (0 outside runs).
+func (rp *replayer) exec(p *program, op *stepOp, it int) {
+	switch op.kind {
+	case opAlloc:
+		s := op.slot + slot(it)
+		rp.a.SetStream(int(op.stream))
+		if op.ref < 0 {
+			rp.slots[s] = []int{rp.a.Malloc(op.bytes)}
+		} else {
+			hs := make([]int, 0, len(p.pieces[op.ref]))
+			for _, b := range p.pieces[op.ref] {
+				hs = append(hs, rp.a.Malloc(b))
+			}
+			rp.slots[s] = hs
+		}
+		rp.a.SetStream(computeStream)
+	case opFree:
+		rp.freeSlot(ref{op.slot, op.step}.at(it))
+	case opMove:
+		to := slot(op.ref)
+		rp.slots[to], rp.kept[to] = rp.slots[op.slot], rp.kept[op.slot]
+		rp.slots[op.slot], rp.kept[op.slot] = nil, nil
+	case opMark:
+		rp.mark(p.marks[op.ref].in(it))
+	case opForward:
+		rp.forward(&p.calls[op.ref], it)
+	case opBackward:
+		c := &p.calls[op.ref]
+		rp.walk = c.walk.in(it)
+		rp.backward(c, it)
+	case opPark:
+		c := &p.calls[op.ref]
+		rp.kept[c.kept.at(it)].park(rp, c.a.prog)
+	case opFetch:
+		c := &p.calls[op.ref]
+		rp.kept[c.kept.at(it)].fetch(rp, blockRun{m: rp, a: c.a, p: c.a.prog}, c.mode)
+	}
 }
 
 // freeSlot frees what slot s holds.
@@ -209,33 +230,35 @@ func (rp *replayer) handle(s slot) int {
 	return rp.slots[s][0]
 }
 
-// forward runs a block's forward.
-func (rp *replayer) forward(c *blockCall) {
-	in := rp.handle(c.in)
-	k, out, until := blockRun{m: rp, a: c.a, p: c.a.prog}.forward(in, rp.handle(c.drop), c.mode)
-	if c.drop != noSlot {
-		rp.slots[c.drop] = nil
+// forward runs a block's forward, as iteration it of its run.
+func (rp *replayer) forward(c *blockCall, it int) {
+	ins, drop := c.in.at(it), c.drop.at(it)
+	in := rp.handle(ins)
+	k, out, until := blockRun{m: rp, a: c.a, p: c.a.prog}.forward(in, rp.handle(drop), c.mode)
+	if drop != noSlot {
+		rp.slots[drop] = nil
 	}
-	rp.kept[c.kept] = k
-	rp.slots[c.out], rp.slots[c.until] = []int{out}, until
+	rp.kept[c.kept.at(it)] = k
+	rp.slots[c.out+slot(it)], rp.slots[c.until+slot(it)] = []int{out}, until
 	if in >= 0 && k.input == in {
-		rp.slots[c.in] = nil // the block keeps it
+		rp.slots[ins] = nil // the block keeps it
 	}
 }
 
 // backward runs a block's backward on what its forward kept (or, in a
 // recompute group, on the group's rebuilt saved set: the slot's one
-// allocation).
-func (rp *replayer) backward(c *blockCall) {
-	k := rp.kept[c.kept]
+// allocation), as iteration it of its run.
+func (rp *replayer) backward(c *blockCall, it int) {
+	ks := c.kept.at(it)
+	k := rp.kept[ks]
 	if c.bwd.lump {
 		k = newKept(c.a)
-		k.lump = rp.handle(c.kept)
-		rp.slots[c.kept] = nil
+		k.lump = rp.handle(ks)
+		rp.slots[ks] = nil
 	}
 	grads, held := blockRun{m: rp, a: c.a, p: c.a.prog}.backward(k, c.bwd)
-	rp.kept[c.kept] = nil
-	rp.slots[c.grads], rp.slots[c.held] = grads, held
+	rp.kept[ks] = nil
+	rp.slots[c.grads+slot(it)], rp.slots[c.held+slot(it)] = grads, held
 }
 
 // Replay runs an inference plan's allocations through the allocator model:

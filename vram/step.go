@@ -19,6 +19,8 @@ const (
 	opPark                       // activation offloading: a block's kept set to the host
 	opFetch                      // and back
 	opAfterForward               // the forward and the loss have returned (TrainingEstimate.AfterForward)
+	opRun                        // runs[ref]: the ops that follow, once per block of a run of identical blocks
+	opMove                       // slot's contents move to slot ref (a run's input, as its element −1)
 )
 
 // slot names what an operation allocates, for the operations that free it.
@@ -31,11 +33,37 @@ type stepOp struct {
 	kind   opKind
 	cat    category
 	stream uint8
-	slot   slot
+	// step: inside a run, iteration i acts on slot+step·i (an allocation
+	// always on slot+i, its own block's).
+	step int8
+	slot slot
 	// ref indexes the program's marks (opMark), calls (opForward,
-	// opBackward, opPark, opFetch) or pieces (opAlloc, -1 for one piece).
+	// opBackward, opPark, opFetch), pieces (opAlloc, -1 for one piece) or
+	// runs (opRun).
 	ref   int32
 	bytes Bytes
+}
+
+// ref is a slot as a run's iteration i sees it: s + step·i.
+type ref struct {
+	s    slot
+	step int8
+}
+
+func (r ref) at(i int) slot {
+	if r.s == noSlot {
+		return noSlot
+	}
+	return r.s + slot(int(r.step)*i)
+}
+
+// run is a stretch of identical blocks compiled once: the ops[start:end]
+// that follow its opRun, once per block, iteration i on the slots and the
+// layer the steps say (the timeline evaluates its first two and its last;
+// the middle ones change the memory by the same amount each).
+type run struct {
+	start, end int32
+	n          int
 }
 
 // blockCall is a block's forward or backward in the step program.
@@ -44,10 +72,12 @@ type blockCall struct {
 	mode keepMode
 	// in: the forward's input (noSlot: counted elsewhere); kept, out and
 	// until receive what it keeps, its output and what the model's forward
-	// holds until it returns.
-	in, kept, out, until slot
+	// holds until it returns (a backward's kept is what it runs on).
+	in         ref
+	kept       ref
+	out, until slot
 	// drop is freed once the forward's ops have run (the head's input).
-	drop slot
+	drop ref
 	// walk is the moment of a backward's walk (after its recomputation's).
 	walk moment
 	// The backward: how it runs, and the slots of the weight gradients it
@@ -63,6 +93,7 @@ type program struct {
 	ops   []stepOp
 	calls []blockCall
 	marks []moment
+	runs  []run
 	// pieces are the allocator's allocations of an opAlloc (their sum is
 	// its bytes), when more than one: a unit's tensors, DDP's buckets, the
 	// micro-batches in flight.
@@ -73,7 +104,7 @@ type program struct {
 
 // reset empties p for stage k, keeping its buffers.
 func (p *program) reset(k int) {
-	*p = program{ops: p.ops[:0], calls: p.calls[:0], marks: p.marks[:0], pieces: p.pieces[:0], stage: k}
+	*p = program{ops: p.ops[:0], calls: p.calls[:0], marks: p.marks[:0], runs: p.runs[:0], pieces: p.pieces[:0], stage: k}
 }
 
 // stepBuffers are the programs and tallies an estimate uses and gives
@@ -83,6 +114,8 @@ var stepBuffers = sync.Pool{New: func() any { return &stepBuffer{} }}
 type stepBuffer struct {
 	prog          program
 	slots, parked []amount
+	pass          *stepPass
+	units         []int
 }
 
 // compiler appends operations to a program.
@@ -92,9 +125,17 @@ type compiler struct {
 	// later holds allocations made for the next moment (allocLater),
 	// appended after its mark.
 	later []stepOp
+	// in compiles a run's body (step_run.go); vectors are the runs' slots.
+	in      *runBody
+	vectors []vector
 }
 
+// newSlot is a new slot; in a run's body a vector of them, one per
+// iteration (step_run.go).
 func (c *compiler) newSlot() slot {
+	if c.in != nil {
+		return c.newVector()
+	}
 	c.prog.slots++
 	return slot(c.prog.slots - 1)
 }
@@ -110,7 +151,7 @@ func (c *compiler) allocOn(cat category, b Bytes, pieces []Bytes, st uint8) slot
 		return noSlot
 	}
 	s := c.newSlot()
-	c.prog.ops = append(c.prog.ops, stepOp{kind: opAlloc, cat: cat, slot: s, bytes: b, ref: c.piecesRef(pieces), stream: st})
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opAlloc, cat: cat, slot: s, step: 1, bytes: b, ref: c.piecesRef(pieces), stream: st})
 	return s
 }
 
@@ -131,14 +172,15 @@ func (c *compiler) allocLater(cat category, b Bytes, pieces []Bytes) slot {
 		return noSlot
 	}
 	s := c.newSlot()
-	c.later = append(c.later, stepOp{kind: opAlloc, cat: cat, slot: s, bytes: b, ref: c.piecesRef(pieces)})
+	c.later = append(c.later, stepOp{kind: opAlloc, cat: cat, slot: s, step: 1, bytes: b, ref: c.piecesRef(pieces)})
 	return s
 }
 
 // free frees what slot s holds.
 func (c *compiler) free(s slot) {
 	if s != noSlot {
-		c.prog.ops = append(c.prog.ops, stepOp{kind: opFree, slot: s})
+		r := c.refOf(s)
+		c.prog.ops = append(c.prog.ops, stepOp{kind: opFree, slot: r.s, step: r.step})
 	}
 }
 
@@ -154,6 +196,9 @@ func (c *compiler) freeAll(ss *[]slot) {
 func (c *compiler) mark(layer int, name string) {
 	at := c.at
 	at.layer, at.name = layer, name
+	if c.in != nil {
+		at.step = c.in.dir // the iteration's block
+	}
 	c.prog.marks = append(c.prog.marks, at)
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opMark, ref: int32(len(c.prog.marks) - 1)})
 	c.prog.ops = append(c.prog.ops, c.later...)
@@ -172,10 +217,11 @@ func (c *compiler) forward(a *BlockActivations, mode keepMode, in slot) (kept, o
 
 // forwardDropping is forward, freeing drop once the ops have run.
 func (c *compiler) forwardDropping(a *BlockActivations, mode keepMode, in, drop slot) (kept, out, until slot) {
-	call := blockCall{a: a, mode: mode, in: in, drop: drop, kept: c.newSlot(), out: c.newSlot(), until: c.newSlot(), withInput: in != noSlot}
+	kept = c.newSlot()
+	call := blockCall{a: a, mode: mode, in: c.refOf(in), drop: c.refOf(drop), kept: c.refOf(kept), out: c.newSlot(), until: c.newSlot(), withInput: in != noSlot}
 	c.prog.calls = append(c.prog.calls, call)
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opForward, ref: int32(len(c.prog.calls) - 1)})
-	return call.kept, call.out, call.until
+	return kept, call.out, call.until
 }
 
 // inputKept reports whether a block's forward in mode keeps its input (the
@@ -197,20 +243,23 @@ func inputKept(a *BlockActivations, mode keepMode) bool {
 func (c *compiler) backward(a *BlockActivations, kept slot, b bwdCall, withInput bool, lumpSize Bytes, layer int, name string) (grads, held slot) {
 	at := c.at
 	at.layer, at.name = layer, name
-	call := blockCall{a: a, mode: b.mode, kept: kept, bwd: b, grads: c.newSlot(), held: c.newSlot(), withInput: withInput, lumpSize: lumpSize, walk: at}
+	if c.in != nil {
+		at.step = c.in.dir
+	}
+	call := blockCall{a: a, mode: b.mode, kept: c.refOf(kept), bwd: b, grads: c.newSlot(), held: c.newSlot(), withInput: withInput, lumpSize: lumpSize, walk: at}
 	c.prog.calls = append(c.prog.calls, call)
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opBackward, ref: int32(len(c.prog.calls) - 1)})
 	return call.grads, call.held
 }
 
 // park and fetch move a block's kept set to the host and back.
-func (c *compiler) park(call slot, a *BlockActivations, mode keepMode) {
-	c.prog.calls = append(c.prog.calls, blockCall{a: a, mode: mode, kept: call})
+func (c *compiler) park(kept slot, a *BlockActivations, mode keepMode) {
+	c.prog.calls = append(c.prog.calls, blockCall{a: a, mode: mode, kept: c.refOf(kept)})
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opPark, ref: int32(len(c.prog.calls) - 1)})
 }
 
-func (c *compiler) fetch(call slot, a *BlockActivations, mode keepMode) {
-	c.prog.calls = append(c.prog.calls, blockCall{a: a, mode: mode, kept: call})
+func (c *compiler) fetch(kept slot, a *BlockActivations, mode keepMode) {
+	c.prog.calls = append(c.prog.calls, blockCall{a: a, mode: mode, kept: c.refOf(kept)})
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opFetch, ref: int32(len(c.prog.calls) - 1)})
 }
 

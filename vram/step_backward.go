@@ -3,7 +3,7 @@ package vram
 // Compiling a training step: the loss and the backward, last block first,
 // then the embedding side and what the end of backward frees and reduces.
 
-// gradsSlot is where unit k's gradients go.
+// gradsOf is where unit k's gradients go.
 func (c *stepCompiler) gradsOf(k int) *[]slot { return &c.grads[k+2] }
 
 // lossPass is the output projection and the loss, forward and backward.
@@ -100,8 +100,13 @@ func (c *stepCompiler) keepGrads(k int, g slot) {
 
 // blocksBackward runs the blocks' backward, last block first.
 func (c *stepCompiler) blocksBackward() {
-	for l := c.st.last - 1; l >= c.st.first; l-- {
-		c.blockBackward(l)
+	runs := c.runs()
+	for i := len(runs) - 1; i >= 0; i-- {
+		if rn := runs[i]; rn[1]-rn[0] > 1 {
+			c.backwardRun(rn[0], rn[1])
+		} else {
+			c.blockBackward(rn[0])
+		}
 	}
 }
 

@@ -20,12 +20,13 @@ type stepCompiler struct {
 	zero3    bool
 	// Across passes: each unit's gradients and optimizer states (unit k at
 	// k+2: -1 the embedding, -2 the head), DeepSpeed ZeRO-1/2's bucket.
-	grads  [][]slot
-	states []slot
-	acc    []slot // FSDP2 in pipeline stages: accumulated unsharded gradients (fsdp2_pipeline.go)
-	bucket slot
-	pass   *stepPass
-	unitKs []int // the stage's units (units)
+	grads   [][]slot
+	states  []slot
+	acc     []slot // FSDP2 in pipeline stages: accumulated unsharded gradients (fsdp2_pipeline.go)
+	bucket  slot
+	pass    *stepPass
+	unitKs  []int    // the stage's units (units)
+	runList [][2]int // the stage's runs of identical blocks (runs)
 }
 
 // stepPass is what one micro-batch's forward and backward share.
@@ -60,8 +61,10 @@ type stepPass struct {
 	embedGrads, headGrads, tiedGrads Bytes
 }
 
-// compileStep compiles the step of stage k into prog (emptied first).
-func compileStep(prog *program, r *resolved, k int, blocks []unitMem, embed, head unitMem, acts []BlockActivations, edges edgeActivations) {
+// compileStep compiles the step of stage k into buf's program (emptied
+// first).
+func compileStep(buf *stepBuffer, r *resolved, k int, blocks []unitMem, embed, head unitMem, acts []BlockActivations, edges edgeActivations) {
+	prog := &buf.prog
 	st := r.stages()[k]
 	c := &stepCompiler{r: r, st: st, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges,
 		inflight: r.inflight(k), zero3: r.Parallel.ZeRO == 3 || r.Parallel.CPUOffload == "optimizer+params", bucket: noSlot}
@@ -81,8 +84,12 @@ func compileStep(prog *program, r *resolved, k int, blocks []unitMem, embed, hea
 	for i := range c.states {
 		c.states[i], c.acc[i] = noSlot, noSlot
 	}
-	c.unitKs = c.listUnits()
-	c.pass = newStepPass(len(blocks))
+	c.unitKs = c.listUnits(buf.units[:0])
+	buf.units = c.unitKs
+	if buf.pass == nil || len(buf.pass.kept) != len(blocks) {
+		buf.pass = newStepPass(len(blocks))
+	}
+	c.pass = buf.pass
 	c.load()
 	micros := []int{1}
 	if r.GradAccum > 1 {
@@ -105,21 +112,20 @@ func newStepPass(n int) *stepPass {
 }
 
 // unit is the memory of unit k (a block, -1 the embedding, -2 the head).
-func (c *stepCompiler) unit(k int) unitMem {
+func (c *stepCompiler) unit(k int) *unitMem {
 	switch k {
 	case -1:
-		return c.embed
+		return &c.embed
 	case -2:
-		return c.head
+		return &c.head
 	}
-	return c.blocks[k]
+	return &c.blocks[k]
 }
 
 // units lists the stage's units: the embedding, the blocks, the head.
 func (c *stepCompiler) units() []int { return c.unitKs }
 
-func (c *stepCompiler) listUnits() []int {
-	var ks []int
+func (c *stepCompiler) listUnits(ks []int) []int {
 	if c.st.embed {
 		ks = append(ks, -1)
 	}
@@ -199,11 +205,15 @@ func (c *stepCompiler) forwardPass() {
 	if c.st.embed {
 		c.embedForward()
 	}
-	for l := c.st.first; l < c.st.last; l++ {
-		if l == c.edges.BridgeAt {
+	for _, rn := range c.runs() {
+		if rn[1]-rn[0] > 1 {
+			c.forwardRun(rn[0], rn[1])
+			continue
+		}
+		if rn[0] == c.edges.BridgeAt {
 			c.bridgeForward()
 		}
-		c.blockForward(l)
+		c.blockForward(rn[0])
 	}
 	if !c.st.head {
 		c.free(p.res) // sent to the next stage

@@ -99,14 +99,14 @@ type callKey struct {
 // effectOf runs call on a local count.
 func effectOf(call *blockCall, forward bool) callEffect {
 	a := call.a
-	m := &localCount{}
+	m := &localCount{size: make([]Bytes, 0, 4*len(a.prog.ts)), cat: make([]category, 0, 4*len(a.prog.ts))}
 	m.span("")
 	br := blockRun{m: m, a: a, p: a.prog}
 	in, drop := -1, -1
 	if call.withInput {
 		in = m.alloc(catActivations, a.Input)
 	}
-	if call.drop != noSlot {
+	if call.drop.s != noSlot {
 		drop = m.alloc(catActivations, a.Input)
 	}
 	e := callEffect{inputKept: inputKept(a, call.mode)}
@@ -183,31 +183,107 @@ type tally struct {
 func (t *tally) run(p *program, buf *stepBuffer) {
 	buf.slots, buf.parked = grow(buf.slots, p.slots), grow(buf.parked, p.slots)
 	t.slots, t.parked = buf.slots, buf.parked
-	for i := range p.ops {
+	for i := 0; i < len(p.ops); i++ {
 		op := &p.ops[i]
-		switch op.kind {
-		case opAlloc:
-			t.put(op.slot, amount{op.bytes, op.cat})
-			t.checkCur()
-		case opFree:
-			t.take(op.slot)
-		case opMark:
-			t.mark(p.marks[op.ref])
-		case opForward, opBackward:
-			t.call(&p.calls[op.ref], op.kind == opForward)
-		case opPark:
-			s := p.calls[op.ref].kept
-			t.parked[s] = t.slots[s]
-			t.take(s)
-		case opFetch:
-			s := p.calls[op.ref].kept
-			t.put(s, t.parked[s])
-			t.checkCur()
-		case opAfterForward:
-			t.afterForward = t.cur.breakdown()
+		if op.kind != opRun {
+			t.exec(p, op, 0)
+			continue
 		}
+		rn := &p.runs[op.ref]
+		t.runLoop(p, rn)
+		i = int(rn.end) - 1
 	}
 	t.close()
+}
+
+// runLoop evaluates a run: when recording, every iteration; else its first
+// two and its last. The middle ones change the memory by what the second
+// changes, each its own slots (so the moments of the run grow or shrink
+// evenly, and the largest is at an end): they are added up at once, and
+// the second's slots copied to theirs.
+func (t *tally) runLoop(p *program, rn *run) {
+	body := p.ops[rn.start:rn.end]
+	if t.record || rn.n < 4 {
+		for it := range rn.n {
+			t.body(p, body, it)
+		}
+		return
+	}
+	t.body(p, body, 0)
+	before, tot := t.cur, t.tot
+	t.body(p, body, 1)
+	m := int64(rn.n - 3) // iterations 2 … n−2
+	for c := range t.cur {
+		t.cur[c] = addBytes(t.cur[c], times(m, t.cur[c]-before[c]))
+	}
+	t.tot = addBytes(t.tot, times(m, t.tot-tot))
+	for _, op := range body {
+		for _, s := range t.own(p, &op) {
+			for it := 2; it < rn.n-1; it++ {
+				t.slots[s+slot(it)], t.parked[s+slot(it)] = t.slots[s+1], t.parked[s+1]
+			}
+		}
+	}
+	t.body(p, body, rn.n-1)
+}
+
+// times is m·d for a change d of either sign, checked.
+func times(m int64, d Bytes) Bytes {
+	if d < 0 {
+		return -mulBytes(m, -d)
+	}
+	return mulBytes(m, d)
+}
+
+// own lists the slots op fills for its iteration (iteration 0's).
+func (t *tally) own(p *program, op *stepOp) []slot {
+	switch op.kind {
+	case opAlloc:
+		return []slot{op.slot}
+	case opForward:
+		c := &p.calls[op.ref]
+		return []slot{c.kept.s, c.out, c.until}
+	case opBackward:
+		c := &p.calls[op.ref]
+		return []slot{c.grads, c.held}
+	}
+	return nil
+}
+
+// body evaluates a run's ops as iteration it.
+func (t *tally) body(p *program, body []stepOp, it int) {
+	for i := range body {
+		t.exec(p, &body[i], it)
+	}
+}
+
+// exec evaluates op as iteration it of its run (0 outside runs).
+func (t *tally) exec(p *program, op *stepOp, it int) {
+	switch op.kind {
+	case opAlloc:
+		t.put(op.slot+slot(it), amount{op.bytes, op.cat})
+		t.checkCur()
+	case opFree:
+		t.take(ref{op.slot, op.step}.at(it))
+	case opMove:
+		to := slot(op.ref)
+		t.slots[to], t.parked[to] = t.slots[op.slot], t.parked[op.slot]
+		t.slots[op.slot], t.parked[op.slot] = amount{}, amount{}
+	case opMark:
+		t.mark(p.marks[op.ref].in(it))
+	case opForward, opBackward:
+		t.call(&p.calls[op.ref], op.kind == opForward, it)
+	case opPark:
+		s := p.calls[op.ref].kept.at(it)
+		t.parked[s] = t.slots[s]
+		t.take(s)
+	case opFetch:
+		s := p.calls[op.ref].kept.at(it)
+		t.put(s, t.parked[s])
+		t.checkCur()
+	case opAfterForward:
+		t.afterForward = t.cur.breakdown()
+	}
 }
 
 // grow returns s with n zero amounts.
@@ -280,9 +356,10 @@ func (t *tally) close() {
 	}
 }
 
-// call applies a block call's effect, evaluated once per kind of call.
-func (t *tally) call(c *blockCall, forward bool) {
-	key := callKey{prog: c.a.prog, forward: forward, mode: c.mode, withInput: c.withInput, drop: c.drop != noSlot, lumpSize: c.lumpSize}
+// call applies a block call's effect, evaluated once per kind of call, as
+// iteration it of its run.
+func (t *tally) call(c *blockCall, forward bool, it int) {
+	key := callKey{prog: c.a.prog, forward: forward, mode: c.mode, withInput: c.withInput, drop: c.drop.s != noSlot, lumpSize: c.lumpSize}
 	if !forward {
 		key.bwd = c.bwd
 	}
@@ -304,7 +381,7 @@ func (t *tally) call(c *blockCall, forward bool) {
 	for i := range e.spans {
 		s := &e.spans[i]
 		if i > 0 {
-			t.mark(c.walk)
+			t.mark(c.walk.in(it))
 			t.spanTop, t.topTot = t.cur.add(s.start), addBytes(t.tot, s.startTot)
 		}
 		if tot := addBytes(t.tot, s.maxTot); t.open && tot > t.topTot {
@@ -315,16 +392,17 @@ func (t *tally) call(c *blockCall, forward bool) {
 	t.tot = addBytes(t.tot, e.deltaTot)
 	if forward {
 		// The counts are in delta: the slots only say what each holds.
-		t.slots[c.kept], t.slots[c.out], t.slots[c.until] = amount{e.kept, catActivations}, amount{e.out, catActivations}, amount{e.until, catActivations}
-		if e.inputKept && c.in != noSlot {
-			t.slots[c.kept].b += t.slots[c.in].b
-			t.slots[c.in] = amount{}
+		kept, in := c.kept.at(it), c.in.at(it)
+		t.slots[kept], t.slots[c.out+slot(it)], t.slots[c.until+slot(it)] = amount{e.kept, catActivations}, amount{e.out, catActivations}, amount{e.until, catActivations}
+		if e.inputKept && in != noSlot {
+			t.slots[kept].b += t.slots[in].b
+			t.slots[in] = amount{}
 		}
-		if c.drop != noSlot {
-			t.slots[c.drop] = amount{}
+		if drop := c.drop.at(it); drop != noSlot {
+			t.slots[drop] = amount{}
 		}
 		return
 	}
-	t.slots[c.kept] = amount{}
-	t.slots[c.grads], t.slots[c.held] = amount{e.grads, catGradients}, amount{e.held, catActivations}
+	t.slots[c.kept.at(it)] = amount{}
+	t.slots[c.grads+slot(it)], t.slots[c.held+slot(it)] = amount{e.grads, catGradients}, amount{e.held, catActivations}
 }

@@ -169,7 +169,7 @@ func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record
 	var effects []callEffect
 	for k, st := range r.stages() {
 		buf := stepBuffers.Get().(*stepBuffer)
-		compileStep(&buf.prog, r, k, blocks, embed, head, acts, edges)
+		compileStep(buf, r, k, blocks, embed, head, acts, edges)
 		t := &tally{record: record, effects: effects}
 		t.run(&buf.prog, buf)
 		effects = t.effects

@@ -1,0 +1,229 @@
+package vram
+
+import "sort"
+
+// Runs of identical blocks: a model's blocks are mostly alike, and so are
+// their steps. A run's body is compiled once, for its first block in the
+// pass's order, and the evaluators run it once per block (the timeline
+// only its first two and its last iterations: the others change the memory
+// by the same amount each). Each slot the body allocates is a vector, one
+// slot per iteration; the residual stream and the other chains a block
+// hands to the next (FSDP2's last all-gather output, its retained
+// reduce-scatter input) enter as the vector's element −1.
+
+// runBody is the run whose body the compiler is compiling.
+type runBody struct {
+	n     int  // iterations
+	dir   int  // +1: blocks in increasing order (forward), -1: decreasing (backward)
+	first slot // the body's first slot: its vectors are from here on
+	op    int  // the run's opRun in prog.ops
+}
+
+// vector is a run's slot, s+i for iteration i (s−1 is the element a chain
+// enters with).
+type vector struct {
+	s   slot
+	n   int
+	dir int
+}
+
+// newVector is a vector of the run being compiled.
+func (c *compiler) newVector() slot {
+	v := slot(c.prog.slots) + 1
+	c.prog.slots += c.in.n + 1
+	c.vectors = append(c.vectors, vector{s: v, n: c.in.n, dir: c.in.dir})
+	return v
+}
+
+// refOf is slot s as the iterations of the body being compiled see it: its
+// own vectors one step an iteration; another run's vector (the blocks'
+// kept sets, made by the forward's run, seen from the backward's) a step
+// in the direction the two runs' blocks go; any other slot unchanged.
+func (c *compiler) refOf(s slot) ref {
+	if c.in == nil || s == noSlot {
+		return ref{s: s}
+	}
+	if s >= c.in.first {
+		return ref{s: s, step: 1}
+	}
+	i := sort.Search(len(c.vectors), func(i int) bool { return c.vectors[i].s+slot(c.vectors[i].n) > s })
+	if i < len(c.vectors) && s >= c.vectors[i].s-1 {
+		return ref{s: s, step: int8(c.vectors[i].dir * c.in.dir)}
+	}
+	return ref{s: s}
+}
+
+// runs splits the stage's blocks into runs of at least four identical
+// blocks (and single blocks between): [start, end) pairs in block order,
+// the same in every pass.
+func (c *stepCompiler) runs() [][2]int {
+	if c.runList != nil {
+		return c.runList
+	}
+	out := make([][2]int, 0, 8)
+	for l := c.st.first; l < c.st.last; {
+		n := 1
+		for l+n < c.st.last && c.interior(l+n) && c.interior(l) {
+			n++
+		}
+		if n < 4 {
+			out = append(out, [2]int{l, l + 1})
+			l++
+			continue
+		}
+		out = append(out, [2]int{l, l + n})
+		l += n
+	}
+	c.runList = out
+	return out
+}
+
+// interior reports whether block l's forward and backward compile as its
+// neighbours' do: the same block, the same memory, nothing of the step's
+// happening at it (a mask freed, the bridge, the stage's ends), outside
+// pipeline stages and recompute groups.
+func (c *stepCompiler) interior(l int) bool {
+	r := c.r
+	if l <= c.st.first || l >= c.st.last-1 || l == 0 || l == c.edges.BridgeAt || c.inflight != 1 {
+		return false
+	}
+	if g0, g1 := r.recomputeGroup(l); g0 != g1 {
+		return false
+	}
+	for _, mp := range c.pass.maskParts {
+		if mp.keptUntil(r, c.st.first, c.st.last) == l || mp.forwardEnd(c.st.first, c.st.last) == l {
+			return false
+		}
+	}
+	return c.sameBlock(l-1, l) && c.sameBlock(l, l+1)
+}
+
+// sameBlock reports whether blocks a and b run alike: the same activation
+// program, checkpointing, offload and persistent memory.
+func (c *stepCompiler) sameBlock(a, b int) bool {
+	r, x, y := c.r, &c.blocks[a], &c.blocks[b]
+	return c.acts[a].prog == c.acts[b].prog && r.keepModeOf(a) == r.keepModeOf(b) && r.offloaded(a, c.st) == r.offloaded(b, c.st) &&
+		x.params == y.params && x.grads == y.grads && x.gradsFull == y.gradsFull && x.gradsLive == y.gradsLive &&
+		x.states == y.states && x.gathered == y.gathered && x.h2d == y.h2d && x.trainable == y.trainable && x.largest == y.largest &&
+		sameSizes(x.gradSizes, y.gradSizes) && sameSizes(x.stateSizes, y.stateSizes)
+}
+
+// sameSizes reports whether two tensors' size lists are one list (blocks
+// of a kind share their unit's).
+func sameSizes(a, b []Bytes) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// beginRun starts a run of n blocks in direction dir.
+func (c *compiler) beginRun(n, dir int) {
+	c.prog.runs = append(c.prog.runs, run{n: n})
+	c.prog.ops = append(c.prog.ops, stepOp{kind: opRun, ref: int32(len(c.prog.runs) - 1)})
+	c.in = &runBody{n: n, dir: dir, first: slot(c.prog.slots), op: len(c.prog.ops) - 1}
+}
+
+// endRun ends the body: each chain (a slot the body frees, from before the
+// run, and one it leaves, a vector of its own) enters as its vector's
+// element −1, moved there before the run; chains[i] becomes the vector's
+// last element.
+func (c *compiler) endRun(chains []*slot, pre []slot) {
+	body := c.in
+	var moves []stepOp
+	for i, ch := range chains {
+		post := *ch
+		if pre[i] == noSlot || post == pre[i] || post < body.first {
+			continue
+		}
+		c.rename(body.op+1, pre[i], post-1)
+		moves = append(moves, stepOp{kind: opMove, slot: pre[i], ref: int32(post - 1)})
+		*ch = post + slot(body.n-1)
+	}
+	ops := c.prog.ops
+	ops = append(ops[:body.op], append(moves, ops[body.op:]...)...)
+	c.prog.ops = ops
+	at := body.op + len(moves)
+	c.prog.runs[ops[at].ref].start, c.prog.runs[ops[at].ref].end = int32(at+1), int32(len(ops))
+	c.in = nil
+}
+
+// rename makes the ops from index from on that use slot s use vector
+// element −1 at e, one step an iteration.
+func (c *compiler) rename(from int, s, e slot) {
+	for i := from; i < len(c.prog.ops); i++ {
+		op := &c.prog.ops[i]
+		switch op.kind {
+		case opFree:
+			if op.slot == s {
+				op.slot, op.step = e, 1
+			}
+		case opForward, opBackward, opPark, opFetch:
+			call := &c.prog.calls[op.ref]
+			for _, r := range []*ref{&call.in, &call.kept, &call.drop} {
+				if r.s == s {
+					*r = ref{s: e, step: 1}
+				}
+			}
+		}
+	}
+}
+
+// each is slot s of the body's iteration i (s itself outside a run).
+func (c *compiler) each(s slot, i int) slot { return c.refOf(s).at(i) }
+
+// forwardRun compiles the forward of blocks [lo, hi), alike, as one run.
+func (c *stepCompiler) forwardRun(lo, hi int) {
+	p := c.pass
+	n := hi - lo
+	c.beginRun(n, 1)
+	chains := []*slot{&p.res, &p.ag}
+	pre := []slot{p.res, p.ag}
+	until := len(p.until)
+	c.blockForward(lo)
+	for l := lo + 1; l < hi; l++ {
+		i := l - lo
+		p.kept[l], p.othersBy[l], p.unsharded[l] = c.each(p.kept[lo], i), c.each(p.othersBy[lo], i), c.each(p.unsharded[lo], i)
+		p.modes[l], p.withIn[l] = p.modes[lo], p.withIn[lo]
+	}
+	p.until = c.repeat(p.until, until)
+	c.endRun(chains, pre)
+}
+
+// backwardRun compiles the backward of blocks [lo, hi), alike, as one run
+// (last block first).
+func (c *stepCompiler) backwardRun(lo, hi int) {
+	p := c.pass
+	n, top := hi-lo, hi-1
+	c.beginRun(n, -1)
+	chains := []*slot{&p.ag, &p.rs}
+	pre := []slot{p.ag, p.rs}
+	held := len(p.held)
+	c.blockBackward(top)
+	for l := top - 1; l >= lo; l-- {
+		i := top - l
+		*c.gradsOf(l) = c.eachOf(*c.gradsOf(l), *c.gradsOf(top), i)
+		p.liveGrads[l+2] = c.eachOf(p.liveGrads[l+2], p.liveGrads[top+2], i)
+		c.states[l+2], c.acc[l+2], p.unsharded[l] = c.each(c.states[top+2], i), c.each(c.acc[top+2], i), c.each(p.unsharded[top], i)
+	}
+	p.held = c.repeat(p.held, held)
+	c.endRun(chains, pre)
+}
+
+// eachOf is list (of the body's block) for iteration i, in dst's storage.
+func (c *compiler) eachOf(dst, list []slot, i int) []slot {
+	dst = dst[:0]
+	for _, s := range list {
+		dst = append(dst, c.each(s, i))
+	}
+	return dst
+}
+
+// repeat appends, for each iteration after the first, what the body
+// appended to list from index from.
+func (c *compiler) repeat(list []slot, from int) []slot {
+	body := append([]slot(nil), list[from:]...)
+	for i := 1; i < c.in.n; i++ {
+		for _, s := range body {
+			list = append(list, c.each(s, i))
+		}
+	}
+	return list
+}
