@@ -239,7 +239,8 @@ func (rp *replayer) forward(c *blockCall, it int) {
 		rp.slots[drop] = nil
 	}
 	rp.kept[c.kept.at(it)] = k
-	rp.slots[c.out+slot(it)], rp.slots[c.until+slot(it)] = []int{out}, until
+	rp.slots[c.out+slot(it)] = []int{out}
+	rp.fill(c.until, it, until)
 	if in >= 0 && k.input == in {
 		rp.slots[ins] = nil // the block keeps it
 	}
@@ -258,7 +259,17 @@ func (rp *replayer) backward(c *blockCall, it int) {
 	}
 	grads, held := blockRun{m: rp, a: c.a, p: c.a.prog}.backward(k, c.bwd)
 	rp.kept[ks] = nil
-	rp.slots[c.grads+slot(it)], rp.slots[c.held+slot(it)] = grads, held
+	rp.fill(c.grads, it, grads)
+	rp.fill(c.held, it, held)
+}
+
+// fill gives slot s of iteration it the handles hs (which, where the
+// compiler made no slot, are none: blockRun keeps to what the call's
+// inventory says).
+func (rp *replayer) fill(s slot, it int, hs []int) {
+	if s != noSlot {
+		rp.slots[s+slot(it)] = hs
+	}
 }
 
 // Replay runs an inference plan's allocations through the allocator model:

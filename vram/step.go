@@ -184,6 +184,14 @@ func (c *compiler) free(s slot) {
 	}
 }
 
+// keep appends s to ss, unless it is no slot.
+func keep(ss []slot, s slot) []slot {
+	if s == noSlot {
+		return ss
+	}
+	return append(ss, s)
+}
+
 // freeAll frees every slot of ss and empties it.
 func (c *compiler) freeAll(ss *[]slot) {
 	for _, s := range *ss {
@@ -218,7 +226,10 @@ func (c *compiler) forward(a *BlockActivations, mode keepMode, in slot) (kept, o
 // forwardDropping is forward, freeing drop once the ops have run.
 func (c *compiler) forwardDropping(a *BlockActivations, mode keepMode, in, drop slot) (kept, out, until slot) {
 	kept = c.newSlot()
-	call := blockCall{a: a, mode: mode, in: c.refOf(in), drop: c.refOf(drop), kept: c.refOf(kept), out: c.newSlot(), until: c.newSlot(), withInput: in != noSlot}
+	call := blockCall{a: a, mode: mode, in: c.refOf(in), drop: c.refOf(drop), kept: c.refOf(kept), out: c.newSlot(), until: noSlot, withInput: in != noSlot}
+	if a.untilLoss > 0 {
+		call.until = c.newSlot() // what the model's forward holds (blockRun.forward's until)
+	}
 	c.prog.calls = append(c.prog.calls, call)
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opForward, ref: int32(len(c.prog.calls) - 1)})
 	return kept, call.out, call.until
@@ -246,7 +257,13 @@ func (c *compiler) backward(a *BlockActivations, kept slot, b bwdCall, withInput
 	if c.in != nil {
 		at.step = c.in.dir
 	}
-	call := blockCall{a: a, mode: b.mode, kept: c.refOf(kept), bwd: b, grads: c.newSlot(), held: c.newSlot(), withInput: withInput, lumpSize: lumpSize, walk: at}
+	call := blockCall{a: a, mode: b.mode, kept: c.refOf(kept), bwd: b, grads: noSlot, held: noSlot, withInput: withInput, lumpSize: lumpSize, walk: at}
+	if b.grads > 0 {
+		call.grads = c.newSlot()
+	}
+	if b.outlives && a.outlives > 0 {
+		call.held = c.newSlot() // what the model's output holds (blockRun.walkEnd)
+	}
 	c.prog.calls = append(c.prog.calls, call)
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opBackward, ref: int32(len(c.prog.calls) - 1)})
 	return call.grads, call.held

@@ -56,7 +56,7 @@ func (c *stepCompiler) headForward() {
 	c.free(out)
 	p.res = noSlot
 	p.headKept = kept
-	p.until = append(p.until, until)
+	p.until = keep(p.until, until)
 	if p.keep {
 		c.free(p.ag) // freed by the root's post-forward
 		p.ag = noSlot
@@ -78,7 +78,7 @@ func (c *stepCompiler) headBackward() {
 		c.prog.ops = append(c.prog.ops, stepOp{kind: opAfterForward})
 	}
 	g, held := c.backward(h, p.headKept, bwdCall{mode: keepAll, grads: grads, outlives: true}, false, 0, -1, "loss and output")
-	p.held = append(p.held, held)
+	p.held = keep(p.held, held)
 	c.keepGrads(-2, g)
 	if p.f2 && c.r.headHeld(c.head, c.st) > 0 {
 		// torchtitan's [norm, output] group reduces at its own
@@ -91,6 +91,9 @@ func (c *stepCompiler) headBackward() {
 // keepGrads records g as unit k's gradients: FSDP2's unsharded ones until
 // their group reduces them, the unit's own otherwise.
 func (c *stepCompiler) keepGrads(k int, g slot) {
+	if g == noSlot {
+		return
+	}
 	if c.pass.f2 {
 		c.pass.liveGrads[k+2] = append(c.pass.liveGrads[k+2], g)
 		return
@@ -147,7 +150,7 @@ func (c *stepCompiler) blockBackward(l int) {
 		kept, lump = p.groupLump[l], scale(a.Saved, c.inflight)
 	}
 	g, held := c.backward(a, kept, call, p.withIn[l], lump, l, "")
-	p.held = append(p.held, held)
+	p.held = keep(p.held, held)
 	c.keepGrads(l, g)
 	c.afterBlockBackward(l, group && l == gStart, extra)
 }
@@ -283,7 +286,7 @@ func (c *stepCompiler) bridgeBackward() {
 	c.free(g)
 	c.free(p.bridgeOthers)
 	p.bridgeKept, p.bridgeOthers = noSlot, noSlot
-	p.held = append(p.held, held)
+	p.held = keep(p.held, held)
 	if o := scale(br.outlives, c.inflight) - br.outlives; o > 0 {
 		p.held = append(p.held, c.allocLater(catActivations, o, pieces(o, br.outlives)))
 	}

@@ -239,7 +239,7 @@ func (c *stepCompiler) embedForward() {
 	c.mark(-1, "embedding")
 	kept, out, until := c.forward(e, keepAll, noSlot)
 	p.embedKept, p.res, p.resSize = kept, out, c.outSize(e)
-	p.until = append(p.until, until)
+	p.until = keep(p.until, until)
 	p.others = append(p.others, c.othersOf(e.Saved))
 	// What the forward holds of the embedding side until it returns (a
 	// vision-language model's image features).
@@ -280,7 +280,7 @@ func (c *stepCompiler) bridgeForward() {
 	c.mark(-1, "encoder-decoder bridge")
 	kept, out, until := c.forward(br, keepAll, noSlot)
 	p.bridgeKept, p.res, p.resSize = kept, out, c.outSize(br)
-	p.until = append(p.until, until)
+	p.until = keep(p.until, until)
 	p.bridgeOthers = c.othersOf(br.Saved)
 }
 
@@ -314,7 +314,7 @@ func (c *stepCompiler) blockForward(l int) {
 	p.kept[l], p.modes[l], p.withIn[l] = kept, mode, true
 	p.res, p.resSize = out, c.outSize(a)
 	c.reshardForward(l, gathered)
-	p.until = append(p.until, until)
+	p.until = keep(p.until, until)
 	if !inputKept(a, mode) {
 		if l == 0 && r.inputsEmbedsHeld() {
 			p.until = append(p.until, in) // the forward's inputs_embeds

@@ -1,5 +1,7 @@
 package vram
 
+import "sync"
+
 // The timeline's evaluator of the step program: bytes added up by category,
 // moment by moment. A block's call runs once per kind of call on a local
 // count (blockrun.go's expansion, as the replay runs it) and is reused: its
@@ -13,6 +15,9 @@ type localCount struct {
 	cur   vec
 	spans []spanMax
 }
+
+// localCounts are the counts effectOf reuses.
+var localCounts = sync.Pool{New: func() any { return &localCount{} }}
 
 // spanMax is a moment of a call: the live memory when it started and at
 // its largest, relative to the call's start (and their totals).
@@ -99,7 +104,9 @@ type callKey struct {
 // effectOf runs call on a local count.
 func effectOf(call *blockCall, forward bool) callEffect {
 	a := call.a
-	m := &localCount{size: make([]Bytes, 0, 4*len(a.prog.ts)), cat: make([]category, 0, 4*len(a.prog.ts))}
+	m := localCounts.Get().(*localCount)
+	defer localCounts.Put(m)
+	*m = localCount{size: m.size[:0], cat: m.cat[:0], spans: m.spans[:0]}
 	m.span("")
 	br := blockRun{m: m, a: a, p: a.prog}
 	in, drop := -1, -1
@@ -242,12 +249,23 @@ func (t *tally) own(p *program, op *stepOp) []slot {
 		return []slot{op.slot}
 	case opForward:
 		c := &p.calls[op.ref]
-		return []slot{c.kept.s, c.out, c.until}
+		return present(c.kept.s, c.out, c.until)
 	case opBackward:
 		c := &p.calls[op.ref]
-		return []slot{c.grads, c.held}
+		return present(c.grads, c.held)
 	}
 	return nil
+}
+
+// present lists the slots of ss that are some.
+func present(ss ...slot) []slot {
+	out := ss[:0]
+	for _, s := range ss {
+		if s != noSlot {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // body evaluates a run's ops as iteration it.
@@ -393,7 +411,8 @@ func (t *tally) call(c *blockCall, forward bool, it int) {
 	if forward {
 		// The counts are in delta: the slots only say what each holds.
 		kept, in := c.kept.at(it), c.in.at(it)
-		t.slots[kept], t.slots[c.out+slot(it)], t.slots[c.until+slot(it)] = amount{e.kept, catActivations}, amount{e.out, catActivations}, amount{e.until, catActivations}
+		t.slots[kept], t.slots[c.out+slot(it)] = amount{e.kept, catActivations}, amount{e.out, catActivations}
+		t.fill(c.until, it, amount{e.until, catActivations})
 		if e.inputKept && in != noSlot {
 			t.slots[kept].b += t.slots[in].b
 			t.slots[in] = amount{}
@@ -404,5 +423,14 @@ func (t *tally) call(c *blockCall, forward bool, it int) {
 		return
 	}
 	t.slots[c.kept.at(it)] = amount{}
-	t.slots[c.grads+slot(it)], t.slots[c.held+slot(it)] = amount{e.grads, catGradients}, amount{e.held, catActivations}
+	t.fill(c.grads, it, amount{e.grads, catGradients})
+	t.fill(c.held, it, amount{e.held, catActivations})
+}
+
+// fill gives slot s of iteration it the amount a (counted in the call's
+// delta already).
+func (t *tally) fill(s slot, it int, a amount) {
+	if s != noSlot {
+		t.slots[s+slot(it)] = a
+	}
 }
