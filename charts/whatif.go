@@ -31,7 +31,7 @@ type Controls struct {
 }
 
 var (
-	defaultModels = []string{"qwen3-8b", "llama-3.1-8b", "gemma-3-4b", "smollm3-3b", "olmo-3-7b", "qwen3-14b", "mistral-small-24b", "qwen3-32b", "gpt-oss-20b", "qwen3-30b-a3b", "llama-2-7b", "gpt2"}
+	defaultModels = []string{"qwen3-8b", "llama-3.1-8b", "gemma-3-4b-text", "smollm3-3b", "olmo-3-7b", "qwen3-14b", "mistral-small-24b", "qwen3-32b", "gpt-oss-20b", "qwen3-30b-a3b", "llama-2-7b", "gpt2"}
 	defaultGPUs   = []string{"A100-80GB", "H100-80GB", "RTX-4090", "A100-40GB", "L4", "H200"}
 	seqLens       = []int{128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
 	microBatches  = []int{1, 2, 4, 8, 16, 32, 64} // the useful values a slider's pixels each get

@@ -1180,8 +1180,9 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// transformers' SDPA path gets a mask for a local layer once the
 	// sequence is longer than its span (masking_utils
 	// _ignore_causal_mask_sdpa); it then repeats grouped k and v
-	// (sdpa_attention.py use_gqa_in_sdpa needs attention_mask None).
-	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && m.LocalLayer(layer) && r.SeqLen > m.localSpan()
+	// (sdpa_attention.py use_gqa_in_sdpa needs attention_mask None); with
+	// image tokens that attend both ways (recipe imageMasks) every layer's.
+	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && (m.LocalLayer(layer) && r.SeqLen > m.localSpan() || r.rec.imageMasks && m.AttentionLayer(layer))
 	p.keepOutputs = r.keepsOutputs()
 	p.baseDType = r.WeightsDType
 	if r.fsdp2() && !r.QuantizedBase.Quantized() && p.e.IsFloat() {

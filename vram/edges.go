@@ -251,6 +251,10 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 		// The backward of sum expands a scalar; the matmul needs it contiguous.
 		b.workspace(b.size(v, p.e))
 	default: // cross_entropy
+		if p.rec.maskedShiftLoss {
+			maskedShiftLoss(b, r, pHead, x, h, v)
+			break
+		}
 		logits := headLogits(b, pHead, x, h, v)
 		p.holdOutput(logits) // returned in the model output
 		l32 := logits
@@ -276,6 +280,29 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 		}
 	}
 	return x, chunks
+}
+
+// maskedShiftLoss is Gemma3ForConditionalGeneration's loss: the logits
+// upcast (logits = logits.float(), which the output returns), the shifted
+// logits gathered where the attention
+// mask is set (shift_logits[shift_attention_mask != 0], a copy of every
+// sequence's tokens but its last; the mask's nonzero indices saved for the
+// index's backward, which scatters into zeros of the shifted shape and the
+// slice's into zeros of the whole), then nn.CrossEntropyLoss
+// (log_softmax's output saved).
+func maskedShiftLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) {
+	logits := headLogits(b, p, x, h, v)
+	l32 := logits
+	if logits.dtype != FP32 {
+		l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+	}
+	p.holdOutput(l32) // the upcast logits are the output's (logits = logits.float())
+	all := b.tokens
+	b.tokens = all - all/int64(r.SeqLen) // every sequence but its last token
+	idx := b.op("shift_attention_mask.nonzero", b.size(2, INT64), INT64, nil)
+	sel := b.op("shift_logits[mask]", b.size(v, FP32), FP32, list(l32, idx), idx)
+	b.keep(b.op("log_softmax", b.size(v, FP32), FP32, list(sel)))
+	b.tokens = all
 }
 
 // masks is what transformers' masking_utils builds before the blocks and
@@ -336,6 +363,16 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		}
 		if global {
 			out = append(out, maskPart{bytes: p.resid.Size(maps)})
+		}
+	case p.rec.imageMasks:
+		// An or_mask_function turns SDPA's causal skip off
+		// (masking_utils.create_causal_mask: allow_is_causal_skip = False):
+		// a bool mask for every kind of layer.
+		if local {
+			out = append(out, maskPart{bytes: Bool.Size(maps), local: true})
+		}
+		if global {
+			out = append(out, maskPart{bytes: Bool.Size(maps)})
 		}
 	case local && r.SeqLen > m.localSpan():
 		out = append(out, maskPart{bytes: Bool.Size(maps), local: true})

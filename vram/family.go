@@ -148,6 +148,17 @@ type recipe struct {
 	// pooled output (CLIP's post_layernorm); the model returns the last
 	// hidden state without it.
 	pooledNorm bool
+	// towerPostNorm: a vision tower's last hidden state goes through its
+	// final norm, every token (SigLIP's post_layernorm).
+	towerPostNorm bool
+	// imageMasks: image tokens attend to each other both ways, an
+	// or_mask_function on the causal mask, so SDPA gets a materialised
+	// mask for every kind of layer (Gemma 3's token_type_ids mask).
+	imageMasks bool
+	// maskedShiftLoss: the loss upcasts the logits, gathers the shifted
+	// ones where the attention mask is set (a copy) and runs
+	// CrossEntropyLoss on them (Gemma3ForConditionalGeneration.forward).
+	maskedShiftLoss bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool

@@ -5,12 +5,11 @@ package vram
 // each head of q and k, five sliding-window layers to each global one
 // (sliding_window_pattern 6), no soft-capping, embeddings scaled by
 // sqrt(hidden) through a registered embed_scale, and a second rotary
-// embedding (rotary_emb_local) for the local layers. A gemma3 (image-text)
-// config is read through its text_config.
+// embedding (rotary_emb_local) for the local layers. The image-text model
+// that the 4B, 12B and 27B checkpoints are is family gemma3.
 func init() {
 	register(&family{
 		name: "gemma3_text", source: "transformers/models/gemma3/modeling_gemma3.py",
-		wrappers: map[string]string{"gemma3": "text_config"},
 		defaults: Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true, NormPosition: "sandwich", QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
 			gemmaConfig(c, m, gemmaDefaults{pattern: 6, vocab: 262208, maxPosition: 131072})
@@ -35,14 +34,15 @@ func init() {
 		recipe: func(Model, libVersion) recipe {
 			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: true, localRotary: true}
 		},
-		// Gemma 3 1B is a text model; 4B and 27B are the text side of the
-		// image-text checkpoints (their config.json text_config).
+		// Gemma 3 1B is a text model; "-text" are the language models of
+		// the 4B and 27B image-text checkpoints (their text_config; the
+		// released models with their tower are gemma3's presets).
 		presets: map[string]Preset{
 			"gemma-3-1b": {Model{Name: "google/gemma-3-1b-pt", Layers: 26, Hidden: 1152, Heads: 4, KVHeads: 1, HeadDim: 256, FFN: 6912, Vocab: 262144, MaxPosition: 32768,
 				TiedEmbeddings: true, SlidingWindow: 512, GlobalEvery: 6}, hf("google/gemma-3-1b-pt")},
-			"gemma-3-4b": {Model{Name: "google/gemma-3-4b-pt", Layers: 34, Hidden: 2560, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 10240, Vocab: 262208, MaxPosition: 131072,
+			"gemma-3-4b-text": {Model{Name: "google/gemma-3-4b-pt (text)", Layers: 34, Hidden: 2560, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 10240, Vocab: 262208, MaxPosition: 131072,
 				TiedEmbeddings: true, SlidingWindow: 1024, GlobalEvery: 6}, hf("google/gemma-3-4b-pt")},
-			"gemma-3-27b": {Model{Name: "google/gemma-3-27b-pt", Layers: 62, Hidden: 5376, Heads: 32, KVHeads: 16, HeadDim: 128, FFN: 21504, Vocab: 262208, MaxPosition: 131072,
+			"gemma-3-27b-text": {Model{Name: "google/gemma-3-27b-pt (text)", Layers: 62, Hidden: 5376, Heads: 32, KVHeads: 16, HeadDim: 128, FFN: 21504, Vocab: 262208, MaxPosition: 131072,
 				TiedEmbeddings: true, SlidingWindow: 1024, GlobalEvery: 6}, hf("google/gemma-3-27b-pt")},
 		},
 	})

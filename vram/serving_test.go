@@ -104,7 +104,7 @@ func TestCacheLayerKinds(t *testing.T) {
 		preset string
 		span   int // the local layers' window or chunk
 	}{
-		{"gpt-oss-20b", 128}, {"gemma-2-9b", 4096}, {"gemma-3-27b", 1024}, {"llama-4-scout", 8192}, {"mistral-7b", 4096},
+		{"gpt-oss-20b", 128}, {"gemma-2-9b", 4096}, {"gemma-3-27b-text", 1024}, {"llama-4-scout", 8192}, {"mistral-7b", 4096},
 	} {
 		m := MustPreset(c.preset).Normalize()
 		var local, global int

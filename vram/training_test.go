@@ -313,9 +313,9 @@ func TestOutputHeldThroughBackward(t *testing.T) {
 	}
 }
 
-// TestEstimateMatchesRecordedTimeline: Estimate accounts the blocks inside
-// a run of identical blocks without emitting them; its peak and category
-// maxima are those of the fully recorded timeline.
+// TestEstimateMatchesRecordedTimeline: Estimate evaluates a run of
+// identical blocks at its first two and its last iterations (step_run.go);
+// its peak and category maxima are those of the fully recorded timeline.
 func TestEstimateMatchesRecordedTimeline(t *testing.T) {
 	plans := []Training{
 		llamaPlan(),
@@ -387,5 +387,37 @@ func TestExpertImbalance(t *testing.T) {
 		if _, err := tc.tr.Estimate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.tr.ExpertImbalance, err, tc.want)
 		}
+	}
+}
+
+// TestOptimizerInBackwardKeepsStates: with the optimizer in backward each
+// unit's states appear in its grad hook during the first backward, the
+// embedding's and the head's too, and they stay: the second iteration runs
+// with all of them (the two-walk engine's timeline had dropped them from
+// iteration 2 and never counted the embedding's and the head's).
+func TestOptimizerInBackwardKeepsStates(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", OptimizerInBackward: true, Framework: "torchtune"}
+	tl, err := tr.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := tr.ModelStates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forward2 int
+	for _, e := range tl.Events {
+		if e.Iteration == 2 && e.Phase == "forward" {
+			forward2++
+			if e.Live.OptimizerStates != states.OptimizerStates {
+				t.Fatalf("iteration 2 %s: optimizer states %v, want all of them (%v)", e.Where(), e.Live.OptimizerStates, states.OptimizerStates)
+			}
+		}
+		if e.Iteration == 1 && e.Phase == "forward" && e.Live.OptimizerStates != 0 {
+			t.Fatalf("iteration 1 %s: optimizer states %v before any step", e.Where(), e.Live.OptimizerStates)
+		}
+	}
+	if forward2 == 0 {
+		t.Fatal("no forward moment in iteration 2")
 	}
 }

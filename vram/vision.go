@@ -278,11 +278,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 			t.saved, t.release = true, t.born
 		}
 	}
-	if pv.rec.pooledNorm {
-		// The final norm on the class token only (CLIP's post_layernorm).
-		b.tokens = n
-		b.op("vision.post_layernorm", b.size(hv, pv.resid), pv.resid, list(x))
-	}
+	x = b.towerFinalNorm(pv, tower, x, n, grad)
 
 	// The selected hidden state (LLaVA: without the class token, a view
 	// that keeps the whole state when saved), through the projector.
@@ -322,6 +318,27 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	// masked_scatter: a new tensor; its backward needs the mask only.
 	b.tokens = tokens
 	return b.op("inputs_embeds.masked_scatter", b.size(h, text.dtype), text.dtype, list(text, mask, feats), mask)
+}
+
+// towerFinalNorm is a tower's final norm after its blocks: on the class
+// token only (CLIP's post_layernorm, the pooled output the wrapper does not
+// read), or on every token (SigLIP's, the last hidden state it reads). It
+// returns the last hidden state.
+func (b *actBuilder) towerFinalNorm(pv blockPlan, tower Model, x *actT, n int64, grad bool) *actT {
+	hv := int64(tower.Hidden)
+	switch {
+	case pv.rec.pooledNorm:
+		b.tokens = n
+		b.op("vision.post_layernorm", b.size(hv, pv.resid), pv.resid, list(x))
+	case pv.rec.towerPostNorm:
+		b.tokens = n * int64(tower.Image.Tokens())
+		from := len(b.ops)
+		x = b.norm(pv, "vision.post_layernorm", tower.Norm, x, hv)
+		if !grad {
+			b.noGraph(from)
+		}
+	}
+	return x
 }
 
 // noGraph makes the ops from op from on run without an autograd graph

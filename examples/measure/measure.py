@@ -103,7 +103,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5"}
-VISION_LANGUAGE = {"llava", "qwen2_5_vl"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "gemma3"}
 
 
 def write(args, text):
@@ -218,6 +218,21 @@ def batch(config, train, device, dtype):
         labels[ids == config.image_token_index] = -100
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
                 "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, device=device)}
+    if config.model_type == "gemma3":
+        # Gemma 3's processor: each image's mm_tokens_per_image tokens after
+        # the first token, token_type_ids 1 there (the image tokens attend to
+        # each other both ways), labels ignoring them; fp32 pixels.
+        n, per = int(train.get("images") or 1), config.mm_tokens_per_image
+        v = config.vision_config
+        vocab = min(1000, config.text_config.vocab_size)
+        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
+        ids[ids == config.image_token_index] = 0
+        ids[:, 1:1 + n * per] = config.image_token_index
+        types = (ids == config.image_token_index).long()
+        labels = ids.clone()
+        labels[ids == config.image_token_index] = -100
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types, "labels": labels,
+                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, device=device)}
     if config.model_type == "qwen2_5_vl":
         # The processor's output for square images of the plan's size: one
         # row of channels × frames × patch² fp32 values per patch, the
@@ -256,7 +271,7 @@ def for_training(model, train, dropout):
     lora = train.get("lora")
     vl = model.config.model_type in VISION_LANGUAGE
     if vl and train.get("vision_tower", "frozen") == "frozen":
-        if model.config.model_type == "llava":
+        if model.config.model_type in ("llava", "gemma3"):
             model.model.vision_tower.requires_grad_(False)
         else:  # the tower up to its merger, which trains with the language model
             model.model.visual.patch_embed.requires_grad_(False)
