@@ -23,6 +23,9 @@ func (r *resolved) resolveDeltaNet() error {
 	if err := r.refuseRecurrent("Gated DeltaNet", "Qwen3NextGatedDeltaNet"); err != nil {
 		return err
 	}
+	if r.servingEngine {
+		return nil // the profile path, noted by refuseRecurrent
+	}
 	r.notes = append(r.notes, fmt.Sprintf("delta_net: the Gated DeltaNet layers run transformers' torch path (torch_chunk_gated_delta_rule, as on a CPU or without the flash-linear-attention kernels): each chunk of %d tokens keeps its triangular solve's row clones and its chunk × chunk maps; the fla kernels save far less, which is not modelled", deltaChunk))
 	return nil
 }
@@ -60,14 +63,18 @@ type deltaDims struct {
 func (r *resolved) deltaDims() deltaDims {
 	d := *r.m.DeltaNet
 	seq := int64(r.SeqLen)
+	sh := r.recurrentShard
 	return deltaDims{batch: int64(r.MicroBatch), seq: seq, chunks: (seq + deltaChunk - 1) / deltaChunk,
-		nv: int64(d.ValueHeads), dk: int64(d.KeyDim), dv: int64(d.ValueDim), kd: d.keyDim(), vd: d.valueDim(), conv: d.convDim(),
+		nv: sh(int64(d.ValueHeads)), dk: int64(d.KeyDim), dv: int64(d.ValueDim), kd: sh(d.keyDim()), vd: sh(d.valueDim()), conv: sh(d.convDim()),
 		kernel: int64(d.ConvKernel), rep: int64(d.ValueHeads / d.KeyHeads)}
 }
 
 // gatedDeltaNet is Qwen3NextGatedDeltaNet.forward on x (the norm's
 // output) in training: no previous state.
 func (b *actBuilder) gatedDeltaNet(p blockPlan, x *actT) *actT {
+	if b.r.servingEngine {
+		return b.deltaNetProfile(x)
+	}
 	d := b.r.deltaDims()
 	h := int64(b.r.m.Hidden)
 	qkvz := b.linear(p, "in_proj_qkvz", "in_proj", x, h, 2*d.kd+2*d.vd)

@@ -79,9 +79,9 @@ func init() {
 		// quarter rotated), the others Gated DeltaNet (16 key heads and 32
 		// value heads of 128, a 4-tap conv); 512 experts of 512, 10 a
 		// token, and a shared expert of 512 in every layer; 151,936
-		// tokens, untied.
+		// tokens, untied; 262,144 positions.
 		presets: map[string]Preset{
-			"qwen3-next-80b-a3b": {Model{Name: "Qwen/Qwen3-Next-80B-A3B-Instruct", Layers: 48, Hidden: 2048, Heads: 16, KVHeads: 2, HeadDim: 256, FFN: 5632, Vocab: 151936,
+			"qwen3-next-80b-a3b": {Model{Name: "Qwen/Qwen3-Next-80B-A3B-Instruct", Layers: 48, Hidden: 2048, Heads: 16, KVHeads: 2, HeadDim: 256, FFN: 5632, Vocab: 151936, MaxPosition: 262144,
 				RotaryPct: 0.25, Experts: 512, ExpertsPerToken: 10, ExpertFFN: 512, SharedExperts: 1, SharedExpertFFN: 512, Router: "softmax_topk_norm",
 				DeltaNet: &DeltaNet{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4,
 					Attention: []int{3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47}}}, hf("Qwen/Qwen3-Next-80B-A3B-Instruct")},

@@ -314,6 +314,18 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
 		}
 	}
+	for _, d := range []struct {
+		flag string
+		to   *DType
+	}{{"mamba-cache-dtype", &v.MambaCacheDType}, {"mamba-ssm-cache-dtype", &v.MambaSSMCacheDType}} {
+		switch _, x, ok := f.get(d.flag); {
+		case !ok || x == "auto":
+		case x == "float32":
+			*d.to = FP32
+		default:
+			return fmt.Errorf("--%s %q: vLLM takes auto or float32", d.flag, x)
+		}
+	}
 	if _, x, ok := f.get("enforce-eager"); ok && x != "false" {
 		f.mapped("--enforce-eager: no CUDA graphs (the carve counts none anyway)")
 	}

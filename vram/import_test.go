@@ -285,6 +285,7 @@ func TestImportErrors(t *testing.T) {
 		{"serve.sh", "vllm serve Qwen/Qwen3-8B --tensor-parallel-size two", ImportOptions{}, `--tensor-parallel-size "two": want a whole number`},
 		{"serve.sh", "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5", ImportOptions{}, `--gpu-memory-utilization "1.5": want a number in [0, 1]`},
 		{"quote.sh", "vllm serve 'Qwen/Qwen3-8B", ImportOptions{Kind: KindVLLM}, "unterminated ' quote"},
+		{"serve.sh", "vllm serve ibm-ai-platform/Bamba-9B --mamba-cache-dtype float16", ImportOptions{}, `--mamba-cache-dtype "float16": vLLM takes auto or float32`},
 		{"heredoc.sh", "cat > c.yaml << EOF\nmodel-path: x\n", ImportOptions{Kind: KindSGLang}, "has no closing EOF line"},
 		{"random.yaml", "title: a recipe for soup\nsteps: [boil]\n", ImportOptions{}, "not a config the importer knows"},
 		{"list.yaml", "- a\n- b\n", ImportOptions{}, "a config is a mapping of keys"},
@@ -461,5 +462,22 @@ func TestImportServeWithoutCommand(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "command") {
 			t.Errorf("%s: error %v, want one asking for the command line", k, err)
 		}
+	}
+}
+
+// TestImportVLLMMambaDTypes: --mamba-cache-dtype and --mamba-ssm-cache-dtype
+// reach the plan's state pages.
+func TestImportVLLMMambaDTypes(t *testing.T) {
+	imp, err := ImportConfig("serve.sh", []byte("vllm serve ibm-ai-platform/Bamba-9B --max-model-len 4096 --mamba-ssm-cache-dtype float32"), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := imp.Plan.VLLM; v == nil || v.MambaCacheDType != DTypeUnset || v.MambaSSMCacheDType != FP32 {
+		t.Fatalf("vllm settings %+v", imp.Plan.VLLM)
+	}
+	c, err := imp.Plan.VLLM.KVCache(imp.Plan.Model, 10*GiB)
+	// conv (3, 8448) bf16, temporal (128, 64, 128) fp32.
+	if want := Bytes(3*8448*2 + 128*64*128*4); err != nil || c.StatePageBytes != want {
+		t.Errorf("state page %v, %v; want %v", c.StatePageBytes, err, want)
 	}
 }

@@ -569,8 +569,17 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	return est, nil
 }
 
-// stateNotes say what the recurrent layers keep in generate.
+// stateNotes say what the recurrent layers keep in generate, or for a
+// serving engine's profile run how it runs them (its state pages are the
+// engine's cache: vllm_state.go).
 func (in Inference) stateNotes(m Model, state Bytes) []string {
+	if in.runtime != runTransformers && m.recurrent() {
+		split := ""
+		if in.TP > 1 {
+			split = fmt.Sprintf(", heads split over %d ranks", in.TP)
+		}
+		return []string{"recurrent layers: the profile run calls them without attention metadata, which takes vLLM's short profile path (in_proj, the gate's norm, out_proj: no scan)" + split}
+	}
 	var notes []string
 	if m.DeltaNet != nil {
 		notes = append(notes, fmt.Sprintf("delta_net: the Gated DeltaNet layers keep %v for the %d sequence(s), whatever their length (conv and recurrent states, Qwen3NextDynamicCache); the KV cache is the %d attention layers'", state, in.Batch, m.attentionLayers(0, m.Layers)))

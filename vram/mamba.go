@@ -20,6 +20,9 @@ func (r *resolved) resolveSSM() error {
 	if err := r.refuseRecurrent("state-space (Mamba-2)", "Mamba2Mixer"); err != nil {
 		return err
 	}
+	if r.servingEngine {
+		return nil // the profile path, noted by refuseRecurrent
+	}
 	s := r.m.SSM.Normalize()
 	r.notes = append(r.notes, fmt.Sprintf("ssm: the Mamba-2 mixers run transformers' torch path (Mamba2Mixer.torch_forward, as on a CPU or without the mamba_ssm and causal_conv1d kernels): the chunked scan keeps products of %d × %d per chunk and head; with the CUDA kernels (mamba_split_conv1d_scan_combined) it saves far less, which is not modelled", s.Chunk, s.Chunk))
 	return nil
@@ -40,9 +43,18 @@ func (r *resolved) ssmDims() ssmDims {
 	batch, seq := int64(r.MicroBatch), int64(r.SeqLen)
 	q := int64(s.Chunk)
 	c := (seq + q - 1) / q
+	// Under a serving engine's tensor parallelism each rank has heads/tp
+	// heads and groups/tp groups, n_groups raised to tp when tp does not
+	// divide it (MambaStateShapeCalculator.extra_groups_for_head_shards).
+	groups := int64(s.Groups)
+	if tp := int64(max(1, r.tp)); groups%tp != 0 {
+		groups = tp
+	}
+	heads, inner, groups := r.recurrentShard(int64(s.Heads)), r.recurrentShard(s.inner()), r.recurrentShard(groups)
+	conv := inner + 2*groups*int64(s.State)
 	return ssmDims{batch: batch, tokens: batch * seq, padded: batch * c * q, chunks: c, chunk: q,
-		heads: int64(s.Heads), inner: s.inner(), state: int64(s.State), groups: int64(s.Groups),
-		conv: s.convDim(), proj: s.inner() + s.convDim() + int64(s.Heads), convKernel: int64(s.ConvKernel)}
+		heads: heads, inner: inner, state: int64(s.State), groups: groups,
+		conv: conv, proj: inner + conv + heads, convKernel: int64(s.ConvKernel)}
 }
 
 // mambaBlock is Mamba2Block: an RMSNorm, the mixer, the residual add (in
@@ -86,6 +98,9 @@ func (b *actBuilder) branchScaled(p blockPlan, name string, y *actT, h int64) *a
 
 // mambaMixer builds the mixer on x (the norm's output, width hidden).
 func (b *actBuilder) mambaMixer(p blockPlan, d ssmDims, x *actT) *actT {
+	if b.r.servingEngine {
+		return b.mambaProfile(p, d, x)
+	}
 	h := int64(b.r.m.Hidden)
 	in := x
 	if p.rec.ssmInputScale {

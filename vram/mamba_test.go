@@ -76,8 +76,8 @@ func TestSSMRefusals(t *testing.T) {
 	}
 	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
 	g, _ := LookupGPU("h100")
-	if _, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
-		t.Errorf("vllm: %v", err)
+	if c, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != m.Layers || c.KVCache.hybrid() {
+		t.Errorf("vllm: %v, %d state layers (want %d, not hybrid)", err, c.KVCache.StateLayers, m.Layers)
 	}
 	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
 		t.Errorf("sglang: %v", err)

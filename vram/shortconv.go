@@ -16,6 +16,9 @@ func (r *resolved) resolveShortConv() error {
 	if err := r.refuseRecurrent("short-convolution", "Lfm2ShortConv"); err != nil {
 		return err
 	}
+	if r.servingEngine {
+		return nil // the profile path, noted by refuseRecurrent
+	}
 	r.notes = append(r.notes, "short_conv: the convolution layers run transformers' slow_forward (Lfm2ShortConv, as on a CPU or without the causal_conv1d kernels): their Conv1d keeps its padded output, which the CUDA kernel does not; that path is not modelled")
 	return nil
 }
@@ -42,28 +45,33 @@ func shortConvBlock(r *resolved, layer int) BlockActivations {
 // shortConv is Lfm2ShortConv.slow_forward on x (the norm's output).
 func (b *actBuilder) shortConv(p blockPlan, x *actT) *actT {
 	m := b.r.m
-	h, k := int64(m.Hidden), int64(m.ShortConv.Kernel)
+	// w: the channels on this rank (all of them outside a serving
+	// engine's tensor parallelism); h: the block's width.
+	h, w, k := int64(m.Hidden), b.r.recurrentShard(int64(m.Hidden)), int64(m.ShortConv.Kernel)
+	if b.r.servingEngine {
+		return b.shortConvProfile(p, x, w)
+	}
 	batch, seq := int64(b.r.MicroBatch), int64(b.r.SeqLen)
-	proj := b.linear(p, "in_proj", "in_proj", x, h, 3*h)
+	proj := b.linear(p, "in_proj", "in_proj", x, h, 3*w)
 	d := proj.dtype
 	// B · x multiplies two thirds of the projection (views of it), and
 	// saves both: the projection.
-	bx := b.op("B*x", b.size(h, d), d, list(proj), proj)
+	bx := b.op("B*x", b.size(w, d), d, list(proj), proj)
 	if p.useCache {
 		// The prefill's conv state: F.pad(Bx, (L_cache − seq, 0)), the last
 		// L_cache positions, copied into the cache and dropped.
-		b.op("conv_state", d.Size(batch*h*k), d, list(bx))
+		b.op("conv_state", d.Size(batch*w*k), d, list(bx))
 	}
 	// Conv1d saves its input (and, under autocast, the cast weight); its
 	// output is seq + kernel − 1 long, and the [..., :seqlen] view that C
 	// multiplies keeps all of it.
-	conv := b.op("conv", d.Size(batch*(seq+k-1)*h), d, list(bx), bx)
+	conv := b.op("conv", d.Size(batch*(seq+k-1)*w), d, list(bx), bx)
 	if p.autocast && !p.frozen {
-		b.side("conv.weight_cast", p.e.Size(h*k), p.e)
+		b.side("conv.weight_cast", p.e.Size(w*k), p.e)
 	}
 	// C · conv saves both (C a view of the projection). Its result is laid
 	// out as C is (tokens × hidden), so .transpose(-1, -2).contiguous() is
 	// that tensor itself, which out_proj saves.
-	y := b.op("C*conv", b.size(h, d), d, list(proj, conv), proj, conv)
-	return b.linear(p, "out_proj", "out_proj", y, h, h)
+	y := b.op("C*conv", b.size(w, d), d, list(proj, conv), proj, conv)
+	return b.linear(p, "out_proj", "out_proj", y, w, h)
 }

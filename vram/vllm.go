@@ -71,6 +71,12 @@ type VLLM struct {
 	// wheel does not install), else "marlin" (weight-only); default by
 	// the GPU: flashinfer on 10.x, marlin below.
 	MXFP4Backend string `json:"mxfp4_backend,omitempty"`
+	// MambaCacheDType and MambaSSMCacheDType are --mamba-cache-dtype and
+	// --mamba-ssm-cache-dtype: the dtypes of a recurrent layer's conv and
+	// temporal states (bf16, vLLM's "auto" for a bf16 model, or fp32; the
+	// temporal state defaults to the conv state's). See vllm_state.go.
+	MambaCacheDType    DType `json:"mamba_cache_dtype,omitempty"`
+	MambaSSMCacheDType DType `json:"mamba_ssm_cache_dtype,omitempty"`
 }
 
 func (v VLLM) withDefaults(m Model) VLLM {
@@ -123,14 +129,22 @@ func (v VLLM) check(m Model) error {
 	if m.Encoder() || m.EncoderDecoder() {
 		return fmt.Errorf("vllm: the KV cache model covers decoder-only models, not %q", m.Family)
 	}
-	if m.SSM != nil {
-		return fmt.Errorf("vllm: %q has state-space (Mamba-2) layers, whose state vLLM keeps in its own cache groups; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	if m.recurrent() && v.Draft != nil {
+		// gpu_model_runner.py get_kv_cache_spec: "Mamba with speculative
+		// decoding is not supported yet" (Qwen3-Next's own MTP layers aside).
+		return fmt.Errorf("vllm: %q keeps recurrent state, and vLLM 0.11 runs no separate draft model beside it (NotImplementedError: Mamba with speculative decoding is not supported yet)", m.Family)
 	}
-	if m.DeltaNet != nil {
-		return fmt.Errorf("vllm: %q has Gated DeltaNet layers, whose conv and recurrent states the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	if m.recurrent() && v.DisableHybridKVCache && m.attentionLayers(0, m.Layers) > 0 {
+		// unify_hybrid_kv_cache_specs cannot make state pages attention.
+		return fmt.Errorf("vllm: disable_hybrid_kv_cache_manager: %q pools attention and recurrent-state layers, which vLLM cannot convert to one type (ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type)", m.Family)
 	}
-	if m.ShortConv != nil {
-		return fmt.Errorf("vllm: %q has short-convolution layers, whose conv state the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	if err := v.checkMamba(); err != nil {
+		return err
+	}
+	if m.recurrent() {
+		if _, err := v.statePage(m); err != nil {
+			return err
+		}
 	}
 	if err := v.KVCacheDType.validKV(); err != nil {
 		return fmt.Errorf("vllm: %w", err)
@@ -164,11 +178,22 @@ type VLLMKVCache struct {
 	// beside global ones) the layers of each kind in groups of GroupSize.
 	Groups    []VLLMGroup `json:"groups"`
 	GroupSize int         `json:"group_size"`
-	mbt       int
+	// StateLayers are the recurrent layers on this GPU (Mamba-2 mixers,
+	// short convolutions, Gated DeltaNet), each keeping StatePageBytes per
+	// request whatever its length, in pages padded to PageBytes (their
+	// group's kind is "mamba"); StateKind is vLLM's mamba_type.
+	StateLayers    int    `json:"state_layers,omitempty"`
+	StatePageBytes Bytes  `json:"state_page_bytes,omitempty"`
+	StateKind      string `json:"state_kind,omitempty"`
+	// Notes say how the recurrent state is pooled.
+	Notes []string `json:"notes,omitempty"`
+	mbt   int
+	kinds []VLLMGroup // the layers of each kind, before grouping
 }
 
 // VLLMGroup is one KV cache group: its kind ("full", "sliding_window",
-// "chunked_local") and span (the window or chunk), and its layers.
+// "chunked_local", or "mamba" for recurrent state) and span (the window or
+// chunk), and its layers.
 type VLLMGroup struct {
 	Kind   string `json:"kind"`
 	Span   int    `json:"span,omitempty"`
@@ -180,9 +205,11 @@ type VLLMGroup struct {
 // every block for full attention; for a sliding window only the last
 // window − 1 tokens and a batch of new ones, plus one block for the window
 // not starting at a block boundary; for chunked local attention a chunk
-// and a batch.
+// and a batch; one page of state for a recurrent layer.
 func (g VLLMGroup) pagesFor(n, block, mbt int) int64 {
 	switch g.Kind {
+	case "mamba":
+		return 1
 	case "sliding_window":
 		return cdiv64(int64(min(g.Span-1+mbt, n)), int64(block)) + 1
 	case "chunked_local":
@@ -214,14 +241,16 @@ func (v VLLM) pageBytes(m Model) Bytes {
 	return v.KVCacheDType.Size(2 * int64(v.BlockSize) * int64(kv) * int64(m.HeadDim))
 }
 
-// KVCache cuts available bytes (per GPU) into vLLM's blocks for model m.
-// Layers that attend alike form one group; a hybrid model's kinds are
-// grouped as _get_kv_cache_groups_uniform_page_size does: a group size of
-// the smallest kind's layer count (the largest when it is under 1.5× the
-// smallest), each kind cut into groups of that size (the last padded), the
-// memory split into GroupSize pools of equal blocks
+// KVCache cuts available bytes (per GPU) into vLLM's blocks for model m
+// (vLLM 0.11.0, v1/core/kv_cache_utils.py). Layers that attend alike form
+// one group; a hybrid model's kinds (sliding-window, chunked or global
+// attention, recurrent state: vllm_state.go) are grouped as
+// _get_kv_cache_groups_uniform_page_size does: a group size of the
+// smallest kind's layer count, each kind cut into groups of that size (the
+// last padded), the memory split into GroupSize pools of equal blocks
 // (get_kv_cache_config_from_groups), and the reported tokens the blocks a
-// group gets (_report_kv_cache_config).
+// group gets times the smallest block size (_report: a state group's
+// block is max_model_len).
 func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	m = m.Normalize()
 	if err := m.Validate(); err != nil {
@@ -232,7 +261,10 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 		return VLLMKVCache{}, err
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
-	page := v.pageBytes(m)
+	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: v.MaxNumBatchedTokens}
+	if err := v.pages(&c, m); err != nil {
+		return VLLMKVCache{}, err
+	}
 	if v.Draft != nil {
 		// The draft's layers join the pool as more full-attention layers;
 		// vLLM needs one page size, so the draft must match it
@@ -241,17 +273,87 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 		if err := d.Validate(); err != nil {
 			return VLLMKVCache{}, fmt.Errorf("vllm: draft model: %w", err)
 		}
-		if dp := v.pageBytes(d); dp != page {
-			return VLLMKVCache{}, fmt.Errorf("vllm: the draft model's KV page (%v) differs from the model's (%v): vLLM cannot pool them", dp, page)
+		if dp := v.pageBytes(d); dp != c.PageBytes {
+			return VLLMKVCache{}, fmt.Errorf("vllm: the draft model's KV page (%v) differs from the model's (%v): vLLM cannot pool them", dp, c.PageBytes)
 		}
 		m.Layers += d.Layers
 		layers += d.Layers
+		c.Layers = layers
 	}
-	c := VLLMKVCache{Available: available, PageBytes: page, Layers: layers, BlockSize: v.BlockSize, MaxModelLen: v.MaxModelLen, mbt: v.MaxNumBatchedTokens}
-	// Layers by kind, in order of first appearance.
+	c.kinds = v.layerKinds(m, layers)
+	if last := c.kinds[len(c.kinds)-1]; last.Kind == "mamba" {
+		c.StateLayers = last.Layers
+	}
+	c.Groups, c.GroupSize = groupKinds(c.kinds)
+	if available > 0 {
+		c.Blocks = int64(available) / int64(c.PageBytes) / int64(c.GroupSize)
+	}
+	c.Tokens = c.Blocks / int64(len(c.Groups)) * int64(c.minBlock())
+	// get_max_concurrency_for_kv_cache_config: the blocks a request needs
+	// across the groups.
+	c.MaxConcurrency = float64(c.Blocks) / float64(c.blocksFor(v.MaxModelLen))
+	// check_enough_kv_cache_memory: what one request needs in every layer.
+	c.PerRequest = c.neededFor(v.MaxModelLen)
+	c.Fits = c.PerRequest <= available
+	if !c.Fits {
+		c.EstimatedMaxModelLen = c.fitLen(available)
+		est := ""
+		if c.EstimatedMaxModelLen > 0 {
+			est = fmt.Sprintf("Based on the available memory, the estimated maximum model length is %d.", c.EstimatedMaxModelLen)
+		}
+		c.Err = fmt.Sprintf("To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %s Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+			v.MaxModelLen, formatGiB(c.PerRequest), formatGiB(available), est)
+	}
+	c.Notes = c.stateNotes()
+	return c, nil
+}
+
+// pages sets the block size and the page of one layer: an attention page
+// (the block size raised for a hybrid's state), or a state page alone for
+// a model of recurrent layers only.
+func (v VLLM) pages(c *VLLMKVCache, m Model) error {
+	c.BlockSize, c.PageBytes = v.BlockSize, v.pageBytes(m)
+	if !m.recurrent() {
+		return nil
+	}
+	state, err := v.statePage(m)
+	if err != nil {
+		return err
+	}
+	c.StatePageBytes, c.StateKind = state, stateKind(m)
+	if m.attentionLayers(0, m.Layers) == 0 {
+		c.PageBytes = state // not hybrid: the state page, unpadded
+		return nil
+	}
+	v.BlockSize = v.hybridBlockSize(m, state)
+	c.BlockSize, c.PageBytes = v.BlockSize, v.pageBytes(m)
+	return nil
+}
+
+// layerKinds counts the first stage's layers by kind, attention kinds in
+// order of first appearance and then the recurrent layers (the order vLLM
+// collects their specs in; a Falcon-H1 layer counts in both).
+func (v VLLM) layerKinds(m Model, layers int) []VLLMGroup {
 	var kinds []VLLMGroup
+	add := func(k VLLMGroup) {
+		for j := range kinds {
+			if kinds[j].Kind == k.Kind && kinds[j].Span == k.Span {
+				kinds[j].Layers++
+				return
+			}
+		}
+		k.Layers = 1
+		kinds = append(kinds, k)
+	}
 	hybrid := !v.DisableHybridKVCache && (m.AttentionChunk == 0 || v.AllowChunkedHybrid)
+	state := 0
 	for i := 0; i < layers; i++ {
+		if m.RecurrentLayer(i) {
+			state++
+		}
+		if !m.AttentionLayer(i) {
+			continue
+		}
 		k := VLLMGroup{Kind: "full"}
 		if m.LocalLayer(i) && hybrid {
 			k = VLLMGroup{Kind: "sliding_window", Span: m.SlidingWindow}
@@ -259,66 +361,59 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 				k = VLLMGroup{Kind: "chunked_local", Span: m.AttentionChunk}
 			}
 		}
-		found := false
-		for j := range kinds {
-			if kinds[j].Kind == k.Kind && kinds[j].Span == k.Span {
-				kinds[j].Layers++
-				found = true
-			}
-		}
-		if !found {
-			k.Layers = 1
-			kinds = append(kinds, k)
-		}
+		add(k)
 	}
+	if state > 0 {
+		kinds = append(kinds, VLLMGroup{Kind: "mamba", Layers: state})
+	}
+	return kinds
+}
+
+// groupKinds cuts the kinds into groups of the smallest kind's layer
+// count, the last of each kind padded (0.11.0 l.974-1001).
+func groupKinds(kinds []VLLMGroup) ([]VLLMGroup, int) {
 	if len(kinds) == 1 {
-		c.GroupSize = layers
-		c.Groups = kinds
-	} else {
-		lo, hi := layers, 0
-		for _, k := range kinds {
-			lo, hi = min(lo, k.Layers), max(hi, k.Layers)
-		}
-		c.GroupSize = lo
-		if float64(hi) < 1.5*float64(lo) {
-			c.GroupSize = hi
-		}
-		for _, k := range kinds {
-			for left := k.Layers; left > 0; left -= c.GroupSize {
-				g := k
-				g.Layers = min(left, c.GroupSize)
-				c.Groups = append(c.Groups, g)
-			}
+		return kinds, kinds[0].Layers
+	}
+	size := kinds[0].Layers
+	for _, k := range kinds {
+		size = min(size, k.Layers)
+	}
+	var groups []VLLMGroup
+	for _, k := range kinds {
+		for left := k.Layers; left > 0; left -= size {
+			g := k
+			g.Layers = min(left, size)
+			groups = append(groups, g)
 		}
 	}
-	if available > 0 {
-		c.Blocks = int64(available) / int64(page) / int64(c.GroupSize)
+	return groups, size
+}
+
+// minBlock is the smallest block size among the groups, which vLLM's
+// "GPU KV cache size: N tokens" multiplies by: a state group's is
+// max_model_len.
+func (c VLLMKVCache) minBlock() int {
+	switch {
+	case c.StateLayers == 0:
+		return c.BlockSize
+	case c.hybrid():
+		return min(c.BlockSize, c.MaxModelLen)
 	}
-	c.Tokens = c.Blocks / int64(len(c.Groups)) * int64(v.BlockSize)
-	perReq := c.blocksFor(v.MaxModelLen)
-	// _max_memory_usage_bytes_from_groups: GroupSize pools of the blocks
-	// a request needs across the groups.
-	c.PerRequest = Bytes(perReq * int64(page) * int64(c.GroupSize))
-	c.MaxConcurrency = float64(c.Blocks) / float64(perReq)
-	c.Fits = c.PerRequest <= available
-	if !c.Fits {
-		c.EstimatedMaxModelLen = c.fitLen(available)
-		est := ""
-		if c.EstimatedMaxModelLen > 0 {
-			est = fmt.Sprintf("Based on the available memory, the estimated maximum model length is %d. ", c.EstimatedMaxModelLen)
-		}
-		c.Err = fmt.Sprintf("To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %sTry increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
-			v.MaxModelLen, formatGiB(c.PerRequest), formatGiB(available), est)
-	}
-	return c, nil
+	return c.MaxModelLen
+}
+
+// neededFor is what one request of n tokens takes in every layer on this
+// GPU (max_memory_usage_bytes summed over the layers' specs).
+func (c VLLMKVCache) neededFor(n int) Bytes {
+	kv, state := c.PerRequestFor(n)
+	return kv + state
 }
 
 // fitLen is the longest length in [1, max_model_len] one request of which
 // fits available (estimate_max_model_len's binary search).
 func (c VLLMKVCache) fitLen(available Bytes) int {
-	return largest(c.MaxModelLen, func(n int) bool {
-		return c.blocksFor(n)*int64(c.PageBytes)*int64(c.GroupSize) <= int64(available)
-	})
+	return largest(c.MaxModelLen, func(n int) bool { return c.neededFor(n) <= available })
 }
 
 // largest is SearchLargest for a test that cannot fail: the largest n in
@@ -349,6 +444,9 @@ func (c VLLMKVCache) MaxConcurrencyWithPrefix(tokens, prefix int) float64 {
 	}
 	prefix = min(max(prefix, 0), tokens)
 	shared := int64(prefix / c.BlockSize) // whole blocks only
+	if c.StateLayers > 0 {
+		shared = 0 // vLLM turns prefix caching off for recurrent models
+	}
 	var sharedBlocks, perRequest int64
 	for _, g := range c.Groups {
 		need := g.pagesFor(tokens, c.BlockSize, c.mbt)

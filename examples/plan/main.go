@@ -488,8 +488,15 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 		if c.Starts {
-			fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block over %d layers): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
-				kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.Layers), kv.Layers, vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+			fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block: a %v page in each of %d pools, %d group(s)): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
+				kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.GroupSize), kv.PageBytes, kv.GroupSize, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+			if kv.StateLayers > 0 {
+				attn, state := kv.PerRequestFor(kv.MaxModelLen)
+				fmt.Fprintf(w, "  one request of %d tokens: attention KV %v + recurrent state %v (the state is the same at any length)\n", kv.MaxModelLen, attn, state)
+			}
+			for _, n := range kv.Notes {
+				fmt.Fprintf(w, "  note: %s\n", n)
+			}
 			fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
 		} else {
 			fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
