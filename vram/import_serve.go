@@ -462,6 +462,9 @@ func importLlamaServer(imp *Imported, w []string, opt ImportOptions) error {
 		return err
 	}
 	f.mapped("llama.cpp KV cache: %d cells per stream × %d streams, %v in all (%v on the first GPU)", kv.Cells, kv.Streams, kv.Total, kv.Devices[0])
+	if kv.StateLayers > 0 {
+		f.mapped("llama.cpp recurrent state: %d layers × %d cells (one per sequence, any length), %v in all (%v on the first GPU)", kv.StateLayers, kv.StateCells, kv.State, kv.StateDevices[0])
+	}
 	f.rest(setOf("host", "port", "t", "threads", "api-key", "log-disable", "jinja", "alias", "chat-template", "b", "batch-size", "mlock", "no-mmap"),
 		map[string]string{"md": "a draft model's own context is not modelled", "model-draft": "a draft model's own context is not modelled",
 			"ngld": "a draft model's own context is not modelled", "devd": "a draft model's own context is not modelled"})

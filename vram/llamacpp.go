@@ -18,6 +18,17 @@ import (
 // cumulative tensor split exceeds il / min(n_gpu_layers, n_layer + 1)).
 // A sliding-window layer keeps min(kv_size, pad(n_swa + n_ubatch)) cells
 // unless swa_full (llama-kv-cache-unified-iswa.cpp).
+//
+// Recurrent layers (Mamba-2, LFM2's short convolutions) keep their state in
+// llama_memory_recurrent: max(1, n_seq_max) cells, each layer an R tensor of
+// n_embd_r and an S tensor of n_embd_s f32 elements per cell
+// (llama-memory-recurrent.cpp l.87-88; llama-hparams.cpp n_embd_r: (d_conv
+// − 1) · (d_inner + 2 · n_group · d_state), LFM2's n_embd · (L_cache − 1);
+// n_embd_s: d_state · d_inner). A hybrid (llm_arch_is_hybrid: Jamba,
+// Falcon-H1, Granite-hybrid/Bamba, LFM2) pairs it with a KV cache of its
+// attention layers (llama_memory_hybrid), whose kv_size is the whole
+// padded n_ctx in each of the streams: llama_model::create_memory does not
+// divide it by n_seq_max for hybrids as it does for the others.
 
 // LlamaCpp is a llama.cpp context's settings, named as llama-server's flags.
 type LlamaCpp struct {
@@ -49,6 +60,14 @@ type LlamaCppKV struct {
 	Layers   []int   `json:"layers"`  // layers per device
 	CPU      Bytes   `json:"cpu"`     // layers left on the CPU
 	Total    Bytes   `json:"total"`   // "KV self size"
+	// StateCells is the recurrent memory's cells (max(1, n_seq_max)) and
+	// StateLayers its layers; State is its "RS buffer size" in all,
+	// StateDevices and StateCPU where it lies (with the layer, as the KV).
+	StateCells   int     `json:"state_cells,omitempty"`
+	StateLayers  int     `json:"state_layers,omitempty"`
+	State        Bytes   `json:"state,omitempty"`
+	StateDevices []Bytes `json:"state_devices,omitempty"`
+	StateCPU     Bytes   `json:"state_cpu,omitempty"`
 }
 
 // llamaCppTypes are ggml's row sizes for the cache types llama-server
@@ -109,7 +128,8 @@ func (l LlamaCpp) check() error {
 	return nil
 }
 
-// KVCache lays out m's cache as llama.cpp allocates it.
+// KVCache lays out m's cache (and a recurrent model's state) as llama.cpp
+// allocates it.
 func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	m = m.Normalize()
 	if err := m.Validate(); err != nil {
@@ -119,51 +139,36 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if err := l.check(); err != nil {
 		return LlamaCppKV{}, err
 	}
-	if m.Encoder() || m.EncoderDecoder() || m.KVLoRARank > 0 || m.recurrent() {
+	if m.Encoder() || m.EncoderDecoder() || m.KVLoRARank > 0 {
 		return LlamaCppKV{}, fmt.Errorf("llama.cpp: the KV cache model covers decoder-only models with K and V heads, not %q", m.Family)
 	}
-	pad := 32
-	if l.FlashAttn {
-		pad = 256
+	if m.DeltaNet != nil {
+		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q (Gated DeltaNet layers) is not an architecture of llama.cpp 4227c9be, the release modelled", m.Family)
 	}
-	kv := LlamaCppKV{Streams: l.Parallel}
-	if l.KVUnified {
-		kv.Streams = 1
-	}
-	kv.Cells = padTo(ceilDiv(l.CtxSize, kv.Streams), pad)
-	if l.KVUnified {
-		kv.Cells = padTo(l.CtxSize, pad)
-	}
-	swaSeqs := 1
-	if l.KVUnified {
-		swaSeqs = l.Parallel
-	}
+	kv := l.cells(m)
 	split := l.splitPoints()
-	kv.Devices, kv.Layers = make([]Bytes, len(split)), make([]int, len(split))
+	kv.Devices, kv.Layers, kv.StateDevices = make([]Bytes, len(split)), make([]int, len(split)), make([]Bytes, len(split))
 	onGPU := m.Layers + 1
 	if l.GPULayers > 0 {
 		onGPU = min(l.GPULayers, m.Layers+1)
 	}
 	start := max(m.Layers-onGPU, 0)
-	width := int64(m.KVHeads) * int64(m.HeadDim)
 	for il := 0; il < m.Layers; il++ {
-		cells := kv.Cells
-		if m.LocalLayer(il) && m.SlidingWindow > 0 && !l.SWAFull {
-			cells = min(cells, padTo(m.SlidingWindow*swaSeqs+l.UBatch, pad))
-			kv.SWACells = cells
-		}
-		n := width * int64(cells) * int64(kv.Streams)
-		k, err := llamaCppRow("cache_type_k", l.CacheTypeK, n)
+		b, err := l.layerKV(m, kv, il)
 		if err != nil {
 			return LlamaCppKV{}, err
 		}
-		v, err := llamaCppRow("cache_type_v", l.CacheTypeV, n)
-		if err != nil {
-			return LlamaCppKV{}, err
+		st := Bytes(0)
+		if m.RecurrentLayer(il) {
+			st = llamaCppState(m) * Bytes(kv.StateCells)
+			kv.StateLayers++
 		}
-		kv.Total += k + v
+		kv.Total, kv.State = kv.Total+b, kv.State+st
+		if b > 0 && m.LocalLayer(il) && m.SlidingWindow > 0 && !l.SWAFull {
+			kv.SWACells = l.swaCells(m, kv)
+		}
 		if il < start {
-			kv.CPU += k + v
+			kv.CPU, kv.StateCPU = kv.CPU+b, kv.StateCPU+st
 			continue
 		}
 		d := len(split) - 1
@@ -173,10 +178,83 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 				break
 			}
 		}
-		kv.Devices[d] += k + v
-		kv.Layers[d]++
+		kv.Devices[d] += b
+		kv.StateDevices[d] += st
+		if b > 0 {
+			kv.Layers[d]++
+		}
 	}
 	return kv, nil
+}
+
+// cells sizes the streams: n_ctx over the streams, each padded, for a
+// transformer; the whole padded n_ctx in every stream for a hybrid's
+// attention layers; none for a model of recurrent layers only, whose
+// state has max(1, n_seq_max) cells.
+func (l LlamaCpp) cells(m Model) LlamaCppKV {
+	pad := 32
+	if l.FlashAttn {
+		pad = 256
+	}
+	kv := LlamaCppKV{Streams: l.Parallel}
+	if l.KVUnified {
+		kv.Streams = 1
+	}
+	switch {
+	case m.recurrent() && m.attentionLayers(0, m.Layers) == 0:
+		kv.Streams = 0
+	case m.recurrent() || l.KVUnified:
+		kv.Cells = padTo(l.CtxSize, pad)
+	default:
+		kv.Cells = padTo(ceilDiv(l.CtxSize, kv.Streams), pad)
+	}
+	if m.recurrent() {
+		kv.StateCells = l.Parallel
+	}
+	return kv
+}
+
+// layerKV is layer il's K and V in all streams (0 for a recurrent layer).
+func (l LlamaCpp) layerKV(m Model, kv LlamaCppKV, il int) (Bytes, error) {
+	if !m.AttentionLayer(il) {
+		return 0, nil
+	}
+	cells := kv.Cells
+	if m.LocalLayer(il) && m.SlidingWindow > 0 && !l.SWAFull {
+		cells = l.swaCells(m, kv)
+	}
+	n := int64(m.KVHeads) * int64(m.HeadDim) * int64(cells) * int64(kv.Streams)
+	k, err := llamaCppRow("cache_type_k", l.CacheTypeK, n)
+	if err != nil {
+		return 0, err
+	}
+	v, err := llamaCppRow("cache_type_v", l.CacheTypeV, n)
+	return k + v, err
+}
+
+// swaCells is a sliding-window layer's cells: its window for each
+// sequence of the stream and a micro-batch, padded, at most kv_size.
+func (l LlamaCpp) swaCells(m Model, kv LlamaCppKV) int {
+	pad := 32
+	if l.FlashAttn {
+		pad = 256
+	}
+	swaSeqs := 1
+	if l.KVUnified {
+		swaSeqs = l.Parallel
+	}
+	return min(kv.Cells, padTo(m.SlidingWindow*swaSeqs+l.UBatch, pad))
+}
+
+// llamaCppState is one recurrent layer's state for one cell: n_embd_r +
+// n_embd_s f32 elements.
+func llamaCppState(m Model) Bytes {
+	if c := m.ShortConv; c != nil {
+		return FP32.Size(int64(m.Hidden) * int64(c.Kernel-1))
+	}
+	s := m.SSM.Normalize()
+	r := int64(s.ConvKernel-1) * (s.inner() + 2*int64(s.Groups)*int64(s.State))
+	return FP32.Size(r + int64(s.State)*s.inner())
 }
 
 // splitPoints are the cumulative, normalized tensor split shares, in

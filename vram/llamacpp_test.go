@@ -52,3 +52,34 @@ func TestLlamaCppKV(t *testing.T) {
 		}
 	}
 }
+
+// Recurrent layers keep max(1, n_seq_max) cells of f32 state (R: n_embd_r,
+// S: n_embd_s per cell); a hybrid's attention layers keep the whole padded
+// n_ctx in every stream (llama_memory_hybrid at 4227c9be).
+func TestLlamaCppRecurrentState(t *testing.T) {
+	for _, tc := range []struct {
+		preset             string
+		l                  LlamaCpp
+		cells, stateLayers int
+		kv, state          Bytes
+	}{
+		// Bamba-9B, 3 attention layers of 8 KV heads × 128: 8,192 cells ×
+		// 4 streams; 29 mixers of R (3 × (8192 + 2·128)) + S (128 × 8192).
+		{"bamba-9b", LlamaCpp{CtxSize: 8192, Parallel: 4}, 8192, 29, 3 * 2 * 8 * 128 * 8192 * 4 * 2, 29 * 4 * 4 * (3*8448 + 128*8192)},
+		// LFM2-1.2B: 10 convolutions of R (2048 × 2), no S.
+		{"lfm2-1.2b", LlamaCpp{CtxSize: 4000, Parallel: 2, FlashAttn: true}, 4096, 10, 6 * 2 * 8 * 64 * 4096 * 2 * 2, 10 * 2 * 4 * 2048 * 2},
+		// Mamba-Codestral: mixers only, one cell.
+		{"mamba-codestral-7b", LlamaCpp{CtxSize: 4096}, 0, 64, 0, 64 * 4 * (3*(8192+2*8*128) + 128*8192)},
+	} {
+		kv, err := tc.l.KVCache(MustPreset(tc.preset))
+		if err != nil {
+			t.Fatal(tc.preset, err)
+		}
+		if kv.Cells != tc.cells || kv.Total != tc.kv || kv.State != tc.state || kv.StateLayers != tc.stateLayers || kv.StateDevices[0] != tc.state {
+			t.Errorf("%s: cells %d, KV %d, state %d over %d layers (GPU %d); want %d, %d, %d, %d", tc.preset, kv.Cells, kv.Total, kv.State, kv.StateLayers, kv.StateDevices[0], tc.cells, tc.kv, tc.state, tc.stateLayers)
+		}
+	}
+	if _, err := (LlamaCpp{}).KVCache(MustPreset("qwen3-next-80b-a3b")); err == nil || !strings.Contains(err.Error(), "not an architecture of llama.cpp") {
+		t.Errorf("qwen3_next: %v", err)
+	}
+}
