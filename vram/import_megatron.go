@@ -162,7 +162,10 @@ func megatronShape(r *configReader, m *Model) error {
 	switch pos {
 	case "rope", "yarn", "mrope":
 	case "", "learned_absolute":
-		r.imp.NotModelled = append(r.imp.NotModelled, "position_embedding_type learned_absolute: the position table (max_position_embeddings × hidden) is not counted")
+		// LanguageModelEmbedding (megatron/core/models/common/embeddings/
+		// language_model_embedding.py): a position table of
+		// max_position_embeddings rows, added to the word embeddings.
+		m.Position = "learned"
 	case "none":
 		m.Position = "none"
 	default:
@@ -170,6 +173,10 @@ func megatronShape(r *configReader, m *Model) error {
 	}
 	if err := r.intInto(&m.MaxPosition, "max_position_embeddings", 1, maxTokens); err != nil {
 		return err
+	}
+	if m.Position == "learned" && m.MaxPosition == 0 {
+		// validate_args' required arguments (megatron/training/arguments.py).
+		return fmt.Errorf("--max-position-embeddings: Megatron-LM needs it (the learned_absolute position table has that many rows), or give -model")
 	}
 	return nil
 }

@@ -74,8 +74,8 @@ var importCases = []importCase{
 		want:        map[string]string{"seq": "4096", "precision": "bf16", "attention": "flash2"},
 		notModelled: []string{"launch.config_file"}},
 	{file: "megatron/gpt3__train_gpt3_175b_distributed.sh", kind: KindMegatron, opt: ImportOptions{GPUs: 1024},
-		want:        map[string]string{"tp": "8", "pp": "16", "dp": "8", "precision": "fp16", "params": "174590681088", "framework": "megatron", "vocab": "51200"},
-		notModelled: []string{"learned_absolute"}},
+		// 96 × (12h² + 13h) + 51,200 × h word and 2,048 × h position rows + the final norm's 2h.
+		want: map[string]string{"tp": "8", "pp": "16", "dp": "8", "precision": "fp16", "params": "174615846912", "framework": "megatron", "vocab": "51200"}},
 	{file: "megatron/llama__train_llama3_8b_h100_fp8.sh", kind: KindMegatron,
 		want:        map[string]string{"dp": "8", "zero": "1", "seq": "8192", "precision": "bf16", "grads": "bf16", "params": "8030261248", "kv_heads": "8"},
 		notModelled: []string{"fp8_format"}},
@@ -294,6 +294,7 @@ func TestImportErrors(t *testing.T) {
 		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: TPU\n", ImportOptions{Model: "llama-3.2-1b"}, `distributed_type "TPU" is not modelled`},
 		{"mg.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --tensor-model-parallel-size 3", ImportOptions{}, "not a multiple of TP 3"},
 		{"mg.sh", "torchrun pretrain_gpt.py --hidden-size 64 --num-attention-heads 4 --seq-length 128", ImportOptions{}, "--num-layers: Megatron-LM needs it"},
+		{"mg.sh", "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128", ImportOptions{}, "--max-position-embeddings: Megatron-LM needs it"},
 		{"gptq.yaml", "model_name_or_path: TechxGenus/Meta-Llama-3-8B-Instruct-GPTQ\nstage: sft\nfinetuning_type: full\ncutoff_len: 512\n", ImportOptions{}, "pre-quantized checkpoint"},
 		{"r.yaml", "meta: {}\nmodel: {model_id: meta-llama/Llama-3.1-8B-Instruct}\nvariants: {default: {}}\n", ImportOptions{Overrides: []string{"variant=nvfp5"}}, `variant "nvfp5": the recipe has default`},
 		{"unknown.json", `{"model_name_or_path": "org/unknown-model-9b", "per_device_train_batch_size": 1, "max_length": 128}`, ImportOptions{}, `the config's model "org/unknown-model-9b" is not in the catalog`},

@@ -145,6 +145,12 @@ type standardDecoder struct {
 func (s standardDecoder) tensors(m Model, l *tensorList) {
 	d := m.dims()
 	l.add("model.embed_tokens.weight", "embedding", d.v, d.h)
+	if m.Position == "learned" {
+		// A decoder given by its shape with learned absolute positions
+		// (Megatron-LM's LanguageModelEmbedding.position_embeddings,
+		// max_position_embeddings × hidden, replicated across TP ranks).
+		l.add("model.embed_positions.weight", "position", int64(m.MaxPosition), d.h)
+	}
 	for i := 0; i < m.Layers; i++ {
 		l.block(i)
 		p := fmt.Sprintf("model.layers.%d.", i)
