@@ -367,7 +367,6 @@ var sglangNotModelled = map[string]string{
 	"enable-dp-attention":  "data-parallel attention is not modelled",
 	"cuda-graph-max-bs":    "CUDA graph memory comes out of what mem_fraction_static leaves; not modelled",
 	"context-length":       "the pool is sized by memory, not by the context length",
-	"max-running-requests": "the pool is sized by memory, not by the request count",
 	"chunked-prefill-size": "activations come out of what mem_fraction_static leaves; not modelled",
 	"quantization":         "read from the checkpoint's config; a named method beside it is not modelled",
 }
@@ -401,6 +400,21 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 		if sg.KVCacheDType, err = ParseDType(kv); err != nil {
 			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
 		}
+	}
+	if sg.MaxRunningRequests, _, err = f.int(1, 1<<20, "max-running-requests"); err != nil {
+		return err
+	}
+	if sg.MaxMambaCacheSize, _, err = f.int(1, 1<<20, "max-mamba-cache-size"); err != nil {
+		return err
+	}
+	switch _, x, ok := f.get("mamba-ssm-dtype"); {
+	case !ok:
+	case x == "float32":
+		sg.MambaSSMDType = FP32
+	case x == "bfloat16":
+		sg.MambaSSMDType = BF16
+	default:
+		return fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
 	}
 	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "0.88 (the engine's default)"))
 	f.rest(sglangIrrelevant, sglangNotModelled)

@@ -482,3 +482,17 @@ func TestImportVLLMMambaDTypes(t *testing.T) {
 		t.Errorf("state page %v, %v; want %v", c.StatePageBytes, err, want)
 	}
 }
+
+// TestImportSGLangHybrid: a launch of Qwen3-Next with its state settings.
+func TestImportSGLangHybrid(t *testing.T) {
+	imp, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 --max-running-requests 128 --mamba-ssm-dtype bfloat16"), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := imp.Plan.SGLang; s == nil || s.TP != 4 || s.MaxRunningRequests != 128 || s.MambaSSMDType != BF16 {
+		t.Fatalf("sglang settings %+v", imp.Plan.SGLang)
+	}
+	if _, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --mamba-ssm-dtype fp8"), ImportOptions{}); err == nil || !strings.Contains(err.Error(), "--mamba-ssm-dtype") {
+		t.Errorf("bad dtype: %v", err)
+	}
+}

@@ -79,7 +79,7 @@ func TestSSMRefusals(t *testing.T) {
 	if c, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != m.Layers || c.KVCache.hybrid() {
 		t.Errorf("vllm: %v, %d state layers (want %d, not hybrid)", err, c.KVCache.StateLayers, m.Layers)
 	}
-	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
+	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 pools only") {
 		t.Errorf("sglang: %v", err)
 	}
 	if _, err := (TGI{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {

@@ -26,6 +26,15 @@ type SGLang struct {
 	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
 	KVCacheDType      DType   `json:"kv_cache_dtype,omitempty"` // default bf16
 	TP                int     `json:"tp_size,omitempty"`        // default 1
+	// MaxRunningRequests is --max-running-requests: for a hybrid model
+	// the default of max_mamba_cache_size; the pool is sized by memory.
+	MaxRunningRequests int `json:"max_running_requests,omitempty"`
+	// MaxMambaCacheSize is --max-mamba-cache-size: the request slots of a
+	// hybrid's recurrent state (default max_running_requests, else 512);
+	// MambaSSMDType is --mamba-ssm-dtype (fp32 by default, or bf16). See
+	// sglang_state.go.
+	MaxMambaCacheSize int   `json:"max_mamba_cache_size,omitempty"`
+	MambaSSMDType     DType `json:"mamba_ssm_dtype,omitempty"`
 }
 
 // SGLangKVPool is the token pool of one GPU.
@@ -42,10 +51,20 @@ type SGLangKVPool struct {
 	MinMemFractionStatic float64 `json:"min_mem_fraction_static"`
 	Err                  string  `json:"error,omitempty"`
 	// DeviceUsed is what nvidia-smi shows once SGLang has started: the
-	// CUDA context, the weights and the KV pool it allocates up front
-	// (activations and CUDA graphs come out of the rest of the free memory).
+	// CUDA context, the weights, the KV pool and a hybrid's state pool it
+	// allocates up front (activations and CUDA graphs come out of the rest
+	// of the free memory).
 	DeviceUsed Bytes    `json:"device_used"`
 	Notes      []string `json:"notes,omitempty"`
+	// A hybrid model's recurrent state (sglang_state.go): StateLayers keep
+	// StatePerRequest per request whatever its length; MambaSlots requests
+	// have a slot (and cap the running requests); StateReserved comes off
+	// the KV budget; State is what the pool allocates (one slot more).
+	StateLayers     int   `json:"state_layers,omitempty"`
+	StatePerRequest Bytes `json:"state_per_request,omitempty"`
+	MambaSlots      int   `json:"mamba_slots,omitempty"`
+	StateReserved   Bytes `json:"state_reserved,omitempty"`
+	State           Bytes `json:"state,omitempty"`
 }
 
 // KVPool sizes the pool from the free memory at start and the weights.
@@ -73,26 +92,29 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if m.Encoder() || m.EncoderDecoder() {
 		return SGLangKVPool{}, fmt.Errorf("sglang: the KV pool model covers decoder-only models, not %q", m.Family)
 	}
-	if m.SSM != nil {
-		return SGLangKVPool{}, fmt.Errorf("sglang: %q has state-space (Mamba-2) layers, whose state pool is not modelled yet", m.Family)
+	if s.MambaSSMDType == DTypeUnset {
+		s.MambaSSMDType = FP32
 	}
-	if m.DeltaNet != nil {
-		return SGLangKVPool{}, fmt.Errorf("sglang: %q has Gated DeltaNet layers, whose conv and recurrent states the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
-	}
-	if m.ShortConv != nil {
-		return SGLangKVPool{}, fmt.Errorf("sglang: %q has short-convolution layers, whose conv state the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)
+	if err := s.checkState(); err != nil {
+		return SGLangKVPool{}, err
 	}
 	if free <= 0 || weights < 0 || free > maxPlanBytes || weights > maxPlanBytes {
 		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
 	}
 	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic))}
-	p.Rest = max(0, free-weights-p.Reserved)
+	if m.recurrent() {
+		if err := s.sglangState(m, &p); err != nil {
+			return SGLangKVPool{}, err
+		}
+	}
+	p.Rest = max(0, free-weights-p.Reserved-p.StateReserved)
+	layers := int64(m.attentionLayers(0, m.Layers))
 	if m.KVLoRARank > 0 {
-		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * int64(m.Layers))
+		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * layers)
 	} else {
 		// get_num_kv_heads(tp): the KV heads over TP, at least one.
 		kv := max(1, m.KVHeads/s.TP)
-		p.CellSize = s.KVCacheDType.Size(int64(kv) * int64(m.HeadDim) * int64(m.Layers) * 2)
+		p.CellSize = s.KVCacheDType.Size(int64(kv) * int64(m.HeadDim) * layers * 2)
 	}
 	if p.Rest > 0 {
 		p.Tokens = int64(p.Rest) / int64(p.CellSize)
@@ -114,12 +136,16 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 }
 
 // MaxConcurrencyFor is how many requests of tokens distinct tokens each the
-// pool holds at once.
+// pool holds at once (at most a hybrid's state slots).
 func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
 	if tokens < 1 {
 		return 0
 	}
-	return float64(p.Tokens) / float64(tokens)
+	c := float64(p.Tokens) / float64(tokens)
+	if p.MambaSlots > 0 {
+		c = min(c, float64(p.MambaSlots))
+	}
+	return c
 }
 
 // Carve sizes an SGLang launch of in's model and weights on g: free memory
@@ -140,7 +166,7 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	if e := rin.engineRefuses(m, g); e != "" {
 		p.Err = e
 	}
-	p.Notes = append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...)
-	p.DeviceUsed = g.Context + p.Weights + p.Rest
+	p.Notes = append(append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...), p.Notes...)
+	p.DeviceUsed = g.Context + p.Weights + p.Rest + p.State
 	return p, nil
 }

@@ -509,6 +509,10 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	if sp := r.SGLang; sp != nil {
 		fmt.Fprintf(w, "\nSGLang on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v; KV pool %v = max_total_num_tokens %s (%v a token)\n",
 			r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+		if sp.StateLayers > 0 {
+			fmt.Fprintf(w, "  recurrent state pool: %d slots (max_mamba_cache_size) × %v a request = %v, taken before the KV pool; at most %d requests run at once\n",
+				sp.MambaSlots, sp.StatePerRequest, sp.State, sp.MambaSlots)
+		}
 		for _, n := range newNotes(sp.Notes, r.Inference.Notes) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
