@@ -247,6 +247,12 @@ func (b *actBuilder) rope(p blockPlan, d blockDims, s *qkv) {
 	}
 	dq, dk := dtype(s.q), dtype(s.k)
 	switch {
+	case p.rec.ropeComplex:
+		// vision_apply_rotary_emb: x.float() (a copy unless fp32), viewed
+		// as complex and multiplied by the constant frequencies (the
+		// product saves nothing that needs memory), viewed back and
+		// .type_as(x) (a copy unless fp32).
+		s.q, s.k = b.complexRope(p, "q", s.q, d.qDim), b.complexRope(p, "k", s.k, s.kd)
 	case p.rec.ropeInterleaved && p.hfModeling:
 		// This layer's own interleaved cos and sin (seq × head_dim
 		// in the hidden states' dtype, position ids of batch 1),
@@ -275,6 +281,20 @@ func (b *actBuilder) rope(p blockPlan, d blockDims, s *qkv) {
 		s.q = b.op("q_rope", b.size(d.qDim, dq), dq, list(s.q))
 		s.k = b.op("k_rope", b.size(s.kd, dk), dk, list(s.k))
 	}
+}
+
+// complexRope is one of vision_apply_rotary_emb's two products on x
+// (width elements a token).
+func (b *actBuilder) complexRope(p blockPlan, name string, x *actT, width int64) *actT {
+	f := x
+	if x.dtype != FP32 {
+		f = b.op(name+".float", b.size(width, FP32), FP32, list(x))
+	}
+	y := b.op(name+"_rope", b.size(width, FP32), FP32, list(f))
+	if x.dtype != FP32 {
+		y = b.op(name+"_rope.type_as", b.size(width, x.dtype), x.dtype, list(y))
+	}
+	return y
 }
 
 // fusedAttention is scaled_dot_product_attention: it saves q, k, v, its

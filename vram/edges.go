@@ -282,8 +282,9 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 	return x, chunks
 }
 
-// maskedShiftLoss is Gemma3ForConditionalGeneration's loss: the logits
-// upcast (logits = logits.float(), which the output returns), the shifted
+// maskedShiftLoss is Gemma3ForConditionalGeneration's loss (and Llama
+// 4's, without the upcast: shiftLossInDType): the logits upcast (logits =
+// logits.float(), which the output returns), the shifted
 // logits gathered where the attention
 // mask is set (shift_logits[shift_attention_mask != 0], a copy of every
 // sequence's tokens but its last; the mask's nonzero indices saved for the
@@ -293,15 +294,20 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 func maskedShiftLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) {
 	logits := headLogits(b, p, x, h, v)
 	l32 := logits
-	if logits.dtype != FP32 {
+	if logits.dtype != FP32 && !p.rec.shiftLossInDType {
 		l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 	}
-	p.holdOutput(l32) // the upcast logits are the output's (logits = logits.float())
+	p.holdOutput(l32) // the output's logits (Gemma 3's upcast: logits = logits.float())
 	all := b.tokens
 	b.tokens = all - all/int64(r.SeqLen) // every sequence but its last token
 	idx := b.op("shift_attention_mask.nonzero", b.size(2, INT64), INT64, nil)
-	sel := b.op("shift_logits[mask]", b.size(v, FP32), FP32, list(l32, idx), idx)
-	b.keep(b.op("log_softmax", b.size(v, FP32), FP32, list(sel)))
+	d := l32.dtype
+	sel := b.op("shift_logits[mask]", b.size(v, d), d, list(l32, idx), idx)
+	if d != FP32 && p.autocast {
+		sel = b.op("cross_entropy.autocast", b.size(v, FP32), FP32, list(sel)) // cross_entropy is on autocast's fp32 list
+		d = FP32
+	}
+	b.keep(b.op("log_softmax", b.size(v, d), d, list(sel)))
 	b.tokens = all
 }
 

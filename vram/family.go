@@ -159,6 +159,14 @@ type recipe struct {
 	// ones where the attention mask is set (a copy) and runs
 	// CrossEntropyLoss on them (Gemma3ForConditionalGeneration.forward).
 	maskedShiftLoss bool
+	// shiftLossInDType: with maskedShiftLoss, the logits are not upcast
+	// (Llama 4): the gathered ones and cross_entropy run in their dtype
+	// (fp32 under autocast, which puts cross_entropy on its fp32 list).
+	shiftLossInDType bool
+	// ropeComplex: the rotary embedding is a complex product
+	// (Llama 4's vision_apply_rotary_emb): q.float() and k.float(), the
+	// products (fp32-sized complex), cast back with type_as.
+	ropeComplex bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool

@@ -3,8 +3,8 @@ package vram
 import "fmt"
 
 // Llama 4, the text model (transformers/models/llama4/modeling_llama4.py;
-// llama4 configs hold it under text_config, beside the vision tower this
-// family does not model): chunked local attention (attention_chunk_size)
+// llama4 configs hold it under text_config, beside the vision tower: family
+// llama4 composes the two): chunked local attention (attention_chunk_size)
 // on three layers in four, with the rotary embedding applied as a complex
 // product in q's dtype and, with use_qk_norm, a weightless L2 norm after
 // it; the fourth layers attend globally without the rotary embedding, with
@@ -18,7 +18,6 @@ func init() {
 		name: "llama4_text", source: "transformers/models/llama4/modeling_llama4.py",
 		defaults:  Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "topk_sigmoid"},
 		attention: []string{"eager", "sdpa"}, // _supports_flash_attn = False
-		wrappers:  map[string]string{"llama4": "text_config"},
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers = c.optInt("num_hidden_layers", 48)
 			m.Hidden = c.optInt("hidden_size", 5120)
@@ -96,23 +95,41 @@ func init() {
 			mlpGated(m, l, p+"shared_expert.", int64(m.SharedExpertFFN), -1)
 		}}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
-		// The text model of each checkpoint (its config.json's text_config).
+		// The text model of each checkpoint (its config.json's text_config);
+		// the released image-text models are family llama4's presets.
 		presets: map[string]Preset{
-			"llama-4-scout": {Model{Name: "meta-llama/Llama-4-Scout-17B-16E", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 10485760,
-				Experts: 16, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, QKNorm: "l2", AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true}, hf("meta-llama/Llama-4-Scout-17B-16E")},
-			"llama-4-maverick": {Model{Name: "meta-llama/Llama-4-Maverick-17B-128E", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 1048576,
-				Experts: 128, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, MoEEvery: 2, AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true}, hf("meta-llama/Llama-4-Maverick-17B-128E")},
-			// The FP8 release as Meta's recipe makes it: the routed experts
-			// in fp8 with one fp32 scale per output row, everything else in
-			// bf16 (meta-llama/llama-models models/llama4/quantization/
-			// loader.py: "Quantize only routed experts, not shared"; read by
-			// transformers' fbgemm_fp8 as Llama4TextExperts with
-			// gate_up_proj_scale [E, 1, 2F]). Its own config.json was not at
-			// hand: a config that says otherwise is read as it says.
-			"llama-4-maverick-fp8": {Model{Name: "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 1048576,
-				Experts: 128, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, MoEEvery: 2, AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true,
-				Release: &Release{Method: "fbgemm_fp8", Format: Quant{DType: FP8E4M3, PerChannel: true}, Scope: "experts", DType: BF16,
-					Source: "Meta's FP8 recipe for Llama 4 (routed experts, row-wise scales)"}}, hf("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8")},
+			"llama-4-scout-text":        {llama4ScoutText(), hf("meta-llama/Llama-4-Scout-17B-16E")},
+			"llama-4-maverick-text":     {llama4MaverickText(), hf("meta-llama/Llama-4-Maverick-17B-128E")},
+			"llama-4-maverick-fp8-text": {llama4MaverickFP8Text(), hf("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8")},
 		},
 	})
+}
+
+// llama4ScoutText is Llama 4 Scout's text model (meta-llama/
+// Llama-4-Scout-17B-16E config.json text_config).
+func llama4ScoutText() Model {
+	return Model{Name: "meta-llama/Llama-4-Scout-17B-16E (text)", Family: "llama4_text", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 10485760,
+		Experts: 16, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, QKNorm: "l2", AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true}
+}
+
+// llama4MaverickText is Llama 4 Maverick's text model (meta-llama/
+// Llama-4-Maverick-17B-128E config.json text_config).
+func llama4MaverickText() Model {
+	return Model{Name: "meta-llama/Llama-4-Maverick-17B-128E (text)", Family: "llama4_text", Layers: 48, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, FFN: 16384, Vocab: 202048, MaxPosition: 1048576,
+		Experts: 128, ExpertsPerToken: 1, ExpertFFN: 8192, SharedExperts: 1, MoEEvery: 2, AttentionChunk: 8192, GlobalEvery: 4, NoRopeGlobal: true}
+}
+
+// llama4MaverickFP8Text is the FP8 release's text model as Meta's recipe
+// makes it: the routed experts in fp8 with one fp32 scale per output row,
+// everything else in bf16 (meta-llama/llama-models models/llama4/
+// quantization/loader.py: "Quantize only routed experts, not shared"; read
+// by transformers' fbgemm_fp8 as Llama4TextExperts with gate_up_proj_scale
+// [E, 1, 2F]). Its own config.json was not at hand: a config that says
+// otherwise is read as it says.
+func llama4MaverickFP8Text() Model {
+	m := llama4MaverickText()
+	m.Name = "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8 (text)"
+	m.Release = &Release{Method: "fbgemm_fp8", Format: Quant{DType: FP8E4M3, PerChannel: true}, Scope: "experts", DType: BF16,
+		Source: "Meta's FP8 recipe for Llama 4 (routed experts, row-wise scales)"}
+	return m
 }

@@ -16,7 +16,6 @@ import (
 var longAllowed = map[string]string{
 	"family_clip_vision_model.go:init": "preset table",
 	"family_qwen2_5_vl.go:init":        "preset table",
-	"family_llama4_text.go:init":       "preset table",
 }
 
 // engineFiles parses the engine's own (non-test) files, by name.

@@ -362,6 +362,10 @@ type Image struct {
 	// NoMaskToken: the encoder has no learned mask token (DINOv2 with
 	// use_mask_token false, as timm builds it).
 	NoMaskToken bool `json:"no_mask_token,omitempty"`
+	// AdapterDim: the tower ends in its own adapter, an MLP this wide over
+	// the Merge×Merge pixel-shuffled patches (Llama 4's vision_adapter:
+	// projector_input_dim = projector_output_dim).
+	AdapterDim int `json:"adapter_dim,omitempty"`
 }
 
 // Tokens per image: (size/patch)² patches plus the class and register

@@ -29,10 +29,11 @@ var releases = []struct {
 	// HF's count for the FP8 release, 235,107,904,512 elements: F8
 	// 233,798,893,568 + F32 14,269,952 + BF16 1,294,740,992.
 	{"qwen3-235b-a22b-fp8", "qwen3-235b-a22b-fp8.json", 233_798_893_568 + 4*14_269_952 + 2*1_294_740_992, "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 safetensors counts", true},
-	// bf16 releases: 2 bytes × the hub's parameter count, whose vision
-	// tower (0.87 B parameters) the text model does not have.
-	{"llama-4-scout", "", 2 * 108_641_793_536, "meta-llama/Llama-4-Scout-17B-16E parameter count, all bf16", false},
-	{"llama-4-maverick", "", 2 * 401_583_781_376, "meta-llama/Llama-4-Maverick-17B-128E parameter count, all bf16", false},
+	// bf16 releases: 2 bytes × the hub's parameter count, the vision
+	// encoder's 0.87 B parameters included (its text model alone,
+	// llama-4-scout-text, has 107,769,861,120).
+	{"llama-4-scout", "", 2 * 108_641_793_536, "meta-llama/Llama-4-Scout-17B-16E parameter count, all bf16", true},
+	{"llama-4-maverick", "", 2 * 401_583_781_376, "meta-llama/Llama-4-Maverick-17B-128E parameter count, all bf16", true},
 	// Meta's recipe: the routed experts of the 24 MoE layers in fp8 with
 	// fp32 row scales, the rest (the tower too) bf16.
 	{"llama-4-maverick-fp8", "", 416_884_747_264, "Meta's FP8 recipe applied to Maverick's parameters (derived: the release's index was not at hand)", false},

@@ -78,7 +78,7 @@ func TestGPTOSSAsReleased(t *testing.T) {
 // quantizes an MoE model's routed experts too (stacked ones included),
 // unless quantized_modules says otherwise.
 func TestQuantizingAppliesToExperts(t *testing.T) {
-	scout := Inference{Model: MustPreset("llama-4-scout"), Batch: 1, PromptTokens: 16, Weights: Quant{DType: INT4}}
+	scout := Inference{Model: MustPreset("llama-4-scout-text"), Batch: 1, PromptTokens: 16, Weights: Quant{DType: INT4}}
 	est, err := scout.Estimate()
 	if err != nil || est.Weights > 60*GiB {
 		t.Errorf("Llama-4-Scout int4: %v, %v (the experts were once left in bf16: 188 GiB)", est.Weights, err)
@@ -104,7 +104,7 @@ func TestCacheLayerKinds(t *testing.T) {
 		preset string
 		span   int // the local layers' window or chunk
 	}{
-		{"gpt-oss-20b", 128}, {"gemma-2-9b", 4096}, {"gemma-3-27b-text", 1024}, {"llama-4-scout", 8192}, {"mistral-7b", 4096},
+		{"gpt-oss-20b", 128}, {"gemma-2-9b", 4096}, {"gemma-3-27b-text", 1024}, {"llama-4-scout-text", 8192}, {"mistral-7b", 4096},
 	} {
 		m := MustPreset(c.preset).Normalize()
 		var local, global int

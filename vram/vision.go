@@ -17,9 +17,12 @@ import (
 // visionWrapper is what a vision-language wrapper family declares.
 type visionWrapper struct {
 	// textPrefix replaces the language model's leading "model." in its
-	// tensor names (the head's names, lm_head, stay); towerPrefix goes
-	// before the tower's.
-	textPrefix, towerPrefix string
+	// tensor names; headPrefix goes before the others (lm_head: Llama 4's
+	// language_model.lm_head), towerPrefix before the tower's.
+	textPrefix, headPrefix, towerPrefix string
+	// noCat: the projected features go into the embeddings as they are
+	// (Llama 4), not concatenated image by image first (LLaVA's torch.cat).
+	noCat bool
 	// featureLayer is Vision.FeatureLayer's default.
 	featureLayer int
 	// projector lists the projector's tensors (hv: the tower's width, h:
@@ -157,6 +160,8 @@ func (m Model) visionTensors(l *tensorList) {
 	for i := start; i < len(l.ts); i++ {
 		if n := l.ts[i].Name; strings.HasPrefix(n, "model.") {
 			l.ts[i].Name = w.textPrefix + strings.TrimPrefix(n, "model.")
+		} else {
+			l.ts[i].Name = w.headPrefix + n
 		}
 	}
 }
@@ -302,7 +307,9 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 
 	// torch.cat of the per-image features (a copy), then .to the
 	// embeddings' dtype (another when they differ).
-	feats = b.op("image_features.cat", b.size(h, feats.dtype), feats.dtype, list(feats))
+	if !w.noCat {
+		feats = b.op("image_features.cat", b.size(h, feats.dtype), feats.dtype, list(feats))
+	}
 	if feats.dtype != text.dtype {
 		feats = b.op("image_features.to", b.size(h, text.dtype), text.dtype, list(feats))
 	}

@@ -1,0 +1,102 @@
+package vram
+
+// Llama 4 as released (transformers/models/llama4/modeling_llama4.py,
+// Llama4ForConditionalGeneration): the vision encoder (vision_config,
+// family llama4_vision_model, its pixel-shuffle adapter included),
+// Llama4MultiModalProjector (linear_1, no bias) and the language model
+// (text_config, family llama4_text, as Llama4ForCausalLM under
+// language_model). get_image_features returns the adapter's output;
+// forward flattens it, projects it, casts it to the embeddings' dtype and
+// masked_scatters it over the image tokens (no concatenation); the loss
+// gathers the shifted logits, in their own dtype, where the attention mask
+// is set before CrossEntropyLoss. Names: vision_model.…,
+// multi_modal_projector.linear_1, language_model.model.…,
+// language_model.lm_head. The text model alone is family llama4_text.
+func init() {
+	register(&family{
+		name: "llama4", source: "transformers/models/llama4/modeling_llama4.py",
+		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
+		vision: &visionWrapper{
+			textPrefix: "language_model.model.", headPrefix: "language_model.", towerPrefix: "vision_model.", featureLayer: -1,
+			projector: func(v Vision, l *tensorList, hv, h int64) {
+				l.linear("multi_modal_projector.linear_1", "other", int64(v.Tower.Image.AdapterDim), h, false)
+			},
+			project:    llama4Project,
+			noCat:      true,
+			textRecipe: func(rec *recipe) { rec.maskedShiftLoss, rec.shiftLossInDType = true, true },
+		},
+		fromConfig: llama4FromConfig,
+		toConfig: func(m Model, c map[string]any) {
+			text := m
+			text.Vision, text.Name = nil, ""
+			c["model_type"] = "llama4"
+			c["text_config"] = text.HFConfig()
+			tower := m.Vision.Tower
+			tower.Name = ""
+			c["vision_config"] = tower.HFConfig()
+			c["image_token_index"] = m.Vocab - 1 // a token of the vocabulary stands for an image
+		},
+		// Llama 4 Scout and Maverick as released: the text models of their
+		// config.json (llama4_text's "-text" presets) with the vision
+		// encoder of their vision_config (336 px, 144 tokens an image).
+		presets: map[string]Preset{
+			"llama-4-scout":        {llama4Full(llama4ScoutText(), "meta-llama/Llama-4-Scout-17B-16E"), hf("meta-llama/Llama-4-Scout-17B-16E")},
+			"llama-4-maverick":     {llama4Full(llama4MaverickText(), "meta-llama/Llama-4-Maverick-17B-128E"), hf("meta-llama/Llama-4-Maverick-17B-128E")},
+			"llama-4-maverick-fp8": {llama4Full(llama4MaverickFP8Text(), "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"), hf("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8")},
+		},
+	})
+}
+
+// llama4Tower is the vision encoder of Llama 4 Scout and Maverick (their
+// config.json vision_config): 34 blocks 1408 wide over 336-px images of
+// 14-px patches, pixel shuffle 0.5 into 144 tokens, adapter 4096 wide.
+func llama4Tower() Model {
+	return Model{Family: "llama4_vision_model", Layers: 34, Hidden: 1408, Heads: 16, FFN: 5632,
+		Image: &Image{Size: 336, Patch: 14, Channels: 3, ClassToken: true, Merge: 2, AdapterDim: 4096}}
+}
+
+// llama4Full is a text model with the vision encoder.
+func llama4Full(m Model, name string) Model {
+	m.Name = name
+	m.Vision = &Vision{Family: "llama4", Tower: llama4Tower()}
+	return m
+}
+
+// llama4FromConfig reads a llama4 config.json: the text model from
+// text_config, the tower from vision_config.
+func llama4FromConfig(c *hfReader, m *Model) {
+	text := c.nested("text_config", "llama4_text")
+	tower := c.nested("vision_config", "llama4_vision_model")
+	if c.err != nil {
+		return
+	}
+	name := m.Name
+	*m = text
+	if name != "" {
+		m.Name = name
+	}
+	m.Vision = &Vision{Family: "llama4", Tower: tower}
+}
+
+// llama4Project is the tower's vision adapter on its last hidden state x
+// (after layernorm_post, class token included), then the projector:
+// pixel_shuffle drops the class token (a view), permutes twice (two
+// contiguous copies of the patches), Llama4VisionMLP2 runs fc1, GELU, fc2,
+// GELU (each saving its input; projector_dropout 0 is a no-op), all with
+// the tower's weights; linear_1 projects to the language model's width.
+func llama4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
+	im := v.Tower.Image
+	k := int64(im.Merge)
+	a := int64(im.AdapterDim)
+	pt := p.withFrozen(!b.r.towerTrains())
+	images := b.tokens
+	b.tokens = images * k * k
+	s := b.op("vision_adapter.pixel_shuffle.contiguous", b.size(hv, x.dtype), x.dtype, list(x))
+	s = b.op("vision_adapter.pixel_shuffle.contiguous2", b.size(hv, x.dtype), x.dtype, list(s))
+	b.tokens = images
+	y := b.linear(pt, "vision_adapter.mlp.fc1", "other", s, hv*k*k, a)
+	y = b.op("vision_adapter.mlp.gelu1", b.size(a, y.dtype), y.dtype, list(y), y)
+	y = b.linear(pt, "vision_adapter.mlp.fc2", "other", y, a, a)
+	y = b.op("vision_adapter.mlp.gelu2", b.size(a, y.dtype), y.dtype, list(y), y)
+	return b.linear(p, "multi_modal_projector.linear_1", "other", y, a, h)
+}
