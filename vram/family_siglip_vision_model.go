@@ -79,7 +79,9 @@ func init() {
 				l.linear(p+"mlp.fc1", "up_proj", d.h, d.f, true)
 				l.linear(p+"mlp.fc2", "down_proj", d.f, d.h, true)
 			}
-			l.headSide()
+			// post_layernorm normalises the last hidden state the wrapper
+			// reads: it trains with the tower (not a head the features bypass).
+			l.outside()
 			l.norm("vision_model.post_layernorm", true, d.h)
 		},
 		buffers: func(m Model, b *bufferList) {
