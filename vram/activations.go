@@ -1160,6 +1160,10 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	}
 	if m.Image != nil {
 		p.seq, p.keys = int64(m.Image.Tokens()), int64(m.Image.Tokens())
+		if r.rec.towerOneSequence {
+			// Every image's patches are one sequence (Pixtral).
+			p.batch, p.seq, p.keys = 1, p.batch*p.seq, p.batch*p.keys
+		}
 	}
 	if m.SlidingWindow > 0 && int64(m.SlidingWindow) < p.keys && r.Attention != "eager" {
 		p.keys = int64(m.SlidingWindow)

@@ -167,6 +167,10 @@ type recipe struct {
 	// (Llama 4's vision_apply_rotary_emb): q.float() and k.float(), the
 	// products (fp32-sized complex), cast back with type_as.
 	ropeComplex bool
+	// towerOneSequence: a vision tower attends over all its images'
+	// patches as one sequence (batch one) under a block-diagonal mask its
+	// embedding builds and every block reads (Pixtral).
+	towerOneSequence bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool

@@ -452,18 +452,40 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		b.ops = append(b.ops, c)
 	}
 	if grad && ckpt && len(b.ops) > off {
-		// The recomputation rebuilds the block's saved tensors before its
-		// backward runs: they exist while its last op's backward does.
-		re := a.Saved
-		if in.saved {
-			re -= in.bytes
-		}
-		b.ops[len(b.ops)-1].gradWorkspace += re
+		b.ops[len(b.ops)-1].gradWorkspace += b.recomputeCharge(a, in.saved, in.bytes)
 	}
 	if out == nil {
 		out = x
 	}
 	return out
+}
+
+// recomputeCharge is what a checkpointed tower block's recomputation adds
+// at its last op's backward (inSaved, in: whether its input is saved, and
+// its size, kept anyway). The recomputation rebuilds the block's saved
+// tensors before its backward runs; the most that backward holds at once
+// (what is still saved and in flight at each of its steps, and the weight
+// gradients its earlier steps made, which the outer walk adds only as it
+// reaches their ops) is charged to the last op's, whose own in-flight
+// gradients the outer walk counts.
+func (b *actBuilder) recomputeCharge(a *BlockActivations, inSaved bool, in Bytes) Bytes {
+	var w int64
+	for _, op := range a.prog.ops {
+		w += op.weights
+	}
+	wg := func(st bwdStep) Bytes { return Bytes(st.gradFrac * float64(b.r.GradsDType.Size(w))) }
+	re := a.Saved
+	if len(a.bwd) > 0 {
+		re = 0
+		for _, st := range a.bwd {
+			re = max(re, st.saved+st.inflight+wg(st))
+		}
+		re -= a.bwd[0].inflight + wg(a.bwd[0])
+	}
+	if inSaved {
+		re -= in
+	}
+	return re
 }
 
 // resolveVision checks a plan's images and vision_tower and resolves the

@@ -103,7 +103,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5"}
-VISION_LANGUAGE = {"llava", "qwen2_5_vl", "gemma3", "llama4"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "gemma3", "llama4", "mistral3"}
 
 
 def write(args, text):
@@ -249,6 +249,23 @@ def batch(config, train, device, dtype):
         labels[ids == config.image_token_index] = -100
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
                 "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, dtype=dtype, device=device)}
+    if config.model_type == "mistral3":
+        # Mistral 3's processor for square images of the tower's size: each
+        # image's (size / patch / spatial_merge_size)² tokens after the first
+        # token, labels ignoring them, the pixels in the model's dtype (the
+        # tower does not cast them) and every image's size.
+        v = config.vision_config
+        n = int(train.get("images") or 1)
+        per = (v.image_size // v.patch_size // config.spatial_merge_size) ** 2
+        vocab = min(1000, config.text_config.vocab_size)
+        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
+        ids[ids == config.image_token_index] = 0
+        ids[:, 1:1 + n * per] = config.image_token_index
+        labels = ids.clone()
+        labels[ids == config.image_token_index] = -100
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, dtype=dtype, device=device),
+                "image_sizes": torch.tensor([[v.image_size, v.image_size]] * (b * n), device=device)}
     if config.model_type == "qwen2_5_vl":
         # The processor's output for square images of the plan's size: one
         # row of channels × frames × patch² fp32 values per patch, the
@@ -287,7 +304,7 @@ def for_training(model, train, dropout):
     lora = train.get("lora")
     vl = model.config.model_type in VISION_LANGUAGE
     if vl and train.get("vision_tower", "frozen") == "frozen":
-        if model.config.model_type in ("llava", "gemma3"):
+        if model.config.model_type in ("llava", "gemma3", "mistral3"):
             model.model.vision_tower.requires_grad_(False)
         elif model.config.model_type == "llama4":
             model.vision_model.requires_grad_(False)
