@@ -107,7 +107,7 @@ func (w *whatIf) controls() []control {
 		stepped("micro_batch", "micro-batch", microBatches, w.plan.MicroBatch),
 		{field: "precision", label: "precision", options: precisions, value: indexOr(precisions, w.plan.Precision)},
 		{field: "optimizer", label: "optimizer", options: optimizers, value: indexOr(optimizers, w.plan.Optimizer)},
-		{field: "grad_checkpointing", label: "checkpointing", options: checkpoints, value: indexOr(checkpoints, w.plan.Checkpointing)},
+		{field: "grad_checkpointing", label: "checkpointing", options: checkpoints, value: indexOr(checkpoints, string(w.plan.Checkpointing))},
 		{field: "gpu", label: "GPU", options: gpuNames(w.gpus)},
 	}
 }
@@ -193,7 +193,7 @@ func (w *whatIf) render() string {
 	g := w.gpus[w.gpu]
 	t := w.plan
 	head := fmt.Sprintf("%s · %s tokens × micro-batch %d · %s · %s · checkpointing %s", t.Model.Name,
-		vram.Grouped(int64(t.SeqLen)), t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"), orDefault(t.Checkpointing, "none"))
+		vram.Grouped(int64(t.SeqLen)), t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"), orDefault(string(t.Checkpointing), "none"))
 	v, err := vram.Budget{GPU: g, Headroom: w.room}.Judge(t)
 	if err != nil {
 		return string(Join(Para(Bold(head)), Para("this combination is not a valid plan: ", err.Error())))
@@ -371,7 +371,7 @@ func (w *whatIf) summary() string {
 	t := w.plan
 	return fmt.Sprintf("model %s, seq_len %d, micro_batch %d, precision %s, optimizer %s, grad_checkpointing %s, GPU %s",
 		t.Model.Name, t.SeqLen, t.MicroBatch, orDefault(t.Precision, "fp32"), orDefault(t.Optimizer, "adamw"),
-		orDefault(t.Checkpointing, "none"), w.gpus[w.gpu].Name)
+		orDefault(string(t.Checkpointing), "none"), w.gpus[w.gpu].Name)
 }
 
 // build draws one labelled control in the box and returns its updates.

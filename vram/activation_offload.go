@@ -37,9 +37,9 @@ func (r *resolved) resolveActivationOffload() error {
 		return nil
 	}
 	switch {
-	case r.Framework != "torchtune" && r.Framework != "hf_trainer" && r.Framework != "plain_pytorch":
+	case r.Framework != FrameworkTorchtune && r.Framework != FrameworkHFTrainer && r.Framework != FrameworkPlainPyTorch:
 		return fmt.Errorf("activation_offloading is torchtune's enable_activation_offloading and TRL's activation_offloading (frameworks torchtune, hf_trainer, plain_pytorch), not %s's", r.Framework)
-	case r.Framework == "torchtune" && r.Checkpointing != "full":
+	case r.Framework == FrameworkTorchtune && r.Checkpointing != CheckpointFull:
 		return fmt.Errorf("activation_offloading: torchtune raises \"enable_activation_offloading should only be True when enable_activation_checkpointing is True\"; set grad_checkpointing \"full\"")
 	case r.pp > 1:
 		return fmt.Errorf("activation_offloading with pipeline parallelism (pp %d): torchtune and TRL run no pipeline stages", r.pp)

@@ -12,8 +12,9 @@ import (
 // last block's. The timeline and the replay agree.
 func TestActivationOffloading(t *testing.T) {
 	for _, c := range []struct {
-		framework, ckpt string
-		stay            int
+		framework Framework
+		ckpt      Checkpointing
+		stay      int
 	}{
 		{"torchtune", "full", 5},
 		{"hf_trainer", "full", 5},

@@ -678,7 +678,7 @@ func (r *resolved) inputsEmbedsHeld() bool {
 // prepare_model_for_gradient_checkpointing) and transformers (with its PEFT
 // integration) make the embeddings' output do.
 func (r *resolved) inputNoGrad() bool {
-	return r.frozen && r.Checkpointing == "none" && r.Framework != "megatron" && r.Framework != "torchtitan"
+	return r.frozen && r.Checkpointing == CheckpointNone && r.Framework != FrameworkMegatron && r.Framework != FrameworkTorchtitan
 }
 
 // withoutGrad drops what the block's ops save when nothing they read needs
@@ -1171,16 +1171,16 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// The family's modeling code may fuse q|k|v (its recipe); litgpt fuses
 	// them for every family it implements (litgpt/model.py
 	// CausalSelfAttention.qkv), which excludes encoders and latent attention.
-	p.fusedQKV = r.rec.fusedQKV || (r.Framework == "litgpt" && m.KVLoRARank == 0 && !m.Encoder())
+	p.fusedQKV = r.rec.fusedQKV || (r.Framework == FrameworkLitGPT && m.KVLoRARank == 0 && !m.Encoder())
 	// litgpt and Megatron call F.gelu(approximate="tanh"); transformers'
 	// gelu_new (GPT-2, GPT-J, Phi) is the Python formula (activations.py).
-	p.pythonGELU = r.Framework != "litgpt" && r.Framework != "megatron" && r.Framework != "torchtitan"
+	p.pythonGELU = r.Framework != FrameworkLitGPT && r.Framework != FrameworkMegatron && r.Framework != FrameworkTorchtitan
 	// The HF Trainer and plain loops run transformers' modeling code.
 	p.hfModeling = r.runsTransformers()
 	p.nativeGQA = p.hfModeling && !r.rec.repeatKV
 	// transformers decoders default to use_cache=True and turn it off only
 	// under gradient checkpointing (modeling_utils / config.use_cache).
-	p.useCache = p.hfModeling && r.Checkpointing == "none" && !m.Encoder() && r.Trainable != "frozen" && !r.rec.noTrainingCache
+	p.useCache = p.hfModeling && r.Checkpointing == CheckpointNone && !m.Encoder() && r.Trainable != "frozen" && !r.rec.noTrainingCache
 	// transformers' SDPA path gets a mask for a local layer once the
 	// sequence is longer than its span (masking_utils
 	// _ignore_causal_mask_sdpa); it then repeats grouped k and v

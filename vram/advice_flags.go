@@ -47,16 +47,16 @@ func (k AdviceKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 // (key=value, as `tune run` takes them), torchtitan's job config
 // (--section.key, torchtitan/config/job_config.py) or DeepSpeed's config
 // keys. Empty when the framework has no setting for it.
-func (a Advice) Flags(framework string) string {
+func (a Advice) Flags(framework Framework) string {
 	t := a.Plan
 	switch framework {
-	case "hf_trainer", "accelerate", "":
+	case FrameworkHFTrainer, FrameworkAccelerate, "":
 		return hfTrainerFlags(a.Kind, t)
-	case "torchtune":
+	case FrameworkTorchtune:
 		return torchtuneFlags(a.Kind, t)
-	case "torchtitan":
+	case FrameworkTorchtitan:
 		return torchtitanFlags(a.Kind, t)
-	case "deepspeed":
+	case FrameworkDeepSpeed:
 		if s := deepspeedKeys(a.Kind, t); s != "" {
 			return s
 		}

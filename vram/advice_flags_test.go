@@ -14,7 +14,7 @@ func TestAdviceFlags(t *testing.T) {
 	for _, c := range []struct {
 		kind      AdviceKind
 		plan      Training
-		framework string
+		framework Framework
 		want      string
 	}{
 		{AdviceFullCheckpointing, mb, "hf_trainer", "--gradient_checkpointing true"},

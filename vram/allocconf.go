@@ -61,7 +61,7 @@ func parseAllocConf(s string) (c AllocatorConfig, ignored []string, err error) {
 // segments in run_llama_train.sh"; run_train.sh:43 at the pinned snapshot).
 func (r *resolved) resolveAllocConf() error {
 	s := r.AllocConf
-	if s == "" && r.Framework == "torchtitan" {
+	if s == "" && r.Framework == FrameworkTorchtitan {
 		s = "expandable_segments:True"
 	}
 	c, ignored, err := parseAllocConf(s)

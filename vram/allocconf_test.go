@@ -38,7 +38,7 @@ func TestParseAllocConf(t *testing.T) {
 // torchtitan's launcher's (expandable segments) when the plan names none,
 // and ReplayOptions.Allocator over both.
 func TestAllocConfReplay(t *testing.T) {
-	plan := func(framework, conf string) Training {
+	plan := func(framework Framework, conf string) Training {
 		tr := llamaPlan()
 		tr.Framework, tr.AllocConf, tr.Checkpointing = framework, conf, "full"
 		tr.MicroBatch, tr.Precision = 2, "mixed_bf16"

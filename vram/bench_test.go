@@ -24,7 +24,7 @@ func BenchmarkEstimateLlama70B(b *testing.B) {
 // checkpointing, as a what-if sweep or a fit map makes them.
 func BenchmarkSweep10k(b *testing.B) {
 	base := Training{Model: MustPreset("llama-3-8b"), Precision: "bf16", Optimizer: "adamw"}
-	ckpt := []string{"none", "selective", "full", "none"}
+	ckpt := []Checkpointing{"none", "selective", "full", "none"}
 	for i := 0; i < b.N; i++ {
 		n := 0
 		for mb := 1; mb <= 25; mb++ {

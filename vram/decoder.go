@@ -98,7 +98,7 @@ func (b *actBuilder) mlpSublayer(p blockPlan, d blockDims, a *actT) *actT {
 // save their shard and gather it again in backward (tensor_parallel/
 // layers.py LinearWithGradAccumulationAndAsyncCommunication).
 func (b *actBuilder) gatherSeq(p blockPlan, d blockDims, name string, a *actT) *actT {
-	if !p.sp || b.r.Framework == "megatron" {
+	if !p.sp || b.r.Framework == FrameworkMegatron {
 		return a
 	}
 	return b.op(name+".all_gather", b.size(d.h, a.dtype), a.dtype, list(a))

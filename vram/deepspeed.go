@@ -124,7 +124,7 @@ type deepSpeed struct {
 // "deepspeed" or with a deepspeed section.
 func (r *resolved) resolveDeepSpeed() error {
 	p := r.Parallel
-	if p.DeepSpeed == nil && r.Framework != "deepspeed" {
+	if p.DeepSpeed == nil && r.Framework != FrameworkDeepSpeed {
 		return nil
 	}
 	if p.DeepSpeed != nil && (p.FSDP != "none" || p.ZeRO == 0) {

@@ -145,7 +145,7 @@ func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 		x = b.norm(p, "final_norm", m.Norm, x, hSeq)
 		hold = append(hold, x) // outputs.last_hidden_state
 	}
-	if hSeq != h && r.Framework != "megatron" {
+	if hSeq != h && r.Framework != FrameworkMegatron {
 		// DTensor's ColwiseParallel output layer gathers the sequence and
 		// saves the gathered input (Megatron's saves the shard).
 		x = b.op("final_norm.all_gather", b.size(h, x.dtype), x.dtype, list(x))
@@ -230,7 +230,7 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 		// (CEWithChunkedOutputLoss). The chunk list lives until backward.
 		logitsD := p.e
 		chunks = int64(r.SeqLen) / 128
-		if r.Framework == "torchtune" {
+		if r.Framework == FrameworkTorchtune {
 			logitsD, chunks = FP32, 8
 		}
 		logits := headLogits(b, pHead, x, h, v)
@@ -267,7 +267,7 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 			b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))
 		} else {
 			b.keep(b.op("log_softmax", b.size(v, l32.dtype), l32.dtype, list(l32)))
-			if v < int64(m.Vocab) && r.Framework != "megatron" {
+			if v < int64(m.Vocab) && r.Framework != FrameworkMegatron {
 				// DTensor's loss_parallel decomposes the loss
 				// (torch/distributed/tensor/parallel/loss.py): _log_softmax
 				// holds shifted = x − max and exp(shifted) at once, and

@@ -207,7 +207,7 @@ func (t *t5Block) stackGradients(layer int) {
 	}
 	if t.dec {
 		encGrad = gradSize(&actT{bytes: p.resid.Size(t.batch * t.src * t.h), dtype: p.resid})
-		if r.Checkpointing != "none" {
+		if r.Checkpointing != CheckpointNone {
 			crossGrad = FP32.Size(t.batch * t.heads * t.tgt * t.src)
 		}
 	}
@@ -298,7 +298,7 @@ func positionBiases(r *resolved, p blockPlan) []maskPart {
 		{bytes: promote(p.e, p.resid).Size(batch * heads * T * S), from: enc + 1, to: m.Layers},
 		{bytes: p.resid.Size(batch * T * T), from: enc, to: m.Layers},
 	}
-	if r.Checkpointing != "none" {
+	if r.Checkpointing != CheckpointNone {
 		// The cross-attention's zero bias, made to require a gradient under
 		// checkpointing, is a leaf the graph keeps until its gradient
 		// arrives in the first decoder block's backward.

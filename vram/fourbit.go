@@ -50,7 +50,7 @@ func (r *resolved) resolveFourBit() error {
 		}
 		return nil
 	}
-	if r.Framework == "torchtune" {
+	if r.Framework == FrameworkTorchtune {
 		if r.Bitsandbytes != "" {
 			return fmt.Errorf("bitsandbytes: torchtune runs its 4-bit base with torchao's NF4Tensor, not bitsandbytes; drop the field")
 		}
@@ -62,7 +62,7 @@ func (r *resolved) resolveFourBit() error {
 		return err
 	}
 	r.q4 = fourBit{stateDType: r.ComputeDType, savesInput: v.older(0, 43, 2)}
-	if r.Framework == "litgpt" {
+	if r.Framework == FrameworkLitGPT {
 		r.q4.stateDType = FP16
 	}
 	return nil

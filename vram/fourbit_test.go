@@ -7,7 +7,7 @@ import (
 
 // qloraPlan is Llama-2-7B QLoRA (nf4 base, adapters on q_proj and v_proj)
 // without checkpointing, so every block's saved tensors stay until backward.
-func qloraPlan(framework string) Training {
+func qloraPlan(framework Framework) Training {
 	t := llamaPlan()
 	t.Framework = framework
 	t.Trainable = "lora"
@@ -25,7 +25,7 @@ func qloraPlan(framework string) Training {
 // + ffn) bf16 values per block. (o_proj's input is SDPA's output, which
 // SDPA saves for its own backward; q_proj's is the adapters' input.)
 func TestFourBitSavedInputs(t *testing.T) {
-	saved := func(framework, release string) Bytes {
+	saved := func(framework Framework, release string) Bytes {
 		tr := qloraPlan(framework)
 		tr.Bitsandbytes = release
 		est, err := tr.Estimate()
@@ -76,8 +76,9 @@ func TestFourBitDequantizedPerCall(t *testing.T) {
 	m := MustPreset("llama-2-7b")
 	lmHead := int64(m.Vocab) * int64(m.Hidden)
 	for _, tc := range []struct {
-		framework, modules string
-		want               Bytes
+		framework Framework
+		modules   string
+		want      Bytes
 	}{
 		{"litgpt", "all_linear", BF16.Size(lmHead) + FP16.Size(lmHead)},
 		{"hf_trainer", "all_linear", BF16.Size(lmHead)},

@@ -65,7 +65,7 @@ func TestFrameworkDefaults(t *testing.T) {
 // each chunk; "uniform" checkpoints groups of N blocks as units.
 func TestMegatronRecompute(t *testing.T) {
 	base := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Framework: "megatron", Optimizer: "sgd"}
-	with := func(ckpt, method string, n int) TrainingEstimate {
+	with := func(ckpt Checkpointing, method string, n int) TrainingEstimate {
 		tr := base
 		tr.Checkpointing, tr.RecomputeMethod, tr.RecomputeNumLayers = ckpt, method, n
 		return estimateOf(t, tr)

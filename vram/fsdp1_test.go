@@ -133,7 +133,7 @@ func TestFSDP1Traces(t *testing.T) {
 // loops of litgpt, the Trainer and accelerate accumulate inside no_sync().
 func TestFSDP1Defaults(t *testing.T) {
 	for _, c := range []struct {
-		framework string
+		framework Framework
 		accum     int
 		units     string
 		noSync    bool

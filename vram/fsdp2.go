@@ -27,7 +27,7 @@ func (r *resolved) keepsUnsharded() bool {
 	if k := r.Parallel.ReshardAfterForward; k != nil {
 		return !*k
 	}
-	return r.Framework == "torchtitan" && r.pp > 1
+	return r.Framework == FrameworkTorchtitan && r.pp > 1
 }
 
 // rootHeld is what FSDP2 keeps unsharded from the root's pre-forward to
@@ -44,7 +44,7 @@ func (r *resolved) keepsUnsharded() bool {
 func (r *resolved) rootHeld(embed, head unitMem, st stage) Bytes {
 	p := r.Parallel
 	fsdp1 := p.ZeRO == 3 && (p.FSDP == "full_shard" || p.FSDP == "hybrid") && p.FSDPVersion == 1
-	if !r.fsdp2() && !fsdp1 || r.Framework == "torchtitan" {
+	if !r.fsdp2() && !fsdp1 || r.Framework == FrameworkTorchtitan {
 		return 0
 	}
 	var b Bytes
@@ -60,7 +60,7 @@ func (r *resolved) rootHeld(embed, head unitMem, st stage) Bytes {
 // headHeld is the head's unsharded parameters torchtitan keeps from the
 // head's forward to its backward (see rootHeld).
 func (r *resolved) headHeld(head unitMem, st stage) Bytes {
-	if !r.fsdp2() || r.Framework != "torchtitan" || !st.head {
+	if !r.fsdp2() || r.Framework != FrameworkTorchtitan || !st.head {
 		return 0
 	}
 	return head.gathered

@@ -112,7 +112,7 @@ func FuzzEstimateInvariants(f *testing.F) {
 	presetNames := []string{"gpt2", "bert-base-uncased", "pythia-160m", "opt-125m", "llama-3.2-1b", "qwen2.5-0.5b", "gemma-2b", "phi-1.5", "starcoderbase-1b", "tinyllama-1.1b", "vit-base-patch16-224", "opt-350m"}
 	precisions := []string{"fp32", "bf16", "amp_bf16", "mixed_bf16", "fp16"}
 	optimizers := []string{"adamw", "sgd", "sgd_momentum", "adafactor", "adamw_8bit", "lion"}
-	ckpts := []string{"none", "selective", "full", "op"}
+	ckpts := []Checkpointing{"none", "selective", "full", "op"}
 	attns := []string{"sdpa", "eager"}
 	models := make([]Model, 0, len(presetNames)+2)
 	for _, n := range presetNames {

@@ -121,7 +121,7 @@ func accelerateFSDP(r *configReader, t *Training) error {
 		return err
 	}
 	if ac {
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 		r.mapped("fsdp_activation_checkpointing true → full checkpointing of every block")
 	}
 	return nil

@@ -33,7 +33,7 @@ var axolotlIrrelevant = prefixes("datasets", "test_datasets", "dataset_", "val_s
 	"special_tokens", "dataset_prepared_path", "eval_sample_packing", "torch_compile_backend", "ddp_", "optim_args")
 
 func importAxolotl(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "hf_trainer", Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 512}}
+	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 512}}
 	t := &ti.t
 	id, _, err := r.str("base_model_config")
 	if err != nil {
@@ -143,9 +143,9 @@ func axolotlPrecision(r *configReader, t *Training) error {
 func axolotlActivations(r *configReader, t *Training) error {
 	switch v, _ := r.get("gradient_checkpointing"); v {
 	case true, "true":
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 	case "offload", "offload_disk":
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("gradient_checkpointing = %v: the checkpoints offloaded to the CPU are not modelled (kept on the GPU)", v))
 	case nil, false, "false":
 	default:
@@ -311,7 +311,7 @@ func axolotlFSDP(r *configReader, t *Training) error {
 		t.Parallel.CPUOffload = "optimizer+params"
 	}
 	if v, ok := get("activation_checkpointing"); ok && (v == true || v == "true") {
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 	}
 	if v, ok := get("reshard_after_forward"); ok && t.Parallel.FSDPVersion == 2 {
 		b := v == true || v == "true"

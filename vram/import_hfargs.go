@@ -34,7 +34,7 @@ func prefixes(ps ...string) func(string) bool {
 
 func importHFArgs(r *configReader, opt ImportOptions) (trainerImport, error) {
 	trl := isTRL(r)
-	ti := trainerImport{t: Training{Framework: "hf_trainer", Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8}}
+	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8}}
 	t := &ti.t
 	id, _, err := r.str("model_name_or_path")
 	if err != nil {
@@ -216,7 +216,7 @@ func hfPrecision(r *configReader, t *Training, trl bool) error {
 		gc = true
 	}
 	if gc {
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 	}
 	r.mapped("gradient_checkpointing %v → %s", gc, orDefault(t.Checkpointing, "none"))
 	if off, set, err := r.bool("activation_offloading"); err != nil {

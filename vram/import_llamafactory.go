@@ -26,7 +26,7 @@ var llamaFactoryIrrelevant = prefixes("dataset", "eval_dataset", "dataset_dir", 
 	"per_device_eval_batch_size", "adapter_name_or_path", "quantization_method", "new_special_tokens")
 
 func importLLaMAFactory(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "hf_trainer", Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: "full"}}
+	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: CheckpointFull}}
 	t := &ti.t
 	if !r.has("model_name_or_path") && r.has("model") {
 		return importLLaMAFactoryV1(r, opt)
@@ -220,8 +220,8 @@ func lfTuning(r *configReader, t *Training) error {
 // enable_activation_checkpointing (true), flash_attn (sdpa), peft_config,
 // quant_config, dist_config.
 func importLLaMAFactoryV1(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "hf_trainer", Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 2048,
-		Checkpointing: "full", Precision: "amp_bf16", Attention: "sdpa"}}
+	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 2048,
+		Checkpointing: CheckpointFull, Precision: "amp_bf16", Attention: "sdpa"}}
 	t := &ti.t
 	var err error
 	if ti.modelID, _, err = r.str("model"); err != nil {

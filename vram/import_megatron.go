@@ -49,7 +49,7 @@ func isMegatronCommand(w []string) bool {
 }
 
 func importMegatron(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "megatron", Optimizer: "adamw", Precision: "fp32", MicroBatch: 1}}
+	ti := trainerImport{t: Training{Framework: FrameworkMegatron, Optimizer: "adamw", Precision: "fp32", MicroBatch: 1}}
 	t := &ti.t
 	r.get("launch.program")
 	if err := megatronParallel(r, t, opt); err != nil {
@@ -287,11 +287,11 @@ func megatronRecompute(r *configReader, t *Training) error {
 	}
 	switch g {
 	case "":
-		t.Checkpointing = "none"
+		t.Checkpointing = CheckpointNone
 	case "selective":
-		t.Checkpointing = "selective"
+		t.Checkpointing = CheckpointSelective
 	case "full":
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 		meth, _, err := r.str("recompute_method")
 		if err != nil {
 			return err

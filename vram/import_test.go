@@ -155,8 +155,8 @@ func importFields(p Plan) map[string]string {
 	if t := p.Training; t != nil {
 		f["micro"], f["seq"], f["grad_accum"] = fmt.Sprint(t.MicroBatch), fmt.Sprint(t.SeqLen), fmt.Sprint(max(1, t.GradAccum))
 		f["precision"], f["compute"], f["grads"] = t.Precision, dtypeOrEmpty(t.ComputeDType), dtypeOrEmpty(t.GradsDType)
-		f["ckpt"], f["sac"], f["trainable"], f["optimizer"] = t.Checkpointing, t.SelectiveACOption, orDefault(t.Trainable, "full"), t.Optimizer
-		f["framework"], f["attention"], f["base"] = t.Framework, t.Attention, dtypeOrEmpty(t.QuantizedBase.DType)
+		f["ckpt"], f["sac"], f["trainable"], f["optimizer"] = string(t.Checkpointing), t.SelectiveACOption, orDefault(t.Trainable, "full"), t.Optimizer
+		f["framework"], f["attention"], f["base"] = string(t.Framework), t.Attention, dtypeOrEmpty(t.QuantizedBase.DType)
 		f["float8"], f["float8_all_gather"] = t.Float8, fmt.Sprint(t.Float8AllGather)
 		if t.ActivationOffloading {
 			f["act_offload"] = "true"

@@ -41,7 +41,7 @@ var torchtitanModels = map[string]string{
 }
 
 func importTorchtitan(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "torchtitan", Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: "selective"}}
+	ti := trainerImport{t: Training{Framework: FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: CheckpointSelective}}
 	t := &ti.t
 	name, _, _ := r.str("model.name")
 	flavor, _, _ := r.str("model.flavor")
@@ -170,14 +170,14 @@ func titanCheckpointing(r *configReader, t *Training) error {
 	}
 	switch mode {
 	case "", "selective":
-		t.Checkpointing = "selective"
+		t.Checkpointing = CheckpointSelective
 		opt, _, err := r.str("activation_checkpoint.selective_ac_option")
 		if err != nil {
 			return err
 		}
 		t.SelectiveACOption = opt
 	case "full", "none":
-		t.Checkpointing = mode
+		t.Checkpointing = Checkpointing(mode)
 		r.ignore("activation_checkpoint.selective_ac_option") // read only by selective (JC:655)
 	default:
 		return fmt.Errorf("activation_checkpoint.mode %q is not modelled (full, selective and none are)", mode)

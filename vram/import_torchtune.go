@@ -37,7 +37,7 @@ var torchtuneModels = map[string]string{
 }
 
 func importTorchtune(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "torchtune", Precision: "fp32", Optimizer: "adamw"}}
+	ti := trainerImport{t: Training{Framework: FrameworkTorchtune, Precision: "fp32", Optimizer: "adamw"}}
 	t := &ti.t
 	builder, _, err := r.str("model._component_")
 	if err != nil {
@@ -121,7 +121,7 @@ func ttBatch(r *configReader, t *Training) error {
 	if ac, _, err := r.bool("enable_activation_checkpointing"); err != nil {
 		return err
 	} else if ac {
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 	}
 	if c, _, err := r.bool("compile"); err != nil {
 		return err

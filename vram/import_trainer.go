@@ -174,7 +174,7 @@ var loraAliases = map[string]string{"wq": "q_proj", "wk": "k_proj", "wv": "v_pro
 // rows of 1024 tokens unless key=value overrides say
 // per_device_train_batch_size, max_length, gradient_checkpointing.
 func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: "hf_trainer", Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 1024, Precision: "fp32"}}
+	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 1024, Precision: "fp32"}}
 	if opt.Model == "" {
 		return ti, fmt.Errorf("a %s config says how a trainer shards, not what it trains: import the trainer's config (it names this file), or give -model and the batch as per_device_train_batch_size=N max_length=N", r.kind)
 	}
@@ -197,11 +197,11 @@ func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, erro
 	if gc, _, err := r.bool("gradient_checkpointing"); err != nil {
 		return ti, err
 	} else if gc {
-		t.Checkpointing = "full"
+		t.Checkpointing = CheckpointFull
 	}
 	ckpt := "no checkpointing"
 	if t.Checkpointing != "" {
-		ckpt = t.Checkpointing + " checkpointing"
+		ckpt = string(t.Checkpointing) + " checkpointing"
 	}
 	r.imp.Assumed = append(r.imp.Assumed, fmt.Sprintf("the trainer's batch: micro_batch %d, rows of %d tokens, %s (TrainingArguments' defaults unless per_device_train_batch_size=N max_length=N gradient_checkpointing=true say otherwise)", t.MicroBatch, t.SeqLen, ckpt))
 	if r.kind == KindAccelerate {

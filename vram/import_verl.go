@@ -167,7 +167,7 @@ func verlPolicy(r *configReader, pt *PostTraining, opt ImportOptions) error {
 	if ckpt, ok, err := r.bool(verlKeyModel + "enable_gradient_checkpointing"); err != nil {
 		return err
 	} else if ok && !ckpt {
-		t.Checkpointing = "none"
+		t.Checkpointing = CheckpointNone
 	}
 	if err := verlLoRA(r, t); err != nil {
 		return err

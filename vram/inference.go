@@ -255,7 +255,7 @@ func (in Inference) applies() error {
 	return nil
 }
 
-func orDefault(s, def string) string {
+func orDefault[S ~string](s, def S) S {
 	if s == "" {
 		return def
 	}

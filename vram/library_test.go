@@ -9,7 +9,7 @@ import (
 // releases (the families' recipes and attention lists): each plan gets what
 // its release does, and says so where that differs from what it asks.
 func TestLibraryVersions(t *testing.T) {
-	plan := func(preset, lib, attn, ckpt string) Training {
+	plan := func(preset, lib, attn string, ckpt Checkpointing) Training {
 		return Training{Model: MustPreset(preset), SeqLen: 512, MicroBatch: 2, WeightsDType: BF16, ComputeDType: BF16,
 			Optimizer: "adamw", Attention: attn, Checkpointing: ckpt, Transformers: lib}
 	}
@@ -39,7 +39,7 @@ func TestLibraryVersions(t *testing.T) {
 		}
 	})
 	t.Run("gpt_bigcode ignores checkpointing from 4.54", func(t *testing.T) {
-		long := func(lib, ckpt string) TrainingEstimate {
+		long := func(lib string, ckpt Checkpointing) TrainingEstimate {
 			tr := plan("starcoderbase-1b", lib, "sdpa", ckpt)
 			tr.SeqLen, tr.MicroBatch = 4096, 8 // activations dominate
 			return est(t, tr)

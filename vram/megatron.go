@@ -29,7 +29,7 @@ func (r *resolved) resolveMegatron() error {
 	if err := oneOf("recompute_method", r.RecomputeMethod, "uniform", "block"); err != nil {
 		return err
 	}
-	if r.Checkpointing != "full" {
+	if r.Checkpointing != CheckpointFull {
 		return fmt.Errorf("recompute_method %q applies to grad_checkpointing \"full\", not %q", r.RecomputeMethod, r.Checkpointing)
 	}
 	if r.CheckpointEvery > 1 {

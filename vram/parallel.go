@@ -195,7 +195,7 @@ func (r *resolved) resolveSharding() error {
 			p.ZeRO = 2
 		}
 	}
-	if p.FSDPVersion == 0 && r.Framework == "accelerate" && p.FSDP != "none" {
+	if p.FSDPVersion == 0 && r.Framework == FrameworkAccelerate && p.FSDP != "none" {
 		p.FSDPVersion = 1
 	}
 	if p.FSDPVersion < 0 || p.FSDPVersion > 2 {
@@ -212,7 +212,7 @@ func (r *resolved) resolveSharding() error {
 		}
 	} else if fsdp1LoRA {
 		p.FSDPAdapterUnits = "apart"
-		if r.Framework == "litgpt" && !r.QuantizedBase.Quantized() {
+		if r.Framework == FrameworkLitGPT && !r.QuantizedBase.Quantized() {
 			p.FSDPAdapterUnits = "shared"
 		}
 	}
@@ -227,7 +227,7 @@ func (r *resolved) resolveSharding() error {
 	}
 	if p.NoSync == nil && fsdp1 && r.GradAccum > 1 {
 		switch r.Framework {
-		case "litgpt", "hf_trainer", "accelerate":
+		case FrameworkLitGPT, FrameworkHFTrainer, FrameworkAccelerate:
 			on := true
 			p.NoSync = &on
 		}
@@ -267,7 +267,7 @@ func (r *resolved) resolveTensorParallel() error {
 	if p.SP && p.TP == 1 {
 		return fmt.Errorf("parallel.sp needs tp > 1")
 	}
-	if r.Framework == "torchtitan" && p.TP > 1 {
+	if r.Framework == FrameworkTorchtitan && p.TP > 1 {
 		p.SP = true // apply_tp shards every norm over the sequence: no TP without SP
 	}
 	if p.AsyncTP && (p.TP < 2 || !p.SP || !r.Compile) {
@@ -315,7 +315,7 @@ func (r *resolved) resolvePipeline() error {
 	if p.PPSchedule == "interleaved_1f1b" && p.PP*p.VirtualStages > m.Layers {
 		return fmt.Errorf("interleaved_1f1b: pp × virtual_stages = %d stages exceed the %d layers (each stage needs one)", p.PP*p.VirtualStages, m.Layers)
 	}
-	if r.Framework == "torchtitan" && p.PP > 1 {
+	if r.Framework == FrameworkTorchtitan && p.PP > 1 {
 		// generate_llm_fqn_per_model_part: the first and last stages hold
 		// the embedding and the output as a layer each, besides one block.
 		s := p.PP

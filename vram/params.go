@@ -106,7 +106,7 @@ func (r *resolved) blocksPerRank() []int {
 	if megatron := p.PPFirstStageLayers > 0 || p.PPLastStageLayers > 0 || p.PPAccountEmbedding || p.PPAccountLoss; megatron && S > 1 {
 		return r.megatronSplit(S)
 	}
-	if r.Framework == "torchtitan" && S > 1 {
+	if r.Framework == FrameworkTorchtitan && S > 1 {
 		eff := L + 2
 		for s := range size {
 			size[s] = eff / S

@@ -11,7 +11,7 @@ func TestPipelineSplit(t *testing.T) {
 		name      string
 		layers    int
 		pp, v     int
-		framework string
+		framework Framework
 		want      []int
 	}{
 		// Llama-3.1-405B on 8 ranks, 2 virtual stages each: torchtitan's

@@ -25,13 +25,13 @@ func openrlhfResolve(pt *PostTraining) error {
 		t.MicroBatch = 1 // --train.micro_batch_size (train_ppo_ray.py l.393)
 	}
 	if t.Checkpointing == "" {
-		t.Checkpointing = "none" // --actor.gradient_checkpointing_enable off (l.309)
+		t.Checkpointing = CheckpointNone // --actor.gradient_checkpointing_enable off (l.309)
 	}
 	if t.Precision == "" && t.WeightsDType == DTypeUnset {
 		t.Precision = "mixed_bf16" // --ds.param_dtype bf16 (l.311-317): bf16 weights, fp32 master in the optimizer
 	}
 	if t.Framework == "" {
-		t.Framework = "deepspeed"
+		t.Framework = FrameworkDeepSpeed
 	}
 	if t.Parallel.ZeRO == 0 && t.Parallel.FSDP == "" {
 		t.Parallel.ZeRO = 2 // --ds.zero_stage (l.308)

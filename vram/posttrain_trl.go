@@ -23,7 +23,7 @@ func trlResolve(pt *PostTraining) error {
 		t.MicroBatch = 8 // per_device_train_batch_size (transformers training_args.py l.861)
 	}
 	if t.Checkpointing == "" {
-		t.Checkpointing = "full" // gradient_checkpointing=True (trl/trainer/base_config.py l.61-62)
+		t.Checkpointing = CheckpointFull // gradient_checkpointing=True (trl/trainer/base_config.py l.61-62)
 	}
 	if t.Precision == "" && t.WeightsDType == DTypeUnset {
 		// A model named by its id loads in float32 unless model_init_kwargs
@@ -32,7 +32,7 @@ func trlResolve(pt *PostTraining) error {
 		t.Precision = "amp_bf16"
 	}
 	if t.Framework == "" {
-		t.Framework = "hf_trainer" // the trainers are transformers' Trainer
+		t.Framework = FrameworkHFTrainer // the trainers are transformers' Trainer
 	}
 	switch pt.Algorithm {
 	case "ppo":

@@ -38,7 +38,7 @@ func verlResolve(pt *PostTraining) error {
 		return fmt.Errorf("critic.micro_batch must be in [1, %d] and critic.forward_micro_batch in [0, %d]", maxTokens, maxTokens)
 	}
 	if t.Checkpointing == "" {
-		t.Checkpointing = "full" // model.enable_gradient_checkpointing: True (hf_model.yaml l.34)
+		t.Checkpointing = CheckpointFull // model.enable_gradient_checkpointing: True (hf_model.yaml l.34)
 	}
 	if t.Precision == "" && t.WeightsDType == DTypeUnset {
 		// fsdp_config.model_dtype fp32 (engine/fsdp.yaml l.33) under
@@ -52,7 +52,7 @@ func verlResolve(pt *PostTraining) error {
 		return errors.New("policy.parallel.zero_stage: verl's actor trains with FSDP (strategy fsdp or fsdp2) or Megatron, not DeepSpeed")
 	}
 	if t.Framework == "" {
-		t.Framework = "plain_pytorch"
+		t.Framework = FrameworkPlainPyTorch
 	}
 	if pt.Generations == 0 {
 		pt.Generations = 1 // rollout.n (rollout.yaml l.108)

@@ -20,7 +20,7 @@ func (r *resolved) refuseRecurrent(what, modelled string) error {
 		return nil // Inference.stateNotes says so
 	case r.tp > 1 || r.cp > 1 || r.Parallel.PP > 1 || r.Parallel.SP:
 		return fmt.Errorf("parallel: tensor, sequence, context and pipeline parallelism of %s layers are not modelled (tp %d, cp %d, pp %d)", what, r.tp, r.cp, r.Parallel.PP)
-	case r.Checkpointing != "none" && r.Checkpointing != "full":
+	case r.Checkpointing != CheckpointNone && r.Checkpointing != CheckpointFull:
 		return fmt.Errorf("grad_checkpointing %q: only none and full are modelled for %s layers", r.Checkpointing, what)
 	case r.Compile || r.Float8 != "":
 		return fmt.Errorf("compile and float8: not modelled for %s layers (their saved set under Inductor or torchao is not traced)", what)

@@ -287,14 +287,14 @@ func (c *stepCompiler) bridgeForward() {
 // keepModeOf is what block l keeps from its forward to its backward.
 func (r *resolved) keepModeOf(l int) keepMode {
 	switch {
-	case r.checkpointed(l) && r.Checkpointing == "op":
+	case r.checkpointed(l) && r.Checkpointing == CheckpointOp:
 		return keepOp
 	case r.checkpointed(l):
 		if start, _ := r.recomputeGroup(l); start != l {
 			return keepNone
 		}
 		return keepInput
-	case r.Checkpointing == "selective":
+	case r.Checkpointing == CheckpointSelective:
 		return keepSelective
 	case r.Compile:
 		return keepCompiled

@@ -210,12 +210,12 @@ func (r *resolved) microBatchFLOPs() float64 {
 		}
 		s.attn += a
 		switch {
-		case r.Checkpointing == "full" && r.checkpointed(i):
+		case r.Checkpointing == CheckpointFull && r.checkpointed(i):
 			s.recompute += 2*perBlock[i] + a
-		case r.Checkpointing == "op" && i%every == 0:
+		case r.Checkpointing == CheckpointOp && i%every == 0:
 			// Every other matmul is recomputed, the attention kernel is not.
 			s.recompute += perBlock[i]
-		case r.Checkpointing == "selective":
+		case r.Checkpointing == CheckpointSelective:
 			s.recompute += a
 		}
 	}

@@ -21,7 +21,7 @@ func TestTrainingFLOPsGPT2(t *testing.T) {
 	fwd := B * s * (24*L*h*h + attn + 2*V*h)
 	blocks := B * s * (24*L*h*h + attn)
 	for _, c := range []struct {
-		ckpt string
+		ckpt Checkpointing
 		want float64
 	}{
 		{"none", ga * 3 * fwd},

@@ -127,7 +127,7 @@ func (r *resolved) stepShard() int64 {
 // backward memory"), torchtitan's train step `del pred`, and Megatron's and
 // DeepSpeed's engines return the loss.
 func (r *resolved) keepsOutputs() bool {
-	return r.Framework == "plain_pytorch" || r.Framework == "accelerate" || r.Framework == "litgpt"
+	return r.Framework == FrameworkPlainPyTorch || r.Framework == FrameworkAccelerate || r.Framework == FrameworkLitGPT
 }
 
 // checkpointed reports whether block l keeps only its input.
@@ -135,20 +135,20 @@ func (r *resolved) checkpointed(l int) bool {
 	if r.RecomputeMethod == "block" {
 		return r.chunkIndex(l) < r.RecomputeNumLayers
 	}
-	return (r.Checkpointing == "full" || r.Checkpointing == "op") && (l+r.ckptOffset)%r.CheckpointEvery == 0
+	return (r.Checkpointing == CheckpointFull || r.Checkpointing == CheckpointOp) && (l+r.ckptOffset)%r.CheckpointEvery == 0
 }
 
 // savedFor is what block l holds from its forward to its backward.
 func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 	switch {
-	case r.checkpointed(l) && r.Checkpointing == "op":
+	case r.checkpointed(l) && r.Checkpointing == CheckpointOp:
 		return a.SavedOp
 	case r.checkpointed(l):
 		if start, _ := r.recomputeGroup(l); start != l {
 			return 0 // inside a uniform recompute group: only its first block's input is kept
 		}
 		return a.Input
-	case r.Checkpointing == "selective":
+	case r.Checkpointing == CheckpointSelective:
 		return a.SavedSelective
 	case r.Compile:
 		return a.SavedCompiled

@@ -47,8 +47,8 @@ type Training struct {
 	// every other matmul and of the fused attention kernels, recompute the
 	// rest; BlockActivations.SavedOp). CheckpointEvery k > 1 checkpoints
 	// every k-th block only.
-	Checkpointing   string `json:"grad_checkpointing,omitempty"`
-	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
+	Checkpointing   Checkpointing `json:"grad_checkpointing,omitempty"`
+	CheckpointEvery int           `json:"checkpoint_every,omitempty"`
 	// SelectiveACOption is torchtitan's selective_ac_option for its
 	// grad_checkpointing "selective": "op" (op-level) or a block
 	// frequency N (every N-th block checkpointed); default "2", as
@@ -126,7 +126,7 @@ type Training struct {
 	// accelerate, litgpt, torchtune, torchtitan, deepspeed, megatron,
 	// plain_pytorch (default). vram/README.md's "Framework defaults" lists them
 	// with their sources.
-	Framework string `json:"framework,omitempty"`
+	Framework Framework `json:"framework,omitempty"`
 	// Transformers is the transformers release whose modeling code runs the
 	// model (the HF Trainer and plain PyTorch loops), e.g. "4.46.3"; empty
 	// means the pinned release the engine's measurements were taken with
@@ -207,13 +207,17 @@ func (t Training) Validate() error {
 
 var knownOptimizers = []string{"adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "adamw_8bit", "adam_8bit", "paged_adamw", "paged_adamw_8bit", "adamw_4bit", "custom", "none"}
 
-func oneOf(field, v string, known ...string) error {
+func oneOf[S ~string](field string, v S, known ...S) error {
 	for _, k := range known {
 		if v == k {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown %s %q; known: %s%s", field, v, strings.Join(known, ", "), didYouMean(v, known))
+	words := make([]string, len(known))
+	for i, k := range known {
+		words[i] = string(k)
+	}
+	return fmt.Errorf("unknown %s %q; known: %s%s", field, v, strings.Join(words, ", "), didYouMean(string(v), words))
 }
 
 func (t Training) resolve() (resolved, error) {
@@ -343,7 +347,7 @@ func (r *resolved) resolveStep(t Training) error {
 		return err
 	}
 	if r.Checkpointing == "" {
-		r.Checkpointing = "none"
+		r.Checkpointing = CheckpointNone
 	}
 	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op", "memory_budget"); err != nil {
 		return err
@@ -425,9 +429,9 @@ func (r *resolved) resolveTrainable(t Training) error {
 		}
 	}
 	if r.Framework == "" {
-		r.Framework = "plain_pytorch"
+		r.Framework = FrameworkPlainPyTorch
 	}
-	if err := oneOf("framework", r.Framework, "plain_pytorch", "accelerate", "hf_trainer", "litgpt", "torchtune", "torchtitan", "deepspeed", "megatron"); err != nil {
+	if err := oneOf("framework", r.Framework, Frameworks...); err != nil {
 		return err
 	}
 	return nil
@@ -436,7 +440,7 @@ func (r *resolved) resolveTrainable(t Training) error {
 // resolveFrameworkWords applies the framework's defaults and words and
 // the dropout.
 func (r *resolved) resolveFrameworkWords(t Training) error {
-	if r.Framework == "megatron" {
+	if r.Framework == FrameworkMegatron {
 		// Megatron-LM's DistributedDataParallel allocates every
 		// parameter's main_grad in one grad buffer when it wraps the model
 		// and zeroes it in place each iteration (megatron/core/distributed/
@@ -505,10 +509,10 @@ func (r *resolved) followLibrary(t Training) error {
 			r.lib, f.name, strings.Join(f.attention, " and ")))
 		r.Attention = "eager"
 	}
-	if r.rec.noCheckpointing && r.Checkpointing != "none" {
+	if r.rec.noCheckpointing && r.Checkpointing != CheckpointNone {
 		r.notes = append(r.notes, fmt.Sprintf("grad_checkpointing: gradient_checkpointing_enable() has no effect on %s in transformers %s; the blocks keep all their activations, as in this estimate",
 			f.name, r.lib))
-		r.Checkpointing = "none"
+		r.Checkpointing = CheckpointNone
 	}
 	return nil
 }
@@ -579,7 +583,7 @@ func (r *resolved) applies(t Training) error {
 	if t.OptimizerImpl != "" && r.Optimizer == "none" {
 		return fmt.Errorf("optimizer_impl applies to an optimizer step; optimizer is \"none\"")
 	}
-	if t.CheckpointEvery > 1 && r.Checkpointing == "none" {
+	if t.CheckpointEvery > 1 && r.Checkpointing == CheckpointNone {
 		return fmt.Errorf("checkpoint_every = %d applies to activation checkpointing; grad_checkpointing is \"none\"", t.CheckpointEvery)
 	}
 	p := t.Parallel
@@ -614,7 +618,7 @@ func (r *resolved) resolvePrecision() error {
 		if r.Precision == "fp16" {
 			w, c, g = FP16, FP16, FP16
 		}
-		if r.Framework == "megatron" {
+		if r.Framework == FrameworkMegatron {
 			// Megatron's --bf16/--fp16 train 16-bit parameters with fp32 main
 			// parameters in the optimizer (Float16OptimizerWithFloat16Params)
 			// and, under bf16, fp32 main gradients
@@ -708,5 +712,5 @@ func (r *resolved) lossCompiled() bool {
 // runsTransformers reports whether the plan's loop runs transformers'
 // modeling code: a plain PyTorch loop, accelerate's or the HF Trainer's.
 func (r *resolved) runsTransformers() bool {
-	return r.Framework == "plain_pytorch" || r.Framework == "accelerate" || r.Framework == "hf_trainer"
+	return r.Framework == FrameworkPlainPyTorch || r.Framework == FrameworkAccelerate || r.Framework == FrameworkHFTrainer
 }

@@ -296,7 +296,7 @@ func TestBreakdownJSONRoundTrip(t *testing.T) {
 func TestOutputHeldThroughBackward(t *testing.T) {
 	plan := Training{Model: MustPreset("gpt2"), SeqLen: 1024, MicroBatch: 4, Precision: "bf16",
 		Checkpointing: "full", Optimizer: "sgd"}
-	peak := func(framework string) TrainingEstimate {
+	peak := func(framework Framework) TrainingEstimate {
 		p := plan
 		p.Framework = framework
 		est, err := p.Estimate()

@@ -197,8 +197,8 @@ func (r *resolved) towerPlan() (*resolved, error) {
 		MasterWeights: r.MasterWeights, GradsDType: r.GradsDType, Optimizer: "none",
 		Checkpointing: r.Checkpointing, Attention: r.Attention, Trainable: "frozen", Framework: r.Framework, Transformers: r.Transformers,
 		asTower: true}
-	if r.Checkpointing == "selective" {
-		t.Checkpointing = "none" // transformers checkpoints whole layers or none
+	if r.Checkpointing == CheckpointSelective {
+		t.Checkpointing = CheckpointNone // transformers checkpoints whole layers or none
 	}
 	if r.towerTrains() {
 		t.Trainable = "full"

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,21 +16,21 @@ import (
 
 // checkpointWords are the grad_checkpointing words each framework's
 // configs use, with what each means there.
-var checkpointWords = map[string][]string{
+var checkpointWords = map[Framework][]Checkpointing{
 	// The engine's own words: the hand-written loop can do any of them.
-	"plain_pytorch": {"none", "full", "selective", "op"},
+	FrameworkPlainPyTorch: {CheckpointNone, CheckpointFull, CheckpointSelective, CheckpointOp},
 	// gradient_checkpointing=True checkpoints every decoder block
 	// (modeling_utils.py gradient_checkpointing_enable).
-	"hf_trainer": {"none", "full"},
-	"accelerate": {"none", "full"},
-	"deepspeed":  {"none", "full"},
-	"litgpt":     {"none", "full"},
-	"torchtune":  {"none", "full"},
+	FrameworkHFTrainer:  {CheckpointNone, CheckpointFull},
+	FrameworkAccelerate: {CheckpointNone, CheckpointFull},
+	FrameworkDeepSpeed:  {CheckpointNone, CheckpointFull},
+	FrameworkLitGPT:     {CheckpointNone, CheckpointFull},
+	FrameworkTorchtune:  {CheckpointNone, CheckpointFull},
 	// [activation_checkpoint] mode (torchtitan/config/job_config.py
 	// ActivationCheckpoint: "selective", "full", "memory_budget", "none").
-	"torchtitan": {"none", "full", "selective", "op"},
+	FrameworkTorchtitan: {CheckpointNone, CheckpointFull, CheckpointSelective, CheckpointOp},
 	// --recompute-granularity full | selective.
-	"megatron": {"none", "full", "selective"},
+	FrameworkMegatron: {CheckpointNone, CheckpointFull, CheckpointSelective},
 }
 
 // torchtitanACDefault is torchtitan's selective_ac_option default: every
@@ -44,19 +45,23 @@ const torchtitanACDefault = "2"
 func (r *resolved) resolveCheckpointWords(t Training) error {
 	word := orDefault(t.Checkpointing, "none")
 	words := checkpointWords[r.Framework]
-	if word == "memory_budget" && r.Framework == "torchtitan" {
+	if word == "memory_budget" && r.Framework == FrameworkTorchtitan {
 		return fmt.Errorf(`grad_checkpointing "memory_budget": torchtitan's memory-budget mode leaves what to recompute to the compiler's partitioner (activation_memory_budget); it is not modelled: use "full", "selective" (with selective_ac_option "op" or a block frequency) or "none"`)
 	}
-	if len(words) > 0 && !containsStr(words, word) {
-		return fmt.Errorf("grad_checkpointing %q: %s has no such activation checkpointing; its words are %s", word, r.Framework, strings.Join(words, ", "))
+	if len(words) > 0 && !slices.Contains(words, word) {
+		ws := make([]string, len(words))
+		for i, w := range words {
+			ws[i] = string(w)
+		}
+		return fmt.Errorf("grad_checkpointing %q: %s has no such activation checkpointing; its words are %s", word, r.Framework, strings.Join(ws, ", "))
 	}
-	if t.SelectiveACOption != "" && (r.Framework != "torchtitan" || word != "selective") {
+	if t.SelectiveACOption != "" && (r.Framework != FrameworkTorchtitan || word != "selective") {
 		return fmt.Errorf(`selective_ac_option applies to torchtitan's grad_checkpointing "selective" (framework torchtitan), not %s's %q`, r.Framework, word)
 	}
 	switch {
-	case r.Framework == "torchtitan" && word == "selective":
+	case r.Framework == FrameworkTorchtitan && word == "selective":
 		return r.torchtitanSelective(orDefault(t.SelectiveACOption, torchtitanACDefault), t.SelectiveACOption == "")
-	case r.Framework == "megatron" && word == "selective":
+	case r.Framework == FrameworkMegatron && word == "selective":
 		r.notes = append(r.notes, `grad_checkpointing "selective": Megatron-LM's --recompute-granularity selective, recomputing the core attention (recompute_modules' default ["core_attn"]; Korthikanti et al. 2022 §4.2)`)
 	case word == "selective":
 		r.notes = append(r.notes, `grad_checkpointing "selective": the attention internals recomputed, as Megatron-LM's selective recompute (Korthikanti et al. 2022 §4.2)`)
@@ -76,7 +81,7 @@ func (r *resolved) torchtitanSelective(option string, defaulted bool) error {
 		why = " (torchtitan's default selective_ac_option)"
 	}
 	if option == "op" {
-		r.Checkpointing = "op"
+		r.Checkpointing = CheckpointOp
 		r.notes = append(r.notes, `grad_checkpointing "selective": torchtitan's op-level selective activation checkpointing (selective_ac_option "op"): every other matmul's output and the attention kernels' outputs saved, the rest recomputed`)
 		return nil
 	}

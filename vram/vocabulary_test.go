@@ -105,9 +105,9 @@ func TestFrameworkWordsInReadme(t *testing.T) {
 	for fw, words := range checkpointWords {
 		var want []string
 		for _, w := range words {
-			want = append(want, "`"+w+"`")
+			want = append(want, "`"+string(w)+"`")
 		}
-		if got := rows[fw]; got != strings.Join(want, ", ") {
+		if got := rows[string(fw)]; got != strings.Join(want, ", ") {
 			t.Errorf("vram/README.md lists %s's grad_checkpointing words as %q, the engine's are %q", fw, got, strings.Join(want, ", "))
 		}
 	}

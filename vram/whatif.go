@@ -50,7 +50,7 @@ func (t Training) Set(field, value string) (Training, error) {
 	case "optimizer":
 		t.Optimizer, t.OptimizerStateDType = value, 0
 	case "grad_checkpointing":
-		t.Checkpointing = value
+		t.Checkpointing = Checkpointing(value)
 	case "attention":
 		t.Attention = value
 	case "loss":
@@ -345,10 +345,10 @@ func adviceCandidates(r *resolved) []adviceCand {
 	addK := func(kind AdviceKind, change, cost string, edit func(*Training)) {
 		cs = append(cs, adviceCand{kind, change, cost, edit})
 	}
-	if r.Checkpointing == "none" {
-		addK(AdviceSelective, "selective activation recomputation", "recomputes the attention internals: a few % more compute (Korthikanti et al. 2022)", func(t *Training) { t.Checkpointing = "selective" })
+	if r.Checkpointing == CheckpointNone {
+		addK(AdviceSelective, "selective activation recomputation", "recomputes the attention internals: a few % more compute (Korthikanti et al. 2022)", func(t *Training) { t.Checkpointing = CheckpointSelective })
 	}
-	if r.Checkpointing != "full" {
+	if r.Checkpointing != CheckpointFull {
 		addK(AdviceFullCheckpointing, "full activation checkpointing", "one more forward pass per step: about a third more compute", func(t *Training) { t.Checkpointing, t.CheckpointEvery = "full", 0 })
 	}
 	if r.Attention == "eager" {

@@ -598,7 +598,7 @@ func printAdvice(w io.Writer, p vram.Plan, imp *vram.Imported, as []AdviceLine) 
 	case imp != nil:
 		who = string(imp.Kind)
 	case p.Training != nil && p.Training.Framework != "":
-		who = p.Training.Framework
+		who = string(p.Training.Framework)
 	case p.VLLM != nil:
 		who = "vLLM"
 	}

@@ -196,8 +196,8 @@ func (c Case) training() (vram.Training, error) {
 	}
 	t := vram.Training{Model: m, SeqLen: ct.SeqLen, MicroBatch: ct.MicroBatch, GradAccum: ct.GradAccum,
 		Autocast: ct.Autocast, Optimizer: ct.Optimizer, OptimizerInBackward: ct.OptimizerInBackward,
-		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: ct.Checkpointing, Attention: ct.Attention,
-		Loss: ct.Loss, Framework: ct.Framework, Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
+		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: vram.Checkpointing(ct.Checkpointing), Attention: ct.Attention,
+		Loss: ct.Loss, Framework: vram.Framework(ct.Framework), Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
 		Compile: ct.Compile, CompileLoss: ct.CompileLoss, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
 	if ct.FusedLoss {
 		t.Loss = "fused"
