@@ -48,16 +48,8 @@ func init() {
 		},
 		fromConfig: gemma3FromConfig,
 		toConfig: func(m Model, c map[string]any) {
-			v := m.Vision
-			text := m
-			text.Vision, text.Name = nil, ""
-			c["model_type"] = "gemma3"
-			c["text_config"] = text.HFConfig()
-			tower := v.Tower
-			tower.Name = ""
-			c["vision_config"] = tower.HFConfig()
-			c["mm_tokens_per_image"] = v.ImageTokens()
-			c["image_token_index"] = m.Vocab - 1 // a token of the vocabulary stands for an image
+			m.writeWrapped(c, "gemma3")
+			c["mm_tokens_per_image"] = m.Vision.ImageTokens()
 		},
 		// Gemma 3 4B and 27B as released (their config.json: text_config
 		// and a SigLIP vision_config at 896 px, 256 tokens an image); the
@@ -82,15 +74,9 @@ func gemma3Tower() Model {
 // text_config, the tower from vision_config, the pooling from
 // mm_tokens_per_image.
 func gemma3FromConfig(c *hfReader, m *Model) {
-	text := c.nested("text_config", "gemma3_text")
-	tower := c.nested("vision_config", "siglip_vision_model")
-	if c.err != nil {
+	tower, ok := c.readWrapped(m, "gemma3_text", "siglip_vision_model")
+	if !ok {
 		return
-	}
-	name := m.Name
-	*m = text
-	if name != "" {
-		m.Name = name
 	}
 	if tower.Image != nil && tower.Image.Patch > 0 {
 		side := tower.Image.Size / tower.Image.Patch

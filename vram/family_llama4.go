@@ -27,14 +27,7 @@ func init() {
 		},
 		fromConfig: llama4FromConfig,
 		toConfig: func(m Model, c map[string]any) {
-			text := m
-			text.Vision, text.Name = nil, ""
-			c["model_type"] = "llama4"
-			c["text_config"] = text.HFConfig()
-			tower := m.Vision.Tower
-			tower.Name = ""
-			c["vision_config"] = tower.HFConfig()
-			c["image_token_index"] = m.Vocab - 1 // a token of the vocabulary stands for an image
+			m.writeWrapped(c, "llama4")
 		},
 		// Llama 4 Scout and Maverick as released: the text models of their
 		// config.json (llama4_text's "-text" presets) with the vision
@@ -65,15 +58,9 @@ func llama4Full(m Model, name string) Model {
 // llama4FromConfig reads a llama4 config.json: the text model from
 // text_config, the tower from vision_config.
 func llama4FromConfig(c *hfReader, m *Model) {
-	text := c.nested("text_config", "llama4_text")
-	tower := c.nested("vision_config", "llama4_vision_model")
-	if c.err != nil {
+	tower, ok := c.readWrapped(m, "llama4_text", "llama4_vision_model")
+	if !ok {
 		return
-	}
-	name := m.Name
-	*m = text
-	if name != "" {
-		m.Name = name
 	}
 	m.Vision = &Vision{Family: "llama4", Tower: tower}
 }

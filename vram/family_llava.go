@@ -46,15 +46,9 @@ func init() {
 			},
 		},
 		fromConfig: func(c *hfReader, m *Model) {
-			text := c.nested("text_config", "llama")
-			tower := c.nested("vision_config", "clip_vision_model")
-			if c.err != nil {
+			tower, ok := c.readWrapped(m, "llama", "clip_vision_model")
+			if !ok {
 				return
-			}
-			name := m.Name
-			*m = text
-			if name != "" {
-				m.Name = name
 			}
 			v := &Vision{Family: "llava", Tower: tower, FeatureLayer: -2}
 			switch fl := c.c["vision_feature_layer"].(type) {

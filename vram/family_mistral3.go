@@ -34,16 +34,9 @@ func init() {
 		},
 		fromConfig: mistral3FromConfig,
 		toConfig: func(m Model, c map[string]any) {
-			text := m
-			text.Vision, text.Name = nil, ""
-			c["model_type"] = "mistral3"
-			c["text_config"] = text.HFConfig()
-			tower := m.Vision.Tower
-			tower.Name, tower.Image = "", &Image{Size: tower.Image.Size, Patch: tower.Image.Patch, Channels: tower.Image.Channels}
-			c["vision_config"] = tower.HFConfig()
+			m.writeWrapped(c, "mistral3")
 			c["spatial_merge_size"] = m.Vision.Tower.Image.Merge
 			c["multimodal_projector_bias"] = !m.Vision.NoProjectorBias
-			c["image_token_index"] = m.Vocab - 1 // a token of the vocabulary stands for an image
 		},
 		// Mistral Small 3.1 (its config.json: Mistral-Small-24B's text model
 		// with 131,072 positions, and Pixtral's tower at 1540 px, 14-px
@@ -67,15 +60,9 @@ func pixtralTower() Model {
 // text_config (a Mistral), the tower from vision_config (Pixtral), the
 // merge from spatial_merge_size.
 func mistral3FromConfig(c *hfReader, m *Model) {
-	text := c.nested("text_config", "mistral")
-	tower := c.nested("vision_config", "pixtral")
-	if c.err != nil {
+	tower, ok := c.readWrapped(m, "mistral", "pixtral")
+	if !ok {
 		return
-	}
-	name := m.Name
-	*m = text
-	if name != "" {
-		m.Name = name
 	}
 	if fl, ok := c.c["vision_feature_layer"].(float64); ok && fl != -1 || c.c["vision_feature_layer"] != nil && !ok {
 		c.fail(fmt.Sprintf("vision_feature_layer = %v: the last hidden state (-1) is modelled", c.c["vision_feature_layer"]))

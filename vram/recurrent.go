@@ -31,3 +31,39 @@ func (r *resolved) refuseRecurrent(what, modelled string) error {
 // recurrentShard is a recurrent layer's width on one tensor-parallel rank
 // (1 outside a serving engine's forward, which refuseRecurrent ensures).
 func (r *resolved) recurrentShard(n int64) int64 { return n / int64(max(1, r.tp)) }
+
+// stateElems is what one recurrent layer keeps for one sequence on one of
+// tp tensor-parallel ranks, as the serving engines shard it (vLLM's and
+// SGLang's MambaStateShapeCalculator alike): the conv state's elements
+// and the temporal state's (none for a short convolution). Mamba-2: conv
+// (d_conv − 1) × (inner + 2 · n_groups · state) / tp, n_groups raised to
+// tp when tp does not divide it (extra_groups_for_head_shards); temporal
+// heads / tp × head_dim × state. Gated DeltaNet: conv (kernel − 1) × (2 ·
+// key heads · key dim + value heads · value dim) / tp; temporal value
+// heads / tp × key dim × value dim. Short convolution: (L_cache − 1) ×
+// hidden / tp. An error says which width tp must divide.
+func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
+	div := func(what string, n int64) int64 {
+		if n%tp != 0 && err == nil {
+			err = fmt.Errorf("must divide the %s (%d): the engine shards the recurrent state evenly", what, n)
+		}
+		return n / tp
+	}
+	switch {
+	case m.ShortConv != nil:
+		conv = int64(m.ShortConv.Kernel-1) * div("short convolution's width", int64(m.Hidden))
+	case m.DeltaNet != nil:
+		d := m.DeltaNet
+		conv = int64(d.ConvKernel-1) * div("DeltaNet convolution's width", d.convDim())
+		temporal = div("DeltaNet value heads", int64(d.ValueHeads)) * int64(d.KeyDim) * int64(d.ValueDim)
+	case m.SSM != nil:
+		s := m.SSM.Normalize()
+		groups := int64(s.Groups)
+		if groups%tp != 0 {
+			groups = tp
+		}
+		conv = int64(s.ConvKernel-1) * div("Mamba-2 convolution's width", s.inner()+2*groups*int64(s.State))
+		temporal = div("Mamba-2 heads", int64(s.Heads)) * int64(s.HeadDim) * int64(s.State)
+	}
+	return conv, temporal, err
+}

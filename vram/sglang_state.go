@@ -19,54 +19,21 @@ import "fmt"
 //     (MambaPool: conv_state and temporal_state of [layers, size + 1, …]).
 //
 // A layer's state (configs/qwen3_next.py l.285-327, configs/falcon_h1.py
-// l.298-355): the conv state in bf16 and the temporal state in
-// --mamba-ssm-dtype (default float32), sharded over tp_size:
-//   - Gated DeltaNet: conv ((2 · key heads · key dim + value heads · value
-//     dim) / tp, kernel − 1), temporal (value heads / tp, key dim, value dim);
-//   - Mamba-2: conv ((inner + 2 · n_groups · state) / tp, d_conv − 1), n_groups
-//     raised to tp when tp does not divide it, temporal (state, head_dim,
-//     heads / tp).
+// l.298-355): the shapes vLLM declares too (Model.stateElems), the conv
+// state in bf16 and the temporal state in --mamba-ssm-dtype (default
+// float32).
 
 // sglangStateLayer is one recurrent layer's state for one request on one
 // GPU, or an error naming what SGLang 0.5.3 does not run.
 func (s SGLang) sglangStateLayer(m Model) (Bytes, error) {
-	tp := int64(s.TP)
-	div := func(what string, n int64) (int64, error) {
-		if n%tp != 0 {
-			return 0, fmt.Errorf("sglang: tp_size %d must divide the %s (%d)", tp, what, n)
-		}
-		return n / tp, nil
+	if m.DeltaNet == nil && (m.SSM == nil || !m.SSM.ParallelAttention) {
+		return 0, fmt.Errorf("sglang: %q keeps recurrent state in layers SGLang 0.5.3 pools only for Qwen3-Next and Falcon-H1 (later releases add NemotronH, Granite-4.0-H and LFM2 with another sizing); not modelled", m.Family)
 	}
-	ssm := s.MambaSSMDType
-	switch {
-	case m.DeltaNet != nil:
-		d := m.DeltaNet
-		w, err := div("DeltaNet convolution's width", d.convDim())
-		if err != nil {
-			return 0, err
-		}
-		h, err := div("DeltaNet value heads", int64(d.ValueHeads))
-		if err != nil {
-			return 0, err
-		}
-		return BF16.Size(w*int64(d.ConvKernel-1)) + ssm.Size(h*int64(d.KeyDim)*int64(d.ValueDim)), nil
-	case m.SSM != nil && m.SSM.ParallelAttention:
-		sm := m.SSM.Normalize()
-		groups := int64(sm.Groups)
-		if groups%tp != 0 {
-			groups = tp
-		}
-		w, err := div("Mamba-2 convolution's width", sm.inner()+2*groups*int64(sm.State))
-		if err != nil {
-			return 0, err
-		}
-		h, err := div("Mamba-2 heads", int64(sm.Heads))
-		if err != nil {
-			return 0, err
-		}
-		return BF16.Size(w*int64(sm.ConvKernel-1)) + ssm.Size(int64(sm.State)*int64(sm.HeadDim)*h), nil
+	conv, temporal, err := m.stateElems(int64(s.TP))
+	if err != nil {
+		return 0, fmt.Errorf("sglang: tp_size %d %w", s.TP, err)
 	}
-	return 0, fmt.Errorf("sglang: %q keeps recurrent state in layers SGLang 0.5.3 pools only for Qwen3-Next and Falcon-H1 (later releases add NemotronH, Granite-4.0-H and LFM2 with another sizing); not modelled", m.Family)
+	return BF16.Size(conv) + s.MambaSSMDType.Size(temporal), nil
 }
 
 // sglangState fills the pool's state figures: the per-request state over

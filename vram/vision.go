@@ -166,6 +166,36 @@ func (m Model) visionTensors(l *tensorList) {
 	}
 }
 
+// readWrapped reads a vision-language config.json: its text_config (of
+// family text) into *m, keeping a name the reader has set, and its
+// vision_config (of family tower), which it returns; ok is false when
+// either could not be read (the reader holds the error).
+func (c *hfReader) readWrapped(m *Model, text, tower string) (Model, bool) {
+	t := c.nested("text_config", text)
+	v := c.nested("vision_config", tower)
+	if c.err != nil {
+		return Model{}, false
+	}
+	name := m.Name
+	*m = t
+	if name != "" {
+		m.Name = name
+	}
+	return v, true
+}
+
+// writeWrapped writes a vision-language config.json's common keys:
+// model_type, the language model as text_config, the tower as
+// vision_config, and the image token (the vocabulary's last).
+func (m Model) writeWrapped(c map[string]any, modelType string) {
+	text, tower := m, m.Vision.Tower
+	text.Vision, text.Name, tower.Name = nil, "", ""
+	c["model_type"] = modelType
+	c["text_config"] = text.HFConfig()
+	c["vision_config"] = tower.HFConfig()
+	c["image_token_index"] = m.Vocab - 1
+}
+
 // visionBuffers adds the tower's buffers under the wrapper's prefix.
 func (m Model) visionBuffers(b *bufferList) {
 	w := m.visionWrapperOf()

@@ -30,64 +30,22 @@ func stateKind(m Model) string {
 }
 
 // statePage is one recurrent layer's state for one sequence on one GPU
-// (MambaSpec.page_size_bytes, unpadded), from the shapes and dtypes
-// vLLM's models declare (get_mamba_state_shape_from_config /
-// get_mamba_state_dtype_from_config; layers/mamba/mamba_utils.py
-// MambaStateShapeCalculator and MambaStateDtypeCalculator):
-//   - Mamba-2 (mamba2.py, bamba.py, falcon_h1.py, granitemoehybrid.py):
-//     conv (conv_kernel − 1, (inner + 2 · n_groups · state) / tp) in
-//     mamba_cache_dtype, temporal (heads / tp, head_dim, state) in
-//     mamba_ssm_cache_dtype; n_groups not divisible by tp is raised to tp
-//     (extra_groups_for_head_shards);
-//   - short convolution (lfm2.py): conv (conv_L_cache − 1, conv_dim / tp),
-//     conv_dim being the hidden size;
-//   - Gated DeltaNet (qwen3_next.py): conv (kernel − 1, (2 · key heads ·
-//     key dim + value heads · value dim) / tp) and temporal (value heads /
-//     tp, key dim, value dim), both in mamba_cache_dtype.
-//
-// vLLM's divide asserts that tp divides each sharded width.
+// (MambaSpec.page_size_bytes, unpadded): the shapes vLLM's models declare
+// (get_mamba_state_shape_from_config; Model.stateElems) in the dtypes they
+// declare (MambaStateDtypeCalculator): Mamba-2's conv state in
+// mamba_cache_dtype and its temporal state in mamba_ssm_cache_dtype, a
+// short convolution's conv state in mamba_cache_dtype, Gated DeltaNet's
+// two states both in mamba_cache_dtype.
 func (v VLLM) statePage(m Model) (Bytes, error) {
-	tp := int64(v.TP)
-	div := func(what string, n int64) (int64, error) {
-		if n%tp != 0 {
-			return 0, fmt.Errorf("vllm: tensor_parallel_size %d must divide the %s (%d): vLLM shards the recurrent state evenly", tp, what, n)
-		}
-		return n / tp, nil
-	}
-	conv, ssm := v.mambaDTypes()
-	switch {
-	case m.ShortConv != nil:
-		w, err := div("short convolution's width", int64(m.Hidden))
-		if err != nil {
-			return 0, err
-		}
-		return conv.Size(int64(m.ShortConv.Kernel-1) * w), nil
-	case m.DeltaNet != nil:
-		d := m.DeltaNet
-		w, err := div("DeltaNet convolution's width", d.convDim())
-		if err != nil {
-			return 0, err
-		}
-		h, err := div("DeltaNet value heads", int64(d.ValueHeads))
-		if err != nil {
-			return 0, err
-		}
-		return conv.Size(int64(d.ConvKernel-1)*w + h*int64(d.KeyDim)*int64(d.ValueDim)), nil
-	}
-	s := m.SSM.Normalize()
-	groups := int64(s.Groups)
-	if groups%tp != 0 {
-		groups = tp // extra_groups_for_head_shards: groups + (tp − groups)
-	}
-	w, err := div("Mamba-2 convolution's width", s.inner()+2*groups*int64(s.State))
+	conv, temporal, err := m.stateElems(int64(v.TP))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("vllm: tensor_parallel_size %d %w", v.TP, err)
 	}
-	h, err := div("Mamba-2 heads", int64(s.Heads))
-	if err != nil {
-		return 0, err
+	convD, ssmD := v.mambaDTypes()
+	if m.DeltaNet != nil {
+		ssmD = convD // gated_delta_net_state_dtype: both in mamba_cache_dtype
 	}
-	return conv.Size(int64(s.ConvKernel-1)*w) + ssm.Size(h*int64(s.HeadDim)*int64(s.State)), nil
+	return convD.Size(conv) + ssmD.Size(temporal), nil
 }
 
 // mambaDTypes are the conv state's and the temporal state's dtypes:

@@ -205,67 +205,8 @@ def batch(config, train, device, dtype):
     if config.model_type in IMAGES:
         size, ch = config.image_size, config.num_channels
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
-    if config.model_type == "llava":
-        # The processor's fp32 pixels, and each sequence's image
-        # placeholder tokens after its first token; labels ignore them.
-        n, per = int(train.get("images") or 1), config.image_seq_length
-        v = config.vision_config
-        vocab = min(1000, config.text_config.vocab_size)
-        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
-        ids[ids == config.image_token_index] = 0
-        ids[:, 1:1 + n * per] = config.image_token_index
-        labels = ids.clone()
-        labels[ids == config.image_token_index] = -100
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, device=device)}
-    if config.model_type == "gemma3":
-        # Gemma 3's processor: each image's mm_tokens_per_image tokens after
-        # the first token, token_type_ids 1 there (the image tokens attend to
-        # each other both ways), labels ignoring them; fp32 pixels.
-        n, per = int(train.get("images") or 1), config.mm_tokens_per_image
-        v = config.vision_config
-        vocab = min(1000, config.text_config.vocab_size)
-        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
-        ids[ids == config.image_token_index] = 0
-        ids[:, 1:1 + n * per] = config.image_token_index
-        types = (ids == config.image_token_index).long()
-        labels = ids.clone()
-        labels[ids == config.image_token_index] = -100
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types, "labels": labels,
-                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, device=device)}
-    if config.model_type == "llama4":
-        # Llama 4's processor: each image's (image_size / patch_size)² ×
-        # pixel_shuffle_ratio² tokens after the first token, labels ignoring
-        # them; the pixels in the model's dtype (get_image_features does not
-        # cast them).
-        v = config.vision_config
-        n = int(train.get("images") or 1)
-        per = int((v.image_size // v.patch_size) ** 2 * v.pixel_shuffle_ratio ** 2)
-        vocab = min(1000, config.text_config.vocab_size)
-        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
-        ids[ids == config.image_token_index] = 0
-        ids[:, 1:1 + n * per] = config.image_token_index
-        labels = ids.clone()
-        labels[ids == config.image_token_index] = -100
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, dtype=dtype, device=device)}
-    if config.model_type == "mistral3":
-        # Mistral 3's processor for square images of the tower's size: each
-        # image's (size / patch / spatial_merge_size)² tokens after the first
-        # token, labels ignoring them, the pixels in the model's dtype (the
-        # tower does not cast them) and every image's size.
-        v = config.vision_config
-        n = int(train.get("images") or 1)
-        per = (v.image_size // v.patch_size // config.spatial_merge_size) ** 2
-        vocab = min(1000, config.text_config.vocab_size)
-        ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
-        ids[ids == config.image_token_index] = 0
-        ids[:, 1:1 + n * per] = config.image_token_index
-        labels = ids.clone()
-        labels[ids == config.image_token_index] = -100
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-                "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, dtype=dtype, device=device),
-                "image_sizes": torch.tensor([[v.image_size, v.image_size]] * (b * n), device=device)}
+    if config.model_type in ("llava", "gemma3", "llama4", "mistral3"):
+        return image_text_batch(config, train, device, dtype, b)
     if config.model_type == "qwen2_5_vl":
         # The processor's output for square images of the plan's size: one
         # row of channels × frames × patch² fp32 values per patch, the
@@ -296,6 +237,40 @@ def batch(config, train, device, dtype):
     elif config.model_type not in ENCODERS:
         inputs["labels"] = ids
     return inputs
+
+
+def image_text_batch(config, train, device, dtype, b):
+    """A vision-language model's batch as its processor makes it for square
+    images of the tower's size: each sequence's image tokens after its first
+    token (labels ignore them), the pixels — fp32 from the processor, or in
+    the model's dtype where the tower does not cast them (Llama 4, Mistral
+    3) — and what the model reads beside them: Gemma 3's token_type_ids (its
+    image tokens attend both ways), Mistral 3's image sizes. Tokens an
+    image: LLaVA's image_seq_length, Gemma 3's mm_tokens_per_image, Llama
+    4's (size / patch)² × pixel_shuffle_ratio², Mistral 3's (size / patch /
+    spatial_merge_size)²."""
+    import torch
+
+    t, v = config.model_type, config.vision_config
+    n = int(train.get("images") or 1)
+    per = {"llava": lambda: config.image_seq_length,
+           "gemma3": lambda: config.mm_tokens_per_image,
+           "llama4": lambda: int((v.image_size // v.patch_size) ** 2 * v.pixel_shuffle_ratio ** 2),
+           "mistral3": lambda: (v.image_size // v.patch_size // config.spatial_merge_size) ** 2}[t]()
+    vocab = min(1000, config.text_config.vocab_size)
+    ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
+    ids[ids == config.image_token_index] = 0
+    ids[:, 1:1 + n * per] = config.image_token_index
+    labels = ids.clone()
+    labels[ids == config.image_token_index] = -100
+    pixel_dtype = dtype if t in ("llama4", "mistral3") else torch.float32
+    out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+           "pixel_values": torch.randn(b * n, v.num_channels, v.image_size, v.image_size, dtype=pixel_dtype, device=device)}
+    if t == "gemma3":
+        out["token_type_ids"] = (ids == config.image_token_index).long()
+    if t == "mistral3":
+        out["image_sizes"] = torch.tensor([[v.image_size, v.image_size]] * (b * n), device=device)
+    return out
 
 
 def for_training(model, train, dropout):
