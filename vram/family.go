@@ -31,6 +31,8 @@ type family struct {
 	// deltaNet: the family's non-attention layers are Gated DeltaNet
 	// linear attention (model.delta_net).
 	deltaNet bool
+	// mamba1: the family has Mamba-1 mixers (model.mamba).
+	mamba1 bool
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool

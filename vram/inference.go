@@ -587,6 +587,9 @@ func (in Inference) stateNotes(m Model, state Bytes) []string {
 	if m.ShortConv != nil {
 		notes = append(notes, fmt.Sprintf("short_conv: the convolution layers keep %v for the %d sequence(s), whatever their length (Lfm2HybridConvCache's conv states, one per layer); the KV cache is the %d attention layers'", state, in.Batch, m.attentionLayers(0, m.Layers)))
 	}
+	if m.Mamba != nil {
+		notes = append(notes, fmt.Sprintf("mamba: the Mamba-1 layers keep %v for the %d sequence(s), whatever their length (conv and SSM states, HybridMambaAttentionDynamicCache); the prefill runs transformers' slow_forward (a loop over the prompt), whose discretized tensors the no_grad prefill holds per layer", state, in.Batch))
+	}
 	if m.SSM != nil {
 		notes = append(notes, fmt.Sprintf("ssm: the state-space layers keep %v for the %d sequence(s), whatever their length (conv and SSM states, Mamba2Cache); the prefill runs transformers' torch path of Mamba2Mixer, which materializes the chunked scan's products (the mamba_ssm kernels on a GPU do not; that path is not modelled)", state, in.Batch))
 	}
@@ -609,6 +612,18 @@ func (in Inference) stateBytes(m Model) Bytes {
 		// the model's dtype, for every layer (attention layers too), built
 		// at the first forward (Lfm2Model.forward, modeling_lfm2.py).
 		return mulBytes(mulI64(int64(in.Batch), int64(in.stageLayers(m))), in.UnquantizedDType.Size(mulI64(int64(m.Hidden), int64(c.Kernel))))
+	}
+	if s := m.Mamba; s != nil {
+		// HybridMambaAttentionDynamicCache: conv_states (batch × inner ×
+		// conv_kernel) and ssm_states (batch × inner × state) in the
+		// model's dtype for every Mamba layer (modeling_jamba.py).
+		var layers int64
+		for i := range in.stageLayers(m) {
+			if m.MambaLayer(i) {
+				layers++
+			}
+		}
+		return mulBytes(mulI64(int64(in.Batch), layers), s.StateBytes(in.UnquantizedDType))
 	}
 	if m.SSM == nil {
 		return 0

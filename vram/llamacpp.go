@@ -252,6 +252,10 @@ func llamaCppState(m Model) Bytes {
 	if c := m.ShortConv; c != nil {
 		return FP32.Size(int64(m.Hidden) * int64(c.Kernel-1))
 	}
+	if s := m.Mamba; s != nil {
+		// Mamba-1 (Jamba): no groups, so R is (d_conv − 1) · d_inner.
+		return FP32.Size(int64(s.Inner) * int64(s.ConvKernel-1+s.State))
+	}
 	s := m.SSM.Normalize()
 	r := int64(s.ConvKernel-1) * (s.inner() + 2*int64(s.Groups)*int64(s.State))
 	return FP32.Size(r + int64(s.State)*s.inner())

@@ -68,6 +68,9 @@ func TestLlamaCppRecurrentState(t *testing.T) {
 		{"bamba-9b", LlamaCpp{CtxSize: 8192, Parallel: 4}, 8192, 29, 3 * 2 * 8 * 128 * 8192 * 4 * 2, 29 * 4 * 4 * (3*8448 + 128*8192)},
 		// LFM2-1.2B: 10 convolutions of R (2048 × 2), no S.
 		{"lfm2-1.2b", LlamaCpp{CtxSize: 4000, Parallel: 2, FlashAttn: true}, 4096, 10, 6 * 2 * 8 * 64 * 4096 * 2 * 2, 10 * 2 * 4 * 2048 * 2},
+		// Jamba: 4 attention layers; 28 Mamba-1 mixers of R (3 × 8192) + S
+		// (16 × 8192).
+		{"jamba-v0.1", LlamaCpp{CtxSize: 8192, Parallel: 2}, 8192, 28, 4 * 2 * 8 * 128 * 8192 * 2 * 2, 28 * 2 * 4 * 8192 * (3 + 16)},
 		// Mamba-Codestral: mixers only, one cell.
 		{"mamba-codestral-7b", LlamaCpp{CtxSize: 4096}, 0, 64, 0, 64 * 4 * (3*(8192+2*8*128) + 128*8192)},
 	} {

@@ -132,6 +132,9 @@ type Model struct {
 	// DeltaNet makes the layers outside its Attention list Gated DeltaNet
 	// linear attention (Qwen3-Next; see DeltaNet).
 	DeltaNet *DeltaNet `json:"delta_net,omitempty"`
+	// Mamba makes the layers outside its Attention list Mamba-1 selective
+	// state-space mixers (Jamba; see Mamba).
+	Mamba *Mamba `json:"mamba,omitempty"`
 
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
@@ -244,6 +247,39 @@ type DeltaNet struct {
 	Attention []int `json:"attention_layers,omitempty"`
 }
 
+// Mamba is a Mamba-1 mixer (Gu & Dao 2023, "Mamba"; transformers'
+// JambaMambaMixer): an input projection to x and the gate (Inner each), a
+// depthwise causal convolution of ConvKernel taps over x, the selective
+// projections (x_proj to Δt's DTRank and B and C's State each, each
+// RMS-normed; dt_proj to Inner), a scan with a State-wide state per
+// channel, the gate and an output projection. It keeps, per sequence, the
+// convolution's last ConvKernel inputs and the scan's state, whatever the
+// context length.
+type Mamba struct {
+	Inner      int  `json:"inner"`       // mamba_expand · hidden_size
+	State      int  `json:"state"`       // mamba_d_state
+	ConvKernel int  `json:"conv_kernel"` // mamba_d_conv
+	DTRank     int  `json:"dt_rank"`     // mamba_dt_rank
+	ConvBias   bool `json:"conv_bias,omitempty"`
+	ProjBias   bool `json:"proj_bias,omitempty"` // in_proj and out_proj biases
+	// Attention lists the layers that are attention blocks instead,
+	// ascending.
+	Attention []int `json:"attention_layers,omitempty"`
+}
+
+// StateBytes is what one sequence keeps in one mixer layer between steps
+// (HybridMambaAttentionDynamicCache: conv_states inner × conv_kernel and
+// ssm_states inner × state, in dtype).
+func (s Mamba) StateBytes(d DType) Bytes {
+	return d.Size(int64(s.Inner) * int64(s.ConvKernel+s.State))
+}
+
+// MambaLayer reports whether layer i is a Mamba-1 mixer: every layer of a
+// model with Mamba but its Attention layers.
+func (m *Model) MambaLayer(i int) bool {
+	return m.Mamba != nil && !slices.Contains(m.Mamba.Attention, i)
+}
+
 // keyDim and valueDim are the widths of q (and k) and of v (and z).
 func (d DeltaNet) keyDim() int64   { return int64(d.KeyHeads) * int64(d.KeyDim) }
 func (d DeltaNet) valueDim() int64 { return int64(d.ValueHeads) * int64(d.ValueDim) }
@@ -274,7 +310,7 @@ func (m *Model) ConvLayer(i int) bool {
 // RecurrentLayer reports whether layer i keeps a fixed-size state: a
 // state-space mixer or a short convolution.
 func (m *Model) RecurrentLayer(i int) bool {
-	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i)
+	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i)
 }
 
 // AttentionLayer reports whether layer i runs attention (and keeps K and
@@ -285,7 +321,9 @@ func (m *Model) AttentionLayer(i int) bool {
 }
 
 // recurrent reports whether some layers of m keep a state, not K and V.
-func (m Model) recurrent() bool { return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil }
+func (m Model) recurrent() bool {
+	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil
+}
 
 // attentionLayers is the number of layers with attention (and a KV cache)
 // among layers [from, to).
@@ -590,6 +628,31 @@ func (m Model) validateDeltaNet() error {
 	return nil
 }
 
+// validateMamba checks a Mamba-1 mixer's shape.
+func (m Model) validateMamba() error {
+	s := m.Mamba
+	if s == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"inner", s.Inner, maxWidth}, {"state", s.State, maxWidth}, {"conv_kernel", s.ConvKernel, 1024}, {"dt_rank", s.DTRank, maxWidth}} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("model.mamba.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
+		}
+	}
+	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil {
+		return fmt.Errorf("model: mamba, ssm, short_conv and delta_net describe different recurrent layers; a model has one kind")
+	}
+	for i, l := range s.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= s.Attention[i-1] {
+			return fmt.Errorf("model.mamba.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // clone is a deep copy of m: the result shares no memory with m.
 func (m Model) clone() Model {
 	if m.Release != nil {
@@ -619,6 +682,11 @@ func (m Model) clone() Model {
 		d := *m.DeltaNet
 		d.Attention = slices.Clone(d.Attention)
 		m.DeltaNet = &d
+	}
+	if m.Mamba != nil {
+		s := *m.Mamba
+		s.Attention = slices.Clone(s.Attention)
+		m.Mamba = &s
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -692,6 +760,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateShortConv(); err != nil {
 		return err
 	}
+	if err := m.validateMamba(); err != nil {
+		return err
+	}
 	if err := m.validateDeltaNet(); err != nil {
 		return err
 	}
@@ -739,6 +810,9 @@ func (m Model) validateLayout(f *family) error {
 	}
 	if m.DeltaNet != nil && !f.deltaNet {
 		return fmt.Errorf("model.delta_net describes Gated DeltaNet layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.deltaNet }), ", "), m.Family)
+	}
+	if m.Mamba != nil && !f.mamba1 {
+		return fmt.Errorf("model.mamba describes Mamba-1 mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.mamba1 }), ", "), m.Family)
 	}
 	if m.ShortConv != nil && !f.shortConv {
 		return fmt.Errorf("model.short_conv describes short-convolution layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.shortConv }), ", "), m.Family)
@@ -907,8 +981,7 @@ func (m *Model) blockKind(i int) int {
 	if (m.NoRopeGlobal && !local) || (m.NoRopeEvery > 0 && (i+1)%m.NoRopeEvery == 0) {
 		k |= 4
 	}
-	if m.SSM != nil && !slices.Contains(m.SSM.Attention, i) || m.ShortConv != nil && !slices.Contains(m.ShortConv.Attention, i) ||
-		m.DeltaNet != nil && !slices.Contains(m.DeltaNet.Attention, i) {
+	if m.RecurrentLayer(i) {
 		k |= 32 // a recurrent layer: a state-space mixer, a short convolution or a DeltaNet (one kind a model)
 	}
 	if m.DecoderLayers > 0 {

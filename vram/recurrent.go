@@ -40,7 +40,8 @@ func (r *resolved) recurrentShard(n int64) int64 { return n / int64(max(1, r.tp)
 // tp when tp does not divide it (extra_groups_for_head_shards); temporal
 // heads / tp × head_dim × state. Gated DeltaNet: conv (kernel − 1) × (2 ·
 // key heads · key dim + value heads · value dim) / tp; temporal value
-// heads / tp × key dim × value dim. Short convolution: (L_cache − 1) ×
+// heads / tp × key dim × value dim. Mamba-1: conv (d_conv − 1) × inner /
+// tp, temporal inner / tp × state. Short convolution: (L_cache − 1) ×
 // hidden / tp. An error says which width tp must divide.
 func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
 	div := func(what string, n int64) int64 {
@@ -52,6 +53,12 @@ func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
 	switch {
 	case m.ShortConv != nil:
 		conv = int64(m.ShortConv.Kernel-1) * div("short convolution's width", int64(m.Hidden))
+	case m.Mamba != nil:
+		// mamba1_state_shape: conv (inner / tp, d_conv − 1), temporal
+		// (inner / tp, state).
+		s := m.Mamba
+		w := div("Mamba-1 inner width", int64(s.Inner))
+		conv, temporal = int64(s.ConvKernel-1)*w, w*int64(s.State)
 	case m.DeltaNet != nil:
 		d := m.DeltaNet
 		conv = int64(d.ConvKernel-1) * div("DeltaNet convolution's width", d.convDim())

@@ -86,8 +86,8 @@ func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
 	if m.Encoder() || m.EncoderDecoder() {
 		return TGICarve{}, fmt.Errorf("tgi: the KV cache model covers decoder-only models, not %q", m.Family)
 	}
-	if m.SSM != nil {
-		return TGICarve{}, fmt.Errorf("tgi: %q has state-space (Mamba-2) layers, which TGI's KV cache model does not cover", m.Family)
+	if m.SSM != nil || m.Mamba != nil {
+		return TGICarve{}, fmt.Errorf("tgi: %q has state-space (Mamba) layers, which TGI's KV cache model does not cover", m.Family)
 	}
 	if m.DeltaNet != nil {
 		return TGICarve{}, fmt.Errorf("tgi: %q has Gated DeltaNet layers, whose conv and recurrent states the engine keeps beside the KV cache; that carve is not modelled yet (Inference plans HF generate with the state)", m.Family)

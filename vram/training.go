@@ -283,6 +283,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveShortConv(); err != nil {
 		return r, err
 	}
+	if err := r.resolveMamba1(); err != nil {
+		return r, err
+	}
 	if err := r.resolveDeltaNet(); err != nil {
 		return r, err
 	}

@@ -25,6 +25,8 @@ func stateKind(m Model) string {
 		return "short convolution"
 	case m.DeltaNet != nil:
 		return "Gated DeltaNet"
+	case m.Mamba != nil:
+		return "Mamba-1"
 	}
 	return "Mamba-2"
 }

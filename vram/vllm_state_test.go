@@ -46,6 +46,9 @@ func TestVLLMStateDoesNotGrowWithContext(t *testing.T) {
 		{"bamba-9b", 528, 3*8448*2 + 128*64*128*2, 528 * 4096, 3, 29},
 		// conv (2, 2048), bf16: under an attention page of 16 tokens.
 		{"lfm2-1.2b", 16, 2 * 2048 * 2, 16 * 2048, 6, 10},
+		// Jamba's Mamba-1 mixers: conv (3, 8192) and temporal (8192, 16),
+		// bf16; 4 attention layers of 8 KV heads × 128.
+		{"jamba-v0.1", 80, 3*8192*2 + 8192*16*2, 80 * 4096, 4, 28},
 		// every layer both: attention and a Mamba-2 mixer (Falcon-H1).
 		{"falcon-h1-0.5b-instruct", 800, 3*(1536+2*128)*2 + 24*64*128*2, 800 * 512, 36, 36},
 	} {
