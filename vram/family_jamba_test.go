@@ -37,6 +37,13 @@ func TestJambaConfig(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.to, err, tc.want)
 		}
 	}
+	// A shape whose discretized tensors cannot be represented is refused
+	// by name, not overflowed.
+	huge := m.clone()
+	huge.Mamba.Inner, huge.Mamba.State = 1<<20, 1<<20
+	if _, err := (Training{Model: huge, SeqLen: 1 << 16, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "mamba.inner × mamba.state") {
+		t.Errorf("huge mixer: %v", err)
+	}
 	// The mixers are refused where they are not modelled.
 	tr := Training{Model: m, SeqLen: 512, MicroBatch: 1, Precision: "bf16", Parallel: Parallel{TP: 2}}
 	if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "Mamba-1") {

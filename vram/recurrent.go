@@ -74,3 +74,27 @@ func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
 	}
 	return conv, temporal, err
 }
+
+// boundRecurrent rejects, naming the fields, a plan whose recurrent
+// layers' largest tensors would not be representable: Mamba-1's
+// discretized tensors and saved states (tokens × inner × state), Mamba-2's
+// chunked products (tokens × chunk × heads × state, tokens × chunk ×
+// inner).
+func (r *resolved) boundRecurrent(tokens int64) error {
+	limit := int64(maxPlanBytes) / 256
+	if s := r.m.Mamba; s != nil {
+		if _, err := boundedProduct(limit, "micro_batch × seq_len × mamba.inner × mamba.state (the discretized tensors)", tokens, int64(s.Inner), int64(s.State)); err != nil {
+			return err
+		}
+	}
+	if r.m.SSM != nil {
+		s := r.m.SSM.Normalize()
+		if _, err := boundedProduct(limit, "micro_batch × seq_len × ssm.chunk × ssm.heads × ssm.state (the chunked scan's products)", tokens, int64(s.Chunk), int64(s.Heads), int64(s.State)); err != nil {
+			return err
+		}
+		if _, err := boundedProduct(limit, "micro_batch × seq_len × ssm.chunk × the inner width (the chunked scan's products)", tokens, int64(s.Chunk), s.inner()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -539,6 +539,9 @@ func (r *resolved) bound() error {
 	if _, err := boundedProduct(int64(maxPlanBytes)/256, "micro_batch × seq_len × the widest activation (hidden, ffn or heads × head_dim)", tokens, width); err != nil {
 		return err
 	}
+	if err := r.boundRecurrent(tokens); err != nil {
+		return err
+	}
 	if m.Head == "lm" {
 		if _, err := boundedProduct(int64(maxPlanBytes)/64, "micro_batch × seq_len × vocab (the logits)", tokens, int64(m.Vocab)); err != nil {
 			return err
