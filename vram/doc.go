@@ -69,10 +69,15 @@
 // projections, the rotary embedding's dtype, a softmax without upcast, norms
 // that weigh in fp32, a Python loop over experts or batched experts, …); and
 // presets citing each checkpoint's config.json. A hybrid with recurrent
-// layers fills one of Model.SSM (Mamba-2; mamba.go), Model.ShortConv
-// (shortconv.go) or Model.DeltaNet (deltanet.go), sets the family's
-// matching flag, and builds those layers with recurrentBlock and the
-// mixer's builder; Model.AttentionLayer says which layers keep K and V. Nothing else in the package may name the family
+// layers fills one of Model.SSM (Mamba-2; mamba.go), Model.Mamba (Mamba-1;
+// mamba1.go), Model.ShortConv (shortconv.go) or Model.DeltaNet
+// (deltanet.go), sets the family's matching flag, and builds those layers
+// with recurrentBlock and the mixer's builder; Model.AttentionLayer says
+// which layers keep K and V, and Model.stateElems what the serving engines
+// keep per sequence. A vision-language model is a wrapper family (its
+// visionWrapper: names, projector, project) over a tower family (towerOnly,
+// with its towerEmbed) and a decoder family; readWrapped and writeWrapped
+// read and write its config. Nothing else in the package may name the family
 // (TestFamilyNamesStayHome). To check it: add a tiny
 // model to examples/measure/trace-grid.json and the presets' inventories
 // (make truth), and go test ./vram holds the engine to them — inventories
@@ -113,9 +118,11 @@
 // optimizer states and master weights are sized per tensor, sharded by ZeRO /
 // FSDP stage, tensor, pipeline, context and expert parallelism.
 //
-// A Mamba-2 model's mixers (Model.SSM; mamba.go) are built op by op as
+// A Mamba model's mixers (Model.SSM, Model.Mamba) are built op by op as
 // transformers' torch path runs them, and generation keeps a fixed state
-// per sequence (InferenceEstimate.State) instead of a KV cache.
+// per sequence (InferenceEstimate.State) instead of a KV cache; vLLM keeps
+// it in pages of its block pool (VLLMKVCache.PerRequestFor splits a
+// request into the attention layers' KV and the state).
 //
 // Inference.Estimate covers weights in any format, the KV cache (GQA/MQA,
 // MLA, sliding windows, paged blocks, fp8) and the prefill and decode peaks.
