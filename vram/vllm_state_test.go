@@ -148,3 +148,25 @@ func TestVLLMCarveHybrid(t *testing.T) {
 		t.Errorf("the carve does not say how the profile runs the mixers: %q", notes)
 	}
 }
+
+// vLLM 0.11.0 cuts every kind into groups of the smallest kind's count
+// (kv_cache_utils.py l.974: group_size = min(...)), padding the last, and
+// checks one request against the real layers' needs, not the padded ones
+// (check_enough_kv_cache_memory over the layers' specs).
+func TestVLLMGroupSizeSmallestKind(t *testing.T) {
+	m := MustPreset("gemma-2-9b")
+	m.Layers = 7 // global layers 1, 3, 5; sliding 0, 2, 4, 6
+	c, err := (VLLM{MaxModelLen: 8192}).KVCache(m, 20*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kinds in order of their first layer: sliding (layer 0), then global.
+	if c.GroupSize != 3 || len(c.Groups) != 3 || c.Groups[0].Kind != "sliding_window" || c.Groups[1].Layers != 1 || c.Groups[2].Kind != "full" {
+		t.Fatalf("group size %d, groups %+v; want 3: sliding groups of 3 and 1 (padded), one global group", c.GroupSize, c.Groups)
+	}
+	full := int64(3) * cdiv64(8192, 16)
+	sliding := int64(4) * (cdiv64(int64(min(4096-1+8192, 8192)), 16) + 1)
+	if want := Bytes((full + sliding) * int64(c.PageBytes)); c.PerRequest != want {
+		t.Errorf("per request %v, want %v: the 7 real layers' pages", c.PerRequest, want)
+	}
+}
