@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -59,5 +60,26 @@ func TestJambaConfig(t *testing.T) {
 	}
 	if c, err := (VLLM{MaxModelLen: 8192, TP: 2}).Carve(in, g); err != nil || c.KVCache.StateLayers != 28 || c.KVCache.StateKind != "Mamba-1" {
 		t.Errorf("vllm: %v, %d state layers of %q", err, c.KVCache.StateLayers, c.KVCache.StateKind)
+	}
+}
+
+// A Jamba Mamba layer under torch.no_grad (a generate's prefill) keeps
+// slow_forward's locals — exp(A·Δt), B·Δt, B·Δt·x of the whole sequence,
+// the projections — until it returns, and one state at a time: a
+// JambaMambaDecoderLayer of these dimensions on 4 × 256 fp32 tokens peaked
+// at 119,046,144 bytes above its input (transformers 4.57.6, torch 2.15 on
+// the CPU, a live-storage dispatch tracker).
+func TestJambaNoGradLayer(t *testing.T) {
+	m := Model{Family: "jamba", Layers: 4, Hidden: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 1000, MaxPosition: 512, Experts: 4, ExpertsPerToken: 2, ExpertFFN: 512, MoEEvery: 2,
+		Mamba: &Mamba{Inner: 512, State: 16, ConvKernel: 4, DTRank: 16, ConvBias: true, Attention: []int{2}}}
+	tr := Training{Model: m, SeqLen: 256, MicroBatch: 4, Precision: "fp32", Trainable: "frozen", Optimizer: "none", Dropout: new(float64)}
+	r, err := tr.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.frozen = true
+	const measured = 119046144
+	if got := buildBlock(&r, 0).NoGradPeak; math.Abs(float64(got)-measured)/measured > 0.02 {
+		t.Errorf("no-grad layer peak %d, measured %d (%+.2f%%)", got, measured, 100*(float64(got)-measured)/measured)
 	}
 }

@@ -71,7 +71,7 @@ func (b *actBuilder) mamba1Mixer(p blockPlan, x *actT) *actT {
 	cn := b.norm(p, "c_layernorm", "rmsnorm", sel, n)
 	dt := b.linear(p, "dt_proj", "other", dtn, rk, in)
 	dt = b.op("dt.softplus", b.size(in, dt.dtype), dt.dtype, list(dt), dt)
-	y := b.selectiveScan(p, x.dtype, act, dt, bn, cn)
+	y, locals := b.selectiveScan(p, x.dtype, act, dt, bn, cn)
 	// y + x · D (x times the fp32 parameter: fp32, saving x), then
 	// y · silu(gate) (SiLU saves the gate, a view of the projection).
 	xd := b.op("x*D", b.size(in, FP32), FP32, list(act), act)
@@ -82,18 +82,24 @@ func (b *actBuilder) mamba1Mixer(p blockPlan, x *actT) *actT {
 	// reshape copy, which the product saves.
 	yc := b.castIn(p, "out_proj.cast", y)
 	yc = b.op("out_proj.input", b.size(in, yc.dtype), yc.dtype, list(yc))
-	return b.linear(p, "out_proj", "out_proj", yc, in, h)
+	out := b.linear(p, "out_proj", "out_proj", yc, in, h)
+	// slow_forward's locals live until it returns, whatever autograd
+	// keeps: the projection, x, the selective projection, Δt, B, C and the
+	// scan's whole-sequence tensors.
+	b.hold(append(locals, proj, act, sel, dtn, bn, cn, dt, y)...)
+	return out
 }
 
 // selectiveScan is the discretization and the recurrence of slow_forward
 // on x (act), Δt and the normed B and C, md being the mixer's input dtype
-// (its states' and casts'); it returns the stacked outputs.
+// (its states' and casts'); it returns the stacked outputs and the
+// whole-sequence tensors slow_forward keeps in locals.
 // exp(A·Δt) saves its output; B·Δt saves Δt and B in fp32; B·Δt·x saves
 // both factors (x in fp32). Each of the seq steps multiplies the previous
 // state (saved) by its slice of exp(A·Δt) and adds its slice of B·Δt·x;
 // its output is the state (cast to the mixer's dtype, which the product
 // saves) times C's slice.
-func (b *actBuilder) selectiveScan(p blockPlan, md DType, x, dt, bn, cn *actT) *actT {
+func (b *actBuilder) selectiveScan(p blockPlan, md DType, x, dt, bn, cn *actT) (*actT, []*actT) {
 	s := *b.r.m.Mamba
 	in, n := int64(s.Inner), int64(s.State)
 	batch, seq := int64(b.r.MicroBatch), int64(b.r.SeqLen)
@@ -125,12 +131,16 @@ func (b *actBuilder) selectiveScan(p blockPlan, md DType, x, dt, bn, cn *actT) *
 		cd = p.e
 	}
 	out := b.op("scan_outputs", cd.Size(batch*in*seq), cd, list(zero, da, du, cn), zero, da, cn)
-	b.side("ssm_states", FP32.Size(batch*in*n*seq), FP32).aliasGrad = true
+	steps := seq // the states alive at once: every step's, saved for backward
+	if b.r.frozen && b.r.LoRA == nil && b.r.inputNoGrad() {
+		steps = 1 // without autograd (a generate's prefill) the loop keeps the current one
+	}
+	b.side("ssm_states", FP32.Size(batch*in*n*steps), FP32).aliasGrad = true
 	if cd != FP32 {
-		b.side("ssm_states.to", cd.Size(batch*in*n*seq), cd).aliasGrad = true
+		b.side("ssm_states.to", cd.Size(batch*in*n*steps), cd).aliasGrad = true
 	}
 	b.gradWorkspace(2*big + FP32.Size(batch*in*n))
-	return b.op("scan_output.stack", out.bytes, out.dtype, list(out))
+	return b.op("scan_output.stack", out.bytes, out.dtype, list(out)), []*actT{da, db, du, out}
 }
 
 // mamba1Profile is a Mamba-1 mixer in a serving engine's profile run: vLLM's
