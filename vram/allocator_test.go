@@ -124,6 +124,9 @@ func TestReplayMatchesTimeline(t *testing.T) {
 			Parallel: Parallel{DP: 8, FSDP: "full_shard", CPUOffload: "optimizer+params"}},
 		{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Compile: true, Framework: "torchtitan",
 			Parallel: Parallel{DP: 8, FSDP: "full_shard"}},
+		// torchtitan's chunked head with the gradients kept (CUDA graphs).
+		{Model: MustPreset("llama-3.1-8b"), SeqLen: 8192, MicroBatch: 1, Precision: "fp32", ComputeDType: BF16, Checkpointing: "selective",
+			SelectiveACOption: "op", Loss: "chunked_head", KeepGrads: true, Framework: "torchtitan", Parallel: Parallel{DP: 8, FSDP: "full_shard", FSDPVersion: 2}},
 		{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "op", Framework: "torchtitan",
 			Parallel: Parallel{DP: 8, FSDP: "full_shard"}},
 	} {

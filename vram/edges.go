@@ -218,6 +218,8 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 		return x, chunks
 	}
 	switch r.Loss {
+	case "chunked_head":
+		chunkedHead(b, r, pHead, x, h, v)
 	case "fused":
 		// The loss kernel walks the vocabulary in chunks and never
 		// materialises the logits; it keeps the hidden states.

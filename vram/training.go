@@ -88,8 +88,13 @@ type Training struct {
 
 	// Loss: cross_entropy (default; logits upcast to fp32 as transformers
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
-	// materialises logits), logits_sum, classification.
+	// materialises logits), chunked_head (the output projection and the
+	// loss chunk by chunk, each chunk's backward at once: torchtitan's
+	// ChunkedLossWrapper, loss_chunked.go), logits_sum, classification.
 	Loss string `json:"loss,omitempty"`
+	// LossChunks is chunked_head's number of token chunks (default 8,
+	// ChunkedLossWrapper's num_chunks).
+	LossChunks int `json:"loss_chunks,omitempty"`
 	// LogProbs makes the loss a post-training one over per-token
 	// log-probabilities (logprobs.go): GRPO's, RLOO's and DPO's. The
 	// post-training planner sets it; Loss must then be unset.
@@ -420,7 +425,10 @@ func (r *resolved) resolveTrainable(t Training) error {
 			r.Loss = "classification"
 		}
 	}
-	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "fused", "logits_sum", "classification"); err != nil {
+	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "chunked_head", "fused", "logits_sum", "classification"); err != nil {
+		return err
+	}
+	if err := r.checkLossChunks(); err != nil {
 		return err
 	}
 	if r.LogProbs != nil {
