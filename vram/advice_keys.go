@@ -17,6 +17,8 @@ func (a Advice) KeysFor(kind ConfigKind) string {
 		return llamaFactoryKeys(a.Kind, t)
 	case KindMegatron:
 		return megatronFlags(a.Kind, t)
+	case KindTorchtitanPy:
+		return torchtitanPyFlags(a.Kind, t)
 	}
 	return a.Flags(t.Framework)
 }

@@ -32,6 +32,7 @@ const (
 	KindLLaMAFactory ConfigKind = "llamafactory"
 	KindTorchtune    ConfigKind = "torchtune"
 	KindTorchtitan   ConfigKind = "torchtitan"
+	KindTorchtitanPy ConfigKind = "torchtitan_py" // a config_registry.py's function (import_torchtitan_py.go)
 	KindHFArgs       ConfigKind = "hf_trainer"
 	KindMegatron     ConfigKind = "megatron"
 	KindDeepSpeed    ConfigKind = "deepspeed"
@@ -41,6 +42,15 @@ const (
 	KindLlamaCpp     ConfigKind = "llama.cpp"
 	KindVerl         ConfigKind = "verl" // main_ppo's Hydra overrides (import_verl.go)
 )
+
+// Project names the project whose config the kind is (torchtitan for
+// its TOML and its Python configs alike).
+func (k ConfigKind) Project() string {
+	if k == KindTorchtitanPy {
+		return string(KindTorchtitan)
+	}
+	return string(k)
+}
 
 // ImportOptions is what a config leaves to the launch.
 type ImportOptions struct {
@@ -52,6 +62,9 @@ type ImportOptions struct {
 	Model string
 	GPU   string // the card (a catalog name or a capacity)
 	GPUs  int    // the world size (torchrun's, accelerate's num_processes)
+	// Entry is the function of a torchtitan config_registry.py to read
+	// (torchtitan's --config; the CLI's -config).
+	Entry string
 	// Overrides are key=value settings after the config, as torchtune's
 	// `tune run … key=value` takes them.
 	Overrides []string
@@ -112,6 +125,9 @@ func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error)
 	if err != nil {
 		return Imported{}, err
 	}
+	if kind == KindTorchtitan && tree["_class"] != nil {
+		kind = KindTorchtitanPy
+	}
 	imp := Imported{Kind: kind}
 	switch kind {
 	case KindVLLM, KindSGLang, KindLlamaCpp:
@@ -139,6 +155,10 @@ func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error)
 func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[string]any, []string, error) {
 	text := strings.TrimSpace(string(data))
 	ext := strings.ToLower(filepath.Ext(name))
+	if isPythonConfig(name, text) {
+		tree, err := torchtitanPyTree(data, *opt)
+		return KindTorchtitan, tree, nil, err
+	}
 	if ext != ".yaml" && ext != ".yml" && ext != ".toml" && ext != ".json" {
 		if sc, err := parseScript(text); err == nil {
 			if cmd, kind, trainer := sc.launchCommand(); kind != "" {
@@ -203,7 +223,11 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 			return nil, nil, fmt.Errorf("no command")
 		}
 		return nil, sc.commands[len(sc.commands)-1], nil
-	case KindTorchtitan:
+	case KindTorchtitan, KindTorchtitanPy:
+		if kind == KindTorchtitanPy || isPythonConfig("", strings.TrimSpace(string(data))) {
+			t, err := torchtitanPyTree(data, *opt)
+			return t, nil, err
+		}
 		t, err := parseTOML(data)
 		return t, nil, err
 	case KindHFArgs, KindDeepSpeed, KindMegatron:

@@ -64,6 +64,24 @@ var importCases = []importCase{
 		want: map[string]string{"model": "Qwen/Qwen3-32B", "ckpt": "full", "dp": "16"}},
 	{file: "torchtitan/llama3_405b.toml", kind: KindTorchtitan, opt: ImportOptions{GPUs: 64},
 		want: map[string]string{"tp": "8", "dp": "8", "float8": "tensorwise", "float8_all_gather": "true"}},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_8b", GPUs: 8},
+		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "micro": "1", "seq": "8192", "ckpt": "selective", "sac": "op", "dp": "8", "fsdp": "full_shard",
+			"fsdp_version": "2", "precision": "fp32", "compute": "bf16", "loss": "chunked_head", "loss_chunks": "8", "keep_grads": "true", "optimizer": "adamw"},
+		notModelled: []string{"attn_backend = flex", "CUDA graph's private memory pool"}},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_70b", GPUs: 8},
+		want: map[string]string{"model": "meta-llama/Llama-3.1-70B", "micro": "8", "seq": "8192", "ckpt": "full", "tp": "8", "dp": "1", "fsdp": "full_shard"},
+		mapped: []string{"FSDP2 at shard degree 1"}},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_405b", GPUs: 64},
+		want: map[string]string{"model": "meta-llama/Llama-3.1-405B", "micro": "2", "tp": "8", "dp": "8", "float8": "rowwise", "async_tp": "true", "ckpt": "full"}},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_debugmodel_float8_emulate_lora", Model: "llama-3.2-1b", GPUs: 2},
+		want: map[string]string{"trainable": "lora", "lora.rank": "8", "lora.targets": "q_proj,k_proj,v_proj,o_proj", "float8": "rowwise", "micro": "8", "seq": "2048"}},
+	{file: "torchtitan/qwen3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "qwen3_32b", GPUs: 16},
+		want: map[string]string{"model": "Qwen/Qwen3-32B", "ckpt": "full", "dp": "16"}},
+	{file: "torchtitan/deepseek_v3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "deepseek_v3_671b_float8", GPUs: 64},
+		want: map[string]string{"model": "deepseek-ai/DeepSeek-V3", "micro": "4", "seq": "4096", "ep": "2", "dp": "64", "float8": "rowwise", "keep_grads": ""},
+		notModelled: []string{"Float8GroupedExpertsConverter"}},
+	{file: "torchtitan/gpt_oss/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "gpt_oss_20b", GPUs: 8},
+		want: map[string]string{"model": "openai/gpt-oss-20b", "ckpt": "full", "seq": "8192"}, notModelled: []string{"attn_backend = varlen"}},
 	{file: "hf_trainer/peft_integration_qlora.sh", kind: KindHFArgs,
 		want: map[string]string{"model": "meta-llama/Llama-2-7b-hf", "micro": "1", "seq": "1024", "trainable": "lora", "lora.rank": "32", "base": "nf4", "grad_accum": "16"}},
 	{file: "hf_trainer/sft_py_full_training.sh", kind: KindHFArgs,
@@ -161,12 +179,27 @@ func importFields(p Plan) map[string]string {
 		if t.ActivationOffloading {
 			f["act_offload"] = "true"
 		}
+		if t.Loss != "" {
+			f["loss"] = t.Loss
+		}
+		if t.LossChunks != 0 {
+			f["loss_chunks"] = fmt.Sprint(t.LossChunks)
+		}
+		if t.KeepGrads {
+			f["keep_grads"] = "true"
+		}
 		if t.LoRA != nil {
 			f["lora.rank"], f["lora.targets"] = fmt.Sprint(t.LoRA.Rank), strings.Join(t.LoRA.Targets, ",")
 		}
 		p := t.Parallel
 		f["dp"], f["tp"], f["pp"], f["zero"] = fmt.Sprint(max(1, p.DP)), fmt.Sprint(max(1, p.TP)), fmt.Sprint(max(1, p.PP)), fmt.Sprint(p.ZeRO)
 		f["fsdp"], f["fsdp_version"], f["offload"] = p.FSDP, fmt.Sprint(p.FSDPVersion), p.CPUOffload
+		if p.EP > 1 {
+			f["ep"] = fmt.Sprint(p.EP)
+		}
+		if p.AsyncTP {
+			f["async_tp"] = "true"
+		}
 		if p.ReshardAfterForward != nil {
 			f["reshard"] = fmt.Sprint(*p.ReshardAfterForward)
 		}
@@ -205,7 +238,11 @@ func dtypeOrEmpty(d DType) string {
 // renderImport writes one import for the golden file.
 func renderImport(c importCase, imp Imported) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "== %s %s\n", c.file, strings.Join(c.opt.Overrides, " "))
+	args := c.opt.Overrides
+	if c.opt.Entry != "" {
+		args = append([]string{"-config " + c.opt.Entry}, args...)
+	}
+	fmt.Fprintf(&b, "== %s %s\n", c.file, strings.Join(args, " "))
 	for _, l := range []struct {
 		label string
 		lines []string
@@ -365,11 +402,15 @@ func FuzzImportConfig(f *testing.F) {
 		}
 	}
 	f.Add("x.sh", []byte("A=(\n$B\n)\ncat <<E >f\nE\nvllm serve ${A[@]} --config f"), uint8(8))
+	f.Add("config_registry.py", []byte("from torchtitan.trainer import Trainer\n\ndef llama3_c() -> Trainer.Config:\n    c = Trainer.Config(model_spec=model_registry(\"8B\", "+
+		"converters=[LoRAConverter.Config(rank=4)]), loss=ChunkedLossWrapper.Config(num_chunks=4), training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8 * 2048),"+
+		" parallelism=ParallelismConfig(tensor_parallel_degree=2), activation_checkpoint=FullAC.Config())\n    c.training.disable_cuda_graphs = True\n    return c\n"), uint8(0))
 	kinds := []ConfigKind{"", KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron, KindDeepSpeed,
-		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp, KindVerl}
+		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp, KindVerl, KindTorchtitanPy}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, name string, data []byte, kind uint8) {
-		opt := ImportOptions{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0]}
+		opt := ImportOptions{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0],
+			Entry: map[bool]string{true: "llama3_8b"}[kind&32 != 0]}
 		budget.Check(t, len(data), func() { _, _ = ImportConfig(name, data, opt) })
 	})
 }
@@ -494,5 +535,86 @@ func TestImportSGLangHybrid(t *testing.T) {
 	}
 	if _, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --mamba-ssm-dtype fp8"), ImportOptions{}); err == nil || !strings.Contains(err.Error(), "--mamba-ssm-dtype") {
 		t.Errorf("bad dtype: %v", err)
+	}
+}
+
+// TestImportTorchtitanPy: a config_registry.py's function is chosen by
+// -config, overrides apply as torchtitan's CLI applies them, and the
+// combinations torchtitan refuses are refused in its words.
+func TestImportTorchtitanPy(t *testing.T) {
+	llama := filepath.Join("testdata", "configs", "torchtitan", "llama3", "config_registry.py")
+	qwen := filepath.Join("testdata", "configs", "torchtitan", "qwen3", "config_registry.py")
+	for _, c := range []struct {
+		file, entry string
+		over        []string
+		want        map[string]string
+		err         string
+	}{
+		{llama, "", nil, nil, "the module defines 14 configs (llama3_debugmodel, "},
+		{llama, "llama3_9b", nil, nil, "-config llama3_9b: the module has no function llama3_9b"},
+		{llama, "llama3_8b", []string{"parallelism.pipeline_parallel_degree=2"}, nil, "CUDA graphs do not support pipeline parallelism yet"},
+		{llama, "llama3_8b", []string{"parallelism.pipeline_parallel_degree=2", "training.disable_cuda_graphs=true", "parallelism.num_pp_microbatches=4"},
+			map[string]string{"pp": "2", "micro": "4", "keep_grads": "", "dp": "4"}, ""},
+		{qwen, "qwen3_30b_a3b", []string{"parallelism.expert_parallel_degree=2"}, nil, "CUDA graphs support only expert parallel token dispatcher"},
+		{qwen, "qwen3_30b_a3b", []string{"parallelism.expert_parallel_degree=2", "training.disable_cuda_graphs=true"}, map[string]string{"ep": "2"}, ""},
+		{llama, "llama3_8b", []string{"activation_checkpoint=memory-budget"}, nil, "MemoryBudgetAC: the compiler's partitioner"},
+		{llama, "llama3_8b", []string{"activation_checkpoint=none"}, map[string]string{"ckpt": "none", "sac": ""}, ""},
+		{llama, "llama3_8b", []string{"training.num_tokens_per_train_step=12345"}, nil, "num_tokens_per_train_step 12345 is not a multiple of 65536"},
+		{llama, "llama3_8b", []string{"training.num_tokens_per_train_step=262144"}, map[string]string{"grad_accum": "4"}, ""},
+		{llama, "llama3_8b", []string{"loss.num_chunks=3"}, nil, "ChunkedLossWrapper sequence length must be divisible by num_chunks"},
+		{llama, "llama3_debugmodel_ce_loss", []string{"training.max_context_length=1024"}, nil, `model_registry("debugmodel") of the llama3 module is not in the importer's table`},
+	} {
+		imp, err := ReadConfig(c.file, ImportOptions{Entry: c.entry, Overrides: c.over, GPUs: 8})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %v: error %v, want %q", c.entry, c.over, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %v: %v", c.entry, c.over, err)
+			continue
+		}
+		got := importFields(imp.Plan)
+		for k, want := range c.want {
+			if got[k] != want {
+				t.Errorf("%s %v: %s = %q, want %q", c.entry, c.over, k, got[k], want)
+			}
+		}
+	}
+}
+
+// TestImportTorchtitanPySource: what the importer passes over is said,
+// and a registry that is not one gets an error naming what it is.
+func TestImportTorchtitanPySource(t *testing.T) {
+	head := "from torchtitan.trainer import Trainer\n\n"
+	for _, c := range []struct{ src, err, note string }{
+		{head + "def c() -> Trainer.Config:\n    cfg = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n    if fast:\n        cfg.compile = CompileConfig(enable=True)\n    return cfg\n",
+			"", "c, line 5: if: not evaluated"},
+		{head + "def c() -> Trainer.Config:\n    return Trainer.Config(model_spec=model_registry(\"8B\", converters=[LoRAConverter.Config(target_modules=[\"wz\"])]), loss=CrossEntropyLoss.Config())\n",
+			`"wz" is not one of torchtitan's wq`, ""},
+		{head + "def c() -> Trainer.Config:\n    return 3\n", "c returns 3, not a Trainer.Config", ""},
+		{head + "def helper(x):\n    return x\n", "no config function", ""},
+		{head + "def c() -> Trainer.Config:\n    return Trainer.Config(model_spec=model_registry(\"8B\"), activation_checkpoint=None, loss=CrossEntropyLoss.Config())\n", "", ""},
+	} {
+		imp, err := ImportConfig("config_registry.py", []byte(c.src), ImportOptions{Dir: filepath.Join("x", "llama3"), GPUs: 8})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.src, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.src, err)
+			continue
+		}
+		if c.note != "" && !strings.Contains(strings.Join(imp.NotModelled, "\n"), c.note) {
+			t.Errorf("%q: not modelled %q, want %q", c.src, imp.NotModelled, c.note)
+		}
+	}
+	imp, err := ImportConfig("config_registry.py", []byte(head+"def c() -> Trainer.Config:\n    return Trainer.Config(model_spec=model_registry(\"8B\"), activation_checkpoint=None, loss=CrossEntropyLoss.Config())\n"),
+		ImportOptions{Dir: filepath.Join("x", "llama3"), GPUs: 8})
+	if err != nil || imp.Plan.Training.Checkpointing != CheckpointNone || imp.Plan.Training.Loss != "" {
+		t.Errorf("activation_checkpoint=None, CrossEntropyLoss: %v %+v", err, imp.Plan.Training)
 	}
 }

@@ -17,8 +17,8 @@ import (
 // components (titanCompile); converters
 // ["float8"] with enable_fsdp_float8_all_gather (JC:731-752);
 // [optimizer] implementation (fused, JC:151); enable_cpu_offload (JC:270).
-// The configs after the 2026 refactor are Python functions and are not
-// read here.
+// The configs after the 2026 refactor are Python functions:
+// import_torchtitan_py.go.
 
 var torchtitanIrrelevant = prefixes("job", "profiling", "metrics", "checkpoint", "comm", "lr_scheduler", "optimizer.lr",
 	"optimizer.eps", "optimizer.beta", "optimizer.weight_decay", "training.steps", "training.max_norm", "training.dataset",
@@ -41,6 +41,9 @@ var torchtitanModels = map[string]string{
 }
 
 func importTorchtitan(r *configReader, opt ImportOptions) (trainerImport, error) {
+	if r.has("_class") { // a Trainer.Config from a config_registry.py
+		return importTorchtitanPy(r, opt)
+	}
 	ti := trainerImport{t: Training{Framework: FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: CheckpointSelective}}
 	t := &ti.t
 	name, _, _ := r.str("model.name")

@@ -30,7 +30,7 @@ func importTrainer(r *configReader, opt ImportOptions) error {
 		ti, err = importLLaMAFactory(r, opt)
 	case KindTorchtune:
 		ti, err = importTorchtune(r, opt)
-	case KindTorchtitan:
+	case KindTorchtitan, KindTorchtitanPy:
 		ti, err = importTorchtitan(r, opt)
 	case KindHFArgs:
 		ti, err = importHFArgs(r, opt)

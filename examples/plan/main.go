@@ -141,6 +141,7 @@ func run(args []string, w io.Writer) error {
 	from := fs.String("from", "", "the kind of a config to import, where its content does not say: axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, verl, vllm, sglang, llama.cpp")
 	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
 	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
+	entry := fs.String("config", "", "a torchtitan config_registry.py's function to read, as torchtitan's --config names it (e.g. llama3_8b)")
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -165,7 +166,7 @@ func run(args []string, w io.Writer) error {
 			files = append(files, a)
 		}
 	}
-	l := launch{gpu: *gpuName, opt: vram.ImportOptions{Kind: vram.ConfigKind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides}}
+	l := launch{gpu: *gpuName, opt: vram.ImportOptions{Kind: vram.ConfigKind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides, Entry: *entry}}
 	if len(files) < 1 {
 		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE [FILE …] (a plan, a trainer's config or a launch script) [key=value …], plan -presets, or plan [-json] -gguf FILE.gguf")
 	}
@@ -417,7 +418,7 @@ func advise(p vram.Plan, g vram.GPU, kind vram.ConfigKind) ([]AdviceLine, error)
 		for _, a := range as {
 			keys := a.KeysFor(kind)
 			if keys == "" && kind != "" {
-				keys = "(no setting in " + string(kind) + "'s config)"
+				keys = "(no setting in " + kind.Project() + "'s config)"
 			}
 			out = append(out, AdviceLine{Change: a.Change, Flags: keys, Fits: a.Fits, Need: a.Need})
 		}
@@ -596,7 +597,7 @@ func printAdvice(w io.Writer, p vram.Plan, imp *vram.Imported, as []AdviceLine) 
 	who := "the plan"
 	switch {
 	case imp != nil:
-		who = string(imp.Kind)
+		who = imp.Kind.Project()
 	case p.Training != nil && p.Training.Framework != "":
 		who = string(p.Training.Framework)
 	case p.VLLM != nil:
