@@ -29,6 +29,7 @@ type criticRun struct {
 func (pt PostTraining) criticStep(batch int) Training {
 	t := pt.Policy
 	t.Model.Head = "none"
+	t.Model.Params = 0 // the checkpoint's stated count includes the lm_head the critic drops
 	t.SeqLen, t.MicroBatch = pt.PromptLen+pt.CompletionLen, batch
 	t.Trainable, t.LoRA, t.LogProbs = "", nil, nil
 	return t

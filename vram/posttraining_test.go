@@ -413,6 +413,16 @@ func TestVerlCritic(t *testing.T) {
 	if step.Model.Head != "none" || step.LogProbs != nil || m.ParamCount()-step.Model.ParamCount() != int64(m.Vocab)*int64(m.Hidden) {
 		t.Errorf("critic step: head %q, %d parameters of the policy's %d", step.Model.Head, step.Model.ParamCount(), m.ParamCount())
 	}
+	// A preset stating its checkpoint's count (with the lm_head) still
+	// makes a critic: the count is the policy's, not the critic's.
+	stated := p
+	stated.Policy.Model = MustPreset("llama-2-7b")
+	if stated.Policy.Model.Params == 0 {
+		t.Fatal("llama-2-7b states no parameter count")
+	}
+	if err := stated.criticStep(4).Validate(); err != nil {
+		t.Errorf("critic of llama-2-7b: %v", err)
+	}
 }
 
 // TestTRLServerPlacement: with vLLM on GPUs of its own the trainer's GPUs
