@@ -11,8 +11,9 @@ import (
 // A YAML reader for the configs trainers are written in (axolotl,
 // LLaMA-Factory, torchtune, accelerate): block mappings and sequences by
 // indentation (a sequence may sit at its key's indentation), compact
-// mappings in sequence items, flow sequences and mappings, plain, single-
-// and double-quoted scalars, block scalars (| and >), comments and a
+// mappings in sequence items, flow sequences and mappings, plain (folded
+// over more-indented lines), single- and double-quoted scalars, block
+// scalars (| and >), comments and a
 // leading "---". Scalars are typed as PyYAML (YAML 1.1) types them: true,
 // false, yes, no, on, off; null, ~ and nothing; integers, floats with a dot
 // or an exponent, .inf, .nan; anything else a string. Anchors, aliases and
@@ -213,6 +214,14 @@ func (p *yamlParser) mapping(indent, depth int) (any, error) {
 // may start at the key's own indentation).
 func (p *yamlParser) value(l yamlLine, indent int, rest string, depth int) (any, error) {
 	rest = strings.TrimSpace(rest)
+	if rest != "" && !strings.ContainsAny(rest[:1], "\"'[{&*!|>") && !strings.ContainsRune(rest, 0) {
+		// A plain scalar folds over the more-indented lines below it
+		// (YAML 1.1 §9.1.3: line folding), as PyYAML writes a long one.
+		for p.pos < len(p.lines) && p.lines[p.pos].indent > indent {
+			rest += " " + p.lines[p.pos].text
+			p.pos++
+		}
+	}
 	if rest != "" {
 		return p.inline(l, rest, depth)
 	}
