@@ -139,7 +139,10 @@ func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error)
 		}
 	default:
 		r := newConfigReader(kind, tree, &imp)
-		if err = r.override(opt.Overrides); err == nil {
+		if err = r.override(opt.Overrides); err == nil && kind == KindVerl {
+			err = r.resolveInterpolations() // verl's YAML is OmegaConf's (omegaconf.go)
+		}
+		if err == nil {
 			err = importTrainer(r, opt)
 		}
 	}
@@ -333,10 +336,14 @@ type configReader struct {
 	flat map[string]any
 	used map[string]bool
 	imp  *Imported
+	// derived are keys whose value was an interpolation of another's
+	// (omegaconf.go): the key they follow is read in their stead.
+	derived     map[string]bool
+	interpBytes int // text the interpolations have made (omegaconf.go)
 }
 
 func newConfigReader(kind ConfigKind, tree map[string]any, imp *Imported) *configReader {
-	r := &configReader{kind: kind, flat: map[string]any{}, used: map[string]bool{}, imp: imp}
+	r := &configReader{kind: kind, flat: map[string]any{}, used: map[string]bool{}, imp: imp, derived: map[string]bool{}}
 	flatten("", tree, r.flat)
 	return r
 }
@@ -565,6 +572,18 @@ func (r *configReader) notModelled(key, why string) {
 			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s = %v: %s", k, v, why))
 		}
 	}
+}
+
+// notModelledPast records a whole-number field past off (1: a degree of
+// one does nothing) as not modelled, and ignores it at off.
+func (r *configReader) notModelledPast(key string, off int64, why string) {
+	if v, ok := r.get(key); ok {
+		if n, isInt := v.(int64); isInt && n <= off {
+			r.ignore(key)
+			return
+		}
+	}
+	r.notModelled(key, why)
 }
 
 // finish lists every field not read: known ones as ignored, the rest as

@@ -101,6 +101,7 @@ func importVerl(r *configReader, opt ImportOptions) error {
 	if to := orDefault(ref, m.Name); to != modelID {
 		r.mapped("model %s → %s", orDefault(modelID, "(from -model)"), to)
 	}
+	r.dropVerlDefaults()
 	if err := verlNotModelled(r); err != nil {
 		return err
 	}
@@ -278,7 +279,7 @@ func verlCriticOf(r *configReader) (*Critic, error) {
 		r.imp.NotModelled = append(r.imp.NotModelled, "critic.model.path = "+p+": the critic is planned as the policy's architecture")
 	}
 	r.notModelled("critic.model.enable_gradient_checkpointing", "the critic follows the policy's checkpointing")
-	r.notModelled("critic.ulysses_sequence_parallel_size", "Ulysses sequence parallelism is not modelled")
+	r.notModelledPast("critic.ulysses_sequence_parallel_size", 1, "Ulysses sequence parallelism is not modelled")
 	r.ignorePrefix("critic.")
 	return c, nil
 }
@@ -319,8 +320,16 @@ func verlEngine(r *configReader) (Rollout, error) {
 // verlNotModelled names the keys that change memory and the plan leaves
 // out.
 func verlNotModelled(r *configReader) error {
+	r.notModelledPast(verlKeyActor+"ulysses_sequence_parallel_size", 1, "Ulysses sequence parallelism is not modelled")
+	if err := verlHydraDefaults(r); err != nil {
+		return err
+	}
+	if on, _, err := r.bool("reward_model.enable"); err != nil {
+		return err
+	} else if !on {
+		r.ignorePrefix("reward_model.") // a model-based reward only when enabled (main_ppo.py)
+	}
 	for _, n := range []struct{ key, why string }{
-		{verlKeyActor + "ulysses_sequence_parallel_size", "Ulysses sequence parallelism is not modelled"},
 		{verlKeyModel + "enable_activation_offload", "activation offload in verl's actor is not modelled"},
 		{verlKeyActor + "entropy_from_logits_with_chunking", "the chunked entropy is not modelled"},
 		{verlKeyActor + "entropy_checkpointing", "the entropy's checkpointing is not modelled"},
@@ -328,6 +337,8 @@ func verlNotModelled(r *configReader) error {
 		{verlKeyRollout + "layered_summon", "LoRA's layered summon of the base weights is not modelled"},
 		{verlKeyRollout + "max_model_len", "vLLM's max_model_len is the prompt and the response"},
 		{"reward_model", "a reward model is not modelled (a rule-based reward takes no GPU memory)"},
+		{verlKeyRollout + "multi_stage_wake_up", "the engine's weights and KV cache are planned to wake together"},
+		{verlKeyRollout + "multi_turn", "a multi-turn rollout is planned as one prompt and one response of the data's lengths"},
 	} {
 		r.notModelled(n.key, n.why)
 	}
@@ -339,11 +350,32 @@ func verlNotModelled(r *configReader) error {
 	return nil
 }
 
+// verlHydraDefaults reads a YAML's Hydra defaults list: on verl's
+// ppo_trainer (the defaults the importer holds), or another base config,
+// which is not modelled.
+func verlHydraDefaults(r *configReader) error {
+	r.ignorePrefix("hydra.") // Hydra's search path and run directories
+	v, ok := r.get("defaults")
+	if !ok {
+		return nil
+	}
+	list, _ := v.([]any)
+	for _, d := range list {
+		switch d {
+		case "ppo_trainer", "_self_":
+		default:
+			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("defaults: %v: the importer holds ppo_trainer.yaml's defaults (an FSDP run)", d))
+		}
+	}
+	r.mapped("defaults %v → verl's ppo_trainer defaults beneath this file", list)
+	return nil
+}
+
 // verlIrrelevant are keys that do not change GPU memory: data files and
 // filters, learning rates and schedules, loss coefficients, logging and
 // checkpoint cadence, the engine's sampling.
 func verlIrrelevant(k string) bool {
-	for _, p := range []string{"data.", "trainer.", "algorithm.", "launch.", "custom_reward_function.",
+	for _, p := range []string{"data.", "trainer.", "algorithm.", "launch.", "custom_reward_function.", "global_profiler.", "ray_kwargs.",
 		verlKeyActor + "optim.", verlKeyActor + "kl_loss", verlKeyActor + "entropy_coeff", verlKeyActor + "clip_ratio", verlKeyActor + "loss_agg_mode",
 		verlKeyActor + "ppo_mini_batch_size", verlKeyActor + "ppo_epochs", verlKeyActor + "use_torch_compile", verlKeyActor + "grad_clip",
 		verlKeyModel + "use_remove_padding", verlKeyModel + "trust_remote_code", verlKeyModel + "use_shm",
