@@ -168,7 +168,8 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 				opt.files = sc.files
 				if trainer {
 					if kind == KindVerl {
-						return kind, verlTree(cmd), nil, nil
+						tree, err := verlPrimaryConfig(verlTree(cmd), opt)
+						return kind, tree, nil, err
 					}
 					if isMegatronCommand(cmd) {
 						kind = KindMegatron
@@ -255,7 +256,8 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 	case KindVerl:
 		if sc, err := parseScript(string(data)); err == nil {
 			if cmd, k, _ := sc.launchCommand(); k == KindVerl {
-				return verlTree(cmd), nil, nil
+				tree, err := verlPrimaryConfig(verlTree(cmd), opt)
+				return tree, nil, err
 			}
 		}
 		v, err := parseYAML(data)

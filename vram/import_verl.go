@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -24,7 +25,8 @@ func isVerlCommand(words []string) bool {
 
 // verlTree reads the Hydra overrides after the module: key=value,
 // +key=value (add) and ++key=value (add or override) set a key, ~key
-// removes it; a flag (--config-name …) is kept under "launch.".
+// removes it; a flag (--config-name …, --config-path=…) is kept under
+// "launch." with its value.
 func verlTree(words []string) map[string]any {
 	tree := map[string]any{}
 	start := 0
@@ -33,12 +35,19 @@ func verlTree(words []string) map[string]any {
 			start = i + 1
 		}
 	}
-	for _, w := range words[start:] {
+	rest := words[start:]
+	for i := 0; i < len(rest); i++ {
+		w := rest[i]
 		switch {
 		case strings.HasPrefix(w, "~"):
 			delete(tree, strings.TrimPrefix(w, "~"))
 		case strings.HasPrefix(w, "-"):
-			tree["launch."+strings.TrimLeft(w, "-")] = true
+			flag, val, ok := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			if !ok && i+1 < len(rest) && !strings.HasPrefix(rest[i+1], "-") && !strings.Contains(rest[i+1], "=") {
+				val, ok = rest[i+1], true
+				i++
+			}
+			tree["launch."+flag] = map[bool]any{true: strings.Trim(val, `'"`), false: true}[ok]
 		default:
 			k, v, ok := strings.Cut(strings.TrimLeft(w, "+"), "=")
 			if ok && k != "" {
@@ -47,6 +56,54 @@ func verlTree(words []string) map[string]any {
 		}
 	}
 	return tree
+}
+
+// verlPrimaryConfig puts the YAML a command names (Hydra's --config-path
+// and --config-name) beneath its overrides: a here-document of the script,
+// else the file beside the script, in its config folder, or at the path as
+// written relative to the script's folder. Not found, it is said.
+func verlPrimaryConfig(tree map[string]any, opt *ImportOptions) (map[string]any, error) {
+	name, _ := tree["launch.config-name"].(string)
+	if name == "" {
+		return tree, nil
+	}
+	file := strings.TrimSuffix(name, ".yaml") + ".yaml"
+	dir, _ := tree["launch.config-path"].(string)
+	for _, prefix := range []string{"$(pwd)/", "${PWD}/", "$PWD/"} {
+		dir = strings.TrimPrefix(dir, prefix)
+	}
+	var data []byte
+	var looked []string
+	if b, ok := opt.files[file]; ok {
+		data = b
+	}
+	for _, p := range []string{filepath.Join(opt.Dir, dir, file), filepath.Join(opt.Dir, file), filepath.Join(opt.Dir, "config", file)} {
+		if data != nil || opt.Dir == "" {
+			break
+		}
+		looked = append(looked, p)
+		if b, err := readFile(p, MaxConfigFile); err == nil {
+			data = b
+		}
+	}
+	if data == nil {
+		tree["launch.unread"] = fmt.Sprintf("--config-name %s: the YAML it names was not found (looked in %s): give it as the file, with the script's key=value overrides after it", name, strings.Join(looked, ", "))
+		return tree, nil
+	}
+	v, err := parseYAML(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	base, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: a config is a mapping of keys, this one is %s", file, jsonKind(v))
+	}
+	flat := map[string]any{}
+	flatten("", base, flat)
+	for k, v := range tree {
+		flat[k] = v // the command line's overrides win
+	}
+	return flat, nil
 }
 
 const (
@@ -320,6 +377,9 @@ func verlEngine(r *configReader) (Rollout, error) {
 // verlNotModelled names the keys that change memory and the plan leaves
 // out.
 func verlNotModelled(r *configReader) error {
+	if s, ok, _ := r.str("launch.unread"); ok {
+		r.imp.NotModelled = append(r.imp.NotModelled, s)
+	}
 	r.notModelledPast(verlKeyActor+"ulysses_sequence_parallel_size", 1, "Ulysses sequence parallelism is not modelled")
 	if err := verlHydraDefaults(r); err != nil {
 		return err

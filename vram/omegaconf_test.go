@@ -106,3 +106,45 @@ func doubling(n int) map[string]any {
 	}
 	return m
 }
+
+// TestVerlConfigName: a launch script that names its YAML (Hydra's
+// --config-path/--config-name) is read with it beneath its overrides, the
+// YAML found in the script's config folder as verl's examples keep it;
+// without it, the script's own keys are read and the missing YAML said.
+func TestVerlConfigName(t *testing.T) {
+	src := filepath.Join("testdata", "configs", "verl")
+	dir := t.TempDir()
+	copyFile := func(from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, "run_qwen2.5-3b_gsm8k_multiturn.sh")
+	copyFile(filepath.Join(src, "sglang_multiturn__run_qwen2.5-3b_gsm8k_multiturn.sh"), script)
+	imp, err := ReadConfig(script, ImportOptions{Model: "qwen2.5-1.5b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nm := strings.Join(imp.NotModelled, "\n"); !strings.Contains(nm, "--config-name gsm8k_multiturn_grpo: the YAML it names was not found") {
+		t.Errorf("not modelled %q: the missing YAML is not said", imp.NotModelled)
+	}
+	copyFile(filepath.Join(src, "sglang_multiturn__gsm8k_multiturn_grpo.yaml"), filepath.Join(dir, "config", "gsm8k_multiturn_grpo.yaml"))
+	imp, err = ReadConfig(script, ImportOptions{Model: "qwen2.5-1.5b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm := strings.Join(imp.NotModelled, "\n")
+	if !strings.Contains(nm, "multi_turn.enable = true") || strings.Contains(nm, "was not found") {
+		t.Errorf("not modelled %q: the YAML's multi_turn settings are not read", imp.NotModelled)
+	}
+	if pt := imp.Plan.PostTraining; pt == nil || pt.Generations != 16 || pt.Rollout.Engine != "sglang" || pt.PromptLen != 1024 {
+		t.Errorf("plan %+v: the script's overrides must win over its YAML", pt)
+	}
+}
