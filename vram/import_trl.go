@@ -42,6 +42,11 @@ func trlPostKeys(r *configReader, algo string, t *Training) (*PostTraining, erro
 			return nil, err
 		} else if pre {
 			pt.Reference = "precomputed"
+			// The precompute pass's batch (dpo_trainer.py l.989): the
+			// training batch unless precompute_ref_batch_size is given.
+			if err := r.intInto(&pt.LogProbMicroBatch, "precompute_ref_batch_size", 1, maxTokens); err != nil {
+				return nil, err
+			}
 		}
 		r.ignore("beta")
 		t.SeqLen = 0
@@ -126,4 +131,4 @@ var trlPostIrrelevant = prefixes("loss_type", "epsilon", "delta", "temperature",
 	"reward_", "scale_rewards", "num_iterations", "importance_sampling", "mask_truncated", "log_completions", "num_completions_to_print",
 	"wandb_log", "sync_ref_model", "ref_model_", "disable_dropout", "generation_kwargs", "cache_implementation", "vllm_server_",
 	"vllm_importance_sampling", "top_entropy_quantile", "f_divergence", "label_smoothing", "rpo_alpha", "ld_alpha", "use_weighting",
-	"truncation_mode", "precompute_ref_batch_size", "vllm_model_impl", "vllm_guided_decoding", "shuffle_dataset")
+	"truncation_mode", "vllm_model_impl", "vllm_guided_decoding", "shuffle_dataset")

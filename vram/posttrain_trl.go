@@ -55,8 +55,8 @@ func trlResolve(pt *PostTraining) error {
 	if pt.PackedLen != 0 {
 		return errors.New("packed_len: TRL 1.10.0's GRPO and RLOO pad their batches, and DPO turns padding_free off (dpo_trainer.py l.706-713)")
 	}
-	if pt.ParamOffload || pt.OptimizerOffload || pt.LogProbMicroBatch != 0 {
-		return errors.New("param_offload, optimizer_offload and log_prob_micro_batch are verl's settings; TRL's no-grad passes run in chunks of per_device_train_batch_size, and offload is the policy's parallel.cpu_offload (DeepSpeed, FSDP)")
+	if pt.ParamOffload || pt.OptimizerOffload || pt.LogProbMicroBatch != 0 && pt.Reference != "precomputed" {
+		return errors.New("param_offload, optimizer_offload and log_prob_micro_batch are verl's settings; TRL's no-grad passes run in chunks of per_device_train_batch_size (but DPO's precompute pass: log_prob_micro_batch is its precompute_ref_batch_size), and offload is the policy's parallel.cpu_offload (DeepSpeed, FSDP)")
 	}
 	if ro := pt.Rollout; ro != nil {
 		return trlRollout(pt, ro)
@@ -292,7 +292,11 @@ func trlGenerate(run *rlRun, resident []PhasePart, host Bytes) {
 func trlDPO(run *rlRun) {
 	_, host := run.residentParts(false, false)
 	t, _ := run.pt.trainingStep()
-	pass, err := run.logProbPass(t.MicroBatch)
+	rows := t.MicroBatch
+	if run.pt.Reference == "precomputed" && run.pt.LogProbMicroBatch > 0 {
+		rows = 2 * run.pt.LogProbMicroBatch // precompute_ref_batch_size pairs (dpo_trainer.py l.989)
+	}
+	pass, err := run.logProbPass(rows)
 	if err != nil {
 		run.est.Starts, run.est.Err = false, err.Error()
 		return

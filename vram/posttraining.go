@@ -43,8 +43,9 @@ type PostTraining struct {
 	// Unset: what the framework does for the algorithm.
 	Reference string `json:"reference,omitempty"`
 	// LogProbMicroBatch is the sequences per no-grad log-probability pass
-	// (verl's log_prob_micro_batch_size_per_gpu); TRL uses the policy's
-	// micro-batch.
+	// (verl's log_prob_micro_batch_size_per_gpu; for TRL's DPO with a
+	// precomputed reference, precompute_ref_batch_size, in pairs); TRL's
+	// other passes use the policy's micro-batch.
 	LogProbMicroBatch int `json:"log_prob_micro_batch,omitempty"`
 	// PackedLen is the mean tokens of a sequence (prompt and completion)
 	// when the trainer removes the padding and packs a micro-batch's

@@ -55,6 +55,7 @@ func TestPostTrainingRefusals(t *testing.T) {
 		{"trl level1", grpoTRL, func(p *PostTraining) { p.Rollout.Sleep = SleepLevel1 }, "at level 2"},
 		{"trl tp", grpoTRL, func(p *PostTraining) { p.Rollout.TP = 2 }, "must divide the world size"},
 		{"trl verl settings", grpoTRL, func(p *PostTraining) { p.ParamOffload = true }, "verl's settings"},
+		{"trl log-prob batch online", grpoTRL, func(p *PostTraining) { p.LogProbMicroBatch = 8 }, "precompute_ref_batch_size"},
 		{"verl micro batch", grpoVerl, func(p *PostTraining) { p.Policy.MicroBatch = 0 }, "ppo_micro_batch_size_per_gpu"},
 		{"verl log-prob micro batch", grpoVerl, func(p *PostTraining) { p.LogProbMicroBatch = 0 }, "log_prob_micro_batch_size_per_gpu"},
 		{"verl generate", grpoVerl, func(p *PostTraining) { p.Rollout = &Rollout{Engine: "generate"} }, "vllm or sglang"},
@@ -422,6 +423,36 @@ func TestVerlCritic(t *testing.T) {
 	}
 	if err := stated.criticStep(4).Validate(); err != nil {
 		t.Errorf("critic of llama-2-7b: %v", err)
+	}
+}
+
+// TestTRLPrecomputeBatch: DPO's precompute pass runs
+// precompute_ref_batch_size pairs (log_prob_micro_batch), chosen and
+// rejected rows together, its logits growing with them.
+func TestTRLPrecomputeBatch(t *testing.T) {
+	pass := func(batch int) Bytes {
+		p := grpoTRL()
+		p.Algorithm, p.Rollout, p.Reference, p.LogProbMicroBatch = "dpo", nil, "precomputed", batch
+		g, _ := LookupGPU("H100-80GB")
+		e, err := p.Estimate(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, part := range phaseNamed(t, e, "precompute reference log-probs (before training)").Live {
+			if part.Holder == HolderPass {
+				return part.Bytes
+			}
+		}
+		t.Fatal("no pass in the precompute phase")
+		return 0
+	}
+	m := grpoTRL().Policy
+	def, same, eight, sixteen := pass(0), pass(m.MicroBatch), pass(8), pass(16)
+	if def != same {
+		t.Errorf("unset %v, %d pairs %v: unset is the training batch", def, m.MicroBatch, same)
+	}
+	if sixteen <= eight {
+		t.Errorf("16 pairs' pass %v, 8 pairs' %v: the pass grows with the batch", sixteen, eight)
 	}
 }
 
