@@ -18,6 +18,7 @@ type Case struct {
 	Model    json.RawMessage `json:"model"`
 	Train    *caseTrain      `json:"train"`
 	Infer    *caseInfer      `json:"inference"`
+	Post     json.RawMessage `json:"post_training"` // a plan's post_training (posttraining.go)
 	GPU      string          `json:"gpu"`
 	Measured struct {
 		What    string  `json:"what"`

@@ -123,7 +123,7 @@ func run(args []string, stdout io.Writer) error {
 // writeMarkdown turns a report into examples/validate/README.md's accuracy section: a table of
 // the summary lines and, folded, every case.
 func writeMarkdown(w io.Writer, rep string) error {
-	fmt.Fprintln(w, "| measured as | cases | predicted | skipped | median abs error | p90 abs error | failed starts (verdicts agree) |")
+	fmt.Fprintln(w, "| measured as | cases | predicted | skipped | median abs error | p90 abs error | verdicts: failed starts or runs (agree) |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	verdicts := map[string]string{}
 	for _, m := range verdictLine.FindAllStringSubmatch(rep, -1) {
@@ -131,7 +131,7 @@ func writeMarkdown(w io.Writer, rep string) error {
 	}
 	for _, m := range summaryLine.FindAllStringSubmatch(rep, -1) {
 		med, p90 := m[5]+"%", m[6]+"%"
-		if m[3] == "0" {
+		if m[3] == "0" || m[1] == runsKind { // nothing predicted, or verdicts only
 			med, p90 = "—", "—"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", m[1], m[2], m[3], m[4], med, p90, orText(verdicts[m[1]], ""))
@@ -217,6 +217,9 @@ func group(id string) string {
 func predict(c Case, context vram.Bytes) Result {
 	if _, ok := servingUnit[c.Measured.What]; ok {
 		return predictServing(c)
+	}
+	if c.Kind == "post_training" {
+		return predictPost(c)
 	}
 	res := Result{Case: c}
 	fail := func(err error) Result {
@@ -332,7 +335,7 @@ func report(w io.Writer, results []Result) {
 		}
 	}
 	fmt.Fprintln(w)
-	memory := []string{"allocated_peak", "reserved_peak", "nvidia_smi", "other"}
+	memory := []string{"allocated_peak", "reserved_peak", "nvidia_smi", "other", runsKind}
 	groups := [][2]string{}
 	for _, k := range memory {
 		groups = append(groups, [2]string{k, k})
@@ -381,9 +384,8 @@ func summarize(w io.Writer, kind string, results []Result, in func(Result) bool)
 			errs = append(errs, math.Abs(r.Err))
 		}
 	}
-	_, isServing := servingUnit[kind]
-	if n == 0 && isServing {
-		return // a serving kind the file has no case of
+	if n == 0 && kind != "all" {
+		return // a kind the file has no case of
 	}
 	fmt.Fprintf(w, "summary kind=%s cases=%d predicted=%d skipped=%d median_abs_err=%.1f%% p90_abs_err=%.1f%%\n",
 		kind, n, n-skipped, skipped, 100*quantile(errs, 0.5), 100*quantile(errs, 0.9))

@@ -259,32 +259,35 @@ func TestDescribableCasesExpressed(t *testing.T) {
 
 var updateReadme = flag.Bool("update", false, "rewrite README.md's accuracy section from this run")
 
-// TestReadmeAccuracySection: examples/validate/README.md's accuracy table and case list are
-// this command's -markdown output, never edited by hand (-update rewrites
-// them).
+// TestReadmeAccuracySection: examples/validate/README.md's accuracy tables
+// and case lists (the reference set, the post-training cases) are this
+// command's -markdown output, never edited by hand (-update rewrites them).
 func TestReadmeAccuracySection(t *testing.T) {
-	const begin, end = "<!-- BEGIN go run ./examples/validate -markdown examples/validate/testdata/cases.jsonl -->\n", "<!-- END -->"
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	i, j := bytes.Index(readme, []byte(begin)), bytes.Index(readme, []byte(end))
-	if i < 0 || j < i {
-		t.Fatalf("examples/validate/README.md has no generated accuracy section (%q … %q)", begin, end)
-	}
-	var out bytes.Buffer
-	if err := run([]string{"-markdown", "testdata/cases.jsonl"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if got := readme[i+len(begin) : j]; !bytes.Equal(got, out.Bytes()) {
-		if *updateReadme {
-			updated := append(append(append([]byte{}, readme[:i+len(begin)]...), out.Bytes()...), readme[j:]...)
-			if err := os.WriteFile("README.md", updated, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
+	for _, file := range []string{"cases.jsonl", "posttraining.jsonl"} {
+		begin, end := "<!-- BEGIN go run ./examples/validate -markdown examples/validate/testdata/"+file+" -->\n", "<!-- END -->"
+		readme, err := os.ReadFile("README.md")
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Errorf("examples/validate/README.md's accuracy section is not this run's: go test ./examples/validate -run TestReadmeAccuracySection -update")
+		i := bytes.Index(readme, []byte(begin))
+		j := bytes.Index(readme[max(i, 0):], []byte(end)) + max(i, 0)
+		if i < 0 || j < i {
+			t.Fatalf("examples/validate/README.md has no generated section for %s (%q … %q)", file, begin, end)
+		}
+		var out bytes.Buffer
+		if err := run([]string{"-markdown", filepath.Join("testdata", file)}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if got := readme[i+len(begin) : j]; !bytes.Equal(got, out.Bytes()) {
+			if *updateReadme {
+				updated := append(append(append([]byte{}, readme[:i+len(begin)]...), out.Bytes()...), readme[j:]...)
+				if err := os.WriteFile("README.md", updated, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			t.Errorf("examples/validate/README.md's section for %s is not this run's: go test ./examples/validate -run TestReadmeAccuracySection -update", file)
+		}
 	}
 }
 
