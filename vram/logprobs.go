@@ -38,6 +38,11 @@ type LogProbLoss struct {
 	// log-probability and keeps the logits and a per-token logsumexp,
 	// with no log-softmax tensor.
 	Fused bool `json:"fused,omitempty"`
+	// HiddenChunks: the model returns its hidden states and the
+	// log-probabilities are computed from them in this many chunks of a
+	// row's tokens (Unsloth's chunked_hidden_states_selective_log_softmax):
+	// a no-grad pass holds one chunk's logits at a time.
+	HiddenChunks int `json:"hidden_chunks,omitempty"`
 	// Entropy: the training pass computes each token's entropy for the
 	// logs, in chunks of 128 positions under no_grad
 	// (trl/trainer/utils.py entropy_from_logits l.526-560).
@@ -47,6 +52,9 @@ type LogProbLoss struct {
 func (l LogProbLoss) check(seq int) error {
 	if l.Tokens < 0 || l.Tokens > seq {
 		return fieldRange("log_probs.tokens", l.Tokens, 0, seq)
+	}
+	if l.HiddenChunks < 0 || l.HiddenChunks > seq {
+		return fieldRange("log_probs.hidden_chunks", l.HiddenChunks, 0, seq)
 	}
 	return nil
 }

@@ -21,8 +21,8 @@ type PostTraining struct {
 	// Algorithm: grpo, rloo, ppo (a value model trains beside the policy)
 	// or dpo (preference pairs, no rollout).
 	Algorithm string `json:"algorithm"`
-	// Framework whose defaults and phase order apply: trl, verl or
-	// openrlhf.
+	// Framework whose defaults and phase order apply: trl, verl,
+	// openrlhf or unsloth (GRPO with fast_inference).
 	Framework string `json:"framework"`
 	// Policy is the policy's training step as the trainer runs it:
 	// precision, optimizer, checkpointing, LoRA, parallelism;
@@ -99,11 +99,13 @@ type Rollout struct {
 	Placement string `json:"placement,omitempty"`
 	// GPUMemoryUtilization is the engine's share in its own meaning: a
 	// fraction of the GPU's total memory for vLLM, of the free memory at
-	// its start for SGLang (mem_fraction_static). Unset: the framework's.
+	// its start for SGLang (mem_fraction_static) and for Unsloth's
+	// from_pretrained. Unset: the framework's.
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
 	// Sleep: whether the engine releases its memory outside generation —
 	// "none", "level1" (vLLM: weights to host memory, cache dropped) or
-	// "level2" (both dropped). Unset: the framework's.
+	// "level2" (both dropped); for Unsloth either is its standby (the
+	// cache dropped, the shared weights kept). Unset: the framework's.
 	Sleep string `json:"sleep,omitempty"`
 	TP    int    `json:"tensor_parallel_size,omitempty"`
 	// MaxNumSeqs and MaxNumBatchedTokens are the engine's scheduler limits

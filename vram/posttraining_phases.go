@@ -76,6 +76,9 @@ type rlRun struct {
 	engineName    string // "vLLM", "SGLang"
 	critic        criticRun
 	otherCtx      Bytes // other processes' CUDA contexts on this GPU (OpenRLHF's colocated models)
+	// engineWeights is how the engine stores the weights (unset: bf16,
+	// as the frameworks sync them; Unsloth's 4-bit base stays 4-bit).
+	engineWeights Quant
 }
 
 // newRLRun prepares the pieces shared by every framework.
@@ -224,6 +227,13 @@ func (run *rlRun) logProbPass(batch int) (Bytes, error) {
 	// The decoder's forward references inputs_embeds until it returns
 	// (LlamaModel.forward and its kin), beside every block's work.
 	embeds := r.ComputeDType.Size(mulI64(int64(t.MicroBatch)*int64(t.SeqLen), int64(r.m.Hidden)))
+	if k := int64(lp.HiddenChunks); k > 0 {
+		// One chunk of one row at a time: the output projection's and its
+		// fp32 cast, beside the hidden states the model returned.
+		c := mulI64((keep+k-1)/k, v)
+		logits, row = addBytes(r.ComputeDType.Size(c), FP32.Size(c)), FP32.Size(c)
+		embeds = addBytes(embeds, embeds)
+	}
 	return addBytes(embeds, max(block, addBytes(logits, row))), nil
 }
 
@@ -250,6 +260,9 @@ func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
 	ro := run.pt.Rollout
 	m := run.pt.Policy.Model
 	in := Inference{Model: m, Weights: Quant{DType: BF16}}
+	if run.engineWeights.DType != DTypeUnset {
+		in.Weights = run.engineWeights
+	}
 	free := max(0, run.g.Total()-run.g.Context-run.engineCtx-run.otherCtx-atStart) // never a negative size, on a card too small for the trainer
 	switch ro.Engine {
 	case "vllm":
