@@ -41,7 +41,8 @@ type LogProbLoss struct {
 	// HiddenChunks: the model returns its hidden states and the
 	// log-probabilities are computed from them in this many chunks of a
 	// row's tokens (Unsloth's chunked_hidden_states_selective_log_softmax):
-	// a no-grad pass holds one chunk's logits at a time.
+	// a no-grad pass holds one chunk's logits at a time, a training pass
+	// one chunk of the projection's output and every chunk's fp32 copy.
 	HiddenChunks int `json:"hidden_chunks,omitempty"`
 	// Entropy: the training pass computes each token's entropy for the
 	// logs, in chunks of 128 positions under no_grad
@@ -70,7 +71,14 @@ func logProbLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) {
 	}
 	perSeq := all / int64(max(r.SeqLen, 1))
 	b.tokens = perSeq * keep
+	if k := int64(l.HiddenChunks); k > 0 {
+		// From the hidden states chunk by chunk: each chunk of the output
+		// projection cast to fp32 at once, so only its fp32 copies add up
+		// (Unsloth's chunked_hidden_states_selective_log_softmax).
+		b.tokens = perSeq * ((keep + k - 1) / k)
+	}
 	logits := headLogits(b, p, x, h, v)
+	b.tokens = perSeq * keep
 	if l.LogitsFP32 && logits.dtype != FP32 {
 		logits = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
 	}

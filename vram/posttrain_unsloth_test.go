@@ -145,3 +145,26 @@ func TestUnslothRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenChunksLoss: computed from the hidden states chunk by chunk,
+// the training pass keeps every chunk's fp32 logits, as the whole pass
+// does, but holds one chunk of the projection's bf16 output, not all.
+func TestHiddenChunksLoss(t *testing.T) {
+	head := func(chunks int) BlockActivations {
+		tr := Training{Model: MustPreset("qwen2.5-0.5b"), SeqLen: 1024, MicroBatch: 2, Precision: "bf16", Optimizer: "adamw",
+			LogProbs: &LogProbLoss{Tokens: 511, LogitsFP32: true, HiddenChunks: chunks}}
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buildEdges(&r).Head
+	}
+	whole, chunked := head(0), head(4)
+	v := int64(MustPreset("qwen2.5-0.5b").Vocab)
+	if whole.Saved != chunked.Saved {
+		t.Errorf("saved %v whole, %v chunked: the fp32 logits stay either way", whole.Saved, chunked.Saved)
+	}
+	if d, want := whole.ForwardPeak-chunked.ForwardPeak, BF16.Size(2*(512-128)*v); d != want {
+		t.Errorf("forward peak whole − chunked = %v, want the bf16 output of 3 chunks of 4 (%v)", d, want)
+	}
+}
