@@ -84,24 +84,9 @@ func titanTraining(r *configReader, t *Training) error {
 		return err
 	}
 	r.mapped("local_batch_size %d × seq_len %d (packed) → micro_batch %d, seq_len %d", t.MicroBatch, t.SeqLen, t.MicroBatch, t.SeqLen)
-	dtype, _, err := r.str("training.dtype")
-	if err != nil {
+	if err := titanDTypes(r, t); err != nil {
 		return err
 	}
-	param, _, err := r.str("training.mixed_precision_param")
-	if err != nil {
-		return err
-	}
-	switch {
-	case dtype == "bfloat16":
-		t.Precision = "bf16"
-	case param == "float32":
-		t.Precision = "fp32"
-	default:
-		t.Precision, t.ComputeDType = "fp32", BF16
-	}
-	r.mapped("dtype %s, mixed_precision_param %s → %s storage, %s compute", orDefault(dtype, "float32"), orDefault(param, "bfloat16"),
-		map[bool]string{true: "bf16", false: "fp32"}[t.Precision == "bf16"], map[bool]string{true: "fp32", false: "bf16"}[param == "float32" && dtype != "bfloat16"])
 	impl, _, err := r.str("optimizer.implementation")
 	if err != nil {
 		return err
@@ -122,6 +107,31 @@ func titanTraining(r *configReader, t *Training) error {
 		t.OptimizerInBackward = true
 	}
 	return titanCompile(r, t)
+}
+
+// titanDTypes reads training.dtype (float32: JC:275, CFG:87) and
+// mixed_precision_param (bfloat16: JC:282, CFG:94), in the TOML and the
+// Python configs alike: storage and compute.
+func titanDTypes(r *configReader, t *Training) error {
+	dtype, _, err := r.str("training.dtype")
+	if err != nil {
+		return err
+	}
+	param, _, err := r.str("training.mixed_precision_param")
+	if err != nil {
+		return err
+	}
+	switch {
+	case dtype == "bfloat16":
+		t.Precision = "bf16"
+	case param == "float32":
+		t.Precision = "fp32"
+	default:
+		t.Precision, t.ComputeDType = "fp32", BF16
+	}
+	r.mapped("dtype %s, mixed_precision_param %s → %s storage, %s compute", orDefault(dtype, "float32"), orDefault(param, "bfloat16"),
+		map[bool]string{true: "bf16", false: "fp32"}[t.Precision == "bf16"], map[bool]string{true: "fp32", false: "bf16"}[param == "float32" && dtype != "bfloat16"])
+	return nil
 }
 
 // titanCompile reads [compile] enable and components (["model", "loss"]

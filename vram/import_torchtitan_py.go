@@ -235,30 +235,6 @@ func titanPyTraining(r *configReader, t *Training) error {
 	return titanCompile(r, t)
 }
 
-// titanDTypes reads training.dtype (float32, CFG:87) and
-// mixed_precision_param (bfloat16, CFG:94): storage and compute.
-func titanDTypes(r *configReader, t *Training) error {
-	dtype, _, err := r.str("training.dtype")
-	if err != nil {
-		return err
-	}
-	param, _, err := r.str("training.mixed_precision_param")
-	if err != nil {
-		return err
-	}
-	switch {
-	case dtype == "bfloat16":
-		t.Precision = "bf16"
-	case param == "float32":
-		t.Precision = "fp32"
-	default:
-		t.Precision, t.ComputeDType = "fp32", BF16
-	}
-	r.mapped("dtype %s, mixed_precision_param %s → %s storage, %s compute", orDefault(dtype, "float32"), orDefault(param, "bfloat16"),
-		map[bool]string{true: "bf16", false: "fp32"}[t.Precision == "bf16"], map[bool]string{true: "fp32", false: "bf16"}[param == "float32" && dtype != "bfloat16"])
-	return nil
-}
-
 // titanPyCheckpointing reads activation_checkpoint: SelectiveAC.Config
 // by default (TR:108-110), op-level (AC:209-287); FullAC recomputes each
 // block; None is none. A CLI override names the tyro subcommand.
