@@ -44,6 +44,9 @@ func importTorchtitan(r *configReader, opt ImportOptions) (trainerImport, error)
 	if r.has("_class") { // a Trainer.Config from a config_registry.py
 		return importTorchtitanPy(r, opt)
 	}
+	if opt.Entry != "" {
+		return trainerImport{}, fmt.Errorf("-config %s names a function of a torchtitan Python config (config_registry.py); this is a TOML job config", opt.Entry)
+	}
 	ti := trainerImport{t: Training{Framework: FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: CheckpointSelective}}
 	t := &ti.t
 	name, _, _ := r.str("model.name")
