@@ -329,7 +329,7 @@ func megatronParallel(r *configReader, t *Training, opt ImportOptions) error {
 		return err
 	} else if ok && p.PP > 1 {
 		layers, _, _ := r.int("num_layers", 1, 1<<20)
-		p.VirtualStages, p.PPSchedule = max(1, layers/(p.PP*n)), "interleaved_1f1b"
+		p.VirtualStages, p.PPSchedule = max(1, layers/(p.PP*n)), ScheduleInterleaved1F1B
 	}
 	world := opt.GPUs
 	if world == 0 {

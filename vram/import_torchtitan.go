@@ -312,8 +312,8 @@ func titanParallel(r *configReader, t *Training, opt ImportOptions) error {
 	}
 	if s, ok, _ := r.str("parallelism.pipeline_parallel_schedule"); ok && p.PP > 1 {
 		// torchtitan names the torch.distributed.pipelining classes.
-		sched, known := map[string]string{"1F1B": "1f1b", "Interleaved1F1B": "interleaved_1f1b", "GPipe": "gpipe",
-			"ZBVZeroBubble": "zbv", "InterleavedZeroBubble": "interleaved_zb", "DualPipeV": "dualpipev"}[s]
+		sched, known := map[string]Schedule{"1F1B": Schedule1F1B, "Interleaved1F1B": ScheduleInterleaved1F1B, "GPipe": ScheduleGPipe,
+			"ZBVZeroBubble": ScheduleZBV, "InterleavedZeroBubble": ScheduleInterleavedZB, "DualPipeV": ScheduleDualPipeV}[s]
 		if !known {
 			return fmt.Errorf("parallelism.pipeline_parallel_schedule %q is not modelled", s)
 		}

@@ -100,7 +100,7 @@ type Parallel struct {
 	// need not divide among the stages (resolved.blocksPerRank: an even
 	// split, or torchtitan's, which counts the embedding and the output as
 	// a layer each).
-	PPSchedule string `json:"pp_schedule,omitempty"`
+	PPSchedule Schedule `json:"pp_schedule,omitempty"`
 	// Megatron-LM's uneven pipeline stages: PPFirstStageLayers and
 	// PPLastStageLayers are --decoder-first-pipeline-num-layers and
 	// --decoder-last-pipeline-num-layers (the other stages split the rest
@@ -284,26 +284,24 @@ func (r *resolved) resolvePipeline() error {
 	if p.PP > m.Layers {
 		return fmt.Errorf("pp=%d exceeds the %d layers", p.PP, m.Layers)
 	}
-	if p.PPSchedule == "" {
-		p.PPSchedule = "1f1b"
-	}
-	if err := oneOf("parallel.pp_schedule", p.PPSchedule, "1f1b", "interleaved_1f1b", "gpipe", "zbv", "interleaved_zb", "dualpipev"); err != nil {
+	p.PPSchedule = orDefault(p.PPSchedule, Schedule1F1B)
+	if err := oneOf("parallel.pp_schedule", p.PPSchedule, Schedules...); err != nil {
 		return err
 	}
-	v := p.PPSchedule == "zbv" || p.PPSchedule == "dualpipev"
-	if v || p.PPSchedule == "interleaved_zb" {
+	v := p.PPSchedule.vShape()
+	if p.PPSchedule.splitBackward() {
 		switch {
 		case p.PP < 2:
 			return fmt.Errorf("parallel.pp_schedule %q needs pp ≥ 2", p.PPSchedule)
 		case v && 2*p.PP > m.Layers:
 			return fmt.Errorf("%s: its 2 × pp = %d stages exceed the %d layers", p.PPSchedule, 2*p.PP, m.Layers)
-		case p.PPSchedule == "dualpipev" && p.PPMicrobatches < 2*p.PP:
+		case p.PPSchedule == ScheduleDualPipeV && p.PPMicrobatches < 2*p.PP:
 			return fmt.Errorf("dualpipev: pp_microbatches = %d must be at least its 2 × pp = %d stages (ScheduleDualPipeV)", p.PPMicrobatches, 2*p.PP)
 		case r.Compile:
 			return fmt.Errorf("%s splits each backward into input and weight gradients, which torch.compile does not support (schedules.py _check_torch_compile_compatibility); drop compile", p.PPSchedule)
 		}
 	}
-	if p.PPSchedule == "interleaved_zb" {
+	if p.PPSchedule == ScheduleInterleavedZB {
 		mb := max(p.PPMicrobatches, p.PP)
 		if rounds := max(1, mb/p.PP); mb%rounds != 0 {
 			return fmt.Errorf("interleaved_zb: pp_microbatches %d must be a multiple of its %d rounds (ScheduleInterleavedZeroBubble)", mb, rounds)
@@ -312,17 +310,17 @@ func (r *resolved) resolvePipeline() error {
 			return fmt.Errorf("interleaved_zb: pp × virtual_stages = %d stages exceed the %d layers (each stage needs one)", p.PP*p.VirtualStages, m.Layers)
 		}
 	}
-	if p.PPSchedule == "interleaved_1f1b" && p.PP*p.VirtualStages > m.Layers {
+	if p.PPSchedule == ScheduleInterleaved1F1B && p.PP*p.VirtualStages > m.Layers {
 		return fmt.Errorf("interleaved_1f1b: pp × virtual_stages = %d stages exceed the %d layers (each stage needs one)", p.PP*p.VirtualStages, m.Layers)
 	}
 	if r.Framework == FrameworkTorchtitan && p.PP > 1 {
 		// generate_llm_fqn_per_model_part: the first and last stages hold
 		// the embedding and the output as a layer each, besides one block.
 		s := p.PP
-		switch p.PPSchedule {
-		case "interleaved_1f1b", "interleaved_zb":
+		switch {
+		case p.PPSchedule.interleaved():
 			s *= max(1, p.VirtualStages)
-		case "zbv", "dualpipev":
+		case p.PPSchedule.vShape():
 			s *= 2
 		}
 		if (m.Layers+2)/s < 2 {

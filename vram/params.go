@@ -132,9 +132,9 @@ func (r *resolved) blocksPerRank() []int {
 // interleaved schedule's virtual_stages, ZB-V's two, else one.
 func (r *resolved) virtualStages() int {
 	switch {
-	case (r.Parallel.PPSchedule == "interleaved_1f1b" || r.Parallel.PPSchedule == "interleaved_zb") && r.Parallel.VirtualStages > 1:
+	case r.Parallel.PPSchedule.interleaved() && r.Parallel.VirtualStages > 1:
 		return r.Parallel.VirtualStages
-	case r.Parallel.PPSchedule == "zbv" || r.Parallel.PPSchedule == "dualpipev":
+	case r.Parallel.PPSchedule.vShape():
 		return 2
 	}
 	return 1
@@ -144,7 +144,7 @@ func (r *resolved) virtualStages() int {
 // ZB-V and DualPipeV a V (generate_stage_to_rank_mapping style "v": stages r and
 // 2·pp−1−r on rank r).
 func (r *resolved) rankOfStage(s int) int {
-	if (r.Parallel.PPSchedule == "zbv" || r.Parallel.PPSchedule == "dualpipev") && s >= r.pp {
+	if r.Parallel.PPSchedule.vShape() && s >= r.pp {
 		return 2*r.pp - 1 - s
 	}
 	return s % r.pp

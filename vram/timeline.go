@@ -57,20 +57,20 @@ func (r *resolved) inflight(k int) float64 {
 	if m < r.pp {
 		m = r.pp
 	}
-	if r.Parallel.PPSchedule == "gpipe" {
+	if r.Parallel.PPSchedule == ScheduleGPipe {
 		return float64(m)
 	}
 	switch r.Parallel.PPSchedule {
-	case "zbv":
+	case ScheduleZBV:
 		return zbvInflight(k, r.pp, m, r.zbvKeep(r.stages()[k]))
-	case "dualpipev":
+	case ScheduleDualPipeV:
 		return splitInflight(dualPipeVOrder(k, r.pp, m), 2, r.zbvKeep(r.stages()[k]))
-	case "interleaved_zb":
+	case ScheduleInterleavedZB:
 		v := r.virtualStages()
 		return splitInflight(interleavedZBOrder(k, r.pp, v, m), v, r.zbvKeep(r.stages()[k]))
 	}
 	f := float64(r.pp - k)
-	if r.Parallel.PPSchedule == "interleaved_1f1b" && r.Parallel.VirtualStages > 1 {
+	if r.Parallel.PPSchedule == ScheduleInterleaved1F1B && r.Parallel.VirtualStages > 1 {
 		f *= 1 + float64(r.pp-1)/float64(r.pp*r.Parallel.VirtualStages)
 	}
 	return f

@@ -601,7 +601,7 @@ func (r *resolved) applies(t Training) error {
 		return fmt.Errorf("checkpoint_every = %d applies to activation checkpointing; grad_checkpointing is \"none\"", t.CheckpointEvery)
 	}
 	p := t.Parallel
-	if (p.VirtualStages > 1) && p.PPSchedule != "interleaved_1f1b" && p.PPSchedule != "interleaved_zb" {
+	if p.VirtualStages > 1 && !p.PPSchedule.interleaved() {
 		return fmt.Errorf("parallel.virtual_stages applies to pp_schedule \"interleaved_1f1b\" or \"interleaved_zb\", not %q", p.PPSchedule)
 	}
 	if p.PPMicrobatches > 1 && r.pp == 1 {

@@ -154,7 +154,7 @@ func TestDualPipeVInflight(t *testing.T) {
 		}
 	}
 	// Through a plan: more activations than ZB-V, fewer than GPipe.
-	peak := func(schedule string) Bytes {
+	peak := func(schedule Schedule) Bytes {
 		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 8, Precision: "bf16",
 			Parallel: Parallel{PP: 4, PPSchedule: schedule, PPMicrobatches: 8}}
 		est, err := tr.Estimate()

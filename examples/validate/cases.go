@@ -206,7 +206,7 @@ func (c Case) training() (vram.Training, error) {
 	if err := ct.lowPrecision(&t); err != nil {
 		return t, err
 	}
-	t.Parallel.PPSchedule, t.Parallel.PPMicrobatches = ct.PPSchedule, ct.PPMicrobatches
+	t.Parallel.PPSchedule, t.Parallel.PPMicrobatches = vram.Schedule(ct.PPSchedule), ct.PPMicrobatches
 	if t.ComputeDType, err = dtype("compute_dtype", ct.ComputeDType); err != nil {
 		return t, err
 	}
