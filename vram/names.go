@@ -52,7 +52,9 @@ const (
 var Schedules = []Schedule{Schedule1F1B, ScheduleInterleaved1F1B, ScheduleGPipe, ScheduleZBV, ScheduleInterleavedZB, ScheduleDualPipeV}
 
 // interleaved: the schedule loops VirtualStages stages over the ranks.
-func (s Schedule) interleaved() bool { return s == ScheduleInterleaved1F1B || s == ScheduleInterleavedZB }
+func (s Schedule) interleaved() bool {
+	return s == ScheduleInterleaved1F1B || s == ScheduleInterleavedZB
+}
 
 // vShape: the schedule places two stages on each rank in a V.
 func (s Schedule) vShape() bool { return s == ScheduleZBV || s == ScheduleDualPipeV }
