@@ -97,7 +97,11 @@ func torchtitanPyTree(data []byte, opt ImportOptions) (map[string]any, error) {
 	}
 	tree, ok := v.(map[string]any)
 	if !ok || !strings.HasSuffix(fmt.Sprint(tree["_class"]), "Config") {
-		return nil, fmt.Errorf("%s returns %s, not a Trainer.Config", name, jsonKind(v))
+		what := jsonKind(v)
+		if c, isCall := tree["_class"].(string); isCall {
+			what = c + "(…)"
+		}
+		return nil, fmt.Errorf("%s returns %s, not a Trainer.Config (the importer reads torchtitan's Trainer configs)", name, what)
 	}
 	tree["_function"] = name
 	tree["_module"] = torchtitanModule(filepath.Base(opt.Dir), name)
