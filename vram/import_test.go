@@ -618,6 +618,31 @@ func TestImportTorchtitanPy(t *testing.T) {
 	}
 }
 
+// TestImportVerlCriticStrategy: a critic on Megatron is refused as the
+// actor's is; one on another FSDP version than the actor's is said.
+func TestImportVerlCriticStrategy(t *testing.T) {
+	script := filepath.Join("testdata", "configs", "verl", "grpo_trainer__run_qwen2-7b.sh")
+	for _, c := range []struct {
+		over []string
+		want string
+		err  bool
+	}{
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=8", "critic.strategy=megatron"}, "critic.strategy megatron: verl's Megatron workers are not modelled", true},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=8", "critic.strategy=fsdp2"}, "critic.strategy = fsdp2: the critic is planned with the actor's strategy fsdp", false},
+	} {
+		imp, err := ReadConfig(script, ImportOptions{Model: "qwen2.5-7b", Overrides: c.over})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = strings.Join(imp.NotModelled, "\n")
+		}
+		if (err != nil) != c.err || !strings.Contains(got, c.want) {
+			t.Errorf("%v: %q (error %v), want %q", c.over, got, err, c.want)
+		}
+	}
+}
+
 // TestImportTorchtitanPySource: what the importer passes over is said,
 // and a registry that is not one gets an error naming what it is.
 func TestImportTorchtitanPySource(t *testing.T) {

@@ -335,6 +335,16 @@ func verlCriticOf(r *configReader) (*Critic, error) {
 	} else if ok && p != actor {
 		r.imp.NotModelled = append(r.imp.NotModelled, "critic.model.path = "+p+": the critic is planned as the policy's architecture")
 	}
+	switch s, _, err := r.str("critic.strategy"); {
+	case err != nil:
+		return nil, err
+	case s == "megatron":
+		return nil, errors.New("critic.strategy megatron: verl's Megatron workers are not modelled; plan the FSDP strategy (fsdp or fsdp2)")
+	case s != "":
+		if a, _, _ := r.str(verlKeyActor + "strategy"); s != orDefault(a, "fsdp") {
+			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("critic.strategy = %s: the critic is planned with the actor's strategy %s", s, orDefault(a, "fsdp")))
+		}
+	}
 	r.notModelled("critic.model.enable_gradient_checkpointing", "the critic follows the policy's checkpointing")
 	r.notModelledPast("critic.ulysses_sequence_parallel_size", 1, "Ulysses sequence parallelism is not modelled")
 	r.ignorePrefix("critic.")
