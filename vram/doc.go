@@ -47,9 +47,10 @@
 //
 // # Post-training
 //
-// PostTraining plans one step of GRPO, RLOO or DPO as TRL or verl runs it:
-// the policy's Training step, the rollout engine (vLLM, SGLang or
-// generate) colocated on the same GPUs, and the phases between them:
+// PostTraining plans one step of GRPO, RLOO, PPO or DPO as TRL, verl,
+// OpenRLHF or Unsloth runs it: the policy's Training step, the rollout
+// engine (vLLM, SGLang or generate) colocated on the same GPUs or on its
+// own, and the phases between them:
 //
 //	pt := vram.PostTraining{Algorithm: "grpo", Framework: "trl", PromptLen: 512, CompletionLen: 1024,
 //		Policy: vram.Training{Model: vram.MustPreset("qwen2.5-7b"), MicroBatch: 4}, Rollout: &vram.Rollout{Engine: "vllm"}}
