@@ -156,3 +156,24 @@ func FuzzParsePython(f *testing.F) {
 		})
 	})
 }
+
+// TestPythonLayout: the layout rule as Python's lexer applies it —
+// brackets and backslashes join lines, CRLF and tabs indent, comments and
+// blank lines say nothing, decorators, classes and a main guard are passed
+// over, docstrings hold quotes.
+func TestPythonLayout(t *testing.T) {
+	src := "# header\r\nimport os\r\n\r\n@decorator(x=1)\r\nclass C:\r\n\tdef m(self):\r\n\t\treturn 1\r\n\r\n" +
+		"def f() -> T.Config:\r\n\t'''a \"doc\" with ''quotes'' '''\r\n\tc = T(a=[1,\r\n\t\t2],  # a comment\r\n\t    b=3 + \\\r\n\t\t4)\r\n\r\n\treturn c\r\n\r\n" +
+		"if __name__ == '__main__':\r\n\tf()\r\n"
+	m, err := parsePython([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.order) != 1 || m.funcs["f"].returns != "T.Config" {
+		t.Fatalf("functions %v", m.order)
+	}
+	v, skipped, err := m.runFunc("f")
+	if got := pyJSON(v); err != nil || got != `{"_class":"T","a":[1,2],"b":7}` || len(skipped) != 0 {
+		t.Errorf("%s %v %v", got, skipped, err)
+	}
+}
