@@ -23,7 +23,7 @@ import "fmt"
 //     should only be True when enable_activation_checkpointing is True").
 //
 // The engine keeps on the GPU the last five blocks' inputs when checkpointed
-// (one packed tensor a block) and the last block's saved tensors otherwise
+// (one packed tensor a block; Training.OffloadStash for another count) and the last block's saved tensors otherwise
 // (its last five packed tensors are among them); an offloaded block's saved
 // tensors come back whole for its backward (an upper bound without
 // checkpointing, where autograd holds two nodes' at a time).
@@ -34,9 +34,14 @@ const fwdStash = 5
 // resolveActivationOffload checks where activation offloading runs.
 func (r *resolved) resolveActivationOffload() error {
 	if !r.ActivationOffloading {
+		if r.OffloadStash != 0 {
+			return fmt.Errorf("offload_stash %d applies to activation_offloading", r.OffloadStash)
+		}
 		return nil
 	}
 	switch {
+	case r.OffloadStash < 0 || r.OffloadStash > r.m.Layers:
+		return fieldRange("offload_stash", r.OffloadStash, 0, r.m.Layers)
 	case r.Framework != FrameworkTorchtune && r.Framework != FrameworkHFTrainer && r.Framework != FrameworkPlainPyTorch:
 		return fmt.Errorf("activation_offloading is torchtune's enable_activation_offloading and TRL's activation_offloading (frameworks torchtune, hf_trainer, plain_pytorch), not %s's", r.Framework)
 	case r.Framework == FrameworkTorchtune && r.Checkpointing != CheckpointFull:
@@ -56,6 +61,9 @@ func (r *resolved) offloaded(l int, st stage) bool {
 	stay := 1
 	if r.checkpointed(l) {
 		stay = fwdStash
+		if r.OffloadStash > 0 {
+			stay = r.OffloadStash
+		}
 	}
 	return l < st.last-stay
 }

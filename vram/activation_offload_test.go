@@ -14,16 +14,20 @@ func TestActivationOffloading(t *testing.T) {
 	for _, c := range []struct {
 		framework Framework
 		ckpt      Checkpointing
+		stash     int // Training.OffloadStash
 		stay      int
 	}{
-		{"torchtune", "full", 5},
-		{"hf_trainer", "full", 5},
-		{"hf_trainer", "none", 1},
+		{"torchtune", "full", 0, 5},
+		{"hf_trainer", "full", 0, 5},
+		{"hf_trainer", "none", 0, 1},
+		{"hf_trainer", "full", 1, 1}, // Unsloth's: the last block's input stays
 	} {
-		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 2, Precision: "bf16",
+		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 2, Precision: "bf16", OffloadStash: c.stash,
 			Framework: c.framework, Checkpointing: c.ckpt, Trainable: "lora", LoRA: &LoRA{Rank: 16, Alpha: 32, Targets: []string{"q_proj", "v_proj"}}}
+		stash := tr.OffloadStash
+		tr.OffloadStash = 0
 		base := estimateOf(t, tr)
-		tr.ActivationOffloading = true
+		tr.ActivationOffloading, tr.OffloadStash = true, stash
 		est := estimateOf(t, tr)
 		r, err := tr.resolve()
 		if err != nil {
@@ -55,6 +59,8 @@ func TestActivationOffloading(t *testing.T) {
 		{func(t *Training) { t.Framework = "torchtune"; t.Checkpointing = "none" }, "enable_activation_offloading should only be True when enable_activation_checkpointing is True"},
 		{func(t *Training) { t.Framework = "torchtitan" }, "not torchtitan's"},
 		{func(t *Training) { t.Parallel.PP = 2 }, "run no pipeline stages"},
+		{func(t *Training) { t.OffloadStash = -1 }, "offload_stash must be in [0, 32]"},
+		{func(t *Training) { t.ActivationOffloading, t.OffloadStash = false, 1 }, "offload_stash 1 applies to activation_offloading"},
 	} {
 		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 2, Precision: "bf16", Checkpointing: "full", ActivationOffloading: true}
 		c.edit(&tr)

@@ -49,9 +49,10 @@ func unslothResolve(pt *PostTraining) error {
 	t.Optimizer = orDefault(t.Optimizer, "adamw_8bit")
 	if t.Checkpointing == "" {
 		// use_gradient_checkpointing="unsloth" (U/loader.py:410-437): each
-		// layer's input copied to pinned host memory and the layer
-		// recomputed in backward (Z/gradient_checkpointing.py:705-934).
-		t.Checkpointing, t.ActivationOffloading = CheckpointFull, true
+		// layer's input copied to pinned host memory but the last layer's,
+		// the layer recomputed in backward from one reload buffer
+		// (Z/gradient_checkpointing.py:705-934).
+		t.Checkpointing, t.ActivationOffloading, t.OffloadStash = CheckpointFull, true, 1
 	}
 	if t.Precision == "" && t.WeightsDType == DTypeUnset {
 		t.Precision = "bf16" // the 16-bit base in bfloat16 on compute capability 8+ (U/llama.py:2418-2433)

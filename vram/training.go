@@ -120,6 +120,11 @@ type Training struct {
 	// enable_activation_offloading and TRL's activation_offloading do
 	// (activation_offload.go).
 	ActivationOffloading bool `json:"activation_offloading,omitempty"`
+	// OffloadStash is how many checkpointed blocks' inputs the forward keeps
+	// on the GPU under activation offloading: 0 means torchtune's
+	// max_fwd_stash_size (5); Unsloth's offloaded checkpointing keeps the
+	// last block's (1).
+	OffloadStash int `json:"offload_stash,omitempty"`
 	// Float8 is torchao's float8 training of the block linears (float8.go):
 	// "tensorwise" (torchao's default recipe) or "rowwise"; empty or "none"
 	// is off. The saved activations stay bf16; the float8 copies are
