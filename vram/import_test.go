@@ -677,3 +677,22 @@ func TestImportTorchtitanPySource(t *testing.T) {
 		t.Errorf("activation_checkpoint=None, CrossEntropyLoss: %v %+v", err, imp.Plan.Training)
 	}
 }
+
+// TestIsPythonConfig: a torchtitan config module is told by its .py name
+// or by defining functions that return Trainer.Config; a launch script
+// with Python in a here-document is still a launch script.
+func TestIsPythonConfig(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       bool
+	}{
+		{"config_registry.py", "x = 1", true},
+		{"registry", "from torchtitan.trainer import Trainer\n\ndef c() -> Trainer.Config:\n    return Trainer.Config()", true},
+		{"run.sh", "#!/bin/bash\npython - <<EOF\nfrom x import y\n\ndef f(): pass\nEOF\ntorchrun train.py", false},
+		{"train.yaml", "# comment\nfrom: x\n", false},
+	} {
+		if got := isPythonConfig(c.name, c.text); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

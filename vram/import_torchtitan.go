@@ -90,16 +90,8 @@ func titanTraining(r *configReader, t *Training) error {
 	if err := titanDTypes(r, t); err != nil {
 		return err
 	}
-	impl, _, err := r.str("optimizer.implementation")
-	if err != nil {
+	if _, err := titanOptimizerImpl(r, t); err != nil {
 		return err
-	}
-	switch impl {
-	case "", "fused":
-	case "foreach", "for-loop":
-		t.OptimizerImpl = map[string]string{"foreach": "foreach", "for-loop": "for_loop"}[impl]
-	default:
-		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("optimizer.implementation = %s: estimated as fused", impl))
 	}
 	if o, _, _ := r.str("optimizer.name"); o != "" && o != "AdamW" && o != "Adam" {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("optimizer.name = %s: estimated with AdamW's states", o))
@@ -135,6 +127,29 @@ func titanDTypes(r *configReader, t *Training) error {
 	r.mapped("dtype %s, mixed_precision_param %s → %s storage, %s compute", orDefault(dtype, "float32"), orDefault(param, "bfloat16"),
 		map[bool]string{true: "bf16", false: "fp32"}[t.Precision == "bf16"], map[bool]string{true: "fp32", false: "bf16"}[param == "float32" && dtype != "bfloat16"])
 	return nil
+}
+
+// titanOptimizerImpl reads optimizer.implementation (fused by default,
+// JC:151; b5bcd76c's optimizer.py:109-125 adds fused_opt_states_bf16, whose
+// exp_avg and exp_avg_sq are made in bf16, :241-242), in the TOML and the
+// Python configs alike.
+func titanOptimizerImpl(r *configReader, t *Training) (string, error) {
+	impl, _, err := r.str("optimizer.implementation")
+	if err != nil {
+		return "", err
+	}
+	switch impl {
+	case "", "fused":
+	case "fused_opt_states_bf16":
+		t.OptimizerStateDType = BF16
+	case "foreach":
+		t.OptimizerImpl = "foreach"
+	case "for-loop":
+		t.OptimizerImpl = "for_loop"
+	default:
+		return "", fmt.Errorf("optimizer.implementation %q: want for-loop, foreach, fused or fused_opt_states_bf16", impl)
+	}
+	return orDefault(impl, "fused"), nil
 }
 
 // titanCompile reads [compile] enable and components (["model", "loss"]

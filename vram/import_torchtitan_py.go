@@ -57,12 +57,14 @@ func moduleTable(s string) map[string]string {
 }
 
 // isPythonConfig tells a Python module from the other configs.
+// Without the .py extension only a module that defines functions and
+// names torchtitan's Trainer.Config is one (a launch script with Python in
+// a here-document is not).
 func isPythonConfig(name string, text string) bool {
 	if strings.EqualFold(filepath.Ext(name), ".py") {
 		return true
 	}
-	return strings.Contains(text, "\ndef ") && (strings.HasPrefix(text, "from ") || strings.HasPrefix(text, "import ") ||
-		strings.HasPrefix(text, "#") || strings.Contains(text, "\nfrom "))
+	return !strings.HasPrefix(text, "#!") && strings.Contains(text, "\ndef ") && strings.Contains(text, "Trainer.Config")
 }
 
 // torchtitanPyTree evaluates the config function opt.Entry of a
@@ -303,7 +305,7 @@ func titanPyLoss(r *configReader, t *Training) error {
 }
 
 // titanPyOptimizer reads optimizer: default_adamw (AdamW, optimizer.py:378-399)
-// and the container's implementation (fused, :109-125).
+// and the container's implementation (titanOptimizerImpl).
 func titanPyOptimizer(r *configReader, t *Training) error {
 	if cls, _, _ := r.str("optimizer._class"); cls != "" && cls != "default_adamw" && cls != "OptimizersContainer.Config" {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("optimizer = %s(…): estimated with AdamW's states", cls))
@@ -311,22 +313,11 @@ func titanPyOptimizer(r *configReader, t *Training) error {
 	if name, _, _ := r.str("optimizer.optimizer_name"); name != "" && name != "AdamW" && name != "Adam" {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("optimizer.optimizer_name = %s: estimated with AdamW's states", name))
 	}
-	impl, _, err := r.str("optimizer.implementation")
+	impl, err := titanOptimizerImpl(r, t)
 	if err != nil {
 		return err
 	}
-	switch impl {
-	case "", "fused":
-	case "fused_opt_states_bf16": // exp_avg and exp_avg_sq made in bf16 (:241-242)
-		t.OptimizerStateDType = BF16
-	case "foreach":
-		t.OptimizerImpl = "foreach"
-	case "for-loop":
-		t.OptimizerImpl = "for_loop"
-	default:
-		return fmt.Errorf("optimizer.implementation %q: want for-loop, foreach, fused or fused_opt_states_bf16", impl)
-	}
-	r.mapped("optimizer AdamW, %s", orDefault(impl, "fused"))
+	r.mapped("optimizer AdamW, %s", impl)
 	r.ignorePrefix("optimizer.")
 	return nil
 }
