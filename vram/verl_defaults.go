@@ -17,7 +17,7 @@ var verlDefaultsYAML []byte
 var verlDefaults = sync.OnceValue(func() map[string]any {
 	tree, err := parseYAML(verlDefaultsYAML)
 	if err != nil {
-		panic(fmt.Sprintf("verl_defaults.yaml: %v", err)) // the embedded file; TestVerlDefaults reads it
+		panic(fmt.Sprintf("verl_defaults.yaml: %v", err)) // the embedded file, which TestVerlDefaultsYAML reads
 	}
 	r := newConfigReader(KindVerl, tree.(map[string]any), &Imported{})
 	if err := r.resolveInterpolations(); err != nil {

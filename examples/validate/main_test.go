@@ -337,3 +337,27 @@ func TestHelpExitsZero(t *testing.T) {
 		t.Errorf("-h: %v", err)
 	}
 }
+
+// TestPostTrainingCases: a post-training case without its plan, or with
+// one the engine refuses, is skipped with the reason; a runs verdict agrees
+// only when every phase fits what the configuration ran within.
+func TestPostTrainingCases(t *testing.T) {
+	lines := `{"id": "x_01", "source": "s", "trust": "C", "kind": "post_training", "gpu": "H100-80GB", "measured": {"what": "runs", "gib": 10}}
+{"id": "x_02", "source": "s", "trust": "C", "kind": "post_training", "model": "qwen2.5-7b", "gpu": "H100-80GB", "post_training": {"algorithm": "grpo", "framework": "nope"}, "measured": {"what": "allocated_peak", "gib": 10}}
+{"id": "x_03", "source": "s", "trust": "C", "kind": "post_training", "model": "qwen2.5-0.5b", "gpu": "H100-80GB", "post_training": {"algorithm": "dpo", "framework": "trl", "prompt_len": 256, "completion_len": 256, "policy": {"micro_batch": 1}}, "measured": {"what": "runs", "gib": 79}}
+{"id": "x_04", "source": "s", "trust": "C", "kind": "post_training", "model": "qwen2.5-0.5b", "gpu": "H100-80GB", "post_training": {"algorithm": "dpo", "framework": "trl", "prompt_len": 256, "completion_len": 256, "policy": {"micro_batch": 1}}, "measured": {"what": "runs", "gib": 0.5}}`
+	cases, err := parseCases("post.jsonl", []byte(lines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		skip           string
+		verdict, agree bool
+	}{{"needs its model and its post_training object", false, false}, {`unknown post_training.framework "nope"`, false, false}, {"", true, true}, {"", true, false}}
+	for i, c := range cases {
+		r := predict(c, 0)
+		if !strings.Contains(r.Skip, want[i].skip) || (want[i].skip == "") != (r.Skip == "") || r.Verdict != want[i].verdict || r.Agrees != want[i].agree {
+			t.Errorf("%s: skip %q verdict %v agrees %v, want %+v", c.ID, r.Skip, r.Verdict, r.Agrees, want[i])
+		}
+	}
+}

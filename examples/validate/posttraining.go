@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/vramlab/vramlab/vram"
 )
@@ -20,6 +19,10 @@ const runsKind = "runs"
 
 func predictPost(c Case) Result {
 	res := Result{Case: c}
+	if len(c.Post) == 0 || len(c.Model) == 0 {
+		res.Skip = "cannot express: a post_training case needs its model and its post_training object"
+		return res
+	}
 	g, err := vram.LookupGPU(c.GPU)
 	if err != nil {
 		res.Skip = "post-training needs a GPU of the catalog: " + err.Error()
@@ -31,8 +34,8 @@ func predictPost(c Case) Result {
 		return res
 	}
 	p, err := vram.ParsePlan(plan, "")
-	if err != nil || p.PostTraining == nil {
-		res.Skip = fmt.Sprintf("cannot express: %v", err)
+	if err != nil {
+		res.Skip = "cannot express: " + err.Error()
 		return res
 	}
 	est, err := p.PostTraining.Estimate(g)
