@@ -128,6 +128,9 @@ func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error)
 	if kind == KindTorchtitan && tree["_class"] != nil {
 		kind = KindTorchtitanPy
 	}
+	if opt.Entry != "" && kind != KindTorchtitan && kind != KindTorchtitanPy {
+		return Imported{Kind: kind}, fmt.Errorf("-config %s names a function of a torchtitan Python config; this config is %s's", opt.Entry, kind)
+	}
 	imp := Imported{Kind: kind}
 	switch kind {
 	case KindVLLM, KindSGLang, KindLlamaCpp:

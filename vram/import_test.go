@@ -597,6 +597,7 @@ func TestImportTorchtitanPy(t *testing.T) {
 		{llama, "llama3_8b", []string{"loss.num_chunks=3"}, nil, "ChunkedLossWrapper sequence length must be divisible by num_chunks"},
 		{llama, "llama3_debugmodel_ce_loss", []string{"training.max_context_length=1024"}, nil, `model_registry("debugmodel") of the llama3 module is not in the importer's table`},
 		{filepath.Join("testdata", "configs", "torchtitan", "llama3_8b.toml"), "llama3_8b", nil, nil, "-config llama3_8b names a function of a torchtitan Python config"},
+		{filepath.Join("testdata", "configs", "axolotl", "llama-3__qlora.yml"), "llama3_8b", nil, nil, "-config llama3_8b names a function of a torchtitan Python config; this config is axolotl's"},
 	} {
 		imp, err := ReadConfig(c.file, ImportOptions{Entry: c.entry, Overrides: c.over, GPUs: 8})
 		if c.err != "" {
