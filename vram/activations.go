@@ -209,8 +209,11 @@ type actBuilder struct {
 	ts       []*actT
 	ops      []actOp
 	pool     []actT // backing store for ts: one allocation per block
-	in       *actT  // the block's input (external)
-	head     bool   // the output projection and loss, after the blocks
+	// refs is the backing store of the ops' outs and ins lists (ptrList),
+	// so building an op allocates nothing of its own.
+	refs []*actT
+	in   *actT // the block's input (external)
+	head bool  // the output projection and loss, after the blocks
 	// chunks is how many token chunks a chunked loss computes the head in,
 	// one after the other (headActivations); 0 or 1 for one pass.
 	chunks int64
@@ -247,20 +250,59 @@ func (b *actBuilder) freesAfter() [][]*actT {
 	if b.frees != nil {
 		return b.frees
 	}
-	b.frees = make([][]*actT, len(b.ops))
-	for _, t := range b.ts {
-		if t.external || t.saved || t.held || t.forwardHeld || t.keepAlive || t.end() < 0 || t.end() >= len(b.ops) {
-			continue
+	b.frees = b.perOp(func(t *actT) int {
+		if t.external || t.saved || t.held || t.forwardHeld || t.keepAlive {
+			return -1
 		}
-		b.frees[t.end()] = append(b.frees[t.end()], t)
-	}
+		return t.end()
+	})
 	return b.frees
+}
+
+// perOp groups the block's tensors by the op at(t) names (none where it
+// is out of range), in tensor order, all lists in one backing array.
+func (b *actBuilder) perOp(at func(*actT) int) [][]*actT {
+	ends := make([]int, len(b.ops)+1) // first the count of each op's list, then where it ends
+	for _, t := range b.ts {
+		if j := at(t); j >= 0 && j < len(b.ops) {
+			ends[j+1]++
+		}
+	}
+	for j := 1; j < len(ends); j++ {
+		ends[j] += ends[j-1]
+	}
+	store := make([]*actT, ends[len(b.ops)])
+	lists := make([][]*actT, len(b.ops))
+	for j := range lists {
+		lists[j] = store[ends[j]:ends[j]:ends[j+1]]
+	}
+	for _, t := range b.ts {
+		if j := at(t); j >= 0 && j < len(b.ops) {
+			lists[j] = append(lists[j], t)
+		}
+	}
+	return lists
+}
+
+// ptrList copies ts into the builder's store of tensor lists; the result's
+// capacity is its length, so an append to it copies rather than overwrite
+// a neighbour.
+func (b *actBuilder) ptrList(ts ...*actT) []*actT {
+	if len(ts) == 0 {
+		return nil
+	}
+	if cap(b.refs)-len(b.refs) < len(ts) {
+		b.refs = make([]*actT, 0, max(256, len(ts)))
+	}
+	n := len(b.refs)
+	b.refs = append(b.refs, ts...)
+	return b.refs[n : n+len(ts) : n+len(ts)]
 }
 
 // newT returns a fresh tensor record from the pool.
 func (b *actBuilder) newT(t actT) *actT {
 	if len(b.pool) == cap(b.pool) {
-		b.pool = make([]actT, 0, 32)
+		b.pool = make([]actT, 0, 64)
 	}
 	b.pool = append(b.pool, t)
 	return &b.pool[len(b.pool)-1]
@@ -304,7 +346,7 @@ func (b *actBuilder) op(name string, bytes Bytes, d DType, ins []*actT, saves ..
 	}
 	out.id = len(b.ts)
 	b.ts = append(b.ts, out)
-	b.ops = append(b.ops, actOp{name: name, outs: []*actT{out}, ins: ins, saves: any})
+	b.ops = append(b.ops, actOp{name: name, outs: b.ptrList(out), ins: b.ptrList(ins...), saves: any})
 	return out
 }
 
@@ -555,30 +597,30 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		if p.autocast {
 			d = FP32 // layer_norm is on autocast's fp32 list
 			if x.dtype != FP32 {
-				in = b.op(name+".cast", b.size(width, FP32), FP32, list(x))
+				in = b.op(opName(name, ".cast"), b.size(width, FP32), FP32, list(x))
 			}
 		}
 		y := b.op(name, b.size(width, d), d, list(in), in)
 		b.ops[len(b.ops)-1].trains = trainNorm
-		b.side(name+".mean_rstd", 2*stats, FP32)
+		b.side(opName(name, ".mean_rstd"), 2*stats, FP32)
 		return y
 	}
 	x32 := x
 	if x.dtype != FP32 {
-		x32 = b.op(name+".float", b.size(width, FP32), FP32, list(x))
+		x32 = b.op(opName(name, ".float"), b.size(width, FP32), FP32, list(x))
 	}
-	rs := b.keep(b.op(name+".rsqrt", stats, FP32, list(x32), x32))
+	rs := b.keep(b.op(opName(name, ".rsqrt"), stats, FP32, list(x32), x32))
 	// x.pow(2).mean() backward: the mean's gradient expanded to x's shape,
 	// then pow's grad · 2 · x.pow(1) (autograd's MeanBackward1,
 	// PowBackward0), while x's gradient through the product below waits to
 	// be summed with it: four more fp32 tensors of x's size at once.
 	b.gradWorkspace(4 * b.size(width, FP32))
-	n := b.op(name+".normed", b.size(width, FP32), FP32, list(x32, rs), x32, rs)
+	n := b.op(opName(name, ".normed"), b.size(width, FP32), FP32, list(x32, rs), x32, rs)
 	cast := func(y *actT, d DType) *actT {
 		if y.dtype == d {
 			return y
 		}
-		return b.op(name+".to", b.size(width, d), d, list(y))
+		return b.op(opName(name, ".to"), b.size(width, d), d, list(y))
 	}
 	var saves []*actT
 	switch {
@@ -588,7 +630,7 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		if trainNorm {
 			saves = append(saves, n) // the weight's gradient needs the normalized x
 		}
-		w := b.op(name+".mul_weight", b.size(width, FP32), FP32, list(n), saves...)
+		w := b.op(opName(name, ".mul_weight"), b.size(width, FP32), FP32, list(n), saves...)
 		b.ops[len(b.ops)-1].trains = trainNorm
 		return cast(w, x.dtype)
 	}
@@ -597,7 +639,7 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		saves = append(saves, c) // weight * x saves x for the weight's grad
 	}
 	out := promote(p.baseDType, c.dtype)
-	y := b.op(name+".mul_weight", b.size(width, out), out, list(c), saves...)
+	y := b.op(opName(name, ".mul_weight"), b.size(width, out), out, list(c), saves...)
 	b.ops[len(b.ops)-1].trains = trainNorm
 	return y
 }
@@ -825,14 +867,12 @@ func (b *actBuilder) releases() [][]*actT {
 	if b.rel != nil {
 		return b.rel
 	}
-	b.rel = make([][]*actT, len(b.ops))
-	for _, t := range b.ts {
-		if t.saved && !t.held && !t.external {
-			if j := t.releaseAt(); j >= 0 && j < len(b.ops) {
-				b.rel[j] = append(b.rel[j], t)
-			}
+	b.rel = b.perOp(func(t *actT) int {
+		if !t.saved || t.held || t.external {
+			return -1
 		}
-	}
+		return t.releaseAt()
+	})
 	return b.rel
 }
 
@@ -855,6 +895,7 @@ func (b *actBuilder) perChunk(saved, total Bytes) Bytes {
 // matmul creates its weight gradient.
 func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	wk := &bwdWalk{b: b, ba: ba, pending: b.pendingGrads(), released: b.releasedAfter(), savedRem: ba.Saved}
+	ba.bwd = make([]bwdStep, 0, len(b.ops)+1)
 	for _, op := range b.ops {
 		wk.weights += op.weights
 	}

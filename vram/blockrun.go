@@ -37,18 +37,38 @@ type keptSet struct {
 
 // blockRun expands one block's calls on a mem.
 type blockRun struct {
-	m mem
-	a *BlockActivations
-	p *actBuilder
+	sc *runScratch // nil: fresh storage
+	m  mem
+	a  *BlockActivations
+	p  *actBuilder
 }
 
 // newKept is an empty keptSet for a's program.
-func newKept(a *BlockActivations) *keptSet {
-	k := &keptSet{h: make([]int, len(a.prog.ts)), input: -1, ext: -1, extHeld: -1, lump: -1}
+func newKept(a *BlockActivations) *keptSet { return emptyKept(&keptSet{}, a) }
+
+// emptyKept empties k for a's program, in k's storage.
+func emptyKept(k *keptSet, a *BlockActivations) *keptSet {
+	*k = keptSet{h: resize(k.h[:0], len(a.prog.ts)), input: -1, ext: -1, extHeld: -1, lump: -1, parked: k.parked[:0]}
 	for i := range k.h {
 		k.h[i] = -1
 	}
 	return k
+}
+
+// runScratch is storage a blockRun whose kept set and gradients in flight
+// die with it reuses (the timeline's effectOf).
+type runScratch struct {
+	kept keptSet
+	gf   gradsInFlight
+}
+
+// newKept is an empty keptSet for the block, in the scratch's storage
+// when the run has one.
+func (br blockRun) newKept() *keptSet {
+	if br.sc != nil {
+		return emptyKept(&br.sc.kept, br.a)
+	}
+	return newKept(br.a)
 }
 
 // forward runs the block's forward on input in (its handle, -1 when the
@@ -58,7 +78,7 @@ func newKept(a *BlockActivations) *keptSet {
 // output (-1 for none) and what the model's forward holds until it
 // returns. The input, unless kept, is the caller's.
 func (br blockRun) forward(in, drop int, mode keepMode) (k *keptSet, out int, until []int) {
-	k = newKept(br.a)
+	k = br.newKept()
 	out = br.runOps(k, -1)
 	br.m.free(drop)
 	for _, t := range br.p.ts {
@@ -348,7 +368,14 @@ type gradsInFlight struct {
 
 func (br blockRun) newInFlight() *gradsInFlight {
 	n := len(br.p.ts)
-	gf := &gradsInFlight{carried: make([]int, n), counted: make([]bool, n), temp: make([]int, 0, 8), resid: br.m.alloc(catTemporaries, br.a.bwdResid), synced: true}
+	var gf *gradsInFlight
+	if br.sc != nil {
+		gf = &br.sc.gf
+	} else {
+		gf = &gradsInFlight{}
+	}
+	*gf = gradsInFlight{carried: resize(gf.carried[:0], n), counted: resize(gf.counted[:0], n), temp: gf.temp[:0], resid: br.m.alloc(catTemporaries, br.a.bwdResid), synced: true}
+	clear(gf.counted)
 	for i := range gf.carried {
 		gf.carried[i] = -1
 	}

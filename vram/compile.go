@@ -37,46 +37,66 @@ func (b *actBuilder) compiledSaved() Bytes {
 
 // compiledSet lists the tensors of compiledSaved.
 func (b *actBuilder) compiledSet() []*actT {
-	producer := make(map[*actT]int, len(b.ts))
+	// Per tensor of the block (by id): the op that made it, and whether it
+	// is kept or was seen by the walk.
+	producer := make([]int32, len(b.ts))
+	for i := range producer {
+		producer[i] = -1
+	}
 	for i := range b.ops {
 		for _, t := range b.ops[i].outs {
-			producer[t] = i
+			if b.owns(t) {
+				producer[t.id] = int32(i)
+			}
 		}
 	}
-	keep := map[*actT]bool{}
-	seen := map[*actT]bool{}
-	var frontier func(t *actT)
-	frontier = func(t *actT) {
-		if t == nil || seen[t] || keep[t] {
-			return
-		}
-		seen[t] = true
-		i, ok := producer[t]
-		if !ok || b.banned(i, t) {
-			keep[t] = true
-			return
-		}
-		for _, in := range b.ops[i].ins {
-			frontier(in)
+	keep := make([]bool, 2*len(b.ts))
+	seen := keep[len(b.ts):]
+	w := compiledWalk{b: b, producer: producer, keep: keep[:len(b.ts)], seen: seen}
+	for _, sr := range b.saves {
+		if b.ops[sr.op].gemm && b.owns(sr.t) {
+			w.keep[sr.t.id] = true // read by the matmul's backward
 		}
 	}
 	for _, sr := range b.saves {
-		if b.ops[sr.op].gemm {
-			keep[sr.t] = true // read by the matmul's backward
-		}
-	}
-	for _, sr := range b.saves {
-		if !keep[sr.t] {
-			frontier(sr.t)
-		}
+		w.frontier(sr.t)
 	}
 	var out []*actT
 	for _, t := range b.ts {
-		if !t.batch && (keep[t] || t.held) {
+		if !t.batch && (w.keep[t.id] || t.held) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// owns reports whether t is one of the block's tensors (an op's input may
+// come from elsewhere).
+func (b *actBuilder) owns(t *actT) bool { return t != nil && t.id < len(b.ts) && b.ts[t.id] == t }
+
+// compiledWalk is compiledSet's walk from the saved tensors back to what
+// the partitioner must keep.
+type compiledWalk struct {
+	b          *actBuilder
+	producer   []int32
+	keep, seen []bool
+}
+
+// frontier walks back from t through the ops that made it, keeping the
+// tensors that cannot be recomputed (made outside the block or banned).
+func (w *compiledWalk) frontier(t *actT) {
+	if !w.b.owns(t) || w.seen[t.id] || w.keep[t.id] {
+		return
+	}
+	w.seen[t.id] = true
+	i := w.producer[t.id]
+	if i < 0 || w.b.banned(int(i), t) {
+		w.keep[t.id] = true
+		return
+	}
+	for _, in := range w.b.ops[i].ins {
+		w.frontier(in)
+	}
 }
 
 // banned reports whether the partitioner must save t, an output of op i,

@@ -101,7 +101,7 @@ func (b *actBuilder) gatherSeq(p blockPlan, d blockDims, name string, a *actT) *
 	if !p.sp || b.r.Framework == FrameworkMegatron {
 		return a
 	}
-	return b.op(name+".all_gather", b.size(d.h, a.dtype), a.dtype, list(a))
+	return b.op(opName(name, ".all_gather"), b.size(d.h, a.dtype), a.dtype, list(a))
 }
 
 // branch finishes a residual branch: a norm on its output (sandwich and
@@ -119,7 +119,7 @@ func (b *actBuilder) branch(p blockPlan, d blockDims, name string, y *actT, post
 		dt := promote(y.dtype, p.baseDType)
 		y = b.op(name+".layer_scale", b.size(d.hSeq, dt), dt, list(y), y)
 	}
-	return b.dropout(p, name+"_dropout", y, d.hSeq, p.dropHid)
+	return b.dropout(p, opName(name, "_dropout"), y, d.hSeq, p.dropHid)
 }
 
 // mlp is a block's MLP on a: the family's gated or plain MLP, or its MoE.

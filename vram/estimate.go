@@ -47,8 +47,11 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 	if err != nil {
 		return TrainingEstimate{}, err
 	}
-	blocks, embed, head := r.units()
-	tl, _ := simulateTraining(&r, blocks, embed, head, false, false)
+	sc := estimateScratches.Get().(*estimateScratch)
+	defer sc.done()
+	blocks, embed, head := r.unitsIn(sc.blocks, false)
+	sc.blocks = blocks
+	tl, _ := simulateIn(sc, &r, blocks, embed, head, false, false)
 	var est TrainingEstimate
 	est.Timeline = tl
 	est.PeakAt = tl.PeakEvent()

@@ -220,7 +220,13 @@ func localRows(t Tensor, div, tp int64) int64 {
 // unitsSized is units, with the per-tensor size lists filled when sized
 // (the allocator replay needs them; estimates do not).
 func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem) {
-	blocks = make([]unitMem, r.m.Layers)
+	return r.unitsIn(nil, sized)
+}
+
+// unitsIn is unitsSized in dst's storage where it has room.
+func (r *resolved) unitsIn(dst []unitMem, sized bool) (blocks []unitMem, embed, head unitMem) {
+	blocks = resize(dst[:0], r.m.Layers)
+	clear(blocks)
 	// Blocks of one kind (dense or MoE, encoder or decoder, …) have the same
 	// tensors: account the first of each kind and copy it to the others.
 	set := r.m.tensorSet()
@@ -256,7 +262,7 @@ func (r *resolved) unitsSized(sized bool) (blocks []unitMem, embed, head unitMem
 	// Module buffers sit on every GPU that holds their module, unsharded
 	// and never offloaded; the blocks' with the blocks, the rest with the
 	// embedding.
-	for _, bf := range r.m.Buffers() {
+	for _, bf := range set.bufs {
 		u := &embed
 		if bf.Layer >= 0 && bf.Layer < len(blocks) {
 			u = &blocks[bf.Layer]

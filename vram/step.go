@@ -116,6 +116,8 @@ type stepBuffer struct {
 	slots, parked []amount
 	pass          *stepPass
 	units         []int
+	grads         [][]slot
+	states, acc   []slot
 }
 
 // compiler appends operations to a program.

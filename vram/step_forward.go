@@ -79,10 +79,13 @@ func compileStep(buf *stepBuffer, r *resolved, k int, blocks []unitMem, embed, h
 	if st.head {
 		c.su.add(head)
 	}
-	c.grads = make([][]slot, len(blocks)+2)
-	c.states, c.acc = make([]slot, len(blocks)+2), make([]slot, len(blocks)+2)
+	// Each unit's gradient slots, optimizer states and accumulators, in the
+	// buffer's storage from the last estimate.
+	n := len(blocks) + 2
+	buf.grads, buf.states, buf.acc = resize(buf.grads, n), resize(buf.states, n), resize(buf.acc, n)
+	c.grads, c.states, c.acc = buf.grads[:n], buf.states[:n], buf.acc[:n]
 	for i := range c.states {
-		c.states[i], c.acc[i] = noSlot, noSlot
+		c.grads[i], c.states[i], c.acc[i] = c.grads[i][:0], noSlot, noSlot
 	}
 	c.unitKs = c.listUnits(buf.units[:0])
 	buf.units = c.unitKs

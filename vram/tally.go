@@ -10,6 +10,7 @@ import "sync"
 // localCount is a mem that counts bytes by category, for one block call:
 // the moments it passes through, relative to where it started.
 type localCount struct {
+	run   runScratch
 	size  []Bytes
 	cat   []category
 	cur   vec
@@ -106,9 +107,9 @@ func effectOf(call *blockCall, forward bool) callEffect {
 	a := call.a
 	m := localCounts.Get().(*localCount)
 	defer localCounts.Put(m)
-	*m = localCount{size: m.size[:0], cat: m.cat[:0], spans: m.spans[:0]}
+	*m = localCount{run: m.run, size: m.size[:0], cat: m.cat[:0], spans: m.spans[:0]}
 	m.span("")
-	br := blockRun{m: m, a: a, p: a.prog}
+	br := blockRun{m: m, a: a, p: a.prog, sc: &m.run}
 	in, drop := -1, -1
 	if call.withInput {
 		in = m.alloc(catActivations, a.Input)
@@ -132,7 +133,7 @@ func effectOf(call *blockCall, forward bool) callEffect {
 	}
 	var k *keptSet
 	if call.bwd.lump {
-		k = newKept(a)
+		k = br.newKept()
 		k.lump = m.alloc(catActivations, call.lumpSize)
 	} else {
 		k, _, _ = br.forward(in, drop, call.mode)
@@ -224,8 +225,9 @@ func (t *tally) runLoop(p *program, rn *run) {
 		t.cur[c] = addBytes(t.cur[c], times(m, t.cur[c]-before[c]))
 	}
 	t.tot = addBytes(t.tot, times(m, t.tot-tot))
-	for _, op := range body {
-		for _, s := range t.own(p, &op) {
+	var buf [3]slot
+	for i := range body {
+		for _, s := range t.own(p, &body[i], &buf) {
 			for it := 2; it < rn.n-1; it++ {
 				t.slots[s+slot(it)], t.parked[s+slot(it)] = t.slots[s+1], t.parked[s+1]
 			}
@@ -242,23 +244,27 @@ func times(m int64, d Bytes) Bytes {
 	return mulBytes(m, d)
 }
 
-// own lists the slots op fills for its iteration (iteration 0's).
-func (t *tally) own(p *program, op *stepOp) []slot {
+// own lists the slots op fills for its iteration (iteration 0's), in
+// buf's storage.
+func (t *tally) own(p *program, op *stepOp, buf *[3]slot) []slot {
 	switch op.kind {
 	case opAlloc:
-		return []slot{op.slot}
+		buf[0] = op.slot
+		return buf[:1]
 	case opForward:
 		c := &p.calls[op.ref]
-		return present(c.kept.s, c.out, c.until)
+		*buf = [3]slot{c.kept.s, c.out, c.until}
+		return present(buf[:])
 	case opBackward:
 		c := &p.calls[op.ref]
-		return present(c.grads, c.held)
+		buf[0], buf[1] = c.grads, c.held
+		return present(buf[:2])
 	}
 	return nil
 }
 
-// present lists the slots of ss that are some.
-func present(ss ...slot) []slot {
+// present keeps the slots of ss that are some, in ss's storage.
+func present(ss []slot) []slot {
 	out := ss[:0]
 	for _, s := range ss {
 		if s != noSlot {
@@ -312,6 +318,15 @@ func grow(s []amount, n int) []amount {
 	s = s[:n]
 	clear(s)
 	return s
+}
+
+// resize returns s with length n, keeping what its elements hold (the
+// storage of a list of lists).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		s = append(s[:cap(s)], make([]T, n-cap(s))...)
+	}
+	return s[:n]
 }
 
 // take empties slot s.

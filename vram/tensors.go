@@ -122,6 +122,9 @@ type tensorSet struct {
 	// byLayer[l] indexes block l's tensors; outside indexes the rest.
 	byLayer [][]int
 	outside []int
+	// bufs are the model's buffers (Model.Buffers); callers must not
+	// modify them.
+	bufs []Buffer
 }
 
 // tensors is Tensors without the copy; callers must not modify the result.
@@ -144,7 +147,7 @@ func cachedTensors[K comparable](key K, m Model) tensorSet {
 	if ts, ok := tensorCache.Load(key); ok {
 		return ts.(tensorSet)
 	}
-	ts := tensorSet{ts: m.buildTensors(), byLayer: make([][]int, m.Layers)}
+	ts := tensorSet{ts: m.buildTensors(), byLayer: make([][]int, m.Layers), bufs: m.Buffers()}
 	for i, t := range ts.ts {
 		ts.params = int64(addBytes(Bytes(ts.params), Bytes(t.Numel())))
 		if t.Layer >= 0 && t.Layer < m.Layers {

@@ -1,6 +1,9 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Event is one moment of a training step with what is live on the GPU.
 type Event struct {
@@ -90,9 +93,12 @@ func (r *resolved) pipelineMicro() *resolved {
 
 // blockActivations builds the inventory of every block, once per kind of
 // block, for one pipeline microbatch (pipelineMicro).
-func blockActivations(r *resolved) []BlockActivations {
+func blockActivations(r *resolved) []BlockActivations { return blockActivationsIn(nil, r) }
+
+// blockActivationsIn is blockActivations in dst's storage where it has room.
+func blockActivationsIn(dst []BlockActivations, r *resolved) []BlockActivations {
 	rr := *r.pipelineMicro()
-	acts := make([]BlockActivations, r.m.Layers)
+	acts := resize(dst[:0], r.m.Layers)
 	var byKind [blockKinds]BlockActivations
 	var have [blockKinds]bool
 	for i := range acts {
@@ -162,7 +168,35 @@ func (r *resolved) savedFor(a BlockActivations, l int) Bytes {
 // only the peak event and the category maxima are kept (Timeline.Events
 // stays empty), which is what Estimate needs.
 func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record, keep bool) (Timeline, *program) {
-	acts := blockActivations(r)
+	return simulateIn(nil, r, blocks, embed, head, record, keep)
+}
+
+// estimateScratch is the per-layer storage of an estimate, given back when
+// it returns: a sweep or a solver makes thousands of estimates.
+type estimateScratch struct {
+	blocks []unitMem
+	acts   []BlockActivations
+}
+
+var estimateScratches = sync.Pool{New: func() any { return &estimateScratch{} }}
+
+// done empties sc (so the pool holds no block inventories) and gives it back.
+func (sc *estimateScratch) done() {
+	clear(sc.blocks)
+	clear(sc.acts)
+	estimateScratches.Put(sc)
+}
+
+// simulateIn is simulateTraining with the block inventories in sc's
+// storage (nil: fresh storage).
+func simulateIn(sc *estimateScratch, r *resolved, blocks []unitMem, embed, head unitMem, record, keep bool) (Timeline, *program) {
+	var acts []BlockActivations
+	if sc != nil {
+		sc.acts = blockActivationsIn(sc.acts, r)
+		acts = sc.acts
+	} else {
+		acts = blockActivations(r)
+	}
 	edges := buildEdges(r.pipelineMicro())
 	var best Timeline
 	var bestBuf *stepBuffer
