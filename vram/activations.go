@@ -208,12 +208,15 @@ type actBuilder struct {
 	seqShard int64
 	ts       []*actT
 	ops      []actOp
-	pool     []actT // backing store for ts: one allocation per block
-	// refs is the backing store of the ops' outs and ins lists (ptrList),
-	// so building an op allocates nothing of its own.
-	refs []*actT
-	in   *actT // the block's input (external)
-	head bool  // the output projection and loss, after the blocks
+	// slabs are the backing store of ts (newT), refSlabs that of the ops'
+	// outs and ins lists (ptrList), each filled one after the other (slab
+	// and refSlab say which): building an op allocates nothing of its own,
+	// and a pooled builder (builder_arena.go) reuses them.
+	slabs         [][]actT
+	refSlabs      [][]*actT
+	slab, refSlab int
+	in            *actT // the block's input (external)
+	head          bool  // the output projection and loss, after the blocks
 	// chunks is how many token chunks a chunked loss computes the head in,
 	// one after the other (headActivations); 0 or 1 for one pass.
 	chunks int64
@@ -291,21 +294,57 @@ func (b *actBuilder) ptrList(ts ...*actT) []*actT {
 	if len(ts) == 0 {
 		return nil
 	}
-	if cap(b.refs)-len(b.refs) < len(ts) {
-		b.refs = make([]*actT, 0, max(256, len(ts)))
+	if len(b.refSlabs) == 0 || cap(b.refSlabs[b.refSlab])-len(b.refSlabs[b.refSlab]) < len(ts) {
+		b.nextRefSlab(len(ts))
 	}
-	n := len(b.refs)
-	b.refs = append(b.refs, ts...)
-	return b.refs[n : n+len(ts) : n+len(ts)]
+	cur := b.refSlabs[b.refSlab]
+	n := len(cur)
+	cur = append(cur, ts...)
+	b.refSlabs[b.refSlab] = cur
+	return cur[n : n+len(ts) : n+len(ts)]
 }
 
-// newT returns a fresh tensor record from the pool.
-func (b *actBuilder) newT(t actT) *actT {
-	if len(b.pool) == cap(b.pool) {
-		b.pool = make([]actT, 0, 64)
+// nextRefSlab moves ptrList to an empty slab with room for n.
+func (b *actBuilder) nextRefSlab(n int) {
+	if len(b.refSlabs) > 0 {
+		b.refSlab++
 	}
-	b.pool = append(b.pool, t)
-	return &b.pool[len(b.pool)-1]
+	for b.refSlab < len(b.refSlabs) && cap(b.refSlabs[b.refSlab]) < n {
+		b.refSlab++
+	}
+	if b.refSlab >= len(b.refSlabs) {
+		b.refSlabs = append(b.refSlabs, make([]*actT, 0, max(256, n)))
+		b.refSlab = len(b.refSlabs) - 1
+	}
+}
+
+// newT returns a fresh tensor record from the builder's slabs.
+func (b *actBuilder) newT(t actT) *actT {
+	if len(b.slabs) == 0 || len(b.slabs[b.slab]) == cap(b.slabs[b.slab]) {
+		if len(b.slabs) > 0 {
+			b.slab++
+		}
+		if b.slab >= len(b.slabs) {
+			b.slabs = append(b.slabs, make([]actT, 0, 64))
+		}
+	}
+	cur := append(b.slabs[b.slab], t)
+	b.slabs[b.slab] = cur
+	return &cur[len(cur)-1]
+}
+
+// rewind empties the slabs (their records cleared) for the builder's
+// next use.
+func (b *actBuilder) rewind() {
+	for i := range b.slabs {
+		clear(b.slabs[i])
+		b.slabs[i] = b.slabs[i][:0]
+	}
+	for i := range b.refSlabs {
+		clear(b.refSlabs[i])
+		b.refSlabs[i] = b.refSlabs[i][:0]
+	}
+	b.slab, b.refSlab = 0, 0
 }
 
 func (b *actBuilder) shard() int64 {

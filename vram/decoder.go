@@ -5,8 +5,7 @@ package vram
 func decoderBlock(r *resolved, layer int) BlockActivations {
 	m := r.m
 	p := r.blockPlan(layer)
-	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen) / int64(r.cp),
-		ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64), saves: make([]saveRec, 0, 64)}
+	b := newActBuilder(r, int64(r.MicroBatch)*int64(r.SeqLen)/int64(r.cp))
 	if m.Image != nil {
 		b.tokens = int64(r.MicroBatch) * int64(m.Image.Tokens())
 	}
@@ -159,7 +158,7 @@ func (b *actBuilder) mlp(p blockPlan, d blockDims, a *actT) *actT {
 // residual add; each branch times the family's residual multiplier.
 func recurrentBlock(r *resolved, layer int, norm1, norm2 string, mixer func(*actBuilder, blockPlan, *actT) *actT) BlockActivations {
 	p := r.blockPlan(layer)
-	b := &actBuilder{r: r, tokens: int64(r.MicroBatch) * int64(r.SeqLen), ts: make([]*actT, 0, 128), ops: make([]actOp, 0, 128)}
+	b := newActBuilder(r, int64(r.MicroBatch)*int64(r.SeqLen))
 	h := int64(r.m.Hidden)
 	x := b.external("input", b.size(h, p.resid), p.resid)
 	n := b.norm(p, norm1, "rmsnorm", x, h)

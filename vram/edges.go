@@ -47,7 +47,7 @@ func buildEdges(r *resolved) edgeActivations {
 
 	// Embedding side: lookup (+ positions, token types), BERT's LayerNorm,
 	// embedding dropout; the output is block 0's input.
-	b := &actBuilder{r: r, tokens: tokens, saves: make([]saveRec, 0, 16)}
+	b := newActBuilder(r, tokens)
 	e := m.WordEmbedProjDim
 	if e == 0 {
 		e = m.Hidden
@@ -109,7 +109,8 @@ func buildEdges(r *resolved) edgeActivations {
 // by chunk.
 func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 	m := r.m
-	b := &actBuilder{r: r, tokens: tokens, head: true, saves: make([]saveRec, 0, 16)}
+	b := newActBuilder(r, tokens)
+	b.head = true
 	if m.EncoderDecoder() {
 		b.tokens = int64(r.MicroBatch) * int64(r.DecoderSeqLen)
 	}

@@ -18,7 +18,7 @@ func buildBridge(r *resolved, p blockPlan) BlockActivations {
 	m := r.m
 	batch, S, T := int64(r.MicroBatch), int64(r.SeqLen), int64(r.DecoderSeqLen)
 	h := int64(m.Hidden)
-	b := &actBuilder{r: r, tokens: batch * S}
+	b := newActBuilder(r, batch*S)
 	x := &actT{name: "encoder_blocks_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
@@ -75,7 +75,7 @@ func newT5Block(r *resolved, layer int) *t5Block {
 	if t.dec {
 		t.q = t.tgt
 	}
-	t.b = &actBuilder{r: r, tokens: t.batch * t.q, ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
+	t.b = newActBuilder(r, t.batch*t.q)
 	return t
 }
 

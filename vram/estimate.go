@@ -49,11 +49,12 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 	}
 	sc := estimateScratches.Get().(*estimateScratch)
 	defer sc.done()
+	r.arena = arenaPool.Get().(*builderArena)
+	defer r.arena.release()
 	blocks, embed, head := r.unitsIn(sc.blocks, false)
 	sc.blocks = blocks
 	tl, _ := simulateIn(sc, &r, blocks, embed, head, false, false)
 	var est TrainingEstimate
-	est.Timeline = tl
 	est.PeakAt = tl.PeakEvent()
 	est.Peak = est.PeakAt.Live
 	est.Static = tl.static
@@ -71,6 +72,10 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 	if r.frozen {
 		est.TrainableParams = all.loraElems * int64(r.tp)
 	}
+	// The block inventories' programs go back with the arena: what the
+	// estimate returns keeps only their numbers and tensor lists.
+	tl.block.prog, tl.block.bwd = nil, nil
+	est.Timeline = tl
 	est.Block = tl.block
 	est.Notes = r.notes
 	return est, nil

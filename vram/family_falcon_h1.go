@@ -123,7 +123,7 @@ func falconH1FromConfig(c *hfReader, m *Model) {
 func falconH1Block(r *resolved, layer int) BlockActivations {
 	p := r.blockPlan(layer)
 	sd := r.ssmDims()
-	b := &actBuilder{r: r, tokens: sd.tokens, ts: make([]*actT, 0, 128), ops: make([]actOp, 0, 128)}
+	b := newActBuilder(r, sd.tokens)
 	h := int64(r.m.Hidden)
 	x := b.external("input", b.size(h, p.resid), p.resid)
 	n := b.norm(p, "input_layernorm", "rmsnorm", x, h)

@@ -200,7 +200,7 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 	p := r.blockPlan(layer)
 	im := *m.Image
 	N := int64(r.MicroBatch) * int64(im.Tokens())
-	b := &actBuilder{r: r, tokens: N, ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
+	b := newActBuilder(r, N)
 	h, f := int64(m.Hidden), int64(m.FFN)
 	heads, hd := int64(m.Heads), int64(m.HeadDim)
 	x := b.external("input", b.size(h, p.resid), p.resid)

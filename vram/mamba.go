@@ -62,7 +62,7 @@ func (r *resolved) ssmDims() ssmDims {
 func mambaBlock(r *resolved, layer int) BlockActivations {
 	p := r.blockPlan(layer)
 	d := r.ssmDims()
-	b := &actBuilder{r: r, tokens: d.tokens, ts: make([]*actT, 0, 96), ops: make([]actOp, 0, 96)}
+	b := newActBuilder(r, d.tokens)
 	h := int64(r.m.Hidden)
 	x := b.external("input", b.size(h, p.resid), p.resid)
 	res := x

@@ -187,7 +187,10 @@ type LoRA struct {
 // resolved is a Training with defaults applied; every estimate works on one.
 type resolved struct {
 	Training
-	m        Model
+	m Model
+	// arena, when set, lends the op inventories' builders (an estimate's;
+	// builder_arena.go).
+	arena    *builderArena
 	dp       int // data-parallel ranks that shard (ZeRO) or replicate
 	tp, pp   int
 	cp, ep   int

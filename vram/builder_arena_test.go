@@ -1,0 +1,63 @@
+package vram
+
+import (
+	"reflect"
+	"sync"
+	"testing"
+)
+
+// arenaPlans are plans of every block builder an estimate pools: decoder
+// blocks (dense, MoE, MLA), a hybrid's recurrent layers, an
+// encoder-decoder, a vision tower, pipeline stages, LoRA.
+func arenaPlans() []Training {
+	lora := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", Optimizer: "adamw",
+		LoRA: &LoRA{Rank: 16, Alpha: 32, Targets: []string{"q_proj", "v_proj"}}, Checkpointing: "full"}
+	pp := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, GradAccum: 8, Precision: "mixed_bf16", Optimizer: "adamw",
+		Parallel: Parallel{PP: 4, PPSchedule: Schedule1F1B}}
+	vl := Training{Model: MustPreset("qwen2.5-vl-7b"), SeqLen: 1024, MicroBatch: 1, Precision: "mixed_bf16", Optimizer: "adamw", Images: 1}
+	t5 := Training{Model: MustPreset("flan-t5-base"), SeqLen: 512, DecoderSeqLen: 128, MicroBatch: 4, Precision: "fp32", Optimizer: "adamw"}
+	return []Training{llama70BPlan(), lora, pp, vl, t5,
+		{Model: MustPreset("falcon-h1-0.5b-instruct"), SeqLen: 1024, MicroBatch: 2, Precision: "mixed_bf16", Optimizer: "adamw"},
+		{Model: MustPreset("bamba-9b"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw", Checkpointing: "full"},
+		{Model: MustPreset("deepseek-v2-lite"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw"},
+		{Model: MustPreset("mixtral-8x7b"), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw", Checkpointing: "selective"},
+	}
+}
+
+// TestEstimatesReuseBuilders: an estimate lends its op inventories'
+// builders back to a pool; estimates made in any order, at once on several
+// goroutines (go test -race), equal the timeline built without the pool,
+// and an estimate's result keeps nothing of the pooled builders.
+func TestEstimatesReuseBuilders(t *testing.T) {
+	plans := arenaPlans()
+	want := make([]Event, len(plans))
+	for i, tr := range plans {
+		tl, err := tr.Timeline() // no arena: fresh builders
+		if err != nil {
+			t.Fatalf("plan %d: %v", i, err)
+		}
+		want[i] = tl.PeakEvent()
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for n := 0; n < 3*len(plans); n++ {
+				i := (n*7 + g*3) % len(plans)
+				est, err := plans[i].Estimate()
+				if err != nil {
+					t.Errorf("plan %d: %v", i, err)
+					return
+				}
+				if !reflect.DeepEqual(est.PeakAt, want[i]) {
+					t.Errorf("plan %d, estimate %d on goroutine %d: peak %+v, the unpooled timeline's %+v", i, n, g, est.PeakAt, want[i])
+				}
+				if est.Block.prog != nil || est.Timeline.block.prog != nil {
+					t.Errorf("plan %d: the estimate keeps a pooled builder", i)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
