@@ -73,6 +73,22 @@ type Allocator struct {
 	PeakAsked    Bytes // max of the sizes requested, before rounding
 	PeakReserved Bytes // max memory_reserved
 	Segments     int   // cudaMalloc calls
+	// spare are block records merged away by Free, reused by split (a
+	// replay splits and merges blocks hundreds of thousands of times).
+	spare []*block
+}
+
+// newBlock is a block record holding b, a spare one when there is one.
+func (a *Allocator) newBlock(b block) *block {
+	if n := len(a.spare); n > 0 {
+		nb := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		*nb = b
+		return nb
+	}
+	nb := new(block)
+	*nb = b
+	return nb
 }
 
 // NewAllocator returns an empty allocator.
@@ -179,13 +195,21 @@ func (a *Allocator) Free(h int) {
 	if n := b.next; n != nil && n.free {
 		a.removeFree(p, n)
 		absorb(b, n)
+		a.discard(n)
 	}
 	if pr := b.prev; pr != nil && pr.free {
 		a.removeFree(p, pr)
 		absorb(pr, b)
+		a.discard(b)
 		b = pr
 	}
 	a.insertFree(p, b)
+}
+
+// discard keeps a block record merged away for newBlock.
+func (a *Allocator) discard(b *block) {
+	*b = block{}
+	a.spare = append(a.spare, b)
 }
 
 // absorb merges block right into its left neighbour left.
@@ -286,7 +310,7 @@ func (a *Allocator) split(p int, b *block, size Bytes) {
 	if !ok {
 		return
 	}
-	nb := &block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next}
+	nb := a.newBlock(block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next})
 	if b.next != nil {
 		b.next.prev = nb
 	} else {
