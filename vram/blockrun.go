@@ -1,5 +1,7 @@
 package vram
 
+import "slices"
+
 // A block's forward and backward as allocations and frees on a mem: the one
 // expansion of a block's call that both evaluators of the step program run
 // (program.go). The forward allocates each op's outputs as it runs and frees
@@ -358,6 +360,7 @@ func (br blockRun) backward(k *keptSet, c bwdCall) (grads, held []int) {
 // flight (its other inputs' and outputs', its scratch) come and go with it.
 type gradsInFlight struct {
 	carried []int // by tensor id, -1 for none
+	ids     []int // the ids carry has set since the last reset
 	live    Bytes // what carried holds
 	resid   int
 	synced  bool // carried holds every waiting gradient (not after a routed experts' section)
@@ -374,7 +377,7 @@ func (br blockRun) newInFlight() *gradsInFlight {
 	} else {
 		gf = &gradsInFlight{}
 	}
-	*gf = gradsInFlight{carried: resize(gf.carried[:0], n), counted: resize(gf.counted[:0], n), temp: gf.temp[:0], resid: br.m.alloc(catTemporaries, br.a.bwdResid), synced: true}
+	*gf = gradsInFlight{carried: resize(gf.carried[:0], n), counted: resize(gf.counted[:0], n), temp: gf.temp[:0], ids: gf.ids[:0], resid: br.m.alloc(catTemporaries, br.a.bwdResid), synced: true}
 	clear(gf.counted)
 	for i := range gf.carried {
 		gf.carried[i] = -1
@@ -384,13 +387,21 @@ func (br blockRun) newInFlight() *gradsInFlight {
 
 // reset frees every waiting gradient.
 func (gf *gradsInFlight) reset(m mem) {
-	for i, h := range gf.carried {
-		if h >= 0 {
+	slices.Sort(gf.ids) // in tensor order, as a walk over carried frees them
+	for _, i := range gf.ids {
+		if h := gf.carried[i]; h >= 0 {
 			m.free(h)
 			gf.carried[i] = -1
 		}
 	}
+	gf.ids = gf.ids[:0]
 	gf.live, gf.synced = 0, false
+}
+
+// carry makes t's gradient wait (a handle of its size).
+func (gf *gradsInFlight) carry(m mem, t *actT) {
+	gf.carried[t.id] = m.alloc(catTemporaries, gradSize(t))
+	gf.ids = append(gf.ids, t.id)
 }
 
 // inFlight is the gradients in flight at one step of the walk: as many
@@ -466,7 +477,7 @@ func (br blockRun) gradOf(t *actT, cast bool, gf *gradsInFlight, sum Bytes) Byte
 	if !cast && br.p.gradWaits(t) && !gf.counted[t.id] {
 		gf.counted[t.id] = true
 		if gf.carried[t.id] < 0 {
-			gf.carried[t.id] = br.m.alloc(catTemporaries, gradSize(t))
+			gf.carry(br.m, t)
 			gf.live = addBytes(gf.live, gradSize(t))
 			sum = addBytes(sum, gradSize(t))
 		}
@@ -481,7 +492,7 @@ func (br blockRun) gradOf(t *actT, cast bool, gf *gradsInFlight, sum Bytes) Byte
 func (br blockRun) syncWaiting(i int, gf *gradsInFlight) {
 	for _, t := range br.p.ts {
 		if br.p.gradWaits(t) && t.born < i && t.lastUse > i && gf.carried[t.id] < 0 {
-			gf.carried[t.id] = br.m.alloc(catTemporaries, gradSize(t))
+			gf.carry(br.m, t)
 			gf.live = addBytes(gf.live, gradSize(t))
 		}
 	}

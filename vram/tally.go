@@ -14,6 +14,7 @@ type localCount struct {
 	size  []Bytes
 	cat   []category
 	cur   vec
+	tot   Bytes // cur's total
 	spans []spanMax
 }
 
@@ -34,8 +35,9 @@ func (m *localCount) alloc(c category, b Bytes) int {
 	m.size = append(m.size, b)
 	m.cat = append(m.cat, c)
 	m.cur[c] = addBytes(m.cur[c], b)
-	if s := &m.spans[len(m.spans)-1]; m.cur.total() > s.max.total() {
-		s.max = m.cur
+	m.tot = addBytes(m.tot, b)
+	if s := &m.spans[len(m.spans)-1]; m.tot > s.maxTot {
+		s.max, s.maxTot = m.cur, m.tot
 	}
 	return len(m.size) - 1
 }
@@ -45,6 +47,7 @@ func (m *localCount) free(h int) {
 		return
 	}
 	m.cur[m.cat[h]] -= m.size[h]
+	m.tot -= m.size[h]
 	m.size[h] = 0
 }
 
@@ -58,7 +61,7 @@ func (m *localCount) retag(h int, c category) {
 }
 
 func (m *localCount) span(string) {
-	m.spans = append(m.spans, spanMax{start: m.cur, max: m.cur})
+	m.spans = append(m.spans, spanMax{start: m.cur, max: m.cur, startTot: m.tot, maxTot: m.tot})
 }
 
 // vecOf is what the handles hs hold.

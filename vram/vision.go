@@ -415,14 +415,16 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		}
 		return i + off
 	}
-	to := make(map[*actT]*actT, len(blk.ts))
+	// to maps the block's tensors (by id) to their copies in b.
+	b.spliceTo = resize(b.spliceTo[:0], len(blk.ts))
+	to := b.spliceTo
 	var out *actT
 	for _, t := range blk.ts {
 		if t == blk.in {
-			to[t] = x
+			to[t.id] = x
 			continue
 		}
-		c := *t
+		c := b.newT(*t)
 		c.born, c.lastUse, c.release = shift(t.born), shift(t.lastUse), shift(t.release)
 		if t.holdUntil > 0 {
 			c.holdUntil = t.holdUntil + off
@@ -432,11 +434,11 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		}
 		if t.keepAlive {
 			c.keepAlive = false
-			out = &c
+			out = c
 		}
 		c.id = len(b.ts)
-		b.ts = append(b.ts, &c)
-		to[t] = &c
+		b.ts = append(b.ts, c)
+		to[t.id] = c
 	}
 	in := blk.in
 	x.lastUse = max(x.lastUse, shift(in.lastUse))
@@ -453,27 +455,16 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		}
 		x.saved = true
 	}
-	mapped := func(ts []*actT) []*actT {
-		o := make([]*actT, len(ts))
-		for i, t := range ts {
-			if c, ok := to[t]; ok {
-				o[i] = c
-			} else {
-				o[i] = t
-			}
-		}
-		return o
-	}
 	if grad && !ckpt {
 		for _, sr := range blk.saves {
-			if t, ok := to[sr.t]; ok {
-				b.saves = append(b.saves, saveRec{sr.op + off, t})
+			if blk.owns(sr.t) {
+				b.saves = append(b.saves, saveRec{sr.op + off, to[sr.t.id]})
 			}
 		}
 	}
 	for _, op := range blk.ops {
 		c := op
-		c.outs, c.ins = mapped(op.outs), mapped(op.ins)
+		c.outs, c.ins = b.mapped(blk, op.outs), b.mapped(blk, op.ins)
 		if !grad {
 			c.weights, c.saves, c.castWeights, c.gradWorkspace, c.heldGrad, c.noGrad = 0, false, false, 0, 0, true
 		} else if ckpt {
@@ -488,6 +479,21 @@ func (b *actBuilder) splice(a *BlockActivations, x *actT, grad, ckpt bool) *actT
 		out = x
 	}
 	return out
+}
+
+// mapped is ts with the tensors of blk replaced by their copies in b
+// (b.spliceTo), in b's store of tensor lists.
+func (b *actBuilder) mapped(blk *actBuilder, ts []*actT) []*actT {
+	if len(ts) == 0 {
+		return nil
+	}
+	l := b.ptrList(ts...)
+	for i, t := range l {
+		if blk.owns(t) {
+			l[i] = b.spliceTo[t.id]
+		}
+	}
+	return l
 }
 
 // recomputeCharge is what a checkpointed tower block's recomputation adds
