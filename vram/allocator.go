@@ -46,6 +46,32 @@ type block struct {
 	off, size  Bytes
 	free       bool
 	prev, next *block
+	idx        int32 // in Allocator.blocks
+}
+
+// freeEntry is a free block in its pool's list, by value: the list is
+// sorted by size, then segment, then offset (PyTorch's BlockComparatorSize),
+// and moving entries that hold no pointers costs the garbage collector
+// nothing.
+type freeEntry struct {
+	size Bytes
+	seg  int
+	off  Bytes
+	idx  int32 // the block, in Allocator.blocks
+}
+
+func entryOf(b *block) freeEntry {
+	return freeEntry{size: b.size, seg: b.seg.id, off: b.off, idx: b.idx}
+}
+
+func (x freeEntry) less(y freeEntry) bool {
+	if x.size != y.size {
+		return x.size < y.size
+	}
+	if x.seg != y.seg {
+		return x.seg < y.seg
+	}
+	return x.off < y.off
 }
 
 type segment struct {
@@ -60,12 +86,13 @@ type segment struct {
 // Allocator replays allocations through the caching-allocator model.
 type Allocator struct {
 	cfg          AllocatorConfig
-	free         [][2][]*block // per stream, per pool (0 small, 1 large), sorted by size then address
-	grow         [][2]*segment // per stream: expandable segments
-	stream       int           // the stream requests are made on (SetStream)
-	reservedOn   []Bytes       // reserved by stream
-	live         []*block      // by handle
-	asked        []Bytes       // by handle: the size requested
+	free         [][2][]freeEntry // per stream, per pool (0 small, 1 large), sorted by size then address
+	blocks       []*block         // every block record, by its idx
+	grow         [][2]*segment    // per stream: expandable segments
+	stream       int              // the stream requests are made on (SetStream)
+	reservedOn   []Bytes          // reserved by stream
+	live         []*block         // by handle
+	asked        []Bytes          // by handle: the size requested
 	allocated    Bytes
 	requested    Bytes // the sizes requested, before rounding (PyTorch's requested_bytes)
 	reserved     Bytes
@@ -83,17 +110,20 @@ func (a *Allocator) newBlock(b block) *block {
 	if n := len(a.spare); n > 0 {
 		nb := a.spare[n-1]
 		a.spare = a.spare[:n-1]
+		b.idx = nb.idx
 		*nb = b
 		return nb
 	}
 	nb := new(block)
+	b.idx = int32(len(a.blocks))
 	*nb = b
+	a.blocks = append(a.blocks, nb)
 	return nb
 }
 
 // NewAllocator returns an empty allocator.
 func NewAllocator(cfg AllocatorConfig) *Allocator {
-	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]*block, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
+	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]freeEntry, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
 }
 
 // SetStream makes later requests on stream s (0, the default, is the
@@ -101,7 +131,7 @@ func NewAllocator(cfg AllocatorConfig) *Allocator {
 // blocks. A block freed goes back to its own stream's pool.
 func (a *Allocator) SetStream(s int) {
 	for len(a.free) <= s {
-		a.free = append(a.free, [2][]*block{})
+		a.free = append(a.free, [2][]freeEntry{})
 		a.grow = append(a.grow, [2]*segment{})
 		a.reservedOn = append(a.reservedOn, 0)
 	}
@@ -208,7 +238,7 @@ func (a *Allocator) Free(h int) {
 
 // discard keeps a block record merged away for newBlock.
 func (a *Allocator) discard(b *block) {
-	*b = block{}
+	*b = block{idx: b.idx}
 	a.spare = append(a.spare, b)
 }
 
@@ -227,7 +257,7 @@ func (a *Allocator) bestFit(p int, size Bytes) *block {
 	fl := a.free[a.stream][p]
 	i := sort.Search(len(fl), func(i int) bool { return fl[i].size >= size })
 	for ; i < len(fl); i++ {
-		b := fl[i]
+		b := a.blocks[fl[i].idx]
 		ms := a.maxSplit()
 		if size < ms && b.size >= ms {
 			continue // oversize blocks serve only large requests
@@ -260,7 +290,7 @@ func (a *Allocator) bestFit(p int, size Bytes) *block {
 			a.insertFree(p, tail)
 			return tail
 		}
-		nb := &block{seg: seg, off: tail.off + tail.size, size: need, free: true, prev: tail}
+		nb := a.newBlock(block{seg: seg, off: tail.off + tail.size, size: need, free: true, prev: tail})
 		tail.next = nb
 		seg.last = nb
 		a.insertFree(p, nb)
@@ -285,7 +315,7 @@ func (a *Allocator) newSegment(p int, size Bytes) *block {
 		n = (size + page - 1) / page * page
 	}
 	seg := &segment{id: a.Segments, stream: a.stream, size: n, small: p == 0}
-	b := &block{seg: seg, size: n, free: true}
+	b := a.newBlock(block{seg: seg, size: n, free: true})
 	seg.first, seg.last = b, b
 	a.reserved += n
 	a.reservedOn[a.stream] += n
@@ -321,37 +351,28 @@ func (a *Allocator) split(p int, b *block, size Bytes) {
 	a.insertFree(p, nb)
 }
 
-func less(x, y *block) bool {
-	if x.size != y.size {
-		return x.size < y.size
-	}
-	if x.seg != y.seg {
-		return x.seg.id < y.seg.id
-	}
-	return x.off < y.off
-}
-
 func (a *Allocator) insertFree(p int, b *block) {
+	e := entryOf(b)
 	fl := a.free[b.seg.stream][p]
-	i := sort.Search(len(fl), func(i int) bool { return !less(fl[i], b) })
-	fl = append(fl, nil)
+	i := sort.Search(len(fl), func(i int) bool { return !fl[i].less(e) })
+	fl = append(fl, freeEntry{})
 	copy(fl[i+1:], fl[i:])
-	fl[i] = b
+	fl[i] = e
 	a.free[b.seg.stream][p] = fl
 }
 
+// removeFree takes b out of its free list (found by its size, segment and
+// offset, which no other free block shares).
 func (a *Allocator) removeFree(p int, b *block) {
-	st := b.seg.stream
+	st, e := b.seg.stream, entryOf(b)
 	fl := a.free[st][p]
-	i := sort.Search(len(fl), func(i int) bool { return !less(fl[i], b) })
-	for ; i < len(fl) && fl[i].size == b.size; i++ {
-		if fl[i] == b {
-			a.free[st][p] = append(fl[:i], fl[i+1:]...)
-			return
-		}
+	i := sort.Search(len(fl), func(i int) bool { return !fl[i].less(e) })
+	if i < len(fl) && fl[i].idx == b.idx {
+		a.free[st][p] = append(fl[:i], fl[i+1:]...)
+		return
 	}
-	for j := range fl { // fall back: ordering ties
-		if fl[j] == b {
+	for j := range fl { // not where its key says: by its record
+		if fl[j].idx == b.idx {
 			a.free[st][p] = append(fl[:j], fl[j+1:]...)
 			return
 		}
@@ -362,14 +383,15 @@ func (a *Allocator) removeFree(p int, b *block) {
 func (a *Allocator) EmptyCache() {
 	for st := range a.free {
 		for p := 0; p < 2; p++ {
-			var keep []*block
-			for _, b := range a.free[st][p] {
+			keep := a.free[st][p][:0]
+			for _, e := range a.free[st][p] {
+				b := a.blocks[e.idx]
 				if b.prev == nil && b.next == nil && a.grow[st][p] != b.seg {
 					a.reserved -= b.size
 					a.reservedOn[st] -= b.size
 					continue
 				}
-				keep = append(keep, b)
+				keep = append(keep, e)
 			}
 			a.free[st][p] = keep
 		}
