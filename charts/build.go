@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -454,19 +455,25 @@ func FitMap(t vram.Training, xField string, xs []string, yField string, ys []str
 		vram.MeasureReserved:  "the reserved peak, within the memory after the CUDA context",
 		vram.MeasureAllocated: "the allocated peak, within the memory after the CUDA context"}[measure]
 	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: fmt.Sprintf("limit %s: %s, less %g %% headroom", gib(budget.Limit()), what, 100*budget.Headroom)}
+	// Every cell's plan, judged at once on the machine's cores.
+	plans, setErrs := make([]vram.Training, len(xs)*len(ys)), make([]error, len(xs)*len(ys))
+	for j, y := range ys {
+		for i, x := range xs {
+			k := j*len(xs) + i
+			plans[k], setErrs[k] = t.Set(xField, x)
+			if setErrs[k] == nil {
+				plans[k], setErrs[k] = plans[k].Set(yField, y)
+			}
+		}
+	}
+	verdicts, errs := budget.JudgeAll(plans)
 	var data []any
 	c.Table.Columns = append([]string{user(yField) + " \\ " + user(xField)}, userAll(xs)...)
 	for j, y := range ys {
 		row := []string{user(y)}
-		for i, x := range xs {
-			tx, err := t.Set(xField, x)
-			if err == nil {
-				tx, err = tx.Set(yField, y)
-			}
-			var v vram.Verdict
-			if err == nil {
-				v, err = budget.Judge(tx)
-			}
+		for i := range xs {
+			k := j*len(xs) + i
+			tx, v, err := plans[k], verdicts[k], errors.Join(setErrs[k], errs[k])
 			if err != nil {
 				data = append(data, []any{i, j, "-"})
 				row = append(row, "invalid")

@@ -92,22 +92,8 @@ func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
 	if _, err := t.Set(field, "1"); err != nil && strings.HasPrefix(err.Error(), "unknown sweep field") {
 		return nil, err
 	}
-	out := make([]SweepPoint, 0, len(values))
-	for _, v := range values {
-		p := SweepPoint{Value: v}
-		tt, err := t.Set(field, v)
-		if err == nil {
-			p.Current = reflect.DeepEqual(tt, t)
-			var est TrainingEstimate
-			if est, err = tt.Estimate(); err == nil {
-				p.Peak, p.Where = est.Peak, est.PeakAt.Where()
-			}
-		}
-		if err != nil {
-			p.Err = err.Error()
-		}
-		out = append(out, p)
-	}
+	out := make([]SweepPoint, len(values))
+	forEach(len(values), func(i int) { out[i] = sweepPoint(t, field, values[i]) })
 	// A sweep with no valid point would draw an empty chart: say why instead
 	// (usually the plan itself is invalid, whatever the swept field).
 	for _, p := range out {
@@ -119,6 +105,23 @@ func Sweep(t Training, field string, values []string) ([]SweepPoint, error) {
 		return out, fmt.Errorf("sweep of %s: no values given", field)
 	}
 	return out, fmt.Errorf("sweep of %s: no value gives a valid plan; at %s: %s", field, out[0].Value, out[0].Err)
+}
+
+// sweepPoint is the estimate of t with field set to v.
+func sweepPoint(t Training, field, v string) SweepPoint {
+	p := SweepPoint{Value: v}
+	tt, err := t.Set(field, v)
+	if err == nil {
+		p.Current = reflect.DeepEqual(tt, t)
+		var est TrainingEstimate
+		if est, err = tt.Estimate(); err == nil {
+			p.Peak, p.Where = est.Peak, est.PeakAt.Where()
+		}
+	}
+	if err != nil {
+		p.Err = err.Error()
+	}
+	return p
 }
 
 // SearchLargest finds the largest n in [1, limit] with ok(n), assuming ok
