@@ -301,27 +301,15 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 		return nil, err
 	}
 	before := base.Peak.Total()
+	// Each change judged on its own core; kept in the candidates' order.
+	cands := adviceCandidates(&r)
+	tried := make([]*Advice, len(cands))
+	forEach(len(cands), func(i int) { tried[i] = tryAdvice(t, b, cands[i], before) })
 	var out []Advice
-	for _, c := range adviceCandidates(&r) {
-		nt := t
-		if t.LoRA != nil {
-			l := *t.LoRA
-			nt.LoRA = &l
+	for _, a := range tried {
+		if a != nil {
+			out = append(out, *a)
 		}
-		c.edit(&nt)
-		est, err := nt.Estimate()
-		if err != nil {
-			continue
-		}
-		p := est.Peak.Total()
-		if p >= before {
-			continue
-		}
-		v, err := b.judgeTraining(nt, true)
-		if err != nil {
-			continue
-		}
-		out = append(out, Advice{Kind: c.kind, Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Fits != out[j].Fits {
@@ -333,6 +321,30 @@ func Advise(t Training, b Budget) ([]Advice, error) {
 		return out[i].Saves > out[j].Saves
 	})
 	return out, nil
+}
+
+// tryAdvice is change c applied to t, judged against the budget: nil when
+// it is invalid for the plan or saves nothing on the allocated peak before.
+func tryAdvice(t Training, b Budget, c adviceCand, before Bytes) *Advice {
+	nt := t
+	if t.LoRA != nil {
+		l := *t.LoRA
+		nt.LoRA = &l
+	}
+	c.edit(&nt)
+	est, err := nt.Estimate()
+	if err != nil {
+		return nil
+	}
+	p := est.Peak.Total()
+	if p >= before {
+		return nil
+	}
+	v, err := b.judgeTraining(nt, true)
+	if err != nil {
+		return nil
+	}
+	return &Advice{Kind: c.kind, Change: c.change, Cost: c.cost, Plan: nt, Peak: p, Saves: before - p, Need: v.Need, Fits: v.Fits}
 }
 
 // adviceCand is one change Advise tries.
