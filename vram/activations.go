@@ -649,11 +649,11 @@ func (b *actBuilder) castIn(p blockPlan, name string, x *actT) *actT {
 
 // buildBlock lists the activations of block i of the resolved plan.
 func buildBlock(r *resolved, layer int) BlockActivations {
-	if r.m.EncoderDecoder() {
-		return buildEncDecBlock(r, layer)
-	}
 	if f := lookupFamily(r.m.Family); f != nil && f.block != nil {
 		return f.block(r, layer)
+	}
+	if r.m.EncoderDecoder() {
+		return buildEncDecBlock(r, layer)
 	}
 	if r.m.SSMLayer(layer) {
 		return ssmDecoderBlock(r, layer)
