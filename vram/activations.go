@@ -684,9 +684,14 @@ func (r *resolved) inputNoGrad() bool {
 // withoutGrad drops what the block's ops save when nothing they read needs
 // a gradient and they have no trainable weight: autograd records no node
 // for them (torch/csrc/autograd: an op whose inputs do not require grad
-// gets no grad_fn), given that in, the block's input, needs none.
-func (b *actBuilder) withoutGrad(in *actT) {
+// gets no grad_fn), given that in, the block's input, needs none; grads
+// are other external tensors that do (an encoder-decoder's encoder
+// output).
+func (b *actBuilder) withoutGrad(in *actT, grads ...*actT) {
 	req := make([]bool, len(b.ts)) // the input first of all (nil: nothing before the ops)
+	for _, t := range grads {
+		req[t.id] = true
+	}
 	need := make([]bool, len(b.ops))
 	for i := range b.ops {
 		op := &b.ops[i]

@@ -218,17 +218,27 @@ func whisperEmbed(b *actBuilder, p blockPlan) *actT {
 		ins = list(b.op("conv1.input_cast", b.size(2*mels, p.e), p.e, nil)) // the features, batch × mels × frames
 	}
 	c1 := whisperConv(b, p, "conv1", ins, 2*h, h*mels*3)
-	g1 := b.op("conv1.gelu", b.size(2*h, p.e), p.e, list(c1), c1)
+	g1 := b.op("conv1.gelu", b.size(2*h, p.e), p.e, list(c1), whisperSaves(p, c1)...)
 	c2 := whisperConv(b, p, "conv2", list(g1), h, h*h*3)
-	g2 := b.op("conv2.gelu", b.size(h, p.e), p.e, list(c2), c2)
+	g2 := b.op("conv2.gelu", b.size(h, p.e), p.e, list(c2), whisperSaves(p, c2)...)
 	pos := b.op("embed_positions", p.baseDType.Size(int64(m.SourcePositions)*h), p.baseDType, nil)
 	return b.op("add_positions", b.size(h, p.resid), p.resid, list(g2, pos))
+}
+
+// whisperSaves is what a front-end op saves of x: nothing when its
+// kernels are frozen, since the features need no gradient and autograd
+// then records no node.
+func whisperSaves(p blockPlan, x ...*actT) []*actT {
+	if p.frozen {
+		return nil
+	}
+	return x
 }
 
 // whisperConv is an nn.Conv1d of kernel elements (out × in × 3) making
 // width elements a position: it saves its input and its kernel.
 func whisperConv(b *actBuilder, p blockPlan, name string, ins []*actT, width, kernel int64) *actT {
-	y := b.op(name, b.size(width, p.e), p.e, ins, ins...)
+	y := b.op(name, b.size(width, p.e), p.e, ins, whisperSaves(p, ins...)...)
 	b.ops[len(b.ops)-1].gemm = true
 	if p.frozen {
 		return y
@@ -298,6 +308,9 @@ type whisperBlock struct {
 	q, src     int64 // query tokens a sequence; the encoder's positions
 	encOut     *actT
 	crossFirst int // the first op that reads the encoder's output
+	// inNoGrad: the block's input needs no gradient (the first block of a
+	// stack whose embeddings are frozen: inputNoGrad).
+	inNoGrad bool
 }
 
 // buildWhisperBlock lists the activations of block layer: self-attention,
@@ -308,6 +321,12 @@ func buildWhisperBlock(r *resolved, layer int) BlockActivations {
 	p := r.blockPlan(layer)
 	w := &whisperBlock{p: p, dec: m.DecoderBlock(layer), batch: int64(r.MicroBatch), h: int64(m.Hidden),
 		heads: int64(m.Heads) / p.tp, hd: int64(m.HeadDim), src: int64(m.encoderLen(r.SeqLen))}
+	// The encoder's first block reads the convolutions' output, which
+	// needs no gradient when they are frozen, checkpointed or not: what
+	// makes the embeddings' output require one under checkpointing
+	// (enable_input_require_grads) hooks get_input_embeddings(), the
+	// decoder's embed_tokens (modeling_whisper.py:979, :1191).
+	w.inNoGrad = r.inputNoGrad() && m.stackStart(layer) || layer == 0 && r.frozen && r.runsTransformers()
 	w.q = w.src
 	if w.dec {
 		w.q = int64(r.DecoderSeqLen)
@@ -334,6 +353,16 @@ func buildWhisperBlock(r *resolved, layer int) BlockActivations {
 	}
 	x.keepAlive = true
 	w.encoderGradient(layer)
+	if w.inNoGrad {
+		// The frozen front end or decoder embeddings: the block's input
+		// needs no gradient (the encoder's output, which trained
+		// adapters made, does).
+		var grads []*actT
+		if w.dec {
+			grads = append(grads, w.encOut)
+		}
+		w.b.withoutGrad(in, grads...)
+	}
 	return w.b.summarize(in)
 }
 
@@ -358,11 +387,11 @@ func (w *whisperBlock) sublayer(name string, x *actT, f func(*actT) *actT) *actT
 }
 
 func (w *whisperBlock) selfAttention(n *actT) *actT {
-	return w.attend("self_attn", n, n, w.q, w.dec && w.p.useCache, w.dec)
+	return w.attend("self_attn", n, n, w.q, w.dec && w.p.useCache, w.dec, !w.inNoGrad)
 }
 
 func (w *whisperBlock) crossAttention(n *actT) *actT {
-	return w.attend("encoder_attn", n, w.encOut, w.src, w.p.useCache, false)
+	return w.attend("encoder_attn", n, w.encOut, w.src, w.p.useCache, false, true)
 }
 
 // mlp is fc1, GELU (F.gelu saves its input), activation dropout (0 in
@@ -381,7 +410,7 @@ func (w *whisperBlock) mlp(n *actT) *actT {
 // heads, tokens, head_dim) and made contiguous (copies); with a cache,
 // DynamicLayer.update's torch.cat copies of k and v, which attention
 // reads and the returned cache holds; attention; out_proj.
-func (w *whisperBlock) attend(name string, xq, kv *actT, kvLen int64, cache, causal bool) *actT {
+func (w *whisperBlock) attend(name string, xq, kv *actT, kvLen int64, cache, causal, inGrad bool) *actT {
 	b, p, h := w.b, w.p, w.h
 	inner := w.heads * w.hd
 	q := b.linear(p, name+".q_proj", "q_proj", xq, h, inner)
@@ -404,7 +433,11 @@ func (w *whisperBlock) attend(name string, xq, kv *actT, kvLen int64, cache, cau
 	b.tokens = tokens
 	var o *actT
 	if p.attnImpl == "eager" {
-		o = w.eager(name, q, k, v, kvLen, causal)
+		// What needs a gradient: q, k and v from a source that does, or
+		// from an adapted projection (the cross-attention's source, the
+		// encoder's output, does).
+		g := [3]bool{inGrad || p.lora["q_proj"], kv == w.encOut || inGrad || p.lora["k_proj"], kv == w.encOut || inGrad || p.lora["v_proj"]}
+		o = w.eager(name, q, k, v, kvLen, causal, g)
 	} else {
 		d := blockDims{h: h, hSeq: h, hd: w.hd, heads: w.heads, kvHeads: w.heads, qDim: inner, kvDim: inner, oDim: inner}
 		pk := p
@@ -421,12 +454,14 @@ func (w *whisperBlock) attend(name string, xq, kv *actT, kvLen int64, cache, cau
 // k), times 1.0 (a new tensor), plus the causal mask in the decoder's
 // self-attention (promoted to the mask's dtype), softmax in that dtype
 // (saves its output), dropout, the matmul with v (saves the probabilities,
-// autocast's copy of them, and v), and transpose(1, 2).contiguous().
-func (w *whisperBlock) eager(name string, q, k, v *actT, kvLen int64, causal bool) *actT {
+// autocast's copy of them, and v), and transpose(1, 2).contiguous(). A
+// matmul saves each operand only for the other's gradient: grad says
+// which of q, k and v need one.
+func (w *whisperBlock) eager(name string, q, k, v *actT, kvLen int64, causal bool, grad [3]bool) *actT {
 	b, p := w.b, w.p
 	inner := w.heads * w.hd
 	maps := w.batch * w.heads * (b.tokens / w.batch) * kvLen
-	sc := b.op(name+".scores", p.e.Size(maps), p.e, list(q, k), q, k)
+	sc := b.op(name+".scores", p.e.Size(maps), p.e, list(q, k), operands(q, grad[1], k, grad[0])...)
 	b.ops[len(b.ops)-1].gemm = true
 	sc.attn = true
 	sc = b.op(name+".scores*scaling", sc.bytes, sc.dtype, list(sc))
@@ -445,9 +480,23 @@ func (w *whisperBlock) eager(name string, q, k, v *actT, kvLen int64, causal boo
 	}
 	pv := b.castIn(p, pr.name, pr)
 	pv.attn = true
-	o := b.op(name+".probs@v", b.size(inner, p.e), p.e, list(pv, v), pv, v)
+	o := b.op(name+".probs@v", b.size(inner, p.e), p.e, list(pv, v), operands(pv, grad[2], v, grad[0] || grad[1])...)
 	b.ops[len(b.ops)-1].gemm = true
 	return b.op(name+".attn_output.contiguous", b.size(inner, p.e), p.e, list(o))
+}
+
+// operands is what a matmul of a and b saves: a when b needs a gradient
+// (aGrad: bᵀ·g… needs a), b when a does (autograd's generated
+// MmBackward/BmmBackward save each input only for the other's gradient).
+func operands(a *actT, bNeedsGrad bool, b *actT, aNeedsGrad bool) []*actT {
+	var out []*actT
+	if bNeedsGrad {
+		out = append(out, a)
+	}
+	if aNeedsGrad {
+		out = append(out, b)
+	}
+	return out
 }
 
 // encoderGradient: in the decoder, the gradient of the encoder's output,
