@@ -126,8 +126,6 @@ func whisperCheck(m Model) error {
 		return fmt.Errorf("model.kv_heads = %d: whisper attention has as many key/value heads as heads (%d)", m.KVHeads, m.Heads)
 	case m.Heads < 1 || m.HeadDim*m.Heads != m.Hidden:
 		return fmt.Errorf("model.head_dim = %d: whisper's heads × head_dim must be hidden = %d (embed_dim // num_heads)", m.HeadDim, m.Hidden)
-	case m.MaxPosition < 1:
-		return fmt.Errorf("model.max_position = %d: whisper's decoder needs max_target_positions ≥ 1", m.MaxPosition)
 	case m.Position != "learned":
 		return fmt.Errorf("model.position %q: whisper's decoder positions are \"learned\"", m.Position)
 	}

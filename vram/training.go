@@ -300,6 +300,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveDeltaNet(); err != nil {
 		return r, err
 	}
+	if err := r.resolveAudio(); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -757,6 +760,25 @@ func (r *resolved) resolveAudioShape() error {
 	}
 	if r.DecoderSeqLen > m.MaxPosition {
 		return fmt.Errorf("decoder_seq_len = %d: %s's decoder reads at most model.max_position = %d target tokens (max_target_positions)", r.DecoderSeqLen, m.Family, m.MaxPosition)
+	}
+	return nil
+}
+
+// resolveAudio refuses what an audio encoder-decoder's builder does not
+// model: a framework other than transformers' own modeling code (litgpt,
+// torchtitan and Megatron-LM have no Whisper), and splitting the sequence
+// (context or sequence parallelism), which its blocks are not built for.
+func (r *resolved) resolveAudio() error {
+	m := r.m
+	switch {
+	case m.MelBins == 0:
+		return nil
+	case !r.runsTransformers():
+		return fmt.Errorf("framework %q: %s is modelled as transformers runs it (plain_pytorch, accelerate, hf_trainer); that framework has no such model", r.Framework, m.Family)
+	case r.cp > 1:
+		return fmt.Errorf("parallel.cp = %d: %s's blocks are modelled without context parallelism", r.cp, m.Family)
+	case r.Parallel.SP:
+		return fmt.Errorf("parallel.sp: %s's blocks are modelled without sequence parallelism", m.Family)
 	}
 	return nil
 }
