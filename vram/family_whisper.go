@@ -450,9 +450,12 @@ func (w *whisperBlock) attend(name string, xq, kv *actT, kvLen int64, cache, cau
 // eager is eager_attention_forward (modeling_whisper.py:212-241) as
 // WhisperAttention calls it (scaling 1.0): the scores matmul (saves q and
 // k), times 1.0 (a new tensor), plus the causal mask in the decoder's
-// self-attention (promoted to the mask's dtype), softmax in that dtype
-// (saves its output), dropout, the matmul with v (saves the probabilities,
-// autocast's copy of them, and v), and transpose(1, 2).contiguous(). A
+// self-attention (promoted to the mask's dtype), softmax (saves its
+// output) in that dtype, or in fp32 under autocast (softmax is on CUDA
+// autocast's fp32 list; a CPU's autocast keeps it in bf16, which the CPU
+// traces therefore do not exercise), dropout, the matmul with v (saves
+// the probabilities, autocast's copy of them, and v), and
+// transpose(1, 2).contiguous(). A
 // matmul saves each operand only for the other's gradient: grad says
 // which of q, k and v need one.
 func (w *whisperBlock) eager(name string, q, k, v *actT, kvLen int64, causal bool, grad [3]bool) *actT {
@@ -469,7 +472,11 @@ func (w *whisperBlock) eager(name string, q, k, v *actT, kvLen int64, causal boo
 		sc = b.op(name+".scores+mask", md.Size(maps), md, list(sc))
 		sc.attn = true
 	}
-	pr := b.keep(b.op(name+".softmax", sc.bytes, sc.dtype, list(sc)))
+	probD := sc.dtype
+	if p.autocast {
+		probD = FP32
+	}
+	pr := b.keep(b.op(name+".softmax", probD.Size(maps), probD, list(sc)))
 	pr.attn = true
 	if p.dropAttn > 0 {
 		pr = b.op(name+".attn_dropout", pr.bytes, pr.dtype, list(pr))
