@@ -6,39 +6,44 @@ import "fmt"
 // WhisperForConditionalGeneration): an audio encoder-decoder. The encoder
 // reads log-mel frames (batch × num_mel_bins × frames) through two
 // convolutions (conv1 kernel 3 padding 1, GELU, conv2 kernel 3 stride 2
-// padding 1, GELU: modeling_whisper.py:680-681), so it attends over half
+// padding 1, GELU: modeling_whisper.py:679-680), so it attends over half
 // as many positions (max_source_positions), to which it adds a fixed
 // sinusoidal table (embed_positions, requires_grad False: :612). Both
 // stacks are pre-norm blocks of biased LayerNorm, attention whose q, v
-// and out projections are biased and k is not (:277-280), and a GELU
+// and out projections are biased and k is not (:282-285), and a GELU
 // fc1/fc2 MLP; each stack ends in a layer_norm. Decoder blocks attend
 // causally to themselves, then to the encoder's output. The decoder adds
 // learned positions (max_target_positions) to its token embedding; the
 // output projection proj_out is tied to it, and the loss is
-// CrossEntropyLoss on the logits as they are (:1318-1320).
+// CrossEntropyLoss on the logits as they are (:1311-1314).
 func init() {
 	register(&family{
 		name: "whisper", source: "transformers/models/whisper/modeling_whisper.py", kind: encoderDecoder, audio: true,
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll},
 		// WhisperPreTrainedModel: _supports_sdpa, _supports_flash_attn
-		// (modeling_whisper.py:555-557); the plan's attention says which.
-		dropout:    [2]float64{0, 0}, // configuration_whisper.py:216-217: dropout, attention_dropout 0.0
+		// (modeling_whisper.py:554-555); the plan's attention says which.
+		dropout:    [2]float64{0, 0}, // configuration_whisper.py:216-218: dropout, attention_dropout, activation_dropout 0.0
 		fromConfig: whisperFromConfig,
 		toConfig:   whisperToConfig,
 		check:      whisperCheck,
 		recipe: func(Model, libVersion) recipe {
-			// softmax(attn_weights) in the scores' dtype (eager_attention_forward,
-			// :224); CrossEntropyLoss on lm_logits without an upcast (:1320).
-			return recipe{softmaxInDType: true, lossInDType: true}
+			// CrossEntropyLoss on lm_logits without an upcast
+			// (modeling_whisper.py:1314). The eager softmax is the
+			// block's own (whisperBlock.eager).
+			return recipe{lossInDType: true}
 		},
 		tensors: whisperTensors,
 		block:   buildWhisperBlock,
 		seq2seq: &seq2seqHooks{inputs: whisperInputs, embed: whisperEmbed, bridge: whisperBridge, masks: whisperMasks, finalNorm: whisperFinalNorm},
-		// Each checkpoint's config.json: d_model, encoder_layers /
-		// decoder_layers, encoder_attention_heads (= decoder's),
-		// encoder_ffn_dim (= decoder's), vocab_size, num_mel_bins; all
-		// have max_source_positions 1500, max_target_positions 448 and
-		// leave tie_word_embeddings at its default (true).
+		// Each checkpoint's config.json (its keys as released, written here
+		// from knowledge of those files, not downloaded): d_model,
+		// encoder_layers / decoder_layers, encoder_attention_heads (=
+		// decoder's), encoder_ffn_dim (= decoder's), vocab_size (51866
+		// from large-v3 on), num_mel_bins (128 from large-v3 on); all
+		// repeat WhisperConfig's max_source_positions 1500 and
+		// max_target_positions 448 and leave tie_word_embeddings at its
+		// default (true). The counts match transformers' exactly
+		// (testdata/inventory/whisper-*.json).
 		presets: map[string]Preset{
 			"whisper-tiny":           {whisperPreset("openai/whisper-tiny", 384, 4, 4, 6, 51865, 80), hf("openai/whisper-tiny")},
 			"whisper-base":           {whisperPreset("openai/whisper-base", 512, 6, 6, 8, 51865, 80), hf("openai/whisper-base")},
@@ -59,10 +64,10 @@ func whisperPreset(name string, hidden, enc, dec, heads, vocab, mels int) Model 
 }
 
 // whisperFromConfig reads WhisperConfig's keys, with its defaults
-// (configuration_whisper.py:199-240). The encoder's and the decoder's
+// (configuration_whisper.py:199-237). The encoder's and the decoder's
 // heads and FFN widths are modelled equal, as in every released
 // checkpoint; scale_embedding has no effect in 4.57.6 (embed_scale is
-// computed but never applied: modeling_whisper.py:606, :753).
+// computed but never applied: modeling_whisper.py:606, :750).
 func whisperFromConfig(c *hfReader, m *Model) {
 	enc := c.optInt("encoder_layers", 4)
 	dec := c.optInt("decoder_layers", 4)
@@ -91,7 +96,7 @@ func whisperFromConfig(c *hfReader, m *Model) {
 		}
 	}
 	if m.Heads > 0 && m.Hidden%m.Heads == 0 {
-		m.HeadDim = m.Hidden / m.Heads // WhisperAttention: head_dim = embed_dim // num_heads (:260)
+		m.HeadDim = m.Hidden / m.Heads // WhisperAttention: head_dim = embed_dim // num_heads (modeling_whisper.py:262)
 	} else {
 		c.fail(fmt.Sprintf("d_model = %d must be a multiple of encoder_attention_heads = %d (WhisperAttention raises otherwise)", m.Hidden, m.Heads))
 	}
@@ -145,7 +150,7 @@ func whisperTensors(m Model, l *tensorList) {
 	l.add("model.encoder.conv2.weight", "other", d.h, d.h, 3)
 	l.add("model.encoder.conv2.bias", "bias", d.h)
 	l.add("model.encoder.embed_positions.weight", "position", src, d.h)
-	l.ts[len(l.ts)-1].part = frozenPart // embed_positions.requires_grad_(False) (:612)
+	l.ts[len(l.ts)-1].part = frozenPart // embed_positions.requires_grad_(False) (modeling_whisper.py:612)
 	for i := 0; i < m.Layers; i++ {
 		l.block(i)
 		if i < enc {
@@ -175,7 +180,7 @@ func whisperTensors(m Model, l *tensorList) {
 }
 
 // whisperAttnTensors is WhisperAttention's projections in registration
-// order: k (no bias), v, q, out (modeling_whisper.py:277-280).
+// order: k (no bias), v, q, out (modeling_whisper.py:282-285).
 func whisperAttnTensors(l *tensorList, p string, h int64) {
 	l.linear(p+".k_proj", "k_proj", h, h, false)
 	l.linear(p+".v_proj", "v_proj", h, h, true)
@@ -192,7 +197,7 @@ func whisperMLPTensors(l *tensorList, p string, h, f int64) {
 
 // whisperInputs is the batch: input_features (batch × num_mel_bins ×
 // frames, in the weights' dtype, which conv1 requires), the labels and the
-// decoder_input_ids shifted from them (modeling_whisper.py:1284
+// decoder_input_ids shifted from them (modeling_whisper.py:1285
 // shift_tokens_right), int64 batch × target each.
 func whisperInputs(r *resolved) Bytes {
 	b := int64(r.MicroBatch)
@@ -201,7 +206,7 @@ func whisperInputs(r *resolved) Bytes {
 }
 
 // whisperEmbed is WhisperEncoder.forward before its layers
-// (modeling_whisper.py:680-685), b.tokens being batch × positions (a
+// (modeling_whisper.py:679-686), b.tokens being batch × positions (a
 // position is two frames): gelu(conv1(features)) over every frame,
 // gelu(conv2(·)) with stride 2, permuted (a view), plus the fixed position
 // table looked up for all positions (positions × hidden, in the weights'
@@ -252,7 +257,7 @@ func whisperConv(b *actBuilder, p blockPlan, name string, ins []*actT, width, ke
 // whisperBridge is what runs between the stacks: the encoder's
 // layer_norm, whose output the model returns (encoder_last_hidden_state)
 // and every decoder block's cross-attention k and v read; then
-// WhisperDecoder.forward before its layers (modeling_whisper.py:827-867):
+// WhisperDecoder.forward before its layers (modeling_whisper.py:856-891):
 // embed_tokens, the learned positions indexed by position_ids (batch ×
 // target rows), their sum and dropout, the first decoder block's input.
 func whisperBridge(r *resolved, p blockPlan) BlockActivations {
@@ -276,9 +281,9 @@ func whisperBridge(r *resolved, p blockPlan) BlockActivations {
 
 // whisperMasks: with eager attention the decoder builds a float causal
 // mask, batch × 1 × target² in the embeddings' dtype (masking_utils
-// create_causal_mask, modeling_whisper.py:870), which its blocks' scores
+// create_causal_mask, modeling_whisper.py:893), which its blocks' scores
 // add; SDPA and flash attention get none (is_causal). The encoder and the
-// cross-attention are unmasked (modeling_whisper.py:700: the encoder
+// cross-attention are unmasked (modeling_whisper.py:710-712: the encoder
 // layers get None; encoder_attention_mask is None).
 func whisperMasks(r *resolved, p blockPlan) []maskPart {
 	if r.Attention != "eager" {
@@ -289,7 +294,7 @@ func whisperMasks(r *resolved, p blockPlan) []maskPart {
 	return []maskPart{{bytes: p.resid.Size(int64(r.MicroBatch) * T * T), from: m.Layers - m.DecoderLayers, to: m.Layers}}
 }
 
-// whisperFinalNorm is the decoder's layer_norm (modeling_whisper.py:922);
+// whisperFinalNorm is the decoder's layer_norm (modeling_whisper.py:948);
 // proj_out reads its output.
 func whisperFinalNorm(b *actBuilder, p blockPlan, x *actT, h int64) *actT {
 	return b.norm(p, "decoder.layer_norm", "layernorm", x, h)
@@ -313,7 +318,7 @@ type whisperBlock struct {
 
 // buildWhisperBlock lists the activations of block layer: self-attention,
 // in the decoder the cross-attention, and the MLP, each a pre-norm
-// sublayer with a residual add (modeling_whisper.py:410-428, :499-535).
+// sublayer with a residual add (modeling_whisper.py:409-426, :499-537).
 func buildWhisperBlock(r *resolved, layer int) BlockActivations {
 	m := r.m
 	p := r.blockPlan(layer)
@@ -345,7 +350,7 @@ func buildWhisperBlock(r *resolved, layer int) BlockActivations {
 	}
 	x = w.sublayer("final", x, w.mlp)
 	if !w.dec && p.resid == FP16 {
-		// torch.clamp of fp16 hidden states (modeling_whisper.py:430-432),
+		// torch.clamp of fp16 hidden states (modeling_whisper.py:428-430),
 		// which saves its input for the backward's mask.
 		x = w.b.op("clamp", w.b.size(w.h, FP16), FP16, list(x), x)
 	}
@@ -402,7 +407,7 @@ func (w *whisperBlock) mlp(n *actT) *actT {
 	return b.linear(p, "fc2", "down_proj", g, f, w.h)
 }
 
-// attend is WhisperAttention.forward (modeling_whisper.py:288-369) with
+// attend is WhisperAttention.forward (modeling_whisper.py:288-368) with
 // queries from xq and keys and values from kv (kvLen tokens a sequence):
 // q_proj times scaling, then q, k and v each transposed to (batch,
 // heads, tokens, head_dim) and made contiguous (copies); with a cache,
@@ -447,7 +452,7 @@ func (w *whisperBlock) attend(name string, xq, kv *actT, kvLen int64, cache, cau
 	return b.linear(p, name+".out_proj", "o_proj", o, inner, h)
 }
 
-// eager is eager_attention_forward (modeling_whisper.py:212-241) as
+// eager is eager_attention_forward (modeling_whisper.py:214-241) as
 // WhisperAttention calls it (scaling 1.0): the scores matmul (saves q and
 // k), times 1.0 (a new tensor), plus the causal mask in the decoder's
 // self-attention (promoted to the mask's dtype), softmax (saves its

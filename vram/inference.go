@@ -564,7 +564,7 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	if m.MelBins > 0 {
 		// The audio front end under no_grad: conv1's output and its GELU,
 		// batch × hidden × frames each, live at once
-		// (modeling_whisper.py:680).
+		// (modeling_whisper.py:679).
 		encoder = max(encoder, e.Size(mulI64(2*b*S, int64(m.Hidden))))
 	}
 	v := int64(m.Vocab) / int64(in.TP)
