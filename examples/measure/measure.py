@@ -199,7 +199,8 @@ def batch(config, train, device, dtype):
     attention mask a tokenized batch carries (without it and without a cache,
     transformers looks for packed sequences in the position ids and builds a
     4D mask, masking_utils._preprocess_mask_arguments, which turns off SDPA's
-    native GQA), or images for the vision encoders in the model's dtype."""
+    native GQA), or images for the vision encoders in the model's dtype, or
+    Whisper's log-mel frames and target tokens."""
     import torch
 
     b = int(train["micro_batch"])
