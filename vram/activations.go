@@ -732,11 +732,11 @@ func (b *actBuilder) castIn(p blockPlan, name string, x *actT) *actT {
 
 // buildBlock lists the activations of block i of the resolved plan.
 func buildBlock(r *resolved, layer int) BlockActivations {
-	if r.m.EncoderDecoder() {
-		return buildEncDecBlock(r, layer)
-	}
 	if f := lookupFamily(r.m.Family); f != nil && f.block != nil {
 		return f.block(r, layer)
+	}
+	if r.m.EncoderDecoder() {
+		return buildEncDecBlock(r, layer)
 	}
 	if r.m.SSMLayer(layer) {
 		return ssmDecoderBlock(r, layer)
@@ -767,9 +767,14 @@ func (r *resolved) inputNoGrad() bool {
 // withoutGrad drops what the block's ops save when nothing they read needs
 // a gradient and they have no trainable weight: autograd records no node
 // for them (torch/csrc/autograd: an op whose inputs do not require grad
-// gets no grad_fn), given that in, the block's input, needs none.
-func (b *actBuilder) withoutGrad(in *actT) {
+// gets no grad_fn), given that in, the block's input, needs none; grads
+// are other external tensors that do (an encoder-decoder's encoder
+// output).
+func (b *actBuilder) withoutGrad(in *actT, grads ...*actT) {
 	req := make([]bool, len(b.ts)) // the input first of all (nil: nothing before the ops)
+	for _, t := range grads {
+		req[t.id] = true
+	}
 	need := make([]bool, len(b.ops))
 	for i := range b.ops {
 		op := &b.ops[i]

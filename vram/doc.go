@@ -78,8 +78,11 @@
 // keep per sequence. A vision-language model is a wrapper family (its
 // visionWrapper: names, projector, project) over a tower family (towerOnly,
 // with its towerEmbed) and a decoder family; readWrapped and writeWrapped
-// read and write its config. Nothing else in the package may name the family
-// (TestFamilyNamesStayHome). To check it: add a tiny
+// read and write its config. An encoder-decoder other than T5 (whose pieces
+// are encdec.go's) declares its own block builder and seq2seq hooks: the
+// encoder's embedding, what runs between the stacks, the masks and the
+// decoder's final norm (family_whisper.go). Nothing else in the package
+// may name the family (TestFamilyNamesStayHome). To check it: add a tiny
 // model to examples/measure/trace-grid.json and the presets' inventories
 // (make truth), and go test ./vram holds the engine to them — inventories
 // exactly, traces within 2 %.

@@ -43,6 +43,9 @@ func buildEdges(r *resolved) edgeActivations {
 			// shifted from them.
 			ea.Inputs = INT64.Size(2*tokens + 2*int64(r.MicroBatch)*int64(r.DecoderSeqLen))
 		}
+		if s2s := m.seq2seq(); s2s != nil {
+			ea.Inputs = s2s.inputs(r)
+		}
 	}
 
 	// Embedding side: lookup (+ positions, token types), BERT's LayerNorm,
@@ -53,7 +56,10 @@ func buildEdges(r *resolved) edgeActivations {
 		e = m.Hidden
 	}
 	var x *actT
-	if im := m.Image; im != nil && p.autocast {
+	if s2s := m.seq2seq(); s2s != nil {
+		b.tokens = int64(r.MicroBatch) * int64(m.encoderLen(r.SeqLen))
+		x = s2s.embed(b, p)
+	} else if im := m.Image; im != nil && p.autocast {
 		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
 		// fp32 kernel; it saves both copies for its backward.
 		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
@@ -76,7 +82,7 @@ func buildEdges(r *resolved) edgeActivations {
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
 	}
-	if m.Position == "learned" {
+	if m.Position == "learned" && m.seq2seq() == nil {
 		pos := b.op("embed_positions", b.size(h, p.resid), p.resid, nil)
 		x = b.op("add_positions", b.size(h, p.resid), p.resid, list(x, pos))
 	}
@@ -96,7 +102,12 @@ func buildEdges(r *resolved) edgeActivations {
 	ea.Masks = masks(r, p)
 	ea.BridgeAt = -1
 	if m.EncoderDecoder() {
-		ea.Bridge, ea.BridgeAt = buildBridge(r, p), m.Layers-m.DecoderLayers
+		ea.BridgeAt = m.Layers - m.DecoderLayers
+		if s2s := m.seq2seq(); s2s != nil {
+			ea.Bridge = s2s.bridge(r, p)
+		} else {
+			ea.Bridge = buildBridge(r, p)
+		}
 	}
 
 	ea.Head = buildHead(r, p, tokens, h, v)
@@ -126,6 +137,9 @@ func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 	b.ts = append(b.ts, x)
 	var hold []*actT // what the model's forward references until it returns
 	switch {
+	case m.seq2seq() != nil:
+		x = m.seq2seq().finalNorm(b, p, x, h)
+		hold = append(hold, x) // decoder_outputs
 	case m.EncoderDecoder():
 		// T5Stack: final_layer_norm, dropout; with tied embeddings the
 		// model scales the output by d_model^-0.5 before the LM head.
@@ -322,6 +336,9 @@ func maskedShiftLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int6
 // longer than their span (masking_utils._ignore_causal_mask_sdpa).
 func masks(r *resolved, p blockPlan) []maskPart {
 	m := r.m
+	if s2s := m.seq2seq(); s2s != nil {
+		return s2s.masks(r, p)
+	}
 	if m.EncoderDecoder() {
 		return positionBiases(r, p)
 	}

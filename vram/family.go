@@ -23,6 +23,13 @@ type family struct {
 	latentAttention bool
 	// images: the family's models read images (model.image).
 	images bool
+	// audio: the family's models read log-mel frames (model.mel_bins,
+	// model.source_positions).
+	audio bool
+	// seq2seq: an encoder-decoder's pieces outside its blocks where they
+	// are not T5's (encdec.go); nil for T5. Its blocks are the family's
+	// block.
+	seq2seq *seq2seqHooks
 	// ssm: the family's mixers are Mamba-2 state-space layers (model.ssm).
 	ssm bool
 	// shortConv: the family's non-attention layers are gated short
@@ -96,6 +103,21 @@ type family struct {
 
 	// presets are the family's catalog entries, each citing its config.json.
 	presets map[string]Preset
+}
+
+// seq2seqHooks are an encoder-decoder family's own ops outside its blocks.
+type seq2seqHooks struct {
+	// inputs are the batch's tensors (features, ids, labels).
+	inputs func(r *resolved) Bytes
+	// embed builds the encoder's input to its first block.
+	embed func(b *actBuilder, p blockPlan) *actT
+	// bridge is what runs between the stacks (buildBridge for T5).
+	bridge func(r *resolved, p blockPlan) BlockActivations
+	// masks are built once and passed to the blocks (positionBiases for T5).
+	masks func(r *resolved, p blockPlan) []maskPart
+	// finalNorm is the decoder's final norm and what follows it before the
+	// output projection, on x (the last block's output) of width h.
+	finalNorm func(b *actBuilder, p blockPlan, x *actT, h int64) *actT
 }
 
 // familyKind is what a family's model does with a sequence.

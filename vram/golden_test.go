@@ -30,6 +30,12 @@ func TestEstimatesGolden(t *testing.T) {
 			image = m.Vision.ImageTokens()
 			seq += image
 		}
+		half := (seq-image)/2 + image
+		if m.MelBins > 0 {
+			// An audio encoder reads exactly its frames, in training and
+			// as the prompt.
+			seq, half = 2*m.SourcePositions, 2*m.SourcePositions
+		}
 		tp := 2
 		if m.Heads%2 != 0 || m.KVHeads%2 != 0 && 2%m.KVHeads != 0 {
 			tp = 1
@@ -39,7 +45,7 @@ func TestEstimatesGolden(t *testing.T) {
 			t     Training
 		}{
 			{"bf16 adamw sdpa", Training{SeqLen: seq, MicroBatch: 2, Precision: "bf16"}},
-			{"amp eager full sgd hf", Training{SeqLen: (seq-image)/2 + image, MicroBatch: 1, Precision: "amp_bf16", Attention: "eager", Checkpointing: "full", Optimizer: "sgd", Framework: "hf_trainer"}},
+			{"amp eager full sgd hf", Training{SeqLen: half, MicroBatch: 1, Precision: "amp_bf16", Attention: "eager", Checkpointing: "full", Optimizer: "sgd", Framework: "hf_trainer"}},
 			{"fp32 lora selective", Training{SeqLen: seq, MicroBatch: 1, Precision: "fp32", Checkpointing: "selective", LoRA: &LoRA{Rank: 8, Targets: []string{"q_proj", "v_proj"}}}},
 			{"qlora litgpt chunked", Training{SeqLen: seq, MicroBatch: 2, Precision: "bf16", QuantizedBase: Quant{DType: NF4}, Loss: "chunked_cross_entropy", Framework: "litgpt",
 				LoRA: &LoRA{Rank: 16, Targets: []string{"all_linear"}}}},
@@ -88,6 +94,9 @@ func TestEstimatesGolden(t *testing.T) {
 			in := v.in
 			in.Model = m
 			in.PromptTokens += image
+			if m.MelBins > 0 {
+				in.PromptTokens = seq
+			}
 			fmt.Fprintf(&b, "%s | %s | ", name, v.label)
 			est, err := in.Estimate()
 			if err != nil {

@@ -540,10 +540,16 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	b := int64(in.Batch)
 	S := int64(max(in.PromptTokens, 1))
 	T := int64(max(in.NewTokens, 1)) // generated tokens, after the start token
+	if m.MelBins > 0 && in.NewTokens > m.MaxPosition {
+		return est, fmt.Errorf("new_tokens = %d: %s's decoder reads at most model.max_position = %d tokens (max_target_positions), the start tokens among them", in.NewTokens, m.Family, m.MaxPosition)
+	}
 	e := in.UnquantizedDType
-	cross := mulBytes(mulI64(b, S), est.KVPerToken)
+	// The encoder's positions: an audio encoder's prompt is its log-mel
+	// frames, two a position (Model.encoderLen).
+	pos := int64(m.encoderLen(int(S)))
+	cross := mulBytes(mulI64(b, pos), est.KVPerToken)
 	est.KVCache = addBytes(mulBytes(mulI64(b, T), est.KVPerToken), cross)
-	encOut := e.Size(mulI64(mulI64(b, S), int64(m.Hidden)))
+	encOut := e.Size(mulI64(mulI64(b, pos), int64(m.Hidden)))
 	tr := Training{Model: m, SeqLen: int(S), DecoderSeqLen: 1, MicroBatch: in.Batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
 	if !in.attnSet {
@@ -551,10 +557,16 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	}
 	r, err := tr.resolve()
 	if err != nil {
-		return est, fmt.Errorf("encoder pass (batch %d × %d tokens): %w", b, S, err)
+		return est, fmt.Errorf("encoder pass (batch %d × prompt_tokens %d): %w", b, S, err)
 	}
 	r.frozen = true
 	encoder := buildBlock(&r, 0).NoGradPeak // an encoder block under torch.no_grad
+	if m.MelBins > 0 {
+		// The audio front end under no_grad: conv1's output and its GELU,
+		// batch × hidden × frames each, live at once
+		// (modeling_whisper.py:679).
+		encoder = max(encoder, e.Size(mulI64(2*b*S, int64(m.Hidden))))
+	}
 	v := int64(m.Vocab) / int64(in.TP)
 	stepLogits := e.Size(mulI64(b, v))
 	if in.LogitsFP32 {

@@ -116,6 +116,16 @@ type Model struct {
 	// position bias (relative_attention_num_buckets).
 	RelativeBuckets int `json:"relative_buckets,omitempty"`
 
+	// MelBins and SourcePositions describe an audio encoder-decoder
+	// (Whisper): its encoder reads train.seq_len log-mel frames of MelBins
+	// channels (num_mel_bins: 80, or 128 from large-v3 on), which a
+	// stride-2 convolution turns into SourcePositions positions
+	// (max_source_positions: 1500 for 3000 frames, 30 s of audio); its
+	// decoder reads train.decoder_seq_len tokens, at most MaxPosition
+	// (max_target_positions: 448).
+	MelBins         int `json:"mel_bins,omitempty"`
+	SourcePositions int `json:"source_positions,omitempty"`
+
 	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
 	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
 	// together: OLMo 2), "l2" (a weightless L2 norm over each head, after the
@@ -817,6 +827,15 @@ func (m Model) validateLayout(f *family) error {
 	if m.ShortConv != nil && !f.shortConv {
 		return fmt.Errorf("model.short_conv describes short-convolution layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.shortConv }), ", "), m.Family)
 	}
+	if (m.MelBins != 0 || m.SourcePositions != 0) != f.audio {
+		if f.audio {
+			return fmt.Errorf("model.mel_bins = %d and model.source_positions = %d: family %s reads log-mel frames; both must be ≥ 1", m.MelBins, m.SourcePositions, m.Family)
+		}
+		return fmt.Errorf("model: mel_bins and source_positions describe audio models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.audio }), ", "), m.Family)
+	}
+	if f.audio && (m.MelBins < 1 || m.SourcePositions < 1) {
+		return fmt.Errorf("model.mel_bins = %d and model.source_positions = %d must both be ≥ 1", m.MelBins, m.SourcePositions)
+	}
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
@@ -1038,6 +1057,26 @@ func (m Model) EncoderDecoder() bool {
 	return f != nil && f.kind == encoderDecoder
 }
 
+// seq2seq is the encoder-decoder family's own ops outside its blocks, or
+// nil (T5's, in encdec.go).
+func (m Model) seq2seq() *seq2seqHooks {
+	if f := lookupFamily(m.Family); f != nil {
+		return f.seq2seq
+	}
+	return nil
+}
+
+// encoderLen is how many positions an encoder-decoder's encoder attends
+// over for seq input frames or tokens: an audio front end's stride-2
+// convolution halves them (modeling_whisper.py:579-583
+// _get_feat_extract_output_lengths, (seq − 1) // 2 + 1).
+func (m Model) encoderLen(seq int) int {
+	if m.MelBins > 0 {
+		return (seq-1)/2 + 1
+	}
+	return seq
+}
+
 // DecoderBlock reports whether block i is an encoder-decoder's decoder
 // block (causal self-attention, then cross-attention to the encoder).
 func (m Model) DecoderBlock(i int) bool {
@@ -1068,6 +1107,7 @@ func (m Model) ranges() error {
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},
 		{"attention_chunk", m.AttentionChunk, maxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
 		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, maxPositions},
+		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, maxPositions},
 	} {
 		if f.v < 0 || f.v > f.max {
 			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)

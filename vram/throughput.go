@@ -135,7 +135,8 @@ func (s stream) flops() float64 {
 func (r *resolved) microBatchFLOPs() float64 {
 	m := r.m
 	b := float64(r.MicroBatch)
-	text := stream{tokens: b * float64(r.SeqLen), backward: true}
+	// An audio encoder attends over half its frames (Model.encoderLen).
+	text := stream{tokens: b * float64(m.encoderLen(r.SeqLen)), backward: true}
 	dec := stream{backward: true}
 	if m.EncoderDecoder() {
 		dec.tokens = b * float64(max(r.DecoderSeqLen, 0))
@@ -199,14 +200,14 @@ func (r *resolved) microBatchFLOPs() float64 {
 	// Attention and recomputation per block.
 	every := max(1, r.CheckpointEvery)
 	for i := 0; i < m.Layers; i++ {
-		s, seq := &text, r.SeqLen
+		s, seq := &text, m.encoderLen(r.SeqLen)
 		if m.DecoderBlock(i) {
 			s, seq = &dec, int(dec.tokens/b)
 		}
 		a := attentionFLOPs(m, i, seq, !m.Encoder() && (!m.EncoderDecoder() || m.DecoderBlock(i)))
 		if m.DecoderBlock(i) {
 			// Cross-attention: each decoder token attends to every encoder token.
-			a += 4 * float64(m.Heads) * float64(m.HeadDim) * float64(r.SeqLen)
+			a += 4 * float64(m.Heads) * float64(m.HeadDim) * float64(m.encoderLen(r.SeqLen))
 		}
 		s.attn += a
 		switch {

@@ -13,9 +13,10 @@ import (
 type Training struct {
 	Model Model `json:"model"`
 
-	SeqLen int `json:"seq_len"` // tokens per sequence (tokens per image for ViT; the encoder's input for an encoder-decoder)
+	SeqLen int `json:"seq_len"` // tokens per sequence (tokens per image for ViT; the encoder's input for an encoder-decoder; log-mel frames for Whisper, 2 × model.source_positions)
 	// DecoderSeqLen is an encoder-decoder's target length (the decoder's
-	// tokens); default seq_len.
+	// tokens); default seq_len (an audio model's: model.max_position,
+	// Whisper's max_target_positions, which it may not exceed).
 	DecoderSeqLen int `json:"decoder_seq_len,omitempty"`
 	MicroBatch    int `json:"micro_batch"`          // sequences per forward/backward per data-parallel rank
 	GradAccum     int `json:"grad_accum,omitempty"` // micro-batches per optimizer step (default 1)
@@ -302,6 +303,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveDeltaNet(); err != nil {
 		return r, err
 	}
+	if err := r.resolveAudio(); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -323,6 +327,9 @@ func (r *resolved) resolveShape(t Training) error {
 	}
 	if t.DecoderSeqLen < 0 || t.DecoderSeqLen > maxTokens {
 		return fmt.Errorf("decoder_seq_len must be in [1, %d], got %d", maxTokens, t.DecoderSeqLen)
+	}
+	if err := r.resolveAudioShape(); err != nil {
+		return err
 	}
 	if r.m.EncoderDecoder() && r.DecoderSeqLen == 0 {
 		r.DecoderSeqLen = r.SeqLen
@@ -735,4 +742,46 @@ func (r *resolved) lossCompiled() bool {
 // modeling code: a plain PyTorch loop, accelerate's or the HF Trainer's.
 func (r *resolved) runsTransformers() bool {
 	return r.Framework == FrameworkPlainPyTorch || r.Framework == FrameworkAccelerate || r.Framework == FrameworkHFTrainer
+}
+
+// resolveAudioShape checks an audio encoder-decoder's lengths: the encoder
+// takes exactly 2 × source_positions frames (modeling_whisper.py:668-672
+// WhisperEncoder.forward raises otherwise: "Whisper expects the mel input
+// features to be of length …"), the decoder at most max_position tokens
+// (modeling_whisper.py:1280-1283: labels longer than max_target_positions
+// raise), by default that many.
+func (r *resolved) resolveAudioShape() error {
+	m := r.m
+	if m.MelBins == 0 {
+		return nil
+	}
+	if want := 2 * m.SourcePositions; r.SeqLen != want {
+		return fmt.Errorf("seq_len = %d: %s's encoder reads exactly 2 × model.source_positions = %d log-mel frames (transformers pads every input to that)", r.SeqLen, m.Family, want)
+	}
+	if r.DecoderSeqLen == 0 {
+		r.DecoderSeqLen = m.MaxPosition
+	}
+	if r.DecoderSeqLen > m.MaxPosition {
+		return fmt.Errorf("decoder_seq_len = %d: %s's decoder reads at most model.max_position = %d target tokens (max_target_positions)", r.DecoderSeqLen, m.Family, m.MaxPosition)
+	}
+	return nil
+}
+
+// resolveAudio refuses what an audio encoder-decoder's builder does not
+// model: a framework other than transformers' own modeling code (litgpt,
+// torchtitan and Megatron-LM have no Whisper), and splitting the sequence
+// (context or sequence parallelism), which its blocks are not built for.
+func (r *resolved) resolveAudio() error {
+	m := r.m
+	switch {
+	case m.MelBins == 0:
+		return nil
+	case !r.runsTransformers():
+		return fmt.Errorf("framework %q: %s is modelled as transformers runs it (plain_pytorch, accelerate, hf_trainer); that framework has no such model", r.Framework, m.Family)
+	case r.cp > 1:
+		return fmt.Errorf("parallel.cp = %d: %s's blocks are modelled without context parallelism", r.cp, m.Family)
+	case r.Parallel.SP:
+		return fmt.Errorf("parallel.sp: %s's blocks are modelled without sequence parallelism", m.Family)
+	}
+	return nil
 }

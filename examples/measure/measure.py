@@ -102,7 +102,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # The Auto class that builds each family as the Go engine counts it.
 ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
-SEQ2SEQ = {"t5"}
+SEQ2SEQ = {"t5", "whisper"}
+AUDIO = {"whisper"}
 VISION_LANGUAGE = {"llava", "qwen2_5_vl", "gemma3", "llama4", "mistral3"}
 
 
@@ -175,7 +176,7 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
     if model_type in SEQ2SEQ:
-        cls = transformers.AutoModelForSeq2SeqLM
+        cls = transformers.AutoModelForSpeechSeq2Seq if model_type in AUDIO else transformers.AutoModelForSeq2SeqLM
     if model_type in VISION_LANGUAGE:
         cls = transformers.AutoModelForImageTextToText
     if attn == "sdpa":
@@ -198,7 +199,8 @@ def batch(config, train, device, dtype):
     attention mask a tokenized batch carries (without it and without a cache,
     transformers looks for packed sequences in the position ids and builds a
     4D mask, masking_utils._preprocess_mask_arguments, which turns off SDPA's
-    native GQA), or images for the vision encoders in the model's dtype."""
+    native GQA), or images for the vision encoders in the model's dtype, or
+    Whisper's log-mel frames and target tokens."""
     import torch
 
     b = int(train["micro_batch"])
@@ -207,6 +209,14 @@ def batch(config, train, device, dtype):
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
     if config.model_type in ("llava", "gemma3", "llama4", "mistral3"):
         return image_text_batch(config, train, device, dtype, b)
+    if config.model_type in AUDIO:
+        # Whisper: log-mel frames, batch × num_mel_bins × seq_len (the
+        # plan's frames, 2 × max_source_positions, which the encoder
+        # requires) in the model's dtype, as conv1 needs them; the
+        # decoder's targets, which the model shifts into decoder inputs.
+        t = int(train.get("decoder_seq_len") or config.max_target_positions)
+        return {"input_features": torch.randn(b, config.num_mel_bins, int(train["seq_len"]), dtype=dtype, device=device),
+                "labels": torch.randint(0, min(1000, config.vocab_size), (b, t), device=device)}
     if config.model_type == "qwen2_5_vl":
         # The processor's output for square images of the plan's size: one
         # row of channels × frames × patch² fp32 values per patch, the

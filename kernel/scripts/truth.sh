@@ -23,9 +23,11 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 for preset in $(go run ./examples/plan -presets); do
   # 8 tokens, or 1024 for a vision-language model, whose images' tokens
-  # are among the sequence's (the inventory is built on the meta device).
+  # are among the sequence's, or 3000 log-mel frames for Whisper, whose
+  # encoder reads exactly that many (the inventory is built on the meta
+  # device).
   ok=
-  for seq in 8 1024; do
+  for seq in 8 1024 3000; do
     printf '{"model": "%s", "train": {"seq_len": %d, "micro_batch": 1}}\n' "$preset" "$seq" > "$tmp/$preset.json"
     if .venv-truth/bin/python examples/measure/measure.py inventory "$tmp/$preset.json" -o "$out/$preset.json" 2> "$tmp/$preset.err"; then
       ok=1
