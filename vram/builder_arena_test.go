@@ -7,8 +7,8 @@ import (
 )
 
 // arenaPlans are plans of every block builder an estimate pools: decoder
-// blocks (dense, MoE, MLA), a hybrid's recurrent layers, an
-// encoder-decoder, a vision tower, pipeline stages, LoRA.
+// blocks (dense, MoE, MLA), a hybrid's recurrent layers, encoder-decoders
+// (text and audio), a vision tower, pipeline stages, LoRA.
 func arenaPlans() []Training {
 	lora := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 2, Precision: "bf16", Optimizer: "adamw",
 		LoRA: &LoRA{Rank: 16, Alpha: 32, Targets: []string{"q_proj", "v_proj"}}, Checkpointing: "full"}
@@ -16,7 +16,8 @@ func arenaPlans() []Training {
 		Parallel: Parallel{PP: 4, PPSchedule: Schedule1F1B}}
 	vl := Training{Model: MustPreset("qwen2.5-vl-7b"), SeqLen: 1024, MicroBatch: 1, Precision: "mixed_bf16", Optimizer: "adamw", Images: 1}
 	t5 := Training{Model: MustPreset("flan-t5-base"), SeqLen: 512, DecoderSeqLen: 128, MicroBatch: 4, Precision: "fp32", Optimizer: "adamw"}
-	return []Training{llama70BPlan(), lora, pp, vl, t5,
+	whisper := Training{Model: MustPreset("whisper-small"), SeqLen: 3000, DecoderSeqLen: 448, MicroBatch: 2, Precision: "mixed_bf16", Optimizer: "adamw", Attention: "sdpa"}
+	return []Training{llama70BPlan(), lora, pp, vl, t5, whisper,
 		{Model: MustPreset("falcon-h1-0.5b-instruct"), SeqLen: 1024, MicroBatch: 2, Precision: "mixed_bf16", Optimizer: "adamw"},
 		{Model: MustPreset("bamba-9b"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw", Checkpointing: "full"},
 		{Model: MustPreset("deepseek-v2-lite"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw"},

@@ -264,7 +264,7 @@ func whisperBridge(r *resolved, p blockPlan) BlockActivations {
 	m := r.m
 	batch, S, T := int64(r.MicroBatch), int64(m.encoderLen(r.SeqLen)), int64(r.DecoderSeqLen)
 	h := int64(m.Hidden)
-	b := &actBuilder{r: r, tokens: batch * S}
+	b := newActBuilder(r, batch*S)
 	x := &actT{name: "encoder_blocks_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true}
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
@@ -334,7 +334,7 @@ func buildWhisperBlock(r *resolved, layer int) BlockActivations {
 	if w.dec {
 		w.q = int64(r.DecoderSeqLen)
 	}
-	w.b = &actBuilder{r: r, tokens: w.batch * w.q, ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64)}
+	w.b = newActBuilder(r, w.batch*w.q)
 	in := w.input("input", w.q)
 	if w.dec {
 		// The encoder's output: one tensor, which whisperBridge makes
