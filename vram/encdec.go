@@ -39,6 +39,7 @@ func buildEncDecBlock(r *resolved, layer int) BlockActivations {
 	if t.dec {
 		// The encoder's output (buildBridge makes it).
 		t.encOut = t.input("encoder_output", t.src)
+		t.encOut.batch = true // the bridge counts it; each block reads it
 	}
 	biases := t.positionBiases(layer)
 	x := t.sublayer("self_attention", in, t.selfAttention)
