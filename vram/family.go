@@ -146,6 +146,12 @@ type recipe struct {
 	// apply_multimodal_rotary_pos_emb); the tables, 3 × batch × sequence ×
 	// head_dim each, live through the blocks.
 	mropeSections bool
+	// mropeInterleaved: the rotary embedding reads 3-D position ids (3 ×
+	// batch × sequence, int64, passed to every layer) and interleaves the
+	// three sections' frequencies into one cos and one sin of batch ×
+	// sequence × head_dim in the hidden states' dtype, which every layer's
+	// products save (Qwen3-VL's apply_interleaved_mrope).
+	mropeInterleaved bool
 	// pooledNorm: the final norm reads the first (class) token only, the
 	// pooled output (CLIP's post_layernorm); the model returns the last
 	// hidden state without it.

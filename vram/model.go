@@ -404,6 +404,63 @@ type Image struct {
 	// the Merge×Merge pixel-shuffled patches (Llama 4's vision_adapter:
 	// projector_input_dim = projector_output_dim).
 	AdapterDim int `json:"adapter_dim,omitempty"`
+	// PositionTable: the tower adds a learned position table of this many
+	// entries (a square grid), bilinearly interpolated to each image's
+	// patch grid (Qwen3-VL's pos_embed, num_position_embeddings).
+	PositionTable int `json:"position_table,omitempty"`
+	// Deepstack: the tower blocks (0-based) whose outputs a merger of
+	// their own projects into the language model's width, added to the
+	// image tokens' hidden states after decoder layer 0, 1, … in turn
+	// (Qwen3-VL's deepstack_visual_indexes).
+	Deepstack BlockList `json:"deepstack,omitempty"`
+}
+
+// BlockList is a list of block indexes, a JSON array of integers. It is a
+// string underneath ("8,16,24") so that Image stays comparable: the tensor
+// cache keys models by value.
+type BlockList string
+
+// Blocks makes a BlockList of the indexes.
+func Blocks(ix ...int) BlockList {
+	s := make([]string, len(ix))
+	for i, x := range ix {
+		s[i] = strconv.Itoa(x)
+	}
+	return BlockList(strings.Join(s, ","))
+}
+
+// Indexes returns the list's block indexes.
+func (l BlockList) Indexes() []int {
+	if l == "" {
+		return nil
+	}
+	parts := strings.Split(string(l), ",")
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		out[i], _ = strconv.Atoi(p)
+	}
+	return out
+}
+
+// Len is the number of indexes.
+func (l BlockList) Len() int {
+	if l == "" {
+		return 0
+	}
+	return strings.Count(string(l), ",") + 1
+}
+
+// MarshalJSON writes the list as a JSON array.
+func (l BlockList) MarshalJSON() ([]byte, error) { return json.Marshal(l.Indexes()) }
+
+// UnmarshalJSON reads a JSON array of integers.
+func (l *BlockList) UnmarshalJSON(b []byte) error {
+	var ix []int
+	if err := json.Unmarshal(b, &ix); err != nil {
+		return fmt.Errorf("a list of block indexes (integers) is expected: %w", err)
+	}
+	*l = Blocks(ix...)
+	return nil
 }
 
 // Tokens per image: (size/patch)² patches plus the class and register
@@ -962,7 +1019,7 @@ func (m *Model) Roped(i int) bool {
 func (m *Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
 
 // blockKinds is the number of distinct blockKind values.
-const blockKinds = 64
+const blockKinds = 128
 
 // blockKind sorts blocks into those that build the same activations: dense
 // or with routed experts, global or local attention, with or without the
@@ -983,6 +1040,9 @@ func (m *Model) blockKind(i int) int {
 	}
 	if m.RecurrentLayer(i) {
 		k |= 32 // a recurrent layer: a state-space mixer, a short convolution or a DeltaNet (one kind a model)
+	}
+	if m.Vision != nil && m.hookedLayer(i) {
+		k |= 64 // the vision-language wrapper adds to this layer's output
 	}
 	if m.DecoderLayers > 0 {
 		if i >= m.Layers-m.DecoderLayers {
