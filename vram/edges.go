@@ -414,6 +414,11 @@ type maskPart struct {
 	// them, so no checkpoint keeps it (Qwen3-VL's deepstack features); it
 	// goes when the model's forward returns.
 	beside bool
+	// grad is the gradient that reaches it when block gradAt's backward
+	// begins, which waits until the embedding side's backward consumes it
+	// (a deepstack feature's, for its merger); 0 for none.
+	grad   Bytes
+	gradAt int
 }
 
 // uses reports whether block l reads the mask.

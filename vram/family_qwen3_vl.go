@@ -175,24 +175,34 @@ func qwen3VLMerger(b *actBuilder, p blockPlan, v Vision, name string, x *actT, h
 // them: a list built before the blocks, referenced by the model's forward
 // until it returns and read beside the first len(deepstack) layers, never
 // an input of a checkpointed layer (merger outputs: image tokens × hidden
-// in the compute dtype each).
+// in the compute dtype each). Where the mergers train, feature i's
+// gradient appears in layer i's backward (its add's) and waits for the
+// embedding side's backward, where its merger consumes it.
 func qwen3VLDeepstackMask(r *resolved, p blockPlan) []maskPart {
 	v := r.m.Vision
-	taps := v.Tower.Image.Deepstack.Len()
-	if taps == 0 {
-		return nil
-	}
 	tokens := int64(r.MicroBatch) * int64(r.images) * int64(v.ImageTokens())
-	return []maskPart{{bytes: p.e.Size(mulI64(int64(taps)*tokens, int64(r.m.Hidden))), to: r.m.Layers, beside: true}}
+	one := p.e.Size(mulI64(tokens, int64(r.m.Hidden)))
+	var out []maskPart
+	for i := 0; i < v.Tower.Image.Deepstack.Len(); i++ {
+		mp := maskPart{bytes: one, to: r.m.Layers, beside: true, gradAt: i}
+		if r.trains(Tensor{part: projectorPart}) && i < r.m.Layers {
+			mp.grad = one
+		}
+		out = append(out, mp)
+	}
+	return out
 }
 
 // qwen3VLDeepstackAdd is _deepstack_process after decoder layer layer
 // (l.891-898) on its output x: the feature cast to the hidden states'
 // dtype (a copy when they differ), the image tokens' rows gathered with
-// the bool mask (its nonzero indices, int64, saved for the backward), a
-// clone, the sum, and index_put_ writing it back in place (saving the
-// indices again). Its backward copies the whole hidden-state gradient
-// to zero the image rows (index_put's backward).
+// the bool mask, a clone, the sum, and index_put_ writing it back in
+// place. Its backward copies the whole hidden-state gradient to zero the
+// image rows (index_put's backward). The gather and index_put_ save the
+// mask's nonzero indices (int64, 16 bytes an image token); they are left
+// out, as saving them would put these ops into a checkpointed layer's
+// recomputation, which they are not part of (the text model's loop runs
+// them outside the layer).
 func qwen3VLDeepstackAdd(b *actBuilder, p blockPlan, layer int, x *actT) *actT {
 	r := b.r
 	h := int64(r.m.Hidden)
@@ -204,11 +214,9 @@ func qwen3VLDeepstackAdd(b *actBuilder, p blockPlan, layer int, x *actT) *actT {
 		feat = b.op("deepstack.to", b.size(h, x.dtype), x.dtype, list(feat))
 	}
 	sel := b.op("hidden[visual_pos_masks]", b.size(h, x.dtype), x.dtype, list(x))
-	b.side("hidden[visual_pos_masks].indices", INT64.Size(2*b.tokens), INT64)
 	cl := b.op("hidden[visual_pos_masks].clone", b.size(h, x.dtype), x.dtype, list(sel))
 	sum := b.op("+visual_embeds", b.size(h, x.dtype), x.dtype, list(cl, feat))
 	b.op("hidden[visual_pos_masks]=", 0, x.dtype, list(x, sum))
-	b.side("hidden[visual_pos_masks]=.indices", INT64.Size(2*b.tokens), INT64)
 	b.gradWorkspace(full)
 	b.tokens = tokens
 	return x

@@ -383,7 +383,21 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	b.tokens = tokens
 	out := b.op("inputs_embeds.masked_scatter", b.size(h, text.dtype), text.dtype, list(text, mask, feats), mask)
 	b.hold(taps...) // then textMasks carries them
+	b.tapGrads(taps)
 	return out
+}
+
+// tapGrads marks the gradients of the tapped features, which the text
+// model's backward made, as in flight while the ops created after each
+// feature run their backward (autograd runs those first); the feature's
+// own op consumes its gradient.
+func (b *actBuilder) tapGrads(taps []*actT) {
+	for _, t := range taps {
+		g := gradSize(t)
+		for i := t.born + 1; i < len(b.ops); i++ {
+			b.ops[i].heldGrad = addBytes(b.ops[i].heldGrad, g)
+		}
+	}
 }
 
 // tapBlock runs the wrapper's tap on tower block i's output x (its ops on
