@@ -152,6 +152,10 @@ type recipe struct {
 	// sequence × head_dim in the hidden states' dtype, which every layer's
 	// products save (Qwen3-VL's apply_interleaved_mrope).
 	mropeInterleaved bool
+	// autocastError: transformers raises in training under autocast with
+	// weights wider than the compute dtype, for the reason given (Qwen3-VL-
+	// MoE's router: scatter_ of hidden-dtype weights into bf16 logits).
+	autocastError string
 	// pooledNorm: the final norm reads the first (class) token only, the
 	// pooled output (CLIP's post_layernorm); the model returns the last
 	// hidden state without it.

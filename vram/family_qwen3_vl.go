@@ -27,49 +27,10 @@ import (
 func init() {
 	register(&family{
 		name: "qwen3_vl", source: "transformers/models/qwen3_vl/modeling_qwen3_vl.py",
-		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
-		vision: &visionWrapper{
-			textPrefix: "model.language_model.", towerPrefix: "model.visual.", featureLayer: -1,
-			projector: qwen3VLProjector,
-			project: func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
-				return qwen3VLMerger(b, p, v, "merger.", x, hv, h, false)
-			},
-			tap: func(b *actBuilder, p blockPlan, v Vision, block int, x *actT, hv, h int64) *actT {
-				for i, t := range v.Tower.Image.Deepstack.Indexes() {
-					if t == block {
-						return qwen3VLMerger(b, p, v, fmt.Sprintf("deepstack_merger_list.%d.", i), x, hv, h, true)
-					}
-				}
-				return nil
-			},
-			textRecipe: func(rec *recipe) { rec.mropeInterleaved = true },
-			textMasks:  qwen3VLDeepstackMask,
-			afterLayer: qwen3VLDeepstackAdd,
-		},
-		fromConfig: qwen3VLFromConfig,
-		toConfig: func(m Model, c map[string]any) {
-			v := m.Vision
-			text := m
-			text.Vision, text.Name = nil, ""
-			tc := text.HFConfig()
-			tc["model_type"] = "qwen3_vl_text"
-			// The three rotary sections as released: [24, 20, 20] for
-			// head_dim 128, the rest of half the head to time.
-			half := m.HeadDim / 2
-			hw := half * 5 / 16
-			tc["rope_scaling"] = map[string]any{"rope_type": "default", "mrope_interleaved": true, "mrope_section": []int{half - 2*hw, hw, hw}}
-			c["text_config"] = tc
-			tower := v.Tower
-			tower.Name = ""
-			vc := tower.HFConfig()
-			vc["model_type"] = "qwen3_vl"
-			vc["out_hidden_size"] = m.Hidden
-			c["vision_config"] = vc
-			// The last token ids stand for the image and the vision markers.
-			c["image_token_id"], c["video_token_id"] = m.Vocab-1, m.Vocab-2
-			c["vision_start_token_id"], c["vision_end_token_id"] = m.Vocab-3, m.Vocab-4
-			c["tie_word_embeddings"] = m.TiedEmbeddings
-		},
+		tensors:    func(m Model, l *tensorList) { m.visionTensors(l) },
+		vision:     qwen3VLWrapper(),
+		fromConfig: func(c *hfReader, m *Model) { qwen3VLReadConfig(c, m, "qwen3", "qwen3_vl") },
+		toConfig:   func(m Model, c map[string]any) { qwen3VLWriteConfig(m, c, "qwen3_vl_text", "qwen3_vl") },
 		presets: map[string]Preset{
 			// Qwen/Qwen3-VL-8B-Instruct: a Qwen3-8B-shaped language model
 			// (256k positions) and the 27-block vision encoder.
@@ -87,17 +48,18 @@ func init() {
 	})
 }
 
-// qwen3VLFromConfig reads a Qwen3VLConfig: text_config (Qwen3VLTextConfig,
-// read as qwen3 with its defaults) and vision_config; tie_word_embeddings
-// is the top level's (Qwen3VLConfig's default false); the rope's
-// mrope_section must cover half the head.
-func qwen3VLFromConfig(c *hfReader, m *Model) {
+// qwen3VLReadConfig reads a Qwen3VLConfig (or Qwen3VLMoeConfig) as the
+// wrapper family wrapper: text_config (Qwen3VLTextConfig, read as family
+// text with its defaults) and vision_config; tie_word_embeddings is the top
+// level's (Qwen3VLConfig's default false); the rope's mrope_section must
+// cover half the head.
+func qwen3VLReadConfig(c *hfReader, m *Model, textFamily, wrapper string) {
 	tc, ok := c.c["text_config"].(map[string]any)
 	if !ok {
 		c.fail("text_config: a Qwen3-VL config nests its language model's keys in text_config (an object)")
 		return
 	}
-	text := c.nestedAs("text_config", "qwen3")
+	text := c.nestedAs("text_config", textFamily)
 	tower := c.nestedAs("vision_config", "qwen3_vl_vision")
 	if c.err != nil {
 		return
@@ -127,7 +89,61 @@ func qwen3VLFromConfig(c *hfReader, m *Model) {
 		c.fail(fmt.Sprintf("text_config.rope_scaling.mrope_section %v: three sections summing to head_dim / 2 = %d are expected", sec, m.HeadDim/2))
 		return
 	}
-	m.Vision = &Vision{Family: "qwen3_vl", Tower: tower, FeatureLayer: -1}
+	m.Vision = &Vision{Family: wrapper, Tower: tower, FeatureLayer: -1}
+}
+
+// qwen3VLWrapper is the Qwen3-VL wrapper's declaration (Qwen3-VL-MoE's
+// too): the mergers, the deepstack taps and their hook, the interleaved
+// rotary embedding.
+func qwen3VLWrapper() *visionWrapper {
+	return &visionWrapper{
+		textPrefix: "model.language_model.", towerPrefix: "model.visual.", featureLayer: -1,
+		projector: qwen3VLProjector,
+		project: func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
+			return qwen3VLMerger(b, p, v, "merger.", x, hv, h, false)
+		},
+		tap:        qwen3VLTap,
+		textRecipe: func(rec *recipe) { rec.mropeInterleaved = true },
+		textMasks:  qwen3VLDeepstackMask,
+		afterLayer: qwen3VLDeepstackAdd,
+	}
+}
+
+// qwen3VLTap is the deepstack merger of tower block block, where the
+// tower taps it (l.737-743).
+func qwen3VLTap(b *actBuilder, p blockPlan, v Vision, block int, x *actT, hv, h int64) *actT {
+	for i, t := range v.Tower.Image.Deepstack.Indexes() {
+		if t == block {
+			return qwen3VLMerger(b, p, v, fmt.Sprintf("deepstack_merger_list.%d.", i), x, hv, h, true)
+		}
+	}
+	return nil
+}
+
+// qwen3VLWriteConfig writes a Qwen3VLConfig (Qwen3VLMoeConfig) with the
+// text and vision model_types given.
+func qwen3VLWriteConfig(m Model, c map[string]any, textType, visionType string) {
+	v := m.Vision
+	text := m
+	text.Vision, text.Name = nil, ""
+	tc := text.HFConfig()
+	tc["model_type"] = textType
+	// The three rotary sections as released: [24, 20, 20] for head_dim
+	// 128, the rest of half the head to time.
+	half := m.HeadDim / 2
+	hw := half * 5 / 16
+	tc["rope_scaling"] = map[string]any{"rope_type": "default", "mrope_interleaved": true, "mrope_section": []int{half - 2*hw, hw, hw}}
+	c["text_config"] = tc
+	tower := v.Tower
+	tower.Name = ""
+	vc := tower.HFConfig()
+	vc["model_type"] = visionType
+	vc["out_hidden_size"] = m.Hidden
+	c["vision_config"] = vc
+	// The last token ids stand for the image and the vision markers.
+	c["image_token_id"], c["video_token_id"] = m.Vocab-1, m.Vocab-2
+	c["vision_start_token_id"], c["vision_end_token_id"] = m.Vocab-3, m.Vocab-4
+	c["tie_word_embeddings"] = m.TiedEmbeddings
 }
 
 // qwen3VLProjector lists the tower's mergers (l.95-110, 580-591): the

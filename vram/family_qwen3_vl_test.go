@@ -133,3 +133,52 @@ func TestQwen3VLConfigErrors(t *testing.T) {
 		t.Errorf("a deepstack string: %v", err)
 	}
 }
+
+// TestQwen3VLMoE: the 30B-A3B preset's parameter count (its meta-device
+// inventory's), a config.json shaped as the release's and the engine's own
+// read back, and autocast over fp32 weights refused as transformers raises
+// it (the router's scatter_), while bf16 weights train.
+func TestQwen3VLMoE(t *testing.T) {
+	m := MustPreset("qwen3-vl-30b-a3b")
+	if got, want := m.ParamCount(), int64(31070754032); got != want {
+		t.Errorf("%d parameters, want %d", got, want)
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "hf", "qwen3-vl-30b-a3b-instruct.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := FromHFConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := json.Marshal(m.HFConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := FromHFConfig(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []Model{released, back} {
+		if x.ParamCount() != m.ParamCount() || x.Vision == nil || x.Vision.Family != "qwen3_vl_moe" || x.Router != "softmax_topk_norm_scatter" || x.Experts != 128 {
+			t.Errorf("config read back: %d parameters, %+v", x.ParamCount(), x)
+		}
+	}
+	for _, tc := range []struct {
+		precision string
+		err       string
+	}{
+		{"amp_bf16", "scatter_"},
+		{"bf16", ""},
+		{"fp32", ""},
+	} {
+		tr := Training{Model: m, SeqLen: 1024, MicroBatch: 1, Precision: tc.precision}
+		_, err := tr.Estimate()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.precision, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "precision")):
+			t.Errorf("%s: %v, want an error naming precision and %q", tc.precision, err, tc.err)
+		}
+	}
+}

@@ -78,6 +78,7 @@ type Model struct {
 	//   sigmoid_topk_norm  sigmoid scores in fp32, top-k, renormalized and scaled (DeepSeek-V3)
 	//   softmax_gather_norm  softmax in fp32 outside autocast, top-k chosen with a bias, gathered and renormalized (ERNIE 4.5)
 	//   softmax_topk_scaled  softmax in fp32, top-k (within ExpertGroups groups), scaled, not renormalized (DeepSeek-V2)
+	//   softmax_topk_norm_scatter  softmax_topk_norm's weights scattered into a tokens × experts tensor (Qwen3-VL-MoE)
 	// Empty takes the family's.
 	Router string `json:"router,omitempty"`
 	// ExpertGroups is the number of groups group-limited routing first
@@ -1074,7 +1075,7 @@ func (m Model) widestActivation() int64 {
 }
 
 // routers are the Router values.
-var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm", "softmax_topk_scaled"}
+var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm", "softmax_topk_scaled", "softmax_topk_norm_scatter"}
 
 func knownRouter(s string) bool {
 	for _, r := range routers {

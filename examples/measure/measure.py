@@ -103,7 +103,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5"}
-VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "gemma3", "llama4", "mistral3"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "llama4", "mistral3"}
 
 
 def write(args, text):
@@ -207,7 +207,7 @@ def batch(config, train, device, dtype):
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
     if config.model_type in ("llava", "gemma3", "llama4", "mistral3"):
         return image_text_batch(config, train, device, dtype, b)
-    if config.model_type in ("qwen2_5_vl", "qwen3_vl"):
+    if config.model_type in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
         # The processor's output for square images of the plan's size: one
         # row of channels × frames × patch² fp32 values per patch, the
         # (t, h, w) patch grid of each image, and in each sequence a
@@ -286,7 +286,7 @@ def for_training(model, train, dropout):
         else:  # the tower up to its mergers, which train with the language model
             model.model.visual.patch_embed.requires_grad_(False)
             model.model.visual.blocks.requires_grad_(False)
-            if model.config.model_type == "qwen3_vl":
+            if model.config.model_type in ("qwen3_vl", "qwen3_vl_moe"):
                 model.model.visual.pos_embed.requires_grad_(False)
     if lora:
         import peft
