@@ -36,6 +36,10 @@ type family struct {
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool
+	// wrappedText: the family is a vision-language model's language model
+	// that transformers builds only inside its wrapper (no presets of its
+	// own; planned only with model.vision).
+	wrappedText bool
 	// attention lists the attention implementations transformers offers
 	// the family (its _supports_sdpa / _supports_flash_attn); nil for all.
 	// A plan asking for another runs eager attention, as transformers

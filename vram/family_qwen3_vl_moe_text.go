@@ -14,7 +14,7 @@ package vram
 // (family qwen3_vl_moe) builds it.
 func init() {
 	register(&family{
-		name: "qwen3_vl_moe_text", source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py",
+		name: "qwen3_vl_moe_text", source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", wrappedText: true,
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm_scatter"},
 		// Qwen3VLMoeTextConfig.__init__'s defaults (configuration_qwen3_vl_moe.py).
 		configDefaults: map[string]any{"max_position_embeddings": 128000.0, "num_experts": 60.0, "num_experts_per_tok": 4.0,

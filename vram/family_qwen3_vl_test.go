@@ -164,6 +164,11 @@ func TestQwen3VLMoE(t *testing.T) {
 			t.Errorf("config read back: %d parameters, %+v", x.ParamCount(), x)
 		}
 	}
+	text := m
+	text.Vision = nil
+	if err := text.Validate(); err == nil || !strings.Contains(err.Error(), "model.vision") {
+		t.Errorf("the language model alone: %v", err)
+	}
 	for _, tc := range []struct {
 		precision string
 		err       string

@@ -779,6 +779,10 @@ func (m Model) validate(asTower bool) error {
 		users := familiesWhere(func(w *family) bool { return w.vision != nil })
 		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
 	}
+	if f != nil && f.wrappedText && m.Vision == nil {
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
+	}
 	if f == nil {
 		if m.Family == "" && m.Name != "" && m.Layers == 0 {
 			// A name alone: FromPreset's answer for a name not in the catalog.
