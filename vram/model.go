@@ -1024,7 +1024,7 @@ func (m *Model) Roped(i int) bool {
 func (m *Model) localSpan() int { return max(m.SlidingWindow, m.AttentionChunk) }
 
 // blockKinds is the number of distinct blockKind values.
-const blockKinds = 128
+const blockKinds = 64
 
 // blockKind sorts blocks into those that build the same activations: dense
 // or with routed experts, global or local attention, with or without the
@@ -1046,9 +1046,6 @@ func (m *Model) blockKind(i int) int {
 	if m.RecurrentLayer(i) {
 		k |= 32 // a recurrent layer: a state-space mixer, a short convolution or a DeltaNet (one kind a model)
 	}
-	if m.Vision != nil && m.hookedLayer(i) {
-		k |= 64 // the vision-language wrapper adds to this layer's output
-	}
 	if m.DecoderLayers > 0 {
 		if i >= m.Layers-m.DecoderLayers {
 			k |= 8
@@ -1056,6 +1053,11 @@ func (m *Model) blockKind(i int) int {
 		if i == 0 || i == m.Layers-m.DecoderLayers {
 			k |= 16
 		}
+	} else if m.Vision != nil && m.hookedLayer(i) {
+		// The vision-language wrapper adds to this layer's output (no
+		// encoder-decoder has a vision tower, so bit 8 is free here; a
+		// bit of its own would double the kinds every estimate clears).
+		k |= 8
 	}
 	return k
 }
