@@ -447,6 +447,19 @@ func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	return t
 }
 
+// savedByLast marks t as read and saved by the last op (an operand made
+// by an op of its own before it, such as an indexed copy of a weight).
+func (b *actBuilder) savedByLast(t *actT) {
+	idx := len(b.ops) - 1
+	t.lastUse = max(t.lastUse, idx)
+	t.saved = true
+	if t.release < 0 || idx < t.release {
+		t.release = idx
+	}
+	b.ops[idx].saves = true
+	b.saves = append(b.saves, saveRec{idx, t})
+}
+
 // keep marks t as saved by the op that created it (softmax, tanh and ReLU
 // compute their gradient from their output).
 func (b *actBuilder) keep(t *actT) *actT {

@@ -17,7 +17,8 @@ func arenaPlans() []Training {
 	vl := Training{Model: MustPreset("qwen2.5-vl-7b"), SeqLen: 1024, MicroBatch: 1, Precision: "mixed_bf16", Optimizer: "adamw", Images: 1}
 	t5 := Training{Model: MustPreset("flan-t5-base"), SeqLen: 512, DecoderSeqLen: 128, MicroBatch: 4, Precision: "fp32", Optimizer: "adamw"}
 	whisper := Training{Model: MustPreset("whisper-small"), SeqLen: 3000, DecoderSeqLen: 448, MicroBatch: 2, Precision: "mixed_bf16", Optimizer: "adamw", Attention: "sdpa"}
-	return []Training{llama70BPlan(), lora, pp, vl, t5, whisper,
+	vl3 := Training{Model: MustPreset("qwen3-vl-8b"), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw", Images: 1, VisionTower: "trainable", Checkpointing: "full"}
+	return []Training{llama70BPlan(), lora, pp, vl, vl3, t5, whisper,
 		{Model: MustPreset("falcon-h1-0.5b-instruct"), SeqLen: 1024, MicroBatch: 2, Precision: "mixed_bf16", Optimizer: "adamw"},
 		{Model: MustPreset("bamba-9b"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw", Checkpointing: "full"},
 		{Model: MustPreset("deepseek-v2-lite"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw"},

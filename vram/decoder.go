@@ -17,6 +17,9 @@ func decoderBlock(r *resolved, layer int) BlockActivations {
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	out := b.decoderLayout(p, d, x)
+	if m.hookedLayer(layer) {
+		out = m.visionWrapperOf().afterLayer(b, p, layer, out)
+	}
 	out.keepAlive = true
 	if layer == 0 && r.inputNoGrad() {
 		b.withoutGrad(x)

@@ -41,8 +41,8 @@ func unrouted(ms traceMeasurement, tr Training, at Event) Bytes {
 // Each peak within 0.5 % of the live-storage tracker's.
 func TestEndOfForwardTraces(t *testing.T) {
 	fs, err := filepath.Glob("testdata/deep/*.json")
-	if err != nil || len(fs) != 58 {
-		t.Fatalf("want 29 families × 2 loops, found %d (%v)", len(fs), err)
+	if err != nil || len(fs) != 62 {
+		t.Fatalf("want 31 models × 2 loops, found %d (%v)", len(fs), err)
 	}
 	endOfForward := 0
 	for _, f := range fs {

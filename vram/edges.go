@@ -349,7 +349,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 	global := !local || m.GlobalEvery > 0
 	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
 	var out []maskPart
-	if m.Position == "rope" && !p.rec.mropeSections {
+	if m.Position == "rope" && !p.rec.mropeSections && !p.rec.mropeInterleaved {
 		// The rotary embedding's cos and sin (rotary_emb: position ids of
 		// batch 1 unless given × sequence × rotated width, in the hidden
 		// states' dtype, cos.to(dtype=x.dtype)), built once by the model
@@ -374,6 +374,17 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		} else {
 			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: !p.rec.ropeInterleaved})
 		}
+	}
+	if p.rec.mropeInterleaved {
+		// One interleaved cos and sin (batch × sequence × head_dim in the
+		// hidden states' dtype), saved by every layer; the 3-D position
+		// ids (int64), which every layer is passed.
+		rows := mulI64(p.batch, p.seq)
+		out = append(out, maskPart{bytes: p.resid.Size(mulI64(2*rows, int64(m.HeadDim))), from: 0, to: m.Layers, saved: true},
+			maskPart{bytes: INT64.Size(mulI64(3, rows)), from: 0, to: m.Layers})
+	}
+	if w := m.visionWrapperOf(); w != nil && w.textMasks != nil {
+		out = append(out, w.textMasks(r, p)...)
 	}
 	if p.rec.mropeSections {
 		// The three-section rotary tables (cos and sin, 3 × batch ×
@@ -417,6 +428,15 @@ type maskPart struct {
 	// saved: the blocks' ops save it for backward (the rotary tables), so
 	// it lives until the first block's backward, checkpointed or not.
 	saved bool
+	// beside: the model's loop hands it to code between the blocks, not to
+	// them, so no checkpoint keeps it (Qwen3-VL's deepstack features); it
+	// goes when the model's forward returns.
+	beside bool
+	// grad is the gradient that reaches it when block gradAt's backward
+	// begins, which waits until the embedding side's backward consumes it
+	// (a deepstack feature's, for its merger); 0 for none.
+	grad   Bytes
+	gradAt int
 }
 
 // uses reports whether block l reads the mask.
@@ -438,6 +458,9 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 // lowest checkpointed block of its kind has run its backward; -1 when no
 // checkpoint keeps it (it goes when the model's forward returns).
 func (mp maskPart) keptUntil(r *resolved, first, last int) int {
+	if mp.beside {
+		return -1
+	}
 	for l := first; l < last; l++ {
 		// A recurrent layer is passed the tables but saves none of them.
 		if (mp.saved && r.m.AttentionLayer(l) || r.checkpointed(l)) && mp.uses(r, l) {

@@ -43,6 +43,10 @@ type family struct {
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool
+	// wrappedText: the family is a vision-language model's language model
+	// that transformers builds only inside its wrapper (no presets of its
+	// own; planned only with model.vision).
+	wrappedText bool
 	// attention lists the attention implementations transformers offers
 	// the family (its _supports_sdpa / _supports_flash_attn); nil for all.
 	// A plan asking for another runs eager attention, as transformers
@@ -168,6 +172,16 @@ type recipe struct {
 	// apply_multimodal_rotary_pos_emb); the tables, 3 × batch × sequence ×
 	// head_dim each, live through the blocks.
 	mropeSections bool
+	// mropeInterleaved: the rotary embedding reads 3-D position ids (3 ×
+	// batch × sequence, int64, passed to every layer) and interleaves the
+	// three sections' frequencies into one cos and one sin of batch ×
+	// sequence × head_dim in the hidden states' dtype, which every layer's
+	// products save (Qwen3-VL's apply_interleaved_mrope).
+	mropeInterleaved bool
+	// autocastError: transformers raises in training under autocast with
+	// weights wider than the compute dtype, for the reason given (Qwen3-VL-
+	// MoE's router: scatter_ of hidden-dtype weights into bf16 logits).
+	autocastError string
 	// pooledNorm: the final norm reads the first (class) token only, the
 	// pooled output (CLIP's post_layernorm); the model returns the last
 	// hidden state without it.

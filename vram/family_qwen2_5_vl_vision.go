@@ -201,13 +201,35 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 	im := *m.Image
 	N := int64(r.MicroBatch) * int64(im.Tokens())
 	b := newActBuilder(r, N)
-	h, f := int64(m.Hidden), int64(m.FFN)
-	heads, hd := int64(m.Heads), int64(m.HeadDim)
+	h, f, hd := int64(m.Hidden), int64(m.FFN), int64(m.HeadDim)
 	x := b.external("input", b.size(h, p.resid), p.resid)
 	cos := b.external("cos", b.size(hd, FP32), FP32)
 	sin := b.external("sin", b.size(hd, FP32), FP32)
 
 	a := b.norm(p, "norm1", "rmsnorm", x, h)
+	y := qwenVisionAttention(b, p, m, a, cos, sin, qwenVisionWindows(im, !m.LocalLayer(layer)), int64(r.MicroBatch))
+	b.hold(a)
+	x1 := b.residualAdd(p, "attn_residual", h, x, y)
+	a2 := b.norm(p, "norm2", "rmsnorm", x1, h)
+	y2 := b.gatedMLP(p, "mlp.", a2, h, f)
+	b.hold(a2)
+	out := b.residualAdd(p, "mlp_residual", h, x1, y2)
+	out.keepAlive = true
+	return b.summarize(x)
+}
+
+// qwenVisionAttention is a Qwen vision block's attention on its normed
+// input a (b.tokens patches, the micro-batch's n images): the fused qkv (q,
+// k, v views of it), the rotary embedding on q and k in fp32 (the products
+// save the shared cos and sin only), attention chunk by chunk (each
+// window's or image's q, k, v slices; the outputs concatenated) and proj.
+// chunks lists an image's chunks as (patches, count) classes; chunks of one
+// size are accounted together: their saved tensors in full, the transients
+// of one. Qwen2.5-VL's and Qwen3-VL's vision attention (modeling_qwen3_vl.py
+// l.186-248) run the same ops.
+func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT, chunks [][2]int64, n int64) *actT {
+	N := b.tokens
+	h, heads := int64(m.Hidden), int64(m.Heads)
 	qkv := b.linear(p, "attn.qkv", "qkv_proj", a, h, 3*h)
 	// apply_rotary_pos_emb_vision: q.float(), q·cos + rotate_half(q)·sin,
 	// back to q's dtype.
@@ -237,8 +259,7 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 		return b.op(name, b.size(h, p.e), p.e, list(t))
 	}
 	var outs []*actT
-	n := int64(r.MicroBatch)
-	for _, w := range qwenVisionWindows(im, !m.LocalLayer(layer)) {
+	for _, w := range chunks {
 		size, count := w[0], w[1]*n
 		b.tokens = size * count
 		qc, kc, vc := cast("q.chunk", q), cast("k.chunk", k), cast("v.chunk", v)
@@ -267,13 +288,5 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 	}
 	b.tokens = N
 	o := b.op("attn.cat", b.size(h, p.e), p.e, outs)
-	y := b.linear(p, "attn.proj", "o_proj", o, h, h)
-	b.hold(a)
-	x1 := b.residualAdd(p, "attn_residual", h, x, y)
-	a2 := b.norm(p, "norm2", "rmsnorm", x1, h)
-	y2 := b.gatedMLP(p, "mlp.", a2, h, f)
-	b.hold(a2)
-	out := b.residualAdd(p, "mlp_residual", h, x1, y2)
-	out.keepAlive = true
-	return b.summarize(x)
+	return b.linear(p, "attn.proj", "o_proj", o, h, h)
 }

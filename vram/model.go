@@ -78,6 +78,7 @@ type Model struct {
 	//   sigmoid_topk_norm  sigmoid scores in fp32, top-k, renormalized and scaled (DeepSeek-V3)
 	//   softmax_gather_norm  softmax in fp32 outside autocast, top-k chosen with a bias, gathered and renormalized (ERNIE 4.5)
 	//   softmax_topk_scaled  softmax in fp32, top-k (within ExpertGroups groups), scaled, not renormalized (DeepSeek-V2)
+	//   softmax_topk_norm_scatter  softmax_topk_norm's weights scattered into a tokens × experts tensor (Qwen3-VL-MoE)
 	// Empty takes the family's.
 	Router string `json:"router,omitempty"`
 	// ExpertGroups is the number of groups group-limited routing first
@@ -414,6 +415,63 @@ type Image struct {
 	// the Merge×Merge pixel-shuffled patches (Llama 4's vision_adapter:
 	// projector_input_dim = projector_output_dim).
 	AdapterDim int `json:"adapter_dim,omitempty"`
+	// PositionTable: the tower adds a learned position table of this many
+	// entries (a square grid), bilinearly interpolated to each image's
+	// patch grid (Qwen3-VL's pos_embed, num_position_embeddings).
+	PositionTable int `json:"position_table,omitempty"`
+	// Deepstack: the tower blocks (0-based) whose outputs a merger of
+	// their own projects into the language model's width, added to the
+	// image tokens' hidden states after decoder layer 0, 1, … in turn
+	// (Qwen3-VL's deepstack_visual_indexes).
+	Deepstack BlockList `json:"deepstack,omitempty"`
+}
+
+// BlockList is a list of block indexes, a JSON array of integers. It is a
+// string underneath ("8,16,24") so that Image stays comparable: the tensor
+// cache keys models by value.
+type BlockList string
+
+// Blocks makes a BlockList of the indexes.
+func Blocks(ix ...int) BlockList {
+	s := make([]string, len(ix))
+	for i, x := range ix {
+		s[i] = strconv.Itoa(x)
+	}
+	return BlockList(strings.Join(s, ","))
+}
+
+// Indexes returns the list's block indexes.
+func (l BlockList) Indexes() []int {
+	if l == "" {
+		return nil
+	}
+	parts := strings.Split(string(l), ",")
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		out[i], _ = strconv.Atoi(p)
+	}
+	return out
+}
+
+// Len is the number of indexes.
+func (l BlockList) Len() int {
+	if l == "" {
+		return 0
+	}
+	return strings.Count(string(l), ",") + 1
+}
+
+// MarshalJSON writes the list as a JSON array.
+func (l BlockList) MarshalJSON() ([]byte, error) { return json.Marshal(l.Indexes()) }
+
+// UnmarshalJSON reads a JSON array of integers.
+func (l *BlockList) UnmarshalJSON(b []byte) error {
+	var ix []int
+	if err := json.Unmarshal(b, &ix); err != nil {
+		return fmt.Errorf("a list of block indexes (integers) is expected: %w", err)
+	}
+	*l = Blocks(ix...)
+	return nil
 }
 
 // Tokens per image: (size/patch)² patches plus the class and register
@@ -731,6 +789,10 @@ func (m Model) validate(asTower bool) error {
 		users := familiesWhere(func(w *family) bool { return w.vision != nil })
 		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
 	}
+	if f != nil && f.wrappedText && m.Vision == nil {
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
+	}
 	if f == nil {
 		if m.Family == "" && m.Name != "" && m.Layers == 0 {
 			// A name alone: FromPreset's answer for a name not in the catalog.
@@ -1010,6 +1072,11 @@ func (m *Model) blockKind(i int) int {
 		if i == 0 || i == m.Layers-m.DecoderLayers {
 			k |= 16
 		}
+	} else if m.Vision != nil && m.hookedLayer(i) {
+		// The vision-language wrapper adds to this layer's output (no
+		// encoder-decoder has a vision tower, so bit 8 is free here; a
+		// bit of its own would double the kinds every estimate clears).
+		k |= 8
 	}
 	return k
 }
@@ -1033,7 +1100,7 @@ func (m Model) widestActivation() int64 {
 }
 
 // routers are the Router values.
-var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm", "softmax_topk_scaled"}
+var routers = []string{"softmax_topk_norm", "softmax_topk", "topk_softmax", "topk_sigmoid", "sigmoid_topk_norm", "softmax_gather_norm", "softmax_topk_scaled", "softmax_topk_norm_scatter"}
 
 func knownRouter(s string) bool {
 	for _, r := range routers {

@@ -155,6 +155,8 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		return b.op("router.weights", b.size(k, sig.dtype), sig.dtype, list(top))
 	}
 	switch m.Router {
+	case "softmax_topk_norm_scatter":
+		return b.scatterRouter(p, x, h)
 	case "softmax_gather_norm":
 		return b.gatherRouter(p, x, h)
 	case "softmax_topk_scaled":
@@ -173,6 +175,28 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		b.side("router.weight_sum", b.size(1, FP32), FP32)
 	}
 	return b.op("router.weights", b.size(k, hd), hd, list(top))
+}
+
+// scatterRouter is Qwen3-VL-MoE's router (modeling_qwen3_vl_moe.py
+// Qwen3VLMoeTextSparseMoeBlock.forward l.141-152): the logits, softmax in
+// fp32 (saves its output), top-k (saves its indices), divided by their sum
+// out of place (saves both), cast to the hidden states' dtype and
+// scattered into zeros_like(logits): every token's weight for every expert,
+// in the logits' dtype (scatter_ needs the two dtypes equal, so autocast
+// over wider weights raises; recipe.autocastError).
+func (b *actBuilder) scatterRouter(p blockPlan, x *actT, h int64) *actT {
+	m := b.r.m
+	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
+	logits := b.linear(p, "router", "router", x, h, e)
+	sm := b.keep(b.op("router_softmax", b.size(e, FP32), FP32, list(logits)))
+	top := b.op("router.topk", b.size(k, FP32), FP32, list(sm))
+	b.side("router.topk_indices", b.size(k, INT64), INT64)
+	sum := b.op("router.weight_sum", b.size(1, FP32), FP32, list(top))
+	w := b.op("router.weights", b.size(k, FP32), FP32, list(top, sum), top, sum)
+	if x.dtype != FP32 {
+		w = b.op("router.weights.to", b.size(k, x.dtype), x.dtype, list(w))
+	}
+	return b.op("router.scores", b.size(e, logits.dtype), logits.dtype, list(w))
 }
 
 // floatLogits is a router's F.linear(x.float(), weight.float())

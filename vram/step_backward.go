@@ -105,10 +105,22 @@ func (c *stepCompiler) keepGrads(k int, g slot) {
 func (c *stepCompiler) blocksBackward() {
 	runs := c.runs()
 	for i := len(runs) - 1; i >= 0; i-- {
+		c.maskGradsAt(runs[i][0])
 		if rn := runs[i]; rn[1]-rn[0] > 1 {
 			c.backwardRun(rn[0], rn[1])
 		} else {
 			c.blockBackward(rn[0])
+		}
+	}
+}
+
+// maskGradsAt allocates the gradients of the mask parts that get one when
+// block l's backward begins (a block that does is never inside a run).
+func (c *stepCompiler) maskGradsAt(l int) {
+	p := c.pass
+	for i, mp := range p.maskParts {
+		if mp.grad > 0 && mp.gradAt == l && i < len(p.maskGrads) && p.maskGrads[i] == noSlot {
+			p.maskGrads[i] = c.alloc(catTemporaries, mp.grad)
 		}
 	}
 }
@@ -299,6 +311,12 @@ func (c *stepCompiler) embedBackward() {
 		return
 	}
 	var vg Bytes
+	// The gradients waiting for the embedding side: its ops say which
+	// exist while each runs (heldGrad).
+	for i, g := range p.maskGrads {
+		c.free(g)
+		p.maskGrads[i] = noSlot
+	}
 	if r.m.Vision != nil {
 		// The projector's and the tower's backward (autograd runs them
 		// before the token embedding's, created first), with their weight

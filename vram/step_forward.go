@@ -48,6 +48,7 @@ type stepPass struct {
 	until            []slot   // what the model's forward holds until it returns
 	held             []slot   // what the model's output holds until backward returns
 	masks            []slot
+	maskGrads        []slot // the gradients of maskParts that have one, from block gradAt's backward to the embedding side's
 	maskParts        []maskPart
 	embedKept        slot
 	bridgeKept       slot
@@ -254,6 +255,7 @@ func (c *stepCompiler) embedForward() {
 	p.maskParts = c.edges.Masks
 	for _, mp := range p.maskParts {
 		p.masks = append(p.masks, c.allocLater(catActivations, mp.bytes, nil))
+		p.maskGrads = append(p.maskGrads, noSlot)
 	}
 }
 

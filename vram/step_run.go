@@ -91,7 +91,7 @@ func (c *stepCompiler) interior(l int) bool {
 		return false
 	}
 	for _, mp := range c.pass.maskParts {
-		if mp.keptUntil(r, c.st.first, c.st.last) == l || mp.forwardEnd(c.st.first, c.st.last) == l {
+		if mp.keptUntil(r, c.st.first, c.st.last) == l || mp.forwardEnd(c.st.first, c.st.last) == l || mp.grad > 0 && mp.gradAt == l {
 			return false
 		}
 	}

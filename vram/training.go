@@ -535,6 +535,10 @@ func (r *resolved) followLibrary(t Training) error {
 			r.lib, f.name, strings.Join(f.attention, " and ")))
 		r.Attention = "eager"
 	}
+	if r.rec.autocastError != "" && r.Autocast && r.WeightsDType != r.ComputeDType {
+		return fmt.Errorf("precision: under autocast with %s weights and %s compute, transformers %s raises RuntimeError in %s: %s; train with weights in the compute dtype (precision bf16) or fp32",
+			r.WeightsDType, r.ComputeDType, r.lib, f.name, r.rec.autocastError)
+	}
 	if r.rec.noCheckpointing && r.Checkpointing != CheckpointNone {
 		r.notes = append(r.notes, fmt.Sprintf("grad_checkpointing: gradient_checkpointing_enable() has no effect on %s in transformers %s; the blocks keep all their activations, as in this estimate",
 			f.name, r.lib))

@@ -47,6 +47,29 @@ type visionWrapper struct {
 	// textBuffers adds the buffers the wrapper's text model has and its
 	// family's does not, under the family's names (before renaming).
 	textBuffers func(m Model, b *bufferList)
+	// tap builds what the wrapper runs on tower block block's output as
+	// the tower's loop passes it (Qwen3-VL's deepstack mergers) and
+	// returns its features (b.tokens image tokens h wide), or nil where it
+	// does not tap the block. The features live until the text model's
+	// forward returns (textMasks carries them past the embedding side).
+	tap func(b *actBuilder, p blockPlan, v Vision, block int, x *actT, hv, h int64) *actT
+	// textMasks lists what the wrapper's model builds before the blocks
+	// and passes beside them (the tapped features).
+	textMasks func(r *resolved, p blockPlan) []maskPart
+	// afterLayer adds the wrapper's ops after decoder layer layer's
+	// output x (on the layers hookedLayer says) and returns the output.
+	afterLayer func(b *actBuilder, p blockPlan, layer int, x *actT) *actT
+}
+
+// hookedLayer reports whether the wrapper's afterLayer runs after decoder
+// layer i: the first len(Image.Deepstack) layers (Qwen3-VL's deepstack).
+func (m *Model) hookedLayer(i int) bool {
+	v := m.Vision
+	if v == nil || v.Tower.Image == nil || i >= v.Tower.Image.Deepstack.Len() {
+		return false
+	}
+	f := lookupFamily(v.Family)
+	return f != nil && f.vision != nil && f.vision.afterLayer != nil
 }
 
 // Tensor parts of a vision-language model: what trains with what.
@@ -291,6 +314,8 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	// selected one still run, and their graph (if any) goes with the tuple.
 	used := v.featureIndex(w)
 	states := []*actT{x}
+	projFrozen := !r.trains(Tensor{part: projectorPart})
+	var taps []*actT
 	var kinds [blockKinds]*BlockActivations
 	for i := 0; i < tower.Layers; i++ {
 		k := tower.blockKind(i)
@@ -304,6 +329,9 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 		// backward runs through them.
 		x = b.splice(kinds[k], x, grad && i < used, grad && i < used && rv.checkpointed(i))
 		states = append(states, x)
+		if w.tap != nil {
+			taps = b.tapBlock(w, p.withFrozen(projFrozen), v, i, x, hv, h, projFrozen && !grad, taps)
+		}
 	}
 	// What every block read lives until the tower returns, or, saved by
 	// the blocks' ops, until their backward.
@@ -319,7 +347,6 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	// that keeps the whole state when saved), through the projector.
 	b.tokens = n * int64(v.ImageTokens())
 	from := len(b.ops)
-	projFrozen := !r.trains(Tensor{part: projectorPart})
 	src := x
 	if w.hiddenStates {
 		src = states[used]
@@ -354,7 +381,41 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	b.op("inputs_embeds[mask]", b.size(h, text.dtype), text.dtype, list(text, mask))
 	// masked_scatter: a new tensor; its backward needs the mask only.
 	b.tokens = tokens
-	return b.op("inputs_embeds.masked_scatter", b.size(h, text.dtype), text.dtype, list(text, mask, feats), mask)
+	out := b.op("inputs_embeds.masked_scatter", b.size(h, text.dtype), text.dtype, list(text, mask, feats), mask)
+	b.hold(taps...) // then textMasks carries them
+	b.tapGrads(taps)
+	return out
+}
+
+// tapGrads marks the gradients of the tapped features, which the text
+// model's backward made, as in flight while the ops created after each
+// feature run their backward (autograd runs those first); the feature's
+// own op consumes its gradient.
+func (b *actBuilder) tapGrads(taps []*actT) {
+	for _, t := range taps {
+		g := gradSize(t)
+		for i := t.born + 1; i < len(b.ops); i++ {
+			b.ops[i].heldGrad = addBytes(b.ops[i].heldGrad, g)
+		}
+	}
+}
+
+// tapBlock runs the wrapper's tap on tower block i's output x (its ops on
+// the image tokens, without a graph when nothing in them trains) and
+// appends its features to taps.
+func (b *actBuilder) tapBlock(w *visionWrapper, p blockPlan, v Vision, i int, x *actT, hv, h int64, noGraph bool, taps []*actT) []*actT {
+	tokens := b.tokens
+	b.tokens = int64(b.r.tower.MicroBatch) * int64(v.ImageTokens())
+	from := len(b.ops)
+	f := w.tap(b, p, v, i, x, hv, h)
+	if f != nil && noGraph {
+		b.noGraph(from)
+	}
+	b.tokens = tokens
+	if f == nil {
+		return taps
+	}
+	return append(taps, f)
 }
 
 // towerFinalNorm is a tower's final norm after its blocks: on the class

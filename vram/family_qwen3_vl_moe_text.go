@@ -1,0 +1,79 @@
+package vram
+
+// Qwen3-VL-MoE's language model (transformers 4.57
+// models/qwen3_vl_moe/modeling_qwen3_vl_moe.py, Qwen3VLMoeTextModel; its
+// config is the text_config, model_type qwen3_vl_moe_text): Qwen3's
+// attention (per-head q/k RMSNorms) with, in every decoder_sparse_step-th
+// layer, a router mlp.gate (softmax_topk_norm_scatter: the weights are
+// always renormalized, l.138-139, and scattered into a tokens × experts
+// tensor) and the experts as stacked parameters, mlp.experts.gate_up_proj
+// (experts × hidden × 2·moe_intermediate_size) and down_proj (l.67-76),
+// run in training in a Python loop over the experts hit, each taking its
+// slices with a one-element index tensor (copies) and its gate and up as
+// halves of one matmul (l.96-114). Only the vision-language wrapper
+// (family qwen3_vl_moe) builds it.
+func init() {
+	register(&family{
+		name: "qwen3_vl_moe_text", source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", wrappedText: true,
+		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm_scatter"},
+		// Qwen3VLMoeTextConfig.__init__'s defaults (configuration_qwen3_vl_moe.py).
+		configDefaults: map[string]any{"max_position_embeddings": 128000.0, "num_experts": 60.0, "num_experts_per_tok": 4.0,
+			"moe_intermediate_size": 1408.0, "decoder_sparse_step": 1.0},
+		fromConfig: func(c *hfReader, m *Model) {
+			c.common(m)
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			if c.optBool("attention_bias", false) {
+				m.Bias = BiasAttn
+			}
+			qwenMoEConfig(c, m)
+			if m.Experts > 0 {
+				m.Router = "softmax_topk_norm_scatter" // norm_topk_prob is not read (l.138-139)
+			}
+		},
+		toConfig: func(m Model, c map[string]any) {
+			qwen3Config(m, c)
+			writeQwenMoEConfig(m, c)
+			c["norm_topk_prob"] = true
+		},
+		check: requireQKNorm("head"),
+		recipe: func(Model, libVersion) recipe {
+			return recipe{expertMLP: qwen3VLMoEExpert, autocastError: "the router's scatter_ expects self.dtype (the logits', autocast's) equal to src.dtype (the hidden states')"}
+		},
+		tensors: standardDecoder{attn: func(m Model, l *tensorList, p string) {
+			attnQKVO(m, l, p)
+			qkNormTensors(m, l, p)
+		}, mlp: func(m Model, l *tensorList, p string, layer int) {
+			if !m.IsMoELayer(layer) {
+				denseMLP(m, l, p, layer)
+				return
+			}
+			l.linear(p+"mlp.gate", "router", int64(m.Hidden), int64(m.Experts), false)
+			stackedExperts(m, l, p+"mlp.experts.", false)
+		}}.tensors,
+		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
+	})
+}
+
+// qwen3VLMoEExpert is one routed expert's ops in Qwen3VLMoeTextExperts'
+// training loop (l.104-113) on its gathered tokens x: its slice of
+// gate_up_proj taken with a one-element index tensor (a copy, which the
+// matmul saves with x; the index's backward fills a zero tensor of the
+// whole stacked parameter, hence stacked), x @ slice, gate and up its
+// halves (chunk), SiLU(gate) (saves gate), up · SiLU(gate) (saves both),
+// and the same for down_proj. The copies of all the experts hit are the
+// stacked parameters' size (here: every expert).
+func qwen3VLMoEExpert(b *actBuilder, p blockPlan, x *actT, h, f int64) *actT {
+	e := int64(b.r.m.Experts)
+	w := p.baseDType
+	gw := b.op("experts.gate_up_proj[expert_idx]", w.Size(mulI64(e, h*2*f)), w, nil)
+	gu := b.linear(p, "experts.gate_up_proj", "gate_up_proj", x, h, 2*f)
+	b.ops[len(b.ops)-1].stacked = true
+	b.savedByLast(gw)
+	act := b.op("experts.act", b.size(f, gu.dtype), gu.dtype, list(gu), gu)
+	prod := b.op("experts.up*act", b.size(f, gu.dtype), gu.dtype, list(gu, act), gu, act)
+	dw := b.op("experts.down_proj[expert_idx]", w.Size(mulI64(e, f*h)), w, nil)
+	out := b.linear(p, "experts.down_proj", "down_proj", prod, f, h)
+	b.ops[len(b.ops)-1].stacked = true
+	b.savedByLast(dw)
+	return out
+}
