@@ -49,27 +49,14 @@ type block struct {
 	idx        int32 // in Allocator.blocks
 }
 
-// freeEntry is a free block in its pool's list, by value: the list is
-// sorted by size, then segment, then offset (PyTorch's BlockComparatorSize),
-// and moving entries that hold no pointers costs the garbage collector
-// nothing.
-type freeEntry struct {
-	size Bytes
-	seg  int
-	off  Bytes
-	idx  int32 // the block, in Allocator.blocks
-}
-
-func entryOf(b *block) freeEntry {
-	return freeEntry{size: b.size, seg: b.seg.id, off: b.off, idx: b.idx}
-}
-
-func (x freeEntry) less(y freeEntry) bool {
+// less orders a pool's free blocks by size, then segment, then offset
+// (PyTorch's BlockComparatorSize).
+func less(x, y *block) bool {
 	if x.size != y.size {
 		return x.size < y.size
 	}
 	if x.seg != y.seg {
-		return x.seg < y.seg
+		return x.seg.id < y.seg.id
 	}
 	return x.off < y.off
 }
@@ -85,14 +72,17 @@ type segment struct {
 
 // Allocator replays allocations through the caching-allocator model.
 type Allocator struct {
-	cfg          AllocatorConfig
-	free         [][2][]freeEntry // per stream, per pool (0 small, 1 large), sorted by size then address
-	blocks       []*block         // every block record, by its idx
-	grow         [][2]*segment    // per stream: expandable segments
-	stream       int              // the stream requests are made on (SetStream)
-	reservedOn   []Bytes          // reserved by stream
-	live         []*block         // by handle
-	asked        []Bytes          // by handle: the size requested
+	cfg AllocatorConfig
+	// free lists each pool's free blocks by their index in blocks (per
+	// stream, per pool: 0 small, 1 large), sorted by less: moving indices
+	// in the sorted lists moves no pointers the garbage collector tracks.
+	free         [][2][]int32
+	blocks       []*block      // every block record, by its idx
+	grow         [][2]*segment // per stream: expandable segments
+	stream       int           // the stream requests are made on (SetStream)
+	reservedOn   []Bytes       // reserved by stream
+	live         []*block      // by handle
+	asked        []Bytes       // by handle: the size requested
 	allocated    Bytes
 	requested    Bytes // the sizes requested, before rounding (PyTorch's requested_bytes)
 	reserved     Bytes
@@ -123,7 +113,7 @@ func (a *Allocator) newBlock(b block) *block {
 
 // NewAllocator returns an empty allocator.
 func NewAllocator(cfg AllocatorConfig) *Allocator {
-	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]freeEntry, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
+	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]int32, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
 }
 
 // SetStream makes later requests on stream s (0, the default, is the
@@ -131,7 +121,7 @@ func NewAllocator(cfg AllocatorConfig) *Allocator {
 // blocks. A block freed goes back to its own stream's pool.
 func (a *Allocator) SetStream(s int) {
 	for len(a.free) <= s {
-		a.free = append(a.free, [2][]freeEntry{})
+		a.free = append(a.free, [2][]int32{})
 		a.grow = append(a.grow, [2]*segment{})
 		a.reservedOn = append(a.reservedOn, 0)
 	}
@@ -255,9 +245,9 @@ func absorb(left, right *block) {
 
 func (a *Allocator) bestFit(p int, size Bytes) *block {
 	fl := a.free[a.stream][p]
-	i := sort.Search(len(fl), func(i int) bool { return fl[i].size >= size })
+	i := sort.Search(len(fl), func(i int) bool { return a.blocks[fl[i]].size >= size })
 	for ; i < len(fl); i++ {
-		b := a.blocks[fl[i].idx]
+		b := a.blocks[fl[i]]
 		ms := a.maxSplit()
 		if size < ms && b.size >= ms {
 			continue // oversize blocks serve only large requests
@@ -352,27 +342,26 @@ func (a *Allocator) split(p int, b *block, size Bytes) {
 }
 
 func (a *Allocator) insertFree(p int, b *block) {
-	e := entryOf(b)
 	fl := a.free[b.seg.stream][p]
-	i := sort.Search(len(fl), func(i int) bool { return !fl[i].less(e) })
-	fl = append(fl, freeEntry{})
+	i := sort.Search(len(fl), func(i int) bool { return !less(a.blocks[fl[i]], b) })
+	fl = append(fl, 0)
 	copy(fl[i+1:], fl[i:])
-	fl[i] = e
+	fl[i] = b.idx
 	a.free[b.seg.stream][p] = fl
 }
 
 // removeFree takes b out of its free list (found by its size, segment and
 // offset, which no other free block shares).
 func (a *Allocator) removeFree(p int, b *block) {
-	st, e := b.seg.stream, entryOf(b)
+	st := b.seg.stream
 	fl := a.free[st][p]
-	i := sort.Search(len(fl), func(i int) bool { return !fl[i].less(e) })
-	if i < len(fl) && fl[i].idx == b.idx {
+	i := sort.Search(len(fl), func(i int) bool { return !less(a.blocks[fl[i]], b) })
+	if i < len(fl) && fl[i] == b.idx {
 		a.free[st][p] = append(fl[:i], fl[i+1:]...)
 		return
 	}
 	for j := range fl { // not where its key says: by its record
-		if fl[j].idx == b.idx {
+		if fl[j] == b.idx {
 			a.free[st][p] = append(fl[:j], fl[j+1:]...)
 			return
 		}
@@ -385,7 +374,7 @@ func (a *Allocator) EmptyCache() {
 		for p := 0; p < 2; p++ {
 			keep := a.free[st][p][:0]
 			for _, e := range a.free[st][p] {
-				b := a.blocks[e.idx]
+				b := a.blocks[e]
 				if b.prev == nil && b.next == nil && a.grow[st][p] != b.seg {
 					a.reserved -= b.size
 					a.reservedOn[st] -= b.size
