@@ -82,11 +82,7 @@ func newT5Block(r *resolved, layer int) *t5Block {
 
 // input adds an external tensor of tokens per sequence × hidden.
 func (t *t5Block) input(name string, tokens int64) *actT {
-	b := t.b
-	x := &actT{name: name, op: "input", bytes: t.p.resid.Size(t.batch * tokens * t.h), dtype: t.p.resid, born: -1, lastUse: -1, external: true}
-	x.id = len(b.ts)
-	b.ts = append(b.ts, x)
-	return x
+	return t.b.external(name, t.p.resid.Size(t.batch*tokens*t.h), t.p.resid)
 }
 
 // positionBiases: the first block of each stack computes the relative

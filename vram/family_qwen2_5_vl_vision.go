@@ -135,8 +135,25 @@ func qwen25VLTower() Model {
 // their cos and sin (fp32, kept for every block), and the patches
 // reordered into windows (an index copy).
 func qwenVisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) (*actT, []*actT) {
-	im := *m.Image
 	h, hd := int64(m.Hidden), int64(m.HeadDim)
+	x := qwenPatchEmbed(b, p, m, n, grad)
+	pos := b.op("vision.rot_pos_emb", b.size(hd/2, FP32), FP32, nil)
+	pos = b.op("vision.rot_pos_emb.window_order", b.size(hd/2, FP32), FP32, list(pos))
+	emb := b.op("vision.rotary.cat", b.size(hd, FP32), FP32, list(pos))
+	cos := b.op("vision.rotary.cos", b.size(hd, FP32), FP32, list(emb))
+	sin := b.op("vision.rotary.sin", b.size(hd, FP32), FP32, list(emb))
+	x = b.op("vision.window_order", b.size(h, x.dtype), x.dtype, list(x))
+	return x, []*actT{cos, sin}
+}
+
+// qwenPatchEmbed is the Qwen towers' patch embedding for n images (the
+// builder's tokens become their patches): the pixels (one row of channels ×
+// frames × patch² values a patch) in the weights' dtype
+// (get_image_features' pixel_values.type), then the Conv3d, which saves its
+// input, and under autocast its weight's copy.
+func qwenPatchEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) *actT {
+	im := *m.Image
+	h := int64(m.Hidden)
 	N := n * int64(im.Tokens())
 	b.tokens = N
 	per := int64(im.Channels * im.TemporalPatch * im.Patch * im.Patch)
@@ -153,13 +170,7 @@ func qwenVisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) (*
 	if grad && p.autocast {
 		b.side("vision.patch_embed.weight_cast", p.e.Size(h*per), p.e).weightCopy = true
 	}
-	pos := b.op("vision.rot_pos_emb", b.size(hd/2, FP32), FP32, nil)
-	pos = b.op("vision.rot_pos_emb.window_order", b.size(hd/2, FP32), FP32, list(pos))
-	emb := b.op("vision.rotary.cat", b.size(hd, FP32), FP32, list(pos))
-	cos := b.op("vision.rotary.cos", b.size(hd, FP32), FP32, list(emb))
-	sin := b.op("vision.rotary.sin", b.size(hd, FP32), FP32, list(emb))
-	x = b.op("vision.window_order", b.size(h, x.dtype), x.dtype, list(x))
-	return x, []*actT{cos, sin}
+	return x
 }
 
 // qwenVisionWindows lists one image's attention chunks as (patches, count)

@@ -145,24 +145,9 @@ func qwen3Tower(small bool) Model {
 // concatenated) added to the patches; the rotary angles of every patch
 // and their cos and sin (fp32, kept for every block).
 func qwen3VisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) (*actT, []*actT) {
-	im := *m.Image
 	h, hd := int64(m.Hidden), int64(m.HeadDim)
-	N := n * int64(im.Tokens())
-	b.tokens = N
-	per := int64(im.Channels * im.TemporalPatch * im.Patch * im.Patch)
-	px := b.batchInput("pixel_values", FP32.Size(N*per), FP32)
-	if p.baseDType != FP32 {
-		px = b.op("vision.pixel_values.type", p.baseDType.Size(N*per), p.baseDType, list(px))
-	}
-	pixIn := b.castIn(p, "vision.patch_embed.pixels", px)
-	var saves []*actT
-	if grad {
-		saves = append(saves, pixIn)
-	}
-	x := b.op("vision.patch_embed", b.size(h, p.e), p.e, list(pixIn), saves...)
-	if grad && p.autocast {
-		b.side("vision.patch_embed.weight_cast", p.e.Size(h*per), p.e).weightCopy = true
-	}
+	x := qwenPatchEmbed(b, p, m, n, grad) // the Conv3d's bias adds no activation
+	N := b.tokens
 	// The table's dtype is the weights' (nn.Embedding is not autocast).
 	w := p.baseDType
 	idx := b.op("vision.pos_embed.indices", INT64.Size(4*N), INT64, nil)

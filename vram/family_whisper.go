@@ -371,11 +371,7 @@ func buildWhisperBlock(r *resolved, layer int) BlockActivations {
 
 // input adds an external tensor of tokens per sequence × hidden.
 func (w *whisperBlock) input(name string, tokens int64) *actT {
-	b := w.b
-	x := &actT{name: name, op: "input", bytes: w.p.resid.Size(w.batch * tokens * w.h), dtype: w.p.resid, born: -1, lastUse: -1, external: true}
-	x.id = len(b.ts)
-	b.ts = append(b.ts, x)
-	return x
+	return w.b.external(name, w.p.resid.Size(w.batch*tokens*w.h), w.p.resid)
 }
 
 // sublayer is the pre-norm sublayer: its LayerNorm (name_layer_norm; the

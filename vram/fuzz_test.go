@@ -244,7 +244,8 @@ func FuzzReadCheckpoint(f *testing.F) {
 // and whose training and inference estimates succeed and never shrink when
 // the batch, the sequence or the layers grow.
 func FuzzFromHFConfig(f *testing.F) {
-	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b", "llava-1.5-7b-hf", "qwen2.5-vl-7b-instruct"} {
+	for _, name := range []string{"gpt2", "llama-2-7b-hf", "mixtral-8x7b", "qwen2.5-7b", "bert-large-uncased", "meta-llama-3-8b", "llava-1.5-7b-hf", "qwen2.5-vl-7b-instruct",
+		"whisper-large-v3", "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "hf", name+".json"))
 		if err != nil {
 			f.Fatal(err)
@@ -277,6 +278,9 @@ func FuzzFromHFConfig(f *testing.F) {
 	f.Add([]byte(`{"model_type": "llama4", "image_token_index": 99, "text_config": {"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "intermediate_size_mlp": 128, "vocab_size": 100, "num_local_experts": 2, "attention_chunk_size": 16}, "vision_config": {"model_type": "llama4_vision_model", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 128, "image_size": 32, "patch_size": 8, "projector_input_dim": 64, "projector_output_dim": 64, "vision_output_dim": 64}}`))
 	f.Add([]byte(`{"model_type": "mistral3", "image_token_index": 99, "spatial_merge_size": 2, "text_config": {"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}, "vision_config": {"model_type": "pixtral", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8, "hidden_act": "silu"}}`))
 	f.Add([]byte(`{"model_type": "gemma3", "mm_tokens_per_image": 4, "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "intermediate_size": 128, "vocab_size": 100}, "vision_config": {"model_type": "siglip_vision_model", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8, "vision_use_head": false}}`))
+	// Whisper's log-mel encoder-decoder and Qwen3-VL's deepstack tower.
+	f.Add([]byte(`{"model_type": "whisper", "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "vocab_size": 100, "num_mel_bins": 8, "max_source_positions": 16, "max_target_positions": 8}`))
+	f.Add([]byte(`{"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 100, "rope_scaling": {"mrope_interleaved": true, "mrope_section": [4, 2, 2]}}, "vision_config": {"depth": 4, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "patch_size": 8, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16, "deepstack_visual_indexes": [1, 2], "out_hidden_size": 64, "hidden_act": "gelu_pytorch_tanh"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m Model
 		var err error
@@ -299,6 +303,9 @@ func FuzzFromHFConfig(f *testing.F) {
 			image = m.Vision.ImageTokens() // one image in each sequence
 			seq += image
 		}
+		if m.SourcePositions > 0 {
+			seq = 2 * m.SourcePositions // an audio encoder reads exactly its frames
+		}
 		tr := Training{Model: m, SeqLen: seq, MicroBatch: 1, Precision: "bf16"}
 		est, err := tr.Estimate()
 		if err != nil {
@@ -317,7 +324,7 @@ func FuzzFromHFConfig(f *testing.F) {
 			}
 		}
 		grow("micro_batch+1", func(t *Training) { t.MicroBatch++ })
-		if m.Image == nil {
+		if m.Image == nil && m.SourcePositions == 0 {
 			grow("seq_len×2", func(t *Training) { t.SeqLen *= 2 })
 		}
 		if m.Layers < maxLayers {
