@@ -106,6 +106,9 @@ func qwen3VLWrapper() *visionWrapper {
 		textRecipe: func(rec *recipe) { rec.mropeInterleaved = true },
 		textMasks:  qwen3VLDeepstackMask,
 		afterLayer: qwen3VLDeepstackAdd,
+		// The image processor's size.longest_edge, 4096² pixels (16,384
+		// tokens an image); its videos are not modelled (vllm_mm.go says so).
+		maxPixels: 16777216,
 	}
 }
 

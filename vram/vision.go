@@ -59,6 +59,12 @@ type visionWrapper struct {
 	// afterLayer adds the wrapper's ops after decoder layer layer's
 	// output x (on the layers hookedLayer says) and returns the output.
 	afterLayer func(b *actBuilder, p blockPlan, layer int, x *actT) *actT
+	// maxPixels is the released processor's max_pixels
+	// (preprocessor_config.json), the largest image it passes, where the
+	// tower takes any size; 0: the tower's own size. video: the processor
+	// also takes videos (frames in temporal groups of whole images).
+	maxPixels int
+	video     bool
 }
 
 // hookedLayer reports whether the wrapper's afterLayer runs after decoder

@@ -77,6 +77,15 @@ type VLLM struct {
 	// temporal state defaults to the conv state's). See vllm_state.go.
 	MambaCacheDType    DType `json:"mamba_cache_dtype,omitempty"`
 	MambaSSMCacheDType DType `json:"mamba_ssm_cache_dtype,omitempty"`
+	// A vision-language model's encoder is profiled before the cache is
+	// sized (vllm_mm.go): SkipMMProfiling is --skip-mm-profiling;
+	// LimitMMPerPrompt is --limit-mm-per-prompt ({"image": 0, "video": 0}
+	// makes the model text-only; each modality defaults to 999); MaxPixels
+	// is --mm-processor-kwargs' max_pixels, the largest image the processor
+	// passes (default: the model's preprocessor_config.json).
+	SkipMMProfiling  bool           `json:"skip_mm_profiling,omitempty"`
+	LimitMMPerPrompt map[string]int `json:"limit_mm_per_prompt,omitempty"`
+	MaxPixels        int            `json:"max_pixels,omitempty"`
 }
 
 func (v VLLM) withDefaults(m Model) VLLM {
@@ -114,6 +123,14 @@ func (v VLLM) check(m Model) error {
 	}
 	if v.MaxNumBatchedTokens < 1 || v.MaxNumBatchedTokens > maxTokens {
 		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", maxTokens, v.MaxNumBatchedTokens)
+	}
+	for k, n := range v.LimitMMPerPrompt {
+		if (k != "image" && k != "video") || n < 0 || n > maxTokens {
+			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: the modalities are image and video, each a count in [0, %d]", k, n, maxTokens)
+		}
+	}
+	if v.MaxPixels < 0 || v.MaxPixels > maxPositions*1024 {
+		return fmt.Errorf("vllm: max_pixels must be in [0, %d], got %d", maxPositions*1024, v.MaxPixels)
 	}
 	if v.CUDAGraphMemory < 0 || v.CUDAGraphMemory > maxPlanBytes {
 		return fmt.Errorf("vllm: cuda_graph_memory must be in [0, %d] bytes, got %d", int64(maxPlanBytes), int64(v.CUDAGraphMemory))
@@ -494,11 +511,15 @@ type VLLMCarve struct {
 	// its share of the GPU up front, whatever the load.
 	DeviceUsed Bytes    `json:"device_used"`
 	Notes      []string `json:"notes,omitempty"`
-	Requested  Bytes    `json:"requested"`   // gpu_memory_utilization × the GPU's memory
-	Weights    Bytes    `json:"weights"`     // "Model loading took …"
-	Activation Bytes    `json:"activation"`  // the profile run's peak above the weights
-	NonTorch   Bytes    `json:"non_torch"`   // memory outside PyTorch's allocator
-	CUDAGraphs Bytes    `json:"cuda_graphs"` // VLLM.CUDAGraphMemory, as given
+	Requested  Bytes    `json:"requested"`  // gpu_memory_utilization × the GPU's memory
+	Weights    Bytes    `json:"weights"`    // "Model loading took …"
+	Activation Bytes    `json:"activation"` // the profile run's peak above the weights
+	// MMProfile is a vision-language model's encoder profile (nil for
+	// others, or when skipped): Activation is the larger of its encoder
+	// call and what it holds beside the language model's run.
+	MMProfile  *VLLMMMProfile `json:"mm_profile,omitempty"`
+	NonTorch   Bytes          `json:"non_torch"`   // memory outside PyTorch's allocator
+	CUDAGraphs Bytes          `json:"cuda_graphs"` // VLLM.CUDAGraphMemory, as given
 	// ProfileTokens and ProfileSeqs are the profile run's
 	// max_num_batched_tokens and max_num_seqs, as given or as vLLM
 	// defaults them on this GPU.
@@ -562,6 +583,13 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	c.Activation = max(forward, sampler)
 	if sampler > forward {
 		c.Notes = append(c.Notes, v.samplerNote(m, sampler))
+	}
+	if c.MMProfile, err = v.mmProfile(in, m); err != nil {
+		return VLLMCarve{}, err
+	}
+	if p := c.MMProfile; p != nil {
+		c.Activation = max(p.Encoder, addBytes(p.Held, c.Activation))
+		c.Notes = append(c.Notes, p.note())
 	}
 	c.CUDAGraphs = v.CUDAGraphMemory
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs

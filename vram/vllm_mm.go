@@ -1,0 +1,179 @@
+package vram
+
+import (
+	"fmt"
+	"math"
+)
+
+// vLLM's profile of a vision-language model (vLLM 0.11.0). Before it sizes
+// the KV cache, profile_run (v1/worker/gpu_model_runner.py l.3325-3403)
+// runs the vision encoder once on dummy items of the largest size the
+// model's processor passes, of the modality with the most tokens an item
+// (v1/worker/utils.py l.75-79): as many items as the encoder budget holds,
+// max(max_num_batched_tokens, that size) tokens (v1/core/
+// encoder_cache_manager.py l.292-332; utils.py l.84-127), in one batched
+// get_multimodal_embeddings call on fp32 pixels moved to the GPU as the
+// processor made them (multimodal/utils.py group_mm_kwargs_by_modality).
+// Outputs shorter than the budget are copied into zero tensors of the
+// budget's length (l.3374-3384), kept in the encoder cache with the pixels
+// through the language model's and the sampler's dummy runs, and freed when
+// profile_run returns. The peak it measures (gpu_worker.py l.222-280) is
+// the largest of the encoder call and what stays beside the language
+// model's run.
+
+// vllmMMLimit is limit_mm_per_prompt's default for each modality in V1
+// (config/multimodal.py l.106-114).
+const vllmMMLimit = 999
+
+// vllmMaxVideoFrames is Qwen2-VL's _MAX_FRAMES_PER_VIDEO (model_executor/
+// models/qwen2_vl.py l.82), which Qwen2.5-VL reuses.
+const vllmMaxVideoFrames = 14
+
+// VLLMMMProfile is what vLLM's profile run gives a vision-language model's
+// encoder.
+type VLLMMMProfile struct {
+	Modality      string `json:"modality"`        // "image" or "video": the one with the most tokens an item
+	TokensPerItem int    `json:"tokens_per_item"` // in the language model's sequence
+	Items         int    `json:"items"`           // dummy items in the one encoder call
+	Budget        int    `json:"encoder_budget"`  // tokens: max(max_num_batched_tokens, tokens per item)
+	ImageSize     int    `json:"image_size"`      // the dummy image's side (pixels), or a video frame's
+	Frames        int    `json:"frames,omitempty"`
+	// Encoder is the encoder call's peak above the weights; Held what
+	// stays allocated through the language model's dummy run (the pixels
+	// and the outputs, each at least the budget's length).
+	Encoder Bytes `json:"encoder"`
+	Held    Bytes `json:"held"`
+}
+
+// mmProfile is vLLM's multimodal profile of in's vision-language model
+// (nil when it has none or it is skipped).
+func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
+	if m.Vision == nil || v.SkipMMProfiling {
+		return nil, nil
+	}
+	w := m.visionWrapperOf()
+	im := m.Vision.Tower.Image
+	if w == nil || im == nil || im.Patch < 1 {
+		return nil, nil
+	}
+	p := &VLLMMMProfile{Modality: "image", ImageSize: v.dummyImageSize(*w, *im)}
+	dummy := *m.Vision
+	tower := dummy.Tower
+	img := *im
+	img.Size = p.ImageSize
+	tower.Image = &img
+	dummy.Tower = tower
+	perImage := dummy.ImageTokens()
+	images, video := v.mmLimit("image"), 0
+	if w.video {
+		video = v.mmLimit("video")
+	}
+	if images == 0 && video == 0 {
+		return nil, nil // text-only: the encoder is neither built nor profiled
+	}
+	p.TokensPerItem, p.Frames = perImage, 0
+	groups := 1 // temporal groups an item: images of the tower's size
+	if video > 0 {
+		frames, g := qwenVideoFrames(v.MaxModelLen, perImage, img.TemporalPatch)
+		if images == 0 || g*perImage > perImage {
+			p.Modality, p.Frames, p.TokensPerItem, groups = "video", frames, g*perImage, g
+		}
+	}
+	p.Budget = max(v.MaxNumBatchedTokens, p.TokensPerItem)
+	limit := images
+	if p.Modality == "video" {
+		limit = video
+	}
+	perPrompt := max(1, min(limit, v.MaxModelLen/p.TokensPerItem))
+	p.Items = max(1, min(p.Budget/p.TokensPerItem, v.MaxNumSeqs*perPrompt))
+	return p, v.mmBytes(in, m, dummy, p, groups)
+}
+
+// dummyImageSize is the side of the largest image the processor passes:
+// the square within max_pixels (the launch's, else the processor's), cut
+// to a multiple of patch × merge (smart_resize); a tower of a fixed size
+// takes its own.
+func (v VLLM) dummyImageSize(w visionWrapper, im Image) int {
+	pixels := w.maxPixels
+	if v.MaxPixels > 0 {
+		pixels = v.MaxPixels
+	}
+	if pixels <= 0 {
+		return im.Size
+	}
+	f := im.Patch * max(1, im.Merge)
+	return max(f, int(math.Sqrt(float64(pixels)))/f*f)
+}
+
+// mmLimit is limit_mm_per_prompt for modality.
+func (v VLLM) mmLimit(modality string) int {
+	if n, ok := v.LimitMMPerPrompt[modality]; ok {
+		return n
+	}
+	return vllmMMLimit
+}
+
+// qwenVideoFrames is the dummy video of Qwen2-VL's processing info
+// (qwen2_vl.py l.956-1009): the most frames whose tokens fit max_model_len
+// (frames padded to the temporal patch, each pair one temporal group of a
+// whole image's tokens), at most vllmMaxVideoFrames, at least one; it
+// returns the frames and the temporal groups.
+func qwenVideoFrames(maxModelLen, perImage, temporal int) (frames, groups int) {
+	temporal = max(1, temporal)
+	groupsOf := func(f int) int { return max((f+f%temporal)/temporal, 1) }
+	frames = 1
+	for groupsOf(frames+1)*perImage <= maxModelLen && frames < 1<<20 {
+		frames++
+	}
+	frames = max(1, min(frames, vllmMaxVideoFrames))
+	return frames, groupsOf(frames)
+}
+
+// mmBytes fills p's encoder peak and what it holds: the tower's no-grad
+// pass over the items' images at the dummy size, as the engine builds it
+// (its flash attention), less the token embeddings the engine's image side
+// runs beside it and vLLM's encoder call does not; held, the fp32 pixels
+// and the outputs, each padded to the budget.
+func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, groups int) error {
+	mm := m
+	mm.Vision = &dummy
+	per := dummy.ImageTokens()
+	e := in.UnquantizedDType
+	if !e.IsFloat() {
+		e = BF16
+	}
+	tr := Training{Model: mm, SeqLen: per, MicroBatch: p.Items * groups, Images: 1, WeightsDType: e, ComputeDType: e,
+		Trainable: "frozen", Optimizer: "none", Attention: "flash2", Dropout: new(float64), Parallel: Parallel{TP: max(1, v.TP)}}
+	tr.servingEngine = true
+	r, err := tr.resolve()
+	if err != nil {
+		return fmt.Errorf("vllm: the multimodal profile (%d %s items of %d tokens): %w", p.Items, p.Modality, p.TokensPerItem, err)
+	}
+	r.frozen = true
+	side := buildEdges(&r).Embed.NoGradPeak
+	text := e.Size(mulI64(int64(p.Items*groups)*int64(per), int64(m.Hidden)))
+	p.Encoder = max(0, side-text)
+	im := dummy.Tower.Image
+	patches := int64(p.Items*groups) * int64(im.Tokens())
+	pixels := FP32.Size(mulI64(patches, int64(im.Channels*max(1, im.TemporalPatch)*im.Patch*im.Patch)))
+	// Each output row is the language model's width, and Qwen3-VL's carry
+	// the deepstack features beside (qwen3_vl.py l.1164-1165, 1395).
+	width := int64(m.Hidden) * int64(1+im.Deepstack.Len())
+	rows := int64(max(p.TokensPerItem, p.Budget))
+	p.Held = addBytes(pixels, e.Size(mulI64(int64(p.Items)*rows, width)))
+	return nil
+}
+
+// note says what the profile ran and what it takes.
+func (p VLLMMMProfile) note() string {
+	what := fmt.Sprintf("%d %s item(s) of %d tokens", p.Items, p.Modality, p.TokensPerItem)
+	if p.Frames > 0 {
+		what = fmt.Sprintf("%d video of %d frames at %d×%d (%d tokens)", p.Items, p.Frames, p.ImageSize, p.ImageSize, p.TokensPerItem)
+	} else if p.Items > 0 {
+		what += fmt.Sprintf(" at %d×%d", p.ImageSize, p.ImageSize)
+	}
+	return fmt.Sprintf("vLLM profiles the vision encoder before sizing the KV cache: %s in one call (encoder budget %d tokens), "+
+		"its peak %s, and %s of pixels and outputs (padded to the budget) held through the language model's dummy run; "+
+		"--limit-mm-per-prompt, --mm-processor-kwargs max_pixels or --skip-mm-profiling change it (the tower's activations are transformers' ops with flash attention; videos are modelled as Qwen2.5-VL's processor makes them, Qwen3-VL's are not)",
+		what, p.Budget, formatGiB(p.Encoder), formatGiB(p.Held))
+}

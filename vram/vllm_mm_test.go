@@ -1,0 +1,126 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestQwenVideoFrames: the dummy video of Qwen2-VL's processing info
+// (qwen2_vl.py l.974-1009): the most frames whose temporal pairs of
+// 16,384-token images fit max_model_len, at most 14, at least one.
+func TestQwenVideoFrames(t *testing.T) {
+	for _, c := range []struct{ maxLen, frames, groups int }{
+		{128000, 14, 7}, // 114,688 tokens (vLLM's log in PR #12604)
+		{65536, 8, 4},
+		{32768, 4, 2},
+		{20000, 2, 1}, // one pair; three frames would pad to two pairs
+		{8192, 1, 1},  // one frame still makes one pair
+	} {
+		f, g := qwenVideoFrames(c.maxLen, 16384, 2)
+		if f != c.frames || g != c.groups {
+			t.Errorf("max_model_len %d: %d frames in %d groups, want %d in %d", c.maxLen, f, g, c.frames, c.groups)
+		}
+	}
+}
+
+// TestVLLMMultimodalProfile: vLLM profiles a vision-language model's
+// encoder on dummy items before it sizes the KV cache: which modality, how
+// many items, what the encoder call and what stays beside the language
+// model's run take, and the switches that change or skip it.
+func TestVLLMMultimodalProfile(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	carve := func(preset string, v VLLM) VLLMCarve {
+		t.Helper()
+		c, err := v.Carve(Inference{Model: MustPreset(preset), Weights: Quant{DType: BF16}}, g)
+		if err != nil {
+			t.Fatalf("%s: %v", preset, err)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name, preset      string
+		v                 VLLM
+		modality          string
+		tokens, items     int
+		budget, imageSize int
+	}{
+		// LLaVA-1.5: 576-token images, as many as 8,192 tokens hold, each
+		// output padded to the budget.
+		{"llava", "llava-1.5-7b", VLLM{}, "image", 576, 14, 8192, 336},
+		// Qwen2.5-VL at 32k: a video of four 3584² frames beats an image.
+		{"qwen2.5-vl 32k", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768}, "video", 32768, 1, 32768, 3584},
+		{"qwen2.5-vl 128k", "qwen2.5-vl-7b", VLLM{}, "video", 114688, 1, 114688, 3584},
+		{"qwen2.5-vl no video", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 16384, 1, 16384, 3584},
+		// --mm-processor-kwargs '{"max_pixels": 1003520}': 980² pixels,
+		// 1,225 tokens an image, six of them in the 8,192-token budget.
+		{"qwen2.5-vl max_pixels", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768, MaxPixels: 1003520, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 1225, 6, 8192, 980},
+		{"qwen3-vl", "qwen3-vl-8b", VLLM{MaxModelLen: 32768}, "image", 16384, 1, 16384, 4096},
+	} {
+		cv := carve(c.preset, c.v)
+		p := cv.MMProfile
+		if p == nil {
+			t.Errorf("%s: no multimodal profile", c.name)
+			continue
+		}
+		if p.Modality != c.modality || p.TokensPerItem != c.tokens || p.Items != c.items || p.Budget != c.budget || p.ImageSize != c.imageSize {
+			t.Errorf("%s: %+v, want %s × %d of %d tokens, budget %d, %d px", c.name, *p, c.modality, c.items, c.tokens, c.budget, c.imageSize)
+		}
+		// The held outputs: items × max(tokens, budget) rows of the
+		// language model's width (Qwen3-VL's with its deepstack levels) in
+		// bf16, beside the fp32 pixels.
+		m := MustPreset(c.preset)
+		im := *m.Vision.Tower.Image
+		im.Size = p.ImageSize
+		dummy := *m.Vision
+		tower := dummy.Tower
+		tower.Image = &im
+		dummy.Tower = tower
+		groups := p.TokensPerItem / dummy.ImageTokens() // a video's temporal pairs of frames
+		pixels := FP32.Size(int64(p.Items*groups) * int64(im.Tokens()) * int64(im.Channels*max(1, im.TemporalPatch)*im.Patch*im.Patch))
+		outputs := BF16.Size(int64(p.Items) * int64(max(p.TokensPerItem, p.Budget)) * int64(m.Hidden) * int64(1+im.Deepstack.Len()))
+		if p.Held != pixels+outputs {
+			t.Errorf("%s: held %d, want pixels %d + outputs %d", c.name, p.Held, pixels, outputs)
+		}
+		plain := c.v
+		plain.SkipMMProfiling = true
+		base := carve(c.preset, plain)
+		if cv.Activation != max(p.Encoder, base.Activation+p.Held) || p.Encoder <= 0 {
+			t.Errorf("%s: activation %d, want max(encoder %d, held %d + the language model's %d)", c.name, cv.Activation, p.Encoder, p.Held, base.Activation)
+		}
+		if cv.KVCache.Available >= base.KVCache.Available {
+			t.Errorf("%s: the profile leaves the cache %d, skipped %d", c.name, cv.KVCache.Available, base.KVCache.Available)
+		}
+		if !strings.Contains(strings.Join(cv.Notes, "\n"), "profiles the vision encoder") {
+			t.Errorf("%s: no note of the profile: %v", c.name, cv.Notes)
+		}
+	}
+	// Text-only (every modality at 0), skipped, or a text model: no profile.
+	for name, c := range map[string]VLLMCarve{
+		"text-only":  carve("qwen2.5-vl-7b", VLLM{LimitMMPerPrompt: map[string]int{"image": 0, "video": 0}}),
+		"skipped":    carve("qwen2.5-vl-7b", VLLM{SkipMMProfiling: true}),
+		"text model": carve("llama-3.1-8b", VLLM{}),
+	} {
+		if c.MMProfile != nil {
+			t.Errorf("%s: profiled %+v", name, *c.MMProfile)
+		}
+	}
+}
+
+// TestVLLMMultimodalSettingsErrors: bad multimodal settings name the flag
+// and the rule.
+func TestVLLMMultimodalSettingsErrors(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}
+	for _, c := range []struct {
+		v    VLLM
+		want string
+	}{
+		{VLLM{LimitMMPerPrompt: map[string]int{"audio": 1}}, "limit_mm_per_prompt \"audio\""},
+		{VLLM{LimitMMPerPrompt: map[string]int{"image": -1}}, "limit_mm_per_prompt \"image\""},
+		{VLLM{MaxPixels: -5}, "max_pixels must be in"},
+	} {
+		if _, err := c.v.Carve(in, g); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error with %q", c.v, err, c.want)
+		}
+	}
+}
