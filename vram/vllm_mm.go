@@ -173,7 +173,7 @@ func (p VLLMMMProfile) note() string {
 		what += fmt.Sprintf(" at %d×%d", p.ImageSize, p.ImageSize)
 	}
 	return fmt.Sprintf("vLLM profiles the vision encoder before sizing the KV cache: %s in one call (encoder budget %d tokens), "+
-		"its peak %s, and %s of pixels and outputs (padded to the budget) held through the language model's dummy run; "+
+		"its peak %s GiB, and %s GiB of pixels and outputs (padded to the budget) held through the language model's dummy run; "+
 		"--limit-mm-per-prompt, --mm-processor-kwargs max_pixels or --skip-mm-profiling change it (the tower's activations are transformers' ops with flash attention; videos are modelled as Qwen2.5-VL's processor makes them, Qwen3-VL's are not)",
 		what, p.Budget, formatGiB(p.Encoder), formatGiB(p.Held))
 }
