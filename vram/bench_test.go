@@ -116,7 +116,7 @@ func largestPlan() Training {
 func BenchmarkEstimateLargestValid(b *testing.B) {
 	tr := largestPlan()
 	for i := 0; i < b.N; i++ {
-		tensorCache.Clear()
+		clearTensorCache()
 		if _, err := tr.Estimate(); err != nil {
 			b.Fatal(err)
 		}
