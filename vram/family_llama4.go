@@ -18,6 +18,7 @@ func init() {
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "language_model.model.", headPrefix: "language_model.", towerPrefix: "vision_model.", featureLayer: -1,
+			tiles: true, // Llama4ImageProcessor's tiles (max_patches)
 			projector: func(v Vision, l *tensorList, hv, h int64) {
 				l.linear("multi_modal_projector.linear_1", "other", int64(v.Tower.Image.AdapterDim), h, false)
 			},

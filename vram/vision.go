@@ -65,6 +65,10 @@ type visionWrapper struct {
 	// also takes videos (frames in temporal groups of whole images).
 	maxPixels int
 	video     bool
+	// tiles: the processor cuts an image into up to max_num_tiles tiles of
+	// the tower's size (Llama 4), which the engine's tower does not build;
+	// its model is counted one tile an image.
+	tiles bool
 }
 
 // hookedLayer reports whether the wrapper's afterLayer runs after decoder

@@ -53,7 +53,7 @@ func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
 	}
 	w := m.visionWrapperOf()
 	im := m.Vision.Tower.Image
-	if w == nil || im == nil || im.Patch < 1 {
+	if w == nil || im == nil || im.Patch < 1 || w.tiles {
 		return nil, nil
 	}
 	p := &VLLMMMProfile{Modality: "image", ImageSize: v.dummyImageSize(*w, *im)}
@@ -104,6 +104,11 @@ func (v VLLM) dummyImageSize(w visionWrapper, im Image) int {
 	f := im.Patch * max(1, im.Merge)
 	return max(f, int(math.Sqrt(float64(pixels)))/f*f)
 }
+
+// mmUnprofiledNote says that the carve leaves out the profile of a model
+// whose dummy items are tiled images (Llama 4's: max_num_tiles tiles,
+// 16:1, model_executor/models/mllama4.py l.561-566).
+const mmUnprofiledNote = "vLLM profiles the vision encoder with an image of max_num_tiles tiles before sizing the KV cache; the engine does not build tiled images, so this carve leaves that profile out and the KV cache may be smaller than it says (--skip-mm-profiling makes it exact)"
 
 // mmLimit is limit_mm_per_prompt for modality.
 func (v VLLM) mmLimit(modality string) int {

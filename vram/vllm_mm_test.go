@@ -124,3 +124,16 @@ func TestVLLMMultimodalSettingsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestVLLMMultimodalUnprofiled: a model whose dummy items the engine does
+// not build (Llama 4's tiles) carves without the profile and says so.
+func TestVLLMMultimodalUnprofiled(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	c, err := VLLM{MaxModelLen: 8192, TP: 8}.Carve(Inference{Model: MustPreset("llama-4-scout"), Weights: Quant{DType: BF16}}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MMProfile != nil || !strings.Contains(strings.Join(c.Notes, "\n"), "max_num_tiles tiles") {
+		t.Errorf("profile %+v, notes %v: want none, and a note that it is left out", c.MMProfile, c.Notes)
+	}
+}
