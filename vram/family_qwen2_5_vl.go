@@ -68,62 +68,8 @@ func init() {
 				}
 			},
 		},
-		fromConfig: func(c *hfReader, m *Model) {
-			var text Model
-			textKeys := c.c
-			if tc, ok := c.c["text_config"].(map[string]any); ok {
-				text, textKeys = c.nestedAs("text_config", "qwen2"), tc
-			} else {
-				text = c.nestedAs("", "qwen2") // a flat config, as released
-			}
-			tower := c.nestedAs("vision_config", "qwen2_5_vl_vision")
-			if c.err != nil {
-				return
-			}
-			name := m.Name
-			*m = text
-			m.Name = name
-			if vc, ok := c.c["vision_config"].(map[string]any); ok {
-				if out, ok := vc["out_hidden_size"].(float64); ok && int(out) != m.Hidden {
-					c.fail(fmt.Sprintf("vision_config.out_hidden_size = %v must equal the language model's hidden_size = %d", out, m.Hidden))
-				}
-			}
-			rs, _ := textKeys["rope_scaling"].(map[string]any)
-			sec, _ := rs["mrope_section"].([]any)
-			sum := 0
-			for _, s := range sec {
-				f, _ := s.(float64)
-				sum += int(f)
-			}
-			if len(sec) != 3 || sum*2 != m.Hidden/max(1, m.Heads) {
-				c.fail(fmt.Sprintf("rope_scaling.mrope_section %v: three sections summing to head_dim / 2 are expected", sec))
-			}
-			m.Vision = &Vision{Family: "qwen2_5_vl", Tower: tower, FeatureLayer: -1}
-		},
-		toConfig: func(m Model, c map[string]any) {
-			v := m.Vision
-			text := m
-			text.Vision, text.Name = nil, ""
-			tc := text.HFConfig()
-			delete(tc, "model_type")
-			// The three rotary sections: a quarter of the rotated pairs for
-			// time, the rest split between height and width ([16, 24, 24]
-			// for head_dim 128, as released).
-			half := m.HeadDim / 2
-			t := half / 4
-			tc["rope_scaling"] = map[string]any{"type": "mrope", "mrope_section": []int{t, (half - t) / 2, half - t - (half-t)/2}}
-			c["text_config"] = tc
-			tower := v.Tower
-			tower.Name = ""
-			vc := tower.HFConfig()
-			delete(vc, "model_type")
-			vc["out_hidden_size"] = m.Hidden
-			c["vision_config"] = vc
-			// The last token ids stand for the image and the vision markers.
-			c["image_token_id"], c["video_token_id"] = m.Vocab-1, m.Vocab-2
-			c["vision_start_token_id"], c["vision_end_token_id"] = m.Vocab-3, m.Vocab-4
-			c["tie_word_embeddings"] = m.TiedEmbeddings
-		},
+		fromConfig: qwen25VLFromConfig,
+		toConfig:   qwen25VLToConfig,
 		presets: map[string]Preset{
 			// Qwen/Qwen2.5-VL-7B-Instruct: a Qwen2.5-7B language model
 			// (vocab 152064, 128k positions) and the 32-block vision encoder.
@@ -134,4 +80,66 @@ func init() {
 				Vocab: 151936, MaxPosition: 128000, TiedEmbeddings: true, Vision: &Vision{Family: "qwen2_5_vl", Tower: qwen25VLTower()}}, hf("Qwen/Qwen2.5-VL-3B-Instruct")},
 		},
 	})
+}
+
+// qwen25VLFromConfig reads a Qwen2.5-VL config: the text keys flat (as
+// released) or under text_config (4.52 and later), the tower's
+// vision_config, and the three rotary sections.
+func qwen25VLFromConfig(c *hfReader, m *Model) {
+	var text Model
+	textKeys := c.c
+	if tc, ok := c.c["text_config"].(map[string]any); ok {
+		text, textKeys = c.nestedAs("text_config", "qwen2"), tc
+	} else {
+		text = c.nestedAs("", "qwen2") // a flat config, as released
+	}
+	tower := c.nestedAs("vision_config", "qwen2_5_vl_vision")
+	if c.err != nil {
+		return
+	}
+	name := m.Name
+	*m = text
+	m.Name = name
+	if vc, ok := c.c["vision_config"].(map[string]any); ok {
+		if out, ok := vc["out_hidden_size"].(float64); ok && int(out) != m.Hidden {
+			c.fail(fmt.Sprintf("vision_config.out_hidden_size = %v must equal the language model's hidden_size = %d", out, m.Hidden))
+		}
+	}
+	rs, _ := textKeys["rope_scaling"].(map[string]any)
+	sec, _ := rs["mrope_section"].([]any)
+	sum := 0
+	for _, s := range sec {
+		f, _ := s.(float64)
+		sum += int(f)
+	}
+	if len(sec) != 3 || sum*2 != m.Hidden/max(1, m.Heads) {
+		c.fail(fmt.Sprintf("rope_scaling.mrope_section %v: three sections summing to head_dim / 2 are expected", sec))
+	}
+	m.Vision = &Vision{Family: "qwen2_5_vl", Tower: tower, FeatureLayer: -1}
+}
+
+// qwen25VLToConfig writes the nested config of 4.52 and later.
+func qwen25VLToConfig(m Model, c map[string]any) {
+	v := m.Vision
+	text := m
+	text.Vision, text.Name = nil, ""
+	tc := text.HFConfig()
+	delete(tc, "model_type")
+	// The three rotary sections: a quarter of the rotated pairs for
+	// time, the rest split between height and width ([16, 24, 24]
+	// for head_dim 128, as released).
+	half := m.HeadDim / 2
+	t := half / 4
+	tc["rope_scaling"] = map[string]any{"type": "mrope", "mrope_section": []int{t, (half - t) / 2, half - t - (half-t)/2}}
+	c["text_config"] = tc
+	tower := v.Tower
+	tower.Name = ""
+	vc := tower.HFConfig()
+	delete(vc, "model_type")
+	vc["out_hidden_size"] = m.Hidden
+	c["vision_config"] = vc
+	// The last token ids stand for the image and the vision markers.
+	c["image_token_id"], c["video_token_id"] = m.Vocab-1, m.Vocab-2
+	c["vision_start_token_id"], c["vision_end_token_id"] = m.Vocab-3, m.Vocab-4
+	c["tie_word_embeddings"] = m.TiedEmbeddings
 }
