@@ -36,23 +36,7 @@ func TestQwen3VL(t *testing.T) {
 			t.Errorf("layer %d: deepstack hook %v, want %v", i, got, want)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join("testdata", "hf", "qwen3-vl-8b-instruct.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	released, err := FromHFConfig(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := json.Marshal(m.HFConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := FromHFConfig(ours)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range []Model{released, back} {
+	for _, x := range releasedAndBack(t, m, "qwen3-vl-8b-instruct.json") {
 		if x.ParamCount() != m.ParamCount() || x.Vision == nil || x.Vision.ImageTokens() != 256 || x.Vision.Tower.Image.Deepstack != "8,16,24" ||
 			x.MaxPosition != 262144 || x.TiedEmbeddings {
 			t.Errorf("config read back: %d parameters, %+v, vision %+v", x.ParamCount(), x, x.Vision)
@@ -143,23 +127,7 @@ func TestQwen3VLMoE(t *testing.T) {
 	if got, want := m.ParamCount(), int64(31070754032); got != want {
 		t.Errorf("%d parameters, want %d", got, want)
 	}
-	b, err := os.ReadFile(filepath.Join("testdata", "hf", "qwen3-vl-30b-a3b-instruct.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	released, err := FromHFConfig(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := json.Marshal(m.HFConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := FromHFConfig(ours)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range []Model{released, back} {
+	for _, x := range releasedAndBack(t, m, "qwen3-vl-30b-a3b-instruct.json") {
 		if x.ParamCount() != m.ParamCount() || x.Vision == nil || x.Vision.Family != "qwen3_vl_moe" || x.Router != "softmax_topk_norm_scatter" || x.Experts != 128 {
 			t.Errorf("config read back: %d parameters, %+v", x.ParamCount(), x)
 		}
@@ -186,4 +154,27 @@ func TestQwen3VLMoE(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming precision and %q", tc.precision, err, tc.err)
 		}
 	}
+}
+
+// releasedAndBack reads the released config.json in testdata/hf/file and
+// m written as a config.json and read back: both should describe m.
+func releasedAndBack(t *testing.T, m Model, file string) []Model {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "hf", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := FromHFConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := json.Marshal(m.HFConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := FromHFConfig(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []Model{released, back}
 }
