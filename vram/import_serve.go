@@ -1,7 +1,9 @@
 package vram
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -247,16 +249,15 @@ var vllmIrrelevant = setOf("host", "port", "api-key", "served-model-name", "uvic
 	"max-log-len", "enable-prefix-caching", "no-enable-prefix-caching", "async-scheduling", "distributed-executor-backend")
 
 var vllmNotModelled = map[string]string{
-	"cpu-offload-gb":      "weights offloaded to the CPU are not modelled (the carve counts them on the GPU)",
-	"swap-space":          "host memory for preempted requests (no GPU memory)",
-	"speculative-config":  "a draft model or n-gram speculation; a draft model is VLLM.Draft in a plan",
-	"lora-modules":        "LoRA adapters served beside the model are not modelled",
-	"enable-lora":         "LoRA serving buffers are not modelled",
-	"max-lora-rank":       "LoRA serving buffers are not modelled",
-	"data-parallel-size":  "each data-parallel replica is carved alike; the carve is one GPU's",
-	"kv-transfer-config":  "a KV connector's buffers are not modelled (the hybrid KV manager is turned off)",
-	"limit-mm-per-prompt": "the multimodal encoder cache's profile is not modelled",
-	"quantization":        "read from the checkpoint's config; a named method beside it is not modelled",
+	"cpu-offload-gb":     "weights offloaded to the CPU are not modelled (the carve counts them on the GPU)",
+	"swap-space":         "host memory for preempted requests (no GPU memory)",
+	"speculative-config": "a draft model or n-gram speculation; a draft model is VLLM.Draft in a plan",
+	"lora-modules":       "LoRA adapters served beside the model are not modelled",
+	"enable-lora":        "LoRA serving buffers are not modelled",
+	"max-lora-rank":      "LoRA serving buffers are not modelled",
+	"data-parallel-size": "each data-parallel replica is carved alike; the carve is one GPU's",
+	"kv-transfer-config": "a KV connector's buffers are not modelled (the hybrid KV manager is turned off)",
+	"quantization":       "read from the checkpoint's config; a named method beside it is not modelled",
 }
 
 func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOptions) error {
@@ -325,6 +326,9 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 		default:
 			return fmt.Errorf("--%s %q: vLLM takes auto or float32", d.flag, x)
 		}
+	}
+	if err := vllmMMFlags(f, &v); err != nil {
+		return err
 	}
 	if _, x, ok := f.get("enforce-eager"); ok && x != "false" {
 		f.mapped("--enforce-eager: no CUDA graphs (the carve counts none anyway)")
@@ -507,4 +511,68 @@ func sortStrings(s []string) {
 			s[j], s[j-1] = s[j-1], s[j]
 		}
 	}
+}
+
+// vllmMMFlags reads the flags that shape vLLM's profile of a multimodal
+// encoder (vllm_mm.go): --limit-mm-per-prompt (JSON, '{"image": 2,
+// "video": 0}', or the older image=2,video=0), --skip-mm-profiling and
+// --mm-processor-kwargs' max_pixels.
+func vllmMMFlags(f *flagReader, v *VLLM) error {
+	if _, x, ok := f.get("skip-mm-profiling"); ok {
+		v.SkipMMProfiling = x != "false"
+	}
+	if _, x, ok := f.get("limit-mm-per-prompt"); ok {
+		limits, err := parseMMLimits(x)
+		if err != nil {
+			return fmt.Errorf("--limit-mm-per-prompt %q: %v", x, err)
+		}
+		v.LimitMMPerPrompt = limits
+	}
+	if _, x, ok := f.get("mm-processor-kwargs"); ok {
+		var kw map[string]any
+		if err := json.Unmarshal([]byte(x), &kw); err != nil {
+			return fmt.Errorf("--mm-processor-kwargs %q: want a JSON object: %v", x, err)
+		}
+		for k, val := range kw {
+			n, isNum := val.(float64)
+			switch {
+			case k == "max_pixels" && isNum && n >= 1 && n <= float64(maxPositions)*1024 && n == math.Trunc(n):
+				v.MaxPixels = int(n)
+			case k == "max_pixels":
+				return fmt.Errorf("--mm-processor-kwargs max_pixels %v: want a whole number of pixels in [1, %d]", val, maxPositions*1024)
+			default:
+				f.imp.NotModelled = append(f.imp.NotModelled, fmt.Sprintf("--mm-processor-kwargs %s: only max_pixels shapes the profile the carve models", k))
+			}
+		}
+	}
+	return nil
+}
+
+// parseMMLimits reads a --limit-mm-per-prompt value: a JSON object of
+// counts, or modality=count pairs separated by commas.
+func parseMMLimits(x string) (map[string]int, error) {
+	limits := map[string]int{}
+	if strings.HasPrefix(strings.TrimSpace(x), "{") {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(x), &raw); err != nil {
+			return nil, fmt.Errorf("want a JSON object of counts: %v", err)
+		}
+		for k, val := range raw {
+			n, ok := val.(float64)
+			if !ok || n < 0 || n > maxTokens || n != math.Trunc(n) {
+				return nil, fmt.Errorf("%s: %v is not a count (per-modality options other than a count are not modelled)", k, val)
+			}
+			limits[k] = int(n)
+		}
+		return limits, nil
+	}
+	for _, kv := range strings.Split(x, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if !ok || err != nil || n < 0 || n > maxTokens {
+			return nil, fmt.Errorf("%q: want modality=count", kv)
+		}
+		limits[strings.TrimSpace(k)] = n
+	}
+	return limits, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -554,6 +555,48 @@ func TestImportVLLMMambaDTypes(t *testing.T) {
 	// conv (3, 8448) bf16, temporal (128, 64, 128) fp32.
 	if want := Bytes(3*8448*2 + 128*64*128*4); err != nil || c.StatePageBytes != want {
 		t.Errorf("state page %v, %v; want %v", c.StatePageBytes, err, want)
+	}
+}
+
+// TestImportVLLMMultimodal: a vision-language launch's multimodal flags
+// become the carve's profile settings, in JSON or key=value form; a bad
+// value is an error naming the flag.
+func TestImportVLLMMultimodal(t *testing.T) {
+	for _, c := range []struct {
+		cmd    string
+		limits map[string]int
+		pixels int
+		skip   bool
+	}{
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 32768 --limit-mm-per-prompt '{"image": 2, "video": 0}' --mm-processor-kwargs '{"max_pixels": 1003520, "min_pixels": 3136}'`,
+			map[string]int{"image": 2, "video": 0}, 1003520, false},
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 32768 --limit-mm-per-prompt image=4,video=0`, map[string]int{"image": 4, "video": 0}, 0, false},
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 32768 --skip-mm-profiling`, nil, 0, true},
+	} {
+		imp, err := ImportConfig("serve.sh", []byte(c.cmd), ImportOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.cmd, err)
+		}
+		v := imp.Plan.VLLM
+		if v == nil || !reflect.DeepEqual(v.LimitMMPerPrompt, c.limits) || v.MaxPixels != c.pixels || v.SkipMMProfiling != c.skip {
+			t.Errorf("%s: settings %+v", c.cmd, v)
+			continue
+		}
+		g, _ := LookupGPU("H100-80GB")
+		carve, err := v.Carve(*imp.Plan.Inference, g)
+		if err != nil || (carve.MMProfile == nil) != c.skip {
+			t.Errorf("%s: carve %v, profile %+v", c.cmd, err, carve.MMProfile)
+		}
+	}
+	for _, c := range []struct{ cmd, want string }{
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image": "two"}'`, `--limit-mm-per-prompt`},
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt image:2`, `want modality=count`},
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --mm-processor-kwargs '{"max_pixels": -3}'`, `max_pixels -3`},
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --mm-processor-kwargs 'max_pixels=3'`, `--mm-processor-kwargs`},
+	} {
+		if _, err := ImportConfig("serve.sh", []byte(c.cmd), ImportOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.cmd, err, c.want)
+		}
 	}
 }
 
