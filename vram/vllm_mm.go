@@ -64,6 +64,9 @@ func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
 	tower.Image = &img
 	dummy.Tower = tower
 	perImage := dummy.ImageTokens()
+	if perImage < 1 {
+		return nil, nil // no image tokens: nothing reaches the encoder
+	}
 	images, video := v.mmLimit("image"), 0
 	if w.video {
 		video = v.mmLimit("video")
@@ -127,7 +130,7 @@ func qwenVideoFrames(maxModelLen, perImage, temporal int) (frames, groups int) {
 	temporal = max(1, temporal)
 	groupsOf := func(f int) int { return max((f+f%temporal)/temporal, 1) }
 	frames = 1
-	for groupsOf(frames+1)*perImage <= maxModelLen && frames < 1<<20 {
+	for frames < vllmMaxVideoFrames && groupsOf(frames+1)*perImage <= maxModelLen {
 		frames++
 	}
 	frames = max(1, min(frames, vllmMaxVideoFrames))
