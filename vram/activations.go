@@ -230,6 +230,7 @@ type actBuilder struct {
 	frees       [][]*actT // per op: transients whose last use it is (blockrun.go)
 	rel         [][]*actT // per op: saved tensors released after its backward (blockrun.go)
 	saves       []saveRec // which op saves which tensor, in op order
+	scratch     builderScratch
 }
 
 // saveRec says that op saves tensor t for its backward.
@@ -267,7 +268,7 @@ func (b *actBuilder) freesAfter() [][]*actT {
 // perOp groups the block's tensors by the op at(t) names (none where it
 // is out of range), in tensor order, all lists in one backing array.
 func (b *actBuilder) perOp(at func(*actT) int) [][]*actT {
-	ends := make([]int, len(b.ops)+1) // first the count of each op's list, then where it ends
+	ends := take(&b.scratch.ints, len(b.ops)+1) // first the count of each op's list, then where it ends
 	for _, t := range b.ts {
 		if j := at(t); j >= 0 && j < len(b.ops) {
 			ends[j+1]++
@@ -276,8 +277,8 @@ func (b *actBuilder) perOp(at func(*actT) int) [][]*actT {
 	for j := 1; j < len(ends); j++ {
 		ends[j] += ends[j-1]
 	}
-	store := make([]*actT, ends[len(b.ops)])
-	lists := make([][]*actT, len(b.ops))
+	store := b.ptrStore(int(ends[len(b.ops)]))
+	lists := take(&b.scratch.lists, len(b.ops))
 	for j := range lists {
 		lists[j] = store[ends[j]:ends[j]:ends[j+1]]
 	}
@@ -304,6 +305,22 @@ func (b *actBuilder) ptrList(ts ...*actT) []*actT {
 	cur = append(cur, ts...)
 	b.refSlabs[b.refSlab] = cur
 	return cur[n : n+len(ts) : n+len(ts)]
+}
+
+// ptrStore is n empty places in the builder's store of tensor lists.
+func (b *actBuilder) ptrStore(n int) []*actT {
+	if n == 0 {
+		return nil
+	}
+	if len(b.refSlabs) == 0 || cap(b.refSlabs[b.refSlab])-len(b.refSlabs[b.refSlab]) < n {
+		b.nextRefSlab(n)
+	}
+	cur := b.refSlabs[b.refSlab]
+	k := len(cur)
+	cur = cur[:k+n]
+	clear(cur[k:])
+	b.refSlabs[b.refSlab] = cur
+	return cur[k : k+n : k+n]
 }
 
 // nextRefSlab moves ptrList to an empty slab with room for n.
@@ -347,6 +364,7 @@ func (b *actBuilder) rewind() {
 		b.refSlabs[i] = b.refSlabs[i][:0]
 	}
 	b.slab, b.refSlab = 0, 0
+	b.scratch.reset()
 }
 
 func (b *actBuilder) shard() int64 {
@@ -784,11 +802,11 @@ func (r *resolved) inputNoGrad() bool {
 // are other external tensors that do (an encoder-decoder's encoder
 // output).
 func (b *actBuilder) withoutGrad(in *actT, grads ...*actT) {
-	req := make([]bool, len(b.ts)) // the input first of all (nil: nothing before the ops)
+	req := take(&b.scratch.bools, len(b.ts)) // the input first of all (nil: nothing before the ops)
 	for _, t := range grads {
 		req[t.id] = true
 	}
-	need := make([]bool, len(b.ops))
+	need := take(&b.scratch.bools, len(b.ops))
 	for i := range b.ops {
 		op := &b.ops[i]
 		need[i] = op.weights > 0 || op.trains
@@ -802,8 +820,8 @@ func (b *actBuilder) withoutGrad(in *actT, grads ...*actT) {
 			op.saves = false
 		}
 	}
-	keep := make([]bool, len(b.ts))
-	rel := make([]int, len(b.ts))
+	keep := take(&b.scratch.bools, len(b.ts))
+	rel := take(&b.scratch.ints, len(b.ts))
 	for i := range rel {
 		rel[i] = -1
 	}
@@ -812,13 +830,13 @@ func (b *actBuilder) withoutGrad(in *actT, grads ...*actT) {
 			continue
 		}
 		keep[sr.t.id] = true
-		if rel[sr.t.id] < 0 || sr.op < rel[sr.t.id] {
-			rel[sr.t.id] = sr.op
+		if rel[sr.t.id] < 0 || sr.op < int(rel[sr.t.id]) {
+			rel[sr.t.id] = int32(sr.op)
 		}
 	}
 	for _, t := range b.ts {
 		if t.saved && t.id < len(keep) && b.ts[t.id] == t {
-			t.saved, t.release = keep[t.id], rel[t.id]
+			t.saved, t.release = keep[t.id], int(rel[t.id])
 		}
 	}
 }
@@ -826,13 +844,15 @@ func (b *actBuilder) withoutGrad(in *actT, grads ...*actT) {
 // summarize turns the op list into the block's inventory and peaks.
 func (b *actBuilder) summarize(input *actT) BlockActivations {
 	b.in = input
-	ba := BlockActivations{prog: b, inputSaved: input.saved, Tensors: make([]ActTensor, 0, len(b.ts))}
+	ba := BlockActivations{prog: b, inputSaved: input.saved}
+	if b.r.arena == nil {
+		ba.Tensors = b.tensorList() // an estimate lists only the block it returns (Estimate)
+	}
 	ba.Input = input.bytes
 	for _, t := range b.ts {
 		if t.external && !t.saved && !t.held || t.batch {
 			continue
 		}
-		ba.Tensors = append(ba.Tensors, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved || t.held, Attention: t.attn})
 		if t.saved || t.held {
 			ba.Saved = addBytes(ba.Saved, t.bytes)
 			if !t.attn {
@@ -880,6 +900,19 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 	return ba
 }
 
+// tensorList is the block's tensors as BlockActivations lists them: its
+// own and the external ones it saves, without the batch's inputs.
+func (b *actBuilder) tensorList() []ActTensor {
+	out := make([]ActTensor, 0, len(b.ts))
+	for _, t := range b.ts {
+		if t.external && !t.saved && !t.held || t.batch {
+			continue
+		}
+		out = append(out, ActTensor{Name: t.name, Op: t.op, Bytes: t.bytes, DType: t.dtype, Saved: t.saved || t.held, Attention: t.attn})
+	}
+	return out
+}
+
 // forwardTotals is, per op, what the block's forward has live while the op
 // runs (its workspace aside): the saved tensors born so far and the
 // transients born at or before it and used at or after it. Each tensor is
@@ -899,7 +932,7 @@ func (b *actBuilder) noGradTotals() []Bytes {
 // end of the block.
 func (b *actBuilder) liveTotals(kept func(*actT) bool) []Bytes {
 	n := len(b.ops)
-	d := make([]Bytes, n+1)
+	d := take(&b.scratch.bytes, n+1)
 	for _, t := range b.ts {
 		if t.external || t.born < 0 || t.born >= n {
 			continue
@@ -954,7 +987,7 @@ func (b *actBuilder) perChunk(saved, total Bytes) Bytes {
 // matmul creates its weight gradient.
 func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	wk := &bwdWalk{b: b, ba: ba, pending: b.pendingGrads(), released: b.releasedAfter(), savedRem: ba.Saved}
-	ba.bwd = make([]bwdStep, 0, len(b.ops)+1)
+	ba.bwd = take(&b.scratch.steps, len(b.ops)+1)[:0]
 	for _, op := range b.ops {
 		wk.weights += op.weights
 	}
@@ -1022,7 +1055,7 @@ func (b *actBuilder) pendingGrads() []Bytes {
 	// it, has not): the gradient of v while the softmax's backward runs.
 	// Op i's own inputs and outputs are counted by its step. Routed experts'
 	// sections are walked expert by expert below and left out here.
-	pending := make([]Bytes, len(b.ops)+1)
+	pending := take(&b.scratch.bytes, len(b.ops)+1)
 	waits := b.gradWaits
 	for _, t := range b.ts {
 		if waits(t) && t.lastUse > t.born+1 && t.lastUse <= len(b.ops) {
@@ -1054,7 +1087,7 @@ func (b *actBuilder) gradWaits(t *actT) bool {
 // releasedAfter is, per op, the saved bytes autograd lets go after its
 // backward.
 func (b *actBuilder) releasedAfter() []Bytes {
-	released := make([]Bytes, len(b.ops))
+	released := take(&b.scratch.bytes, len(b.ops))
 	for i, ts := range b.releases() {
 		for _, t := range ts {
 			released[i] = addBytes(released[i], t.bytes)

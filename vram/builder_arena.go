@@ -23,7 +23,7 @@ func newActBuilder(r *resolved, tokens int64) *actBuilder {
 		return &actBuilder{r: r, tokens: tokens, ts: make([]*actT, 0, 64), ops: make([]actOp, 0, 64), saves: make([]saveRec, 0, 64)}
 	}
 	b := builderPool.Get().(*actBuilder)
-	*b = actBuilder{r: r, tokens: tokens, ts: b.ts[:0], ops: b.ops[:0], saves: b.saves[:0], slabs: b.slabs, refSlabs: b.refSlabs}
+	*b = actBuilder{r: r, tokens: tokens, ts: b.ts[:0], ops: b.ops[:0], saves: b.saves[:0], slabs: b.slabs, refSlabs: b.refSlabs, scratch: b.scratch}
 	r.arena.used = append(r.arena.used, b)
 	return b
 }
@@ -36,7 +36,7 @@ func (a *builderArena) release() {
 		clear(b.ops[:cap(b.ops)])
 		clear(b.saves[:cap(b.saves)])
 		b.rewind()
-		*b = actBuilder{ts: b.ts[:0], ops: b.ops[:0], saves: b.saves[:0], slabs: b.slabs, refSlabs: b.refSlabs}
+		*b = actBuilder{ts: b.ts[:0], ops: b.ops[:0], saves: b.saves[:0], slabs: b.slabs, refSlabs: b.refSlabs, scratch: b.scratch}
 		builderPool.Put(b)
 		a.used[i] = nil
 	}

@@ -33,12 +33,15 @@ func arenaPlans() []Training {
 func TestEstimatesReuseBuilders(t *testing.T) {
 	plans := arenaPlans()
 	want := make([]Event, len(plans))
+	wantBlock := make([]BlockActivations, len(plans))
 	for i, tr := range plans {
 		tl, err := tr.Timeline() // no arena: fresh builders
 		if err != nil {
 			t.Fatalf("plan %d: %v", i, err)
 		}
 		want[i] = tl.PeakEvent()
+		wantBlock[i] = tl.block
+		wantBlock[i].prog, wantBlock[i].bwd = nil, nil
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
@@ -54,6 +57,9 @@ func TestEstimatesReuseBuilders(t *testing.T) {
 				}
 				if !reflect.DeepEqual(est.PeakAt, want[i]) {
 					t.Errorf("plan %d, estimate %d on goroutine %d: peak %+v, the unpooled timeline's %+v", i, n, g, est.PeakAt, want[i])
+				}
+				if !reflect.DeepEqual(est.Block, wantBlock[i]) {
+					t.Errorf("plan %d, estimate %d on goroutine %d: block %+v, the unpooled timeline's %+v", i, n, g, est.Block, wantBlock[i])
 				}
 				if est.Block.prog != nil || est.Timeline.block.prog != nil {
 					t.Errorf("plan %d: the estimate keeps a pooled builder", i)

@@ -29,17 +29,33 @@ package vram
 // output holds (as BlockActivations.Saved counts it).
 func (b *actBuilder) compiledSaved() Bytes {
 	var n Bytes
-	for _, t := range b.compiledSet() {
-		n = addBytes(n, t.bytes)
+	keep := b.compiledKeep()
+	for _, t := range b.ts {
+		if !t.batch && (keep[t.id] || t.held) {
+			n = addBytes(n, t.bytes)
+		}
 	}
 	return n
 }
 
 // compiledSet lists the tensors of compiledSaved.
 func (b *actBuilder) compiledSet() []*actT {
+	keep := b.compiledKeep()
+	var out []*actT
+	for _, t := range b.ts {
+		if !t.batch && (keep[t.id] || t.held) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// compiledKeep says by tensor id which tensors the partitioner must save
+// (held tensors aside).
+func (b *actBuilder) compiledKeep() []bool {
 	// Per tensor of the block (by id): the op that made it, and whether it
 	// is kept or was seen by the walk.
-	producer := make([]int32, len(b.ts))
+	producer := take(&b.scratch.ints, len(b.ts))
 	for i := range producer {
 		producer[i] = -1
 	}
@@ -50,7 +66,7 @@ func (b *actBuilder) compiledSet() []*actT {
 			}
 		}
 	}
-	keep := make([]bool, 2*len(b.ts))
+	keep := take(&b.scratch.bools, 2*len(b.ts))
 	seen := keep[len(b.ts):]
 	w := compiledWalk{b: b, producer: producer, keep: keep[:len(b.ts)], seen: seen}
 	for _, sr := range b.saves {
@@ -61,13 +77,7 @@ func (b *actBuilder) compiledSet() []*actT {
 	for _, sr := range b.saves {
 		w.frontier(sr.t)
 	}
-	var out []*actT
-	for _, t := range b.ts {
-		if !t.batch && (w.keep[t.id] || t.held) {
-			out = append(out, t)
-		}
-	}
-	return out
+	return w.keep
 }
 
 // owns reports whether t is one of the block's tensors (an op's input may

@@ -73,7 +73,11 @@ func (t Training) Estimate() (_ TrainingEstimate, err error) {
 		est.TrainableParams = all.loraElems * int64(r.tp)
 	}
 	// The block inventories' programs go back with the arena: what the
-	// estimate returns keeps only their numbers and tensor lists.
+	// estimate returns keeps only their numbers and the tensor list of the
+	// block it returns, made here.
+	if tl.block.prog != nil && tl.block.Tensors == nil {
+		tl.block.Tensors = tl.block.prog.tensorList()
+	}
 	tl.block.prog, tl.block.bwd = nil, nil
 	est.Timeline = tl
 	est.Block = tl.block

@@ -75,6 +75,14 @@ type stage struct {
 // they sit. Rank 0 holds the embedding and rank pp−1 the head (the first
 // and the last virtual stage, in the looped order both schedules use).
 func (r *resolved) stages() []stage {
+	if r.stageList != nil {
+		return r.stageList // resolve's, which no later step changes
+	}
+	return r.listStages()
+}
+
+// listStages is stages worked out.
+func (r *resolved) listStages() []stage {
 	var out []stage
 	first := 0
 	for k, n := range r.blocksPerRank() {

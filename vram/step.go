@@ -113,11 +113,20 @@ var stepBuffers = sync.Pool{New: func() any { return &stepBuffer{} }}
 
 type stepBuffer struct {
 	prog          program
+	comp          stepCompiler
 	slots, parked []amount
 	pass          *stepPass
 	units         []int
 	grads         [][]slot
 	states, acc   []slot
+}
+
+// put gives b back to the pool, its compiler emptied of the estimate's
+// plan and inventories (its lists' storage kept).
+func (b *stepBuffer) put() {
+	c := &b.comp
+	*c = stepCompiler{compiler: compiler{later: c.later[:0], vectors: c.vectors[:0]}, runStore: c.runStore[:0]}
+	stepBuffers.Put(b)
 }
 
 // compiler appends operations to a program.
@@ -129,6 +138,7 @@ type compiler struct {
 	later []stepOp
 	// in compiles a run's body (step_run.go); vectors are the runs' slots.
 	in      *runBody
+	body    runBody // in's storage
 	vectors []vector
 }
 

@@ -153,7 +153,8 @@ func (c *stepCompiler) blockBackward(l int) {
 			p.groupLump[k] = c.alloc(catActivations, scale(c.acts[k].Saved, c.inflight))
 		}
 	}
-	extra := c.unshardBackward(l, unshard, recompute)
+	var ebuf [5]slot
+	extra := c.unshardBackward(l, unshard, recompute, ebuf[:0])
 	extra = append(extra, c.gradsBeforeReduce(l), c.stepInBackward(l))
 	call := bwdCall{mode: mode, recompute: recompute, grads: c.layerGrads(l), outlives: r.savedFor(*a, l) == a.Saved}
 	kept, lump := p.kept[l], Bytes(0)
@@ -258,14 +259,14 @@ func (c *stepCompiler) walkMark(l int, recompute bool) {
 // FSDP/ZeRO-3 all-gather it again and prefetch the block before it (FSDP1's
 // BACKWARD_PRE prefetch, _runtime_utils.py _prefetch_handle; DeepSpeed up
 // to its prefetch bucket); FSDP2 copies out the all-gather its
-// pre-backward prefetched and issues the next (fsdp2.go).
-func (c *stepCompiler) unshardBackward(l int, unshard, recompute bool) []slot {
+// pre-backward prefetched and issues the next (fsdp2.go). The slots go
+// into out.
+func (c *stepCompiler) unshardBackward(l int, unshard, recompute bool, out []slot) []slot {
 	r, p := c.r, c.pass
 	if !c.zero3 || p.keep {
-		return nil
+		return out
 	}
 	g := c.blocks[l].gathered
-	var out []slot
 	if unshard {
 		h2d := c.alloc(catTemporaries, c.blocks[l].h2d)
 		out = append(out, c.alloc(catTemporaries, g))

@@ -20,13 +20,14 @@ type stepCompiler struct {
 	zero3    bool
 	// Across passes: each unit's gradients and optimizer states (unit k at
 	// k+2: -1 the embedding, -2 the head), DeepSpeed ZeRO-1/2's bucket.
-	grads   [][]slot
-	states  []slot
-	acc     []slot // FSDP2 in pipeline stages: accumulated unsharded gradients (fsdp2_pipeline.go)
-	bucket  slot
-	pass    *stepPass
-	unitKs  []int    // the stage's units (units)
-	runList [][2]int // the stage's runs of identical blocks (runs)
+	grads    [][]slot
+	states   []slot
+	acc      []slot // FSDP2 in pipeline stages: accumulated unsharded gradients (fsdp2_pipeline.go)
+	bucket   slot
+	pass     *stepPass
+	unitKs   []int    // the stage's units (units)
+	runList  [][2]int // the stage's runs of identical blocks (runs)
+	runStore [][2]int // runList's storage
 }
 
 // stepPass is what one micro-batch's forward and backward share.
@@ -67,8 +68,10 @@ type stepPass struct {
 func compileStep(buf *stepBuffer, r *resolved, k int, blocks []unitMem, embed, head unitMem, acts []BlockActivations, edges edgeActivations) {
 	prog := &buf.prog
 	st := r.stages()[k]
-	c := &stepCompiler{r: r, st: st, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges,
-		inflight: r.inflight(k), zero3: r.Parallel.ZeRO == 3 || r.Parallel.CPUOffload == "optimizer+params", bucket: noSlot}
+	c := &buf.comp // its lists' storage kept from the last estimate
+	*c = stepCompiler{r: r, st: st, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges,
+		inflight: r.inflight(k), zero3: r.Parallel.ZeRO == 3 || r.Parallel.CPUOffload == "optimizer+params", bucket: noSlot,
+		compiler: compiler{later: c.later[:0], vectors: c.vectors[:0]}, runStore: c.runStore[:0]}
 	prog.reset(k)
 	c.prog = prog
 	for l := st.first; l < st.last; l++ {
@@ -311,7 +314,8 @@ func (r *resolved) keepModeOf(l int) keepMode {
 // it keeps.
 func (c *stepCompiler) blockForward(l int) {
 	r, p, a := c.r, c.pass, &c.acts[l]
-	gathered := c.unshardForward(l)
+	var gbuf [3]slot
+	gathered := c.unshardForward(l, gbuf[:0])
 	c.setRes(a.Input)
 	mode := r.keepModeOf(l)
 	in := p.res
@@ -352,19 +356,18 @@ func (c *stepCompiler) blockForward(l int) {
 // (DeepSpeed: up to its prefetch bucket); FSDP2 copies its all-gather
 // output into unsharded parameters, the output freed once the next block's
 // is copied out (fsdp2.go). An offloaded shard is first copied to the
-// device, a moment of its own (offload.go).
-func (c *stepCompiler) unshardForward(l int) []slot {
+// device, a moment of its own (offload.go). The slots go into out.
+func (c *stepCompiler) unshardForward(l int, out []slot) []slot {
 	r, p := c.r, c.pass
 	if !c.zero3 {
 		c.mark(l, "")
-		return nil
+		return out
 	}
 	g := c.blocks[l].gathered
 	if p.f2 {
 		c.free(p.ag)
 		p.ag = noSlot
 	}
-	var out []slot
 	if h := c.blocks[l].h2d; h > 0 {
 		c.mark(l, "unshard")
 		h2d := c.alloc(catTemporaries, h)

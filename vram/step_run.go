@@ -60,7 +60,7 @@ func (c *stepCompiler) runs() [][2]int {
 	if c.runList != nil {
 		return c.runList
 	}
-	out := make([][2]int, 0, 8)
+	out := c.runStore[:0]
 	for l := c.st.first; l < c.st.last; {
 		n := 1
 		for l+n < c.st.last && c.interior(l+n) && c.interior(l) {
@@ -74,7 +74,7 @@ func (c *stepCompiler) runs() [][2]int {
 		out = append(out, [2]int{l, l + n})
 		l += n
 	}
-	c.runList = out
+	c.runList, c.runStore = out, out
 	return out
 }
 
@@ -118,7 +118,8 @@ func sameSizes(a, b []Bytes) bool {
 func (c *compiler) beginRun(n, dir int) {
 	c.prog.runs = append(c.prog.runs, run{n: n})
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opRun, ref: int32(len(c.prog.runs) - 1)})
-	c.in = &runBody{n: n, dir: dir, first: slot(c.prog.slots), op: len(c.prog.ops) - 1}
+	c.body = runBody{n: n, dir: dir, first: slot(c.prog.slots), op: len(c.prog.ops) - 1}
+	c.in = &c.body
 }
 
 // endRun ends the body: each chain (a slot the body frees, from before the
@@ -127,7 +128,8 @@ func (c *compiler) beginRun(n, dir int) {
 // last element.
 func (c *compiler) endRun(chains []*slot, pre []slot) {
 	body := c.in
-	var moves []stepOp
+	var buf [4]stepOp
+	moves := buf[:0]
 	for i, ch := range chains {
 		post := *ch
 		if pre[i] == noSlot || post == pre[i] || post < body.first {
@@ -137,8 +139,12 @@ func (c *compiler) endRun(chains []*slot, pre []slot) {
 		moves = append(moves, stepOp{kind: opMove, slot: pre[i], ref: int32(post - 1)})
 		*ch = post + slot(body.n-1)
 	}
+	// The moves go before the run's opRun, the body after them.
 	ops := c.prog.ops
-	ops = append(ops[:body.op], append(moves, ops[body.op:]...)...)
+	n := len(ops)
+	ops = append(ops, moves...)
+	copy(ops[body.op+len(moves):], ops[body.op:n])
+	copy(ops[body.op:], moves)
 	c.prog.ops = ops
 	at := body.op + len(moves)
 	c.prog.runs[ops[at].ref].start, c.prog.runs[ops[at].ref].end = int32(at+1), int32(len(ops))
@@ -219,10 +225,10 @@ func (c *compiler) eachOf(dst, list []slot, i int) []slot {
 // repeat appends, for each iteration after the first, what the body
 // appended to list from index from.
 func (c *compiler) repeat(list []slot, from int) []slot {
-	body := append([]slot(nil), list[from:]...)
+	end := len(list)
 	for i := 1; i < c.in.n; i++ {
-		for _, s := range body {
-			list = append(list, c.each(s, i))
+		for j := from; j < end; j++ {
+			list = append(list, c.each(list[j], i))
 		}
 	}
 	return list

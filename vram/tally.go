@@ -105,8 +105,9 @@ type callKey struct {
 	lumpSize  Bytes
 }
 
-// effectOf runs call on a local count.
-func effectOf(call *blockCall, forward bool) callEffect {
+// effectOf runs call on a local count; the effect's spans are taken from
+// *spans.
+func effectOf(call *blockCall, forward bool, spans *[]spanMax) callEffect {
 	a := call.a
 	m := localCounts.Get().(*localCount)
 	defer localCounts.Put(m)
@@ -131,7 +132,7 @@ func effectOf(call *blockCall, forward bool) callEffect {
 			e.kept -= a.Input // the input's slot joins kept
 		}
 		e.delta = m.cur.sub(base)
-		e.deltaTot, e.spans = e.delta.total(), relative(m.spans, base)
+		e.deltaTot, e.spans = e.delta.total(), relative(m.spans, base, spans)
 		return e
 	}
 	var k *keptSet
@@ -147,13 +148,13 @@ func effectOf(call *blockCall, forward bool) callEffect {
 	grads, held := br.backward(k, call.bwd)
 	e.grads, e.held = m.vecOf(grads...).total(), m.vecOf(held...).total()
 	e.delta = m.cur.sub(base)
-	e.deltaTot, e.spans = e.delta.total(), relative(m.spans, base)
+	e.deltaTot, e.spans = e.delta.total(), relative(m.spans, base, spans)
 	return e
 }
 
-// relative makes spans relative to base.
-func relative(spans []spanMax, base vec) []spanMax {
-	out := make([]spanMax, len(spans))
+// relative makes spans relative to base, in storage taken from *store.
+func relative(spans []spanMax, base vec, store *[]spanMax) []spanMax {
+	out := take(store, len(spans))
 	for i, s := range spans {
 		out[i] = spanMax{start: s.start.sub(base), max: s.max.sub(base)}
 		out[i].startTot, out[i].maxTot = out[i].start.total(), out[i].max.total()
@@ -187,7 +188,8 @@ type tally struct {
 	// have returned.
 	afterForward Breakdown
 	effects      []callEffect
-	last         int // the effect the last call used
+	spanStore    []spanMax // the effects' spans
+	last         int       // the effect the last call used
 }
 
 // run evaluates p, its slots in buf's.
@@ -409,7 +411,7 @@ func (t *tally) call(c *blockCall, forward bool, it int) {
 		}
 	}
 	if e == nil {
-		t.effects = append(t.effects, effectOf(c, forward))
+		t.effects = append(t.effects, effectOf(c, forward, &t.spanStore))
 		t.last = len(t.effects) - 1
 		e = &t.effects[t.last]
 		e.key = key

@@ -174,8 +174,10 @@ func simulateTraining(r *resolved, blocks []unitMem, embed, head unitMem, record
 // estimateScratch is the per-layer storage of an estimate, given back when
 // it returns: a sweep or a solver makes thousands of estimates.
 type estimateScratch struct {
-	blocks []unitMem
-	acts   []BlockActivations
+	blocks  []unitMem
+	acts    []BlockActivations
+	effects []callEffect // the tally's, by block call (tally.go)
+	spans   []spanMax
 }
 
 var estimateScratches = sync.Pool{New: func() any { return &estimateScratch{} }}
@@ -184,6 +186,8 @@ var estimateScratches = sync.Pool{New: func() any { return &estimateScratch{} }}
 func (sc *estimateScratch) done() {
 	clear(sc.blocks)
 	clear(sc.acts)
+	clear(sc.effects[:cap(sc.effects)])
+	sc.effects, sc.spans = sc.effects[:0], sc.spans[:0]
 	estimateScratches.Put(sc)
 }
 
@@ -201,12 +205,16 @@ func simulateIn(sc *estimateScratch, r *resolved, blocks []unitMem, embed, head 
 	var best Timeline
 	var bestBuf *stepBuffer
 	var effects []callEffect
+	var spans []spanMax
+	if sc != nil {
+		effects, spans = sc.effects[:0], sc.spans[:0]
+	}
 	for k, st := range r.stages() {
 		buf := stepBuffers.Get().(*stepBuffer)
 		compileStep(buf, r, k, blocks, embed, head, acts, edges)
-		t := &tally{record: record, effects: effects}
+		t := &tally{record: record, effects: effects, spanStore: spans}
 		t.run(&buf.prog, buf)
-		effects = t.effects
+		effects, spans = t.effects, t.spanStore
 		tl := Timeline{Events: t.events, Stage: k, peak: t.peak, static: t.static.breakdown(), afterForward: t.afterForward}
 		var peak Bytes
 		for i := range tl.Events {
@@ -215,21 +223,24 @@ func simulateIn(sc *estimateScratch, r *resolved, blocks []unitMem, embed, head 
 			}
 		}
 		if k > 0 && tl.peak.Live.Total() <= best.peak.Live.Total() {
-			stepBuffers.Put(buf)
+			buf.put()
 			continue
 		}
 		if bestBuf != nil {
-			stepBuffers.Put(bestBuf)
+			bestBuf.put()
 		}
 		best, bestBuf = tl, buf
 		best.host = r.hostMemory(st, stageUnits(st, blocks, embed, head), acts)
+	}
+	if sc != nil {
+		sc.effects, sc.spans = effects, spans
 	}
 	best.block = acts[0]
 	if r.inputNoGrad() && len(acts) > 1 {
 		best.block = acts[1] // a block whose input needs a gradient, as all but the first
 	}
 	if !keep {
-		stepBuffers.Put(bestBuf)
+		bestBuf.put()
 		return best, nil
 	}
 	return best, &bestBuf.prog

@@ -191,14 +191,17 @@ type resolved struct {
 	m Model
 	// arena, when set, lends the op inventories' builders (an estimate's;
 	// builder_arena.go).
-	arena    *builderArena
-	dp       int // data-parallel ranks that shard (ZeRO) or replicate
-	tp, pp   int
-	cp, ep   int
-	shard    int // ranks that ZeRO/FSDP shards over
-	dropHid  float64
-	dropAttn float64
-	frozen   bool // base weights frozen (LoRA/adapter)
+	arena  *builderArena
+	dp     int // data-parallel ranks that shard (ZeRO) or replicate
+	tp, pp int
+	// stageList is the pipeline stages (stages), listed once resolve is
+	// done.
+	stageList []stage
+	cp, ep    int
+	shard     int // ranks that ZeRO/FSDP shards over
+	dropHid   float64
+	dropAttn  float64
+	frozen    bool // base weights frozen (LoRA/adapter)
 	// ckptOffset shifts which blocks CheckpointEvery checkpoints: block l
 	// when (l + ckptOffset) % CheckpointEvery == 0 (torchtitan counts from 1).
 	ckptOffset int
@@ -306,6 +309,7 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveAudio(); err != nil {
 		return r, err
 	}
+	r.stageList = r.listStages()
 	return r, nil
 }
 
