@@ -499,7 +499,7 @@ func list(ts ...*actT) []*actT { return ts }
 
 // external adds a tensor that exists before the builder's ops.
 func (b *actBuilder) external(name string, bytes Bytes, d DType) *actT {
-	t := &actT{name: name, op: "input", bytes: bytes, dtype: d, born: -1, lastUse: -1, external: true, release: -1}
+	t := b.newT(actT{name: name, op: "input", bytes: bytes, dtype: d, born: -1, lastUse: -1, external: true, release: -1})
 	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
 	return t
@@ -694,7 +694,8 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		}
 		return b.op(opName(name, ".to"), b.size(width, d), d, list(y))
 	}
-	var saves []*actT
+	var sv [1]*actT
+	saves := sv[:0]
 	switch {
 	case kind == "l2":
 		return cast(n, x.dtype)

@@ -13,7 +13,7 @@ func decoderBlock(r *resolved, layer int) BlockActivations {
 	if p.sp {
 		b.seqShard = p.tp
 	}
-	x := &actT{name: "input", op: "input", bytes: b.size(d.hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x := b.newT(actT{name: "input", op: "input", bytes: b.size(d.hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true})
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	out := b.decoderLayout(p, d, x)

@@ -97,7 +97,7 @@ func buildEdges(r *resolved) edgeActivations {
 		// for every layer, returned with the output.
 		p.holdOutput(b.op("conv_cache", p.baseDType.Size(mulI64(int64(r.MicroBatch)*int64(m.Layers), h*int64(c.Kernel))), p.baseDType, nil))
 	}
-	in := &actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true}
+	in := b.newT(actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true})
 	ea.Embed = b.summarize(in)
 	ea.Masks = masks(r, p)
 	ea.BridgeAt = -1
@@ -132,7 +132,7 @@ func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 	if p.sp && m.NormPosition != "post" && !m.EncoderDecoder() && !p.rec.pooledNorm {
 		hSeq, b.seqShard = h/p.tp, p.tp
 	}
-	x := &actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x := b.newT(actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true})
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	var hold []*actT // what the model's forward references until it returns

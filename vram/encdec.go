@@ -19,7 +19,7 @@ func buildBridge(r *resolved, p blockPlan) BlockActivations {
 	batch, S, T := int64(r.MicroBatch), int64(r.SeqLen), int64(r.DecoderSeqLen)
 	h := int64(m.Hidden)
 	b := newActBuilder(r, batch*S)
-	x := &actT{name: "encoder_blocks_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x := b.newT(actT{name: "encoder_blocks_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true})
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	eo := b.dropout(p, "encoder.dropout", b.t5Norm(p, "encoder.final_layer_norm", x, h), h, p.dropHid)

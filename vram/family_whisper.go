@@ -265,7 +265,7 @@ func whisperBridge(r *resolved, p blockPlan) BlockActivations {
 	batch, S, T := int64(r.MicroBatch), int64(m.encoderLen(r.SeqLen)), int64(r.DecoderSeqLen)
 	h := int64(m.Hidden)
 	b := newActBuilder(r, batch*S)
-	x := &actT{name: "encoder_blocks_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true}
+	x := b.newT(actT{name: "encoder_blocks_output", op: "input", bytes: p.resid.Size(batch * S * h), dtype: p.resid, born: -1, lastUse: -1, external: true})
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	eo := b.norm(p, "encoder.layer_norm", "layernorm", x, h)

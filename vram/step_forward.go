@@ -183,7 +183,7 @@ func (c *stepCompiler) compilePass(iter, micro int) {
 	*p = stepPass{iter: iter, micro: micro, last: micro == r.GradAccum, gradsHeld: micro > 1 || iter > 1 && r.KeepGrads,
 		res: noSlot, embedKept: noSlot, bridgeKept: noSlot, bridgeOthers: noSlot, headKept: noSlot, root: noSlot, ag: noSlot, rs: noSlot, headHeld: noSlot,
 		kept: p.kept, modes: p.modes, withIn: p.withIn, unsharded: p.unsharded, groupLump: p.groupLump, othersBy: p.othersBy, liveGrads: p.liveGrads,
-		others: p.others[:0], until: p.until[:0], held: p.held[:0], masks: p.masks[:0]}
+		others: p.others[:0], until: p.until[:0], held: p.held[:0], masks: p.masks[:0], maskGrads: p.maskGrads[:0]}
 	for i := range p.kept {
 		p.kept[i], p.unsharded[i], p.groupLump[i], p.othersBy[i] = noSlot, noSlot, noSlot, noSlot
 	}
