@@ -107,8 +107,10 @@ func qwen3VLWrapper() *visionWrapper {
 		textMasks:  qwen3VLDeepstackMask,
 		afterLayer: qwen3VLDeepstackAdd,
 		// The image processor's size.longest_edge, 4096² pixels (16,384
-		// tokens an image); its videos are not modelled (vllm_mm.go says so).
-		maxPixels: 16777216,
+		// tokens an image), and the video processor's size (the released
+		// video_preprocessor_config.json: shortest_edge 4096, longest_edge
+		// 25165824 = 24576 × 32 × 32).
+		maxPixels: 16777216, video: qwen3Video, videoMinPixels: 4096, videoMaxPixels: 25165824,
 	}
 }
 

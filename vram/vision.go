@@ -61,10 +61,13 @@ type visionWrapper struct {
 	afterLayer func(b *actBuilder, p blockPlan, layer int, x *actT) *actT
 	// maxPixels is the released processor's max_pixels
 	// (preprocessor_config.json), the largest image it passes, where the
-	// tower takes any size; 0: the tower's own size. video: the processor
-	// also takes videos (frames in temporal groups of whole images).
-	maxPixels int
-	video     bool
+	// tower takes any size; 0: the tower's own size. video says how the
+	// processor's videos are made, which vLLM's profile runs (vllm_mm.go);
+	// videoMinPixels and videoMaxPixels bound a Qwen3-VL video's frames ×
+	// height × width (video_preprocessor_config.json's size).
+	maxPixels                      int
+	video                          videoKind
+	videoMinPixels, videoMaxPixels int
 	// tiles: the processor cuts an image into up to max_num_tiles tiles of
 	// the tower's size (Llama 4), which the engine's tower does not build;
 	// its model is counted one tile an image.

@@ -68,18 +68,19 @@ func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
 		return nil, nil // no image tokens: nothing reaches the encoder
 	}
 	images, video := v.mmLimit("image"), 0
-	if w.video {
+	if w.video != noVideo {
 		video = v.mmLimit("video")
 	}
 	if images == 0 && video == 0 {
 		return nil, nil // text-only: the encoder is neither built nor profiled
 	}
 	p.TokensPerItem, p.Frames = perImage, 0
-	groups := 1 // temporal groups an item: images of the tower's size
+	groups := 1 // temporal groups an item: images of the dummy's size
 	if video > 0 {
-		frames, g := qwenVideoFrames(v.MaxModelLen, perImage, img.TemporalPatch)
-		if images == 0 || g*perImage > perImage {
-			p.Modality, p.Frames, p.TokensPerItem, groups = "video", frames, g*perImage, g
+		vid := v.dummyVideo(*w, img, p.ImageSize, perImage)
+		if images == 0 || vid.tokens > perImage {
+			p.Modality, p.Frames, p.TokensPerItem, groups = "video", vid.frames, vid.tokens, vid.groups
+			p.ImageSize, img.Size = vid.side, vid.side // the tower's images are the frames
 		}
 	}
 	p.Budget = max(v.MaxNumBatchedTokens, p.TokensPerItem)
@@ -119,6 +120,88 @@ func (v VLLM) mmLimit(modality string) int {
 		return n
 	}
 	return vllmMMLimit
+}
+
+// videoKind is how a processor makes the dummy video of vLLM's profile.
+type videoKind uint8
+
+const (
+	noVideo videoKind = iota
+	// qwen2Video: Qwen2-VL's processing info, which Qwen2.5-VL reuses:
+	// frames of the largest image, as many as max_model_len holds, at most
+	// 14 (qwen2_vl.py l.956-1009; qwenVideoFrames).
+	qwen2Video
+	// qwen3Video: Qwen3-VL's: up to 24,576 frames, resized together by the
+	// video processor within its max pixels, each token counted 12.5 times
+	// for the timestamp text around it (qwen3_vl.py l.91, 591-673,
+	// 740-788; qwen3VideoFrames).
+	qwen3Video
+)
+
+// dummyVideo is the profile's dummy video: its frames, temporal groups,
+// frame side and the tokens vLLM counts for it.
+type dummyVideo struct{ frames, groups, side, tokens int }
+
+// dummyVideo is the video w's processor makes for the profile, its
+// largest image side pixels square (perImage tokens).
+func (v VLLM) dummyVideo(w visionWrapper, im Image, side, perImage int) dummyVideo {
+	if w.video == qwen3Video {
+		return qwen3DummyVideo(v.MaxModelLen, side, im, w.videoMinPixels, w.videoMaxPixels)
+	}
+	frames, g := qwenVideoFrames(v.MaxModelLen, perImage, im.TemporalPatch)
+	return dummyVideo{frames: frames, groups: g, side: side, tokens: g * perImage}
+}
+
+// vllmQwen3MaxFrames is Qwen3-VL's _MAX_FRAMES_PER_VIDEO (qwen3_vl.py
+// l.91).
+const vllmQwen3MaxFrames = 24576
+
+// qwen3DummyVideo is Qwen3-VL's dummy video for the profile of a
+// max_model_len context: _get_max_video_frames (from two frames, l.644-648;
+// qwen2_vl.py l.974-995) adds frames while the next count's tokens fit,
+// capped at 24,576 (get_num_frames_with_most_features, l.650-656); the
+// video processor resizes the largest image (side²) for that many frames
+// (_get_vision_info, l.591-641), and get_max_video_tokens counts its tokens
+// × 12.5, the "<t seconds>" text and the markers around each
+// (l.658-673).
+func qwen3DummyVideo(maxModelLen, side int, im Image, minPx, maxPx int) dummyVideo {
+	temporal, factor := max(1, im.TemporalPatch), im.Patch*max(1, im.Merge)
+	tokens := func(frames int) (int, int, int) {
+		s := qwen3VideoSide(frames, side, temporal, factor, minPx, maxPx)
+		groups := max((frames+frames%temporal)/temporal, 1)
+		per := (s / im.Patch) * (s / im.Patch) / max(1, im.Merge*im.Merge)
+		return groups * per, groups, s
+	}
+	n := 2
+	for n < vllmQwen3MaxFrames {
+		if t, _, _ := tokens(n + 1); t > maxModelLen {
+			break
+		}
+		n++
+	}
+	soft, groups, s := tokens(n)
+	return dummyVideo{frames: n, groups: groups, side: s, tokens: int(float64(soft) * 12.5)}
+}
+
+// qwen3VideoSide is the side transformers' Qwen3-VL video smart_resize
+// gives frames frames of a side² image (video_processing_qwen3_vl.py
+// l.34-64, transformers 4.57.6): the side rounded to the factor, scaled
+// down to keep frames × side² within maxPx (at least one factor) or up to
+// reach minPx. Python's round is half to even.
+func qwen3VideoSide(frames, side, temporal, factor, minPx, maxPx int) int {
+	f := float64(factor)
+	h := int64(math.RoundToEven(float64(side)/f)) * int64(factor)
+	t := int64(math.RoundToEven(float64(frames)/float64(temporal))) * int64(temporal)
+	all := float64(frames) * float64(side) * float64(side)
+	switch {
+	case maxPx > 0 && t*h*h > int64(maxPx):
+		beta := math.Sqrt(all / float64(maxPx))
+		return max(factor, int(math.Floor(float64(side)/beta/f))*factor)
+	case t*h*h < int64(minPx):
+		beta := math.Sqrt(float64(minPx) / all)
+		return int(math.Ceil(float64(side)*beta/f)) * factor
+	}
+	return int(h)
 }
 
 // qwenVideoFrames is the dummy video of Qwen2-VL's processing info
@@ -182,6 +265,6 @@ func (p VLLMMMProfile) note() string {
 	}
 	return fmt.Sprintf("vLLM profiles the vision encoder before sizing the KV cache: %s in one call (encoder budget %d tokens), "+
 		"its peak %s GiB, and %s GiB of pixels and outputs (padded to the budget) held through the language model's dummy run; "+
-		"--limit-mm-per-prompt, --mm-processor-kwargs max_pixels or --skip-mm-profiling change it (the tower's activations are transformers' ops with flash attention; videos are modelled as Qwen2.5-VL's processor makes them, Qwen3-VL's are not)",
+		"--limit-mm-per-prompt, --mm-processor-kwargs max_pixels or --skip-mm-profiling change it (the tower's activations are transformers' ops with flash attention)",
 		what, p.Budget, formatGiB(p.Encoder), formatGiB(p.Held))
 }

@@ -23,6 +23,46 @@ func TestQwenVideoFrames(t *testing.T) {
 	}
 }
 
+// TestQwen3DummyVideo: Qwen3-VL's dummy video as vLLM 0.11.0 makes it
+// from the released processors' sizes (4096² images; videos within
+// 4,096 … 25,165,824 pixels over all frames): the frames transformers'
+// smart_resize sizes (worked by hand from video_processing_qwen3_vl.py
+// l.34-64), the frame count _get_max_video_frames finds, and the tokens
+// get_max_video_tokens counts (× 12.5).
+func TestQwen3DummyVideo(t *testing.T) {
+	for _, c := range []struct{ frames, side int }{
+		{2, 3520},   // 2·4096² > max: β = √(4/3), ⌊4096/β/32⌋ = 110
+		{3, 2880},   // rounds to 4 frames: β = √2, ⌊90.5⌋ = 90
+		{24576, 32}, // β = 128: one factor
+		{1 << 20, 32},
+	} {
+		if s := qwen3VideoSide(c.frames, 4096, 2, 32, 4096, 25165824); s != c.side {
+			t.Errorf("%d frames: side %d, want %d", c.frames, s, c.side)
+		}
+	}
+	if s := qwen3VideoSide(2, 64, 2, 32, 131072, 786432); s != 256 {
+		t.Errorf("a 64² video below min_pixels: side %d, want 256 (β = 4, ⌈8⌉·32)", s)
+	}
+	im := *MustPreset("qwen3-vl-8b").Vision.Tower.Image
+	for _, c := range []struct {
+		maxLen, minPx, maxPx int
+		want                 dummyVideo
+	}{
+		// Three frames' 16,200 tokens fit: frames are added up to the cap,
+		// 32² each (one token), 12,288 groups, counted 153,600.
+		{32768, 4096, 25165824, dummyVideo{frames: 24576, groups: 12288, side: 32, tokens: 153600}},
+		{262144, 4096, 25165824, dummyVideo{frames: 24576, groups: 12288, side: 32, tokens: 153600}},
+		// Three frames do not fit 8,192: two of 3520² (12,100 tokens).
+		{8192, 4096, 25165824, dummyVideo{frames: 2, groups: 1, side: 3520, tokens: 151250}},
+		// transformers' own defaults (128·32² … 768·32²) reach the cap too.
+		{32768, 131072, 786432, dummyVideo{frames: 24576, groups: 12288, side: 32, tokens: 153600}},
+	} {
+		if got := qwen3DummyVideo(c.maxLen, 4096, im, c.minPx, c.maxPx); got != c.want {
+			t.Errorf("max_model_len %d, video pixels %d…%d: %+v, want %+v", c.maxLen, c.minPx, c.maxPx, got, c.want)
+		}
+	}
+}
+
 // TestVLLMMultimodalProfile: vLLM profiles a vision-language model's
 // encoder on dummy items before it sizes the KV cache: which modality, how
 // many items, what the encoder call and what stays beside the language
@@ -54,7 +94,12 @@ func TestVLLMMultimodalProfile(t *testing.T) {
 		// --mm-processor-kwargs '{"max_pixels": 1003520}': 980² pixels,
 		// 1,225 tokens an image, six of them in the 8,192-token budget.
 		{"qwen2.5-vl max_pixels", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768, MaxPixels: 1003520, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 1225, 6, 8192, 980},
-		{"qwen3-vl", "qwen3-vl-8b", VLLM{MaxModelLen: 32768}, "image", 16384, 1, 16384, 4096},
+		// Qwen3-VL: a video of 24,576 32² frames, counted 153,600 tokens
+		// (its timestamps), beats a 4096² image; its outputs are padded to
+		// those rows.
+		{"qwen3-vl", "qwen3-vl-8b", VLLM{MaxModelLen: 32768}, "video", 153600, 1, 153600, 32},
+		{"qwen3-vl 8k", "qwen3-vl-8b", VLLM{MaxModelLen: 8192}, "video", 151250, 1, 151250, 3520},
+		{"qwen3-vl no video", "qwen3-vl-8b", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 16384, 1, 16384, 4096},
 	} {
 		cv := carve(c.preset, c.v)
 		p := cv.MMProfile
@@ -75,7 +120,10 @@ func TestVLLMMultimodalProfile(t *testing.T) {
 		tower := dummy.Tower
 		tower.Image = &im
 		dummy.Tower = tower
-		groups := p.TokensPerItem / dummy.ImageTokens() // a video's temporal pairs of frames
+		groups := 1
+		if p.Modality == "video" {
+			groups = (p.Frames + p.Frames%2) / 2 // temporal pairs of frames
+		}
 		pixels := FP32.Size(int64(p.Items*groups) * int64(im.Tokens()) * int64(im.Channels*max(1, im.TemporalPatch)*im.Patch*im.Patch))
 		outputs := BF16.Size(int64(p.Items) * int64(max(p.TokensPerItem, p.Budget)) * int64(m.Hidden) * int64(1+im.Deepstack.Len()))
 		if p.Held != pixels+outputs {
