@@ -460,7 +460,9 @@ func (b *actBuilder) side(name string, bytes Bytes, d DType) *actT {
 	t := b.newT(actT{name: name, op: b.ops[idx].name, bytes: bytes, dtype: d, saved: true, born: idx, lastUse: idx, release: idx})
 	t.id = len(b.ts)
 	b.ts = append(b.ts, t)
-	b.ops[idx].outs = append(b.ops[idx].outs, t)
+	outs := b.ptrStore(len(b.ops[idx].outs) + 1) // the op's list, one longer
+	outs[copy(outs, b.ops[idx].outs)] = t
+	b.ops[idx].outs = outs
 	b.saves = append(b.saves, saveRec{idx, t})
 	return t
 }

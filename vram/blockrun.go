@@ -60,8 +60,18 @@ func emptyKept(k *keptSet, a *BlockActivations) *keptSet {
 // runScratch is storage a blockRun whose kept set and gradients in flight
 // die with it reuses (the timeline's effectOf).
 type runScratch struct {
-	kept keptSet
-	gf   gradsInFlight
+	kept        keptSet
+	gf          gradsInFlight
+	grads, held []int // a backward's results, read before the next call
+}
+
+// lists are empty grads and held lists for a backward, in the scratch's
+// storage when the run has one.
+func (br blockRun) lists() (grads, held []int) {
+	if br.sc != nil {
+		return br.sc.grads[:0], br.sc.held[:0]
+	}
+	return nil, nil
 }
 
 // newKept is an empty keptSet for the block, in the scratch's storage
@@ -324,6 +334,7 @@ func (br blockRun) backward(k *keptSet, c bwdCall) (grads, held []int) {
 	}
 	own := br.walkStart(k, c)
 	gf := br.newInFlight()
+	grads, held = br.lists()
 	var got Bytes
 	for i := range a.bwd {
 		st := &a.bwd[i]
@@ -350,7 +361,11 @@ func (br blockRun) backward(k *keptSet, c bwdCall) (grads, held []int) {
 		grads = append(grads, m.alloc(catGradients, c.grads-got))
 	}
 	m.free(own.adj)
-	return grads, br.walkEnd(k, c)
+	held = br.walkEnd(k, c, held)
+	if br.sc != nil {
+		br.sc.grads, br.sc.held = grads, held
+	}
+	return grads, held
 }
 
 // gradsInFlight are the gradients a block's backward holds across its
@@ -598,8 +613,9 @@ func (br blockRun) sectionAsOne(k *keptSet, hi int, own *walkOwn) {
 }
 
 // walkEnd frees what is left of the block after its backward, but what
-// the model's output holds when it outlives the backward.
-func (br blockRun) walkEnd(k *keptSet, c bwdCall) (held []int) {
+// the model's output holds when it outlives the backward, appended to
+// held.
+func (br blockRun) walkEnd(k *keptSet, c bwdCall, held []int) []int {
 	m, p := br.m, br.p
 	keep := func(h int) {
 		if h >= 0 {

@@ -135,7 +135,8 @@ func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 	x := b.newT(actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true})
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
-	var hold []*actT // what the model's forward references until it returns
+	var holdBuf [2]*actT
+	hold := holdBuf[:0] // what the model's forward references until it returns
 	switch {
 	case m.seq2seq() != nil:
 		x = m.seq2seq().finalNorm(b, p, x, h)

@@ -1224,8 +1224,14 @@ func (m Model) countParams() (n int64, err error) {
 	if n > maxParams {
 		return 0, fmt.Errorf("model: %d parameters is beyond any trainable or servable model (limit %d); check layers, hidden, ffn, vocab and experts", n, int64(maxParams))
 	}
+	var bufs []Buffer
+	if m.Experts <= 2 {
+		bufs = m.tensorSet().bufs // listed with the tensors ParamCount counted
+	} else {
+		bufs = m.Buffers() // as paramsLinearInExperts, without listing every expert
+	}
 	var buf Bytes
-	for _, b := range m.Buffers() {
+	for _, b := range bufs {
 		buf = addBytes(buf, b.Bytes())
 	}
 	if buf > maxPlanBytes {

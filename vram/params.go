@@ -242,31 +242,18 @@ func (r *resolved) unitsIn(dst []unitMem, sized bool) (blocks []unitMem, embed, 
 	for k := range rep {
 		rep[k] = -1
 	}
-	var idx []int
 	for l := 0; l < r.m.Layers; l++ {
 		if k := r.m.blockKind(l); rep[k] < 0 {
 			rep[k] = l
-			idx = append(idx, set.byLayer[l]...)
+			r.addUnits(set, set.byLayer[l], blocks, &embed, &head, sized)
 		}
 	}
-	idx = append(idx, set.outside...)
+	r.addUnits(set, set.outside, blocks, &embed, &head, sized)
 	defer func() {
 		for l := range blocks {
 			blocks[l] = blocks[rep[r.m.blockKind(l)]]
 		}
 	}()
-	for _, i := range idx {
-		t := set.ts[i]
-		u := r.tensorUnit(t, sized)
-		switch {
-		case t.Layer >= 0:
-			blocks[t.Layer].add(u)
-		case t.head:
-			head.add(u)
-		default:
-			embed.add(u)
-		}
-	}
 	// Module buffers sit on every GPU that holds their module, unsharded
 	// and never offloaded; the blocks' with the blocks, the rest with the
 	// embedding.
@@ -282,6 +269,22 @@ func (r *resolved) unitsIn(dst []unitMem, sized bool) (blocks []unitMem, embed, 
 		}
 	}
 	return blocks, embed, head
+}
+
+// addUnits adds the tensors set.ts[idx] to the units that hold them.
+func (r *resolved) addUnits(set tensorSet, idx []int, blocks []unitMem, embed, head *unitMem, sized bool) {
+	for _, i := range idx {
+		t := set.ts[i]
+		u := r.tensorUnit(t, sized)
+		switch {
+		case t.Layer >= 0:
+			blocks[t.Layer].add(u)
+		case t.head:
+			head.add(u)
+		default:
+			embed.add(u)
+		}
+	}
 }
 
 // tensorUnit is what one tensor of the model takes on this GPU: its stored

@@ -97,18 +97,18 @@ func blockActivations(r *resolved) []BlockActivations { return blockActivationsI
 
 // blockActivationsIn is blockActivations in dst's storage where it has room.
 func blockActivationsIn(dst []BlockActivations, r *resolved) []BlockActivations {
-	rr := *r.pipelineMicro()
+	rr := r.pipelineMicro() // r itself without pipeline parallelism
 	acts := resize(dst[:0], r.m.Layers)
 	var byKind [blockKinds]BlockActivations
 	var have [blockKinds]bool
 	for i := range acts {
 		if i == 0 && r.inputNoGrad() {
-			acts[0] = buildBlock(&rr, 0) // its input needs no gradient
+			acts[0] = buildBlock(rr, 0) // its input needs no gradient
 			continue
 		}
 		k := r.m.blockKind(i)
 		if !have[k] {
-			byKind[k], have[k] = buildBlock(&rr, i), true
+			byKind[k], have[k] = buildBlock(rr, i), true
 		}
 		acts[i] = byKind[k]
 	}
