@@ -612,23 +612,26 @@ func (br blockRun) sectionAsOne(k *keptSet, hi int, own *walkOwn) {
 	}
 }
 
+// keepHandle appends h to held when it is one.
+func keepHandle(held []int, h int) []int {
+	if h >= 0 {
+		held = append(held, h)
+	}
+	return held
+}
+
 // walkEnd frees what is left of the block after its backward, but what
 // the model's output holds when it outlives the backward, appended to
 // held.
 func (br blockRun) walkEnd(k *keptSet, c bwdCall, held []int) []int {
 	m, p := br.m, br.p
-	keep := func(h int) {
-		if h >= 0 {
-			held = append(held, h)
-		}
-	}
 	for _, t := range p.ts {
 		h := k.h[t.id]
 		switch {
 		case h < 0:
 			continue
 		case t.held && c.outlives:
-			keep(h)
+			held = keepHandle(held, h)
 		default:
 			m.free(h)
 		}
@@ -636,19 +639,19 @@ func (br blockRun) walkEnd(k *keptSet, c bwdCall, held []int) []int {
 	}
 	m.free(k.ext)
 	if c.outlives {
-		keep(k.extHeld)
+		held = keepHandle(held, k.extHeld)
 	} else {
 		m.free(k.extHeld)
 	}
 	if k.input >= 0 && p.in.held && c.outlives {
-		keep(k.input)
+		held = keepHandle(held, k.input)
 	} else {
 		m.free(k.input)
 	}
 	m.free(k.lump)
 	k.ext, k.extHeld, k.input, k.lump = -1, -1, -1, -1
 	if (c.lump || c.mode == keepCompiled) && c.outlives && br.a.outlives > 0 {
-		keep(m.alloc(catActivations, br.a.outlives))
+		held = keepHandle(held, m.alloc(catActivations, br.a.outlives))
 	}
 	return held
 }

@@ -15,12 +15,12 @@ type builderScratch struct {
 }
 
 // take returns n zeroed elements from the end of *slab. A slab without
-// room is replaced by a larger one; what was taken from the old one stays
-// valid.
+// room is replaced by a larger one (the first exactly n: a builder that is
+// not pooled takes little); what was taken from the old one stays valid.
 func take[T any](slab *[]T, n int) []T {
 	s := *slab
 	if cap(s)-len(s) < n {
-		s = make([]T, 0, max(2*cap(s), n, 256))
+		s = make([]T, 0, max(2*cap(s), n))
 	}
 	k := len(s)
 	s = s[:k+n]
