@@ -30,11 +30,12 @@ func init() {
 				l.linear("model.multi_modal_projector.linear_2", "other", h, h, !v.NoProjectorBias)
 			},
 			project: func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
-				y := b.linear(p, "multi_modal_projector.linear_1", "other", x, hv, h)
-				y = b.op("multi_modal_projector.gelu", b.size(h, y.dtype), y.dtype, list(y), y)
-				return b.linear(p, "multi_modal_projector.linear_2", "other", y, h, h)
+				inner := h / b.r.projectorShard() // vision_tp.go
+				y := b.linear(p, "multi_modal_projector.linear_1", "other", x, hv, inner)
+				y = b.op("multi_modal_projector.gelu", b.size(inner, y.dtype), y.dtype, list(y), y)
+				return b.linear(p, "multi_modal_projector.linear_2", "other", y, inner, h)
 			},
-			hiddenStates: true, returnsFeatures: true,
+			hiddenStates: true, returnsFeatures: true, vllmTowerTP: true,
 			rename: func(name string) string {
 				for _, r := range [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
 					{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}} {

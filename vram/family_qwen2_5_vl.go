@@ -42,9 +42,10 @@ func init() {
 				b.tokens = merged * mm
 				y := b.norm(p, "merger.ln_q", "rmsnorm", x, hv)
 				b.tokens = merged
-				y = b.linear(p, "merger.mlp.0", "other", y, mm*hv, mm*hv)
-				y = b.op("merger.mlp.1.gelu", b.size(mm*hv, y.dtype), y.dtype, list(y), y)
-				y = b.linear(p, "merger.mlp.2", "other", y, mm*hv, h)
+				inner := mm * hv / b.r.projectorShard() // vision_tp.go
+				y = b.linear(p, "merger.mlp.0", "other", y, mm*hv, inner)
+				y = b.op("merger.mlp.1.gelu", b.size(inner, y.dtype), y.dtype, list(y), y)
+				y = b.linear(p, "merger.mlp.2", "other", y, inner, h)
 				// hidden_states[argsort(window_index)]: back from window order.
 				return b.op("merger.reverse_order", b.size(h, y.dtype), y.dtype, list(y))
 			},
@@ -61,7 +62,7 @@ func init() {
 			// The released preprocessor_config.json's max_pixels: 3584²
 			// pixels, 16,384 tokens an image ("4-16384 visual tokens", the
 			// model card); videos come in pairs of frames of that size.
-			maxPixels: 12845056, video: qwen2Video,
+			maxPixels: 12845056, video: qwen2Video, vllmTowerTP: true,
 			textBuffers: func(m Model, b *bufferList) {
 				for i := 0; i < m.Layers; i++ {
 					b.add(fmt.Sprintf("model.layers.%d.self_attn.rotary_emb.inv_freq", i), i, FP32, int64(m.HeadDim/2))

@@ -222,7 +222,7 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 	b.hold(a)
 	x1 := b.residualAdd(p, "attn_residual", h, x, y)
 	a2 := b.norm(p, "norm2", "rmsnorm", x1, h)
-	y2 := b.gatedMLP(p, "mlp.", a2, h, f)
+	y2 := b.gatedMLP(p, "mlp.", a2, h, f/towerShard(p))
 	b.hold(a2)
 	out := b.residualAdd(p, "mlp_residual", h, x1, y2)
 	out.keepAlive = true
@@ -240,8 +240,14 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 // l.186-248) run the same ops.
 func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT, chunks [][2]int64, n int64) *actT {
 	N := b.tokens
-	h, heads := int64(m.Hidden), int64(m.Heads)
-	qkv := b.linear(p, "attn.qkv", "qkv_proj", a, h, 3*h)
+	// Under a serving engine's TP a rank runs its heads (vision_tp.go): q,
+	// k and v are h wide from here on, the fused qkv gathered whole first.
+	full, tp := int64(m.Hidden), towerShard(p)
+	h, heads := full/tp, int64(m.Heads)/tp
+	qkv := b.linear(p, "attn.qkv", "qkv_proj", a, full, 3*h)
+	if tp > 1 {
+		qkv = qkvAllGather(b, p, qkv, full)
+	}
 	// apply_rotary_pos_emb_vision: q.float(), q·cos + rotate_half(q)·sin,
 	// back to q's dtype.
 	rope := func(name string) *actT {
@@ -299,5 +305,5 @@ func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT,
 	}
 	b.tokens = N
 	o := b.op("attn.cat", b.size(h, p.e), p.e, outs)
-	return b.linear(p, "attn.proj", "o_proj", o, h, h)
+	return b.linear(p, "attn.proj", "o_proj", o, h, full)
 }

@@ -111,6 +111,7 @@ func qwen3VLWrapper() *visionWrapper {
 		// video_preprocessor_config.json: shortest_edge 4096, longest_edge
 		// 25165824 = 24576 × 32 × 32).
 		maxPixels: 16777216, video: qwen3Video, videoMinPixels: 4096, videoMaxPixels: 25165824,
+		vllmTowerTP: true,
 	}
 }
 
@@ -187,9 +188,10 @@ func qwen3VLMerger(b *actBuilder, p blockPlan, v Vision, name string, x *actT, h
 		y = b.norm(p, name+"norm", "layernorm", x, hv)
 		b.tokens = merged
 	}
-	y = b.linear(p, name+"linear_fc1", "other", y, mm*hv, mm*hv)
-	y = b.op(name+"gelu", b.size(mm*hv, y.dtype), y.dtype, list(y), y)
-	return b.linear(p, name+"linear_fc2", "other", y, mm*hv, h)
+	inner := mm * hv / b.r.projectorShard() // vision_tp.go
+	y = b.linear(p, name+"linear_fc1", "other", y, mm*hv, inner)
+	y = b.op(name+"gelu", b.size(inner, y.dtype), y.dtype, list(y), y)
+	return b.linear(p, name+"linear_fc2", "other", y, inner, h)
 }
 
 // qwen3VLDeepstackMask is the deepstack features as the text model gets

@@ -196,6 +196,7 @@ func qwen3VisionBlock(r *resolved, layer int) BlockActivations {
 	b.hold(a)
 	x1 := b.residualAdd(p, "attn_residual", h, x, y)
 	a2 := b.norm(p, "norm2", "layernorm", x1, h)
+	f /= towerShard(p) // a serving engine's TP rank's share (vision_tp.go)
 	u := b.linear(p, "mlp.linear_fc1", "fc1", a2, h, f)
 	g := b.op("mlp.gelu_tanh", b.size(f, u.dtype), u.dtype, list(u), u)
 	y2 := b.linear(p, "mlp.linear_fc2", "fc2", g, f, h)

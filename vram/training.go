@@ -173,6 +173,10 @@ type Training struct {
 	// runs the model with the engine's own kernels, not transformers'
 	// modeling code: flash attention, fused MoE (recipe.fusedMoE).
 	servingEngine bool
+	// towerTP is the tensor-parallel degree a serving engine splits the
+	// vision tower's and the projector's weights over (vLLM's default
+	// mm_encoder_tp_mode "weights", vision_tp.go); 0 or 1: replicated.
+	towerTP int
 }
 
 // LoRA configures low-rank adapters (Hu et al. 2021): for each targeted

@@ -68,6 +68,9 @@ type visionWrapper struct {
 	maxPixels                      int
 	video                          videoKind
 	videoMinPixels, videoMaxPixels int
+	// vllmTowerTP: vLLM splits the tower's and projector's weights over
+	// its TP ranks (vision_tp.go).
+	vllmTowerTP bool
 	// tiles: the processor cuts an image into up to max_num_tiles tiles of
 	// the tower's size (Llama 4), which the engine's tower does not build;
 	// its model is counted one tile an image.
@@ -255,7 +258,8 @@ func (m Model) textBufferName(name string) string {
 // towerPlan resolves the run of a vision-language model's tower: the
 // images of a micro-batch as the tower's batch, its own family's recipe,
 // trained in full or frozen as the plan says, no adapters, no model
-// parallelism (the tower is replicated).
+// parallelism (the tower is replicated) but a serving engine's
+// (vision_tp.go).
 func (r *resolved) towerPlan() (*resolved, error) {
 	v := r.m.Vision
 	t := Training{Model: v.Tower, SeqLen: v.Tower.Image.Tokens(), MicroBatch: r.MicroBatch * r.images,
@@ -265,6 +269,9 @@ func (r *resolved) towerPlan() (*resolved, error) {
 		asTower: true}
 	if r.Checkpointing == CheckpointSelective {
 		t.Checkpointing = CheckpointNone // transformers checkpoints whole layers or none
+	}
+	if r.towerTP > 1 {
+		t.Parallel.TP = r.towerTP // vision_tp.go
 	}
 	if r.towerTrains() {
 		t.Trainable = "full"

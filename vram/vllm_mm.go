@@ -48,10 +48,20 @@ type VLLMMMProfile struct {
 // mmProfile is vLLM's multimodal profile of in's vision-language model
 // (nil when it has none or it is skipped).
 func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
-	if m.Vision == nil || v.SkipMMProfiling {
+	if m.Vision == nil {
 		return nil, nil
 	}
 	w := m.visionWrapperOf()
+	if w != nil && (v.mmLimit("image") > 0 || w.video != noVideo && v.mmLimit("video") > 0) {
+		// The encoder is built, skipped profile or not: its weights split
+		// over the ranks.
+		if err := checkTowerTP(m, v.TP); err != nil {
+			return nil, err
+		}
+	}
+	if v.SkipMMProfiling {
+		return nil, nil
+	}
 	im := m.Vision.Tower.Image
 	if w == nil || im == nil || im.Patch < 1 || w.tiles {
 		return nil, nil
@@ -236,6 +246,9 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 	tr := Training{Model: mm, SeqLen: per, MicroBatch: p.Items * groups, Images: 1, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: "flash2", Dropout: new(float64), Parallel: Parallel{TP: max(1, v.TP)}}
 	tr.servingEngine = true
+	if w := m.visionWrapperOf(); w != nil && w.vllmTowerTP {
+		tr.towerTP = max(1, v.TP) // vision_tp.go
+	}
 	r, err := tr.resolve()
 	if err != nil {
 		return fmt.Errorf("vllm: the multimodal profile (%d %s items of %d tokens): %w", p.Items, p.Modality, p.TokensPerItem, err)

@@ -1,0 +1,70 @@
+package vram
+
+import "fmt"
+
+// A vision tower under a serving engine's tensor parallelism. vLLM 0.11.0
+// splits the tower's and the projector's weights over the TP ranks by
+// default (mm_encoder_tp_mode "weights", config/multimodal.py l.14, 58;
+// "data" runs whole towers on shares of the images and is not modelled):
+// every rank runs every patch, with its heads (heads / tp) and its share
+// of the MLP's width.
+//   - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (qwen2_5_vl.py l.225-238, 287-330,
+//     503-547; qwen2_vl.py l.220-230, 305-358; qwen3_vl.py l.134-182,
+//     210-256): the qkv projection is column-parallel, and split_qkv
+//     all-gathers it to full width on every rank (all_gather_interleave,
+//     l.248-264: the gathered pieces, then their interleaved cat) before
+//     each rank takes its heads' slices; proj and the MLP's down
+//     projection are row-parallel (all-reduced to full width); the
+//     mergers' first linear is column-parallel, their second row-parallel.
+//   - CLIP (LLaVA; clip.py l.111-166, llava.py l.107-117): qkv, fc1 and
+//     the projector's linear_1 column-parallel without a gather; out_proj,
+//     fc2 and linear_2 row-parallel.
+// The residual stream, the norms, the patch embedding and the position
+// tables stay whole on every rank. vLLM asserts that the degree divides
+// what it splits (layers/linear.py l.622, distributed/utils.py divide).
+//
+// The engine builds the tower with that degree (towerPlan: its blockPlan's
+// tp), and the projector divides its inner width by resolved.towerTP.
+
+// towerShard is the degree a tower's blocks split their heads and MLP over
+// (the tower plan's tp: 1 outside a serving engine that splits it).
+func towerShard(p blockPlan) int64 { return max(1, p.tp) }
+
+// projectorShard is the degree the wrapper's projector splits its inner
+// width over, in the language model's builder.
+func (r *resolved) projectorShard() int64 { return int64(max(1, r.towerTP)) }
+
+// qkvAllGather is split_qkv's all-gather of a column-parallel fused qkv
+// (this rank's heads, qkv) to the full width 3·h on every rank: the
+// gathered pieces, then their interleaved cat, whose slices the rank
+// keeps (qwen2_5_vl.py l.248-264, 311-330).
+func qkvAllGather(b *actBuilder, p blockPlan, qkv *actT, h int64) *actT {
+	g := b.op("attn.qkv.all_gather", b.size(3*h, qkv.dtype), qkv.dtype, list(qkv))
+	return b.op("attn.qkv.interleave", b.size(3*h, qkv.dtype), qkv.dtype, list(g))
+}
+
+// checkTowerTP says where tp does not divide what vLLM splits of m's
+// tower and projector (it fails to load the model there).
+func checkTowerTP(m Model, tp int) error {
+	v, w := m.Vision, m.visionWrapperOf()
+	if tp <= 1 || v == nil || w == nil || !w.vllmTowerTP {
+		return nil
+	}
+	tw := v.Tower
+	checks := []struct {
+		what string
+		n    int
+	}{{"num_heads", tw.Heads}, {"intermediate_size", tw.FFN}}
+	if im := tw.Image; im != nil && im.Merge > 1 {
+		checks = append(checks, struct {
+			what string
+			n    int
+		}{"merger width (hidden_size × spatial_merge_size²)", tw.Hidden * im.Merge * im.Merge})
+	}
+	for _, c := range checks {
+		if c.n%tp != 0 {
+			return fmt.Errorf("vllm: tensor_parallel_size = %d does not divide the vision tower's %s = %d, which vLLM splits over the ranks by default (--mm-encoder-tp-mode weights; it asserts the division when it loads the model)", tp, c.what, c.n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+// towerBlockAt is the tensors of block 0 of the plan's vision tower, by
+// name, with the tower split over tp ranks as a serving engine splits it.
+func towerBlockAt(t *testing.T, preset string, tp int) map[string]Bytes {
+	t.Helper()
+	tr := Training{Model: MustPreset(preset), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "none", Trainable: "frozen", Images: 1}
+	tr.towerTP = tp
+	r, err := tr.resolve()
+	if err != nil {
+		t.Fatalf("%s at tp %d: %v", preset, tp, err)
+	}
+	out := map[string]Bytes{}
+	for _, x := range buildBlock(r.tower, 0).Tensors {
+		out[x.Name] = x.Bytes
+	}
+	return out
+}
+
+// TestVisionTowerTP: under vLLM's default mm_encoder_tp_mode "weights" a
+// rank runs every patch with its heads and its share of the MLP
+// (vision_tp.go): the column-parallel outputs and what follows them are
+// 1/tp of the replicated tower's, the row-parallel outputs, the norms and
+// the residual stream whole; the Qwen towers gather the fused qkv to full
+// width first (split_qkv), CLIP does not.
+func TestVisionTowerTP(t *testing.T) {
+	for _, c := range []struct {
+		preset       string
+		tp           int
+		split, whole []string
+		gathers      bool
+	}{
+		{"qwen2.5-vl-7b", 4, []string{"attn.qkv", "q_embed", "k_embed", "sdpa", "attn.cat", "mlp.gate_proj", "mlp.up_proj", "mlp.act*up"},
+			[]string{"norm1.normed", "attn.proj", "attn_residual", "mlp.down_proj", "mlp_residual"}, true},
+		{"qwen3-vl-8b", 2, []string{"attn.qkv", "q_embed", "k_embed", "sdpa", "mlp.linear_fc1", "mlp.gelu_tanh"},
+			[]string{"norm1", "attn.proj", "attn_residual", "mlp.linear_fc2", "mlp_residual"}, true},
+		{"llava-1.5-7b", 4, []string{"q_proj", "k_proj", "v_proj", "sdpa", "up_proj", "quick_gelu"},
+			[]string{"input_layernorm", "o_proj", "attn_residual", "down_proj", "mlp_residual"}, false},
+	} {
+		one, split := towerBlockAt(t, c.preset, 1), towerBlockAt(t, c.preset, c.tp)
+		for _, n := range c.split {
+			if one[n] == 0 || split[n] != one[n]/Bytes(c.tp) {
+				t.Errorf("%s at tp %d: %s is %d, want 1/%d of the replicated %d", c.preset, c.tp, n, split[n], c.tp, one[n])
+			}
+		}
+		for _, n := range c.whole {
+			if one[n] == 0 || split[n] != one[n] {
+				t.Errorf("%s at tp %d: %s is %d, want the replicated %d", c.preset, c.tp, n, split[n], one[n])
+			}
+		}
+		_, gathered := split["attn.qkv.all_gather"]
+		if gathered != c.gathers {
+			t.Errorf("%s at tp %d: qkv all-gathered %v, want %v", c.preset, c.tp, gathered, c.gathers)
+		}
+		if c.gathers && (split["attn.qkv.all_gather"] != one["attn.qkv"] || split["attn.qkv.interleave"] != one["attn.qkv"]) {
+			t.Errorf("%s at tp %d: gathered qkv %d and %d, want the full %d", c.preset, c.tp, split["attn.qkv.all_gather"], split["attn.qkv.interleave"], one["attn.qkv"])
+		}
+		if _, ok := one["attn.qkv.all_gather"]; ok {
+			t.Errorf("%s: the replicated tower gathers", c.preset)
+		}
+	}
+}
+
+// TestVLLMTowerTPProfile: vLLM's profile runs the split tower, so its
+// encoder peak falls with TP (less than 1/tp: the residual stream, the
+// norms and Qwen's gathered qkv stay whole) and the KV cache grows; the
+// merger's inner width is split as well.
+func TestVLLMTowerTPProfile(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}
+	enc := map[int]Bytes{}
+	for _, tp := range []int{1, 2, 4} {
+		in.TP = tp
+		c, err := VLLM{MaxModelLen: 32768, TP: tp}.Carve(in, g)
+		if err != nil {
+			t.Fatalf("tp %d: %v", tp, err)
+		}
+		enc[tp] = c.MMProfile.Encoder
+	}
+	if !(enc[4] < enc[2] && enc[2] < enc[1] && enc[2] > enc[1]/2) {
+		t.Errorf("encoder peaks by tp %v: want falling, by less than half a doubling", enc)
+	}
+	tr := Training{Model: MustPreset("qwen2.5-vl-7b"), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "none", Trainable: "frozen", Images: 1}
+	merger := map[int]Bytes{}
+	for _, tp := range []int{1, 4} {
+		tr.towerTP = tp
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range buildEdges(&r).Embed.Tensors {
+			if x.Name == "merger.mlp.0" {
+				merger[tp] = x.Bytes
+			}
+		}
+	}
+	if merger[1] == 0 || merger[4] != merger[1]/4 {
+		t.Errorf("merger.mlp.0 by tp %v: want a quarter at tp 4", merger)
+	}
+}
+
+// TestVLLMTowerTPErrors: vLLM asserts that the degree divides what it
+// splits of the tower when it loads the model (skipped profile or not);
+// a text-only launch builds no tower.
+func TestVLLMTowerTPErrors(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	m := MustPreset("qwen3-vl-8b")
+	v := *m.Vision
+	v.Tower.FFN = 4300 // not a multiple of 8
+	m.Vision = &v
+	in := Inference{Model: m, Weights: Quant{DType: BF16}, TP: 8}
+	for _, c := range []VLLM{{TP: 8, MaxModelLen: 32768}, {TP: 8, MaxModelLen: 32768, SkipMMProfiling: true}} {
+		_, err := c.Carve(in, g)
+		if err == nil || !strings.Contains(err.Error(), "intermediate_size = 4300") || !strings.Contains(err.Error(), "mm-encoder-tp-mode") {
+			t.Errorf("%+v: %v, want the tower's intermediate_size named", c, err)
+		}
+	}
+	if _, err := (VLLM{TP: 8, MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"image": 0, "video": 0}}).Carve(in, g); err != nil {
+		t.Errorf("text-only: %v", err)
+	}
+}
