@@ -62,7 +62,7 @@ func init() {
 			// The released preprocessor_config.json's max_pixels: 3584²
 			// pixels, 16,384 tokens an image ("4-16384 visual tokens", the
 			// model card); videos come in pairs of frames of that size.
-			maxPixels: 12845056, video: qwen2Video, vllmTowerTP: true,
+			maxPixels: 12845056, video: qwen2Video, vllmTowerTP: true, vllmTowerDP: true,
 			textBuffers: func(m Model, b *bufferList) {
 				for i := 0; i < m.Layers; i++ {
 					b.add(fmt.Sprintf("model.layers.%d.self_attn.rotary_emb.inv_freq", i), i, FP32, int64(m.HeadDim/2))

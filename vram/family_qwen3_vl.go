@@ -111,7 +111,7 @@ func qwen3VLWrapper() *visionWrapper {
 		// video_preprocessor_config.json: shortest_edge 4096, longest_edge
 		// 25165824 = 24576 × 32 × 32).
 		maxPixels: 16777216, video: qwen3Video, videoMinPixels: 4096, videoMaxPixels: 25165824,
-		vllmTowerTP: true,
+		vllmTowerTP: true, vllmTowerDP: true,
 	}
 }
 

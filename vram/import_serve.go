@@ -515,11 +515,23 @@ func sortStrings(s []string) {
 
 // vllmMMFlags reads the flags that shape vLLM's profile of a multimodal
 // encoder (vllm_mm.go): --limit-mm-per-prompt (JSON, '{"image": 2,
-// "video": 0}', or the older image=2,video=0), --skip-mm-profiling and
-// --mm-processor-kwargs' max_pixels.
+// "video": 0}', or the older image=2,video=0), --skip-mm-profiling,
+// --mm-processor-kwargs' max_pixels, and how the tower runs under TP
+// (--mm-encoder-tp-mode, or the deprecated
+// --enable-multimodal-encoder-data-parallel, engine/arg_utils.py
+// l.986-992, which sets data).
 func vllmMMFlags(f *flagReader, v *VLLM) error {
 	if _, x, ok := f.get("skip-mm-profiling"); ok {
 		v.SkipMMProfiling = x != "false"
+	}
+	if _, x, ok := f.get("enable-multimodal-encoder-data-parallel"); ok && x != "false" {
+		v.MMEncoderTPMode = "data"
+	}
+	if _, x, ok := f.get("mm-encoder-tp-mode"); ok {
+		if x != "weights" && x != "data" {
+			return fmt.Errorf("--mm-encoder-tp-mode %q: want weights or data", x)
+		}
+		v.MMEncoderTPMode = x
 	}
 	if _, x, ok := f.get("limit-mm-per-prompt"); ok {
 		limits, err := parseMMLimits(x)

@@ -593,9 +593,34 @@ func TestImportVLLMMultimodal(t *testing.T) {
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt image:2`, `want modality=count`},
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --mm-processor-kwargs '{"max_pixels": -3}'`, `max_pixels -3`},
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --mm-processor-kwargs 'max_pixels=3'`, `--mm-processor-kwargs`},
+		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2 --mm-encoder-tp-mode dp`, `--mm-encoder-tp-mode "dp": want weights or data`},
 	} {
 		if _, err := ImportConfig("serve.sh", []byte(c.cmd), ImportOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.cmd, err, c.want)
+		}
+	}
+}
+
+// TestImportVLLMEncoderTPMode: --mm-encoder-tp-mode, and the deprecated
+// flag that sets data, reach the carve's settings.
+func TestImportVLLMEncoderTPMode(t *testing.T) {
+	for cmd, want := range map[string]string{
+		`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2 --mm-encoder-tp-mode data`:                 "data",
+		`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2 --mm-encoder-tp-mode weights`:              "weights",
+		`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2 --enable-multimodal-encoder-data-parallel`: "data",
+		`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2`:                                           "",
+	} {
+		imp, err := ImportConfig("serve.sh", []byte(cmd), ImportOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		if v := imp.Plan.VLLM; v == nil || v.MMEncoderTPMode != want {
+			t.Errorf("%s: settings %+v, want mode %q", cmd, v, want)
+		}
+		for _, n := range imp.NotModelled {
+			if strings.Contains(n, "encoder") {
+				t.Errorf("%s: %q listed as not modelled", cmd, n)
+			}
 		}
 	}
 }

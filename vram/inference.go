@@ -73,8 +73,11 @@ type Inference struct {
 	asRelease bool
 	attnSet   bool // the plan names its attention (else transformers picks)
 	runtime   runtime
-	cc        int
-	mxfp4     string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
+	// towerWhole: the serving engine keeps the vision tower whole on
+	// every rank (vLLM's mm_encoder_tp_mode "data", vision_tp.go).
+	towerWhole bool
+	cc         int
+	mxfp4      string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
 }
 
 // runtime is the program that loads the weights.
@@ -371,6 +374,9 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	default:
 		b = in.UnquantizedDType.Size(t.Numel())
 	}
+	if in.towerWhole && (t.part == towerPart || t.part == projectorPart) {
+		return b // every rank holds the whole tower (vision_tp.go)
+	}
 	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" {
 		b /= Bytes(in.TP)
 	}
@@ -479,7 +485,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		// The engine's own model code: flash attention, fused MoE.
 		tr.servingEngine, tr.Attention = true, "flash2"
 	}
-	if w := m.visionWrapperOf(); in.runtime == runVLLM && w != nil && w.vllmTowerTP && checkTowerTP(m, in.TP) == nil {
+	if w := m.visionWrapperOf(); in.runtime == runVLLM && w != nil && w.vllmTowerTP && !in.towerWhole && checkTowerTP(m, in.TP) == nil {
 		tr.towerTP = in.TP // vLLM splits the tower too (vision_tp.go; the carve refuses a degree it cannot)
 	}
 	r, err := tr.resolve()

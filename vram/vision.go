@@ -69,8 +69,9 @@ type visionWrapper struct {
 	video                          videoKind
 	videoMinPixels, videoMaxPixels int
 	// vllmTowerTP: vLLM splits the tower's and projector's weights over
-	// its TP ranks (vision_tp.go).
-	vllmTowerTP bool
+	// its TP ranks (vision_tp.go); vllmTowerDP: it can run the tower
+	// data-parallel instead (supports_encoder_tp_data).
+	vllmTowerTP, vllmTowerDP bool
 	// tiles: the processor cuts an image into up to max_num_tiles tiles of
 	// the tower's size (Llama 4), which the engine's tower does not build;
 	// its model is counted one tile an image.

@@ -23,6 +23,14 @@ import "fmt"
 // tables stay whole on every rank. vLLM asserts that the degree divides
 // what it splits (layers/linear.py l.622, distributed/utils.py divide).
 //
+// With --mm-encoder-tp-mode data, a model that supports it
+// (supports_encoder_tp_data: the Qwen-VL models, qwen2_5_vl.py l.988,
+// 1004) keeps the whole tower and projector on every rank (disable_tp)
+// and shares the images out among the ranks, largest first to the least
+// loaded (run_dp_sharded_mrope_vision_model, vision.py l.166-300); the
+// outputs are all-gathered. Another model falls back to "weights" with a
+// warning (config/model.py l.605-610).
+//
 // The engine builds the tower with that degree (towerPlan: its blockPlan's
 // tp), and the projector divides its inner width by resolved.towerTP.
 
@@ -67,4 +75,24 @@ func checkTowerTP(m Model, tp int) error {
 		}
 	}
 	return nil
+}
+
+// towerData reports whether vLLM runs m's tower data-parallel: asked for,
+// over more than one rank, and supported by the model.
+func (v VLLM) towerData(m Model) bool {
+	w := m.visionWrapperOf()
+	return v.MMEncoderTPMode == "data" && v.TP > 1 && w != nil && w.vllmTowerDP
+}
+
+// towerModeNote says how the carve runs the tower of m under TP: whole on
+// every rank (data), or data asked for where vLLM falls back to weights.
+func (v VLLM) towerModeNote(m Model) string {
+	w := m.visionWrapperOf()
+	switch {
+	case w == nil || v.TP <= 1 || v.MMEncoderTPMode != "data":
+		return ""
+	case v.towerData(m):
+		return fmt.Sprintf("vLLM's --mm-encoder-tp-mode data: every rank holds the whole vision tower and projector and encodes its share of the images (the profile's busiest rank, ⌈items / %d⌉ of them)", v.TP)
+	}
+	return "vLLM's --mm-encoder-tp-mode data: this model does not support it (supports_encoder_tp_data), so vLLM falls back to weights, which the carve follows"
 }

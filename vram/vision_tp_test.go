@@ -124,3 +124,45 @@ func TestVLLMTowerTPErrors(t *testing.T) {
 		t.Errorf("text-only: %v", err)
 	}
 }
+
+// TestVLLMTowerDataMode: with --mm-encoder-tp-mode data, a Qwen-VL model
+// keeps its whole tower and projector on every rank (its weights grow by
+// what weights mode split off them) and the profile's busiest rank runs
+// the one dummy video through the whole tower; LLaVA, which does not
+// support it, falls back to weights.
+func TestVLLMTowerDataMode(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	carve := func(preset, mode string) VLLMCarve {
+		t.Helper()
+		m := MustPreset(preset)
+		c, err := VLLM{MaxModelLen: min(32768, m.MaxPosition), TP: 2, MMEncoderTPMode: mode}.Carve(Inference{Model: m, Weights: Quant{DType: BF16}}, g)
+		if err != nil {
+			t.Fatalf("%s %s: %v", preset, mode, err)
+		}
+		return c
+	}
+	w, d := carve("qwen2.5-vl-7b", ""), carve("qwen2.5-vl-7b", "data")
+	var split Bytes // what weights mode takes off the tower and projector
+	for _, x := range MustPreset("qwen2.5-vl-7b").tensors() {
+		if (x.part == towerPart || x.part == projectorPart) && (x.IsLinear() || x.Stacked > 0 || x.Role == "embedding") {
+			b := BF16.Size(x.Numel())
+			split += b - b/2
+		}
+	}
+	if split == 0 || d.Weights-w.Weights != split {
+		t.Errorf("data mode weighs %d, weights mode %d: want %d more", d.Weights, w.Weights, split)
+	}
+	if d.MMProfile.Encoder <= w.MMProfile.Encoder || d.MMProfile.Held != w.MMProfile.Held {
+		t.Errorf("profile, data %+v, weights %+v: want the whole tower's larger peak and the same held outputs", *d.MMProfile, *w.MMProfile)
+	}
+	if !strings.Contains(strings.Join(d.Notes, "\n"), "every rank holds the whole vision tower") {
+		t.Errorf("data mode notes: %v", d.Notes)
+	}
+	lw, ld := carve("llava-1.5-7b", ""), carve("llava-1.5-7b", "data")
+	if ld.Weights != lw.Weights || ld.Activation != lw.Activation || !strings.Contains(strings.Join(ld.Notes, "\n"), "falls back to weights") {
+		t.Errorf("llava in data mode: %d/%d against %d/%d, notes %v", ld.Weights, ld.Activation, lw.Weights, lw.Activation, ld.Notes)
+	}
+	if _, err := (VLLM{TP: 2, MMEncoderTPMode: "tensor"}).Carve(Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}, g); err == nil || !strings.Contains(err.Error(), "mm_encoder_tp_mode") {
+		t.Errorf("a bad mode: %v", err)
+	}
+}

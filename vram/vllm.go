@@ -86,6 +86,11 @@ type VLLM struct {
 	SkipMMProfiling  bool           `json:"skip_mm_profiling,omitempty"`
 	LimitMMPerPrompt map[string]int `json:"limit_mm_per_prompt,omitempty"`
 	MaxPixels        int            `json:"max_pixels,omitempty"`
+	// MMEncoderTPMode is --mm-encoder-tp-mode: "weights" (the default)
+	// splits the vision tower's weights over the TP ranks, "data" keeps
+	// them whole on every rank and shares the images out among the ranks,
+	// where the model supports it (vision_tp.go).
+	MMEncoderTPMode string `json:"mm_encoder_tp_mode,omitempty"`
 }
 
 func (v VLLM) withDefaults(m Model) VLLM {
@@ -131,6 +136,11 @@ func (v VLLM) check(m Model) error {
 	}
 	if v.MaxPixels < 0 || v.MaxPixels > maxPositions*1024 {
 		return fmt.Errorf("vllm: max_pixels must be in [0, %d], got %d", maxPositions*1024, v.MaxPixels)
+	}
+	if v.MMEncoderTPMode != "" {
+		if err := oneOf("vllm: mm_encoder_tp_mode", v.MMEncoderTPMode, "weights", "data"); err != nil {
+			return err
+		}
 	}
 	if v.CUDAGraphMemory < 0 || v.CUDAGraphMemory > maxPlanBytes {
 		return fmt.Errorf("vllm: cuda_graph_memory must be in [0, %d] bytes, got %d", int64(maxPlanBytes), int64(v.CUDAGraphMemory))
@@ -545,6 +555,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
+	in.towerWhole = v.towerData(in.Model) // vision_tp.go
 	rin, m, err := in.resolve()
 	if err != nil {
 		return VLLMCarve{}, err
@@ -592,6 +603,9 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		c.Notes = append(c.Notes, p.note())
 	} else if w := m.visionWrapperOf(); w != nil && w.tiles && !v.SkipMMProfiling {
 		c.Notes = append(c.Notes, mmUnprofiledNote)
+	}
+	if note := v.towerModeNote(m); note != "" {
+		c.Notes = append(c.Notes, note)
 	}
 	c.CUDAGraphs = v.CUDAGraphMemory
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs

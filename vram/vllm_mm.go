@@ -52,7 +52,7 @@ func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
 		return nil, nil
 	}
 	w := m.visionWrapperOf()
-	if w != nil && (v.mmLimit("image") > 0 || w.video != noVideo && v.mmLimit("video") > 0) {
+	if w != nil && !v.towerData(m) && (v.mmLimit("image") > 0 || w.video != noVideo && v.mmLimit("video") > 0) {
 		// The encoder is built, skipped profile or not: its weights split
 		// over the ranks.
 		if err := checkTowerTP(m, v.TP); err != nil {
@@ -243,10 +243,17 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 	if !e.IsFloat() {
 		e = BF16
 	}
-	tr := Training{Model: mm, SeqLen: per, MicroBatch: p.Items * groups, Images: 1, WeightsDType: e, ComputeDType: e,
+	items := p.Items
+	if v.towerData(m) {
+		// Data-parallel: the items are shared out, each rank running whole
+		// towers on its share (the busiest: ⌈items/tp⌉ of equal ones;
+		// vision.py l.166-234, 235-300).
+		items = (p.Items + v.TP - 1) / max(1, v.TP)
+	}
+	tr := Training{Model: mm, SeqLen: per, MicroBatch: items * groups, Images: 1, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: "flash2", Dropout: new(float64), Parallel: Parallel{TP: max(1, v.TP)}}
 	tr.servingEngine = true
-	if w := m.visionWrapperOf(); w != nil && w.vllmTowerTP {
+	if w := m.visionWrapperOf(); w != nil && w.vllmTowerTP && !v.towerData(m) {
 		tr.towerTP = max(1, v.TP) // vision_tp.go
 	}
 	r, err := tr.resolve()
@@ -255,7 +262,7 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 	}
 	r.frozen = true
 	side := buildEdges(&r).Embed.NoGradPeak
-	text := e.Size(mulI64(int64(p.Items*groups)*int64(per), int64(m.Hidden)))
+	text := e.Size(mulI64(int64(items*groups)*int64(per), int64(m.Hidden)))
 	p.Encoder = max(0, side-text)
 	im := dummy.Tower.Image
 	patches := int64(p.Items*groups) * int64(im.Tokens())
