@@ -377,7 +377,7 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	if in.towerWhole && (t.part == towerPart || t.part == projectorPart) {
 		return b // every rank holds the whole tower (vision_tp.go)
 	}
-	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" {
+	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" || in.splitsProjector(t) {
 		b /= Bytes(in.TP)
 	}
 	return b

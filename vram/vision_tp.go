@@ -96,3 +96,15 @@ func (v VLLM) towerModeNote(m Model) string {
 	}
 	return "vLLM's --mm-encoder-tp-mode data: this model does not support it (supports_encoder_tp_data), so vLLM falls back to weights, which the carve follows"
 }
+
+// splitsProjector reports whether t, a matrix of the wrapper's projector
+// (the Qwen-VL mergers, LLaVA's linear_1 and linear_2, whose role is
+// "other" and which Tensor.IsLinear leaves whole), is split over vLLM's
+// TP ranks in weights mode, as its tower is.
+func (in Inference) splitsProjector(t Tensor) bool {
+	if t.part != projectorPart || len(t.Shape) != 2 || in.runtime != runVLLM || in.towerWhole || in.TP <= 1 {
+		return false
+	}
+	w := in.Model.visionWrapperOf()
+	return w != nil && w.vllmTowerTP
+}

@@ -144,7 +144,8 @@ func TestVLLMTowerDataMode(t *testing.T) {
 	w, d := carve("qwen2.5-vl-7b", ""), carve("qwen2.5-vl-7b", "data")
 	var split Bytes // what weights mode takes off the tower and projector
 	for _, x := range MustPreset("qwen2.5-vl-7b").tensors() {
-		if (x.part == towerPart || x.part == projectorPart) && (x.IsLinear() || x.Stacked > 0 || x.Role == "embedding") {
+		tower := x.part == towerPart && (x.IsLinear() || x.Stacked > 0 || x.Role == "embedding")
+		if tower || x.part == projectorPart && len(x.Shape) == 2 {
 			b := BF16.Size(x.Numel())
 			split += b - b/2
 		}
