@@ -35,6 +35,10 @@ func init() {
 				l.norm("model.multi_modal_projector.mm_soft_emb_norm", false, hv)
 			},
 			project: gemma3Project,
+			// vLLM splits the SigLIP tower over its TP ranks (siglip.py
+			// l.163-230); the projector is a plain parameter it keeps whole
+			// (gemma3_mm.py l.419-456).
+			vllmTowerTP: true, vllmProjectorWhole: true,
 			rename: func(name string) string {
 				for _, r := range [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
 					{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}} {

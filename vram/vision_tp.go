@@ -19,6 +19,8 @@ import "fmt"
 //   - CLIP (LLaVA; clip.py l.111-166, llava.py l.107-117): qkv, fc1 and
 //     the projector's linear_1 column-parallel without a gather; out_proj,
 //     fc2 and linear_2 row-parallel.
+//   - SigLIP (Gemma 3; siglip.py l.163-230) as CLIP; Gemma 3's projector
+//     is a plain parameter, whole on every rank (gemma3_mm.py l.419-456).
 // The residual stream, the norms, the patch embedding and the position
 // tables stay whole on every rank. vLLM asserts that the degree divides
 // what it splits (layers/linear.py l.622, distributed/utils.py divide).
@@ -106,5 +108,5 @@ func (in Inference) splitsProjector(t Tensor) bool {
 		return false
 	}
 	w := in.Model.visionWrapperOf()
-	return w != nil && w.vllmTowerTP
+	return w != nil && w.vllmTowerTP && !w.vllmProjectorWhole
 }

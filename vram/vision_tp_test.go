@@ -41,6 +41,8 @@ func TestVisionTowerTP(t *testing.T) {
 			[]string{"norm1", "attn.proj", "attn_residual", "mlp.linear_fc2", "mlp_residual"}, true},
 		{"llava-1.5-7b", 4, []string{"q_proj", "k_proj", "v_proj", "sdpa", "up_proj", "quick_gelu"},
 			[]string{"input_layernorm", "o_proj", "attn_residual", "down_proj", "mlp_residual"}, false},
+		{"gemma-3-4b", 2, []string{"q_proj", "k_proj", "v_proj", "sdpa", "up_proj"},
+			[]string{"input_layernorm", "o_proj", "attn_residual", "down_proj", "mlp_residual"}, false},
 	} {
 		one, split := towerBlockAt(t, c.preset, 1), towerBlockAt(t, c.preset, c.tp)
 		for _, n := range c.split {
@@ -165,5 +167,38 @@ func TestVLLMTowerDataMode(t *testing.T) {
 	}
 	if _, err := (VLLM{TP: 2, MMEncoderTPMode: "tensor"}).Carve(Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}, g); err == nil || !strings.Contains(err.Error(), "mm_encoder_tp_mode") {
 		t.Errorf("a bad mode: %v", err)
+	}
+}
+
+// TestVLLMProjectorSplit: which projector matrices vLLM splits over its TP
+// ranks in weights mode: the Qwen-VL mergers and LLaVA's linears, not
+// Gemma 3's plain projection parameter; none in data mode or on one rank.
+func TestVLLMProjectorSplit(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		in     Inference
+		want   bool
+	}{
+		{"qwen2.5-vl-7b", Inference{TP: 2, runtime: runVLLM}, true},
+		{"llava-1.5-7b", Inference{TP: 2, runtime: runVLLM}, true},
+		{"gemma-3-4b", Inference{TP: 2, runtime: runVLLM}, false},
+		{"qwen2.5-vl-7b", Inference{TP: 2, runtime: runVLLM, towerWhole: true}, false},
+		{"qwen2.5-vl-7b", Inference{TP: 1, runtime: runVLLM}, false},
+		{"qwen2.5-vl-7b", Inference{TP: 2, runtime: runSGLang}, false},
+	} {
+		in := c.in
+		in.Model = MustPreset(c.preset)
+		n := 0
+		for _, x := range in.Model.tensors() {
+			if x.part == projectorPart && len(x.Shape) == 2 {
+				n++
+				if got := in.splitsProjector(x); got != c.want {
+					t.Errorf("%s, %+v: %s split %v, want %v", c.preset, c.in, x.Name, got, c.want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no projector matrices", c.preset)
+		}
 	}
 }
