@@ -38,7 +38,7 @@ func init() {
 			// vLLM splits the SigLIP tower over its TP ranks (siglip.py
 			// l.163-230); the projector is a plain parameter it keeps whole
 			// (gemma3_mm.py l.419-456).
-			vllmTowerTP: true, vllmProjectorWhole: true,
+			vllmTowerTP: true, vllmWholeProjector: []string{"mm_input_projection_weight"},
 			rename: func(name string) string {
 				for _, r := range [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
 					{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}} {

@@ -22,6 +22,10 @@ func init() {
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,
+			// vLLM splits the Pixtral tower over its TP ranks (pixtral.py
+			// l.1013-1115) and linear_1 and linear_2, not the patch
+			// merger's merging_layer (mistral3.py l.70-145).
+			vllmTowerTP: true, vllmWholeProjector: []string{"patch_merger.merging_layer"},
 			projector: func(v Vision, l *tensorList, hv, h int64) {
 				k := int64(max(1, v.Tower.Image.Merge))
 				l.norm("model.multi_modal_projector.norm", false, hv)
@@ -97,7 +101,8 @@ func mistral3Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64)
 	u = b.op("multi_modal_projector.patch_merger.cat", b.size(hv, y.dtype), y.dtype, list(u))
 	b.tokens = merged
 	y = b.linear(p, "multi_modal_projector.patch_merger.merging_layer", "other", u, hv*k*k, hv)
-	y = b.linear(p, "multi_modal_projector.linear_1", "other", y, hv, h)
-	y = b.op("multi_modal_projector.gelu", b.size(h, y.dtype), y.dtype, list(y), y)
-	return b.linear(p, "multi_modal_projector.linear_2", "other", y, h, h)
+	inner := h / b.r.projectorShard() // vision_tp.go
+	y = b.linear(p, "multi_modal_projector.linear_1", "other", y, hv, inner)
+	y = b.op("multi_modal_projector.gelu", b.size(inner, y.dtype), y.dtype, list(y), y)
+	return b.linear(p, "multi_modal_projector.linear_2", "other", y, inner, h)
 }

@@ -1,6 +1,9 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // A vision tower under a serving engine's tensor parallelism. vLLM 0.11.0
 // splits the tower's and the projector's weights over the TP ranks by
@@ -19,8 +22,11 @@ import "fmt"
 //   - CLIP (LLaVA; clip.py l.111-166, llava.py l.107-117): qkv, fc1 and
 //     the projector's linear_1 column-parallel without a gather; out_proj,
 //     fc2 and linear_2 row-parallel.
-//   - SigLIP (Gemma 3; siglip.py l.163-230) as CLIP; Gemma 3's projector
-//     is a plain parameter, whole on every rank (gemma3_mm.py l.419-456).
+//   - SigLIP (Gemma 3; siglip.py l.163-230) and Pixtral (Mistral 3;
+//     pixtral.py l.1013-1115) as CLIP; Gemma 3's projector is a plain
+//     parameter, whole on every rank (gemma3_mm.py l.419-456), and Mistral
+//     3's patch merger a plain nn.Linear before its split linear_1 and
+//     linear_2 (mistral3.py l.70-145).
 // The residual stream, the norms, the patch embedding and the position
 // tables stay whole on every rank. vLLM asserts that the degree divides
 // what it splits (layers/linear.py l.622, distributed/utils.py divide).
@@ -65,7 +71,7 @@ func checkTowerTP(m Model, tp int) error {
 		what string
 		n    int
 	}{{"num_heads", tw.Heads}, {"intermediate_size", tw.FFN}}
-	if im := tw.Image; im != nil && im.Merge > 1 {
+	if im := tw.Image; im != nil && im.Merge > 1 && len(w.vllmWholeProjector) == 0 {
 		checks = append(checks, struct {
 			what string
 			n    int
@@ -108,5 +114,13 @@ func (in Inference) splitsProjector(t Tensor) bool {
 		return false
 	}
 	w := in.Model.visionWrapperOf()
-	return w != nil && w.vllmTowerTP && !w.vllmProjectorWhole
+	if w == nil || !w.vllmTowerTP {
+		return false
+	}
+	for _, whole := range w.vllmWholeProjector {
+		if strings.Contains(t.Name, whole) {
+			return false
+		}
+	}
+	return true
 }

@@ -9,7 +9,7 @@ import (
 // name, with the tower split over tp ranks as a serving engine splits it.
 func towerBlockAt(t *testing.T, preset string, tp int) map[string]Bytes {
 	t.Helper()
-	tr := Training{Model: MustPreset(preset), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "none", Trainable: "frozen", Images: 1}
+	tr := Training{Model: MustPreset(preset), SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Optimizer: "none", Trainable: "frozen", Images: 1}
 	tr.towerTP = tp
 	r, err := tr.resolve()
 	if err != nil {
@@ -43,6 +43,8 @@ func TestVisionTowerTP(t *testing.T) {
 			[]string{"input_layernorm", "o_proj", "attn_residual", "down_proj", "mlp_residual"}, false},
 		{"gemma-3-4b", 2, []string{"q_proj", "k_proj", "v_proj", "sdpa", "up_proj"},
 			[]string{"input_layernorm", "o_proj", "attn_residual", "down_proj", "mlp_residual"}, false},
+		{"mistral-small-3.1-24b", 2, []string{"q_proj", "k_rope", "sdpa", "gate_proj", "up_proj", "act*up"},
+			[]string{"input_layernorm.normed", "o_proj", "attn_residual", "down_proj", "mlp_residual"}, false},
 	} {
 		one, split := towerBlockAt(t, c.preset, 1), towerBlockAt(t, c.preset, c.tp)
 		for _, n := range c.split {
@@ -200,5 +202,24 @@ func TestVLLMProjectorSplit(t *testing.T) {
 		if n == 0 {
 			t.Errorf("%s: no projector matrices", c.preset)
 		}
+	}
+}
+
+// TestVLLMProjectorSplitMistral3: Mistral 3's projector is split in part:
+// linear_1 and linear_2, not its patch merger's merging_layer.
+func TestVLLMProjectorSplitMistral3(t *testing.T) {
+	in := Inference{Model: MustPreset("mistral-small-3.1-24b"), TP: 2, runtime: runVLLM}
+	want := map[string]bool{"model.multi_modal_projector.patch_merger.merging_layer.weight": false,
+		"model.multi_modal_projector.linear_1.weight": true, "model.multi_modal_projector.linear_2.weight": true}
+	for _, x := range in.Model.tensors() {
+		if w, ok := want[x.Name]; ok {
+			if got := in.splitsProjector(x); got != w {
+				t.Errorf("%s split %v, want %v", x.Name, got, w)
+			}
+			delete(want, x.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("tensors not found: %v", want)
 	}
 }
