@@ -38,18 +38,6 @@ func (b *actBuilder) compiledSaved() Bytes {
 	return n
 }
 
-// compiledSet lists the tensors of compiledSaved.
-func (b *actBuilder) compiledSet() []*actT {
-	keep := b.compiledKeep()
-	var out []*actT
-	for _, t := range b.ts {
-		if !t.batch && (keep[t.id] || t.held) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // compiledKeep says by tensor id which tensors the partitioner must save
 // (held tensors aside).
 func (b *actBuilder) compiledKeep() []bool {
@@ -84,7 +72,7 @@ func (b *actBuilder) compiledKeep() []bool {
 // come from elsewhere).
 func (b *actBuilder) owns(t *actT) bool { return t != nil && t.id < len(b.ts) && b.ts[t.id] == t }
 
-// compiledWalk is compiledSet's walk from the saved tensors back to what
+// compiledWalk is compiledKeep's walk from the saved tensors back to what
 // the partitioner must keep.
 type compiledWalk struct {
 	b          *actBuilder

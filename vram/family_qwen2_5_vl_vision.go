@@ -246,7 +246,7 @@ func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT,
 	h, heads := full/tp, int64(m.Heads)/tp
 	qkv := b.linear(p, "attn.qkv", "qkv_proj", a, full, 3*h)
 	if tp > 1 {
-		qkv = qkvAllGather(b, p, qkv, full)
+		qkv = qkvAllGather(b, qkv, full)
 	}
 	// apply_rotary_pos_emb_vision: q.float(), q·cos + rotate_half(q)·sin,
 	// back to q's dtype.

@@ -7,8 +7,7 @@ import (
 
 // A vision tower under a serving engine's tensor parallelism. vLLM 0.11.0
 // splits the tower's and the projector's weights over the TP ranks by
-// default (mm_encoder_tp_mode "weights", config/multimodal.py l.14, 58;
-// "data" runs whole towers on shares of the images and is not modelled):
+// default (mm_encoder_tp_mode "weights", config/multimodal.py l.14, 58):
 // every rank runs every patch, with its heads (heads / tp) and its share
 // of the MLP's width.
 //   - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (qwen2_5_vl.py l.225-238, 287-330,
@@ -54,9 +53,15 @@ func (r *resolved) projectorShard() int64 { return int64(max(1, r.towerTP)) }
 // (this rank's heads, qkv) to the full width 3·h on every rank: the
 // gathered pieces, then their interleaved cat, whose slices the rank
 // keeps (qwen2_5_vl.py l.248-264, 311-330).
-func qkvAllGather(b *actBuilder, p blockPlan, qkv *actT, h int64) *actT {
+func qkvAllGather(b *actBuilder, qkv *actT, h int64) *actT {
 	g := b.op("attn.qkv.all_gather", b.size(3*h, qkv.dtype), qkv.dtype, list(qkv))
 	return b.op("attn.qkv.interleave", b.size(3*h, qkv.dtype), qkv.dtype, list(g))
+}
+
+// towerWidth is a width of the tower that vLLM splits, by its config name.
+type towerWidth struct {
+	what string
+	n    int
 }
 
 // checkTowerTP says where tp does not divide what vLLM splits of m's
@@ -67,15 +72,9 @@ func checkTowerTP(m Model, tp int) error {
 		return nil
 	}
 	tw := v.Tower
-	checks := []struct {
-		what string
-		n    int
-	}{{"num_heads", tw.Heads}, {"intermediate_size", tw.FFN}}
+	checks := []towerWidth{{"num_heads", tw.Heads}, {"intermediate_size", tw.FFN}}
 	if im := tw.Image; im != nil && im.Merge > 1 && len(w.vllmWholeProjector) == 0 {
-		checks = append(checks, struct {
-			what string
-			n    int
-		}{"merger width (hidden_size × spatial_merge_size²)", tw.Hidden * im.Merge * im.Merge})
+		checks = append(checks, towerWidth{"merger width (hidden_size × spatial_merge_size²)", tw.Hidden * im.Merge * im.Merge})
 	}
 	for _, c := range checks {
 		if c.n%tp != 0 {

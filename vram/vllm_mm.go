@@ -144,7 +144,7 @@ const (
 	// qwen3Video: Qwen3-VL's: up to 24,576 frames, resized together by the
 	// video processor within its max pixels, each token counted 12.5 times
 	// for the timestamp text around it (qwen3_vl.py l.91, 591-673,
-	// 740-788; qwen3VideoFrames).
+	// 740-788; qwen3DummyVideo).
 	qwen3Video
 )
 
