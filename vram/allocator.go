@@ -1,6 +1,9 @@
 package vram
 
-import "sort"
+import (
+	"sort"
+	"sync"
+)
 
 // A model of PyTorch's CUDA caching allocator
 // (c10/cuda/CUDACachingAllocator.cpp), enough to turn a sequence of tensor
@@ -91,8 +94,11 @@ type Allocator struct {
 	PeakReserved Bytes // max memory_reserved
 	Segments     int   // cudaMalloc calls
 	// spare are block records merged away by Free, reused by split (a
-	// replay splits and merges blocks hundreds of thousands of times).
-	spare []*block
+	// replay splits and merges blocks hundreds of thousands of times);
+	// spareSegs are segment records a reset allocator reuses.
+	spare     []*block
+	segs      []*segment // every segment record, by its id
+	spareSegs []*segment
 }
 
 // newBlock is a block record holding b, a spare one when there is one.
@@ -114,6 +120,25 @@ func (a *Allocator) newBlock(b block) *block {
 // NewAllocator returns an empty allocator.
 func NewAllocator(cfg AllocatorConfig) *Allocator {
 	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]int32, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
+}
+
+// replayAllocators are the allocators the training replays reuse: a fit
+// check or a solver replays many plans, each making tens of thousands of
+// requests, and a reset allocator keeps its records and lists.
+var replayAllocators = sync.Pool{New: func() any { return NewAllocator(AllocatorConfig{}) }}
+
+// reset empties a for cfg as NewAllocator would, keeping its storage: every
+// block and segment record becomes spare.
+func (a *Allocator) reset(cfg AllocatorConfig) {
+	for st := range a.free {
+		a.free[st] = [2][]int32{a.free[st][0][:0], a.free[st][1][:0]}
+	}
+	for _, b := range a.blocks {
+		*b = block{idx: b.idx}
+	}
+	*a = Allocator{cfg: cfg, free: a.free[:1], blocks: a.blocks, grow: append(a.grow[:0], [2]*segment{}),
+		reservedOn: append(a.reservedOn[:0], 0), live: a.live[:0], asked: a.asked[:0],
+		spare: append(a.spare[:0], a.blocks...), segs: a.segs, spareSegs: append(a.spareSegs[:0], a.segs...)}
 }
 
 // SetStream makes later requests on stream s (0, the default, is the
@@ -304,7 +329,7 @@ func (a *Allocator) newSegment(p int, size Bytes) *block {
 		}
 		n = (size + page - 1) / page * page
 	}
-	seg := &segment{id: a.Segments, stream: a.stream, size: n, small: p == 0}
+	seg := a.newSegmentRecord(segment{id: a.Segments, stream: a.stream, size: n, small: p == 0})
 	b := a.newBlock(block{seg: seg, size: n, free: true})
 	seg.first, seg.last = b, b
 	a.reserved += n
@@ -316,6 +341,21 @@ func (a *Allocator) newSegment(p int, size Bytes) *block {
 	}
 	a.insertFree(p, b)
 	return b
+}
+
+// newSegmentRecord is a segment record holding s, a spare one when there
+// is one.
+func (a *Allocator) newSegmentRecord(s segment) *segment {
+	if n := len(a.spareSegs); n > 0 {
+		rec := a.spareSegs[n-1]
+		a.spareSegs = a.spareSegs[:n-1]
+		*rec = s
+		return rec
+	}
+	rec := new(segment)
+	*rec = s
+	a.segs = append(a.segs, rec)
+	return rec
 }
 
 // split carves size bytes off the front of b when the rest is worth keeping.

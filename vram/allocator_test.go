@@ -192,6 +192,7 @@ func TestFSDP2ReplayStreams(t *testing.T) {
 	blocks, embed, head := r.unitsSized(true)
 	_, prog := simulateTraining(&r, blocks, embed, head, false, true)
 	x := &replayer{a: NewAllocator(AllocatorConfig{})}
+	x.reset(AllocatorConfig{}, false, 0)
 	x.run(prog)
 	g := segmentSize(roundSize(blocks[0].gathered))
 	if ag := x.a.ReservedOn(allGatherStream); ag == 0 || ag > 2*g {

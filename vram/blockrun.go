@@ -57,12 +57,17 @@ func emptyKept(k *keptSet, a *BlockActivations) *keptSet {
 	return k
 }
 
-// runScratch is storage a blockRun whose kept set and gradients in flight
-// die with it reuses (the timeline's effectOf).
+// runScratch is storage a blockRun reuses: its gradients in flight, its
+// results' lists (read before the next call) and, where the kept set dies
+// with the call (the timeline's effectOf), that set; where it lasts until
+// the block's backward (the replay), kept sets come from spare, which the
+// replay refills.
 type runScratch struct {
 	kept        keptSet
 	gf          gradsInFlight
-	grads, held []int // a backward's results, read before the next call
+	grads, held []int
+	lasting     bool
+	spare       []*keptSet
 }
 
 // lists are empty grads and held lists for a backward, in the scratch's
@@ -77,10 +82,19 @@ func (br blockRun) lists() (grads, held []int) {
 // newKept is an empty keptSet for the block, in the scratch's storage
 // when the run has one.
 func (br blockRun) newKept() *keptSet {
-	if br.sc != nil {
+	switch {
+	case br.sc == nil:
+		return newKept(br.a)
+	case !br.sc.lasting:
 		return emptyKept(&br.sc.kept, br.a)
 	}
-	return newKept(br.a)
+	n := len(br.sc.spare)
+	if n == 0 {
+		return newKept(br.a)
+	}
+	k := br.sc.spare[n-1]
+	br.sc.spare = br.sc.spare[:n-1]
+	return emptyKept(k, br.a)
 }
 
 // forward runs the block's forward on input in (its handle, -1 when the

@@ -69,3 +69,54 @@ func TestEstimatesReuseBuilders(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReplaysReuseAllocators: a replay takes its replayer and allocator
+// from a pool and resets them; replays made in any order, at once on
+// several goroutines (go test -race), with the plans' own allocator
+// settings (expandable segments, a split limit), equal a replay on a new
+// allocator, point by point.
+func TestReplaysReuseAllocators(t *testing.T) {
+	plans := arenaPlans()
+	for _, conf := range []string{"expandable_segments:True", "max_split_size_mb:128"} {
+		tr := plans[1]
+		tr.AllocConf = conf
+		plans = append(plans, tr)
+	}
+	want := make([]Replay, len(plans))
+	for i, tr := range plans {
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatalf("plan %d: %v", i, err)
+		}
+		blocks, embed, head := r.unitsSized(true)
+		_, prog := simulateTraining(&r, blocks, embed, head, false, true)
+		x := &replayer{a: NewAllocator(r.alloc)}
+		x.reset(r.alloc, true, cublasWorkspace(nil))
+		x.run(prog)
+		want[i] = Replay{PeakAllocated: x.a.PeakAlloc, PeakReserved: x.a.PeakReserved, Segments: x.a.Segments, Points: x.points}
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for n := 0; n < 2*len(plans); n++ {
+				i := (n*5 + g*3) % len(plans)
+				rep, err := plans[i].Replay(ReplayOptions{Points: true})
+				if err != nil {
+					t.Errorf("plan %d: %v", i, err)
+					return
+				}
+				got := Replay{PeakAllocated: rep.PeakAllocated, PeakReserved: rep.PeakReserved, Segments: rep.Segments, Points: rep.Points}
+				if !reflect.DeepEqual(got, want[i]) {
+					t.Errorf("plan %d, replay %d on goroutine %d: allocated %v reserved %v segments %d (%d points), a new allocator's %v, %v, %d (%d points)",
+						i, n, g, got.PeakAllocated, got.PeakReserved, got.Segments, len(got.Points), want[i].PeakAllocated, want[i].PeakReserved, want[i].Segments, len(want[i].Points))
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if want[len(want)-2].PeakReserved == want[1].PeakReserved {
+		t.Errorf("expandable segments reserve what the default does (%v): the plan's setting did not reach the allocator", want[1].PeakReserved)
+	}
+}

@@ -71,11 +71,17 @@ func mulBytes(n int64, per Bytes) Bytes { return Bytes(mulI64(n, int64(per))) }
 // down).
 func addBytes(a, b Bytes) Bytes {
 	s := a + b
-	if (a > 0 && b > 0 && s < 0) || (a < 0 && b < 0 && s >= 0) {
-		panic(overflowError{fmt.Sprintf("%d + %d", a, b)})
+	if (s^a)&(s^b) < 0 { // the sum's sign differs from both addends'
+		addOverflow(a, b)
 	}
 	return s
 }
+
+// addOverflow panics for addBytes, out of line so that addBytes inlines
+// (the engine's hottest arithmetic).
+//
+//go:noinline
+func addOverflow(a, b Bytes) { panic(overflowError{fmt.Sprintf("%d + %d", a, b)}) }
 
 // scale is b·f for a factor ≥ 0 (pipeline in-flight counts, expert shares),
 // checked.

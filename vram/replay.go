@@ -1,5 +1,7 @@
 package vram
 
+import "sync"
+
 // Replaying a training step through the caching-allocator model: the same
 // inventories as the timeline (parameters, gradients and optimizer states per
 // tensor; each block's op program), now tensor by tensor, so that
@@ -87,11 +89,13 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 		cfg = r.alloc // the plan's (its launcher's) allocator settings
 	}
 	out := Replay{Workspace: cublasWorkspace(opt.GPU)}
-	rp := &replayer{a: NewAllocator(cfg), record: opt.Points, workspace: out.Workspace}
+	rp := replayers.Get().(*replayer)
+	defer replayers.Put(rp)
+	rp.reset(cfg, opt.Points, out.Workspace)
 	rp.run(prog)
 	out.PeakAllocated, out.PeakReserved, out.Segments = rp.a.PeakAlloc, rp.a.PeakReserved, rp.a.Segments
 	out.requested = rp.a.PeakAsked
-	out.Points = rp.points
+	out.Points, rp.points = rp.points, nil
 	switch {
 	case opt.Context > 0:
 		out.Context = opt.Context
@@ -113,6 +117,7 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 type replayer struct {
 	a         *Allocator
 	slots     [][]int
+	handles   []int // the slots' handles, one after another
 	kept      []*keptSet
 	workspace Bytes
 	record    bool
@@ -120,6 +125,43 @@ type replayer struct {
 	at        moment
 	open      bool
 	walk      moment // the moment a backward call's walk starts
+	// calls is the blocks' calls' storage: their kept sets, which last from
+	// a forward to its backward, come from and go back to its spares.
+	calls runScratch
+}
+
+// replayers are the replayers (and their allocators) Replay reuses.
+var replayers = sync.Pool{New: func() any { return &replayer{a: NewAllocator(AllocatorConfig{})} }}
+
+// reset empties rp for a replay with allocator settings cfg, keeping its
+// storage.
+func (rp *replayer) reset(cfg AllocatorConfig, record bool, workspace Bytes) {
+	rp.a.reset(cfg)
+	*rp = replayer{a: rp.a, slots: rp.slots[:0], handles: rp.handles[:0], kept: rp.kept[:0], workspace: workspace, record: record,
+		calls: runScratch{lasting: true, spare: rp.calls.spare, gf: rp.calls.gf, grads: rp.calls.grads, held: rp.calls.held}}
+}
+
+// hold gives slot s the handles hs, copied into the replayer's storage.
+func (rp *replayer) hold(s slot, hs ...int) {
+	start := len(rp.handles)
+	rp.handles = append(rp.handles, hs...)
+	rp.slots[s] = rp.handles[start:len(rp.handles):len(rp.handles)]
+}
+
+// blockRun is a call of block a on the replayer.
+func (rp *replayer) blockRun(a *BlockActivations) blockRun {
+	br := blockRun{m: rp, a: a, sc: &rp.calls}
+	if a != nil {
+		br.p = a.prog
+	}
+	return br
+}
+
+// drop gives k back to the spares once nothing holds it.
+func (rp *replayer) drop(k *keptSet) {
+	if k != nil {
+		rp.calls.spare = append(rp.calls.spare, k)
+	}
 }
 
 // The replayer is the mem of the blocks' calls.
@@ -130,7 +172,9 @@ func (rp *replayer) span(string)                   { rp.mark(rp.walk) }
 
 // run evaluates p.
 func (rp *replayer) run(p *program) {
-	rp.slots, rp.kept = make([][]int, p.slots), make([]*keptSet, p.slots)
+	rp.slots, rp.kept = resize(rp.slots, p.slots), resize(rp.kept, p.slots)
+	clear(rp.slots)
+	clear(rp.kept)
 	for i := 0; i < len(p.ops); i++ {
 		op := &p.ops[i]
 		if op.kind != opRun {
@@ -155,13 +199,13 @@ func (rp *replayer) exec(p *program, op *stepOp, it int) {
 		s := op.slot + slot(it)
 		rp.a.SetStream(int(op.stream))
 		if op.ref < 0 {
-			rp.slots[s] = []int{rp.a.Malloc(op.bytes)}
+			rp.hold(s, rp.a.Malloc(op.bytes))
 		} else {
-			hs := make([]int, 0, len(p.pieces[op.ref]))
+			start := len(rp.handles)
 			for _, b := range p.pieces[op.ref] {
-				hs = append(hs, rp.a.Malloc(b))
+				rp.handles = append(rp.handles, rp.a.Malloc(b))
 			}
-			rp.slots[s] = hs
+			rp.slots[s] = rp.handles[start:len(rp.handles):len(rp.handles)]
 		}
 		rp.a.SetStream(computeStream)
 	case opFree:
@@ -183,7 +227,7 @@ func (rp *replayer) exec(p *program, op *stepOp, it int) {
 		rp.kept[c.kept.at(it)].park(rp, c.a.prog)
 	case opFetch:
 		c := &p.calls[op.ref]
-		rp.kept[c.kept.at(it)].fetch(rp, blockRun{m: rp, a: c.a, p: c.a.prog}, c.mode)
+		rp.kept[c.kept.at(it)].fetch(rp, rp.blockRun(c.a), c.mode)
 	}
 }
 
@@ -194,9 +238,10 @@ func (rp *replayer) freeSlot(s slot) {
 	}
 	rp.slots[s] = nil
 	if k := rp.kept[s]; k != nil {
-		blockRun{m: rp}.freeKept(k)
+		rp.blockRun(nil).freeKept(k)
 		rp.a.Free(k.input)
 		rp.kept[s] = nil
+		rp.drop(k)
 	}
 }
 
@@ -234,12 +279,12 @@ func (rp *replayer) handle(s slot) int {
 func (rp *replayer) forward(c *blockCall, it int) {
 	ins, drop := c.in.at(it), c.drop.at(it)
 	in := rp.handle(ins)
-	k, out, until := blockRun{m: rp, a: c.a, p: c.a.prog}.forward(in, rp.handle(drop), c.mode)
+	k, out, until := rp.blockRun(c.a).forward(in, rp.handle(drop), c.mode)
 	if drop != noSlot {
 		rp.slots[drop] = nil
 	}
 	rp.kept[c.kept.at(it)] = k
-	rp.slots[c.out+slot(it)] = []int{out}
+	rp.hold(c.out+slot(it), out)
 	rp.fill(c.until, it, until)
 	if in >= 0 && k.input == in {
 		rp.slots[ins] = nil // the block keeps it
@@ -252,13 +297,16 @@ func (rp *replayer) forward(c *blockCall, it int) {
 func (rp *replayer) backward(c *blockCall, it int) {
 	ks := c.kept.at(it)
 	k := rp.kept[ks]
+	br := rp.blockRun(c.a)
 	if c.bwd.lump {
-		k = newKept(c.a)
+		rp.drop(k)
+		k = br.newKept()
 		k.lump = rp.handle(ks)
 		rp.slots[ks] = nil
 	}
-	grads, held := blockRun{m: rp, a: c.a, p: c.a.prog}.backward(k, c.bwd)
+	grads, held := br.backward(k, c.bwd)
 	rp.kept[ks] = nil
+	rp.drop(k)
 	rp.fill(c.grads, it, grads)
 	rp.fill(c.held, it, held)
 }
@@ -268,7 +316,7 @@ func (rp *replayer) backward(c *blockCall, it int) {
 // inventory says).
 func (rp *replayer) fill(s slot, it int, hs []int) {
 	if s != noSlot {
-		rp.slots[s+slot(it)] = hs
+		rp.hold(s+slot(it), hs...)
 	}
 }
 
