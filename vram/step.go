@@ -125,7 +125,7 @@ type stepBuffer struct {
 // plan and inventories (its lists' storage kept).
 func (b *stepBuffer) put() {
 	c := &b.comp
-	*c = stepCompiler{compiler: compiler{later: c.later[:0], vectors: c.vectors[:0]}, runStore: c.runStore[:0]}
+	*c = stepCompiler{compiler: compiler{later: c.later[:0], vectors: c.vectors[:0]}, runStore: c.runStore[:0], sameStore: c.sameStore[:0]}
 	stepBuffers.Put(b)
 }
 

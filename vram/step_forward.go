@@ -28,6 +28,8 @@ type stepCompiler struct {
 	unitKs   []int    // the stage's units (units)
 	runList  [][2]int // the stage's runs of identical blocks (runs)
 	runStore [][2]int // runList's storage
+	// sameStore is runs' storage: whether each block runs as the next.
+	sameStore []bool
 }
 
 // stepPass is what one micro-batch's forward and backward share.
@@ -71,7 +73,7 @@ func compileStep(buf *stepBuffer, r *resolved, k int, blocks []unitMem, embed, h
 	c := &buf.comp // its lists' storage kept from the last estimate
 	*c = stepCompiler{r: r, st: st, blocks: blocks, embed: embed, head: head, acts: acts, edges: edges,
 		inflight: r.inflight(k), zero3: r.Parallel.ZeRO == 3 || r.Parallel.CPUOffload == "optimizer+params", bucket: noSlot,
-		compiler: compiler{later: c.later[:0], vectors: c.vectors[:0]}, runStore: c.runStore[:0]}
+		compiler: compiler{later: c.later[:0], vectors: c.vectors[:0]}, runStore: c.runStore[:0], sameStore: c.sameStore[:0]}
 	prog.reset(k)
 	c.prog = prog
 	for l := st.first; l < st.last; l++ {

@@ -60,10 +60,16 @@ func (c *stepCompiler) runs() [][2]int {
 	if c.runList != nil {
 		return c.runList
 	}
+	// next[l-first]: block l runs as block l+1 does.
+	next := c.sameStore[:0]
+	for l := c.st.first; l+1 < c.st.last; l++ {
+		next = append(next, c.sameBlock(l, l+1))
+	}
+	c.sameStore = next
 	out := c.runStore[:0]
 	for l := c.st.first; l < c.st.last; {
 		n := 1
-		for l+n < c.st.last && c.interior(l+n) && c.interior(l) {
+		for in := c.interior(l, next); in && l+n < c.st.last && c.interior(l+n, next); {
 			n++
 		}
 		if n < 4 {
@@ -79,10 +85,10 @@ func (c *stepCompiler) runs() [][2]int {
 }
 
 // interior reports whether block l's forward and backward compile as its
-// neighbours' do: the same block, the same memory, nothing of the step's
-// happening at it (a mask freed, the bridge, the stage's ends), outside
-// pipeline stages and recompute groups.
-func (c *stepCompiler) interior(l int) bool {
+// neighbours' do: the same block, the same memory (next, of runs),
+// nothing of the step's happening at it (a mask freed, the bridge, the
+// stage's ends), outside pipeline stages and recompute groups.
+func (c *stepCompiler) interior(l int, next []bool) bool {
 	r := c.r
 	if l <= c.st.first || l >= c.st.last-1 || l == 0 || l == c.edges.BridgeAt || c.inflight != 1 {
 		return false
@@ -95,7 +101,7 @@ func (c *stepCompiler) interior(l int) bool {
 			return false
 		}
 	}
-	return c.sameBlock(l-1, l) && c.sameBlock(l, l+1)
+	return next[l-1-c.st.first] && next[l-c.st.first]
 }
 
 // sameBlock reports whether blocks a and b run alike: the same activation

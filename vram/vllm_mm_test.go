@@ -1,6 +1,8 @@
 package vram
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -184,4 +186,73 @@ func TestVLLMMultimodalUnprofiled(t *testing.T) {
 	if c.MMProfile != nil || !strings.Contains(strings.Join(c.Notes, "\n"), "max_num_tiles tiles") {
 		t.Errorf("profile %+v, notes %v: want none, and a note that it is left out", c.MMProfile, c.Notes)
 	}
+}
+
+// TestVLLMMultimodalTable writes vram/README.md's table of vLLM's
+// multimodal profile on an H100 80GB (make docs): what the profile's dummy
+// items are, what it holds, the encoder's peak and the KV cache left, for
+// the launches the README's prose describes.
+func TestVLLMMultimodalTable(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	novideo := map[string]int{"video": 0}
+	rows := []struct {
+		preset, launch string
+		v              VLLM
+	}{
+		{"llava-1.5-7b", "defaults", VLLM{}},
+		{"qwen2.5-vl-7b", "defaults (128k context)", VLLM{}},
+		{"qwen2.5-vl-7b", "`--max-model-len 32768`", VLLM{MaxModelLen: 32768}},
+		{"qwen2.5-vl-7b", "32k, `--limit-mm-per-prompt video=0`", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
+		{"qwen2.5-vl-7b", "32k, `--skip-mm-profiling`", VLLM{MaxModelLen: 32768, SkipMMProfiling: true}},
+		{"qwen2.5-vl-7b", "32k, `-tp 2`", VLLM{MaxModelLen: 32768, TP: 2}},
+		{"qwen2.5-vl-7b", "32k, `-tp 4`", VLLM{MaxModelLen: 32768, TP: 4}},
+		{"qwen2.5-vl-7b", "32k, `-tp 2 --mm-encoder-tp-mode data`", VLLM{MaxModelLen: 32768, TP: 2, MMEncoderTPMode: "data"}},
+		{"qwen3-vl-8b", "`--max-model-len 32768`", VLLM{MaxModelLen: 32768}},
+		{"qwen3-vl-8b", "32k, `--limit-mm-per-prompt video=0`", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
+	}
+	var b strings.Builder
+	b.WriteString("| model | launch | dummy items | tokens an item | encoder budget | held | encoder peak | KV cache |\n|---|---|---|---:|---:|---:|---:|---:|\n")
+	kv := map[string]Bytes{}
+	for _, row := range rows {
+		in := Inference{Model: MustPreset(row.preset), Weights: Quant{DType: BF16}, TP: max(1, row.v.TP)}
+		c, err := row.v.Carve(in, g)
+		if err != nil {
+			t.Fatalf("%s, %s: %v", row.preset, row.launch, err)
+		}
+		kv[row.preset+" "+row.launch] = c.KVCache.Available
+		items, tokens, budget, held, enc := "not profiled", "", "", "", ""
+		if p := c.MMProfile; p != nil {
+			items = fmt.Sprintf("%d %s of %d²", p.Items, plural(p.Items, "image"), p.ImageSize)
+			if p.Modality == "video" {
+				items = fmt.Sprintf("%d %s of %s frames of %d²", p.Items, plural(p.Items, "video"), commaInt(p.Frames), p.ImageSize)
+			}
+			tokens, budget = commaInt(p.TokensPerItem), commaInt(p.Budget)
+			held, enc = fmt.Sprintf("%.1f GiB", p.Held.GiB()), fmt.Sprintf("%.1f GiB", p.Encoder.GiB())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f GiB |\n", row.preset, row.launch, items, tokens, budget, held, enc, c.KVCache.Available.GiB())
+	}
+	// The profile only takes memory from the KV cache.
+	for _, m := range []string{"qwen2.5-vl-7b", "qwen3-vl-8b"} {
+		if full, off := kv[m+" `--max-model-len 32768`"], kv[m+" 32k, `--limit-mm-per-prompt video=0`"]; !(full < off) {
+			t.Errorf("%s at 32k: KV %v with videos, %v without: the video profile should take more", m, full, off)
+		}
+	}
+	docSection(t, "README.md", "go test ./vram -run TestVLLMMultimodalTable -update", b.String())
+}
+
+// plural is noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
+
+// commaInt writes n with thousands separators.
+func commaInt(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -7,7 +7,7 @@
 # this machine (run it on a quiet one); the sizes need a report, made here.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-go test ./vram -run '^(TestFamiliesTable|TestFSDP2Traces)$' -update
+go test ./vram -run '^(TestFamiliesTable|TestFSDP2Traces|TestVLLMMultimodalTable)$' -update
 go test ./examples/validate -run '^TestReadmeAccuracySection$' -update
 go test ./examples/plan -run '^TestReadmeExample$' -update
 bench=$(mktemp)
