@@ -154,6 +154,12 @@
 // precision and its least memory traffic at the GPU's bandwidth; Limit says
 // which one is the wall.
 //
+// A training plan asked about again — a cell run again, a what-if's
+// unchanged base, a solver or a comparison replaying what it estimated —
+// gets its Estimate and Replay from a cache keyed by the plan's whole value
+// (a change in any field, in place or not, is a new plan); ForgetAnswers
+// empties it.
+//
 // # Sources
 //
 // Each formula cites its source where it is implemented: the ZeRO paper

@@ -40,8 +40,27 @@ type TrainingEstimate struct {
 }
 
 // Estimate predicts the memory of the plan on its most loaded GPU. It returns
-// the validation error for an invalid plan.
-func (t Training) Estimate() (_ TrainingEstimate, err error) {
+// the validation error for an invalid plan. A plan asked about before is
+// answered from a cache (plancache.go).
+func (t Training) Estimate() (TrainingEstimate, error) {
+	ks := keyScratches.Get().(*keyScratch)
+	defer ks.done()
+	ks.replay.t = t
+	key, keyed := ks.key(&ks.replay.t)
+	if keyed {
+		if est, ok := estimates.get(key); ok {
+			return est.clone(), nil
+		}
+	}
+	est, err := t.estimate()
+	if keyed && err == nil && estimates.again(key) {
+		estimates.put(key, est.clone(), est.size())
+	}
+	return est, err
+}
+
+// estimate is Estimate computed.
+func (t Training) estimate() (_ TrainingEstimate, err error) {
 	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // GPU is a catalog entry for planning without the hardware.
@@ -108,23 +109,32 @@ func normGPU(s string) string {
 	for _, p := range []string{"nvidia ", "tesla ", "geforce "} {
 		s = strings.ReplaceAll(s, p, "")
 	}
-	return strings.NewReplacer(" ", "", "-", "", "_", "").Replace(s)
+	return gpuNameSeparators.Replace(s)
 }
+
+// gpuNameSeparators are what normGPU drops between a name's words (a
+// Replacer builds its tables once, on first use).
+var gpuNameSeparators = strings.NewReplacer(" ", "", "-", "", "_", "")
+
+// gpuIndex is the catalog by normalized name and alias, built once: a fit
+// check looks its device up by name each time.
+var gpuIndex = sync.OnceValue(func() map[string]int {
+	idx := map[string]int{}
+	for i := len(gpus) - 1; i >= 0; i-- { // the first catalog entry a name matches wins
+		for _, a := range gpus[i].Aliases {
+			idx[normGPU(a)] = i
+		}
+		idx[normGPU(gpus[i].Name)] = i
+	}
+	return idx
+})
 
 // LookupGPU finds a catalog GPU by name or alias, ignoring case, spaces and
 // dashes ("a100 80gb", "NVIDIA H100 80GB HBM3"). The GPU is a copy: changing
 // it (its Aliases too) never changes the catalog.
 func LookupGPU(name string) (GPU, error) {
-	n := normGPU(name)
-	for _, g := range gpus {
-		if normGPU(g.Name) == n {
-			return g.clone(), nil
-		}
-		for _, a := range g.Aliases {
-			if normGPU(a) == n {
-				return g.clone(), nil
-			}
-		}
+	if i, ok := gpuIndex()[normGPU(name)]; ok {
+		return gpus[i].clone(), nil
 	}
 	return GPU{}, fmt.Errorf("unknown GPU %q; known: %s, or a capacity such as \"80 GiB\"%s", name, strings.Join(GPUs(), ", "), didYouMean(name, GPUs()))
 }

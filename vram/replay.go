@@ -76,7 +76,43 @@ const ncclPerGroup = 600 * MiB
 // caching-allocator model: the step program of the most loaded stage, the
 // one the timeline evaluates (program.go), plus the cuBLAS workspace the
 // first matmul creates.
-func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
+//
+// A plan replayed before with the same allocator settings, cuBLAS
+// workspace and recording is answered from a cache (plancache.go), the
+// GPU's context added anew.
+func (t Training) Replay(opt ReplayOptions) (Replay, error) {
+	ks := keyScratches.Get().(*keyScratch)
+	defer ks.done()
+	ks.replay = replayRequest{t: t, alloc: opt.Allocator, workspace: cublasWorkspace(opt.GPU), points: opt.Points}
+	key, keyed := ks.key(&ks.replay)
+	var out Replay
+	hit := false
+	if keyed {
+		out, hit = replays.get(key)
+	}
+	if !hit {
+		var err error
+		if out, err = t.replay(opt); err != nil {
+			return Replay{}, err
+		}
+		if keyed && replays.again(key) {
+			replays.put(key, out.clone(), out.size())
+		}
+	} else {
+		out = out.clone()
+	}
+	switch {
+	case opt.Context > 0:
+		out.Context = opt.Context
+	case opt.GPU != nil:
+		out.Context = opt.GPU.Context
+	}
+	out.DeviceUsed = out.PeakReserved + out.Context + out.NCCL + out.SymmetricMemory
+	return out, nil
+}
+
+// replay is Replay computed, without the context.
+func (t Training) replay(opt ReplayOptions) (_ Replay, err error) {
 	defer recoverOverflow(&err)
 	r, err := t.resolve()
 	if err != nil {
@@ -96,19 +132,12 @@ func (t Training) Replay(opt ReplayOptions) (_ Replay, err error) {
 	out.PeakAllocated, out.PeakReserved, out.Segments = rp.a.PeakAlloc, rp.a.PeakReserved, rp.a.Segments
 	out.requested = rp.a.PeakAsked
 	out.Points, rp.points = rp.points, nil
-	switch {
-	case opt.Context > 0:
-		out.Context = opt.Context
-	case opt.GPU != nil:
-		out.Context = opt.GPU.Context
-	}
 	for _, d := range []int{r.dp, r.tp, r.pp, r.cp} {
 		if d > 1 {
 			out.NCCL += ncclPerGroup
 		}
 	}
 	out.SymmetricMemory = r.asyncTPWorkspace()
-	out.DeviceUsed = out.PeakReserved + out.Context + out.NCCL + out.SymmetricMemory
 	return out, nil
 }
 
