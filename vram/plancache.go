@@ -249,7 +249,9 @@ func (est TrainingEstimate) size() Bytes {
 }
 
 // size is about what rep's points hold.
-func (rep Replay) size() Bytes { return Bytes(len(rep.Points)) * Bytes(reflect.TypeFor[ReplayPoint]().Size()) }
+func (rep Replay) size() Bytes {
+	return Bytes(len(rep.Points)) * Bytes(reflect.TypeFor[ReplayPoint]().Size())
+}
 
 // clone is est with lists of its own: what the cache keeps, and what it
 // hands out, share nothing a caller could change.
