@@ -37,12 +37,14 @@ func BenchmarkEstimateLlama70BAgain(b *testing.B) {
 }
 
 // BenchmarkSweep10k: 10,000 estimates of Llama-3-8B over batch × sequence ×
-// checkpointing, as a what-if sweep or a fit map makes them.
+// checkpointing, as a what-if sweep or a fit map makes them, each pass a
+// new sweep (the 2,500 points its checkpointing list names twice are kept
+// at their second request, none found).
 func BenchmarkSweep10k(b *testing.B) {
 	base := Training{Model: MustPreset("llama-3-8b"), Precision: "bf16", Optimizer: "adamw"}
 	ckpt := []Checkpointing{"none", "selective", "full", "none"}
 	for i := 0; i < b.N; i++ {
-		ForgetAnswers() // each pass a new sweep: its repeated points are kept, not found
+		ForgetAnswers()
 		n := 0
 		for mb := 1; mb <= 25; mb++ {
 			for s := 1; s <= 100; s++ {

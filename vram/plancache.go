@@ -42,9 +42,15 @@ const maxKeyDepth = 16
 // answers is a cache of values of type V by plan key.
 type answers[V any] struct {
 	mu       sync.Mutex
-	cur, old map[string]V
-	curBytes Bytes               // what cur holds, roughly (answers.put's sizes)
+	cur, old map[string]kept[V]
+	curBytes Bytes               // what cur holds, roughly
 	seen     map[uint64]struct{} // keys asked for once, by hash
+}
+
+// kept is an answer and about what it holds, its key included.
+type kept[V any] struct {
+	v    V
+	size Bytes
 }
 
 // keySeed hashes keys for answers.seen.
@@ -54,14 +60,14 @@ var keySeed = maphash.MakeSeed()
 func (c *answers[V]) get(key []byte) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v, ok := c.cur[string(key)]; ok {
-		return v, true
+	if e, ok := c.cur[string(key)]; ok {
+		return e.v, true
 	}
-	v, ok := c.old[string(key)]
+	e, ok := c.old[string(key)]
 	if ok {
-		c.store(key, v, Bytes(len(key)))
+		c.store(key, e)
 	}
-	return v, ok
+	return e.v, ok
 }
 
 // again reports whether key was asked for before (and notes that it has
@@ -89,16 +95,16 @@ func (c *answers[V]) put(key []byte, v V, size Bytes) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.store(key, v, size)
+	c.store(key, kept[V]{v, size})
 }
 
-// store keeps v under key in the newer generation (c.mu held).
-func (c *answers[V]) store(key []byte, v V, size Bytes) {
-	if c.cur == nil || len(c.cur) >= answersPerGeneration || c.curBytes+size > bytesPerGeneration {
-		c.old, c.cur, c.curBytes = c.cur, make(map[string]V), 0
+// store keeps e under key in the newer generation (c.mu held).
+func (c *answers[V]) store(key []byte, e kept[V]) {
+	if c.cur == nil || len(c.cur) >= answersPerGeneration || c.curBytes+e.size > bytesPerGeneration {
+		c.old, c.cur, c.curBytes = c.cur, make(map[string]kept[V]), 0
 	}
-	c.cur[string(key)] = v
-	c.curBytes += size
+	c.cur[string(key)] = e
+	c.curBytes += e.size
 }
 
 // forget empties c.
