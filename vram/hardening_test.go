@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -183,6 +184,67 @@ func TestPresetsAreCopies(t *testing.T) {
 	}
 	if b := MustPreset("vit-base-patch16-224"); b.ParamCount() != before {
 		t.Errorf("a fresh copy has %d parameters, want %d", b.ParamCount(), before)
+	}
+}
+
+// TestTensorCacheFollowsPointers: a model changed in place after its
+// tensors were counted — any number or switch behind any of its pointers
+// (a hybrid's mixer, an image, a release, a vision tower's), through the
+// pointer it shares with the model counted — is counted anew: the cached
+// count equals one made with the cache emptied. The cache's key holds no
+// pointer, so a pointer field added later cannot be compared by address.
+func TestTensorCacheFollowsPointers(t *testing.T) {
+	changed := 0
+	smallest := map[string]string{} // one model a family, its smallest: its pointers are its family's
+	for _, name := range Presets() {
+		m := MustPreset(name)
+		if s, ok := smallest[m.Family]; !ok || m.ParamCount() < MustPreset(s).ParamCount() {
+			smallest[m.Family] = name
+		}
+	}
+	for _, name := range smallest {
+		m := MustPreset(name)
+		if m.Experts > 8 { // fewer experts to count again and again
+			m.Experts, m.ExpertsPerToken = 8, min(m.ExpertsPerToken, 8)
+		}
+		if m.ParamCount() == 0 {
+			t.Fatalf("%s with 8 experts counts no parameters", name)
+		}
+		v := reflect.ValueOf(&m).Elem()
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			if f.Kind() != reflect.Pointer || f.IsNil() || f.Elem().Kind() != reflect.Struct || v.Type().Field(i).Name == "Origin" {
+				continue
+			}
+			eachLeaf(f.Elem(), name+"."+v.Type().Field(i).Name, func(path string, leaf reflect.Value) {
+				if leaf.Kind() == reflect.String {
+					return // names and formats: a bad one is an error, not a count
+				}
+				m.ParamCount() // cached under the model before the change
+				old := reflect.ValueOf(leaf.Interface())
+				bump(leaf)
+				cached := m.ParamCount()
+				clearTensorCache()
+				if fresh := m.ParamCount(); cached != fresh {
+					t.Errorf("%s changed in place: %d parameters from the cache, %d counted anew", path, cached, fresh)
+				}
+				leaf.Set(old)
+				changed++
+			})
+		}
+	}
+	if changed < 100 {
+		t.Errorf("only %d fields behind pointers changed", changed)
+	}
+	var full Model
+	fill(reflect.ValueOf(&full).Elem(), 0)
+	for _, k := range []modelKey{full.key(), full.visionKey().tower} {
+		kv := reflect.ValueOf(k.m)
+		for i := 0; i < kv.NumField(); i++ {
+			if f := kv.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+				t.Errorf("the tensor cache's key keeps Model.%s as a pointer: compared by address, a change in place is missed", kv.Type().Field(i).Name)
+			}
+		}
 	}
 }
 

@@ -79,21 +79,38 @@ var (
 )
 
 // modelKey is a Model by value: its pointer fields replaced by what they
-// point to.
+// point to, so that a model changed in place, through a pointer it shares
+// with the model its tensors were cached under, is a new key.
 type modelKey struct {
-	m       Model
+	m       Model // every pointer field nil
 	image   Image
 	release Release
+	// mixers are the SSM, ShortConv, DeltaNet and Mamba settings written
+	// out (planKey), "" when the model has none.
+	mixers string
+}
+
+// mixerSettings are a model's recurrent mixers, for modelKey.mixers.
+type mixerSettings struct {
+	ssm       *SSM
+	shortConv *ShortConv
+	deltaNet  *DeltaNet
+	mamba     *Mamba
 }
 
 func (m Model) key() modelKey {
-	m.Origin = nil // changes no tensor
 	k := modelKey{m: m}
+	k.m.Origin, k.m.Release, k.m.Image, k.m.Vision = nil, nil, nil, nil // Origin changes no tensor; Vision: visionKey
+	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba = nil, nil, nil, nil
 	if m.Release != nil {
-		k.release, k.m.Release = *m.Release, nil
+		k.release = *m.Release
 	}
 	if m.Image != nil {
-		k.image, k.m.Image = *m.Image, nil
+		k.image = *m.Image
+	}
+	if mx := (mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba}); mx != (mixerSettings{}) {
+		b, _ := planKey(nil, &mx)
+		k.mixers = string(b)
 	}
 	return k
 }
@@ -102,18 +119,15 @@ func (m Model) key() modelKey {
 // so that the common one stays small to hash).
 type visionKey struct {
 	text   modelKey
-	vision Vision
-	tower  Image
+	vision Vision // its tower's zero value: the tower is below
+	tower  modelKey
 }
 
 func (m Model) visionKey() visionKey {
 	v := *m.Vision
-	m.Vision = nil
-	v.Tower.Origin, v.Tower.Release = nil, nil
-	k := visionKey{text: m.key(), vision: v}
-	if im := v.Tower.Image; im != nil {
-		k.tower, k.vision.Tower.Image = *im, nil
-	}
+	k := visionKey{text: m.key(), tower: v.Tower.key()}
+	v.Tower = Model{}
+	k.vision = v
 	return k
 }
 
