@@ -32,7 +32,7 @@ import (
 // recorded.
 const (
 	answersPerGeneration = 1024
-	bytesPerGeneration   = 64 * MiB
+	bytesPerGeneration   = 32 * MiB
 )
 
 // maxKeyDepth bounds planKey's nesting (pointers and containers); deeper
