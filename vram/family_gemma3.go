@@ -24,9 +24,13 @@ import (
 // model.language_model.…, lm_head (tied); before 4.52 vision_tower.…,
 // multi_modal_projector.…, language_model.model.… (_checkpoint_conversion_mapping).
 // The text model alone is family gemma3_text (Gemma3ForCausalLM).
+// gemma3ModelType is this family's model_type, by which the serving engines' tables
+// name it (vision_tp.go).
+const gemma3ModelType = "gemma3"
+
 func init() {
 	register(&family{
-		name: "gemma3", source: "transformers/models/gemma3/modeling_gemma3.py",
+		name: gemma3ModelType, source: "transformers/models/gemma3/modeling_gemma3.py",
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,
@@ -35,10 +39,6 @@ func init() {
 				l.norm("model.multi_modal_projector.mm_soft_emb_norm", false, hv)
 			},
 			project: gemma3Project,
-			// vLLM splits the SigLIP tower over its TP ranks (siglip.py
-			// l.163-230); the projector is a plain parameter it keeps whole
-			// (gemma3_mm.py l.419-456).
-			vllmTowerTP: true, vllmWholeProjector: []string{"mm_input_projection_weight"},
 			rename: func(name string) string {
 				for _, r := range [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
 					{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}} {

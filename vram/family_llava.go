@@ -19,9 +19,13 @@ import (
 // model.language_model.… and lm_head (checkpoints saved before 4.52 use
 // vision_tower.…, multi_modal_projector.…, language_model.model.… and
 // language_model.lm_head, _checkpoint_conversion_mapping).
+// llavaModelType is this family's model_type, by which the serving engines' tables
+// name it (vision_tp.go).
+const llavaModelType = "llava"
+
 func init() {
 	register(&family{
-		name: "llava", source: "transformers/models/llava/modeling_llava.py",
+		name: llavaModelType, source: "transformers/models/llava/modeling_llava.py",
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -2,
@@ -35,7 +39,7 @@ func init() {
 				y = b.op("multi_modal_projector.gelu", b.size(inner, y.dtype), y.dtype, list(y), y)
 				return b.linear(p, "multi_modal_projector.linear_2", "other", y, inner, h)
 			},
-			hiddenStates: true, returnsFeatures: true, vllmTowerTP: true,
+			hiddenStates: true, returnsFeatures: true,
 			rename: func(name string) string {
 				for _, r := range [][2]string{{"language_model.model.", "model.language_model."}, {"language_model.lm_head.", "lm_head."},
 					{"vision_tower.", "model.vision_tower."}, {"multi_modal_projector.", "model.multi_modal_projector."}} {

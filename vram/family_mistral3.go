@@ -16,16 +16,16 @@ import "fmt"
 // embeddings' dtype and masked_scatters them over the image tokens; the
 // loss is the causal LM loss on upcast logits. Names: model.vision_tower.…,
 // model.multi_modal_projector.…, model.language_model.…, lm_head.
+// mistral3ModelType is this family's model_type, by which the serving engines' tables
+// name it (vision_tp.go).
+const mistral3ModelType = "mistral3"
+
 func init() {
 	register(&family{
-		name: "mistral3", source: "transformers/models/mistral3/modeling_mistral3.py",
+		name: mistral3ModelType, source: "transformers/models/mistral3/modeling_mistral3.py",
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,
-			// vLLM splits the Pixtral tower over its TP ranks (pixtral.py
-			// l.1013-1115) and linear_1 and linear_2, not the patch
-			// merger's merging_layer (mistral3.py l.70-145).
-			vllmTowerTP: true, vllmWholeProjector: []string{"patch_merger.merging_layer"},
 			projector: func(v Vision, l *tensorList, hv, h int64) {
 				k := int64(max(1, v.Tower.Image.Merge))
 				l.norm("model.multi_modal_projector.norm", false, hv)

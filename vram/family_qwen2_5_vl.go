@@ -20,9 +20,13 @@ import (
 // LLaVA. Names: model.visual.…, model.language_model.…, lm_head (before
 // 4.52: visual.… and model.…). Released configs are flat (the text keys at
 // the top); 4.52 and later write text_config.
+// qwen25VLModelType is this family's model_type, by which the serving engines' tables
+// name it (vision_tp.go).
+const qwen25VLModelType = "qwen2_5_vl"
+
 func init() {
 	register(&family{
-		name: "qwen2_5_vl", source: "transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+		name: qwen25VLModelType, source: "transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.visual.", featureLayer: -1,
@@ -62,7 +66,7 @@ func init() {
 			// The released preprocessor_config.json's max_pixels: 3584²
 			// pixels, 16,384 tokens an image ("4-16384 visual tokens", the
 			// model card); videos come in pairs of frames of that size.
-			maxPixels: 12845056, video: qwen2Video, vllmTowerTP: true, vllmTowerDP: true,
+			maxPixels: 12845056, video: qwen2Video,
 			textBuffers: func(m Model, b *bufferList) {
 				for i := 0; i < m.Layers; i++ {
 					b.add(fmt.Sprintf("model.layers.%d.self_attn.rotary_emb.inv_freq", i), i, FP32, int64(m.HeadDim/2))

@@ -24,9 +24,13 @@ import (
 // image tokens (l.1133-1140), as in LLaVA. Names: model.visual.…,
 // model.language_model.…, lm_head. Configs nest text_config and
 // vision_config; tie_word_embeddings is the top level's (Qwen3VLConfig).
+// qwen3VLModelType is this family's model_type, by which the serving engines' tables
+// name it (vision_tp.go).
+const qwen3VLModelType = "qwen3_vl"
+
 func init() {
 	register(&family{
-		name: "qwen3_vl", source: "transformers/models/qwen3_vl/modeling_qwen3_vl.py",
+		name: qwen3VLModelType, source: "transformers/models/qwen3_vl/modeling_qwen3_vl.py",
 		tensors:    func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:     qwen3VLWrapper(),
 		fromConfig: func(c *hfReader, m *Model) { qwen3VLReadConfig(c, m, "qwen3", "qwen3_vl") },
@@ -111,7 +115,6 @@ func qwen3VLWrapper() *visionWrapper {
 		// video_preprocessor_config.json: shortest_edge 4096, longest_edge
 		// 25165824 = 24576 × 32 × 32).
 		maxPixels: 16777216, video: qwen3Video, videoMinPixels: 4096, videoMaxPixels: 25165824,
-		vllmTowerTP: true, vllmTowerDP: true,
 	}
 }
 

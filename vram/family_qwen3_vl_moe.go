@@ -6,9 +6,13 @@ package vram
 // declaration it shares) over a mixture-of-experts language model (family
 // qwen3_vl_moe_text: stacked experts in a Python loop). Its vision_config's
 // model_type reads qwen3_vl_moe; the tower is qwen3_vl_vision's.
+// qwen3VLMoeModelType is this family's model_type, by which the serving engines' tables
+// name it (vision_tp.go).
+const qwen3VLMoeModelType = "qwen3_vl_moe"
+
 func init() {
 	register(&family{
-		name: "qwen3_vl_moe", source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py",
+		name: qwen3VLMoeModelType, source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py",
 		tensors:    func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:     qwen3VLWrapper(),
 		fromConfig: func(c *hfReader, m *Model) { qwen3VLReadConfig(c, m, "qwen3_vl_moe_text", "qwen3_vl_moe") },

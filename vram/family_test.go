@@ -44,6 +44,37 @@ func TestFamilyNamesStayHome(t *testing.T) {
 	}
 }
 
+// TestFamilyFilesKnowNoServingEngine: a family file describes its model;
+// how vLLM, SGLang, TGI, Ollama or llama.cpp run it lives with the engine
+// (vision_tp.go keys vLLM's towers by the model_type a family declares).
+// No identifier in a family file names an engine.
+func TestFamilyFilesKnowNoServingEngine(t *testing.T) {
+	fset, files := engineFiles(t)
+	engines := []string{"vllm", "sglang", "tgi", "ollama", "llamacpp"}
+	checked := 0
+	for f, file := range files {
+		if !strings.HasPrefix(f, "family_") {
+			continue
+		}
+		checked++
+		ast.Inspect(file, func(n ast.Node) bool {
+			id, ok := n.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			for _, e := range engines {
+				if strings.Contains(strings.ToLower(id.Name), e) {
+					t.Errorf("%s: %s names a serving engine in a family file", fset.Position(id.Pos()), id.Name)
+				}
+			}
+			return true
+		})
+	}
+	if checked < 40 {
+		t.Fatalf("checked %d family files", checked)
+	}
+}
+
 // composes reports whether file is a vision-language wrapper's, which names
 // the families it is made of (its presets' language model and tower, its
 // config's default model_types) as data.

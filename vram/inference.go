@@ -485,7 +485,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		// The engine's own model code: flash attention, fused MoE.
 		tr.servingEngine, tr.Attention = true, "flash2"
 	}
-	if w := m.visionWrapperOf(); in.runtime == runVLLM && w != nil && w.vllmTowerTP && !in.towerWhole && checkTowerTP(m, in.TP) == nil {
+	if in.runtime == runVLLM && vllmTowerOf(m).split && !in.towerWhole && checkTowerTP(m, in.TP) == nil {
 		tr.towerTP = in.TP // vLLM splits the tower too (vision_tp.go; the carve refuses a degree it cannot)
 	}
 	r, err := tr.resolve()

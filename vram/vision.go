@@ -68,12 +68,6 @@ type visionWrapper struct {
 	maxPixels                      int
 	video                          videoKind
 	videoMinPixels, videoMaxPixels int
-	// vllmTowerTP: vLLM splits the tower's and projector's weights over
-	// its TP ranks (vision_tp.go), but the projector matrices whose names
-	// hold one of vllmWholeProjector; vllmTowerDP: it can run the tower
-	// data-parallel instead (supports_encoder_tp_data).
-	vllmTowerTP, vllmTowerDP bool
-	vllmWholeProjector       []string
 	// tiles: the processor cuts an image into up to max_num_tiles tiles of
 	// the tower's size (Llama 4), which the engine's tower does not build;
 	// its model is counted one tile an image.

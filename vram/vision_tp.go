@@ -41,6 +41,34 @@ import (
 // The engine builds the tower with that degree (towerPlan: its blockPlan's
 // tp), and the projector divides its inner width by resolved.towerTP.
 
+// vllmTower is how vLLM runs a vision-language family's tower under TP.
+type vllmTower struct {
+	split bool // weights mode: tower and projector split over the ranks
+	data  bool // supports_encoder_tp_data: data mode runs the tower whole
+	// wholeProjector: the projector matrices, by name, that vLLM keeps
+	// whole on every rank while it splits the rest.
+	wholeProjector []string
+}
+
+// vllmTowers are the families whose towers vLLM splits, by model_type
+// (the sources above); any other tower, Llama 4's among them, runs whole.
+var vllmTowers = map[string]vllmTower{
+	llavaModelType:      {split: true},
+	gemma3ModelType:     {split: true, wholeProjector: []string{"mm_input_projection_weight"}},
+	mistral3ModelType:   {split: true, wholeProjector: []string{"patch_merger.merging_layer"}},
+	qwen25VLModelType:   {split: true, data: true},
+	qwen3VLModelType:    {split: true, data: true},
+	qwen3VLMoeModelType: {split: true, data: true},
+}
+
+// vllmTowerOf is how vLLM runs m's tower (the zero value without one).
+func vllmTowerOf(m Model) vllmTower {
+	if m.Vision == nil {
+		return vllmTower{}
+	}
+	return vllmTowers[m.Vision.Family]
+}
+
 // towerShard is the degree a tower's blocks split their heads and MLP over
 // (the tower plan's tp: 1 outside a serving engine that splits it).
 func towerShard(p blockPlan) int64 { return max(1, p.tp) }
@@ -67,13 +95,13 @@ type towerWidth struct {
 // checkTowerTP says where tp does not divide what vLLM splits of m's
 // tower and projector (it fails to load the model there).
 func checkTowerTP(m Model, tp int) error {
-	v, w := m.Vision, m.visionWrapperOf()
-	if tp <= 1 || v == nil || w == nil || !w.vllmTowerTP {
+	v, vt := m.Vision, vllmTowerOf(m)
+	if tp <= 1 || v == nil || !vt.split {
 		return nil
 	}
 	tw := v.Tower
 	checks := []towerWidth{{"num_heads", tw.Heads}, {"intermediate_size", tw.FFN}}
-	if im := tw.Image; im != nil && im.Merge > 1 && len(w.vllmWholeProjector) == 0 {
+	if im := tw.Image; im != nil && im.Merge > 1 && len(vt.wholeProjector) == 0 {
 		checks = append(checks, towerWidth{"merger width (hidden_size × spatial_merge_size²)", tw.Hidden * im.Merge * im.Merge})
 	}
 	for _, c := range checks {
@@ -87,8 +115,7 @@ func checkTowerTP(m Model, tp int) error {
 // towerData reports whether vLLM runs m's tower data-parallel: asked for,
 // over more than one rank, and supported by the model.
 func (v VLLM) towerData(m Model) bool {
-	w := m.visionWrapperOf()
-	return v.MMEncoderTPMode == "data" && v.TP > 1 && w != nil && w.vllmTowerDP
+	return v.MMEncoderTPMode == "data" && v.TP > 1 && vllmTowerOf(m).data
 }
 
 // towerModeNote says how the carve runs the tower of m under TP: whole on
@@ -112,11 +139,11 @@ func (in Inference) splitsProjector(t Tensor) bool {
 	if t.part != projectorPart || len(t.Shape) != 2 || in.runtime != runVLLM || in.towerWhole || in.TP <= 1 {
 		return false
 	}
-	w := in.Model.visionWrapperOf()
-	if w == nil || !w.vllmTowerTP {
+	vt := vllmTowerOf(in.Model)
+	if !vt.split {
 		return false
 	}
-	for _, whole := range w.vllmWholeProjector {
+	for _, whole := range vt.wholeProjector {
 		if strings.Contains(t.Name, whole) {
 			return false
 		}

@@ -253,7 +253,7 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 	tr := Training{Model: mm, SeqLen: per, MicroBatch: items * groups, Images: 1, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: "flash2", Dropout: new(float64), Parallel: Parallel{TP: max(1, v.TP)}}
 	tr.servingEngine = true
-	if w := m.visionWrapperOf(); w != nil && w.vllmTowerTP && !v.towerData(m) {
+	if vllmTowerOf(m).split && !v.towerData(m) {
 		tr.towerTP = max(1, v.TP) // vision_tp.go
 	}
 	r, err := tr.resolve()
