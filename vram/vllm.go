@@ -443,13 +443,6 @@ func (c VLLMKVCache) fitLen(available Bytes) int {
 	return largest(c.MaxModelLen, func(n int) bool { return c.neededFor(n) <= available })
 }
 
-// largest is SearchLargest for a test that cannot fail: the largest n in
-// [1, limit] with ok(n), 0 when ok(1) is false.
-func largest(limit int, ok func(int) bool) int {
-	n, _ := SearchLargest(limit, func(n int) (bool, error) { return ok(n), nil })
-	return n
-}
-
 // MaxConcurrencyFor is how many requests of tokens each the cache holds at
 // once (vLLM's concurrency figure for that length).
 func (c VLLMKVCache) MaxConcurrencyFor(tokens int) float64 {

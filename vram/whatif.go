@@ -164,6 +164,13 @@ func SearchLargest(limit int, ok func(int) (bool, error)) (int, error) {
 	return lo, nil
 }
 
+// largest is SearchLargest for a test that cannot fail: the largest n in
+// [1, limit] with ok(n), 0 when ok(1) is false.
+func largest(limit int, ok func(int) bool) int {
+	n, _ := SearchLargest(limit, func(n int) (bool, error) { return ok(n), nil })
+	return n
+}
+
 // MaxMicroBatch is the largest micro-batch that fits the budget (0 if even
 // one sequence does not). micro_batch+1 does not fit (or hits 65536).
 func MaxMicroBatch(t Training, b Budget) (int, error) {
