@@ -188,7 +188,8 @@ func TestPresetsAreCopies(t *testing.T) {
 }
 
 // TestTensorCacheFollowsPointers: a model changed in place after its
-// tensors were counted — any number or switch behind any of its pointers
+// tensors were counted (which leaves the catalog's model as it was: a
+// preset is a deep copy) — any number or switch behind any of its pointers
 // (a hybrid's mixer, an image, a release, a vision tower's), through the
 // pointer it shares with the model counted — is counted anew: the cached
 // count equals one made with the cache emptied. The cache's key holds no
@@ -223,6 +224,11 @@ func TestTensorCacheFollowsPointers(t *testing.T) {
 				m.ParamCount() // cached under the model before the change
 				old := reflect.ValueOf(leaf.Interface())
 				bump(leaf)
+				if fresh := MustPreset(name); reflect.DeepEqual(fresh.Vision, m.Vision) && reflect.DeepEqual(fresh.SSM, m.SSM) &&
+					reflect.DeepEqual(fresh.ShortConv, m.ShortConv) && reflect.DeepEqual(fresh.DeltaNet, m.DeltaNet) &&
+					reflect.DeepEqual(fresh.Mamba, m.Mamba) && reflect.DeepEqual(fresh.Image, m.Image) && reflect.DeepEqual(fresh.Release, m.Release) {
+					t.Errorf("%s changed in place changed the catalog's %s too: a preset shares a pointer with it", path, name)
+				}
 				cached := m.ParamCount()
 				clearTensorCache()
 				if fresh := m.ParamCount(); cached != fresh {
