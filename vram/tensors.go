@@ -108,11 +108,17 @@ func (m Model) key() modelKey {
 	if m.Image != nil {
 		k.image = *m.Image
 	}
-	if mx := (mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba}); mx != (mixerSettings{}) {
-		b, _ := planKey(nil, &mx)
-		k.mixers = string(b)
+	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil {
+		k.mixers = m.mixersKey()
 	}
 	return k
+}
+
+// mixersKey writes out m's recurrent mixers' settings (out of key, whose
+// models mostly have none: the settings escape to the heap).
+func (m Model) mixersKey() string {
+	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba})
+	return string(b)
 }
 
 // visionKey is a vision-language model by value (a larger key, kept apart
