@@ -254,6 +254,20 @@ func TestTensorCacheFollowsPointers(t *testing.T) {
 	}
 }
 
+// TestTensorCacheLookupAllocatesNothing: counting a model's parameters
+// again finds its tensors by comparing keys; for a text model without
+// recurrent mixers that allocates nothing (a key whose parts escape to the
+// heap would, on every estimate; Normalize copies a vision model's Vision).
+func TestTensorCacheLookupAllocatesNothing(t *testing.T) {
+	for _, name := range []string{"llama-3-8b", "deepseek-v3", "gpt-oss-20b"} {
+		m := MustPreset(name)
+		m.ParamCount()
+		if n := testing.AllocsPerRun(20, func() { m.ParamCount() }); n != 0 {
+			t.Errorf("%s: a repeated ParamCount makes %v allocations", name, n)
+		}
+	}
+}
+
 // TestPresetsConcurrentUse: goroutines taking, changing and estimating
 // catalog models share nothing (go test -race checks it).
 func TestPresetsConcurrentUse(t *testing.T) {
