@@ -24,9 +24,10 @@ func BenchmarkEstimateLlama70B(b *testing.B) {
 	}
 }
 
-// BenchmarkEstimateLlama70BAgain: the same estimate asked for again, as a
-// notebook cell run again or a what-if's unchanged base asks for it: the
-// cache's answer (plancache.go), the plan's key written and looked up.
+// BenchmarkEstimateLlama70BAgain: the same estimate asked for again in
+// one program, as the plan CLI's verdict after its report or a what-if's
+// unchanged base asks for it: the cache's answer (plancache.go), the
+// plan's key written and looked up.
 func BenchmarkEstimateLlama70BAgain(b *testing.B) {
 	tr := llama70BPlan()
 	for i := 0; i < b.N; i++ {

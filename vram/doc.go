@@ -154,11 +154,11 @@
 // precision and its least memory traffic at the GPU's bandwidth; Limit says
 // which one is the wall.
 //
-// A training plan asked about again — a cell run again, a what-if's
-// unchanged base, a solver or a comparison replaying what it estimated —
-// gets its Estimate and Replay from a cache keyed by the plan's whole value
-// (a change in any field, in place or not, is a new plan); ForgetAnswers
-// empties it.
+// A training plan a program asks about again — a report and then its
+// verdict, a what-if's unchanged base, a comparison judging one plan on
+// several GPUs — gets its Estimate and Replay from a cache keyed by the
+// plan's whole value (a change in any field, in place or not, is a new
+// plan); ForgetAnswers empties it.
 //
 // # Sources
 //

@@ -53,7 +53,7 @@ func (t Training) Estimate() (TrainingEstimate, error) {
 		}
 	}
 	est, err := t.estimate()
-	if keyed && err == nil && estimates.again(key) {
+	if keyed && err == nil && estimates.worthKeeping(key) {
 		estimates.put(key, est.clone(), est.size())
 	}
 	return est, err

@@ -10,18 +10,21 @@ import (
 	"sync"
 )
 
-// Answers kept per plan. A plan asked about again — a notebook cell run
-// again, a what-if that changes one field and keeps its base, a fit check
-// that estimates and then replays, a comparison over GPUs whose allocator
+// Answers kept per plan. A plan a program asks about again — the plan
+// CLI's report and then its verdict, a what-if's base beside each change,
+// a comparison or a device list judging one plan on GPUs whose allocator
 // sees the same step — gets its estimate and its replay from a cache
-// instead of computing them anew.
+// instead of computing them anew. (The cache lives as long as the program:
+// a notebook runs each cell as a program of its own.)
 //
 // The key is the plan's whole value written out field by field (planKey:
 // every field, exported or not, pointers followed, maps in key order), so
 // two plans share an answer only when every field agrees, and a plan
 // changed after it was asked about — in place, through a pointer it
-// shares — is a new key. A plan is stored the second time it is asked for
-// (a sweep of plans seen once stores nothing), and the cache holds at most
+// shares — is a new key. A replay, milliseconds of work for an answer of a
+// few hundred bytes, is kept the first time; an estimate, tens of
+// microseconds for a few KiB, the second time it is asked for (a sweep of
+// plans seen once stores nothing). The cache holds at most
 // 2 × answersPerGeneration answers: when the newer half fills, the older
 // is dropped. What a caller gets is a copy: changing it changes no answer.
 // ForgetAnswers empties the caches.
@@ -41,10 +44,13 @@ const maxKeyDepth = 16
 
 // answers is a cache of values of type V by plan key.
 type answers[V any] struct {
-	mu       sync.Mutex
-	cur, old map[string]kept[V]
-	curBytes Bytes               // what cur holds, roughly
-	seen     map[uint64]struct{} // keys asked for once, by hash
+	// keepFirst: an answer is kept the first time it is computed, not
+	// the second (answers.worthKeeping).
+	keepFirst bool
+	mu        sync.Mutex
+	cur, old  map[string]kept[V]
+	curBytes  Bytes               // what cur holds, roughly
+	seen      map[uint64]struct{} // keys asked for once, by hash
 }
 
 // kept is an answer and about what it holds, its key included.
@@ -70,9 +76,13 @@ func (c *answers[V]) get(key []byte) (V, bool) {
 	return e.v, ok
 }
 
-// again reports whether key was asked for before (and notes that it has
-// been): the answer is then worth keeping.
-func (c *answers[V]) again(key []byte) bool {
+// worthKeeping reports whether the answer under key, just computed, is
+// worth keeping: always where c keeps first answers, else when key was
+// asked for before (which it notes).
+func (c *answers[V]) worthKeeping(key []byte) bool {
+	if c.keepFirst {
+		return true
+	}
 	h := maphash.Bytes(keySeed, key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -118,7 +128,7 @@ func (c *answers[V]) forget() {
 
 var (
 	estimates answers[TrainingEstimate]
-	replays   answers[Replay]
+	replays   = answers[Replay]{keepFirst: true}
 	// keyScratches are the keys' storage: what a key is written from
 	// lives here, not on the heap of each call.
 	keyScratches = sync.Pool{New: func() any { return new(keyScratch) }}

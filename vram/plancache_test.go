@@ -113,8 +113,8 @@ func bump(v reflect.Value) {
 // from the cache and equals the one computed; a plan changed in place
 // through a pointer it shares (its LoRA, its model's SSM) is answered
 // anew; what a caller changes in an answer it got changes no later one;
-// a replay's cached answer serves GPUs whose workspace agrees, each with
-// its own context.
+// a replay, kept the first time it is computed, serves GPUs whose
+// workspace agrees, each with its own context.
 func TestCachedAnswersStayTrue(t *testing.T) {
 	ForgetAnswers()
 	lora := &LoRA{Rank: 16, Alpha: 32, Targets: []string{"q_proj", "v_proj"}}
@@ -150,11 +150,17 @@ func TestCachedAnswersStayTrue(t *testing.T) {
 	h100, _ := LookupGPU("H100-80GB")
 	h200, _ := LookupGPU("H200")
 	rp := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw", Checkpointing: "full"}
-	for _, g := range []GPU{h100, h100, h200} {
+	for i, g := range []GPU{h100, h100, h200} {
 		g := g
 		got, err := rp.Replay(ReplayOptions{GPU: &g})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 { // a replay is kept the first time
+			key, _ := planKey(nil, &replayRequest{t: rp, workspace: cublasWorkspace(&g)})
+			if _, ok := replays.get(key); !ok {
+				t.Error("a replay computed once is not in the cache")
+			}
 		}
 		computed, _ := rp.replay(ReplayOptions{GPU: &g})
 		if got.PeakReserved != computed.PeakReserved || got.Context != g.Context || got.DeviceUsed != computed.PeakReserved+g.Context+computed.NCCL+computed.SymmetricMemory {
@@ -198,7 +204,7 @@ func TestAnswersAreBounded(t *testing.T) {
 	var c answers[int]
 	for i := 0; i < 5*answersPerGeneration; i++ {
 		key := []byte{byte(i), byte(i >> 8), byte(i >> 16)}
-		if c.again(key) {
+		if c.worthKeeping(key) {
 			t.Fatalf("key %d seen before it was asked for", i)
 		}
 		c.put(key, i, 0)

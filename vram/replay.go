@@ -95,7 +95,7 @@ func (t Training) Replay(opt ReplayOptions) (Replay, error) {
 		if out, err = t.replay(opt); err != nil {
 			return Replay{}, err
 		}
-		if keyed && replays.again(key) {
+		if keyed && replays.worthKeeping(key) {
 			replays.put(key, out.clone(), out.size())
 		}
 	} else {

@@ -34,9 +34,9 @@ func BenchmarkFitsOn(b *testing.B) {
 	}
 }
 
-// BenchmarkFitsOnAgain: the same fit check asked for again (a notebook
-// cell run again, a device list judged plan by plan): the estimate and the
-// replay are the cache's answers.
+// BenchmarkFitsOnAgain: the same fit check asked for again in one program
+// (a device list judging one plan on identical GPUs): the replay is the
+// cache's answer.
 func BenchmarkFitsOnAgain(b *testing.B) {
 	s, _ := Fake("h100x1")
 	t := loraPlan()
