@@ -14,7 +14,12 @@ test('smoke notebook runs Go and shows HTML in JupyterLab', async () => {
   await runAllCells(page, lab, '00-check-your-setup.ipynb');
   const outputs = page.locator('.jp-OutputArea-output');
   await outputs.filter({ hasText: 'VRAM Lab kernel OK: go1.' }).first().waitFor({ timeout: 30_000 });
-  await page.locator('.jp-OutputArea-output #vramlab-smoke').waitFor({ timeout: 30_000 });
+  await page.locator('.jp-OutputArea-output #vramlab-smoke').waitFor({ timeout: 30_000 }).catch(async (e) => {
+    // Say what the notebook showed instead: which cells ran, what each printed.
+    const prompts = await page.locator('.jp-InputArea-prompt').allInnerTexts();
+    const outputs = await page.locator('.jp-OutputArea-output').allInnerTexts();
+    throw new Error(`${e.message}\nprompts: ${JSON.stringify(prompts)}\noutputs: ${JSON.stringify(outputs)}`);
+  });
   assert.match(await page.locator('#vramlab-smoke').innerText(), /HTML output works/);
   const errors = await page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').allInnerTexts();
   assert.deepEqual(errors.filter((t) => /error|panic/i.test(t)), []);
