@@ -6,6 +6,20 @@ import (
 	"testing"
 )
 
+// concurrently runs each(g) on n goroutines, g = 0 … n−1, and waits for
+// them (the pooled-builder, pooled-replay and cache tests, under -race).
+func concurrently(n int, each func(g int)) {
+	var wg sync.WaitGroup
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			each(g)
+		}()
+	}
+	wg.Wait()
+}
+
 // arenaPlans are plans of every block builder an estimate pools: decoder
 // blocks (dense, MoE, MLA), a hybrid's recurrent layers, encoder-decoders
 // (text and audio), a vision tower, pipeline stages, LoRA.
@@ -43,31 +57,25 @@ func TestEstimatesReuseBuilders(t *testing.T) {
 		wantBlock[i] = tl.block
 		wantBlock[i].prog, wantBlock[i].bwd = nil, nil
 	}
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for n := 0; n < 3*len(plans); n++ {
-				i := (n*7 + g*3) % len(plans)
-				est, err := plans[i].estimate() // computed, not the cache's answer
-				if err != nil {
-					t.Errorf("plan %d: %v", i, err)
-					return
-				}
-				if !reflect.DeepEqual(est.PeakAt, want[i]) {
-					t.Errorf("plan %d, estimate %d on goroutine %d: peak %+v, the unpooled timeline's %+v", i, n, g, est.PeakAt, want[i])
-				}
-				if !reflect.DeepEqual(est.Block, wantBlock[i]) {
-					t.Errorf("plan %d, estimate %d on goroutine %d: block %+v, the unpooled timeline's %+v", i, n, g, est.Block, wantBlock[i])
-				}
-				if est.Block.prog != nil || est.Timeline.block.prog != nil {
-					t.Errorf("plan %d: the estimate keeps a pooled builder", i)
-				}
+	concurrently(4, func(g int) {
+		for n := 0; n < 3*len(plans); n++ {
+			i := (n*7 + g*3) % len(plans)
+			est, err := plans[i].estimate() // computed, not the cache's answer
+			if err != nil {
+				t.Errorf("plan %d: %v", i, err)
+				return
 			}
-		}(g)
-	}
-	wg.Wait()
+			if !reflect.DeepEqual(est.PeakAt, want[i]) {
+				t.Errorf("plan %d, estimate %d on goroutine %d: peak %+v, the unpooled timeline's %+v", i, n, g, est.PeakAt, want[i])
+			}
+			if !reflect.DeepEqual(est.Block, wantBlock[i]) {
+				t.Errorf("plan %d, estimate %d on goroutine %d: block %+v, the unpooled timeline's %+v", i, n, g, est.Block, wantBlock[i])
+			}
+			if est.Block.prog != nil || est.Timeline.block.prog != nil {
+				t.Errorf("plan %d: the estimate keeps a pooled builder", i)
+			}
+		}
+	})
 }
 
 // TestReplaysReuseAllocators: a replay takes its replayer and allocator
@@ -95,27 +103,21 @@ func TestReplaysReuseAllocators(t *testing.T) {
 		x.run(prog)
 		want[i] = Replay{PeakAllocated: x.a.PeakAlloc, PeakReserved: x.a.PeakReserved, Segments: x.a.Segments, Points: x.points}
 	}
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for n := 0; n < 2*len(plans); n++ {
-				i := (n*5 + g*3) % len(plans)
-				rep, err := plans[i].replay(ReplayOptions{Points: true}) // computed, not the cache's answer
-				if err != nil {
-					t.Errorf("plan %d: %v", i, err)
-					return
-				}
-				got := Replay{PeakAllocated: rep.PeakAllocated, PeakReserved: rep.PeakReserved, Segments: rep.Segments, Points: rep.Points}
-				if !reflect.DeepEqual(got, want[i]) {
-					t.Errorf("plan %d, replay %d on goroutine %d: allocated %v reserved %v segments %d (%d points), a new allocator's %v, %v, %d (%d points)",
-						i, n, g, got.PeakAllocated, got.PeakReserved, got.Segments, len(got.Points), want[i].PeakAllocated, want[i].PeakReserved, want[i].Segments, len(want[i].Points))
-				}
+	concurrently(4, func(g int) {
+		for n := 0; n < 2*len(plans); n++ {
+			i := (n*5 + g*3) % len(plans)
+			rep, err := plans[i].replay(ReplayOptions{Points: true}) // computed, not the cache's answer
+			if err != nil {
+				t.Errorf("plan %d: %v", i, err)
+				return
 			}
-		}(g)
-	}
-	wg.Wait()
+			got := Replay{PeakAllocated: rep.PeakAllocated, PeakReserved: rep.PeakReserved, Segments: rep.Segments, Points: rep.Points}
+			if !reflect.DeepEqual(got, want[i]) {
+				t.Errorf("plan %d, replay %d on goroutine %d: allocated %v reserved %v segments %d (%d points), a new allocator's %v, %v, %d (%d points)",
+					i, n, g, got.PeakAllocated, got.PeakReserved, got.Segments, len(got.Points), want[i].PeakAllocated, want[i].PeakReserved, want[i].Segments, len(want[i].Points))
+			}
+		}
+	})
 	if want[len(want)-2].PeakReserved == want[1].PeakReserved {
 		t.Errorf("expandable segments reserve what the default does (%v): the plan's setting did not reach the allocator", want[1].PeakReserved)
 	}

@@ -3,7 +3,6 @@ package vram
 import (
 	"bytes"
 	"reflect"
-	"sync"
 	"testing"
 )
 
@@ -181,22 +180,16 @@ func TestCachedAnswersConcurrently(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for n := 0; n < 4*len(plans); n++ {
-				i := (n + g) % len(plans)
-				got, err := plans[i].Estimate()
-				if err != nil || !reflect.DeepEqual(got, want[i]) {
-					t.Errorf("plan %d on goroutine %d: %v, or differs from the computed estimate", i, g, err)
-					return
-				}
+	concurrently(4, func(g int) {
+		for n := 0; n < 4*len(plans); n++ {
+			i := (n + g) % len(plans)
+			got, err := plans[i].Estimate()
+			if err != nil || !reflect.DeepEqual(got, want[i]) {
+				t.Errorf("plan %d on goroutine %d: %v, or differs from the computed estimate", i, g, err)
+				return
 			}
-		}(g)
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // TestAnswersAreBounded: the cache keeps at most two generations.
