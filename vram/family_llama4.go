@@ -12,13 +12,20 @@ package vram
 // is set before CrossEntropyLoss. Names: vision_model.…,
 // multi_modal_projector.linear_1, language_model.model.…,
 // language_model.lm_head. The text model alone is family llama4_text.
+// llama4ModelType is the wrapper's model_type.
+const llama4ModelType = "llama4"
+
 func init() {
 	register(&family{
-		name: "llama4", source: "transformers/models/llama4/modeling_llama4.py",
+		name: llama4ModelType, source: "transformers/models/llama4/modeling_llama4.py",
 		tensors: func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "language_model.model.", headPrefix: "language_model.", towerPrefix: "vision_model.", featureLayer: -1,
-			tiles: true, // Llama4ImageProcessor's tiles (max_patches)
+			// Llama4ImageProcessorFast: up to max_patches (16) tiles
+			// and, past one, a global tile (image_processing_llama4_fast.py
+			// l.338, 428-445, transformers 4.57.6), rescaled and
+			// normalized in bf16 (l.347-367).
+			tiles: 16, pixels: BF16,
 			projector: func(v Vision, l *tensorList, hv, h int64) {
 				l.linear("multi_modal_projector.linear_1", "other", int64(v.Tower.Image.AdapterDim), h, false)
 			},
@@ -52,7 +59,7 @@ func llama4Tower() Model {
 // llama4Full is a text model with the vision encoder.
 func llama4Full(m Model, name string) Model {
 	m.Name = name
-	m.Vision = &Vision{Family: "llama4", Tower: llama4Tower()}
+	m.Vision = &Vision{Family: llama4ModelType, Tower: llama4Tower()}
 	return m
 }
 
@@ -63,7 +70,7 @@ func llama4FromConfig(c *hfReader, m *Model) {
 	if !ok {
 		return
 	}
-	m.Vision = &Vision{Family: "llama4", Tower: tower}
+	m.Vision = &Vision{Family: llama4ModelType, Tower: tower}
 }
 
 // llama4Project is the tower's vision adapter on its last hidden state x
@@ -72,19 +79,27 @@ func llama4FromConfig(c *hfReader, m *Model) {
 // contiguous copies of the patches), Llama4VisionMLP2 runs fc1, GELU, fc2,
 // GELU (each saving its input; projector_dropout 0 is a no-op), all with
 // the tower's weights; linear_1 projects to the language model's width.
+// Under vLLM's TP (vision_tp.go) fc1 makes the rank's share of the inner
+// width, fc2 all-reduces it, and linear_1 makes the rank's share of the
+// output, then gathers it.
 func llama4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
 	im := v.Tower.Image
 	k := int64(im.Merge)
 	a := int64(im.AdapterDim)
+	tp := b.r.projectorShard()
 	pt := p.withFrozen(!b.r.towerTrains())
 	images := b.tokens
 	b.tokens = images * k * k
 	s := b.op("vision_adapter.pixel_shuffle.contiguous", b.size(hv, x.dtype), x.dtype, list(x))
 	s = b.op("vision_adapter.pixel_shuffle.contiguous2", b.size(hv, x.dtype), x.dtype, list(s))
 	b.tokens = images
-	y := b.linear(pt, "vision_adapter.mlp.fc1", "other", s, hv*k*k, a)
-	y = b.op("vision_adapter.mlp.gelu1", b.size(a, y.dtype), y.dtype, list(y), y)
-	y = b.linear(pt, "vision_adapter.mlp.fc2", "other", y, a, a)
+	y := b.linear(pt, "vision_adapter.mlp.fc1", "other", s, hv*k*k, a/tp)
+	y = b.op("vision_adapter.mlp.gelu1", b.size(a/tp, y.dtype), y.dtype, list(y), y)
+	y = b.linear(pt, "vision_adapter.mlp.fc2", "other", y, a/tp, a)
 	y = b.op("vision_adapter.mlp.gelu2", b.size(a, y.dtype), y.dtype, list(y), y)
-	return b.linear(p, "multi_modal_projector.linear_1", "other", y, a, h)
+	out := b.linear(p, "multi_modal_projector.linear_1", "other", y, a, h/tp)
+	if tp > 1 {
+		out = b.op("multi_modal_projector.linear_1.all_gather", b.size(h, out.dtype), out.dtype, list(out))
+	}
+	return out
 }

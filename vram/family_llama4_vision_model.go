@@ -146,7 +146,11 @@ func llama4VisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) 
 	if grad {
 		saves = append(saves, flat)
 	}
-	x := b.op("vision.patch_embedding.linear", b.size(hv, p.e), p.e, list(flat), saves...)
+	x := b.op("vision.patch_embedding.linear", b.size(hv/towerShard(p), p.e), p.e, list(flat), saves...)
+	if towerShard(p) > 1 {
+		// vLLM's column-parallel linear, its output gathered (vision_tp.go)
+		x = b.op("vision.patch_embedding.all_gather", b.size(hv, p.e), p.e, list(x))
+	}
 	if grad && p.autocast {
 		b.side("vision.patch_embedding.linear.weight_cast", p.e.Size(hv*per), p.e).weightCopy = true
 	}

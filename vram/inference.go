@@ -374,10 +374,10 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	default:
 		b = in.UnquantizedDType.Size(t.Numel())
 	}
-	if in.towerWhole && (t.part == towerPart || t.part == projectorPart) {
+	if in.towerWhole && (t.part == towerPart || t.part == projectorPart && !in.splitsProjector(t)) {
 		return b // every rank holds the whole tower (vision_tp.go)
 	}
-	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" || in.splitsProjector(t) {
+	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" || in.splitsProjector(t) || in.splitsTowerMatrix(t) {
 		b /= Bytes(in.TP)
 	}
 	return b

@@ -68,10 +68,14 @@ type visionWrapper struct {
 	maxPixels                      int
 	video                          videoKind
 	videoMinPixels, videoMaxPixels int
-	// tiles: the processor cuts an image into up to max_num_tiles tiles of
-	// the tower's size (Llama 4), which the engine's tower does not build;
-	// its model is counted one tile an image.
-	tiles bool
+	// tiles: the processor cuts an image into up to this many tiles of
+	// the tower's size, plus a global tile when there are more than one
+	// (Llama 4). A training step or a prefill counts one tile an image;
+	// vLLM's profile runs its dummy image's tiles (vllm_mm.go).
+	tiles int
+	// pixels is the dtype of the processor's pixel values, FP32 when
+	// zero.
+	pixels DType
 }
 
 // hookedLayer reports whether the wrapper's afterLayer runs after decoder

@@ -223,3 +223,45 @@ func TestVLLMProjectorSplitMistral3(t *testing.T) {
 		t.Errorf("tensors not found: %v", want)
 	}
 }
+
+// TestVLLMTowerSplitLlama4: vLLM splits Llama 4's patch embedding, vision
+// adapter and projector as well as its blocks (mllama4.py l.95-157,
+// 403-430); in data mode the tower is whole and the projector still split
+// (l.733-750).
+func TestVLLMTowerSplitLlama4(t *testing.T) {
+	weights := Inference{Model: MustPreset("llama-4-scout"), TP: 8, runtime: runVLLM, UnquantizedDType: BF16}
+	data := weights
+	data.towerWhole = true
+	for name, want := range map[string][2]bool{
+		"vision_model.patch_embedding.linear.weight":          {true, false},
+		"vision_model.vision_adapter.mlp.fc1.weight":          {true, false},
+		"vision_model.vision_adapter.mlp.fc2.weight":          {true, false},
+		"vision_model.model.layers.0.self_attn.q_proj.weight": {true, false},
+		"vision_model.layernorm_pre.weight":                   {false, false},
+		"multi_modal_projector.linear_1.weight":               {true, true},
+	} {
+		var x *Tensor
+		for _, tt := range weights.Model.tensors() {
+			if tt.Name == name {
+				x = &tt
+				break
+			}
+		}
+		if x == nil {
+			t.Errorf("%s: not found", name)
+			continue
+		}
+		whole := BF16.Size(x.Numel())
+		for i, in := range []Inference{weights, data} {
+			if got := in.tensorBytes(*x); (got == whole/8) != want[i] || (got == whole) == want[i] {
+				t.Errorf("%s, data mode %v: %d bytes of %d, want split %v", name, i == 1, got, whole, want[i])
+			}
+		}
+	}
+	if err := checkTowerTP(MustPreset("llama-4-scout"), 3); err == nil || !strings.Contains(err.Error(), "num_attention_heads = 16") {
+		t.Errorf("TP 3: %v, want the heads named", err)
+	}
+	if err := checkTowerTP(MustPreset("llama-4-scout"), 8); err != nil {
+		t.Errorf("TP 8: %v", err)
+	}
+}

@@ -594,8 +594,6 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if p := c.MMProfile; p != nil {
 		c.Activation = max(p.Encoder, addBytes(p.Held, c.Activation))
 		c.Notes = append(c.Notes, p.note())
-	} else if w := m.visionWrapperOf(); w != nil && w.tiles && !v.SkipMMProfiling {
-		c.Notes = append(c.Notes, mmUnprofiledNote)
 	}
 	if note := v.towerModeNote(m); note != "" {
 		c.Notes = append(c.Notes, note)

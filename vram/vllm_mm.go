@@ -36,8 +36,9 @@ type VLLMMMProfile struct {
 	TokensPerItem int    `json:"tokens_per_item"` // in the language model's sequence
 	Items         int    `json:"items"`           // dummy items in the one encoder call
 	Budget        int    `json:"encoder_budget"`  // tokens: max(max_num_batched_tokens, tokens per item)
-	ImageSize     int    `json:"image_size"`      // the dummy image's side (pixels), or a video frame's
+	ImageSize     int    `json:"image_size"`      // the dummy image's side (pixels), a video frame's or a tile's
 	Frames        int    `json:"frames,omitempty"`
+	Tiles         int    `json:"tiles,omitempty"` // the tiles an image is cut into, the global one included (Llama 4)
 	// Encoder is the encoder call's peak above the weights; Held what
 	// stays allocated through the language model's dummy run (the pixels
 	// and the outputs, each at least the budget's length).
@@ -63,8 +64,11 @@ func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
 		return nil, nil
 	}
 	im := m.Vision.Tower.Image
-	if w == nil || im == nil || im.Patch < 1 || w.tiles {
+	if w == nil || im == nil || im.Patch < 1 {
 		return nil, nil
+	}
+	if w.tiles > 0 {
+		return v.tiledProfile(in, m, *w)
 	}
 	p := &VLLMMMProfile{Modality: "image", ImageSize: v.dummyImageSize(*w, *im)}
 	dummy := *m.Vision
@@ -119,10 +123,36 @@ func (v VLLM) dummyImageSize(w visionWrapper, im Image) int {
 	return max(f, int(math.Sqrt(float64(pixels)))/f*f)
 }
 
-// mmUnprofiledNote says that the carve leaves out the profile of a model
-// whose dummy items are tiled images (Llama 4's: max_num_tiles tiles,
-// 16:1, model_executor/models/mllama4.py l.561-566).
-const mmUnprofiledNote = "vLLM profiles the vision encoder with an image of max_num_tiles tiles before sizing the KV cache; the engine does not build tiled images, so this carve leaves that profile out and the KV cache may be smaller than it says (--skip-mm-profiling makes it exact)"
+// tiledProfile is the profile of a model whose processor cuts images
+// into tiles (Llama 4, model_executor/models/mllama4.py). The dummy image
+// is max_num_tiles tiles tall and one wide (get_image_size_with_most_
+// features, l.561-566), which the processor cuts into its 16 × 1 tiles
+// and a global tile (patches_per_image, l.605-628). The tower runs each
+// tile as an image; vLLM counts an item by its placeholder's length
+// (get_mm_max_contiguous_tokens, multimodal/registry.py l.124-149,
+// profiling.py l.266-283): the replacement _prompt_split_image writes
+// (processing_llama4.py l.111-136, transformers 4.57.6), an image start,
+// each tile's patch tokens and row separator, the global tile's image
+// token and patches, an image end. The output is the patches alone.
+func (v VLLM) tiledProfile(in Inference, m Model, w visionWrapper) (*VLLMMMProfile, error) {
+	im := *m.Vision.Tower.Image
+	perTile := m.Vision.ImageTokens()
+	images := v.mmLimit("image")
+	if perTile < 1 || images == 0 {
+		return nil, nil // no image tokens, or text-only: nothing reaches the encoder
+	}
+	rows := w.tiles // the dummy's tiles: rows × 1
+	tiles, tokens := rows, 1+perTile+1+1
+	if rows > 1 {
+		tiles++ // the global tile
+		tokens += rows * (perTile + 1)
+	}
+	p := &VLLMMMProfile{Modality: "image", ImageSize: im.Size, Tiles: tiles, TokensPerItem: tokens}
+	p.Budget = max(v.MaxNumBatchedTokens, p.TokensPerItem)
+	perPrompt := max(1, min(images, v.MaxModelLen/p.TokensPerItem))
+	p.Items = max(1, min(p.Budget/p.TokensPerItem, v.MaxNumSeqs*perPrompt))
+	return p, v.mmBytes(in, m, *m.Vision, p, tiles)
+}
 
 // mmLimit is limit_mm_per_prompt for modality.
 func (v VLLM) mmLimit(modality string) int {
@@ -243,14 +273,22 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 	if !e.IsFloat() {
 		e = BF16
 	}
-	items := p.Items
-	if v.towerData(m) {
+	items, batch := p.Items, p.Items*groups
+	switch {
+	case v.towerData(m) && p.Tiles > 0:
+		// Data-parallel over tiles: the flat batch of tiles is padded and
+		// cut into equal shares (run_dp_sharded_vision_model, vision.py
+		// l.133-163).
+		batch = (batch + v.TP - 1) / max(1, v.TP)
+		items = (batch + groups - 1) / groups
+	case v.towerData(m):
 		// Data-parallel: the items are shared out, each rank running whole
 		// towers on its share (the busiest: ⌈items/tp⌉ of equal ones;
 		// vision.py l.166-234, 235-300).
 		items = (p.Items + v.TP - 1) / max(1, v.TP)
+		batch = items * groups
 	}
-	tr := Training{Model: mm, SeqLen: per, MicroBatch: items * groups, Images: 1, WeightsDType: e, ComputeDType: e,
+	tr := Training{Model: mm, SeqLen: per, MicroBatch: batch, Images: 1, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: "flash2", Dropout: new(float64), Parallel: Parallel{TP: max(1, v.TP)}}
 	tr.servingEngine = true
 	if vllmTowerOf(m).split && !v.towerData(m) {
@@ -262,11 +300,16 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 	}
 	r.frozen = true
 	side := buildEdges(&r).Embed.NoGradPeak
-	text := e.Size(mulI64(int64(items*groups)*int64(per), int64(m.Hidden)))
+	text := e.Size(mulI64(int64(batch)*int64(per), int64(m.Hidden)))
 	p.Encoder = max(0, side-text)
 	im := dummy.Tower.Image
-	patches := int64(p.Items*groups) * int64(im.Tokens())
-	pixels := FP32.Size(mulI64(patches, int64(im.Channels*max(1, im.TemporalPatch)*im.Patch*im.Patch)))
+	side2 := int64(im.Size / im.Patch)
+	patches := int64(p.Items*groups) * side2 * side2 // the class token and registers have no pixels
+	px := FP32
+	if w := m.visionWrapperOf(); w != nil && w.pixels != DTypeUnset {
+		px = w.pixels
+	}
+	pixels := px.Size(mulI64(patches, int64(im.Channels*max(1, im.TemporalPatch)*im.Patch*im.Patch)))
 	// Each output row is the language model's width, and Qwen3-VL's carry
 	// the deepstack features beside (qwen3_vl.py l.1164-1165, 1395).
 	width := int64(m.Hidden) * int64(1+im.Deepstack.Len())
@@ -278,9 +321,12 @@ func (v VLLM) mmBytes(in Inference, m Model, dummy Vision, p *VLLMMMProfile, gro
 // note says what the profile ran and what it takes.
 func (p VLLMMMProfile) note() string {
 	what := fmt.Sprintf("%d %s item(s) of %d tokens", p.Items, p.Modality, p.TokensPerItem)
-	if p.Frames > 0 {
+	switch {
+	case p.Frames > 0:
 		what = fmt.Sprintf("%d video of %d frames at %d×%d (%d tokens)", p.Items, p.Frames, p.ImageSize, p.ImageSize, p.TokensPerItem)
-	} else if p.Items > 0 {
+	case p.Tiles > 0:
+		what = fmt.Sprintf("%d image(s) of %d tiles of %d×%d, %d tokens each", p.Items, p.Tiles, p.ImageSize, p.ImageSize, p.TokensPerItem)
+	case p.Items > 0:
 		what += fmt.Sprintf(" at %d×%d", p.ImageSize, p.ImageSize)
 	}
 	return fmt.Sprintf("vLLM profiles the vision encoder before sizing the KV cache: %s in one call (encoder budget %d tokens), "+

@@ -126,7 +126,8 @@ func TestVLLMMultimodalProfile(t *testing.T) {
 		if p.Modality == "video" {
 			groups = (p.Frames + p.Frames%2) / 2 // temporal pairs of frames
 		}
-		pixels := FP32.Size(int64(p.Items*groups) * int64(im.Tokens()) * int64(im.Channels*max(1, im.TemporalPatch)*im.Patch*im.Patch))
+		// Pixels, not patches: a class token has none.
+		pixels := FP32.Size(int64(p.Items*groups) * int64(im.Channels*max(1, im.TemporalPatch)) * int64(im.Size*im.Size))
 		outputs := BF16.Size(int64(p.Items) * int64(max(p.TokensPerItem, p.Budget)) * int64(m.Hidden) * int64(1+im.Deepstack.Len()))
 		if p.Held != pixels+outputs {
 			t.Errorf("%s: held %d, want pixels %d + outputs %d", c.name, p.Held, pixels, outputs)
@@ -175,16 +176,55 @@ func TestVLLMMultimodalSettingsErrors(t *testing.T) {
 	}
 }
 
-// TestVLLMMultimodalUnprofiled: a model whose dummy items the engine does
-// not build (Llama 4's tiles) carves without the profile and says so.
-func TestVLLMMultimodalUnprofiled(t *testing.T) {
+// TestVLLMMultimodalTiles: Llama 4's profile runs a dummy image cut
+// into 16 × 1 tiles and a global one (mllama4.py l.561-566, 605-628),
+// counted by its placeholder's length and held as bf16 pixels and outputs
+// padded to the budget; data mode shares the tiles out.
+func TestVLLMMultimodalTiles(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
-	c, err := VLLM{MaxModelLen: 8192, TP: 8}.Carve(Inference{Model: MustPreset("llama-4-scout"), Weights: Quant{DType: BF16}}, g)
+	in := Inference{Model: MustPreset("llama-4-scout"), Weights: Quant{DType: BF16}, TP: 8}
+	weights, err := VLLM{MaxModelLen: 8192, TP: 8}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MMProfile != nil || !strings.Contains(strings.Join(c.Notes, "\n"), "max_num_tiles tiles") {
-		t.Errorf("profile %+v, notes %v: want none, and a note that it is left out", c.MMProfile, c.Notes)
+	p := weights.MMProfile
+	if p == nil {
+		t.Fatal("no profile")
+	}
+	// <|image_start|>, 16 × (144 patches, <|tile_y_separator|>),
+	// <|image|>, 144 patches, <|image_end|> (processing_llama4.py
+	// l.111-136); the budget is max_num_batched_tokens' 8,192 at 8k.
+	tokens := 1 + 16*(144+1) + 1 + 144 + 1
+	if p.Tiles != 17 || p.TokensPerItem != tokens || p.Budget != 8192 || p.Items != 8192/tokens || p.ImageSize != 336 {
+		t.Errorf("profile %+v: want %d items of 17 tiles, %d tokens, budget 8192", *p, 8192/tokens, tokens)
+	}
+	pixels := BF16.Size(int64(p.Items) * 17 * 3 * 336 * 336)
+	outputs := BF16.Size(int64(p.Items) * 8192 * 5120)
+	if p.Held != pixels+outputs {
+		t.Errorf("held %d, want bf16 pixels %d + outputs padded to the budget %d", p.Held, pixels, outputs)
+	}
+	if note := strings.Join(weights.Notes, "\n"); !strings.Contains(note, "17 tiles of 336×336") {
+		t.Errorf("notes %q: want the tiles named", note)
+	}
+	skipped, err := VLLM{MaxModelLen: 8192, TP: 8, SkipMMProfiling: true}.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if weights.Activation != max(p.Encoder, skipped.Activation+p.Held) || weights.KVCache.Available >= skipped.KVCache.Available {
+		t.Errorf("activation %v, KV %v; skipped: %v, %v: want the profile's held memory on top", weights.Activation, weights.KVCache.Available, skipped.Activation, skipped.KVCache.Available)
+	}
+	data, err := VLLM{MaxModelLen: 8192, TP: 8, MMEncoderTPMode: "data"}.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every rank runs ⌈51 / 8⌉ = 7 tiles through the whole tower rather
+	// than 51 through an eighth of its heads and MLP: less at the peak,
+	// more in weights.
+	if d := data.MMProfile; d == nil || d.Encoder >= p.Encoder || data.Weights <= weights.Weights {
+		t.Errorf("data mode: profile %+v, weights %v (weights mode: encoder %v, weights %v)", d, data.Weights, p.Encoder, weights.Weights)
+	}
+	if note := strings.Join(data.Notes, "\n"); !strings.Contains(note, "⌈tiles / 8⌉") || strings.Contains(note, "does not support") {
+		t.Errorf("data mode notes %q: want the tiles shared out", note)
 	}
 }
 
@@ -209,6 +249,8 @@ func TestVLLMMultimodalTable(t *testing.T) {
 		{"qwen2.5-vl-7b", "32k, `-tp 2 --mm-encoder-tp-mode data`", VLLM{MaxModelLen: 32768, TP: 2, MMEncoderTPMode: "data"}},
 		{"qwen3-vl-8b", "`--max-model-len 32768`", VLLM{MaxModelLen: 32768}},
 		{"qwen3-vl-8b", "32k, `--limit-mm-per-prompt video=0`", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
+		{"llama-4-scout", "`-tp 8 --max-model-len 8192`", VLLM{MaxModelLen: 8192, TP: 8}},
+		{"llama-4-scout", "8k, `-tp 8 --mm-encoder-tp-mode data`", VLLM{MaxModelLen: 8192, TP: 8, MMEncoderTPMode: "data"}},
 	}
 	var b strings.Builder
 	b.WriteString("| model | launch | dummy items | tokens an item | encoder budget | held | encoder peak | KV cache |\n|---|---|---|---:|---:|---:|---:|---:|\n")
@@ -225,6 +267,9 @@ func TestVLLMMultimodalTable(t *testing.T) {
 			items = fmt.Sprintf("%d %s of %d²", p.Items, plural(p.Items, "image"), p.ImageSize)
 			if p.Modality == "video" {
 				items = fmt.Sprintf("%d %s of %s frames of %d²", p.Items, plural(p.Items, "video"), commaInt(p.Frames), p.ImageSize)
+			}
+			if p.Tiles > 0 {
+				items = fmt.Sprintf("%d %s of %d tiles of %d²", p.Items, plural(p.Items, "image"), p.Tiles, p.ImageSize)
 			}
 			tokens, budget = commaInt(p.TokensPerItem), commaInt(p.Budget)
 			held, enc = fmt.Sprintf("%.1f GiB", p.Held.GiB()), fmt.Sprintf("%.1f GiB", p.Encoder.GiB())
