@@ -495,7 +495,6 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		return est, fmt.Errorf("prefill (batch %d × %d tokens): %w", batch, seq, err)
 	}
 	r.frozen = true
-	blk := buildBlockInference(&r)
 	prefillCache := est.KVCache
 	if in.Cache != "static" && in.Cache != "paged" {
 		prefillCache = in.cacheAt(m, in.PromptTokens)
@@ -509,12 +508,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	if in.LogitsFP32 {
 		logits = addBytes(logits, FP32.Size(mulI64(logitTokens, v)))
 	}
-	temp := max(blk, logits)
-	if m.Vision != nil {
-		// The images go through the tower, the projector and into the
-		// embeddings before the first block.
-		temp = max(temp, buildEdges(&r).Embed.NoGradPeak)
-	}
+	temp := max(in.prefillBlocks(&r), logits)
 	prefill := Breakdown{Parameters: est.Weights, KVCache: addBytes(prefillCache, est.State), Temporaries: temp}
 
 	// Decoding: the cache at its final length; a legacy tuple cache is rebuilt
@@ -742,3 +736,31 @@ func (in Inference) kvLayerPerToken(m Model) Bytes {
 // buildBlockInference is a block's forward under torch.no_grad: nothing is
 // saved, so its peak is the largest set of live transients.
 func buildBlockInference(r *resolved) Bytes { return buildBlock(r, 0).NoGradPeak }
+
+// prefillBlocks is the prefill's peak before the logits: a block's
+// forward without autograd and, under transformers' generate with its
+// dynamic (or legacy) cache, what the model's forward builds before its
+// decoder layers and keeps until it returns —
+// the attention masks, the rotary tables (LlamaModel.forward's
+// position_embeddings, passed to every layer) and a wrapper's features
+// beside the blocks (Qwen3-VL's deepstack; edges.go's masks, as a
+// training step's forward counts them); a vision-language model's images
+// go through the tower, the projector and into the embeddings before the
+// first block.
+func (in Inference) prefillBlocks(r *resolved) Bytes {
+	blk := buildBlockInference(r)
+	hfMasks := in.runtime == runTransformers && in.Cache != "static" && in.Cache != "paged"
+	if !hfMasks && r.m.Vision == nil {
+		return blk // an engine's own kernels, or a cache whose masks are not transformers' dynamic ones
+	}
+	edges := buildEdges(r)
+	if hfMasks {
+		for _, mp := range edges.Masks {
+			blk = addBytes(blk, mp.bytes)
+		}
+	}
+	if r.m.Vision != nil {
+		blk = max(blk, edges.Embed.NoGradPeak)
+	}
+	return blk
+}
