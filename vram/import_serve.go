@@ -366,13 +366,11 @@ var sglangIrrelevant = setOf("host", "port", "trust-remote-code", "served-model-
 	"log-requests-level", "show-time-cost", "config")
 
 var sglangNotModelled = map[string]string{
-	"dp-size":              "data-parallel attention is not modelled",
-	"dp":                   "data-parallel attention is not modelled",
-	"enable-dp-attention":  "data-parallel attention is not modelled",
-	"cuda-graph-max-bs":    "CUDA graph memory comes out of what mem_fraction_static leaves; not modelled",
-	"context-length":       "the pool is sized by memory, not by the context length",
-	"chunked-prefill-size": "activations come out of what mem_fraction_static leaves; not modelled",
-	"quantization":         "read from the checkpoint's config; a named method beside it is not modelled",
+	"dp-size":             "data-parallel attention is not modelled",
+	"dp":                  "data-parallel attention is not modelled",
+	"enable-dp-attention": "data-parallel attention is not modelled",
+	"context-length":      "the pool is sized by memory, not by the context length",
+	"quantization":        "read from the checkpoint's config; a named method beside it is not modelled",
 }
 
 func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
@@ -408,6 +406,20 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 	if sg.MaxRunningRequests, _, err = f.int(1, 1<<20, "max-running-requests"); err != nil {
 		return err
 	}
+	// The default fraction's inputs (sglang_defaults.go).
+	var chunked bool
+	if sg.ChunkedPrefillSize, chunked, err = f.int(-1, 1<<20, "chunked-prefill-size"); err != nil {
+		return err
+	}
+	if chunked && sg.ChunkedPrefillSize == 0 {
+		sg.ChunkedPrefillSize = -1 // SGLang: 0 or -1 turns chunking off
+	}
+	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
+		return err
+	}
+	if _, x, ok := f.get("enable-multimodal"); ok && x != "false" {
+		sg.EnableMultimodal = true
+	}
 	if sg.MaxMambaCacheSize, _, err = f.int(1, 1<<20, "max-mamba-cache-size"); err != nil {
 		return err
 	}
@@ -420,7 +432,7 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 	default:
 		return fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
 	}
-	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "0.88 (the engine's default)"))
+	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "SGLang 0.5.3's default for the GPU"))
 	f.rest(sglangIrrelevant, sglangNotModelled)
 	in := servingRequest
 	in.Model = m

@@ -639,6 +639,43 @@ func TestImportSGLangHybrid(t *testing.T) {
 	}
 }
 
+// TestImportSGLangDefaultInputs: the flags SGLang's default
+// mem_fraction_static reads (sglang_defaults.go) reach the plan, 0 turns
+// chunking off as SGLang's -1 does, and a bad value names its flag.
+func TestImportSGLangDefaultInputs(t *testing.T) {
+	cases := []struct {
+		args          string
+		chunk, graphs int
+		multimodal    bool
+	}{
+		{"--chunked-prefill-size 4096 --cuda-graph-max-bs 64 --enable-multimodal", 4096, 64, true},
+		{"--chunked-prefill-size -1", -1, 0, false},
+		{"--chunked-prefill-size 0 --enable-multimodal false", -1, 0, false},
+		{"", 0, 0, false},
+	}
+	for _, c := range cases {
+		imp, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+c.args), ImportOptions{})
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		s := imp.Plan.SGLang
+		if s.ChunkedPrefillSize != c.chunk || s.CUDAGraphMaxBS != c.graphs || s.EnableMultimodal != c.multimodal {
+			t.Errorf("%q: chunk %d graphs %d multimodal %v, want %d %d %v", c.args, s.ChunkedPrefillSize, s.CUDAGraphMaxBS, s.EnableMultimodal, c.chunk, c.graphs, c.multimodal)
+		}
+		for _, n := range imp.NotModelled {
+			if strings.Contains(n, "chunked") || strings.Contains(n, "cuda-graph") || strings.Contains(n, "multimodal") {
+				t.Errorf("%q: %q listed as not modelled", c.args, n)
+			}
+		}
+	}
+	for _, bad := range []string{"--chunked-prefill-size -5", "--cuda-graph-max-bs 0", "--cuda-graph-max-bs x"} {
+		_, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+bad), ImportOptions{})
+		if err == nil || !strings.Contains(err.Error(), strings.Fields(bad)[0]) {
+			t.Errorf("%q: %v, want an error naming the flag", bad, err)
+		}
+	}
+}
+
 // TestImportTorchtitanPy: a config_registry.py's function is chosen by
 // -config, overrides apply as torchtitan's CLI applies them, and the
 // combinations torchtitan refuses are refused in its words.

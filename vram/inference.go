@@ -76,8 +76,11 @@ type Inference struct {
 	// towerWhole: the serving engine keeps the vision tower whole on
 	// every rank (vLLM's mm_encoder_tp_mode "data", vision_tp.go).
 	towerWhole bool
-	cc         int
-	mxfp4      string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
+	// towerOff: the serving engine builds no vision tower or projector
+	// (SGLang's Llama 4 without --enable-multimodal).
+	towerOff bool
+	cc       int
+	mxfp4    string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
 }
 
 // runtime is the program that loads the weights.
@@ -373,6 +376,9 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 		b = in.Weights.DType.Size(t.Numel())
 	default:
 		b = in.UnquantizedDType.Size(t.Numel())
+	}
+	if in.towerOff && (t.part == towerPart || t.part == projectorPart) {
+		return 0
 	}
 	if in.towerWhole && (t.part == towerPart || t.part == projectorPart && !in.splitsProjector(t)) {
 		return b // every rank holds the whole tower (vision_tp.go)

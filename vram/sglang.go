@@ -20,12 +20,21 @@ import (
 
 // SGLang is an SGLang launch's memory settings.
 type SGLang struct {
-	// MemFractionStatic is --mem-fraction-static. SGLang picks a default
-	// from the GPU's memory and the parallel degrees, which has changed
-	// between releases; the zero value here means 0.88.
+	// MemFractionStatic is --mem-fraction-static. Zero takes SGLang
+	// 0.5.3's default, worked out from the GPU, the TP degree, the two
+	// settings below and a vision tower's size (sglang_defaults.go); 0.88
+	// without a GPU (KVPool).
 	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
-	KVCacheDType      DType   `json:"kv_cache_dtype,omitempty"` // default bf16
-	TP                int     `json:"tp_size,omitempty"`        // default 1
+	// ChunkedPrefillSize (--chunked-prefill-size; -1 turns chunking off)
+	// and CUDAGraphMaxBS (--cuda-graph-max-bs) enter the default
+	// fraction; zero takes SGLang's pick for the GPU.
+	ChunkedPrefillSize int `json:"chunked_prefill_size,omitempty"`
+	CUDAGraphMaxBS     int `json:"cuda_graph_max_bs,omitempty"`
+	// EnableMultimodal is --enable-multimodal: Gemma 3 and Llama 4 run
+	// text-only without it (Llama 4 then builds no vision tower).
+	EnableMultimodal bool  `json:"enable_multimodal,omitempty"`
+	KVCacheDType     DType `json:"kv_cache_dtype,omitempty"` // default bf16
+	TP               int   `json:"tp_size,omitempty"`        // default 1
 	// MaxRunningRequests is --max-running-requests: for a hybrid model
 	// the default of max_mamba_cache_size; the pool is sized by memory.
 	MaxRunningRequests int `json:"max_running_requests,omitempty"`
@@ -73,8 +82,11 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if err := m.Validate(); err != nil {
 		return SGLangKVPool{}, err
 	}
+	if err := s.checkSizes(); err != nil {
+		return SGLangKVPool{}, err
+	}
 	if s.MemFractionStatic == 0 {
-		s.MemFractionStatic = 0.88
+		s.MemFractionStatic, _ = s.memFraction(m, 0)
 	}
 	if !(s.MemFractionStatic > 0 && s.MemFractionStatic <= 1) { // NaN fails too
 		return SGLangKVPool{}, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
@@ -154,14 +166,31 @@ func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
 func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	in.TP = max(1, s.TP)
 	in.Batch, in.PromptTokens, in.NewTokens = max(1, in.Batch), max(1, in.PromptTokens), 0 // only the weights matter here
+	if v := in.Model.Vision; v != nil && in.Images >= 0 && in.Images <= maxTokens {
+		in.PromptTokens = max(in.PromptTokens, max(1, in.Images)*v.ImageTokens()) // room for the images
+	}
 	rin, m, err := in.resolve()
 	if err != nil {
 		return SGLangKVPool{}, err
 	}
 	rin.runtime, rin.cc = runSGLang, g.ComputeCapability
+	if m.Vision != nil && !s.multimodal(m) && m.Vision.Family == llama4ModelType {
+		rin.towerOff = true // mllama4.py l.436-448: has_vision needs enable_multimodal
+	}
+	var why string
+	if s.MemFractionStatic == 0 && s.checkSizes() == nil {
+		s.TP = max(1, s.TP)
+		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB))
+	}
 	p, err := s.KVPool(m, g.Total()-g.Context, rin.weightBytes(m))
 	if err != nil {
 		return p, err
+	}
+	if why != "" {
+		p.Notes = append(p.Notes, fmt.Sprintf("mem_fraction_static %.4g: %s (--mem-fraction-static sets it)", s.MemFractionStatic, why))
+	}
+	if m.Vision != nil && !s.multimodal(m) {
+		p.Notes = append(p.Notes, "SGLang runs this model text-only unless --enable-multimodal (configs/model_config.py)")
 	}
 	if e := rin.engineRefuses(m, g); e != "" {
 		p.Err = e
@@ -169,4 +198,15 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	p.Notes = append(append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...), p.Notes...)
 	p.DeviceUsed = g.Context + p.Weights + p.Rest + p.State
 	return p, nil
+}
+
+// checkSizes checks the settings the default fraction reads.
+func (s SGLang) checkSizes() error {
+	switch {
+	case s.ChunkedPrefillSize < -1 || s.ChunkedPrefillSize > 1<<20:
+		return fmt.Errorf("sglang: chunked_prefill_size must be -1 (off) or 1 … 1048576, got %d", s.ChunkedPrefillSize)
+	case s.CUDAGraphMaxBS < 0 || s.CUDAGraphMaxBS > 1<<16:
+		return fmt.Errorf("sglang: cuda_graph_max_bs must be in 0 … 65536, got %d", s.CUDAGraphMaxBS)
+	}
+	return nil
 }

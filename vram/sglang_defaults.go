@@ -1,0 +1,101 @@
+package vram
+
+import (
+	"fmt"
+	"math"
+)
+
+// SGLang 0.5.3's default --mem-fraction-static (sglang/srt/
+// server_args.py). Left unset, the fraction is worked out from the GPU:
+// _handle_gpu_memory_settings (l.542-684) reads nvidia-smi's memory.total
+// (the smallest of the GPUs, in MiB; utils/common.py l.1431-1462), picks
+// chunked_prefill_size and cuda_graph_max_bs by that size and the TP
+// degree, reserves 512 MiB, 1.5 MiB a token of the larger of the chunk
+// and 2,048, 2 MiB a CUDA-graph batch and 1 GiB per 8 ranks (at least
+// 10 GiB on a GPU over 60 GiB), and keeps the rest, rounded to three
+// decimals. A vision-language model then gives up more by its tower's
+// size (adjust_mem_fraction_for_vlm, l.3105-3142): 0.95 × a factor of 1
+// less a tenth of how far the tower's layers × width² pass ViT-L/14's
+// (24 × 1024²), kept within 0.8 … 1.05 — reading num_hidden_layers, so
+// that a config naming its layers "depth" (the Qwen-VL towers) counts 24.
+// SGLang turns multimodal off by default for Gemma 3 and Llama 4
+// (configs/model_config.py l.121-134); --enable-multimodal turns it on.
+// Without a GPU (KVPool), the fraction is 0.88, as SGLang's own fallback.
+
+// sglangVersion is the release whose defaults these are.
+const sglangVersion = "0.5.3"
+
+// sglangGPUSizes are the chunked_prefill_size and cuda_graph_max_bs that
+// SGLang picks for a GPU of gpuMiB at TP tp (l.566-623).
+func sglangGPUSizes(gpuMiB float64, tp int) (chunked, graphBS int) {
+	big := func(small, large int) int {
+		if tp < 4 {
+			return small
+		}
+		return large
+	}
+	switch {
+	case gpuMiB < 20*1024: // T4, RTX 4080
+		return 2048, 8
+	case gpuMiB < 35*1024: // A10, RTX 4090, RTX 5090
+		return 2048, big(16, 80)
+	case gpuMiB < 60*1024: // A100 40GB, L40
+		return 4096, big(32, 160)
+	case gpuMiB < 160*1024: // H100, A100 80GB, H20, H200
+		return 8192, big(256, 512)
+	}
+	return 16384, 512 // B200, MI300
+}
+
+// sglangMaxPrefillTokens is max_prefill_tokens' default (l.191), which
+// the reserve counts when chunked prefill is off.
+const sglangMaxPrefillTokens = 16384
+
+// sglangMMOff are the wrappers SGLang runs text-only unless
+// --enable-multimodal (model_config.py l.123-127).
+var sglangMMOff = map[string]bool{gemma3ModelType: true, llama4ModelType: true}
+
+// multimodal reports whether SGLang runs m as a vision-language model.
+func (s SGLang) multimodal(m Model) bool {
+	return m.Vision != nil && (s.EnableMultimodal || !sglangMMOff[m.Vision.Family])
+}
+
+// memFraction is the --mem-fraction-static SGLang takes for m on a GPU of
+// gpuMiB (0: unknown), and how it came to it.
+func (s SGLang) memFraction(m Model, gpuMiB float64) (float64, string) {
+	frac, why := 0.88, "SGLang's fallback without a GPU"
+	if gpuMiB > 0 {
+		chunked, graphBS := sglangGPUSizes(gpuMiB, s.TP)
+		if s.ChunkedPrefillSize != 0 {
+			chunked = s.ChunkedPrefillSize
+		}
+		if s.CUDAGraphMaxBS > 0 {
+			graphBS = s.CUDAGraphMaxBS
+		}
+		prefill := chunked
+		if chunked < 0 {
+			prefill = sglangMaxPrefillTokens
+		}
+		reserved := 512 + float64(max(prefill, 2048))*1.5 + float64(graphBS)*2 + float64(s.TP)/8*1024
+		if gpuMiB > 60*1024 {
+			reserved = max(reserved, 10*1024)
+		}
+		frac = math.RoundToEven((gpuMiB-reserved)/gpuMiB*1000) / 1000
+		why = fmt.Sprintf("SGLang %s's default for a %.0f MiB GPU at TP %d: %.0f MiB kept back for a %d-token prefill chunk and CUDA graphs of up to %d requests", sglangVersion, gpuMiB, s.TP, reserved, prefill, graphBS)
+	}
+	if s.multimodal(m) {
+		tower := m.Vision.Tower.HFConfig()
+		layers, width := 24.0, 1024.0 // getattr's defaults
+		if n, ok := tower["num_hidden_layers"].(int); ok {
+			layers = float64(n)
+		}
+		if n, ok := tower["hidden_size"].(int); ok {
+			width = float64(n)
+		}
+		ratio := layers * width * width / (24 * 1024 * 1024)
+		factor := 0.95 * min(1.05, max(0.8, 1-0.1*(ratio-1)))
+		frac *= factor
+		why += fmt.Sprintf(", × %.3f for the vision tower (%.0f layers × %.0f² against ViT-L/14's 24 × 1024²)", factor, layers, width)
+	}
+	return frac, why
+}
