@@ -77,8 +77,13 @@ type Inference struct {
 	// every rank (vLLM's mm_encoder_tp_mode "data", vision_tp.go).
 	towerWhole bool
 	// towerOff: the serving engine builds no vision tower or projector
-	// (SGLang's Llama 4 without --enable-multimodal).
+	// (SGLang's Llama 4 without --enable-multimodal, vLLM's text-only
+	// launches: VLLM.textOnly).
 	towerOff bool
+	// towerCut: the serving engine builds the tower's blocks only up to
+	// the deepest feature layer, without the post-norm (vLLM's
+	// init_vision_tower_for_llava: VLLM.Carve).
+	towerCut bool
 	cc       int
 	mxfp4    string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
 }
@@ -377,7 +382,7 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	default:
 		b = in.UnquantizedDType.Size(t.Numel())
 	}
-	if in.towerOff && (t.part == towerPart || t.part == projectorPart) {
+	if in.towerOff && (t.part == towerPart || t.part == projectorPart || t.part == unusedPart) || in.towerCut && t.part == unusedPart {
 		return 0
 	}
 	if in.towerWhole && (t.part == towerPart || t.part == projectorPart && !in.splitsProjector(t)) {

@@ -549,6 +549,8 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
 	in.towerWhole = v.towerData(in.Model) // vision_tp.go
+	in.towerOff = v.textOnly(in.Model)    // vllm_mm.go
+	in.towerCut = vllmCutsTower(in.Model) // vllm_mm.go
 	rin, m, err := in.resolve()
 	if err != nil {
 		return VLLMCarve{}, err
@@ -595,7 +597,9 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		c.Activation = max(p.Encoder, addBytes(p.Held, c.Activation))
 		c.Notes = append(c.Notes, p.note())
 	}
-	if note := v.towerModeNote(m); note != "" {
+	if in.towerOff {
+		c.Notes = append(c.Notes, "limit_mm_per_prompt allows no images or videos: vLLM loads the language model without the vision tower and projector")
+	} else if note := v.towerModeNote(m); note != "" {
 		c.Notes = append(c.Notes, note)
 	}
 	c.CUDAGraphs = v.CUDAGraphMemory

@@ -154,6 +154,34 @@ func (v VLLM) tiledProfile(in Inference, m Model, w visionWrapper) (*VLLMMMProfi
 	return p, v.mmBytes(in, m, *m.Vision, p, tiles)
 }
 
+// vllmTextOnlySkipsTower lists the model classes that build no vision
+// tower or projector when limit_mm_per_prompt allows none of their
+// modalities (vLLM 0.11.0 model_executor/models/: llava.py l.538-555,
+// mistral3.py l.440-458, mllama4.py l.738-752, qwen2_5_vl.py l.1011-1021,
+// qwen3_vl.py l.1129-1139, qwen3_vl_moe.py l.322-332); Gemma 3's
+// (gemma3_mm.py l.501) builds its tower regardless.
+var vllmTextOnlySkipsTower = map[string]bool{llavaModelType: true, mistral3ModelType: true,
+	llama4ModelType: true, qwen25VLModelType: true, qwen3VLModelType: true, qwen3VLMoeModelType: true}
+
+// textOnly reports whether vLLM loads m without its vision tower: every
+// modality's limit is 0 and the model class then skips it.
+func (v VLLM) textOnly(m Model) bool {
+	if m.Vision == nil || !vllmTextOnlySkipsTower[m.Vision.Family] || v.mmLimit("image") > 0 {
+		return false
+	}
+	w := m.visionWrapperOf()
+	return w == nil || w.video == noVideo || v.mmLimit("video") == 0
+}
+
+// vllmCutsTower reports whether vLLM builds m's vision tower only up to
+// its deepest feature layer and without the post-norm: LLaVA's and
+// Mistral 3's init_vision_tower_for_llava (llava.py l.417-486, with
+// require_post_norm=False at l.538-543; mistral3.py l.440-445), so the
+// blocks past the feature layer (unusedPart) are never loaded.
+func vllmCutsTower(m Model) bool {
+	return m.Vision != nil && (m.Vision.Family == llavaModelType || m.Vision.Family == mistral3ModelType)
+}
+
 // mmLimit is limit_mm_per_prompt for modality.
 func (v VLLM) mmLimit(modality string) int {
 	if n, ok := v.LimitMMPerPrompt[modality]; ok {

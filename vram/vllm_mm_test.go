@@ -301,3 +301,73 @@ func commaInt(n int) string {
 	}
 	return s
 }
+
+// TestVLLMTextOnly: with limit_mm_per_prompt at 0 for every modality, the
+// model classes that skip their vision tower load the language model
+// alone (the same weights as the model without its Vision), profile no
+// encoder and say so; Gemma 3's builds its tower regardless, and a Qwen
+// launch that still takes videos keeps it.
+func TestVLLMTextOnly(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	none := map[string]int{"image": 0, "video": 0}
+	for _, c := range []struct {
+		preset string
+		tp     int
+		limits map[string]int
+		skips  bool
+	}{
+		{"llava-1.5-7b", 1, map[string]int{"image": 0}, true},
+		{"mistral-small-3.1-24b", 1, none, true},
+		{"qwen2.5-vl-7b", 1, none, true},
+		{"qwen3-vl-8b", 1, none, true},
+		{"llama-4-scout", 8, map[string]int{"image": 0}, true},
+		{"qwen2.5-vl-7b", 1, map[string]int{"image": 0}, false}, // videos still come
+		{"gemma-3-4b", 1, none, false},
+	} {
+		name := fmt.Sprintf("%s %v", c.preset, c.limits)
+		m := MustPreset(c.preset)
+		in := Inference{Model: m, Weights: Quant{DType: BF16}}
+		full, err := VLLM{MaxModelLen: 4096, TP: c.tp}.Carve(in, g)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		text, err := VLLM{MaxModelLen: 4096, TP: c.tp, LimitMMPerPrompt: c.limits}.Carve(in, g)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		lm := m
+		lm.Vision = nil
+		alone, err := VLLM{MaxModelLen: 4096, TP: c.tp}.Carve(Inference{Model: lm, Weights: Quant{DType: BF16}}, g)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		said := strings.Contains(strings.Join(text.Notes, "\n"), "without the vision tower")
+		switch {
+		case c.skips && (text.Weights != alone.Weights || text.Weights >= full.Weights || !said):
+			t.Errorf("%s: weights %d, want the language model's %d (with the tower %d); noted %v", name, text.Weights, alone.Weights, full.Weights, said)
+		case !c.skips && (text.Weights != full.Weights || said):
+			t.Errorf("%s: weights %v, want the tower kept (%v); noted %v", name, text.Weights, full.Weights, said)
+		}
+		if c.skips && text.MMProfile != nil {
+			t.Errorf("%s: profile %+v on a text-only launch", name, *text.MMProfile)
+		}
+		if c.preset != "llava-1.5-7b" {
+			continue
+		}
+		// vLLM builds CLIP's blocks up to the feature layer (-2: 23 of
+		// 24) without the post-norm; the full launch loads those, the
+		// projector and the language model.
+		var tower, unused int64
+		for _, x := range m.tensors() {
+			switch x.part {
+			case towerPart, projectorPart:
+				tower += x.Numel()
+			case unusedPart:
+				unused += x.Numel()
+			}
+		}
+		if want := alone.Weights + BF16.Size(tower); full.Weights != want || unused < 12_000_000 {
+			t.Errorf("%s: full launch's weights %d, want the language model's and the used tower's %d (%d unused parameters)", name, full.Weights, want, unused)
+		}
+	}
+}
