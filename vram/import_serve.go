@@ -417,6 +417,9 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
 		return err
 	}
+	if sg.MaxPrefillTokens, _, err = f.int(1, 1<<24, "max-prefill-tokens"); err != nil {
+		return err
+	}
 	if _, x, ok := f.get("enable-multimodal"); ok && x != "false" {
 		sg.EnableMultimodal = true
 	}

@@ -649,7 +649,7 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 		multimodal    bool
 	}{
 		{"--chunked-prefill-size 4096 --cuda-graph-max-bs 64 --enable-multimodal", 4096, 64, true},
-		{"--chunked-prefill-size -1", -1, 0, false},
+		{"--chunked-prefill-size -1 --max-prefill-tokens 8192", -1, 0, false},
 		{"--chunked-prefill-size 0 --enable-multimodal false", -1, 0, false},
 		{"", 0, 0, false},
 	}
@@ -659,16 +659,19 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 			t.Fatalf("%q: %v", c.args, err)
 		}
 		s := imp.Plan.SGLang
+		if c.chunk == -1 && strings.Contains(c.args, "max-prefill") && s.MaxPrefillTokens != 8192 {
+			t.Errorf("%q: max_prefill_tokens %d", c.args, s.MaxPrefillTokens)
+		}
 		if s.ChunkedPrefillSize != c.chunk || s.CUDAGraphMaxBS != c.graphs || s.EnableMultimodal != c.multimodal {
 			t.Errorf("%q: chunk %d graphs %d multimodal %v, want %d %d %v", c.args, s.ChunkedPrefillSize, s.CUDAGraphMaxBS, s.EnableMultimodal, c.chunk, c.graphs, c.multimodal)
 		}
 		for _, n := range imp.NotModelled {
-			if strings.Contains(n, "chunked") || strings.Contains(n, "cuda-graph") || strings.Contains(n, "multimodal") {
+			if strings.Contains(n, "chunked") || strings.Contains(n, "cuda-graph") || strings.Contains(n, "multimodal") || strings.Contains(n, "prefill") {
 				t.Errorf("%q: %q listed as not modelled", c.args, n)
 			}
 		}
 	}
-	for _, bad := range []string{"--chunked-prefill-size -5", "--cuda-graph-max-bs 0", "--cuda-graph-max-bs x"} {
+	for _, bad := range []string{"--chunked-prefill-size -5", "--cuda-graph-max-bs 0", "--cuda-graph-max-bs x", "--max-prefill-tokens 0"} {
 		_, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+bad), ImportOptions{})
 		if err == nil || !strings.Contains(err.Error(), strings.Fields(bad)[0]) {
 			t.Errorf("%q: %v, want an error naming the flag", bad, err)

@@ -30,6 +30,9 @@ type SGLang struct {
 	// fraction; zero takes SGLang's pick for the GPU.
 	ChunkedPrefillSize int `json:"chunked_prefill_size,omitempty"`
 	CUDAGraphMaxBS     int `json:"cuda_graph_max_bs,omitempty"`
+	// MaxPrefillTokens is --max-prefill-tokens (default 16,384), which
+	// the default fraction reserves for when chunking is off.
+	MaxPrefillTokens int `json:"max_prefill_tokens,omitempty"`
 	// EnableMultimodal is --enable-multimodal: Gemma 3 and Llama 4 run
 	// text-only without it (Llama 4 then builds no vision tower).
 	EnableMultimodal bool  `json:"enable_multimodal,omitempty"`
@@ -207,6 +210,8 @@ func (s SGLang) checkSizes() error {
 		return fmt.Errorf("sglang: chunked_prefill_size must be -1 (off) or 1 … 1048576, got %d", s.ChunkedPrefillSize)
 	case s.CUDAGraphMaxBS < 0 || s.CUDAGraphMaxBS > 1<<16:
 		return fmt.Errorf("sglang: cuda_graph_max_bs must be in 0 … 65536, got %d", s.CUDAGraphMaxBS)
+	case s.MaxPrefillTokens < 0 || s.MaxPrefillTokens > 1<<24:
+		return fmt.Errorf("sglang: max_prefill_tokens must be in 0 … 16777216, got %d", s.MaxPrefillTokens)
 	}
 	return nil
 }

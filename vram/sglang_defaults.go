@@ -75,6 +75,9 @@ func (s SGLang) memFraction(m Model, gpuMiB float64) (float64, string) {
 		prefill := chunked
 		if chunked < 0 {
 			prefill = sglangMaxPrefillTokens
+			if s.MaxPrefillTokens > 0 {
+				prefill = s.MaxPrefillTokens
+			}
 		}
 		reserved := 512 + float64(max(prefill, 2048))*1.5 + float64(graphBS)*2 + float64(s.TP)/8*1024
 		if gpuMiB > 60*1024 {

@@ -26,7 +26,10 @@ func TestSGLangDefaultFraction(t *testing.T) {
 		{"H200: 8k, 256", "H200", "llama-3.1-8b", SGLang{TP: 1}, 0.907},                                   // (143771 − 13440) / 143771
 		{"B200 TP 8: 16k, 512", "B200", "llama-3.1-8b", SGLang{TP: 8}, 0.852},                             // (183359 − 27136) / 183359
 		{"H100, chunking off", "H100-80GB", "llama-3.1-8b", SGLang{TP: 1, ChunkedPrefillSize: -1}, 0.685}, // max_prefill_tokens 16384: 25728 MiB
-		{"H100, 64 graphs", "H100-80GB", "llama-3.1-8b", SGLang{TP: 1, CUDAGraphMaxBS: 64}, 0.840},        // 13056 MiB
+		// 512 + 4096 × 1.5 + 256 × 2 + 128 = 7296 MiB, raised to the 10 GiB floor
+		{"H100, chunking off, 4k prefill", "H100-80GB", "llama-3.1-8b", SGLang{TP: 1, ChunkedPrefillSize: -1, MaxPrefillTokens: 4096}, 0.874},
+		{"H100, 4k prefill with chunking", "H100-80GB", "llama-3.1-8b", SGLang{TP: 1, MaxPrefillTokens: 4096}, 0.835}, // the chunk counts
+		{"H100, 64 graphs", "H100-80GB", "llama-3.1-8b", SGLang{TP: 1, CUDAGraphMaxBS: 64}, 0.840},                    // 13056 MiB
 		// LLaVA's CLIP is ViT-L/14 itself: 0.95.
 		{"LLaVA", "H100-80GB", "llava-1.5-7b", SGLang{TP: 1}, 0.835 * 0.95},
 		// Qwen2.5-VL's vision_config says depth, not num_hidden_layers:
