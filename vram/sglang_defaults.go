@@ -89,8 +89,9 @@ func (s SGLang) memFraction(m Model, gpuMiB float64) (float64, string) {
 	if s.multimodal(m) {
 		tower := m.Vision.Tower.HFConfig()
 		layers, width := 24.0, 1024.0 // getattr's defaults
+		counted := " (the tower's config names no num_hidden_layers: SGLang counts 24)"
 		if n, ok := tower["num_hidden_layers"].(int); ok {
-			layers = float64(n)
+			layers, counted = float64(n), ""
 		}
 		if n, ok := tower["hidden_size"].(int); ok {
 			width = float64(n)
@@ -98,7 +99,7 @@ func (s SGLang) memFraction(m Model, gpuMiB float64) (float64, string) {
 		ratio := layers * width * width / (24 * 1024 * 1024)
 		factor := 0.95 * min(1.05, max(0.8, 1-0.1*(ratio-1)))
 		frac *= factor
-		why += fmt.Sprintf(", × %.3f for the vision tower (%.0f layers × %.0f² against ViT-L/14's 24 × 1024²)", factor, layers, width)
+		why += fmt.Sprintf(", × %.3f for the vision tower (%.0f layers × %.0f² against ViT-L/14's 24 × 1024²%s)", factor, layers, width, counted)
 	}
 	return frac, why
 }

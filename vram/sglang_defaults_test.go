@@ -48,6 +48,9 @@ func TestSGLangDefaultFraction(t *testing.T) {
 		if math.Abs(got-c.want) > 1e-9 || !strings.Contains(why, "SGLang 0.5.3") {
 			t.Errorf("%s: %v (%s), want %v", c.name, got, why, c.want)
 		}
+		if c.name == "Qwen2.5-VL" && !strings.Contains(why, "SGLang counts 24") {
+			t.Errorf("%s: %q: want the 24 layers SGLang assumes explained", c.name, why)
+		}
 	}
 	// Without a GPU: SGLang's own fallback, 0.88 (and the tower's factor).
 	if got, _ := (SGLang{}).memFraction(MustPreset("llama-3.1-8b"), 0); got != 0.88 {
