@@ -58,6 +58,9 @@ type SGLangKVPool struct {
 	Tokens   int64 `json:"tokens"`   // max_total_num_tokens
 	KSize    Bytes `json:"k_size"`   // "K size" of the log (0 for MLA)
 	Reserved Bytes `json:"reserved"` // free × (1 − mem_fraction_static), left for activations and graphs
+	// MemFractionStatic is the fraction the pool was sized with: the
+	// launch's, else SGLang's default (sglang_defaults.go).
+	MemFractionStatic float64 `json:"mem_fraction_static"`
 	// MinMemFractionStatic is the smallest --mem-fraction-static that
 	// leaves the pool any room: weights / free.
 	MinMemFractionStatic float64 `json:"min_mem_fraction_static"`
@@ -116,7 +119,7 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if free <= 0 || weights < 0 || free > maxPlanBytes || weights > maxPlanBytes {
 		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
 	}
-	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic))}
+	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic)), MemFractionStatic: s.MemFractionStatic}
 	if m.recurrent() {
 		if err := s.sglangState(m, &p); err != nil {
 			return SGLangKVPool{}, err
