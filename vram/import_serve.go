@@ -371,6 +371,10 @@ var sglangNotModelled = map[string]string{
 	"enable-dp-attention": "data-parallel attention is not modelled",
 	"context-length":      "the pool is sized by memory, not by the context length",
 	"quantization":        "read from the checkpoint's config; a named method beside it is not modelled",
+	"speculative-algorithm": "the draft model's weights and the 2 GiB (EAGLE) or 6 GiB (STANDALONE) the default " +
+		"mem_fraction_static keeps back for it (server_args.py l.663-669) are not modelled",
+	"cuda-graph-bs": "the default mem_fraction_static reads the largest of these batch sizes; give it as --cuda-graph-max-bs",
+	"pp-size":       "pipeline parallelism is not modelled (the default mem_fraction_static keeps back tp × pp / 8 GiB)",
 }
 
 func importSGLang(imp *Imported, w []string, opt ImportOptions) error {

@@ -671,6 +671,15 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 			}
 		}
 	}
+	// What the default fraction also reads and the carve does not model is
+	// said, not silently dropped.
+	imp, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B --speculative-algorithm EAGLE --cuda-graph-bs 1 2 4"), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if said := strings.Join(imp.NotModelled, "\n"); !strings.Contains(said, "--speculative-algorithm EAGLE: the draft model") || !strings.Contains(said, "--cuda-graph-bs") {
+		t.Errorf("not modelled: %q", imp.NotModelled)
+	}
 	for _, bad := range []string{"--chunked-prefill-size -5", "--cuda-graph-max-bs 0", "--cuda-graph-max-bs x", "--max-prefill-tokens 0"} {
 		_, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+bad), ImportOptions{})
 		if err == nil || !strings.Contains(err.Error(), strings.Fields(bad)[0]) {

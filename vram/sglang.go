@@ -21,9 +21,9 @@ import (
 // SGLang is an SGLang launch's memory settings.
 type SGLang struct {
 	// MemFractionStatic is --mem-fraction-static. Zero takes SGLang
-	// 0.5.3's default, worked out from the GPU, the TP degree, the two
-	// settings below and a vision tower's size (sglang_defaults.go); 0.88
-	// without a GPU (KVPool).
+	// 0.5.3's default, worked out from the GPU, the TP degree, the
+	// settings below and a vision tower's size (sglang_defaults.go);
+	// without a GPU (KVPool) its fallback 0.88, times the tower's factor.
 	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
 	// ChunkedPrefillSize (--chunked-prefill-size; -1 turns chunking off)
 	// and CUDAGraphMaxBS (--cuda-graph-max-bs) enter the default
