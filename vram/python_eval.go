@@ -3,6 +3,8 @@ package vram
 import (
 	"fmt"
 	"math"
+	"math/big"
+	"strings"
 )
 
 // The evaluator of config modules (python_parse.go): a function of the
@@ -16,10 +18,23 @@ import (
 // importer knows). What it cannot compute is a pyUnknown that says what
 // it is. Budgets: maxPyCallDepth nested calls, maxYAMLNodes evaluations.
 
-// pyUnknown is a value the evaluator does not compute.
-type pyUnknown struct{ what string }
+// pyUnknown is a value the evaluator does not compute: what it is, in
+// words, or the expression it came from, written out only when a message
+// needs it (a chain of unknowns would otherwise write its text at every
+// operator).
+type pyUnknown struct {
+	what string
+	expr pyExpr
+}
 
-func (u pyUnknown) String() string { return u.what + ", which the importer does not evaluate" }
+func (u pyUnknown) String() string { return u.text() + ", which the importer does not evaluate" }
+
+func (u pyUnknown) text() string {
+	if u.expr != nil {
+		return pyText(u.expr)
+	}
+	return u.what
+}
 
 const maxPyCallDepth = 32
 
@@ -27,8 +42,10 @@ type pyEval struct {
 	mod     *pyModule
 	depth   int
 	nodes   int
-	strLen  int      // bytes of strings the evaluator made
-	skipped []string // what was passed over, by function and line
+	strLen  int             // bytes of strings the evaluator made
+	skipped []string        // what was passed over, by function and line
+	noted   map[string]bool // skipped, as a set
+	more    int             // notes past maxPyNotes
 }
 
 // pyBuiltins are Python's functions that configs call on values; their
@@ -69,11 +86,14 @@ func (m *pyModule) runFunc(name string) (any, []string, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("python: no function %q", name)
 	}
-	e := &pyEval{mod: m}
+	e := &pyEval{mod: m, noted: map[string]bool{}}
 	v, err := e.call(f, nil, nil)
 	if err == nil {
 		n := 0
 		err = pyTreeSize(v, &n)
+	}
+	if e.more > 0 {
+		e.skipped = append(e.skipped, fmt.Sprintf("and %d more statements passed over", e.more))
 	}
 	return v, e.skipped, err
 }
@@ -95,7 +115,7 @@ func (e *pyEval) call(f *pyFunc, args []any, kw map[string]any) (any, error) {
 		case kw[name] != nil:
 			locals[name] = kw[name]
 		default:
-			locals[name] = pyUnknown{"the parameter " + name}
+			locals[name] = pyUnknown{what: "the parameter " + name}
 		}
 	}
 	for _, st := range f.body {
@@ -113,13 +133,19 @@ func (e *pyEval) call(f *pyFunc, args []any, kw map[string]any) (any, error) {
 	return nil, nil
 }
 
+// maxPyNotes bounds what the evaluator lists as passed over; past it, one
+// line says how many more there were.
+const maxPyNotes = 64
+
 func (e *pyEval) note(s string) {
-	for _, have := range e.skipped {
-		if have == s {
-			return
-		}
+	switch {
+	case e.noted[s]:
+	case len(e.noted) < maxPyNotes:
+		e.noted[s] = true
+		e.skipped = append(e.skipped, s)
+	default:
+		e.more++
 	}
-	e.skipped = append(e.skipped, s)
 }
 
 func (e *pyEval) eval(x pyExpr, locals map[string]any) (any, error) {
@@ -138,7 +164,7 @@ func (e *pyEval) eval(x pyExpr, locals map[string]any) (any, error) {
 				return v, nil
 			}
 		}
-		return pyUnknown{pyText(x)}, err
+		return pyUnknown{expr: x}, err
 	case pyCall:
 		return e.callExpr(x, locals)
 	case pyList:
@@ -157,11 +183,11 @@ func (e *pyEval) eval(x pyExpr, locals map[string]any) (any, error) {
 		return e.binary(x, locals)
 	case pyUnary:
 		v, err := e.eval(x.x, locals)
-		return pyUnaryValue(x.op, v), err
+		return pyUnaryValue(x, v), err
 	case pyOpaque:
-		return pyUnknown{x.text}, nil
+		return pyUnknown{what: x.text}, nil
 	}
-	return pyUnknown{"an expression"}, nil
+	return pyUnknown{what: "an expression"}, nil
 }
 
 // name looks a name up: the function's variables, then the module's
@@ -179,9 +205,9 @@ func (e *pyEval) name(n string, locals map[string]any) (any, error) {
 		return e.eval(c, map[string]any{})
 	}
 	if _, ok := e.mod.funcs[n]; ok {
-		return pyUnknown{"the function " + n}, nil
+		return pyUnknown{what: "the function " + n}, nil
 	}
-	return pyUnknown{n}, nil
+	return pyUnknown{what: n}, nil
 }
 
 func (e *pyEval) callExpr(c pyCall, locals map[string]any) (any, error) {
@@ -212,11 +238,11 @@ func (e *pyEval) callExpr(c pyCall, locals map[string]any) (any, error) {
 			return e.call(f, args, kw)
 		}
 		if pyBuiltins[n.name] {
-			return pyUnknown{n.name + "(…)"}, nil
+			return pyUnknown{expr: c}, nil
 		}
 	}
 	if a, ok := c.fn.(pyAttr); ok && pyBuiltins[a.name] {
-		return pyUnknown{pyText(a) + "(…)"}, nil
+		return pyUnknown{expr: c}, nil
 	}
 	kw["_class"] = pyText(c.fn)
 	if len(args) > 0 {
@@ -289,7 +315,7 @@ func (e *pyEval) binary(b pyBinary, locals map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	unknown := pyUnknown{pyText(b)}
+	unknown := pyUnknown{expr: b}
 	switch b.op {
 	case "and", "or":
 		tx, ok := pyTruth(x)
@@ -344,7 +370,7 @@ func pyCompare(op string, x, y any, unknown pyUnknown) any {
 		if !plain(x) || !plain(y) {
 			return unknown
 		}
-		return (x == y) == (op == "==")
+		return pyEqual(x, y) == (op == "==")
 	}
 	list, ok := y.([]any)
 	if !ok || !plain(x) {
@@ -355,9 +381,38 @@ func pyCompare(op string, x, y any, unknown pyUnknown) any {
 		if !plain(el) {
 			return unknown
 		}
-		found = found || el == x
+		found = found || pyEqual(el, x)
 	}
 	return found == (op == "in")
+}
+
+// pyEqual is Python's == on plain values: numbers compare by value
+// across bool, int and float (True == 1 == 1.0), exactly, as CPython
+// compares an int with a float; other kinds equal only themselves.
+func pyEqual(x, y any) bool {
+	a, aNum := pyExact(x)
+	b, bNum := pyExact(y)
+	if aNum && bNum {
+		return a.Cmp(b) == 0
+	}
+	return x == y
+}
+
+// pyExact is a bool, int or float as an exact rational (false for other
+// kinds, and for a NaN, which equals nothing).
+func pyExact(v any) (*big.Rat, bool) {
+	switch v := v.(type) {
+	case bool:
+		return big.NewRat(map[bool]int64{true: 1}[v], 1), true
+	case int64:
+		return big.NewRat(v, 1), true
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, false
+		}
+		return new(big.Rat).SetFloat64(v), true
+	}
+	return nil, false
 }
 
 // pyArith computes + - * / // % ** on int64 and float64, unknown past
@@ -448,8 +503,8 @@ func pyIntOp(op string, a, b int64) (int64, bool) {
 	return 0, false
 }
 
-func pyUnaryValue(op string, v any) any {
-	switch op {
+func pyUnaryValue(u pyUnary, v any) any {
+	switch u.op {
 	case "not":
 		if t, ok := pyTruth(v); ok {
 			return !t
@@ -468,34 +523,57 @@ func pyUnaryValue(op string, v any) any {
 			return v
 		}
 	}
-	return pyUnknown{op + " " + fmt.Sprint(v)}
+	return pyUnknown{expr: u}
 }
 
-// pyText writes an expression back as Python, short, for messages and
-// class names.
+// pyText writes an expression back as Python, for messages and class
+// names: at most maxPyText bytes, the rest elided.
 func pyText(x pyExpr) string {
+	var b strings.Builder
+	writePyText(&b, x)
+	if b.Len() > maxPyText {
+		return b.String()[:maxPyText] + "…"
+	}
+	return b.String()
+}
+
+const maxPyText = 200
+
+// writePyText writes x into b, stopping once b holds more than maxPyText
+// bytes, so a chain of thousands of operators costs what its start does.
+func writePyText(b *strings.Builder, x pyExpr) {
+	if b.Len() > maxPyText {
+		return
+	}
 	switch x := x.(type) {
 	case pyName:
-		return x.name
+		b.WriteString(x.name)
 	case pyAttr:
-		return pyText(x.x) + "." + x.name
+		writePyText(b, x.x)
+		b.WriteString("." + x.name)
 	case pyConst:
 		if s, ok := x.v.(string); ok {
-			return fmt.Sprintf("%q", s)
+			fmt.Fprintf(b, "%q", s[:min(len(s), maxPyText)])
+		} else {
+			fmt.Fprint(b, x.v)
 		}
-		return fmt.Sprint(x.v)
 	case pyCall:
-		return pyText(x.fn) + "(…)"
+		writePyText(b, x.fn)
+		b.WriteString("(…)")
 	case pyBinary:
-		return pyText(x.x) + " " + x.op + " " + pyText(x.y)
+		writePyText(b, x.x)
+		b.WriteString(" " + x.op + " ")
+		writePyText(b, x.y)
 	case pyUnary:
-		return x.op + " " + pyText(x.x)
+		b.WriteString(x.op + " ")
+		writePyText(b, x.x)
 	case pyOpaque:
-		return x.text
+		b.WriteString(x.text)
 	case pyList:
-		return "a list"
+		b.WriteString("a list")
 	case pyDict:
-		return "a dict"
+		b.WriteString("a dict")
+	default:
+		b.WriteString("an expression")
 	}
-	return "an expression"
 }

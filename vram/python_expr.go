@@ -90,8 +90,17 @@ func (p *pyParser) binary(level int) (pyExpr, error) {
 	if pyLevels[level] == nil { // not x
 		if p.isName("not") {
 			p.advance()
+			if p.chain++; p.chain > maxPyExprDepth {
+				return nil, p.tooDeep()
+			}
 			x, err := p.binary(level)
-			return pyUnary{"not", x}, err
+			p.chain--
+			if err != nil {
+				return nil, err
+			}
+			u := pyUnary{op: "not", x: x}
+			u.depth, err = p.nest(x)
+			return u, err
 		}
 		return p.binary(level + 1)
 	}
@@ -103,10 +112,26 @@ func (p *pyParser) binary(level int) (pyExpr, error) {
 		}
 		var y pyExpr
 		if y, err = p.binary(level + 1); err == nil {
-			x = pyBinary{op, x, y}
+			b := pyBinary{op: op, x: x, y: y}
+			b.depth, err = p.nest(x, y)
+			x = b
 		}
 	}
 	return x, err
+}
+
+// nest is the depth of an operator over parts, refused past
+// maxPyExprDepth: a chain such as 1+1+…+1 is a tree as deep as it is
+// long, which the evaluator and the messages walk.
+func (p *pyParser) nest(parts ...pyExpr) (int, error) {
+	d := 0
+	for _, x := range parts {
+		d = max(d, pyDepth(x))
+	}
+	if d++; d > maxPyExprDepth {
+		return d, p.tooDeep()
+	}
+	return d, nil
 }
 
 // binaryOp takes the operator of a level when it is next ("not in" and
@@ -138,11 +163,27 @@ func (p *pyParser) binaryOp(level int) (string, bool) {
 	return "", false
 }
 
+// tooDeep is the error of an expression past maxPyExprDepth.
+func (p *pyParser) tooDeep() error {
+	return fmt.Errorf("python: line %d: an expression more than %d operators deep (CPython 3.11's compiler stops at %d too)", p.peek().line, maxPyExprDepth, maxPyExprDepth)
+}
+
+// unary reads prefix - + ~ and a power, whose right side is a unary
+// again: both recurse, so each level counts towards maxPyExprDepth.
 func (p *pyParser) unary() (pyExpr, error) {
+	if p.chain++; p.chain > maxPyExprDepth {
+		return nil, p.tooDeep()
+	}
+	defer func() { p.chain-- }()
 	for _, op := range []string{"-", "+", "~"} {
 		if p.accept(op) {
 			x, err := p.unary()
-			return pyUnary{op, x}, err
+			if err != nil {
+				return nil, err
+			}
+			u := pyUnary{op: op, x: x}
+			u.depth, err = p.nest(x)
+			return u, err
 		}
 	}
 	x, err := p.primary()
@@ -150,7 +191,12 @@ func (p *pyParser) unary() (pyExpr, error) {
 		return x, err
 	}
 	y, err := p.unary()
-	return pyBinary{"**", x, y}, err
+	if err != nil {
+		return nil, err
+	}
+	b := pyBinary{op: "**", x: x, y: y}
+	b.depth, err = p.nest(x, y)
+	return b, err
 }
 
 // primary reads an atom and its calls, attributes and subscripts.
@@ -166,7 +212,11 @@ func (p *pyParser) primary() (pyExpr, error) {
 				p.i--
 				return nil, p.fail("want a name after \".\"")
 			}
-			x = pyAttr{x, t.text}
+			a := pyAttr{x: x, name: t.text}
+			if a.depth, err = p.nest(x); err != nil {
+				return nil, err
+			}
+			x = a
 		case p.accept("["):
 			if err = p.skipTo("]"); err == nil {
 				x = pyOpaque{"a subscript"}
@@ -200,7 +250,11 @@ func (p *pyParser) skipTo(close string) error {
 
 // call reads the arguments of a call of fn.
 func (p *pyParser) call(fn pyExpr) (pyExpr, error) {
-	c := pyCall{fn: fn, line: p.advance().line}
+	c := pyCall{fn: fn, line: int(p.advance().line)}
+	var err error
+	if c.depth, err = p.nest(fn); err != nil {
+		return nil, err
+	}
 	for !p.accept(")") {
 		switch {
 		case p.accept("**"):

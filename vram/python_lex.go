@@ -12,7 +12,7 @@ import (
 // inside brackets and after a backslash (the language reference's
 // "Lexical analysis" chapter). Budget: maxPyTokens tokens.
 
-type pyTokKind int
+type pyTokKind uint8
 
 const (
 	pyEOF pyTokKind = iota
@@ -27,9 +27,9 @@ const (
 )
 
 type pyToken struct {
-	kind pyTokKind
 	text string // the name, operator or the string's value
-	line int
+	line int32
+	kind pyTokKind
 }
 
 // maxPyTokens bounds a module's tokens (a 4 MiB file has fewer).
@@ -44,7 +44,10 @@ type pyLexer struct {
 }
 
 func pyTokenize(src string) ([]pyToken, error) {
-	lx := &pyLexer{s: src, line: 1, indents: []int{0}}
+	// Room for a token a byte at once (a token takes at least a byte, but
+	// for the layout's closing DEDENTs): grown by append, a long file's
+	// tokens would be copied five times over.
+	lx := &pyLexer{s: src, line: 1, indents: []int{0}, toks: make([]pyToken, 0, min(len(src), maxPyTokens)+16)}
 	atLineStart := true
 	for lx.i < len(lx.s) {
 		if len(lx.toks) > maxPyTokens {
@@ -81,7 +84,7 @@ func pyTokenize(src string) ([]pyToken, error) {
 }
 
 func (lx *pyLexer) emit(k pyTokKind, text string) {
-	lx.toks = append(lx.toks, pyToken{kind: k, text: text, line: lx.line})
+	lx.toks = append(lx.toks, pyToken{kind: k, text: text, line: int32(lx.line)})
 }
 
 // indent measures a line's indentation and emits INDENT or DEDENTs; a
@@ -244,7 +247,7 @@ func (lx *pyLexer) str(prefix string) error {
 	if strings.Contains(prefix, "f") {
 		kind = pyFString
 	}
-	lx.toks = append(lx.toks, pyToken{kind: kind, text: b.String(), line: startLine})
+	lx.toks = append(lx.toks, pyToken{kind: kind, text: b.String(), line: int32(startLine)})
 	return nil
 }
 

@@ -23,14 +23,16 @@ type (
 	pyName  struct{ name string }
 	pyConst struct{ v any } // int64, float64, string, bool or nil
 	pyAttr  struct {
-		x    pyExpr
-		name string
+		x     pyExpr
+		name  string
+		depth int
 	}
 	pyCall struct {
-		fn   pyExpr
-		args []pyExpr
-		kw   []pyKeyword
-		line int
+		fn    pyExpr
+		args  []pyExpr
+		kw    []pyKeyword
+		line  int
+		depth int
 	}
 	pyKeyword struct {
 		name string // "" for **mapping
@@ -39,15 +41,38 @@ type (
 	pyList   struct{ elts []pyExpr } // a list, a tuple or a set
 	pyDict   struct{ keys, vals []pyExpr }
 	pyBinary struct {
-		op   string
-		x, y pyExpr
+		op    string
+		x, y  pyExpr
+		depth int
 	}
 	pyUnary struct {
-		op string
-		x  pyExpr
+		op    string
+		x     pyExpr
+		depth int
 	}
 	pyOpaque struct{ text string } // an expression kept as text
 )
+
+// maxPyExprDepth bounds how deep operators, attributes and calls nest in
+// one expression: CPython 3.11 compiles `1` followed by 2,993 `+1` (or
+// 2,993 prefix minus signs, or attributes) and raises RecursionError past
+// that (measured with eval), so a config cannot need more.
+const maxPyExprDepth = 2993
+
+// pyDepth is how deep an expression's operators nest (0 for a leaf).
+func pyDepth(x pyExpr) int {
+	switch x := x.(type) {
+	case pyBinary:
+		return x.depth
+	case pyUnary:
+		return x.depth
+	case pyAttr:
+		return x.depth
+	case pyCall:
+		return x.depth
+	}
+	return 0
+}
 
 // pyStmt is a statement of a function: an assignment (targets = value),
 // a return (value), or an expression (value alone).
@@ -76,7 +101,8 @@ type pyModule struct {
 type pyParser struct {
 	toks  []pyToken
 	i     int
-	depth int
+	depth int // brackets and nested expressions (maxYAMLDepth)
+	chain int // prefix operators and powers being read (maxPyExprDepth)
 }
 
 func parsePython(src []byte) (*pyModule, error) {
@@ -243,7 +269,7 @@ func (p *pyParser) funcDef() (*pyFunc, error) {
 		p.i--
 		return nil, p.fail("want the function's name")
 	}
-	f := &pyFunc{name: name.text, line: line}
+	f := &pyFunc{name: name.text, line: int(line)}
 	params, err := p.params()
 	if err != nil {
 		return nil, err
@@ -327,7 +353,7 @@ func (p *pyParser) statement(f *pyFunc) error {
 		switch t.text {
 		case "return":
 			p.advance()
-			st := pyStmt{ret: true, line: t.line, value: pyConst{nil}}
+			st := pyStmt{ret: true, line: int(t.line), value: pyConst{nil}}
 			if p.peek().kind != pyNewline && !p.isOp(";") && p.peek().kind != pyEOF {
 				v, err := p.exprList()
 				if err != nil {
@@ -365,7 +391,7 @@ func (p *pyParser) assignment(f *pyFunc) error {
 	if err != nil {
 		return err
 	}
-	st := pyStmt{line: line}
+	st := pyStmt{line: int(line)}
 	if p.accept(":") { // x: T = v
 		if _, err := p.expr(); err != nil {
 			return err

@@ -27,7 +27,7 @@ func pyJSON(v any) string {
 			}
 			return out
 		case pyUnknown:
-			return "<" + x.what + ">"
+			return "<" + x.text() + ">"
 		}
 		return v
 	}
@@ -142,6 +142,9 @@ func FuzzParsePython(f *testing.F) {
 	f.Add([]byte("def f():\n    if x:\n        return 1\n    return {**d, 'k': [i for i in y]}\n"))
 	f.Add([]byte("def f():\n    return f()\n"))
 	f.Add([]byte("@dec\nclass C:\n    x: int = 1\n\ndef g(a, *b, c=1, **d):\n    return lambda z: z\n"))
+	for _, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget.Check(t, len(data), func() {
 			m, err := parsePython(data)
