@@ -70,6 +70,7 @@ func parseYAML(src []byte) (any, error) {
 // block scalars keep their lines as they are.
 func (p *yamlParser) split(src string) error {
 	raw := strings.Split(strings.ReplaceAll(strings.ReplaceAll(src, "\r\n", "\n"), "\r", "\n"), "\n")
+	p.lines = make([]yamlLine, 0, len(raw)) // grown by append, a long file's lines would be copied five times over
 	for i := 0; i < len(raw); i++ {
 		line := raw[i]
 		if len(line) > 1<<16 {
@@ -216,11 +217,13 @@ func (p *yamlParser) value(l yamlLine, indent int, rest string, depth int) (any,
 	rest = strings.TrimSpace(rest)
 	if rest != "" && !strings.ContainsAny(rest[:1], "\"'[{&*!|>") && !strings.ContainsRune(rest, 0) {
 		// A plain scalar folds over the more-indented lines below it
-		// (YAML 1.1 §9.1.3: line folding), as PyYAML writes a long one.
-		for p.pos < len(p.lines) && p.lines[p.pos].indent > indent {
-			rest += " " + p.lines[p.pos].text
-			p.pos++
+		// (YAML 1.1 §9.1.3: line folding), as PyYAML writes a long one;
+		// the lines are joined once.
+		end := p.pos
+		for end < len(p.lines) && p.lines[end].indent > indent {
+			end++
 		}
+		rest = p.join(rest, end)
 	}
 	if rest != "" {
 		return p.inline(l, rest, depth)
@@ -320,11 +323,16 @@ func (p *yamlParser) inline(l yamlLine, s string, depth int) (any, error) {
 		return nil, fmt.Errorf("yaml: line %d: anchors, aliases and tags (%q) are not read", l.n, s)
 	}
 	if s[0] == '[' || s[0] == '{' {
-		// A flow collection may continue on more-indented lines.
-		for !flowClosed(s) && p.pos < len(p.lines) && p.lines[p.pos].indent > l.indent-1 {
-			s += " " + p.lines[p.pos].text
-			p.pos++
+		// A flow collection may continue on more-indented lines: each
+		// line is scanned once for its brackets, and all joined once.
+		var open flowDepth
+		open.scan(s)
+		end := p.pos
+		for open.depth > 0 && end < len(p.lines) && p.lines[end].indent > l.indent-1 {
+			open.scan(p.lines[end].text)
+			end++
 		}
+		s = p.join(s, end)
 		f := &flowParser{s: s, line: l.n, p: p}
 		v, err := f.value(depth)
 		if err != nil {
@@ -345,25 +353,47 @@ func (p *yamlParser) inline(l yamlLine, s string, depth int) (any, error) {
 	return yamlScalar(s), nil
 }
 
-func flowClosed(s string) bool {
-	depth := 0
-	var q byte
+// join joins first and the lines from p.pos up to end with spaces, once,
+// and moves past them.
+func (p *yamlParser) join(first string, end int) string {
+	n := len(first)
+	for _, l := range p.lines[p.pos:end] {
+		n += 1 + len(l.text)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(first)
+	for _, l := range p.lines[p.pos:end] {
+		b.WriteByte(' ')
+		b.WriteString(l.text)
+	}
+	p.pos = end
+	return b.String()
+}
+
+// flowDepth counts the brackets a flow collection has open, line by
+// line, outside quotes.
+type flowDepth struct {
+	depth int
+	q     byte
+}
+
+func (f *flowDepth) scan(s string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case q != 0:
-			if c == q {
-				q = 0
+		case f.q != 0:
+			if c == f.q {
+				f.q = 0
 			}
 		case c == '"' || c == '\'':
-			q = c
+			f.q = c
 		case c == '[' || c == '{':
-			depth++
+			f.depth++
 		case c == ']' || c == '}':
-			depth--
+			f.depth--
 		}
 	}
-	return depth <= 0
 }
 
 // blockScalar joins a | (literal) or > (folded) scalar's lines, without
@@ -601,7 +631,11 @@ func (f *flowParser) dict(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[fmt.Sprint(k)] = v
+		key := fmt.Sprint(k)
+		if _, dup := out[key]; dup {
+			return nil, f.fail(fmt.Sprintf("key %q given twice", key))
+		}
+		out[key] = v
 		f.skip()
 		if f.i < len(f.s) && f.s[f.i] == ',' {
 			f.i++

@@ -87,6 +87,9 @@ func FuzzParseYAML(f *testing.F) {
 	f.Add([]byte(strings.Repeat("- ", 60) + "x\n"))
 	f.Add([]byte(strings.Repeat("a:\n ", 30)))
 	f.Add([]byte("k: [" + strings.Repeat("[", 70)))
+	for _, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget.Check(t, len(data), func() { _, _ = parseYAML(data) })
 	})
