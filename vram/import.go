@@ -2,11 +2,15 @@ package vram
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -69,8 +73,11 @@ type ImportOptions struct {
 	// `tune run … key=value` takes them.
 	Overrides []string
 	// Dir is the folder relative paths in the config are read against
-	// (a DeepSpeed config named by a trainer's); ReadConfig sets it.
-	Dir string
+	// (a DeepSpeed config named by a trainer's); ReadConfig sets it. The
+	// files a config names are read only inside it (the working
+	// directory when empty), unless AnyPath.
+	Dir     string
+	AnyPath bool
 	// files are the files a launch script writes (here-documents), read
 	// before Dir's.
 	files map[string][]byte
@@ -166,7 +173,11 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 		return KindTorchtitan, tree, nil, err
 	}
 	if ext != ".yaml" && ext != ".yml" && ext != ".toml" && ext != ".json" {
-		if sc, err := parseScript(text); err == nil {
+		sc, err := parseScript(text)
+		if over := (overBudget{}); errors.As(err, &over) {
+			return "", nil, nil, err
+		}
+		if err == nil {
 			if cmd, kind, trainer := sc.launchCommand(); kind != "" {
 				opt.files = sc.files
 				if trainer {
@@ -353,7 +364,13 @@ func newConfigReader(kind ConfigKind, tree map[string]any, imp *Imported) *confi
 	return r
 }
 
-// flatten writes nested mappings as dotted keys; lists stay values.
+// flatten writes nested mappings as dotted keys; lists stay values. A key
+// whose own name holds a dot (`"training.seq_len" = 131072` in TOML, such
+// a YAML or JSON key) is one key to every project the importer reads —
+// TOML's quoted keys, OmegaConf's and Python's dicts — not a path to the
+// nested key: it is written quoted (strconv.Quote, as are keys holding a
+// quote), so no reader takes it for [training] seq_len, and the unread
+// keys name it as written.
 func flatten(prefix string, v any, out map[string]any) {
 	m, ok := v.(map[string]any)
 	if !ok || len(m) == 0 && prefix != "" {
@@ -362,11 +379,83 @@ func flatten(prefix string, v any, out map[string]any) {
 	}
 	for k, e := range m {
 		key := k
+		if strings.ContainsAny(k, `."`) {
+			key = strconv.Quote(k)
+		}
 		if prefix != "" {
-			key = prefix + "." + k
+			key = prefix + "." + key
 		}
 		flatten(key, e, out)
 	}
+}
+
+// splitPath splits a dotted key at the dots outside its quoted parts,
+// unquoting them (flatten's inverse).
+func splitPath(key string) []string {
+	var parts []string
+	start, quoted := 0, false
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c == '\\' && quoted:
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == '.' && !quoted:
+			parts = append(parts, key[start:i])
+			start = i + 1
+		}
+	}
+	parts = append(parts, key[start:])
+	for i, p := range parts {
+		if u, err := strconv.Unquote(p); err == nil && strings.HasPrefix(p, `"`) {
+			parts[i] = u
+		}
+	}
+	return parts
+}
+
+// setPath sets the value at a dotted path in a nested mapping, making the
+// mappings on the way (a value in the way is replaced, as a later
+// override replaces it).
+func setPath(m map[string]any, path string, v any) {
+	parts := splitPath(path)
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+// merge writes over's values into base, mapping by mapping.
+func merge(base, over map[string]any) {
+	for k, v := range over {
+		sub, isMap := v.(map[string]any)
+		if dst, ok := base[k].(map[string]any); ok && isMap {
+			merge(dst, sub)
+			continue
+		}
+		base[k] = v
+	}
+}
+
+// unflatten rebuilds the nested mapping flatten made (or one of paths, a
+// command line's key=value overrides), in the keys' order, so that a
+// value and a path beneath it ("a" and "a.b") resolve alike every run.
+func unflatten(flat map[string]any) map[string]any {
+	keys := make([]string, 0, len(flat))
+	for k := range flat {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := map[string]any{}
+	for _, k := range keys {
+		setPath(out, k, flat[k])
+	}
+	return out
 }
 
 // override applies key=value settings (torchtune's CLI overrides; a
@@ -412,6 +501,16 @@ func (r *configReader) str(key string) (string, bool, error) {
 		return fmt.Sprint(x), true, nil
 	}
 	return "", false, fmt.Errorf("%s: want a string, got %s", key, jsonKind(v))
+}
+
+// fraction reads a share of the GPU in (0, 1] (0 when absent): an
+// explicit 0 is not the default, and is refused for why.
+func (r *configReader) fraction(key, why string) (float64, error) {
+	f, ok, err := r.floatInOK(key, 0, 1)
+	if ok && f == 0 {
+		return 0, fmt.Errorf("%s: 0 %s; leave the key out for the default", key, why)
+	}
+	return f, err
 }
 
 // floatIn reads a number within [lo, hi] (0 when absent).
@@ -602,9 +701,13 @@ func (r *configReader) finish(irrelevant func(string) bool) {
 	}
 	sort.Strings(rest)
 	for _, k := range rest {
-		if irrelevant(k) {
+		switch {
+		case strings.Contains(k, `"`) && slices.ContainsFunc(splitPath(k), func(p string) bool { return strings.Contains(p, ".") }):
+			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s = %v: a key whose name holds a dot is one key to %s, not the nested %s: not read",
+				k, r.flat[k], r.kind.Project(), strings.Join(splitPath(k), ".")))
+		case irrelevant(k):
 			r.imp.Ignored = append(r.imp.Ignored, k)
-		} else {
+		default:
 			r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%s = %v: not read by the importer (it may change memory)", k, r.flat[k]))
 		}
 	}
@@ -718,12 +821,57 @@ func (o ImportOptions) readFile(name string) ([]byte, error) {
 	if data, ok := o.files[name]; ok {
 		return data, nil
 	}
-	p := name
-	if !filepath.IsAbs(p) && o.Dir != "" {
-		p = filepath.Join(o.Dir, p)
+	p, err := o.confine(name)
+	if err != nil {
+		return nil, err
 	}
 	return readFile(p, MaxConfigFile)
 }
+
+// confine resolves a path a config names inside the config's folder (Dir,
+// else the working directory), links followed: a downloaded config may
+// name ../../x or /etc/passwd, and the importer reads neither unless the
+// user said AnyPath.
+func (o ImportOptions) confine(name string) (string, error) {
+	root := o.Dir
+	if root == "" {
+		root = "."
+	}
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	if o.AnyPath {
+		return p, nil
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	realRoot, _ = filepath.Abs(realRoot)
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("no such file beside the config")
+	}
+	real, _ = filepath.Abs(real)
+	if rel, err := filepath.Rel(realRoot, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%s is outside the config's folder %s: the importer reads only the files beside a config unless told to read anywhere (the CLI's -read-anywhere)", name, root)
+	}
+	return real, nil
+}
+
+// namedFileErr reports a file a config names that does not parse by its
+// line only: the file may be anything the config pointed at, and its
+// content is never quoted.
+func namedFileErr(what, file string, err error) error {
+	at := ""
+	if m := lineOf.FindString(err.Error()); m != "" {
+		at = " at " + m
+	}
+	return fmt.Errorf("%s %s: not a config the importer reads (it does not parse%s)", what, file, at)
+}
+
+var lineOf = regexp.MustCompile(`line \d+`)
 
 func isDir(path, dir string) bool {
 	p := path

@@ -97,7 +97,7 @@ func hfAccelerateConfig(r *configReader, t *Training, opt ImportOptions) error {
 	}
 	v, err := parseYAML(data)
 	if err != nil {
-		return fmt.Errorf("--config_file %s: %w", file, err)
+		return namedFileErr("--config_file", file, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -110,7 +110,7 @@ func hfAccelerateConfig(r *configReader, t *Training, opt ImportOptions) error {
 	}
 	mp, err := readAccelerate(sub, t, opt)
 	if err != nil {
-		return fmt.Errorf("--config_file %s: %w", file, err)
+		return namedFileErr("--config_file", file, err)
 	}
 	if p, ok := acceleratePrecision(mp); ok && !r.has("bf16") && !r.has("fp16") && !isTRL(r) {
 		t.Precision = p

@@ -30,15 +30,19 @@ func parseScript(s string) (script, error) {
 	if err := p.run(); err != nil {
 		return sc, err
 	}
-	vars := map[string]string{}
+	x := expander{vars: map[string]string{}}
 	arrays := map[string][]string{}
 	var out [][]string
 	for _, words := range sc.commands {
-		words = expandArrays(expandVars(words, vars), arrays)
+		words, err := x.words(words)
+		if err != nil {
+			return sc, err
+		}
+		words = expandArrays(words, arrays)
 		if len(words) > maxCommandArgs {
 			return sc, fmt.Errorf("command: more than %d words", maxCommandArgs)
 		}
-		if arrayAssignment(words, arrays) || assignments(words, vars) {
+		if arrayAssignment(words, arrays) || assignments(words, x.vars) {
 			continue
 		}
 		out = append(out, words)
@@ -67,6 +71,9 @@ func (p *scriptParser) run() error {
 		}
 		if len(p.sc.commands) > maxScriptCommands {
 			return fmt.Errorf("script: more than %d commands", maxScriptCommands)
+		}
+		if len(p.words) > maxCommandArgs {
+			return fmt.Errorf("command: more than %d words", maxCommandArgs)
 		}
 	}
 	p.endCommand()
@@ -121,6 +128,9 @@ func (p *scriptParser) step() error {
 	return nil
 }
 
+// dquoteEscapes are the escapes a shell reads inside double quotes.
+var dquoteEscapes = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\$`, `$`)
+
 func (p *scriptParser) quote(c byte) error {
 	j := p.i + 1
 	for j < len(p.s) && p.s[j] != c {
@@ -134,7 +144,7 @@ func (p *scriptParser) quote(c byte) error {
 	}
 	body := p.s[p.i+1 : j]
 	if c == '"' {
-		body = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\$`, `$`).Replace(body)
+		body = dquoteEscapes.Replace(body)
 	}
 	p.cur.WriteString(body)
 	p.inWord, p.i = true, j
@@ -281,14 +291,33 @@ func isShellName(s string) bool {
 	return true
 }
 
-// expandVars replaces $NAME, ${NAME} and ${NAME:-default} of the
-// variables the script assigned; others stay as written.
-func expandVars(words []string, vars map[string]string) []string {
+// maxExpansion bounds the bytes a script's variables may expand to, in
+// all its words together: `A=$A$A` doubles a value at each line, so a few
+// hundred bytes of script would otherwise make gigabytes.
+const maxExpansion = 1 << 20
+
+// overBudget is a script past a bound no launch script reaches: said as
+// it is, never read as another kind of config instead.
+type overBudget struct{ error }
+
+func (o overBudget) Unwrap() error { return o.error }
+
+// expander replaces $NAME, ${NAME} and ${NAME:-default} of the variables
+// the script assigned (others stay as written), within maxExpansion.
+type expander struct {
+	vars map[string]string
+	made int // bytes the expansions have written so far
+}
+
+func (x *expander) words(words []string) ([]string, error) {
 	out := make([]string, len(words))
 	for i, w := range words {
-		out[i] = expandWord(w, vars)
+		var err error
+		if out[i], err = x.word(w); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
 
 // expandArrays replaces a word ${NAME[@]} (or [*]) by the array's
@@ -309,9 +338,9 @@ func expandArrays(words []string, arrays map[string][]string) []string {
 	return out
 }
 
-func expandWord(w string, vars map[string]string) string {
+func (x *expander) word(w string) (string, error) {
 	if !strings.Contains(w, "$") {
-		return w
+		return w, nil
 	}
 	var b strings.Builder
 	for i := 0; i < len(w); i++ {
@@ -324,16 +353,21 @@ func expandWord(w string, vars map[string]string) string {
 			b.WriteByte('$')
 			continue
 		}
-		if v, ok := vars[name]; ok && v != "" {
-			b.WriteString(v)
-		} else if def != nil {
-			b.WriteString(*def)
-		} else {
-			b.WriteString(w[i : i+1+n])
+		v, ok := x.vars[name]
+		switch {
+		case ok && v != "":
+		case def != nil:
+			v = *def
+		default:
+			v = w[i : i+1+n]
 		}
+		if x.made += len(v); x.made > maxExpansion {
+			return "", overBudget{fmt.Errorf("script: expanding $%s makes the script's words more than %d bytes, the most a launch script's variables may expand to", name, maxExpansion)}
+		}
+		b.WriteString(v)
 		i += n
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // varRef reads NAME, {NAME} or {NAME:-default} after a $: the name, the

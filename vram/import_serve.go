@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -58,11 +59,20 @@ func serveKind(words []string) ConfigKind {
 	return ""
 }
 
+// flagSet is a command line's flags: each name (as norm spells it) with
+// its last value, and where that value was given, so that of two
+// spellings or aliases of one flag the later wins, as argparse takes the
+// last (--max_model_len 1024 --max-model-len 131072 is 131072;
+// --tensor-parallel-size 8 -tp 1 is 1).
+type flagSet struct {
+	vals map[string]string
+	at   map[string]int // the word each value came from; -1 for a --config file's
+}
+
 // flags reads --name value, --name=value and -x value words after the
-// program into a map of the last value of each (a bare flag is "true"),
-// and the positional words.
-func flags(words []string) (map[string]string, []string) {
-	fs := map[string]string{}
+// program (a bare flag is "true"), and the positional words.
+func flags(words []string, norm func(string) string) (flagSet, []string) {
+	fs := flagSet{vals: map[string]string{}, at: map[string]int{}}
 	var pos []string
 	for i := 0; i < len(words); i++ {
 		w := words[i]
@@ -70,20 +80,22 @@ func flags(words []string) (map[string]string, []string) {
 			pos = append(pos, w)
 			continue
 		}
-		name := strings.TrimLeft(w, "-")
+		name, at := strings.TrimLeft(w, "-"), i
 		if k, v, ok := strings.Cut(name, "="); ok {
-			fs[k] = v
+			fs.set(norm(k), v, at)
 			continue
 		}
 		if i+1 < len(words) && (!strings.HasPrefix(words[i+1], "-") || isNumber(words[i+1])) {
-			fs[name] = words[i+1]
+			fs.set(norm(name), words[i+1], at)
 			i++
 		} else {
-			fs[name] = "true"
+			fs.set(norm(name), "true", at)
 		}
 	}
 	return fs, pos
 }
+
+func (fs flagSet) set(name, v string, at int) { fs.vals[name], fs.at[name] = v, at }
 
 func isNumber(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)
@@ -94,29 +106,34 @@ func isNumber(s string) bool {
 // underscores alike), recording what each became.
 type flagReader struct {
 	kind ConfigKind
-	fs   map[string]string
+	fs   flagSet
 	used map[string]bool
 	imp  *Imported
 }
 
 func normFlag(s string) string { return strings.ReplaceAll(s, "_", "-") }
 
-func newFlagReader(kind ConfigKind, fs map[string]string, imp *Imported) *flagReader {
-	n := map[string]string{}
-	for k, v := range fs {
-		n[normFlag(k)] = v
-	}
-	return &flagReader{kind: kind, fs: n, used: map[string]bool{}, imp: imp}
+func newFlagReader(kind ConfigKind, fs flagSet, imp *Imported) *flagReader {
+	return &flagReader{kind: kind, fs: fs, used: map[string]bool{}, imp: imp}
 }
 
+// get reads a flag by its names (aliases of one argparse destination):
+// the one given last wins, and every alias given is read.
 func (f *flagReader) get(names ...string) (string, string, bool) {
+	best, at := "", 0
 	for _, n := range names {
-		if v, ok := f.fs[normFlag(n)]; ok {
-			f.used[normFlag(n)] = true
-			return n, v, true
+		n = normFlag(n)
+		if i, ok := f.fs.at[n]; ok && (best == "" || i > at) {
+			best, at = n, i
+		}
+		if _, ok := f.fs.vals[n]; ok {
+			f.used[n] = true
 		}
 	}
-	return "", "", false
+	if best == "" {
+		return "", "", false
+	}
+	return best, f.fs.vals[best], true
 }
 
 func (f *flagReader) int(lo, hi int, names ...string) (int, bool, error) {
@@ -143,6 +160,16 @@ func (f *flagReader) float(lo, hi float64, names ...string) (float64, bool, erro
 	return x, true, nil
 }
 
+// fraction reads a share of the GPU in (0, 1]: an explicit 0 is not the
+// default, and is refused for why.
+func (f *flagReader) fraction(name, why string) (float64, bool, error) {
+	x, ok, err := f.float(0, 1, name)
+	if ok && x == 0 {
+		return 0, false, fmt.Errorf("--%s 0: %s; leave the flag out for the default", name, why)
+	}
+	return x, ok, err
+}
+
 func (f *flagReader) mapped(format string, a ...any) {
 	f.imp.Mapped = append(f.imp.Mapped, fmt.Sprintf(format, a...))
 }
@@ -150,7 +177,7 @@ func (f *flagReader) mapped(format string, a ...any) {
 // rest files every flag not read: ignored when it does not touch memory,
 // else not modelled.
 func (f *flagReader) rest(irrelevant map[string]bool, notModelled map[string]string) {
-	for k, v := range f.fs {
+	for k, v := range f.fs.vals {
 		if f.used[k] {
 			continue
 		}
@@ -183,12 +210,13 @@ func servedQuant(imp *Imported, in *Inference, id, ref string, opt ImportOptions
 // FlexibleArgumentParser and SGLang's ServerArgs take one: its keys are
 // the flags' names) into the flags the command line does not set, as
 // both parsers let the command line win.
-func configFileFlags(imp *Imported, fs map[string]string, opt ImportOptions) error {
-	file, ok := fs["config"]
+func configFileFlags(imp *Imported, fs flagSet, opt ImportOptions) error {
+	file, ok := fs.vals["config"]
 	if !ok {
 		return nil
 	}
-	delete(fs, "config")
+	delete(fs.vals, "config")
+	delete(fs.at, "config")
 	data, err := opt.readFile(file)
 	if err != nil {
 		imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--config %s: the file could not be read (%v); give it beside the command", file, err))
@@ -196,24 +224,33 @@ func configFileFlags(imp *Imported, fs map[string]string, opt ImportOptions) err
 	}
 	v, err := parseYAML(data)
 	if err != nil {
-		return fmt.Errorf("--config %s: %w", file, err)
+		return namedFileErr("--config", file, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
 		return fmt.Errorf("--config %s: want a mapping of flags, got %s", file, jsonKind(v))
 	}
 	n := 0
-	for k, e := range m {
-		if _, set := fs[k]; set {
-			continue
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e, name := m[k], normFlag(k)
+		if _, given := fs.at[name]; given && fs.at[name] >= 0 {
+			continue // the command line wins
+		}
+		if _, twice := fs.at[name]; twice {
+			return fmt.Errorf("--config %s: %s is given twice (as %s and %s)", file, name, strings.ReplaceAll(name, "-", "_"), name)
 		}
 		switch x := e.(type) {
 		case bool:
 			if x {
-				fs[k] = "true"
+				fs.set(name, "true", -1)
 			}
 		case string, int64, float64:
-			fs[k] = fmt.Sprint(x)
+			fs.set(name, fmt.Sprint(x), -1)
 		default:
 			return fmt.Errorf("--config %s: %s: want a flag's value, got %s", file, k, jsonKind(e))
 		}
@@ -271,7 +308,7 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 			}
 		}
 	}
-	fs, pos := flags(w)
+	fs, pos := flags(w, normFlag)
 	if err := configFileFlags(imp, fs, opt); err != nil {
 		return err
 	}
@@ -295,7 +332,7 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 	if v.PP, _, err = f.int(1, 1024, "pipeline-parallel-size", "pp"); err != nil {
 		return err
 	}
-	if v.GPUMemoryUtilization, _, err = f.float(0, 1, "gpu-memory-utilization"); err != nil {
+	if v.GPUMemoryUtilization, _, err = f.fraction("gpu-memory-utilization", "vLLM refuses it: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.9, gt=0, le=1))"); err != nil {
 		return err
 	}
 	if v.MaxModelLen, _, err = f.int(1, maxTokens, "max-model-len"); err != nil {
@@ -384,7 +421,7 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 			break
 		}
 	}
-	fs, _ := flags(w)
+	fs, _ := flags(w, normFlag)
 	if err := configFileFlags(imp, fs, opt); err != nil {
 		return err
 	}
@@ -399,7 +436,7 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
 		return err
 	}
-	if sg.MemFractionStatic, _, err = f.float(0, 1, "mem-fraction-static"); err != nil {
+	if sg.MemFractionStatic, _, err = f.fraction("mem-fraction-static", `SGLang keeps nothing for the weights and the KV pool and stops with "Not enough memory. Please try to increase --mem-fraction-static."`); err != nil {
 		return err
 	}
 	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
@@ -456,7 +493,7 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 // GGUF file, whose weights `plan -gguf` reads, so the plan takes the
 // architecture from -model for the KV cache (LlamaCpp.KVCache).
 func importLlamaServer(imp *Imported, w []string, opt ImportOptions) error {
-	fs, _ := flags(w[1:])
+	fs, _ := flags(w[1:], normFlag)
 	f := newFlagReader(KindLlamaCpp, fs, imp)
 	_, file, _ := f.get("m", "model")
 	if opt.Model == "" {

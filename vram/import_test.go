@@ -442,6 +442,9 @@ func FuzzImportConfig(f *testing.F) {
 	kinds := []ConfigKind{"", KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron, KindDeepSpeed,
 		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp, KindVerl, KindTorchtitanPy}
 	dir := f.TempDir()
+	for i, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+		f.Add([]string{"config_registry.py", "launch.sh", "config.yaml", "config.toml"}[i%4], s, uint8(0))
+	}
 	f.Fuzz(func(t *testing.T, name string, data []byte, kind uint8) {
 		opt := ImportOptions{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0],
 			Entry: map[bool]string{true: "llama3_8b"}[kind&32 != 0]}

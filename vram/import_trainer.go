@@ -234,25 +234,6 @@ func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, erro
 	return ti, nil
 }
 
-// unflatten rebuilds the nested mapping flatten made.
-func unflatten(flat map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range flat {
-		parts := strings.Split(k, ".")
-		m := out
-		for _, p := range parts[:len(parts)-1] {
-			next, ok := m[p].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				m[p] = next
-			}
-			m = next
-		}
-		m[parts[len(parts)-1]] = v
-	}
-	return out
-}
-
 // readDeepSpeed reads the DeepSpeed config a trainer names (a path beside
 // the config, or the config inline) into the plan's parallel settings:
 // zero_optimization.stage, offload_optimizer / offload_param to the CPU
@@ -273,7 +254,7 @@ func readDeepSpeed(r *configReader, key string, t *Training, opt ImportOptions) 
 			return nil
 		}
 		if err := json.Unmarshal(data, &ds); err != nil {
-			return fmt.Errorf("%s: %s: %v", key, x, err)
+			return namedFileErr(key, x, err)
 		}
 	default:
 		return fmt.Errorf("%s: want a path to a DeepSpeed JSON or the config itself, got %s", key, jsonKind(v))
@@ -403,16 +384,16 @@ func argsTree(words []string) (map[string]any, error) {
 			break
 		}
 	}
-	tree := map[string]any{"launch.program": strings.Join(w[:start], " ")}
-	launch, _ := flags(w[:start])
-	for k, v := range launch {
-		tree["launch."+normFlagKey(k)] = yamlScalar(v)
+	flat := map[string]any{"launch.program": strings.Join(w[:start], " ")}
+	launch, _ := flags(w[:start], normFlagKey)
+	for k, v := range launch.vals {
+		flat["launch."+k] = yamlScalar(v)
 	}
-	args, _ := flags(w[start:])
-	for k, v := range args {
-		tree[normFlagKey(k)] = yamlScalar(v)
+	args, _ := flags(w[start:], normFlagKey)
+	for k, v := range args.vals {
+		flat[k] = yamlScalar(v)
 	}
-	return tree, nil
+	return unflatten(flat), nil
 }
 
 func normFlagKey(s string) string { return strings.ReplaceAll(s, "-", "_") }

@@ -108,7 +108,7 @@ func trlRolloutKeys(r *configReader) (Rollout, error) {
 	default:
 		return ro, fmt.Errorf("vllm_mode %q: want colocate or server (grpo_config.py l.584-585)", mode)
 	}
-	if ro.GPUMemoryUtilization, err = r.floatIn("vllm_gpu_memory_utilization", 0, 1); err != nil {
+	if ro.GPUMemoryUtilization, err = r.fraction("vllm_gpu_memory_utilization", "is refused by vLLM, which TRL passes it to (vLLM's CacheConfig takes a fraction greater than 0)"); err != nil {
 		return ro, err
 	}
 	if err := r.intInto(&ro.TP, "vllm_tensor_parallel_size", 1, 1024); err != nil {

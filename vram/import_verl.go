@@ -65,7 +65,7 @@ func verlTree(words []string) map[string]any {
 func verlPrimaryConfig(tree map[string]any, opt *ImportOptions) (map[string]any, error) {
 	name, _ := tree["launch.config-name"].(string)
 	if name == "" {
-		return tree, nil
+		return unflatten(tree), nil
 	}
 	file := strings.TrimSuffix(name, ".yaml") + ".yaml"
 	dir, _ := tree["launch.config-path"].(string)
@@ -77,33 +77,39 @@ func verlPrimaryConfig(tree map[string]any, opt *ImportOptions) (map[string]any,
 	if b, ok := opt.files[file]; ok {
 		data = b
 	}
-	for _, p := range []string{filepath.Join(opt.Dir, dir, file), filepath.Join(opt.Dir, file), filepath.Join(opt.Dir, "config", file)} {
+	outside := ""
+	for _, p := range []string{filepath.Join(dir, file), file, filepath.Join("config", file)} {
 		if data != nil || opt.Dir == "" {
 			break
 		}
-		looked = append(looked, p)
-		if b, err := readFile(p, MaxConfigFile); err == nil {
+		if filepath.IsAbs(p) {
+			looked = append(looked, p)
+		} else {
+			looked = append(looked, filepath.Join(opt.Dir, p))
+		}
+		b, err := opt.readFile(p)
+		switch {
+		case err == nil:
 			data = b
+		case strings.Contains(err.Error(), "outside the config's folder"):
+			outside = "; a folder outside the script's is read only when told to read anywhere (the CLI's -read-anywhere)"
 		}
 	}
 	if data == nil {
-		tree["launch.unread"] = fmt.Sprintf("--config-name %s: the YAML it names was not found (looked in %s): give it as the file, with the script's key=value overrides after it", name, strings.Join(looked, ", "))
-		return tree, nil
+		tree["launch.unread"] = fmt.Sprintf("--config-name %s: the YAML it names was not found (looked in %s%s): give it as the file, with the script's key=value overrides after it", name, strings.Join(looked, ", "), outside)
+		return unflatten(tree), nil
 	}
 	v, err := parseYAML(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, namedFileErr("--config-name", file, err)
 	}
 	base, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("%s: a config is a mapping of keys, this one is %s", file, jsonKind(v))
 	}
-	flat := map[string]any{}
-	flatten("", base, flat)
-	for k, v := range tree {
-		flat[k] = v // the command line's overrides win
-	}
-	return flat, nil
+	over := unflatten(tree)
+	merge(base, over) // the command line's overrides win
+	return base, nil
 }
 
 const (
@@ -365,7 +371,7 @@ func verlEngine(r *configReader) (Rollout, error) {
 		return ro, fmt.Errorf("%sname %s: the planner sizes vllm and sglang rollouts", verlKeyRollout, name)
 	}
 	ro.Engine = name
-	if ro.GPUMemoryUtilization, err = r.floatIn(verlKeyRollout+"gpu_memory_utilization", 0, 1); err != nil {
+	if ro.GPUMemoryUtilization, err = r.fraction(verlKeyRollout+"gpu_memory_utilization", "leaves the rollout engine no memory (vLLM refuses it; SGLang stops with \"Not enough memory\")"); err != nil {
 		return ro, err
 	}
 	for _, f := range []struct {

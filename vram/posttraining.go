@@ -101,7 +101,7 @@ type Rollout struct {
 	// fraction of the GPU's total memory for vLLM, of the free memory at
 	// its start for SGLang (mem_fraction_static) and for Unsloth's
 	// from_pretrained. Unset: the framework's.
-	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty" zero:"leaves the engine no memory: vLLM refuses it (its CacheConfig takes a fraction greater than 0) and SGLang stops with \"Not enough memory\""`
 	// Sleep: whether the engine releases its memory outside generation —
 	// "none", "level1" (vLLM: weights to host memory, cache dropped) or
 	// "level2" (both dropped); for Unsloth either is its standby (the

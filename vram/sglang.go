@@ -24,7 +24,7 @@ type SGLang struct {
 	// 0.5.3's default, worked out from the GPU, the TP degree, the
 	// settings below and a vision tower's size (sglang_defaults.go);
 	// without a GPU (KVPool) its fallback 0.88, times the tower's factor.
-	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
+	MemFractionStatic float64 `json:"mem_fraction_static,omitempty" zero:"leaves SGLang nothing for the weights and the KV pool: it stops with \"Not enough memory. Please try to increase --mem-fraction-static.\""`
 	// ChunkedPrefillSize (--chunked-prefill-size; -1 turns chunking off)
 	// and CUDAGraphMaxBS (--cuda-graph-max-bs) enter the default
 	// fraction; zero takes SGLang's pick for the GPU.

@@ -115,7 +115,7 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 		if json.Unmarshal(data, &obj) != nil || obj == nil {
 			return nil
 		}
-		fields := jsonFields(t)
+		fields, zeros := jsonFields(t)
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
 			keys = append(keys, k)
@@ -133,6 +133,9 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 					return fmt.Errorf("%s%s: unknown field%s", path, k, hint)
 				}
 				return fmt.Errorf("%s%s: unknown field; known: %s", path, k, strings.Join(sortedKeys(fields), ", "))
+			}
+			if why, ok := zeros[k]; ok && isJSONZero(obj[k]) {
+				return fmt.Errorf("%s%s: 0 %s; leave the field out for the default", path, k, why)
 			}
 			if err := checkKeys(obj[k], ft, path+k+"."); err != nil {
 				return err
@@ -162,9 +165,18 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 	return nil
 }
 
-// jsonFields maps a struct's JSON names to their field types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := map[string]reflect.Type{}
+// isJSONZero tells a JSON number that is zero (0, 0.0, -0, 0e5).
+func isJSONZero(raw json.RawMessage) bool {
+	var f float64
+	return json.Unmarshal(raw, &f) == nil && f == 0
+}
+
+// jsonFields maps a struct's JSON names to their field types, and those
+// whose zero means "unset" (the default) to why an explicit 0 is refused,
+// from the field's `zero` tag: a plan that says 0 must not get the
+// default silently.
+func jsonFields(t reflect.Type) (map[string]reflect.Type, map[string]string) {
+	fields, zeros := map[string]reflect.Type{}, map[string]string{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -178,8 +190,11 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 			name = f.Name
 		}
 		fields[name] = f.Type
+		if why := f.Tag.Get("zero"); why != "" {
+			zeros[name] = why
+		}
 	}
-	return fields
+	return fields, zeros
 }
 
 func sortedKeys[V any](m map[string]V) []string {

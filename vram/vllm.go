@@ -23,12 +23,14 @@ import (
 // VLLM is a vLLM launch's memory settings. The zero value is vLLM's
 // defaults.
 type VLLM struct {
-	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"` // default 0.9
-	BlockSize            int     `json:"block_size,omitempty"`             // default 16
-	MaxModelLen          int     `json:"max_model_len,omitempty"`          // default: the model's max_position
-	KVCacheDType         DType   `json:"kv_cache_dtype,omitempty"`         // default bf16 ("auto" for bf16 models)
-	TP                   int     `json:"tensor_parallel_size,omitempty"`   // default 1
-	PP                   int     `json:"pipeline_parallel_size,omitempty"` // default 1
+	// GPUMemoryUtilization is --gpu-memory-utilization (default 0.9).
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty" zero:"is refused by vLLM: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.9, gt=0, le=1))"`
+
+	BlockSize    int   `json:"block_size,omitempty"`             // default 16
+	MaxModelLen  int   `json:"max_model_len,omitempty"`          // default: the model's max_position
+	KVCacheDType DType `json:"kv_cache_dtype,omitempty"`         // default bf16 ("auto" for bf16 models)
+	TP           int   `json:"tensor_parallel_size,omitempty"`   // default 1
+	PP           int   `json:"pipeline_parallel_size,omitempty"` // default 1
 	// MaxNumBatchedTokens is --max-num-batched-tokens (default 8192): the
 	// profile run's tokens, and what a sliding-window layer keeps beyond
 	// its window.
