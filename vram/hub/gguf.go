@@ -31,7 +31,7 @@ func ReadGGUF(ctx context.Context, ref string, opt Options) (*vram.GGUF, error) 
 		return nil, err
 	}
 	dir := r.folder(opt.CacheDir) + "-gguf" // apart from Resolve's folder, which a fetch replaces whole
-	cached, size, ok := readCachedGGUF(dir, file)
+	cached, size, ok := readCachedGGUF(opt.CacheDir, dir, file)
 	if !ok {
 		if opt.Offline {
 			return nil, fmt.Errorf("%s: %w", ref, ErrOffline)
@@ -44,7 +44,7 @@ func ReadGGUF(ctx context.Context, ref string, opt Options) (*vram.GGUF, error) 
 		if err := g.CheckSize(rr.size); err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
-		writeCachedGGUF(dir, file, rr.got.Bytes(), rr.size)
+		writeCachedGGUF(opt.CacheDir, dir, file, rr.got.Bytes(), rr.size)
 		return g, nil
 	}
 	g, err := vram.ParseGGUF(bytes.NewReader(cached))
@@ -109,8 +109,12 @@ type ggufCache struct {
 	Size int64 `json:"size"`
 }
 
-func readCachedGGUF(dir, file string) ([]byte, int64, bool) {
-	meta, err := os.ReadFile(filepath.Join(dir, file+".size.json"))
+func readCachedGGUF(cache, dir, file string) ([]byte, int64, bool) {
+	p, ok := cachePath(cache, dir, file)
+	if !ok {
+		return nil, 0, false
+	}
+	meta, err := readPlain(p + ".size.json")
 	if err != nil {
 		return nil, 0, false
 	}
@@ -118,7 +122,7 @@ func readCachedGGUF(dir, file string) ([]byte, int64, bool) {
 	if json.Unmarshal(meta, &c) != nil {
 		return nil, 0, false
 	}
-	b, err := os.ReadFile(filepath.Join(dir, file+vram.HeaderSuffix))
+	b, err := readPlain(p + vram.HeaderSuffix)
 	if err != nil || len(b) > maxGGUFHeader {
 		return nil, 0, false
 	}
@@ -126,15 +130,65 @@ func readCachedGGUF(dir, file string) ([]byte, int64, bool) {
 }
 
 // writeCachedGGUF keeps the header bytes; a failure to write only costs
-// the next run a fetch.
-func writeCachedGGUF(dir, file string, head []byte, size int64) {
+// the next run a fetch. Each file is written beside its place and renamed
+// into it, so a link planted at its name is replaced, never followed.
+func writeCachedGGUF(cache, dir, file string, head []byte, size int64) {
 	p := filepath.Join(dir, file)
 	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
 		return
 	}
-	if os.WriteFile(p+vram.HeaderSuffix, head, 0o644) != nil {
+	if _, ok := cachePath(cache, dir, file); !ok {
+		return
+	}
+	if writeReplacing(p+vram.HeaderSuffix, head) != nil {
 		return
 	}
 	meta, _ := json.Marshal(ggufCache{Size: size})
-	_ = os.WriteFile(p+".size.json", meta, 0o644) // written last: the pair is complete
+	_ = writeReplacing(p+".size.json", meta) // written last: the pair is complete
+}
+
+// cachePath is dir/file where its folder, links resolved, lies inside the
+// cache: a folder of the cache replaced by a link elsewhere is not used.
+func cachePath(cache, dir, file string) (string, bool) {
+	p := filepath.Join(dir, file)
+	root, err := filepath.EvalSymlinks(cache)
+	if err != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(cache, filepath.Dir(p))
+	if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil || real != filepath.Join(root, rel) {
+		return "", false
+	}
+	return p, true
+}
+
+// readPlain reads a regular file, not a link to one.
+func readPlain(p string) ([]byte, error) {
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	return os.ReadFile(p)
+}
+
+// writeReplacing writes data to a new file beside p and renames it to p.
+func writeReplacing(p string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".part-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

@@ -106,8 +106,11 @@ func ParseRef(s string) (Ref, error) {
 	if rev == "" {
 		rev = "main"
 	}
-	if !repoName.MatchString(repo) || strings.Contains(repo, "..") {
-		return Ref{}, fmt.Errorf("%q: the repository must be org/name (letters, digits, . _ -)", s)
+	if !repoName.MatchString(repo) || strings.Contains(repo, "..") || strings.Contains(repo, "--") {
+		// The hub refuses -- and .. in a repository's id (huggingface_hub's
+		// validate_repo_id), and the cache's folder models--org--name
+		// relies on it: hf://a--b/c and hf://a/b--c would share one.
+		return Ref{}, fmt.Errorf("%q: the repository must be org/name (letters, digits, . _ -; no -- or .., which the hub refuses too)", s)
 	}
 	if !revName.MatchString(rev) || strings.Contains(rev, "..") {
 		return Ref{}, fmt.Errorf("%q: revision %q is not a branch, tag or commit name", s, rev)

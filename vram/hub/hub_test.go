@@ -429,6 +429,74 @@ func TestReadGGUF(t *testing.T) {
 	}
 }
 
+// TestCacheKeysDoNotCollide: ids the cache would file in one folder
+// (models--a--b--c) are refused, as the hub refuses -- and .. in ids.
+func TestCacheKeysDoNotCollide(t *testing.T) {
+	for _, id := range []string{"hf://a--b/c", "hf://a/b--c", "hf://a/b..c"} {
+		if _, err := ParseRef(id); err == nil || !strings.Contains(err.Error(), "no -- or ..") {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	a, _ := ParseRef("hf://a-b/c")
+	b, _ := ParseRef("hf://a/b-c")
+	if a.folder("x") == b.folder("x") {
+		t.Errorf("a-b/c and a/b-c share %s", a.folder("x"))
+	}
+}
+
+// TestGGUFCacheFollowsNoLinks: a link planted where the cache keeps a
+// header is replaced, never written through, and a link in its place is
+// not read.
+func TestGGUFCacheFollowsNoLinks(t *testing.T) {
+	file, err := os.ReadFile(filepath.Join("..", "testdata", "gguf", "every-type.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := repo{files: map[string][]byte{}, shards: map[string]shard{"m.gguf": {head: file, size: int64(len(file))}}}
+	s := serve(t, r, nil)
+	opt := options(t, s)
+	ref, _ := ParseRef("hf://org/m-GGUF")
+	dir := ref.folder(opt.CacheDir) + "-gguf"
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("keep me"), 0o644)
+	os.MkdirAll(dir, 0o755)
+	os.Symlink(victim, filepath.Join(dir, "m.gguf"+vram.HeaderSuffix))
+	if _, err := ReadGGUF(context.Background(), "hf://org/m-GGUF/m.gguf", opt); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+		t.Errorf("the cache wrote through a planted link: the victim now holds %d bytes", len(b))
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "m.gguf"+vram.HeaderSuffix)); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the cached header is not a regular file: %v", err)
+	}
+	// A folder of the cache replaced by a link to a complete copy
+	// elsewhere is not read (offline, it is not in the cache), and a
+	// fetch writes nothing through it.
+	elsewhere := t.TempDir()
+	for _, f := range []string{"m.gguf" + vram.HeaderSuffix, "m.gguf.size.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(elsewhere, f), b, 0o644)
+	}
+	os.RemoveAll(dir)
+	os.Symlink(elsewhere, dir)
+	offline := opt
+	offline.Offline = true
+	if _, err := ReadGGUF(context.Background(), "hf://org/m-GGUF/m.gguf", offline); !errors.Is(err, ErrOffline) {
+		t.Errorf("offline through a linked folder: %v, want it not in the cache", err)
+	}
+	os.Remove(filepath.Join(elsewhere, "m.gguf"+vram.HeaderSuffix))
+	if _, err := ReadGGUF(context.Background(), "hf://org/m-GGUF/m.gguf", opt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "m.gguf"+vram.HeaderSuffix)); err == nil {
+		t.Errorf("a fetch wrote its header through a linked folder")
+	}
+}
+
 // memHub serves one repository from memory, for the fuzzer.
 type memHub struct{ r repo }
 
