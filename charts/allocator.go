@@ -32,12 +32,12 @@ func Allocator(points []vram.ReplayPoint, title string) Chart {
 		if p.Layer >= 0 {
 			continue // inside the blocks: the chart shows phase ends
 		}
-		name := p.Phase
+		name := clean(p.Phase)
 		if p.Iteration > 0 {
-			name = fmt.Sprintf("%s %d", p.Phase, p.Iteration)
+			name = fmt.Sprintf("%s %d", clean(p.Phase), p.Iteration)
 		}
 		if p.Name != "" {
-			name += " (" + p.Name + ")"
+			name += " (" + clean(p.Name) + ")"
 		}
 		names = append(names, name)
 		alloc, free = append(alloc, gv(p.Allocated)), append(free, gv(p.Reserved-p.Allocated))

@@ -247,11 +247,33 @@ func FuzzLabels(f *testing.F) {
 	}
 	base := exampleDiff(f, "", "")
 	base.Origins = append([]snapshot.DiffRow{{Name: "x.py:1 f", Category: "activations", B: vram.MiB}}, base.Origins...)
+	policy := plan()
+	policy.SeqLen = 0
+	pt := vram.PostTraining{Algorithm: "grpo", Framework: "trl", Policy: policy, PromptLen: 64, CompletionLen: 64, Generations: 2, Rollout: &vram.Rollout{Engine: "vllm"}}
+	h100, err := vram.LookupGPU("H100-80GB")
+	if err != nil {
+		f.Fatal(err)
+	}
+	post, err := pt.Estimate(h100)
+	if err != nil {
+		f.Fatal(err)
+	}
+	tl := est.Timeline
+	sweep, err := vram.Sweep(plan(), "seq_len", []string{"256", "512"})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		base.Origins[0].Name = s
 		diff := base
 		diff.A, diff.B = s, s
-		for _, c := range []Chart{
+		phases := post
+		phases.GPU = s
+		phases.Phases = append([]vram.Phase{{Name: s}}, post.Phases...)
+		points := []vram.ReplayPoint{{Phase: s, Name: s, Layer: -1, Allocated: vram.GiB, Reserved: 2 * vram.GiB}}
+		budget := vram.Budget{GPU: vram.GPU{Name: s, Memory: 80 * vram.GiB}}
+		fitmap, _ := FitMap(plan(), "seq_len", []string{"256", "512"}, "micro_batch", []string{"1", s}, budget)
+		every := []Chart{
 			Breakdown(est.Peak, s),
 			Compare([]string{s}, []vram.Breakdown{est.Peak}, 0),
 			GPUs([]GPU{{Name: s, Used: 1, Total: 2}}, s),
@@ -259,7 +281,15 @@ func FuzzLabels(f *testing.F) {
 			overlayOf(t, run, s),
 			MemoryOverTime(samples(), vram.GiB, 0, s),
 			Diff(diff, 3),
-		} {
+			Phases(phases, 80*vram.GiB),
+			Allocator(points, s),
+			Sweep(s, sweep, 0),
+			Flow(est.Peak, vram.MiB, s),
+			Timeline(tl, vram.GiB),
+			Scaled(Breakdown(est.Peak, s), vram.TiB),
+			fitmap,
+		}
+		for i, c := range every {
 			h := HTML(c)
 			if n := strings.Count(strings.ToLower(h), "<script"); n != 1 {
 				t.Fatalf("label %q: %d script tags", s, n)
@@ -268,7 +298,7 @@ func FuzzLabels(f *testing.F) {
 				t.Fatalf("label %q: %d script end tags", s, n)
 			}
 			if strings.Contains(h, "<!--") || strings.Contains(h, "__f__") || strings.Contains(strings.ToLower(h), "<img") {
-				t.Fatalf("label %q leaks into the markup", s)
+				t.Fatalf("label %q leaks into the markup of chart %d (%s)", s, i, c.Title)
 			}
 		}
 	})

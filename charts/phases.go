@@ -33,9 +33,9 @@ func Phases(e vram.PostTrainingEstimate, capacity vram.Bytes) Chart {
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "10%", "top": "70", "bottom": "70", "containLabel": true}}
 	names := make([]string, len(e.Phases))
 	for i, p := range e.Phases {
-		names[i] = p.Name
+		names[i] = clean(p.Name)
 		if p.Transition {
-			names[i] = "→ " + p.Name
+			names[i] = "→ " + clean(p.Name)
 		}
 	}
 	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0, "width": 110, "overflow": "break"}}}
