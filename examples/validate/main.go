@@ -35,9 +35,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/vramlab/vramlab/examples/internal/term"
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -47,8 +49,8 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "validate:", err)
+	if err := run(os.Args[1:], term.Safe(os.Stdout)); err != nil {
+		fmt.Fprintln(term.Safe(os.Stderr), "validate:", err)
 		os.Exit(1)
 	}
 }
@@ -191,15 +193,50 @@ func parseCases(path string, b []byte) ([]Case, error) {
 // maxMeasuredGiB bounds a measured value: 1 PiB, past any machine.
 const maxMeasuredGiB = 1 << 20
 
-// checkCase checks the measured value a prediction is divided by: a
-// finite, positive number of GiB that fits in bytes.
+// checkCase checks the measured value a prediction is divided by — a
+// finite number of GiB of at least a byte, so that no percentage is
+// infinite — and that no count of the case is negative.
 func checkCase(c Case) error {
+	if err := checkCounts(reflect.ValueOf(c), ""); err != nil {
+		return err
+	}
 	if _, ok := servingUnit[c.Measured.What]; ok {
 		return checkServing(c)
 	}
 	g := c.Measured.GiB
-	if math.IsNaN(g) || g <= 0 || g > maxMeasuredGiB {
-		return fmt.Errorf("measured.gib = %v: must be a positive number of GiB, at most %d", g, maxMeasuredGiB)
+	if math.IsNaN(g) || g < 1/float64(vram.GiB) || g > maxMeasuredGiB {
+		return fmt.Errorf("measured.gib = %v: must be a number of GiB of at least a byte (%g) and at most %d", g, 1/float64(vram.GiB), maxMeasuredGiB)
+	}
+	return nil
+}
+
+// checkCounts refuses a negative integer anywhere in a case (gpus: -1,
+// seq_len: -4096, measured.device: -1), naming it by its JSON path.
+func checkCounts(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return checkCounts(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			sub := path
+			if name != "" && name != "-" && !f.Anonymous {
+				sub = strings.TrimPrefix(path+"."+name, ".")
+			}
+			if err := checkCounts(v.Field(i), sub); err != nil {
+				return err
+			}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v.Int() < 0 {
+			return fmt.Errorf("%s = %d: a count is never negative", path, v.Int())
+		}
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func run2(file string, w io.Writer) error { return run([]string{file}, w) }
 // an overflowing one (a context measurement too) is an error naming the
 // case and the field, never a +Inf% row or a NaN% summary.
 func TestCasesMeasuredChecked(t *testing.T) {
-	for _, gib := range []string{"0", "-1", "1e300", "2e6"} {
+	for _, gib := range []string{"0", "-1", "1e300", "2e6", "5e-324", "1e-310", "1e-10"} {
 		line := `{"id": "x_00", "kind": "context_only", "trust": "A", "gpu": "H100", "measured": {"what": "nvidia_smi", "gib": ` + gib + `}}`
 		_, err := parseCases("c.jsonl", []byte(line+"\n"))
 		if err == nil || !strings.Contains(err.Error(), `c.jsonl:1: case "x_00": measured.gib = `) {
@@ -175,6 +175,26 @@ func TestCasesMeasuredChecked(t *testing.T) {
 	var out bytes.Buffer
 	if err := run([]string{p}, &out); err == nil || strings.Contains(out.String(), "Inf") || strings.Contains(out.String(), "NaN") {
 		t.Errorf("a measured 0 ran: %v\n%s", err, out.String())
+	}
+}
+
+// TestCasesCountsNotNegative: a negative count anywhere in a case (the
+// GPUs, a sequence length, a parallel degree, the device) is an error that
+// names it; a serving value too small to be a byte, token or block is
+// refused before it divides anything.
+func TestCasesCountsNotNegative(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{`{"id": "x_01", "kind": "inference", "inference": {"gpus": -1}, "measured": {"what": "allocated_peak", "gib": 1}}`, "inference.gpus = -1: a count is never negative"},
+		{`{"id": "x_02", "kind": "train", "train": {"seq_len": -4096}, "measured": {"what": "allocated_peak", "gib": 1}}`, "train.seq_len = -4096"},
+		{`{"id": "x_03", "kind": "train", "train": {"parallel": {"tp": -2}}, "measured": {"what": "allocated_peak", "gib": 1}}`, "train.parallel.tp = -2"},
+		{`{"id": "x_04", "kind": "inference", "inference": {"engine": "vllm"}, "measured": {"what": "vllm_kv_tokens", "value": 5, "device": -1}}`, "measured.device = -1"},
+		{`{"id": "x_05", "kind": "inference", "inference": {"engine": "vllm"}, "measured": {"what": "vllm_kv_tokens", "value": 1e-300}}`, "a positive number of tokens is at least 1 (a token)"},
+		{`{"id": "x_06", "kind": "inference", "inference": {"engine": "vllm"}, "measured": {"what": "vllm_available_kv_gib", "value": 5e-324}}`, "a positive number of GiB is at least"},
+	} {
+		_, err := parseCases("c.jsonl", []byte(c.line+"\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.line, err, c.want)
+		}
 	}
 }
 

@@ -38,6 +38,14 @@ func servingKinds() []string {
 	return ks
 }
 
+// servingLeast is the least positive value of each unit a log can show (a
+// byte, a token, a block; a normal float for a concurrency), so that a
+// prediction's error is never divided by a subnormal.
+var (
+	servingLeast    = map[string]float64{"GiB": 1.0 / (1 << 30), "MiB": 1.0 / (1 << 20), "tokens": 1, "blocks": 1, "x": 0x1p-1022}
+	servingLeastWhy = map[string]string{"GiB": "a byte", "MiB": "a byte", "tokens": "a token", "blocks": "a block", "x": "the least normal number"}
+)
+
 // maxServingValue bounds a serving-log value (tokens, blocks, GiB, MiB).
 const maxServingValue = 1e12
 
@@ -48,8 +56,12 @@ func checkServing(c Case) error {
 	if v == nil {
 		return fmt.Errorf("measured.value is required for measured.what %q (in %s)", c.Measured.What, servingUnit[c.Measured.What])
 	}
+	unit := servingUnit[c.Measured.What]
 	if math.IsNaN(*v) || math.Abs(*v) > maxServingValue {
-		return fmt.Errorf("measured.value = %v: must be a number of %s within ±%g", *v, servingUnit[c.Measured.What], maxServingValue)
+		return fmt.Errorf("measured.value = %v: must be a number of %s within ±%g", *v, unit, maxServingValue)
+	}
+	if *v > 0 && *v < servingLeast[unit] {
+		return fmt.Errorf("measured.value = %v: a positive number of %s is at least %g (%s); 0 or less is a failed start", *v, unit, servingLeast[unit], servingLeastWhy[unit])
 	}
 	if c.Kind != "inference" || c.Infer == nil {
 		return fmt.Errorf("measured.what %q is a serving log: kind must be inference, with an inference object", c.Measured.What)
