@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/vramlab/vramlab/examples/internal/term"
 	"io"
 	"os"
 	"path/filepath"
@@ -25,8 +26,8 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "gallery:", err)
+	if err := run(os.Args[1:], term.Safe(os.Stdout)); err != nil {
+		fmt.Fprintln(term.Safe(os.Stderr), "gallery:", err)
 		os.Exit(1)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/vramlab/vramlab/examples/internal/term"
 	"io"
 	"os"
 	"os/signal"
@@ -28,8 +29,8 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "gpus:", err)
+	if err := run(os.Args[1:], term.Safe(os.Stdout)); err != nil {
+		fmt.Fprintln(term.Safe(os.Stderr), "gpus:", err)
 		os.Exit(1)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/vramlab/vramlab/examples/internal/term"
 	"io"
 	"os"
 	"slices"
@@ -28,7 +29,7 @@ import (
 )
 
 func main() {
-	os.Exit(exitCode(run(os.Args[1:], os.Stdout), os.Stderr))
+	os.Exit(exitCode(run(os.Args[1:], term.Safe(os.Stdout)), term.Safe(os.Stderr)))
 }
 
 // Exit codes of the launch gate.
@@ -142,6 +143,7 @@ func run(args []string, w io.Writer) error {
 	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
 	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
 	entry := fs.String("config", "", "a torchtitan config_registry.py's function to read, as torchtitan's --config names it (e.g. llama3_8b)")
+	anywhere := fs.Bool("read-anywhere", false, "read the files a config names (a DeepSpeed JSON, --config YAML, accelerate's config_file) wherever they are; without it only those inside the config's folder")
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -166,7 +168,7 @@ func run(args []string, w io.Writer) error {
 			files = append(files, a)
 		}
 	}
-	l := launch{gpu: *gpuName, opt: vram.ImportOptions{Kind: vram.ConfigKind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides, Entry: *entry}}
+	l := launch{gpu: *gpuName, opt: vram.ImportOptions{Kind: vram.ConfigKind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides, Entry: *entry, AnyPath: *anywhere}}
 	if len(files) < 1 {
 		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE [FILE …] (a plan, a trainer's config or a launch script) [key=value …], plan -presets, or plan [-json] -gguf FILE.gguf")
 	}
