@@ -90,6 +90,9 @@ func FuzzParseTOML(f *testing.F) {
 	f.Add([]byte("[a.b]\nc = [1, {d = 'e'}]\n[[f]]\ng = \"\"\"x\"\"\"\n"))
 	f.Add([]byte("a = " + strings.Repeat("[", 70)))
 	f.Add([]byte(strings.Repeat("a.", 70) + "b = 1\n"))
+	for _, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget.Check(t, len(data), func() { _, _ = parseTOML(data) })
 	})
