@@ -136,7 +136,8 @@ func LookupGPU(name string) (GPU, error) {
 	if i, ok := gpuIndex()[normGPU(name)]; ok {
 		return gpus[i].clone(), nil
 	}
-	return GPU{}, fmt.Errorf("unknown GPU %q; known: %s, or a capacity such as \"80 GiB\"%s", name, strings.Join(GPUs(), ", "), didYouMean(name, GPUs()))
+	return GPU{}, fmt.Errorf("unknown GPU %q%s; known: %s; a GPU the catalog lacks is given by its capacity, such as \"80 GiB\" (what nvidia-smi reports as its total)",
+		name, didYouMeanSameKind(name, GPUs()), strings.Join(GPUs(), ", "))
 }
 
 // ParseCapacity reads a plan's "gpu" field: a catalog GPU, or a capacity

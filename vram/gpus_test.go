@@ -1,6 +1,9 @@
 package vram
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestLookupGPUByEveryName: every catalog name and alias, written as a
 // user might (upper case, spaces for dashes), finds the first catalog GPU
@@ -47,4 +50,25 @@ func upperSpaced(name string) string {
 		}
 	}
 	return string(b)
+}
+
+// TestUnknownGPUSuggestsOnlyItsKind: a GPU the catalog lacks is not taken
+// for another generation (B300 is no B200, GB10 no GB200); a misspelt one
+// is found; each refusal says how to give a card by its capacity.
+func TestUnknownGPUSuggestsOnlyItsKind(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"B300", ""}, {"GB10", ""}, {"H100-PCI", `did you mean "H100-PCIe"?`}, {"RTX-409", ""}, {"A100-80G", `did you mean "A100-80GB"?`},
+	} {
+		_, err := LookupGPU(c.name)
+		if err == nil || !strings.Contains(err.Error(), `given by its capacity, such as "80 GiB"`) {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := strings.Contains(err.Error(), "did you mean"); got != (c.want != "") || c.want != "" && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	_, err := FromHFConfig([]byte(`{"model_type": "gemma4"}`))
+	if err == nil || !strings.Contains(err.Error(), "the nearest it models: gemma, gemma2, gemma3, gemma3_text") || !strings.Contains(err.Error(), "vram/family_gemma4.go") {
+		t.Errorf("gemma4: %v", err)
+	}
 }

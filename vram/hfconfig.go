@@ -55,7 +55,7 @@ func FromHFConfig(data []byte) (Model, error) {
 		}
 	}
 	if f == nil || f.fromConfig == nil {
-		return Model{}, fmt.Errorf("config.json: model_type %q is not supported; supported: %s%s", mt, strings.Join(Families(), ", "), didYouMean(mt, Families()))
+		return Model{}, unsupportedModelType("config.json", mt)
 	}
 	r := hfReader{c: c}
 	m := Model{Family: mt}
@@ -485,7 +485,7 @@ func (r *hfReader) readAs(key string, sub map[string]any, mt string) Model {
 	}
 	f := lookupFamily(mt)
 	if f == nil || f.fromConfig == nil || f.vision != nil {
-		r.fail(fmt.Sprintf("%s: model_type %q is not supported; supported: %s%s", where, mt, strings.Join(Families(), ", "), didYouMean(mt, Families())))
+		r.fail(unsupportedModelType(where, mt).Error())
 		return Model{}
 	}
 	c := make(map[string]any, len(sub)+len(f.configDefaults))
@@ -573,4 +573,22 @@ func writeLayerKinds(c map[string]any, layers int, attends func(int) bool, atten
 		}
 	}
 	c["layer_types"] = types
+}
+
+// unsupportedModelType says what to do about a model_type the engine
+// lacks: the nearest family it has, where the list is, and how a family
+// is added.
+func unsupportedModelType(where, mt string) error {
+	near := ""
+	if fs := nearestFamilies(mt); len(fs) > 0 {
+		near = fmt.Sprintf("; the nearest it models: %s (check the architecture matches before describing the model as one)", strings.Join(fs, ", "))
+	} else if d := didYouMeanSameKind(mt, Families()); d != "" {
+		near = d
+	}
+	what := fmt.Sprintf("%s: model_type %q", where, mt)
+	if where == "model.family" {
+		what = fmt.Sprintf("model.family %q", mt)
+	}
+	return fmt.Errorf("%s is not supported: it is not one of the %d families the engine models (plan -families lists them)%s. "+
+		"A family is one file, vram/family_%s.go, with its tests (go doc ./vram, \"Adding a family\")", what, len(Families()), near, mt)
 }

@@ -803,7 +803,7 @@ func (m Model) validate(asTower bool) error {
 		if m.Family == "" {
 			return fmt.Errorf("model.family is required; known: %s", strings.Join(Families(), ", "))
 		}
-		return fmt.Errorf("model.family %q is not supported; known: %s%s", m.Family, strings.Join(Families(), ", "), didYouMean(m.Family, Families()))
+		return unsupportedModelType("model.family", m.Family)
 	}
 	if m.HeadDim == 0 && m.Heads > 0 && m.Hidden%m.Heads != 0 {
 		return fmt.Errorf("model.hidden = %d is not divisible by heads = %d; set head_dim", m.Hidden, m.Heads)

@@ -61,8 +61,20 @@ func TestCatalog(t *testing.T) {
 	if _, err := LookupPreset("meta-llama/Llama-2-7b-hf"); err != nil {
 		t.Errorf("lookup by Hugging Face id: %v", err)
 	}
-	if _, err := LookupPreset("llama-9"); err == nil || !strings.Contains(err.Error(), `did you mean "llama-7b"?`) {
+	if _, err := LookupPreset("llama-7"); err == nil || !strings.Contains(err.Error(), `did you mean "llama-7b"?`) {
 		t.Errorf("unknown preset error should suggest the closest, got %v", err)
+	}
+	// Only a model of the same generation and size is suggested; each
+	// refusal says how to describe a model the catalog lacks.
+	for _, name := range []string{"llama-9", "qwen3.5-27b", "gemma-4-31b"} {
+		_, err := LookupPreset(name)
+		if err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), `{"hf_config": "path/to/config.json"}`) ||
+			!strings.Contains(err.Error(), `{"checkpoint": "path/to/folder"}`) || !strings.Contains(err.Error(), "hf://ORG/NAME") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := LookupPreset("Qwen/Qwen3.5-27B"); err == nil || !strings.Contains(err.Error(), `"hf://Qwen/Qwen3.5-27B"`) {
+		t.Errorf("a hub id missing from the catalog should be offered as hf://: %v", err)
 	}
 	if _, err := LookupPreset("zzzzzz"); err == nil || !strings.Contains(err.Error(), "vram.Presets()") || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("unknown preset with nothing close should say where the names are, got %v", err)
@@ -240,7 +252,7 @@ func TestFromPresetTypo(t *testing.T) {
 		t.Errorf("FromPreset(llama-2-7b) = %+v", m)
 	}
 	_, err := Training{Model: FromPreset("llama-2-7bb"), SeqLen: 128, MicroBatch: 1}.Estimate()
-	if err == nil || !strings.Contains(err.Error(), `model.name: unknown model preset "llama-2-7bb"; did you mean "llama-2-7b" or "llama-2-70b"?`) {
+	if err == nil || !strings.Contains(err.Error(), `model.name: unknown model preset "llama-2-7bb"; did you mean "llama-2-7b"?`) {
 		t.Errorf("error %v", err)
 	}
 	if _, err := (Inference{Model: FromPreset("gpt5"), Batch: 1, PromptTokens: 128}).Estimate(); err == nil || !strings.Contains(err.Error(), "unknown model preset") {

@@ -209,11 +209,18 @@ func decodeModel(raw json.RawMessage, dir string) (Model, string, *Checkpoint, e
 	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(raw, &keys) == nil && keys["hf_config"] != nil {
+		if inline := bytes.TrimSpace(keys["hf_config"]); len(inline) > 0 && inline[0] == '{' && len(keys) == 1 {
+			m, err := FromHFConfig(inline) // the config.json itself, inline
+			if err != nil {
+				return Model{}, "", nil, fmt.Errorf("model.hf_config: %w", err)
+			}
+			return m, orDefault(m.Name, "the plan's config.json"), nil, nil
+		}
 		var ref struct {
 			HFConfig string `json:"hf_config"`
 		}
 		if err := strictDecode(raw, &ref, "model."); err != nil {
-			return Model{}, "", nil, fmt.Errorf(`%w (a model read from a config.json takes only "hf_config")`, err)
+			return Model{}, "", nil, fmt.Errorf(`%w (a model read from a config.json takes only "hf_config": the file's path, or the config itself as an object)`, err)
 		}
 		m, err := readHFConfig(dir, ref.HFConfig)
 		if err != nil {

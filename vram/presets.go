@@ -43,8 +43,19 @@ func LookupPreset(name string) (Preset, error) {
 			return p.clone(), nil
 		}
 	}
-	return Preset{}, fmt.Errorf("unknown model preset %q%s (the catalog's %d names: vram.Presets(), or go run ./examples/plan -presets)",
-		name, didYouMean(name, Presets()), len(presets))
+	return Preset{}, fmt.Errorf("unknown model preset %q%s (the catalog's %d names: vram.Presets(), or go run ./examples/plan -presets). %s",
+		name, didYouMeanSameKind(name, Presets()), len(presets), describeUnknownModel(name))
+}
+
+// describeUnknownModel says how to describe a model the catalog lacks.
+func describeUnknownModel(name string) string {
+	hub := "hf://ORG/NAME"
+	if strings.Count(name, "/") == 1 && !strings.HasPrefix(name, "/") {
+		hub = "hf://" + name
+	}
+	return fmt.Sprintf(`A model the catalog lacks is read from what describes it: its config.json ({"hf_config": "path/to/config.json"}, or the config itself as the value), `+
+		`its checkpoint folder ({"checkpoint": "path/to/folder"}: config.json and the safetensors headers), the hub ("%s": config.json and headers by range requests, cached for offline use), `+
+		`or the model's fields as an object ({"family": "llama", "layers": 32, …}: vram.Model)`, hub)
 }
 
 // clone copies the preset's model, pointers included.

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -56,6 +57,62 @@ func didYouMean(s string, candidates []string) string {
 		q[i] = `"` + x + `"`
 	}
 	return "; did you mean " + strings.Join(q, " or ") + "?"
+}
+
+// didYouMeanSameKind is didYouMean among the candidates of s's kind: the
+// same name before the first digit, and the same generation and size,
+// told by the digits (a candidate's runs of digits start with s's), so
+// "llama-2-7bb" finds "llama-2-7b" and "h100" the H100s, but "qwen3.5-27b"
+// never "qwen2.5-7b", nor "B300" "B200", nor "GB10" "A10".
+func didYouMeanSameKind(s string, candidates []string) string {
+	want := digitRuns(s)
+	var same []string
+	for _, c := range candidates {
+		if have := digitRuns(c); len(have) >= len(want) && slices.Equal(have[:len(want)], want) && lead(c) == lead(s) {
+			same = append(same, c)
+		}
+	}
+	return didYouMean(s, same)
+}
+
+// lead is s's letters before its first digit, lower case.
+func lead(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= '0' && r <= '9' {
+			break
+		}
+		if r >= 'a' && r <= 'z' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// digitRuns are s's runs of digits ("qwen3.5-27b": 3, 5, 27).
+func digitRuns(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+}
+
+// nearestFamilies are the supported families whose name, without its
+// digits and underscores, is mt's ("gemma4" → gemma, gemma2, gemma3,
+// gemma3_text): earlier generations of a model type the engine lacks.
+func nearestFamilies(mt string) []string {
+	stem := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-' {
+				return -1
+			}
+			return r
+		}, strings.ToLower(s))
+	}
+	var out []string
+	for _, f := range Families() {
+		if stem(f) == stem(mt) || strings.HasPrefix(stem(f), stem(mt)) && stem(mt) != "" && len(stem(mt)) >= 4 {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // editDistance is the Levenshtein distance between a and b (runes).

@@ -134,6 +134,7 @@ func run(args []string, w io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	hfConfig := fs.Bool("hf-config", false, "print the plan's model as a Hugging Face config.json (for examples/measure)")
 	presets := fs.Bool("presets", false, "list the catalog's model names")
+	families := fs.Bool("families", false, "list the model families (config.json model_type) the engine models")
 	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
 	ggufFile := fs.String("gguf", "", "print a GGUF file's header (a path, or hf://org/name/file.gguf): architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
@@ -154,8 +155,12 @@ func run(args []string, w io.Writer) error {
 	if *ggufFile != "" {
 		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *gpuName)
 	}
-	if *presets {
-		for _, n := range vram.Presets() {
+	if *presets || *families {
+		names := vram.Presets()
+		if *families {
+			names = vram.Families()
+		}
+		for _, n := range names {
 			fmt.Fprintln(w, n)
 		}
 		return nil

@@ -142,7 +142,7 @@ func Resolve(ctx context.Context, ref string, opt Options) (string, error) {
 		return dir, nil
 	}
 	if opt.Offline {
-		return "", fmt.Errorf("%s: %w", ref, ErrOffline)
+		return "", fmt.Errorf("%s: %w (looked in %s; unset HF_HUB_OFFLINE to fetch its config.json and safetensors headers once, or give its config.json as {\"hf_config\": …} or its folder as {\"checkpoint\": …})", ref, ErrOffline, dir)
 	}
 	f := newFetcher(opt, r)
 	if err := f.fetchAll(ctx, dir); err != nil {
