@@ -71,8 +71,11 @@ type Inference struct {
 	// (Weights names no format), as runtime keeps them on a GPU of
 	// compute capability cc (0: not known).
 	asRelease bool
-	attnSet   bool // the plan names its attention (else transformers picks)
-	runtime   runtime
+	// namedRelease: the plan named the release's own format as Weights,
+	// which means the release.
+	namedRelease bool
+	attnSet      bool // the plan names its attention (else transformers picks)
+	runtime      runtime
 	// towerWhole: the serving engine keeps the vision tower whole on
 	// every rank (vLLM's mm_encoder_tp_mode "data", vision_tp.go).
 	towerWhole bool
@@ -125,6 +128,13 @@ func (in Inference) resolve() (Inference, Model, error) {
 	m := in.Model.Normalize()
 	if in.stored != nil && in.Weights.DType == DTypeUnset {
 		in.asCheckpoint = true
+	}
+	if !in.asCheckpoint && m.Release.Quantized() && in.Weights.DType != DTypeUnset && in.Weights.SameFormat(m.Release.Format) {
+		// A plan that names the format the release stores its weights in
+		// means the release (a serving engine loads the checkpoint as it
+		// is): its scope, skipped modules and backend, as the command line
+		// that names the checkpoint gets them.
+		in.Weights, in.namedRelease = Quant{}, true
 	}
 	if !in.asCheckpoint && in.Weights.DType == DTypeUnset && m.Release.Quantized() {
 		in.asRelease = true

@@ -51,6 +51,13 @@ func (q Quant) Quantized() bool {
 	return false
 }
 
+// SameFormat reports whether q names format f: the same dtype, and each
+// setting q gives (group, block, channel scales, layout) f's.
+func (q Quant) SameFormat(f Quant) bool {
+	return q.DType == f.DType && (q.GroupSize == 0 || q.group() == f.group()) && (q.Block == 0 || q.Block == f.Block) &&
+		(!q.PerChannel || f.PerChannel) && (q.Layout == "" || q.Layout == f.Layout) && q.DoubleQuant == f.DoubleQuant && q.ActOrder == f.ActOrder
+}
+
 func (q Quant) group() int {
 	if q.GroupSize > 0 {
 		return q.GroupSize

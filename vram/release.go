@@ -465,6 +465,9 @@ func (in Inference) notes(m Model, weights Bytes) []string {
 	r := m.Release
 	if in.asRelease {
 		out = append(out, fmt.Sprintf("weights as released: %s (%s), %v", r.describe(), r.Source, weights))
+		if in.namedRelease {
+			out = append(out, fmt.Sprintf("the plan's weights %s are the release's own format, so they load as released (its scope and skipped modules; as the command line naming the checkpoint does)", r.Format.DType))
+		}
 		switch {
 		case r.Format.DType == MXFP4 && in.runtime == runTransformers && !in.Dequantize && (in.cc == 0 || in.cc >= 75):
 			d := in

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,4 +53,74 @@ func TestNoEscapeReachesTheTerminal(t *testing.T) {
 			t.Errorf("%q: the escape is not shown as \\x1b:\n%s", args, all)
 		}
 	}
+}
+
+// TestOneLaunchOneAnswer: a plan file and the command line it stands for
+// resolve to the same settings, so the engine's figures and the verdict
+// are the same, byte for byte (the notes on how each was read aside).
+func TestOneLaunchOneAnswer(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, plan, line string }{
+		{"gpt-oss-120b, weights as released", `{"model": "gpt-oss-120b", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256}, "vllm": {"gpu_memory_utilization": 0.9, "max_model_len": 32768}}`,
+			"vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.9 --max-model-len 32768"},
+		{"gpt-oss-120b, weights named mxfp4", `{"model": "gpt-oss-120b", "inference": {"weights": {"dtype": "mxfp4"}, "batch": 1, "prompt_tokens": 1024, "new_tokens": 256}, "vllm": {"gpu_memory_utilization": 0.9, "max_model_len": 32768}}`,
+			"vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.9 --max-model-len 32768"},
+		{"Llama-3.1-8B on vLLM", `{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256}, "vllm": {"max_model_len": 8192, "max_num_seqs": 64}}`,
+			"vllm serve meta-llama/Llama-3.1-8B --max-model-len 8192 --max-num-seqs 64"},
+		{"Qwen2.5-7B on SGLang", `{"model": "qwen2.5-7b", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256}, "sglang": {"mem_fraction_static": 0.85}}`,
+			"python -m sglang.launch_server --model-path Qwen/Qwen2.5-7B --mem-fraction-static 0.85"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			planFile, lineFile := filepath.Join(dir, "plan.json"), filepath.Join(dir, "serve.sh")
+			os.WriteFile(planFile, []byte(c.plan), 0o644)
+			os.WriteFile(lineFile, []byte(c.line+"\n"), 0o644)
+			var a, b bytes.Buffer
+			errA := gate([]string{"-json", "-gpu", "H100-80GB", planFile}, &a)
+			errB := gate([]string{"-json", "-gpu", "H100-80GB", lineFile}, &b)
+			if (errA == nil) != (errB == nil) {
+				t.Fatalf("the plan: %v; the command line: %v", errA, errB)
+			}
+			var ra, rb Report
+			if err := json.Unmarshal(a.Bytes(), &ra); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b.Bytes(), &rb); err != nil {
+				t.Fatal(err)
+			}
+			for _, part := range []struct {
+				name string
+				a, b any
+			}{{"vllm", ra.VLLM, rb.VLLM}, {"sglang", ra.SGLang, rb.SGLang}, {"fit", ra.Fit, rb.Fit}, {"measures", ra.Measures, rb.Measures}} {
+				ja, jb := withoutNotes(part.a), withoutNotes(part.b)
+				if !bytes.Equal(ja, jb) {
+					t.Errorf("%s differs:\nplan:         %s\ncommand line: %s", part.name, ja, jb)
+				}
+			}
+		})
+	}
+}
+
+// withoutNotes is v's JSON without its "notes" (which say how each input
+// was read, and may differ).
+func withoutNotes(v any) []byte {
+	b, _ := json.Marshal(v)
+	var tree any
+	json.Unmarshal(b, &tree)
+	var drop func(any)
+	drop = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			delete(x, "notes")
+			for _, e := range x {
+				drop(e)
+			}
+		case []any:
+			for _, e := range x {
+				drop(e)
+			}
+		}
+	}
+	drop(tree)
+	out, _ := json.Marshal(tree)
+	return out
 }
