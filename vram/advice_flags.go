@@ -1,6 +1,10 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // AdviceKind is what an Advice changes. Advise sets it; Flags says the
 // change in a framework's own settings, for a launch gate that prints
@@ -47,20 +51,39 @@ func (k AdviceKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 // (key=value, as `tune run` takes them), torchtitan's job config
 // (--section.key, torchtitan/config/job_config.py) or DeepSpeed's config
 // keys. Empty when the framework has no setting for it.
+// A combination's changes are said one after another, "; " between; it is
+// empty when the framework has no setting for one of them.
 func (a Advice) Flags(framework Framework) string {
-	t := a.Plan
+	return a.each(func(k AdviceKind) string { return frameworkFlags(framework, k, a.Plan) })
+}
+
+// each says every change of the advice with say, joined; empty when one
+// has no words.
+func (a Advice) each(say func(AdviceKind) string) string {
+	var out []string
+	for _, k := range a.changes() {
+		s := say(k)
+		if s == "" {
+			return ""
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
+}
+
+func frameworkFlags(framework Framework, k AdviceKind, t Training) string {
 	switch framework {
 	case FrameworkHFTrainer, FrameworkAccelerate, "":
-		return hfTrainerFlags(a.Kind, t)
+		return hfTrainerFlags(k, t)
 	case FrameworkTorchtune:
-		return torchtuneFlags(a.Kind, t)
+		return torchtuneFlags(k, t)
 	case FrameworkTorchtitan:
-		return torchtitanFlags(a.Kind, t)
+		return torchtitanFlags(k, t)
 	case FrameworkDeepSpeed:
-		if s := deepspeedKeys(a.Kind, t); s != "" {
+		if s := deepspeedKeys(k, t); s != "" {
 			return s
 		}
-		return hfTrainerFlags(a.Kind, t)
+		return hfTrainerFlags(k, t)
 	}
 	return ""
 }
@@ -213,68 +236,134 @@ func deepspeedKeys(k AdviceKind, t Training) string {
 	return ""
 }
 
-// ServingAdvice is one change to a vLLM launch that would make it start
-// and hold its requests, in vLLM's flags.
+// ServingAdvice is one change to a vLLM launch, or a combination, that
+// would make it start and hold its requests, in vLLM's flags.
 type ServingAdvice struct {
-	Flag   string    `json:"flag"`   // e.g. "--max-model-len 98304"
-	Why    string    `json:"why"`    // what it changes
-	Carve  VLLMCarve `json:"carve"`  // the launch with the change
-	Starts bool      `json:"starts"` // vLLM would start with it
+	Flag    string    `json:"flag"`   // e.g. "--max-model-len 98304"; a combination's flags one after another
+	Why     string    `json:"why"`    // what it changes
+	Carve   VLLMCarve `json:"carve"`  // the launch with the change
+	Starts  bool      `json:"starts"` // vLLM would start with it
+	Price   int       `json:"price"`  // what it costs the serving (summed)
+	members []string  // the single changes combined
 }
 
-// Advise lists single changes to the launch (vLLM's own remedies: a
-// shorter --max-model-len, where its error estimates one; an fp8 KV
-// cache; a higher --gpu-memory-utilization; fewer --max-num-seqs, which
-// shrinks the profile's sampler warm-up; more tensor-parallel GPUs), each
-// carved on g, those that make it start first.
+// servingCand is one change Advise tries on a launch.
+type servingCand struct {
+	flag, why, group string
+	price            int
+	members          []string
+	edit             func(*VLLM)
+}
+
+// Advise lists changes to the launch (vLLM's own remedies: a shorter
+// --max-model-len, where its error estimates one; an fp8 KV cache; a
+// higher --gpu-memory-utilization; fewer --max-num-seqs, which shrinks the
+// profile's sampler warm-up; more tensor-parallel GPUs), each carved on g;
+// where none starts alone, two and then three of different kinds at once.
+// Those that start come first, the cheapest for the serving first.
 func (v VLLM) Advise(in Inference, g GPU) ([]ServingAdvice, error) {
 	base, err := v.Carve(in, g)
 	if err != nil {
 		return nil, err
 	}
-	type cand struct {
-		flag, why string
-		edit      func(*VLLM)
+	cands := v.servingCandidates(in, base)
+	out := v.tryServing(in, g, cands, false)
+	starting := func() bool {
+		for _, a := range out {
+			if a.Starts {
+				return true
+			}
+		}
+		return false
 	}
-	var cs []cand
+	for n := 2; n <= 3 && !starting(); n++ {
+		out = append(out, v.tryServing(in, g, servingCombinations(cands, n), true)...)
+	}
+	out = minimal(out, func(a ServingAdvice) ([]string, bool) { return a.members, a.Starts })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Starts != out[j].Starts {
+			return out[i].Starts
+		}
+		return out[i].Starts && out[i].Price < out[j].Price
+	})
+	return out, nil
+}
+
+// servingCandidates are the single changes that apply to the launch.
+func (v VLLM) servingCandidates(in Inference, base VLLMCarve) []servingCand {
+	var cs []servingCand
 	if n := base.KVCache.EstimatedMaxModelLen; !base.KVCache.Fits && n > 0 {
-		cs = append(cs, cand{fmt.Sprintf("--max-model-len %d", n), "the longest request the cache holds (vLLM's own estimate)", func(x *VLLM) { x.MaxModelLen = n }})
+		cs = append(cs, servingCand{fmt.Sprintf("--max-model-len %d", n), "the longest request the cache holds (vLLM's own estimate)", "max_model_len", 6, nil, func(x *VLLM) { x.MaxModelLen = n }})
 	}
 	if x := v.KVCacheDType; x == DTypeUnset || x == BF16 || x == FP16 {
-		cs = append(cs, cand{"--kv-cache-dtype fp8", "halves the KV cache's bytes per token", func(x *VLLM) { x.KVCacheDType = FP8E4M3 }})
+		cs = append(cs, servingCand{"--kv-cache-dtype fp8", "halves the KV cache's bytes per token", "kv_dtype", 2, nil, func(x *VLLM) { x.KVCacheDType = FP8E4M3 }})
 	}
 	if u := v.GPUMemoryUtilization; u == 0 || u < 0.95 {
-		cs = append(cs, cand{"--gpu-memory-utilization 0.95", "gives vLLM more of the card (leave room for other processes)", func(x *VLLM) { x.GPUMemoryUtilization = 0.95 }})
+		cs = append(cs, servingCand{"--gpu-memory-utilization 0.95", "gives vLLM more of the card (leave room for other processes)", "util", 1, nil, func(x *VLLM) { x.GPUMemoryUtilization = 0.95 }})
 	}
 	if base.ProfileSeqs > 64 {
 		n := base.ProfileSeqs / 4
-		cs = append(cs, cand{fmt.Sprintf("--max-num-seqs %d", n), "a smaller profile-run sampler warm-up (and fewer concurrent requests)", func(x *VLLM) { x.MaxNumSeqs = n }})
+		cs = append(cs, servingCand{fmt.Sprintf("--max-num-seqs %d", n), "a smaller profile-run sampler warm-up (and fewer concurrent requests)", "max_num_seqs", 3, nil, func(x *VLLM) { x.MaxNumSeqs = n }})
 	}
 	tp := max(1, v.TP)
 	m := in.Model.Normalize()
-	if m.Heads%(2*tp) == 0 {
-		cs = append(cs, cand{fmt.Sprintf("--tensor-parallel-size %d", 2*tp), "shards the weights and the KV heads over twice the GPUs", func(x *VLLM) { x.TP = 2 * tp }})
+	for _, more := range []struct {
+		times, price int
+		words        string
+	}{{2, 8, "twice"}, {4, 9, "four times"}, {8, 10, "eight times"}} {
+		if k := more.times * tp; m.Heads%k == 0 && k <= 64 {
+			cs = append(cs, servingCand{fmt.Sprintf("--tensor-parallel-size %d", k), "shards the weights and the KV heads over " + more.words + " the GPUs", "tp", more.price, nil, func(x *VLLM) { x.TP = k }})
+		}
 	}
-	var out []ServingAdvice
-	for _, c := range cs {
+	return cs
+}
+
+// servingCombinations are the n-change combinations of different kinds.
+func servingCombinations(cands []servingCand, n int) []servingCand {
+	var out []servingCand
+	for _, idx := range combinationsOf(len(cands), n, func(i, j int) bool { return cands[i].group == cands[j].group }) {
+		var c servingCand
+		var flags, whys []string
+		var edits []func(*VLLM)
+		for _, i := range idx {
+			x := cands[i]
+			flags, whys, edits = append(flags, x.flag), append(whys, x.why), append(edits, x.edit)
+			c.price += x.price
+			c.members = append(c.members, x.flag)
+		}
+		c.flag, c.why = strings.Join(flags, " "), strings.Join(whys, "; ")
+		c.edit = func(v *VLLM) {
+			for _, e := range edits {
+				e(v)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// tryServing carves each candidate (with onlyStarts, keeping those that
+// start).
+func (v VLLM) tryServing(in Inference, g GPU, cands []servingCand, onlyStarts bool) []ServingAdvice {
+	tried := make([]*ServingAdvice, len(cands))
+	forEach(len(cands), func(i int) {
 		nv := v
-		c.edit(&nv)
+		cands[i].edit(&nv)
 		carve, err := nv.Carve(in, g)
-		if err != nil {
-			continue
+		if err != nil || onlyStarts && !carve.Starts {
+			return
 		}
-		out = append(out, ServingAdvice{Flag: c.flag, Why: c.why, Carve: carve, Starts: carve.Starts})
-	}
-	starts := func(a ServingAdvice) int {
-		if a.Starts {
-			return 0
+		members := cands[i].members
+		if members == nil {
+			members = []string{cands[i].flag}
 		}
-		return 1
-	}
-	for i := 1; i < len(out); i++ { // stable: the ones that start first
-		for j := i; j > 0 && starts(out[j]) < starts(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
+		tried[i] = &ServingAdvice{Flag: cands[i].flag, Why: cands[i].why, Carve: carve, Starts: carve.Starts, Price: cands[i].price, members: members}
+	})
+	var out []ServingAdvice
+	for _, a := range tried {
+		if a != nil {
+			out = append(out, *a)
 		}
 	}
-	return out, nil
+	return out
 }

@@ -12,13 +12,13 @@ func (a Advice) KeysFor(kind ConfigKind) string {
 	t := a.Plan
 	switch kind {
 	case KindAxolotl:
-		return axolotlKeys(a.Kind, t)
+		return a.each(func(k AdviceKind) string { return axolotlKeys(k, t) })
 	case KindLLaMAFactory:
-		return llamaFactoryKeys(a.Kind, t)
+		return a.each(func(k AdviceKind) string { return llamaFactoryKeys(k, t) })
 	case KindMegatron:
-		return megatronFlags(a.Kind, t)
+		return a.each(func(k AdviceKind) string { return megatronFlags(k, t) })
 	case KindTorchtitanPy:
-		return torchtitanPyFlags(a.Kind, t)
+		return a.each(func(k AdviceKind) string { return torchtitanPyFlags(k, t) })
 	}
 	return a.Flags(t.Framework)
 }

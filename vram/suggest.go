@@ -65,18 +65,33 @@ func didYouMean(s string, candidates []string) string {
 // "llama-2-7bb" finds "llama-2-7b" and "h100" the H100s, but "qwen3.5-27b"
 // never "qwen2.5-7b", nor "B300" "B200", nor "GB10" "A10".
 func didYouMeanSameKind(s string, candidates []string) string {
-	want := digitRuns(s)
+	if len(s) > 200 {
+		return "" // closest compares no longer names
+	}
+	want, lead := digitRuns(s), leadOf(s)
 	var same []string
 	for _, c := range candidates {
-		if have := digitRuns(c); len(have) >= len(want) && slices.Equal(have[:len(want)], want) && lead(c) == lead(s) {
+		if have := digitRuns(c); len(have) >= len(want) && slices.Equal(have[:len(want)], want) && sameLead(leadOf(c), lead) {
 			same = append(same, c)
 		}
 	}
 	return didYouMean(s, same)
 }
 
-// lead is s's letters before its first digit, lower case.
-func lead(s string) string {
+// sameLead tells names that start alike: the same letters, one typo apart
+// or two swapped ("gtp2" is "gpt2"; "GB10" is no "A10").
+func sameLead(a, b string) bool {
+	if a == b || editDistance(a, b) <= 1 {
+		return true
+	}
+	ra, rb := []rune(a), []rune(b)
+	slices.Sort(ra)
+	slices.Sort(rb)
+	return slices.Equal(ra, rb)
+}
+
+// leadOf is s's letters before its first digit, lower case.
+func leadOf(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
 		if r >= '0' && r <= '9' {

@@ -103,8 +103,14 @@ func TestAdvise(t *testing.T) {
 		if ok, p, _ := fits(a.Plan, b); ok != a.Fits || p != a.Need {
 			t.Errorf("advice %q: fits=%v need=%v, but its plan gives %v %v", a.Change, a.Fits, a.Need, ok, p)
 		}
-		if i > 0 && a.Fits == adv[i-1].Fits && (!a.Fits || (a.Kind == AdviceMoreGPUs) == (adv[i-1].Kind == AdviceMoreGPUs)) && a.Saves > adv[i-1].Saves {
-			t.Errorf("advice not ranked by saving: %q after %q", a.Change, adv[i-1].Change)
+		if i > 0 && !a.Fits && !adv[i-1].Fits && a.Saves > adv[i-1].Saves {
+			t.Errorf("advice that does not fit not ranked by saving: %q after %q", a.Change, adv[i-1].Change)
+		}
+		if i > 0 && a.Fits && adv[i-1].Fits && a.moreGPUs() == adv[i-1].moreGPUs() && a.Price < adv[i-1].Price {
+			t.Errorf("advice that fits not ranked by price: %q (%d) after %q (%d)", a.Change, a.Price, adv[i-1].Change, adv[i-1].Price)
+		}
+		if a.Saves*100 < tr.mustPeak(t) {
+			t.Errorf("%q saves %v, under 1 %% of the peak", a.Change, a.Saves)
 		}
 		if i > 0 && a.Fits && adv[i-1].Kind == AdviceMoreGPUs && a.Kind != AdviceMoreGPUs {
 			t.Errorf("%q on the plan's own GPU ranked after %q", a.Change, adv[i-1].Change)
@@ -116,6 +122,15 @@ func TestAdvise(t *testing.T) {
 			t.Errorf("no %q advice among %d", want, len(adv))
 		}
 	}
+}
+
+// mustPeak is the plan's allocated peak.
+func (t Training) mustPeak(tb testing.TB) Bytes {
+	est, err := t.Estimate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return est.Peak.Total()
 }
 
 func TestSweep(t *testing.T) {

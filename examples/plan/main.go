@@ -95,7 +95,8 @@ type AdviceLine struct {
 	Change string     `json:"change"`
 	Flags  string     `json:"flags,omitempty"` // as the framework takes it
 	Fits   bool       `json:"fits"`
-	Need   vram.Bytes `json:"need"` // the changed plan's figure on the GPU
+	Need   vram.Bytes `json:"need"`           // the changed plan's figure on the GPU
+	Over   vram.Bytes `json:"over,omitempty"` // how far past the limit it still is
 }
 
 // Images is a vision-language model's image side as the plan runs it.
@@ -427,7 +428,7 @@ func advise(p vram.Plan, g vram.GPU, kind vram.ConfigKind) ([]AdviceLine, error)
 			if keys == "" && kind != "" {
 				keys = "(no setting in " + kind.Project() + "'s config)"
 			}
-			out = append(out, AdviceLine{Change: a.Change, Flags: keys, Fits: a.Fits, Need: a.Need})
+			out = append(out, AdviceLine{Change: a.Change, Flags: keys, Fits: a.Fits, Need: a.Need, Over: a.Over})
 		}
 	case p.VLLM != nil:
 		as, err := p.VLLM.Advise(*p.Inference, g)
@@ -609,18 +610,25 @@ func printAdvice(w io.Writer, p vram.Plan, imp *vram.Imported, as []AdviceLine) 
 		who = string(p.Training.Framework)
 	case p.VLLM != nil:
 		who = "vLLM"
+	case p.PostTraining != nil:
+		who = p.PostTraining.Framework
 	}
-	fmt.Fprintf(w, "\nTo make it fit (%s's settings; each change alone):\n", who)
-	yes, no := "fits", "still over"
-	if p.VLLM != nil {
-		yes, no = "starts", "fails"
-	}
+	fmt.Fprintf(w, "\nTo make it fit (%s's settings; what fits first, the cheapest for the run first, then what saves most):\n", who)
 	for _, a := range as {
-		fits := no
-		if a.Fits {
-			fits = yes
+		var fits string
+		switch {
+		case a.Fits && p.VLLM != nil:
+			fits = "starts"
+		case a.Fits:
+			fits = "fits"
+		case p.VLLM != nil:
+			fits = "fails"
+		case a.Over > 0:
+			fits = fmt.Sprintf("%v over", a.Over)
+		default:
+			fits = "engine fails" // within the limit, but the rollout engine would not start
 		}
-		fmt.Fprintf(w, "  %-10s %-10v %s", fits, a.Need, a.Change)
+		fmt.Fprintf(w, "  %-14s needs %-10v %s", fits, a.Need, a.Change)
 		if a.Flags != "" {
 			fmt.Fprintf(w, ": %s", a.Flags)
 		}

@@ -50,6 +50,15 @@ func estimatePostTraining(p vram.Plan, rep Report) (Report, error) {
 		return rep, err
 	}
 	rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Margin: margin, Verdict: v}
+	if !v.Fits {
+		as, err := vram.AdvisePostTraining(pt, b)
+		if err != nil {
+			return rep, err
+		}
+		for _, a := range as[:min(len(as), maxAdvice)] {
+			rep.Advice = append(rep.Advice, AdviceLine{Change: a.Change, Flags: a.Flags, Fits: a.Fits, Need: a.Need, Over: a.Over})
+		}
+	}
 	return rep, nil
 }
 
@@ -101,4 +110,5 @@ func printPostTraining(w io.Writer, r Report) {
 	if f := r.Fit; f != nil {
 		fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
 	}
+	printAdvice(w, vram.Plan{PostTraining: &vram.PostTraining{Framework: pt.Framework}}, r.Import, r.Advice)
 }
