@@ -25,7 +25,8 @@ doctor:
 # PLAN and PLANS reach the scripts through the environment, never through a
 # shell command line, so any file name works (PLANS splits at spaces, or
 # at newlines when it holds one: then names may hold spaces).
-export PLAN PLANS
+# make report PLAN=axolotl.yml GPU=RTX-4090 [GPUS=8] [MODEL=…]  a config, as plan reads it
+export PLAN PLANS GPU GPUS MODEL
 report:
 	kernel/scripts/report.sh
 

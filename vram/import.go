@@ -885,6 +885,37 @@ func isDir(path, dir string) bool {
 // IsPlan reports whether data is a VRAM Lab plan (a JSON object of the
 // plan's own keys, with a model), not a config to import.
 func IsPlan(data []byte) bool {
+	return isPlan(data)
+}
+
+// OpenPlan reads whatever names a run: a plan file, or a trainer's config
+// or a launch script, imported with opt (nil Imported for a plan file).
+// opt.GPU, when set, is the plan's GPU either way.
+func OpenPlan(path string, opt ImportOptions) (Plan, *Imported, error) {
+	data, err := readFile(path, MaxConfigFile)
+	if err != nil {
+		return Plan{}, nil, err
+	}
+	var p Plan
+	var imp *Imported
+	if opt.Kind == "" && IsPlan(data) {
+		if p, err = ReadPlan(path); err != nil {
+			return p, nil, err
+		}
+	} else {
+		x, err := ReadConfig(path, opt)
+		if err != nil {
+			return p, nil, err
+		}
+		p, imp = x.Plan, &x
+	}
+	if opt.GPU != "" {
+		p.GPU = opt.GPU
+	}
+	return p, imp, nil
+}
+
+func isPlan(data []byte) bool {
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(data, &keys) != nil || keys["model"] == nil {
 		return false

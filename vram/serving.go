@@ -49,3 +49,26 @@ func (in Inference) engineNotes(m Model, engine string) []string {
 	}
 	return nil
 }
+
+// The engines' shares as breakdowns, for charts and reports: the weights
+// are parameters, the room kept for activations (the profile or warm-up
+// run's peak, or what the fraction leaves) temporaries, the cache or pool
+// the KV cache, memory outside PyTorch (the CUDA context, CUDA graphs) other.
+// Each totals what nvidia-smi shows once the engine has started.
+
+// Breakdown is vLLM's share of the GPU by what holds it.
+func (c VLLMCarve) Breakdown() Breakdown {
+	held := addBytes(addBytes(c.Weights, c.Activation), c.KVCache.Available)
+	return Breakdown{Parameters: c.Weights, Temporaries: c.Activation, KVCache: c.KVCache.Available, Other: max(0, c.DeviceUsed-held)}
+}
+
+// Breakdown is SGLang's share of the GPU by what holds it.
+func (p SGLangKVPool) Breakdown(g GPU) Breakdown {
+	return Breakdown{Parameters: p.Weights, KVCache: max(0, p.DeviceUsed-p.Weights-g.Context), Other: g.Context}
+}
+
+// Breakdown is TGI's share of the GPU by what holds it.
+func (c TGICarve) Breakdown(g GPU) Breakdown {
+	kv := mulI64(c.Blocks, int64(c.BlockBytes))
+	return Breakdown{Parameters: c.Weights, Temporaries: max(0, c.DeviceUsed-c.Weights-Bytes(kv)-g.Context), KVCache: Bytes(kv), Other: g.Context}
+}

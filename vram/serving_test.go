@@ -160,3 +160,31 @@ func TestCacheLayerKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineBreakdowns: each engine's share, broken down by what holds it,
+// totals what nvidia-smi shows once it has started.
+func TestEngineBreakdowns(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Batch: 1, PromptTokens: 1024, NewTokens: 256}
+	c, err := VLLM{}.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := SGLang{}.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := TGI{}.Carve(in, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []struct {
+		name       string
+		b          Breakdown
+		deviceUsed Bytes
+	}{{"vLLM", c.Breakdown(), c.DeviceUsed}, {"SGLang", p.Breakdown(g), p.DeviceUsed}, {"TGI", tg.Breakdown(g), tg.DeviceUsed}} {
+		if e.b.Total() != e.deviceUsed || e.b.Parameters == 0 || e.b.KVCache == 0 {
+			t.Errorf("%s: %+v totals %v, device used %v", e.name, e.b, e.b.Total(), e.deviceUsed)
+		}
+	}
+}

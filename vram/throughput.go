@@ -44,6 +44,9 @@ type Throughput struct {
 	// Limit is what bounds it: "compute" or "memory bandwidth" (for
 	// inference, what bounds the decoding steps).
 	Limit string `json:"limit"`
+	// Note says how a mixture of experts was counted: the routed experts
+	// a decoding step reads, of those the weights hold.
+	Note string `json:"note,omitempty"`
 }
 
 // ThroughputBound bounds the plan's speed on g. It needs g's peaks (catalog
@@ -282,8 +285,10 @@ func attentionFLOPs(m Model, i, seq int, causal bool) float64 {
 
 // ThroughputBound bounds the generation's speed on g: the prefill's
 // arithmetic at the GPU's peak, then each decoding step's larger of its
-// arithmetic and its memory traffic (all weights, and the cache so far,
-// read once per step; Pope et al. 2022 §2).
+// arithmetic and its memory traffic (the weights, and the cache so far,
+// read once per step; Pope et al. 2022 §2). Of a mixture of experts' routed
+// experts a step reads those its tokens pick: top-k of E for one sequence,
+// 1 − (1 − k/E)^batch of them for a batch routed evenly.
 func (in Inference) ThroughputBound(g GPU) (_ Throughput, err error) {
 	defer recoverOverflow(&err)
 	if g.TFLOPS <= 0 || g.Bandwidth <= 0 {
@@ -314,6 +319,8 @@ func (in Inference) ThroughputBound(g GPU) (_ Throughput, err error) {
 	}
 	b := float64(in.Batch)
 	weights := float64(in.weightBytes(m))
+	// A decoding step reads the routed experts its tokens pick, not all.
+	stepWeights := weights * (1 - routedShare(in, m)*(1-expertsTouched(m, b)))
 	kv := float64(in.kvPerToken(m))
 	// Prefill: every prompt token through the model; logits for the last
 	// token only unless LogitsAll.
@@ -355,14 +362,49 @@ func (in Inference) ThroughputBound(g GPU) (_ Throughput, err error) {
 			ctx = float64(j+1) + float64(k-1)/2 // the decoder's own tokens
 		}
 		f := float64(k) * b * (2*decoder + 2*head + decodeAttention(m, ctx, p)) / gpus
-		by := float64(k) * (weights + b*kv*ctx)
+		by := float64(k) * (stepWeights + b*kv*ctx)
 		s, l := roofline(f, by, peak, g)
 		sec += s
 		flops += f
 		bytes += by
 		decodeLimit = l
 	}
-	return Throughput{StepFLOPs: flops, StepBytes: bytes, Seconds: sec, TokensPerSecond: b * float64(in.NewTokens) / sec, Limit: decodeLimit}, nil
+	th := Throughput{StepFLOPs: flops, StepBytes: bytes, Seconds: sec, TokensPerSecond: b * float64(in.NewTokens) / sec, Limit: decodeLimit}
+	if m.Experts > 0 {
+		th.Note = fmt.Sprintf("a decoding step reads the routed experts its %d sequence(s) pick — %d of %d per token, %.0f %% of them for the batch — so %v of the %v of weights",
+			in.Batch, m.ExpertsPerToken, m.Experts, 100*expertsTouched(m, b), Bytes(stepWeights), Bytes(weights))
+	}
+	return th, nil
+}
+
+// routedShare is the share of the weights' bytes in routed experts.
+func routedShare(in Inference, m Model) float64 {
+	if m.Experts == 0 {
+		return 0
+	}
+	var routed, all float64
+	for _, t := range m.tensors() {
+		b := float64(in.tensorBytes(t))
+		all += b
+		if t.Expert >= 0 || t.Stacked > 0 {
+			routed += b
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return routed / all
+}
+
+// expertsTouched is the share of a layer's routed experts a decoding step
+// of batch tokens reads: each token picks ExpertsPerToken of Experts, so
+// with routing spread evenly an expert is left out with probability
+// (1 − k/E)^batch.
+func expertsTouched(m Model, batch float64) float64 {
+	if m.Experts == 0 || m.ExpertsPerToken == 0 {
+		return 1
+	}
+	return 1 - math.Pow(1-float64(m.ExpertsPerToken)/float64(m.Experts), batch)
 }
 
 // decodeAttention is one new token's attention arithmetic over a context of

@@ -253,3 +253,41 @@ func mustGPU(name string) GPU {
 	}
 	return g
 }
+
+// TestMoEBoundReadsActiveExperts: a decoding step of one sequence reads the
+// top-k routed experts of each layer, not all of them (Llama 4 Scout in
+// int4: 1 of 16 per token), and the bound says so; a large batch touches
+// nearly every expert, and a dense model reads all its weights.
+func TestMoEBoundReadsActiveExperts(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	scout := Inference{Model: MustPreset("llama-4-scout"), Weights: Quant{DType: INT4}, Batch: 1, PromptTokens: 1024, NewTokens: 256}
+	one, err := scout.ThroughputBound(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, m, _ := scout.resolve()
+	weights := float64(r.weightBytes(m))
+	share := routedShare(r, m)
+	if share < 0.5 || share > 1 {
+		t.Fatalf("routed share %.2f", share)
+	}
+	step := weights * (1 - share*(1-1.0/16))
+	if !strings.Contains(one.Note, "1 of 16 per token") || !strings.Contains(one.Note, Bytes(step).String()) {
+		t.Errorf("note %q, want the 1 of 16 experts and %v a step", one.Note, Bytes(step))
+	}
+	wide := scout
+	wide.Batch = 256
+	many, _ := wide.ThroughputBound(g)
+	if touched := expertsTouched(m, 256); touched < 0.99 || !strings.Contains(many.Note, "100 %") {
+		t.Errorf("256 sequences touch %.3f of the experts (%s)", touched, many.Note)
+	}
+	dense := Inference{Model: MustPreset("llama-3.1-8b"), Batch: 1, PromptTokens: 1024, NewTokens: 256}
+	if th, _ := dense.ThroughputBound(g); th.Note != "" {
+		t.Errorf("a dense model's bound notes %q", th.Note)
+	}
+	// One sequence's decode is bandwidth-bound: its bound is the weights a
+	// step reads at the GPU's bandwidth, about 1/16 of the experts' bytes.
+	if one.TokensPerSecond < 150 {
+		t.Errorf("Scout int4 on an H100: ≤ %.0f tokens/s, as if every expert were read", one.TokensPerSecond)
+	}
+}

@@ -24,7 +24,6 @@ import (
 	"strings"
 
 	"github.com/vramlab/vramlab/vram"
-	"github.com/vramlab/vramlab/vram/fileio"
 	"github.com/vramlab/vramlab/vram/hub" // hf:// models
 )
 
@@ -253,27 +252,9 @@ type launch struct {
 // readPlan reads a plan file, or imports a trainer's config or a
 // server's command line; a -gpu flag names the GPU instead of the plan's.
 func readPlan(file string, l launch) (vram.Plan, *vram.Imported, error) {
-	data, err := fileio.Read(file, vram.MaxConfigFile)
-	if err != nil {
-		return vram.Plan{}, nil, err
-	}
-	var imp *vram.Imported
-	var p vram.Plan
-	if l.opt.Kind == "" && vram.IsPlan(data) {
-		if p, err = vram.ReadPlan(file); err != nil {
-			return p, nil, err
-		}
-	} else {
-		x, err := vram.ReadConfig(file, l.opt)
-		if err != nil {
-			return p, nil, err
-		}
-		p, imp = x.Plan, &x
-	}
-	if l.gpu != "" {
-		p.GPU = l.gpu
-	}
-	return p, imp, nil
+	opt := l.opt
+	opt.GPU = l.gpu
+	return vram.OpenPlan(file, opt)
 }
 
 // runMany reports several plans, one after the other (-json: an array);

@@ -85,7 +85,8 @@ test('the report reads as one: verdict first, no template instructions, no empty
   assert.ok(verdict > 0, 'the verdict on the plan’s GPU');
   assert.ok(verdict < html.indexOf('>Assumptions<'), 'the verdict comes before the detail');
   // A section that does not apply to a training plan is left out, heading and all.
-  assert.doesNotMatch(html, /<h2[^>]*>Serving with vLLM/, 'no empty serving section in a training report');
+  assert.doesNotMatch(html, /<h2[^>]*>Serving</, 'no empty serving section in a training report');
+  assert.match(html, /<h2[^>]*>Training plan: /, 'the title says what the plan runs');
   assert.doesNotMatch(html, /no serving section/);
   assert.match(html, /<h2[^>]*>Over one training step/);
 });
@@ -100,7 +101,7 @@ test('every cell of every table is filled, and the assumptions are the resolved 
   execFileSync('make', ['-s', 'report', `PLAN=${plan}`, `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
   const tight = readFileSync(join(dir, 'llama3-8b-full-on-a-4090', 'llama3-8b-full-on-a-4090.html'), 'utf8');
   const i = tight.indexOf('fits RTX-4090');
-  assert.ok(i > 0 && /<td[^>]*>no<\/td>/.test(tight.slice(i)), 'a change that does not fit says no');
+  assert.ok(i > 0 && /<td[^>]*>no, [\d.]+ [KMG]iB over<\/td>/.test(tight.slice(i)), 'a change that does not fit says no, and by how much');
   const html = readFileSync(join(out, 'llama3-8b-lora.html'), 'utf8') + tight;
   const empty = [...html.matchAll(/<tr>(?:(?!<\/tr>).)*<td[^>]*>\s*<\/td>(?:(?!<\/tr>).)*<\/tr>/gs)].map((m) => m[0].replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' '));
   assert.deepEqual(empty, [], 'rows with an empty cell');
@@ -170,9 +171,10 @@ test('a post-training plan\'s report: its phases, its resolved settings, and no 
   assert.match(text, /framework trl/);
   assert.match(text, /gpu_memory_utilization \/ sleep \/ TP 0\.3 \/ none \/ 1/, 'the rollout as the framework resolved it');
   assert.match(text, /no: vLLM would not start/, 'a card too small for vLLM beside the trainer');
-  for (const h of ['Over one training step', 'Allocated, reserved and what', 'Serving with vLLM', 'What to change']) {
+  for (const h of ['Over one training step', 'Allocated, reserved and what', 'Serving<']) {
     assert.doesNotMatch(html, new RegExp(`<h2[^>]*>${h}`), `no "${h}" section in a post-training report`);
   }
+  assert.match(html, /<h2[^>]*>Post-training plan: /);
   const empty = [...html.matchAll(/<tr>(?:(?!<\/tr>).)*<td[^>]*>\s*<\/td>(?:(?!<\/tr>).)*<\/tr>/gs)];
   assert.equal(empty.length, 0, 'rows with an empty cell');
 });
@@ -187,10 +189,43 @@ test('a serving plan too large for its card: the report gives vLLM\'s refusal in
   const text = html.replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
   assert.match(text, /Verdict on T4 \(vLLM\): does not fit: vLLM would not start: ValueError: The quantization method mxfp4 is not supported for the current GPU\. Minimum capability: 80\. Current capability: 75\./);
   assert.match(text, /weights as released: routed experts in mxfp4/);
-  // A serving report has its serving section and none of a training step's.
-  assert.match(html, /<h2[^>]*>Serving with vLLM/);
-  for (const h of ['Over one training step', 'What to change']) {
-    assert.doesNotMatch(html, new RegExp(`<h2[^>]*>${h}`), `no empty "${h}" section in a serving report`);
-  }
+  // A serving report is a serving report: its title, its serving section
+  // and none of a training step's; its figures are vLLM's, judged on
+  // vLLM's share of the card.
+  assert.match(html, /<h2[^>]*>Serving plan: gpt-oss-120b on a T4 with vLLM/);
+  assert.match(html, /<h2[^>]*>Serving</);
+  const printed = execFileSync('pdftotext', [join(dir, 'gpt-oss-on-a-t4', 'gpt-oss-on-a-t4.pdf'), '-'], { encoding: 'utf8' }).replace(/\s+/g, ' ');
+  assert.match(printed, /vLLM would not start on T4 \(14\.6 GiB\): ValueError/);
+  assert.doesNotMatch(printed, /transformers' generate/, 'no figure of an engine that does not run the plan');
+  assert.match(printed, /fits \(vLLM's share\)/);
+  assert.doesNotMatch(printed, /5 % kept free\)/, 'a served plan is judged on its engine\'s share, not with 5 % kept free');
+  assert.doesNotMatch(html, /<h2[^>]*>Over one training step/, 'no empty training section in a serving report');
   assert.doesNotMatch(text, /(^|[\s(=:,])[-−]\s?\d[\d.,]*\s?(B|KiB|MiB|GiB|TiB)\b/, 'no negative size in the report');
+});
+
+// make report reads what the plan command reads: a trainer's config, with
+// the GPU it leaves to the launch, and says in one line what is wrong.
+test('make report on an axolotl config, and a failure said in one line', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vramlab-axolotl-'));
+  const config = join(ROOT, 'vram', 'testdata', 'configs', 'axolotl', 'llama-3__qlora.yml');
+  execFileSync('make', ['-s', 'report', `PLAN=${config}`, 'GPU=RTX-4090', `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
+  const html = readFileSync(join(dir, 'llama-3__qlora', 'llama-3__qlora.html'), 'utf8');
+  const text = html.replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
+  assert.match(text, /Training plan: llama-3__qlora\.yml/);
+  assert.match(text, /Read from axolotl's config llama-3__qlora\.yml/);
+  assert.match(text, /Verdict on RTX-4090 \(the allocator replay\): does not fit/);
+  assert.match(text, /axolotl's settings/, 'the changes in axolotl\'s keys');
+  const bad = join(dir, 'not-a-config.yaml');
+  writeFileSync(bad, 'colour: blue\n');
+  let stderr = '';
+  try {
+    execFileSync('make', ['-s', 'report', `PLAN=${bad}`, `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe', encoding: 'utf8' });
+    assert.fail('make report on a file that is no config succeeded');
+  } catch (e) {
+    stderr = String(e.stderr);
+  }
+  const lines = stderr.split('\n').filter((l) => l.startsWith('report:'));
+  assert.equal(lines.length, 1, `one line says why:\n${stderr}`);
+  assert.match(lines[0], /not a config the importer knows/);
+  assert.doesNotMatch(stderr, /Traceback|PapermillExecutionError/, 'no papermill traceback');
 });

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make report PLAN=examples/plans/<plan>.json`: run the report template on a
-# plan through papermill with the vramlab kernel (the plan is the template's
+# plan — or on a trainer's config or a launch script, with GPU=, GPUS= and
+# MODEL= for what it leaves to the launch, as the plan command takes them —
+# through papermill with the vramlab kernel (the plan is the template's
 # `plan` parameter) and export it as a self-contained offline HTML page (code
 # hidden until asked for) and a PDF printed by headless chromium.
 # `make report PLANS="a.json b.json c.json"` (file names separated by spaces,
@@ -45,7 +47,8 @@ else
   template=notebooks/30-training-plan-report.ipynb
   exists "${PLAN:-examples/plans/llama3-8b-lora.json}"
   plans=("$(absolute "${PLAN:-examples/plans/llama3-8b-lora.json}")")
-  name=$(safe "$(basename "${plans[0]}" .json)")
+  base=$(basename "${plans[0]}")
+  name=$(safe "${base%.*}")
 fi
 out="${REPORT_DIR:-$ROOT/.artifacts/reports}/$name"
 mkdir -p "$out"
@@ -82,6 +85,7 @@ need() {
 key=plan
 [ -n "${PLANS:-}" ] && key=plans
 mkdir "$tmp/links"
+GPU="${GPU:-}" GPUS="${GPUS:-}" MODEL="${MODEL:-}" \
 .venv/bin/python - "$tmp/parameters.json" "$tmp/links" "$key" "${plans[@]}" <<'PY'
 import json, os, sys
 out, links, key, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -94,8 +98,19 @@ def text(i, p):
         os.symlink(p, link)
         return link
 paths = [text(i, p) for i, p in enumerate(paths)]
+params = {key: paths if key == "plans" else paths[0]}
+# What a trainer's config or a launch script leaves to the launch (the
+# plan command's -gpu, -gpus, -model), for the single-plan report.
+if key == "plan":
+    for name in ("gpu", "model"):
+        if os.environ.get(name.upper()):
+            params[name] = os.environ[name.upper()]
+    if os.environ.get("GPUS"):
+        if not os.environ["GPUS"].isdigit():
+            sys.exit("report: GPUS must be a whole number of GPUs, got " + repr(os.environ["GPUS"]))
+        params["gpus"] = int(os.environ["GPUS"])
 with open(out, "w", encoding="utf-8") as f:
-    json.dump({key: paths if key == "plans" else paths[0]}, f, ensure_ascii=False)
+    json.dump(params, f, ensure_ascii=False)
 PY
 say "executing $template on ${plans[*]}"
 # why: the first error a failed cell printed (a plan error names the field
@@ -113,11 +128,18 @@ for cell in json.load(open(sys.argv[1]))["cells"]:
             sys.exit()
 PY
 }
-if ! (step "${REPORT_TIMEOUT:-600}" "executing the report notebook" \
-  .venv/bin/papermill --no-progress-bar --kernel vramlab --cwd "$ROOT" \
+# papermill's own traceback says only that a cell failed: it goes to a log,
+# and the failure is said in one line (why), the log's last line if not.
+rc=0
+timeout --kill-after=10 "${REPORT_TIMEOUT:-600}" .venv/bin/papermill --no-progress-bar --kernel vramlab --cwd "$ROOT" \
   --execution-timeout 600 -f "$tmp/parameters.json" \
-  "$template" "$out/$name.ipynb"); then
-  why
+  "$template" "$out/$name.ipynb" 2>"$tmp/papermill.log" || rc=$?
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+  echo "report: executing the report notebook did not finish within ${REPORT_TIMEOUT:-600}s" >&2
+  exit 1
+elif [ "$rc" != 0 ]; then
+  said=$(why 2>&1)
+  echo "${said:-report: executing the report notebook failed: $(tail -n 1 "$tmp/papermill.log")}" >&2
   exit 1
 fi
 need "$out/$name.ipynb" "the executed notebook"
