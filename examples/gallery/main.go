@@ -143,7 +143,7 @@ func Gallery() ([]charts.Chart, error) {
 		charts.Layers(layers, "Llama-3-8B LoRA: memory by layer"),
 		charts.GPUs([]charts.GPU{{Name: "0 NVIDIA H100 80GB HBM3 (simulated)", Used: 61 * vram.GiB, Total: 79 * vram.GiB}, {Name: "1 NVIDIA H100 80GB HBM3 (simulated)", Used: 3 * vram.GiB, Total: 79 * vram.GiB}}, "Memory in use on each GPU (NVML)"),
 		overlay,
-		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, "NVML readings of a job (illustrative)"),
+		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Total(), "NVML readings of a job (illustrative)"),
 		charts.Diff(diff, 8),
 		charts.Allocator(rep.Points, ""),
 		charts.Timeline(accumTL, g.Usable()).WithTitle("Llama-3.2-1B, two micro-batches a step: memory over the step", ""),
@@ -256,7 +256,7 @@ func Hostile(text string) ([]charts.Chart, error) {
 		charts.Layers(layers, text),
 		charts.GPUs([]charts.GPU{{Name: text, Used: 3 * vram.GiB, Total: 15 * vram.GiB}, {Name: text + " 1", Used: vram.GiB, Total: 15 * vram.GiB}}, text),
 		overlay,
-		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Memory, text),
+		charts.MemoryOverTime(readings(), 9*vram.GiB, g.Total(), text),
 		charts.Diff(diff, 8),
 	}, nil
 }
