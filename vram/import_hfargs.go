@@ -62,6 +62,12 @@ func importHFArgs(r *configReader, opt ImportOptions) (trainerImport, error) {
 		t.Parallel.DP = n
 		r.mapped("torchrun --nproc_per_node %d → data parallel %d", n, n)
 	}
+	if n, ok, err := r.int("launch.num_gpus", 1, 1<<16); err != nil {
+		return ti, err
+	} else if ok && opt.GPUs == 0 {
+		t.Parallel.DP = n
+		r.mapped("deepspeed --num_gpus %d → data parallel %d", n, n)
+	}
 	if err := readDeepSpeed(r, "deepspeed", t, opt); err != nil {
 		return ti, err
 	}

@@ -817,3 +817,52 @@ func TestIsPythonConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestImportLaunchersAsLaunchers: accelerate launch, torchrun and
+// deepspeed run a module or a script with their own flags before it: the
+// world size comes from them, the module is the program (TRL's GRPO with
+// its defaults), and no launcher flag is read as a trainer's key.
+func TestImportLaunchersAsLaunchers(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want map[string]string
+	}{
+		{"accelerate launch --num_processes 1 -m trl.scripts.grpo --model_name_or_path Qwen/Qwen2.5-0.5B --use_vllm true --per_device_train_batch_size 4",
+			map[string]string{"pt.algorithm": "grpo", "pt.framework": "trl", "pt.micro": "4", "pt.dp": "1"}},
+		{"accelerate launch --config_file none.yaml --num_processes 4 -m trl.scripts.sft --model_name_or_path Qwen/Qwen2.5-0.5B --max_length 1024",
+			map[string]string{"dp": "4", "ckpt": "full", "precision": "amp_bf16", "seq": "1024"}},
+		{"torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-0.5B --max_length 512", map[string]string{"dp": "8"}},
+		{"deepspeed --num_gpus 2 --module trl.scripts.sft --model_name_or_path Qwen/Qwen2.5-0.5B --max_length 512", map[string]string{"dp": "2", "ckpt": "full"}},
+		{"python -m trl.scripts.dpo --model_name_or_path Qwen/Qwen2.5-0.5B", map[string]string{"pt.algorithm": "dpo"}},
+	} {
+		imp, err := ImportConfig("launch.sh", []byte(c.line+"\n"), ImportOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", c.line, err)
+			continue
+		}
+		got := importFields(imp.Plan)
+		for k, want := range c.want {
+			if got[k] != want {
+				t.Errorf("%s: %s = %q, want %q", c.line, k, got[k], want)
+			}
+		}
+		all := strings.Join(append(append([]string{}, imp.NotModelled...), imp.Ignored...), "\n")
+		for _, leak := range []string{"num_processes", "nproc_per_node", "num_gpus", "launch.m", "= trl.scripts"} {
+			if strings.Contains(all, leak) {
+				t.Errorf("%s: a launcher flag read as the trainer's: %s", c.line, all)
+			}
+		}
+	}
+}
+
+// TestImportTorchtuneBuilderMustMatch: a plain builder with an adapter's
+// keys is refused as torchtune refuses it (the builder takes no such
+// argument), never planned as a full fine-tune.
+func TestImportTorchtuneBuilderMustMatch(t *testing.T) {
+	yaml := "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n  lora_rank: 16\n  quantize_base: True\n" +
+		"tokenizer:\n  _component_: torchtune.models.llama3.llama3_tokenizer\n  max_seq_len: 2048\nbatch_size: 2\ndataset:\n  _component_: torchtune.datasets.alpaca_dataset\n"
+	_, err := ImportConfig("lora.yaml", []byte(yaml), ImportOptions{})
+	if err == nil || !strings.Contains(err.Error(), "TypeError: llama3_1_8b() got an unexpected keyword argument 'lora_rank'") || !strings.Contains(err.Error(), "qlora_llama3_1_8b") {
+		t.Errorf("%v", err)
+	}
+}

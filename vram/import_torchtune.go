@@ -51,6 +51,17 @@ func importTorchtune(r *configReader, opt ImportOptions) (trainerImport, error) 
 	case strings.HasPrefix(base, "lora_"):
 		base, lora = strings.TrimPrefix(base, "lora_"), true
 	}
+	if !lora && !qlora {
+		// A plain builder takes no adapter's arguments: torchtune's config
+		// instantiation calls it with them and Python refuses
+		// (config/_instantiate.py _instantiate_node).
+		for _, k := range []string{"lora_rank", "lora_attn_modules", "apply_lora_to_mlp", "apply_lora_to_output", "lora_alpha", "lora_dropout", "quantize_base"} {
+			if r.has("model." + k) {
+				return ti, fmt.Errorf("model._component_ %s: TypeError: %s() got an unexpected keyword argument '%s' (torchtune instantiates the builder with the model's keys; the adapter's keys need the lora_%s builder, or qlora_%s for quantize_base)",
+					builder, base, k, base, base)
+			}
+		}
+	}
 	base = strings.TrimSuffix(strings.TrimSuffix(base, "_instruct"), "_base")
 	ti.modelID = torchtuneModels[base]
 	if ti.modelID == "" && opt.Model == "" {

@@ -372,22 +372,36 @@ func isTrainerCommand(words []string) bool {
 	return false
 }
 
+// entryPoint is where the trainer's own arguments start: after the module
+// a launcher runs (accelerate launch … -m trl.scripts.grpo, python -m …,
+// deepspeed --module …), the script (train.py), or the TRL CLI's command
+// (trl sft); the launcher's flags come before it.
+func entryPoint(w []string) int {
+	for i, x := range w {
+		switch {
+		case (x == "-m" || x == "--module") && i+1 < len(w):
+			return i + 2
+		case strings.HasSuffix(x, ".py"):
+			return i + 1
+		case i > 0 && w[i-1] == "trl" && !strings.HasPrefix(x, "-"):
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // argsTree reads a trainer's command line into its TrainingArguments
 // (--key value): the launcher's own flags (accelerate's --num_processes,
 // --config_file; torchrun's --nproc_per_node) are kept under "launch.".
 func argsTree(words []string) (map[string]any, error) {
 	_, w := command(words)
-	start := 0
-	for i, x := range w {
-		if strings.HasSuffix(x, ".py") || x == "sft" || x == "dpo" || x == "grpo" || x == "rloo" {
-			start = i + 1
-			break
-		}
-	}
+	start := entryPoint(w)
 	flat := map[string]any{"launch.program": strings.Join(w[:start], " ")}
 	launch, _ := flags(w[:start], normFlagKey)
 	for k, v := range launch.vals {
-		flat["launch."+k] = yamlScalar(v)
+		if k != "m" && k != "module" { // the module: in launch.program
+			flat["launch."+k] = yamlScalar(v)
+		}
 	}
 	args, _ := flags(w[start:], normFlagKey)
 	for k, v := range args.vals {

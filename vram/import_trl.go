@@ -16,7 +16,7 @@ import (
 func trlPostAlgorithm(r *configReader) string {
 	prog, _ := r.flat["launch.program"].(string)
 	for _, a := range []string{"grpo", "rloo", "dpo"} {
-		if strings.Contains(prog, "trl "+a) || strings.HasSuffix(prog, a+".py") || strings.Contains(prog, "/"+a+".py") {
+		if strings.Contains(prog, "trl "+a) || strings.HasSuffix(prog, a+".py") || strings.Contains(prog, "/"+a+".py") || strings.HasSuffix(prog, "trl.scripts."+a) {
 			return a
 		}
 	}
