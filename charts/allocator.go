@@ -44,8 +44,14 @@ func Allocator(points []vram.ReplayPoint, title string) Chart {
 		top = max(top, p.Reserved)
 		c.Table.Rows = append(c.Table.Rows, []string{name, gib(p.Allocated), gib(p.Reserved), gib(p.Reserved - p.Allocated)})
 	}
-	// Every phase end keeps its label, broken over lines to fit its slot.
-	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0, "width": 60, "overflow": "break", "lineHeight": 14}}}
+	// Labels whole, on two lines (the phase, then where it ends): a dozen
+	// phase ends leave a slot of 60 px at A4, too narrow for "(embedding)"
+	// even broken over lines (broken, it read "embeddi/ng"), so where they
+	// would touch ECharts shows every other one; the table below the chart
+	// lists each.
+	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": "auto", "hideOverlap": true, "lineHeight": 14,
+		"formatter": opts.FuncOpts(`function(v){var i=v.indexOf(' (');return i<0?v:v.slice(0,i)+'
+'+v.slice(i+1);}`)}}}
 	c.Option.YAxis = []map[string]any{bytesAxis(map[string]any{"max": niceCeil(gv(top) * 1.05)})}
 	c.Option.Series = []charts.SingleSeries{
 		{Name: "allocated", Type: "bar", Stack: "reserved", Data: alloc, ItemStyle: &opts.ItemStyle{Color: "#5470c6"}},

@@ -52,6 +52,9 @@ func gib(b vram.Bytes) string {
 	if b != 0 && b.In(vram.GiB) < 0.005 && b.In(vram.GiB) > -0.005 {
 		return b.String()
 	}
+	if b >= vram.TiB || b <= -vram.TiB {
+		return b.Format(vram.TiB, 2) // as the memory axis says it from 1024 GiB up
+	}
 	return b.Format(vram.GiB, 2)
 }
 
@@ -66,8 +69,12 @@ func share(b, total vram.Bytes) string {
 	return fmt.Sprintf("%.1f%%", p)
 }
 
+// bytesAxis is a memory axis in GiB, its labels in TiB from 1024 GiB up
+// (a 2 TiB plan's "2,000 GiB" labels ran into each other), any that would
+// still touch left out.
 func bytesAxis(extra map[string]any) map[string]any {
-	a := map[string]any{"type": "value", "axisLabel": map[string]any{"formatter": "{value} GiB"}}
+	a := map[string]any{"type": "value", "axisLabel": map[string]any{"hideOverlap": true,
+		"formatter": opts.FuncOpts(`function(v){if(Math.abs(v)>=1024){var t=v/1024;return (Math.round(t*100)/100)+' TiB';}return (Math.round(v*100)/100)+' GiB';}`)}}
 	for k, v := range extra {
 		a[k] = v
 	}
@@ -148,7 +155,11 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	c.Option.Tooltip = lineTip("item", `function(p){var f=`+jsBytes+`;var t=`+fmt.Sprint(gv(total))+`;var v=p.value;return p.seriesType==='pie'?[[p.color,p.name+': '+f(v)+' ('+p.percent+'%)']]:[[p.color,p.seriesName+': '+f(v)+' ('+(t?(100*v/t).toFixed(1):'0')+'%)']];}`)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "52%", "top": "70", "bottom": "60", "containLabel": true}}
-	c.Option.XAxis = []map[string]any{bytesAxis(nil)}
+	// The axis's last label would stand at the donut's labels' edge in a
+	// narrow chart: it is left out (the total is in the subtitle).
+	x := bytesAxis(nil)
+	x["axisLabel"].(map[string]any)["showMaxLabel"] = false
+	c.Option.XAxis = []map[string]any{x}
 	c.Option.YAxis = []map[string]any{{"type": "category", "data": []string{"per GPU"}}}
 	var pie []opts.PieData
 	c.Table.Columns = []string{"category", "size", "share"}
@@ -187,7 +198,10 @@ func Compare(labels []string, bs []vram.Breakdown, capacity vram.Bytes) Chart {
 	for i, l := range labels {
 		names[i] = user(l)
 	}
-	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0}}}
+	// Each plan's name broken over lines within its slot (a plot about
+	// 560 px wide at A4), never inside a word.
+	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0, "overflow": "break",
+		"width": max(wordWidth(labels, 60), 560/max(1, len(names))), "lineHeight": 14}}}
 	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
 	c.Table.Columns = append([]string{"plan"}, catLabels()...)
 	c.Table.Columns = append(c.Table.Columns, "total")
@@ -234,7 +248,9 @@ func catLabels() []string {
 func capacityLine(capacity vram.Bytes) *opts.MarkLines {
 	return &opts.MarkLines{
 		Data:          []any{map[string]any{"yAxis": gv(capacity), "name": "capacity " + gib(capacity)}},
-		MarkLineStyle: opts.MarkLineStyle{Symbol: []string{"none", "none"}, Label: &opts.Label{Show: opts.Bool(true), Formatter: "capacity"}, LineStyle: &opts.LineStyle{Color: "#d00", Type: "dashed", Width: 2}},
+		// The label sits inside the plot, above the line's end: at the end
+		// of the line it was clipped by a narrow page's margin.
+		MarkLineStyle: opts.MarkLineStyle{Symbol: []string{"none", "none"}, Label: &opts.Label{Show: opts.Bool(true), Formatter: "capacity", Position: "insideEndTop"}, LineStyle: &opts.LineStyle{Color: "#d00", Type: "dashed", Width: 2}},
 	}
 }
 
@@ -244,7 +260,7 @@ func capacityLine(capacity vram.Bytes) *opts.MarkLines {
 func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	c := Chart{Title: "Memory over the training step", Height: 420}
 	peak := tl.PeakEvent()
-	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: "peak " + gib(peak.Live.Total()) + " at " + clean(peak.Where())}
+	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: "peak " + gib(peak.Live.Total()) + " at " + clean(peak.Where()) + elided(tl)}
 	var xs []string
 	for _, e := range tl.Events {
 		xs = append(xs, clean(eventLabel(e)))
@@ -255,7 +271,7 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	// The x-axis is the step's allocations in order: the phases are the
 	// labelled bands above, each point's op is in the tooltip.
 	c.Option.XAxis = []map[string]any{{"type": "category", "data": xs, "boundaryGap": false, "axisLabel": map[string]any{"show": false},
-		"name": "the step's allocations and frees, in order (hover for each op)", "nameLocation": "middle", "nameGap": 12}}
+		"name": "the step's allocations and frees, in order", "nameLocation": "middle", "nameGap": 12}}
 	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
 	first := true
 	for _, cat := range vram.Categories {
@@ -283,9 +299,10 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	capacityOnScale(&c, peak.Live.Total(), capacity)
 	// The peak marker on the topmost series, at the stacked total.
 	if n := len(c.Option.Series); n > 0 && tl.Peak < len(xs) {
+		value := gib(peak.Live.Total())
 		c.Option.Series[n-1].MarkPoints = &opts.MarkPoints{Data: []any{map[string]any{
-			"coord": []any{xs[tl.Peak], gv(peak.Live.Total())}, "value": gib(peak.Live.Total()),
-			"name": "peak", "symbol": "pin", "symbolSize": 60,
+			"coord": []any{xs[tl.Peak], gv(peak.Live.Total())}, "value": value,
+			"name": "peak", "symbol": "pin", "symbolSize": pinSize(value),
 			// dark on white in print as on screen, whatever the top category's color
 			"itemStyle": map[string]any{"color": "#222"}, "label": map[string]any{"color": "#fff", "fontWeight": "bold"}}}}
 	}
@@ -306,6 +323,40 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 		c.Table.Rows = append(c.Table.Rows, append(row, gib(e.Live.Total())))
 	}
 	return c
+}
+
+// pinSize is a pin wide enough for its label at 12 px (a 60 px pin held
+// "29.1 GiB" but not "1234.5 GiB").
+func pinSize(label string) int { return max(60, 8*len(label)+12) }
+
+// elided says which micro-steps of gradient accumulation the timeline
+// leaves out: the step walks the first and the last of each iteration, and
+// those between hold what the last holds before the optimizer.
+func elided(tl vram.Timeline) string {
+	last := 0
+	for _, e := range tl.Events {
+		last = max(last, e.Micro)
+	}
+	switch {
+	case last <= 2:
+		return ""
+	case last == 3:
+		return "; micro-step 2 of each iteration not drawn: it holds what micro-step 3 holds before the optimizer"
+	}
+	return fmt.Sprintf("; micro-steps 2–%d of each iteration not drawn: each holds what micro-step %d holds before the optimizer", last-1, last)
+}
+
+// wordWidth is a category axis label's width in pixels at 12 px: room for
+// its longest word (a label broken over lines never breaks inside a word:
+// "embeddi/ng"), and at least least.
+func wordWidth(names []string, least int) int {
+	w := least
+	for _, n := range names {
+		for _, word := range strings.Fields(n) {
+			w = max(w, 7*len([]rune(word))+6)
+		}
+	}
+	return w
 }
 
 // eventLabel names an event of the step; with gradient accumulation the

@@ -172,7 +172,7 @@ func HTML(c Chart) string {
 		`var el=root.querySelector('.vramlab-canvas');el.style.display='block';var tb=root.querySelector('.vramlab-fallback');if(tb)tb.style.display='none';`+
 		`if(theme==='auto'){var b=document.body;theme=(b&&b.getAttribute('data-jp-theme-light')==='false')?'dark':'light';}`+
 		`var o=%s;textTips(o);fitTitles(o,el.clientWidth);var ch=echarts.getInstanceByDom(el)||echarts.init(el,theme==='dark'?'dark':null,{renderer:window.vramlabRenderer==='svg'?'svg':'canvas'});ch.setOption(o);`+
-		`if(window.ResizeObserver){new ResizeObserver(function(){ch.resize();}).observe(el);}};`+
+		`if(window.ResizeObserver){var lastW=el.clientWidth;new ResizeObserver(function(){var w=el.clientWidth;if(w&&w!==lastW){lastW=w;fitTitles(o,w);ch.setOption({title:o.title,grid:o.grid});}ch.resize();}).observe(el);}};`+
 		`(window.__vramlabQ=window.__vramlabQ||[]).push(draw);`+
 		`setTimeout(function(){var root=document.getElementById(id);if(root&&!window.echarts){var n=document.createElement('p');n.className='vramlab-note';`+
 		`n.textContent='Interactive chart not drawn: ECharts is not loaded on this page (run charts.Setup() first, and trust the notebook). The data is in the table.';root.appendChild(n);}},4000);`+
@@ -199,11 +199,12 @@ const tipJS = `var textTips=function(o){var t=o.tooltip;if(!t||typeof t.formatte
 // and moves the plot down below them: the grid's top is at least the
 // height the wrapped lines take (measured with the title's fonts, 18 px
 // bold and 12 px), so a wrapped subtitle never lands on the top axis label.
+// It runs again when the chart is resized (a window made narrower).
 const titleJS = `var fitTitles=function(o,w){if(!o.title||!w)return;var cx=document.createElement('canvas').getContext('2d');` +
 	`var lines=function(s,font){if(!s)return 0;cx.font=font;return String(s).split('\n').reduce(function(n,l){return n+Math.max(1,Math.ceil(cx.measureText(l).width/(w-20)));},0);};` +
 	`var need=0;[].concat(o.title).forEach(function(t){` +
-	`t.textStyle=Object.assign({width:w-20,overflow:'break',lineHeight:22},t.textStyle||{});` +
-	`t.subtextStyle=Object.assign({width:w-20,overflow:'break',lineHeight:16},t.subtextStyle||{});` +
+	`t.textStyle=Object.assign({overflow:'break',lineHeight:22},t.textStyle||{},{width:w-20});` +
+	`t.subtextStyle=Object.assign({overflow:'break',lineHeight:16},t.subtextStyle||{},{width:w-20});` +
 	`need=Math.max(need,10+22*lines(t.text,'bold 18px sans-serif')+16*lines(t.subtext,'12px sans-serif')+24);});` +
 	`if(o.grid)o.grid=[].concat(o.grid).map(function(g){var top=parseFloat(g.top);if(!isNaN(top)&&top<need)g.top=need;return g;});};`
 

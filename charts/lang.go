@@ -216,7 +216,7 @@ var zhTitles = map[string]string{
 	"Device memory over time (NVML)":                                 "设备显存随时间变化（NVML）",
 	"Device memory per GPU, phase by phase":                          "每 GPU 的设备显存：逐阶段",
 	"Allocated and reserved memory at the end of each phase":         "各阶段末的已分配与已保留显存",
-	"the step's allocations and frees, in order (hover for each op)": "训练步中按顺序的分配与释放（悬停查看每个算子）",
+	"the step's allocations and frees, in order": "训练步中按顺序的分配与释放",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
 	"Llama-2-7B: peak per GPU in fp32 and in pure bf16":                 "Llama-2-7B：fp32 与纯 bf16 下每 GPU 的峰值",
@@ -258,6 +258,9 @@ var zhPatterns = []zhPattern{
 	{regexp.MustCompile(`^total (.+)$`), func(m []string) string { return "合计 " + m[1] }, false},
 	{regexp.MustCompile(`^capacity (.+)$`), func(m []string) string { return "容量 " + m[1] }, false},
 	{regexp.MustCompile(`^predicted (\d.+)$`), func(m []string) string { return "预测 " + m[1] }, false},
+	{regexp.MustCompile(`^peak (\S+ \S+) at (.+?); micro-steps? (\d+(?:–\d+)?) of each iteration not drawn: (?:each holds|it holds) what micro-step (\d+) holds before the optimizer$`), func(m []string) string {
+		return "峰值 " + m[1] + "，位于" + trWhere(m[2]) + "；每次迭代的第 " + m[3] + " 个微步未画出：与第 " + m[4] + " 个微步在优化器步之前所持有的相同"
+	}, false},
 	{regexp.MustCompile(`^peak (\S+ \S+) at (.+)$`), func(m []string) string { return "峰值 " + m[1] + "，位于" + trWhere(m[2]) }, false},
 	{regexp.MustCompile(`^PEAK: (.+)$`), func(m []string) string { return "峰值：" + trWhere(m[1]) }, false},
 	{regexp.MustCompile(`^iteration \d+, .+$`), func(m []string) string { return trWhere(m[0]) }, false},

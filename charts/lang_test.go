@@ -131,3 +131,26 @@ func TestDiffChartInChinese(t *testing.T) {
 		t.Error("the Chinese diff chart kept a mark or its English phrase")
 	}
 }
+
+// TestElidedMicroStepsSaid: with eight micro-steps a timeline draws the
+// first and the last of each iteration and says the others are left out,
+// in English and in Chinese.
+func TestElidedMicroStepsSaid(t *testing.T) {
+	tr := vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 256, MicroBatch: 1, GradAccum: 8, Precision: "bf16", Optimizer: "adamw"}
+	tl, err := tr.Timeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Timeline(tl, 0)
+	if !strings.Contains(c.Option.Title.Subtitle, "micro-steps 2–7 of each iteration not drawn: each holds what micro-step 8 holds before the optimizer") {
+		t.Errorf("subtitle %q", c.Option.Title.Subtitle)
+	}
+	defer func(l string) { Lang = l }(Lang)
+	Lang = "zh"
+	if h := HTML(c); !strings.Contains(h, `"subtext":"峰值 1.24 GiB，位于第 2 次迭代，反向，损失与输出；每次迭代的第 2–7 个微步未画出`) {
+		t.Error("the Chinese timeline does not say which micro-steps it leaves out")
+	}
+	if strings.Contains(HTML(c), "hover") {
+		t.Error("a chart that prints says hover")
+	}
+}

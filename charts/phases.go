@@ -27,7 +27,11 @@ var (
 // stacked by whose memory it is, with the card's capacity as a line.
 func Phases(e vram.PostTrainingEstimate, capacity vram.Bytes) Chart {
 	c := Chart{Title: "Device memory per GPU, phase by phase", Height: 380}
-	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: user(e.GPU)}
+	sub := e.GPU
+	if e.Setup != "" {
+		sub = e.GPU + " · " + e.Setup
+	}
+	c.Option.Title = &opts.Title{Title: c.Title, Subtitle: user(sub)}
 	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "10%", "top": "70", "bottom": "70", "containLabel": true}}
@@ -38,7 +42,7 @@ func Phases(e vram.PostTrainingEstimate, capacity vram.Bytes) Chart {
 			names[i] = "→ " + clean(p.Name)
 		}
 	}
-	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0, "width": 110, "overflow": "break"}}}
+	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": 0, "width": wordWidth(names, 110), "overflow": "break"}}}
 	c.Option.YAxis = []map[string]any{bytesAxis(nil)}
 	c.Table.Columns = []string{"phase"}
 	first := true

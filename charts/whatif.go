@@ -204,16 +204,16 @@ func (w *whatIf) render() string {
 	}
 	rows := [][2]string{
 		{"verdict on " + g.Name, v.Why},
-		{"peak allocated (max_memory_allocated)", v.Allocated.Format(vram.GiB, 2)},
+		{"peak allocated (max_memory_allocated)", gib(v.Allocated)},
 	}
 	// The verdict's allocated peak comes from the allocator replay and
 	// includes cuBLAS's workspace; the chart shows the tensors of the plan.
-	rows = append(rows, [2]string{"tensors live at the peak (the chart)", est.Peak.Total().Format(vram.GiB, 2)})
+	rows = append(rows, [2]string{"tensors live at the peak (the chart)", gib(est.Peak.Total())})
 	if v.Reserved > 0 {
-		rows = append(rows, [2]string{"peak reserved (max_memory_reserved)", v.Reserved.Format(vram.GiB, 2)})
-		rows = append(rows, [2]string{"on the device (nvidia-smi)", v.DeviceUsed.Format(vram.GiB, 2)})
+		rows = append(rows, [2]string{"peak reserved (max_memory_reserved)", gib(v.Reserved)})
+		rows = append(rows, [2]string{"on the device (nvidia-smi)", gib(v.DeviceUsed)})
 	}
-	rows = append(rows, [2]string{"the GPU's memory (as CUDA reports it)", g.Total().Format(vram.GiB, 2)})
+	rows = append(rows, [2]string{"the GPU's memory (as CUDA reports it)", gib(g.Total())})
 	rows = append(rows, [2]string{"peak at", est.PeakAt.Where()})
 	c := Breakdown(est.Peak, t.Model.Name+": live at the peak")
 	return `<div class="vramlab-whatif-result" data-allocated="` + strconv.FormatInt(int64(v.Allocated), 10) + `">` +

@@ -184,7 +184,10 @@ func (p Phase) By(h Holder) Bytes {
 
 // PostTrainingEstimate is a post-training step on one GPU.
 type PostTrainingEstimate struct {
-	GPU    string  `json:"gpu"`
+	GPU string `json:"gpu"`
+	// Setup names the plan in a line (algorithm · framework · policy ·
+	// rollout), as resolved: what a chart of it is titled with.
+	Setup  string  `json:"setup"`
 	Phases []Phase `json:"phases"`
 	// Bound is the phase with the most device memory; BoundTransition
 	// the transition with the most (empty without one).

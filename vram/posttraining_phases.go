@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // The pieces a framework's step is made of (posttraining.go): what the
@@ -81,10 +82,28 @@ type rlRun struct {
 	engineWeights Quant
 }
 
+// setup names the plan in a line, as a chart or a report titles it: the
+// algorithm, the framework, the policy and how the rollout runs.
+func (pt PostTraining) setup() string {
+	parts := []string{strings.ToUpper(pt.Algorithm), pt.Framework, pt.Policy.Model.Name}
+	if pt.Policy.Trainable == "lora" || pt.Policy.LoRA != nil {
+		parts = append(parts, "LoRA")
+	}
+	if n := pt.Policy.Parallel.GPUs(); n > 1 {
+		parts = append(parts, fmt.Sprintf("%d GPUs", n))
+	}
+	if r := pt.Rollout; r != nil && r.Engine != "" && r.Engine != "generate" {
+		parts = append(parts, fmt.Sprintf("%s %g", r.Engine, r.GPUMemoryUtilization), fmt.Sprintf("TP %d", max(1, r.TP)), "sleep "+r.Sleep)
+	} else if r != nil {
+		parts = append(parts, r.Engine)
+	}
+	return strings.Join(parts, " · ")
+}
+
 // newRLRun prepares the pieces shared by every framework.
 func newRLRun(pt PostTraining, g GPU) (*rlRun, error) {
 	run := &rlRun{pt: pt, g: g, fw: rlFrameworks[pt.Framework]}
-	run.est.GPU, run.est.Starts = g.Name, true
+	run.est.GPU, run.est.Starts, run.est.Setup = g.Name, true, pt.setup()
 	t, err := pt.trainingStep()
 	if err != nil {
 		return nil, err

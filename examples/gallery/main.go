@@ -3,6 +3,7 @@
 //
 //	go run ./examples/gallery -o gallery.html [-theme dark]
 //	go run ./examples/gallery -o hostile.html -label '<img src=x onerror=alert(1)>'
+//	go run ./examples/gallery -o totals.html -totals
 //
 // -label puts the given text in every place a user's text can reach a
 // chart (titles, plan labels, sweep values, GPU and layer names): the
@@ -38,6 +39,7 @@ func run(args []string, w io.Writer) error {
 	out := fs.String("o", "", "output file (default: standard output)")
 	theme := fs.String("theme", "auto", "auto, light or dark")
 	label := fs.String("label", "", "text to use for every user-supplied label (security tests)")
+	totals := fs.Bool("totals", false, "the charts with a memory axis, for plans of 1 GiB to 2 TiB (layout tests)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h asked for the usage, which is printed
@@ -49,9 +51,12 @@ func run(args []string, w io.Writer) error {
 	}
 	var cs []charts.Chart
 	var err error
-	if *label != "" {
+	switch {
+	case *label != "":
 		cs, err = Hostile(*label)
-	} else {
+	case *totals:
+		cs, err = Totals()
+	default:
 		cs, err = Gallery()
 	}
 	if err != nil {
@@ -149,6 +154,50 @@ func Gallery() ([]charts.Chart, error) {
 		charts.Timeline(accumTL, g.Usable()).WithTitle("Llama-3.2-1B, two micro-batches a step: memory over the step", ""),
 		charts.Phases(post, g.Total()),
 	}, nil
+}
+
+// Totals draws every chart with a memory axis for plans whose peaks run
+// from about 1 GiB to about 2 TiB, so that a layout test sees the axis
+// labels and pins of every size a user's plan gives them.
+func Totals() ([]charts.Chart, error) {
+	g, _ := vram.LookupGPU("H100-80GB")
+	plans := []struct {
+		name string
+		t    vram.Training
+	}{
+		{"GPT-2, 1 GiB", vram.Training{Model: vram.MustPreset("gpt2"), SeqLen: 512, MicroBatch: 2, Precision: "bf16", Optimizer: "adamw"}},
+		{"Llama-3-8B, about 100 GiB", vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 2, Precision: "mixed_bf16", Optimizer: "adamw"}},
+		{"Llama-3.1-70B, about 1 TiB", vram.Training{Model: vram.MustPreset("llama-3.1-70b"), SeqLen: 2048, MicroBatch: 1, Precision: "fp32", Optimizer: "adamw", Checkpointing: "full"}},
+		{"Llama-3.1-70B, about 2 TiB", vram.Training{Model: vram.MustPreset("llama-3.1-70b"), SeqLen: 8192, MicroBatch: 2, Precision: "fp32", Optimizer: "adamw"}},
+	}
+	var cs []charts.Chart
+	var names []string
+	var peaks []vram.Breakdown
+	for _, p := range plans {
+		est, err := p.t.Estimate()
+		if err != nil {
+			return nil, err
+		}
+		tl, err := p.t.Timeline()
+		if err != nil {
+			return nil, err
+		}
+		pts, err := vram.Sweep(p.t, "micro_batch", []string{"1", "2", "4", "8"})
+		if err != nil {
+			return nil, err
+		}
+		rep, err := p.t.Replay(vram.ReplayOptions{GPU: &g, Points: true})
+		if err != nil {
+			return nil, err
+		}
+		names, peaks = append(names, p.name), append(peaks, est.Peak)
+		cs = append(cs, charts.Breakdown(est.Peak, p.name+": peak per GPU"),
+			charts.Timeline(tl, g.Usable()).WithTitle(p.name+": memory over the step", ""),
+			charts.Sweep("micro_batch", pts, g.Usable()).WithTitle(p.name+": peak by micro-batch", ""),
+			charts.Allocator(rep.Points, p.name+": allocated and reserved at each phase's end"))
+	}
+	cs = append(cs, charts.Compare(names, peaks, g.Usable()).WithTitle("Plans of 1 GiB to 2 TiB side by side", ""))
+	return cs, nil
 }
 
 // examplePostTraining is GRPO with TRL and a colocated vLLM on the

@@ -208,3 +208,80 @@ export async function hoverEverything(page) {
   await page.mouse.move(0, 0);
   return texts;
 }
+
+// The layout checks of every chart on a page (layout.test.mjs, and the
+// playground at large totals in whatif.test.mjs): labels drawn with the SVG
+// renderer (window.vramlabRenderer = 'svg'), each with its box.
+// Every visible text of each chart's SVG, with its box relative to the chart.
+export async function chartTexts(page) {
+  return page.evaluate(() => [...document.querySelectorAll('.vramlab-chart')].map((root) => {
+    const box = root.querySelector('.vramlab-canvas').getBoundingClientRect();
+    const title = root.querySelector('.vramlab-fallback caption')?.textContent || root.id;
+    const texts = [...root.querySelectorAll('.vramlab-canvas svg text')].filter((t) => {
+      if (!t.textContent.trim()) return false;
+      for (let e = t; e && e.tagName !== 'svg'; e = e.parentElement) {
+        const cs = getComputedStyle(e);
+        if (cs.display === 'none' || cs.visibility === 'hidden' || Number(cs.opacity) === 0) return false;
+        if (e.getAttribute('opacity') === '0' || e.getAttribute('fill-opacity') === '0') return false;
+      }
+      return true;
+    }).map((t) => {
+      // A text's box is taller than its glyphs (the em box plus leading);
+      // the glyphs span about one font size around its middle, so lines of
+      // one multi-line label, a font size apart, do not count as touching.
+      const r = t.getBoundingClientRect();
+      const fs = parseFloat(getComputedStyle(t).fontSize) || r.height;
+      const h = Math.min(r.height, fs);
+      return { text: t.textContent, x: r.left - box.left, y: r.top - box.top + (r.height - h) / 2, w: r.width, h };
+    });
+    return { title, width: box.width, height: box.height, texts };
+  }));
+}
+
+// A label overlaps another when their boxes share more than a sliver (1.5 px
+// each way, which glyph boxes' own padding can account for).
+export function layoutProblems(charts) {
+  const out = [];
+  for (const c of charts) {
+    const ts = c.texts;
+    for (const t of ts) {
+      if (/(…|\.\.\.)$/.test(t.text)) out.push(`${c.title}: "${t.text}" is truncated`);
+      if (t.x < -1 || t.y < -1 || t.x + t.w > c.width + 1 || t.y + t.h > c.height + 1) {
+        out.push(`${c.title}: "${t.text}" is cut off (box ${t.x.toFixed(0)},${t.y.toFixed(0)} ${t.w.toFixed(0)}×${t.h.toFixed(0)} in ${c.width.toFixed(0)}×${c.height.toFixed(0)})`);
+      }
+    }
+    for (let i = 0; i < ts.length; i++) {
+      for (let j = i + 1; j < ts.length; j++) {
+        const a = ts[i], b = ts[j];
+        const ox = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
+        const oy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
+        if (ox > 1.5 && oy > 1.5) out.push(`${c.title}: "${a.text}" overlaps "${b.text}" (${ox.toFixed(1)}×${oy.toFixed(1)} px)`);
+      }
+    }
+  }
+  return out;
+}
+
+// namesAlike lists, per chart, the category axis names and the phase
+// bands' names (a timeline's marked areas) that appear twice: two bars or
+// two humps that read alike, which is which?
+export async function namesAlike(page) {
+  return page.evaluate(() => [...document.querySelectorAll('.vramlab-chart')].flatMap((root) => {
+    const o = window.echarts.getInstanceByDom(root.querySelector('.vramlab-canvas')).getOption();
+    const title = root.querySelector('.vramlab-fallback caption')?.textContent || root.id;
+    const lists = (o.xAxis || []).filter((a) => a.type === 'category').map((a) => (a.data || []).map((d) => (typeof d === 'object' ? d.value : d)));
+    for (const s of o.series || []) {
+      if (s.markArea?.data) lists.push(s.markArea.data.map((a) => a[0].name).filter(Boolean));
+    }
+    const out = [];
+    for (const names of lists) {
+      const seen = new Set();
+      for (const n of names) {
+        if (seen.has(n)) out.push(`${title}: two labels read "${n}"`);
+        seen.add(n);
+      }
+    }
+    return out;
+  }));
+}
+

@@ -111,7 +111,10 @@ test('make report on an invalid plan fails with a clear message and a non-zero e
   writeFileSync(plan, '{"model": "gpt2", "train": {"seq_len": 0, "micro_batch": 1}}');
   const r = spawnSync('make', ['-s', 'report', `PLAN=${plan}`], { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
   assert.notEqual(r.status, 0, 'a failed report must not exit 0');
-  assert.match(r.stderr, /report: executing the report notebook failed/);
+  const said = r.stderr.split('\n').filter((l) => l.startsWith('report:'));
+  assert.equal(said.length, 1, `one line says why:\n${r.stderr}`);
+  assert.match(said[0], /report: the notebook stopped: .*seq_len/);
+  assert.doesNotMatch(r.stderr, /Traceback/);
   assert.ok(!existsSync(join(ROOT, '.artifacts', 'reports', 'bad', 'bad.pdf')), 'no PDF named for a failed report');
 });
 

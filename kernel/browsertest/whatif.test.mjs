@@ -3,7 +3,7 @@
 // without re-running the cell.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launchBrowser, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
+import { chartTexts, launchBrowser, layoutProblems, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
 
 let lab, browser;
 before(async () => { lab = await startLab(); browser = await launchBrowser(); });
@@ -86,4 +86,43 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   assert.notEqual(last.subtitle, before.subtitle);
   assert.deepEqual(below, [last.subtitle], `the next cell's breakdown (${below}) is the controls' last (${last.subtitle}), not the plan's (${before.subtitle})`);
   assert.deepEqual(problems.external, [], 'no request may leave the machine');
+});
+
+// As a newcomer pushes every control to its end: the largest model, fp32,
+// no checkpointing, the longest sequence and the largest micro-batch make
+// a plan of terabytes; its chart's axis and labels still read, on a wide
+// screen and on a laptop's (JupyterLab's panels leave the notebook less).
+test('the playground at terabytes: no chart label overlaps another or is cut off', async () => {
+  const { page } = await offlinePage(browser, { allowHost: lab.host });
+  await page.addInitScript(() => { window.vramlabRenderer = 'svg'; });
+  await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
+  const box = page.locator('.vramlab-whatif');
+  await box.getByRole('button', { name: 'done' }).waitFor({ timeout: 180_000 });
+  const selects = box.locator('select');
+  await selects.nth(0).selectOption({ label: 'qwen3-32b' });
+  await selects.nth(1).selectOption({ label: 'fp32' });
+  await selects.nth(3).selectOption({ label: 'none' });
+  const sliders = box.locator('input[type=range]');
+  for (const [i, top] of [[0, '8'], [1, '6']]) {
+    await sliders.nth(i).evaluate((el, v) => {
+      el.value = v;
+      el.dispatchEvent(new Event('input'));
+      el.dispatchEvent(new Event('change'));
+    }, top);
+  }
+  await page.waitForFunction(() => /micro-batch 64/.test(document.querySelector('.vramlab-whatif-result')?.innerText || '') &&
+    /TiB/.test(document.querySelector('.vramlab-whatif-result')?.innerText || ''), null, { timeout: 120_000 });
+  await page.waitForFunction(() => document.querySelector('.vramlab-whatif-result .vramlab-canvas svg text'), null, { timeout: 30_000 });
+  for (const width of [1440, 1100]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.waitForTimeout(1500); // the chart resizes, its animations end
+    const charts = (await chartTexts(page)).filter((c) => c.texts.length > 3);
+    assert.ok(charts.length >= 1, 'the result chart is drawn');
+    const bad = layoutProblems(charts);
+    assert.deepEqual(bad, [], `at ${width} px:\n${bad.join('\n')}`);
+  }
+  await box.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: shotPath('20-what-if-terabytes.png'), fullPage: false });
+  await box.getByRole('button', { name: 'done' }).click();
+  await waitForIdle(page, 180_000);
 });

@@ -130,10 +130,15 @@ PY
 }
 # papermill's own traceback says only that a cell failed: it goes to a log,
 # and the failure is said in one line (why), the log's last line if not.
+# The kernel papermill starts runs in a session of its own (jupyter_client
+# start_new_session), out of reach of timeout's signal: its connection file
+# is made under $tmp, by which a kernel left running is found and stopped.
 rc=0
-timeout --kill-after=10 "${REPORT_TIMEOUT:-600}" .venv/bin/papermill --no-progress-bar --kernel vramlab --cwd "$ROOT" \
+mkdir "$tmp/kernel"
+TMPDIR="$tmp/kernel" timeout --kill-after=10 "${REPORT_TIMEOUT:-600}" .venv/bin/papermill --no-progress-bar --kernel vramlab --cwd "$ROOT" \
   --execution-timeout 600 -f "$tmp/parameters.json" \
-  "$template" "$out/$name.ipynb" 2>"$tmp/papermill.log" || rc=$?
+  "$template" "$out/$name.ipynb" >"$tmp/papermill.log" 2>&1 || rc=$?
+pkill -f -- "$tmp/kernel/" 2>/dev/null || true
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   echo "report: executing the report notebook did not finish within ${REPORT_TIMEOUT:-600}s" >&2
   exit 1
