@@ -375,3 +375,28 @@ func TestEntryPointsReturnOverflowAsError(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestErrorsTeachTheFormat: a value of the wrong kind for a field that
+// takes one of a list of words names the words; a key brought from a
+// trainer's config names the plan's key.
+func TestErrorsTeachTheFormat(t *testing.T) {
+	for _, c := range []struct{ plan, want string }{
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "grad_checkpointing": true}}`, "train.grad_checkpointing: want one of the strings none, selective, full, op, memory_budget, got true or false"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "attention": 2}}`, "want one of the strings sdpa, flash2, flash3, memory_efficient, eager"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "optimizer": false}}`, "want one of the strings adamw, adam, sgd"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "precision": 16}}`, "want one of the strings fp32, tf32, amp_bf16"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "qlora": true}}`, `train.qlora: unknown field; the plan says it as quantized_base ({"dtype": "nf4", "double_quant": true}) with a lora`},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "gradient_accumulation_steps": 4}}`, "the plan says it as grad_accum"},
+		{`{"model": "gpt2", "train": {"sequence_len": 128, "micro_batch": 1}}`, "the plan says it as seq_len"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "precision": "bf32"}}`, "unknown precision \"bf32\"; known: fp32, tf32, amp_bf16"},
+		{`{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1, "parallel": {"fsdp": 1}}}`, "want one of the strings none, full_shard, shard_grad_op, hybrid"},
+	} {
+		p, err := ParsePlan([]byte(c.plan), "")
+		if err == nil && p.Training != nil {
+			_, err = p.Training.Estimate()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.plan, err, c.want)
+		}
+	}
+}

@@ -182,7 +182,7 @@ func (r *resolved) resolveSharding() error {
 	if p.FSDP == "" {
 		p.FSDP = "none"
 	}
-	if err := oneOf("parallel.fsdp", p.FSDP, "none", "full_shard", "shard_grad_op", "hybrid"); err != nil {
+	if err := oneOf("parallel.fsdp", p.FSDP, fsdpModes...); err != nil {
 		return err
 	}
 	switch p.FSDP {
@@ -344,7 +344,7 @@ func (r *resolved) resolveOtherParallel() error {
 	if p.CPUOffload == "" {
 		p.CPUOffload = "none"
 	}
-	if err := oneOf("parallel.cpu_offload", p.CPUOffload, "none", "optimizer", "optimizer+grads", "optimizer+params"); err != nil {
+	if err := oneOf("parallel.cpu_offload", p.CPUOffload, cpuOffloads...); err != nil {
 		return err
 	}
 	return nil
@@ -399,3 +399,8 @@ func (r *resolved) asyncTPWorkspace() Bytes {
 	tokens := int64(mb) * int64(r.SeqLen) / int64(r.cp) / int64(r.tp)
 	return 2 * r.ComputeDType.Size(mulI64(tokens, int64(r.m.Hidden)))
 }
+
+var (
+	fsdpModes   = enum("fsdp", "none", "full_shard", "shard_grad_op", "hybrid")
+	cpuOffloads = enum("cpu_offload", "none", "optimizer", "optimizer+grads", "optimizer+params")
+)

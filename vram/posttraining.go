@@ -249,7 +249,7 @@ func (pt PostTraining) Validate() error {
 
 // resolve fills the framework's defaults and checks the plan.
 func (pt PostTraining) resolve() (PostTraining, error) {
-	if err := oneOf("post_training.algorithm", pt.Algorithm, "grpo", "rloo", "ppo", "dpo"); err != nil {
+	if err := oneOf("post_training.algorithm", pt.Algorithm, algorithms...); err != nil {
 		return pt, err
 	}
 	fw, ok := rlFrameworks[pt.Framework]
@@ -270,7 +270,7 @@ func (pt PostTraining) resolve() (PostTraining, error) {
 		pt.Rollout = &ro // the framework's defaults go into a copy
 	}
 	if pt.Reference != "" {
-		if err := oneOf("post_training.reference", pt.Reference, "model", "adapter", "precomputed", "none"); err != nil {
+		if err := oneOf("post_training.reference", pt.Reference, references...); err != nil {
 			return pt, err
 		}
 	}
@@ -412,3 +412,8 @@ func (pt PostTraining) MaxCompletionLen(b Budget) (int, error) {
 	}
 	return largest(limit, ok), nil
 }
+
+var (
+	algorithms = enum("algorithm", "grpo", "rloo", "ppo", "dpo")
+	references = enum("reference", "model", "adapter", "precomputed", "none")
+)

@@ -35,12 +35,60 @@ func strictDecode(data []byte, v any, prefix string) error {
 func fieldErr(prefix string, err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return fmt.Errorf("%s%s: want %s, got %s", prefix, te.Field, jsonWant(te.Type), jsonGot(te.Value))
+		want := jsonWant(te.Type)
+		if vs, ok := enumValues[te.Field[strings.LastIndex(te.Field, ".")+1:]]; ok && te.Type.Kind() == reflect.String {
+			want = "one of the strings " + strings.Join(vs, ", ")
+		}
+		return fmt.Errorf("%s%s: want %s, got %s", prefix, te.Field, want, jsonGot(te.Value))
 	}
 	if prefix != "" {
 		return fmt.Errorf("%s: %w", strings.TrimSuffix(prefix, "."), err)
 	}
 	return err
+}
+
+// keyAliases are keys users bring from their trainers' and engines'
+// configs, and how a plan says each (the first word is the plan's key):
+// closer than any spelling, which would offer "lora" for "qlora".
+var keyAliases = map[string]string{
+	"qlora":                       `quantized_base ({"dtype": "nf4", "double_quant": true}) with a lora`,
+	"load_in_4bit":                `quantized_base ({"dtype": "nf4"}) with a lora`,
+	"adapter":                     `lora, with trainable "lora"`,
+	"gradient_checkpointing":      `grad_checkpointing ("full", "selective", "op", "none")`,
+	"activation_checkpointing":    `grad_checkpointing ("full", "selective", "op", "none")`,
+	"gradient_accumulation_steps": "grad_accum",
+	"batch_size":                  "micro_batch (per GPU)",
+	"micro_batch_size":            "micro_batch",
+	"per_device_train_batch_size": "micro_batch",
+	"sequence_len":                "seq_len",
+	"max_seq_len":                 "seq_len",
+	"max_length":                  "seq_len",
+	"seq_length":                  "seq_len",
+	"bf16":                        `precision ("bf16", "amp_bf16", "mixed_bf16")`,
+	"fp16":                        `precision ("fp16", "amp_fp16", "mixed_fp16")`,
+	"mixed_precision":             `precision ("amp_bf16", "mixed_bf16", …)`,
+	"flash_attention":             `attention ("flash2")`,
+	"attn_implementation":         `attention ("sdpa", "flash2", "eager")`,
+	"zero_stage":                  "parallel (its zero_stage)",
+	"tensor_parallel_size":        "parallel (its tp) for training, or vllm's tensor_parallel_size for serving",
+	"max_model_len":               "vllm (its max_model_len)",
+	"gpu_memory_utilization":      "vllm (its gpu_memory_utilization)",
+}
+
+// enumValues are the values of each plan field that takes one of a list of
+// words, by its JSON name: a type error names them ("grad_checkpointing":
+// true wants one of the strings none, selective, …). enum fills it where
+// each list is declared, which validation checks against (oneOf).
+var enumValues = map[string][]string{}
+
+// enum declares a field's words, for its error messages and oneOf.
+func enum[S ~string](field string, values ...S) []S {
+	words := make([]string, len(values))
+	for i, v := range values {
+		words[i] = string(v)
+	}
+	enumValues[field] = append(enumValues[field], words...)
+	return values
 }
 
 // jsonWant says in a plan's words what a field of Go type t takes (an
@@ -128,6 +176,9 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 					if strings.EqualFold(name, k) {
 						return fmt.Errorf("%s%s: keys are case-sensitive; did you mean %q?", path, k, name)
 					}
+				}
+				if real, ok := keyAliases[k]; ok && fields[strings.Fields(real)[0]] != nil {
+					return fmt.Errorf("%s%s: unknown field; the plan says it as %s", path, k, real)
 				}
 				if hint := didYouMean(k, sortedKeys(fields)); hint != "" {
 					return fmt.Errorf("%s%s: unknown field%s", path, k, hint)

@@ -226,7 +226,19 @@ func (t Training) Validate() error {
 	return err
 }
 
-var knownOptimizers = []string{"adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "adamw_8bit", "adam_8bit", "paged_adamw", "paged_adamw_8bit", "adamw_4bit", "custom", "none"}
+// The words of the training plan's enumerated fields (enum: their errors
+// list them).
+var (
+	knownOptimizers  = enum("optimizer", "adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "adamw_8bit", "adam_8bit", "paged_adamw", "paged_adamw_8bit", "adamw_4bit", "custom", "none")
+	optimizerImpls   = enum("optimizer_impl", "foreach", "fused", "for_loop")
+	checkpointings   = enum[Checkpointing]("grad_checkpointing", "none", "selective", "full", "op", "memory_budget")
+	attentions       = enum("attention", "sdpa", "flash2", "flash3", "memory_efficient", "eager")
+	trainables       = enum("trainable", "full", "lora", "adapter", "frozen")
+	loraModules      = enum("targets", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head", "all_linear")
+	quantizedModules = enum("quantized_modules", "all_linear", "all_linear_except_lm_head")
+	losses           = enum("loss", "cross_entropy", "chunked_cross_entropy", "chunked_head", "fused", "logits_sum", "classification")
+	precisions       = enum("precision", "fp32", "tf32", "amp_bf16", "amp_fp16", "mixed_bf16", "mixed_fp16", "bf16", "fp16", "fp8")
+)
 
 func oneOf[S ~string](field string, v S, known ...S) error {
 	for _, k := range known {
@@ -374,13 +386,13 @@ func (r *resolved) resolveStep(t Training) error {
 	if r.OptimizerImpl == "" {
 		r.OptimizerImpl = "foreach"
 	}
-	if err := oneOf("optimizer_impl", r.OptimizerImpl, "foreach", "fused", "for_loop"); err != nil {
+	if err := oneOf("optimizer_impl", r.OptimizerImpl, optimizerImpls...); err != nil {
 		return err
 	}
 	if r.Checkpointing == "" {
 		r.Checkpointing = CheckpointNone
 	}
-	if err := oneOf("grad_checkpointing", r.Checkpointing, "none", "selective", "full", "op", "memory_budget"); err != nil {
+	if err := oneOf("grad_checkpointing", r.Checkpointing, checkpointings...); err != nil {
 		return err
 	}
 	if t.CheckpointEvery < 0 || t.CheckpointEvery > r.m.Layers {
@@ -392,7 +404,7 @@ func (r *resolved) resolveStep(t Training) error {
 	if r.Attention == "" {
 		r.Attention = "sdpa"
 	}
-	if err := oneOf("attention", r.Attention, "sdpa", "flash2", "flash3", "memory_efficient", "eager"); err != nil {
+	if err := oneOf("attention", r.Attention, attentions...); err != nil {
 		return err
 	}
 	return nil
@@ -407,7 +419,7 @@ func (r *resolved) resolveTrainable(t Training) error {
 			r.Trainable = "lora"
 		}
 	}
-	if err := oneOf("trainable", r.Trainable, "full", "lora", "adapter", "frozen"); err != nil {
+	if err := oneOf("trainable", r.Trainable, trainables...); err != nil {
 		return err
 	}
 	r.frozen = r.Trainable != "full"
@@ -422,7 +434,7 @@ func (r *resolved) resolveTrainable(t Training) error {
 			return fmt.Errorf("lora.targets must name at least one module (q_proj, v_proj, …, or all_linear)")
 		}
 		for _, tg := range t.LoRA.Targets {
-			if err := oneOf("lora target", tg, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head", "all_linear"); err != nil {
+			if err := oneOf("lora target", tg, loraModules...); err != nil {
 				return err
 			}
 		}
@@ -439,7 +451,7 @@ func (r *resolved) resolveTrainable(t Training) error {
 	if r.QuantizedModules == "" {
 		r.QuantizedModules = "all_linear_except_lm_head"
 	}
-	if err := oneOf("quantized_modules", r.QuantizedModules, "all_linear", "all_linear_except_lm_head"); err != nil {
+	if err := oneOf("quantized_modules", r.QuantizedModules, quantizedModules...); err != nil {
 		return err
 	}
 	if r.Loss == "" {
@@ -448,7 +460,7 @@ func (r *resolved) resolveTrainable(t Training) error {
 			r.Loss = "classification"
 		}
 	}
-	if err := oneOf("loss", r.Loss, "cross_entropy", "chunked_cross_entropy", "chunked_head", "fused", "logits_sum", "classification"); err != nil {
+	if err := oneOf("loss", r.Loss, losses...); err != nil {
 		return err
 	}
 	if err := r.checkLossChunks(); err != nil {
@@ -673,7 +685,7 @@ func (r *resolved) resolvePrecision() error {
 	case "fp8":
 		w, c, master, g = BF16, FP8E4M3, FP32, FP32
 	default:
-		return fmt.Errorf("unknown precision %q; known: fp32, tf32, amp_bf16, amp_fp16, mixed_bf16, mixed_fp16, bf16, fp16, fp8", r.Precision)
+		return oneOf("precision", r.Precision, precisions...)
 	}
 	if r.WeightsDType == DTypeUnset {
 		r.WeightsDType = w

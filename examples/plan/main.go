@@ -487,6 +487,9 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			for _, n := range kv.Notes {
 				fmt.Fprintf(w, "  note: %s\n", n)
 			}
+			if n := twoKVFigures(p, r.Inference.KVPerToken, kv); n != "" {
+				fmt.Fprintf(w, "  note: %s\n", n)
+			}
 			fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
 		} else {
 			fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
@@ -615,6 +618,34 @@ func printAdvice(w io.Writer, p vram.Plan, imp *vram.Imported, as []AdviceLine) 
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// twoKVFigures says why transformers' KV cache per token and vLLM's,
+// printed one above the other, differ (by more than 5 %): what each
+// counts, and the dtype each keeps it in.
+func twoKVFigures(p vram.Plan, tf vram.Bytes, kv vram.VLLMKVCache) string {
+	if kv.BlockSize == 0 || kv.Layers == 0 {
+		return ""
+	}
+	paged := kv.PageBytes * vram.Bytes(kv.Layers) / vram.Bytes(kv.BlockSize)
+	if tf == 0 || paged == 0 || absDiff(paged, tf)*20 <= tf {
+		return ""
+	}
+	dtype := func(d vram.DType, def string) string {
+		if d == vram.DTypeUnset {
+			return def
+		}
+		return d.String()
+	}
+	return fmt.Sprintf("two KV figures per token: transformers' generate keeps %v for each sequence (its cache's layout, in %s) and vLLM %v (a %v page of %d tokens in each of %d layers' pools, in %s, sized for the layers' kinds as vLLM groups them)",
+		tf, dtype(p.Inference.KVDType, "the model's dtype"), paged, kv.PageBytes, kv.BlockSize, kv.Layers, dtype(p.VLLM.KVCacheDType, "the model's dtype (auto)"))
+}
+
+func absDiff(a, b vram.Bytes) vram.Bytes {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
 
 // newNotes are the notes of ns not already printed in seen.
