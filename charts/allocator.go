@@ -2,6 +2,7 @@ package charts
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -53,9 +54,9 @@ func Allocator(points []vram.ReplayPoint, title string) Chart {
 		"formatter": opts.FuncOpts(`function(v){var i=v.indexOf(' (');return i<0?v:v.slice(0,i)+'
 '+v.slice(i+1);}`)}}}
 	c.Option.YAxis = []map[string]any{bytesAxis(map[string]any{"max": niceCeil(gv(top) * 1.05)})}
-	c.Option.Series = []charts.SingleSeries{
-		{Name: "allocated", Type: "bar", Stack: "reserved", Data: alloc, ItemStyle: &opts.ItemStyle{Color: "#5470c6"}},
-		{Name: "cached but free", Type: "bar", Stack: "reserved", Data: free, ItemStyle: &opts.ItemStyle{Color: "#c8d0e0"}},
+	c.Option.Series = []charts.SingleSeries{{Name: "allocated", Type: "bar", Stack: "reserved", Data: alloc, ItemStyle: &opts.ItemStyle{Color: "#5470c6"}}}
+	if slices.ContainsFunc(free, func(v float64) bool { return v != 0 }) { // no legend entry for what is never there
+		c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: "cached but free", Type: "bar", Stack: "reserved", Data: free, ItemStyle: &opts.ItemStyle{Color: "#c8d0e0"}})
 	}
 	return c
 }

@@ -247,7 +247,7 @@ func catLabels() []string {
 
 func capacityLine(capacity vram.Bytes) *opts.MarkLines {
 	return &opts.MarkLines{
-		Data:          []any{map[string]any{"yAxis": gv(capacity), "name": "capacity " + gib(capacity)}},
+		Data: []any{map[string]any{"yAxis": gv(capacity), "name": "capacity " + gib(capacity)}},
 		// The label sits inside the plot, above the line's end: at the end
 		// of the line it was clipped by a narrow page's margin.
 		MarkLineStyle: opts.MarkLineStyle{Symbol: []string{"none", "none"}, Label: &opts.Label{Show: opts.Bool(true), Formatter: "capacity", Position: "insideEndTop"}, LineStyle: &opts.LineStyle{Color: "#d00", Type: "dashed", Width: 2}},

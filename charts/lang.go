@@ -209,14 +209,14 @@ var zhWords = map[string]string{
 // tutorials give their charts (their code is the same in both languages).
 var zhTitles = map[string]string{
 	// default titles and axis names
-	"Memory over the training step":                                  "训练步内的显存",
-	"Peak allocated memory per GPU, by plan":                         "各方案每 GPU 的已分配显存峰值",
-	"Peak allocated memory per GPU":                                  "每 GPU 的已分配显存峰值",
-	"Your run beside the prediction":                                 "你的运行与预测对照",
-	"Device memory over time (NVML)":                                 "设备显存随时间变化（NVML）",
-	"Device memory per GPU, phase by phase":                          "每 GPU 的设备显存：逐阶段",
-	"Allocated and reserved memory at the end of each phase":         "各阶段末的已分配与已保留显存",
-	"the step's allocations and frees, in order": "训练步中按顺序的分配与释放",
+	"Memory over the training step":                          "训练步内的显存",
+	"Peak allocated memory per GPU, by plan":                 "各方案每 GPU 的已分配显存峰值",
+	"Peak allocated memory per GPU":                          "每 GPU 的已分配显存峰值",
+	"Your run beside the prediction":                         "你的运行与预测对照",
+	"Device memory over time (NVML)":                         "设备显存随时间变化（NVML）",
+	"Device memory per GPU, phase by phase":                  "每 GPU 的设备显存：逐阶段",
+	"Allocated and reserved memory at the end of each phase": "各阶段末的已分配与已保留显存",
+	"the step's allocations and frees, in order":             "训练步中按顺序的分配与释放",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
 	"Llama-2-7B: peak per GPU in fp32 and in pure bf16":                 "Llama-2-7B：fp32 与纯 bf16 下每 GPU 的峰值",
@@ -231,11 +231,11 @@ var zhTitles = map[string]string{
 	"The rule of thumb beside the precise peak":                         "经验公式与精确峰值对照",
 	"Peak per GPU on 2 GPUs, by ZeRO stage":                             "2 块 GPU 上每 GPU 的峰值：按 ZeRO 阶段",
 	"Allocated memory at each phase of two iterations":                  "两次迭代中各阶段的已分配显存",
-	"GPU memory now":                       "GPU 当前显存",
-	"Peak per GPU by parallel layout":      "每 GPU 的峰值：按并行布局",
-	"Inference memory by weight precision": "推理显存：按权重精度",
+	"GPU memory now":                                                     "GPU 当前显存",
+	"Peak per GPU by parallel layout":                                    "每 GPU 的峰值：按并行布局",
+	"Inference memory by weight format, as released":                     "推理显存：按发布的权重格式",
 	"Serving memory by concurrent sequences (6,144 + 2,048 tokens each)": "推理服务显存：按并发序列数（每条 6,144 + 2,048 个 token）",
-	"training step": "训练步", "no_grad forward": "no_grad 前向", "rule of thumb": "经验公式", "precise peak": "精确峰值",
+	"training step":                                                      "训练步", "no_grad forward": "no_grad 前向", "rule of thumb": "经验公式", "precise peak": "精确峰值",
 	"Live at the peak": "峰值时刻存活的显存", "Where your run holds more than predicted": "你的运行比预测多占的地方",
 	"your run": "你的运行", "prediction": "预测", "difference": "差值",
 }

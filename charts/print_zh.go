@@ -50,7 +50,7 @@ var zhPrint = map[string]string{
 	"%-16s FSDP full shard, 8k tokens: fewest H100s = %d\n":                                                                  "%-16s FSDP 全分片，8k token：最少 H100 数 = %d\n",
 	"%-24s peak %9v at %s\n":                                                                                                 "%-24s 峰值 %9v，位于%s\n",
 	"%-28s measured %.1f GiB, predicted %.1f GiB (%+.1f%%)\n":                                                                "%-28s 实测 %.1f GiB，预测 %.1f GiB（%+.1f%%）\n",
-	"%-9s weights %v (%.2f bytes/param)\n":                                                                                   "%-9s 权重 %v（每参数 %.2f 字节）\n",
+	"%-12s weights %v (%.3f bytes/param): %s\n":                                                                              "%-12s 权重 %v（每参数 %.3f 字节）：%s\n",
 	"nf4 + double quant: %.3f bits per weight (4 + an fp8 scale per 64 + an fp32 scale per 256 blocks)\n":                    "nf4 + 双重量化：每个权重 %.3f 位（4 位 + 每 64 个一个 fp8 缩放 + 每 256 块一个 fp32 缩放）\n",
 	"GPTQ int4, groups of 128: %.3f bits (4 + an fp16 scale and a 4-bit zero per 128, + an int32 index per input feature)\n": "GPTQ int4，每组 128：%.3f 位（4 位 + 每 128 个一个 fp16 缩放和一个 4 位零点，+ 每个输入特征一个 int32 索引）\n",
 	"LLM.int8: %.3f bits (8 + an fp32 scale per output row)\n":                                                               "LLM.int8：%.3f 位（8 位 + 每个输出行一个 fp32 缩放）\n",

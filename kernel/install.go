@@ -153,17 +153,23 @@ func writeKernelSpec(dir string, spec kernelSpec) error {
 	return nil
 }
 
-// labQuiet is JupyterLab's notification settings that keep it offline and
-// quiet: no news feed and no question about one (fetchNews "false", where
-// the default "none" asks in a toast on first start), no update check
-// (@jupyterlab/apputils-extension notification.json, JupyterLab 4.6). The
-// server's --LabApp.news_url= empties the feed but leaves the question.
-var labQuiet = map[string]any{"fetchNews": "false", "checkForUpdates": false}
+// labSettings are the JupyterLab settings the lab runs with, by plugin:
+// offline and quiet — no news feed and no question about one (fetchNews
+// "false", where the default "none" asks in a toast on first start), no
+// update check (@jupyterlab/apputils-extension notification.json,
+// JupyterLab 4.6; the server's --LabApp.news_url= empties the feed but
+// leaves the question) — and code cells that wrap long lines instead of
+// running past the cell's edge (notebook-extension tracker.json,
+// codeCellConfig, whose default is lineNumbers and lineWrap false).
+var labSettings = map[string]map[string]any{
+	"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false},
+	"@jupyterlab/notebook-extension:tracker":      {"codeCellConfig": map[string]any{"lineNumbers": false, "lineWrap": true}},
+}
 
-// quietLab merges labQuiet into dir/overrides.json, the settings JupyterLab
-// applies over its defaults, keeping whatever else the file holds.
+// quietLab merges labSettings into dir/overrides.json, the settings
+// JupyterLab applies over its defaults, keeping whatever else the file
+// holds.
 func quietLab(dir string) error {
-	const key = "@jupyterlab/apputils-extension:notification"
 	path := filepath.Join(dir, "overrides.json")
 	all := map[string]any{}
 	if data, err := os.ReadFile(path); err == nil {
@@ -176,14 +182,16 @@ func quietLab(dir string) error {
 	} else if !os.IsNotExist(err) {
 		return err
 	}
-	n, _ := all[key].(map[string]any)
-	if n == nil {
-		n = map[string]any{}
+	for key, values := range labSettings {
+		n, _ := all[key].(map[string]any)
+		if n == nil {
+			n = map[string]any{}
+		}
+		for k, v := range values {
+			n[k] = v
+		}
+		all[key] = n
 	}
-	for k, v := range labQuiet {
-		n[k] = v
-	}
-	all[key] = n
 	b, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err

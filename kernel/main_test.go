@@ -249,7 +249,8 @@ func TestDockerImageInputs(t *testing.T) {
 }
 
 // TestQuietLab: the install turns JupyterLab's news question and update
-// check off in its settings overrides, keeping what else the file says.
+// check off and code cells' line wrapping on in its settings overrides,
+// keeping what else the file says.
 func TestQuietLab(t *testing.T) {
 	dir := t.TempDir()
 	other := `{"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}`
@@ -270,6 +271,9 @@ func TestQuietLab(t *testing.T) {
 	n := got["@jupyterlab/apputils-extension:notification"]
 	if n["fetchNews"] != "false" || n["checkForUpdates"] != false || got["@jupyterlab/apputils-extension:themes"]["theme"] != "JupyterLab Dark" {
 		t.Errorf("overrides %s", data)
+	}
+	if c, _ := got["@jupyterlab/notebook-extension:tracker"]["codeCellConfig"].(map[string]any); c["lineWrap"] != true {
+		t.Errorf("code cells do not wrap long lines: %s", data)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "overrides.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)

@@ -116,22 +116,30 @@ func (b Breakdown) String() string {
 	var sb strings.Builder
 	total := b.Total()
 	u := unitFor(total)
+	var small []string
 	for _, it := range b.Items() {
 		share := 0.0
 		if total > 0 {
 			share = 100 * float64(it.Bytes) / float64(total)
 		}
-		size, pct := it.Bytes.Format(u, 2), fmt.Sprintf("%5.1f%%", share)
+		size := it.Bytes.Format(u, 2)
 		if it.Bytes.In(u) < 0.005 {
 			// Too small for the table's unit: in its own, not as 0.00.
 			size = it.Bytes.Format(smallUnit(it.Bytes), 2)
 		}
+		name := strings.ReplaceAll(it.Category, "_", " ")
 		if share < 0.05 {
-			pct = "<0.1%"
+			// Under 0.1 %: said with the total, not as a row of its own.
+			small = append(small, name+" "+size)
+			continue
 		}
-		fmt.Fprintf(&sb, "%-17s %12s %7s\n", strings.ReplaceAll(it.Category, "_", " "), size, pct)
+		fmt.Fprintf(&sb, "%-17s %12s %6.1f%%\n", name, size, share)
 	}
-	fmt.Fprintf(&sb, "%-17s %12s\n", "total", total.Format(u, 2))
+	fmt.Fprintf(&sb, "%-17s %12s", "total", total.Format(u, 2))
+	if len(small) > 0 {
+		fmt.Fprintf(&sb, "   (with %s)", strings.Join(small, ", "))
+	}
+	sb.WriteString("\n")
 	return sb.String()
 }
 

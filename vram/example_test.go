@@ -30,8 +30,7 @@ func ExampleTraining_Estimate() {
 	// gradients            12.55 GiB   20.0%
 	// optimizer states     25.10 GiB   40.0%
 	// temporaries          12.55 GiB   20.0%
-	// other                32.00 KiB   <0.1%
-	// total                62.76 GiB
+	// total                62.76 GiB   (with other 32.00 KiB)
 }
 
 // The same plan with LoRA on the attention projections: only the adapters

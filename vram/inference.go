@@ -165,8 +165,16 @@ func (in Inference) resolve() (Inference, Model, error) {
 	}
 	if in.UnquantizedDType == DTypeUnset {
 		in.UnquantizedDType = FP16
-		if in.Weights.DType.IsFloat() {
-			in.UnquantizedDType = in.Weights.DType
+		switch d := in.Weights.DType; {
+		case d == FP8E4M3 || d == FP8E5M2:
+			// An fp8 checkpoint converts the linear layers only: the
+			// embeddings, norms and head stay in the model's 16-bit dtype
+			// (transformers' quantizer_finegrained_fp8 and vLLM's Fp8Config
+			// replace nn.Linear; released FP8 checkpoints store the rest in
+			// bf16).
+			in.UnquantizedDType = BF16
+		case d.IsFloat():
+			in.UnquantizedDType = d
 		}
 	}
 	if !in.UnquantizedDType.IsFloat() {

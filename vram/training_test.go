@@ -63,10 +63,10 @@ func TestBreakdownTotalIsSum(t *testing.T) {
 	if est.Static.Total() < est.Peak.Total() {
 		t.Errorf("sum of category maxima %v < peak %v", est.Static.Total(), est.Peak.Total())
 	}
-	// A row too small for the table's unit prints in its own, never as
-	// 0.00; zero rows are left out.
+	// A category under 0.1 % is said with the total in its own unit (never
+	// as 0.00, nor as a row of "<0.1%"); zero rows are left out.
 	small := Breakdown{Parameters: 20 * GiB, Other: 32 * KiB}
-	want := "parameters           20.00 GiB  100.0%\nother                32.00 KiB   <0.1%\ntotal                20.00 GiB\n"
+	want := "parameters           20.00 GiB  100.0%\ntotal                20.00 GiB   (with other 32.00 KiB)\n"
 	if got := small.String(); got != want {
 		t.Errorf("String() =\n%s, want\n%s", got, want)
 	}

@@ -387,7 +387,7 @@ func TestLaunchGate(t *testing.T) {
 		{[]string{"-gpu", "RTX-4090", fits}, exitNoFit, []string{"--gradient_checkpointing true"}},
 		{[]string{"-gpu", "B200", "../plans/llama3-8b-serve.json", fits}, exitFits, nil},
 		{[]string{write("serve.json", `{"model": "llama-3.1-70b", "gpu": "H100", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256, "weights": "fp8"}, "vllm": {"max_model_len": 131072}}`)}, exitNoFit,
-			[]string{"starts         needs 71.8 GiB   the longest request the cache holds (vLLM's own estimate): --max-model-len 4992", "starts         needs 71.8 GiB   shards the weights and the KV heads over twice the GPUs: --tensor-parallel-size 2"}},
+			[]string{"starts         needs 71.8 GiB   shards the weights and the KV heads over twice the GPUs: --tensor-parallel-size 2", "would not start: ValueError: No available memory for the cache blocks"}},
 		{[]string{fits, write("bad.json", `{"model": "llama-3.1-8b", "train": {"seq_len": -1}}`)}, exitInvalid, nil},
 		// Configs as users have them, the flags after the file.
 		{[]string{configs + "axolotl/llama-3__fft-8b.yaml", "-gpu", "RTX-4090"}, exitNoFit, []string{"To make it fit (axolotl's settings", "sequence_len: 4096", "adapter: qlora, load_in_4bit: true"}},

@@ -90,8 +90,17 @@ func run(args []string, stdout io.Writer) error {
 		}
 		return diff(fs.Arg(0), fs.Arg(1), *gpuName, *sites, stdout)
 	}
+	if fs.NArg() == 0 {
+		// The reference set, from the repository's root (the README's
+		// bare command).
+		if _, err := os.Stat(referenceCases); err == nil {
+			fmt.Fprintf(stdout, "(the reference set, %s)\n", referenceCases)
+			args = append(args, referenceCases)
+			fs.Parse(args)
+		}
+	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: validate [-trust AB] FILE.jsonl")
+		return errors.New("usage: validate [-trust AB] [FILE.jsonl] (without a file: " + referenceCases + ", from the repository's root)")
 	}
 	cases, err := readCases(fs.Arg(0))
 	if err != nil {
@@ -157,6 +166,9 @@ var (
 	summaryLine = regexp.MustCompile(`(?m)^summary kind=(\S+) cases=(\d+) predicted=(\d+) skipped=(\d+) median_abs_err=([\d.]+)% p90_abs_err=([\d.]+)%$`)
 	verdictLine = regexp.MustCompile(`(?m)^verdicts kind=(\S+) failed_starts=(\d+) agree=(\d+)$`)
 )
+
+// referenceCases is the reference set, as the repository's root sees it.
+const referenceCases = "examples/validate/testdata/cases.jsonl"
 
 // maxCasesFile bounds a measured-case file (the reference set is 60 KB).
 const maxCasesFile = 64 << 20

@@ -381,3 +381,17 @@ func TestPostTrainingCases(t *testing.T) {
 		}
 	}
 }
+
+// TestBareCommandRunsTheReferenceSet: `go run ./examples/validate` from the
+// repository's root, as the README writes it, predicts the reference set.
+func TestBareCommandRunsTheReferenceSet(t *testing.T) {
+	wd, _ := os.Getwd()
+	if err := os.Chdir("../.."); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	var out bytes.Buffer
+	if err := run(nil, &out); err != nil || !strings.Contains(out.String(), "summary kind=all") {
+		t.Errorf("%v\n%s", err, out.String())
+	}
+}

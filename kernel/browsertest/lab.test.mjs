@@ -95,6 +95,15 @@ test('the post-training tutorial draws one GRPO step phase by phase in JupyterLa
     return { title: o.title[0].text, phases: o.xAxis[0].data, series: o.series.map((s) => s.name) };
   });
   assert.equal(first.title, 'Device memory per GPU, phase by phase');
+  // Each of the tutorial's charts says which run it is.
+  const subtitles = await page.evaluate(() => [...document.querySelectorAll('.vramlab-canvas')]
+    .map((c) => window.echarts.getInstanceByDom(c)?.getOption().title[0].subtext).filter(Boolean));
+  assert.equal(new Set(subtitles).size, subtitles.length, `charts that read alike: ${JSON.stringify(subtitles)}`);
+  // Long code lines wrap inside their cell (JupyterLab's codeCellConfig
+  // lineWrap, which make lab sets): none runs past the cell's edge.
+  const wide = await page.evaluate(() => [...document.querySelectorAll('.jp-CodeCell .cm-content')]
+    .filter((c) => c.scrollWidth > c.parentElement.clientWidth + 2).length);
+  assert.equal(wide, 0, `${wide} code cells run past their edge`);
   assert.deepEqual(first.phases, ['→ weight sync', 'generation', 'old log-probs', 'training step']);
   assert.ok(first.series.includes('rollout engine') && first.series.includes('policy and optimizer'), JSON.stringify(first.series));
   const [state] = await chartStates(page);
