@@ -124,30 +124,6 @@ func TestExplicitZeroIsNotTheDefault(t *testing.T) {
 	}
 }
 
-// TestPythonEqualityAsPython: == and in compare numbers by value across
-// bool, int and float, as CPython does; a registry that picks its
-// sequence length by such a test gets the length Python would pick.
-func TestPythonEqualityAsPython(t *testing.T) {
-	for _, c := range []struct {
-		expr string
-		want any
-	}{
-		{"1 == 1.0", true}, {"True == 1", true}, {"False == 0.0", true}, {"1 != 1.0", false},
-		{"2 == 2.5", false}, {"'1' == 1", false}, {"None == 0", false}, {"1.0 in [1, 2]", true},
-		{"True in [1]", true}, {"3 not in [1.0, 2.0]", true}, {"9007199254740993 == 9007199254740992.0", false},
-		{"(1 == 1.0) and 8192 or 65536", int64(8192)},
-	} {
-		m, err := parsePython([]byte("def f():\n    return " + c.expr + "\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _, err := m.runFunc("f")
-		if err != nil || v != c.want {
-			t.Errorf("%s = %v (%v), want %v", c.expr, v, err, c.want)
-		}
-	}
-}
-
 // TestNamedFilesStayInTheConfigsFolder: the files a config names are read
 // inside its folder; a path out of it (../, an absolute path, a link) is
 // not read, nor quoted, unless the user allows it.

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramlab/vramlab/vram/internal/pyconf"
+	"github.com/vramlab/vramlab/vram/internal/toml"
+	"github.com/vramlab/vramlab/vram/internal/yaml"
+
 	"github.com/vramlab/vramlab/vram/fileio/budget"
 )
 
@@ -93,11 +97,11 @@ var textReaders = []struct {
 	{"a JSON config", func(d []byte) { ImportConfig("config.json", d, ImportOptions{}) }},
 	{"a plan", func(d []byte) { ParsePlan(d, "") }},
 	{"a config.json", func(d []byte) { FromHFConfig(d) }},
-	{"YAML", func(d []byte) { parseYAML(d) }},
-	{"TOML", func(d []byte) { parseTOML(d) }},
+	{"YAML", func(d []byte) { yaml.Parse(d) }},
+	{"TOML", func(d []byte) { toml.Parse(d) }},
 	{"Python", func(d []byte) {
-		if m, err := parsePython(d); err == nil {
-			m.runFunc("f")
+		if m, err := pyconf.Parse(d); err == nil {
+			m.Run("f")
 		}
 	}},
 }
@@ -172,15 +176,15 @@ func TestHostileReproducers(t *testing.T) {
 // TestSkippedNotesAreBounded: a registry that assigns into subscripts
 // 130,000 times lists 64 of them and says how many more.
 func TestSkippedNotesAreBounded(t *testing.T) {
-	m, err := parsePython([]byte(hostileShapes[7].build(130000)))
+	m, err := pyconf.Parse([]byte(hostileShapes[7].build(130000)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, skipped, err := m.runFunc("f")
+	_, skipped, err := m.Run("f")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(skipped) != maxPyNotes+1 || skipped[maxPyNotes] != "and 129936 more statements passed over" {
+	if len(skipped) != 64+1 || skipped[64] != "and 129936 more statements passed over" {
 		t.Errorf("%d notes, last %q", len(skipped), skipped[len(skipped)-1])
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/toml"
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
 // Plans from what users already have: a trainer's config (axolotl,
@@ -150,7 +153,7 @@ func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error)
 	default:
 		r := newConfigReader(kind, tree, &imp)
 		if err = r.override(opt.Overrides); err == nil && kind == KindVerl {
-			err = r.resolveInterpolations() // verl's YAML is OmegaConf's (omegaconf.go)
+			r.derived, err = yaml.Resolve(r.flat) // verl's YAML is OmegaConf's
 		}
 		if err == nil {
 			err = importTrainer(r, opt)
@@ -198,7 +201,7 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 	var tree map[string]any
 	switch {
 	case ext == ".toml":
-		t, err := parseTOML(data)
+		t, err := toml.Parse(data)
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -208,7 +211,7 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 			return "", nil, nil, fmt.Errorf("json: %v", err)
 		}
 	default:
-		v, err := parseYAML(data)
+		v, err := yaml.Parse(data)
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -246,7 +249,7 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 			t, err := torchtitanPyTree(data, *opt)
 			return t, nil, err
 		}
-		t, err := parseTOML(data)
+		t, err := toml.Parse(data)
 		return t, nil, err
 	case KindHFArgs, KindDeepSpeed, KindMegatron:
 		text := strings.TrimSpace(string(data))
@@ -274,7 +277,7 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 				return tree, nil, err
 			}
 		}
-		v, err := parseYAML(data)
+		v, err := yaml.Parse(data)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -284,7 +287,7 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 		}
 		return m, nil, nil
 	case KindAxolotl, KindLLaMAFactory, KindTorchtune, KindAccelerate:
-		v, err := parseYAML(data)
+		v, err := yaml.Parse(data)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -353,9 +356,9 @@ type configReader struct {
 	used map[string]bool
 	imp  *Imported
 	// derived are keys whose value was an interpolation of another's
-	// (omegaconf.go): the key they follow is read in their stead.
-	derived     map[string]bool
-	interpBytes int // text the interpolations have made (omegaconf.go)
+	// (OmegaConf's, yaml.Resolve): the key they follow is read in their
+	// stead.
+	derived map[string]bool
 }
 
 func newConfigReader(kind ConfigKind, tree map[string]any, imp *Imported) *configReader {
@@ -470,7 +473,7 @@ func (r *configReader) override(kvs []string) error {
 		if !ok || k == "" {
 			return fmt.Errorf("override %q: want key=value", kv)
 		}
-		r.flat[strings.TrimSpace(k)] = yamlScalar(strings.TrimSpace(v))
+		r.flat[strings.TrimSpace(k)] = yaml.Scalar(strings.TrimSpace(v))
 	}
 	return nil
 }
@@ -532,7 +535,7 @@ func (r *configReader) floatInOK(key string, lo, hi float64) (float64, bool, err
 	case float64:
 		f = x
 	case string:
-		switch n := yamlScalar(x).(type) {
+		switch n := yaml.Scalar(x).(type) {
 		case int64:
 			f = float64(n)
 		case float64:
@@ -572,7 +575,7 @@ func (r *configReader) int(key string, lo, hi int) (int, bool, error) {
 	case float64:
 		f = x
 	case string:
-		if n, ok := yamlScalar(x).(int64); ok {
+		if n, ok := yaml.Scalar(x).(int64); ok {
 			f = float64(n)
 		} else {
 			return 0, false, fmt.Errorf("%s: want a whole number, got %q", key, x)
@@ -597,7 +600,7 @@ func (r *configReader) bool(key string) (bool, bool, error) {
 	case bool:
 		return x, true, nil
 	case string:
-		if b, ok := yamlScalar(strings.TrimSpace(x)).(bool); ok {
+		if b, ok := yaml.Scalar(strings.TrimSpace(x)).(bool); ok {
 			return b, true, nil
 		}
 	}

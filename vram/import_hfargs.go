@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"fmt"
 	"strings"
 )
@@ -101,7 +102,7 @@ func hfAccelerateConfig(r *configReader, t *Training, opt ImportOptions) error {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("launch.config_file = %s: the accelerate config could not be read (%v); give it beside the command", file, err))
 		return nil
 	}
-	v, err := parseYAML(data)
+	v, err := yaml.Parse(data)
 	if err != nil {
 		return namedFileErr("--config_file", file, err)
 	}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -222,7 +223,7 @@ func configFileFlags(imp *Imported, fs flagSet, opt ImportOptions) error {
 		imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--config %s: the file could not be read (%v); give it beside the command", file, err))
 		return nil
 	}
-	v, err := parseYAML(data)
+	v, err := yaml.Parse(data)
 	if err != nil {
 		return namedFileErr("--config", file, err)
 	}

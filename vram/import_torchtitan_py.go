@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/pyconf"
 )
 
 // torchtitan's Python configs (pytorch/torchtitan @ b5bcd76c,
@@ -72,14 +74,14 @@ func isPythonConfig(name string, text string) bool {
 // the importer reads, with the module (from the file's folder or the
 // function's name) and what the evaluation passed over.
 func torchtitanPyTree(data []byte, opt ImportOptions) (map[string]any, error) {
-	m, err := parsePython(data)
+	m, err := pyconf.Parse(data)
 	if err != nil {
 		return nil, err
 	}
 	var configs []string
-	for _, name := range m.order {
-		if f := m.funcs[name]; len(f.params) == 0 && !strings.HasPrefix(name, "_") && strings.HasSuffix(f.returns, "Config") {
-			configs = append(configs, name)
+	for _, f := range m.Functions() {
+		if len(f.Params) == 0 && !strings.HasPrefix(f.Name, "_") && strings.HasSuffix(f.Returns, "Config") {
+			configs = append(configs, f.Name)
 		}
 	}
 	name := opt.Entry
@@ -90,10 +92,10 @@ func torchtitanPyTree(data []byte, opt ImportOptions) (map[string]any, error) {
 		return nil, fmt.Errorf("no config function (def NAME() -> Trainer.Config) in the module")
 	case name == "":
 		return nil, fmt.Errorf("the module defines %d configs (%s): name one with -config, as torchtitan's --config", len(configs), strings.Join(configs, ", "))
-	case m.funcs[name] == nil:
+	case !m.Has(name):
 		return nil, fmt.Errorf("-config %s: the module has no function %s (its configs: %s)", name, name, strings.Join(configs, ", "))
 	}
-	v, skipped, err := m.runFunc(name)
+	v, skipped, err := m.Run(name)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +454,7 @@ func titanPyLoRA(r *configReader, t *Training, m map[string]any) error {
 		}
 		l.Rank = int(n)
 	}
-	if a, ok := pyFloat(m["alpha"]); ok {
+	if a, ok := pyconf.Float(m["alpha"]); ok {
 		l.Alpha = a
 	}
 	targets, _ := m["target_modules"].([]any)

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -400,12 +401,12 @@ func argsTree(words []string) (map[string]any, error) {
 	launch, _ := flags(w[:start], normFlagKey)
 	for k, v := range launch.vals {
 		if k != "m" && k != "module" { // the module: in launch.program
-			flat["launch."+k] = yamlScalar(v)
+			flat["launch."+k] = yaml.Scalar(v)
 		}
 	}
 	args, _ := flags(w[start:], normFlagKey)
 	for k, v := range args.vals {
-		flat[k] = yamlScalar(v)
+		flat[k] = yaml.Scalar(v)
 	}
 	return unflatten(flat), nil
 }

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -51,7 +52,7 @@ func verlTree(words []string) map[string]any {
 		default:
 			k, v, ok := strings.Cut(strings.TrimLeft(w, "+"), "=")
 			if ok && k != "" {
-				tree[k] = yamlScalar(strings.Trim(v, `'"`))
+				tree[k] = yaml.Scalar(strings.Trim(v, `'"`))
 			}
 		}
 	}
@@ -99,7 +100,7 @@ func verlPrimaryConfig(tree map[string]any, opt *ImportOptions) (map[string]any,
 		tree["launch.unread"] = fmt.Sprintf("--config-name %s: the YAML it names was not found (looked in %s%s): give it as the file, with the script's key=value overrides after it", name, strings.Join(looked, ", "), outside)
 		return unflatten(tree), nil
 	}
-	v, err := parseYAML(data)
+	v, err := yaml.Parse(data)
 	if err != nil {
 		return nil, namedFileErr("--config-name", file, err)
 	}

@@ -4,47 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
-
-func TestOmegaConfInterpolation(t *testing.T) {
-	tree := map[string]any{
-		"a": map[string]any{"n": int64(8), "m": "${.n}", "text": "run_${a.n}_x", "env": "${oc.env:HOME,/tmp}",
-			"sel": "${oc.select:a.missing,4}", "selnull": "${oc.select:.missing,null}", "present": "${oc.select:.n,1}",
-			"deep": map[string]any{"up": "${..n}"}},
-		"b": "${a.m}",
-	}
-	r := newConfigReader(KindVerl, tree, &Imported{})
-	if err := r.resolveInterpolations(); err != nil {
-		t.Fatal(err)
-	}
-	for k, want := range map[string]any{"a.m": int64(8), "a.text": "run_8_x", "a.env": "/tmp", "a.sel": int64(4), "a.selnull": nil,
-		"a.present": int64(8), "a.deep.up": int64(8), "b": int64(8)} {
-		if got := r.flat[k]; got != want {
-			t.Errorf("%s = %#v, want %#v", k, got, want)
-		}
-	}
-	if !r.derived["b"] || r.derived["a.text"] || r.derived["a.env"] {
-		t.Errorf("derived %v: b follows a key; text around one and oc.env do not", r.derived)
-	}
-	for _, c := range []struct {
-		tree map[string]any
-		want string
-	}{
-		{map[string]any{"x": "${y}", "y": "${x}"}, "refers to itself"},
-		{map[string]any{"x": "${nowhere.at_all}"}, "x: the interpolation names nowhere.at_all, which the config does not have"},
-		{map[string]any{"x": "${oc.create:{}}"}, "the resolver oc.create is not read"},
-		{map[string]any{"x": "${y"}, "an interpolation without its closing }"},
-		{doubling(40), "interpolations expand past"},
-	} {
-		r := newConfigReader(KindVerl, c.tree, &Imported{})
-		if err := r.resolveInterpolations(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: %v, want %q", c.tree, err, c.want)
-		}
-	}
-}
 
 // TestVerlDefaultsYAML: verl's own defaults read as a YAML config
 // (multi-line plain scalars, OmegaConf interpolations), and with a
@@ -95,16 +57,6 @@ func TestVerlDefaultsYAML(t *testing.T) {
 	if string(a) != string(b) {
 		t.Errorf("the script's estimate\n%s\ndiffers from verl's defaults YAML with its overrides\n%s", a, b)
 	}
-}
-
-// doubling is a config whose every key is the next one twice over: 2^n
-// bytes if expanded, as a hostile file could write.
-func doubling(n int) map[string]any {
-	m := map[string]any{"k0": "xxxxxxxx"}
-	for i := 1; i <= n; i++ {
-		m["k"+strconv.Itoa(i)] = "${k" + strconv.Itoa(i-1) + "}${k" + strconv.Itoa(i-1) + "}"
-	}
-	return m
 }
 
 // TestVerlConfigName: a launch script that names its YAML (Hydra's

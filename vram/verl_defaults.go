@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 	_ "embed"
 	"fmt"
 	"sync"
@@ -15,12 +16,12 @@ import (
 var verlDefaultsYAML []byte
 
 var verlDefaults = sync.OnceValue(func() map[string]any {
-	tree, err := parseYAML(verlDefaultsYAML)
+	tree, err := yaml.Parse(verlDefaultsYAML)
 	if err != nil {
 		panic(fmt.Sprintf("verl_defaults.yaml: %v", err)) // the embedded file, which TestVerlDefaultsYAML reads
 	}
 	r := newConfigReader(KindVerl, tree.(map[string]any), &Imported{})
-	if err := r.resolveInterpolations(); err != nil {
+	if r.derived, err = yaml.Resolve(r.flat); err != nil {
 		panic(fmt.Sprintf("verl_defaults.yaml: %v", err))
 	}
 	return r.flat

@@ -1,4 +1,4 @@
-package vram
+package pyconf
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package vram
+package pyconf
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // and TOML readers make. Attribute assignments write into those
 // mappings, making the missing ones (the class's defaults, which the
 // importer knows). What it cannot compute is a pyUnknown that says what
-// it is. Budgets: maxPyCallDepth nested calls, maxYAMLNodes evaluations.
+// it is. Budgets: maxPyCallDepth nested calls, maxNodes evaluations.
 
 // pyUnknown is a value the evaluator does not compute: what it is, in
 // words, or the expression it came from, written out only when a message
@@ -55,12 +55,12 @@ var pyBuiltins = map[string]bool{"len": true, "cast": true, "int": true, "float"
 	"isinstance": true, "print": true, "any": true, "all": true, "set": true, "bool": true, "abs": true,
 	"enumerate": true, "zip": true, "type": true, "hasattr": true, "dict": true, "replace": true, "deepcopy": true}
 
-// pyTreeSize counts a value's nodes and fails past maxYAMLNodes: a
+// pyTreeSize counts a value's nodes and fails past maxNodes: a
 // config's values may share parts, or hold themselves (x.a = x), and are
 // walked as trees after evaluation.
 func pyTreeSize(v any, n *int) error {
-	if *n++; *n > maxYAMLNodes {
-		return fmt.Errorf("python: the config's value has more than %d parts (or holds itself)", maxYAMLNodes)
+	if *n++; *n > maxNodes {
+		return fmt.Errorf("python: the config's value has more than %d parts (or holds itself)", maxNodes)
 	}
 	switch v := v.(type) {
 	case map[string]any:
@@ -149,8 +149,8 @@ func (e *pyEval) note(s string) {
 }
 
 func (e *pyEval) eval(x pyExpr, locals map[string]any) (any, error) {
-	if e.nodes++; e.nodes > maxYAMLNodes {
-		return nil, fmt.Errorf("python: more than %d evaluations, more than a config needs", maxYAMLNodes)
+	if e.nodes++; e.nodes > maxNodes {
+		return nil, fmt.Errorf("python: more than %d evaluations, more than a config needs", maxNodes)
 	}
 	switch x := x.(type) {
 	case pyConst:
@@ -330,7 +330,7 @@ func (e *pyEval) binary(b pyBinary, locals map[string]any) (any, error) {
 		return pyCompare(b.op, x, y, unknown), nil
 	}
 	if s, ok := x.(string); ok && b.op == "+" {
-		if t, ok := y.(string); ok && e.strLen+len(s)+len(t) <= maxYAMLBytes {
+		if t, ok := y.(string); ok && e.strLen+len(s)+len(t) <= maxBytes {
 			e.strLen += len(s) + len(t)
 			return s + t, nil
 		}

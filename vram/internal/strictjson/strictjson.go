@@ -1,4 +1,14 @@
-package vram
+// Package strictjson decodes JSON the way a plan file must be read: every
+// key must be a field of the value spelled exactly (encoding/json matches
+// keys case-insensitively; a plan must not), nothing may follow the value,
+// an explicit 0 is refused where a field's `zero` tag says why (its zero
+// means unset), and every error names the field by its full path in the
+// format's words, never a Go type. It knows nothing of memory: what an
+// error may say of a field — its words, the keys users bring from
+// elsewhere, the nearest spelling — comes in Hints.
+//
+//	err := strictjson.Decode(data, &plan, "train.", hints)
+package strictjson
 
 import (
 	"bytes"
@@ -12,18 +22,35 @@ import (
 	"strings"
 )
 
-// strictDecode decodes one JSON value into v the way a plan file must be
-// read: every key must be a field of v spelled exactly (encoding/json
-// matches keys case-insensitively; a plan must not), and nothing may follow
-// the value. prefix names where the value sits ("train.") in the errors.
-func strictDecode(data []byte, v any, prefix string) error {
-	if err := checkKeys(data, reflect.TypeOf(v), prefix); err != nil {
+// Hints are what errors may say of a format's fields.
+type Hints struct {
+	// Name is what the errors call the format ("the plan").
+	Name string
+	// Values are the words of each field that takes one of a list, by
+	// its JSON name: a value of the wrong kind names them.
+	Values map[string][]string
+	// Aliases are keys users bring from other configs, and how this
+	// format says each (the first word is its key).
+	Aliases map[string]string
+	// Suggest is a clause naming the nearest of known to key ("; did you
+	// mean …?"), or "".
+	Suggest func(key string, known []string) string
+}
+
+// Wanter is a type that decodes itself and says what it takes, in the
+// format's words, for an error ("a size (a number of bytes or …)").
+type Wanter interface{ JSONWant() string }
+
+// Decode decodes one JSON value into v; prefix names where the value sits
+// ("train.") in the errors.
+func Decode(data []byte, v any, prefix string, h Hints) error {
+	if err := checkKeys(data, reflect.TypeOf(v), prefix, h); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fieldErr(prefix, err)
+		return fieldErr(prefix, err, h)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%sunexpected data after the JSON value", strings.TrimSuffix(prefix, "."))
@@ -32,11 +59,11 @@ func strictDecode(data []byte, v any, prefix string) error {
 }
 
 // fieldErr names the field of a type error with its full path.
-func fieldErr(prefix string, err error) error {
+func fieldErr(prefix string, err error, h Hints) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		want := jsonWant(te.Type)
-		if vs, ok := enumValues[te.Field[strings.LastIndex(te.Field, ".")+1:]]; ok && te.Type.Kind() == reflect.String {
+		if vs, ok := h.Values[te.Field[strings.LastIndex(te.Field, ".")+1:]]; ok && te.Type.Kind() == reflect.String {
 			want = "one of the strings " + strings.Join(vs, ", ")
 		}
 		return fmt.Errorf("%s%s: want %s, got %s", prefix, te.Field, want, jsonGot(te.Value))
@@ -47,61 +74,15 @@ func fieldErr(prefix string, err error) error {
 	return err
 }
 
-// keyAliases are keys users bring from their trainers' and engines'
-// configs, and how a plan says each (the first word is the plan's key):
-// closer than any spelling, which would offer "lora" for "qlora".
-var keyAliases = map[string]string{
-	"qlora":                       `quantized_base ({"dtype": "nf4", "double_quant": true}) with a lora`,
-	"load_in_4bit":                `quantized_base ({"dtype": "nf4"}) with a lora`,
-	"adapter":                     `lora, with trainable "lora"`,
-	"gradient_checkpointing":      `grad_checkpointing ("full", "selective", "op", "none")`,
-	"activation_checkpointing":    `grad_checkpointing ("full", "selective", "op", "none")`,
-	"gradient_accumulation_steps": "grad_accum",
-	"batch_size":                  "micro_batch (per GPU)",
-	"micro_batch_size":            "micro_batch",
-	"per_device_train_batch_size": "micro_batch",
-	"sequence_len":                "seq_len",
-	"max_seq_len":                 "seq_len",
-	"max_length":                  "seq_len",
-	"seq_length":                  "seq_len",
-	"bf16":                        `precision ("bf16", "amp_bf16", "mixed_bf16")`,
-	"fp16":                        `precision ("fp16", "amp_fp16", "mixed_fp16")`,
-	"mixed_precision":             `precision ("amp_bf16", "mixed_bf16", …)`,
-	"flash_attention":             `attention ("flash2")`,
-	"attn_implementation":         `attention ("sdpa", "flash2", "eager")`,
-	"zero_stage":                  "parallel (its zero_stage)",
-	"tensor_parallel_size":        "parallel (its tp) for training, or vllm's tensor_parallel_size for serving",
-	"max_model_len":               "vllm (its max_model_len)",
-	"gpu_memory_utilization":      "vllm (its gpu_memory_utilization)",
-}
+var wanter = reflect.TypeFor[Wanter]()
 
-// enumValues are the values of each plan field that takes one of a list of
-// words, by its JSON name: a type error names them ("grad_checkpointing":
-// true wants one of the strings none, selective, …). enum fills it where
-// each list is declared, which validation checks against (oneOf).
-var enumValues = map[string][]string{}
-
-// enum declares a field's words, for its error messages and oneOf.
-func enum[S ~string](field string, values ...S) []S {
-	words := make([]string, len(values))
-	for i, v := range values {
-		words[i] = string(v)
-	}
-	enumValues[field] = append(enumValues[field], words...)
-	return values
-}
-
-// jsonWant says in a plan's words what a field of Go type t takes (an
-// error never names a Go type).
+// jsonWant says in the format's words what a field of Go type t takes.
 func jsonWant(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch t {
-	case reflect.TypeFor[Bytes]():
-		return "a size (a number of bytes or a string such as \"80 GiB\")"
-	case reflect.TypeFor[DType]():
-		return "a dtype name (a string such as \"bf16\")"
+	if t.Implements(wanter) {
+		return reflect.Zero(t).Interface().(Wanter).JSONWant()
 	}
 	switch t.Kind() {
 	case reflect.Bool:
@@ -150,7 +131,7 @@ var (
 // that is not exactly one of the struct's JSON field names. Values of types
 // that decode themselves (Bytes, DType, …) are left to their decoders;
 // malformed JSON is left to the decoder, which says where.
-func checkKeys(data []byte, t reflect.Type, path string) error {
+func checkKeys(data []byte, t reflect.Type, path string, h Hints) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -177,10 +158,10 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 						return fmt.Errorf("%s%s: keys are case-sensitive; did you mean %q?", path, k, name)
 					}
 				}
-				if real, ok := keyAliases[k]; ok && fields[strings.Fields(real)[0]] != nil {
-					return fmt.Errorf("%s%s: unknown field; the plan says it as %s", path, k, real)
+				if real, ok := h.Aliases[k]; ok && fields[strings.Fields(real)[0]] != nil {
+					return fmt.Errorf("%s%s: unknown field; %s says it as %s", path, k, h.Name, real)
 				}
-				if hint := didYouMean(k, sortedKeys(fields)); hint != "" {
+				if hint := suggest(h, k, sortedKeys(fields)); hint != "" {
 					return fmt.Errorf("%s%s: unknown field%s", path, k, hint)
 				}
 				return fmt.Errorf("%s%s: unknown field; known: %s", path, k, strings.Join(sortedKeys(fields), ", "))
@@ -188,7 +169,7 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 			if why, ok := zeros[k]; ok && isJSONZero(obj[k]) {
 				return fmt.Errorf("%s%s: 0 %s; leave the field out for the default", path, k, why)
 			}
-			if err := checkKeys(obj[k], ft, path+k+"."); err != nil {
+			if err := checkKeys(obj[k], ft, path+k+".", h); err != nil {
 				return err
 			}
 		}
@@ -198,7 +179,7 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 			return nil
 		}
 		for i, it := range items {
-			if err := checkKeys(it, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i)); err != nil {
+			if err := checkKeys(it, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i), h); err != nil {
 				return err
 			}
 		}
@@ -208,7 +189,7 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 			return nil
 		}
 		for k, it := range obj {
-			if err := checkKeys(it, t.Elem(), path+k+"."); err != nil {
+			if err := checkKeys(it, t.Elem(), path+k+".", h); err != nil {
 				return err
 			}
 		}
@@ -255,4 +236,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func suggest(h Hints, key string, known []string) string {
+	if h.Suggest == nil {
+		return ""
+	}
+	return h.Suggest(key, known)
 }

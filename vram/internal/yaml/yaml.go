@@ -1,4 +1,4 @@
-package vram
+package yaml
 
 import (
 	"errors"
@@ -8,23 +8,11 @@ import (
 	"strings"
 )
 
-// A YAML reader for the configs trainers are written in (axolotl,
-// LLaMA-Factory, torchtune, accelerate): block mappings and sequences by
-// indentation (a sequence may sit at its key's indentation), compact
-// mappings in sequence items, flow sequences and mappings, plain (folded
-// over more-indented lines), single- and double-quoted scalars, block
-// scalars (| and >), comments and a
-// leading "---". Scalars are typed as PyYAML (YAML 1.1) types them: true,
-// false, yes, no, on, off; null, ~ and nothing; integers, floats with a dot
-// or an exponent, .inf, .nan; anything else a string. Anchors, aliases and
-// tags, which can make a small file expand without bound, are refused, and
-// so is a second document. Budgets: maxYAMLBytes of input, maxYAMLDepth of
-// nesting, maxYAMLNodes values.
-
+// The budgets: what a config file is never larger than.
 const (
-	maxYAMLBytes = 4 << 20
-	maxYAMLDepth = 64
-	maxYAMLNodes = 1 << 17
+	MaxBytes = 4 << 20
+	MaxDepth = 64
+	MaxNodes = 1 << 17
 )
 
 type yamlLine struct {
@@ -39,11 +27,11 @@ type yamlParser struct {
 	nodes int
 }
 
-// parseYAML reads one YAML document into maps (map[string]any), slices
+// Parse reads one YAML document into maps (map[string]any), slices
 // ([]any), strings, bools, int64, float64 and nil.
-func parseYAML(src []byte) (any, error) {
-	if len(src) > maxYAMLBytes {
-		return nil, fmt.Errorf("yaml: %d bytes, more than %d a config has", len(src), maxYAMLBytes)
+func Parse(src []byte) (any, error) {
+	if len(src) > MaxBytes {
+		return nil, fmt.Errorf("yaml: %d bytes, more than %d a config has", len(src), MaxBytes)
 	}
 	if i := strings.IndexByte(string(src), 0); i >= 0 {
 		return nil, fmt.Errorf("yaml: a NUL byte at offset %d: not a text file", i)
@@ -155,16 +143,16 @@ func isBlockScalarHeader(text string) bool {
 
 func (p *yamlParser) node() error {
 	p.nodes++
-	if p.nodes > maxYAMLNodes {
-		return fmt.Errorf("yaml: more than %d values, more than a config has", maxYAMLNodes)
+	if p.nodes > MaxNodes {
+		return fmt.Errorf("yaml: more than %d values, more than a config has", MaxNodes)
 	}
 	return nil
 }
 
 // block reads the mapping or sequence whose lines start at indent.
 func (p *yamlParser) block(indent, depth int) (any, error) {
-	if depth > maxYAMLDepth {
-		return nil, fmt.Errorf("yaml: line %d: nested deeper than %d", p.lines[p.pos].n, maxYAMLDepth)
+	if depth > MaxDepth {
+		return nil, fmt.Errorf("yaml: line %d: nested deeper than %d", p.lines[p.pos].n, MaxDepth)
 	}
 	l := p.lines[p.pos]
 	if l.text == "-" || strings.HasPrefix(l.text, "- ") {
@@ -298,7 +286,7 @@ func splitKey(text string) (key, rest string, ok bool) {
 		case c == ':' && (i+1 == len(text) || text[i+1] == ' '):
 			k := strings.TrimSpace(text[:i])
 			if len(k) >= 2 && (k[0] == '"' && k[len(k)-1] == '"' || k[0] == '\'' && k[len(k)-1] == '\'') {
-				uq, err := unquoteYAML(k)
+				uq, err := unquote(k)
 				if err != nil {
 					return "", "", false
 				}
@@ -344,13 +332,13 @@ func (p *yamlParser) inline(l yamlLine, s string, depth int) (any, error) {
 		return v, nil
 	}
 	if s[0] == '"' || s[0] == '\'' {
-		v, err := unquoteYAML(s)
+		v, err := unquote(s)
 		if err != nil {
 			return nil, fmt.Errorf("yaml: line %d: %v", l.n, err)
 		}
 		return v, nil
 	}
-	return yamlScalar(s), nil
+	return Scalar(s), nil
 }
 
 // join joins first and the lines from p.pos up to end with spaces, once,
@@ -428,8 +416,8 @@ func blockScalar(header, body string) string {
 	return s
 }
 
-// yamlScalar types a plain scalar as PyYAML's resolver does.
-func yamlScalar(s string) any {
+// Scalar types a plain scalar as PyYAML's resolver does.
+func Scalar(s string) any {
 	switch s {
 	case "~", "null", "Null", "NULL":
 		return nil
@@ -473,8 +461,8 @@ func looksFloat(s string) bool {
 	return digits
 }
 
-// unquoteYAML reads a single- or double-quoted scalar.
-func unquoteYAML(s string) (string, error) {
+// unquote reads a single- or double-quoted scalar.
+func unquote(s string) (string, error) {
 	if len(s) < 2 || s[len(s)-1] != s[0] {
 		return "", fmt.Errorf("unterminated quoted string %q", s)
 	}
@@ -540,7 +528,7 @@ func (f *flowParser) fail(what string) error {
 }
 
 func (f *flowParser) value(depth int) (any, error) {
-	if depth > maxYAMLDepth {
+	if depth > MaxDepth {
 		return nil, f.fail("nesting deeper than 64")
 	}
 	if err := f.p.node(); err != nil {
@@ -567,7 +555,7 @@ func (f *flowParser) value(depth int) (any, error) {
 		if j >= len(f.s) {
 			return nil, f.fail("an unterminated string")
 		}
-		v, err := unquoteYAML(f.s[f.i : j+1])
+		v, err := unquote(f.s[f.i : j+1])
 		f.i = j + 1
 		return v, err
 	case '&', '*', '!':
@@ -577,7 +565,7 @@ func (f *flowParser) value(depth int) (any, error) {
 	for j < len(f.s) && !strings.ContainsRune(",]}", rune(f.s[j])) && !(f.s[j] == ':' && (j+1 == len(f.s) || f.s[j+1] == ' ')) {
 		j++
 	}
-	v := yamlScalar(strings.TrimSpace(f.s[f.i:j]))
+	v := Scalar(strings.TrimSpace(f.s[f.i:j]))
 	f.i = j
 	return v, nil
 }

@@ -1,19 +1,19 @@
-package vram
+package toml
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
-// A TOML reader for torchtitan's job configs (and other trainers' TOML):
-// tables ([a.b]) and arrays of tables ([[a]]), bare, quoted and dotted
-// keys, basic, literal and multi-line strings, integers (with _, 0x, 0o,
-// 0b), floats (inf, nan), booleans, arrays over several lines and inline
-// tables; dates and times are kept as strings. A key or table given twice
-// is an error, as TOML says. Budgets: maxYAMLBytes of input, maxYAMLDepth
-// of nesting, maxYAMLNodes values, the YAML reader's.
+// The budgets: what a config file is never larger than.
+const (
+	MaxBytes = 4 << 20
+	MaxDepth = 64
+	MaxNodes = 1 << 17
+)
 
 type tomlParser struct {
 	s     string
@@ -22,11 +22,11 @@ type tomlParser struct {
 	nodes int
 }
 
-// parseTOML reads a TOML document into maps, slices, strings, bools,
+// Parse reads a TOML document into maps, slices, strings, bools,
 // int64 and float64.
-func parseTOML(src []byte) (map[string]any, error) {
-	if len(src) > maxYAMLBytes {
-		return nil, fmt.Errorf("toml: %d bytes, more than %d a config has", len(src), maxYAMLBytes)
+func Parse(src []byte) (map[string]any, error) {
+	if len(src) > MaxBytes {
+		return nil, fmt.Errorf("toml: %d bytes, more than %d a config has", len(src), MaxBytes)
 	}
 	if i := strings.IndexByte(string(src), 0); i >= 0 {
 		return nil, fmt.Errorf("toml: a NUL byte at offset %d: not a text file", i)
@@ -71,8 +71,8 @@ func (p *tomlParser) rest() string {
 
 func (p *tomlParser) node() error {
 	p.nodes++
-	if p.nodes > maxYAMLNodes {
-		return fmt.Errorf("toml: more than %d values, more than a config has", maxYAMLNodes)
+	if p.nodes > MaxNodes {
+		return fmt.Errorf("toml: more than %d values, more than a config has", MaxNodes)
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func (p *tomlParser) keyPath() ([]string, error) {
 			k, p.i = p.s[p.i:j], j
 		}
 		keys = append(keys, k)
-		if len(keys) > maxYAMLDepth {
+		if len(keys) > MaxDepth {
 			return nil, p.fail("a key nested deeper than 64")
 		}
 		p.skipSpace()
@@ -244,7 +244,7 @@ func (p *tomlParser) keyValue(t map[string]any) error {
 }
 
 func (p *tomlParser) value(depth int) (any, error) {
-	if depth > maxYAMLDepth {
+	if depth > MaxDepth {
 		return nil, p.fail("a value nested deeper than 64")
 	}
 	p.skipSpace()
@@ -297,7 +297,7 @@ func tomlScalar(tok string, p *tomlParser) (any, error) {
 	if i, err := strconv.ParseInt(clean, 0, 64); err == nil {
 		return i, nil
 	}
-	if looksFloat(clean) {
+	if isFloat(clean) {
 		if f, err := strconv.ParseFloat(clean, 64); err == nil {
 			return f, nil
 		}
@@ -344,15 +344,71 @@ func (p *tomlParser) str() (string, error) {
 	return unescapeTOML(body, p)
 }
 
+// unescapeTOML reads a basic string's escapes as TOML 1.0 defines them:
+// \b \t \n \f \r \" \\ \uXXXX \UXXXXXXXX, and in a multi-line string a
+// backslash at a line's end, which joins it to the next non-blank text.
 func unescapeTOML(body string, p *tomlParser) (string, error) {
 	if !strings.Contains(body, "\\") {
 		return body, nil
 	}
-	v, err := unquoteYAML(`"` + body + `"`) // the same escapes, \uXXXX among them
-	if err != nil {
-		return "", p.fail(err.Error())
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+1 == len(body) {
+			return "", p.fail("a string ends with a backslash")
+		}
+		i++
+		switch e := body[i]; e {
+		case 'b', 't', 'n', 'f', 'r', '"', '\\':
+			b.WriteString(map[byte]string{'b': "\b", 't': "\t", 'n': "\n", 'f': "\f", 'r': "\r", '"': `"`, '\\': `\`}[e])
+		case 'u', 'U':
+			n := map[byte]int{'u': 4, 'U': 8}[e]
+			if i+n >= len(body) {
+				return "", p.fail(fmt.Sprintf("a short \\%c escape", e))
+			}
+			r, err := strconv.ParseUint(body[i+1:i+1+n], 16, 32)
+			if err != nil || !utf8.ValidRune(rune(r)) {
+				return "", p.fail(fmt.Sprintf("a bad \\%c escape", e))
+			}
+			b.WriteRune(rune(r))
+			i += n
+		case ' ', '\t', '\r', '\n': // a line-ending backslash
+			j := i
+			for j < len(body) && strings.ContainsRune(" \t\r", rune(body[j])) {
+				j++
+			}
+			if j == len(body) || body[j] != '\n' {
+				return "", p.fail("a backslash before a space that does not end the line")
+			}
+			for j < len(body) && strings.ContainsRune(" \t\r\n", rune(body[j])) {
+				j++
+			}
+			i = j - 1
+		default:
+			return "", p.fail(fmt.Sprintf("\\%c is not a TOML escape", e))
+		}
 	}
-	return v, nil
+	return b.String(), nil
+}
+
+// isFloat tells a TOML float's text (underscores removed): digits with a
+// fraction, an exponent or both.
+func isFloat(s string) bool {
+	digits := false
+	for _, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits = true
+		case strings.ContainsRune("+-.eE", c):
+		default:
+			return false
+		}
+	}
+	return digits && strings.ContainsAny(s, ".eE")
 }
 
 func (p *tomlParser) array(depth int) (any, error) {
@@ -394,7 +450,7 @@ func (p *tomlParser) inlineTable(depth int) (any, error) {
 			p.i++
 			return t, nil
 		}
-		if depth > maxYAMLDepth {
+		if depth > MaxDepth {
 			return nil, p.fail("a value nested deeper than 64")
 		}
 		keys, err := p.keyPath()

@@ -1,46 +1,50 @@
-package vram
+package yaml
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
-// OmegaConf's interpolations, as verl's YAML configs (and their Hydra
-// overrides) use them (omegaconf 2.3, docs/source/usage.rst "Variable
-// interpolation", custom_resolvers.rst): ${a.b} names a key from the
-// root, ${.x} a key beside this one and ${..x} one a level up;
-// ${oc.select:key,default} is the key's value, or the default where the
-// config has no such key; ${oc.env:VAR,default} is the default (the
-// run's environment is not this machine's). A value that is one
-// interpolation becomes the value it names (a number stays a number);
-// text around an interpolation makes a string. An interpolation that
-// names itself, or nests past maxInterpolationDepth, is an error, and
-// the text interpolations make is bounded by maxYAMLBytes in all.
-
+// maxInterpolationDepth bounds interpolations naming interpolations.
 const maxInterpolationDepth = 32
 
-// resolveInterpolations replaces every interpolation in the config's
-// values.
-func (r *configReader) resolveInterpolations() error {
-	for _, k := range sortedKeys(r.flat) {
-		s, ok := r.flat[k].(string)
+// Resolve replaces every interpolation in the values of a config written
+// as dotted keys (a.b.c), in place, and returns the keys whose value was
+// one interpolation of another key's (they follow that key).
+func Resolve(flat map[string]any) (derived map[string]bool, err error) {
+	r := &resolver{flat: flat}
+	derived = map[string]bool{}
+	keys := make([]string, 0, len(flat))
+	for k := range flat {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s, ok := flat[k].(string)
 		if !ok || !strings.Contains(s, "${") {
 			continue
 		}
 		v, err := r.interpolate(k, s, 0)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		r.flat[k] = v
+		flat[k] = v
 		if strings.HasPrefix(s, "${") && closingBrace(s, 2) == len(s)-1 && !strings.HasPrefix(s, "${oc.env:") {
-			r.derived[k] = true // it follows another key (or its default)
+			derived[k] = true // it follows another key (or its default)
 		}
 	}
-	return nil
+	return derived, nil
+}
+
+// resolver is one config's resolution.
+type resolver struct {
+	flat  map[string]any
+	bytes int // text the interpolations have made
 }
 
 // interpolate resolves the interpolations in s, the value of key.
-func (r *configReader) interpolate(key, s string, depth int) (any, error) {
+func (r *resolver) interpolate(key, s string, depth int) (any, error) {
 	if depth > maxInterpolationDepth {
 		return nil, fmt.Errorf("%s: the interpolation %q refers to itself (or nests more than %d deep)", key, s, maxInterpolationDepth)
 	}
@@ -68,8 +72,8 @@ func (r *configReader) interpolate(key, s string, depth int) (any, error) {
 		} else {
 			out.WriteString("None")
 		}
-		if r.interpBytes += out.Len(); r.interpBytes > maxYAMLBytes {
-			return nil, fmt.Errorf("%s: interpolations expand past %d bytes, more than a config has", key, maxYAMLBytes)
+		if r.bytes += out.Len(); r.bytes > MaxBytes {
+			return nil, fmt.Errorf("%s: interpolations expand past %d bytes, more than a config has", key, MaxBytes)
 		}
 		s = s[end+1:]
 	}
@@ -94,7 +98,7 @@ func closingBrace(s string, from int) int {
 }
 
 // resolveRef is the value an interpolation's body names.
-func (r *configReader) resolveRef(key, body string, depth int) (any, error) {
+func (r *resolver) resolveRef(key, body string, depth int) (any, error) {
 	body = strings.TrimSpace(body)
 	if name, args, ok := strings.Cut(body, ":"); ok && strings.HasPrefix(name, "oc.") {
 		parts := splitTopLevel(args)
@@ -106,7 +110,7 @@ func (r *configReader) resolveRef(key, body string, depth int) (any, error) {
 			if strings.Contains(d, "${") {
 				return r.interpolate(key, d, depth+1)
 			}
-			return yamlScalar(strings.Trim(d, `'"`)), nil
+			return Scalar(strings.Trim(d, `'"`)), nil
 		}
 		switch name {
 		case "oc.select":
@@ -124,7 +128,7 @@ func (r *configReader) resolveRef(key, body string, depth int) (any, error) {
 }
 
 // lookup is the value at path, its own interpolations resolved.
-func (r *configReader) lookup(key, path string, depth int) (any, error) {
+func (r *resolver) lookup(key, path string, depth int) (any, error) {
 	v, ok := r.flat[path]
 	if !ok {
 		return nil, fmt.Errorf("%s: the interpolation names %s, which the config does not have", key, path)

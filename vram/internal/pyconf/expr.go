@@ -1,4 +1,4 @@
-package vram
+package pyconf
 
 import (
 	"fmt"
@@ -44,8 +44,8 @@ func (p *pyParser) startsExpr() bool {
 func (p *pyParser) expr() (pyExpr, error) {
 	p.depth++
 	defer func() { p.depth-- }()
-	if p.depth > maxYAMLDepth {
-		return nil, fmt.Errorf("python: line %d: expressions nested more than %d deep", p.peek().line, maxYAMLDepth)
+	if p.depth > maxDepth {
+		return nil, fmt.Errorf("python: line %d: expressions nested more than %d deep", p.peek().line, maxDepth)
 	}
 	if p.isName("lambda") {
 		for p.advance(); !p.isOp(":"); p.advance() {

@@ -1,4 +1,4 @@
-package vram
+package pyconf
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // comprehensions, subscripts, f-strings, conditional expressions — it
 // keeps as text (pyOpaque); compound statements in a function (if, for,
 // with, try) are passed over and said (pyFunc.skipped). Budget:
-// maxYAMLDepth of nesting, besides the lexer's tokens.
+// maxDepth of nesting, besides the lexer's tokens.
 
 type pyExpr interface{}
 
@@ -101,13 +101,13 @@ type pyModule struct {
 type pyParser struct {
 	toks  []pyToken
 	i     int
-	depth int // brackets and nested expressions (maxYAMLDepth)
+	depth int // brackets and nested expressions (maxDepth)
 	chain int // prefix operators and powers being read (maxPyExprDepth)
 }
 
 func parsePython(src []byte) (*pyModule, error) {
-	if len(src) > maxYAMLBytes {
-		return nil, fmt.Errorf("python: %d bytes, more than %d a config has", len(src), maxYAMLBytes)
+	if len(src) > maxBytes {
+		return nil, fmt.Errorf("python: %d bytes, more than %d a config has", len(src), maxBytes)
 	}
 	if i := strings.IndexByte(string(src), 0); i >= 0 {
 		return nil, fmt.Errorf("python: a NUL byte at offset %d: not a text file", i)
