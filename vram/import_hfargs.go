@@ -1,9 +1,10 @@
 package vram
 
 import (
-	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
 // TrainingArguments as a command line (accelerate launch / torchrun /

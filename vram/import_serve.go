@@ -1,7 +1,6 @@
 package vram
 
 import (
-	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
 // Serving command lines: `vllm serve MODEL --flag value …` (or python -m

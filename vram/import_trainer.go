@@ -1,11 +1,12 @@
 package vram
 
 import (
-	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
 // The trainer configs: what each kind shares. Every importer fills a

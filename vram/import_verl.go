@@ -1,11 +1,12 @@
 package vram
 
 import (
-	"github.com/vramlab/vramlab/vram/internal/yaml"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
 // verl's main_ppo as users launch it: `python3 -m verl.trainer.main_ppo

@@ -1,10 +1,11 @@
 package vram
 
 import (
-	"github.com/vramlab/vramlab/vram/internal/yaml"
 	_ "embed"
 	"fmt"
 	"sync"
+
+	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
 // verl's own defaults, its generated reference of ppo_trainer.yaml
