@@ -54,12 +54,12 @@ func (k AdviceKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 // A combination's changes are said one after another, "; " between; it is
 // empty when the framework has no setting for one of them.
 func (a Advice) Flags(framework Framework) string {
-	return a.each(func(k AdviceKind) string { return frameworkFlags(framework, k, a.Plan) })
+	return a.SayEach(func(k AdviceKind) string { return frameworkFlags(framework, k, a.Plan) })
 }
 
-// each says every change of the advice with say, joined; empty when one
+// SayEach says every change of the advice with say, joined; empty when one
 // has no words.
-func (a Advice) each(say func(AdviceKind) string) string {
+func (a Advice) SayEach(say func(AdviceKind) string) string {
 	var out []string
 	for _, k := range a.changes() {
 		s := say(k)
@@ -172,53 +172,13 @@ func torchtitanFlags(k AdviceKind, t Training) string {
 	case AdvicePureBF16:
 		return "--training.dtype bfloat16"
 	case AdviceMoreGPUs:
-		return fmt.Sprintf("--parallelism.data_parallel_shard_degree %d (torchrun --nproc_per_node %d)", t.Parallel.DP, worldSize(t.Parallel))
+		return fmt.Sprintf("--parallelism.data_parallel_shard_degree %d (torchrun --nproc_per_node %d)", t.Parallel.DP, t.Parallel.GPUs())
 	case AdviceOffloadOptimizer:
 		return "--training.enable_cpu_offload (FSDP2's CPUOffloadPolicy: parameters and gradients too)"
 	case AdviceSmallerMicroBatch:
 		return fmt.Sprintf("--training.local_batch_size %d (keep --training.global_batch_size: it accumulates %d steps)", t.MicroBatch, max(1, t.GradAccum))
 	case AdviceShorterSequences:
 		return fmt.Sprintf("--training.seq_len %d", t.SeqLen)
-	}
-	return ""
-}
-
-// worldSize is the GPUs a plan's degrees take.
-func worldSize(p Parallel) int {
-	return max(1, p.DP) * max(1, p.TP) * max(1, p.PP) * max(1, p.CP)
-}
-
-func loraRank(t Training) int {
-	if t.LoRA != nil {
-		return t.LoRA.Rank
-	}
-	return 16
-}
-
-// torchtitanPyFlags are the overrides torchtitan's CLI takes on a
-// Python config (config/manager.py: tyro, --section.key value, the
-// activation checkpointing class as a subcommand).
-func torchtitanPyFlags(k AdviceKind, t Training) string {
-	switch k {
-	case AdviceSelective:
-		return "activation-checkpoint:selective"
-	case AdviceFullCheckpointing:
-		return "activation-checkpoint:full"
-	case AdviceFusedOptimizer:
-		return "--optimizer.implementation fused"
-	case AdvicePureBF16:
-		return "--training.dtype bfloat16"
-	case AdviceMoreGPUs:
-		return fmt.Sprintf("--parallelism.data_parallel_shard_degree %d (NGPU=%d ./run_train.sh)", t.Parallel.DP, worldSize(t.Parallel))
-	case AdviceLoRA:
-		// model_spec is not a CLI field (trainer.py:77, tyro.conf.Suppress).
-		return fmt.Sprintf("converters=[LoRAConverter.Config(rank=%d)] in the config function's model_registry(…) (every Linear; narrow with target_modules)", loraRank(t))
-	case AdviceOffloadOptimizer:
-		return "--training.enable_cpu_offload (FSDP2's CPUOffloadPolicy: parameters and gradients too)"
-	case AdviceSmallerMicroBatch:
-		return fmt.Sprintf("--training.num_tokens_per_microbatch_per_dp_rank %d (keep --training.num_tokens_per_train_step: it accumulates %d steps)", t.MicroBatch*t.SeqLen, max(1, t.GradAccum))
-	case AdviceShorterSequences:
-		return fmt.Sprintf("--training.max_context_length %d --training.num_tokens_per_microbatch_per_dp_rank %d", t.SeqLen, t.MicroBatch*t.SeqLen)
 	}
 	return ""
 }

@@ -79,22 +79,3 @@ func TestVLLMAdvise(t *testing.T) {
 		t.Errorf("nothing starts: %s", got)
 	}
 }
-
-// TestAdviceKeysTorchtitanPy: a plan from a torchtitan Python config is
-// advised in the overrides its CLI takes (tyro: --section.key value, the
-// checkpointing class a subcommand), in tokens per micro-batch.
-func TestAdviceKeysTorchtitanPy(t *testing.T) {
-	mb := Training{MicroBatch: 2, GradAccum: 4, SeqLen: 4096, Framework: FrameworkTorchtitan, Parallel: Parallel{DP: 16, TP: 2}}
-	for kind, want := range map[AdviceKind]string{
-		AdviceFullCheckpointing: "activation-checkpoint:full",
-		AdviceSmallerMicroBatch: "--training.num_tokens_per_microbatch_per_dp_rank 8192 (keep --training.num_tokens_per_train_step: it accumulates 4 steps)",
-		AdviceShorterSequences:  "--training.max_context_length 4096 --training.num_tokens_per_microbatch_per_dp_rank 8192",
-		AdviceMoreGPUs:          "--parallelism.data_parallel_shard_degree 16 (NGPU=32 ./run_train.sh)",
-		AdviceLoRA:              "converters=[LoRAConverter.Config(rank=16)] in the config function's model_registry(…)",
-		AdviceQLoRA:             "",
-	} {
-		if got := (Advice{Kind: kind, Plan: mb}).KeysFor(KindTorchtitanPy); !strings.HasPrefix(got, want) || (got == "") != (want == "") {
-			t.Errorf("%v: %q, want %q", kind, got, want)
-		}
-	}
-}

@@ -129,7 +129,7 @@ func BenchmarkMaxMicroBatch(b *testing.B) {
 // tensors.
 func largestPlan() Training {
 	m := Model{Name: "bounds", Family: "mixtral", Layers: maxLayers, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 16384,
-		Vocab: maxWidth, MaxPosition: maxPositions, Experts: maxTensors/maxLayers - 1, ExpertsPerToken: 2}
+		Vocab: maxWidth, MaxPosition: MaxPositions, Experts: maxTensors/maxLayers - 1, ExpertsPerToken: 2}
 	return Training{Model: m, SeqLen: 4096, MicroBatch: 1, Precision: "bf16", Checkpointing: "full"}
 }
 

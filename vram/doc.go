@@ -8,9 +8,10 @@
 //
 // A plan may also come from the config a user already has — axolotl,
 // LLaMA-Factory, torchtune, torchtitan, TrainingArguments/TRL, Megatron-LM,
-// DeepSpeed, accelerate, or a vllm serve / SGLang / llama-server launch:
+// DeepSpeed, accelerate, or a vllm serve / SGLang / llama-server launch
+// (package vram/importer):
 //
-//	imp, err := vram.ReadConfig("qlora.yml", vram.ImportOptions{GPU: "RTX-4090"})
+//	imp, err := importer.Read("qlora.yml", importer.Options{GPU: "RTX-4090"})
 //	est, err := imp.Plan.Training.Estimate()
 //	fmt.Println(imp.Mapped, imp.NotModelled) // what each field became; what is left out
 //

@@ -1,6 +1,10 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
+)
 
 // Bamba (transformers/models/bamba/modeling_bamba.py): a hybrid of
 // Mamba-2 mixers (BambaMixer, the same torch path as Mamba2Mixer) and
@@ -93,7 +97,7 @@ func (r *hfReader) hybridSSM(hidden, layers int, key string) *SSM {
 	for i, v := range r.optList(key) {
 		f, ok := v.(float64)
 		if !ok || f != float64(int(f)) || f < 0 || int(f) >= layers {
-			r.fail(fmt.Sprintf("%s[%d] = %s: want a layer index in [0, %d)", key, i, jsonKind(v), layers))
+			r.fail(fmt.Sprintf("%s[%d] = %s: want a layer index in [0, %d)", key, i, strictjson.Kind(v), layers))
 			break
 		}
 		s.Attention = append(s.Attention, int(f))

@@ -3,6 +3,8 @@ package vram
 import (
 	"fmt"
 	"slices"
+
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 )
 
 // LFM2 (transformers/models/lfm2/modeling_lfm2.py): a hybrid of gated
@@ -127,7 +129,7 @@ func (r *hfReader) lfm2AttentionLayers(layers int) []int {
 	for i, v := range raw {
 		f, ok := v.(float64)
 		if !ok || f != float64(int(f)) || f < 0 || int(f) >= layers {
-			r.fail(fmt.Sprintf("full_attn_idxs[%d] = %s: want a layer index in [0, %d)", i, jsonKind(v), layers))
+			r.fail(fmt.Sprintf("full_attn_idxs[%d] = %s: want a layer index in [0, %d)", i, strictjson.Kind(v), layers))
 			return nil
 		}
 		out = append(out, int(f))

@@ -52,6 +52,6 @@ func init() {
 const ggufLlama = "llama"
 
 // asLlama lays out a decoder given by its shape alone (Megatron-LM's
-// GPTModel arguments, import_megatron.go) as this family's pre-norm
+// GPTModel arguments, importer/megatron.go) as this family's pre-norm
 // blocks; its Norm, MLP, Bias and Position fields say the rest.
 func asLlama(m *Model) { m.Family = "llama" }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vramlab/vramlab/vram/fileio/budget"
+	"github.com/vramlab/vramlab/vram/internal/hostile"
 )
 
 // FuzzParsePlan: no plan file may make the decoder or the estimator panic,
@@ -48,7 +49,7 @@ func FuzzParsePlan(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	for _, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+	for _, s := range hostile.Seeds() { // the third audit's shapes (internal/hostile)
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -284,7 +285,7 @@ func FuzzFromHFConfig(f *testing.F) {
 	// Whisper's log-mel encoder-decoder and Qwen3-VL's deepstack tower.
 	f.Add([]byte(`{"model_type": "whisper", "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "vocab_size": 100, "num_mel_bins": 8, "max_source_positions": 16, "max_target_positions": 8}`))
 	f.Add([]byte(`{"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 100, "rope_scaling": {"mrope_interleaved": true, "mrope_section": [4, 2, 2]}}, "vision_config": {"depth": 4, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "patch_size": 8, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16, "deepstack_visual_indexes": [1, 2], "out_hidden_size": 64, "hidden_act": "gelu_pytorch_tanh"}}`))
-	for _, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+	for _, s := range hostile.Seeds() { // the third audit's shapes (internal/hostile)
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

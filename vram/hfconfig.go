@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 )
 
 // FromHFConfig reads a Hugging Face config.json (the keys that
@@ -88,7 +90,7 @@ func (r *hfReader) architecture() string {
 	}
 	s, ok := l[0].(string)
 	if !ok {
-		r.fail(fmt.Sprintf("architectures[0] must be a class name, got %s", jsonKind(l[0])))
+		r.fail(fmt.Sprintf("architectures[0] must be a class name, got %s", strictjson.Kind(l[0])))
 	}
 	return s
 }
@@ -136,7 +138,7 @@ func (r *hfReader) numLabels() int {
 	if v, ok := r.c["id2label"]; ok && v != nil {
 		l, ok := v.(map[string]any)
 		if !ok {
-			r.fail(fmt.Sprintf("%q must be an object, got %s", "id2label", jsonKind(v)))
+			r.fail(fmt.Sprintf("%q must be an object, got %s", "id2label", strictjson.Kind(v)))
 			return 2
 		}
 		return len(l)
@@ -199,7 +201,7 @@ func (r *hfReader) layerTypes(m *Model) {
 		case "sliding_attention", "chunked_attention":
 			locals++
 		default:
-			r.err = fmt.Errorf("layer_types[%d] = %s: want full_attention, sliding_attention or chunked_attention", i, jsonKind(t))
+			r.err = fmt.Errorf("layer_types[%d] = %s: want full_attention, sliding_attention or chunked_attention", i, strictjson.Kind(t))
 			return
 		}
 	}
@@ -250,7 +252,7 @@ func (r *hfReader) noRopePeriod(interval, layers int) int {
 	for i, v := range raw {
 		f, ok := v.(float64)
 		if !ok || (f != 0 && f != 1) {
-			r.err = fmt.Errorf("no_rope_layers[%d] = %s: want 1 (rotary) or 0 (none)", i, jsonKind(v))
+			r.err = fmt.Errorf("no_rope_layers[%d] = %s: want 1 (rotary) or 0 (none)", i, strictjson.Kind(v))
 			return 0
 		}
 		skip[i] = f == 0
@@ -293,7 +295,7 @@ func (r *hfReader) perLayerInt(key string, def, layers int) int {
 	for i, v := range l {
 		f, isNum := v.(float64)
 		if !isNum || f != float64(int(f)) || (i > 0 && f != first) {
-			r.fail(fmt.Sprintf("%s[%d] = %s: only one value for every layer is modelled", key, i, jsonKind(v)))
+			r.fail(fmt.Sprintf("%s[%d] = %s: only one value for every layer is modelled", key, i, strictjson.Kind(v)))
 			return def
 		}
 		first = f
@@ -322,7 +324,7 @@ func (r *hfReader) int(key string) int {
 	f, ok := v.(float64)
 	if !ok || f != float64(int(f)) || f < 0 || f > 1<<31 {
 		if r.err == nil {
-			r.err = fmt.Errorf("%q must be a non-negative integer, got %s", key, jsonKind(v))
+			r.err = fmt.Errorf("%q must be a non-negative integer, got %s", key, strictjson.Kind(v))
 		}
 		return 0
 	}
@@ -344,7 +346,7 @@ func (r *hfReader) optFloat(key string, def float64) float64 {
 	}
 	f, ok := v.(float64)
 	if !ok {
-		r.fail(fmt.Sprintf("%q must be a number, got %s", key, jsonKind(v)))
+		r.fail(fmt.Sprintf("%q must be a number, got %s", key, strictjson.Kind(v)))
 		return def
 	}
 	return f
@@ -360,7 +362,7 @@ func (r *hfReader) optBool(key string, def bool) bool {
 	}
 	b, ok := v.(bool)
 	if !ok {
-		r.fail(fmt.Sprintf("%q must be true or false, got %s", key, jsonKind(v)))
+		r.fail(fmt.Sprintf("%q must be true or false, got %s", key, strictjson.Kind(v)))
 		return def
 	}
 	return b
@@ -374,7 +376,7 @@ func (r *hfReader) optString(key, def string) string {
 	}
 	s, ok := v.(string)
 	if !ok {
-		r.fail(fmt.Sprintf("%q must be a string, got %s", key, jsonKind(v)))
+		r.fail(fmt.Sprintf("%q must be a string, got %s", key, strictjson.Kind(v)))
 		return def
 	}
 	return s
@@ -388,29 +390,10 @@ func (r *hfReader) optList(key string) []any {
 	}
 	l, ok := v.([]any)
 	if !ok {
-		r.fail(fmt.Sprintf("%q must be a list, got %s", key, jsonKind(v)))
+		r.fail(fmt.Sprintf("%q must be a list, got %s", key, strictjson.Kind(v)))
 		return nil
 	}
 	return l
-}
-
-// jsonKind names a decoded JSON value for an error: its type and value.
-func jsonKind(v any) string {
-	switch x := v.(type) {
-	case string:
-		return fmt.Sprintf("the string %q", x)
-	case float64:
-		return fmt.Sprintf("the number %v", x)
-	case bool:
-		return fmt.Sprintf("%v", x)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	case nil:
-		return "null"
-	}
-	return fmt.Sprintf("%v", v)
 }
 
 // HFConfig is the inverse of FromHFConfig: the config.json keys that make
@@ -555,7 +538,7 @@ func (r *hfReader) layerKinds(layers int, attention, other string) (_ []int, ok 
 			out = append(out, i)
 		case other:
 		default:
-			r.fail(fmt.Sprintf("layer_types[%d] = %s: want %q or %q", i, jsonKind(v), other, attention))
+			r.fail(fmt.Sprintf("layer_types[%d] = %s: want %q or %q", i, strictjson.Kind(v), other, attention))
 			return nil, true
 		}
 	}

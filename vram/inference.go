@@ -148,15 +148,15 @@ func (in Inference) resolve() (Inference, Model, error) {
 	if in.Weights.DType == DTypeUnset {
 		in.Weights.DType = BF16
 	}
-	if in.Batch < 1 || in.Batch > maxTokens {
-		return in, m, fmt.Errorf("batch must be in [1, %d], got %d", maxTokens, in.Batch)
+	if in.Batch < 1 || in.Batch > MaxTokens {
+		return in, m, fmt.Errorf("batch must be in [1, %d], got %d", MaxTokens, in.Batch)
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"prompt_tokens", in.PromptTokens}, {"new_tokens", in.NewTokens}, {"kv_cache_tokens", in.KVCacheLen}} {
-		if f.v < 0 || f.v > maxTokens {
-			return in, m, fmt.Errorf("%s must be in [0, %d], got %d", f.name, maxTokens, f.v)
+		if f.v < 0 || f.v > MaxTokens {
+			return in, m, fmt.Errorf("%s must be in [0, %d], got %d", f.name, MaxTokens, f.v)
 		}
 	}
 	// Each term is at most 2^26, so the sum cannot overflow.
@@ -217,8 +217,8 @@ func (in *Inference) resolveRun(m Model) error {
 	if in.PageSize == 0 {
 		in.PageSize = 16
 	}
-	if in.MaxBatchedTokens < 0 || in.MaxBatchedTokens > maxTokens {
-		return fmt.Errorf("max_batched_tokens must be in [0, %d], got %d", maxTokens, in.MaxBatchedTokens)
+	if in.MaxBatchedTokens < 0 || in.MaxBatchedTokens > MaxTokens {
+		return fmt.Errorf("max_batched_tokens must be in [0, %d], got %d", MaxTokens, in.MaxBatchedTokens)
 	}
 	if in.MaxBatchedTokens == 0 && in.Cache == "paged" {
 		in.MaxBatchedTokens = 8192
@@ -274,8 +274,8 @@ func (in Inference) applies() error {
 		return fmt.Errorf("images applies to vision-language models (model.vision), not %q", in.Model.Family)
 	}
 	if v := in.Model.Vision; v != nil && in.PromptTokens > 0 {
-		if in.Images < 0 || in.Images > maxTokens {
-			return fmt.Errorf("images must be in [1, %d], got %d", maxTokens, in.Images)
+		if in.Images < 0 || in.Images > MaxTokens {
+			return fmt.Errorf("images must be in [1, %d], got %d", MaxTokens, in.Images)
 		}
 		if n := int64(max(1, in.Images)) * int64(v.ImageTokens()); n > int64(in.PromptTokens) {
 			return fmt.Errorf("prompt_tokens = %d cannot hold images = %d of %d tokens each: prompt_tokens counts the image tokens too", in.PromptTokens, max(1, in.Images), v.ImageTokens())

@@ -106,12 +106,12 @@ func (l LlamaCpp) withDefaults() LlamaCpp {
 
 func (l LlamaCpp) check() error {
 	switch {
-	case l.CtxSize < 1 || l.CtxSize > maxTokens:
-		return fmt.Errorf("llama.cpp: ctx_size must be in [1, %d], got %d", maxTokens, l.CtxSize)
+	case l.CtxSize < 1 || l.CtxSize > MaxTokens:
+		return fmt.Errorf("llama.cpp: ctx_size must be in [1, %d], got %d", MaxTokens, l.CtxSize)
 	case l.Parallel < 1 || l.Parallel > 1<<10:
 		return fmt.Errorf("llama.cpp: parallel must be in [1, 1024], got %d", l.Parallel)
-	case l.UBatch < 1 || l.UBatch > maxTokens:
-		return fmt.Errorf("llama.cpp: ubatch_size must be in [1, %d], got %d", maxTokens, l.UBatch)
+	case l.UBatch < 1 || l.UBatch > MaxTokens:
+		return fmt.Errorf("llama.cpp: ubatch_size must be in [1, %d], got %d", MaxTokens, l.UBatch)
 	case len(l.TensorSplit) > 64:
 		return fmt.Errorf("llama.cpp: tensor_split names %d devices, at most 64", len(l.TensorSplit))
 	}

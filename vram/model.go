@@ -621,7 +621,7 @@ func (m Model) validateSSM() error {
 		name   string
 		v, max int
 	}{{"heads", s.Heads, maxHeads}, {"head_dim", s.HeadDim, maxWidth}, {"state", s.State, maxWidth}, {"groups", s.Groups, maxHeads},
-		{"conv_kernel", s.ConvKernel, 1024}, {"chunk", s.Chunk, maxPositions}} {
+		{"conv_kernel", s.ConvKernel, 1024}, {"chunk", s.Chunk, MaxPositions}} {
 		if f.v < 1 || f.v > f.max {
 			return fmt.Errorf("model.ssm.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
 		}
@@ -772,7 +772,7 @@ const (
 	maxLayers    = 1024
 	maxWidth     = 1 << 20
 	maxHeads     = 1 << 16
-	maxPositions = 1 << 25
+	MaxPositions = 1 << 25 // a model's longest context, as importers check it too
 	maxExperts   = 4096
 	maxTensors   = 1 << 16 // layers × (experts + 1): Kimi K2 has 61 × 385 = 23,485
 	maxImageSide = 1 << 16
@@ -1166,15 +1166,15 @@ func (m Model) ranges() error {
 	}{
 		{"layers", m.Layers, maxLayers}, {"hidden", m.Hidden, maxWidth}, {"heads", m.Heads, maxHeads}, {"ffn", m.FFN, maxWidth},
 		{"vocab", m.Vocab, maxWidth}, {"kv_heads", m.KVHeads, maxHeads}, {"head_dim", m.HeadDim, maxHeads},
-		{"max_position", m.MaxPosition, maxPositions}, {"experts", m.Experts, maxExperts}, {"expert_ffn", m.ExpertFFN, maxWidth},
+		{"max_position", m.MaxPosition, MaxPositions}, {"experts", m.Experts, maxExperts}, {"expert_ffn", m.ExpertFFN, maxWidth},
 		{"shared_experts", m.SharedExperts, maxExperts}, {"experts_per_token", m.ExpertsPerToken, maxExperts},
 		{"shared_expert_ffn", m.SharedExpertFFN, maxWidth}, {"dense_layers", m.DenseLayers, maxLayers}, {"moe_every", m.MoEEvery, maxLayers}, {"expert_groups", m.ExpertGroups, maxExperts},
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
-		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, maxPositions},
-		{"attention_chunk", m.AttentionChunk, maxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
-		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, maxPositions},
-		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, maxPositions},
+		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, MaxPositions},
+		{"attention_chunk", m.AttentionChunk, MaxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
+		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, MaxPositions},
+		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, MaxPositions},
 	} {
 		if f.v < 0 || f.v > f.max {
 			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)
@@ -1192,8 +1192,8 @@ func (m Model) ranges() error {
 	if im := m.Image; im != nil && (im.Registers < 0 || im.Registers > maxImageSide) {
 		return fmt.Errorf("model.image.registers = %d must be in [0, %d]", im.Registers, maxImageSide)
 	}
-	if im := m.Image; im != nil && im.Patch > 0 && int64(im.Size/im.Patch)*int64(im.Size/im.Patch) > maxPositions {
-		return fmt.Errorf("model.image: size %d / patch %d makes %d patches an image, beyond %d", im.Size, im.Patch, int64(im.Size/im.Patch)*int64(im.Size/im.Patch), maxPositions)
+	if im := m.Image; im != nil && im.Patch > 0 && int64(im.Size/im.Patch)*int64(im.Size/im.Patch) > MaxPositions {
+		return fmt.Errorf("model.image: size %d / patch %d makes %d patches an image, beyond %d", im.Size, im.Patch, int64(im.Size/im.Patch)*int64(im.Size/im.Patch), MaxPositions)
 	}
 	if im := m.Image; im != nil && (im.TemporalPatch < 0 || im.TemporalPatch > maxChannels || im.Merge < 0 || im.Merge > maxChannels || im.Window < 0 || im.Window > maxImageSide) {
 		return fmt.Errorf("model.image: temporal_patch = %d and merge = %d must be in [0, %d], window = %d in [0, %d]", im.TemporalPatch, im.Merge, maxChannels, im.Window, maxImageSide)

@@ -141,8 +141,8 @@ func (o Ollama) Estimate(g *GGUF) (OllamaMemory, error) {
 	if o.NumBatch == 0 {
 		o.NumBatch = 512
 	}
-	if o.NumCtx < 1 || o.NumCtx > maxTokens || o.NumParallel < 1 || o.NumParallel > 1<<10 || o.NumBatch < 1 || o.NumBatch > maxTokens {
-		return OllamaMemory{}, fmt.Errorf("ollama: num_ctx %d, num_parallel %d, num_batch %d: want num_ctx and num_batch in [1, %d], num_parallel in [1, 1024]", o.NumCtx, o.NumParallel, o.NumBatch, maxTokens)
+	if o.NumCtx < 1 || o.NumCtx > MaxTokens || o.NumParallel < 1 || o.NumParallel > 1<<10 || o.NumBatch < 1 || o.NumBatch > MaxTokens {
+		return OllamaMemory{}, fmt.Errorf("ollama: num_ctx %d, num_parallel %d, num_batch %d: want num_ctx and num_batch in [1, %d], num_parallel in [1, 1024]", o.NumCtx, o.NumParallel, o.NumBatch, MaxTokens)
 	}
 	bpe, err := kvBytesPerElement(o.KVCacheType)
 	if err != nil {

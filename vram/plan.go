@@ -116,7 +116,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		}
 		p.TGI = &tg
 	}
-	m, ref, ck, err := decodeModel(raw.Model, dir)
+	m, ref, ck, err := DecodeModel(raw.Model, dir)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -184,7 +184,11 @@ func decodePostTraining(raw json.RawMessage, m Model) (*PostTraining, error) {
 	return &pt, nil
 }
 
-func decodeModel(raw json.RawMessage, dir string) (Model, string, *Checkpoint, error) {
+// DecodeModel reads a plan's "model": a catalog name or hub id (hf://), the
+// model's fields as an object, {"hf_config": a config.json or the config
+// itself} or {"checkpoint": a folder} (paths against dir). It returns the
+// model, how the plan named it, and the checkpoint where one was read.
+func DecodeModel(raw json.RawMessage, dir string) (Model, string, *Checkpoint, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return Model{}, "", nil, fmt.Errorf(`plan: "model" is required: a catalog name (%s), an object, {"hf_config": "config.json"} or {"checkpoint": "folder"}`, strings.Join(Presets()[:5], ", ")+", …")

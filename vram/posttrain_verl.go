@@ -34,8 +34,8 @@ func verlResolve(pt *PostTraining) error {
 		return errors.New("critic.micro_batch: PPO's critic trains beside the policy (adv_estimator gae), and verl requires critic.ppo_micro_batch_size_per_gpu (null by default) unless use_dynamic_bsz")
 	case pt.Algorithm != "ppo" && pt.Critic != nil:
 		return fmt.Errorf("critic: only GAE (ppo) trains a critic (trainer/ppo/utils.py need_critic l.86-97); %s has none", pt.Algorithm)
-	case pt.Critic != nil && (pt.Critic.MicroBatch < 1 || pt.Critic.MicroBatch > maxTokens || pt.Critic.ForwardMicroBatch < 0 || pt.Critic.ForwardMicroBatch > maxTokens):
-		return fmt.Errorf("critic.micro_batch must be in [1, %d] and critic.forward_micro_batch in [0, %d]", maxTokens, maxTokens)
+	case pt.Critic != nil && (pt.Critic.MicroBatch < 1 || pt.Critic.MicroBatch > MaxTokens || pt.Critic.ForwardMicroBatch < 0 || pt.Critic.ForwardMicroBatch > MaxTokens):
+		return fmt.Errorf("critic.micro_batch must be in [1, %d] and critic.forward_micro_batch in [0, %d]", MaxTokens, MaxTokens)
 	}
 	if t.Checkpointing == "" {
 		t.Checkpointing = CheckpointFull // model.enable_gradient_checkpointing: True (hf_model.yaml l.34)

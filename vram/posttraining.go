@@ -285,11 +285,11 @@ func (pt PostTraining) resolve() (PostTraining, error) {
 	if err := fw.resolve(&pt); err != nil {
 		return pt, fmt.Errorf("post_training (%s %s): %w", fw.name, fw.release, err)
 	}
-	if pt.PromptLen < 1 || pt.PromptLen > maxTokens {
-		return pt, fieldRange("post_training.prompt_len", pt.PromptLen, 1, maxTokens)
+	if pt.PromptLen < 1 || pt.PromptLen > MaxTokens {
+		return pt, fieldRange("post_training.prompt_len", pt.PromptLen, 1, MaxTokens)
 	}
-	if pt.CompletionLen < 1 || pt.CompletionLen > maxTokens-pt.PromptLen {
-		return pt, fieldRange("post_training.completion_len", pt.CompletionLen, 1, maxTokens-pt.PromptLen)
+	if pt.CompletionLen < 1 || pt.CompletionLen > MaxTokens-pt.PromptLen {
+		return pt, fieldRange("post_training.completion_len", pt.CompletionLen, 1, MaxTokens-pt.PromptLen)
 	}
 	if pt.Policy.SeqLen != 0 {
 		return pt, errors.New("post_training.policy.seq_len: the sequence is the prompt and the completion (prompt_len + completion_len); leave it unset")
@@ -337,7 +337,7 @@ func (r Rollout) check() error {
 			return errors.New(`post_training.rollout.placement "separate": transformers' generate runs inside the trainer`)
 		}
 	}
-	if r.TP < 0 || r.TP > 1024 || r.MaxNumSeqs < 0 || r.MaxNumBatchedTokens < 0 || r.MaxNumBatchedTokens > maxTokens {
+	if r.TP < 0 || r.TP > 1024 || r.MaxNumSeqs < 0 || r.MaxNumBatchedTokens < 0 || r.MaxNumBatchedTokens > MaxTokens {
 		return errors.New("post_training.rollout: tensor_parallel_size, max_num_seqs and max_num_batched_tokens must be ≥ 0 (and within bounds)")
 	}
 	if r.CUDAGraphMemory < 0 || r.CUDAGraphMemory > 1024*GiB {
@@ -406,7 +406,7 @@ func (pt PostTraining) MaxCompletionLen(b Budget) (int, error) {
 	if _, err := pt.resolve(); err != nil {
 		return 0, err
 	}
-	limit := maxTokens - pt.PromptLen
+	limit := MaxTokens - pt.PromptLen
 	if mp := pt.Policy.Model.MaxPosition; mp > 0 {
 		limit = min(limit, mp-pt.PromptLen)
 	}

@@ -300,9 +300,6 @@ func TestParsePostTrainingPlan(t *testing.T) {
 	if err != nil || p.PostTraining == nil || p.PostTraining.Policy.Model.Family != "qwen2" || p.Training != nil {
 		t.Fatalf("plan %+v, %v", p, err)
 	}
-	if !IsPlan([]byte(good)) {
-		t.Error("IsPlan refuses a post-training plan")
-	}
 	if _, err := (Budget{GPU: mustGPU("H100-80GB")}).JudgePlan(p); err != nil {
 		t.Error(err)
 	}
@@ -453,32 +450,6 @@ func TestTRLPrecomputeBatch(t *testing.T) {
 	}
 	if sixteen <= eight {
 		t.Errorf("16 pairs' pass %v, 8 pairs' %v: the pass grows with the batch", sixteen, eight)
-	}
-}
-
-// TestTRLServerPlacement: with vLLM on GPUs of its own the trainer's GPUs
-// hold no engine, and TRL's command line says so (vllm_mode server).
-func TestTRLServerPlacement(t *testing.T) {
-	cmd := "trl grpo --model_name_or_path Qwen/Qwen2.5-0.5B --use_vllm --vllm_mode server --num_generations 4 --max_completion_length 256 --beta 0.04"
-	imp, err := ImportConfig("grpo.sh", []byte(cmd), ImportOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pt := imp.Plan.PostTraining
-	if pt == nil || pt.Rollout.Placement != "separate" || pt.Generations != 4 || pt.CompletionLen != 256 || pt.Reference != "model" {
-		t.Fatalf("plan %+v", pt)
-	}
-	e, err := pt.Estimate(mustGPU("H100-80GB"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range e.Phases {
-		if p.Engine != 0 {
-			t.Errorf("%s: engine %v on the trainer's GPU", p.Name, p.Engine)
-		}
-	}
-	if e.VLLM != nil || !strings.Contains(strings.Join(e.Notes, " "), "serving plan") {
-		t.Errorf("carve %v, notes %q", e.VLLM, e.Notes)
 	}
 }
 

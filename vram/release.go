@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 )
 
 // Release is how a checkpoint stores its weights as it is released, the
@@ -217,7 +219,7 @@ func (r *hfReader) release() *Release {
 	}
 	qc, ok := raw.(map[string]any)
 	if !ok {
-		r.fail(fmt.Sprintf("%q must be an object, got %s", "quantization_config", jsonKind(raw)))
+		r.fail(fmt.Sprintf("%q must be an object, got %s", "quantization_config", strictjson.Kind(raw)))
 		return nil
 	}
 	q := hfReader{c: qc}
@@ -265,7 +267,7 @@ func (r *hfReader) patterns(key string) string {
 	for i, v := range r.optList(key) {
 		s, ok := v.(string)
 		if !ok {
-			r.fail(fmt.Sprintf("%s[%d] must be a module name, got %s", key, i, jsonKind(v)))
+			r.fail(fmt.Sprintf("%s[%d] must be a module name, got %s", key, i, strictjson.Kind(v)))
 			return ""
 		}
 		out = append(out, s)

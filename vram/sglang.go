@@ -172,7 +172,7 @@ func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
 func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	in.TP = max(1, s.TP)
 	in.Batch, in.PromptTokens, in.NewTokens = max(1, in.Batch), max(1, in.PromptTokens), 0 // only the weights matter here
-	if v := in.Model.Vision; v != nil && in.Images >= 0 && in.Images <= maxTokens {
+	if v := in.Model.Vision; v != nil && in.Images >= 0 && in.Images <= MaxTokens {
 		in.PromptTokens = max(in.PromptTokens, max(1, in.Images)*v.ImageTokens()) // room for the images
 	}
 	rin, m, err := in.resolve()

@@ -69,8 +69,8 @@ func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
 		return TGICarve{}, fmt.Errorf("tgi: wiggle_room must be in (0, 1), got %v", t.WiggleRoom)
 	case t.BlockSize < 1 || t.BlockSize > 1<<12:
 		return TGICarve{}, fmt.Errorf("tgi: block_size must be in [1, 4096], got %d", t.BlockSize)
-	case t.MaxBatchPrefillTokens < 1 || t.MaxBatchPrefillTokens > maxTokens:
-		return TGICarve{}, fmt.Errorf("tgi: max_batch_prefill_tokens must be in [1, %d], got %d", maxTokens, t.MaxBatchPrefillTokens)
+	case t.MaxBatchPrefillTokens < 1 || t.MaxBatchPrefillTokens > MaxTokens:
+		return TGICarve{}, fmt.Errorf("tgi: max_batch_prefill_tokens must be in [1, %d], got %d", MaxTokens, t.MaxBatchPrefillTokens)
 	case t.NumShard > maxHeads:
 		return TGICarve{}, fmt.Errorf("tgi: num_shard %d is over %d", t.NumShard, maxHeads)
 	}

@@ -332,11 +332,11 @@ func (t Training) resolve() (resolved, error) {
 // resolveShape checks the batch's shape: micro-batch, sequence lengths,
 // accumulation.
 func (r *resolved) resolveShape(t Training) error {
-	if t.MicroBatch < 1 || t.MicroBatch > maxTokens {
-		return fmt.Errorf("micro_batch must be in [1, %d], got %d", maxTokens, t.MicroBatch)
+	if t.MicroBatch < 1 || t.MicroBatch > MaxTokens {
+		return fmt.Errorf("micro_batch must be in [1, %d], got %d", MaxTokens, t.MicroBatch)
 	}
-	if t.SeqLen < 1 || t.SeqLen > maxTokens {
-		return fmt.Errorf("seq_len must be in [1, %d], got %d", maxTokens, t.SeqLen)
+	if t.SeqLen < 1 || t.SeqLen > MaxTokens {
+		return fmt.Errorf("seq_len must be in [1, %d], got %d", MaxTokens, t.SeqLen)
 	}
 	if _, err := boundedProduct(maxBatchTokens, "micro_batch × seq_len (tokens per step)", int64(t.MicroBatch), int64(t.SeqLen)); err != nil {
 		return err
@@ -345,8 +345,8 @@ func (r *resolved) resolveShape(t Training) error {
 		return fmt.Errorf("decoder_seq_len applies to encoder-decoder models (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), r.m.Family)
 	}
-	if t.DecoderSeqLen < 0 || t.DecoderSeqLen > maxTokens {
-		return fmt.Errorf("decoder_seq_len must be in [1, %d], got %d", maxTokens, t.DecoderSeqLen)
+	if t.DecoderSeqLen < 0 || t.DecoderSeqLen > MaxTokens {
+		return fmt.Errorf("decoder_seq_len must be in [1, %d], got %d", MaxTokens, t.DecoderSeqLen)
 	}
 	if err := r.resolveAudioShape(); err != nil {
 		return err
@@ -568,9 +568,10 @@ func (r *resolved) followLibrary(t Training) error {
 }
 
 // Bounds on a run's counts (see checked.go): a sequence of up to 64M
-// tokens, 4G tokens per micro-batch, and parallel degrees up to 2^20.
+// tokens (MaxTokens, which importers check too), 4G tokens per
+// micro-batch, and parallel degrees up to 2^20.
 const (
-	maxTokens      = 1 << 26
+	MaxTokens      = 1 << 26
 	maxBatchTokens = 1 << 32
 	maxDegree      = 1 << 20
 )

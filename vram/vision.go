@@ -616,8 +616,8 @@ func (r *resolved) resolveVision() error {
 		}
 		return nil
 	}
-	if r.Images < 0 || r.Images > maxTokens {
-		return fmt.Errorf("images must be in [1, %d], got %d", maxTokens, r.Images)
+	if r.Images < 0 || r.Images > MaxTokens {
+		return fmt.Errorf("images must be in [1, %d], got %d", MaxTokens, r.Images)
 	}
 	r.images = max(1, r.Images)
 	if r.VisionTower == "" {

@@ -122,22 +122,22 @@ func (v VLLM) check(m Model) error {
 	if v.BlockSize < 1 || v.BlockSize > 1<<16 {
 		return fmt.Errorf("vllm: block_size must be in [1, 65536], got %d", v.BlockSize)
 	}
-	if v.MaxModelLen < 1 || v.MaxModelLen > maxTokens {
-		return fmt.Errorf("vllm: max_model_len must be in [1, %d], got %d (the model sets no max_position: give one)", maxTokens, v.MaxModelLen)
+	if v.MaxModelLen < 1 || v.MaxModelLen > MaxTokens {
+		return fmt.Errorf("vllm: max_model_len must be in [1, %d], got %d (the model sets no max_position: give one)", MaxTokens, v.MaxModelLen)
 	}
-	if v.MaxNumSeqs < 0 || v.MaxNumSeqs > maxTokens {
-		return fmt.Errorf("vllm: max_num_seqs must be in [1, %d], got %d", maxTokens, v.MaxNumSeqs)
+	if v.MaxNumSeqs < 0 || v.MaxNumSeqs > MaxTokens {
+		return fmt.Errorf("vllm: max_num_seqs must be in [1, %d], got %d", MaxTokens, v.MaxNumSeqs)
 	}
-	if v.MaxNumBatchedTokens < 1 || v.MaxNumBatchedTokens > maxTokens {
-		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", maxTokens, v.MaxNumBatchedTokens)
+	if v.MaxNumBatchedTokens < 1 || v.MaxNumBatchedTokens > MaxTokens {
+		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", MaxTokens, v.MaxNumBatchedTokens)
 	}
 	for k, n := range v.LimitMMPerPrompt {
-		if (k != "image" && k != "video") || n < 0 || n > maxTokens {
-			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: the modalities are image and video, each a count in [0, %d]", k, n, maxTokens)
+		if (k != "image" && k != "video") || n < 0 || n > MaxTokens {
+			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: the modalities are image and video, each a count in [0, %d]", k, n, MaxTokens)
 		}
 	}
-	if v.MaxPixels < 0 || v.MaxPixels > maxPositions*1024 {
-		return fmt.Errorf("vllm: max_pixels must be in [0, %d], got %d", maxPositions*1024, v.MaxPixels)
+	if v.MaxPixels < 0 || v.MaxPixels > MaxPositions*1024 {
+		return fmt.Errorf("vllm: max_pixels must be in [0, %d], got %d", MaxPositions*1024, v.MaxPixels)
 	}
 	if v.MMEncoderTPMode != "" {
 		if err := oneOf("vllm: mm_encoder_tp_mode", v.MMEncoderTPMode, "weights", "data"); err != nil {

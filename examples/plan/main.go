@@ -17,14 +17,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/vramlab/vramlab/examples/internal/term"
 	"io"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/vramlab/vramlab/examples/internal/term"
+
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/hub" // hf:// models
+	"github.com/vramlab/vramlab/vram/importer"
 )
 
 func main() {
@@ -83,7 +85,7 @@ type Report struct {
 	Fit          *Fit                `json:"fit,omitempty"`
 	// Import says how a trainer's config or a server's command line
 	// became the plan.
-	Import *vram.Imported `json:"import,omitempty"`
+	Import *importer.Imported `json:"import,omitempty"`
 	// Advice are the changes that would make a plan that does not fit
 	// fit, in the plan's framework's (or vLLM's) own flags.
 	Advice []AdviceLine `json:"advice,omitempty"`
@@ -173,7 +175,7 @@ func run(args []string, w io.Writer) error {
 			files = append(files, a)
 		}
 	}
-	l := launch{gpu: *gpuName, opt: vram.ImportOptions{Kind: vram.ConfigKind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides, Entry: *entry, AnyPath: *anywhere}}
+	l := launch{gpu: *gpuName, opt: importer.Options{Kind: importer.Kind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides, Entry: *entry, AnyPath: *anywhere}}
 	if len(files) < 1 {
 		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE [FILE …] (a plan, a trainer's config or a launch script) [key=value …], plan -presets, or plan [-json] -gguf FILE.gguf")
 	}
@@ -246,15 +248,15 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // launch is what the command line adds to the files it reads.
 type launch struct {
 	gpu string
-	opt vram.ImportOptions
+	opt importer.Options
 }
 
 // readPlan reads a plan file, or imports a trainer's config or a
 // server's command line; a -gpu flag names the GPU instead of the plan's.
-func readPlan(file string, l launch) (vram.Plan, *vram.Imported, error) {
+func readPlan(file string, l launch) (vram.Plan, *importer.Imported, error) {
 	opt := l.opt
 	opt.GPU = l.gpu
-	return vram.OpenPlan(file, opt)
+	return importer.Open(file, opt)
 }
 
 // runMany reports several plans, one after the other (-json: an array);
@@ -303,7 +305,7 @@ func verdict(reps []Report, files []string) error {
 	return nil
 }
 
-func estimate(p vram.Plan, imp *vram.Imported) (Report, error) {
+func estimate(p vram.Plan, imp *importer.Imported) (Report, error) {
 	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint, Import: imp}
 	if v := p.Model.Vision; v != nil {
 		im := &Images{Tower: v.Tower.Family, TowerParams: v.Tower.ParamCount(), Tokens: v.ImageTokens(), PerSequence: 1}
@@ -396,7 +398,7 @@ const maxAdvice = 5
 // advise is what would make the plan fit g: the advisor's changes for a
 // training plan, in its framework's flags; vLLM's own remedies for a vLLM
 // launch.
-func advise(p vram.Plan, g vram.GPU, kind vram.ConfigKind) ([]AdviceLine, error) {
+func advise(p vram.Plan, g vram.GPU, kind importer.Kind) ([]AdviceLine, error) {
 	var out []AdviceLine
 	switch {
 	case p.Training != nil:
@@ -405,7 +407,7 @@ func advise(p vram.Plan, g vram.GPU, kind vram.ConfigKind) ([]AdviceLine, error)
 			return nil, err
 		}
 		for _, a := range as {
-			keys := a.KeysFor(kind)
+			keys := importer.Keys(a, kind)
 			if keys == "" && kind != "" {
 				keys = "(no setting in " + kind.Project() + "'s config)"
 			}
@@ -426,7 +428,7 @@ func advise(p vram.Plan, g vram.GPU, kind vram.ConfigKind) ([]AdviceLine, error)
 	return out, nil
 }
 
-func importKind(imp *vram.Imported) vram.ConfigKind {
+func importKind(imp *importer.Imported) importer.Kind {
 	if imp == nil {
 		return ""
 	}
@@ -582,7 +584,7 @@ func printInference(w io.Writer, in *vram.InferenceEstimate) {
 }
 
 // printAdvice lists what would make the plan fit, each with its flags.
-func printAdvice(w io.Writer, p vram.Plan, imp *vram.Imported, as []AdviceLine) {
+func printAdvice(w io.Writer, p vram.Plan, imp *importer.Imported, as []AdviceLine) {
 	if len(as) == 0 {
 		return
 	}
@@ -720,7 +722,7 @@ func readGGUF(file string) (*vram.GGUF, error) {
 
 // printImport says how a config became the plan: what each field became,
 // what was assumed, what is not modelled and what was ignored.
-func printImport(w io.Writer, name string, imp *vram.Imported) {
+func printImport(w io.Writer, name string, imp *importer.Imported) {
 	if name != "" {
 		fmt.Fprintln(w, name)
 	}

@@ -373,7 +373,7 @@ func TestLaunchGate(t *testing.T) {
 		return write(framework+"-"+gpu+".json", `{"model": "llama-3.2-1b", "gpu": "`+gpu+`", "train": {"seq_len": 2048, "micro_batch": 8, "precision": "amp_bf16", "attention": "sdpa", "optimizer": "adamw", "framework": "`+framework+`"}}`)
 	}
 	fits := train("hf_trainer", "B200")
-	const configs = "../../vram/testdata/configs/"
+	const configs = "../../vram/importer/testdata/configs/"
 	for _, c := range []struct {
 		args  []string
 		code  int

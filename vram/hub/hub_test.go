@@ -20,6 +20,7 @@ import (
 
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/fileio/budget"
+	"github.com/vramlab/vramlab/vram/importer"
 )
 
 // repo is a hub repository a test serves: small files whole, shards as
@@ -384,8 +385,8 @@ func TestHubPlan(t *testing.T) {
 		t.Errorf("hf:// plan: %d params, checkpoint %v", p.Model.ParamCount(), p.Checkpoint != nil)
 	}
 	// A config naming a model the catalog lacks takes the hub's.
-	imp, err := vram.ImportConfig("train.sh", []byte("trl sft --model_name_or_path my-org/my-1b-finetune --max_length 512"),
-		vram.ImportOptions{Model: "hf://meta-llama/Llama-3.2-1B"})
+	imp, err := importer.Import("train.sh", []byte("trl sft --model_name_or_path my-org/my-1b-finetune --max_length 512"),
+		importer.Options{Model: "hf://meta-llama/Llama-3.2-1B"})
 	if err != nil || imp.Plan.Model.ParamCount() != m.ParamCount() {
 		t.Errorf("import with -model hf://: %v", err)
 	}

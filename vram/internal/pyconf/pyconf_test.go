@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vramlab/vramlab/vram/fileio/budget"
+	"github.com/vramlab/vramlab/vram/internal/hostile"
 )
 
 // pyJSON renders a value with unknowns as <what>, for comparison.
@@ -142,6 +143,9 @@ func FuzzParsePython(f *testing.F) {
 	f.Add([]byte("def f():\n    if x:\n        return 1\n    return {**d, 'k': [i for i in y]}\n"))
 	f.Add([]byte("def f():\n    return f()\n"))
 	f.Add([]byte("@dec\nclass C:\n    x: int = 1\n\ndef g(a, *b, c=1, **d):\n    return lambda z: z\n"))
+	for _, seed := range hostile.Seeds() {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget.Check(t, len(data), func() {
 			m, err := parsePython(data)

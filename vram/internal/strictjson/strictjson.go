@@ -244,3 +244,22 @@ func suggest(h Hints, key string, known []string) string {
 	}
 	return h.Suggest(key, known)
 }
+
+// Kind names a decoded JSON value for an error: its type and value.
+func Kind(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case float64:
+		return fmt.Sprintf("the number %v", x)
+	case bool:
+		return fmt.Sprintf("%v", x)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", v)
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vramlab/vramlab/vram/fileio/budget"
+	"github.com/vramlab/vramlab/vram/internal/hostile"
 )
 
 func TestParseTOML(t *testing.T) {
@@ -90,6 +91,9 @@ func FuzzParseTOML(f *testing.F) {
 	f.Add([]byte("[a.b]\nc = [1, {d = 'e'}]\n[[f]]\ng = \"\"\"x\"\"\"\n"))
 	f.Add([]byte("a = " + strings.Repeat("[", 70)))
 	f.Add([]byte(strings.Repeat("a.", 70) + "b = 1\n"))
+	for _, seed := range hostile.Seeds() {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget.Check(t, len(data), func() { _, _ = Parse(data) })
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vramlab/vramlab/vram/fileio/budget"
+	"github.com/vramlab/vramlab/vram/internal/hostile"
 )
 
 func TestParseYAML(t *testing.T) {
@@ -87,6 +88,9 @@ func FuzzParseYAML(f *testing.F) {
 	f.Add([]byte(strings.Repeat("- ", 60) + "x\n"))
 	f.Add([]byte(strings.Repeat("a:\n ", 30)))
 	f.Add([]byte("k: [" + strings.Repeat("[", 70)))
+	for _, seed := range hostile.Seeds() {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		budget.Check(t, len(data), func() { _, _ = Parse(data) })
 	})

@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"encoding/json"
@@ -13,57 +13,46 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/fileio"
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 	"github.com/vramlab/vramlab/vram/internal/toml"
 	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
-// Plans from what users already have: a trainer's config (axolotl,
-// LLaMA-Factory, torchtune, torchtitan, TrainingArguments, DeepSpeed,
-// accelerate) or a server's command line (vllm serve, SGLang's
-// launch_server, llama-server), recognised by content. Each field is
-// mapped as that project's own config classes read it, with their
-// defaults (cited in each kind's file); a field that matters for memory
-// and is not modelled is named, a field that does not matter is listed
-// once as ignored, and what the config leaves to the launch (the GPU, the
-// world size, a model the catalog does not know) comes from ImportOptions.
-//
-//	imp, err := vram.ReadConfig("qlora.yml", vram.ImportOptions{GPU: "RTX-4090"})
-//	est, err := imp.Plan.Training.Estimate()
-//	fmt.Println(imp.NotModelled)
-
-// ConfigKind is the kind of config an import read.
-type ConfigKind string
+// Kind is the kind of config an import read.
+type Kind string
 
 const (
-	KindAxolotl      ConfigKind = "axolotl"
-	KindLLaMAFactory ConfigKind = "llamafactory"
-	KindTorchtune    ConfigKind = "torchtune"
-	KindTorchtitan   ConfigKind = "torchtitan"
-	KindTorchtitanPy ConfigKind = "torchtitan_py" // a config_registry.py's function (import_torchtitan_py.go)
-	KindHFArgs       ConfigKind = "hf_trainer"
-	KindMegatron     ConfigKind = "megatron"
-	KindDeepSpeed    ConfigKind = "deepspeed"
-	KindAccelerate   ConfigKind = "accelerate"
-	KindVLLM         ConfigKind = "vllm"
-	KindSGLang       ConfigKind = "sglang"
-	KindLlamaCpp     ConfigKind = "llama.cpp"
-	KindVerl         ConfigKind = "verl" // main_ppo's Hydra overrides (import_verl.go)
+	KindAxolotl      Kind = "axolotl"
+	KindLLaMAFactory Kind = "llamafactory"
+	KindTorchtune    Kind = "torchtune"
+	KindTorchtitan   Kind = "torchtitan"
+	KindTorchtitanPy Kind = "torchtitan_py" // a config_registry.py's function (torchtitan_py.go)
+	KindHFArgs       Kind = "hf_trainer"
+	KindMegatron     Kind = "megatron"
+	KindDeepSpeed    Kind = "deepspeed"
+	KindAccelerate   Kind = "accelerate"
+	KindVLLM         Kind = "vllm"
+	KindSGLang       Kind = "sglang"
+	KindLlamaCpp     Kind = "llama.cpp"
+	KindVerl         Kind = "verl" // main_ppo's Hydra overrides (verl.go)
 )
 
 // Project names the project whose config the kind is (torchtitan for
 // its TOML and its Python configs alike).
-func (k ConfigKind) Project() string {
+func (k Kind) Project() string {
 	if k == KindTorchtitanPy {
 		return string(KindTorchtitan)
 	}
 	return string(k)
 }
 
-// ImportOptions is what a config leaves to the launch.
-type ImportOptions struct {
+// Options is what a config leaves to the launch.
+type Options struct {
 	// Kind names the config's kind where its content does not say it
 	// (the CLI's -from); empty recognises it.
-	Kind ConfigKind
+	Kind Kind
 	// Model overrides or supplies the model: a catalog name or Hugging
 	// Face id the catalog has, a config.json, or a checkpoint folder.
 	Model string
@@ -76,7 +65,7 @@ type ImportOptions struct {
 	// `tune run … key=value` takes them.
 	Overrides []string
 	// Dir is the folder relative paths in the config are read against
-	// (a DeepSpeed config named by a trainer's); ReadConfig sets it. The
+	// (a DeepSpeed config named by a trainer's); Read sets it. The
 	// files a config names are read only inside it (the working
 	// directory when empty), unless AnyPath.
 	Dir     string
@@ -88,8 +77,8 @@ type ImportOptions struct {
 
 // Imported is a plan read from a config, with what the reading did.
 type Imported struct {
-	Plan Plan       `json:"-"`
-	Kind ConfigKind `json:"kind"`
+	Plan vram.Plan `json:"-"`
+	Kind Kind      `json:"kind"`
 	// Mapped says each field that became part of the plan, as
 	// "sequence_len 4096 → seq_len 4096".
 	Mapped []string `json:"mapped"`
@@ -103,26 +92,26 @@ type Imported struct {
 	Assumed []string `json:"assumed,omitempty"`
 }
 
-// ReadConfig reads and imports a config file; the files it names (a
+// Read reads and imports a config file; the files it names (a
 // DeepSpeed config) are read beside it.
-func ReadConfig(path string, opt ImportOptions) (Imported, error) {
-	data, err := readFile(path, MaxConfigFile)
+func Read(path string, opt Options) (Imported, error) {
+	data, err := fileio.Read(path, vram.MaxConfigFile)
 	if err != nil {
 		return Imported{}, err
 	}
 	if opt.Dir == "" {
 		opt.Dir = filepath.Dir(path)
 	}
-	imp, err := ImportConfig(filepath.Base(path), data, opt)
+	imp, err := Import(filepath.Base(path), data, opt)
 	if err != nil {
 		return imp, fmt.Errorf("%s: %w", path, err)
 	}
 	return imp, nil
 }
 
-// ImportConfig imports a config's content (name is its file name, whose
+// Import imports a config's content (name is its file name, whose
 // extension helps tell YAML from TOML from a command line).
-func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error) {
+func Import(name string, data []byte, opt Options) (Imported, error) {
 	kind := opt.Kind
 	var tree map[string]any
 	var args []string
@@ -168,7 +157,7 @@ func ImportConfig(name string, data []byte, opt ImportOptions) (Imported, error)
 // recognise tells the config's kind from its content: a launch script
 // (or one command line) that serves or trains, else a YAML, TOML or JSON
 // config.
-func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[string]any, []string, error) {
+func recognise(name string, data []byte, opt *Options) (Kind, map[string]any, []string, error) {
 	text := strings.TrimSpace(string(data))
 	ext := strings.ToLower(filepath.Ext(name))
 	if isPythonConfig(name, text) {
@@ -217,7 +206,7 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return "", nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", jsonKind(v))
+			return "", nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", strictjson.Kind(v))
 		}
 		tree = m
 	}
@@ -229,7 +218,7 @@ func recognise(name string, data []byte, opt *ImportOptions) (ConfigKind, map[st
 }
 
 // decodeAs reads data as a kind the user named.
-func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any, []string, error) {
+func decodeAs(kind Kind, data []byte, opt *Options) (map[string]any, []string, error) {
 	switch kind {
 	case KindVLLM, KindSGLang, KindLlamaCpp:
 		sc, err := parseScript(string(data))
@@ -283,7 +272,7 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", jsonKind(v))
+			return nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", strictjson.Kind(v))
 		}
 		return m, nil, nil
 	case KindAxolotl, KindLLaMAFactory, KindTorchtune, KindAccelerate:
@@ -293,7 +282,7 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", jsonKind(v))
+			return nil, nil, fmt.Errorf("a config is a mapping of keys, this one is %s", strictjson.Kind(v))
 		}
 		return m, nil, nil
 	}
@@ -301,7 +290,7 @@ func decodeAs(kind ConfigKind, data []byte, opt *ImportOptions) (map[string]any,
 }
 
 // kindOf recognises a decoded config by the keys its project uses.
-func kindOf(t map[string]any) ConfigKind {
+func kindOf(t map[string]any) Kind {
 	has := func(k string) bool { _, ok := t[k]; return ok }
 	switch {
 	case has("actor_rollout_ref"):
@@ -351,7 +340,7 @@ func containsComponent(v any) bool {
 // configReader reads a config's fields by dotted key, checking types,
 // and records what each became.
 type configReader struct {
-	kind ConfigKind
+	kind Kind
 	flat map[string]any
 	used map[string]bool
 	imp  *Imported
@@ -361,7 +350,7 @@ type configReader struct {
 	derived map[string]bool
 }
 
-func newConfigReader(kind ConfigKind, tree map[string]any, imp *Imported) *configReader {
+func newConfigReader(kind Kind, tree map[string]any, imp *Imported) *configReader {
 	r := &configReader{kind: kind, flat: map[string]any{}, used: map[string]bool{}, imp: imp, derived: map[string]bool{}}
 	flatten("", tree, r.flat)
 	return r
@@ -503,7 +492,7 @@ func (r *configReader) str(key string) (string, bool, error) {
 	case bool, int64, float64:
 		return fmt.Sprint(x), true, nil
 	}
-	return "", false, fmt.Errorf("%s: want a string, got %s", key, jsonKind(v))
+	return "", false, fmt.Errorf("%s: want a string, got %s", key, strictjson.Kind(v))
 }
 
 // fraction reads a share of the GPU in (0, 1] (0 when absent): an
@@ -544,7 +533,7 @@ func (r *configReader) floatInOK(key string, lo, hi float64) (float64, bool, err
 			return 0, false, fmt.Errorf("%s: want a number, got %q", key, x)
 		}
 	default:
-		return 0, false, fmt.Errorf("%s: want a number, got %s", key, jsonKind(v))
+		return 0, false, fmt.Errorf("%s: want a number, got %s", key, strictjson.Kind(v))
 	}
 	if math.IsNaN(f) || f < lo || f > hi {
 		return 0, false, fmt.Errorf("%s = %v: want a number in [%v, %v]", key, v, lo, hi)
@@ -581,7 +570,7 @@ func (r *configReader) int(key string, lo, hi int) (int, bool, error) {
 			return 0, false, fmt.Errorf("%s: want a whole number, got %q", key, x)
 		}
 	default:
-		return 0, false, fmt.Errorf("%s: want a whole number, got %s", key, jsonKind(v))
+		return 0, false, fmt.Errorf("%s: want a whole number, got %s", key, strictjson.Kind(v))
 	}
 	if f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
 		return 0, false, fmt.Errorf("%s = %v: want a whole number in [%d, %d]", key, v, lo, hi)
@@ -621,13 +610,13 @@ func (r *configReader) list(key string) ([]string, bool, error) {
 		for _, e := range x {
 			s, ok := e.(string)
 			if !ok {
-				return nil, false, fmt.Errorf("%s: want a list of strings, has %s", key, jsonKind(e))
+				return nil, false, fmt.Errorf("%s: want a list of strings, has %s", key, strictjson.Kind(e))
 			}
 			out = append(out, s)
 		}
 		return out, true, nil
 	}
-	return nil, false, fmt.Errorf("%s: want a list of strings, got %s", key, jsonKind(v))
+	return nil, false, fmt.Errorf("%s: want a list of strings, got %s", key, strictjson.Kind(v))
 }
 
 // hasPrefix reports whether the config has a field under prefix.
@@ -720,13 +709,13 @@ func (r *configReader) finish(irrelevant func(string) bool) {
 
 // importModel resolves the model: the -model option, else the config's
 // hub id from the catalog.
-func importModel(id string, opt ImportOptions) (Model, string, *Checkpoint, error) {
+func importModel(id string, opt Options) (vram.Model, string, *vram.Checkpoint, error) {
 	ref := opt.Model
 	if ref == "" {
 		ref = id
 	}
 	if ref == "" {
-		return Model{}, "", nil, fmt.Errorf("the config names no model: give -model (a catalog name, a config.json, a checkpoint folder or hf://org/name)")
+		return vram.Model{}, "", nil, fmt.Errorf("the config names no model: give -model (a catalog name, a config.json, a checkpoint folder or hf://org/name)")
 	}
 	var raw json.RawMessage
 	switch {
@@ -737,7 +726,7 @@ func importModel(id string, opt ImportOptions) (Model, string, *Checkpoint, erro
 	default:
 		raw, _ = json.Marshal(ref)
 	}
-	m, name, ck, err := decodeModel(raw, opt.Dir)
+	m, name, ck, err := vram.DecodeModel(raw, opt.Dir)
 	if err != nil && opt.Model == "" {
 		if p, key, ok := presetByRepoName(id); ok {
 			return p.Model, key, nil, nil
@@ -755,13 +744,13 @@ func importModel(id string, opt ImportOptions) (Model, string, *Checkpoint, erro
 // the base's name: an organisation's mirror (NousResearch/Meta-Llama-3-8B),
 // an -Instruct, -chat or -it release, an -hf or -fp16 export. The
 // architecture is the base's; the estimate's model line names which.
-func presetByRepoName(id string) (Preset, string, bool) {
+func presetByRepoName(id string) (vram.Preset, string, bool) {
 	want := normRepo(id)
 	if want == "" {
-		return Preset{}, "", false
+		return vram.Preset{}, "", false
 	}
-	for _, key := range Presets() {
-		p, err := LookupPreset(key)
+	for _, key := range vram.Presets() {
+		p, err := vram.LookupPreset(key)
 		if err != nil {
 			continue
 		}
@@ -769,7 +758,7 @@ func presetByRepoName(id string) (Preset, string, bool) {
 			return p, key, true
 		}
 	}
-	return Preset{}, "", false
+	return vram.Preset{}, "", false
 }
 
 // repoQuant reads the quantization a pre-quantized release's name says
@@ -778,7 +767,7 @@ func presetByRepoName(id string) (Preset, string, bool) {
 // group_size), FP8 stores float8 e4m3 (its per-channel or per-tensor
 // scales are a rounding error), INT8, W8A8 and W8A16 store int8. The
 // checkpoint's own quantization_config is exact: -model its folder.
-func repoQuant(id string) (Quant, bool) {
+func repoQuant(id string) (vram.Quant, bool) {
 	up := strings.ToUpper(id[strings.LastIndex(id, "/")+1:])
 	has := func(subs ...string) bool {
 		for _, x := range subs {
@@ -790,13 +779,13 @@ func repoQuant(id string) (Quant, bool) {
 	}
 	switch {
 	case has("GPTQ", "AWQ", "INT4", "W4A16", "4BIT"):
-		return Quant{DType: INT4, GroupSize: 128}, true
+		return vram.Quant{DType: vram.INT4, GroupSize: 128}, true
 	case has("FP8"):
-		return Quant{DType: FP8E4M3}, true
+		return vram.Quant{DType: vram.FP8E4M3}, true
 	case has("INT8", "W8A8", "W8A16", "8BIT"):
-		return Quant{DType: INT8}, true
+		return vram.Quant{DType: vram.INT8}, true
 	}
-	return Quant{}, false
+	return vram.Quant{}, false
 }
 
 func normRepo(id string) string {
@@ -820,7 +809,7 @@ func normRepo(id string) string {
 
 // readFile reads a file a config names: one the launch script wrote,
 // else the file beside the config.
-func (o ImportOptions) readFile(name string) ([]byte, error) {
+func (o Options) readFile(name string) ([]byte, error) {
 	if data, ok := o.files[name]; ok {
 		return data, nil
 	}
@@ -828,14 +817,14 @@ func (o ImportOptions) readFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readFile(p, MaxConfigFile)
+	return fileio.Read(p, vram.MaxConfigFile)
 }
 
 // confine resolves a path a config names inside the config's folder (Dir,
 // else the working directory), links followed: a downloaded config may
 // name ../../x or /etc/passwd, and the importer reads neither unless the
 // user said AnyPath.
-func (o ImportOptions) confine(name string) (string, error) {
+func (o Options) confine(name string) (string, error) {
 	root := o.Dir
 	if root == "" {
 		root = "."
@@ -891,22 +880,22 @@ func IsPlan(data []byte) bool {
 	return isPlan(data)
 }
 
-// OpenPlan reads whatever names a run: a plan file, or a trainer's config
+// Open reads whatever names a run: a plan file, or a trainer's config
 // or a launch script, imported with opt (nil Imported for a plan file).
 // opt.GPU, when set, is the plan's GPU either way.
-func OpenPlan(path string, opt ImportOptions) (Plan, *Imported, error) {
-	data, err := readFile(path, MaxConfigFile)
+func Open(path string, opt Options) (vram.Plan, *Imported, error) {
+	data, err := fileio.Read(path, vram.MaxConfigFile)
 	if err != nil {
-		return Plan{}, nil, err
+		return vram.Plan{}, nil, err
 	}
-	var p Plan
+	var p vram.Plan
 	var imp *Imported
 	if opt.Kind == "" && IsPlan(data) {
-		if p, err = ReadPlan(path); err != nil {
+		if p, err = vram.ReadPlan(path); err != nil {
 			return p, nil, err
 		}
 	} else {
-		x, err := ReadConfig(path, opt)
+		x, err := Read(path, opt)
 		if err != nil {
 			return p, nil, err
 		}
@@ -931,4 +920,12 @@ func isPlan(data []byte) bool {
 		}
 	}
 	return true
+}
+
+// orDefault is s, or def when s is empty.
+func orDefault[S ~string](s, def S) S {
+	if s == "" {
+		return def
+	}
+	return s
 }

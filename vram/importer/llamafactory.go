@@ -1,8 +1,10 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // LLaMA-Factory's YAML (hiyouga/LLaMA-Factory @ ff6d4d1, src/llamafactory/
@@ -25,8 +27,8 @@ var llamaFactoryIrrelevant = prefixes("dataset", "eval_dataset", "dataset_dir", 
 	"max_steps", "max_samples", "infer_", "vllm_", "export_", "trust_remote_code", "lora_alpha", "stage", "use_reentrant_gc",
 	"per_device_eval_batch_size", "adapter_name_or_path", "quantization_method", "new_special_tokens")
 
-func importLLaMAFactory(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: CheckpointFull}}
+func importLLaMAFactory(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: vram.CheckpointFull}}
 	t := &ti.t
 	if !r.has("model_name_or_path") && r.has("model") {
 		return importLLaMAFactoryV1(r, opt)
@@ -71,14 +73,14 @@ func importLLaMAFactory(r *configReader, opt ImportOptions) (trainerImport, erro
 	return ti, nil
 }
 
-func lfBatch(r *configReader, t *Training) error {
-	if err := r.intInto(&t.MicroBatch, "per_device_train_batch_size", 1, maxTokens); err != nil {
+func lfBatch(r *configReader, t *vram.Training) error {
+	if err := r.intInto(&t.MicroBatch, "per_device_train_batch_size", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
 	}
-	if err := r.intInto(&t.SeqLen, "cutoff_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "cutoff_len", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	packing, _, _ := r.bool("packing")
@@ -117,7 +119,7 @@ func lfBatch(r *configReader, t *Training) error {
 
 // lfPrecision: bf16/fp16 autocast over the checkpoint's dtype with the
 // trainable parameters in fp32, pure_bf16 bf16 throughout.
-func lfPrecision(r *configReader, t *Training) error {
+func lfPrecision(r *configReader, t *vram.Training) error {
 	bf16, _, err := r.bool("bf16")
 	if err != nil {
 		return err
@@ -160,7 +162,7 @@ func lfPrecision(r *configReader, t *Training) error {
 	return nil
 }
 
-func lfTuning(r *configReader, t *Training) error {
+func lfTuning(r *configReader, t *vram.Training) error {
 	ft, _, err := r.str("finetuning_type")
 	if err != nil {
 		return err
@@ -202,11 +204,11 @@ func lfTuning(r *configReader, t *Training) error {
 	}
 	switch {
 	case bits == 4 && qt == "fp4":
-		t.QuantizedBase = Quant{DType: FP4, DoubleQuant: dq}
+		t.QuantizedBase = vram.Quant{DType: vram.FP4, DoubleQuant: dq}
 	case bits == 4:
-		t.QuantizedBase = Quant{DType: NF4, DoubleQuant: dq}
+		t.QuantizedBase = vram.Quant{DType: vram.NF4, DoubleQuant: dq}
 	case bits == 8:
-		t.QuantizedBase = Quant{DType: INT8}
+		t.QuantizedBase = vram.Quant{DType: vram.INT8}
 	default:
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("quantization_bit = %d: only 4 and 8 are modelled; the base stays unquantized", bits))
 		return nil
@@ -219,18 +221,18 @@ func lfTuning(r *configReader, t *Training) error {
 // model, micro_batch_size (1), cutoff_len (2048), bf16 (true),
 // enable_activation_checkpointing (true), flash_attn (sdpa), peft_config,
 // quant_config, dist_config.
-func importLLaMAFactoryV1(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 2048,
-		Checkpointing: CheckpointFull, Precision: "amp_bf16", Attention: "sdpa"}}
+func importLLaMAFactoryV1(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 2048,
+		Checkpointing: vram.CheckpointFull, Precision: "amp_bf16", Attention: "sdpa"}}
 	t := &ti.t
 	var err error
 	if ti.modelID, _, err = r.str("model"); err != nil {
 		return ti, err
 	}
-	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, vram.MaxTokens); err != nil {
 		return ti, err
 	}
-	if err := r.intInto(&t.SeqLen, "cutoff_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "cutoff_len", 1, vram.MaxTokens); err != nil {
 		return ti, err
 	}
 	if ac, ok, err := r.bool("enable_activation_checkpointing"); err != nil {
@@ -266,7 +268,7 @@ func importLLaMAFactoryV1(r *configReader, opt ImportOptions) (trainerImport, er
 	if bits, ok, err := r.int("quant_config.quantization_bit", 2, 8); err != nil {
 		return ti, err
 	} else if ok && bits == 4 {
-		t.QuantizedBase = Quant{DType: NF4, DoubleQuant: true}
+		t.QuantizedBase = vram.Quant{DType: vram.NF4, DoubleQuant: true}
 		r.mapped("quant_config 4 bits → base nf4")
 	}
 	if d, _, _ := r.str("dist_config.name"); d == "fsdp2" && opt.GPUs > 1 {

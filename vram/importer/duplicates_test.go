@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // Tests that a value given twice, or given as 0, resolves as the
@@ -14,12 +16,12 @@ import (
 
 // importedTwice imports data many times and fails unless every run gives
 // the same plan and notes; it returns the first.
-func importedTwice(t *testing.T, name, data string, opt ImportOptions) (Imported, error) {
+func importedTwice(t *testing.T, name, data string, opt Options) (Imported, error) {
 	t.Helper()
-	first, err := ImportConfig(name, []byte(data), opt)
+	first, err := Import(name, []byte(data), opt)
 	want := importSignature(first, err)
 	for i := 0; i < 24; i++ {
-		again, err := ImportConfig(name, []byte(data), opt)
+		again, err := Import(name, []byte(data), opt)
 		if got := importSignature(again, err); got != want {
 			t.Fatalf("run %d differs:\n%s\nfirst:\n%s", i, got, want)
 		}
@@ -51,28 +53,28 @@ func TestDuplicatesResolveAsTheFrameworkDoes(t *testing.T) {
 		"batch_size: 2\ndataset:\n  _component_: torchtune.datasets.alpaca_dataset\n"
 	for _, c := range []struct {
 		name, file, data string
-		opt              ImportOptions
+		opt              Options
 		want             map[string]string
 		note             string // a NotModelled line that must be there
 		err              string
 	}{
-		{"vLLM spellings, last wins", "serve.sh", "vllm serve gpt2 --max_model_len 1024 --max-model-len 131072\n", ImportOptions{},
+		{"vLLM spellings, last wins", "serve.sh", "vllm serve gpt2 --max_model_len 1024 --max-model-len 131072\n", Options{},
 			map[string]string{"vllm.max_model_len": "131072"}, "", ""},
-		{"vLLM spellings the other way", "serve.sh", "vllm serve gpt2 --max-model-len 131072 --max_model_len 1024\n", ImportOptions{},
+		{"vLLM spellings the other way", "serve.sh", "vllm serve gpt2 --max-model-len 131072 --max_model_len 1024\n", Options{},
 			map[string]string{"vllm.max_model_len": "1024"}, "", ""},
-		{"vLLM aliases, last wins", "serve.sh", "vllm serve gpt2 --tensor-parallel-size 8 -tp 1\n", ImportOptions{},
+		{"vLLM aliases, last wins", "serve.sh", "vllm serve gpt2 --tensor-parallel-size 8 -tp 1\n", Options{},
 			map[string]string{"vllm.tp": "1"}, "", ""},
-		{"vLLM aliases the other way", "serve.sh", "vllm serve gpt2 -tp 1 --tensor-parallel-size 2\n", ImportOptions{},
+		{"vLLM aliases the other way", "serve.sh", "vllm serve gpt2 -tp 1 --tensor-parallel-size 2\n", Options{},
 			map[string]string{"vllm.tp": "2"}, "", ""},
-		{"SGLang aliases", "serve.sh", "python -m sglang.launch_server --model-path gpt2 --tp-size 4 --tp 2\n", ImportOptions{},
+		{"SGLang aliases", "serve.sh", "python -m sglang.launch_server --model-path gpt2 --tp-size 4 --tp 2\n", Options{},
 			map[string]string{"sglang.tp": "2"}, "", ""},
-		{"TOML quoted dotted key", "job.toml", toml, ImportOptions{GPUs: 8},
+		{"TOML quoted dotted key", "job.toml", toml, Options{GPUs: 8},
 			map[string]string{"seq": "8192"}, `"training.seq_len" = 131072: a key whose name holds a dot is one key to torchtitan, not the nested training.seq_len`, ""},
-		{"OmegaConf literal dotted key", "lora.yaml", torchtune, ImportOptions{Model: "llama-3.1-8b"},
+		{"OmegaConf literal dotted key", "lora.yaml", torchtune, Options{Model: "llama-3.1-8b"},
 			map[string]string{"seq": "2048"}, `"tokenizer.max_seq_len" = 131072: a key whose name holds a dot is one key to torchtune`, ""},
-		{"TOML key twice", "job.toml", "[training]\nseq_len = 8192\nseq_len = 131072\n", ImportOptions{}, nil, "", `key "seq_len" given twice`},
-		{"YAML key twice", "a.yml", "base_model: gpt2\nsequence_len: 1024\nsequence_len: 4096\n", ImportOptions{}, nil, "", `key "sequence_len" given twice`},
-		{"YAML flow key twice", "a.yml", "base_model: gpt2\nsequence_len: 1024\nlora: {r: 8, r: 16}\n", ImportOptions{}, nil, "", `key "r" given twice`},
+		{"TOML key twice", "job.toml", "[training]\nseq_len = 8192\nseq_len = 131072\n", Options{}, nil, "", `key "seq_len" given twice`},
+		{"YAML key twice", "a.yml", "base_model: gpt2\nsequence_len: 1024\nsequence_len: 4096\n", Options{}, nil, "", `key "sequence_len" given twice`},
+		{"YAML flow key twice", "a.yml", "base_model: gpt2\nsequence_len: 1024\nlora: {r: 8, r: 16}\n", Options{}, nil, "", `key "r" given twice`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			imp, err := importedTwice(t, c.file, c.data, c.opt)
@@ -113,9 +115,9 @@ func TestExplicitZeroIsNotTheDefault(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
 			if strings.HasSuffix(c.file, ".json") {
-				_, err = ParsePlan([]byte(c.data), "")
+				_, err = vram.ParsePlan([]byte(c.data), "")
 			} else {
-				_, err = ImportConfig(c.file, []byte(c.data), ImportOptions{})
+				_, err = Import(c.file, []byte(c.data), Options{})
 			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v, want an error with %q", err, c.want)
@@ -155,7 +157,7 @@ func TestNamedFilesStayInTheConfigsFolder(t *testing.T) {
 		{"Hydra --config-path", "ppo.sh", "python3 -m verl.trainer.main_ppo --config-path=/etc --config-name=passwd algorithm.adv_estimator=grpo actor_rollout_ref.model.path=gpt2 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1\n", false, nil, "passwd: the YAML it names was not found"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			imp, err := ImportConfig(c.file, []byte(c.data), ImportOptions{Dir: dir, AnyPath: c.anywhere, Model: "gpt2"})
+			imp, err := Import(c.file, []byte(c.data), Options{Dir: dir, AnyPath: c.anywhere, Model: "gpt2"})
 			all := errString(err) + "\n" + strings.Join(imp.NotModelled, "\n") + strings.Join(imp.Mapped, "\n")
 			for _, leak := range []string{"hunter2", "root:"} {
 				if strings.Contains(all, leak) && !c.anywhere {

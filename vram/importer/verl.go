@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
@@ -64,7 +66,7 @@ func verlTree(words []string) map[string]any {
 // and --config-name) beneath its overrides: a here-document of the script,
 // else the file beside the script, in its config folder, or at the path as
 // written relative to the script's folder. Not found, it is said.
-func verlPrimaryConfig(tree map[string]any, opt *ImportOptions) (map[string]any, error) {
+func verlPrimaryConfig(tree map[string]any, opt *Options) (map[string]any, error) {
 	name, _ := tree["launch.config-name"].(string)
 	if name == "" {
 		return unflatten(tree), nil
@@ -107,7 +109,7 @@ func verlPrimaryConfig(tree map[string]any, opt *ImportOptions) (map[string]any,
 	}
 	base, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s: a config is a mapping of keys, this one is %s", file, jsonKind(v))
+		return nil, fmt.Errorf("%s: a config is a mapping of keys, this one is %s", file, strictjson.Kind(v))
 	}
 	over := unflatten(tree)
 	merge(base, over) // the command line's overrides win
@@ -121,8 +123,8 @@ const (
 )
 
 // importVerl maps verl's keys to a post-training plan.
-func importVerl(r *configReader, opt ImportOptions) error {
-	pt := PostTraining{Framework: "verl", PromptLen: 512, CompletionLen: 512} // data.max_*_length (legacy_data.yaml l.35-39)
+func importVerl(r *configReader, opt Options) error {
+	pt := vram.PostTraining{Framework: "verl", PromptLen: 512, CompletionLen: 512} // data.max_*_length (legacy_data.yaml l.35-39)
 	if err := verlAlgorithm(r, &pt); err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func importVerl(r *configReader, opt ImportOptions) error {
 		dst    *int
 		key    string
 		lo, hi int
-	}{{&pt.PromptLen, "data.max_prompt_length", 1, maxTokens}, {&pt.CompletionLen, "data.max_response_length", 1, maxTokens},
+	}{{&pt.PromptLen, "data.max_prompt_length", 1, vram.MaxTokens}, {&pt.CompletionLen, "data.max_response_length", 1, vram.MaxTokens},
 		{&pt.Generations, verlKeyRollout + "n", 1, 1 << 16}} {
 		if err := r.intInto(f.dst, f.key, f.lo, f.hi); err != nil {
 			return err
@@ -175,7 +177,7 @@ func importVerl(r *configReader, opt ImportOptions) error {
 		return err
 	}
 	r.imp.Assumed = append(r.imp.Assumed, "every sequence at its full length (prompt + response): use_remove_padding packs only the real tokens, so this is the longest a micro-batch gets (a plan's post_training.packed_len gives your data's mean length)")
-	r.imp.Plan = Plan{Model: m, ModelRef: orDefault(ref, modelID), PostTraining: &pt, GPU: opt.GPU}
+	r.imp.Plan = vram.Plan{Model: m, ModelRef: orDefault(ref, modelID), PostTraining: &pt, GPU: opt.GPU}
 	return nil
 }
 
@@ -183,7 +185,7 @@ func importVerl(r *configReader, opt ImportOptions) error {
 // a critic (PPO); every other estimator is critic-free as GRPO is
 // (trainer/ppo/utils.py need_critic l.86-97); a KL loss or a KL in the
 // reward needs the reference (l.72-76).
-func verlAlgorithm(r *configReader, pt *PostTraining) error {
+func verlAlgorithm(r *configReader, pt *vram.PostTraining) error {
 	est, _, err := r.str("algorithm.adv_estimator")
 	if err != nil {
 		return err
@@ -215,16 +217,16 @@ func verlAlgorithm(r *configReader, pt *PostTraining) error {
 // verlPolicy reads the actor's training step: its micro-batch (by tokens
 // under use_dynamic_bsz), checkpointing, LoRA, offload, strategy and the
 // world size.
-func verlPolicy(r *configReader, pt *PostTraining, opt ImportOptions) error {
+func verlPolicy(r *configReader, pt *vram.PostTraining, opt Options) error {
 	t := &pt.Policy
-	if err := r.intInto(&t.MicroBatch, verlKeyActor+"ppo_micro_batch_size_per_gpu", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.MicroBatch, verlKeyActor+"ppo_micro_batch_size_per_gpu", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	if dyn, _, err := r.bool(verlKeyActor + "use_dynamic_bsz"); err != nil {
 		return err
 	} else if dyn {
 		tokens := 16384 // ppo_max_token_len_per_gpu (actor.yaml l.33)
-		if err := r.intInto(&tokens, verlKeyActor+"ppo_max_token_len_per_gpu", 1, maxTokens); err != nil {
+		if err := r.intInto(&tokens, verlKeyActor+"ppo_max_token_len_per_gpu", 1, vram.MaxTokens); err != nil {
 			return err
 		}
 		t.MicroBatch = max(1, tokens/(pt.PromptLen+pt.CompletionLen))
@@ -233,7 +235,7 @@ func verlPolicy(r *configReader, pt *PostTraining, opt ImportOptions) error {
 	if ckpt, ok, err := r.bool(verlKeyModel + "enable_gradient_checkpointing"); err != nil {
 		return err
 	} else if ok && !ckpt {
-		t.Checkpointing = CheckpointNone
+		t.Checkpointing = vram.CheckpointNone
 	}
 	if err := verlLoRA(r, t); err != nil {
 		return err
@@ -263,7 +265,7 @@ func verlPolicy(r *configReader, pt *PostTraining, opt ImportOptions) error {
 	return verlWorld(r, t, opt)
 }
 
-func verlLoRA(r *configReader, t *Training) error {
+func verlLoRA(r *configReader, t *vram.Training) error {
 	rank, _, err := r.int(verlKeyModel+"lora_rank", 0, 1<<16)
 	if err != nil || rank == 0 {
 		return err
@@ -284,7 +286,7 @@ func verlLoRA(r *configReader, t *Training) error {
 
 // verlWorld is the world size: trainer.n_gpus_per_node × trainer.nnodes
 // (8 × 1 by default, ppo_trainer.yaml), or -gpus.
-func verlWorld(r *configReader, t *Training, opt ImportOptions) error {
+func verlWorld(r *configReader, t *vram.Training, opt Options) error {
 	per, nodes := 8, 1
 	if err := r.intInto(&per, "trainer.n_gpus_per_node", 1, 1<<16); err != nil {
 		return err
@@ -302,9 +304,9 @@ func verlWorld(r *configReader, t *Training, opt ImportOptions) error {
 
 // verlLogProbs reads the no-grad passes' micro-batch: the larger of the
 // old-policy and the reference passes'.
-func verlLogProbs(r *configReader, pt *PostTraining) error {
+func verlLogProbs(r *configReader, pt *vram.PostTraining) error {
 	for _, k := range []string{verlKeyRollout + "log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"} {
-		n, _, err := r.int(k, 1, maxTokens)
+		n, _, err := r.int(k, 1, vram.MaxTokens)
 		if err != nil {
 			return err
 		}
@@ -316,12 +318,12 @@ func verlLogProbs(r *configReader, pt *PostTraining) error {
 
 // verlCriticOf reads PPO's critic: its micro-batches and offload; a
 // critic of another model than the policy's is not modelled.
-func verlCriticOf(r *configReader) (*Critic, error) {
-	c := &Critic{}
-	if err := r.intInto(&c.MicroBatch, "critic.ppo_micro_batch_size_per_gpu", 1, maxTokens); err != nil {
+func verlCriticOf(r *configReader) (*vram.Critic, error) {
+	c := &vram.Critic{}
+	if err := r.intInto(&c.MicroBatch, "critic.ppo_micro_batch_size_per_gpu", 1, vram.MaxTokens); err != nil {
 		return nil, err
 	}
-	if err := r.intInto(&c.ForwardMicroBatch, "critic.forward_micro_batch_size_per_gpu", 1, maxTokens); err != nil {
+	if err := r.intInto(&c.ForwardMicroBatch, "critic.forward_micro_batch_size_per_gpu", 1, vram.MaxTokens); err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
@@ -360,8 +362,8 @@ func verlCriticOf(r *configReader) (*Critic, error) {
 }
 
 // verlEngine reads the rollout engine's settings.
-func verlEngine(r *configReader) (Rollout, error) {
-	var ro Rollout
+func verlEngine(r *configReader) (vram.Rollout, error) {
+	var ro vram.Rollout
 	name, ok, err := r.str(verlKeyRollout + "name")
 	if err != nil {
 		return ro, err
@@ -380,14 +382,14 @@ func verlEngine(r *configReader) (Rollout, error) {
 		dst *int
 		key string
 	}{{&ro.TP, verlKeyRollout + "tensor_model_parallel_size"}, {&ro.MaxNumSeqs, verlKeyRollout + "max_num_seqs"}, {&ro.MaxNumBatchedTokens, verlKeyRollout + "max_num_batched_tokens"}} {
-		if err := r.intInto(f.dst, f.key, 1, maxTokens); err != nil {
+		if err := r.intInto(f.dst, f.key, 1, vram.MaxTokens); err != nil {
 			return ro, err
 		}
 	}
 	if free, ok, err := r.bool(verlKeyRollout + "free_cache_engine"); err != nil {
 		return ro, err
 	} else if ok && !free {
-		ro.Sleep = SleepNone
+		ro.Sleep = vram.SleepNone
 	}
 	return ro, nil
 }

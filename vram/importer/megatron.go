@@ -1,8 +1,10 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // Megatron-LM's arguments (`torchrun … pretrain_gpt.py --num-layers 32
@@ -48,8 +50,8 @@ func isMegatronCommand(w []string) bool {
 	return false
 }
 
-func importMegatron(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkMegatron, Optimizer: "adamw", Precision: "fp32", MicroBatch: 1}}
+func importMegatron(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkMegatron, Optimizer: "adamw", Precision: "fp32", MicroBatch: 1}}
 	t := &ti.t
 	r.get("launch.program")
 	if err := megatronParallel(r, t, opt); err != nil {
@@ -62,7 +64,7 @@ func importMegatron(r *configReader, opt ImportOptions) (trainerImport, error) {
 		}
 		ti.model = &m
 	}
-	for _, step := range []func(*configReader, *Training) error{megatronTraining, megatronRecompute} {
+	for _, step := range []func(*configReader, *vram.Training) error{megatronTraining, megatronRecompute} {
 		if err := step(r, t); err != nil {
 			return ti, err
 		}
@@ -72,9 +74,9 @@ func importMegatron(r *configReader, opt ImportOptions) (trainerImport, error) {
 }
 
 // megatronModel builds the architecture the shape arguments describe.
-func megatronModel(r *configReader, tp int) (Model, error) {
-	m := Model{Name: "Megatron-LM GPT", Norm: "layernorm", MLP: "gelu", Bias: BiasAll, Position: "rope"}
-	asLlama(&m)
+func megatronModel(r *configReader, tp int) (vram.Model, error) {
+	m := vram.Model{Name: "Megatron-LM GPT", Norm: "layernorm", MLP: "gelu", Bias: vram.BiasAll, Position: "rope"}
+	m.Family = "llama" // Megatron-LM writes Llama-architecture GPTs
 	for _, f := range []struct {
 		key string
 		dst *int
@@ -106,7 +108,7 @@ func megatronModel(r *configReader, tp int) (Model, error) {
 	return m, nil
 }
 
-func megatronShape(r *configReader, m *Model) error {
+func megatronShape(r *configReader, m *vram.Model) error {
 	swiglu, _, err := r.bool("swiglu")
 	if err != nil {
 		return err
@@ -151,7 +153,7 @@ func megatronShape(r *configReader, m *Model) error {
 	if nb, _, err := r.bool("disable_bias_linear"); err != nil {
 		return err
 	} else if nb {
-		m.Bias = BiasNone
+		m.Bias = vram.BiasNone
 	}
 	untie, _, err := r.bool("untie_embeddings_and_output_weights")
 	if err != nil {
@@ -171,7 +173,7 @@ func megatronShape(r *configReader, m *Model) error {
 	default:
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("position_embedding_type %s: estimated as rope (no parameters)", pos))
 	}
-	if err := r.intInto(&m.MaxPosition, "max_position_embeddings", 1, maxTokens); err != nil {
+	if err := r.intInto(&m.MaxPosition, "max_position_embeddings", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	if m.Position == "learned" && m.MaxPosition == 0 {
@@ -184,7 +186,7 @@ func megatronShape(r *configReader, m *Model) error {
 // megatronVocab pads the tokenizer's vocabulary as Megatron does; the
 // vocabulary comes from --vocab-size (NullTokenizer and others) or GPT-2's
 // BPE (50257).
-func megatronVocab(r *configReader, m *Model, tp int) error {
+func megatronVocab(r *configReader, m *vram.Model, tp int) error {
 	v, ok, err := r.int("vocab_size", 1, 1<<24)
 	if err != nil {
 		return err
@@ -207,12 +209,12 @@ func megatronVocab(r *configReader, m *Model, tp int) error {
 	return nil
 }
 
-func megatronMoE(r *configReader, m *Model) error {
+func megatronMoE(r *configReader, m *vram.Model) error {
 	e, ok, err := r.int("num_experts", 1, 1<<16)
 	if err != nil || !ok {
 		return err
 	}
-	asMixtral(m)
+	m.Family = "mixtral" // with experts
 	m.Experts, m.ExpertsPerToken, m.ExpertFFN = e, 2, m.FFN
 	if k, ok, err := r.int("moe_router_topk", 1, e); err != nil {
 		return err
@@ -229,11 +231,11 @@ func megatronMoE(r *configReader, m *Model) error {
 	return nil
 }
 
-func megatronTraining(r *configReader, t *Training) error {
-	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, maxTokens); err != nil {
+func megatronTraining(r *configReader, t *vram.Training) error {
+	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, vram.MaxTokens); err != nil {
 		return err
 	}
-	seq, ok, err := r.int("seq_length", 1, maxTokens)
+	seq, ok, err := r.int("seq_length", 1, vram.MaxTokens)
 	if err != nil {
 		return err
 	}
@@ -256,7 +258,7 @@ func megatronTraining(r *configReader, t *Training) error {
 	} else if g && t.Precision == "bf16" {
 		// accumulate_allreduce_grads_in_fp32 stays off (MA:1213): the
 		// grad buffer keeps the parameters' bf16.
-		t.GradsDType = BF16
+		t.GradsDType = vram.BF16
 		r.mapped("--grad-reduce-in-bf16 → bf16 main gradients")
 	}
 	if f, ok, _ := r.str("fp8_format"); ok {
@@ -275,7 +277,7 @@ func megatronTraining(r *configReader, t *Training) error {
 	return nil
 }
 
-func megatronRecompute(r *configReader, t *Training) error {
+func megatronRecompute(r *configReader, t *vram.Training) error {
 	g, _, err := r.str("recompute_granularity")
 	if err != nil {
 		return err
@@ -287,11 +289,11 @@ func megatronRecompute(r *configReader, t *Training) error {
 	}
 	switch g {
 	case "":
-		t.Checkpointing = CheckpointNone
+		t.Checkpointing = vram.CheckpointNone
 	case "selective":
-		t.Checkpointing = CheckpointSelective
+		t.Checkpointing = vram.CheckpointSelective
 	case "full":
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 		meth, _, err := r.str("recompute_method")
 		if err != nil {
 			return err
@@ -308,7 +310,7 @@ func megatronRecompute(r *configReader, t *Training) error {
 }
 
 // megatronParallel reads the degrees and the world torchrun launches.
-func megatronParallel(r *configReader, t *Training, opt ImportOptions) error {
+func megatronParallel(r *configReader, t *vram.Training, opt Options) error {
 	p := &t.Parallel
 	for key, dst := range map[string]*int{"tensor_model_parallel_size": &p.TP, "pipeline_model_parallel_size": &p.PP,
 		"context_parallel_size": &p.CP, "expert_model_parallel_size": &p.EP} {
@@ -329,7 +331,7 @@ func megatronParallel(r *configReader, t *Training, opt ImportOptions) error {
 		return err
 	} else if ok && p.PP > 1 {
 		layers, _, _ := r.int("num_layers", 1, 1<<20)
-		p.VirtualStages, p.PPSchedule = max(1, layers/(p.PP*n)), ScheduleInterleaved1F1B
+		p.VirtualStages, p.PPSchedule = max(1, layers/(p.PP*n)), vram.ScheduleInterleaved1F1B
 	}
 	world := opt.GPUs
 	if world == 0 {

@@ -1,9 +1,11 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
@@ -34,9 +36,9 @@ func prefixes(ps ...string) func(string) bool {
 	}
 }
 
-func importHFArgs(r *configReader, opt ImportOptions) (trainerImport, error) {
+func importHFArgs(r *configReader, opt Options) (trainerImport, error) {
 	trl := isTRL(r)
-	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8}}
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8}}
 	t := &ti.t
 	id, _, err := r.str("model_name_or_path")
 	if err != nil {
@@ -93,7 +95,7 @@ func importHFArgs(r *configReader, opt ImportOptions) (trainerImport, error) {
 // the command; its mixed_precision counts where the trainer's flags set
 // neither bf16 nor fp16 (TrainingArguments then leaves accelerate's
 // ACCELERATE_MIXED_PRECISION alone).
-func hfAccelerateConfig(r *configReader, t *Training, opt ImportOptions) error {
+func hfAccelerateConfig(r *configReader, t *vram.Training, opt Options) error {
 	file, ok, err := r.str("launch.config_file")
 	if err != nil || !ok {
 		return err
@@ -109,7 +111,7 @@ func hfAccelerateConfig(r *configReader, t *Training, opt ImportOptions) error {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return fmt.Errorf("--config_file %s: want accelerate's mapping of keys, got %s", file, jsonKind(v))
+		return fmt.Errorf("--config_file %s: want accelerate's mapping of keys, got %s", file, strictjson.Kind(v))
 	}
 	sub := newConfigReader(KindAccelerate, m, r.imp)
 	if r.has("launch.num_processes") {
@@ -136,8 +138,8 @@ func isTRL(r *configReader) bool {
 }
 
 // hfBatch reads the batch and the sequence length.
-func hfBatch(r *configReader, t *Training, trl bool) error {
-	if n, ok, err := r.int("per_device_train_batch_size", 1, maxTokens); err != nil {
+func hfBatch(r *configReader, t *vram.Training, trl bool) error {
+	if n, ok, err := r.int("per_device_train_batch_size", 1, vram.MaxTokens); err != nil {
 		return err
 	} else if ok {
 		t.MicroBatch = n
@@ -149,14 +151,14 @@ func hfBatch(r *configReader, t *Training, trl bool) error {
 		return err
 	}
 	if a := trlPostAlgorithm(r); a == "grpo" || a == "rloo" {
-		return nil // the sequence is the prompt and the completion (import_trl.go)
+		return nil // the sequence is the prompt and the completion (trl.go)
 	}
-	seq, ok, err := r.int("max_length", 1, maxTokens)
+	seq, ok, err := r.int("max_length", 1, vram.MaxTokens)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		if seq, ok, err = r.int("max_seq_length", 1, maxTokens); err != nil {
+		if seq, ok, err = r.int("max_seq_length", 1, vram.MaxTokens); err != nil {
 			return err
 		} else if ok {
 			r.imp.NotModelled = append(r.imp.NotModelled, "max_seq_length: TRL's SFTConfig calls it max_length now (this command would fail to parse); read as max_length")
@@ -184,7 +186,7 @@ func hfBatch(r *configReader, t *Training, trl bool) error {
 }
 
 // hfPrecision reads bf16/fp16, the model's dtype and the optimizer.
-func hfPrecision(r *configReader, t *Training, trl bool) error {
+func hfPrecision(r *configReader, t *vram.Training, trl bool) error {
 	bf16, bfSet, err := r.bool("bf16")
 	if err != nil {
 		return err
@@ -224,7 +226,7 @@ func hfPrecision(r *configReader, t *Training, trl bool) error {
 		gc = true
 	}
 	if gc {
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 	}
 	r.mapped("gradient_checkpointing %v → %s", gc, orDefault(t.Checkpointing, "none"))
 	if off, set, err := r.bool("activation_offloading"); err != nil {
@@ -257,7 +259,7 @@ func hfPrecision(r *configReader, t *Training, trl bool) error {
 }
 
 // hfModelArgs reads the attention and TRL's (or PEFT's) adapters.
-func hfModelArgs(r *configReader, t *Training, trl bool) error {
+func hfModelArgs(r *configReader, t *vram.Training, trl bool) error {
 	if a, ok, err := r.str("attn_implementation"); err != nil {
 		return err
 	} else if ok {
@@ -313,14 +315,14 @@ func hfModelArgs(r *configReader, t *Training, trl bool) error {
 		if err != nil {
 			return err
 		}
-		d := NF4
+		d := vram.NF4
 		if quant == "fp4" {
-			d = FP4
+			d = vram.FP4
 		}
-		t.QuantizedBase = Quant{DType: d, DoubleQuant: nested}
+		t.QuantizedBase = vram.Quant{DType: d, DoubleQuant: nested}
 		r.mapped("load_in_4bit → base %s (double quant %v)", d, nested)
 	} else if q8 {
-		t.QuantizedBase = Quant{DType: INT8}
+		t.QuantizedBase = vram.Quant{DType: vram.INT8}
 		r.mapped("load_in_8bit → base int8")
 	}
 	return nil

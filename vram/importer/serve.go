@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
@@ -44,7 +46,7 @@ func command(words []string) (env map[string]string, rest []string) {
 }
 
 // serveKind tells a serving command line.
-func serveKind(words []string) ConfigKind {
+func serveKind(words []string) Kind {
 	_, w := command(words)
 	if len(w) == 0 {
 		return ""
@@ -107,7 +109,7 @@ func isNumber(s string) bool {
 // flagReader reads a command's flags by their names (dashes and
 // underscores alike), recording what each became.
 type flagReader struct {
-	kind ConfigKind
+	kind Kind
 	fs   flagSet
 	used map[string]bool
 	imp  *Imported
@@ -115,7 +117,7 @@ type flagReader struct {
 
 func normFlag(s string) string { return strings.ReplaceAll(s, "_", "-") }
 
-func newFlagReader(kind ConfigKind, fs flagSet, imp *Imported) *flagReader {
+func newFlagReader(kind Kind, fs flagSet, imp *Imported) *flagReader {
 	return &flagReader{kind: kind, fs: fs, used: map[string]bool{}, imp: imp}
 }
 
@@ -198,8 +200,8 @@ func (f *flagReader) rest(irrelevant map[string]bool, notModelled map[string]str
 
 // servedQuant sets the weights' quantization a pre-quantized release's
 // name says, where the catalog gave its base's architecture by name.
-func servedQuant(imp *Imported, in *Inference, id, ref string, opt ImportOptions) {
-	if opt.Model != "" || ref == id || in.Weights.DType != DTypeUnset {
+func servedQuant(imp *Imported, in *vram.Inference, id, ref string, opt Options) {
+	if opt.Model != "" || ref == id || in.Weights.DType != vram.DTypeUnset {
 		return
 	}
 	if q, ok := repoQuant(id); ok {
@@ -212,7 +214,7 @@ func servedQuant(imp *Imported, in *Inference, id, ref string, opt ImportOptions
 // FlexibleArgumentParser and SGLang's ServerArgs take one: its keys are
 // the flags' names) into the flags the command line does not set, as
 // both parsers let the command line win.
-func configFileFlags(imp *Imported, fs flagSet, opt ImportOptions) error {
+func configFileFlags(imp *Imported, fs flagSet, opt Options) error {
 	file, ok := fs.vals["config"]
 	if !ok {
 		return nil
@@ -230,7 +232,7 @@ func configFileFlags(imp *Imported, fs flagSet, opt ImportOptions) error {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return fmt.Errorf("--config %s: want a mapping of flags, got %s", file, jsonKind(v))
+		return fmt.Errorf("--config %s: want a mapping of flags, got %s", file, strictjson.Kind(v))
 	}
 	n := 0
 	keys := make([]string, 0, len(m))
@@ -254,7 +256,7 @@ func configFileFlags(imp *Imported, fs flagSet, opt ImportOptions) error {
 		case string, int64, float64:
 			fs.set(name, fmt.Sprint(x), -1)
 		default:
-			return fmt.Errorf("--config %s: %s: want a flag's value, got %s", file, k, jsonKind(e))
+			return fmt.Errorf("--config %s: %s: want a flag's value, got %s", file, k, strictjson.Kind(e))
 		}
 		n++
 	}
@@ -264,9 +266,9 @@ func configFileFlags(imp *Imported, fs flagSet, opt ImportOptions) error {
 
 // servingRequest is the request the generate replay of a serving plan
 // runs; the engine's carve does not depend on it.
-var servingRequest = Inference{Batch: 1, PromptTokens: 1024, NewTokens: 256}
+var servingRequest = vram.Inference{Batch: 1, PromptTokens: 1024, NewTokens: 256}
 
-func importServe(imp *Imported, kind ConfigKind, words []string, opt ImportOptions) error {
+func importServe(imp *Imported, kind Kind, words []string, opt Options) error {
 	env, w := command(words)
 	if len(w) == 0 {
 		return fmt.Errorf("no command line to read as %s: want the server's command, such as `vllm serve MODEL …`, `python -m sglang.launch_server --model-path MODEL …` or `llama-server -m FILE …`", kind)
@@ -299,7 +301,7 @@ var vllmNotModelled = map[string]string{
 	"quantization":       "read from the checkpoint's config; a named method beside it is not modelled",
 }
 
-func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOptions) error {
+func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) error {
 	if len(w) > 1 && w[0] == "vllm" && w[1] == "serve" {
 		w = w[2:]
 	} else {
@@ -327,7 +329,7 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 		return err
 	}
 	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
-	v := VLLM{}
+	v := vram.VLLM{}
 	if v.TP, _, err = f.int(1, 1024, "tensor-parallel-size", "tp"); err != nil {
 		return err
 	}
@@ -337,31 +339,31 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 	if v.GPUMemoryUtilization, _, err = f.fraction("gpu-memory-utilization", "vLLM refuses it: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.9, gt=0, le=1))"); err != nil {
 		return err
 	}
-	if v.MaxModelLen, _, err = f.int(1, maxTokens, "max-model-len"); err != nil {
+	if v.MaxModelLen, _, err = f.int(1, vram.MaxTokens, "max-model-len"); err != nil {
 		return err
 	}
-	if v.MaxNumSeqs, _, err = f.int(1, maxTokens, "max-num-seqs"); err != nil {
+	if v.MaxNumSeqs, _, err = f.int(1, vram.MaxTokens, "max-num-seqs"); err != nil {
 		return err
 	}
-	if v.MaxNumBatchedTokens, _, err = f.int(1, maxTokens, "max-num-batched-tokens"); err != nil {
+	if v.MaxNumBatchedTokens, _, err = f.int(1, vram.MaxTokens, "max-num-batched-tokens"); err != nil {
 		return err
 	}
 	if v.BlockSize, _, err = f.int(1, 1<<16, "block-size"); err != nil {
 		return err
 	}
 	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
-		if v.KVCacheDType, err = ParseDType(kv); err != nil {
+		if v.KVCacheDType, err = vram.ParseDType(kv); err != nil {
 			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
 		}
 	}
 	for _, d := range []struct {
 		flag string
-		to   *DType
+		to   *vram.DType
 	}{{"mamba-cache-dtype", &v.MambaCacheDType}, {"mamba-ssm-cache-dtype", &v.MambaSSMCacheDType}} {
 		switch _, x, ok := f.get(d.flag); {
 		case !ok || x == "auto":
 		case x == "float32":
-			*d.to = FP32
+			*d.to = vram.FP32
 		default:
 			return fmt.Errorf("--%s %q: vLLM takes auto or float32", d.flag, x)
 		}
@@ -396,7 +398,7 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt ImportOpti
 	}
 	servedQuant(imp, &in, id, ref, opt)
 	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (vLLM's carve does not depend on it)")
-	imp.Plan = Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, VLLM: &v, GPU: opt.GPU}
+	imp.Plan = vram.Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, VLLM: &v, GPU: opt.GPU}
 	return in.Validate()
 }
 
@@ -416,7 +418,7 @@ var sglangNotModelled = map[string]string{
 	"pp-size":       "pipeline parallelism is not modelled (the default mem_fraction_static keeps back tp × pp / 8 GiB)",
 }
 
-func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
+func importSGLang(imp *Imported, w []string, opt Options) error {
 	for i, x := range w {
 		if strings.Contains(x, "sglang.launch_server") {
 			w = w[i+1:]
@@ -434,7 +436,7 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 		return err
 	}
 	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
-	var sg SGLang
+	var sg vram.SGLang
 	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
 		return err
 	}
@@ -442,7 +444,7 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 		return err
 	}
 	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
-		if sg.KVCacheDType, err = ParseDType(kv); err != nil {
+		if sg.KVCacheDType, err = vram.ParseDType(kv); err != nil {
 			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
 		}
 	}
@@ -472,9 +474,9 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 	switch _, x, ok := f.get("mamba-ssm-dtype"); {
 	case !ok:
 	case x == "float32":
-		sg.MambaSSMDType = FP32
+		sg.MambaSSMDType = vram.FP32
 	case x == "bfloat16":
-		sg.MambaSSMDType = BF16
+		sg.MambaSSMDType = vram.BF16
 	default:
 		return fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
 	}
@@ -487,14 +489,14 @@ func importSGLang(imp *Imported, w []string, opt ImportOptions) error {
 	}
 	servedQuant(imp, &in, id, ref, opt)
 	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (SGLang's pool does not depend on it)")
-	imp.Plan = Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, SGLang: &sg, GPU: opt.GPU}
+	imp.Plan = vram.Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, SGLang: &sg, GPU: opt.GPU}
 	return in.Validate()
 }
 
 // importLlamaServer reads llama-server's context settings; its model is a
 // GGUF file, whose weights `plan -gguf` reads, so the plan takes the
 // architecture from -model for the KV cache (LlamaCpp.KVCache).
-func importLlamaServer(imp *Imported, w []string, opt ImportOptions) error {
+func importLlamaServer(imp *Imported, w []string, opt Options) error {
 	fs, _ := flags(w[1:], normFlag)
 	f := newFlagReader(KindLlamaCpp, fs, imp)
 	_, file, _ := f.get("m", "model")
@@ -506,14 +508,14 @@ func importLlamaServer(imp *Imported, w []string, opt ImportOptions) error {
 		return err
 	}
 	f.mapped("model %s → architecture %s (the weights are the GGUF file's)", orDefault(file, "?"), ref)
-	var l LlamaCpp
-	if l.CtxSize, _, err = f.int(1, maxTokens, "c", "ctx-size"); err != nil {
+	var l vram.LlamaCpp
+	if l.CtxSize, _, err = f.int(1, vram.MaxTokens, "c", "ctx-size"); err != nil {
 		return err
 	}
 	if l.Parallel, _, err = f.int(1, 1024, "np", "parallel"); err != nil {
 		return err
 	}
-	if l.UBatch, _, err = f.int(1, maxTokens, "ub", "ubatch-size"); err != nil {
+	if l.UBatch, _, err = f.int(1, vram.MaxTokens, "ub", "ubatch-size"); err != nil {
 		return err
 	}
 	if l.GPULayers, _, err = f.int(-1, 1<<20, "ngl", "n-gpu-layers", "gpu-layers"); err != nil {
@@ -544,7 +546,7 @@ func importLlamaServer(imp *Imported, w []string, opt ImportOptions) error {
 	f.rest(setOf("host", "port", "t", "threads", "api-key", "log-disable", "jinja", "alias", "chat-template", "b", "batch-size", "mlock", "no-mmap"),
 		map[string]string{"md": "a draft model's own context is not modelled", "model-draft": "a draft model's own context is not modelled",
 			"ngld": "a draft model's own context is not modelled", "devd": "a draft model's own context is not modelled"})
-	imp.Plan = Plan{Model: m, ModelRef: filepath.Base(file), GPU: opt.GPU}
+	imp.Plan = vram.Plan{Model: m, ModelRef: filepath.Base(file), GPU: opt.GPU}
 	return nil
 }
 
@@ -578,7 +580,7 @@ func sortStrings(s []string) {
 // (--mm-encoder-tp-mode, or the deprecated
 // --enable-multimodal-encoder-data-parallel, engine/arg_utils.py
 // l.986-992, which sets data).
-func vllmMMFlags(f *flagReader, v *VLLM) error {
+func vllmMMFlags(f *flagReader, v *vram.VLLM) error {
 	if _, x, ok := f.get("skip-mm-profiling"); ok {
 		v.SkipMMProfiling = x != "false"
 	}
@@ -606,10 +608,10 @@ func vllmMMFlags(f *flagReader, v *VLLM) error {
 		for k, val := range kw {
 			n, isNum := val.(float64)
 			switch {
-			case k == "max_pixels" && isNum && n >= 1 && n <= float64(maxPositions)*1024 && n == math.Trunc(n):
+			case k == "max_pixels" && isNum && n >= 1 && n <= float64(vram.MaxPositions)*1024 && n == math.Trunc(n):
 				v.MaxPixels = int(n)
 			case k == "max_pixels":
-				return fmt.Errorf("--mm-processor-kwargs max_pixels %v: want a whole number of pixels in [1, %d]", val, maxPositions*1024)
+				return fmt.Errorf("--mm-processor-kwargs max_pixels %v: want a whole number of pixels in [1, %d]", val, vram.MaxPositions*1024)
 			default:
 				f.imp.NotModelled = append(f.imp.NotModelled, fmt.Sprintf("--mm-processor-kwargs %s: only max_pixels shapes the profile the carve models", k))
 			}
@@ -629,7 +631,7 @@ func parseMMLimits(x string) (map[string]int, error) {
 		}
 		for k, val := range raw {
 			n, ok := val.(float64)
-			if !ok || n < 0 || n > maxTokens || n != math.Trunc(n) {
+			if !ok || n < 0 || n > vram.MaxTokens || n != math.Trunc(n) {
 				return nil, fmt.Errorf("%s: %v is not a count (per-modality options other than a count are not modelled)", k, val)
 			}
 			limits[k] = int(n)
@@ -639,7 +641,7 @@ func parseMMLimits(x string) (map[string]int, error) {
 	for _, kv := range strings.Split(x, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		n, err := strconv.Atoi(strings.TrimSpace(val))
-		if !ok || err != nil || n < 0 || n > maxTokens {
+		if !ok || err != nil || n < 0 || n > vram.MaxTokens {
 			return nil, fmt.Errorf("%q: want modality=count", kv)
 		}
 		limits[strings.TrimSpace(k)] = n

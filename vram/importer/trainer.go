@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 	"github.com/vramlab/vramlab/vram/internal/yaml"
 )
 
@@ -14,15 +16,15 @@ import (
 
 type trainerImport struct {
 	modelID string
-	model   *Model // a model the config gives by its shape (Megatron-LM's)
-	t       Training
+	model   *vram.Model // a model the config gives by its shape (Megatron-LM's)
+	t       vram.Training
 	// post is the post-training plan around t when the config runs
-	// one of TRL's post-training trainers (import_trl.go).
-	post *PostTraining
+	// one of TRL's post-training trainers (trl.go).
+	post *vram.PostTraining
 }
 
 // importTrainer dispatches on the config's kind.
-func importTrainer(r *configReader, opt ImportOptions) error {
+func importTrainer(r *configReader, opt Options) error {
 	var ti trainerImport
 	var err error
 	switch r.kind {
@@ -53,8 +55,8 @@ func importTrainer(r *configReader, opt ImportOptions) error {
 
 // finishTraining resolves the model, the world size and the GPU, and
 // checks the plan.
-func finishTraining(r *configReader, ti trainerImport, opt ImportOptions) error {
-	var m Model
+func finishTraining(r *configReader, ti trainerImport, opt Options) error {
+	var m vram.Model
 	var ref string
 	var err error
 	if ti.model != nil {
@@ -71,7 +73,7 @@ func finishTraining(r *configReader, ti trainerImport, opt ImportOptions) error 
 		// A pre-quantized checkpoint trains as QLoRA with no key set
 		// (peft's prepare_model_for_kbit_training; LLaMA-Factory's
 		// model/model_utils/quantization.py reads its quantization_config).
-		if t.Trainable == "lora" && t.QuantizedBase.DType == DTypeUnset {
+		if t.Trainable == "lora" && t.QuantizedBase.DType == vram.DTypeUnset {
 			t.QuantizedBase = q
 			r.mapped("%s: a pre-quantized checkpoint → base %s, as its name says (give its folder with -model for its quantization_config)", ti.modelID, q.DType)
 		} else if t.Trainable != "lora" {
@@ -90,13 +92,13 @@ func finishTraining(r *configReader, ti trainerImport, opt ImportOptions) error 
 		if err := pt.Validate(); err != nil {
 			return err
 		}
-		r.imp.Plan = Plan{Model: m, ModelRef: ref, PostTraining: pt, GPU: opt.GPU}
+		r.imp.Plan = vram.Plan{Model: m, ModelRef: ref, PostTraining: pt, GPU: opt.GPU}
 		return nil
 	}
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	r.imp.Plan = Plan{Model: m, ModelRef: ref, Training: &t, GPU: opt.GPU}
+	r.imp.Plan = vram.Plan{Model: m, ModelRef: ref, Training: &t, GPU: opt.GPU}
 	return nil
 }
 
@@ -144,8 +146,8 @@ func hfAttention(name string) (string, bool) {
 // peftAdapters is LoRA as PEFT builds it beside a transformers model: the
 // adapters kept in fp32 whatever the base (peft/tuners/tuners_utils.py
 // _cast_adapter_dtype, autocast_adapter_dtype=True by default).
-func peftAdapters(rank int, alpha, dropout float64, targets []string) *LoRA {
-	return &LoRA{Rank: rank, Alpha: alpha, Dropout: dropout, Targets: targets, DType: FP32}
+func peftAdapters(rank int, alpha, dropout float64, targets []string) *vram.LoRA {
+	return &vram.LoRA{Rank: rank, Alpha: alpha, Dropout: dropout, Targets: targets, DType: vram.FP32}
 }
 
 // loraTargets maps module names as PEFT takes them (all-linear, a
@@ -175,8 +177,8 @@ var loraAliases = map[string]string{"wq": "q_proj", "wk": "k_proj", "wv": "v_pro
 // from -model and the rest is TrainingArguments' defaults (batch 8) over
 // rows of 1024 tokens unless key=value overrides say
 // per_device_train_batch_size, max_length, gradient_checkpointing.
-func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 1024, Precision: "fp32"}}
+func importLauncherOnly(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 1024, Precision: "fp32"}}
 	if opt.Model == "" {
 		return ti, fmt.Errorf("a %s config says how a trainer shards, not what it trains: import the trainer's config (it names this file), or give -model and the batch as per_device_train_batch_size=N max_length=N", r.kind)
 	}
@@ -190,7 +192,7 @@ func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, erro
 			r.used[o.key] = true
 			continue
 		}
-		if n, ok, err := r.int(o.key, 1, maxTokens); err != nil {
+		if n, ok, err := r.int(o.key, 1, vram.MaxTokens); err != nil {
 			return ti, err
 		} else if ok {
 			*o.dst = n
@@ -199,7 +201,7 @@ func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, erro
 	if gc, _, err := r.bool("gradient_checkpointing"); err != nil {
 		return ti, err
 	} else if gc {
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 	}
 	ckpt := "no checkpointing"
 	if t.Checkpointing != "" {
@@ -240,7 +242,7 @@ func importLauncherOnly(r *configReader, opt ImportOptions) (trainerImport, erro
 // the config, or the config inline) into the plan's parallel settings:
 // zero_optimization.stage, offload_optimizer / offload_param to the CPU
 // (DeepSpeedZeroConfig, deepspeed/runtime/zero/config.py).
-func readDeepSpeed(r *configReader, key string, t *Training, opt ImportOptions) error {
+func readDeepSpeed(r *configReader, key string, t *vram.Training, opt Options) error {
 	v, ok := r.get(key)
 	if !ok {
 		return nil
@@ -259,7 +261,7 @@ func readDeepSpeed(r *configReader, key string, t *Training, opt ImportOptions) 
 			return namedFileErr(key, x, err)
 		}
 	default:
-		return fmt.Errorf("%s: want a path to a DeepSpeed JSON or the config itself, got %s", key, jsonKind(v))
+		return fmt.Errorf("%s: want a path to a DeepSpeed JSON or the config itself, got %s", key, strictjson.Kind(v))
 	}
 	sub := &configReader{kind: KindDeepSpeed, flat: map[string]any{}, used: map[string]bool{}, imp: r.imp}
 	flatten("", ds, sub.flat)
@@ -293,7 +295,7 @@ var deepSpeedIrrelevant = prefixes("train_batch_size", "train_micro_batch_size_p
 
 // deepSpeedBuckets reads zero_optimization's buffer sizes into the plan's
 // DeepSpeed section (deepspeed.go models each).
-func deepSpeedBuckets(sub *configReader, ds map[string]any, t *Training) error {
+func deepSpeedBuckets(sub *configReader, ds map[string]any, t *vram.Training) error {
 	zero, ok := ds["zero_optimization"].(map[string]any)
 	if !ok {
 		return nil
@@ -321,7 +323,7 @@ func deepSpeedBuckets(sub *configReader, ds map[string]any, t *Training) error {
 	if err != nil {
 		return err
 	}
-	var d DeepSpeed
+	var d vram.DeepSpeed
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return fmt.Errorf("zero_optimization: %v", err)
 	}
@@ -337,9 +339,9 @@ func deepSpeedBuckets(sub *configReader, ds map[string]any, t *Training) error {
 		if !isNum || n < 0 || n > 1e15 || n != math.Trunc(n) {
 			return fmt.Errorf("zero_optimization.offload_param.max_in_cpu: a whole number of elements, got %v", v)
 		}
-		d.MaxInCPU = DSSize(n)
+		d.MaxInCPU = vram.DSSize(n)
 	}
-	if d != (DeepSpeed{}) {
+	if d != (vram.DeepSpeed{}) {
 		t.Parallel.DeepSpeed = &d
 	}
 	return nil

@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	_ "embed"

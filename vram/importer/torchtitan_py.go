@@ -1,11 +1,13 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/internal/pyconf"
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 )
 
 // torchtitan's Python configs (pytorch/torchtitan @ b5bcd76c,
@@ -73,7 +75,7 @@ func isPythonConfig(name string, text string) bool {
 // config_registry.py (the only one there is when unnamed) into the tree
 // the importer reads, with the module (from the file's folder or the
 // function's name) and what the evaluation passed over.
-func torchtitanPyTree(data []byte, opt ImportOptions) (map[string]any, error) {
+func torchtitanPyTree(data []byte, opt Options) (map[string]any, error) {
 	m, err := pyconf.Parse(data)
 	if err != nil {
 		return nil, err
@@ -101,7 +103,7 @@ func torchtitanPyTree(data []byte, opt ImportOptions) (map[string]any, error) {
 	}
 	tree, ok := v.(map[string]any)
 	if !ok || !strings.HasSuffix(fmt.Sprint(tree["_class"]), "Config") {
-		what := jsonKind(v)
+		what := strictjson.Kind(v)
 		if c, isCall := tree["_class"].(string); isCall {
 			what = c + "(…)"
 		}
@@ -134,9 +136,9 @@ func torchtitanModule(dir, function string) string {
 	return best
 }
 
-func importTorchtitanPy(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused",
-		Checkpointing: CheckpointSelective, SelectiveACOption: "op", Loss: "chunked_head"}}
+func importTorchtitanPy(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused",
+		Checkpointing: vram.CheckpointSelective, SelectiveACOption: "op", Loss: "chunked_head"}}
 	t := &ti.t
 	for k := range r.flat { // the evaluator's own keys: the classes are read where they matter
 		if k == "_class" || k == "_module" || k == "_function" || k == "_skipped" || strings.HasSuffix(k, "._class") || strings.HasSuffix(k, "._args") {
@@ -154,7 +156,7 @@ func importTorchtitanPy(r *configReader, opt ImportOptions) (trainerImport, erro
 	if ti.modelID, err = titanPyModel(r, t, opt); err != nil {
 		return ti, err
 	}
-	for _, step := range []func(*configReader, *Training) error{titanPyTraining, titanPyCheckpointing, titanPyLoss, titanPyOptimizer} {
+	for _, step := range []func(*configReader, *vram.Training) error{titanPyTraining, titanPyCheckpointing, titanPyLoss, titanPyOptimizer} {
 		if err := step(r, t); err != nil {
 			return ti, err
 		}
@@ -174,7 +176,7 @@ func importTorchtitanPy(r *configReader, opt ImportOptions) (trainerImport, erro
 
 // titanPyModel reads model_spec = model_registry(flavor, …): the catalog
 // model, and the keywords that change memory and are not modelled.
-func titanPyModel(r *configReader, t *Training, opt ImportOptions) (string, error) {
+func titanPyModel(r *configReader, t *vram.Training, opt Options) (string, error) {
 	mod, _, _ := r.str("_module")
 	flavor := ""
 	if args, ok := r.get("model_spec._args"); ok {
@@ -222,12 +224,12 @@ func titanPyModel(r *configReader, t *Training, opt ImportOptions) (string, erro
 }
 
 // titanPyTraining reads [training]: the micro-batch's tokens, the dtypes.
-func titanPyTraining(r *configReader, t *Training) error {
+func titanPyTraining(r *configReader, t *vram.Training) error {
 	tokens, ctx := 16384, 2048 // CFG:37, CFG:51
-	if err := r.intInto(&tokens, "training.num_tokens_per_microbatch_per_dp_rank", 1, maxTokens); err != nil {
+	if err := r.intInto(&tokens, "training.num_tokens_per_microbatch_per_dp_rank", 1, vram.MaxTokens); err != nil {
 		return err
 	}
-	if err := r.intInto(&ctx, "training.max_context_length", 1, maxTokens); err != nil {
+	if err := r.intInto(&ctx, "training.max_context_length", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	if tokens%ctx == 0 {
@@ -246,7 +248,7 @@ func titanPyTraining(r *configReader, t *Training) error {
 // titanPyCheckpointing reads activation_checkpoint: SelectiveAC.Config
 // by default (TR:108-110), op-level (AC:209-287); FullAC recomputes each
 // block; None is none. A CLI override names the tyro subcommand.
-func titanPyCheckpointing(r *configReader, t *Training) error {
+func titanPyCheckpointing(r *configReader, t *vram.Training) error {
 	cls := "SelectiveAC.Config"
 	if v, present := r.flat["activation_checkpoint"]; present {
 		r.used["activation_checkpoint"] = true
@@ -264,11 +266,11 @@ func titanPyCheckpointing(r *configReader, t *Training) error {
 	}
 	switch cls {
 	case "SelectiveAC.Config":
-		t.Checkpointing, t.SelectiveACOption = CheckpointSelective, "op"
+		t.Checkpointing, t.SelectiveACOption = vram.CheckpointSelective, "op"
 	case "FullAC.Config":
-		t.Checkpointing, t.SelectiveACOption = CheckpointFull, ""
+		t.Checkpointing, t.SelectiveACOption = vram.CheckpointFull, ""
 	case "None":
-		t.Checkpointing, t.SelectiveACOption = CheckpointNone, ""
+		t.Checkpointing, t.SelectiveACOption = vram.CheckpointNone, ""
 	case "MemoryBudgetAC.Config":
 		return fmt.Errorf("activation_checkpoint MemoryBudgetAC: the compiler's partitioner chooses what to recompute under activation_memory_budget; it is not modelled: use FullAC, SelectiveAC or None")
 	default:
@@ -283,7 +285,7 @@ func titanPyCheckpointing(r *configReader, t *Training) error {
 // runs the output projection and the loss chunk by chunk, each chunk's
 // backward at once (LOSS:542-711, num_chunks 8); CrossEntropyLoss alone
 // upcasts the whole logits (LOSS:57-62).
-func titanPyLoss(r *configReader, t *Training) error {
+func titanPyLoss(r *configReader, t *vram.Training) error {
 	cls, _, _ := r.str("loss._class")
 	inner := "loss.loss_fn._class"
 	switch cls {
@@ -308,7 +310,7 @@ func titanPyLoss(r *configReader, t *Training) error {
 
 // titanPyOptimizer reads optimizer: default_adamw (AdamW, optimizer.py:378-399)
 // and the container's implementation (titanOptimizerImpl).
-func titanPyOptimizer(r *configReader, t *Training) error {
+func titanPyOptimizer(r *configReader, t *vram.Training) error {
 	if cls, _, _ := r.str("optimizer._class"); cls != "" && cls != "default_adamw" && cls != "OptimizersContainer.Config" {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("optimizer = %s(…): estimated with AdamW's states", cls))
 	}
@@ -329,10 +331,10 @@ func titanPyOptimizer(r *configReader, t *Training) error {
 // the configured tokens), gradient accumulation (TR:409-428), async TP
 // (compile.enable_async_tensor_parallel, CFG:293-313) and the CUDA graphs
 // (disable_cuda_graphs false, CFG:75), refused where torchtitan refuses them.
-func titanPyPipeline(r *configReader, t *Training) error {
+func titanPyPipeline(r *configReader, t *vram.Training) error {
 	p := &t.Parallel
 	n := 1
-	if err := r.intInto(&n, "parallelism.num_pp_microbatches", 1, maxTokens); err != nil {
+	if err := r.intInto(&n, "parallelism.num_pp_microbatches", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	if p.PP > 1 {
@@ -376,7 +378,7 @@ func titanPyPipeline(r *configReader, t *Training) error {
 // gradients in place (zero_grad(set_to_none=False), trainer.py:845), so
 // they stay allocated between steps; torchtitan refuses graphs with a
 // pipeline or a CPU-syncing expert dispatcher (trainer.py:168-199).
-func titanCUDAGraphs(r *configReader, t *Training) error {
+func titanCUDAGraphs(r *configReader, t *vram.Training) error {
 	off, _, err := r.bool("training.disable_cuda_graphs")
 	if err != nil || off {
 		return err
@@ -399,7 +401,7 @@ func titanCUDAGraphs(r *configReader, t *Training) error {
 // LoRA (components/lora.py:154-164: rank 8, alpha 16, every linear, the
 // base frozen, adapters in training.dtype); MX and NVFP4 formats and the
 // float8 grouped experts are not modelled.
-func titanPyConverters(r *configReader, t *Training) error {
+func titanPyConverters(r *configReader, t *vram.Training) error {
 	v, _ := r.get("model_spec.converters")
 	list, _ := v.([]any)
 	for _, c := range list {
@@ -421,7 +423,7 @@ func titanPyConverters(r *configReader, t *Training) error {
 	return nil
 }
 
-func titanPyFloat8(r *configReader, t *Training, m map[string]any) error {
+func titanPyFloat8(r *configReader, t *vram.Training, m map[string]any) error {
 	t.Float8 = "rowwise"
 	if rec, ok := m["recipe_name"].(string); ok && rec != "rowwise" {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("Float8LinearConverter recipe_name = %s: estimated as rowwise", rec))
@@ -443,10 +445,10 @@ var titanLoRATargets = map[string][]string{"wq": {"q_proj"}, "wk": {"k_proj"}, "
 	"wqkv": {"q_proj", "k_proj", "v_proj"}, "wo": {"o_proj"}, "w1": {"gate_proj"}, "w3": {"up_proj"}, "w2": {"down_proj"},
 	"lm_head": {"lm_head"}, "output": {"lm_head"}}
 
-func titanPyLoRA(r *configReader, t *Training, m map[string]any) error {
-	l := &LoRA{Rank: 8, Alpha: 16, DType: FP32}
+func titanPyLoRA(r *configReader, t *vram.Training, m map[string]any) error {
+	l := &vram.LoRA{Rank: 8, Alpha: 16, DType: vram.FP32}
 	if t.Precision == "bf16" {
-		l.DType = BF16 // adapters take training.dtype (trainer.py:356-360)
+		l.DType = vram.BF16 // adapters take training.dtype (trainer.py:356-360)
 	}
 	if n, ok := m["rank"].(int64); ok {
 		if n < 1 || n > 1<<16 {

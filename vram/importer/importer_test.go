@@ -1,22 +1,27 @@
-package vram
+package importer
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/fileio/budget"
+	"github.com/vramlab/vramlab/vram/internal/hostile"
 )
 
 // importCase is a published config and what its import must say.
 type importCase struct {
 	file string
-	opt  ImportOptions
-	kind ConfigKind
+	opt  Options
+	kind Kind
 	// want are plan fields as importFields names them.
 	want map[string]string
 	// notModelled and mapped are substrings those lists must hold.
@@ -28,17 +33,17 @@ var importCases = []importCase{
 		want: map[string]string{"pt.algorithm": "grpo", "pt.framework": "trl", "pt.completion": "512", "pt.micro": "8", "pt.engine": "generate"}},
 	{file: "hf_trainer/trl__clis_dpo.sh", kind: KindHFArgs,
 		want: map[string]string{"pt.algorithm": "dpo", "pt.prompt": "512", "pt.completion": "512", "pt.micro": "8"}},
-	{file: "verl/grpo_trainer__run_qwen2-7b.sh", kind: KindVerl, opt: ImportOptions{Model: "qwen2.5-7b"},
+	{file: "verl/grpo_trainer__run_qwen2-7b.sh", kind: KindVerl, opt: Options{Model: "qwen2.5-7b"},
 		want: map[string]string{"pt.algorithm": "grpo", "pt.framework": "verl", "pt.prompt": "512", "pt.completion": "1024", "pt.generations": "5",
 			"pt.reference": "model", "pt.micro": "40", "pt.log_prob_micro": "40", "pt.dp": "8", "pt.engine": "vllm", "pt.util": "0.6", "pt.tp": "2",
 			"pt.param_offload": "false"},
 		mapped: []string{"FSDP over 8 GPUs"}},
-	{file: "verl/tuning__qwen2-7b_grpo_2_h800_fsdp_vllm.sh", kind: KindVerl, opt: ImportOptions{Model: "qwen2.5-7b"},
+	{file: "verl/tuning__qwen2-7b_grpo_2_h800_fsdp_vllm.sh", kind: KindVerl, opt: Options{Model: "qwen2.5-7b"},
 		want: map[string]string{"pt.prompt": "1024", "pt.completion": "1024", "pt.micro": "16", "pt.dp": "2", "pt.param_offload": "true", "pt.optimizer_offload": "true"}},
 	// verl's YAML configs with the overrides their launch scripts pass
 	// (examples/split_placement/run_deepseek7b_llm.sh and
 	// examples/sglang_multiturn/run_qwen2.5-3b_gsm8k_multiturn.sh @ b178a3cd).
-	{file: "verl/split_placement__ppo_trainer_split.yaml", kind: KindVerl, opt: ImportOptions{Model: "llama-2-7b", Overrides: []string{
+	{file: "verl/split_placement__ppo_trainer_split.yaml", kind: KindVerl, opt: Options{Model: "llama-2-7b", Overrides: []string{
 		"algorithm.adv_estimator=gae", "data.train_batch_size=1024", "data.max_prompt_length=512", "data.max_response_length=512",
 		"data.filter_overlong_prompts=True", "data.truncation='error'", "actor_rollout_ref.model.path=deepseek-ai/deepseek-llm-7b-chat",
 		"actor_rollout_ref.actor.optim.lr=1e-6", "actor_rollout_ref.actor.ppo_mini_batch_size=256", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
@@ -52,7 +57,7 @@ var importCases = []importCase{
 		want: map[string]string{"pt.algorithm": "ppo", "pt.framework": "verl", "pt.prompt": "512", "pt.completion": "512", "pt.micro": "8",
 			"pt.log_prob_micro": "8", "pt.dp": "8", "pt.engine": "vllm", "pt.util": "0.4", "pt.tp": "4", "pt.reference": ""},
 		mapped: []string{"keys at verl's own defaults", "keys that follow others", "defaults [ppo_trainer _self_]"}},
-	{file: "verl/sglang_multiturn__gsm8k_multiturn_grpo.yaml", kind: KindVerl, opt: ImportOptions{Model: "qwen2.5-1.5b", Overrides: []string{
+	{file: "verl/sglang_multiturn__gsm8k_multiturn_grpo.yaml", kind: KindVerl, opt: Options{Model: "qwen2.5-1.5b", Overrides: []string{
 		"algorithm.adv_estimator=grpo", "data.train_batch_size=256", "data.max_prompt_length=1024", "data.max_response_length=1024",
 		"data.filter_overlong_prompts=True", "data.truncation='error'", "data.return_raw_chat=True", "actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct",
 		"actor_rollout_ref.actor.optim.lr=1e-6", "actor_rollout_ref.model.use_remove_padding=True", "actor_rollout_ref.actor.ppo_mini_batch_size=256",
@@ -71,7 +76,7 @@ var importCases = []importCase{
 	{file: "axolotl/llama-3__qlora.yml", kind: KindAxolotl,
 		want: map[string]string{"model": "meta-llama/Meta-Llama-3-8B", "micro": "2", "seq": "4096", "trainable": "lora", "lora.rank": "32",
 			"base": "nf4", "ckpt": "full", "precision": "bf16", "optimizer": "paged_adamw"}},
-	{file: "axolotl/qwen3__qlora-fsdp.yaml", kind: KindAxolotl, opt: ImportOptions{GPUs: 2},
+	{file: "axolotl/qwen3__qlora-fsdp.yaml", kind: KindAxolotl, opt: Options{GPUs: 2},
 		want: map[string]string{"trainable": "lora", "base": "nf4", "fsdp": "full_shard", "fsdp_version": "1", "dp": "2", "offload": "optimizer+params"}},
 	{file: "axolotl/llama-3__fft-8b.yaml", kind: KindAxolotl,
 		want: map[string]string{"trainable": "full", "seq": "8192", "micro": "1", "optimizer": "paged_adamw_8bit", "ckpt": "full"}},
@@ -81,40 +86,40 @@ var importCases = []importCase{
 		want: map[string]string{"trainable": "lora", "base": "int4"}},
 	{file: "llamafactory/v1__train_lora__train_lora_sft.yaml", kind: KindLLaMAFactory,
 		want: map[string]string{"trainable": "lora"}},
-	{file: "llamafactory/train_lora__qwen3_lora_sft_ds3.yaml", kind: KindLLaMAFactory, opt: ImportOptions{GPUs: 4},
+	{file: "llamafactory/train_lora__qwen3_lora_sft_ds3.yaml", kind: KindLLaMAFactory, opt: Options{GPUs: 4},
 		want: map[string]string{"zero": "3", "dp": "4", "trainable": "lora"}},
-	{file: "torchtune/llama3_1__8B_lora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=2048"}},
+	{file: "torchtune/llama3_1__8B_lora_single_device.yaml", kind: KindTorchtune, opt: Options{Overrides: []string{"tokenizer.max_seq_len=2048"}},
 		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "seq": "2048", "trainable": "lora", "lora.rank": "8", "framework": "torchtune"}},
-	{file: "torchtune/llama3_1__8B_qlora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=4096", "batch_size=4"}},
+	{file: "torchtune/llama3_1__8B_qlora_single_device.yaml", kind: KindTorchtune, opt: Options{Overrides: []string{"tokenizer.max_seq_len=4096", "batch_size=4"}},
 		want: map[string]string{"seq": "4096", "micro": "4", "base": "nf4"}},
 	{file: "torchtune/llama3_1__8B_lora_single_device.yaml", kind: KindTorchtune,
-		opt:  ImportOptions{Overrides: []string{"tokenizer.max_seq_len=2048", "enable_activation_checkpointing=True", "enable_activation_offloading=True"}},
+		opt:  Options{Overrides: []string{"tokenizer.max_seq_len=2048", "enable_activation_checkpointing=True", "enable_activation_offloading=True"}},
 		want: map[string]string{"ckpt": "full", "act_offload": "true"}},
-	{file: "torchtune/qwen2_5__7B_lora_single_device.yaml", kind: KindTorchtune, opt: ImportOptions{Overrides: []string{"tokenizer.max_seq_len=1024"}},
+	{file: "torchtune/qwen2_5__7B_lora_single_device.yaml", kind: KindTorchtune, opt: Options{Overrides: []string{"tokenizer.max_seq_len=1024"}},
 		want: map[string]string{"model": "Qwen/Qwen2.5-7B", "trainable": "lora"}},
 	{file: "torchtitan/llama3_8b.toml", kind: KindTorchtitan,
 		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "micro": "1", "seq": "8192", "ckpt": "selective", "sac": "op", "dp": "8", "fsdp": "full_shard", "fsdp_version": "2", "precision": "fp32", "compute": "bf16"}},
-	{file: "torchtitan/qwen3_32b.toml", kind: KindTorchtitan, opt: ImportOptions{GPUs: 16},
+	{file: "torchtitan/qwen3_32b.toml", kind: KindTorchtitan, opt: Options{GPUs: 16},
 		want: map[string]string{"model": "Qwen/Qwen3-32B", "ckpt": "full", "dp": "16"}},
-	{file: "torchtitan/llama3_405b.toml", kind: KindTorchtitan, opt: ImportOptions{GPUs: 64},
+	{file: "torchtitan/llama3_405b.toml", kind: KindTorchtitan, opt: Options{GPUs: 64},
 		want: map[string]string{"tp": "8", "dp": "8", "float8": "tensorwise", "float8_all_gather": "true"}},
-	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_8b", GPUs: 8},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "llama3_8b", GPUs: 8},
 		want: map[string]string{"model": "meta-llama/Llama-3.1-8B", "micro": "1", "seq": "8192", "ckpt": "selective", "sac": "op", "dp": "8", "fsdp": "full_shard",
 			"fsdp_version": "2", "precision": "fp32", "compute": "bf16", "loss": "chunked_head", "loss_chunks": "8", "keep_grads": "true", "optimizer": "adamw"},
 		notModelled: []string{"attn_backend = flex", "CUDA graph's private memory pool"}},
-	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_70b", GPUs: 8},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "llama3_70b", GPUs: 8},
 		want:   map[string]string{"model": "meta-llama/Llama-3.1-70B", "micro": "8", "seq": "8192", "ckpt": "full", "tp": "8", "dp": "1", "fsdp": "full_shard"},
 		mapped: []string{"FSDP2 at shard degree 1"}},
-	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_405b", GPUs: 64},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "llama3_405b", GPUs: 64},
 		want: map[string]string{"model": "meta-llama/Llama-3.1-405B", "micro": "2", "tp": "8", "dp": "8", "float8": "rowwise", "async_tp": "true", "ckpt": "full"}},
-	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "llama3_debugmodel_float8_emulate_lora", Model: "llama-3.2-1b", GPUs: 2},
+	{file: "torchtitan/llama3/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "llama3_debugmodel_float8_emulate_lora", Model: "llama-3.2-1b", GPUs: 2},
 		want: map[string]string{"trainable": "lora", "lora.rank": "8", "lora.targets": "q_proj,k_proj,v_proj,o_proj", "float8": "rowwise", "micro": "8", "seq": "2048"}},
-	{file: "torchtitan/qwen3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "qwen3_32b", GPUs: 16},
+	{file: "torchtitan/qwen3/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "qwen3_32b", GPUs: 16},
 		want: map[string]string{"model": "Qwen/Qwen3-32B", "ckpt": "full", "dp": "16"}},
-	{file: "torchtitan/deepseek_v3/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "deepseek_v3_671b_float8", GPUs: 64},
+	{file: "torchtitan/deepseek_v3/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "deepseek_v3_671b_float8", GPUs: 64},
 		want:        map[string]string{"model": "deepseek-ai/DeepSeek-V3", "micro": "4", "seq": "4096", "ep": "2", "dp": "64", "float8": "rowwise", "keep_grads": ""},
 		notModelled: []string{"Float8GroupedExpertsConverter"}},
-	{file: "torchtitan/gpt_oss/config_registry.py", kind: KindTorchtitanPy, opt: ImportOptions{Entry: "gpt_oss_20b", GPUs: 8},
+	{file: "torchtitan/gpt_oss/config_registry.py", kind: KindTorchtitanPy, opt: Options{Entry: "gpt_oss_20b", GPUs: 8},
 		want: map[string]string{"model": "openai/gpt-oss-20b", "ckpt": "full", "seq": "8192"}, notModelled: []string{"attn_backend = varlen"}},
 	{file: "hf_trainer/peft_integration_qlora.sh", kind: KindHFArgs,
 		want: map[string]string{"model": "meta-llama/Llama-2-7b-hf", "micro": "1", "seq": "1024", "trainable": "lora", "lora.rank": "32", "base": "nf4", "grad_accum": "16"}},
@@ -125,29 +130,29 @@ var importCases = []importCase{
 	{file: "hf_trainer/distributing_training_alst_ulysses.sh", kind: KindHFArgs,
 		want:        map[string]string{"seq": "4096", "precision": "bf16", "attention": "flash2"},
 		notModelled: []string{"launch.config_file"}},
-	{file: "megatron/gpt3__train_gpt3_175b_distributed.sh", kind: KindMegatron, opt: ImportOptions{GPUs: 1024},
+	{file: "megatron/gpt3__train_gpt3_175b_distributed.sh", kind: KindMegatron, opt: Options{GPUs: 1024},
 		// 96 × (12h² + 13h) + 51,200 × h word and 2,048 × h position rows + the final norm's 2h.
 		want: map[string]string{"tp": "8", "pp": "16", "dp": "8", "precision": "fp16", "params": "174615846912", "framework": "megatron", "vocab": "51200"}},
 	{file: "megatron/llama__train_llama3_8b_h100_fp8.sh", kind: KindMegatron,
 		want:        map[string]string{"dp": "8", "zero": "1", "seq": "8192", "precision": "bf16", "grads": "bf16", "params": "8030261248", "kv_heads": "8"},
 		notModelled: []string{"fp8_format"}},
-	{file: "deepspeed/axolotl__zero3_bf16.json", kind: KindDeepSpeed, opt: ImportOptions{Model: "llama-3.1-8b", GPUs: 8},
+	{file: "deepspeed/axolotl__zero3_bf16.json", kind: KindDeepSpeed, opt: Options{Model: "llama-3.1-8b", GPUs: 8},
 		want: map[string]string{"zero": "3", "precision": "mixed_bf16", "dp": "8", "ds.max_live": "0"}},
-	{file: "deepspeed/transformers__ds_config_zero3.json", kind: KindDeepSpeed, opt: ImportOptions{Model: "llama-3.1-8b", GPUs: 2},
+	{file: "deepspeed/transformers__ds_config_zero3.json", kind: KindDeepSpeed, opt: Options{Model: "llama-3.1-8b", GPUs: 2},
 		want: map[string]string{"zero": "3", "offload": "optimizer+params"}},
-	{file: "deepspeed/llamafactory__ds_z0_config.json", kind: KindDeepSpeed, opt: ImportOptions{Model: "llama-3.1-8b", GPUs: 2},
+	{file: "deepspeed/llamafactory__ds_z0_config.json", kind: KindDeepSpeed, opt: Options{Model: "llama-3.1-8b", GPUs: 2},
 		want: map[string]string{"zero": "0"}},
-	{file: "accelerate/accelerate__fsdp.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b", Overrides: []string{"per_device_train_batch_size=2", "max_length=2048"}},
+	{file: "accelerate/accelerate__fsdp.yaml", kind: KindAccelerate, opt: Options{Model: "llama-3.2-1b", Overrides: []string{"per_device_train_batch_size=2", "max_length=2048"}},
 		want: map[string]string{"dp": "2", "fsdp": "full_shard", "fsdp_version": "1", "precision": "amp_bf16", "micro": "2", "seq": "2048"}},
-	{file: "accelerate/trl__fsdp2.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b"},
+	{file: "accelerate/trl__fsdp2.yaml", kind: KindAccelerate, opt: Options{Model: "llama-3.2-1b"},
 		want: map[string]string{"dp": "8", "fsdp_version": "2", "reshard": "true"}},
-	{file: "accelerate/trl__single_gpu.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b"},
+	{file: "accelerate/trl__single_gpu.yaml", kind: KindAccelerate, opt: Options{Model: "llama-3.2-1b"},
 		want: map[string]string{"dp": "1", "fsdp": ""}},
-	{file: "accelerate/accelerate__deepspeed.yaml", kind: KindAccelerate, opt: ImportOptions{Model: "llama-3.2-1b"},
+	{file: "accelerate/accelerate__deepspeed.yaml", kind: KindAccelerate, opt: Options{Model: "llama-3.2-1b"},
 		want: map[string]string{"dp": "2"}, notModelled: []string{"zero_stage1_config.json"}},
 	{file: "vllm/vllm-recipes__qwen3-32b_tpu_v6e.sh", kind: KindVLLM,
 		want: map[string]string{"model": "Qwen/Qwen3-32B", "vllm.tp": "4", "vllm.util": "0.98", "vllm.max_model_len": "4096", "vllm.max_num_seqs": "256", "vllm.batched": "2048"}},
-	{file: "vllm/vllm-recipes__Llama-3.1-8B-Instruct.yaml", kind: KindVLLM, opt: ImportOptions{Overrides: []string{"variant=awq_int4"}},
+	{file: "vllm/vllm-recipes__Llama-3.1-8B-Instruct.yaml", kind: KindVLLM, opt: Options{Overrides: []string{"variant=awq_int4"}},
 		want: map[string]string{"weights": "int4"}},
 	{file: "vllm/vllm__quickstart_qwen2.5-1.5b.sh", kind: KindVLLM,
 		want: map[string]string{"model": "Qwen/Qwen2.5-1.5B", "vllm.tp": "1"}},
@@ -158,9 +163,9 @@ var importCases = []importCase{
 		want: map[string]string{"model": "meta-llama/Meta-Llama-3-8B", "sglang.tp": "2"}},
 	{file: "sglang/sglang__server_arguments_mem_fraction.sh", kind: KindSGLang,
 		want: map[string]string{"sglang.mem": "0.7"}},
-	{file: "llama.cpp/llamacpp__readme_parallel.sh", kind: KindLlamaCpp, opt: ImportOptions{Model: "llama-3.1-8b"},
+	{file: "llama.cpp/llamacpp__readme_parallel.sh", kind: KindLlamaCpp, opt: Options{Model: "llama-3.1-8b"},
 		mapped: []string{"4096 cells per stream × 4 streams"}},
-	{file: "llama.cpp/llamacpp__server_readme_docker_cuda.sh", kind: KindLlamaCpp, opt: ImportOptions{Model: "llama-2-7b"},
+	{file: "llama.cpp/llamacpp__server_readme_docker_cuda.sh", kind: KindLlamaCpp, opt: Options{Model: "llama-2-7b"},
 		mapped: []string{"512 cells per stream × 1 streams"}},
 }
 
@@ -171,7 +176,7 @@ var importCases = []importCase{
 func TestImportPublishedConfigs(t *testing.T) {
 	var golden strings.Builder
 	for _, c := range importCases {
-		imp, err := ReadConfig(filepath.Join("testdata", "configs", c.file), c.opt)
+		imp, err := Read(filepath.Join("testdata", "configs", c.file), c.opt)
 		if err != nil {
 			t.Errorf("%s: %v", c.file, err)
 			continue
@@ -201,7 +206,9 @@ func TestImportPublishedConfigs(t *testing.T) {
 }
 
 // importFields names a plan's settings the import cases check.
-func importFields(p Plan) map[string]string {
+var updateGolden = flag.Bool("update", false, "rewrite testdata/configs/import.golden")
+
+func importFields(p vram.Plan) map[string]string {
 	f := map[string]string{"model": p.Model.Name, "params": fmt.Sprint(p.Model.ParamCount()), "vocab": fmt.Sprint(p.Model.Vocab),
 		"kv_heads": fmt.Sprint(p.Model.KVHeads)}
 	if t := p.Training; t != nil {
@@ -262,8 +269,8 @@ func importFields(p Plan) map[string]string {
 	return f
 }
 
-func dtypeOrEmpty(d DType) string {
-	if d == DTypeUnset {
+func dtypeOrEmpty(d vram.DType) string {
+	if d == vram.DTypeUnset {
 		return ""
 	}
 	return d.String()
@@ -287,7 +294,7 @@ func renderImport(c importCase, imp Imported) string {
 	}
 	plan, _ := json.Marshal(imp.Plan)
 	fmt.Fprintf(&b, "plan: %s\n", plan)
-	keys := sortedKeys(importFields(imp.Plan))
+	keys := slices.Sorted(maps.Keys(importFields(imp.Plan)))
 	fields := importFields(imp.Plan)
 	for _, k := range keys {
 		if fields[k] != "" {
@@ -296,7 +303,7 @@ func renderImport(c importCase, imp Imported) string {
 	}
 	b.WriteString("\n")
 	if pt := imp.Plan.PostTraining; pt != nil {
-		g, _ := LookupGPU("H100-80GB")
+		g, _ := vram.LookupGPU("H100-80GB")
 		if e, err := pt.Estimate(g); err != nil {
 			fmt.Fprintf(&b, "estimate: %v\n", err)
 		} else {
@@ -346,32 +353,32 @@ func checkGolden(t *testing.T, path, got string) {
 func TestImportErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, data string
-		opt        ImportOptions
+		opt        Options
 		want       string
 	}{
-		{"bad.toml", "[job]\n[training]\nlocal_batch_size = \"eight\"\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n", ImportOptions{}, "training.local_batch_size: want a whole number"},
-		{"odd.toml", "[job]\n[training]\n[model]\nname = \"llama3\"\nflavor = \"3B\"\n", ImportOptions{}, `flavor "3B" is not in the importer's table; give -model`},
-		{"world.toml", "[job]\n[training]\n[model]\nflavor = \"8B\"\n[parallelism]\ntensor_parallel_degree = 3\n", ImportOptions{GPUs: 8}, "not a multiple of replicate 1 × TP 3"},
-		{"ax.yml", "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: -1\nsequence_len: 512\n", ImportOptions{}, "micro_batch_size = -1: want a whole number"},
-		{"serve.sh", "vllm serve Qwen/Qwen3-8B --tensor-parallel-size two", ImportOptions{}, `--tensor-parallel-size "two": want a whole number`},
-		{"serve.sh", "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5", ImportOptions{}, `--gpu-memory-utilization "1.5": want a number in [0, 1]`},
-		{"quote.sh", "vllm serve 'Qwen/Qwen3-8B", ImportOptions{Kind: KindVLLM}, "unterminated ' quote"},
-		{"serve.sh", "vllm serve ibm-ai-platform/Bamba-9B --mamba-cache-dtype float16", ImportOptions{}, `--mamba-cache-dtype "float16": vLLM takes auto or float32`},
-		{"heredoc.sh", "cat > c.yaml << EOF\nmodel-path: x\n", ImportOptions{Kind: KindSGLang}, "has no closing EOF line"},
-		{"random.yaml", "title: a recipe for soup\nsteps: [boil]\n", ImportOptions{}, "not a config the importer knows"},
-		{"list.yaml", "- a\n- b\n", ImportOptions{}, "a config is a mapping of keys"},
-		{"train.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path meta-llama/Llama-3.2-1B --per_device_train_batch_size 2", ImportOptions{}, "give max_length=N"},
-		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 2\n", ImportOptions{}, "give -model"},
-		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: TPU\n", ImportOptions{Model: "llama-3.2-1b"}, `distributed_type "TPU" is not modelled`},
-		{"mg.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --tensor-model-parallel-size 3", ImportOptions{}, "not a multiple of TP 3"},
-		{"mg.sh", "torchrun pretrain_gpt.py --hidden-size 64 --num-attention-heads 4 --seq-length 128", ImportOptions{}, "--num-layers: Megatron-LM needs it"},
-		{"mg.sh", "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128", ImportOptions{}, "--max-position-embeddings: Megatron-LM needs it"},
-		{"gptq.yaml", "model_name_or_path: TechxGenus/Meta-Llama-3-8B-Instruct-GPTQ\nstage: sft\nfinetuning_type: full\ncutoff_len: 512\n", ImportOptions{}, "pre-quantized checkpoint"},
-		{"r.yaml", "meta: {}\nmodel: {model_id: meta-llama/Llama-3.1-8B-Instruct}\nvariants: {default: {}}\n", ImportOptions{Overrides: []string{"variant=nvfp5"}}, `variant "nvfp5": the recipe has default`},
-		{"unknown.json", `{"model_name_or_path": "org/unknown-model-9b", "per_device_train_batch_size": 1, "max_length": 128}`, ImportOptions{}, `the config's model "org/unknown-model-9b" is not in the catalog`},
-		{"kind.yaml", "a: 1\n", ImportOptions{Kind: "megatron-deepspeed"}, `-from "megatron-deepspeed": want one of`},
+		{"bad.toml", "[job]\n[training]\nlocal_batch_size = \"eight\"\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n", Options{}, "training.local_batch_size: want a whole number"},
+		{"odd.toml", "[job]\n[training]\n[model]\nname = \"llama3\"\nflavor = \"3B\"\n", Options{}, `flavor "3B" is not in the importer's table; give -model`},
+		{"world.toml", "[job]\n[training]\n[model]\nflavor = \"8B\"\n[parallelism]\ntensor_parallel_degree = 3\n", Options{GPUs: 8}, "not a multiple of replicate 1 × TP 3"},
+		{"ax.yml", "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: -1\nsequence_len: 512\n", Options{}, "micro_batch_size = -1: want a whole number"},
+		{"serve.sh", "vllm serve Qwen/Qwen3-8B --tensor-parallel-size two", Options{}, `--tensor-parallel-size "two": want a whole number`},
+		{"serve.sh", "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5", Options{}, `--gpu-memory-utilization "1.5": want a number in [0, 1]`},
+		{"quote.sh", "vllm serve 'Qwen/Qwen3-8B", Options{Kind: KindVLLM}, "unterminated ' quote"},
+		{"serve.sh", "vllm serve ibm-ai-platform/Bamba-9B --mamba-cache-dtype float16", Options{}, `--mamba-cache-dtype "float16": vLLM takes auto or float32`},
+		{"heredoc.sh", "cat > c.yaml << EOF\nmodel-path: x\n", Options{Kind: KindSGLang}, "has no closing EOF line"},
+		{"random.yaml", "title: a recipe for soup\nsteps: [boil]\n", Options{}, "not a config the importer knows"},
+		{"list.yaml", "- a\n- b\n", Options{}, "a config is a mapping of keys"},
+		{"train.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path meta-llama/Llama-3.2-1B --per_device_train_batch_size 2", Options{}, "give max_length=N"},
+		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 2\n", Options{}, "give -model"},
+		{"accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: TPU\n", Options{Model: "llama-3.2-1b"}, `distributed_type "TPU" is not modelled`},
+		{"mg.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --tensor-model-parallel-size 3", Options{}, "not a multiple of TP 3"},
+		{"mg.sh", "torchrun pretrain_gpt.py --hidden-size 64 --num-attention-heads 4 --seq-length 128", Options{}, "--num-layers: Megatron-LM needs it"},
+		{"mg.sh", "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128", Options{}, "--max-position-embeddings: Megatron-LM needs it"},
+		{"gptq.yaml", "model_name_or_path: TechxGenus/Meta-Llama-3-8B-Instruct-GPTQ\nstage: sft\nfinetuning_type: full\ncutoff_len: 512\n", Options{}, "pre-quantized checkpoint"},
+		{"r.yaml", "meta: {}\nmodel: {model_id: meta-llama/Llama-3.1-8B-Instruct}\nvariants: {default: {}}\n", Options{Overrides: []string{"variant=nvfp5"}}, `variant "nvfp5": the recipe has default`},
+		{"unknown.json", `{"model_name_or_path": "org/unknown-model-9b", "per_device_train_batch_size": 1, "max_length": 128}`, Options{}, `the config's model "org/unknown-model-9b" is not in the catalog`},
+		{"kind.yaml", "a: 1\n", Options{Kind: "megatron-deepspeed"}, `-from "megatron-deepspeed": want one of`},
 	} {
-		_, err := ImportConfig(c.name, []byte(c.data), c.opt)
+		_, err := Import(c.name, []byte(c.data), c.opt)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %q: error %v, want it to say %q", c.name, c.data, err, c.want)
 		}
@@ -411,12 +418,12 @@ func TestScriptWords(t *testing.T) {
 	}
 }
 
-// TestReadConfigBeside: the files a config names are read beside it.
-func TestReadConfigBeside(t *testing.T) {
+// TestReadBeside: the files a config names are read beside it.
+func TestReadBeside(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "fsdp.yaml"), []byte("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "run.sh"), []byte("accelerate launch --config_file fsdp.yaml train.py --model_name_or_path meta-llama/Llama-3.2-1B --per_device_train_batch_size 2 --max_length 512 --bf16\n"), 0o644)
-	imp, err := ReadConfig(filepath.Join(dir, "run.sh"), ImportOptions{})
+	imp, err := Read(filepath.Join(dir, "run.sh"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,9 +433,9 @@ func TestReadConfigBeside(t *testing.T) {
 	}
 }
 
-// FuzzImportConfig: any bytes, as any kind, come back within the budget
+// FuzzImport: any bytes, as any kind, come back within the budget
 // as a plan or an error.
-func FuzzImportConfig(f *testing.F) {
+func FuzzImport(f *testing.F) {
 	for _, c := range importCases {
 		data, err := os.ReadFile(filepath.Join("testdata", "configs", c.file))
 		if err == nil {
@@ -439,16 +446,16 @@ func FuzzImportConfig(f *testing.F) {
 	f.Add("config_registry.py", []byte("from torchtitan.trainer import Trainer\n\ndef llama3_c() -> Trainer.Config:\n    c = Trainer.Config(model_spec=model_registry(\"8B\", "+
 		"converters=[LoRAConverter.Config(rank=4)]), loss=ChunkedLossWrapper.Config(num_chunks=4), training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8 * 2048),"+
 		" parallelism=ParallelismConfig(tensor_parallel_degree=2), activation_checkpoint=FullAC.Config())\n    c.training.disable_cuda_graphs = True\n    return c\n"), uint8(0))
-	kinds := []ConfigKind{"", KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron, KindDeepSpeed,
+	kinds := []Kind{"", KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron, KindDeepSpeed,
 		KindAccelerate, KindVLLM, KindSGLang, KindLlamaCpp, KindVerl, KindTorchtitanPy}
 	dir := f.TempDir()
-	for i, s := range hostileSeeds() { // the third audit's shapes (hostile_test.go)
+	for i, s := range hostile.Seeds() { // the third audit's shapes (internal/hostile)
 		f.Add([]string{"config_registry.py", "launch.sh", "config.yaml", "config.toml"}[i%4], s, uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, name string, data []byte, kind uint8) {
-		opt := ImportOptions{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0],
+		opt := Options{Kind: kinds[int(kind)%len(kinds)], Dir: dir, Model: map[bool]string{true: "llama-3.2-1b"}[kind&16 != 0],
 			Entry: map[bool]string{true: "llama3_8b"}[kind&32 != 0]}
-		budget.Check(t, len(data), func() { _, _ = ImportConfig(name, data, opt) })
+		budget.Check(t, len(data), func() { _, _ = Import(name, data, opt) })
 	})
 }
 
@@ -460,7 +467,7 @@ func TestImportMegatronMoE(t *testing.T) {
 		"--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 4096 --position-embedding-type rope " +
 		"--swiglu --normalization RMSNorm --untie-embeddings-and-output-weights --disable-bias-linear --tokenizer-type HuggingFaceTokenizer " +
 		"--vocab-size 32000 --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 --micro-batch-size 1 --bf16"
-	imp, err := ImportConfig("mixtral.sh", []byte(cmd), ImportOptions{})
+	imp, err := Import("mixtral.sh", []byte(cmd), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +494,7 @@ func TestImportTorchtitanCompile(t *testing.T) {
 		{"[training]\ncompile = true\n", true, nil, ""},
 		{"[compile]\nenable = true\ncomponents = [\"optimizer\"]\n", false, nil, `unknown component "optimizer"`},
 	} {
-		im, err := ImportConfig("job.toml", []byte("[model]\nname = \"llama3\"\nflavor = \"8B\"\n"+c.toml), ImportOptions{Kind: KindTorchtitan})
+		im, err := Import("job.toml", []byte("[model]\nname = \"llama3\"\nflavor = \"8B\"\n"+c.toml), Options{Kind: KindTorchtitan})
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: error %v, want %q", c.toml, err, c.err)
@@ -510,7 +517,7 @@ func TestImportZeROInfinity(t *testing.T) {
 	cfg := `{"zero_optimization": {"stage": 3, "sub_group_size": 1e8,
 		"offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"},
 		"offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "max_in_cpu": 2e9}}}`
-	im, err := ImportConfig("ds.json", []byte(cfg), ImportOptions{Kind: KindDeepSpeed, Model: "llama-3.1-8b", GPUs: 8})
+	im, err := Import("ds.json", []byte(cfg), Options{Kind: KindDeepSpeed, Model: "llama-3.1-8b", GPUs: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,18 +533,18 @@ func TestImportZeROInfinity(t *testing.T) {
 			t.Errorf("not modelled: %s", n)
 		}
 	}
-	if _, err := ImportConfig("ds.json", []byte(`{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "max_in_cpu": "lots"}}}`),
-		ImportOptions{Kind: KindDeepSpeed, Model: "llama-3.1-8b", GPUs: 8}); err == nil || !strings.Contains(err.Error(), "max_in_cpu") {
+	if _, err := Import("ds.json", []byte(`{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "max_in_cpu": "lots"}}}`),
+		Options{Kind: KindDeepSpeed, Model: "llama-3.1-8b", GPUs: 8}); err == nil || !strings.Contains(err.Error(), "max_in_cpu") {
 		t.Errorf("bad max_in_cpu: %v", err)
 	}
 }
 
 // TestImportServeWithoutCommand: a serving config named by -from whose
 // lines hold no command (only a prompt sign, say) is an error that says
-// what it wants, not a crash (found by FuzzImportConfig).
+// what it wants, not a crash (found by FuzzImport).
 func TestImportServeWithoutCommand(t *testing.T) {
-	for _, k := range []ConfigKind{KindLlamaCpp, KindVLLM, KindSGLang} {
-		_, err := ImportConfig("serve.sh", []byte(" \n \n\n\"000\"&\n $"), ImportOptions{Kind: k, Model: "llama-3-8b"})
+	for _, k := range []Kind{KindLlamaCpp, KindVLLM, KindSGLang} {
+		_, err := Import("serve.sh", []byte(" \n \n\n\"000\"&\n $"), Options{Kind: k, Model: "llama-3-8b"})
 		if err == nil || !strings.Contains(err.Error(), "command") {
 			t.Errorf("%s: error %v, want one asking for the command line", k, err)
 		}
@@ -547,16 +554,16 @@ func TestImportServeWithoutCommand(t *testing.T) {
 // TestImportVLLMMambaDTypes: --mamba-cache-dtype and --mamba-ssm-cache-dtype
 // reach the plan's state pages.
 func TestImportVLLMMambaDTypes(t *testing.T) {
-	imp, err := ImportConfig("serve.sh", []byte("vllm serve ibm-ai-platform/Bamba-9B --max-model-len 4096 --mamba-ssm-cache-dtype float32"), ImportOptions{})
+	imp, err := Import("serve.sh", []byte("vllm serve ibm-ai-platform/Bamba-9B --max-model-len 4096 --mamba-ssm-cache-dtype float32"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := imp.Plan.VLLM; v == nil || v.MambaCacheDType != DTypeUnset || v.MambaSSMCacheDType != FP32 {
+	if v := imp.Plan.VLLM; v == nil || v.MambaCacheDType != vram.DTypeUnset || v.MambaSSMCacheDType != vram.FP32 {
 		t.Fatalf("vllm settings %+v", imp.Plan.VLLM)
 	}
-	c, err := imp.Plan.VLLM.KVCache(imp.Plan.Model, 10*GiB)
+	c, err := imp.Plan.VLLM.KVCache(imp.Plan.Model, 10*vram.GiB)
 	// conv (3, 8448) bf16, temporal (128, 64, 128) fp32.
-	if want := Bytes(3*8448*2 + 128*64*128*4); err != nil || c.StatePageBytes != want {
+	if want := vram.Bytes(3*8448*2 + 128*64*128*4); err != nil || c.StatePageBytes != want {
 		t.Errorf("state page %v, %v; want %v", c.StatePageBytes, err, want)
 	}
 }
@@ -576,7 +583,7 @@ func TestImportVLLMMultimodal(t *testing.T) {
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 32768 --limit-mm-per-prompt image=4,video=0`, map[string]int{"image": 4, "video": 0}, 0, false},
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 32768 --skip-mm-profiling`, nil, 0, true},
 	} {
-		imp, err := ImportConfig("serve.sh", []byte(c.cmd), ImportOptions{})
+		imp, err := Import("serve.sh", []byte(c.cmd), Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", c.cmd, err)
 		}
@@ -585,7 +592,7 @@ func TestImportVLLMMultimodal(t *testing.T) {
 			t.Errorf("%s: settings %+v", c.cmd, v)
 			continue
 		}
-		g, _ := LookupGPU("H100-80GB")
+		g, _ := vram.LookupGPU("H100-80GB")
 		carve, err := v.Carve(*imp.Plan.Inference, g)
 		if err != nil || (carve.MMProfile == nil) != c.skip {
 			t.Errorf("%s: carve %v, profile %+v", c.cmd, err, carve.MMProfile)
@@ -598,7 +605,7 @@ func TestImportVLLMMultimodal(t *testing.T) {
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --mm-processor-kwargs 'max_pixels=3'`, `--mm-processor-kwargs`},
 		{`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2 --mm-encoder-tp-mode dp`, `--mm-encoder-tp-mode "dp": want weights or data`},
 	} {
-		if _, err := ImportConfig("serve.sh", []byte(c.cmd), ImportOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Import("serve.sh", []byte(c.cmd), Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.cmd, err, c.want)
 		}
 	}
@@ -613,7 +620,7 @@ func TestImportVLLMEncoderTPMode(t *testing.T) {
 		`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2 --enable-multimodal-encoder-data-parallel`: "data",
 		`vllm serve Qwen/Qwen2.5-VL-7B-Instruct --tensor-parallel-size 2`:                                           "",
 	} {
-		imp, err := ImportConfig("serve.sh", []byte(cmd), ImportOptions{})
+		imp, err := Import("serve.sh", []byte(cmd), Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
@@ -630,14 +637,14 @@ func TestImportVLLMEncoderTPMode(t *testing.T) {
 
 // TestImportSGLangHybrid: a launch of Qwen3-Next with its state settings.
 func TestImportSGLangHybrid(t *testing.T) {
-	imp, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 --max-running-requests 128 --mamba-ssm-dtype bfloat16"), ImportOptions{})
+	imp, err := Import("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 --max-running-requests 128 --mamba-ssm-dtype bfloat16"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := imp.Plan.SGLang; s == nil || s.TP != 4 || s.MaxRunningRequests != 128 || s.MambaSSMDType != BF16 {
+	if s := imp.Plan.SGLang; s == nil || s.TP != 4 || s.MaxRunningRequests != 128 || s.MambaSSMDType != vram.BF16 {
 		t.Fatalf("sglang settings %+v", imp.Plan.SGLang)
 	}
-	if _, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --mamba-ssm-dtype fp8"), ImportOptions{}); err == nil || !strings.Contains(err.Error(), "--mamba-ssm-dtype") {
+	if _, err := Import("serve.sh", []byte("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --mamba-ssm-dtype fp8"), Options{}); err == nil || !strings.Contains(err.Error(), "--mamba-ssm-dtype") {
 		t.Errorf("bad dtype: %v", err)
 	}
 }
@@ -657,7 +664,7 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 		{"", 0, 0, false},
 	}
 	for _, c := range cases {
-		imp, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+c.args), ImportOptions{})
+		imp, err := Import("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+c.args), Options{})
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
@@ -676,7 +683,7 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 	}
 	// What the default fraction also reads and the carve does not model is
 	// said, not silently dropped.
-	imp, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B --speculative-algorithm EAGLE --cuda-graph-bs 1 2 4"), ImportOptions{})
+	imp, err := Import("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B --speculative-algorithm EAGLE --cuda-graph-bs 1 2 4"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +691,7 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 		t.Errorf("not modelled: %q", imp.NotModelled)
 	}
 	for _, bad := range []string{"--chunked-prefill-size -5", "--cuda-graph-max-bs 0", "--cuda-graph-max-bs x", "--max-prefill-tokens 0"} {
-		_, err := ImportConfig("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+bad), ImportOptions{})
+		_, err := Import("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+bad), Options{})
 		if err == nil || !strings.Contains(err.Error(), strings.Fields(bad)[0]) {
 			t.Errorf("%q: %v, want an error naming the flag", bad, err)
 		}
@@ -719,7 +726,7 @@ func TestImportTorchtitanPy(t *testing.T) {
 		{filepath.Join("testdata", "configs", "torchtitan", "llama3_8b.toml"), "llama3_8b", nil, nil, "-config llama3_8b names a function of a torchtitan Python config"},
 		{filepath.Join("testdata", "configs", "axolotl", "llama-3__qlora.yml"), "llama3_8b", nil, nil, "-config llama3_8b names a function of a torchtitan Python config; this config is axolotl's"},
 	} {
-		imp, err := ReadConfig(c.file, ImportOptions{Entry: c.entry, Overrides: c.over, GPUs: 8})
+		imp, err := Read(c.file, Options{Entry: c.entry, Overrides: c.over, GPUs: 8})
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%s %v: error %v, want %q", c.entry, c.over, err, c.err)
@@ -751,7 +758,7 @@ func TestImportVerlCriticStrategy(t *testing.T) {
 		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=8", "critic.strategy=megatron"}, "critic.strategy megatron: verl's Megatron workers are not modelled", true},
 		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=8", "critic.strategy=fsdp2"}, "critic.strategy = fsdp2: the critic is planned with the actor's strategy fsdp", false},
 	} {
-		imp, err := ReadConfig(script, ImportOptions{Model: "qwen2.5-7b", Overrides: c.over})
+		imp, err := Read(script, Options{Model: "qwen2.5-7b", Overrides: c.over})
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -777,7 +784,7 @@ func TestImportTorchtitanPySource(t *testing.T) {
 		{head + "def helper(x):\n    return x\n", "no config function", ""},
 		{head + "def c() -> Trainer.Config:\n    return Trainer.Config(model_spec=model_registry(\"8B\"), activation_checkpoint=None, loss=CrossEntropyLoss.Config())\n", "", ""},
 	} {
-		imp, err := ImportConfig("config_registry.py", []byte(c.src), ImportOptions{Dir: filepath.Join("x", "llama3"), GPUs: 8})
+		imp, err := Import("config_registry.py", []byte(c.src), Options{Dir: filepath.Join("x", "llama3"), GPUs: 8})
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: error %v, want %q", c.src, err, c.err)
@@ -792,9 +799,9 @@ func TestImportTorchtitanPySource(t *testing.T) {
 			t.Errorf("%q: not modelled %q, want %q", c.src, imp.NotModelled, c.note)
 		}
 	}
-	imp, err := ImportConfig("config_registry.py", []byte(head+"def c() -> Trainer.Config:\n    return Trainer.Config(model_spec=model_registry(\"8B\"), activation_checkpoint=None, loss=CrossEntropyLoss.Config())\n"),
-		ImportOptions{Dir: filepath.Join("x", "llama3"), GPUs: 8})
-	if err != nil || imp.Plan.Training.Checkpointing != CheckpointNone || imp.Plan.Training.Loss != "" {
+	imp, err := Import("config_registry.py", []byte(head+"def c() -> Trainer.Config:\n    return Trainer.Config(model_spec=model_registry(\"8B\"), activation_checkpoint=None, loss=CrossEntropyLoss.Config())\n"),
+		Options{Dir: filepath.Join("x", "llama3"), GPUs: 8})
+	if err != nil || imp.Plan.Training.Checkpointing != vram.CheckpointNone || imp.Plan.Training.Loss != "" {
 		t.Errorf("activation_checkpoint=None, CrossEntropyLoss: %v %+v", err, imp.Plan.Training)
 	}
 }
@@ -835,7 +842,7 @@ func TestImportLaunchersAsLaunchers(t *testing.T) {
 		{"deepspeed --num_gpus 2 --module trl.scripts.sft --model_name_or_path Qwen/Qwen2.5-0.5B --max_length 512", map[string]string{"dp": "2", "ckpt": "full"}},
 		{"python -m trl.scripts.dpo --model_name_or_path Qwen/Qwen2.5-0.5B", map[string]string{"pt.algorithm": "dpo"}},
 	} {
-		imp, err := ImportConfig("launch.sh", []byte(c.line+"\n"), ImportOptions{})
+		imp, err := Import("launch.sh", []byte(c.line+"\n"), Options{})
 		if err != nil {
 			t.Errorf("%s: %v", c.line, err)
 			continue
@@ -861,7 +868,7 @@ func TestImportLaunchersAsLaunchers(t *testing.T) {
 func TestImportTorchtuneBuilderMustMatch(t *testing.T) {
 	yaml := "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n  lora_rank: 16\n  quantize_base: True\n" +
 		"tokenizer:\n  _component_: torchtune.models.llama3.llama3_tokenizer\n  max_seq_len: 2048\nbatch_size: 2\ndataset:\n  _component_: torchtune.datasets.alpaca_dataset\n"
-	_, err := ImportConfig("lora.yaml", []byte(yaml), ImportOptions{})
+	_, err := Import("lora.yaml", []byte(yaml), Options{})
 	if err == nil || !strings.Contains(err.Error(), "TypeError: llama3_1_8b() got an unexpected keyword argument 'lora_rank'") || !strings.Contains(err.Error(), "qlora_llama3_1_8b") {
 		t.Errorf("%v", err)
 	}

@@ -1,14 +1,16 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // TRL's post-training trainers from their command line (`trl grpo …`,
 // `trl dpo …`, `trl rloo …`, TRL's scripts grpo.py / dpo.py / rloo.py, or
 // TrainingArguments JSON with their keys): the TrainingArguments part is
-// read as for any HF trainer (import_hfargs.go) and becomes the policy;
+// read as for any HF trainer (hfargs.go) and becomes the policy;
 // GRPOConfig's, RLOOConfig's and DPOConfig's own keys (TRL 1.10.0) make
 // the post-training plan around it.
 
@@ -31,8 +33,8 @@ func trlPostAlgorithm(r *configReader) string {
 
 // trlPostKeys reads the trainer's own keys into a post-training plan
 // around the policy t (whose sequence is then the prompt and completion).
-func trlPostKeys(r *configReader, algo string, t *Training) (*PostTraining, error) {
-	pt := &PostTraining{Algorithm: algo, Framework: "trl"}
+func trlPostKeys(r *configReader, algo string, t *vram.Training) (*vram.PostTraining, error) {
+	pt := &vram.PostTraining{Algorithm: algo, Framework: "trl"}
 	if algo == "dpo" {
 		// DPO truncates prompt + completion to max_length (1024,
 		// dpo_config.py l.188-201); the split does not change its memory.
@@ -44,7 +46,7 @@ func trlPostKeys(r *configReader, algo string, t *Training) (*PostTraining, erro
 			pt.Reference = "precomputed"
 			// The precompute pass's batch (dpo_trainer.py l.989): the
 			// training batch unless precompute_ref_batch_size is given.
-			if err := r.intInto(&pt.LogProbMicroBatch, "precompute_ref_batch_size", 1, maxTokens); err != nil {
+			if err := r.intInto(&pt.LogProbMicroBatch, "precompute_ref_batch_size", 1, vram.MaxTokens); err != nil {
 				return nil, err
 			}
 		}
@@ -53,10 +55,10 @@ func trlPostKeys(r *configReader, algo string, t *Training) (*PostTraining, erro
 		return pt, nil
 	}
 	pt.PromptLen, pt.CompletionLen = 512, 512 // max_completion_length (grpo_config.py l.488-489)
-	if err := r.intInto(&pt.CompletionLen, "max_completion_length", 1, maxTokens); err != nil {
+	if err := r.intInto(&pt.CompletionLen, "max_completion_length", 1, vram.MaxTokens); err != nil {
 		return nil, err
 	}
-	if n, ok, err := r.int("max_prompt_length", 1, maxTokens); err != nil {
+	if n, ok, err := r.int("max_prompt_length", 1, vram.MaxTokens); err != nil {
 		return nil, err
 	} else if ok {
 		pt.PromptLen = n
@@ -90,8 +92,8 @@ func trlPostKeys(r *configReader, algo string, t *Training) (*PostTraining, erro
 
 // trlRolloutKeys reads the generation backend: vLLM (use_vllm, colocate or
 // server) or transformers' generate.
-func trlRolloutKeys(r *configReader) (Rollout, error) {
-	ro := Rollout{Engine: "generate"}
+func trlRolloutKeys(r *configReader) (vram.Rollout, error) {
+	ro := vram.Rollout{Engine: "generate"}
 	use, _, err := r.bool("use_vllm")
 	if err != nil || !use {
 		return ro, err
@@ -117,7 +119,7 @@ func trlRolloutKeys(r *configReader) (Rollout, error) {
 	if sleep, _, err := r.bool("vllm_enable_sleep_mode"); err != nil {
 		return ro, err
 	} else if sleep {
-		ro.Sleep = SleepLevel2
+		ro.Sleep = vram.SleepLevel2
 	}
 	r.notModelled("steps_per_generation", "the generation batch is per_device_train_batch_size × gradient_accumulation_steps rows (its default)")
 	r.notModelled("generation_batch_size", "the generation batch is per_device_train_batch_size × gradient_accumulation_steps rows (its default)")

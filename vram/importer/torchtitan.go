@@ -1,8 +1,11 @@
-package vram
+package importer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // torchtitan's TOML job configs (pytorch/torchtitan @ 238fa99,
@@ -18,7 +21,7 @@ import (
 // ["float8"] with enable_fsdp_float8_all_gather (JC:731-752);
 // [optimizer] implementation (fused, JC:151); enable_cpu_offload (JC:270).
 // The configs after the 2026 refactor are Python functions:
-// import_torchtitan_py.go.
+// torchtitan_py.go.
 
 var torchtitanIrrelevant = prefixes("job", "profiling", "metrics", "checkpoint", "comm", "lr_scheduler", "optimizer.lr",
 	"optimizer.eps", "optimizer.beta", "optimizer.weight_decay", "training.steps", "training.max_norm", "training.dataset",
@@ -40,14 +43,14 @@ var torchtitanModels = map[string]string{
 	"qwen3/235B-A22B": "Qwen/Qwen3-235B-A22B", "deepseek_v3/671B": "deepseek-ai/DeepSeek-V3",
 }
 
-func importTorchtitan(r *configReader, opt ImportOptions) (trainerImport, error) {
+func importTorchtitan(r *configReader, opt Options) (trainerImport, error) {
 	if r.has("_class") { // a Trainer.Config from a config_registry.py
 		return importTorchtitanPy(r, opt)
 	}
 	if opt.Entry != "" {
 		return trainerImport{}, fmt.Errorf("-config %s names a function of a torchtitan Python config (config_registry.py); this is a TOML job config", opt.Entry)
 	}
-	ti := trainerImport{t: Training{Framework: FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: CheckpointSelective}}
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkTorchtitan, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 8, SeqLen: 2048, Checkpointing: vram.CheckpointSelective}}
 	t := &ti.t
 	name, _, _ := r.str("model.name")
 	flavor, _, _ := r.str("model.flavor")
@@ -60,7 +63,7 @@ func importTorchtitan(r *configReader, opt ImportOptions) (trainerImport, error)
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("model.flavor = %s: flex / varlen attention is estimated as SDPA", flavor))
 	}
 	r.mapped("[model] %s %s → %s", orDefault(name, "llama3"), flavor, orDefault(ti.modelID, "(from -model)"))
-	for _, step := range []func(*configReader, *Training) error{titanTraining, titanCheckpointing} {
+	for _, step := range []func(*configReader, *vram.Training) error{titanTraining, titanCheckpointing} {
 		if err := step(r, t); err != nil {
 			return ti, err
 		}
@@ -75,15 +78,15 @@ func importTorchtitan(r *configReader, opt ImportOptions) (trainerImport, error)
 	return ti, nil
 }
 
-func titanTraining(r *configReader, t *Training) error {
+func titanTraining(r *configReader, t *vram.Training) error {
 	for _, key := range []string{"training.local_batch_size", "training.batch_size"} {
-		if n, ok, err := r.int(key, 1, maxTokens); err != nil {
+		if n, ok, err := r.int(key, 1, vram.MaxTokens); err != nil {
 			return err
 		} else if ok {
 			t.MicroBatch = n
 		}
 	}
-	if err := r.intInto(&t.SeqLen, "training.seq_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "training.seq_len", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	r.mapped("local_batch_size %d × seq_len %d (packed) → micro_batch %d, seq_len %d", t.MicroBatch, t.SeqLen, t.MicroBatch, t.SeqLen)
@@ -107,7 +110,7 @@ func titanTraining(r *configReader, t *Training) error {
 // titanDTypes reads training.dtype (float32: JC:275, CFG:87) and
 // mixed_precision_param (bfloat16: JC:282, CFG:94), in the TOML and the
 // Python configs alike: storage and compute.
-func titanDTypes(r *configReader, t *Training) error {
+func titanDTypes(r *configReader, t *vram.Training) error {
 	dtype, _, err := r.str("training.dtype")
 	if err != nil {
 		return err
@@ -122,7 +125,7 @@ func titanDTypes(r *configReader, t *Training) error {
 	case param == "float32":
 		t.Precision = "fp32"
 	default:
-		t.Precision, t.ComputeDType = "fp32", BF16
+		t.Precision, t.ComputeDType = "fp32", vram.BF16
 	}
 	r.mapped("dtype %s, mixed_precision_param %s → %s storage, %s compute", orDefault(dtype, "float32"), orDefault(param, "bfloat16"),
 		map[bool]string{true: "bf16", false: "fp32"}[t.Precision == "bf16"], map[bool]string{true: "fp32", false: "bf16"}[param == "float32" && dtype != "bfloat16"])
@@ -133,7 +136,7 @@ func titanDTypes(r *configReader, t *Training) error {
 // JC:151; b5bcd76c's optimizer.py:109-125 adds fused_opt_states_bf16, whose
 // exp_avg and exp_avg_sq are made in bf16, :241-242), in the TOML and the
 // Python configs alike.
-func titanOptimizerImpl(r *configReader, t *Training) (string, error) {
+func titanOptimizerImpl(r *configReader, t *vram.Training) (string, error) {
 	impl, _, err := r.str("optimizer.implementation")
 	if err != nil {
 		return "", err
@@ -141,7 +144,7 @@ func titanOptimizerImpl(r *configReader, t *Training) (string, error) {
 	switch impl {
 	case "", "fused":
 	case "fused_opt_states_bf16":
-		t.OptimizerStateDType = BF16
+		t.OptimizerStateDType = vram.BF16
 	case "foreach":
 		t.OptimizerImpl = "foreach"
 	case "for-loop":
@@ -156,7 +159,7 @@ func titanOptimizerImpl(r *configReader, t *Training) (string, error) {
 // by default, since 08b8b244f, 2025-08-20) or the older training.compile,
 // which compiled the blocks and, except from e8977b007 (2024-12-18) to
 // bbb1b616e (2025-04-02), the loss.
-func titanCompile(r *configReader, t *Training) error {
+func titanCompile(r *configReader, t *vram.Training) error {
 	if c, _, err := r.bool("training.compile"); err != nil {
 		return err
 	} else if c {
@@ -194,21 +197,21 @@ func titanCompile(r *configReader, t *Training) error {
 	return nil
 }
 
-func titanCheckpointing(r *configReader, t *Training) error {
+func titanCheckpointing(r *configReader, t *vram.Training) error {
 	mode, _, err := r.str("activation_checkpoint.mode")
 	if err != nil {
 		return err
 	}
 	switch mode {
 	case "", "selective":
-		t.Checkpointing = CheckpointSelective
+		t.Checkpointing = vram.CheckpointSelective
 		opt, _, err := r.str("activation_checkpoint.selective_ac_option")
 		if err != nil {
 			return err
 		}
 		t.SelectiveACOption = opt
 	case "full", "none":
-		t.Checkpointing = Checkpointing(mode)
+		t.Checkpointing = vram.Checkpointing(mode)
 		r.ignore("activation_checkpoint.selective_ac_option") // read only by selective (JC:655)
 	default:
 		return fmt.Errorf("activation_checkpoint.mode %q is not modelled (full, selective and none are)", mode)
@@ -217,7 +220,7 @@ func titanCheckpointing(r *configReader, t *Training) error {
 	return nil
 }
 
-func titanLowPrecision(r *configReader, t *Training) error {
+func titanLowPrecision(r *configReader, t *vram.Training) error {
 	conv, _, err := r.list("model.converters")
 	if err != nil {
 		return err
@@ -266,7 +269,7 @@ func titanLowPrecision(r *configReader, t *Training) error {
 	}
 	// float8.go keeps the output projection in bf16, as filter_fqns
 	// ["output"] does; torchao's module_filter_fn converts it otherwise.
-	if !containsStr(filter, "output") {
+	if !slices.Contains(filter, "output") {
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("%sfilter_fqns = %v: the output projection is estimated in bf16, as [\"output\"] keeps it", sec, filter))
 	}
 	r.mapped("converters float8 → float8 %s%s", t.Float8, map[bool]string{true: ", all-gathered in float8"}[t.Float8AllGather])
@@ -275,7 +278,7 @@ func titanLowPrecision(r *configReader, t *Training) error {
 
 // titanParallel: the degrees, the shard degree from the launch's GPUs
 // where it is -1, and FSDP2 whenever it shards.
-func titanParallel(r *configReader, t *Training, opt ImportOptions) error {
+func titanParallel(r *configReader, t *vram.Training, opt Options) error {
 	p := &t.Parallel
 	var err error
 	for key, dst := range map[string]*int{"parallelism.tensor_parallel_degree": &p.TP, "parallelism.pipeline_parallel_degree": &p.PP,
@@ -320,15 +323,15 @@ func titanParallel(r *configReader, t *Training, opt ImportOptions) error {
 	} else if a {
 		p.AsyncTP = true
 	}
-	if mb, ok, err := r.int("parallelism.pipeline_parallel_microbatch_size", 1, maxTokens); err != nil {
+	if mb, ok, err := r.int("parallelism.pipeline_parallel_microbatch_size", 1, vram.MaxTokens); err != nil {
 		return err
 	} else if ok && p.PP > 1 {
 		p.PPMicrobatches = max(1, t.MicroBatch/mb)
 	}
 	if s, ok, _ := r.str("parallelism.pipeline_parallel_schedule"); ok && p.PP > 1 {
 		// torchtitan names the torch.distributed.pipelining classes.
-		sched, known := map[string]Schedule{"1F1B": Schedule1F1B, "Interleaved1F1B": ScheduleInterleaved1F1B, "GPipe": ScheduleGPipe,
-			"ZBVZeroBubble": ScheduleZBV, "InterleavedZeroBubble": ScheduleInterleavedZB, "DualPipeV": ScheduleDualPipeV}[s]
+		sched, known := map[string]vram.Schedule{"1F1B": vram.Schedule1F1B, "Interleaved1F1B": vram.ScheduleInterleaved1F1B, "GPipe": vram.ScheduleGPipe,
+			"ZBVZeroBubble": vram.ScheduleZBV, "InterleavedZeroBubble": vram.ScheduleInterleavedZB, "DualPipeV": vram.ScheduleDualPipeV}[s]
 		if !known {
 			return fmt.Errorf("parallelism.pipeline_parallel_schedule %q is not modelled", s)
 		}

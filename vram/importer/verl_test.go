@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // TestVerlDefaultsYAML: verl's own defaults read as a YAML config
@@ -22,7 +24,7 @@ func TestVerlDefaultsYAML(t *testing.T) {
 		}
 	}
 	script := filepath.Join("testdata", "configs", "verl", "grpo_trainer__run_qwen2-7b.sh")
-	fromScript, err := ReadConfig(script, ImportOptions{Model: "qwen2.5-7b"})
+	fromScript, err := Read(script, Options{Model: "qwen2.5-7b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +38,14 @@ func TestVerlDefaultsYAML(t *testing.T) {
 			overrides = append(overrides, w)
 		}
 	}
-	fromYAML, err := ReadConfig("verl_defaults.yaml", ImportOptions{Model: "qwen2.5-7b", Overrides: overrides})
+	fromYAML, err := Read("verl_defaults.yaml", Options{Model: "qwen2.5-7b", Overrides: overrides})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The YAML states verl's scheduler limits, which the script leaves
 	// to verl's defaults (the same values): the plans differ there, and
 	// their estimates not at all.
-	g, _ := LookupGPU("H100-80GB")
+	g, _ := vram.LookupGPU("H100-80GB")
 	ea, err := fromScript.Plan.PostTraining.Estimate(g)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +82,7 @@ func TestVerlConfigName(t *testing.T) {
 	}
 	script := filepath.Join(dir, "run_qwen2.5-3b_gsm8k_multiturn.sh")
 	copyFile(filepath.Join(src, "sglang_multiturn__run_qwen2.5-3b_gsm8k_multiturn.sh"), script)
-	imp, err := ReadConfig(script, ImportOptions{Model: "qwen2.5-1.5b"})
+	imp, err := Read(script, Options{Model: "qwen2.5-1.5b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestVerlConfigName(t *testing.T) {
 		t.Errorf("not modelled %q: the missing YAML is not said", imp.NotModelled)
 	}
 	copyFile(filepath.Join(src, "sglang_multiturn__gsm8k_multiturn_grpo.yaml"), filepath.Join(dir, "config", "gsm8k_multiturn_grpo.yaml"))
-	imp, err = ReadConfig(script, ImportOptions{Model: "qwen2.5-1.5b"})
+	imp, err = Read(script, Options{Model: "qwen2.5-1.5b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,12 @@
-package vram
+package importer
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram/internal/strictjson"
 )
 
 // vLLM's recipes (vllm-project/recipes, models/ORG/NAME.yaml) describe a
@@ -11,7 +15,7 @@ import (
 // features. The importer serves the default variant, or the one an
 // override `variant=NAME` picks, with base_args and the variant's
 // extra_args; features are the user's to add to the command.
-func vllmRecipeCommand(imp *Imported, tree map[string]any, opt *ImportOptions) ([]string, error) {
+func vllmRecipeCommand(imp *Imported, tree map[string]any, opt *Options) ([]string, error) {
 	model, _ := tree["model"].(map[string]any)
 	id, _ := model["model_id"].(string)
 	if id == "" {
@@ -34,7 +38,7 @@ func vllmRecipeCommand(imp *Imported, tree map[string]any, opt *ImportOptions) (
 	variants, _ := tree["variants"].(map[string]any)
 	v, ok := variants[variant].(map[string]any)
 	if !ok && variant != "default" {
-		return nil, fmt.Errorf("vLLM recipe: variant %q: the recipe has %s", variant, strings.Join(sortedKeys(variants), ", "))
+		return nil, fmt.Errorf("vLLM recipe: variant %q: the recipe has %s", variant, strings.Join(slices.Sorted(maps.Keys(variants)), ", "))
 	}
 	if mid, _ := v["model_id"].(string); mid != "" {
 		id = mid
@@ -45,7 +49,7 @@ func vllmRecipeCommand(imp *Imported, tree map[string]any, opt *ImportOptions) (
 	}
 	imp.Mapped = append(imp.Mapped, fmt.Sprintf("vLLM recipe, variant %s → vllm serve %s %s", variant, id, strings.Join(append(args, extra...), " ")))
 	if features, _ := tree["features"].(map[string]any); len(features) > 0 {
-		imp.Assumed = append(imp.Assumed, fmt.Sprintf("the recipe's features (%s) are not applied: add their args to a command to plan them", strings.Join(sortedKeys(features), ", ")))
+		imp.Assumed = append(imp.Assumed, fmt.Sprintf("the recipe's features (%s) are not applied: add their args to a command to plan them", strings.Join(slices.Sorted(maps.Keys(features)), ", ")))
 	}
 	return append(append([]string{"vllm", "serve", id}, args...), extra...), nil
 }
@@ -56,7 +60,7 @@ func recipeArgs(v any, field string) ([]string, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("vLLM recipe: %s: want a list of arguments, got %s", field, jsonKind(v))
+		return nil, fmt.Errorf("vLLM recipe: %s: want a list of arguments, got %s", field, strictjson.Kind(v))
 	}
 	out := make([]string, 0, len(list))
 	for _, e := range list {
@@ -66,7 +70,7 @@ func recipeArgs(v any, field string) ([]string, error) {
 		case int64, float64, bool:
 			out = append(out, fmt.Sprint(x))
 		default:
-			return nil, fmt.Errorf("vLLM recipe: %s: want strings, has %s", field, jsonKind(e))
+			return nil, fmt.Errorf("vLLM recipe: %s: want strings, has %s", field, strictjson.Kind(e))
 		}
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package vram
+package importer
 
 import (
 	"fmt"
@@ -435,7 +435,7 @@ func unwrapDocker(words []string) []string {
 
 // launchCommand is the first of a script's commands that serves or
 // trains, with its kind (empty when none does).
-func (sc script) launchCommand() ([]string, ConfigKind, bool) {
+func (sc script) launchCommand() ([]string, Kind, bool) {
 	for _, words := range sc.commands {
 		w := unwrapDocker(dropRedirections(words))
 		if k := serveKind(w); k != "" {

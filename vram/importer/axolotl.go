@@ -1,8 +1,10 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // axolotl's YAML (axolotl-ai-cloud/axolotl @ 067b021, src/axolotl/utils/
@@ -32,8 +34,8 @@ var axolotlIrrelevant = prefixes("datasets", "test_datasets", "dataset_", "val_s
 	"flash_attn_cross_entropy", "plugins", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "fused_attn_kernel",
 	"special_tokens", "dataset_prepared_path", "eval_sample_packing", "torch_compile_backend", "ddp_", "optim_args")
 
-func importAxolotl(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 512}}
+func importAxolotl(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkHFTrainer, Optimizer: "adamw", OptimizerImpl: "fused", MicroBatch: 1, SeqLen: 512}}
 	t := &ti.t
 	id, _, err := r.str("base_model_config")
 	if err != nil {
@@ -45,7 +47,7 @@ func importAxolotl(r *configReader, opt ImportOptions) (trainerImport, error) {
 		}
 	}
 	ti.modelID = id
-	for _, step := range []func(*configReader, *Training) error{axolotlBatch, axolotlPrecision, axolotlActivations, axolotlAdapter, axolotlOptimizer} {
+	for _, step := range []func(*configReader, *vram.Training) error{axolotlBatch, axolotlPrecision, axolotlActivations, axolotlAdapter, axolotlOptimizer} {
 		if err := step(r, t); err != nil {
 			return ti, err
 		}
@@ -78,15 +80,15 @@ func importAxolotl(r *configReader, opt ImportOptions) (trainerImport, error) {
 	return ti, nil
 }
 
-func axolotlBatch(r *configReader, t *Training) error {
-	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, maxTokens); err != nil {
+func axolotlBatch(r *configReader, t *vram.Training) error {
+	if err := r.intInto(&t.MicroBatch, "micro_batch_size", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
 	}
 	r.get("batch_size") // global; derives gradient accumulation only
-	if err := r.intInto(&t.SeqLen, "sequence_len", 1, maxTokens); err != nil {
+	if err := r.intInto(&t.SeqLen, "sequence_len", 1, vram.MaxTokens); err != nil {
 		return err
 	}
 	packing, _, err := r.bool("sample_packing")
@@ -105,7 +107,7 @@ func axolotlBatch(r *configReader, t *Training) error {
 // axolotlPrecision: bf16 (default "auto": bf16 on a GPU that has it) loads
 // the model in bf16 and trains under the Trainer's bf16 autocast; fp16
 // likewise; float32 keeps fp32 weights.
-func axolotlPrecision(r *configReader, t *Training) error {
+func axolotlPrecision(r *configReader, t *vram.Training) error {
 	v, ok := r.get("bf16")
 	bf16 := !ok || v == "auto" || v == true
 	if s, isStr := v.(string); ok && isStr && s != "auto" && s != "true" && s != "false" {
@@ -140,12 +142,12 @@ func axolotlPrecision(r *configReader, t *Training) error {
 	return nil
 }
 
-func axolotlActivations(r *configReader, t *Training) error {
+func axolotlActivations(r *configReader, t *vram.Training) error {
 	switch v, _ := r.get("gradient_checkpointing"); v {
 	case true, "true":
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 	case "offload", "offload_disk":
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 		r.imp.NotModelled = append(r.imp.NotModelled, fmt.Sprintf("gradient_checkpointing = %v: the checkpoints offloaded to the CPU are not modelled (kept on the GPU)", v))
 	case nil, false, "false":
 	default:
@@ -199,7 +201,7 @@ func axolotlActivations(r *configReader, t *Training) error {
 
 // axolotlAdapter: adapter lora or qlora with lora_r and the targets
 // (lora_target_modules, plus every linear with lora_target_linear).
-func axolotlAdapter(r *configReader, t *Training) error {
+func axolotlAdapter(r *configReader, t *vram.Training) error {
 	adapter, _, err := r.str("adapter")
 	if err != nil {
 		return err
@@ -252,10 +254,10 @@ func axolotlAdapter(r *configReader, t *Training) error {
 		if !q4 {
 			return fmt.Errorf("adapter qlora needs load_in_4bit: true (axolotl's own check)")
 		}
-		t.QuantizedBase = Quant{DType: NF4, DoubleQuant: true}
+		t.QuantizedBase = vram.Quant{DType: vram.NF4, DoubleQuant: true}
 		r.mapped("qlora → base nf4 with double quantization, stored as bf16")
 	case q8:
-		t.QuantizedBase = Quant{DType: INT8}
+		t.QuantizedBase = vram.Quant{DType: vram.INT8}
 		r.mapped("load_in_8bit → base int8")
 	case q4:
 		r.imp.NotModelled = append(r.imp.NotModelled, "load_in_4bit with adapter lora: axolotl builds 4-bit weights only for qlora; the base stays unquantized")
@@ -263,7 +265,7 @@ func axolotlAdapter(r *configReader, t *Training) error {
 	return nil
 }
 
-func axolotlOptimizer(r *configReader, t *Training) error {
+func axolotlOptimizer(r *configReader, t *vram.Training) error {
 	name, ok, err := r.str("optimizer")
 	if err != nil || !ok {
 		return err
@@ -280,7 +282,7 @@ func axolotlOptimizer(r *configReader, t *Training) error {
 // axolotlFSDP reads fsdp_config (its keys with or without the fsdp_
 // prefix): full sharding, FSDP1 unless the version says 2, parameter
 // offload, reshard_after_forward, activation checkpointing.
-func axolotlFSDP(r *configReader, t *Training) error {
+func axolotlFSDP(r *configReader, t *vram.Training) error {
 	list, hasList, err := r.list("fsdp")
 	if err != nil {
 		return err
@@ -311,7 +313,7 @@ func axolotlFSDP(r *configReader, t *Training) error {
 		t.Parallel.CPUOffload = "optimizer+params"
 	}
 	if v, ok := get("activation_checkpointing"); ok && (v == true || v == "true") {
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 	}
 	if v, ok := get("reshard_after_forward"); ok && t.Parallel.FSDPVersion == 2 {
 		b := v == true || v == "true"

@@ -1,8 +1,10 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // torchtune's recipe configs (pytorch/torchtune @ bd2a0fc): OmegaConf YAML
@@ -36,8 +38,8 @@ var torchtuneModels = map[string]string{
 	"phi3_mini": "microsoft/Phi-3-mini-4k-instruct", "phi4_14b": "microsoft/phi-4",
 }
 
-func importTorchtune(r *configReader, opt ImportOptions) (trainerImport, error) {
-	ti := trainerImport{t: Training{Framework: FrameworkTorchtune, Precision: "fp32", Optimizer: "adamw"}}
+func importTorchtune(r *configReader, opt Options) (trainerImport, error) {
+	ti := trainerImport{t: vram.Training{Framework: vram.FrameworkTorchtune, Precision: "fp32", Optimizer: "adamw"}}
 	t := &ti.t
 	builder, _, err := r.str("model._component_")
 	if err != nil {
@@ -95,8 +97,8 @@ func importTorchtune(r *configReader, opt ImportOptions) (trainerImport, error) 
 	return ti, nil
 }
 
-func ttBatch(r *configReader, t *Training) error {
-	n, ok, err := r.int("batch_size", 1, maxTokens)
+func ttBatch(r *configReader, t *vram.Training) error {
+	n, ok, err := r.int("batch_size", 1, vram.MaxTokens)
 	if err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func ttBatch(r *configReader, t *Training) error {
 	if err := r.intInto(&t.GradAccum, "gradient_accumulation_steps", 1, 1<<20); err != nil {
 		return err
 	}
-	seq, ok, err := r.int("tokenizer.max_seq_len", 1, maxTokens)
+	seq, ok, err := r.int("tokenizer.max_seq_len", 1, vram.MaxTokens)
 	if err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func ttBatch(r *configReader, t *Training) error {
 	if ac, _, err := r.bool("enable_activation_checkpointing"); err != nil {
 		return err
 	} else if ac {
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 	}
 	if c, _, err := r.bool("compile"); err != nil {
 		return err
@@ -158,7 +160,7 @@ func ttBatch(r *configReader, t *Training) error {
 // k_proj, v_proj, output_proj), apply_lora_to_mlp, apply_lora_to_output,
 // lora_rank (8), lora_dropout; adapters in the recipe's dtype; QLoRA's base
 // in torchao's NF4 (blocks of 64, scales quantized in blocks of 256).
-func ttLoRA(r *configReader, t *Training, lora, qlora bool) error {
+func ttLoRA(r *configReader, t *vram.Training, lora, qlora bool) error {
 	if !lora {
 		return nil
 	}
@@ -185,7 +187,7 @@ func ttLoRA(r *configReader, t *Training, lora, qlora bool) error {
 	if v, ok := r.get("model.lora_dropout"); ok {
 		fmt.Sscanf(fmt.Sprint(v), "%g", &drop)
 	}
-	t.Trainable, t.LoRA = "lora", &LoRA{Rank: rank, Dropout: drop, Targets: targets}
+	t.Trainable, t.LoRA = "lora", &vram.LoRA{Rank: rank, Dropout: drop, Targets: targets}
 	r.mapped("LoRA rank %d on %s", rank, strings.Join(targets, ", "))
 	if q, ok, err := r.bool("model.quantize_base"); err != nil {
 		return err
@@ -193,13 +195,13 @@ func ttLoRA(r *configReader, t *Training, lora, qlora bool) error {
 		qlora = q
 	}
 	if qlora {
-		t.QuantizedBase = Quant{DType: NF4, DoubleQuant: true, GroupSize: 64}
+		t.QuantizedBase = vram.Quant{DType: vram.NF4, DoubleQuant: true, GroupSize: 64}
 		r.mapped("qlora → base NF4 (torchao, blocks of 64)")
 	}
 	return nil
 }
 
-func ttOptimizer(r *configReader, t *Training) error {
+func ttOptimizer(r *configReader, t *vram.Training) error {
 	c, _, err := r.str("optimizer._component_")
 	if err != nil {
 		return err
@@ -239,7 +241,7 @@ func ttOptimizer(r *configReader, t *Training) error {
 // ttDistributed: the distributed recipes shard with FSDP2 over the
 // launch's GPUs (-gpus), with fsdp_cpu_offload and
 // fsdp_reshard_after_forward; tensor and context parallel dims.
-func ttDistributed(r *configReader, t *Training, opt ImportOptions) error {
+func ttDistributed(r *configReader, t *vram.Training, opt Options) error {
 	var err error
 	if t.Parallel.TP, _, err = r.int("tensor_parallel_dim", 1, 1024); err != nil {
 		return err

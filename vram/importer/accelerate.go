@@ -1,8 +1,10 @@
-package vram
+package importer
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramlab/vramlab/vram"
 )
 
 // accelerate's config YAML (`accelerate config`'s file, given to
@@ -31,7 +33,7 @@ var accelerateShard = map[string]string{"FULL_SHARD": "full_shard", "1": "full_s
 // readAccelerate reads an accelerate config into t's parallel settings:
 // the world size and the sharding. It reports the mixed_precision it
 // names ("" for none).
-func readAccelerate(r *configReader, t *Training, opt ImportOptions) (string, error) {
+func readAccelerate(r *configReader, t *vram.Training, opt Options) (string, error) {
 	n, ok, err := r.int("num_processes", 1, 1<<16)
 	if err != nil {
 		return "", err
@@ -78,7 +80,7 @@ func readAccelerate(r *configReader, t *Training, opt ImportOptions) (string, er
 	return strings.ToLower(mp), nil
 }
 
-func accelerateFSDP(r *configReader, t *Training) error {
+func accelerateFSDP(r *configReader, t *vram.Training) error {
 	p := &t.Parallel
 	v, ok, err := r.int("fsdp_config.fsdp_version", 1, 2)
 	if err != nil {
@@ -121,13 +123,13 @@ func accelerateFSDP(r *configReader, t *Training) error {
 		return err
 	}
 	if ac {
-		t.Checkpointing = CheckpointFull
+		t.Checkpointing = vram.CheckpointFull
 		r.mapped("fsdp_activation_checkpointing true → full checkpointing of every block")
 	}
 	return nil
 }
 
-func accelerateStrategy(t *Training, strategy string) error {
+func accelerateStrategy(t *vram.Training, strategy string) error {
 	p := &t.Parallel
 	s, ok := accelerateShard[strings.ToUpper(orDefault(strategy, "FULL_SHARD"))]
 	if !ok {
@@ -146,7 +148,7 @@ func accelerateStrategy(t *Training, strategy string) error {
 
 // accelerateDeepSpeed reads deepspeed_config: the JSON it names, else its
 // own zero_stage and offload devices (accelerate's DeepSpeedPlugin).
-func accelerateDeepSpeed(r *configReader, t *Training, opt ImportOptions) error {
+func accelerateDeepSpeed(r *configReader, t *vram.Training, opt Options) error {
 	if r.has("deepspeed_config.deepspeed_config_file") {
 		return readDeepSpeed(r, "deepspeed_config.deepspeed_config_file", t, opt)
 	}
@@ -163,7 +165,7 @@ func accelerateDeepSpeed(r *configReader, t *Training, opt ImportOptions) error 
 	t.Parallel.CPUOffload = deepSpeedOffload(offOpt, offParam)
 	if offParam == "nvme" || offOpt == "nvme" {
 		// ZeRO-Infinity (nvme.go), with DeepSpeed's defaults for the rest.
-		ds := DeepSpeed{OffloadOptimizerDevice: nvmeOnly(r, "deepspeed_config.offload_optimizer_device"), OffloadParamDevice: nvmeOnly(r, "deepspeed_config.offload_param_device")}
+		ds := vram.DeepSpeed{OffloadOptimizerDevice: nvmeOnly(r, "deepspeed_config.offload_optimizer_device"), OffloadParamDevice: nvmeOnly(r, "deepspeed_config.offload_param_device")}
 		t.Parallel.DeepSpeed = &ds
 	}
 	r.mapped("deepspeed_config → ZeRO stage %d%s", stage, map[bool]string{true: ", offload " + t.Parallel.CPUOffload}[t.Parallel.CPUOffload != ""])

@@ -1,0 +1,19 @@
+// Package importer makes plans from what users already have: a trainer's
+// config (axolotl, LLaMA-Factory, torchtune, torchtitan, TrainingArguments,
+// DeepSpeed, accelerate, TRL, verl, Megatron) or a server's command line (vllm serve, SGLang's
+// launch_server, llama-server), recognised by content. Each field is
+// mapped as that project's own config classes read it, with their
+// defaults (cited in each kind's file); a field that matters for memory
+// and is not modelled is named, a field that does not matter is listed
+// once as ignored, and what the config leaves to the launch (the GPU, the
+// world size, a model the catalog does not know) comes from Options.
+//
+//	imp, err := importer.Read("qlora.yml", importer.Options{GPU: "RTX-4090"})
+//	est, err := imp.Plan.Training.Estimate()
+//	fmt.Println(imp.NotModelled)
+//
+// Open reads whatever names a run — a plan file or any config above — and
+// Keys says a piece of vram's advice in the kind's own keys. The readers
+// of the text formats live in vram/internal (yaml, toml, pyconf,
+// strictjson); every reader keeps to fileio's budget.
+package importer
