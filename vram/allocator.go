@@ -93,6 +93,9 @@ type Allocator struct {
 	PeakAsked    Bytes // max of the sizes requested, before rounding
 	PeakReserved Bytes // max memory_reserved
 	Segments     int   // cudaMalloc calls
+	// strays counts frees of a handle that is not live (freed twice, or
+	// never allocated): the invariant pass (sanity.go) wants none.
+	strays int
 	// spare are block records merged away by Free, reused by split (a
 	// replay splits and merges blocks hundreds of thousands of times);
 	// spareSegs are segment records a reset allocator reuses.
@@ -225,6 +228,9 @@ func (a *Allocator) Malloc(n Bytes) int {
 // Free releases a handle from Malloc (unknown handles are ignored).
 func (a *Allocator) Free(h int) {
 	if h < 0 || h >= len(a.live) || a.live[h] == nil {
+		if h >= 0 {
+			a.strays++ // a handle, not live
+		}
 		return
 	}
 	b := a.live[h]

@@ -66,6 +66,11 @@ func (t Training) estimate() (_ TrainingEstimate, err error) {
 	if err != nil {
 		return TrainingEstimate{}, err
 	}
+	if sanityChecks {
+		if err := t.checkStep(); err != nil {
+			return TrainingEstimate{}, err
+		}
+	}
 	sc := estimateScratches.Get().(*estimateScratch)
 	defer sc.done()
 	r.arena = arenaPool.Get().(*builderArena)

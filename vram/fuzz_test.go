@@ -106,7 +106,8 @@ func checkBreakdown(t *testing.T, b Breakdown) {
 // FuzzEstimateInvariants draws random valid plans and checks the estimator's
 // invariants: the total is the sum of its parts; a larger micro-batch or a
 // longer sequence never needs less memory; sharding over more GPUs never
-// needs more per GPU for the sharded model states.
+// needs more per GPU for the sharded model states; and the step program's
+// invariant pass (sanity.go) holds.
 func FuzzEstimateInvariants(f *testing.F) {
 	f.Add(uint8(0), uint8(1), uint16(128), uint8(0), uint8(0), uint8(0), uint8(0), uint8(0))
 	f.Add(uint8(5), uint8(3), uint16(1000), uint8(2), uint8(1), uint8(2), uint8(1), uint8(3))
@@ -153,6 +154,9 @@ func FuzzEstimateInvariants(f *testing.F) {
 			t.Fatalf("%+v: %v", tr, err)
 		}
 		checkBreakdown(t, est.Peak)
+		if err := tr.checkStep(); err != nil {
+			t.Fatal(err)
+		}
 		if tl, _ := tr.Timeline(); tl.PeakEvent().Live.Total() != est.Peak.Total() {
 			t.Fatalf("estimate peak %v, recorded timeline %v", est.Peak.Total(), tl.PeakEvent().Live.Total())
 		}

@@ -10,8 +10,10 @@ package vram
 // allocated memory follows the timeline's byte for byte; the timeline
 // evaluates each kind of call once and reuses it.
 //
-// The compiler is split by phase (step_compile.go: load, forward, loss,
-// backward, optimizer step); each mechanism is a rule in its own file:
+// The compiler's core is step.go, split by phase into step_forward.go
+// (load, forward, loss), step_backward.go and step_optimizer.go, with runs
+// of identical blocks compiled once (step_run.go); sanity.go is the
+// opt-in invariant pass over a compiled program. Each mechanism is a rule in its own file:
 // FSDP2 in fsdp2.go, FSDP2 inside pipeline stages in fsdp2_pipeline.go,
 // DeepSpeed's buckets and prefetch in deepspeed.go, Megatron's recompute
 // groups in megatron.go, offload in offload.go, activation offloading in

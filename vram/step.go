@@ -23,6 +23,10 @@ const (
 	opMove                       // slot's contents move to slot ref (a run's input, as its element −1)
 )
 
+var opKindNames = [...]string{"alloc", "free", "mark", "forward", "backward", "park", "fetch", "after-forward", "run", "move"}
+
+func (k opKind) String() string { return opKindNames[k] }
+
 // slot names what an operation allocates, for the operations that free it.
 type slot int32
 

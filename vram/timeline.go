@@ -29,6 +29,7 @@ type Timeline struct {
 	// afterForward: live once the steady iteration's forward and loss
 	// have returned (on the stage with the head).
 	afterForward Breakdown
+	end          vec // live once the step's program has run
 }
 
 // PeakEvent returns the event where allocated memory peaks.
@@ -215,7 +216,7 @@ func simulateIn(sc *estimateScratch, r *resolved, blocks []unitMem, embed, head 
 		t := &tally{record: record, effects: effects, spanStore: spans}
 		t.run(&buf.prog, buf)
 		effects, spans = t.effects, t.spanStore
-		tl := Timeline{Events: t.events, Stage: k, peak: t.peak, static: t.static.breakdown(), afterForward: t.afterForward}
+		tl := Timeline{Events: t.events, Stage: k, peak: t.peak, static: t.static.breakdown(), afterForward: t.afterForward, end: t.cur}
 		var peak Bytes
 		for i := range tl.Events {
 			if v := tl.Events[i].Live.Total(); v > peak {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (`make test`): installs like `make lab` does, then runs
-# go vet, the Go tests under the race detector, a cgo-free build, every
+# go vet, the Go tests under the race detector, the engine's tests again
+# with the step program's invariant pass, a cgo-free build, every
 # notebook through the real vramlab kernel, and the browser tests in a real
 # JupyterLab.
 source "$(dirname "$0")/lib.sh"
@@ -12,6 +13,9 @@ go vet ./...
 
 say "go test (with the race detector)"
 go test -race ./...
+
+say "the step program's invariant pass (vram/sanity.go) on every training plan of the engine's tests"
+go test -sanity ./vram
 
 say "build without cgo (vram and charts must build anywhere)"
 CGO_ENABLED=0 go build ./...
