@@ -211,7 +211,7 @@ type actBuilder struct {
 	// slabs are the backing store of ts (newT), refSlabs that of the ops'
 	// outs and ins lists (ptrList), each filled one after the other (slab
 	// and refSlab say which): building an op allocates nothing of its own,
-	// and a pooled builder (builder_arena.go) reuses them.
+	// and a pooled builder (pools.go) reuses them.
 	slabs         [][]actT
 	refSlabs      [][]*actT
 	slab, refSlab int

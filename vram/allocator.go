@@ -2,7 +2,6 @@ package vram
 
 import (
 	"sort"
-	"sync"
 )
 
 // A model of PyTorch's CUDA caching allocator
@@ -124,11 +123,6 @@ func (a *Allocator) newBlock(b block) *block {
 func NewAllocator(cfg AllocatorConfig) *Allocator {
 	return &Allocator{cfg: cfg, live: make([]*block, 0, 1024), free: make([][2][]int32, 1), grow: make([][2]*segment, 1), reservedOn: make([]Bytes, 1)}
 }
-
-// replayAllocators are the allocators the training replays reuse: a fit
-// check or a solver replays many plans, each making tens of thousands of
-// requests, and a reset allocator keeps its records and lists.
-var replayAllocators = sync.Pool{New: func() any { return NewAllocator(AllocatorConfig{}) }}
 
 // reset empties a for cfg as NewAllocator would, keeping its storage: every
 // block and segment record becomes spare.

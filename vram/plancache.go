@@ -129,9 +129,6 @@ func (c *answers[V]) forget() {
 var (
 	estimates answers[TrainingEstimate]
 	replays   = answers[Replay]{keepFirst: true}
-	// keyScratches are the keys' storage: what a key is written from
-	// lives here, not on the heap of each call.
-	keyScratches = sync.Pool{New: func() any { return new(keyScratch) }}
 )
 
 // keyScratch holds a request and its key.

@@ -1,7 +1,5 @@
 package vram
 
-import "sync"
-
 // Replaying a training step through the caching-allocator model: the same
 // inventories as the timeline (parameters, gradients and optimizer states per
 // tensor; each block's op program), now tensor by tensor, so that
@@ -158,9 +156,6 @@ type replayer struct {
 	// a forward to its backward, come from and go back to its spares.
 	calls runScratch
 }
-
-// replayers are the replayers (and their allocators) Replay reuses.
-var replayers = sync.Pool{New: func() any { return &replayer{a: NewAllocator(AllocatorConfig{})} }}
 
 // reset empties rp for a replay with allocator settings cfg, keeping its
 // storage.

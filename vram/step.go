@@ -1,7 +1,5 @@
 package vram
 
-import "sync"
-
 // The step program's operations and the compiler's core: how a rule says
 // "allocate", "free", "here is a moment", "run this block". The phases of
 // the step are compiled in step_forward.go, step_backward.go and
@@ -110,10 +108,6 @@ type program struct {
 func (p *program) reset(k int) {
 	*p = program{ops: p.ops[:0], calls: p.calls[:0], marks: p.marks[:0], runs: p.runs[:0], pieces: p.pieces[:0], stage: k}
 }
-
-// stepBuffers are the programs and tallies an estimate uses and gives
-// back: a sweep or a solver makes thousands of estimates.
-var stepBuffers = sync.Pool{New: func() any { return &stepBuffer{} }}
 
 type stepBuffer struct {
 	prog          program

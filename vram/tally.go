@@ -1,7 +1,5 @@
 package vram
 
-import "sync"
-
 // The timeline's evaluator of the step program: bytes added up by category,
 // moment by moment. A block's call runs once per kind of call on a local
 // count (blockrun.go's expansion, as the replay runs it) and is reused: its
@@ -17,9 +15,6 @@ type localCount struct {
 	tot   Bytes // cur's total
 	spans []spanMax
 }
-
-// localCounts are the counts effectOf reuses.
-var localCounts = sync.Pool{New: func() any { return &localCount{} }}
 
 // spanMax is a moment of a call: the live memory when it started and at
 // its largest, relative to the call's start (and their totals).

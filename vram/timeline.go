@@ -2,7 +2,6 @@ package vram
 
 import (
 	"fmt"
-	"sync"
 )
 
 // Event is one moment of a training step with what is live on the GPU.
@@ -180,8 +179,6 @@ type estimateScratch struct {
 	effects []callEffect // the tally's, by block call (tally.go)
 	spans   []spanMax
 }
-
-var estimateScratches = sync.Pool{New: func() any { return &estimateScratch{} }}
 
 // done empties sc (so the pool holds no block inventories) and gives it back.
 func (sc *estimateScratch) done() {

@@ -194,7 +194,7 @@ type resolved struct {
 	Training
 	m Model
 	// arena, when set, lends the op inventories' builders (an estimate's;
-	// builder_arena.go).
+	// pools.go).
 	arena  *builderArena
 	dp     int // data-parallel ranks that shard (ZeRO) or replicate
 	tp, pp int
