@@ -15,6 +15,37 @@
 //	est, err := imp.Plan.Training.Estimate()
 //	fmt.Println(imp.Mapped, imp.NotModelled) // what each field became; what is left out
 //
+// # Layers
+//
+// Packages depend downward only; the compiler holds them to it. Inside
+// this package the lines are groups of files, listed from the top:
+//
+//	examples/… (the CLIs), charts, notebooks     what users run and read
+//	vram/importer                                 the configs users have → plans
+//	vram/snapshot, vram/gpu, vram/hub             a run's snapshot, this machine's GPUs, the Hub
+//	vram: verdicts and advice                     budget.go plan.go advice*.go compare.go whatif.go
+//	vram: post-training                           posttraining*.go posttrain_*.go
+//	vram: serving engines                         inference.go serving.go vllm*.go sglang*.go tgi.go llamacpp.go ollama.go gguf.go throughput.go
+//	vram: the training step                       estimate.go training.go program.go step*.go blockrun.go tally.go timeline.go replay.go allocator.go sanity.go,
+//	                                              a file per mechanism (fsdp2*.go deepspeed.go megatron.go offload.go nvme.go activation_offload.go …)
+//	vram: models and their ops                    model.go family.go family_<model_type>.go layout.go tensors.go hfconfig.go presets.go release.go quant.go,
+//	                                              the ops of a block (activations.go attention.go mla.go moe.go mamba*.go deltanet*.go vision*.go …)
+//	vram: sizes and words                         bytes.go dtype.go checked.go breakdown.go suggest.go names.go planwords.go
+//	vram/fileio, vram/internal/…                  bounded reads; YAML, TOML, a Python subset, strict JSON
+//
+// Inside the package a few files reach up a line: a family's block is
+// built for the resolved training plan (training.go's resolved), the
+// multimodal towers share vLLM's video helpers (vllm_mm.go), the replay and
+// the released formats read Inference, post-training is judged with
+// budget.go's Budget.
+//
+// Where new work goes: a model family is family_<model_type>.go (see
+// Adding a family); a mechanism of training is a rule in its own file (see
+// Adding a mechanism); an importer is vram/importer/<framework>.go; a
+// reader of a new text format is a package under vram/internal with its
+// fuzz test and budget. pools.go holds the storage estimates reuse for
+// speed, and sanity.go the step program's opt-in invariant pass.
+//
 // # Sizes
 //
 // Bytes is an int64 count of bytes with IEC (KiB … PiB) and SI (KB … PB)
