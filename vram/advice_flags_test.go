@@ -58,7 +58,7 @@ func TestAdviceFlags(t *testing.T) {
 func TestVLLMAdvise(t *testing.T) {
 	g, _ := LookupGPU("RTX-4090")
 	in := Inference{Model: MustPreset("llama-3.1-8b"), Batch: 1, PromptTokens: 1024}
-	as, err := VLLM{}.Advise(in, g)
+	as, err := VLLM{Version: "0.11.0"}.Advise(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestQwen3NextConfig(t *testing.T) {
 	}
 	in := Inference{Model: MustPreset("qwen3-next-80b-a3b"), Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
 	g, _ := LookupGPU("h100")
-	if c, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != 36 || !c.KVCache.hybrid() {
+	if c, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != 36 || !c.KVCache.hybrid() {
 		t.Errorf("vllm: %v, %d state layers (want 36, hybrid)", err, c.KVCache.StateLayers)
 	}
 }

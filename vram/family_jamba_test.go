@@ -58,7 +58,7 @@ func TestJambaConfig(t *testing.T) {
 	if _, err := (TGI{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "state-space") {
 		t.Errorf("tgi: %v", err)
 	}
-	if c, err := (VLLM{MaxModelLen: 8192, TP: 2}).Carve(in, g); err != nil || c.KVCache.StateLayers != 28 || c.KVCache.StateKind != "Mamba-1" {
+	if c, err := (VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 2}).Carve(in, g); err != nil || c.KVCache.StateLayers != 28 || c.KVCache.StateKind != "Mamba-1" {
 		t.Errorf("vllm: %v, %d state layers of %q", err, c.KVCache.StateLayers, c.KVCache.StateKind)
 	}
 }

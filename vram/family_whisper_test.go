@@ -135,7 +135,7 @@ func TestWhisperPlans(t *testing.T) {
 			}
 		}
 	}
-	if _, err := (VLLM{}).KVCache(m, 80<<30); err == nil || !strings.Contains(err.Error(), "decoder-only") {
+	if _, err := (VLLM{Version: "0.11.0"}).KVCache(m, 80<<30); err == nil || !strings.Contains(err.Error(), "decoder-only") {
 		t.Errorf("vLLM on whisper: got %v, want a refusal", err)
 	}
 }

@@ -76,7 +76,7 @@ func TestSSMRefusals(t *testing.T) {
 	}
 	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
 	g, _ := LookupGPU("h100")
-	if c, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != m.Layers || c.KVCache.hybrid() {
+	if c, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != m.Layers || c.KVCache.hybrid() {
 		t.Errorf("vllm: %v, %d state layers (want %d, not hybrid)", err, c.KVCache.StateLayers, m.Layers)
 	}
 	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 pools only") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -47,6 +48,9 @@ type Plan struct {
 	// PostTraining is a post-training run (GRPO, RLOO, DPO) instead of a
 	// training or inference one: its policy is the plan's model.
 	PostTraining *PostTraining `json:"post_training,omitempty"`
+	// Versions names the releases the run uses (versions.go); each is
+	// given to the part of the plan it runs.
+	Versions Versions `json:"versions,omitzero"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -68,20 +72,34 @@ func ReadPlan(path string) (Plan, error) {
 	return p, nil
 }
 
+// planFile is a plan file's top level, as ParsePlan reads it.
+type planFile struct {
+	Name      string          `json:"name"`
+	Model     json.RawMessage `json:"model"`
+	Train     json.RawMessage `json:"train"`
+	Inference json.RawMessage `json:"inference"`
+	GPU       string          `json:"gpu"`
+	VLLM      json.RawMessage `json:"vllm"`
+	SGLang    json.RawMessage `json:"sglang"`
+	TGI       json.RawMessage `json:"tgi"`
+	Post      json.RawMessage `json:"post_training"`
+	Versions  Versions        `json:"versions"`
+}
+
+// PlanKeys are the keys a plan file's top level may hold.
+func PlanKeys() []string {
+	t := reflect.TypeFor[planFile]()
+	keys := make([]string, t.NumField())
+	for i := range keys {
+		keys[i] = strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
+	}
+	return keys
+}
+
 // ParsePlan decodes a plan; dir is the plan's folder, against which a
 // relative "hf_config" or "checkpoint" path is resolved.
 func ParsePlan(data []byte, dir string) (Plan, error) {
-	var raw struct {
-		Name      string          `json:"name"`
-		Model     json.RawMessage `json:"model"`
-		Train     json.RawMessage `json:"train"`
-		Inference json.RawMessage `json:"inference"`
-		GPU       string          `json:"gpu"`
-		VLLM      json.RawMessage `json:"vllm"`
-		SGLang    json.RawMessage `json:"sglang"`
-		TGI       json.RawMessage `json:"tgi"`
-		Post      json.RawMessage `json:"post_training"`
-	}
+	var raw planFile
 	if err := strictDecode(data, &raw, ""); err != nil {
 		return Plan{}, err
 	}
@@ -163,6 +181,9 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		p.Inference = &in
 	default:
 		return Plan{}, errors.New(`plan: a "train", "inference" or "post_training" object is required`)
+	}
+	if err := p.applyVersions(raw.Versions); err != nil {
+		return Plan{}, err
 	}
 	return p, nil
 }

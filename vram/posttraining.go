@@ -92,6 +92,9 @@ type Rollout struct {
 	// Engine: vllm, sglang, or generate (transformers' generate inside
 	// the trainer).
 	Engine string `json:"engine"`
+	// Version is the engine's release (a plan's versions.vllm or
+	// versions.sglang); empty is the current one.
+	Version string `json:"-"`
 	// Placement: "colocate" (default: on the trainer's GPUs) or
 	// "separate" (on GPUs of its own, as TRL's vllm_mode "server" runs
 	// `trl vllm-serve`): the plan's GPUs then hold the trainer alone, and

@@ -285,7 +285,7 @@ func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
 	free := max(0, run.g.Total()-run.g.Context-run.engineCtx-run.otherCtx-atStart) // never a negative size, on a card too small for the trainer
 	switch ro.Engine {
 	case "vllm":
-		v := VLLM{GPUMemoryUtilization: ro.GPUMemoryUtilization, TP: ro.TP, MaxNumSeqs: ro.MaxNumSeqs,
+		v := VLLM{Version: ro.Version, GPUMemoryUtilization: ro.GPUMemoryUtilization, TP: ro.TP, MaxNumSeqs: ro.MaxNumSeqs,
 			MaxNumBatchedTokens: ro.MaxNumBatchedTokens, MaxModelLen: run.pt.PromptLen + run.pt.CompletionLen, CUDAGraphMemory: ro.CUDAGraphMemory}
 		c, err := v.Carve(in, run.g)
 		if err != nil {

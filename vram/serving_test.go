@@ -20,7 +20,7 @@ import (
 func TestGPTOSSAsReleased(t *testing.T) {
 	h100, _ := LookupGPU("H100-80GB")
 	serve := Inference{Model: MustPreset("gpt-oss-120b"), Batch: 1, PromptTokens: 1024, NewTokens: 256}
-	image := VLLM{MXFP4Backend: "triton", FlashInferSampler: true}
+	image := VLLM{Version: "0.11.0", MXFP4Backend: "triton", FlashInferSampler: true}
 	tri, err := image.Carve(serve, h100)
 	if err != nil {
 		t.Fatal(err)
@@ -28,15 +28,15 @@ func TestGPTOSSAsReleased(t *testing.T) {
 	if !tri.Starts || tri.KVCache.Blocks < 10000 || tri.KVCache.MaxConcurrency < 1 || tri.Weights > 62*GiB || tri.ProfileSeqs != 1024 {
 		t.Errorf("triton: starts %v, %d blocks, %.2fx, weights %v: %s", tri.Starts, tri.KVCache.Blocks, tri.KVCache.MaxConcurrency, tri.Weights, tri.Err)
 	}
-	pip, _ := VLLM{MXFP4Backend: "triton"}.Carve(serve, h100)
+	pip, _ := VLLM{Version: "0.11.0", MXFP4Backend: "triton"}.Carve(serve, h100)
 	if pip.Starts || !strings.Contains(pip.Err, "To serve at least one request with the models's max seq len (131072)") ||
 		pip.KVCache.EstimatedMaxModelLen < 100000 || !strings.Contains(strings.Join(pip.Notes, " "), "sampler warm-up") {
 		t.Errorf("triton, PyTorch sampler: starts %v: %s %q", pip.Starts, pip.Err, pip.Notes)
 	}
-	if fewer, _ := (VLLM{MXFP4Backend: "triton", MaxNumSeqs: 256}).Carve(serve, h100); !fewer.Starts {
+	if fewer, _ := (VLLM{Version: "0.11.0", MXFP4Backend: "triton", MaxNumSeqs: 256}).Carve(serve, h100); !fewer.Starts {
 		t.Errorf("triton, --max-num-seqs 256: %s", fewer.Err)
 	}
-	mar, err := VLLM{}.Carve(serve, h100)
+	mar, err := VLLM{Version: "0.11.0"}.Carve(serve, h100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +66,10 @@ func TestGPTOSSAsReleased(t *testing.T) {
 	if v, err := (Budget{GPU: t4, Headroom: 0.05}).JudgePlan(Plan{Inference: &deq}); err != nil || v.Fits {
 		t.Errorf("gpt-oss-20b dequantized on a T4: %+v, %v", v, err)
 	}
-	if _, err := (Budget{GPU: t4}).JudgePlan(Plan{Inference: &serve, VLLM: &VLLM{}}); err != nil {
+	if _, err := (Budget{GPU: t4}).JudgePlan(Plan{Inference: &serve, VLLM: &VLLM{Version: "0.11.0"}}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := (Budget{GPU: t4}).JudgePlan(Plan{Inference: &chat, VLLM: &VLLM{}}); v.Fits || !strings.Contains(v.Why, "The quantization method mxfp4 is not supported for the current GPU. Minimum capability: 80. Current capability: 75.") {
+	if v, _ := (Budget{GPU: t4}).JudgePlan(Plan{Inference: &chat, VLLM: &VLLM{Version: "0.11.0"}}); v.Fits || !strings.Contains(v.Why, "The quantization method mxfp4 is not supported for the current GPU. Minimum capability: 80. Current capability: 75.") {
 		t.Errorf("vLLM on a T4: %s", v.Why)
 	}
 }
@@ -145,7 +145,7 @@ func TestCacheLayerKinds(t *testing.T) {
 		}
 		// vLLM: a sliding layer's request needs cdiv(min(window − 1 + a
 		// batch, n), 16) + 1 pages, a global layer cdiv(n, 16).
-		kv, err := VLLM{MaxModelLen: 100000, AllowLongMaxModelLen: true}.KVCache(m, 40*GiB)
+		kv, err := VLLM{Version: "0.11.0", MaxModelLen: 100000, AllowLongMaxModelLen: true}.KVCache(m, 40*GiB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestCacheLayerKinds(t *testing.T) {
 			if g.Kind == "sliding_window" {
 				want = cdiv64(int64(min(c.span-1+8192, 100000)), 16) + 1
 			}
-			if got := g.pagesFor(100000, 16, 8192); got != want {
+			if got := g.pagesFor(100000, 16, 8192, 1); got != want {
 				t.Errorf("%s vLLM %s group: %d pages a request, want %d", c.preset, g.Kind, got, want)
 			}
 		}
@@ -166,7 +166,7 @@ func TestCacheLayerKinds(t *testing.T) {
 func TestEngineBreakdowns(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
 	in := Inference{Model: MustPreset("llama-3.1-8b"), Batch: 1, PromptTokens: 1024, NewTokens: 256}
-	c, err := VLLM{}.Carve(in, g)
+	c, err := VLLM{Version: "0.11.0"}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func TestShortConvRefusals(t *testing.T) {
 	}
 	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
 	g, _ := LookupGPU("h100")
-	if c, err := (VLLM{MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers == 0 || !c.KVCache.hybrid() {
+	if c, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers == 0 || !c.KVCache.hybrid() {
 		t.Errorf("vllm: %v, %d state layers (want some, hybrid)", err, c.KVCache.StateLayers)
 	}
 	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 pools only") {

@@ -765,8 +765,12 @@ func (r *resolved) lossCompiled() bool {
 
 // runsTransformers reports whether the plan's loop runs transformers'
 // modeling code: a plain PyTorch loop, accelerate's or the HF Trainer's.
-func (r *resolved) runsTransformers() bool {
-	return r.Framework == FrameworkPlainPyTorch || r.Framework == FrameworkAccelerate || r.Framework == FrameworkHFTrainer
+func (r *resolved) runsTransformers() bool { return r.Framework.runsTransformers() }
+
+// runsTransformers reports whether framework f's loop runs transformers'
+// modeling code (unset is plain PyTorch).
+func (f Framework) runsTransformers() bool {
+	return f == "" || f == FrameworkPlainPyTorch || f == FrameworkAccelerate || f == FrameworkHFTrainer
 }
 
 // resolveAudioShape checks an audio encoder-decoder's lengths: the encoder

@@ -80,7 +80,7 @@ func TestVLLMTowerTPProfile(t *testing.T) {
 	enc := map[int]Bytes{}
 	for _, tp := range []int{1, 2, 4} {
 		in.TP = tp
-		c, err := VLLM{MaxModelLen: 32768, TP: tp}.Carve(in, g)
+		c, err := VLLM{Version: "0.11.0", MaxModelLen: 32768, TP: tp}.Carve(in, g)
 		if err != nil {
 			t.Fatalf("tp %d: %v", tp, err)
 		}
@@ -124,7 +124,7 @@ func TestVLLMTowerTPErrors(t *testing.T) {
 			t.Errorf("%+v: %v, want the tower's intermediate_size named", c, err)
 		}
 	}
-	if _, err := (VLLM{TP: 8, MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"image": 0, "video": 0}}).Carve(in, g); err != nil {
+	if _, err := (VLLM{Version: "0.11.0", TP: 8, MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"image": 0, "video": 0}}).Carve(in, g); err != nil {
 		t.Errorf("text-only: %v", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestVLLMTowerDataMode(t *testing.T) {
 	carve := func(preset, mode string) VLLMCarve {
 		t.Helper()
 		m := MustPreset(preset)
-		c, err := VLLM{MaxModelLen: min(32768, m.MaxPosition), TP: 2, MMEncoderTPMode: mode}.Carve(Inference{Model: m, Weights: Quant{DType: BF16}}, g)
+		c, err := VLLM{Version: "0.11.0", MaxModelLen: min(32768, m.MaxPosition), TP: 2, MMEncoderTPMode: mode}.Carve(Inference{Model: m, Weights: Quant{DType: BF16}}, g)
 		if err != nil {
 			t.Fatalf("%s %s: %v", preset, mode, err)
 		}
@@ -167,7 +167,7 @@ func TestVLLMTowerDataMode(t *testing.T) {
 	if ld.Weights != lw.Weights || ld.Activation != lw.Activation || !strings.Contains(strings.Join(ld.Notes, "\n"), "falls back to weights") {
 		t.Errorf("llava in data mode: %d/%d against %d/%d, notes %v", ld.Weights, ld.Activation, lw.Weights, lw.Activation, ld.Notes)
 	}
-	if _, err := (VLLM{TP: 2, MMEncoderTPMode: "tensor"}).Carve(Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}, g); err == nil || !strings.Contains(err.Error(), "mm_encoder_tp_mode") {
+	if _, err := (VLLM{Version: "0.11.0", TP: 2, MMEncoderTPMode: "tensor"}).Carve(Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}, g); err == nil || !strings.Contains(err.Error(), "mm_encoder_tp_mode") {
 		t.Errorf("a bad mode: %v", err)
 	}
 }

@@ -23,8 +23,13 @@ import (
 // VLLM is a vLLM launch's memory settings. The zero value is vLLM's
 // defaults.
 type VLLM struct {
-	// GPUMemoryUtilization is --gpu-memory-utilization (default 0.9).
-	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty" zero:"is refused by vLLM: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.9, gt=0, le=1))"`
+	// Version is the vLLM release the launch runs (a plan's
+	// versions.vllm); empty is the current release, CurrentVLLM. The
+	// release's own defaults and rules apply (vllm_releases.go).
+	Version string `json:"-"`
+	// GPUMemoryUtilization is --gpu-memory-utilization (default 0.92;
+	// 0.9 before the 0.2x releases).
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty" zero:"is refused by vLLM: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.92, gt=0, le=1) in 0.33, 0.9 in 0.11)"`
 
 	BlockSize    int   `json:"block_size,omitempty"`             // default 16
 	MaxModelLen  int   `json:"max_model_len,omitempty"`          // default: the model's max_position
@@ -47,10 +52,13 @@ type VLLM struct {
 	// (the "flashinfer" extra), and its PyTorch sampler sorts the logits.
 	FlashInferSampler bool `json:"flashinfer_sampler,omitempty"`
 	// CUDAGraphMemory is what capturing CUDA graphs takes (vLLM logs
-	// "Graph capturing finished … took X GiB"; recent releases subtract
-	// it before sizing the cache). It depends on the kernels and capture
-	// sizes, so it is an input: zero leaves it out (--enforce-eager).
+	// "Graph capturing finished … took X GiB", and since 0.21 "CUDA
+	// graph pool memory: X GiB (actual)"). Given, it is used as is;
+	// unset, a release that profiles the graphs before sizing the cache
+	// has it estimated (vllm_graphs.go), an older one leaves it out.
 	CUDAGraphMemory Bytes `json:"cuda_graph_memory,omitempty"`
+	// EnforceEager is --enforce-eager: no CUDA graphs.
+	EnforceEager bool `json:"enforce_eager,omitempty"`
 	// Draft is a speculative-decoding draft model (--speculative-config
 	// with a separate model): its layers keep their own KV cache in the
 	// same block pool, so every block holds a page for each of them too,
@@ -95,9 +103,9 @@ type VLLM struct {
 	MMEncoderTPMode string `json:"mm_encoder_tp_mode,omitempty"`
 }
 
-func (v VLLM) withDefaults(m Model) VLLM {
+func (v VLLM) withDefaults(m Model, rel vllmRelease) VLLM {
 	if v.GPUMemoryUtilization == 0 {
-		v.GPUMemoryUtilization = 0.9
+		v.GPUMemoryUtilization = rel.utilization
 	}
 	if v.BlockSize == 0 {
 		v.BlockSize = 16
@@ -115,15 +123,20 @@ func (v VLLM) withDefaults(m Model) VLLM {
 	return v
 }
 
-func (v VLLM) check(m Model) error {
+func (v VLLM) check(m Model, rel vllmRelease) error {
 	if !(v.GPUMemoryUtilization > 0 && v.GPUMemoryUtilization <= 1) { // NaN fails too
 		return fmt.Errorf("vllm: gpu_memory_utilization must be in (0, 1], got %v", v.GPUMemoryUtilization)
 	}
 	if v.BlockSize < 1 || v.BlockSize > 1<<16 {
 		return fmt.Errorf("vllm: block_size must be in [1, 65536], got %d", v.BlockSize)
 	}
-	if v.MaxModelLen < 1 || v.MaxModelLen > MaxTokens {
-		return fmt.Errorf("vllm: max_model_len must be in [1, %d], got %d (the model sets no max_position: give one)", MaxTokens, v.MaxModelLen)
+	switch {
+	case v.MaxModelLen == AutoMaxModelLen && !rel.autoMaxModelLen:
+		return fmt.Errorf("vllm: max_model_len auto (-1): vLLM %s has no --max-model-len auto (the releases from 0.33 modelled here pick the longest that fits); give a length", rel.Version)
+	case v.MaxModelLen == AutoMaxModelLen && m.MaxPosition < 1:
+		return fmt.Errorf("vllm: max_model_len auto (-1) fits up to the model's max_position, which it does not set: give a length")
+	case v.MaxModelLen != AutoMaxModelLen && (v.MaxModelLen < 1 || v.MaxModelLen > MaxTokens):
+		return fmt.Errorf("vllm: max_model_len must be in [1, %d] or -1 (auto), got %d (the model sets no max_position: give one)", MaxTokens, v.MaxModelLen)
 	}
 	if v.MaxNumSeqs < 0 || v.MaxNumSeqs > MaxTokens {
 		return fmt.Errorf("vllm: max_num_seqs must be in [1, %d], got %d", MaxTokens, v.MaxNumSeqs)
@@ -161,7 +174,7 @@ func (v VLLM) check(m Model) error {
 	if m.recurrent() && v.Draft != nil {
 		// gpu_model_runner.py get_kv_cache_spec: "Mamba with speculative
 		// decoding is not supported yet" (Qwen3-Next's own MTP layers aside).
-		return fmt.Errorf("vllm: %q keeps recurrent state, and vLLM 0.11 runs no separate draft model beside it (NotImplementedError: Mamba with speculative decoding is not supported yet)", m.Family)
+		return fmt.Errorf("vllm: %q keeps recurrent state, and the modelled vLLM releases run no separate draft model beside it (0.11: NotImplementedError: Mamba with speculative decoding is not supported yet)", m.Family)
 	}
 	if m.recurrent() && v.DisableHybridKVCache && m.attentionLayers(0, m.Layers) > 0 {
 		// unify_hybrid_kv_cache_specs cannot make state pages attention.
@@ -216,9 +229,14 @@ type VLLMKVCache struct {
 	StateKind      string `json:"state_kind,omitempty"`
 	// Notes say how the recurrent state is pooled.
 	Notes []string `json:"notes,omitempty"`
-	mbt   int
-	kinds []VLLMGroup // the layers of each kind, before grouping
+	// mbt is the tokens in flight a window keeps room for; statePages the
+	// state pages a recurrent layer takes per request.
+	mbt, statePages int
+	kinds           []VLLMGroup // the layers of each kind, before grouping
 }
+
+// AutoMaxModelLen is VLLM.MaxModelLen's --max-model-len auto (or -1).
+const AutoMaxModelLen = -1
 
 // VLLMGroup is one KV cache group: its kind ("full", "sliding_window",
 // "chunked_local", or "mamba" for recurrent state) and span (the window or
@@ -232,13 +250,14 @@ type VLLMGroup struct {
 // pagesFor is the pages one layer of group g needs for a request of n
 // tokens (kv_cache_interface.py, max_memory_usage_bytes / page size):
 // every block for full attention; for a sliding window only the last
-// window − 1 tokens and a batch of new ones, plus one block for the window
-// not starting at a block boundary; for chunked local attention a chunk
-// and a batch; one page of state for a recurrent layer.
-func (g VLLMGroup) pagesFor(n, block, mbt int) int64 {
+// window − 1 tokens and the batches in flight (mbt), plus one block for
+// the window not starting at a block boundary; for chunked local
+// attention a chunk and the batches in flight; the release's pages of
+// state for a recurrent layer.
+func (g VLLMGroup) pagesFor(n, block, mbt, statePages int) int64 {
 	switch g.Kind {
 	case "mamba":
-		return 1
+		return int64(max(1, statePages))
 	case "sliding_window":
 		return cdiv64(int64(min(g.Span-1+mbt, n)), int64(block)) + 1
 	case "chunked_local":
@@ -252,7 +271,7 @@ func (g VLLMGroup) pagesFor(n, block, mbt int) int64 {
 func (c VLLMKVCache) blocksFor(n int) int64 {
 	var b int64
 	for _, g := range c.Groups {
-		b += g.pagesFor(n, c.BlockSize, c.mbt)
+		b += g.pagesFor(n, c.BlockSize, c.mbt, c.statePages)
 	}
 	return b
 }
@@ -270,27 +289,32 @@ func (v VLLM) pageBytes(m Model) Bytes {
 	return v.KVCacheDType.Size(2 * int64(v.BlockSize) * int64(kv) * int64(m.HeadDim))
 }
 
-// KVCache cuts available bytes (per GPU) into vLLM's blocks for model m
-// (vLLM 0.11.0, v1/core/kv_cache_utils.py). Layers that attend alike form
-// one group; a hybrid model's kinds (sliding-window, chunked or global
-// attention, recurrent state: vllm_state.go) are grouped as
+// KVCache cuts available bytes (per GPU) into vLLM's blocks for model m,
+// as the launch's release does (v1/core/kv_cache_utils.py; 0.33:
+// kv_cache_planning.py). Layers that attend alike form one group; a
+// hybrid model's kinds (sliding-window, chunked or global attention,
+// recurrent state: vllm_state.go) are grouped as
 // _get_kv_cache_groups_uniform_page_size does: a group size of the
-// smallest kind's layer count, each kind cut into groups of that size (the
-// last padded), the memory split into GroupSize pools of equal blocks
-// (get_kv_cache_config_from_groups), and the reported tokens the blocks a
-// group gets times the smallest block size (_report: a state group's
-// block is max_model_len).
+// smallest kind's layer count (0.33: the largest's, when under 1.5 × the
+// smallest's), each kind cut into groups of that size (the last padded),
+// the memory split into GroupSize pools of equal blocks, and the reported
+// tokens the blocks a group gets times the smallest block size (0.11's
+// _report; 0.33 logs max concurrency × max_model_len).
 func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	m = m.Normalize()
 	if err := m.Validate(); err != nil {
 		return VLLMKVCache{}, err
 	}
-	v = v.withDefaults(m)
-	if err := v.check(m); err != nil {
+	rel, _, err := v.release()
+	if err != nil {
+		return VLLMKVCache{}, err
+	}
+	v = v.withDefaults(m, rel)
+	if err := v.check(m, rel); err != nil {
 		return VLLMKVCache{}, err
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
-	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: v.MaxNumBatchedTokens}
+	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: rel.inFlightBatches * v.MaxNumBatchedTokens, statePages: rel.statePages}
 	if err := v.pages(&c, m); err != nil {
 		return VLLMKVCache{}, err
 	}
@@ -313,28 +337,65 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	if last := c.kinds[len(c.kinds)-1]; last.Kind == "mamba" {
 		c.StateLayers = last.Layers
 	}
-	c.Groups, c.GroupSize = groupKinds(c.kinds)
+	c.Groups, c.GroupSize = groupKinds(c.kinds, rel.groupLargest)
 	if available > 0 {
 		c.Blocks = int64(available) / int64(c.PageBytes) / int64(c.GroupSize)
 	}
+	// The capacity check's memory: 0.33 first sets the block pool's null
+	// block aside (kv_cache_planning.py:1532-1543).
+	check := available
+	if rel.nullBlock {
+		check = max(0, available-Bytes(int64(c.PageBytes)*int64(c.GroupSize)))
+	}
+	if c.MaxModelLen == AutoMaxModelLen {
+		c.autoFit(m, check)
+	}
+	c.fill(rel, check)
+	return c, nil
+}
+
+// autoFit is --max-model-len auto (0.33 kv_cache_planning.py
+// _auto_fit_max_model_len): the longest length up to the model's
+// max_position one request of which fits.
+func (c *VLLMKVCache) autoFit(m Model, check Bytes) {
+	c.MaxModelLen = m.MaxPosition
+	n := c.fitLen(check)
+	switch {
+	case n <= 0:
+		c.MaxModelLen = 1
+		c.Notes = append(c.Notes, "max_model_len auto: not enough memory for a single token (vLLM: Cannot auto-fit max_model_len)")
+	case n < m.MaxPosition:
+		c.MaxModelLen = n
+		c.Notes = append(c.Notes, fmt.Sprintf("max_model_len auto: reduced from %d to %d to fit in the available KV cache memory (vLLM's Auto-fit max_model_len)", m.MaxPosition, n))
+	default:
+		c.Notes = append(c.Notes, fmt.Sprintf("max_model_len auto: the model's full context, %d tokens, fits", m.MaxPosition))
+	}
+}
+
+// fill works out the figures vLLM logs and whether one request of
+// max_model_len fits in check bytes (check_enough_kv_cache_memory).
+func (c *VLLMKVCache) fill(rel vllmRelease, check Bytes) {
+	c.MaxConcurrency = float64(c.Blocks) / float64(c.blocksFor(c.MaxModelLen))
 	c.Tokens = c.Blocks / int64(len(c.Groups)) * int64(c.minBlock())
-	// get_max_concurrency_for_kv_cache_config: the blocks a request needs
-	// across the groups.
-	c.MaxConcurrency = float64(c.Blocks) / float64(c.blocksFor(v.MaxModelLen))
-	// check_enough_kv_cache_memory: what one request needs in every layer.
-	c.PerRequest = c.neededFor(v.MaxModelLen)
-	c.Fits = c.PerRequest <= available
+	if rel.tokensByConcurrency {
+		c.Tokens = int64(c.MaxConcurrency * float64(c.MaxModelLen))
+	}
+	c.PerRequest = c.neededFor(c.MaxModelLen)
+	c.Fits = c.PerRequest <= check
 	if !c.Fits {
-		c.EstimatedMaxModelLen = c.fitLen(available)
+		c.EstimatedMaxModelLen = c.fitLen(check)
 		est := ""
 		if c.EstimatedMaxModelLen > 0 {
 			est = fmt.Sprintf("Based on the available memory, the estimated maximum model length is %d.", c.EstimatedMaxModelLen)
 		}
-		c.Err = fmt.Sprintf("To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %s Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
-			v.MaxModelLen, formatGiB(c.PerRequest), formatGiB(available), est)
+		whose := "models's" // 0.11's spelling
+		if rel.nullBlock {
+			whose = "model's"
+		}
+		c.Err = fmt.Sprintf("To serve at least one request with the %s max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %s Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+			whose, c.MaxModelLen, formatGiB(c.PerRequest), formatGiB(check), est)
 	}
-	c.Notes = c.stateNotes()
-	return c, nil
+	c.Notes = append(c.Notes, c.stateNotes()...)
 }
 
 // pages sets the block size and the page of one layer: an attention page
@@ -399,14 +460,19 @@ func (v VLLM) layerKinds(m Model, layers int) []VLLMGroup {
 }
 
 // groupKinds cuts the kinds into groups of the smallest kind's layer
-// count, the last of each kind padded (0.11.0 l.974-1001).
-func groupKinds(kinds []VLLMGroup) ([]VLLMGroup, int) {
+// count, the last of each kind padded (0.11.0 kv_cache_utils.py l.974-1001);
+// with largest (0.33 kv_cache_planning.py:519-533) of the largest kind's
+// when that is under 1.5 × the smallest's.
+func groupKinds(kinds []VLLMGroup, largest bool) ([]VLLMGroup, int) {
 	if len(kinds) == 1 {
 		return kinds, kinds[0].Layers
 	}
-	size := kinds[0].Layers
+	size, most := kinds[0].Layers, kinds[0].Layers
 	for _, k := range kinds {
-		size = min(size, k.Layers)
+		size, most = min(size, k.Layers), max(most, k.Layers)
+	}
+	if largest && 2*most < 3*size {
+		size = most
 	}
 	var groups []VLLMGroup
 	for _, k := range kinds {
@@ -471,7 +537,7 @@ func (c VLLMKVCache) MaxConcurrencyWithPrefix(tokens, prefix int) float64 {
 	}
 	var sharedBlocks, perRequest int64
 	for _, g := range c.Groups {
-		need := g.pagesFor(tokens, c.BlockSize, c.mbt)
+		need := g.pagesFor(tokens, c.BlockSize, c.mbt, c.statePages)
 		if g.Kind == "full" {
 			sharedBlocks += shared
 			need -= shared
@@ -522,9 +588,24 @@ type VLLMCarve struct {
 	// MMProfile is a vision-language model's encoder profile (nil for
 	// others, or when skipped): Activation is the larger of its encoder
 	// call and what it holds beside the language model's run.
-	MMProfile  *VLLMMMProfile `json:"mm_profile,omitempty"`
-	NonTorch   Bytes          `json:"non_torch"`   // memory outside PyTorch's allocator
-	CUDAGraphs Bytes          `json:"cuda_graphs"` // VLLM.CUDAGraphMemory, as given
+	MMProfile *VLLMMMProfile `json:"mm_profile,omitempty"`
+	NonTorch  Bytes          `json:"non_torch"` // memory outside PyTorch's allocator
+	// CUDAGraphs is the CUDA graphs' pool (VLLM.CUDAGraphMemory as given,
+	// or estimated as the release's profile does: vllm_graphs.go).
+	CUDAGraphs Bytes `json:"cuda_graphs"`
+	// RunnerBuffers are Model Runner V2's sampler tables (0.33).
+	RunnerBuffers Bytes `json:"runner_buffers,omitempty"`
+	// SuggestedKVCacheMemory and SuggestedKVCacheMemoryGPU are the
+	// --kv-cache-memory values vLLM's log suggests, to fit the requested
+	// memory and the whole free GPU.
+	SuggestedKVCacheMemory    Bytes `json:"suggested_kv_cache_memory"`
+	SuggestedKVCacheMemoryGPU Bytes `json:"suggested_kv_cache_memory_gpu"`
+	// GraphsInBudget: the release profiles the CUDA graphs and sizes the
+	// KV cache without them, so they are inside Requested; else they are
+	// captured after the cache, beside it.
+	GraphsInBudget bool `json:"cuda_graphs_in_budget"`
+	// Release is the vLLM release the carve modelled.
+	Release Modelled `json:"release"`
 	// ProfileTokens and ProfileSeqs are the profile run's
 	// max_num_batched_tokens and max_num_seqs, as given or as vLLM
 	// defaults them on this GPU.
@@ -533,20 +614,24 @@ type VLLMCarve struct {
 	KVCache       VLLMKVCache `json:"kv_cache"`
 }
 
-// Carve estimates a vLLM launch of in's model and weights on g with
-// max_num_batched_tokens in.MaxBatchedTokens (default 8192, vLLM's
-// default with chunked prefill): the weights as the engine sizes them, the
-// profile run as a prefill of that many tokens (the engine's activation
-// peak for it), outside PyTorch the GPU's CUDA context, and the KV cache
-// that is left: requested − weights − activation − non-torch
-// (determine_available_memory). CUDA-graph capture memory, which newer
-// releases also profile, is not counted.
+// Carve estimates a vLLM launch of in's model and weights on g, as the
+// launch's release (VLLM.Version) runs it: the weights as the engine sizes
+// them, the profile run as a prefill of max_num_batched_tokens (the
+// engine's activation peak for it) or its sampler warm-up, outside
+// PyTorch the GPU's CUDA context, Model Runner V2's sampler tables and,
+// where the release profiles them, the CUDA graphs (vllm_graphs.go); the
+// KV cache gets what is left of gpu_memory_utilization × the GPU's memory
+// (gpu_worker.py determine_available_memory).
 func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
+	rel, modelled, err := v.release()
+	if err != nil {
+		return VLLMCarve{}, err
+	}
 	in.Cache = "paged"
 	if v.MaxNumBatchedTokens > 0 {
 		in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	}
-	v = v.serverDefaults(in.MaxBatchedTokens, g)
+	v = v.serverDefaults(in.MaxBatchedTokens, g, rel)
 	in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
@@ -557,18 +642,12 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err != nil {
 		return VLLMCarve{}, err
 	}
-	v = v.withDefaults(m)
-	if err := v.check(m); err != nil {
+	v = v.withDefaults(m, rel)
+	if err := v.check(m, rel); err != nil {
 		return VLLMCarve{}, err
 	}
-	backend := v.MXFP4Backend
-	if backend == "" {
-		backend = "marlin"
-		if g.ComputeCapability >= 100 {
-			backend = "flashinfer"
-		}
-	}
-	if err := oneOf("vllm: mxfp4_backend", backend, "marlin", "triton", "flashinfer"); err != nil {
+	backend, err := v.mxfp4Backend(g, rel)
+	if err != nil {
 		return VLLMCarve{}, err
 	}
 	in.runtime, in.cc, in.mxfp4 = runVLLM, g.ComputeCapability, backend
@@ -577,7 +656,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err != nil {
 		return VLLMCarve{}, err
 	}
-	c := VLLMCarve{Requested: Bytes(math.Floor(float64(g.Total()) * v.GPUMemoryUtilization)), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
+	c := VLLMCarve{Release: modelled, Requested: v.requested(g, rel), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
 	if v.Draft != nil {
 		din := in
 		din.Model = *v.Draft
@@ -587,13 +666,94 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		}
 		c.Weights += rd.weightBytes(dm)
 	}
-	forward, sampler := est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache, v.samplerWarmup(m)
+	if err := c.profile(v, rel, in, m, est); err != nil {
+		return VLLMCarve{}, err
+	}
+	if rel.runnerV2 {
+		c.RunnerBuffers = v.runnerBuffers(m)
+	}
+	if err := c.graphs(v, rel, in, g); err != nil {
+		return VLLMCarve{}, err
+	}
+	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
+	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
+	if c.Err = rin.engineRefuses(m, g); c.Err == "" {
+		c.Err = c.startup(v, g)
+	}
+	c.KVCache, err = v.KVCache(m, c.available())
+	if err != nil {
+		return c, err
+	}
+	if c.Err == "" && !c.KVCache.Fits {
+		c.Err = "ValueError: " + c.KVCache.Err
+	}
+	c.Starts = c.Err == ""
+	c.DeviceUsed = c.Requested + c.NonTorch
+	if !c.GraphsInBudget {
+		c.DeviceUsed += c.CUDAGraphs // captured after the cache, beside the requested memory
+	}
+	if c.Starts {
+		c.suggest(g)
+	}
+	return c, nil
+}
+
+// available is what the carve leaves the KV cache: the requested memory
+// less the weights, Model Runner V2's tables, the profile's peak, memory
+// outside PyTorch and, where the release profiles them, the CUDA graphs.
+func (c VLLMCarve) available() Bytes {
+	return max(0, c.Requested-c.Weights-c.RunnerBuffers-c.Activation-c.NonTorch-c.budgetGraphs())
+}
+
+// budgetGraphs is the CUDA graphs' share of the requested memory: all of
+// them where the release profiles them, none where it captures them after
+// the cache.
+func (c VLLMCarve) budgetGraphs() Bytes {
+	if c.GraphsInBudget {
+		return c.CUDAGraphs
+	}
+	return 0
+}
+
+// requested is the memory vLLM may use: gpu_memory_utilization × the GPU's
+// memory (0.11 gpu_worker.py:182-184, truncated where it is subtracted;
+// 0.33 v1/worker/utils.py:724-725, rounded up).
+func (v VLLM) requested(g GPU, rel vllmRelease) Bytes {
+	if rel.ceilRequested {
+		return Bytes(math.Ceil(float64(g.Total()) * v.GPUMemoryUtilization))
+	}
+	return Bytes(math.Floor(float64(g.Total()) * v.GPUMemoryUtilization))
+}
+
+// mxfp4Backend is the kernel MXFP4 experts run with: as given, else
+// FlashInfer on compute capability 10.x and the release's choice below
+// (0.11 pip: Marlin, without triton_kernels; 0.33: Triton, vendored).
+func (v VLLM) mxfp4Backend(g GPU, rel vllmRelease) (string, error) {
+	backend := v.MXFP4Backend
+	if backend == "" {
+		backend = "marlin"
+		switch {
+		case g.ComputeCapability >= 100:
+			backend = "flashinfer"
+		case g.ComputeCapability >= 90:
+			backend = rel.hopperMXFP4
+		}
+	}
+	return backend, oneOf("vllm: mxfp4_backend", backend, "marlin", "triton", "flashinfer")
+}
+
+// profile sets the profile run's peak: the larger of the forward of
+// max_num_batched_tokens and the sampler's warm-up, and a vision-language
+// model's encoder profile beside it.
+func (c *VLLMCarve) profile(v VLLM, rel vllmRelease, in Inference, m Model, est InferenceEstimate) error {
+	forward, sampler := est.Peak.Total()-est.Peak.Parameters-est.Peak.KVCache, v.samplerWarmup(m, rel)
 	c.Activation = max(forward, sampler)
 	if sampler > forward {
-		c.Notes = append(c.Notes, v.samplerNote(m, sampler))
+		c.Notes = append(c.Notes, v.samplerNote(m, sampler, rel))
 	}
+	var err error
 	if c.MMProfile, err = v.mmProfile(in, m); err != nil {
-		return VLLMCarve{}, err
+		return err
 	}
 	if p := c.MMProfile; p != nil {
 		c.Activation = max(p.Encoder, addBytes(p.Held, c.Activation))
@@ -604,34 +764,58 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	} else if note := v.towerModeNote(m); note != "" {
 		c.Notes = append(c.Notes, note)
 	}
+	return nil
+}
+
+// graphs sets the CUDA graphs' memory: as given, none under
+// --enforce-eager, estimated as the release's profile does where it
+// profiles them, else none (0.11 captures them after the cache and the
+// carve cannot know their size).
+func (c *VLLMCarve) graphs(v VLLM, rel vllmRelease, in Inference, g GPU) error {
+	c.GraphsInBudget = rel.graphsInBudget
 	c.CUDAGraphs = v.CUDAGraphMemory
-	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
-	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
-	if c.Err = rin.engineRefuses(m, g); c.Err == "" {
-		c.Err = c.startup(v, g)
+	n := 0
+	switch {
+	case v.EnforceEager:
+		c.CUDAGraphs = 0
+	case c.CUDAGraphs == 0 && rel.graphsInBudget:
+		var err error
+		if c.CUDAGraphs, n, err = v.graphEstimate(in, g); err != nil {
+			return err
+		}
 	}
-	avail := max(0, c.Requested-c.Weights-c.Activation-c.NonTorch-c.CUDAGraphs)
-	c.KVCache, err = v.KVCache(m, avail)
-	if err != nil {
-		return c, err
+	if note := c.graphNote(rel, v.CUDAGraphMemory > 0, n); note != "" {
+		c.Notes = append(c.Notes, note)
 	}
-	if c.Err == "" && !c.KVCache.Fits {
-		c.Err = "ValueError: " + c.KVCache.Err
-	}
-	c.Starts = c.Err == ""
-	c.DeviceUsed = c.Requested + c.NonTorch + c.CUDAGraphs
-	return c, nil
+	return nil
+}
+
+// suggest sets the --kv-cache-memory values vLLM's startup log suggests
+// (0.11 gpu_worker.py:346-393, at debug level; 0.33 l.1012-1068): what
+// the KV cache could take to fit the requested memory, and the whole free
+// GPU, each less 150 MiB — from the memory used besides the cache and the
+// CUDA graphs' actual pool, which 0.33's profile has already counted once
+// (its suggestion counts the graphs twice).
+func (c *VLLMCarve) suggest(g GPU) {
+	const redundancy = 150 * MiB
+	used := c.Weights + c.RunnerBuffers + c.Activation + c.NonTorch + c.budgetGraphs() + c.CUDAGraphs
+	c.SuggestedKVCacheMemory = c.Requested - used - redundancy
+	c.SuggestedKVCacheMemoryGPU = g.Total() - g.Context - used - redundancy
 }
 
 // serverDefaults fills max_num_batched_tokens (unless the plan's
 // inference or the launch names it) and max_num_seqs as `vllm serve`
 // sets them for the GPU (engine/arg_utils.py _set_default_args, 0.11.0
 // l.1605-1680: the device's CUDA total against 70 GiB, A100s excluded;
-// max_num_seqs at most max_num_batched_tokens).
-func (v VLLM) serverDefaults(planned int, g GPU) VLLM {
+// max_num_seqs at most max_num_batched_tokens; 0.33 get_batch_defaults
+// l.2940-3039: 16384 tokens from 160 GiB).
+func (v VLLM) serverDefaults(planned int, g GPU, rel vllmRelease) VLLM {
 	big := g.Total() >= 70*GiB && !strings.Contains(strings.ToLower(g.Name), "a100")
 	tokens, seqs := 2048, 256
-	if big {
+	switch {
+	case rel.hugeGPUTokens > 0 && g.Total() >= 160*GiB:
+		tokens, seqs = rel.hugeGPUTokens, 1024
+	case big:
 		tokens, seqs = 8192, 1024
 	}
 	if v.MaxNumBatchedTokens == 0 {
@@ -657,10 +841,10 @@ func (v VLLM) serverDefaults(planned int, g GPU) VLLM {
 // top-p probabilities (4) and mask (1) and the scattered result (4): 28
 // bytes; FlashInfer's top_k_top_p_sampling_from_logits the logits, their
 // fp32 copy, the masked logits and the probabilities: 14.
-func (v VLLM) samplerWarmup(m Model) Bytes {
+func (v VLLM) samplerWarmup(m Model, rel vllmRelease) Bytes {
 	reqs := int64(min(v.MaxNumSeqs, v.MaxNumBatchedTokens))
 	perLogit := int64(28)
-	if v.FlashInferSampler {
+	if v.FlashInferSampler || rel.flashInferSampler {
 		perLogit = 14
 	}
 	hidden := BF16.Size(int64(v.MaxNumBatchedTokens) * int64(m.Hidden))
@@ -668,9 +852,9 @@ func (v VLLM) samplerWarmup(m Model) Bytes {
 }
 
 // samplerNote says that the profile run's peak is the sampler's warm-up.
-func (v VLLM) samplerNote(m Model, b Bytes) string {
+func (v VLLM) samplerNote(m Model, b Bytes, rel vllmRelease) string {
 	how := "PyTorch's sampler sorts them, 28 bytes a logit; FlashInfer's sampler (installed in the vllm/vllm-openai image: flashinfer_sampler) takes half"
-	if v.FlashInferSampler {
+	if v.FlashInferSampler || rel.flashInferSampler {
 		how = "FlashInfer's sampler, 14 bytes a logit"
 	}
 	return fmt.Sprintf("the profile run peaks in its sampler warm-up, %v: %d dummy requests (max_num_seqs) × %d logits (%s; a smaller --max-num-seqs takes less)",
@@ -693,9 +877,9 @@ func (c VLLMCarve) startup(v VLLM, g GPU) string {
 	case c.Weights > free:
 		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM has no check of its own: load_model fails)",
 			gib(c.Weights), gib(free), gib(g.Total()))
-	case c.Requested <= c.Weights+c.Activation+c.NonTorch+c.CUDAGraphs:
-		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch %s GiB of the %s GiB it may use.)",
-			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.CUDAGraphs), gib(c.Requested))
+	case c.Requested <= c.Weights+c.RunnerBuffers+c.Activation+c.NonTorch+c.budgetGraphs():
+		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch and the model's run %s GiB of the %s GiB it may use.)",
+			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.RunnerBuffers+c.budgetGraphs()), gib(c.Requested))
 	}
 	return ""
 }

@@ -88,20 +88,20 @@ func TestVLLMMultimodalProfile(t *testing.T) {
 	}{
 		// LLaVA-1.5: 576-token images, as many as 8,192 tokens hold, each
 		// output padded to the budget.
-		{"llava", "llava-1.5-7b", VLLM{}, "image", 576, 14, 8192, 336},
+		{"llava", "llava-1.5-7b", VLLM{Version: "0.11.0"}, "image", 576, 14, 8192, 336},
 		// Qwen2.5-VL at 32k: a video of four 3584² frames beats an image.
-		{"qwen2.5-vl 32k", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768}, "video", 32768, 1, 32768, 3584},
-		{"qwen2.5-vl 128k", "qwen2.5-vl-7b", VLLM{}, "video", 114688, 1, 114688, 3584},
-		{"qwen2.5-vl no video", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 16384, 1, 16384, 3584},
+		{"qwen2.5-vl 32k", "qwen2.5-vl-7b", VLLM{Version: "0.11.0", MaxModelLen: 32768}, "video", 32768, 1, 32768, 3584},
+		{"qwen2.5-vl 128k", "qwen2.5-vl-7b", VLLM{Version: "0.11.0"}, "video", 114688, 1, 114688, 3584},
+		{"qwen2.5-vl no video", "qwen2.5-vl-7b", VLLM{Version: "0.11.0", MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 16384, 1, 16384, 3584},
 		// --mm-processor-kwargs '{"max_pixels": 1003520}': 980² pixels,
 		// 1,225 tokens an image, six of them in the 8,192-token budget.
-		{"qwen2.5-vl max_pixels", "qwen2.5-vl-7b", VLLM{MaxModelLen: 32768, MaxPixels: 1003520, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 1225, 6, 8192, 980},
+		{"qwen2.5-vl max_pixels", "qwen2.5-vl-7b", VLLM{Version: "0.11.0", MaxModelLen: 32768, MaxPixels: 1003520, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 1225, 6, 8192, 980},
 		// Qwen3-VL: a video of 24,576 32² frames, counted 153,600 tokens
 		// (its timestamps), beats a 4096² image; its outputs are padded to
 		// those rows.
-		{"qwen3-vl", "qwen3-vl-8b", VLLM{MaxModelLen: 32768}, "video", 153600, 1, 153600, 32},
-		{"qwen3-vl 8k", "qwen3-vl-8b", VLLM{MaxModelLen: 8192}, "video", 151250, 1, 151250, 3520},
-		{"qwen3-vl no video", "qwen3-vl-8b", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 16384, 1, 16384, 4096},
+		{"qwen3-vl", "qwen3-vl-8b", VLLM{Version: "0.11.0", MaxModelLen: 32768}, "video", 153600, 1, 153600, 32},
+		{"qwen3-vl 8k", "qwen3-vl-8b", VLLM{Version: "0.11.0", MaxModelLen: 8192}, "video", 151250, 1, 151250, 3520},
+		{"qwen3-vl no video", "qwen3-vl-8b", VLLM{Version: "0.11.0", MaxModelLen: 32768, LimitMMPerPrompt: map[string]int{"video": 0}}, "image", 16384, 1, 16384, 4096},
 	} {
 		cv := carve(c.preset, c.v)
 		p := cv.MMProfile
@@ -147,9 +147,9 @@ func TestVLLMMultimodalProfile(t *testing.T) {
 	}
 	// Text-only (every modality at 0), skipped, or a text model: no profile.
 	for name, c := range map[string]VLLMCarve{
-		"text-only":  carve("qwen2.5-vl-7b", VLLM{LimitMMPerPrompt: map[string]int{"image": 0, "video": 0}}),
-		"skipped":    carve("qwen2.5-vl-7b", VLLM{SkipMMProfiling: true}),
-		"text model": carve("llama-3.1-8b", VLLM{}),
+		"text-only":  carve("qwen2.5-vl-7b", VLLM{Version: "0.11.0", LimitMMPerPrompt: map[string]int{"image": 0, "video": 0}}),
+		"skipped":    carve("qwen2.5-vl-7b", VLLM{Version: "0.11.0", SkipMMProfiling: true}),
+		"text model": carve("llama-3.1-8b", VLLM{Version: "0.11.0"}),
 	} {
 		if c.MMProfile != nil {
 			t.Errorf("%s: profiled %+v", name, *c.MMProfile)
@@ -166,9 +166,9 @@ func TestVLLMMultimodalSettingsErrors(t *testing.T) {
 		v    VLLM
 		want string
 	}{
-		{VLLM{LimitMMPerPrompt: map[string]int{"audio": 1}}, "limit_mm_per_prompt \"audio\""},
-		{VLLM{LimitMMPerPrompt: map[string]int{"image": -1}}, "limit_mm_per_prompt \"image\""},
-		{VLLM{MaxPixels: -5}, "max_pixels must be in"},
+		{VLLM{Version: "0.11.0", LimitMMPerPrompt: map[string]int{"audio": 1}}, "limit_mm_per_prompt \"audio\""},
+		{VLLM{Version: "0.11.0", LimitMMPerPrompt: map[string]int{"image": -1}}, "limit_mm_per_prompt \"image\""},
+		{VLLM{Version: "0.11.0", MaxPixels: -5}, "max_pixels must be in"},
 	} {
 		if _, err := c.v.Carve(in, g); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error with %q", c.v, err, c.want)
@@ -183,7 +183,7 @@ func TestVLLMMultimodalSettingsErrors(t *testing.T) {
 func TestVLLMMultimodalTiles(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
 	in := Inference{Model: MustPreset("llama-4-scout"), Weights: Quant{DType: BF16}, TP: 8}
-	weights, err := VLLM{MaxModelLen: 8192, TP: 8}.Carve(in, g)
+	weights, err := VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 8}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,14 +206,14 @@ func TestVLLMMultimodalTiles(t *testing.T) {
 	if note := strings.Join(weights.Notes, "\n"); !strings.Contains(note, "17 tiles of 336×336") {
 		t.Errorf("notes %q: want the tiles named", note)
 	}
-	skipped, err := VLLM{MaxModelLen: 8192, TP: 8, SkipMMProfiling: true}.Carve(in, g)
+	skipped, err := VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 8, SkipMMProfiling: true}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if weights.Activation != max(p.Encoder, skipped.Activation+p.Held) || weights.KVCache.Available >= skipped.KVCache.Available {
 		t.Errorf("activation %v, KV %v; skipped: %v, %v: want the profile's held memory on top", weights.Activation, weights.KVCache.Available, skipped.Activation, skipped.KVCache.Available)
 	}
-	data, err := VLLM{MaxModelLen: 8192, TP: 8, MMEncoderTPMode: "data"}.Carve(in, g)
+	data, err := VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 8, MMEncoderTPMode: "data"}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,18 +239,18 @@ func TestVLLMMultimodalTable(t *testing.T) {
 		preset, launch string
 		v              VLLM
 	}{
-		{"llava-1.5-7b", "defaults", VLLM{}},
-		{"qwen2.5-vl-7b", "defaults (128k context)", VLLM{}},
-		{"qwen2.5-vl-7b", "`--max-model-len 32768`", VLLM{MaxModelLen: 32768}},
-		{"qwen2.5-vl-7b", "32k, `--limit-mm-per-prompt video=0`", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
-		{"qwen2.5-vl-7b", "32k, `--skip-mm-profiling`", VLLM{MaxModelLen: 32768, SkipMMProfiling: true}},
-		{"qwen2.5-vl-7b", "32k, `-tp 2`", VLLM{MaxModelLen: 32768, TP: 2}},
-		{"qwen2.5-vl-7b", "32k, `-tp 4`", VLLM{MaxModelLen: 32768, TP: 4}},
-		{"qwen2.5-vl-7b", "32k, `-tp 2 --mm-encoder-tp-mode data`", VLLM{MaxModelLen: 32768, TP: 2, MMEncoderTPMode: "data"}},
-		{"qwen3-vl-8b", "`--max-model-len 32768`", VLLM{MaxModelLen: 32768}},
-		{"qwen3-vl-8b", "32k, `--limit-mm-per-prompt video=0`", VLLM{MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
-		{"llama-4-scout", "`-tp 8 --max-model-len 8192`", VLLM{MaxModelLen: 8192, TP: 8}},
-		{"llama-4-scout", "8k, `-tp 8 --mm-encoder-tp-mode data`", VLLM{MaxModelLen: 8192, TP: 8, MMEncoderTPMode: "data"}},
+		{"llava-1.5-7b", "defaults", VLLM{Version: "0.11.0"}},
+		{"qwen2.5-vl-7b", "defaults (128k context)", VLLM{Version: "0.11.0"}},
+		{"qwen2.5-vl-7b", "`--max-model-len 32768`", VLLM{Version: "0.11.0", MaxModelLen: 32768}},
+		{"qwen2.5-vl-7b", "32k, `--limit-mm-per-prompt video=0`", VLLM{Version: "0.11.0", MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
+		{"qwen2.5-vl-7b", "32k, `--skip-mm-profiling`", VLLM{Version: "0.11.0", MaxModelLen: 32768, SkipMMProfiling: true}},
+		{"qwen2.5-vl-7b", "32k, `-tp 2`", VLLM{Version: "0.11.0", MaxModelLen: 32768, TP: 2}},
+		{"qwen2.5-vl-7b", "32k, `-tp 4`", VLLM{Version: "0.11.0", MaxModelLen: 32768, TP: 4}},
+		{"qwen2.5-vl-7b", "32k, `-tp 2 --mm-encoder-tp-mode data`", VLLM{Version: "0.11.0", MaxModelLen: 32768, TP: 2, MMEncoderTPMode: "data"}},
+		{"qwen3-vl-8b", "`--max-model-len 32768`", VLLM{Version: "0.11.0", MaxModelLen: 32768}},
+		{"qwen3-vl-8b", "32k, `--limit-mm-per-prompt video=0`", VLLM{Version: "0.11.0", MaxModelLen: 32768, LimitMMPerPrompt: novideo}},
+		{"llama-4-scout", "`-tp 8 --max-model-len 8192`", VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 8}},
+		{"llama-4-scout", "8k, `-tp 8 --mm-encoder-tp-mode data`", VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 8, MMEncoderTPMode: "data"}},
 	}
 	var b strings.Builder
 	b.WriteString("| model | launch | dummy items | tokens an item | encoder budget | held | encoder peak | KV cache |\n|---|---|---|---:|---:|---:|---:|---:|\n")
@@ -327,17 +327,17 @@ func TestVLLMTextOnly(t *testing.T) {
 		name := fmt.Sprintf("%s %v", c.preset, c.limits)
 		m := MustPreset(c.preset)
 		in := Inference{Model: m, Weights: Quant{DType: BF16}}
-		full, err := VLLM{MaxModelLen: 4096, TP: c.tp}.Carve(in, g)
+		full, err := VLLM{Version: "0.11.0", MaxModelLen: 4096, TP: c.tp}.Carve(in, g)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		text, err := VLLM{MaxModelLen: 4096, TP: c.tp, LimitMMPerPrompt: c.limits}.Carve(in, g)
+		text, err := VLLM{Version: "0.11.0", MaxModelLen: 4096, TP: c.tp, LimitMMPerPrompt: c.limits}.Carve(in, g)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		lm := m
 		lm.Vision = nil
-		alone, err := VLLM{MaxModelLen: 4096, TP: c.tp}.Carve(Inference{Model: lm, Weights: Quant{DType: BF16}}, g)
+		alone, err := VLLM{Version: "0.11.0", MaxModelLen: 4096, TP: c.tp}.Carve(Inference{Model: lm, Weights: Quant{DType: BF16}}, g)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -122,7 +122,7 @@ func (c VLLMKVCache) hybrid() bool {
 func (c VLLMKVCache) PerRequestFor(tokens int) (kv, state Bytes) {
 	tokens = min(max(tokens, 1), c.MaxModelLen)
 	for _, k := range c.kinds {
-		b := Bytes(int64(k.Layers) * k.pagesFor(tokens, c.BlockSize, c.mbt) * int64(c.PageBytes))
+		b := Bytes(int64(k.Layers) * k.pagesFor(tokens, c.BlockSize, c.mbt, c.statePages) * int64(c.PageBytes))
 		if k.Kind == "mamba" {
 			state += b
 		} else {

@@ -14,7 +14,7 @@ import (
 // concurrency for 262,144 tokens per request: 14.77x". Given the logged
 // memory, the block arithmetic must reproduce every other figure.
 func TestVLLMHybridQwen3NextLog(t *testing.T) {
-	c, err := (VLLM{TP: 2}).KVCache(MustPreset("qwen3-next-80b-a3b"), Bytes(47878552289) /* 44.59 GiB */)
+	c, err := (VLLM{Version: "0.11.0", TP: 2}).KVCache(MustPreset("qwen3-next-80b-a3b"), Bytes(47878552289) /* 44.59 GiB */)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestVLLMStateDoesNotGrowWithContext(t *testing.T) {
 		// every layer both: attention and a Mamba-2 mixer (Falcon-H1).
 		{"falcon-h1-0.5b-instruct", 800, 3*(1536+2*128)*2 + 24*64*128*2, 800 * 512, 36, 36},
 	} {
-		c, err := (VLLM{MaxModelLen: 16384}).KVCache(MustPreset(tc.preset), 20*GiB)
+		c, err := (VLLM{Version: "0.11.0", MaxModelLen: 16384}).KVCache(MustPreset(tc.preset), 20*GiB)
 		if err != nil {
 			t.Fatal(tc.preset, err)
 		}
@@ -82,7 +82,7 @@ func TestVLLMStateDoesNotGrowWithContext(t *testing.T) {
 // times max_model_len (the state spec's block size).
 func TestVLLMMambaOnly(t *testing.T) {
 	page := Bytes(3*(8192+2*8*128)*2 + 128*64*128*2)
-	c, err := (VLLM{MaxModelLen: 4096}).KVCache(MustPreset("mamba-codestral-7b"), 10*GiB)
+	c, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096}).KVCache(MustPreset("mamba-codestral-7b"), 10*GiB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,12 @@ func TestVLLMMambaOnly(t *testing.T) {
 		t.Errorf("groups %+v", c.Groups)
 	}
 	// fp32 states double the page.
-	c32, err := (VLLM{MaxModelLen: 4096, MambaCacheDType: FP32}).KVCache(MustPreset("mamba-codestral-7b"), 10*GiB)
+	c32, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096, MambaCacheDType: FP32}).KVCache(MustPreset("mamba-codestral-7b"), 10*GiB)
 	if err != nil || c32.PageBytes != 2*page {
 		t.Errorf("fp32 state: page %d, %v; want %d", c32.PageBytes, err, 2*page)
 	}
 	// Only the temporal state in fp32.
-	cs, err := (VLLM{MaxModelLen: 4096, MambaSSMCacheDType: FP32}).KVCache(MustPreset("mamba-codestral-7b"), 10*GiB)
+	cs, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096, MambaSSMCacheDType: FP32}).KVCache(MustPreset("mamba-codestral-7b"), 10*GiB)
 	if want := Bytes(3*(8192+2*8*128)*2 + 128*64*128*4); err != nil || cs.PageBytes != want {
 		t.Errorf("fp32 temporal state: page %d, %v; want %d", cs.PageBytes, err, want)
 	}
@@ -109,7 +109,7 @@ func TestVLLMMambaOnly(t *testing.T) {
 // with the field and the rule.
 func TestVLLMStateSettings(t *testing.T) {
 	bamba := MustPreset("bamba-9b")
-	c, err := (VLLM{TP: 2, MaxModelLen: 4096}).KVCache(bamba, 10*GiB)
+	c, err := (VLLM{Version: "0.11.0", TP: 2, MaxModelLen: 4096}).KVCache(bamba, 10*GiB)
 	// n_groups 1 is raised to 2: conv (3, (8192 + 2·2·128)/2), temporal (64, 64, 128).
 	if want := Bytes(3*4352*2 + 64*64*128*2); err != nil || c.StatePageBytes != want {
 		t.Errorf("tp 2: state page %d, %v; want %d", c.StatePageBytes, err, want)
@@ -119,11 +119,11 @@ func TestVLLMStateSettings(t *testing.T) {
 		v    VLLM
 		want string
 	}{
-		"tp":     {VLLM{TP: 3, MaxModelLen: 4096}, "tensor_parallel_size 3 must divide"},
-		"dtype":  {VLLM{MaxModelLen: 4096, MambaCacheDType: FP8E4M3}, "mamba_cache_dtype must be bf16"},
-		"ssm":    {VLLM{MaxModelLen: 4096, MambaSSMCacheDType: FP16}, "mamba_ssm_cache_dtype must be bf16"},
-		"draft":  {VLLM{MaxModelLen: 4096, Draft: &llama}, "Mamba with speculative decoding is not supported"},
-		"hybrid": {VLLM{MaxModelLen: 4096, DisableHybridKVCache: true}, "disable_hybrid_kv_cache_manager"},
+		"tp":     {VLLM{Version: "0.11.0", TP: 3, MaxModelLen: 4096}, "tensor_parallel_size 3 must divide"},
+		"dtype":  {VLLM{Version: "0.11.0", MaxModelLen: 4096, MambaCacheDType: FP8E4M3}, "mamba_cache_dtype must be bf16"},
+		"ssm":    {VLLM{Version: "0.11.0", MaxModelLen: 4096, MambaSSMCacheDType: FP16}, "mamba_ssm_cache_dtype must be bf16"},
+		"draft":  {VLLM{Version: "0.11.0", MaxModelLen: 4096, Draft: &llama}, "Mamba with speculative decoding is not supported"},
+		"hybrid": {VLLM{Version: "0.11.0", MaxModelLen: 4096, DisableHybridKVCache: true}, "disable_hybrid_kv_cache_manager"},
 	} {
 		if _, err := tc.v.KVCache(bamba, 10*GiB); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
@@ -137,7 +137,7 @@ func TestVLLMStateSettings(t *testing.T) {
 func TestVLLMCarveHybrid(t *testing.T) {
 	g, _ := LookupGPU("h100")
 	in := Inference{Model: MustPreset("bamba-9b"), Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
-	c, err := (VLLM{MaxModelLen: 32768}).Carve(in, g)
+	c, err := (VLLM{Version: "0.11.0", MaxModelLen: 32768}).Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestVLLMCarveHybrid(t *testing.T) {
 func TestVLLMGroupSizeSmallestKind(t *testing.T) {
 	m := MustPreset("gemma-2-9b")
 	m.Layers = 7 // global layers 1, 3, 5; sliding 0, 2, 4, 6
-	c, err := (VLLM{MaxModelLen: 8192}).KVCache(m, 20*GiB)
+	c, err := (VLLM{Version: "0.11.0", MaxModelLen: 8192}).KVCache(m, 20*GiB)
 	if err != nil {
 		t.Fatal(err)
 	}

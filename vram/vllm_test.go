@@ -54,10 +54,10 @@ func TestVLLMLogs(t *testing.T) {
 		conc     string // as logged
 		fits     bool
 	}{
-		{"Qwen3-14B", qwen3_14b(), VLLM{MaxModelLen: 32768}, 6.51, 42656 / 16, 32768, "1.30", true},
-		{"Llama-3.1-8B 20k", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 20000}, 3.81, 1952, 20000, "1.56", true},
-		{"Llama-3.1-8B 29k", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 29000}, 2.89, 1478, 29000, "0.82", false},
-		{"Qwen3-30B-A3B fp8", MustPreset("qwen3-30b-a3b"), VLLM{MaxModelLen: 100000, KVCacheDType: FP8E4M3, AllowLongMaxModelLen: true}, 10.55, 230528 / 16, 100000, "2.31", true},
+		{"Qwen3-14B", qwen3_14b(), VLLM{Version: "0.11.0", MaxModelLen: 32768}, 6.51, 42656 / 16, 32768, "1.30", true},
+		{"Llama-3.1-8B 20k", MustPreset("llama-3.1-8b"), VLLM{Version: "0.11.0", MaxModelLen: 20000}, 3.81, 1952, 20000, "1.56", true},
+		{"Llama-3.1-8B 29k", MustPreset("llama-3.1-8b"), VLLM{Version: "0.11.0", MaxModelLen: 29000}, 2.89, 1478, 29000, "0.82", false},
+		{"Qwen3-30B-A3B fp8", MustPreset("qwen3-30b-a3b"), VLLM{Version: "0.11.0", MaxModelLen: 100000, KVCacheDType: FP8E4M3, AllowLongMaxModelLen: true}, 10.55, 230528 / 16, 100000, "2.31", true},
 	} {
 		lo, err := c.v.KVCache(c.m, gib(c.availGiB-0.005))
 		if err != nil {
@@ -76,12 +76,12 @@ func TestVLLMLogs(t *testing.T) {
 		}
 	}
 	// 3: the tokens the cache holds, as vLLM 0.6's error names them.
-	kv, _ := VLLM{MaxModelLen: 29000}.KVCache(MustPreset("llama-3.1-8b"), 1478*2*MiB)
+	kv, _ := VLLM{Version: "0.11.0", MaxModelLen: 29000}.KVCache(MustPreset("llama-3.1-8b"), 1478*2*MiB)
 	if kv.Tokens != 23648 || kv.Fits {
 		t.Errorf("29k: %d tokens, fits %v", kv.Tokens, kv.Fits)
 	}
 	// 5: the ValueError, word for word, from the block count its estimate implies.
-	v := VLLM{MaxModelLen: 221000, KVCacheDType: FP8E4M3, AllowLongMaxModelLen: true}
+	v := VLLM{Version: "0.11.0", MaxModelLen: 221000, KVCacheDType: FP8E4M3, AllowLongMaxModelLen: true}
 	m := MustPreset("qwen3-30b-a3b")
 	kv, err := v.KVCache(m, 7630*786432+1000)
 	if err != nil {
@@ -93,7 +93,7 @@ func TestVLLMLogs(t *testing.T) {
 	}
 	// 6: the carve from the logged parts leaves nothing for the cache.
 	avail := gib(8.00*0.70) - gib(5.20) - gib(0.03) - gib(1.42)
-	kv, _ = VLLM{MaxModelLen: 4096}.KVCache(MustPreset("qwen2.5-7b"), avail)
+	kv, _ = VLLM{Version: "0.11.0", MaxModelLen: 4096}.KVCache(MustPreset("qwen2.5-7b"), avail)
 	if fmt.Sprintf("%.2f", float64(avail)/float64(GiB)) != "-1.05" || kv.Blocks != 0 || fmt.Sprintf("%.2f", kv.MaxConcurrencyFor(4096)) != "0.00" {
 		t.Errorf("RTX 4060: %v available, %d blocks", avail, kv.Blocks)
 	}
@@ -103,7 +103,7 @@ func TestVLLMLogs(t *testing.T) {
 // concurrency answer each other; MLA pages hold one latent; TP splits the
 // KV heads and PP the layers.
 func TestVLLMSolvers(t *testing.T) {
-	kv, err := VLLM{MaxModelLen: 8192}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	kv, err := VLLM{Version: "0.11.0", MaxModelLen: 8192}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +116,12 @@ func TestVLLMSolvers(t *testing.T) {
 			t.Errorf("%d requests: context %d, concurrency there %.2f", n, ctx, kv.MaxConcurrencyFor(int(ctx)))
 		}
 	}
-	tp, _ := VLLM{MaxModelLen: 8192, TP: 2}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
-	pp, _ := VLLM{MaxModelLen: 8192, PP: 2}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	tp, _ := VLLM{Version: "0.11.0", MaxModelLen: 8192, TP: 2}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	pp, _ := VLLM{Version: "0.11.0", MaxModelLen: 8192, PP: 2}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
 	if tp.Blocks != 2*kv.Blocks || pp.Blocks != 2*kv.Blocks {
 		t.Errorf("TP=2: %d blocks, PP=2: %d, TP=1: %d", tp.Blocks, pp.Blocks, kv.Blocks)
 	}
-	ds, err := VLLM{MaxModelLen: 8192}.KVCache(MustPreset("deepseek-v3"), 20*GiB)
+	ds, err := VLLM{Version: "0.11.0", MaxModelLen: 8192}.KVCache(MustPreset("deepseek-v3"), 20*GiB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +132,9 @@ func TestVLLMSolvers(t *testing.T) {
 		v VLLM
 		m Model
 	}{
-		"utilization": {VLLM{GPUMemoryUtilization: 1.5}, MustPreset("llama-3.1-8b")},
-		"kv dtype":    {VLLM{KVCacheDType: INT4}, MustPreset("llama-3.1-8b")},
-		"encoder":     {VLLM{MaxModelLen: 512}, MustPreset("bert-base-uncased")},
+		"utilization": {VLLM{Version: "0.11.0", GPUMemoryUtilization: 1.5}, MustPreset("llama-3.1-8b")},
+		"kv dtype":    {VLLM{Version: "0.11.0", KVCacheDType: INT4}, MustPreset("llama-3.1-8b")},
+		"encoder":     {VLLM{Version: "0.11.0", MaxModelLen: 512}, MustPreset("bert-base-uncased")},
 	} {
 		if _, err := c.v.KVCache(c.m, GiB); err == nil {
 			t.Errorf("%s: no error", name)
@@ -147,7 +147,7 @@ func TestVLLMSolvers(t *testing.T) {
 func TestVLLMCarve(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
 	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
-	c, err := VLLM{MaxModelLen: 8192}.Carve(in, g)
+	c, err := VLLM{Version: "0.11.0", MaxModelLen: 8192}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +157,18 @@ func TestVLLMCarve(t *testing.T) {
 	if c.KVCache.Available != c.Requested-c.Weights-c.Activation-c.NonTorch || !c.KVCache.Fits || c.KVCache.MaxConcurrency < 10 {
 		t.Errorf("kv %+v", c.KVCache)
 	}
-	// Memory the CUDA graphs take (an input: vLLM logs it) comes off too.
-	cg, _ := VLLM{MaxModelLen: 8192, CUDAGraphMemory: GiB}.Carve(in, g)
-	if cg.KVCache.Available != c.KVCache.Available-GiB || cg.CUDAGraphs != GiB {
-		t.Errorf("with 1 GiB of graphs: %v, without %v", cg.KVCache.Available, c.KVCache.Available)
+	// The CUDA graphs vLLM 0.11 captures once the cache is sized
+	// (gpu_worker.py:341-344) leave the cache alone and add to what
+	// nvidia-smi shows; 0.33 profiles them first and takes them off the
+	// cache (gpu_worker.py:747-757), inside the requested memory.
+	cg, _ := VLLM{Version: "0.11.0", MaxModelLen: 8192, CUDAGraphMemory: GiB}.Carve(in, g)
+	if cg.KVCache.Available != c.KVCache.Available || cg.DeviceUsed != c.DeviceUsed+GiB {
+		t.Errorf("0.11 with 1 GiB of graphs: cache %v, device %v; without %v, %v", cg.KVCache.Available, cg.DeviceUsed, c.KVCache.Available, c.DeviceUsed)
+	}
+	now, _ := VLLM{MaxModelLen: 8192}.Carve(in, g)
+	nowGraphs, _ := VLLM{MaxModelLen: 8192, CUDAGraphMemory: GiB}.Carve(in, g)
+	if nowGraphs.KVCache.Available != now.KVCache.Available+now.CUDAGraphs-GiB || nowGraphs.DeviceUsed != now.DeviceUsed || now.CUDAGraphs <= 0 {
+		t.Errorf("0.33 with 1 GiB of graphs: cache %v, device %v; with its estimate (%v) %v, %v", nowGraphs.KVCache.Available, nowGraphs.DeviceUsed, now.CUDAGraphs, now.KVCache.Available, now.DeviceUsed)
 	}
 }
 
@@ -179,7 +187,7 @@ func TestVLLMCarveLogs(t *testing.T) {
 		tokens          int
 		activation, kvs float64
 	}{{20000, 17.06 - 14.9888, 3.81}, {29000, 17.98 - 14.9888, 2.89}} {
-		cv, err := VLLM{MaxModelLen: c.tokens}.Carve(Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}, MaxBatchedTokens: c.tokens}, g)
+		cv, err := VLLM{Version: "0.11.0", MaxModelLen: c.tokens}.Carve(Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}, MaxBatchedTokens: c.tokens}, g)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +206,7 @@ func TestVLLMCarveLogs(t *testing.T) {
 func TestVLLMMinTP(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
 	in := Inference{Model: MustPreset("llama-3.1-70b"), Weights: Quant{DType: BF16}}
-	v := VLLM{MaxModelLen: 8192}
+	v := VLLM{Version: "0.11.0", MaxModelLen: 8192}
 	tp, c, err := v.MinTP(in, g, 8192, 64, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +235,7 @@ func TestVLLMMinTP(t *testing.T) {
 // _get_kv_cache_groups_uniform_page_size groups them, and a request needs
 // only the window (plus a batch and a block) in a sliding-window layer.
 func TestVLLMHybridGroups(t *testing.T) {
-	v := VLLM{MaxModelLen: 8192, AllowLongMaxModelLen: true}
+	v := VLLM{Version: "0.11.0", MaxModelLen: 8192, AllowLongMaxModelLen: true}
 	for _, c := range []struct {
 		preset    string
 		groups    int
@@ -289,7 +297,7 @@ func TestVLLMHybridGroups(t *testing.T) {
 		t.Errorf("gemma-3-27b: concurrency %v", kv.MaxConcurrency)
 	}
 	// Long contexts cost a sliding-window model far less than a global one.
-	long := VLLM{MaxModelLen: 131072, AllowLongMaxModelLen: true}
+	long := VLLM{Version: "0.11.0", MaxModelLen: 131072, AllowLongMaxModelLen: true}
 	sw, _ := long.KVCache(MustPreset("gemma-3-27b"), 40*GiB)
 	full := MustPreset("gemma-3-27b")
 	full.SlidingWindow, full.GlobalEvery = 0, 0
@@ -306,7 +314,7 @@ func TestVLLMHybridGroups(t *testing.T) {
 // blocks), so more requests fit; a draft model's layers take pages in
 // every block and its weights come off first.
 func TestVLLMPrefixAndDraft(t *testing.T) {
-	v := VLLM{MaxModelLen: 8192}
+	v := VLLM{Version: "0.11.0", MaxModelLen: 8192}
 	kv, err := v.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
 	if err != nil {
 		t.Fatal(err)
@@ -324,12 +332,12 @@ func TestVLLMPrefixAndDraft(t *testing.T) {
 		t.Errorf("a partial block is not shared: %.3f", got)
 	}
 	draft := MustPreset("llama-3.2-1b") // 16 layers, 8 KV heads of 64: another page size
-	if _, err := (VLLM{MaxModelLen: 8192, Draft: &draft}).KVCache(MustPreset("llama-3.1-8b"), 20*GiB); err == nil || !strings.Contains(err.Error(), "page") {
+	if _, err := (VLLM{Version: "0.11.0", MaxModelLen: 8192, Draft: &draft}).KVCache(MustPreset("llama-3.1-8b"), 20*GiB); err == nil || !strings.Contains(err.Error(), "page") {
 		t.Errorf("a draft with another page size: %v", err)
 	}
 	small := MustPreset("llama-3.1-8b")
 	small.Layers, small.Params = 4, 0 // an 8B-shaped 4-layer draft (EAGLE-like heads share the page)
-	dv := VLLM{MaxModelLen: 8192, Draft: &small}
+	dv := VLLM{Version: "0.11.0", MaxModelLen: 8192, Draft: &small}
 	dkv, err := dv.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +351,7 @@ func TestVLLMPrefixAndDraft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, _ := VLLM{MaxModelLen: 8192}.Carve(in, g)
+	without, _ := VLLM{Version: "0.11.0", MaxModelLen: 8192}.Carve(in, g)
 	if with.Weights <= without.Weights || with.KVCache.Blocks >= without.KVCache.Blocks {
 		t.Errorf("draft: weights %v vs %v, blocks %d vs %d", with.Weights, without.Weights, with.KVCache.Blocks, without.KVCache.Blocks)
 	}
@@ -357,7 +365,7 @@ func FuzzServingSettings(f *testing.F) {
 	f.Add(1.0, 1<<20, 1<<30, 1<<30, 1<<10, 1<<10, int64(1)<<62, int64(1)<<62)
 	models := []Model{MustPreset("llama-3.1-8b"), MustPreset("gemma-3-27b"), MustPreset("deepseek-v3")}
 	f.Fuzz(func(t *testing.T, util float64, block, maxLen, mbt, tp, pp int, avail, graphs int64) {
-		v := VLLM{GPUMemoryUtilization: util, BlockSize: block, MaxModelLen: maxLen, MaxNumBatchedTokens: mbt, TP: tp, PP: pp,
+		v := VLLM{Version: "0.11.0", GPUMemoryUtilization: util, BlockSize: block, MaxModelLen: maxLen, MaxNumBatchedTokens: mbt, TP: tp, PP: pp,
 			CUDAGraphMemory: Bytes(graphs), AllowLongMaxModelLen: true}
 		for _, m := range models {
 			kv, err := v.KVCache(m, Bytes(avail))
@@ -388,29 +396,29 @@ func TestVLLMServerDefaults(t *testing.T) {
 		tokens, seqs int
 	}{{"H100-80GB", 8192, 1024}, {"H200", 8192, 1024}, {"A100-80GB", 2048, 256}, {"RTX-4090", 2048, 256}, {"L40S", 2048, 256}} {
 		g, _ := LookupGPU(c.gpu)
-		carve, err := VLLM{MaxModelLen: 8192}.Carve(in, g)
+		carve, err := VLLM{Version: "0.11.0", MaxModelLen: 8192}.Carve(in, g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if carve.ProfileTokens != c.tokens || carve.ProfileSeqs != c.seqs {
 			t.Errorf("%s: profiled at %d tokens, %d sequences; want %d, %d", c.gpu, carve.ProfileTokens, carve.ProfileSeqs, c.tokens, c.seqs)
 		}
-		v := VLLM{MaxNumBatchedTokens: c.tokens, MaxNumSeqs: c.seqs}
+		v := VLLM{Version: "0.11.0", MaxNumBatchedTokens: c.tokens, MaxNumSeqs: c.seqs}
 		want := Bytes(int64(c.seqs)*int64(m.Vocab)*28) + BF16.Size(int64(c.tokens)*int64(m.Hidden))
-		if got := v.samplerWarmup(m); got != want || carve.Activation < want {
+		if got := v.samplerWarmup(m, vllmReleases[0]); got != want || carve.Activation < want {
 			t.Errorf("%s: sampler warm-up %v, want %v; activation %v", c.gpu, got, want, carve.Activation)
 		}
 		v.FlashInferSampler = true
-		if got := v.samplerWarmup(m); got != Bytes(int64(c.seqs)*int64(m.Vocab)*14)+BF16.Size(int64(c.tokens)*int64(m.Hidden)) {
+		if got := v.samplerWarmup(m, vllmReleases[0]); got != Bytes(int64(c.seqs)*int64(m.Vocab)*14)+BF16.Size(int64(c.tokens)*int64(m.Hidden)) {
 			t.Errorf("%s: FlashInfer sampler %v", c.gpu, got)
 		}
 	}
 	// A launch's own settings stand; max_num_seqs stays within the tokens.
 	g, _ := LookupGPU("H100-80GB")
-	if c, _ := (VLLM{MaxModelLen: 8192, MaxNumBatchedTokens: 512}).Carve(in, g); c.ProfileTokens != 512 || c.ProfileSeqs != 512 {
+	if c, _ := (VLLM{Version: "0.11.0", MaxModelLen: 8192, MaxNumBatchedTokens: 512}).Carve(in, g); c.ProfileTokens != 512 || c.ProfileSeqs != 512 {
 		t.Errorf("--max-num-batched-tokens 512: %d tokens, %d sequences", c.ProfileTokens, c.ProfileSeqs)
 	}
-	if _, err := (VLLM{MaxNumSeqs: -1}).Carve(in, g); err == nil {
+	if _, err := (VLLM{Version: "0.11.0", MaxNumSeqs: -1}).Carve(in, g); err == nil {
 		t.Error("max_num_seqs -1 accepted")
 	}
 }

@@ -89,6 +89,10 @@ type Report struct {
 	// Advice are the changes that would make a plan that does not fit
 	// fit, in the plan's framework's (or vLLM's) own flags.
 	Advice []AdviceLine `json:"advice,omitempty"`
+	// Releases are the releases the answer modelled, for each library
+	// whose rules change with its release (the plan's "versions"; unset:
+	// the current release).
+	Releases []vram.Modelled `json:"releases,omitempty"`
 }
 
 // AdviceLine is one suggested change.
@@ -307,6 +311,10 @@ func verdict(reps []Report, files []string) error {
 
 func estimate(p vram.Plan, imp *importer.Imported) (Report, error) {
 	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint, Import: imp}
+	var err error
+	if rep.Releases, err = p.Releases(); err != nil {
+		return rep, err
+	}
 	if v := p.Model.Vision; v != nil {
 		im := &Images{Tower: v.Tower.Family, TowerParams: v.Tower.ParamCount(), Tokens: v.ImageTokens(), PerSequence: 1}
 		if t := p.Training; t != nil {
@@ -341,7 +349,6 @@ func estimate(p vram.Plan, imp *importer.Imported) (Report, error) {
 		g = &x
 	}
 	var replay vram.Replay
-	var err error
 	if p.Training != nil {
 		replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g})
 	} else {
@@ -444,6 +451,7 @@ const margin = vram.DefaultHeadroom
 func printReport(w io.Writer, p vram.Plan, r Report) {
 	printImport(w, r.Name, r.Import)
 	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
+	printReleases(w, r.Releases)
 	if r.PostTraining != nil {
 		printPostTraining(w, r)
 		return
@@ -470,12 +478,18 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	printInference(w, r.Inference)
 	if c := r.VLLM; c != nil {
 		kv := c.KVCache
-		graphs := ""
-		if c.CUDAGraphs > 0 {
-			graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
+		runner, graphs, beside := "", "", ""
+		if c.RunnerBuffers > 0 {
+			runner = fmt.Sprintf(" + Model Runner V2's sampler tables %v", c.RunnerBuffers)
 		}
-		fmt.Fprintf(w, "\nvLLM on %s: %v of the GPU (gpu_memory_utilization) = weights %v + profile-run activations %v + outside PyTorch %v%s + KV cache %v\n",
-			r.Fit.GPU, c.Requested, c.Weights, c.Activation, c.NonTorch, graphs, kv.Available)
+		switch {
+		case c.CUDAGraphs > 0 && c.GraphsInBudget:
+			graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
+		case c.CUDAGraphs > 0:
+			beside = fmt.Sprintf("; CUDA graphs %v beside it, captured after the cache", c.CUDAGraphs)
+		}
+		fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %v%s + KV cache %v%s\n",
+			c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, c.NonTorch, graphs, kv.Available, beside)
 		for _, n := range newNotes(c.Notes, r.Inference.Notes) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
@@ -493,6 +507,8 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 				fmt.Fprintf(w, "  note: %s\n", n)
 			}
 			fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
+			fmt.Fprintf(w, "  vLLM's log will suggest --kv-cache-memory=%d (%v) to fit the requested memory, or %d (%v) to fill the GPU\n",
+				int64(c.SuggestedKVCacheMemory), c.SuggestedKVCacheMemory, int64(c.SuggestedKVCacheMemoryGPU), c.SuggestedKVCacheMemoryGPU)
 		} else {
 			fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
 		}
@@ -540,6 +556,37 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 
 // printTraining prints a training plan's estimate: notes, the allocated
 // peak by category, the sum of buckets and what offload keeps on the host.
+// printReleases says which releases the answer modelled.
+func printReleases(w io.Writer, rs []vram.Modelled) {
+	if len(rs) == 0 {
+		return
+	}
+	var say []string
+	for _, m := range rs {
+		s := orDefault(libraryNames[m.Library], m.Library) + " " + m.Release
+		if m.Asked == "" {
+			s += " (default)"
+		}
+		say = append(say, s)
+	}
+	fmt.Fprintf(w, "modelled releases: %s; a plan names others in \"versions\"\n", strings.Join(say, ", "))
+	for _, m := range rs {
+		if m.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", m.Note)
+		}
+	}
+}
+
+// libraryNames are the libraries as their projects write their names.
+var libraryNames = map[string]string{"vllm": "vLLM", "sglang": "SGLang", "llama_cpp": "llama.cpp", "tgi": "TGI", "trl": "TRL", "peft": "PEFT", "deepspeed": "DeepSpeed", "ollama": "Ollama"}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 func printTraining(w io.Writer, t *vram.TrainingEstimate) {
 	if t == nil {
 		return

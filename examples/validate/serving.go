@@ -331,13 +331,17 @@ func vllmValue(c Case, m vram.Model, s settings, how string) (prediction, string
 			return prediction{}, "", err
 		}
 	}
+	v.Version = c.Infer.EngineVersion // the release the case ran; older and newer ones resolve to the nearest modelled
+	if _, err := vram.ParseVersion("vllm", v.Version); err != nil {
+		v.Version = "" // not a release the case names: the current one
+	}
 	carve, err := v.Carve(in, g)
 	if err != nil {
 		return prediction{}, "", err
 	}
-	engine := "the V1 engine of vLLM 0.11"
+	engine := "the V1 engine as vLLM " + carve.Release.Release + " runs it"
 	if v0 {
-		engine = "the V0 engine of " + c.Infer.EngineVersion
+		engine = "the V0 engine of " + c.Infer.EngineVersion + " (the V1 rules of " + carve.Release.Release + " otherwise)"
 	}
 	where := fmt.Sprintf("vLLM carve (%s: profiled at %d tokens, %d sequences)", engine, carve.ProfileTokens, carve.ProfileSeqs)
 	if how != "" {

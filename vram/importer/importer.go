@@ -913,9 +913,7 @@ func isPlan(data []byte) bool {
 		return false
 	}
 	for k := range keys {
-		switch k {
-		case "name", "model", "train", "inference", "post_training", "gpu", "vllm", "sglang", "tgi":
-		default:
+		if !slices.Contains(vram.PlanKeys(), k) {
 			return false
 		}
 	}

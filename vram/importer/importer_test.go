@@ -873,3 +873,20 @@ func TestImportTorchtuneBuilderMustMatch(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestVLLMServeAuto: --max-model-len auto (vLLM 0.33) and --enforce-eager
+// reach the launch.
+func TestVLLMServeAuto(t *testing.T) {
+	imp, err := Import("serve.sh", []byte("vllm serve meta-llama/Llama-3.1-8B --max-model-len auto --enforce-eager\n"), Options{GPU: "L4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := imp.Plan.VLLM
+	if v == nil || v.MaxModelLen != vram.AutoMaxModelLen || !v.EnforceEager {
+		t.Fatalf("launch %+v", v)
+	}
+	c, err := v.Carve(*imp.Plan.Inference, mustGPU(t, "L4"))
+	if err != nil || c.CUDAGraphs != 0 || c.KVCache.MaxModelLen < 1 || c.KVCache.MaxModelLen >= 131072 || !c.Starts {
+		t.Errorf("carve: graphs %v, max_model_len %d, starts %v (%s), %v", c.CUDAGraphs, c.KVCache.MaxModelLen, c.Starts, c.Err, err)
+	}
+}

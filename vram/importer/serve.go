@@ -336,10 +336,12 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) e
 	if v.PP, _, err = f.int(1, 1024, "pipeline-parallel-size", "pp"); err != nil {
 		return err
 	}
-	if v.GPUMemoryUtilization, _, err = f.fraction("gpu-memory-utilization", "vLLM refuses it: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.9, gt=0, le=1))"); err != nil {
+	if v.GPUMemoryUtilization, _, err = f.fraction("gpu-memory-utilization", "vLLM refuses it: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.92, gt=0, le=1))"); err != nil {
 		return err
 	}
-	if v.MaxModelLen, _, err = f.int(1, vram.MaxTokens, "max-model-len"); err != nil {
+	if _, x, ok := f.get("max-model-len"); ok && (x == "auto" || x == "-1") {
+		v.MaxModelLen = vram.AutoMaxModelLen // 0.33 utils/argparse_utils.py:77-94
+	} else if v.MaxModelLen, _, err = f.int(1, vram.MaxTokens, "max-model-len"); err != nil {
 		return err
 	}
 	if v.MaxNumSeqs, _, err = f.int(1, vram.MaxTokens, "max-num-seqs"); err != nil {
@@ -372,7 +374,8 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) e
 		return err
 	}
 	if _, x, ok := f.get("enforce-eager"); ok && x != "false" {
-		f.mapped("--enforce-eager: no CUDA graphs (the carve counts none anyway)")
+		v.EnforceEager = true
+		f.mapped("--enforce-eager: no CUDA graphs")
 	}
 	if _, x, ok := f.get("disable-hybrid-kv-cache-manager"); ok {
 		v.DisableHybridKVCache = x != "false"

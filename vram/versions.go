@@ -1,0 +1,239 @@
+package vram
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Versions as data. What a GPU holds depends on the release of each engine
+// and framework a run uses: vLLM 0.33 sizes its KV cache after an estimate
+// of its CUDA graphs, 0.11 did not. A plan names the releases it runs
+// (Versions, the plan file's "versions"); each engine's model keeps a
+// release table — the releases it models, each row citing the source line
+// its rules come from — in its own file; a release the table lacks
+// resolves to the nearest modelled one, with a note; an unnamed release is
+// the newest row, the current release. Every answer carries the releases
+// it modelled (Modelled).
+
+// Versions names the release of each library a plan runs with; empty
+// means the current release (the newest row of the library's table).
+type Versions struct {
+	VLLM         string `json:"vllm,omitempty"`
+	SGLang       string `json:"sglang,omitempty"`
+	TGI          string `json:"tgi,omitempty"`
+	LlamaCpp     string `json:"llama_cpp,omitempty"` // a build tag such as "b6123"
+	Ollama       string `json:"ollama,omitempty"`
+	Transformers string `json:"transformers,omitempty"`
+	Torch        string `json:"torch,omitempty"`
+	TRL          string `json:"trl,omitempty"`
+	PEFT         string `json:"peft,omitempty"`
+	DeepSpeed    string `json:"deepspeed,omitempty"`
+	Verl         string `json:"verl,omitempty"`
+	Torchtitan   string `json:"torchtitan,omitempty"`
+	Bitsandbytes string `json:"bitsandbytes,omitempty"`
+	NCCL         string `json:"nccl,omitempty"`
+}
+
+// Version is a release as major, minor, patch ("0.33.0"; "0.33" is
+// 0.33.0; llama.cpp's build tag "b6123" is 6123.0.0).
+type Version [3]int
+
+// ParseVersion reads a release of lib as its project tags it: "0.33.0",
+// "v0.33.0", "0.33", a pre-release, development or local suffix
+// ("0.11.0rc1", "0.7.3.dev233", "2.15.0+cu132") read as its release,
+// llama.cpp's "b6123".
+func ParseVersion(lib, s string) (Version, error) {
+	want := func() error {
+		return fmt.Errorf("versions.%s %q: want a release such as \"0.33.0\"", lib, s)
+	}
+	t := strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if lib == "llama_cpp" {
+		n, err := strconv.Atoi(strings.TrimPrefix(t, "b"))
+		if err != nil || n < 0 || n > 999999 || !strings.HasPrefix(t, "b") {
+			return Version{}, fmt.Errorf("versions.llama_cpp %q: want a build tag such as \"b6123\"", s)
+		}
+		return Version{n}, nil
+	}
+	if i := strings.IndexAny(t, "+-"); i > 0 {
+		t = t[:i]
+	}
+	parts := strings.Split(t, ".")
+	if n := len(parts); n > 2 && strings.IndexFunc(parts[n-1], func(r rune) bool { return r < '0' || r > '9' }) == 0 {
+		parts = parts[:n-1] // a ".dev233" or ".post1" segment
+	}
+	if len(parts) < 2 || len(parts) > 3 {
+		return Version{}, want()
+	}
+	var v Version
+	for i, p := range parts {
+		if i == len(parts)-1 {
+			// A pre-release suffix: 0rc1, 0a2, 0b1, 0.dev3 (split above).
+			p = strings.TrimRightFunc(p, func(r rune) bool { return r < '0' || r > '9' })
+			if j := strings.IndexFunc(p, func(r rune) bool { return r < '0' || r > '9' }); j > 0 {
+				p = p[:j]
+			}
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 99999 {
+			return Version{}, want()
+		}
+		v[i] = n
+	}
+	return v, nil
+}
+
+// Less reports whether v is an older release than w.
+func (v Version) Less(w Version) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }
+
+// Modelled says which release of a library an answer modelled.
+type Modelled struct {
+	Library string `json:"library"`
+	// Asked is the release the plan named; empty for the current one.
+	Asked string `json:"asked,omitempty"`
+	// Release is the modelled release whose rules ran.
+	Release string `json:"release"`
+	// Source is where the row's rules come from.
+	Source string `json:"source"`
+	// Note says how an Asked release the table lacks was resolved.
+	Note string `json:"note,omitempty"`
+}
+
+func (m Modelled) String() string {
+	s := m.Library + " " + m.Release
+	if m.Note != "" {
+		s += " (" + m.Note + ")"
+	}
+	return s
+}
+
+// releaseRow is the part of a release table's row every table has.
+type releaseRow struct {
+	Version string // the release, as its project tags it
+	Source  string // where the row's rules are read: the release's files and lines
+}
+
+// pickRelease resolves asked against a library's table (rows oldest
+// first; each row is the release its rules were read at): the row of that
+// release; else the newest row before it, whose rules it shares unless a
+// release between them changed one, which the note says; else, for a
+// release older than every row, the oldest. Empty asked is the newest
+// row, the current release.
+func pickRelease(lib, asked string, rows []releaseRow) (int, Modelled, error) {
+	if len(rows) == 0 {
+		return 0, Modelled{}, fmt.Errorf("%s: no release table", lib)
+	}
+	newest := len(rows) - 1
+	out := Modelled{Library: lib, Asked: asked}
+	if asked == "" {
+		out.Release, out.Source = rows[newest].Version, rows[newest].Source
+		return newest, out, nil
+	}
+	v, err := ParseVersion(lib, asked)
+	if err != nil {
+		return 0, Modelled{}, err
+	}
+	pick := -1
+	for i, r := range rows {
+		rv, err := ParseVersion(lib, r.Version)
+		if err != nil {
+			panic(fmt.Sprintf("%s's release table: %v", lib, err)) // the tables' own test reads every row
+		}
+		if !v.Less(rv) {
+			pick = i
+		}
+	}
+	switch {
+	case pick < 0:
+		pick = 0
+		out.Note = fmt.Sprintf("%s %s is older than every modelled release; modelled as %s, the oldest", lib, asked, rows[0].Version)
+	case pick == newest && mustVersion(lib, rows[pick].Version) != v:
+		out.Note = fmt.Sprintf("%s %s is newer than the newest modelled release; modelled as %s", lib, asked, rows[pick].Version)
+	case mustVersion(lib, rows[pick].Version) != v:
+		out.Note = fmt.Sprintf("%s %s is not modelled; modelled with the rules of %s, the newest modelled release before it (%s is the next)", lib, asked, rows[pick].Version, rows[pick+1].Version)
+	}
+	out.Release, out.Source = rows[pick].Version, rows[pick].Source
+	return pick, out, nil
+}
+
+// mustVersion is a release table's own version, which its test parses.
+func mustVersion(lib, s string) Version {
+	v, err := ParseVersion(lib, s)
+	if err != nil {
+		panic(fmt.Sprintf("%s's release table: %v", lib, err))
+	}
+	return v
+}
+
+// applyVersions checks the plan's versions and gives each to the part of
+// the plan it runs: vLLM's to the launch and to a post-training rollout on
+// vLLM, transformers' and bitsandbytes' to the training step (where a
+// release named inside "train" must agree).
+func (p *Plan) applyVersions(v Versions) error {
+	for _, c := range []struct{ lib, s string }{{"vllm", v.VLLM}, {"sglang", v.SGLang}, {"tgi", v.TGI}, {"llama_cpp", v.LlamaCpp},
+		{"ollama", v.Ollama}, {"transformers", v.Transformers}, {"torch", v.Torch}, {"trl", v.TRL}, {"peft", v.PEFT},
+		{"deepspeed", v.DeepSpeed}, {"verl", v.Verl}, {"bitsandbytes", v.Bitsandbytes}, {"nccl", v.NCCL}} {
+		if c.s == "" {
+			continue
+		}
+		if _, err := ParseVersion(c.lib, c.s); err != nil {
+			return err
+		}
+	}
+	p.Versions = v
+	if p.VLLM != nil {
+		p.VLLM.Version = v.VLLM
+	}
+	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "vllm" {
+		pt.Rollout.Version = v.VLLM
+	}
+	if t := p.Training; t != nil {
+		for _, c := range []struct {
+			lib       string
+			plan, run *string
+		}{{"transformers", &v.Transformers, &t.Transformers}, {"bitsandbytes", &v.Bitsandbytes, &t.Bitsandbytes}} {
+			switch {
+			case *c.plan == "":
+			case *c.run != "" && *c.run != *c.plan:
+				return fmt.Errorf("versions.%s %q and train.%s %q differ: name the release once (versions.%s)", c.lib, *c.plan, c.lib, *c.run, c.lib)
+			default:
+				*c.run = *c.plan
+			}
+		}
+	}
+	return nil
+}
+
+// Releases lists the releases the plan's answer models, for each library
+// whose rules change with its release and that the plan runs.
+func (p Plan) Releases() ([]Modelled, error) {
+	var out []Modelled
+	engine := p.VLLM
+	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "vllm" && pt.Rollout.Placement != "separate" {
+		engine = &VLLM{Version: pt.Rollout.Version}
+	}
+	if engine != nil {
+		_, m, err := engine.release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if t := p.Training; t != nil && t.Framework.runsTransformers() {
+		m := Modelled{Library: "transformers", Asked: t.Transformers, Release: Transformers, Source: "the family files' recipes (family_*.go), measured with transformers " + Transformers}
+		if t.Transformers != "" {
+			m.Release = t.Transformers
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}

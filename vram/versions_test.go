@@ -1,0 +1,210 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseVersion: releases as their projects tag them, and what is
+// refused.
+func TestParseVersion(t *testing.T) {
+	for _, c := range []struct {
+		lib, s string
+		want   Version
+		err    string
+	}{
+		{"vllm", "0.33.0", Version{0, 33, 0}, ""},
+		{"vllm", "v0.33.0", Version{0, 33, 0}, ""},
+		{"vllm", "0.11", Version{0, 11, 0}, ""},
+		{"vllm", "0.11.0rc1", Version{0, 11, 0}, ""},
+		{"vllm", "0.10.1+gptoss", Version{0, 10, 1}, ""},
+		{"vllm", "0.7.3.dev233", Version{0, 7, 3}, ""},
+		{"flashinfer", "0.7.2.post1", Version{0, 7, 2}, ""},
+		{"torch", "2.15.0+cu132", Version{2, 15, 0}, ""},
+		{"llama_cpp", "b6123", Version{6123}, ""},
+		{"vllm", "latest", Version{}, `versions.vllm "latest": want a release such as "0.33.0"`},
+		{"vllm", "0.x.1", Version{}, "want a release"},
+		{"vllm", "1", Version{}, "want a release"},
+		{"llama_cpp", "6123", Version{}, `want a build tag such as "b6123"`},
+	} {
+		got, err := ParseVersion(c.lib, c.s)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %q: %v, want %q", c.lib, c.s, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s %q: %v %v, want %v", c.lib, c.s, got, err, c.want)
+		}
+	}
+}
+
+// TestPickRelease: a named release is its row, one between rows the older
+// row's with a note, one outside the table the nearest end with a note,
+// none the newest.
+func TestPickRelease(t *testing.T) {
+	rows := []releaseRow{{Version: "0.11.0", Source: "a"}, {Version: "0.33.0", Source: "b"}}
+	for _, c := range []struct {
+		asked, release, note string
+	}{
+		{"", "0.33.0", ""},
+		{"0.33.0", "0.33.0", ""},
+		{"0.11", "0.11.0", ""},
+		{"0.19.0", "0.11.0", "vllm 0.19.0 is not modelled; modelled with the rules of 0.11.0, the newest modelled release before it (0.33.0 is the next)"},
+		{"0.6.4", "0.11.0", "older than every modelled release; modelled as 0.11.0"},
+		{"0.40.1", "0.33.0", "newer than the newest modelled release; modelled as 0.33.0"},
+	} {
+		_, m, err := pickRelease("vllm", c.asked, rows)
+		if err != nil || m.Release != c.release || !strings.Contains(m.Note, c.note) || (c.note == "") != (m.Note == "") {
+			t.Errorf("%q: %+v %v, want %s (%q)", c.asked, m, err, c.release, c.note)
+		}
+	}
+}
+
+// TestVLLMReleaseTable walks vLLM's release table: every row parses, cites
+// its sources, comes in order, and carves a launch as that release.
+func TestVLLMReleaseTable(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
+	var prev Version
+	for i, r := range vllmReleases {
+		v, err := ParseVersion("vllm", r.Version)
+		if err != nil || !strings.Contains(r.Source, "vllm "+r.Version) || r.utilization <= 0 || r.inFlightBatches < 1 || r.statePages < 1 {
+			t.Errorf("row %d %+v: %v", i, r, err)
+		}
+		if i > 0 && !prev.Less(v) {
+			t.Errorf("row %d (%s) is not newer than the row before it", i, r.Version)
+		}
+		prev = v
+		c, err := VLLM{Version: r.Version, MaxModelLen: 8192}.Carve(in, g)
+		if err != nil || c.Release.Release != r.Version || c.Release.Note != "" || !c.Starts {
+			t.Errorf("%s: carve %+v, %v", r.Version, c.Release, err)
+		}
+		if want := Bytes(float64(g.Total()) * r.utilization); c.Requested < want || c.Requested > want+1 {
+			t.Errorf("%s: requested %v, want %v of the GPU (the release's default)", r.Version, c.Requested, r.utilization)
+		}
+	}
+	if CurrentVLLM != "0.33.0" {
+		t.Errorf("current vLLM %s", CurrentVLLM)
+	}
+}
+
+// TestVLLM033: what vLLM 0.33 does differently from 0.11, rule by rule
+// (vllm_releases.go cites each).
+func TestVLLM033(t *testing.T) {
+	h100 := mustGPU("H100-80GB")
+	gpt := Inference{Model: MustPreset("gpt-oss-120b")}
+	old, err := VLLM{Version: "0.11.0", MaxModelLen: 32768}.Carve(gpt, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.Carve(gpt, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gpt-oss's experts: Marlin pads them to 3072 × 2944 in 0.11's pip
+	// install, Triton (vendored in 0.33) keeps 2880 × 2880.
+	if saved := old.Weights - now.Weights; saved < 4*GiB || saved > 6*GiB {
+		t.Errorf("gpt-oss-120b weights %v (0.11, Marlin) and %v (0.33, Triton): want about 8 %% of the experts apart", old.Weights, now.Weights)
+	}
+	// Model Runner V2's sampler tables, kept: 1024 requests × the
+	// vocabulary in int32, and two bitmasks.
+	if want := Bytes(4 * 1024 * (201088 + 2*6284)); now.RunnerBuffers != want || old.RunnerBuffers != 0 {
+		t.Errorf("runner buffers %v (0.33), %v (0.11); want %v and none", now.RunnerBuffers, old.RunnerBuffers, want)
+	}
+	// The CUDA graphs come off the cache in 0.33, inside the requested
+	// memory; 0.11 leaves them out (unknown until captured).
+	avail := now.Requested - now.Weights - now.RunnerBuffers - now.Activation - now.NonTorch - now.CUDAGraphs
+	if now.CUDAGraphs <= 0 || now.KVCache.Available != avail || now.DeviceUsed != now.Requested+now.NonTorch || old.CUDAGraphs != 0 {
+		t.Errorf("0.33 graphs %v, cache %v (want %v), device %v; 0.11 graphs %v", now.CUDAGraphs, now.KVCache.Available, avail, now.DeviceUsed, old.CUDAGraphs)
+	}
+	// vLLM's --kv-cache-memory suggestion counts the graphs twice in 0.33.
+	if want := avail - now.CUDAGraphs - 150*MiB; now.SuggestedKVCacheMemory != want {
+		t.Errorf("suggestion %v, want %v", now.SuggestedKVCacheMemory, want)
+	}
+	// Sliding-window layers keep room for two batches in flight (async
+	// scheduling): 127 + 2 × 8192 tokens (a block of each group holds a
+	// page of each of its layers).
+	if got, want := now.KVCache.blocksFor(32768), cdiv64(32768, 16)+cdiv64(127+2*8192, 16)+1; got != want {
+		t.Errorf("0.33 gpt-oss blocks a request %d, want %d", got, want)
+	}
+	// Tokens logged: max concurrency × max_model_len.
+	if want := int64(now.KVCache.MaxConcurrency * 32768); now.KVCache.Tokens != want {
+		t.Errorf("0.33 tokens %d, want %d", now.KVCache.Tokens, want)
+	}
+}
+
+// TestVLLM033Cache: the cache rules of 0.33 on their own — three state
+// pages a recurrent layer with prefix caching, the larger group size for
+// near-equal kinds, the null block kept out of the capacity check, and
+// --max-model-len auto.
+func TestVLLM033Cache(t *testing.T) {
+	next := MustPreset("qwen3-next-80b-a3b")
+	c11, err := VLLM{Version: "0.11.0", MaxModelLen: 32768}.KVCache(next, 40*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c33, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.KVCache(next, 40*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s11 := c11.PerRequestFor(32768)
+	_, s33 := c33.PerRequestFor(32768)
+	if s11 <= 0 || s33 != 3*s11 {
+		t.Errorf("qwen3-next state a request %v (0.11), %v (0.33): want three pages for one", s11, s33)
+	}
+	kinds := []VLLMGroup{{Kind: "sliding_window", Span: 128, Layers: 12}, {Kind: "full", Layers: 13}}
+	if _, n := groupKinds(kinds, false); n != 12 {
+		t.Errorf("0.11 group size %d, want the smallest kind's 12", n)
+	}
+	if _, n := groupKinds(kinds, true); n != 13 {
+		t.Errorf("0.33 group size %d, want 13 (13 < 1.5 × 12)", n)
+	}
+	llama := MustPreset("llama-3.1-8b")
+	exact, _ := VLLM{Version: "0.11.0", MaxModelLen: 8192}.KVCache(llama, GiB)
+	tight := exact.PerRequest
+	if c, _ := (VLLM{Version: "0.11.0", MaxModelLen: 8192}).KVCache(llama, tight); !c.Fits {
+		t.Error("0.11: one request in exactly its memory does not fit")
+	}
+	if c, _ := (VLLM{Version: "0.33.0", MaxModelLen: 8192}).KVCache(llama, tight); c.Fits || !strings.Contains(c.Err, "model's max seq len (8192)") {
+		t.Errorf("0.33: one request in exactly its memory fits (the null block is set aside first): %q", c.Err)
+	}
+	auto, err := VLLM{Version: "0.33.0", MaxModelLen: AutoMaxModelLen}.KVCache(llama, 2*GiB)
+	if err != nil || auto.MaxModelLen >= llama.MaxPosition || auto.MaxModelLen < 8192 || !auto.Fits || !strings.Contains(strings.Join(auto.Notes, " "), "reduced from 131072") {
+		t.Errorf("auto max_model_len in 2 GiB: %d, fits %v, notes %q, %v", auto.MaxModelLen, auto.Fits, auto.Notes, err)
+	}
+	if _, err := (VLLM{Version: "0.11.0", MaxModelLen: AutoMaxModelLen}).KVCache(llama, 2*GiB); err == nil || !strings.Contains(err.Error(), "no --max-model-len auto") {
+		t.Errorf("0.11 auto: %v", err)
+	}
+}
+
+// TestPlanVersions: a plan's versions reach the engine they name, are
+// checked field by field, and agree with a release named inside "train".
+func TestPlanVersions(t *testing.T) {
+	p, err := ParsePlan([]byte(`{"model": "llama-3.1-8b", "gpu": "H100-80GB", "inference": {"batch": 1, "prompt_tokens": 512}, "vllm": {"max_model_len": 8192}, "versions": {"vllm": "0.11.0"}}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := p.Releases()
+	if err != nil || len(rel) != 1 || rel[0].Library != "vllm" || rel[0].Release != "0.11.0" || p.VLLM.Version != "0.11.0" {
+		t.Errorf("releases %+v, %v", rel, err)
+	}
+	unnamed, _ := ParsePlan([]byte(`{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 512}, "vllm": {}}`), "")
+	if rel, _ := unnamed.Releases(); len(rel) != 1 || rel[0].Release != CurrentVLLM || rel[0].Asked != "" {
+		t.Errorf("no release named: %+v", rel)
+	}
+	for _, c := range []struct{ plan, want string }{
+		{`{"model": "gpt2", "inference": {"batch": 1}, "versions": {"vlm": "0.11.0"}}`, `versions.vlm`},
+		{`{"model": "gpt2", "inference": {"batch": 1}, "versions": {"vllm": "newest"}}`, `versions.vllm "newest": want a release such as "0.33.0"`},
+		{`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1, "transformers": "4.46.3"}, "versions": {"transformers": "4.57.6"}}`, `versions.transformers "4.57.6" and train.transformers "4.46.3" differ`},
+	} {
+		if _, err := ParsePlan([]byte(c.plan), ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.plan, err, c.want)
+		}
+	}
+	tp, err := ParsePlan([]byte(`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1}, "versions": {"transformers": "4.46.3"}}`), "")
+	if err != nil || tp.Training.Transformers != "4.46.3" {
+		t.Errorf("train's transformers %q, %v", tp.Training.Transformers, err)
+	}
+}

@@ -1,0 +1,96 @@
+package vram
+
+import (
+	"fmt"
+	"slices"
+)
+
+// What vLLM keeps on the GPU beside the weights, the profile run and the
+// KV cache, release by release: the CUDA graphs' pool and, with Model
+// Runner V2, the sampler's per-request vocabulary tables.
+
+// captureSizes are the batch sizes vLLM captures CUDA graphs for (0.33
+// config/vllm.py:2398-2653 _set_cudagraph_sizes): 1, 2, 4, then every 8
+// below 256 and every 16 from 256, up to min(2 × max_num_seqs, 512 —
+// 1024 on compute capability 10.x) and at most max_num_batched_tokens,
+// with max_num_batched_tokens and max_num_seqs added where they are no
+// larger.
+func (v VLLM) captureSizes(g GPU) []int {
+	ceiling := 512
+	if g.ComputeCapability >= 100 && g.ComputeCapability < 110 {
+		ceiling = 1024
+	}
+	largest := min(2*v.MaxNumSeqs, ceiling, v.MaxNumBatchedTokens)
+	var sizes []int
+	add := func(n int) {
+		if n >= 1 && n <= largest && (len(sizes) == 0 || sizes[len(sizes)-1] < n) {
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range []int{1, 2, 4} {
+		add(n)
+	}
+	for n := 8; n < min(largest+1, 256); n += 8 {
+		add(n)
+	}
+	for n := 256; n <= largest; n += 16 {
+		add(n)
+	}
+	for _, n := range []int{v.MaxNumBatchedTokens, v.MaxNumSeqs} {
+		if n <= largest && !slices.Contains(sizes, n) {
+			sizes = append(sizes, n)
+			slices.Sort(sizes)
+		}
+	}
+	return sizes
+}
+
+// minPerGraph is the least vLLM's estimate counts for each graph after
+// the first (0.33 v1/worker/gpu/cudagraph_utils.py:918
+// _MIN_PER_GRAPH_BYTES).
+const minPerGraph = 1 * MiB
+
+// graphEstimate is the CUDA graphs' pool as vLLM 0.33's profile estimates
+// it before sizing the KV cache (v1/worker/gpu/cudagraph_utils.py:922-1039,
+// profile_cudagraph_memory): the graphs share one pool, captured largest
+// first, so the first capture takes the forward's transient peak at the
+// largest size (the engine's activation peak for that many tokens) and
+// each later one what it adds, which vLLM extrapolates from its second
+// sample with a floor of 1 MiB a graph: first + (N − 1) × 1 MiB here.
+func (v VLLM) graphEstimate(in Inference, g GPU) (Bytes, int, error) {
+	sizes := v.captureSizes(g)
+	if len(sizes) == 0 {
+		return 0, 0, nil
+	}
+	largest := sizes[len(sizes)-1]
+	in.Batch, in.PromptTokens, in.NewTokens, in.MaxBatchedTokens = 1, largest, 0, largest
+	est, err := in.Estimate()
+	if err != nil {
+		return 0, 0, fmt.Errorf("vllm: the CUDA graphs' estimate: %w", err)
+	}
+	first := est.Peak.Total() - est.Peak.Parameters - est.Peak.KVCache
+	return addBytes(first, mulBytes(int64(len(sizes)-1), minPerGraph)), len(sizes), nil
+}
+
+// runnerBuffers are Model Runner V2's sampler tables, allocated with the
+// model and kept (0.33 v1/worker/gpu/sample/penalties.py:43-50,
+// structured_outputs.py:63-65): output_bin_counts, int32 [max_num_seqs,
+// vocab]; prompt_bin_mask and grammar_bitmask, int32 [max_num_seqs,
+// cdiv(vocab, 32)] each.
+func (v VLLM) runnerBuffers(m Model) Bytes {
+	seqs, vocab := int64(v.MaxNumSeqs), int64(m.Vocab)
+	return Bytes(4 * seqs * (vocab + 2*((vocab+31)/32)))
+}
+
+// graphNote says how the carve counted the CUDA graphs.
+func (c VLLMCarve) graphNote(rel vllmRelease, given bool, n int) string {
+	switch {
+	case c.CUDAGraphs == 0:
+		return ""
+	case rel.graphsInBudget && given:
+		return fmt.Sprintf("CUDA graphs: %v as given, subtracted before the KV cache is sized (vLLM %s profiles them: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)", c.CUDAGraphs, rel.Version)
+	case rel.graphsInBudget:
+		return fmt.Sprintf("CUDA graphs: %v estimated for %d capture sizes (the forward's transient peak at the largest, then vLLM's 1 MiB a graph), subtracted before the KV cache is sized; vLLM logs its own estimate and, after capture, the pool's actual size (\"CUDA graph pool memory\"), which may differ either way: the estimate decides the KV cache, the actual pool whether the GPU holds it (give cuda_graph_memory from your log to use it)", c.CUDAGraphs, n)
+	}
+	return fmt.Sprintf("CUDA graphs: %v as given, captured after the KV cache is sized, beside the memory gpu_memory_utilization asks for (vLLM %s)", c.CUDAGraphs, rel.Version)
+}

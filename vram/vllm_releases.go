@@ -1,0 +1,82 @@
+package vram
+
+// vLLM's releases as data (versions.go): what each modelled release does
+// that the carve reads, each rule with the release's own file and line
+// (paths inside the vllm package of the release's wheel). A release the
+// table lacks is modelled by the newest row before it, with a note.
+
+// vllmRelease is one modelled vLLM release.
+type vllmRelease struct {
+	releaseRow
+	// utilization is CacheConfig.gpu_memory_utilization's default.
+	utilization float64
+	// ceilRequested: the memory vLLM may use is ceil(total × utilization)
+	// (0.11 multiplies in floats and truncates when it subtracts).
+	ceilRequested bool
+	// graphsInBudget: the profile estimates the CUDA graphs' pool before
+	// the KV cache is sized and subtracts it
+	// (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default); else the
+	// graphs are captured after the cache, beside the requested memory.
+	graphsInBudget bool
+	// hugeGPUTokens: `vllm serve` on a GPU of 160 GiB or more defaults to
+	// 16384 batched tokens (0: the ≥ 70 GiB rule alone).
+	hugeGPUTokens int
+	// hopperMXFP4 is the MXFP4 expert backend on compute capability 9.x.
+	hopperMXFP4 string
+	// flashInferSampler: FlashInfer is installed with vLLM, and its
+	// top-k/top-p sampler runs by default.
+	flashInferSampler bool
+	// runnerV2: Model Runner V2 (the default), whose sampler keeps
+	// per-request vocabulary tables on the GPU for good.
+	runnerV2 bool
+	// inFlightBatches is how many scheduler batches a sliding-window or
+	// chunked-local layer keeps room for (max_concurrent_batches: 2 with
+	// async scheduling).
+	inFlightBatches int
+	// statePages is the pages of recurrent state a request takes per
+	// layer: 1, or 3 where prefix caching (on by default for hybrids)
+	// keeps the state at block boundaries (mamba_cache_mode "align").
+	statePages int
+	// groupLargest: a hybrid's group size is its largest kind's layer
+	// count when that is under 1.5 × the smallest's.
+	groupLargest bool
+	// nullBlock: the capacity check first sets one block aside (the block
+	// pool's null block).
+	nullBlock bool
+	// tokensByConcurrency: the log's "KV cache size: N tokens" is
+	// int(max concurrency × max_model_len).
+	tokensByConcurrency bool
+	// autoMaxModelLen: --max-model-len auto (or -1) picks the longest
+	// length one request of which fits.
+	autoMaxModelLen bool
+}
+
+// vllmReleases are the modelled releases, oldest first.
+var vllmReleases = []vllmRelease{
+	{
+		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
+		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1, statePages: 1,
+	},
+	{
+		releaseRow:  releaseRow{Version: "0.33.0", Source: "vllm 0.33.0: config/cache.py:215 (gpu_memory_utilization 0.92); v1/worker/utils.py:724-725 (ceil); v1/worker/gpu_worker.py:707-724, 747-757 (the CUDA-graph estimate subtracted), 1012-1068 (--kv-cache-memory suggestion); envs.py:2216-2221 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); engine/arg_utils.py:2973 (16384 tokens at ≥ 160 GiB); fused_moe/oracle/mxfp4.py:402-435 (Triton on 9.x); config/vllm.py:730-763 (Model Runner V2), 588-609 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50 (output_bin_counts); v1/kv_cache_interface.py:901-965, 1135-1141 (windows, align-mode state pages); v1/core/kv_cache_planning.py:519-533 (group size), 1532-1548 (null block, auto max_model_len); v1/core/kv_cache_utils.py:1128 (tokens log)"},
+		utilization: 0.92, ceilRequested: true, graphsInBudget: true, hugeGPUTokens: 16384, hopperMXFP4: "triton",
+		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, statePages: 3, groupLargest: true, nullBlock: true,
+		tokensByConcurrency: true, autoMaxModelLen: true,
+	},
+}
+
+// CurrentVLLM is the vLLM release a plan that names none is modelled with.
+var CurrentVLLM = vllmReleases[len(vllmReleases)-1].Version
+
+// vllmRelease resolves the launch's release (VLLM.Version).
+func (v VLLM) release() (vllmRelease, Modelled, error) {
+	rows := make([]releaseRow, len(vllmReleases))
+	for i, r := range vllmReleases {
+		rows[i] = r.releaseRow
+	}
+	i, m, err := pickRelease("vllm", v.Version, rows)
+	if err != nil {
+		return vllmRelease{}, Modelled{}, err
+	}
+	return vllmReleases[i], m, nil
+}
