@@ -300,7 +300,7 @@ func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
 		run.est.VLLM = &c
 		run.setEngine(c.Err, c.Weights, c.KVCache.Available, c.Activation, c.CUDAGraphs, "vLLM", sleep)
 	case "sglang":
-		s := SGLang{MemFractionStatic: ro.GPUMemoryUtilization, TP: ro.TP}
+		s := SGLang{Version: ro.Version, MemFractionStatic: ro.GPUMemoryUtilization, TP: ro.TP}
 		pool, err := s.KVPool(m, free, run.weights)
 		if err != nil {
 			return fmt.Errorf("post_training.rollout: %w", err)

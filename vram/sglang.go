@@ -20,8 +20,12 @@ import (
 
 // SGLang is an SGLang launch's memory settings.
 type SGLang struct {
-	// MemFractionStatic is --mem-fraction-static. Zero takes SGLang
-	// 0.5.3's default, worked out from the GPU, the TP degree, the
+	// Version is the SGLang release the launch runs (a plan's
+	// versions.sglang); empty is the current release, CurrentSGLang
+	// (sglang_releases.go).
+	Version string `json:"-"`
+	// MemFractionStatic is --mem-fraction-static. Zero takes the
+	// release's default, worked out from the GPU, the TP degree, the
 	// settings below and a vision tower's size (sglang_defaults.go);
 	// without a GPU (KVPool) its fallback 0.88, times the tower's factor.
 	MemFractionStatic float64 `json:"mem_fraction_static,omitempty" zero:"leaves SGLang nothing for the weights and the KV pool: it stops with \"Not enough memory. Please try to increase --mem-fraction-static.\""`
@@ -61,6 +65,11 @@ type SGLangKVPool struct {
 	// MemFractionStatic is the fraction the pool was sized with: the
 	// launch's, else SGLang's default (sglang_defaults.go).
 	MemFractionStatic float64 `json:"mem_fraction_static"`
+	// MMReservation is what a multimodal model's cache takes off the
+	// budget (0.5.23: 100 MiB).
+	MMReservation Bytes `json:"mm_reservation,omitempty"`
+	// Release is the SGLang release the pool modelled.
+	Release Modelled `json:"release"`
 	// MinMemFractionStatic is the smallest --mem-fraction-static that
 	// leaves the pool any room: weights / free.
 	MinMemFractionStatic float64 `json:"min_mem_fraction_static"`
@@ -78,8 +87,11 @@ type SGLangKVPool struct {
 	StateLayers     int   `json:"state_layers,omitempty"`
 	StatePerRequest Bytes `json:"state_per_request,omitempty"`
 	MambaSlots      int   `json:"mamba_slots,omitempty"`
-	StateReserved   Bytes `json:"state_reserved,omitempty"`
-	State           Bytes `json:"state,omitempty"`
+	// RunningCap is the most requests that run at once, where the release
+	// caps them below the slots (0.5.23: a fifth of them).
+	RunningCap    int   `json:"max_running_requests,omitempty"`
+	StateReserved Bytes `json:"state_reserved,omitempty"`
+	State         Bytes `json:"state,omitempty"`
 }
 
 // KVPool sizes the pool from the free memory at start and the weights.
@@ -91,8 +103,12 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if err := s.checkSizes(); err != nil {
 		return SGLangKVPool{}, err
 	}
+	rel, modelled, err := s.release()
+	if err != nil {
+		return SGLangKVPool{}, err
+	}
 	if s.MemFractionStatic == 0 {
-		s.MemFractionStatic, _ = s.memFraction(m, 0)
+		s.MemFractionStatic, _ = s.memFraction(m, 0, rel)
 	}
 	if !(s.MemFractionStatic > 0 && s.MemFractionStatic <= 1) { // NaN fails too
 		return SGLangKVPool{}, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
@@ -119,13 +135,16 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if free <= 0 || weights < 0 || free > maxPlanBytes || weights > maxPlanBytes {
 		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
 	}
-	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic)), MemFractionStatic: s.MemFractionStatic}
+	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic)), MemFractionStatic: s.MemFractionStatic, Release: modelled}
+	if s.multimodal(m) {
+		p.MMReservation = rel.mmReservation
+	}
 	if m.recurrent() {
-		if err := s.sglangState(m, &p); err != nil {
+		if err := s.sglangState(m, &p, rel); err != nil {
 			return SGLangKVPool{}, err
 		}
 	}
-	p.Rest = max(0, free-weights-p.Reserved-p.StateReserved)
+	p.Rest = max(0, free-weights-p.Reserved-p.MMReservation-p.StateReserved)
 	layers := int64(m.attentionLayers(0, m.Layers))
 	if m.KVLoRARank > 0 {
 		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * layers)
@@ -160,7 +179,10 @@ func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
 		return 0
 	}
 	c := float64(p.Tokens) / float64(tokens)
-	if p.MambaSlots > 0 {
+	switch {
+	case p.RunningCap > 0:
+		c = min(c, float64(p.RunningCap))
+	case p.MambaSlots > 0:
 		c = min(c, float64(p.MambaSlots))
 	}
 	return c
@@ -184,9 +206,9 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 		rin.towerOff = true // mllama4.py l.436-448: has_vision needs enable_multimodal
 	}
 	var why string
-	if s.MemFractionStatic == 0 && s.checkSizes() == nil {
+	if rel, _, err := s.release(); err == nil && s.MemFractionStatic == 0 && s.checkSizes() == nil {
 		s.TP = max(1, s.TP)
-		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB))
+		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB), rel)
 	}
 	p, err := s.KVPool(m, g.Total()-g.Context, rin.weightBytes(m))
 	if err != nil {

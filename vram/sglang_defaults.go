@@ -5,8 +5,9 @@ import (
 	"math"
 )
 
-// SGLang 0.5.3's default --mem-fraction-static (sglang/srt/
-// server_args.py). Left unset, the fraction is worked out from the GPU:
+// SGLang's default --mem-fraction-static (0.5.3 sglang/srt/
+// server_args.py; 0.5.23 srt/arg_groups/memory_hook.py, the differences in
+// sglang_releases.go). Left unset, the fraction is worked out from the GPU:
 // _handle_gpu_memory_settings (l.542-684) reads nvidia-smi's memory.total
 // (the smallest of the GPUs, in MiB; utils/common.py l.1431-1462), picks
 // chunked_prefill_size and cuda_graph_max_bs by that size and the TP
@@ -20,14 +21,14 @@ import (
 // that a config naming its layers "depth" (the Qwen-VL towers) counts 24.
 // SGLang turns multimodal off by default for Gemma 3 and Llama 4
 // (configs/model_config.py l.121-134); --enable-multimodal turns it on.
-// Without a GPU (KVPool), the fraction is 0.88, as SGLang's own fallback.
-
-// sglangVersion is the release whose defaults these are.
-const sglangVersion = "0.5.3"
+// Without a GPU (KVPool), the fraction is SGLang's own fallback (0.88;
+// 0.95 in 0.5.23). 0.5.23 also keeps 8 MiB back for each prefill CUDA
+// graph it captures (1.5 GiB for an MLA model), and picks a 4,096-token
+// chunk and 48 (160) decode graphs on a 20–35 GiB card.
 
 // sglangGPUSizes are the chunked_prefill_size and cuda_graph_max_bs that
 // SGLang picks for a GPU of gpuMiB at TP tp (l.566-623).
-func sglangGPUSizes(gpuMiB float64, tp int) (chunked, graphBS int) {
+func sglangGPUSizes(gpuMiB float64, tp int, rel sglangRelease) (chunked, graphBS int) {
 	big := func(small, large int) int {
 		if tp < 4 {
 			return small
@@ -38,7 +39,7 @@ func sglangGPUSizes(gpuMiB float64, tp int) (chunked, graphBS int) {
 	case gpuMiB < 20*1024: // T4, RTX 4080
 		return 2048, 8
 	case gpuMiB < 35*1024: // A10, RTX 4090, RTX 5090
-		return 2048, big(16, 80)
+		return rel.smallChunk, big(rel.smallBS, rel.smallBSBig)
 	case gpuMiB < 60*1024: // A100 40GB, L40
 		return 4096, big(32, 160)
 	case gpuMiB < 160*1024: // H100, A100 80GB, H20, H200
@@ -62,10 +63,10 @@ func (s SGLang) multimodal(m Model) bool {
 
 // memFraction is the --mem-fraction-static SGLang takes for m on a GPU of
 // gpuMiB (0: unknown), and how it came to it.
-func (s SGLang) memFraction(m Model, gpuMiB float64) (float64, string) {
-	frac, why := 0.88, "SGLang's fallback without a GPU"
+func (s SGLang) memFraction(m Model, gpuMiB float64, rel sglangRelease) (float64, string) {
+	frac, why := rel.fallback, "SGLang's fallback without a GPU"
 	if gpuMiB > 0 {
-		chunked, graphBS := sglangGPUSizes(gpuMiB, s.TP)
+		chunked, graphBS := sglangGPUSizes(gpuMiB, s.TP, rel)
 		if s.ChunkedPrefillSize != 0 {
 			chunked = s.ChunkedPrefillSize
 		}
@@ -79,12 +80,22 @@ func (s SGLang) memFraction(m Model, gpuMiB float64) (float64, string) {
 				prefill = s.MaxPrefillTokens
 			}
 		}
-		reserved := 512 + float64(max(prefill, 2048))*1.5 + float64(graphBS)*2 + float64(s.TP)/8*1024
+		graphs := float64(graphBS) * 2
+		if rel.prefillGraphs && !s.multimodal(m) && chunked > 0 {
+			graphs += 8 * float64(prefillCaptureSizes(chunked))
+			if m.KVLoRARank > 0 {
+				graphs = float64(graphBS)*2 + 1.5*1024
+			}
+		}
+		reserved := 512 + float64(max(prefill, 2048))*1.5 + graphs + float64(s.TP)/8*1024
 		if gpuMiB > 60*1024 {
 			reserved = max(reserved, 10*1024)
 		}
 		frac = math.RoundToEven((gpuMiB-reserved)/gpuMiB*1000) / 1000
-		why = fmt.Sprintf("SGLang %s's default for a %.0f MiB GPU at TP %d: %.0f MiB kept back for a %d-token prefill chunk and CUDA graphs of up to %d requests", sglangVersion, gpuMiB, s.TP, reserved, prefill, graphBS)
+		why = fmt.Sprintf("SGLang %s's default for a %.0f MiB GPU at TP %d: %.0f MiB kept back for a %d-token prefill chunk and CUDA graphs of up to %d requests", rel.Version, gpuMiB, s.TP, reserved, prefill, graphBS)
+		if graphs > float64(graphBS)*2 {
+			why += fmt.Sprintf(" and %.0f MiB for the prefill graphs", graphs-float64(graphBS)*2)
+		}
 	}
 	if s.multimodal(m) {
 		tower := m.Vision.Tower.HFConfig()

@@ -1,6 +1,9 @@
 package vram
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // SGLang 0.5.3 keeps a hybrid model's recurrent state in a MambaPool beside
 // the KV pool (sglang/srt/model_executor/model_runner.py; mem_cache/
@@ -25,9 +28,14 @@ import "fmt"
 
 // sglangStateLayer is one recurrent layer's state for one request on one
 // GPU, or an error naming what SGLang 0.5.3 does not run.
-func (s SGLang) sglangStateLayer(m Model) (Bytes, error) {
-	if m.DeltaNet == nil && (m.SSM == nil || !m.SSM.ParallelAttention) {
-		return 0, fmt.Errorf("sglang: %q keeps recurrent state in layers SGLang 0.5.3 pools only for Qwen3-Next and Falcon-H1 (later releases add NemotronH, Granite-4.0-H and LFM2 with another sizing); not modelled", m.Family)
+func (s SGLang) sglangStateLayer(m Model, rel sglangRelease) (Bytes, error) {
+	switch {
+	case rel.stateKinds == nil && m.DeltaNet == nil && (m.SSM == nil || !m.SSM.ParallelAttention):
+		return 0, fmt.Errorf("sglang: %q keeps recurrent state in layers SGLang %s pools only for Qwen3-Next and Falcon-H1 (0.5.23 adds Mamba-2 mixers and short convolutions); not modelled", m.Family, rel.Version)
+	case rel.stateKinds != nil && !rel.stateKinds[stateKind(m)]:
+		return 0, fmt.Errorf("sglang: %q keeps %s state, and SGLang %s pools %s layers; not modelled", m.Family, stateKind(m), rel.Version, strings.Join(sortedKeys(rel.stateKinds), ", "))
+	case rel.stateKinds != nil && m.attentionLayers(0, m.Layers) == 0:
+		return 0, fmt.Errorf("sglang: %q has no attention layers: SGLang %s then sizes its token pool by a fixed count (_zero_kv_max_tokens), not modelled", m.Family, rel.Version)
 	}
 	conv, temporal, err := m.stateElems(int64(s.TP))
 	if err != nil {
@@ -37,9 +45,14 @@ func (s SGLang) sglangStateLayer(m Model) (Bytes, error) {
 }
 
 // sglangState fills the pool's state figures: the per-request state over
-// the recurrent layers, the slots, and what they take off the budget.
-func (s SGLang) sglangState(m Model, p *SGLangKVPool) error {
-	layer, err := s.sglangStateLayer(m)
+// the recurrent layers, the slots, and what they take off the budget —
+// slots as given, else (0.5.3) max_running_requests or 512 with the radix
+// cache off, or (0.5.23, kv_cache_configurator.py:3345-3409) as many as
+// mamba_full_memory_ratio's 0.9/1.9 of the budget after the slack holds,
+// less one, the radix cache kept on and running requests capped at a
+// fifth of the slots (_calculate_mamba_ratio: 3 plus 2 tracking slots).
+func (s SGLang) sglangState(m Model, p *SGLangKVPool, rel sglangRelease) error {
+	layer, err := s.sglangStateLayer(m, rel)
 	if err != nil {
 		return err
 	}
@@ -51,7 +64,14 @@ func (s SGLang) sglangState(m Model, p *SGLangKVPool) error {
 	}
 	p.StateLayers, p.StatePerRequest = n, layer*Bytes(n)
 	p.MambaSlots = s.MaxMambaCacheSize
-	if p.MambaSlots == 0 {
+	how := fmt.Sprintf("SGLang %s reserves %%d request slots (max_mamba_cache_size) = %%v before the KV pool, counts a token over the %d attention layers only, caps running requests at the slots and turns the radix cache off", rel.Version, m.attentionLayers(0, m.Layers))
+	switch {
+	case p.MambaSlots == 0 && rel.autoMambaSlots:
+		budget := max(0, p.Free-p.Weights-p.Reserved-p.MMReservation)
+		p.MambaSlots = max(0, int(float64(budget)*0.9/1.9/float64(p.StatePerRequest))-1)
+		p.RunningCap = p.MambaSlots / 5
+		how = fmt.Sprintf("SGLang %s gives the state 0.9/1.9 of the budget after the slack (mamba_full_memory_ratio): %%d request slots (max_mamba_cache_size) and a padding slot = %%v before the KV pool, counts a token over the %d attention layers only, keeps the radix cache on and caps running requests at a fifth of the slots, %d", rel.Version, m.attentionLayers(0, m.Layers), p.MambaSlots/5)
+	case p.MambaSlots == 0:
 		p.MambaSlots = 512
 		if s.MaxRunningRequests > 0 {
 			p.MambaSlots = s.MaxRunningRequests
@@ -59,8 +79,11 @@ func (s SGLang) sglangState(m Model, p *SGLangKVPool) error {
 	}
 	p.StateReserved = p.StatePerRequest * Bytes(p.MambaSlots)
 	p.State = p.StatePerRequest * Bytes(p.MambaSlots+1) // the padding slot
-	p.Notes = append(p.Notes, fmt.Sprintf("recurrent state: %d layer(s) keep %v per request whatever its length (bf16 conv, %s temporal state); SGLang 0.5.3 reserves %d request slots (max_mamba_cache_size) = %v before the KV pool, counts a token over the %d attention layers only, caps running requests at the slots and turns the radix cache off",
-		n, p.StatePerRequest, s.MambaSSMDType, p.MambaSlots, p.StateReserved, m.attentionLayers(0, m.Layers)))
+	if rel.autoMambaSlots {
+		p.StateReserved = p.State // 0.5.23 takes the padding slot off the budget too (l.3404-3409)
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("recurrent state: %d layer(s) keep %v per request whatever its length (bf16 conv, %s temporal state); "+how,
+		n, p.StatePerRequest, s.MambaSSMDType, p.MambaSlots, p.StateReserved))
 	return nil
 }
 

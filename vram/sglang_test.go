@@ -22,7 +22,7 @@ import (
 func TestSGLangLogs(t *testing.T) {
 	gb := func(x float64) Bytes { return Bytes(x * float64(GiB)) }
 	m := MustPreset("qwen3-30b-a3b")
-	p, err := SGLang{MemFractionStatic: 0.911}.KVPool(m, gb(230.20+56.98), gb(56.98))
+	p, err := SGLang{Version: "0.5.3", MemFractionStatic: 0.911}.KVPool(m, gb(230.20+56.98), gb(56.98))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestSGLangLogs(t *testing.T) {
 	// DeepSeek-V4's numbers with a model of the same KV shape: what
 	// matters here is the budget, which the weights exhaust.
 	ds := MustPreset("deepseek-v3")
-	q, err := SGLang{MemFractionStatic: 0.88, TP: 8}.KVPool(ds, gb(125.65+12.25), gb(125.65))
+	q, err := SGLang{Version: "0.5.3", MemFractionStatic: 0.88, TP: 8}.KVPool(ds, gb(125.65+12.25), gb(125.65))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,24 +56,24 @@ func TestSGLangLogs(t *testing.T) {
 func TestSGLangPool(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
 	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
-	a, err := SGLang{MemFractionStatic: 0.8}.Carve(in, g)
+	a, err := SGLang{Version: "0.5.3", MemFractionStatic: 0.8}.Carve(in, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := SGLang{MemFractionStatic: 0.9}.Carve(in, g)
-	f8, _ := SGLang{MemFractionStatic: 0.9, KVCacheDType: FP8E4M3}.Carve(in, g)
+	b, _ := SGLang{Version: "0.5.3", MemFractionStatic: 0.9}.Carve(in, g)
+	f8, _ := SGLang{Version: "0.5.3", MemFractionStatic: 0.9, KVCacheDType: FP8E4M3}.Carve(in, g)
 	if !(a.Tokens > 0 && b.Tokens > a.Tokens && f8.CellSize*2 == b.CellSize && f8.Tokens >= 2*b.Tokens) {
 		t.Errorf("0.8: %d tokens, 0.9: %d, fp8: %d", a.Tokens, b.Tokens, f8.Tokens)
 	}
 	if b.Rest != b.Free-b.Weights-b.Reserved || b.MaxConcurrencyFor(8192) != float64(b.Tokens)/8192 {
 		t.Errorf("pool %+v", b)
 	}
-	ds, _ := SGLang{}.KVPool(MustPreset("deepseek-v3"), 100*GiB, 10*GiB)
+	ds, _ := SGLang{Version: "0.5.3"}.KVPool(MustPreset("deepseek-v3"), 100*GiB, 10*GiB)
 	if ds.CellSize != (512+64)*61*2 || ds.KSize != 0 {
 		t.Errorf("MLA cell %v", ds.CellSize)
 	}
-	tp, _ := SGLang{TP: 4}.KVPool(MustPreset("llama-3.1-8b"), 100*GiB, 10*GiB)
-	one, _ := SGLang{}.KVPool(MustPreset("llama-3.1-8b"), 100*GiB, 10*GiB)
+	tp, _ := SGLang{Version: "0.5.3", TP: 4}.KVPool(MustPreset("llama-3.1-8b"), 100*GiB, 10*GiB)
+	one, _ := SGLang{Version: "0.5.3"}.KVPool(MustPreset("llama-3.1-8b"), 100*GiB, 10*GiB)
 	if tp.CellSize*4 != one.CellSize {
 		t.Errorf("TP 4 cell %v, TP 1 %v", tp.CellSize, one.CellSize)
 	}
@@ -81,9 +81,9 @@ func TestSGLangPool(t *testing.T) {
 		s    SGLang
 		free Bytes
 	}{
-		"fraction": {SGLang{MemFractionStatic: 1.2}, GiB},
-		"dtype":    {SGLang{KVCacheDType: INT4}, GiB},
-		"free":     {SGLang{}, 0},
+		"fraction": {SGLang{Version: "0.5.3", MemFractionStatic: 1.2}, GiB},
+		"dtype":    {SGLang{Version: "0.5.3", KVCacheDType: INT4}, GiB},
+		"free":     {SGLang{Version: "0.5.3"}, 0},
 	} {
 		if _, err := c.s.KVPool(MustPreset("llama-3.1-8b"), c.free, 0); err == nil {
 			t.Errorf("%s: no error", name)

@@ -175,8 +175,9 @@ func mustVersion(lib, s string) Version {
 }
 
 // applyVersions checks the plan's versions and gives each to the part of
-// the plan it runs: vLLM's to the launch and to a post-training rollout on
-// vLLM, transformers' and bitsandbytes' to the training step (where a
+// the plan it runs: vLLM's and SGLang's to the launch and to a
+// post-training rollout on it, transformers' and bitsandbytes' to the
+// training step (where a
 // release named inside "train" must agree).
 func (p *Plan) applyVersions(v Versions) error {
 	for _, c := range []struct{ lib, s string }{{"vllm", v.VLLM}, {"sglang", v.SGLang}, {"tgi", v.TGI}, {"llama_cpp", v.LlamaCpp},
@@ -193,8 +194,16 @@ func (p *Plan) applyVersions(v Versions) error {
 	if p.VLLM != nil {
 		p.VLLM.Version = v.VLLM
 	}
-	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "vllm" {
-		pt.Rollout.Version = v.VLLM
+	if p.SGLang != nil {
+		p.SGLang.Version = v.SGLang
+	}
+	if pt := p.PostTraining; pt != nil && pt.Rollout != nil {
+		switch pt.Rollout.Engine {
+		case "vllm":
+			pt.Rollout.Version = v.VLLM
+		case "sglang":
+			pt.Rollout.Version = v.SGLang
+		}
 	}
 	if t := p.Training; t != nil {
 		for _, c := range []struct {
@@ -223,6 +232,17 @@ func (p Plan) Releases() ([]Modelled, error) {
 	}
 	if engine != nil {
 		_, m, err := engine.release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	sg := p.SGLang
+	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "sglang" {
+		sg = &SGLang{Version: pt.Rollout.Version}
+	}
+	if sg != nil {
+		_, m, err := sg.release()
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -206,5 +207,75 @@ func TestPlanVersions(t *testing.T) {
 	tp, err := ParsePlan([]byte(`{"model": "gpt2", "train": {"seq_len": 8, "micro_batch": 1}, "versions": {"transformers": "4.46.3"}}`), "")
 	if err != nil || tp.Training.Transformers != "4.46.3" {
 		t.Errorf("train's transformers %q, %v", tp.Training.Transformers, err)
+	}
+}
+
+// TestSGLangReleaseTable walks SGLang's release table.
+func TestSGLangReleaseTable(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
+	var prev Version
+	for i, r := range sglangReleases {
+		v, err := ParseVersion("sglang", r.Version)
+		if err != nil || !strings.Contains(r.Source, "sglang "+r.Version) || r.fallback <= 0 || r.smallChunk <= 0 {
+			t.Errorf("row %d %+v: %v", i, r, err)
+		}
+		if i > 0 && !prev.Less(v) {
+			t.Errorf("row %d (%s) is not newer than the row before it", i, r.Version)
+		}
+		prev = v
+		p, err := SGLang{Version: r.Version}.Carve(in, g)
+		if err != nil || p.Release.Release != r.Version || p.Tokens <= 0 {
+			t.Errorf("%s: pool %+v, %v", r.Version, p.Release, err)
+		}
+	}
+	if CurrentSGLang != "0.5.23" {
+		t.Errorf("current SGLang %s", CurrentSGLang)
+	}
+}
+
+// TestSGLang0523: the default fraction of 0.5.23 on an H100 (0.830 for a
+// dense model, its 58 prefill graphs at 8 MiB each; 0.816 with an MLA
+// backend; a multimodal model off the prefill-graph list keeps 0.5.3's
+// reserve and loses 100 MiB to its cache), a 24 GiB card's 4096-token
+// chunk, the fallback without a GPU, and a hybrid's state slots from
+// 0.9/1.9 of the budget.
+func TestSGLang0523(t *testing.T) {
+	h100, rtx := mustGPU("H100-80GB"), mustGPU("RTX-4090")
+	gpuMiB := func(g GPU) float64 { return float64(g.Memory) / float64(MiB) }
+	rel := sglangReleases[1]
+	for _, c := range []struct {
+		preset string
+		g      GPU
+		want   float64
+	}{
+		{"llama-3.1-8b", h100, 0.830},
+		{"deepseek-v2-lite", h100, 0.816},
+		{"llama-3.1-8b", rtx, math.RoundToEven((gpuMiB(rtx)-(512+4096*1.5+48*2+128+8*50))/gpuMiB(rtx)*1000) / 1000},
+	} {
+		if got, why := (SGLang{TP: 1}).memFraction(MustPreset(c.preset), gpuMiB(c.g), rel); got != c.want {
+			t.Errorf("%s on %s: %v (%s), want %v", c.preset, c.g.Name, got, why, c.want)
+		}
+	}
+	if got, _ := (SGLang{}).memFraction(MustPreset("llama-3.1-8b"), 0, rel); got != 0.95 {
+		t.Errorf("no GPU: %v, want 0.95", got)
+	}
+	vl := Inference{Model: MustPreset("qwen2.5-vl-7b"), Weights: Quant{DType: BF16}}
+	p, err := SGLang{}.Carve(vl, h100)
+	if err != nil || p.MMReservation != 100*MiB || p.Rest != p.Free-p.Weights-p.Reserved-100*MiB {
+		t.Errorf("qwen2.5-vl-7b: reservation %v, rest %v, %v", p.MMReservation, p.Rest, err)
+	}
+	next := Inference{Model: MustPreset("qwen3-next-80b-a3b"), Weights: Quant{DType: BF16}}
+	q, err := SGLang{TP: 4}.Carve(next, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := q.Free - q.Weights - q.Reserved
+	slots := int(float64(budget)*0.9/1.9/float64(q.StatePerRequest)) - 1
+	if q.MambaSlots != slots || q.RunningCap != slots/5 || q.StateReserved != q.StatePerRequest*Bytes(slots+1) || q.Rest != budget-q.StateReserved {
+		t.Errorf("qwen3-next at TP 4: %d slots (want %d), cap %d, state %v, rest %v of %v", q.MambaSlots, slots, q.RunningCap, q.StateReserved, q.Rest, budget)
+	}
+	if c := q.MaxConcurrencyFor(16); c != float64(slots/5) {
+		t.Errorf("short requests at once %v, want the cap %d", c, slots/5)
 	}
 }

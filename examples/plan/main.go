@@ -518,8 +518,11 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 			r.Fit.GPU, tc.Usable, tc.Weights, tc.Activation, tc.Free, tc.Blocks, tc.BlockBytes, vram.Grouped(tc.MaxBatchTotalTokens))
 	}
 	if sp := r.SGLang; sp != nil {
-		fmt.Fprintf(w, "\nSGLang on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v (mem_fraction_static %.4g); KV pool %v = max_total_num_tokens %s (%v a token)\n",
-			r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.MemFractionStatic, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+		fmt.Fprintf(w, "\nSGLang %s on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v (mem_fraction_static %.4g); KV pool %v = max_total_num_tokens %s (%v a token)\n",
+			sp.Release.Release, r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.MemFractionStatic, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+		if sp.MMReservation > 0 {
+			fmt.Fprintf(w, "  the multimodal cache takes %v off the pool's budget (SGLANG_VLM_CACHE_SIZE_MB)\n", sp.MMReservation)
+		}
 		if sp.StateLayers > 0 {
 			fmt.Fprintf(w, "  recurrent state pool: %d slots (max_mamba_cache_size) × %v a request = %v, taken before the KV pool; at most %d requests run at once\n",
 				sp.MambaSlots, sp.StatePerRequest, sp.State, sp.MambaSlots)

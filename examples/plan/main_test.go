@@ -256,11 +256,12 @@ func TestSGLangPlan(t *testing.T) {
 	if err := gate([]string{p}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "SGLang on A100-80GB") || !strings.Contains(s, "max_total_num_tokens") || !strings.Contains(s, "max_batch_total_tokens") {
+	if s := out.String(); !strings.Contains(s, "SGLang 0.5.23 on A100-80GB") || !strings.Contains(s, "max_total_num_tokens") || !strings.Contains(s, "max_batch_total_tokens") {
 		t.Errorf("output:\n%s", s)
 	}
-	// Without a fraction, SGLang 0.5.3's default for the card: an A100
-	// 80GB (81,920 MiB) keeps back 13,440 MiB, (81920 − 13440) / 81920.
+	// Without a fraction, SGLang 0.5.23's default for the card: an A100
+	// 80GB (81,920 MiB) keeps back 13,904 MiB (0.5.3's 13,440 and 58
+	// prefill graphs at 8 MiB), (81920 − 13904) / 81920.
 	if err := os.WriteFile(p, []byte(strings.Replace(plan, `"mem_fraction_static": 0.85`, "", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestSGLangPlan(t *testing.T) {
 	if err := gate([]string{p}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "(mem_fraction_static 0.836)") || !strings.Contains(s, "SGLang 0.5.3's default") {
+	if s := out.String(); !strings.Contains(s, "(mem_fraction_static 0.83)") || !strings.Contains(s, "SGLang 0.5.23's default") {
 		t.Errorf("default fraction: output:\n%s", s)
 	}
 	bad := `{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "sglang": {}}`

@@ -411,6 +411,9 @@ func vllmV0Defaults(v vram.VLLM, m vram.Model, s settings) (vram.VLLM, error) {
 func sglangValue(c Case, m vram.Model, s settings, how string) (prediction, string, error) {
 	var sg vram.SGLang
 	var err error
+	if _, e := vram.ParseVersion("sglang", c.Infer.EngineVersion); e == nil {
+		sg.Version = c.Infer.EngineVersion // the release the case ran
+	}
 	if f, ok, e := s.num("mem_fraction_static"); e != nil {
 		return prediction{}, "", e
 	} else if ok {

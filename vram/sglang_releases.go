@@ -1,0 +1,73 @@
+package vram
+
+// SGLang's releases as data (versions.go): what each modelled release does
+// that the pool's sizing reads, with the release's files and lines (paths
+// inside the sglang package of its wheel).
+
+// sglangRelease is one modelled SGLang release.
+type sglangRelease struct {
+	releaseRow
+	// fallback is the default fraction without a GPU reading.
+	fallback float64
+	// smallChunk, smallBS and smallBSBig are chunked_prefill_size and the
+	// decode CUDA-graph batch (TP < 4, TP ≥ 4) on a GPU of 20 to 35 GiB.
+	smallChunk, smallBS, smallBSBig int
+	// prefillGraphs: prefill CUDA graphs are captured by default (CUDA),
+	// and the default fraction keeps 8 MiB a capture size back for them
+	// (1.5 GiB with an MLA backend).
+	prefillGraphs bool
+	// mmReservation comes off a multimodal model's KV budget
+	// (SGLANG_VLM_CACHE_SIZE_MB).
+	mmReservation Bytes
+	// autoMambaSlots: a hybrid's state slots default to a share of the
+	// budget (mamba_full_memory_ratio 0.9: 0.9/1.9 of it), the radix
+	// cache kept on; else to max_running_requests or 512, the radix cache
+	// off.
+	autoMambaSlots bool
+	// stateKinds are the kinds of recurrent layer the release pools
+	// (stateKind; nil: Qwen3-Next's Gated DeltaNet and Falcon-H1's
+	// parallel Mamba-2 only).
+	stateKinds map[string]bool
+}
+
+// sglangReleases are the modelled releases, oldest first.
+var sglangReleases = []sglangRelease{
+	{
+		releaseRow: releaseRow{Version: "0.5.3", Source: "sglang 0.5.3: srt/server_args.py:542-684 (default fraction, sizes by GPU), 3105-3142 (VLM factor); srt/model_executor/model_runner.py:1257-1298 (pool budget, cell), 357-374 and 1300-1306 (hybrid state: Qwen3-Next, Falcon-H1; 512 slots, radix cache off)"},
+		fallback:   0.88, smallChunk: 2048, smallBS: 16, smallBSBig: 80,
+	},
+	{
+		releaseRow: releaseRow{Version: "0.5.23", Source: "sglang 0.5.23: srt/arg_groups/memory_hook.py:89-188 (sizes by GPU), 281-343 (default fraction; 0.95 without a GPU), 357-414 (graph reserve: 8 MiB a prefill capture size, MLA 1.5 GiB); srt/arg_groups/cuda_graph_hook.py:136-255 (prefill graphs off for unlisted multimodal models), 480-497 (prefill capture sizes); srt/model_executor/cuda_graph_config.py:119-123 (prefill graphs on, CUDA); srt/mem_cache/kv_cache_configurator.py:202-223 (100 MiB VLM cache), 2990-3060 (budget), 3229-3409 (state slots: mamba_full_memory_ratio 0.9); srt/configs/hybrid_arch.py:55-137 (hybrids pooled)"},
+		fallback:   0.95, smallChunk: 4096, smallBS: 48, smallBSBig: 160, prefillGraphs: true, mmReservation: 100 * MiB, autoMambaSlots: true,
+		stateKinds: map[string]bool{"Gated DeltaNet": true, "Mamba-2": true, "short convolution": true},
+	},
+}
+
+// CurrentSGLang is the SGLang release a plan that names none is modelled
+// with.
+var CurrentSGLang = sglangReleases[len(sglangReleases)-1].Version
+
+// release resolves the launch's release (SGLang.Version).
+func (s SGLang) release() (sglangRelease, Modelled, error) {
+	rows := make([]releaseRow, len(sglangReleases))
+	for i, r := range sglangReleases {
+		rows[i] = r.releaseRow
+	}
+	i, m, err := pickRelease("sglang", s.Version, rows)
+	if err != nil {
+		return sglangRelease{}, Modelled{}, err
+	}
+	return sglangReleases[i], m, nil
+}
+
+// prefillCaptureSizes are the prefill CUDA-graph sizes up to maxBS (0.5.23
+// srt/arg_groups/cuda_graph_hook.py:480-497).
+func prefillCaptureSizes(maxBS int) int {
+	n := 0
+	for _, r := range [][3]int{{4, 32, 4}, {48, 256, 16}, {288, 512, 32}, {576, 1024, 64}, {1280, 4096, 256}, {4608, maxBS, 512}} {
+		for v := r[0]; v <= r[1] && v <= maxBS; v += r[2] {
+			n++
+		}
+	}
+	return n
+}
