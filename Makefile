@@ -1,7 +1,7 @@
 # README's two commands: `make lab` (set up, serve JupyterLab on the tutorials)
 # and `make test` (set up, run every test). The work is in kernel/scripts so
 # that the Dockerfile runs exactly what CI tests.
-.PHONY: lab test setup doctor report reports truth refresh docs
+.PHONY: lab test setup doctor report reports truth refresh docs releases
 
 lab:
 	kernel/scripts/lab.sh
@@ -40,3 +40,8 @@ truth:
 # The docs' tables of measured numbers, rewritten by what measures them.
 docs:
 	kernel/scripts/docs.sh
+
+# The newest release of each modelled engine and library on the package
+# index beside the newest the engine models (a maintainer's command).
+releases:
+	kernel/scripts/releases.sh

@@ -257,3 +257,17 @@ func (p Plan) Releases() ([]Modelled, error) {
 	}
 	return out, nil
 }
+
+// ModelledReleases lists, for each library whose rules change with its
+// release, the releases the engine models, oldest first (the rows of its
+// release table; transformers: the release the family recipes follow).
+func ModelledReleases() map[string][]string {
+	out := map[string][]string{"transformers": {Transformers}}
+	for _, r := range vllmReleases {
+		out["vllm"] = append(out["vllm"], r.Version)
+	}
+	for _, r := range sglangReleases {
+		out["sglang"] = append(out["sglang"], r.Version)
+	}
+	return out
+}

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -141,6 +142,7 @@ func run(args []string, w io.Writer) error {
 	hfConfig := fs.Bool("hf-config", false, "print the plan's model as a Hugging Face config.json (for examples/measure)")
 	presets := fs.Bool("presets", false, "list the catalog's model names")
 	families := fs.Bool("families", false, "list the model families (config.json model_type) the engine models")
+	releases := fs.Bool("releases", false, "list the releases of each engine and library the engine models (library, then its releases, oldest first)")
 	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
 	ggufFile := fs.String("gguf", "", "print a GGUF file's header (a path, or hf://org/name/file.gguf): architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
 	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
@@ -160,6 +162,13 @@ func run(args []string, w io.Writer) error {
 	}
 	if *ggufFile != "" {
 		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *gpuName)
+	}
+	if *releases {
+		rs := vram.ModelledReleases()
+		for _, lib := range slices.Sorted(maps.Keys(rs)) {
+			fmt.Fprintln(w, lib, strings.Join(rs[lib], " "))
+		}
+		return nil
 	}
 	if *presets || *families {
 		names := vram.Presets()
