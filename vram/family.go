@@ -40,6 +40,13 @@ type family struct {
 	deltaNet bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
+	// servingOnly says why training and transformers' generate are not
+	// modelled for the family, where its modeling code is new in the 5.x
+	// releases and runs what the engine's rules do not yet follow
+	// (transformers 5's grouped_mm experts, MLA's compressed cache); its
+	// tensors, stored bytes, caches and serving engines are. Empty for
+	// the others.
+	servingOnly string
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool

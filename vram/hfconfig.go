@@ -338,6 +338,20 @@ func (r *hfReader) optInt(key string, def int) int {
 	return r.int(key)
 }
 
+// optIntOrNone reads a count whose config class defaults to def when the
+// key is missing and takes an explicit null as None (0): GLM-4.7-Flash's
+// q_lora_rank, 768 by default, None for a plain q_proj.
+func (r *hfReader) optIntOrNone(key string, def int) int {
+	v, ok := r.c[key]
+	switch {
+	case !ok:
+		return def
+	case v == nil:
+		return 0
+	}
+	return r.int(key)
+}
+
 // optFloat reads a number; missing or null is def, anything else an error.
 func (r *hfReader) optFloat(key string, def float64) float64 {
 	v, ok := r.c[key]

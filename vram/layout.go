@@ -123,6 +123,21 @@ func stackedExperts(m Model, l *tensorList, p string, bias bool) {
 	}
 }
 
+// fusedExperts adds routed experts as transformers 5 fuses them under p
+// (glm4_moe_lite/modeling_glm4_moe_lite.py:445-446 and its 5.x siblings):
+// gate_up_proj [experts, 2·expert_ffn, hidden] (gate rows, then up) and
+// down_proj [experts, hidden, expert_ffn], each expert an nn.Linear weight,
+// no ".weight" suffix.
+func fusedExperts(m Model, l *tensorList, p string) {
+	e, h, f := int64(m.Experts), int64(m.Hidden), int64(m.ExpertFFN)
+	start := len(l.ts)
+	l.add(p+"gate_up_proj", "gate_up_proj", e, 2*f, h)
+	l.add(p+"down_proj", "down_proj", e, h, f)
+	for i := start; i < len(l.ts); i++ {
+		l.ts[i].Stacked, l.ts[i].OutIn = m.Experts, true
+	}
+}
+
 // mlpFusedGateUp adds one gate|up matrix and the down projection.
 func mlpFusedGateUp(m Model, l *tensorList, p string, f int64, e int) {
 	start := len(l.ts)
@@ -204,19 +219,23 @@ func rotaryBuffer(m Model, b *bufferList, p string) {
 func mlaTensors(m Model, l *tensorList, p string) {
 	h, nh := int64(m.Hidden), int64(m.Heads)
 	qk := int64(m.QKNopeDim + m.QKRopeDim)
+	// attention_bias puts biases on q_a_proj, kv_a_proj_with_mqa and
+	// o_proj (DeepseekV3Attention; glm4_moe_lite l.246-270), not on q_proj,
+	// q_b_proj or kv_b_proj.
+	bias := m.Bias == BiasQKVOnly
 	if m.QLoRARank > 0 {
 		r := int64(m.QLoRARank)
-		l.linear(p+"q_a_proj", "q_proj", h, r, false)
+		l.linear(p+"q_a_proj", "q_proj", h, r, bias)
 		l.norm(p+"q_a_layernorm", false, r)
 		l.linear(p+"q_b_proj", "q_proj", r, nh*qk, false)
 	} else {
 		l.linear(p+"q_proj", "q_proj", h, nh*qk, false)
 	}
 	r := int64(m.KVLoRARank)
-	l.linear(p+"kv_a_proj_with_mqa", "k_proj", h, r+int64(m.QKRopeDim), false)
+	l.linear(p+"kv_a_proj_with_mqa", "k_proj", h, r+int64(m.QKRopeDim), bias)
 	l.norm(p+"kv_a_layernorm", false, r)
 	l.linear(p+"kv_b_proj", "v_proj", r, nh*int64(m.QKNopeDim+m.VHeadDim), false)
-	l.linear(p+"o_proj", "o_proj", nh*int64(m.VHeadDim), h, false)
+	l.linear(p+"o_proj", "o_proj", nh*int64(m.VHeadDim), h, bias)
 }
 
 // conv1DDecoder is the layout of GPT-2-style blocks under transformer.h.N:

@@ -144,6 +144,8 @@ func (r *Release) storedBytes(t Tensor) Bytes {
 // expert.
 func (t Tensor) matrix() (rows, cols, n int64) {
 	switch {
+	case t.Stacked > 0 && len(t.Shape) == 3 && t.OutIn:
+		return t.Shape[1], t.Shape[2], t.Shape[0]
 	case t.Stacked > 0 && len(t.Shape) == 3:
 		return t.Shape[2], t.Shape[1], t.Shape[0]
 	case len(t.Shape) == 2:

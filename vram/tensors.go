@@ -24,6 +24,11 @@ type Tensor struct {
 	// holds along its first dimension (Llama 4 and gpt-oss keep
 	// experts.gate_up_proj as [experts, hidden, 2·ffn]); 0 otherwise.
 	Stacked int `json:"stacked,omitempty"`
+	// OutIn: a stacked tensor is laid out [experts, out, in], each expert
+	// an nn.Linear weight (transformers 5's fused experts:
+	// experts.gate_up_proj [experts, 2·ffn, hidden]), not [experts, in,
+	// out].
+	OutIn bool `json:"out_in,omitempty"`
 	// DType is set when the tensor was read from a checkpoint.
 	DType DType `json:"dtype,omitempty"`
 	// Bytes is the stored size when read from a checkpoint.

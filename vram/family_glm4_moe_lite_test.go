@@ -1,0 +1,43 @@
+package vram
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestGLM4MoeLite: GLM-4.7-Flash as transformers 5.23 builds it — the
+// parameter counts of its meta-device models (small configs; the class's
+// defaults), the dense layers from mlp_layer_types, and a serving plan;
+// its training step is refused in words.
+func TestGLM4MoeLite(t *testing.T) {
+	small := `"model_type": "glm4_moe_lite", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1, "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 24, "v_head_dim": 20`
+	for _, c := range []struct {
+		name, json string
+		params     int64
+	}{
+		// transformers 5.23.0 on the meta device: sum(p.numel()).
+		{"small", `{` + small + `, "q_lora_rank": 48}`, 338608},
+		{"attention_bias, no q_lora", `{` + small + `, "q_lora_rank": null, "attention_bias": true}`, 337264},
+		{"the class's defaults", `{"model_type": "glm4_moe_lite"}`, 29943390976},
+	} {
+		m, err := FromHFConfig([]byte(c.json))
+		if err != nil || m.ParamCount() != c.params {
+			t.Errorf("%s: %d parameters, %v; transformers 5.23 builds %d", c.name, m.ParamCount(), err, c.params)
+		}
+	}
+	m, err := FromHFConfig([]byte(`{` + small + `, "mlp_layer_types": ["dense", "dense", "sparse"]}`))
+	if err != nil || m.DenseLayers != 2 {
+		t.Errorf("mlp_layer_types: %d dense layers, %v", m.DenseLayers, err)
+	}
+	if _, err := FromHFConfig([]byte(`{` + small + `, "mlp_layer_types": ["sparse", "dense", "sparse"]}`)); err == nil || !strings.Contains(err.Error(), "mlp_layer_types[1]") {
+		t.Errorf("dense after sparse: %v", err)
+	}
+	flash := MustPreset("glm-4.7-flash")
+	if _, err := (Training{Model: flash, SeqLen: 512, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+		t.Errorf("training: %v", err)
+	}
+	c, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: flash}, mustGPU("H100-80GB"))
+	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64)) {
+		t.Errorf("vLLM: starts %v (%s), page %v, %v", c.Starts, c.Err, c.KVCache.PageBytes, err)
+	}
+}
