@@ -15,7 +15,7 @@ say "go test (with the race detector)"
 go test -race ./...
 
 say "the step program's invariant pass (vram/sanity.go) on every training plan of the engine's tests"
-go test -sanity ./vram
+go test ./vram -sanity
 
 say "build without cgo (vram and charts must build anywhere)"
 CGO_ENABLED=0 go build ./...
