@@ -90,8 +90,9 @@ func init() {
 		buffers: func(m Model, b *bufferList) {
 			// Every rotary embedding of transformers 5 keeps inv_freq and
 			// original_inv_freq (l.61-62).
-			b.add("model.rotary_emb.inv_freq", -1, FP32, int64(m.QKRopeDim)/2)
-			b.add("model.rotary_emb.original_inv_freq", -1, FP32, int64(m.QKRopeDim)/2)
+			rope := int64(m.QKRopeDim) / 2
+			b.add("model.rotary_emb.inv_freq", -1, FP32, rope)
+			b.add("model.rotary_emb.original_inv_freq", -1, FP32, rope)
 			for i := m.DenseLayers; i < m.Layers; i++ {
 				b.add(fmt.Sprintf("model.layers.%d.mlp.gate.e_score_correction_bias", i), i, FP32, int64(m.Experts))
 			}

@@ -212,6 +212,15 @@ func rotaryBuffer(m Model, b *bufferList, p string) {
 	b.add(p+"rotary_emb.inv_freq", -1, FP32, rot/2)
 }
 
+// rotaryBuffers5 are transformers 5's rotary buffers under p: inv_freq and
+// original_inv_freq, each of the rotated dimensions' half
+// (modeling_minimax_m2.py:161-162 and every 5.x *RotaryEmbedding).
+func rotaryBuffers5(m Model, b *bufferList, p string) {
+	rot := int64(float64(m.HeadDim) * m.RotaryPct)
+	b.add(p+"rotary_emb.inv_freq", -1, FP32, rot/2)
+	b.add(p+"rotary_emb.original_inv_freq", -1, FP32, rot/2)
+}
+
 // mlaTensors adds multi-head latent attention's tensors (DeepSeek-V2 §2.1.2):
 // q through a low-rank q_a/q_b pair (or one q_proj without q_lora_rank), the
 // compressed kv with the decoupled rotary key (kv_a_proj_with_mqa), its norm

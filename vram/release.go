@@ -277,16 +277,18 @@ func (r *hfReader) patterns(key string) string {
 	return strings.Join(out, "\n")
 }
 
-// blockFP8 reads FineGrainedFP8Config: fmt e4m3 (or e5m2), and
+// blockFP8 reads FineGrainedFP8Config: fmt e4m3 (or e5m2; released
+// configs also spell them as torch does, "float8_e4m3fn" in MiniMax-M2's
+// — transformers itself does not read the key and loads e4m3), and
 // weight_block_size, the tile that shares one scale ([128, 128]).
 func (r *hfReader) blockFP8() (Quant, error) {
 	q := Quant{DType: FP8E4M3}
 	switch f := r.optString("fmt", "e4m3"); f {
-	case "e4m3":
-	case "e5m2":
+	case "e4m3", "float8_e4m3fn", "float8_e4m3":
+	case "e5m2", "float8_e5m2":
 		q.DType = FP8E5M2
 	default:
-		return q, fmt.Errorf("fmt %q: want e4m3 or e5m2", f)
+		return q, fmt.Errorf("fmt %q: want e4m3 or e5m2 (or torch's float8_e4m3fn, float8_e5m2)", f)
 	}
 	bs := r.optList("weight_block_size")
 	if bs == nil {
