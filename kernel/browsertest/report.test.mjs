@@ -207,7 +207,7 @@ test('a serving plan too large for its card: the report gives vLLM\'s refusal in
 // the GPU it leaves to the launch, and says in one line what is wrong.
 test('make report on an axolotl config, and a failure said in one line', () => {
   const dir = mkdtempSync(join(tmpdir(), 'vramlab-axolotl-'));
-  const config = join(ROOT, 'vram', 'testdata', 'configs', 'axolotl', 'llama-3__qlora.yml');
+  const config = join(ROOT, 'vram', 'importer', 'testdata', 'configs', 'axolotl', 'llama-3__qlora.yml');
   execFileSync('make', ['-s', 'report', `PLAN=${config}`, 'GPU=RTX-4090', `REPORT_DIR=${dir}`], { cwd: ROOT, stdio: 'pipe' });
   const html = readFileSync(join(dir, 'llama-3__qlora', 'llama-3__qlora.html'), 'utf8');
   const text = html.replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
