@@ -51,8 +51,9 @@ func Allocator(points []vram.ReplayPoint, title string) Chart {
 	// would touch ECharts shows every other one; the table below the chart
 	// lists each.
 	c.Option.XAxis = []map[string]any{{"type": "category", "data": names, "axisLabel": map[string]any{"interval": "auto", "hideOverlap": true, "lineHeight": 14,
-		"formatter": opts.FuncOpts(`function(v){var i=v.indexOf(' (');return i<0?v:v.slice(0,i)+'
-'+v.slice(i+1);}`)}}}
+		// go-echarts strips a function's newlines and escapes its
+		// backslashes: the line break is made, not written.
+		"formatter": opts.FuncOpts(`function(v){var i=v.indexOf(' (');return i<0?v:v.slice(0,i)+String.fromCharCode(10)+v.slice(i+1);}`)}}}
 	c.Option.YAxis = []map[string]any{bytesAxis(map[string]any{"max": niceCeil(gv(top) * 1.05)})}
 	c.Option.Series = []charts.SingleSeries{{Name: "allocated", Type: "bar", Stack: "reserved", Data: alloc, ItemStyle: &opts.ItemStyle{Color: "#5470c6"}}}
 	if slices.ContainsFunc(free, func(v float64) bool { return v != 0 }) { // no legend entry for what is never there

@@ -70,11 +70,12 @@ func share(b, total vram.Bytes) string {
 }
 
 // bytesAxis is a memory axis in GiB, its labels in TiB from 1024 GiB up
-// (a 2 TiB plan's "2,000 GiB" labels ran into each other), any that would
-// still touch left out.
+// (a 2 TiB plan's "2,000 GiB" labels ran into each other) and to one
+// decimal from 10 TiB ("19.5 TiB", not "19.53 TiB"), any that would still
+// overlap left out.
 func bytesAxis(extra map[string]any) map[string]any {
 	a := map[string]any{"type": "value", "axisLabel": map[string]any{"hideOverlap": true,
-		"formatter": opts.FuncOpts(`function(v){if(Math.abs(v)>=1024){var t=v/1024;return (Math.round(t*100)/100)+' TiB';}return (Math.round(v*100)/100)+' GiB';}`)}}
+		"formatter": opts.FuncOpts(`function(v){if(Math.abs(v)>=1024){var t=v/1024,k=Math.abs(t)>=10?10:100;return (Math.round(t*k)/k)+' TiB';}return (Math.round(v*100)/100)+' GiB';}`)}}
 	for k, v := range extra {
 		a[k] = v
 	}
@@ -157,7 +158,9 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	c.Option.Grid = []map[string]any{{"left": "3%", "right": "52%", "top": "70", "bottom": "60", "containLabel": true}}
 	// The axis's last label would stand at the donut's labels' edge in a
 	// narrow chart: it is left out (the total is in the subtitle).
-	x := bytesAxis(nil)
+	// Three or four ticks: the bar has half the chart's width, where more
+	// labels run into each other ("10 GiB15 GiB") at a printed page's width.
+	x := bytesAxis(map[string]any{"splitNumber": 3})
 	x["axisLabel"].(map[string]any)["showMaxLabel"] = false
 	c.Option.XAxis = []map[string]any{x}
 	c.Option.YAxis = []map[string]any{{"type": "category", "data": []string{"per GPU"}}}
@@ -178,8 +181,8 @@ func Breakdown(b vram.Breakdown, title string) Chart {
 	c.Table.Rows = append(c.Table.Rows, []string{"total", gib(total), "100%"})
 	// The donut names each slice with its share; a slice too thin for its
 	// label drops the label (the legend and tooltip still have it).
-	c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: "share", Type: "pie", Radius: []string{"22%", "38%"},
-		Center: []string{"75%", "50%"}, Data: pie,
+	c.Option.Series = append(c.Option.Series, charts.SingleSeries{Name: "share", Type: "pie", Radius: []string{"20%", "34%"},
+		Center: []string{"73%", "50%"}, Data: pie,
 		Label:       &opts.Label{Show: opts.Bool(true), Formatter: "{b}\n{d}%", FontSize: 11, LineHeight: 14},
 		LabelLine:   &opts.LabelLine{Show: opts.Bool(true), Length2: 6},
 		LabelLayout: &opts.LabelLayout{HideOverlap: opts.Bool(true)}})
@@ -267,7 +270,9 @@ func Timeline(tl vram.Timeline, capacity vram.Bytes) Chart {
 	}
 	c.Option.Tooltip = lineTip("axis", stackTip)
 	c.Option.Legend = &opts.Legend{Bottom: "0"}
-	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "70", "bottom": "60", "containLabel": true}}
+	// vramlabPinRoom: fitTitles keeps the peak's pin (about 40 px above
+	// the peak) below the title and subtitle however they wrap.
+	c.Option.Grid = []map[string]any{{"left": "3%", "right": "8%", "top": "110", "bottom": "60", "containLabel": true, "vramlabPinRoom": 44}}
 	// The x-axis is the step's allocations in order: the phases are the
 	// labelled bands above, each point's op is in the tooltip.
 	c.Option.XAxis = []map[string]any{{"type": "category", "data": xs, "boundaryGap": false, "axisLabel": map[string]any{"show": false},
@@ -409,13 +414,14 @@ func phaseAreas(tl vram.Timeline) *opts.MarkAreas {
 }
 
 // labelFits reports whether a span of n of total category slots is wide
-// enough for its name in a plot about 800 pixels wide (the narrowest a
-// notebook or an A4 page gives it), at about 7 pixels a character.
+// enough for its name in a plot about 600 pixels wide (the narrowest a
+// report's printed column, 186 mm, gives it), at about 7 pixels a
+// character.
 func labelFits(name string, n, total int) bool {
 	if total <= 0 {
 		return false
 	}
-	return float64(n)/float64(total)*800 >= float64(len(name))*7+8
+	return float64(n)/float64(total)*600 >= float64(len(name))*7+8
 }
 
 // Sweep charts memory against a swept field: stacked bars by category, a
@@ -607,7 +613,7 @@ func Flow(b vram.Breakdown, inputs vram.Bytes, title string) Chart {
 	}
 	// Room above for the title, and on the right for the last node's name.
 	c.Option.Series = []charts.SingleSeries{{Name: "flow", Type: "sankey", Data: nodes, Links: links,
-		Top: "50", Bottom: "10", Left: "2%", Right: "17%",
+		Top: "50", Bottom: "10", Left: "2%", Right: "20%",
 		Label: &opts.Label{Show: opts.Bool(true)}, LineStyle: &opts.LineStyle{Color: "gradient", Curveness: 0.5, Opacity: opts.Float(0.4)}}}
 	return c
 }

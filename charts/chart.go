@@ -198,7 +198,9 @@ const tipJS = `var textTips=function(o){var t=o.tooltip;if(!t||typeof t.formatte
 // instead of running past the edge, with lines a readable distance apart,
 // and moves the plot down below them: the grid's top is at least the
 // height the wrapped lines take (measured with the title's fonts, 18 px
-// bold and 12 px), so a wrapped subtitle never lands on the top axis label.
+// bold and 12 px), and the room a grid asks to keep above its plot
+// (vramlabPinRoom: the timeline's peak pin), so a wrapped subtitle never
+// lands on the top axis label or the pin.
 // It runs again when the chart is resized (a window made narrower).
 const titleJS = `var fitTitles=function(o,w){if(!o.title||!w)return;var cx=document.createElement('canvas').getContext('2d');` +
 	`var lines=function(s,font){if(!s)return 0;cx.font=font;return String(s).split('\n').reduce(function(n,l){return n+Math.max(1,Math.ceil(cx.measureText(l).width/(w-20)));},0);};` +
@@ -206,7 +208,7 @@ const titleJS = `var fitTitles=function(o,w){if(!o.title||!w)return;var cx=docum
 	`t.textStyle=Object.assign({overflow:'break',lineHeight:22},t.textStyle||{},{width:w-20});` +
 	`t.subtextStyle=Object.assign({overflow:'break',lineHeight:16},t.subtextStyle||{},{width:w-20});` +
 	`need=Math.max(need,10+22*lines(t.text,'bold 18px sans-serif')+16*lines(t.subtext,'12px sans-serif')+24);});` +
-	`if(o.grid)o.grid=[].concat(o.grid).map(function(g){var top=parseFloat(g.top);if(!isNaN(top)&&top<need)g.top=need;return g;});};`
+	`if(o.grid)o.grid=[].concat(o.grid).map(function(g){var top=parseFloat(g.top),room=g.vramlabPinRoom||0;if(!isNaN(top)&&top<need+room)g.top=need+room;return g;});};`
 
 // tableHTML renders the fallback table (visible until the chart draws).
 func tableHTML(title string, t Table) string {

@@ -218,18 +218,21 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		if err != nil {
 			return Verdict{}, err
 		}
-		why := fmt.Sprintf("vLLM takes %v on the device (gpu_memory_utilization × %v = %v, CUDA context %v", c.DeviceUsed, b.GPU.Total(), c.Requested, c.NonTorch)
-		if c.CUDAGraphs > 0 {
-			why += fmt.Sprintf(", CUDA graphs %v", c.CUDAGraphs)
+		why := fmt.Sprintf("vLLM %s takes %v on the device (gpu_memory_utilization × %v = %v", c.Release.Release, c.DeviceUsed, b.GPU.Total(), c.Requested)
+		switch {
+		case c.CUDAGraphs > 0 && c.GraphsInBudget:
+			why += fmt.Sprintf(", CUDA graphs %v within it", c.CUDAGraphs)
+		case c.CUDAGraphs > 0:
+			why += fmt.Sprintf(", CUDA graphs %v beside it", c.CUDAGraphs)
 		}
-		why += fmt.Sprintf("); KV cache %s tokens, %.2fx requests of %d tokens at once", Grouped(c.KVCache.Tokens), c.KVCache.MaxConcurrency, c.KVCache.MaxModelLen)
+		why += fmt.Sprintf(", CUDA context %v); KV cache %s tokens, %.2fx requests of %d tokens at once", c.NonTorch, Grouped(c.KVCache.Tokens), c.KVCache.MaxConcurrency, c.KVCache.MaxModelLen)
 		return b.engineVerdict("vLLM", c.DeviceUsed, c.Err, why), nil
 	case p.SGLang != nil:
 		c, err := p.SGLang.Carve(*p.Inference, b.GPU)
 		if err != nil {
 			return Verdict{}, err
 		}
-		return b.engineVerdict("SGLang", c.DeviceUsed, c.Err, fmt.Sprintf("SGLang takes %v on the device (CUDA context %v, weights %v, KV pool %v: max_total_num_tokens %s)", c.DeviceUsed, b.GPU.Context, c.Weights, c.Rest, Grouped(c.Tokens))), nil
+		return b.engineVerdict("SGLang", c.DeviceUsed, c.Err, fmt.Sprintf("SGLang %s takes %v on the device (CUDA context %v, weights %v, KV pool %v: max_total_num_tokens %s)", c.Release.Release, c.DeviceUsed, b.GPU.Context, c.Weights, c.Rest, Grouped(c.Tokens))), nil
 	case p.TGI != nil:
 		c, err := p.TGI.Carve(*p.Inference, b.GPU)
 		if err != nil {

@@ -239,7 +239,8 @@ export async function chartTexts(page) {
 }
 
 // A label overlaps another when their boxes share more than a sliver (1.5 px
-// each way, which glyph boxes' own padding can account for).
+// each way, which glyph boxes' own padding can account for), and runs into
+// another on its line when less than 2 px separate them.
 export function layoutProblems(charts) {
   const out = [];
   for (const c of charts) {
@@ -256,6 +257,9 @@ export function layoutProblems(charts) {
         const ox = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
         const oy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
         if (ox > 1.5 && oy > 1.5) out.push(`${c.title}: "${a.text}" overlaps "${b.text}" (${ox.toFixed(1)}×${oy.toFixed(1)} px)`);
+        // Two labels on one line with under 2 px between them read as one
+        // ("10 GiB15 GiB").
+        else if (oy > 0.6 * Math.min(a.h, b.h) && ox > -2 && a.text.trim() && b.text.trim()) out.push(`${c.title}: "${a.text}" runs into "${b.text}" (${(-ox).toFixed(1)} px apart)`);
       }
     }
   }

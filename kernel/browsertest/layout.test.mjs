@@ -27,7 +27,8 @@ before(async () => {
 after(async () => { await browser?.close(); });
 
 // 1440 px: a laptop screen. 794 px: an A4 page (210 mm at 96 px per inch).
-for (const [width, which] of [[1440, 'gallery'], [794, 'gallery'], [1440, 'totals'], [794, 'totals']]) {
+// 703 px: a report's printed column (186 mm).
+for (const [width, which] of [[1440, 'gallery'], [794, 'gallery'], [703, 'gallery'], [1440, 'totals'], [794, 'totals'], [703, 'totals']]) {
   test(`no chart label overlaps another or is cut off at ${width} px (${which})`, async () => {
     const { page, problems } = await offlinePage(browser);
     await page.setViewportSize({ width, height: 900 });

@@ -152,9 +152,11 @@ test('the printed report has no scrollbar, no chart cut at the edge and no word 
 
 // Page 1 answers: the verdict and the breakdown of the peak, with its
 // chart, before any detail.
-test('page 1 of the PDF holds the verdict and the breakdown', () => {
+test('page 1 of the PDF holds the verdict and the breakdown, and is not left half empty', () => {
   const page1 = execFileSync('pdftotext', ['-f', '1', '-l', '1', join(out, 'llama3-8b-lora.pdf'), '-'], { encoding: 'utf8' });
-  for (const want of ['Verdict on A100-80GB', 'Memory at the peak', 'Peak allocated memory per GPU:']) {
+  // The assumptions begin under the breakdown: their table runs on to page 2
+  // rather than leaving a third of page 1 blank.
+  for (const want of ['Verdict on A100-80GB', 'Memory at the peak', 'Peak allocated memory per GPU:', 'Assumptions', 'sequence length']) {
     assert.ok(page1.includes(want), `page 1 lacks "${want}":\n${page1}`);
   }
   const images = execFileSync('pdfimages', ['-f', '1', '-l', '1', '-list', join(out, 'llama3-8b-lora.pdf')], { encoding: 'utf8' });
