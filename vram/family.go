@@ -423,7 +423,7 @@ func (m Model) recipeOf(lib libVersion) recipe {
 const Transformers = "4.57.6"
 
 // libVersion is a transformers release as major, minor, patch.
-type libVersion [3]int
+type libVersion = Version
 
 // pinned is Transformers as a libVersion (TestPinnedTransformers keeps the
 // two in step).
@@ -454,8 +454,6 @@ func parseVersion(s string) (libVersion, error) {
 }
 
 // before reports whether v is older than major.minor.
-func (v libVersion) before(major, minor int) bool {
+func (v Version) before(major, minor int) bool {
 	return v[0] < major || v[0] == major && v[1] < minor
 }
-
-func (v libVersion) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }

@@ -80,7 +80,7 @@ func (q fourBit) dequantized(e DType, weights int64) Bytes {
 }
 
 // release is a library's major.minor.patch.
-type release [3]int
+type release = Version
 
 // parseRelease reads a release such as "0.43.2" of lib; empty is pinned.
 func parseRelease(lib, s, pinned string) (release, error) {
@@ -103,12 +103,4 @@ func parseRelease(lib, s, pinned string) (release, error) {
 }
 
 // older reports whether v comes before major.minor.patch.
-func (v release) older(major, minor, patch int) bool {
-	w := release{major, minor, patch}
-	for i := range v {
-		if v[i] != w[i] {
-			return v[i] < w[i]
-		}
-	}
-	return false
-}
+func (v Version) older(major, minor, patch int) bool { return v.Less(Version{major, minor, patch}) }
