@@ -94,6 +94,15 @@ export async function startLab({ notebookDir } = {}) {
 // menu, as a person would; it waits until the kernel is idle again.
 // With wait: false it returns once the cells are queued (for a cell that
 // keeps running, such as the what-if controls); waitForIdle waits for them.
+// closeSessions shuts down every kernel session of the lab, so that the
+// next page opening a notebook starts a kernel of its own rather than
+// joining one an earlier test's page still holds (its widgets' messages
+// would go to that page).
+export async function closeSessions(lab) {
+  const sessions = await (await fetch(lab.url('/api/sessions'))).json();
+  for (const s of sessions) await fetch(lab.url(`/api/sessions/${s.id}`), { method: 'DELETE' });
+}
+
 export async function runAllCells(page, lab, notebook, { timeout = 240_000, wait = true } = {}) {
   // ?reset: start from an empty workspace, so only this notebook is open.
   await page.goto(lab.url(`/lab/tree/${notebook}?reset`), { waitUntil: 'domcontentloaded' });

@@ -3,7 +3,7 @@
 // without re-running the cell.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chartTexts, launchBrowser, layoutProblems, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
+import { chartTexts, closeSessions, launchBrowser, layoutProblems, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
 
 let lab, browser;
 before(async () => { lab = await startLab(); browser = await launchBrowser(); });
@@ -93,6 +93,7 @@ test('moving a what-if slider updates the numbers and the chart in place', async
 // a plan of terabytes; its chart's axis and labels still read, on a wide
 // screen and on a laptop's (JupyterLab's panels leave the notebook less).
 test('the playground at terabytes: no chart label overlaps another or is cut off', async () => {
+  await closeSessions(lab); // the slider test's page still holds the playground's kernel
   const { page } = await offlinePage(browser, { allowHost: lab.host });
   await page.addInitScript(() => { window.vramlabRenderer = 'svg'; });
   await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
