@@ -41,3 +41,18 @@ func TestGLM4MoeLite(t *testing.T) {
 		t.Errorf("vLLM: starts %v (%s), page %v, %v", c.Starts, c.Err, c.KVCache.PageBytes, err)
 	}
 }
+
+// TestConfigClassDefaults: a key a released config.json leaves out takes
+// the model's config class's default, not a generic one — SmolLM3's class
+// ties the embeddings (its released config omits the key).
+func TestConfigClassDefaults(t *testing.T) {
+	base := `"model_type": "smollm3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000`
+	omitted, err := FromHFConfig([]byte(`{` + base + `}`))
+	if err != nil || !omitted.TiedEmbeddings {
+		t.Errorf("smollm3 without tie_word_embeddings: tied %v, %v; SmolLM3Config ties them", omitted.TiedEmbeddings, err)
+	}
+	untied, _ := FromHFConfig([]byte(`{` + base + `, "tie_word_embeddings": false}`))
+	if untied.ParamCount()-omitted.ParamCount() != 1000*64 {
+		t.Errorf("an untied head adds vocab × hidden: %d vs %d", untied.ParamCount(), omitted.ParamCount())
+	}
+}

@@ -12,7 +12,12 @@ func init() {
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.common(m)
-			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			// SmolLM3Config ties the embeddings unless told otherwise
+			// (4.57.6: PretrainedConfig's tie_word_embeddings = True, which
+			// SmolLM3Config.__init__ does not override; 5.23.0
+			// configuration_smollm3.py:95), and the released config.json
+			// leaves the key out.
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
 			if c.optBool("attention_bias", false) || c.optBool("mlp_bias", false) {
 				m.Bias = BiasAll
 			}
