@@ -47,6 +47,9 @@ type family struct {
 	// tensors, stored bytes, caches and serving engines are. Empty for
 	// the others.
 	servingOnly string
+	// reentrantFails is how transformers fails the family's training step
+	// under reentrant activation checkpointing (empty: it does not).
+	reentrantFails string
 	// towerOnly: the family is a vision-language model's tower and has no
 	// model of its own in transformers (no presets, not planned alone).
 	towerOnly bool

@@ -19,6 +19,7 @@ import "fmt"
 func init() {
 	register(&family{
 		name: "whisper", source: "transformers/models/whisper/modeling_whisper.py", kind: encoderDecoder, audio: true,
+		reentrantFails: `RuntimeError: Trying to backward through the graph a second time`,
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll},
 		// WhisperPreTrainedModel: _supports_sdpa, _supports_flash_attn
 		// (modeling_whisper.py:554-555); the plan's attention says which.

@@ -158,3 +158,24 @@ func TestWhisperInference(t *testing.T) {
 		t.Errorf("KV cache %d, want %d", est.KVCache, want)
 	}
 }
+
+// TestWhisperReentrant: the HF Trainer's Whisper step under reentrant
+// checkpointing (transformers 4.57.6's default) is refused in transformers'
+// words with what runs; non-reentrant checkpoints, transformers 5's
+// default, and other frameworks are estimated.
+func TestWhisperReentrant(t *testing.T) {
+	m := MustPreset("whisper-tiny")
+	tr := Training{Model: m, SeqLen: 2 * m.SourcePositions, MicroBatch: 1, Precision: "bf16", Checkpointing: "full", Framework: FrameworkHFTrainer}
+	if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "Trying to backward through the graph a second time") || !strings.Contains(err.Error(), `"use_reentrant": false`) {
+		t.Errorf("reentrant: %v", err)
+	}
+	for name, ok := range map[string]Training{
+		"use_reentrant false": func() Training { x := tr; x.UseReentrant = new(false); return x }(),
+		"plain PyTorch":       func() Training { x := tr; x.Framework = FrameworkPlainPyTorch; return x }(),
+		"no checkpointing":    func() Training { x := tr; x.Checkpointing = CheckpointNone; return x }(),
+	} {
+		if _, err := ok.Estimate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -138,6 +138,13 @@ type Training struct {
 	// plain_pytorch (default). vram/README.md's "Framework defaults" lists them
 	// with their sources.
 	Framework Framework `json:"framework,omitempty"`
+	// UseReentrant is gradient_checkpointing_kwargs' use_reentrant, which
+	// the HF Trainer hands to transformers' gradient_checkpointing_enable:
+	// unset, transformers' default (True before 5.0, 4.57.6
+	// modeling_utils.py:3692; False from 5.0, 5.23.0 l.3149). The engine's
+	// checkpointing rules are the non-reentrant ones its traces measured;
+	// a family that fails under reentrant checkpointing is refused there.
+	UseReentrant *bool `json:"use_reentrant,omitempty"`
 	// Transformers is the transformers release whose modeling code runs the
 	// model (the HF Trainer and plain PyTorch loops), e.g. "4.46.3"; empty
 	// means the pinned release the engine's measurements were taken with
@@ -275,6 +282,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	if err := r.resolveTrainable(t); err != nil {
+		return r, err
+	}
+	if err := r.checkReentrant(); err != nil {
 		return r, err
 	}
 	if err := r.resolveFourBit(); err != nil {

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -229,6 +230,9 @@ func hfPrecision(r *configReader, t *vram.Training, trl bool) error {
 		t.Checkpointing = vram.CheckpointFull
 	}
 	r.mapped("gradient_checkpointing %v → %s", gc, orDefault(t.Checkpointing, "none"))
+	if err := hfReentrant(r, t); err != nil {
+		return err
+	}
 	if off, set, err := r.bool("activation_offloading"); err != nil {
 		return err
 	} else if set && !off {
@@ -324,6 +328,35 @@ func hfModelArgs(r *configReader, t *vram.Training, trl bool) error {
 	} else if q8 {
 		t.QuantizedBase = vram.Quant{DType: vram.INT8}
 		r.mapped("load_in_8bit → base int8")
+	}
+	return nil
+}
+
+// hfReentrant reads gradient_checkpointing_kwargs' use_reentrant, as a
+// nested key (YAML) or the JSON a command line passes
+// (--gradient_checkpointing_kwargs '{"use_reentrant": false}').
+func hfReentrant(r *configReader, t *vram.Training) error {
+	const key = "gradient_checkpointing_kwargs"
+	if v, set, err := r.bool(key + ".use_reentrant"); err != nil || set {
+		if set {
+			t.UseReentrant = &v
+			r.mapped("%s.use_reentrant %v → use_reentrant %v", key, v, v)
+		}
+		return err
+	}
+	raw, set, err := r.str(key)
+	if err != nil || !set {
+		return err
+	}
+	var kw struct {
+		UseReentrant *bool `json:"use_reentrant"`
+	}
+	if err := json.Unmarshal([]byte(raw), &kw); err != nil {
+		return fmt.Errorf("%s %q: want a JSON object such as {\"use_reentrant\": false}", key, raw)
+	}
+	if kw.UseReentrant != nil {
+		t.UseReentrant = kw.UseReentrant
+		r.mapped("%s use_reentrant %v → use_reentrant %v", key, *kw.UseReentrant, *kw.UseReentrant)
 	}
 	return nil
 }

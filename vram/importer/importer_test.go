@@ -890,3 +890,19 @@ func TestVLLMServeAuto(t *testing.T) {
 		t.Errorf("carve: graphs %v, max_model_len %d, starts %v (%s), %v", c.CUDAGraphs, c.KVCache.MaxModelLen, c.Starts, c.Err, err)
 	}
 }
+
+// TestHFReentrantKwargs: gradient_checkpointing_kwargs' use_reentrant is
+// read from the JSON a command line passes.
+func TestHFReentrantKwargs(t *testing.T) {
+	for name, c := range map[string]struct{ file, text string }{
+		"command line": {"train.sh", `python train.py --model_name_or_path gpt2 --gradient_checkpointing true --gradient_checkpointing_kwargs '{"use_reentrant": false}' --per_device_train_batch_size 2 --max_length 512`},
+	} {
+		imp, err := Import(c.file, []byte(c.text), Options{Kind: KindHFArgs, Model: "gpt2", Overrides: []string{"max_length=512"}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tr := imp.Plan.Training; tr == nil || tr.UseReentrant == nil || *tr.UseReentrant {
+			t.Errorf("%s: use_reentrant %v", name, tr.UseReentrant)
+		}
+	}
+}
