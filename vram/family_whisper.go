@@ -20,7 +20,7 @@ func init() {
 	register(&family{
 		name: "whisper", source: "transformers/models/whisper/modeling_whisper.py", kind: encoderDecoder, audio: true,
 		reentrantFails: `RuntimeError: Trying to backward through the graph a second time`,
-		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll},
+		defaults:       Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll},
 		// WhisperPreTrainedModel: _supports_sdpa, _supports_flash_attn
 		// (modeling_whisper.py:554-555); the plan's attention says which.
 		dropout:    [2]float64{0, 0}, // configuration_whisper.py:216-218: dropout, attention_dropout, activation_dropout 0.0
