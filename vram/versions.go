@@ -2,6 +2,8 @@ package vram
 
 import (
 	"fmt"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -39,46 +41,37 @@ type Versions struct {
 // 0.33.0; llama.cpp's build tag "b6123" is 6123.0.0).
 type Version [3]int
 
+// releasePattern is a release as Python projects tag them (PEP 440's
+// common forms): "0.33.0", "v0.33", with a pre-release ("rc1", "a2",
+// "b1"), a ".devN" or ".postN" segment, or a local "+cu132" part.
+var releasePattern = regexp.MustCompile(`^v?(\d{1,5})\.(\d{1,5})(?:\.(\d{1,5}))?(?:(?:a|b|rc)\d{1,5})?(?:\.(?:dev|post)\d{1,9})?(?:\+[A-Za-z0-9.]{1,40})?$`)
+
+// buildPattern is llama.cpp's build tag.
+var buildPattern = regexp.MustCompile(`^b(\d{1,6})$`)
+
 // ParseVersion reads a release of lib as its project tags it: "0.33.0",
 // "v0.33.0", "0.33", a pre-release, development or local suffix
 // ("0.11.0rc1", "0.7.3.dev233", "2.15.0+cu132") read as its release,
-// llama.cpp's "b6123".
+// llama.cpp's "b6123". Anything else is refused, so what a plan names is
+// a release before it is repeated in a note.
 func ParseVersion(lib, s string) (Version, error) {
-	want := func() error {
-		return fmt.Errorf("versions.%s %q: want a release such as \"0.33.0\"", lib, s)
-	}
-	t := strings.TrimPrefix(strings.TrimSpace(s), "v")
 	if lib == "llama_cpp" {
-		n, err := strconv.Atoi(strings.TrimPrefix(t, "b"))
-		if err != nil || n < 0 || n > 999999 || !strings.HasPrefix(t, "b") {
+		m := buildPattern.FindStringSubmatch(s)
+		if m == nil {
 			return Version{}, fmt.Errorf("versions.llama_cpp %q: want a build tag such as \"b6123\"", s)
 		}
+		n, _ := strconv.Atoi(m[1])
 		return Version{n}, nil
 	}
-	if i := strings.IndexAny(t, "+-"); i > 0 {
-		t = t[:i]
-	}
-	parts := strings.Split(t, ".")
-	if n := len(parts); n > 2 && strings.IndexFunc(parts[n-1], func(r rune) bool { return r < '0' || r > '9' }) == 0 {
-		parts = parts[:n-1] // a ".dev233" or ".post1" segment
-	}
-	if len(parts) < 2 || len(parts) > 3 {
-		return Version{}, want()
+	m := releasePattern.FindStringSubmatch(s)
+	if m == nil {
+		return Version{}, fmt.Errorf("versions.%s %q: want a release such as \"0.33.0\"", lib, s)
 	}
 	var v Version
-	for i, p := range parts {
-		if i == len(parts)-1 {
-			// A pre-release suffix: 0rc1, 0a2, 0b1, 0.dev3 (split above).
-			p = strings.TrimRightFunc(p, func(r rune) bool { return r < '0' || r > '9' })
-			if j := strings.IndexFunc(p, func(r rune) bool { return r < '0' || r > '9' }); j > 0 {
-				p = p[:j]
-			}
+	for i, p := range m[1:4] {
+		if p != "" {
+			v[i], _ = strconv.Atoi(p)
 		}
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n > 99999 {
-			return Version{}, want()
-		}
-		v[i] = n
 	}
 	return v, nil
 }
@@ -132,46 +125,36 @@ func pickRelease(lib, asked string, rows []releaseRow) (int, Modelled, error) {
 	if len(rows) == 0 {
 		return 0, Modelled{}, fmt.Errorf("%s: no release table", lib)
 	}
-	newest := len(rows) - 1
+	pick := len(rows) - 1
 	out := Modelled{Library: lib, Asked: asked}
-	if asked == "" {
-		out.Release, out.Source = rows[newest].Version, rows[newest].Source
-		return newest, out, nil
-	}
-	v, err := ParseVersion(lib, asked)
-	if err != nil {
-		return 0, Modelled{}, err
-	}
-	pick := -1
-	for i, r := range rows {
-		rv, err := ParseVersion(lib, r.Version)
+	if asked != "" {
+		v, err := ParseVersion(lib, asked)
 		if err != nil {
-			panic(fmt.Sprintf("%s's release table: %v", lib, err)) // the tables' own test reads every row
+			return 0, Modelled{}, err
 		}
-		if !v.Less(rv) {
-			pick = i
+		versions := make([]Version, len(rows))
+		pick = -1
+		for i, r := range rows {
+			if versions[i], err = ParseVersion(lib, r.Version); err != nil {
+				panic(fmt.Sprintf("%s's release table: %v", lib, err)) // the tables' own tests read every row
+			}
+			if !v.Less(versions[i]) {
+				pick = i
+			}
 		}
-	}
-	switch {
-	case pick < 0:
-		pick = 0
-		out.Note = fmt.Sprintf("%s %s is older than every modelled release; modelled as %s, the oldest", lib, asked, rows[0].Version)
-	case pick == newest && mustVersion(lib, rows[pick].Version) != v:
-		out.Note = fmt.Sprintf("%s %s is newer than the newest modelled release; modelled as %s", lib, asked, rows[pick].Version)
-	case mustVersion(lib, rows[pick].Version) != v:
-		out.Note = fmt.Sprintf("%s %s is not modelled; modelled with the rules of %s, the newest modelled release before it (%s is the next)", lib, asked, rows[pick].Version, rows[pick+1].Version)
+		switch {
+		case pick < 0:
+			pick = 0
+			out.Note = fmt.Sprintf("%s %s is older than every modelled release; modelled as %s, the oldest", lib, asked, rows[0].Version)
+		case versions[pick] == v:
+		case pick == len(rows)-1:
+			out.Note = fmt.Sprintf("%s %s is newer than the newest modelled release; modelled as %s", lib, asked, rows[pick].Version)
+		default:
+			out.Note = fmt.Sprintf("%s %s is not modelled; modelled with the rules of %s, the newest modelled release before it (%s is the next)", lib, asked, rows[pick].Version, rows[pick+1].Version)
+		}
 	}
 	out.Release, out.Source = rows[pick].Version, rows[pick].Source
 	return pick, out, nil
-}
-
-// mustVersion is a release table's own version, which its test parses.
-func mustVersion(lib, s string) Version {
-	v, err := ParseVersion(lib, s)
-	if err != nil {
-		panic(fmt.Sprintf("%s's release table: %v", lib, err))
-	}
-	return v
 }
 
 // applyVersions checks the plan's versions and gives each to the part of
@@ -180,14 +163,13 @@ func mustVersion(lib, s string) Version {
 // training step (where a
 // release named inside "train" must agree).
 func (p *Plan) applyVersions(v Versions) error {
-	for _, c := range []struct{ lib, s string }{{"vllm", v.VLLM}, {"sglang", v.SGLang}, {"tgi", v.TGI}, {"llama_cpp", v.LlamaCpp},
-		{"ollama", v.Ollama}, {"transformers", v.Transformers}, {"torch", v.Torch}, {"trl", v.TRL}, {"peft", v.PEFT},
-		{"deepspeed", v.DeepSpeed}, {"verl", v.Verl}, {"bitsandbytes", v.Bitsandbytes}, {"nccl", v.NCCL}} {
-		if c.s == "" {
-			continue
-		}
-		if _, err := ParseVersion(c.lib, c.s); err != nil {
-			return err
+	rv := reflect.ValueOf(v)
+	for i := range rv.NumField() {
+		if s := rv.Field(i).String(); s != "" {
+			lib := strings.Split(rv.Type().Field(i).Tag.Get("json"), ",")[0]
+			if _, err := ParseVersion(lib, s); err != nil {
+				return err
+			}
 		}
 	}
 	p.Versions = v

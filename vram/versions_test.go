@@ -27,6 +27,9 @@ func TestParseVersion(t *testing.T) {
 		{"vllm", "0.x.1", Version{}, "want a release"},
 		{"vllm", "1", Version{}, "want a release"},
 		{"llama_cpp", "6123", Version{}, `want a build tag such as "b6123"`},
+		{"vllm", "0.11.0<script>", Version{}, "want a release"},
+		{"vllm", " 0.11.0", Version{}, "want a release"},
+		{"vllm", "0.11.0.1.2", Version{}, "want a release"},
 	} {
 		got, err := ParseVersion(c.lib, c.s)
 		if c.err != "" {
