@@ -163,21 +163,8 @@ func run(args []string, w io.Writer) error {
 	if *ggufFile != "" {
 		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *gpuName)
 	}
-	if *releases {
-		rs := vram.ModelledReleases()
-		for _, lib := range slices.Sorted(maps.Keys(rs)) {
-			fmt.Fprintln(w, lib, strings.Join(rs[lib], " "))
-		}
-		return nil
-	}
-	if *presets || *families {
-		names := vram.Presets()
-		if *families {
-			names = vram.Families()
-		}
-		for _, n := range names {
-			fmt.Fprintln(w, n)
-		}
+	if *releases || *presets || *families {
+		printCatalog(w, *releases, *families)
 		return nil
 	}
 	var files, overrides []string
@@ -202,27 +189,8 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *hfConfig {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p.Model.HFConfig())
-	}
-	if *resolved {
-		if p.Training == nil {
-			return errors.New("-resolved needs a training plan")
-		}
-		t, err := p.Training.Resolved()
-		if err != nil {
-			return err
-		}
-		m := t.Model
-		t.Model = vram.Model{}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Model vram.Model    `json:"model"`
-			Train vram.Training `json:"train"`
-		}{m, t})
+	if *hfConfig || *resolved {
+		return printModel(w, p, *hfConfig)
 	}
 	rep, err := estimate(p, imp)
 	if err != nil {
@@ -238,6 +206,48 @@ func run(args []string, w io.Writer) error {
 		printReport(w, p, rep)
 	}
 	return verdict([]Report{rep}, files)
+}
+
+// printCatalog lists the modelled releases (library, then its releases),
+// the model families or the catalog's names, one a line.
+func printCatalog(w io.Writer, releases, families bool) {
+	if releases {
+		rs := vram.ModelledReleases()
+		for _, lib := range slices.Sorted(maps.Keys(rs)) {
+			fmt.Fprintln(w, lib, strings.Join(rs[lib], " "))
+		}
+		return
+	}
+	names := vram.Presets()
+	if families {
+		names = vram.Families()
+	}
+	for _, n := range names {
+		fmt.Fprintln(w, n)
+	}
+}
+
+// printModel prints the plan's model as a Hugging Face config.json
+// (-hf-config), or the model and training settings resolved (-resolved).
+func printModel(w io.Writer, p vram.Plan, hfConfig bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if hfConfig {
+		return enc.Encode(p.Model.HFConfig())
+	}
+	if p.Training == nil {
+		return errors.New("-resolved needs a training plan")
+	}
+	t, err := p.Training.Resolved()
+	if err != nil {
+		return err
+	}
+	m := t.Model
+	t.Model = vram.Model{}
+	return enc.Encode(struct {
+		Model vram.Model    `json:"model"`
+		Train vram.Training `json:"train"`
+	}{m, t})
 }
 
 // parseInterleaved parses flags before, between and after the files
@@ -485,64 +495,12 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 	}
 	printTraining(w, r.Training)
 	printInference(w, r.Inference)
-	if c := r.VLLM; c != nil {
-		kv := c.KVCache
-		runner, graphs, beside := "", "", ""
-		if c.RunnerBuffers > 0 {
-			runner = fmt.Sprintf(" + Model Runner V2's sampler tables %v", c.RunnerBuffers)
-		}
-		switch {
-		case c.CUDAGraphs > 0 && c.GraphsInBudget:
-			graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
-		case c.CUDAGraphs > 0:
-			beside = fmt.Sprintf("; CUDA graphs %v beside it, captured after the cache", c.CUDAGraphs)
-		}
-		fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %v%s + KV cache %v%s\n",
-			c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, c.NonTorch, graphs, kv.Available, beside)
-		for _, n := range newNotes(c.Notes, r.Inference.Notes) {
-			fmt.Fprintf(w, "  note: %s\n", n)
-		}
-		if c.Starts {
-			fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block: a %v page in each of %d pools, %d group(s)): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
-				kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.GroupSize), kv.PageBytes, kv.GroupSize, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
-			if kv.StateLayers > 0 {
-				attn, state := kv.PerRequestFor(kv.MaxModelLen)
-				fmt.Fprintf(w, "  one request of %d tokens: attention KV %v + recurrent state %v (the state is the same at any length)\n", kv.MaxModelLen, attn, state)
-			}
-			for _, n := range kv.Notes {
-				fmt.Fprintf(w, "  note: %s\n", n)
-			}
-			if n := twoKVFigures(p, r.Inference.KVPerToken, kv); n != "" {
-				fmt.Fprintf(w, "  note: %s\n", n)
-			}
-			fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
-			fmt.Fprintf(w, "  vLLM's log will suggest --kv-cache-memory=%d (%v) to fit the requested memory, or %d (%v) to fill the GPU\n",
-				int64(c.SuggestedKVCacheMemory), c.SuggestedKVCacheMemory, int64(c.SuggestedKVCacheMemoryGPU), c.SuggestedKVCacheMemoryGPU)
-		} else {
-			fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
-		}
-	}
+	printVLLM(w, p, r)
 	if tc := r.TGI; tc != nil {
 		fmt.Fprintf(w, "\nTGI on %s: %v usable; weights %v; warmup activations %v; free after warmup %v, of which the wiggle room's share becomes %d KV blocks of %v: max_batch_total_tokens %s\n",
 			r.Fit.GPU, tc.Usable, tc.Weights, tc.Activation, tc.Free, tc.Blocks, tc.BlockBytes, vram.Grouped(tc.MaxBatchTotalTokens))
 	}
-	if sp := r.SGLang; sp != nil {
-		fmt.Fprintf(w, "\nSGLang %s on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v (mem_fraction_static %.4g); KV pool %v = max_total_num_tokens %s (%v a token)\n",
-			sp.Release.Release, r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.MemFractionStatic, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
-		if sp.MMReservation > 0 {
-			fmt.Fprintf(w, "  the multimodal cache takes %v off the pool's budget (SGLANG_VLM_CACHE_SIZE_MB)\n", sp.MMReservation)
-		}
-		if sp.StateLayers > 0 {
-			fmt.Fprintf(w, "  recurrent state pool: %d slots (max_mamba_cache_size) × %v a request = %v, taken before the KV pool; at most %d requests run at once\n",
-				sp.MambaSlots, sp.StatePerRequest, sp.State, sp.MambaSlots)
-		}
-		for _, n := range newNotes(sp.Notes, r.Inference.Notes) {
-			fmt.Fprintf(w, "  note: %s\n", n)
-		}
-		if sp.Err != "" {
-			fmt.Fprintf(w, "  SGLang would not start: %s\n", sp.Err)
-		}
-	}
+	printSGLang(w, r)
 	m := r.Measures
 	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil {
 		fmt.Fprintf(w, "\nThe three measures of transformers' generate on its own (allocator replay; not what the engine above takes):\n")
@@ -564,6 +522,77 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 		}
 	}
 	printAdvice(w, p, r.Import, r.Advice)
+}
+
+// printVLLM prints how vLLM carves the GPU, as the release modelled runs
+// it, and its cache.
+func printVLLM(w io.Writer, p vram.Plan, r Report) {
+	c := r.VLLM
+	if c == nil {
+		return
+	}
+	kv := c.KVCache
+	runner, graphs, beside := "", "", ""
+	if c.RunnerBuffers > 0 {
+		runner = fmt.Sprintf(" + Model Runner V2's sampler tables %v", c.RunnerBuffers)
+	}
+	switch {
+	case c.CUDAGraphs > 0 && c.GraphsInBudget:
+		graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
+	case c.CUDAGraphs > 0:
+		beside = fmt.Sprintf("; CUDA graphs %v beside it, captured after the cache", c.CUDAGraphs)
+	}
+	fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %v%s + KV cache %v%s\n",
+		c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, c.NonTorch, graphs, kv.Available, beside)
+	for _, n := range newNotes(c.Notes, r.Inference.Notes) {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if c.Starts {
+		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block: a %v page in each of %d pools, %d group(s)): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
+			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.GroupSize), kv.PageBytes, kv.GroupSize, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+		if kv.StateLayers > 0 {
+			attn, state := kv.PerRequestFor(kv.MaxModelLen)
+			fmt.Fprintf(w, "  one request of %d tokens: attention KV %v + recurrent state %v (the state is the same at any length)\n", kv.MaxModelLen, attn, state)
+		}
+		for _, n := range kv.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+		if n := twoKVFigures(p, r.Inference.KVPerToken, kv); n != "" {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+		fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
+		fmt.Fprintf(w, "  vLLM's log will suggest --kv-cache-memory=%d (%v) to fit the requested memory, or %d (%v) to fill the GPU\n",
+			int64(c.SuggestedKVCacheMemory), c.SuggestedKVCacheMemory, int64(c.SuggestedKVCacheMemoryGPU), c.SuggestedKVCacheMemoryGPU)
+	} else {
+		fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
+	}
+}
+
+// printSGLang prints SGLang's pool, as the release modelled sizes it.
+func printSGLang(w io.Writer, r Report) {
+	sp := r.SGLang
+	if sp == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nSGLang %s on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v (mem_fraction_static %.4g); KV pool %v = max_total_num_tokens %s (%v a token)\n",
+		sp.Release.Release, r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.MemFractionStatic, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+	if sp.MMReservation > 0 {
+		fmt.Fprintf(w, "  the multimodal cache takes %v off the pool's budget (SGLANG_VLM_CACHE_SIZE_MB)\n", sp.MMReservation)
+	}
+	if sp.StateLayers > 0 {
+		running := sp.MambaSlots
+		if sp.RunningCap > 0 {
+			running = sp.RunningCap // 0.5.23: a fifth of the slots
+		}
+		fmt.Fprintf(w, "  recurrent state pool: %d slots (max_mamba_cache_size) × %v a request = %v, taken before the KV pool; at most %d requests run at once\n",
+			sp.MambaSlots, sp.StatePerRequest, sp.State, running)
+	}
+	for _, n := range newNotes(sp.Notes, r.Inference.Notes) {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if sp.Err != "" {
+		fmt.Fprintf(w, "  SGLang would not start: %s\n", sp.Err)
+	}
 }
 
 // printTraining prints a training plan's estimate: notes, the allocated

@@ -330,6 +330,28 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) e
 	}
 	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
 	v := vram.VLLM{}
+	if err := vllmFlags(f, env, imp, &v); err != nil {
+		return err
+	}
+	f.mapped("vllm: tensor_parallel_size %d, gpu_memory_utilization %s, max_model_len %s, max_num_seqs %s, max_num_batched_tokens %s",
+		max(1, v.TP), orDefault(fmtNonZero(v.GPUMemoryUtilization), "the release's default"), orDefault(fmtNonZero(float64(v.MaxModelLen)), "the model's"),
+		orDefault(fmtNonZero(float64(v.MaxNumSeqs)), "by GPU"), orDefault(fmtNonZero(float64(v.MaxNumBatchedTokens)), "by GPU"))
+	f.rest(vllmIrrelevant, vllmNotModelled)
+	in := servingRequest
+	in.Model = m
+	if ck != nil {
+		in = in.WithCheckpoint(*ck)
+	}
+	servedQuant(imp, &in, id, ref, opt)
+	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (vLLM's carve does not depend on it)")
+	imp.Plan = vram.Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, VLLM: &v, GPU: opt.GPU}
+	return in.Validate()
+}
+
+// vllmFlags reads a vllm serve command line's memory settings into v,
+// and the environment variables that change them.
+func vllmFlags(f *flagReader, env map[string]string, imp *Imported, v *vram.VLLM) error {
+	var err error
 	if v.TP, _, err = f.int(1, 1024, "tensor-parallel-size", "tp"); err != nil {
 		return err
 	}
@@ -370,7 +392,7 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) e
 			return fmt.Errorf("--%s %q: vLLM takes auto or float32", d.flag, x)
 		}
 	}
-	if err := vllmMMFlags(f, &v); err != nil {
+	if err := vllmMMFlags(f, v); err != nil {
 		return err
 	}
 	if _, x, ok := f.get("enforce-eager"); ok && x != "false" {
@@ -390,19 +412,7 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) e
 	if x, ok := env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"]; ok {
 		v.AllowLongMaxModelLen = x == "1"
 	}
-	f.mapped("vllm: tensor_parallel_size %d, gpu_memory_utilization %s, max_model_len %s, max_num_seqs %s, max_num_batched_tokens %s",
-		max(1, v.TP), orDefault(fmtNonZero(v.GPUMemoryUtilization), "0.9 (default)"), orDefault(fmtNonZero(float64(v.MaxModelLen)), "the model's"),
-		orDefault(fmtNonZero(float64(v.MaxNumSeqs)), "by GPU"), orDefault(fmtNonZero(float64(v.MaxNumBatchedTokens)), "by GPU"))
-	f.rest(vllmIrrelevant, vllmNotModelled)
-	in := servingRequest
-	in.Model = m
-	if ck != nil {
-		in = in.WithCheckpoint(*ck)
-	}
-	servedQuant(imp, &in, id, ref, opt)
-	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (vLLM's carve does not depend on it)")
-	imp.Plan = vram.Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, VLLM: &v, GPU: opt.GPU}
-	return in.Validate()
+	return nil
 }
 
 var sglangIrrelevant = setOf("host", "port", "trust-remote-code", "served-model-name", "api-key", "log-level", "chat-template",
