@@ -33,20 +33,7 @@ func buildEdges(r *resolved) edgeActivations {
 	var ea edgeActivations
 	h := int64(m.Hidden)
 	v := int64(m.Vocab) / r.vocabShard() // logits per rank
-	if m.Image != nil {
-		im := m.Image
-		ea.Inputs = FP32.Size(int64(r.MicroBatch) * int64(im.Channels*im.Size*im.Size))
-	} else {
-		ea.Inputs = INT64.Size(2 * tokens) // input_ids + labels
-		if m.EncoderDecoder() {
-			// input_ids and attention_mask; labels and the decoder_input_ids
-			// shifted from them.
-			ea.Inputs = INT64.Size(2*tokens + 2*int64(r.MicroBatch)*int64(r.DecoderSeqLen))
-		}
-		if s2s := m.seq2seq(); s2s != nil {
-			ea.Inputs = s2s.inputs(r)
-		}
-	}
+	ea.Inputs = batchInputs(r, tokens)
 
 	// Embedding side: lookup (+ positions, token types), BERT's LayerNorm,
 	// embedding dropout; the output is block 0's input.
@@ -74,10 +61,19 @@ func buildEdges(r *resolved) edgeActivations {
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
 	if m.Vision != nil {
-		// The images' features take their placeholder tokens' places.
+		// The images' features take their placeholder tokens' places. The
+		// batch holds the pixel values the tower's embedding reads, as its
+		// processor lays them out for the micro-batch's images (Qwen's:
+		// patches × channels × temporal_patch × patch², a still image
+		// repeated over the frames; Llama 4's and Pixtral's in the weights'
+		// dtype).
+		from := len(b.ts)
 		x = b.imageSide(r, p, x)
-		im := r.tower.m.Image
-		ea.Inputs = addBytes(ea.Inputs, FP32.Size(int64(r.tower.MicroBatch)*int64(im.Channels*im.Size*im.Size)))
+		for _, t := range b.ts[from:] {
+			if t.batch {
+				ea.Inputs = addBytes(ea.Inputs, t.bytes)
+			}
+		}
 	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
@@ -327,6 +323,25 @@ func maskedShiftLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int6
 	}
 	b.keep(b.op("log_softmax", b.size(v, d), d, list(sel)))
 	b.tokens = all
+}
+
+// batchInputs is the batch a step reads besides a vision-language model's
+// pixels: an image encoder's pixels (fp32), or the token ids and labels
+// (int64 each), an encoder-decoder's decoder tokens with them.
+func batchInputs(r *resolved, tokens int64) Bytes {
+	m := r.m
+	switch {
+	case m.Image != nil:
+		im := m.Image
+		return FP32.Size(int64(r.MicroBatch) * int64(im.Channels*im.Size*im.Size))
+	case m.seq2seq() != nil:
+		return m.seq2seq().inputs(r)
+	case m.EncoderDecoder():
+		// input_ids and attention_mask; labels and the decoder_input_ids
+		// shifted from them.
+		return INT64.Size(2*tokens + 2*int64(r.MicroBatch)*int64(r.DecoderSeqLen))
+	}
+	return INT64.Size(2 * tokens) // input_ids + labels
 }
 
 // masks is what transformers' masking_utils builds before the blocks and

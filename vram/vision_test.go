@@ -263,3 +263,34 @@ func TestQwen25VL(t *testing.T) {
 		t.Errorf("bad mrope sections: %v", err)
 	}
 }
+
+// TestVisionBatchPixels: a vision-language step's batch holds the pixel
+// values the processor hands the tower for micro_batch × images images, in
+// its layout and dtype — Qwen's patches × channels × temporal_patch × patch²
+// fp32 rows (a still image repeated over two frames; measure.py's batch
+// builds the same), Pixtral's and Llama 4's in the weights' dtype, LLaVA's
+// channels × size² fp32 — beside the token ids and labels (int64 each).
+func TestVisionBatchPixels(t *testing.T) {
+	for _, c := range []struct {
+		preset        string
+		batch, images int
+		pixels        int64 // elements of one image
+		dtype         DType
+	}{
+		{"qwen2.5-vl-3b", 2, 3, 32 * 32 * 3 * 2 * 14 * 14, FP32},
+		{"qwen3-vl-8b", 1, 2, 32 * 32 * 3 * 2 * 16 * 16, FP32},
+		{"llava-1.5-7b", 3, 1, 3 * 336 * 336, FP32},
+		{"mistral-small-3.1-24b", 2, 1, 3 * 1540 * 1540, BF16},
+	} {
+		tr := Training{Model: MustPreset(c.preset), SeqLen: 8192, MicroBatch: c.batch, Images: c.images, Precision: "bf16", Checkpointing: CheckpointFull}
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatalf("%s: %v", c.preset, err)
+		}
+		ids := INT64.Size(2 * int64(c.batch) * 8192)
+		want := ids + c.dtype.Size(int64(c.batch*c.images)*c.pixels)
+		if got := buildEdges(&r).Inputs; got != want {
+			t.Errorf("%s, %d × %d images: the batch holds %d bytes, want %d (ids %d + pixels)", c.preset, c.batch, c.images, got, want, ids)
+		}
+	}
+}
