@@ -21,6 +21,9 @@ type family struct {
 	// latentAttention: the family's attention may be multi-head latent
 	// attention (q_lora_rank, kv_lora_rank, … are its fields).
 	latentAttention bool
+	// indexer: the family's latent attention has DeepSeek Sparse
+	// Attention's lightning indexer (index_heads, index_head_dim; dsa.go).
+	indexer bool
 	// images: the family's models read images (model.image).
 	images bool
 	// audio: the family's models read log-mel frames (model.mel_bins,

@@ -92,6 +92,14 @@ type Model struct {
 	QKNopeDim  int `json:"qk_nope_head_dim,omitempty"`
 	QKRopeDim  int `json:"qk_rope_head_dim,omitempty"`
 	VHeadDim   int `json:"v_head_dim,omitempty"`
+	// DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2,
+	// GLM-5): beside each layer's latent attention, IndexHeads query heads
+	// of IndexHeadDim from the q latent (wq_b) and one shared key of
+	// IndexHeadDim (wk, then a LayerNorm) score the earlier tokens, weighted
+	// per head (weights_proj), to pick the keys attention reads
+	// (index_n_heads, index_head_dim). Zero for the other families.
+	IndexHeads   int `json:"index_heads,omitempty"`
+	IndexHeadDim int `json:"index_head_dim,omitempty"`
 
 	// Local attention. SlidingWindow (Mistral, Gemma 2/3, gpt-oss) or
 	// AttentionChunk (Llama 4: keys in the query's chunk only) bounds a local
@@ -920,6 +928,10 @@ func (m Model) validateLayout(f *family) error {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.latentAttention }), ", "), m.Family)
 	}
+	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
+		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.indexer }), ", "), m.Family)
+	}
 	if m.KVHeads > m.Heads || m.Heads%m.KVHeads != 0 {
 		return fmt.Errorf("model.kv_heads = %d must divide heads = %d", m.KVHeads, m.Heads)
 	}
@@ -1172,6 +1184,7 @@ func (m Model) ranges() error {
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, MaxPositions},
+		{"index_heads", m.IndexHeads, maxHeads}, {"index_head_dim", m.IndexHeadDim, maxHeads},
 		{"attention_chunk", m.AttentionChunk, MaxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
 		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, MaxPositions},
 		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, MaxPositions},
