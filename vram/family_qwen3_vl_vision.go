@@ -39,27 +39,8 @@ func init() {
 			c["deepstack_visual_indexes"] = im.Deepstack.Indexes()
 			c["image_size"] = im.Size
 		},
-		check: qwen3VisionCheck,
-		tensors: func(m Model, l *tensorList) {
-			d := m.dims()
-			im := m.Image
-			if im == nil {
-				im = &Image{}
-			}
-			l.add("patch_embed.proj.weight", "other", d.h, int64(im.Channels), int64(im.TemporalPatch), int64(im.Patch), int64(im.Patch))
-			l.add("patch_embed.proj.bias", "bias", d.h)
-			l.add("pos_embed.weight", "other", int64(im.PositionTable), d.h)
-			for i := 0; i < m.Layers; i++ {
-				l.block(i)
-				p := fmt.Sprintf("blocks.%d.", i)
-				l.norm(p+"norm1", true, d.h)
-				l.norm(p+"norm2", true, d.h)
-				l.linear(p+"attn.qkv", "qkv_proj", d.h, 3*d.q, true, Part{"q_proj", d.q}, Part{"k_proj", d.q}, Part{"v_proj", d.q})
-				l.linear(p+"attn.proj", "o_proj", d.q, d.h, true)
-				l.linear(p+"mlp.linear_fc1", "fc1", d.h, d.f, true)
-				l.linear(p+"mlp.linear_fc2", "fc2", d.f, d.h, true)
-			}
-		},
+		check:   qwen3VisionCheck,
+		tensors: qwen3VisionTensors,
 		buffers: func(m Model, b *bufferList) {
 			// Qwen3VLVisionRotaryEmbedding(head_dim // 2).inv_freq (l.80-92, 577).
 			b.add("rotary_pos_emb.inv_freq", -1, FP32, int64(m.HeadDim/4))
@@ -67,6 +48,31 @@ func init() {
 		towerEmbed: qwen3VisionEmbed,
 		block:      qwen3VisionBlock,
 	})
+}
+
+// qwen3VisionTensors lists the tower's parameters (Qwen3VLVisionModel
+// l.541-591 up to its mergers, which the wrapper lists): the biased Conv3d
+// patch embedding, the position table, then each block's norms, fused qkv,
+// proj and MLP. Qwen3.5's tower has the same.
+func qwen3VisionTensors(m Model, l *tensorList) {
+	d := m.dims()
+	im := m.Image
+	if im == nil {
+		im = &Image{}
+	}
+	l.add("patch_embed.proj.weight", "other", d.h, int64(im.Channels), int64(im.TemporalPatch), int64(im.Patch), int64(im.Patch))
+	l.add("patch_embed.proj.bias", "bias", d.h)
+	l.add("pos_embed.weight", "other", int64(im.PositionTable), d.h)
+	for i := 0; i < m.Layers; i++ {
+		l.block(i)
+		p := fmt.Sprintf("blocks.%d.", i)
+		l.norm(p+"norm1", true, d.h)
+		l.norm(p+"norm2", true, d.h)
+		l.linear(p+"attn.qkv", "qkv_proj", d.h, 3*d.q, true, Part{"q_proj", d.q}, Part{"k_proj", d.q}, Part{"v_proj", d.q})
+		l.linear(p+"attn.proj", "o_proj", d.q, d.h, true)
+		l.linear(p+"mlp.linear_fc1", "fc1", d.h, d.f, true)
+		l.linear(p+"mlp.linear_fc2", "fc2", d.f, d.h, true)
+	}
 }
 
 // qwen3VisionFromConfig reads a Qwen3VLVisionConfig.

@@ -104,7 +104,7 @@ ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5", "whisper"}
 AUDIO = {"whisper"}
-VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "llama4", "mistral3"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "llama4", "mistral3"}
 
 
 def write(args, text):
@@ -217,7 +217,7 @@ def batch(config, train, device, dtype):
         t = int(train.get("decoder_seq_len") or config.max_target_positions)
         return {"input_features": torch.randn(b, config.num_mel_bins, int(train["seq_len"]), dtype=dtype, device=device),
                 "labels": torch.randint(0, min(1000, config.vocab_size), (b, t), device=device)}
-    if config.model_type in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
+    if config.model_type in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
         # The processor's output for square images of the plan's size: one
         # row of channels × frames × patch² fp32 values per patch, the
         # (t, h, w) patch grid of each image, and in each sequence a
@@ -296,7 +296,7 @@ def for_training(model, train, dropout):
         else:  # the tower up to its mergers, which train with the language model
             model.model.visual.patch_embed.requires_grad_(False)
             model.model.visual.blocks.requires_grad_(False)
-            if model.config.model_type in ("qwen3_vl", "qwen3_vl_moe"):
+            if model.config.model_type in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
                 model.model.visual.pos_embed.requires_grad_(False)
     if lora:
         import peft

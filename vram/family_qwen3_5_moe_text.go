@@ -1,0 +1,61 @@
+package vram
+
+import "fmt"
+
+// Qwen3.5-MoE's language model (transformers 5.23.0
+// models/qwen3_5_moe/modeling_qwen3_5_moe.py, Qwen3_5MoeTextModel
+// l.1292; its config is the wrapper's text_config, Qwen3_5MoeTextConfig,
+// model_type qwen3_5_moe_text): Qwen3.5's hybrid of Gated DeltaNet layers
+// and gated attention (family qwen3_5_text, whose declarations it shares)
+// with a mixture of experts in every layer (Qwen3_5MoeDecoderLayer
+// l.934-946): a softmax router whose top-k weights are always renormalized
+// (Qwen3_5MoeTopKRouter, l.872-888), transformers 5's fused experts
+// (Qwen3_5MoeExperts, l.831-841) and one shared expert scaled by a sigmoid
+// gate (Qwen3_5MoeSparseMoeBlock, l.891-911). The checkpoint's mtp.*
+// weights are stored and not built (l.1001). Only the wrapper (family
+// qwen3_5_moe) builds it.
+func init() {
+	register(&family{
+		name: "qwen3_5_moe_text", source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)", wrappedText: true,
+		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
+		deltaNet:    true,
+		servingOnly: qwen35MoEServingOnly,
+		// Qwen3_5MoeTextConfig's defaults (configuration_qwen3_5_moe.py
+		// l.89-112), Qwen/Qwen3.5-35B-A3B's shape.
+		fromConfig: func(c *hfReader, m *Model) {
+			qwen35TextFromConfig(c, m, qwen35Shape{layers: 40, hidden: 2048, heads: 16, kvHeads: 2,
+				experts: 256, perToken: 8, expertFFN: 512, shared: 512})
+		},
+		toConfig:   qwen35TextToConfig,
+		check:      func(m Model) error { return qwen35TextCheck(m, true) },
+		tensors:    qwen35Tensors,
+		buffers:    func(m Model, b *bufferList) { rotaryBuffers5(m, b, "model.") },
+		storedOnly: qwen35MTP,
+		block:      qwen35Block,
+		recipe: func(Model, libVersion) recipe {
+			return recipe{normWeightFP32: true, gatedAttention: true, cacheKeepsKV: true, sharedExpertGate: true}
+		},
+	})
+}
+
+// qwen35MoEServingOnly is why the Qwen3.5-MoE families plan serving only.
+const qwen35MoEServingOnly = "its modeling code is transformers 5's (a Gated DeltaNet with four separate projections, grouped_mm experts), which the training rules do not follow yet"
+
+// qwen35MoECheck is the MoE language model's rules on its experts: every
+// layer routed (no decoder_sparse_step or dense layers in the class), the
+// router renormalized, one shared expert.
+func qwen35MoECheck(m Model) error {
+	switch {
+	case m.Experts < 1 || m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts:
+		return fmt.Errorf("model: %s needs experts ≥ 1 and experts_per_token in [1, experts] (num_experts %d, num_experts_per_tok %d)", m.Family, m.Experts, m.ExpertsPerToken)
+	case m.ExpertFFN < 1:
+		return fmt.Errorf("model.expert_ffn = %d (moe_intermediate_size) must be ≥ 1", m.ExpertFFN)
+	case m.SharedExperts != 1 || m.SharedExpertFFN < 1:
+		return fmt.Errorf("model: %s has one shared expert in every layer: shared_experts must be 1 and shared_expert_ffn (shared_expert_intermediate_size) ≥ 1", m.Family)
+	case m.MoEEvery > 1 || m.DenseLayers != 0:
+		return fmt.Errorf("model: every %s layer is a mixture of experts (no moe_every or dense_layers)", m.Family)
+	case m.Router != "softmax_topk_norm":
+		return fmt.Errorf("model.router %q: %s's router renormalizes its softmax top-k (softmax_topk_norm)", m.Router, m.Family)
+	}
+	return nil
+}
