@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,6 +94,13 @@ func TestKimiLinearPreset(t *testing.T) {
 	m := MustPreset("kimi-linear-48b-a3b")
 	if m.ParamCount() != 49122675072 || m.attentionLayers(0, m.Layers) != 7 {
 		t.Errorf("%d parameters, %d MLA layers; transformers 5.23: 49,122,675,072 and 7", m.ParamCount(), m.attentionLayers(0, m.Layers))
+	}
+	// toConfig writes what transformers builds the same model from, and
+	// the reader reads it back.
+	b, _ := json.Marshal(m.HFConfig())
+	back, err := FromHFConfig(b)
+	if err != nil || back.ParamCount() != m.ParamCount() || !slices.Equal(back.KDA.Attention, m.KDA.Attention) || back.DenseLayers != 1 {
+		t.Errorf("HFConfig round trip: %v, %d parameters, MLA at %v", err, back.ParamCount(), back.KDA)
 	}
 	if got := m.KDA.StateBytes(BF16); got != BF16.Size(3*32*128*4)+FP32.Size(32*128*128) {
 		t.Errorf("KDA state per sequence per layer: %v", got)
