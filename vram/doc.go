@@ -103,8 +103,9 @@
 // that weigh in fp32, a Python loop over experts or batched experts, …); and
 // presets citing each checkpoint's config.json. A hybrid with recurrent
 // layers fills one of Model.SSM (Mamba-2; mamba.go), Model.Mamba (Mamba-1;
-// mamba1.go), Model.ShortConv (shortconv.go) or Model.DeltaNet
-// (deltanet.go), sets the family's matching flag, and builds those layers
+// mamba1.go), Model.ShortConv (shortconv.go), Model.DeltaNet
+// (deltanet.go) or Model.KDA (kda.go: parameters only so far), sets the
+// family's matching flag, and builds those layers
 // with recurrentBlock and the mixer's builder; Model.AttentionLayer says
 // which layers keep K and V, and Model.stateElems what the serving engines
 // keep per sequence. A vision-language model is a wrapper family (its

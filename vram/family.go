@@ -41,6 +41,9 @@ type family struct {
 	// deltaNet: the family's non-attention layers are Gated DeltaNet
 	// linear attention (model.delta_net).
 	deltaNet bool
+	// kda: the family's non-attention layers are Kimi Delta Attention
+	// linear attention (model.kda).
+	kda bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
 	// servingOnly says why training and transformers' generate are not

@@ -151,6 +151,9 @@ type Model struct {
 	// DeltaNet makes the layers outside its Attention list Gated DeltaNet
 	// linear attention (Qwen3-Next; see DeltaNet).
 	DeltaNet *DeltaNet `json:"delta_net,omitempty"`
+	// KDA makes the layers outside its Attention list Kimi Delta
+	// Attention linear attention (Kimi-Linear; see KDA).
+	KDA *KDA `json:"kda,omitempty"`
 	// Mamba makes the layers outside its Attention list Mamba-1 selective
 	// state-space mixers (Jamba; see Mamba).
 	Mamba *Mamba `json:"mamba,omitempty"`
@@ -266,6 +269,41 @@ type DeltaNet struct {
 	Attention []int `json:"attention_layers,omitempty"`
 }
 
+// KDA is a Kimi Delta Attention layer (Kimi Team 2025, "Kimi Linear";
+// transformers 5.23's KimiLinearDeltaAttention, kda.go): q, k and v
+// projections of Heads × HeadDim each, a depthwise causal convolution of
+// ConvKernel taps over q|k|v, a per-channel forget gate and a per-head β,
+// the gated delta rule, a gated RMSNorm per head and the output
+// projection. It keeps, per sequence, the convolution's last ConvKernel
+// inputs and a HeadDim × HeadDim state per head, whatever the context
+// length.
+type KDA struct {
+	Heads      int `json:"heads"`       // linear_num_heads (linear_attn_config.num_heads)
+	HeadDim    int `json:"head_dim"`    // linear_head_dim (linear_attn_config.head_dim)
+	ConvKernel int `json:"conv_kernel"` // linear_conv_kernel_dim (linear_attn_config.short_conv_kernel_size)
+	// Attention lists the layers that are attention blocks instead
+	// (layer_types "full_attention"), ascending.
+	Attention []int `json:"attention_layers,omitempty"`
+}
+
+// width is q's (and k's, and v's) width, Heads · HeadDim.
+func (d KDA) width() int64 { return int64(d.Heads) * int64(d.HeadDim) }
+
+// StateBytes is what one sequence keeps in one layer between steps as
+// transformers' cache holds it (cache_utils.py LinearAttentionLayer, fed
+// by modeling_kimi_linear.py:652-654 and 708): the conv state, 3 · Heads ·
+// HeadDim channels × ConvKernel positions in dtype (the activations'), and
+// the recurrent state, Heads × HeadDim × HeadDim in fp32.
+func (d KDA) StateBytes(dtype DType) Bytes {
+	return dtype.Size(3*d.width()*int64(d.ConvKernel)) + FP32.Size(int64(d.Heads)*int64(d.HeadDim)*int64(d.HeadDim))
+}
+
+// KDALayer reports whether layer i is a Kimi Delta Attention layer: every
+// layer of a model with KDA but its Attention layers.
+func (m *Model) KDALayer(i int) bool {
+	return m.KDA != nil && !slices.Contains(m.KDA.Attention, i)
+}
+
 // Mamba is a Mamba-1 mixer (Gu & Dao 2023, "Mamba"; transformers'
 // JambaMambaMixer): an input projection to x and the gate (Inner each), a
 // depthwise causal convolution of ConvKernel taps over x, the selective
@@ -327,9 +365,9 @@ func (m *Model) ConvLayer(i int) bool {
 }
 
 // RecurrentLayer reports whether layer i keeps a fixed-size state: a
-// state-space mixer or a short convolution.
+// state-space mixer, a short convolution or a linear attention.
 func (m *Model) RecurrentLayer(i int) bool {
-	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i)
+	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i) || m.KDALayer(i)
 }
 
 // AttentionLayer reports whether layer i runs attention (and keeps K and
@@ -341,7 +379,7 @@ func (m *Model) AttentionLayer(i int) bool {
 
 // recurrent reports whether some layers of m keep a state, not K and V.
 func (m Model) recurrent() bool {
-	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil
+	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil
 }
 
 // attentionLayers is the number of layers with attention (and a KV cache)
@@ -704,6 +742,32 @@ func (m Model) validateDeltaNet() error {
 	return nil
 }
 
+// validateKDA checks a Kimi Delta Attention's heads, widths and attention
+// layers.
+func (m Model) validateKDA() error {
+	d := m.KDA
+	if d == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"heads", d.Heads, maxHeads}, {"head_dim", d.HeadDim, maxWidth}, {"conv_kernel", d.ConvKernel, 1024}} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("model.kda.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
+		}
+	}
+	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil {
+		return fmt.Errorf("model: kda, ssm, short_conv, delta_net and mamba describe different recurrent layers; a model has one kind")
+	}
+	for i, l := range d.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= d.Attention[i-1] {
+			return fmt.Errorf("model.kda.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // validateMamba checks a Mamba-1 mixer's shape.
 func (m Model) validateMamba() error {
 	s := m.Mamba
@@ -763,6 +827,11 @@ func (m Model) clone() Model {
 		s := *m.Mamba
 		s.Attention = slices.Clone(s.Attention)
 		m.Mamba = &s
+	}
+	if m.KDA != nil {
+		d := *m.KDA
+		d.Attention = slices.Clone(d.Attention)
+		m.KDA = &d
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -846,6 +915,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateDeltaNet(); err != nil {
 		return err
 	}
+	if err := m.validateKDA(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -890,6 +962,9 @@ func (m Model) validateLayout(f *family) error {
 	}
 	if m.DeltaNet != nil && !f.deltaNet {
 		return fmt.Errorf("model.delta_net describes Gated DeltaNet layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.deltaNet }), ", "), m.Family)
+	}
+	if m.KDA != nil && !f.kda {
+		return fmt.Errorf("model.kda describes Kimi Delta Attention layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.kda }), ", "), m.Family)
 	}
 	if m.Mamba != nil && !f.mamba1 {
 		return fmt.Errorf("model.mamba describes Mamba-1 mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.mamba1 }), ", "), m.Family)

@@ -335,6 +335,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveDeltaNet(); err != nil {
 		return r, err
 	}
+	if err := r.resolveKDA(); err != nil {
+		return r, err
+	}
 	if err := r.resolveAudio(); err != nil {
 		return r, err
 	}

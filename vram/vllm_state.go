@@ -27,6 +27,8 @@ func stateKind(m Model) string {
 		return "Gated DeltaNet"
 	case m.Mamba != nil:
 		return "Mamba-1"
+	case m.KDA != nil:
+		return "KDA"
 	}
 	return "Mamba-2"
 }
