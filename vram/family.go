@@ -40,6 +40,10 @@ type family struct {
 	deltaNet bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
+	// loneSublayers: each of the family's hybrid layers holds one sublayer
+	// behind one norm, and model.ssm.mlp_layers and moe_layers name the
+	// feed-forward ones.
+	loneSublayers bool
 	// servingOnly says why training and transformers' generate are not
 	// modelled for the family, where its modeling code is new in the 5.x
 	// releases and runs what the engine's rules do not yet follow
