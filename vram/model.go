@@ -67,8 +67,8 @@ type Model struct {
 	// MoELatent is the width the routed experts read and write when it is
 	// not Hidden: a projection down to it before them and back after
 	// (Nemotron 3's latent MoE, moe_latent_size); 0 for Hidden.
-	MoELatent int `json:"moe_latent,omitempty"`
-	DenseLayers     int `json:"dense_layers,omitempty"` // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
+	MoELatent   int `json:"moe_latent,omitempty"`
+	DenseLayers int `json:"dense_layers,omitempty"` // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
 	// MoEEvery interleaves dense and MoE layers: past DenseLayers, layer i
 	// has experts iff (i+1) is a multiple of it (Qwen-MoE
 	// decoder_sparse_step, Llama 4 interleave_moe_layer_step); 0 or 1 for
