@@ -21,6 +21,9 @@ type family struct {
 	// latentAttention: the family's attention may be multi-head latent
 	// attention (q_lora_rank, kv_lora_rank, … are its fields).
 	latentAttention bool
+	// valueHeadDim: the family's attention has values of a width of
+	// their own, model.v_head_dim, beside its q/k head_dim.
+	valueHeadDim bool
 	// images: the family's models read images (model.image).
 	images bool
 	// audio: the family's models read log-mel frames (model.mel_bins,

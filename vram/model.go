@@ -107,6 +107,10 @@ type Model struct {
 	AttentionChunk int  `json:"attention_chunk,omitempty"`
 	GlobalEvery    int  `json:"global_every,omitempty"`
 	NoRopeGlobal   bool `json:"no_rope_global,omitempty"`
+	// GlobalFirst makes layer 0 global too, besides every GlobalEvery-th
+	// (MiMo-V2-Flash's layer_types: full attention at layer 0 and every
+	// sixth).
+	GlobalFirst bool `json:"global_first,omitempty"`
 	// NoRopeEvery skips the rotary embedding in layer i iff (i+1) is a
 	// multiple of it, whatever the layer's attention (SmolLM3's NoPE
 	// layers, no_rope_layer_interval); 0 for none.
@@ -949,7 +953,7 @@ func (m Model) validateLayout(f *family) error {
 		return fmt.Errorf("model: decoder_layers and relative_buckets describe encoder-decoder models (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), m.Family)
 	}
-	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
+	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0 && !f.valueHeadDim) {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.latentAttention }), ", "), m.Family)
 	}
@@ -996,6 +1000,9 @@ func (m Model) validateKinds() error {
 	}
 	if m.SlidingWindow > 0 && m.AttentionChunk > 0 {
 		return fmt.Errorf("model: local layers use either sliding_window or attention_chunk, not both")
+	}
+	if m.GlobalFirst && m.SlidingWindow == 0 && m.AttentionChunk == 0 {
+		return fmt.Errorf("model.global_first makes layer 0 global among local layers; set sliding_window or attention_chunk for the local ones")
 	}
 	if m.NoRopeGlobal && m.GlobalEvery == 0 {
 		return fmt.Errorf("model.no_rope_global applies to models with global layers (global_every > 0)")
@@ -1058,6 +1065,9 @@ func (m *Model) LocalLayer(i int) bool {
 	if m.SlidingWindow == 0 && m.AttentionChunk == 0 {
 		return false
 	}
+	if m.GlobalFirst && i == 0 {
+		return false
+	}
 	return m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0
 }
 
@@ -1088,7 +1098,7 @@ func (m *Model) blockKind(i int) int {
 	if m.IsMoELayer(i) {
 		k |= 1
 	}
-	local := (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0)
+	local := (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0) && !(m.GlobalFirst && i == 0)
 	if local {
 		k |= 2
 	}
