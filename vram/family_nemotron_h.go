@@ -70,10 +70,7 @@ func nemotronHFromConfig(c *hfReader, m *Model) {
 	m.Layers = len(kinds) // num_hidden_layers is derived, the key ignored (l.179-187, 239-254)
 	m.Hidden, m.Vocab = c.optInt("hidden_size", 4096), c.optInt("vocab_size", 131072)
 	m.Heads, m.HeadDim = c.optInt("num_attention_heads", 32), c.optInt("head_dim", 128)
-	m.KVHeads = c.optIntOrNone("num_key_value_heads", 8)
-	if m.KVHeads == 0 {
-		m.KVHeads = m.Heads // None: every head its own (l.202-203)
-	}
+	m.KVHeads = c.optInt("num_key_value_heads", 8) // an int: the strict dataclass refuses None
 	m.MaxPosition, m.FFN = c.optInt("max_position_embeddings", 4096), c.optInt("intermediate_size", 21504)
 	if c.optBool("mlp_bias", false) {
 		m.Bias = BiasMLPOnly // the MLPs' and the latent projections' (l.643-644, 735-736)
