@@ -231,7 +231,7 @@ func mimoCheck(m Model) error {
 		return fmt.Errorf("model.bias %q: mimo_v2_flash's attention_bias puts biases on q, k and v (\"qkv_only\"), or none", m.Bias)
 	case m.Position != "rope" || m.QKNorm != "" || m.AttentionChunk != 0 || m.NoRopeGlobal || m.NoRopeEvery != 0:
 		return fmt.Errorf("model: mimo_v2_flash rotates q and k in every layer, with sliding windows and no q/k norm")
-	case 2*m.KVHeads > m.Heads || m.Heads%(2*m.KVHeads) != 0:
+	case m.SlidingWindow > 0 && (2*m.KVHeads > m.Heads || m.Heads%(2*m.KVHeads) != 0):
 		return fmt.Errorf("model.kv_heads = %d: mimo_v2_flash's sliding layers have twice as many (l.341), which must divide heads = %d", m.KVHeads, m.Heads)
 	}
 	return nil

@@ -50,9 +50,10 @@ func init() {
 		// "mlp"] from __post_init__ l.177): one layer of each kind 4,096
 		// wide, 1,968,355,712 parameters as transformers 5.23 builds it on
 		// the meta device. Its docstring names
-		// nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, but the defaults are
-		// not that model's shape (its 52 layers are in no source here), so
-		// the entry is the defaults under their own name.
+		// nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, whose 30B the
+		// defaults are not, and whose config is neither in the docstring
+		// nor in the class's tests: the entry is the defaults under their
+		// own name.
 		presets: map[string]Preset{
 			"nemotron-h-config-defaults": {Model{Name: "nemotron-h-config-defaults", Layers: 4, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 21504, Vocab: 131072, MaxPosition: 4096,
 				Experts: 8, ExpertsPerToken: 2, ExpertFFN: 7688, SharedExperts: 1, SharedExpertFFN: 7688,
