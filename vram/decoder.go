@@ -139,6 +139,11 @@ func (b *actBuilder) mlp(p blockPlan, d blockDims, a *actT) *actT {
 	switch {
 	case m.MLP == "relu":
 		act = b.keep(b.op("relu", b.size(f, p.e), p.e, list(u))) // threshold_backward uses the output
+	case m.MLP == "relu2":
+		// transformers' ReLUSquaredActivation: relu (its backward uses its
+		// output), then torch.square, which saves its input, that output.
+		r := b.keep(b.op("relu", b.size(f, p.e), p.e, list(u)))
+		act = b.op("relu2.square", b.size(f, p.e), p.e, list(r), r)
 	case m.MLP == "gelu_new" && p.pythonGELU:
 		act = b.newGELU(p, "gelu", u, f)
 	case m.MLP == "quick_gelu":

@@ -24,6 +24,9 @@ type family struct {
 	// indexer: the family's latent attention has DeepSeek Sparse
 	// Attention's lightning indexer (index_heads, index_head_dim; dsa.go).
 	indexer bool
+	// valueHeadDim: the family's attention has values of a width of
+	// their own, model.v_head_dim, beside its q/k head_dim.
+	valueHeadDim bool
 	// images: the family's models read images (model.image).
 	images bool
 	// audio: the family's models read log-mel frames (model.mel_bins,
@@ -46,6 +49,10 @@ type family struct {
 	kda bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
+	// loneSublayers: each of the family's hybrid layers holds one sublayer
+	// behind one norm, and model.ssm.mlp_layers and moe_layers name the
+	// feed-forward ones.
+	loneSublayers bool
 	// servingOnly says why training and transformers' generate are not
 	// modelled for the family, where its modeling code is new in the 5.x
 	// releases and runs what the engine's rules do not yet follow

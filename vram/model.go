@@ -64,7 +64,11 @@ type Model struct {
 	// SharedExpertFFN is the inner width of each shared expert (default
 	// ExpertFFN; Qwen2-MoE's shared_expert_intermediate_size).
 	SharedExpertFFN int `json:"shared_expert_ffn,omitempty"`
-	DenseLayers     int `json:"dense_layers,omitempty"` // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
+	// MoELatent is the width the routed experts read and write when it is
+	// not Hidden: a projection down to it before them and back after
+	// (Nemotron 3's latent MoE, moe_latent_size); 0 for Hidden.
+	MoELatent   int `json:"moe_latent,omitempty"`
+	DenseLayers int `json:"dense_layers,omitempty"` // the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)
 	// MoEEvery interleaves dense and MoE layers: past DenseLayers, layer i
 	// has experts iff (i+1) is a multiple of it (Qwen-MoE
 	// decoder_sparse_step, Llama 4 interleave_moe_layer_step); 0 or 1 for
@@ -111,6 +115,10 @@ type Model struct {
 	AttentionChunk int  `json:"attention_chunk,omitempty"`
 	GlobalEvery    int  `json:"global_every,omitempty"`
 	NoRopeGlobal   bool `json:"no_rope_global,omitempty"`
+	// GlobalFirst makes layer 0 global too, besides every GlobalEvery-th
+	// (MiMo-V2-Flash's layer_types: full attention at layer 0 and every
+	// sixth).
+	GlobalFirst bool `json:"global_first,omitempty"`
 	// NoRopeEvery skips the rotary embedding in layer i iff (i+1) is a
 	// multiple of it, whatever the layer's attention (SmolLM3's NoPE
 	// layers, no_rope_layer_interval); 0 for none.
@@ -200,6 +208,13 @@ type SSM struct {
 	// hybrid's attn_layer_indices or layer_types), ascending; empty for
 	// a model of mixers only.
 	Attention []int `json:"attention_layers,omitempty"`
+	// MLP and MoE list the layers that hold a feed-forward sublayer alone
+	// — a dense MLP, or routed experts (with their shared expert) — with
+	// neither mixer nor attention and nothing cached, in a hybrid whose
+	// every layer is one sublayer behind one norm; ascending. A model
+	// that lists them has experts in its MoE layers only.
+	MLP []int `json:"mlp_layers,omitempty"`
+	MoE []int `json:"moe_layers,omitempty"`
 	// ParallelAttention: every layer runs attention beside its mixer and
 	// sums the two (Falcon-H1); Attention is then empty.
 	ParallelAttention bool `json:"parallel_attention,omitempty"`
@@ -234,8 +249,16 @@ func (s SSM) StateBytes(d DType) Bytes {
 }
 
 // SSMLayer reports whether layer i is a state-space mixer: every layer of
-// a model with SSM but its Attention layers.
-func (m *Model) SSMLayer(i int) bool { return m.SSM != nil && !slices.Contains(m.SSM.Attention, i) }
+// a model with SSM but its Attention, MLP and MoE layers.
+func (m *Model) SSMLayer(i int) bool {
+	return m.SSM != nil && !slices.Contains(m.SSM.Attention, i) && !m.FeedForwardLayer(i)
+}
+
+// FeedForwardLayer reports whether layer i is a feed-forward sublayer
+// alone (SSM.MLP, SSM.MoE): no mixer, no attention, no cache.
+func (m *Model) FeedForwardLayer(i int) bool {
+	return m.SSM != nil && (slices.Contains(m.SSM.MLP, i) || slices.Contains(m.SSM.MoE, i))
+}
 
 // ShortConv is a gated short-convolution operator (transformers'
 // Lfm2ShortConv): an input projection to B, C and x (3 · hidden), B · x,
@@ -374,7 +397,7 @@ func (m *Model) RecurrentLayer(i int) bool {
 // V): every layer that is not recurrent, and every layer of a model whose
 // mixers run beside attention.
 func (m *Model) AttentionLayer(i int) bool {
-	return !m.RecurrentLayer(i) || m.SSM != nil && m.SSM.ParallelAttention
+	return !m.RecurrentLayer(i) && !m.FeedForwardLayer(i) || m.SSM != nil && m.SSM.ParallelAttention
 }
 
 // recurrent reports whether some layers of m keep a state, not K and V.
@@ -683,10 +706,21 @@ func (m Model) validateSSM() error {
 	if s.Heads%s.Groups != 0 {
 		return fmt.Errorf("model.ssm.groups = %d must divide ssm.heads = %d (each group's B and C serve heads/groups heads)", s.Groups, s.Heads)
 	}
-	for i, l := range s.Attention {
-		if l < 0 || l >= m.Layers || i > 0 && l <= s.Attention[i-1] {
-			return fmt.Errorf("model.ssm.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+	for _, list := range []struct {
+		name   string
+		layers []int
+	}{{"attention_layers", s.Attention}, {"mlp_layers", s.MLP}, {"moe_layers", s.MoE}} {
+		for i, l := range list.layers {
+			if l < 0 || l >= m.Layers || i > 0 && l <= list.layers[i-1] {
+				return fmt.Errorf("model.ssm.%s[%d] = %d: want ascending layer indices in [0, %d)", list.name, i, l, m.Layers)
+			}
+			if list.name != "attention_layers" && slices.Contains(s.Attention, l) || list.name == "moe_layers" && slices.Contains(s.MLP, l) {
+				return fmt.Errorf("model.ssm.%s[%d] = %d: the layer is listed twice (attention, mlp and moe layers are each one kind)", list.name, i, l)
+			}
 		}
+	}
+	if len(s.MoE) > 0 && m.Experts == 0 {
+		return fmt.Errorf("model.ssm.moe_layers lists mixture-of-experts layers; set experts too")
 	}
 	return nil
 }
@@ -810,7 +844,7 @@ func (m Model) clone() Model {
 	}
 	if m.SSM != nil {
 		s := *m.SSM
-		s.Attention = slices.Clone(s.Attention)
+		s.Attention, s.MLP, s.MoE = slices.Clone(s.Attention), slices.Clone(s.MLP), slices.Clone(s.MoE)
 		m.SSM = &s
 	}
 	if m.ShortConv != nil {
@@ -960,6 +994,9 @@ func (m Model) validateLayout(f *family) error {
 	if m.SSM != nil && !f.ssm {
 		return fmt.Errorf("model.ssm describes state-space mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.ssm }), ", "), m.Family)
 	}
+	if m.SSM != nil && (len(m.SSM.MLP) > 0 || len(m.SSM.MoE) > 0) && !f.loneSublayers {
+		return fmt.Errorf("model.ssm.mlp_layers and moe_layers describe hybrids of one sublayer a layer (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.loneSublayers }), ", "), m.Family)
+	}
 	if m.DeltaNet != nil && !f.deltaNet {
 		return fmt.Errorf("model.delta_net describes Gated DeltaNet layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.deltaNet }), ", "), m.Family)
 	}
@@ -985,8 +1022,8 @@ func (m Model) validateLayout(f *family) error {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
 	if m.Experts == 0 && (m.ExpertsPerToken != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0 ||
-		m.SharedExpertFFN != 0 || m.MoEEvery != 0 || m.Router != "") {
-		return fmt.Errorf("model: experts_per_token, shared_experts, expert_ffn, shared_expert_ffn, dense_layers, moe_every and router describe mixture-of-experts layers; set experts too, or drop them")
+		m.SharedExpertFFN != 0 || m.MoEEvery != 0 || m.Router != "" || m.MoELatent != 0) {
+		return fmt.Errorf("model: experts_per_token, shared_experts, expert_ffn, shared_expert_ffn, dense_layers, moe_every, moe_latent and router describe mixture-of-experts layers; set experts too, or drop them")
 	}
 	if m.SharedExperts == 0 && m.SharedExpertFFN != 0 {
 		return fmt.Errorf("model.shared_expert_ffn = %d sizes shared experts; set shared_experts too", m.SharedExpertFFN)
@@ -999,7 +1036,7 @@ func (m Model) validateLayout(f *family) error {
 		return fmt.Errorf("model: decoder_layers and relative_buckets describe encoder-decoder models (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.kind == encoderDecoder }), ", "), m.Family)
 	}
-	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
+	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0 && !f.valueHeadDim) {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.latentAttention }), ", "), m.Family)
 	}
@@ -1023,9 +1060,9 @@ func (m Model) validateLayout(f *family) error {
 // softcaps, q/k norm, local and global layers, positions, the image.
 func (m Model) validateKinds() error {
 	switch m.MLP {
-	case "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu", "swiglu", "geglu", "silu":
+	case "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2", "swiglu", "geglu", "silu":
 	default:
-		return fmt.Errorf("model.mlp %q is not supported; known: gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, relu, swiglu, geglu", m.MLP)
+		return fmt.Errorf("model.mlp %q is not supported; known: gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, relu, relu2, swiglu, geglu", m.MLP)
 	}
 	switch m.Norm {
 	case "layernorm", "rmsnorm":
@@ -1050,6 +1087,9 @@ func (m Model) validateKinds() error {
 	}
 	if m.SlidingWindow > 0 && m.AttentionChunk > 0 {
 		return fmt.Errorf("model: local layers use either sliding_window or attention_chunk, not both")
+	}
+	if m.GlobalFirst && m.SlidingWindow == 0 && m.AttentionChunk == 0 {
+		return fmt.Errorf("model.global_first makes layer 0 global among local layers; set sliding_window or attention_chunk for the local ones")
 	}
 	if m.NoRopeGlobal && m.GlobalEvery == 0 {
 		return fmt.Errorf("model.no_rope_global applies to models with global layers (global_every > 0)")
@@ -1112,6 +1152,9 @@ func (m *Model) LocalLayer(i int) bool {
 	if m.SlidingWindow == 0 && m.AttentionChunk == 0 {
 		return false
 	}
+	if m.GlobalFirst && i == 0 {
+		return false
+	}
 	return m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0
 }
 
@@ -1136,13 +1179,13 @@ const blockKinds = 64
 // or with routed experts, global or local attention, with or without the
 // rotary embedding. Blocks of one kind share one inventory.
 func (m *Model) blockKind(i int) int {
-	// Written out (not through IsMoELayer and LocalLayer) so that the
-	// per-layer calls of an estimate copy no Model.
+	// Written out (not through LocalLayer) so that the per-layer calls of
+	// an estimate copy no Model.
 	k := 0
-	if m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0) {
+	if m.IsMoELayer(i) {
 		k |= 1
 	}
-	local := (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0)
+	local := (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0) && !(m.GlobalFirst && i == 0)
 	if local {
 		k |= 2
 	}
@@ -1165,11 +1208,17 @@ func (m *Model) blockKind(i int) int {
 		// bit of its own would double the kinds every estimate clears).
 		k |= 8
 	}
+	if m.DecoderLayers == 0 && m.FeedForwardLayer(i) {
+		k |= 16 // a lone MLP or MoE layer (bit 16 is an encoder-decoder's otherwise)
+	}
 	return k
 }
 
 // IsMoELayer reports whether layer i has routed experts.
 func (m *Model) IsMoELayer(i int) bool {
+	if m.SSM != nil && (m.SSM.MLP != nil || m.SSM.MoE != nil) {
+		return m.Experts > 0 && slices.Contains(m.SSM.MoE, i) // the hybrid's lone MoE layers
+	}
 	return m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0)
 }
 
@@ -1255,7 +1304,7 @@ func (m Model) ranges() error {
 		{"vocab", m.Vocab, maxWidth}, {"kv_heads", m.KVHeads, maxHeads}, {"head_dim", m.HeadDim, maxHeads},
 		{"max_position", m.MaxPosition, MaxPositions}, {"experts", m.Experts, maxExperts}, {"expert_ffn", m.ExpertFFN, maxWidth},
 		{"shared_experts", m.SharedExperts, maxExperts}, {"experts_per_token", m.ExpertsPerToken, maxExperts},
-		{"shared_expert_ffn", m.SharedExpertFFN, maxWidth}, {"dense_layers", m.DenseLayers, maxLayers}, {"moe_every", m.MoEEvery, maxLayers}, {"expert_groups", m.ExpertGroups, maxExperts},
+		{"shared_expert_ffn", m.SharedExpertFFN, maxWidth}, {"moe_latent", m.MoELatent, maxWidth}, {"dense_layers", m.DenseLayers, maxLayers}, {"moe_every", m.MoEEvery, maxLayers}, {"expert_groups", m.ExpertGroups, maxExperts},
 		{"word_embed_proj_dim", m.WordEmbedProjDim, maxWidth}, {"type_vocab", m.TypeVocab, maxWidth},
 		{"q_lora_rank", m.QLoRARank, maxWidth}, {"kv_lora_rank", m.KVLoRARank, maxWidth}, {"qk_nope_head_dim", m.QKNopeDim, maxHeads},
 		{"qk_rope_head_dim", m.QKRopeDim, maxHeads}, {"v_head_dim", m.VHeadDim, maxHeads}, {"sliding_window", m.SlidingWindow, MaxPositions},

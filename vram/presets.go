@@ -9,7 +9,7 @@ import (
 // Preset is a catalog model with the config it was taken from.
 type Preset struct {
 	Model  Model
-	Source string // the Hugging Face config.json the shape comes from
+	Source string // the Hugging Face config.json the shape comes from (or the transformers config class whose defaults it is)
 }
 
 func hf(id string) string { return "https://huggingface.co/" + id + "/blob/main/config.json" }

@@ -264,6 +264,9 @@ func tiedHead(m Model, t Tensor) bool {
 // (s+1)/2 keys; a sliding window or chunk at most its span).
 func attentionFLOPs(m Model, i, seq int, causal bool) float64 {
 	qk, v := float64(m.HeadDim), float64(m.HeadDim)
+	if m.VHeadDim > 0 {
+		v = float64(m.VHeadDim) // values of their own width
+	}
 	if m.KVLoRARank > 0 {
 		// Multi-head latent attention: queries and keys of nope + rope
 		// width, values of v_head_dim (DeepSeek-V2 §2.1.2).
