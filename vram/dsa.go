@@ -172,3 +172,17 @@ func checkDSA(name string, m Model) error {
 	}
 	return nil
 }
+
+// dsaIndexKeyBytes is one token's indexer key in a serving engine's cache,
+// per layer: index_head_dim fp8 values and one fp32 scale for each 128 of
+// them, stored as uint8 whatever the KV cache dtype (vLLM's Indexer:
+// quant_block_size 128 and DeepseekV32IndexerCache(head_dim + head_dim //
+// quant_block_size * 4, torch.uint8), model_executor/models/deepseek_v2.py
+// l.770-772 in 0.11.0, l.724 and 731-735 in 0.33.0; SGLang 0.5.23's cell,
+// srt/model_executor/pool_configurator.py:691-700, DSATokenToKVPool's
+// quant_block_size 128, srt/mem_cache/memory_pool.py:5280). It is never
+// split over tensor-parallel ranks (one head, max_tp_shards=1).
+func dsaIndexKeyBytes(m Model) int64 {
+	d := int64(m.IndexHeadDim)
+	return d + d/128*4
+}

@@ -68,12 +68,25 @@ func TestDeepseekV32(t *testing.T) {
 	}
 	testDeepseekV32Rules(t)
 	// Serving: 8 × H200, 32k tokens. vLLM pages the latent (kv_lora_rank
-	// + qk_rope_head_dim, bf16) per layer; the indexer's own key cache
-	// (index_head_dim fp8 values and their fp32 scale per token per
-	// layer in vLLM) is not in the engine's page yet.
+	// + qk_rope_head_dim, bf16) and the indexer's key (128 fp8 values and
+	// one fp32 scale, 132 bytes) per token per layer, pooled in one group.
 	c, err := VLLM{MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: ds, TP: 8}, mustGPU("H200"))
-	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64)) || c.KVCache.Layers != 61 || len(c.KVCache.Groups) != 1 {
+	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64))+16*132 || c.KVCache.Layers != 61 || len(c.KVCache.Groups) != 1 {
 		t.Errorf("vLLM: starts %v (%s), page %v, %d layers, groups %+v, %v", c.Starts, c.Err, c.KVCache.PageBytes, c.KVCache.Layers, c.KVCache.Groups, err)
+	}
+	// transformers 5.23's cache: the latent and the indexer's bf16 key.
+	if kv := (Inference{TP: 1, PP: 1, KVDType: BF16}).kvPerToken(ds); kv != BF16.Size(61*(512+64+128)) {
+		t.Errorf("transformers: %v a token", kv)
+	}
+	// SGLang 0.5.23 counts the indexer keys in its cell; 0.5.3 did not.
+	for _, c := range []struct {
+		version string
+		cell    Bytes
+	}{{"0.5.23", BF16.Size(61*576) + 61*132}, {"0.5.3", BF16.Size(61 * 576)}} {
+		p, err := SGLang{Version: c.version, TP: 8, MemFractionStatic: 0.9}.KVPool(ds, 140*GiB, 80*GiB)
+		if err != nil || p.CellSize != c.cell {
+			t.Errorf("SGLang %s: cell %v, want %v (%v)", c.version, p.CellSize, c.cell, err)
+		}
 	}
 	if _, err := (Training{Model: ds, SeqLen: 512, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("training: %v", err)

@@ -461,6 +461,10 @@ func (in Inference) kvPerToken(m Model) Bytes {
 	if m.KVLoRARank > 0 {
 		// MLA caches the compressed latent and the rotary key (DeepSeek-V2 §2.1.2).
 		per = int64(m.KVLoRARank + m.QKRopeDim)
+		// DeepSeek Sparse Attention's indexer keeps one index_head_dim key
+		// a token beside them (transformers 5.23 DynamicIndexedLayer,
+		// cache_utils.py:316-350: [batch, seq, index_head_dim]).
+		per += int64(m.IndexHeadDim)
 	} else {
 		kv := int64(m.KVHeads)
 		if kv >= int64(in.TP) {

@@ -148,6 +148,9 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	layers := int64(m.attentionLayers(0, m.Layers))
 	if m.KVLoRARank > 0 {
 		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * layers)
+		if m.IndexHeadDim > 0 && rel.indexerInCell {
+			p.CellSize += Bytes(dsaIndexKeyBytes(m) * layers) // DSA's indexer keys (dsa.go)
+		}
 	} else {
 		// get_num_kv_heads(tp): the KV heads over TP, at least one.
 		kv := max(1, m.KVHeads/s.TP)

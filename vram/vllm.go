@@ -281,7 +281,18 @@ func (v VLLM) pageBytes(m Model) Bytes {
 	if m.KVLoRARank > 0 {
 		// MLAAttentionSpec: one latent per token, kv_lora_rank +
 		// qk_rope_head_dim wide, no separate K and V.
-		return v.KVCacheDType.Size(int64(v.BlockSize) * int64(m.KVLoRARank+m.QKRopeDim))
+		page := v.KVCacheDType.Size(int64(v.BlockSize) * int64(m.KVLoRARank+m.QKRopeDim))
+		if m.IndexHeadDim > 0 {
+			// DeepSeek Sparse Attention: each layer's indexer registers a
+			// cache layer of its own (DeepseekV32IndexerCache, an
+			// MLAAttentionSpec of one head), pooled with the latents in
+			// one group whose page is the sum of its layers' pages
+			// (UniformTypeKVCacheSpecs.page_size_bytes, v1/kv_cache_interface.py
+			// l.275-277 in 0.11.0, l.1319-1320 in 0.33.0): a layer's
+			// share is its latent page and its indexer page (dsa.go).
+			page += Bytes(int64(v.BlockSize) * dsaIndexKeyBytes(m))
+		}
+		return page
 	}
 	// vLLM replicates KV heads when TP exceeds them:
 	// num_kv_heads = max(1, total_num_kv_heads // tp) (ModelConfig.get_num_kv_heads).
