@@ -1,6 +1,7 @@
 """VRAM Lab's PyTorch companion: ground truth for the Go engine.
 
     python examples/measure/measure.py inventory PLAN.json [-o OUT.json]
+    python examples/measure/measure.py defaults MODEL_TYPE... [-o OUT.json]
     python examples/measure/measure.py gpu PLAN.json [--steps 3] [--dry-run] [--snapshot F]
     python examples/measure/measure.py snapshot PLAN.json -o F.pickle [--steps 2]
     python examples/measure/measure.py fsdp GRID.json OUTDIR
@@ -18,6 +19,9 @@ posttrain  a post-training plan's TRL trainer (GRPO with transformers'
            live storages (examples/measure/posttrain.py), as JSON.
 inventory  every named parameter and buffer with shape and dtype, from the
            model built on the meta device (no memory used), as JSON.
+defaults   each model type's config class with nothing set, built on the
+           meta device: its parameter count (what a config.json that leaves
+           every key out stands for), as JSON.
 saved      what autograd saves for backward in one forward pass on the CPU
            (torch.autograd.graph.saved_tensors_hooks, unique storages that
            are not parameters or buffers), per block and outside the blocks:
@@ -394,6 +398,26 @@ def inventory(args):
            "parameters": params, "buffers": buffers,
            "total_parameters": sum(p.numel() for p in model.parameters())}
     write(args, json.dumps(out, separators=(",", ":")) + "\n")
+
+
+def class_defaults(args):
+    """Each model type's config class with nothing set, built on the meta
+    device: its parameter count, the number a config.json that leaves every
+    key out stands for (the Go tests compare the engine's reading of
+    {"model_type": T} with it). A type transformers builds no model of on
+    its own (a vision tower's config) is listed with the reason."""
+    import torch
+    import transformers
+
+    out = {}
+    for model_type in args.model_types:
+        try:
+            model, _ = build({"model_type": model_type})
+            out[model_type] = sum(p.numel() for p in model.parameters())
+        except Exception as e:  # the reason, first line only
+            out[model_type] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    write(args, json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
+                            "parameters": out}, indent=1, sort_keys=True) + "\n")
 
 
 def blocks_of(model):
@@ -1380,6 +1404,9 @@ def main():
     a = sub.add_parser("inventory")
     a.add_argument("plan")
     a.add_argument("-o")
+    cd = sub.add_parser("defaults")
+    cd.add_argument("model_types", nargs="+")
+    cd.add_argument("-o")
     sv = sub.add_parser("saved")
     sv.add_argument("plan")
     sv.add_argument("-o")
@@ -1424,7 +1451,7 @@ def main():
     if args.mode == "posttrain":
         from posttrain import posttrain  # TRL's trainers: examples/measure/posttrain.py
         return posttrain(args, plan, hf_config, build)
-    {"inventory": inventory, "saved": saved, "trace": trace, "grid": grid, "deep": deep, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp, "fsdp_tp": fsdp_tp,
+    {"inventory": inventory, "defaults": class_defaults, "saved": saved, "trace": trace, "grid": grid, "deep": deep, "gpu": gpu, "snapshot": snapshot, "fsdp": fsdp, "fsdp1": fsdp1, "tp": tp, "fsdp_tp": fsdp_tp,
      "zbv": zbv}[args.mode](args)
 
 
