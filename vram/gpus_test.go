@@ -53,11 +53,11 @@ func upperSpaced(name string) string {
 }
 
 // TestUnknownGPUSuggestsOnlyItsKind: a GPU the catalog lacks is not taken
-// for another generation (B300 is no B200, GB10 no GB200); a misspelt one
+// for another generation (B400 is no B300, MI450X no MI355X); a misspelt one
 // is found; each refusal says how to give a card by its capacity.
 func TestUnknownGPUSuggestsOnlyItsKind(t *testing.T) {
 	for _, c := range []struct{ name, want string }{
-		{"B300", ""}, {"GB10", ""}, {"H100-PCI", `did you mean "H100-PCIe"?`}, {"RTX-409", ""}, {"A100-80G", `did you mean "A100-80GB"?`},
+		{"B400", ""}, {"MI450X", ""}, {"H100-PCI", `did you mean "H100-PCIe"?`}, {"RTX-409", ""}, {"A100-80G", `did you mean "A100-80GB"?`},
 	} {
 		_, err := LookupGPU(c.name)
 		if err == nil || !strings.Contains(err.Error(), `given by its capacity, such as "80 GiB"`) {
