@@ -108,6 +108,9 @@ ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5", "whisper"}
 AUDIO = {"whisper"}
+# Families transformers maps to a causal LM only outside AutoModelForCausalLM's
+# table (5.23's mistral4: Mistral4ForCausalLM under AutoModelForPreTraining).
+PRETRAINING_CAUSAL = {"mistral4"}
 VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "llama4", "mistral3"}
 
 
@@ -183,6 +186,8 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
         cls = transformers.AutoModelForSpeechSeq2Seq if model_type in AUDIO else transformers.AutoModelForSeq2SeqLM
     if model_type in VISION_LANGUAGE:
         cls = transformers.AutoModelForImageTextToText
+    if model_type in PRETRAINING_CAUSAL:
+        cls = transformers.AutoModelForPreTraining
     if attn == "sdpa":
         # Asked for by name, SDPA on a family without it is refused, as
         # from_pretrained(attn_implementation="sdpa") refuses it
