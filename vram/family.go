@@ -47,6 +47,9 @@ type family struct {
 	// kda: the family's non-attention layers are Kimi Delta Attention
 	// linear attention (model.kda).
 	kda bool
+	// compressed: the family's attention is DeepSeek-V4's compressed
+	// attention (model.compressed).
+	compressed bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
 	// loneSublayers: each of the family's hybrid layers holds one sublayer

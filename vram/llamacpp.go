@@ -142,6 +142,9 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if m.Encoder() || m.EncoderDecoder() || m.KVLoRARank > 0 {
 		return LlamaCppKV{}, fmt.Errorf("llama.cpp: the KV cache model covers decoder-only models with K and V heads, not %q", m.Family)
 	}
+	if err := compressedCacheRefused(m, "llama.cpp"); err != nil {
+		return LlamaCppKV{}, err
+	}
 	if m.DeltaNet != nil {
 		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q (Gated DeltaNet layers) is not an architecture of llama.cpp 4227c9be, the release modelled", m.Family)
 	}

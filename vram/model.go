@@ -162,6 +162,11 @@ type Model struct {
 	// KDA makes the layers outside its Attention list Kimi Delta
 	// Attention linear attention (Kimi-Linear; see KDA).
 	KDA *KDA `json:"kda,omitempty"`
+	// Compressed makes every layer's attention DeepSeek-V4's: one shared
+	// key-value head over a sliding window, with compressed entries in
+	// its CSA and HCA layers, around hyper-connected residual streams (see
+	// Compressed).
+	Compressed *Compressed `json:"compressed,omitempty"`
 	// Mamba makes the layers outside its Attention list Mamba-1 selective
 	// state-space mixers (Jamba; see Mamba).
 	Mamba *Mamba `json:"mamba,omitempty"`
@@ -325,6 +330,30 @@ func (d KDA) StateBytes(dtype DType) Bytes {
 // layer of a model with KDA but its Attention layers.
 func (m *Model) KDALayer(i int) bool {
 	return m.KDA != nil && !slices.Contains(m.KDA.Attention, i)
+}
+
+// Compressed is DeepSeek-V4's block (DeepSeek-AI 2026, §2; transformers
+// 5.23's models/deepseek_v4): attention with one key-value head of
+// HeadDim read as both key and value (multi-query, K = V) over the last
+// SlidingWindow tokens in every layer; in its CSA layers also one
+// compressed entry per CSARate tokens (overlapping windows), of which a
+// lightning indexer (IndexHeads × IndexHeadDim) picks index_topk per
+// query; in its HCA layers one per HCARate tokens, all read; a low-rank q
+// (QLoRARank); an output projection in OGroups head groups, each to
+// OLoRARank, then mixed to hidden; Streams copies of the residual stream
+// (manifold-constrained hyper-connections), mixed around every attention
+// and MLP by learned projections; and a mixture of experts in every layer
+// whose Hash layers choose experts by a fixed token-id table. Its cache
+// keeps the window and the compressed entries, not every token's key.
+type Compressed struct {
+	CSA       []int `json:"csa_layers,omitempty"`  // layer_types "compressed_sparse_attention", ascending
+	HCA       []int `json:"hca_layers,omitempty"`  // layer_types "heavily_compressed_attention", ascending
+	CSARate   int   `json:"csa_rate"`              // compress_rates["compressed_sparse_attention"]
+	HCARate   int   `json:"hca_rate"`              // compress_rates["heavily_compressed_attention"]
+	Hash      []int `json:"hash_layers,omitempty"` // mlp_layer_types "hash_moe", ascending
+	Streams   int   `json:"hc_mult"`               // hc_mult
+	OGroups   int   `json:"o_groups"`              // o_groups
+	OLoRARank int   `json:"o_lora_rank"`           // o_lora_rank
 }
 
 // Mamba is a Mamba-1 mixer (Gu & Dao 2023, "Mamba"; transformers'
@@ -802,6 +831,43 @@ func (m Model) validateKDA() error {
 	return nil
 }
 
+// validateCompressed checks DeepSeek-V4's block: its widths and rates,
+// and its layer lists (ascending, in range; no layer both CSA and HCA).
+func (m Model) validateCompressed() error {
+	c := m.Compressed
+	if c == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"csa_rate", c.CSARate, MaxPositions}, {"hca_rate", c.HCARate, MaxPositions}, {"hc_mult", c.Streams, 64},
+		{"o_groups", c.OGroups, maxHeads}, {"o_lora_rank", c.OLoRARank, maxWidth}} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("model.compressed.%s = %d is out of range [1, %d]", f.name, f.v, f.max)
+		}
+	}
+	if m.recurrent() {
+		return fmt.Errorf("model: compressed describes attention layers; a model with recurrent layers (ssm, short_conv, delta_net, mamba, kda) has none of its kind")
+	}
+	for _, l := range []struct {
+		name   string
+		layers []int
+	}{{"csa_layers", c.CSA}, {"hca_layers", c.HCA}, {"hash_layers", c.Hash}} {
+		for i, v := range l.layers {
+			if v < 0 || v >= m.Layers || i > 0 && v <= l.layers[i-1] {
+				return fmt.Errorf("model.compressed.%s[%d] = %d: want ascending layer indices in [0, %d)", l.name, i, v, m.Layers)
+			}
+		}
+	}
+	for _, v := range c.CSA {
+		if slices.Contains(c.HCA, v) {
+			return fmt.Errorf("model.compressed: layer %d is in both csa_layers and hca_layers", v)
+		}
+	}
+	return nil
+}
+
 // validateMamba checks a Mamba-1 mixer's shape.
 func (m Model) validateMamba() error {
 	s := m.Mamba
@@ -866,6 +932,11 @@ func (m Model) clone() Model {
 		d := *m.KDA
 		d.Attention = slices.Clone(d.Attention)
 		m.KDA = &d
+	}
+	if m.Compressed != nil {
+		c := *m.Compressed
+		c.CSA, c.HCA, c.Hash = slices.Clone(c.CSA), slices.Clone(c.HCA), slices.Clone(c.Hash)
+		m.Compressed = &c
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -952,6 +1023,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateKDA(); err != nil {
 		return err
 	}
+	if err := m.validateCompressed(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -999,6 +1073,9 @@ func (m Model) validateLayout(f *family) error {
 	}
 	if m.DeltaNet != nil && !f.deltaNet {
 		return fmt.Errorf("model.delta_net describes Gated DeltaNet layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.deltaNet }), ", "), m.Family)
+	}
+	if m.Compressed != nil && !f.compressed {
+		return fmt.Errorf("model.compressed describes DeepSeek-V4's compressed attention (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.compressed }), ", "), m.Family)
 	}
 	if m.KDA != nil && !f.kda {
 		return fmt.Errorf("model.kda describes Kimi Delta Attention layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.kda }), ", "), m.Family)

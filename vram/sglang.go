@@ -103,6 +103,9 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if err := s.checkSizes(); err != nil {
 		return SGLangKVPool{}, err
 	}
+	if err := compressedCacheRefused(m, "sglang"); err != nil {
+		return SGLangKVPool{}, err
+	}
 	rel, modelled, err := s.release()
 	if err != nil {
 		return SGLangKVPool{}, err

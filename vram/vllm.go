@@ -316,6 +316,9 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	if err := m.Validate(); err != nil {
 		return VLLMKVCache{}, err
 	}
+	if err := compressedCacheRefused(m, "vllm"); err != nil {
+		return VLLMKVCache{}, err
+	}
 	rel, _, err := v.release()
 	if err != nil {
 		return VLLMKVCache{}, err
