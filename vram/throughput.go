@@ -49,12 +49,21 @@ type Throughput struct {
 	Note string `json:"note,omitempty"`
 }
 
+// noPeaks says why g has no throughput bound: a capacity has no peaks,
+// and some catalog parts' vendors publish no dense BF16 peak.
+func (g GPU) noPeaks() error {
+	if g.Source != "" {
+		return fmt.Errorf("throughput: no dense BF16 peak is published for GPU %q, so no bound is given (%s)", g.Name, g.Source)
+	}
+	return fmt.Errorf("throughput: no compute or bandwidth peak known for GPU %q (catalog GPUs have them; a bare capacity does not)", g.Name)
+}
+
 // ThroughputBound bounds the plan's speed on g. It needs g's peaks (catalog
 // GPUs have them; a bare capacity such as "48GB" does not).
 func (t Training) ThroughputBound(g GPU) (_ Throughput, err error) {
 	defer recoverOverflow(&err)
 	if g.TFLOPS <= 0 || g.Bandwidth <= 0 {
-		return Throughput{}, fmt.Errorf("throughput: no compute or bandwidth peak known for GPU %q (catalog GPUs have them)", g.Name)
+		return Throughput{}, g.noPeaks()
 	}
 	r, err := t.resolve()
 	if err != nil {
@@ -295,7 +304,7 @@ func attentionFLOPs(m Model, i, seq int, causal bool) float64 {
 func (in Inference) ThroughputBound(g GPU) (_ Throughput, err error) {
 	defer recoverOverflow(&err)
 	if g.TFLOPS <= 0 || g.Bandwidth <= 0 {
-		return Throughput{}, fmt.Errorf("throughput: no compute or bandwidth peak known for GPU %q (catalog GPUs have them)", g.Name)
+		return Throughput{}, g.noPeaks()
 	}
 	in, m, err := in.resolve()
 	if err != nil {
