@@ -104,8 +104,9 @@
 // presets citing each checkpoint's config.json. A hybrid with recurrent
 // layers fills one of Model.SSM (Mamba-2; mamba.go), Model.Mamba (Mamba-1;
 // mamba1.go), Model.ShortConv (shortconv.go), Model.DeltaNet
-// (deltanet.go) or Model.KDA (kda.go: parameters only so far), sets the
-// family's matching flag, and builds those layers
+// (deltanet.go), Model.KDA (kda.go: parameters only so far) or
+// Model.Lightning (lightning.go: parameters and buffers only so far), sets
+// the family's matching flag, and builds those layers
 // with recurrentBlock and the mixer's builder; Model.AttentionLayer says
 // which layers keep K and V, and Model.stateElems what the serving engines
 // keep per sequence. A vision-language model is a wrapper family (its

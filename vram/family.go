@@ -44,6 +44,9 @@ type family struct {
 	// kda: the family's non-attention layers are Kimi Delta Attention
 	// linear attention (model.kda).
 	kda bool
+	// lightning: the family's non-attention layers are MiniMax's
+	// lightning attention (model.lightning).
+	lightning bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
 	// servingOnly says why training and transformers' generate are not

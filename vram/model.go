@@ -154,6 +154,9 @@ type Model struct {
 	// KDA makes the layers outside its Attention list Kimi Delta
 	// Attention linear attention (Kimi-Linear; see KDA).
 	KDA *KDA `json:"kda,omitempty"`
+	// Lightning makes the layers outside its Attention list MiniMax's
+	// lightning attention (MiniMax-Text-01; see Lightning).
+	Lightning *Lightning `json:"lightning,omitempty"`
 	// Mamba makes the layers outside its Attention list Mamba-1 selective
 	// state-space mixers (Jamba; see Mamba).
 	Mamba *Mamba `json:"mamba,omitempty"`
@@ -304,6 +307,27 @@ func (m *Model) KDALayer(i int) bool {
 	return m.KDA != nil && !slices.Contains(m.KDA.Attention, i)
 }
 
+// Lightning is MiniMax's lightning attention (MiniMax 2025, "MiniMax-01";
+// transformers 5.23's MiniMaxLightningAttention, lightning.go): one
+// projection to q|k|v of the model's Heads × HeadDim each through silu, a
+// linear attention without softmax whose scores decay per head by a fixed
+// slope, computed in blocks of BlockSize tokens, an RMSNorm over all heads,
+// a sigmoid output gate and the output projection. It keeps, per sequence,
+// a HeadDim × HeadDim state per head (K^T V, decayed), whatever the
+// context length, and no convolution state.
+type Lightning struct {
+	BlockSize int `json:"block_size"` // block_size
+	// Attention lists the layers that are softmax attention blocks
+	// instead (layer_types "full_attention"), ascending.
+	Attention []int `json:"attention_layers,omitempty"`
+}
+
+// LightningLayer reports whether layer i is a lightning-attention layer:
+// every layer of a model with Lightning but its Attention layers.
+func (m *Model) LightningLayer(i int) bool {
+	return m.Lightning != nil && !slices.Contains(m.Lightning.Attention, i)
+}
+
 // Mamba is a Mamba-1 mixer (Gu & Dao 2023, "Mamba"; transformers'
 // JambaMambaMixer): an input projection to x and the gate (Inner each), a
 // depthwise causal convolution of ConvKernel taps over x, the selective
@@ -367,7 +391,7 @@ func (m *Model) ConvLayer(i int) bool {
 // RecurrentLayer reports whether layer i keeps a fixed-size state: a
 // state-space mixer, a short convolution or a linear attention.
 func (m *Model) RecurrentLayer(i int) bool {
-	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i) || m.KDALayer(i)
+	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i) || m.KDALayer(i) || m.LightningLayer(i)
 }
 
 // AttentionLayer reports whether layer i runs attention (and keeps K and
@@ -379,7 +403,7 @@ func (m *Model) AttentionLayer(i int) bool {
 
 // recurrent reports whether some layers of m keep a state, not K and V.
 func (m Model) recurrent() bool {
-	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil
+	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil || m.Lightning != nil
 }
 
 // attentionLayers is the number of layers with attention (and a KV cache)
@@ -768,6 +792,27 @@ func (m Model) validateKDA() error {
 	return nil
 }
 
+// validateLightning checks a lightning attention's block size and
+// attention layers.
+func (m Model) validateLightning() error {
+	d := m.Lightning
+	if d == nil {
+		return nil
+	}
+	if d.BlockSize < 1 || d.BlockSize > maxLightningBlock {
+		return fmt.Errorf("model.lightning.block_size = %d is out of range [1, %d]", d.BlockSize, maxLightningBlock)
+	}
+	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil {
+		return fmt.Errorf("model: lightning, ssm, short_conv, delta_net, mamba and kda describe different recurrent layers; a model has one kind")
+	}
+	for i, l := range d.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= d.Attention[i-1] {
+			return fmt.Errorf("model.lightning.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // validateMamba checks a Mamba-1 mixer's shape.
 func (m Model) validateMamba() error {
 	s := m.Mamba
@@ -832,6 +877,11 @@ func (m Model) clone() Model {
 		d := *m.KDA
 		d.Attention = slices.Clone(d.Attention)
 		m.KDA = &d
+	}
+	if m.Lightning != nil {
+		d := *m.Lightning
+		d.Attention = slices.Clone(d.Attention)
+		m.Lightning = &d
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -918,6 +968,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateKDA(); err != nil {
 		return err
 	}
+	if err := m.validateLightning(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -965,6 +1018,9 @@ func (m Model) validateLayout(f *family) error {
 	}
 	if m.KDA != nil && !f.kda {
 		return fmt.Errorf("model.kda describes Kimi Delta Attention layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.kda }), ", "), m.Family)
+	}
+	if m.Lightning != nil && !f.lightning {
+		return fmt.Errorf("model.lightning describes lightning-attention layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.lightning }), ", "), m.Family)
 	}
 	if m.Mamba != nil && !f.mamba1 {
 		return fmt.Errorf("model.mamba describes Mamba-1 mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.mamba1 }), ", "), m.Family)

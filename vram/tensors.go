@@ -90,7 +90,7 @@ type modelKey struct {
 	m       Model // every pointer field nil
 	image   Image
 	release Release
-	// mixers are the SSM, ShortConv, DeltaNet, Mamba and KDA settings written
+	// mixers are the SSM, ShortConv, DeltaNet, Mamba, KDA and Lightning settings written
 	// out (planKey), "" when the model has none.
 	mixers string
 }
@@ -102,19 +102,20 @@ type mixerSettings struct {
 	deltaNet  *DeltaNet
 	mamba     *Mamba
 	kda       *KDA
+	lightning *Lightning
 }
 
 func (m Model) key() modelKey {
 	k := modelKey{m: m}
 	k.m.Origin, k.m.Release, k.m.Image, k.m.Vision = nil, nil, nil, nil // Origin changes no tensor; Vision: visionKey
-	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA = nil, nil, nil, nil, nil
+	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Lightning = nil, nil, nil, nil, nil, nil
 	if m.Release != nil {
 		k.release = *m.Release
 	}
 	if m.Image != nil {
 		k.image = *m.Image
 	}
-	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil {
+	if m.recurrent() {
 		k.mixers = m.mixersKey()
 	}
 	return k
@@ -123,7 +124,7 @@ func (m Model) key() modelKey {
 // mixersKey writes out m's recurrent mixers' settings (out of key, whose
 // models mostly have none: the settings escape to the heap).
 func (m Model) mixersKey() string {
-	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA})
+	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Lightning})
 	return string(b)
 }
 

@@ -338,6 +338,9 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveKDA(); err != nil {
 		return r, err
 	}
+	if err := r.resolveLightning(); err != nil {
+		return r, err
+	}
 	if err := r.resolveAudio(); err != nil {
 		return r, err
 	}
