@@ -111,8 +111,11 @@
 // which layers keep K and V, and Model.stateElems what the serving engines
 // keep per sequence. A vision-language model is a wrapper family (its
 // visionWrapper: names, projector, project) over a tower family (towerOnly,
-// with its towerEmbed) and a decoder family; readWrapped and writeWrapped
-// read and write its config. An encoder-decoder other than T5 (whose pieces
+// with its towerEmbed; a tower without one is refused as not modelled)
+// and a decoder family; readWrapped and writeWrapped read and write its
+// config. Sparse attention's indexers are Model.IndexHeads (DeepSeek Sparse
+// Attention; dsa.go) and Model.BlockSparse (MiniMax-M3's; blocksparse.go:
+// parameters and the cached key's size only so far). An encoder-decoder other than T5 (whose pieces
 // are encdec.go's) declares its own block builder and seq2seq hooks: the
 // encoder's embedding, what runs between the stacks, the masks and the
 // decoder's final norm (family_whisper.go). Nothing else in the package

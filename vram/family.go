@@ -47,6 +47,9 @@ type family struct {
 	// lightning: the family's non-attention layers are MiniMax's
 	// lightning attention (model.lightning).
 	lightning bool
+	// blockSparse: the family's attention may be MiniMax-M3's block-sparse
+	// attention (model.block_sparse; blocksparse.go).
+	blockSparse bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
 	// servingOnly says why training and transformers' generate are not

@@ -100,6 +100,10 @@ type Model struct {
 	// (index_n_heads, index_head_dim). Zero for the other families.
 	IndexHeads   int `json:"index_heads,omitempty"`
 	IndexHeadDim int `json:"index_head_dim,omitempty"`
+	// BlockSparse gives the layers it lists MiniMax-M3's block-sparse
+	// attention, its own lightning indexer (see BlockSparse); nil for the
+	// other families.
+	BlockSparse *BlockSparse `json:"block_sparse,omitempty"`
 
 	// Local attention. SlidingWindow (Mistral, Gemma 2/3, gpt-oss) or
 	// AttentionChunk (Llama 4: keys in the query's chunk only) bounds a local
@@ -326,6 +330,28 @@ type Lightning struct {
 // every layer of a model with Lightning but its Attention layers.
 func (m *Model) LightningLayer(i int) bool {
 	return m.Lightning != nil && !slices.Contains(m.Lightning.Attention, i)
+}
+
+// BlockSparse is MiniMax-M3's block-sparse attention (transformers 5.23's
+// MiniMaxM3VLIndexer, blocksparse.go): on each of its Layers a lightning
+// indexer — Heads query heads and one shared key of HeadDim projected from
+// the layer's input, each RMS-normed and rotated — scores the earlier
+// tokens, max-pools the scores over blocks of keys and keeps each query's
+// top blocks, the only keys the layer's attention reads. Beside K and V
+// such a layer caches the indexer's key, HeadDim numbers a token. The
+// blocks' size and how many are kept change no tensor and no cache, and
+// are not kept.
+type BlockSparse struct {
+	Heads   int `json:"heads"`    // index_n_heads
+	HeadDim int `json:"head_dim"` // index_head_dim
+	// Layers lists the layers with the indexer (layer_types
+	// "minimax_m3_sparse"), ascending.
+	Layers []int `json:"layers"`
+}
+
+// BlockSparseLayer reports whether layer i has the block-sparse indexer.
+func (m *Model) BlockSparseLayer(i int) bool {
+	return m.BlockSparse != nil && slices.Contains(m.BlockSparse.Layers, i)
 }
 
 // Mamba is a Mamba-1 mixer (Gu & Dao 2023, "Mamba"; transformers'
@@ -813,6 +839,27 @@ func (m Model) validateLightning() error {
 	return nil
 }
 
+// validateBlockSparse checks a block-sparse indexer's widths and layers,
+// and that the family has one.
+func (m Model) validateBlockSparse(f *family) error {
+	s := m.BlockSparse
+	if s == nil {
+		return nil
+	}
+	if !f.blockSparse {
+		return fmt.Errorf("model.block_sparse describes MiniMax-M3's block-sparse attention (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.blockSparse }), ", "), m.Family)
+	}
+	if s.Heads < 1 || s.Heads > maxHeads || s.HeadDim < 1 || s.HeadDim > maxWidth {
+		return fmt.Errorf("model.block_sparse: heads = %d and head_dim = %d must be in [1, %d] and [1, %d]", s.Heads, s.HeadDim, maxHeads, maxWidth)
+	}
+	for i, l := range s.Layers {
+		if l < 0 || l >= m.Layers || i > 0 && l <= s.Layers[i-1] {
+			return fmt.Errorf("model.block_sparse.layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // validateMamba checks a Mamba-1 mixer's shape.
 func (m Model) validateMamba() error {
 	s := m.Mamba
@@ -882,6 +929,11 @@ func (m Model) clone() Model {
 		d := *m.Lightning
 		d.Attention = slices.Clone(d.Attention)
 		m.Lightning = &d
+	}
+	if m.BlockSparse != nil {
+		s := *m.BlockSparse
+		s.Layers = slices.Clone(s.Layers)
+		m.BlockSparse = &s
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -1058,6 +1110,9 @@ func (m Model) validateLayout(f *family) error {
 	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0) {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.latentAttention }), ", "), m.Family)
+	}
+	if err := m.validateBlockSparse(f); err != nil {
+		return err
 	}
 	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
 		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
