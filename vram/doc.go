@@ -104,14 +104,18 @@
 // presets citing each checkpoint's config.json. A hybrid with recurrent
 // layers fills one of Model.SSM (Mamba-2; mamba.go), Model.Mamba (Mamba-1;
 // mamba1.go), Model.ShortConv (shortconv.go), Model.DeltaNet
-// (deltanet.go) or Model.KDA (kda.go: parameters only so far), sets the
-// family's matching flag, and builds those layers
+// (deltanet.go), Model.KDA (kda.go: parameters only so far) or
+// Model.Lightning (lightning.go: parameters and buffers only so far), sets
+// the family's matching flag, and builds those layers
 // with recurrentBlock and the mixer's builder; Model.AttentionLayer says
 // which layers keep K and V, and Model.stateElems what the serving engines
 // keep per sequence. A vision-language model is a wrapper family (its
 // visionWrapper: names, projector, project) over a tower family (towerOnly,
-// with its towerEmbed) and a decoder family; readWrapped and writeWrapped
-// read and write its config. An encoder-decoder other than T5 (whose pieces
+// with its towerEmbed; a tower without one is refused as not modelled)
+// and a decoder family; readWrapped and writeWrapped read and write its
+// config. Sparse attention's indexers are Model.IndexHeads (DeepSeek Sparse
+// Attention; dsa.go) and Model.BlockSparse (MiniMax-M3's; blocksparse.go:
+// parameters and the cached key's size only so far). An encoder-decoder other than T5 (whose pieces
 // are encdec.go's) declares its own block builder and seq2seq hooks: the
 // encoder's embedding, what runs between the stacks, the masks and the
 // decoder's final norm (family_whisper.go). Nothing else in the package

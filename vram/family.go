@@ -50,6 +50,12 @@ type family struct {
 	// compressed: the family's attention is DeepSeek-V4's compressed
 	// attention (model.compressed).
 	compressed bool
+	// lightning: the family's non-attention layers are MiniMax's
+	// lightning attention (model.lightning).
+	lightning bool
+	// blockSparse: the family's attention may be MiniMax-M3's block-sparse
+	// attention (model.block_sparse; blocksparse.go).
+	blockSparse bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
 	// loneSublayers: each of the family's hybrid layers holds one sublayer

@@ -148,6 +148,12 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if m.DeltaNet != nil {
 		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q (Gated DeltaNet layers) is not an architecture of llama.cpp 4227c9be, the release modelled", m.Family)
 	}
+	if m.KDA != nil || m.Lightning != nil {
+		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q keeps %s state, which the KV cache model does not cover; not modelled", m.Family, stateKind(m))
+	}
+	if err := m.blockSparseCache("llama.cpp"); err != nil {
+		return LlamaCppKV{}, err
+	}
 	kv := l.cells(m)
 	split := l.splitPoints()
 	kv.Devices, kv.Layers, kv.StateDevices = make([]Bytes, len(split)), make([]int, len(split)), make([]Bytes, len(split))

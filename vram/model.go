@@ -104,6 +104,10 @@ type Model struct {
 	// (index_n_heads, index_head_dim). Zero for the other families.
 	IndexHeads   int `json:"index_heads,omitempty"`
 	IndexHeadDim int `json:"index_head_dim,omitempty"`
+	// BlockSparse gives the layers it lists MiniMax-M3's block-sparse
+	// attention, its own lightning indexer (see BlockSparse); nil for the
+	// other families.
+	BlockSparse *BlockSparse `json:"block_sparse,omitempty"`
 
 	// Local attention. SlidingWindow (Mistral, Gemma 2/3, gpt-oss) or
 	// AttentionChunk (Llama 4: keys in the query's chunk only) bounds a local
@@ -167,6 +171,9 @@ type Model struct {
 	// its CSA and HCA layers, around hyper-connected residual streams (see
 	// Compressed).
 	Compressed *Compressed `json:"compressed,omitempty"`
+	// Lightning makes the layers outside its Attention list MiniMax's
+	// lightning attention (MiniMax-Text-01; see Lightning).
+	Lightning *Lightning `json:"lightning,omitempty"`
 	// Mamba makes the layers outside its Attention list Mamba-1 selective
 	// state-space mixers (Jamba; see Mamba).
 	Mamba *Mamba `json:"mamba,omitempty"`
@@ -356,6 +363,49 @@ type Compressed struct {
 	OLoRARank int   `json:"o_lora_rank"`           // o_lora_rank
 }
 
+// Lightning is MiniMax's lightning attention (MiniMax 2025, "MiniMax-01";
+// transformers 5.23's MiniMaxLightningAttention, lightning.go): one
+// projection to q|k|v of the model's Heads × HeadDim each through silu, a
+// linear attention without softmax whose scores decay per head by a fixed
+// slope, computed in blocks of BlockSize tokens, an RMSNorm over all heads,
+// a sigmoid output gate and the output projection. It keeps, per sequence,
+// a HeadDim × HeadDim state per head (K^T V, decayed), whatever the
+// context length, and no convolution state.
+type Lightning struct {
+	BlockSize int `json:"block_size"` // block_size
+	// Attention lists the layers that are softmax attention blocks
+	// instead (layer_types "full_attention"), ascending.
+	Attention []int `json:"attention_layers,omitempty"`
+}
+
+// LightningLayer reports whether layer i is a lightning-attention layer:
+// every layer of a model with Lightning but its Attention layers.
+func (m *Model) LightningLayer(i int) bool {
+	return m.Lightning != nil && !slices.Contains(m.Lightning.Attention, i)
+}
+
+// BlockSparse is MiniMax-M3's block-sparse attention (transformers 5.23's
+// MiniMaxM3VLIndexer, blocksparse.go): on each of its Layers a lightning
+// indexer — Heads query heads and one shared key of HeadDim projected from
+// the layer's input, each RMS-normed and rotated — scores the earlier
+// tokens, max-pools the scores over blocks of keys and keeps each query's
+// top blocks, the only keys the layer's attention reads. Beside K and V
+// such a layer caches the indexer's key, HeadDim numbers a token. The
+// blocks' size and how many are kept change no tensor and no cache, and
+// are not kept.
+type BlockSparse struct {
+	Heads   int `json:"heads"`    // index_n_heads
+	HeadDim int `json:"head_dim"` // index_head_dim
+	// Layers lists the layers with the indexer (layer_types
+	// "minimax_m3_sparse"), ascending.
+	Layers []int `json:"layers"`
+}
+
+// BlockSparseLayer reports whether layer i has the block-sparse indexer.
+func (m *Model) BlockSparseLayer(i int) bool {
+	return m.BlockSparse != nil && slices.Contains(m.BlockSparse.Layers, i)
+}
+
 // Mamba is a Mamba-1 mixer (Gu & Dao 2023, "Mamba"; transformers'
 // JambaMambaMixer): an input projection to x and the gate (Inner each), a
 // depthwise causal convolution of ConvKernel taps over x, the selective
@@ -419,7 +469,7 @@ func (m *Model) ConvLayer(i int) bool {
 // RecurrentLayer reports whether layer i keeps a fixed-size state: a
 // state-space mixer, a short convolution or a linear attention.
 func (m *Model) RecurrentLayer(i int) bool {
-	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i) || m.KDALayer(i)
+	return m.SSMLayer(i) || m.ConvLayer(i) || m.DeltaNetLayer(i) || m.MambaLayer(i) || m.KDALayer(i) || m.LightningLayer(i)
 }
 
 // AttentionLayer reports whether layer i runs attention (and keeps K and
@@ -431,7 +481,7 @@ func (m *Model) AttentionLayer(i int) bool {
 
 // recurrent reports whether some layers of m keep a state, not K and V.
 func (m Model) recurrent() bool {
-	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil
+	return m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil || m.Lightning != nil
 }
 
 // attentionLayers is the number of layers with attention (and a KV cache)
@@ -868,6 +918,48 @@ func (m Model) validateCompressed() error {
 	return nil
 }
 
+// validateLightning checks a lightning attention's block size and
+// attention layers.
+func (m Model) validateLightning() error {
+	d := m.Lightning
+	if d == nil {
+		return nil
+	}
+	if d.BlockSize < 1 || d.BlockSize > maxLightningBlock {
+		return fmt.Errorf("model.lightning.block_size = %d is out of range [1, %d]", d.BlockSize, maxLightningBlock)
+	}
+	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil {
+		return fmt.Errorf("model: lightning, ssm, short_conv, delta_net, mamba and kda describe different recurrent layers; a model has one kind")
+	}
+	for i, l := range d.Attention {
+		if l < 0 || l >= m.Layers || i > 0 && l <= d.Attention[i-1] {
+			return fmt.Errorf("model.lightning.attention_layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
+// validateBlockSparse checks a block-sparse indexer's widths and layers,
+// and that the family has one.
+func (m Model) validateBlockSparse(f *family) error {
+	s := m.BlockSparse
+	if s == nil {
+		return nil
+	}
+	if !f.blockSparse {
+		return fmt.Errorf("model.block_sparse describes MiniMax-M3's block-sparse attention (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.blockSparse }), ", "), m.Family)
+	}
+	if s.Heads < 1 || s.Heads > maxHeads || s.HeadDim < 1 || s.HeadDim > maxWidth {
+		return fmt.Errorf("model.block_sparse: heads = %d and head_dim = %d must be in [1, %d] and [1, %d]", s.Heads, s.HeadDim, maxHeads, maxWidth)
+	}
+	for i, l := range s.Layers {
+		if l < 0 || l >= m.Layers || i > 0 && l <= s.Layers[i-1] {
+			return fmt.Errorf("model.block_sparse.layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
+		}
+	}
+	return nil
+}
+
 // validateMamba checks a Mamba-1 mixer's shape.
 func (m Model) validateMamba() error {
 	s := m.Mamba
@@ -937,6 +1029,16 @@ func (m Model) clone() Model {
 		c := *m.Compressed
 		c.CSA, c.HCA, c.Hash = slices.Clone(c.CSA), slices.Clone(c.HCA), slices.Clone(c.Hash)
 		m.Compressed = &c
+	}
+	if m.Lightning != nil {
+		d := *m.Lightning
+		d.Attention = slices.Clone(d.Attention)
+		m.Lightning = &d
+	}
+	if m.BlockSparse != nil {
+		s := *m.BlockSparse
+		s.Layers = slices.Clone(s.Layers)
+		m.BlockSparse = &s
 	}
 	if m.Vision != nil {
 		v := *m.Vision
@@ -1026,6 +1128,9 @@ func (m Model) validate(asTower bool) error {
 	if err := m.validateCompressed(); err != nil {
 		return err
 	}
+	if err := m.validateLightning(); err != nil {
+		return err
+	}
 	if err := m.validateLayout(f); err != nil {
 		return err
 	}
@@ -1080,6 +1185,9 @@ func (m Model) validateLayout(f *family) error {
 	if m.KDA != nil && !f.kda {
 		return fmt.Errorf("model.kda describes Kimi Delta Attention layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.kda }), ", "), m.Family)
 	}
+	if m.Lightning != nil && !f.lightning {
+		return fmt.Errorf("model.lightning describes lightning-attention layers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.lightning }), ", "), m.Family)
+	}
 	if m.Mamba != nil && !f.mamba1 {
 		return fmt.Errorf("model.mamba describes Mamba-1 mixers (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.mamba1 }), ", "), m.Family)
 	}
@@ -1116,6 +1224,9 @@ func (m Model) validateLayout(f *family) error {
 	if !f.latentAttention && (m.QLoRARank != 0 || m.KVLoRARank != 0 || m.QKNopeDim != 0 || m.QKRopeDim != 0 || m.VHeadDim != 0 && !f.valueHeadDim) {
 		return fmt.Errorf("model: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim describe multi-head latent attention (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.latentAttention }), ", "), m.Family)
+	}
+	if err := m.validateBlockSparse(f); err != nil {
+		return err
 	}
 	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
 		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",

@@ -147,6 +147,9 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 			return SGLangKVPool{}, err
 		}
 	}
+	if err := m.blockSparseCache("sglang"); err != nil {
+		return SGLangKVPool{}, err
+	}
 	p.Rest = max(0, free-weights-p.Reserved-p.MMReservation-p.StateReserved)
 	layers := int64(m.attentionLayers(0, m.Layers))
 	if m.KVLoRARank > 0 {

@@ -90,12 +90,14 @@ type modelKey struct {
 	m       Model // every pointer field nil
 	image   Image
 	release Release
-	// mixers are the SSM, ShortConv, DeltaNet, Mamba, KDA and Compressed
-	// settings written out (planKey), "" when the model has none.
+	// mixers are the SSM, ShortConv, DeltaNet, Mamba, KDA and Lightning
+	// settings and the Compressed and BlockSparse layouts written out
+	// (planKey), "" when the model has none.
 	mixers string
 }
 
-// mixerSettings are a model's recurrent mixers, for modelKey.mixers.
+// mixerSettings are a model's recurrent mixers and block-sparse layout,
+// for modelKey.mixers.
 type mixerSettings struct {
 	ssm       *SSM
 	shortConv *ShortConv
@@ -105,19 +107,21 @@ type mixerSettings struct {
 	// compressed is no mixer but, like them, a pointer whose lists key
 	// the tensors.
 	compressed *Compressed
+	lightning  *Lightning
+	sparse     *BlockSparse
 }
 
 func (m Model) key() modelKey {
 	k := modelKey{m: m}
 	k.m.Origin, k.m.Release, k.m.Image, k.m.Vision = nil, nil, nil, nil // Origin changes no tensor; Vision: visionKey
-	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Compressed = nil, nil, nil, nil, nil, nil
+	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Compressed, k.m.Lightning, k.m.BlockSparse = nil, nil, nil, nil, nil, nil, nil, nil
 	if m.Release != nil {
 		k.release = *m.Release
 	}
 	if m.Image != nil {
 		k.image = *m.Image
 	}
-	if m.SSM != nil || m.ShortConv != nil || m.DeltaNet != nil || m.Mamba != nil || m.KDA != nil || m.Compressed != nil {
+	if m.recurrent() || m.Compressed != nil || m.BlockSparse != nil {
 		k.mixers = m.mixersKey()
 	}
 	return k
@@ -126,7 +130,7 @@ func (m Model) key() modelKey {
 // mixersKey writes out m's recurrent mixers' settings (out of key, whose
 // models mostly have none: the settings escape to the heap).
 func (m Model) mixersKey() string {
-	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Compressed})
+	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Compressed, m.Lightning, m.BlockSparse})
 	return string(b)
 }
 

@@ -341,6 +341,12 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveCompressed(); err != nil {
 		return r, err
 	}
+	if err := r.resolveLightning(); err != nil {
+		return r, err
+	}
+	if err := r.resolveBlockSparse(); err != nil {
+		return r, err
+	}
 	if err := r.resolveAudio(); err != nil {
 		return r, err
 	}

@@ -620,6 +620,10 @@ func (r *resolved) resolveVision() error {
 		return fmt.Errorf("images must be in [1, %d], got %d", MaxTokens, r.Images)
 	}
 	r.images = max(1, r.Images)
+	if tf := lookupFamily(v.Tower.Family); tf == nil || tf.towerEmbed == nil {
+		// A tower family whose forward the engine does not build.
+		return fmt.Errorf("model.vision.tower: the %s tower's forward is not modelled yet; its parameters, buffers, stored bytes and checkpoint are", v.Tower.Family)
+	}
 	if r.VisionTower == "" {
 		r.VisionTower = "frozen"
 	}

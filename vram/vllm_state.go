@@ -29,6 +29,8 @@ func stateKind(m Model) string {
 		return "Mamba-1"
 	case m.KDA != nil:
 		return "KDA"
+	case m.Lightning != nil:
+		return "lightning attention"
 	}
 	return "Mamba-2"
 }

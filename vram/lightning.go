@@ -1,0 +1,70 @@
+package vram
+
+import "fmt"
+
+// MiniMax's lightning attention (MiniMax 2025, "MiniMax-01: Scaling
+// Foundation Models with Lightning Attention"), as transformers 5.23.0's
+// MiniMaxLightningAttention builds it (models/minimax/
+// modeling_minimax.py:125-271): one projection to q|k|v through silu, a
+// linear attention over blocks of block_size tokens whose scores decay by
+// a fixed slope per head (the slopes and the decays are buffers computed
+// at build time, l.140-173), an RMSNorm over all heads, a sigmoid output
+// gate from the layer's input and the output projection. Its heads and
+// head width are the model's (num_attention_heads, head_dim, l.129-130).
+// The engine lists its parameters and buffers (Model.Lightning); its
+// forward and the serving engines' handling of its state are not modelled
+// yet.
+
+// maxLightningBlock bounds Lightning.BlockSize: each layer keeps a heads ×
+// block × block decay buffer (diagonal_decay).
+const maxLightningBlock = 1 << 11
+
+// lightningTensors adds a MiniMaxLightningAttention's parameters under p in
+// named_parameters order (module registration order, l.135-138): the
+// RMSNorm over heads · head_dim, qkv_proj, out_proj, output_gate. No
+// projection has a bias.
+func lightningTensors(m Model, l *tensorList, p string) {
+	d := m.dims()
+	l.norm(p+"norm", false, d.q)
+	l.linear(p+"qkv_proj", "qkv_proj", d.h, 3*d.q, false, Part{"q_proj", d.q}, Part{"k_proj", d.q}, Part{"v_proj", d.q})
+	l.linear(p+"out_proj", "o_proj", d.q, d.h, false)
+	l.linear(p+"output_gate", "in_proj", d.h, d.q, false)
+}
+
+// lightningBuffers adds layer i's four decay buffers under p (nn.Buffer,
+// persistent, l.143-146), shaped as get_slope_rate and decay_factors make
+// them (l.150-173): slope_rate [heads, 1, 1], query_decay and key_decay
+// [heads, block_size, 1], diagonal_decay [1, heads, block_size,
+// block_size]. They are created in the default dtype (fp32 on the meta
+// device; a model built in bf16 keeps them in bf16).
+func lightningBuffers(m Model, b *bufferList, p string, i int) {
+	n, bs := int64(m.Heads), int64(m.Lightning.BlockSize)
+	b.add(p+"slope_rate", i, FP32, n, 1, 1)
+	b.add(p+"query_decay", i, FP32, n, bs, 1)
+	b.add(p+"key_decay", i, FP32, n, bs, 1)
+	b.add(p+"diagonal_decay", i, FP32, 1, n, bs, bs)
+}
+
+// LightningStateBytes is what one sequence keeps in one lightning layer
+// between steps as transformers' cache holds it: attn_weights_inter, K^T V
+// decayed over the sequence, Heads × HeadDim × HeadDim in the activations'
+// dtype (created with value_states' dtype, modeling_minimax.py:202-209;
+// updated at l.241 and l.252; stored per layer in MiniMaxCache.linear_cache,
+// l.268-269, 81-85). There is no convolution state.
+func (m Model) LightningStateBytes(dtype DType) Bytes {
+	m = m.Normalize()
+	hd := int64(m.HeadDim)
+	return dtype.Size(int64(m.Heads) * hd * hd)
+}
+
+// resolveLightning refuses what reaches the activation builder of a model
+// with lightning layers: their forward is not traced, and the serving
+// engines' state for them is not counted yet, so no plan would be whole.
+// Training and transformers' generate are refused before
+// (family.servingOnly).
+func (r *resolved) resolveLightning() error {
+	if r.m.Lightning == nil {
+		return nil
+	}
+	return fmt.Errorf("model: %s has lightning-attention layers (model.lightning), whose forward and serving-engine state are not modelled yet; its parameters, buffers, stored bytes and checkpoint are", r.m.Family)
+}
