@@ -24,6 +24,13 @@ type family struct {
 	// indexer: the family's latent attention has DeepSeek Sparse
 	// Attention's lightning indexer (index_heads, index_head_dim; dsa.go).
 	indexer bool
+	// globalAttention: the family's global layers may have heads of
+	// another width, fewer key/value heads and no value projection
+	// (model.global_head_dim, global_kv_heads, global_k_eq_v).
+	globalAttention bool
+	// perLayerInputs: the family's models may have per-layer embeddings
+	// (model.per_layer_input, per_layer_vocab).
+	perLayerInputs bool
 	// images: the family's models read images (model.image).
 	images bool
 	// audio: the family's models read log-mel frames (model.mel_bins,
