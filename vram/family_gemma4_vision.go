@@ -34,9 +34,11 @@ import (
 func init() {
 	register(&family{
 		name: "gemma4_vision", source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)", kind: encoder, images: true, towerOnly: true,
-		servingOnly: gemma4ServingOnly,
-		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Head: "none", NormPosition: "sandwich", QKNorm: "head"},
-		fromConfig:  gemma4VisionFromConfig,
+		// Not servingOnly itself: the wrapper's language model refuses
+		// training, and a serving engine's profile runs the tower as a
+		// plan of its own.
+		defaults:   Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Head: "none", NormPosition: "sandwich", QKNorm: "head"},
+		fromConfig: gemma4VisionFromConfig,
 		toConfig: func(m Model, c map[string]any) {
 			im := m.Image
 			c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"] = m.Layers, m.Hidden, m.FFN

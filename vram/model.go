@@ -1212,6 +1212,23 @@ func (m *Model) AttentionShape(i int) (headDim, kvHeads int) {
 	return cmp.Or(m.GlobalHeadDim, headDim), cmp.Or(m.GlobalKVHeads, kvHeads)
 }
 
+// globalShapeNote says that engine's cache is sized as if every layer
+// were shaped as the local ones, where the global layers have a head
+// width or key/value heads of their own (GlobalHeadDim, GlobalKVHeads),
+// and by how much that misstates a global layer's cache; "" otherwise.
+func (m Model) globalShapeNote(engine string) string {
+	hd, kv := m.AttentionShape(m.Layers - 1)
+	global := false
+	for i := 0; i < m.Layers && !global; i++ {
+		global = !m.LocalLayer(i)
+	}
+	if !global || hd*kv == m.HeadDim*m.KVHeads {
+		return ""
+	}
+	return fmt.Sprintf("%s's cache is sized as if every layer had the local layers' %d key/value heads of %d; the global layers have %d of %d, which is not modelled: for them it counts %.3g× what their keys and values take",
+		engine, m.KVHeads, m.HeadDim, kv, hd, float64(m.HeadDim*m.KVHeads)/float64(hd*kv))
+}
+
 // IsMoELayer reports whether layer i has routed experts.
 func (m *Model) IsMoELayer(i int) bool {
 	return m.Experts > 0 && i >= m.DenseLayers && (m.MoEEvery <= 1 || (i+1)%m.MoEEvery == 0)
