@@ -104,7 +104,7 @@ ENCODERS = {"bert", "vit", "dinov2", "dinov2_with_registers", "clip_vision_model
 IMAGES = {"vit", "dinov2", "dinov2_with_registers", "clip_vision_model"}
 SEQ2SEQ = {"t5", "whisper"}
 AUDIO = {"whisper"}
-VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "llama4", "mistral3"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "llama4", "mistral3"}
 
 
 def write(args, text):
