@@ -27,6 +27,13 @@ type family struct {
 	// valueHeadDim: the family's attention has values of a width of
 	// their own, model.v_head_dim, beside its q/k head_dim.
 	valueHeadDim bool
+	// globalAttention: the family's global layers may have heads of
+	// another width, fewer key/value heads and no value projection
+	// (model.global_head_dim, global_kv_heads, global_k_eq_v).
+	globalAttention bool
+	// perLayerInputs: the family's models may have per-layer embeddings
+	// (model.per_layer_input, per_layer_vocab).
+	perLayerInputs bool
 	// images: the family's models read images (model.image).
 	images bool
 	// audio: the family's models read log-mel frames (model.mel_bins,

@@ -67,8 +67,8 @@ func TestUnknownGPUSuggestsOnlyItsKind(t *testing.T) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
-	_, err := FromHFConfig([]byte(`{"model_type": "gemma4"}`))
-	if err == nil || !strings.Contains(err.Error(), "the nearest it models: gemma, gemma2, gemma3, gemma3_text") || !strings.Contains(err.Error(), "vram/family_gemma4.go") {
-		t.Errorf("gemma4: %v", err)
+	_, err := FromHFConfig([]byte(`{"model_type": "gemma5"}`))
+	if err == nil || !strings.Contains(err.Error(), "the nearest it models: gemma, gemma2, gemma3, gemma3_text, gemma4") || !strings.Contains(err.Error(), "vram/family_gemma5.go") {
+		t.Errorf("gemma5: %v", err)
 	}
 }

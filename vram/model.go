@@ -147,6 +147,23 @@ type Model struct {
 	MelBins         int `json:"mel_bins,omitempty"`
 	SourcePositions int `json:"source_positions,omitempty"`
 
+	// GlobalHeadDim and GlobalKVHeads are the global layers' head width
+	// and key/value heads where they differ from the local layers'
+	// HeadDim and KVHeads (Gemma 4's global_head_dim and
+	// num_global_key_value_heads); 0 for the same. GlobalKEqV: the global
+	// layers have no value projection, the keys' projection serving as
+	// the values too (attention_k_eq_v).
+	GlobalHeadDim int  `json:"global_head_dim,omitempty"`
+	GlobalKVHeads int  `json:"global_kv_heads,omitempty"`
+	GlobalKEqV    bool `json:"global_k_eq_v,omitempty"`
+	// PerLayerInput is the width of each layer's slice of a second token
+	// embedding of PerLayerVocab rows, which every layer adds to its
+	// output through a gated projection (Gemma 4's per-layer embeddings:
+	// hidden_size_per_layer_input, vocab_size_per_layer_input); 0 for
+	// none.
+	PerLayerInput int `json:"per_layer_input,omitempty"`
+	PerLayerVocab int `json:"per_layer_vocab,omitempty"`
+
 	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
 	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
 	// together: OLMo 2), "l2" (a weightless L2 norm over each head, after the
@@ -572,6 +589,14 @@ type Image struct {
 	// image tokens' hidden states after decoder layer 0, 1, … in turn
 	// (Qwen3-VL's deepstack_visual_indexes).
 	Deepstack BlockList `json:"deepstack,omitempty"`
+	// Standardize: the tower's pooled features are shifted and scaled by
+	// a stored per-channel bias and scale (Gemma 4's standardize:
+	// std_bias and std_scale buffers).
+	Standardize bool `json:"standardize,omitempty"`
+	// ClippedLinears: every linear of the tower clamps its input and
+	// output between stored bounds (Gemma 4's use_clipped_linears: four
+	// scalar buffers a linear).
+	ClippedLinears bool `json:"clipped_linears,omitempty"`
 }
 
 // BlockList is a list of block indexes, a JSON array of integers. It is a
@@ -1228,6 +1253,14 @@ func (m Model) validateLayout(f *family) error {
 	if err := m.validateBlockSparse(f); err != nil {
 		return err
 	}
+	if !f.globalAttention && (m.GlobalHeadDim != 0 || m.GlobalKVHeads != 0 || m.GlobalKEqV) {
+		return fmt.Errorf("model: global_head_dim, global_kv_heads and global_k_eq_v describe global layers shaped unlike the local ones (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.globalAttention }), ", "), m.Family)
+	}
+	if !f.perLayerInputs && (m.PerLayerInput != 0 || m.PerLayerVocab != 0) {
+		return fmt.Errorf("model: per_layer_input and per_layer_vocab describe per-layer embeddings (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.perLayerInputs }), ", "), m.Family)
+	}
 	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
 		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.indexer }), ", "), m.Family)
@@ -1402,6 +1435,34 @@ func (m *Model) blockKind(i int) int {
 	return k
 }
 
+// AttentionShape is layer i's head width and key/value heads: a global
+// layer's own where the model gives them (GlobalHeadDim, GlobalKVHeads),
+// the model's HeadDim and KVHeads otherwise.
+func (m *Model) AttentionShape(i int) (headDim, kvHeads int) {
+	headDim, kvHeads = m.HeadDim, m.KVHeads
+	if m.LocalLayer(i) {
+		return headDim, kvHeads
+	}
+	return cmp.Or(m.GlobalHeadDim, headDim), cmp.Or(m.GlobalKVHeads, kvHeads)
+}
+
+// globalShapeNote says that engine's cache is sized as if every layer
+// were shaped as the local ones, where the global layers have a head
+// width or key/value heads of their own (GlobalHeadDim, GlobalKVHeads),
+// and by how much that misstates a global layer's cache; "" otherwise.
+func (m Model) globalShapeNote(engine string) string {
+	hd, kv := m.AttentionShape(m.Layers - 1)
+	global := false
+	for i := 0; i < m.Layers && !global; i++ {
+		global = !m.LocalLayer(i)
+	}
+	if !global || hd*kv == m.HeadDim*m.KVHeads {
+		return ""
+	}
+	return fmt.Sprintf("%s's cache is sized as if every layer had the local layers' %d key/value heads of %d; the global layers have %d of %d, which is not modelled: for them it counts %.3g× what their keys and values take",
+		engine, m.KVHeads, m.HeadDim, kv, hd, float64(m.HeadDim*m.KVHeads)/float64(hd*kv))
+}
+
 // IsMoELayer reports whether layer i has routed experts.
 func (m *Model) IsMoELayer(i int) bool {
 	if m.SSM != nil && (m.SSM.MLP != nil || m.SSM.MoE != nil) {
@@ -1500,6 +1561,8 @@ func (m Model) ranges() error {
 		{"attention_chunk", m.AttentionChunk, MaxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
 		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, MaxPositions},
 		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, MaxPositions},
+		{"global_head_dim", m.GlobalHeadDim, maxHeads}, {"global_kv_heads", m.GlobalKVHeads, maxHeads},
+		{"per_layer_input", m.PerLayerInput, maxWidth}, {"per_layer_vocab", m.PerLayerVocab, maxWidth},
 	} {
 		if f.v < 0 || f.v > f.max {
 			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)

@@ -69,7 +69,7 @@ func TestCatalog(t *testing.T) {
 	}
 	// Only a model of the same generation and size is suggested; each
 	// refusal says how to describe a model the catalog lacks.
-	for _, name := range []string{"llama-9", "qwen3.5-27b", "gemma-4-31b"} {
+	for _, name := range []string{"llama-9", "qwen3.5-27b", "gemma-4-12b"} {
 		_, err := LookupPreset(name)
 		if err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), `{"hf_config": "path/to/config.json"}`) ||
 			!strings.Contains(err.Error(), `{"checkpoint": "path/to/folder"}`) || !strings.Contains(err.Error(), "hf://ORG/NAME") {

@@ -232,6 +232,9 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	if e := rin.engineRefuses(m, g); e != "" {
 		p.Err = e
 	}
+	if note := m.globalShapeNote("SGLang"); note != "" {
+		p.Notes = append(p.Notes, note)
+	}
 	p.Notes = append(append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...), p.Notes...)
 	p.DeviceUsed = g.Context + p.Weights + p.Rest + p.State
 	return p, nil

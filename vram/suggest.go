@@ -110,8 +110,9 @@ func digitRuns(s string) []string {
 }
 
 // nearestFamilies are the supported families whose name, without its
-// digits and underscores, is mt's ("gemma4" → gemma, gemma2, gemma3,
-// gemma3_text): earlier generations of a model type the engine lacks.
+// digits and underscores, is mt's ("gemma5" → gemma, gemma2, gemma3,
+// gemma3_text, gemma4, …): earlier generations of a model type the engine
+// lacks.
 func nearestFamilies(mt string) []string {
 	stem := func(s string) string {
 		return strings.Map(func(r rune) rune {

@@ -365,6 +365,9 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 		c.autoFit(m, check)
 	}
 	c.fill(rel, check)
+	if note := m.globalShapeNote("vLLM"); note != "" {
+		c.Notes = append(c.Notes, note)
+	}
 	return c, nil
 }
 

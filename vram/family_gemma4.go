@@ -1,0 +1,153 @@
+package vram
+
+// Gemma 4 (transformers 5.23.0 models/gemma4/modeling_gemma4.py,
+// Gemma4ForConditionalGeneration l.2598-2608 over Gemma4Model
+// l.2231-2252): the vision encoder (gemma4_vision), whose pooled soft
+// tokens Gemma4MultimodalEmbedder (l.2123-2144) normalizes with a
+// weightless RMSNorm and projects to the language model's width
+// (embed_vision.embedding_projection, no bias), masked_scattered over the
+// image tokens (l.2396-2412) of the language model (gemma4_text); the
+// output layer is tied by the top level's tie_word_embeddings (Gemma4Config
+// l.381, default true). Names: model.vision_tower.…, model.embed_vision.…,
+// model.language_model.…, lm_head. Configs nest text_config, vision_config
+// and audio_config (configuration_gemma4.py l.364-372); the last two are
+// optional, and without a vision_config the model is its language model
+// alone (the class's defaults build that), which the engine reads as
+// family gemma4_text. The audio tower (audio_config, Gemma4AudioModel
+// l.1963-2052, and embed_audio) of the small releases is not modelled.
+// Use of bidirectional attention among an image's tokens
+// (use_bidirectional_attention "vision", l.2465-2477) changes masks only.
+func init() {
+	register(&family{
+		name: "gemma4", source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
+		servingOnly: gemma4ServingOnly,
+		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
+		vision: &visionWrapper{
+			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,
+			projector: func(v Vision, l *tensorList, hv, h int64) {
+				l.linear("model.embed_vision.embedding_projection", "other", hv, h, false)
+			},
+			project: gemma4Project,
+		},
+		fromConfig: gemma4FromConfig,
+		toConfig:   gemma4ToConfig,
+		presets: map[string]Preset{
+			// google/gemma-4-31B-it: the released config.json (its
+			// text_config and vision_config, as transformers 5.7 loads
+			// them, reproduced in public model reports and tests; the
+			// classes' defaults describe neither flagship — they are the
+			// small E2B's docstring checkpoint — and transformers' sources
+			// name no flagship's shape). 60 layers 5,376 wide, 32 heads;
+			// the 50 sliding-window layers (1,024 tokens) 16 KV heads of
+			// 256, the 10 global ones 4 of 512 with keys as values; MLPs
+			// of 21,504; 262,144 tokens, tied; no per-layer embeddings;
+			// final logits capped at 30; the tower of 27 blocks 1,152 wide.
+			// 31,273,086,512 parameters as transformers 5.23 builds it on
+			// the meta device.
+			"gemma-4-31b": {gemma4Wrapped(gemma4Text31B("google/gemma-4-31B-it")), hf("google/gemma-4-31B-it")},
+			// google/gemma-4-26B-A4B-it: its released config.json as
+			// above (num_global_key_value_heads 2 is the one number
+			// transformers' source gives, configuration_gemma4.py l.137).
+			// 30 layers 2,816 wide, 16 heads; the 25 sliding-window layers
+			// 8 KV heads of 256, the 5 global ones 2 of 512 with keys as
+			// values; in every layer a dense MLP of 2,112 beside 128
+			// experts of 704, 8 a token; the same tower. 25,805,933,872
+			// parameters as transformers 5.23 builds it on the meta device.
+			"gemma-4-26b-a4b": {gemma4Wrapped(gemma4Text26B("google/gemma-4-26B-A4B-it")), hf("google/gemma-4-26B-A4B-it")},
+		},
+	})
+}
+
+// gemma4Wrapped is language model text with the released tower.
+func gemma4Wrapped(text Model) Model {
+	text.Vision = &Vision{Family: "gemma4", Tower: gemma4Tower(), FeatureLayer: -1}
+	return text
+}
+
+// gemma4FromConfig reads a Gemma4Config: text_config as family
+// gemma4_text, vision_config (when given) as the tower, the top level's
+// tie_word_embeddings; an audio_config is an error.
+func gemma4FromConfig(c *hfReader, m *Model) {
+	if a, ok := c.c["audio_config"]; ok && a != nil {
+		c.fail("audio_config: Gemma 4's audio tower (Gemma4AudioModel) is not modelled; drop audio_config to plan the image-text model")
+		return
+	}
+	text := c.nestedAs("text_config", "gemma4_text")
+	v, hasVision := c.c["vision_config"]
+	hasVision = hasVision && v != nil
+	var tower Model
+	if hasVision {
+		tower = c.nestedAs("vision_config", "gemma4_vision")
+	}
+	if c.err != nil {
+		return
+	}
+	name := m.Name
+	*m = text
+	m.Name = name
+	m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
+	if !hasVision {
+		m.note("config.json", "vision_config: none — Gemma4ForConditionalGeneration builds its language model alone, modelled as family gemma4_text (whose names are model.… for the checkpoint's model.language_model.…)")
+		return
+	}
+	m.Vision = &Vision{Family: "gemma4", Tower: tower, FeatureLayer: -1}
+}
+
+// gemma4ToConfig writes a Gemma4Config: the language model as text_config,
+// the tower as vision_config, no audio_config, tie_word_embeddings, and
+// the class's token ids (or the last ids of a smaller vocabulary).
+func gemma4ToConfig(m Model, c map[string]any) {
+	text := m
+	text.Vision, text.Name = nil, ""
+	c["text_config"] = text.HFConfig()
+	tower := m.Vision.Tower
+	tower.Name = ""
+	c["vision_config"] = tower.HFConfig()
+	c["tie_word_embeddings"] = m.TiedEmbeddings
+	ids := []int{258880, 258884, 258881, 255999, 258882, 256000, 258883}
+	if m.Vocab <= 258884 {
+		for i := range ids {
+			ids[i] = m.Vocab - 1 - i
+		}
+	}
+	for i, k := range []string{"image_token_id", "video_token_id", "audio_token_id", "boi_token_id", "eoi_token_id", "boa_token_id", "eoa_token_index"} {
+		c[k] = ids[i]
+	}
+}
+
+// gemma4Project is what runs between the tower's blocks and the language
+// model on the last hidden state x (b.tokens: the images' soft tokens):
+// Gemma4VisionPooler (l.662-693) zeroes the padding (masked_fill, a copy),
+// averages each kernel² patches as an fp32 matmul of one-hot weights with
+// the fp32 states (hidden_states.float(), a copy), casts back, scales by
+// sqrt(hidden) in fp32; standardize subtracts std_bias and multiplies by
+// std_scale in fp32 (l.2114-2116); the cast to the working dtype; then
+// Gemma4MultimodalEmbedder's weightless RMSNorm and its projection.
+func gemma4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
+	im := v.Tower.Image
+	k := int64(max(1, im.Merge))
+	pooled := b.tokens
+	b.tokens = pooled * k * k
+	y := b.op("vision.pooler.masked_fill", b.size(hv, x.dtype), x.dtype, list(x))
+	f := y
+	if y.dtype != FP32 {
+		f = b.op("vision.pooler.float", b.size(hv, FP32), FP32, list(y))
+	}
+	b.tokens = pooled
+	y = b.op("vision.pooler.avg_pool", b.size(hv, FP32), FP32, list(f))
+	if x.dtype != FP32 {
+		y = b.op("vision.pooler.to", b.size(hv, x.dtype), x.dtype, list(y))
+		y = b.op("vision.pooler.float_scaled", b.size(hv, FP32), FP32, list(y))
+	} else {
+		y = b.op("vision.pooler.scaled", b.size(hv, FP32), FP32, list(y))
+	}
+	if im.Standardize {
+		y = b.op("vision.std_bias.sub", b.size(hv, FP32), FP32, list(y))
+		y = b.op("vision.std_scale.mul", b.size(hv, FP32), FP32, list(y))
+	}
+	if x.dtype != FP32 {
+		y = b.op("vision.hidden_states.to", b.size(hv, x.dtype), x.dtype, list(y))
+	}
+	y = b.norm(p, "embed_vision.embedding_pre_projection_norm", "rmsnorm", y, hv)
+	return b.linear(p, "embed_vision.embedding_projection", "other", y, hv, h)
+}
