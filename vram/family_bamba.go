@@ -12,14 +12,22 @@ import (
 // MLP after its mixer or attention (input_layernorm, mixer, residual,
 // pre_ff_layernorm, feed_forward, residual), a rotary embedding over half
 // of each attention head (BambaConfig sets partial_rotary_factor 0.5), and
-// a causal mask for the attention layers only.
+// a causal mask for the attention layers only. A key config.json leaves
+// out takes the class's default (configuration_bamba.py:49-80,
+// transformers 5.23.0): attn_layer_indices None makes every layer a
+// Mamba-2 mixer.
 func init() {
 	register(&family{
 		name: "bamba", source: "transformers/models/bamba/modeling_bamba.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		ssm:      true,
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
+			m.Heads = c.optInt("num_attention_heads", 32)
+			m.KVHeads = c.optIntNull("num_key_value_heads", 8, m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 14336), c.optInt("vocab_size", 128000)
+			m.MaxPosition = c.optInt("max_position_embeddings", 262144)
+			m.HeadDim = c.optInt("head_dim", 0)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			m.RotaryPct = c.optFloat("partial_rotary_factor", 0.5)
 			m.SSM = c.hybridSSM(m.Hidden, m.Layers, "attn_layer_indices")

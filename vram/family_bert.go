@@ -7,14 +7,20 @@ import "fmt"
 // pooler, dropout 0.1. BertModel has no prefix; the task heads wrap it as
 // bert. (a sequence classifier, or the masked-LM head cls.predictions with
 // its dense + GELU + LayerNorm transform and a decoder tied to the word
-// embeddings).
+// embeddings). A key config.json leaves out takes the class's default
+// (configuration_bert.py:44-63, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "bert", source: "transformers/models/bert/modeling_bert.py", kind: encoder,
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, NormPosition: "post", Head: "none"},
 		dropout:  [2]float64{0.1, 0.1}, // hidden_dropout_prob, attention_probs_dropout_prob
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 12), c.optInt("hidden_size", 768)
+			m.Heads = c.optInt("num_attention_heads", 12)
+			m.KVHeads = c.optInt("num_key_value_heads", m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 3072), c.optInt("vocab_size", 30522)
+			m.MaxPosition = c.optInt("max_position_embeddings", 512)
+			m.HeadDim = c.optInt("head_dim", 0)
 			m.TypeVocab = c.optInt("type_vocab_size", 2)
 			m.Pooler = true // BertModel default add_pooling_layer=True
 		},

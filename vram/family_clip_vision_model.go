@@ -12,19 +12,17 @@ import (
 // projections and a quick-GELU MLP (fc1, fc2), and post_layernorm on the
 // class token's output only (the pooled output). Its attention is
 // eager_attention_forward (the softmax in fp32) or SDPA, never causal and
-// with no mask for images.
+// with no mask for images. A key config.json (or a wrapper's
+// vision_config) leaves out takes the class's default
+// (configuration_clip.py:97-109, CLIPVisionConfig, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "clip_vision_model", source: "transformers/models/clip/modeling_clip.py", kind: encoder, images: true,
 		defaults: Model{MLP: "quick_gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, Head: "none"},
-		// CLIPVisionConfig.__init__'s defaults, which a wrapper's
-		// vision_config may leave out.
-		configDefaults: map[string]any{"hidden_size": 768.0, "intermediate_size": 3072.0, "num_hidden_layers": 12.0,
-			"num_attention_heads": 12.0, "num_channels": 3.0, "image_size": 224.0, "patch_size": 32.0, "hidden_act": "quick_gelu"},
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("num_attention_heads")
-			m.FFN = c.int("intermediate_size")
-			m.Image = &Image{Size: c.int("image_size"), Patch: c.int("patch_size"), Channels: c.optInt("num_channels", 3), ClassToken: true}
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 12), c.optInt("hidden_size", 768)
+			m.Heads, m.FFN = c.optInt("num_attention_heads", 12), c.optInt("intermediate_size", 3072)
+			m.Image = &Image{Size: c.optInt("image_size", 224), Patch: c.optInt("patch_size", 32), Channels: c.optInt("num_channels", 3), ClassToken: true}
 			switch act := c.optString("hidden_act", ""); act {
 			case "quick_gelu", "":
 			case "gelu":

@@ -19,7 +19,9 @@ func TestConfigLayerPatterns(t *testing.T) {
 			"intermediate_size": 128, "vocab_size": 100` + extra + `}`
 	}
 	exa := func(extra string) string {
-		return `{"model_type": "exaone4", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4,
+		// num_key_value_heads given: Exaone4Config's default is 32, which
+		// 4 heads cannot share.
+		return `{"model_type": "exaone4", "num_hidden_layers": 8, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
 			"intermediate_size": 128, "vocab_size": 100` + extra + `}`
 	}
 	for _, tc := range []struct {

@@ -11,26 +11,39 @@ import "fmt"
 // norm_topk_prob but does not use it), the routed experts run on the
 // tokens sorted by expert, and shared experts (one MLP of n_shared ·
 // moe_intermediate_size) added after them. moe_layer_freq is not read by
-// the pinned code either.
+// the pinned code either. A key config.json leaves out takes the class's
+// default (configuration_deepseek_v2.py:76-120, transformers 5.23.0),
+// except num_experts_per_tok, whose default None DeepseekV2Moe cannot
+// route with (torch.topk(k=None), modeling_deepseek_v2.py:88, 102).
 func init() {
 	register(&family{
 		name: "deepseek_v2", source: "transformers/models/deepseek_v2/modeling_deepseek_v2.py",
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_topk_scaled"},
 		latentAttention: true,
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
+			m.Heads = c.optInt("num_attention_heads", 32)
+			m.KVHeads = c.optInt("num_key_value_heads", m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 11008), c.optInt("vocab_size", 102400)
+			m.MaxPosition = c.optInt("max_position_embeddings", 2048)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) || c.optBool("mlp_bias", false) {
 				c.fail("attention_bias, mlp_bias: DeepSeek-V2 with biases is not modelled (no released checkpoint has them)")
 			}
-			m.Experts, m.ExpertsPerToken = c.int("n_routed_experts"), c.int("num_experts_per_tok")
-			m.SharedExperts, m.ExpertFFN = c.optInt("n_shared_experts", 2), c.int("moe_intermediate_size")
+			// attribute_map: num_experts is n_routed_experts (l.102-104).
+			m.Experts = c.optInt("n_routed_experts", c.optInt("num_experts", 64))
+			if v, ok := c.c["num_experts_per_tok"]; (!ok || v == nil) && c.err == nil {
+				c.fail(`missing "num_experts_per_tok": DeepseekV2Config's default is None, which DeepseekV2Moe cannot route with (torch.topk with k=None)`)
+			}
+			m.ExpertsPerToken = c.optInt("num_experts_per_tok", 0)
+			m.SharedExperts, m.ExpertFFN = c.optInt("n_shared_experts", 2), c.optInt("moe_intermediate_size", 1407)
 			m.DenseLayers = c.optInt("first_k_dense_replace", 0)
 			if c.optString("topk_method", "greedy") == "group_limited_greedy" {
 				m.ExpertGroups = c.int("n_group")
 			}
-			m.QLoRARank, m.KVLoRARank = c.optInt("q_lora_rank", 0), c.int("kv_lora_rank")
-			m.QKNopeDim, m.QKRopeDim, m.VHeadDim = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
+			m.QLoRARank, m.KVLoRARank = c.optIntOrNone("q_lora_rank", 1536), c.optInt("kv_lora_rank", 512)
+			m.QKNopeDim, m.QKRopeDim = c.optInt("qk_nope_head_dim", 128), c.optInt("qk_rope_head_dim", 64)
+			m.VHeadDim = c.optInt("v_head_dim", 128)
 			m.HeadDim = m.QKNopeDim + m.QKRopeDim
 		},
 		toConfig: func(m Model, c map[string]any) {

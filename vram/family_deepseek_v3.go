@@ -6,14 +6,19 @@ import "fmt"
 // multi-head latent attention (low-rank q and kv with a decoupled rotary
 // part), the first first_k_dense_replace blocks dense, then a router, routed
 // experts and shared experts (one MLP of width n_shared · expert_ffn) per
-// block.
+// block. A key config.json leaves out takes the class's default
+// (configuration_deepseek_v3.py:82-117, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "deepseek_v3", source: "transformers/models/deepseek_v3/modeling_deepseek_v3.py",
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 61), c.optInt("hidden_size", 7168)
+			m.Heads = c.optInt("num_attention_heads", 128)
+			m.KVHeads = c.optIntNull("num_key_value_heads", 128, m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 18432), c.optInt("vocab_size", 129280)
+			m.MaxPosition = c.optInt("max_position_embeddings", 4096)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly
@@ -21,13 +26,17 @@ func init() {
 			if c.optBool("mlp_bias", false) {
 				m.Bias = BiasAll
 			}
-			m.Experts, m.ExpertsPerToken = c.int("n_routed_experts"), c.int("num_experts_per_tok")
-			m.SharedExperts, m.ExpertFFN = c.optInt("n_shared_experts", 0), c.int("moe_intermediate_size")
-			m.DenseLayers = c.optInt("first_k_dense_replace", 0)
-			m.QLoRARank, m.KVLoRARank = c.optInt("q_lora_rank", 0), c.int("kv_lora_rank")
-			m.QKNopeDim, m.QKRopeDim, m.VHeadDim = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
+			// attribute_map: num_local_experts is n_routed_experts,
+			// num_mtp_layers num_nextn_predict_layers (l.77-80).
+			m.Experts = c.optInt("n_routed_experts", c.optInt("num_local_experts", 256))
+			m.ExpertsPerToken = c.optInt("num_experts_per_tok", 8)
+			m.SharedExperts, m.ExpertFFN = c.optInt("n_shared_experts", 1), c.optInt("moe_intermediate_size", 2048)
+			m.DenseLayers = c.optInt("first_k_dense_replace", 3)
+			m.QLoRARank, m.KVLoRARank = c.optIntOrNone("q_lora_rank", 1536), c.optInt("kv_lora_rank", 512)
+			m.QKNopeDim, m.QKRopeDim = c.optInt("qk_nope_head_dim", 128), c.optInt("qk_rope_head_dim", 64)
+			m.VHeadDim = c.optInt("v_head_dim", 128)
 			m.HeadDim = m.QKNopeDim + m.QKRopeDim
-			m.MTPLayers = c.optInt("num_nextn_predict_layers", 0)
+			m.MTPLayers = c.optInt("num_nextn_predict_layers", c.optInt("num_mtp_layers", 1))
 		},
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

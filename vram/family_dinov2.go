@@ -14,7 +14,7 @@ func init() {
 	register(&family{
 		name: "dinov2", source: "transformers/models/dinov2/modeling_dinov2.py", kind: encoder, images: true,
 		defaults:   Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, Head: "none"},
-		fromConfig: func(c *hfReader, m *Model) { dinov2Config(c, m, 0) },
+		fromConfig: func(c *hfReader, m *Model) { dinov2Config(c, m, 0, 14) },
 		toConfig:   func(m Model, c map[string]any) { writeDinov2Config(m, c) },
 		check:      dinov2Check,
 		recipe:     func(Model, libVersion) recipe { return recipe{layerScale: true, fusedGateUp: true} },
@@ -30,8 +30,9 @@ func init() {
 
 // dinov2Config reads a Dinov2Config (Dinov2WithRegistersConfig adds
 // num_register_tokens): the MLP width from mlp_ratio, rounded for SwiGLU
-// as Dinov2SwiGLUFFN does.
-func dinov2Config(c *hfReader, m *Model, registers int) {
+// as Dinov2SwiGLUFFN does. patch is the class's patch_size (14 for
+// Dinov2Config, 16 for Dinov2WithRegistersConfig).
+func dinov2Config(c *hfReader, m *Model, registers, patch int) {
 	m.Layers = c.optInt("num_hidden_layers", 12)
 	m.Hidden = c.optInt("hidden_size", 768)
 	m.Heads = c.optInt("num_attention_heads", 12)
@@ -45,7 +46,7 @@ func dinov2Config(c *hfReader, m *Model, registers int) {
 	if c.optFloat("drop_path_rate", 0) != 0 {
 		c.fail(fmt.Sprintf("drop_path_rate = %v: stochastic depth is not modelled", c.optFloat("drop_path_rate", 0)))
 	}
-	m.Image = &Image{Size: c.optInt("image_size", 224), Patch: c.optInt("patch_size", 14), Channels: c.optInt("num_channels", 3), ClassToken: true, Registers: registers,
+	m.Image = &Image{Size: c.optInt("image_size", 224), Patch: c.optInt("patch_size", patch), Channels: c.optInt("num_channels", 3), ClassToken: true, Registers: registers,
 		NoMaskToken: !c.optBool("use_mask_token", true)}
 }
 

@@ -13,13 +13,20 @@ import "fmt"
 // renormalized), then the routed experts in a Python loop. The gate and
 // the bias stay fp32 in a bf16 model (_keep_in_fp32_modules_strict); the
 // engine sizes them in the plan's weight dtype (hidden × experts per
-// layer, under 0.01 % of the model).
+// layer, under 0.01 % of the model). A key config.json leaves out takes
+// the class's default (configuration_ernie4_5_moe.py:91-117, transformers
+// 5.23.0).
 func init() {
 	register(&family{
 		name: "ernie4_5_moe", source: "transformers/models/ernie4_5_moe/modeling_ernie4_5_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_gather_norm"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 28), c.optInt("hidden_size", 2560)
+			m.Heads = c.optInt("num_attention_heads", 20)
+			m.KVHeads = c.optIntNull("num_key_value_heads", 4, m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 12288), c.optInt("vocab_size", 103424)
+			m.MaxPosition = c.optInt("max_position_embeddings", 131072)
+			m.HeadDim = c.optInt("head_dim", 0)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
 			if c.optBool("use_bias", false) {
 				m.Bias, m.LMHeadBias = BiasAll, true

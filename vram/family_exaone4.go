@@ -9,13 +9,20 @@ import "fmt"
 // sliding-window layers to each global one, whose global layers leave q and
 // k unrotated (Exaone4Attention.forward: apply_rotary_pos_emb only "if
 // self.sliding_window is None or self.is_sliding"). Without a window (the
-// 1.2B) every layer is global and rotates.
+// 1.2B) every layer is global and rotates. A key config.json leaves out
+// takes the class's default (configuration_exaone4.py:79-98, transformers
+// 5.23.0).
 func init() {
 	register(&family{
 		name: "exaone4", source: "transformers/models/exaone4/modeling_exaone4.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
+			m.Heads = c.optInt("num_attention_heads", 32)
+			m.KVHeads = c.optIntNull("num_key_value_heads", 32, m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 16384), c.optInt("vocab_size", 102400)
+			m.MaxPosition = c.optInt("max_position_embeddings", 2048)
+			m.HeadDim = c.optInt("head_dim", 0)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			// Exaone4Config: sliding_window 4096 and sliding_window_pattern
 			// 4 by default; the released configs spell the pattern as

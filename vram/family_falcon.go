@@ -7,14 +7,17 @@ import "fmt"
 // architecture" of Falcon-40B/180B), a parallel block whose attention and
 // MLP read one LayerNorm (input_layernorm) or one each (ln_attn, ln_mlp,
 // new_decoder_architecture), an ungated GELU MLP, rotary positions (alibi
-// is not modelled), tied embeddings.
+// is not modelled), tied embeddings. A key config.json leaves out takes
+// the class's default (configuration_falcon.py:66-97, transformers 5.23.0;
+// an n_embed wins over hidden_size, l.92-94).
 func init() {
 	register(&family{
 		name: "falcon", source: "transformers/models/falcon/modeling_falcon.py",
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasNone, ParallelBlock: true, TiedEmbeddings: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("num_attention_heads")
-			m.Vocab, m.MaxPosition = c.int("vocab_size"), c.optInt("max_position_embeddings", 2048)
+			m.Layers, m.Heads = c.optInt("num_hidden_layers", 32), c.optInt("num_attention_heads", 71)
+			m.Hidden = c.optInt("n_embed", c.optInt("hidden_size", 4544))
+			m.Vocab, m.MaxPosition = c.optInt("vocab_size", 65024), c.optInt("max_position_embeddings", 2048)
 			m.FFN = c.optInt("ffn_hidden_size", 4*m.Hidden)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
 			m.ParallelBlock = c.optBool("parallel_attn", true)

@@ -84,9 +84,15 @@ func init() {
 // (mamba_d_ssm, 1,024 when absent, expand · hidden when null), its head
 // width ("auto": the width over the heads), its norm, and the
 // projections' biases (in_proj's mamba_proj_bias, out_proj's
-// projectors_bias).
+// projectors_bias). A key config.json leaves out takes the class's
+// default (configuration_falcon_h1.py:60-102, transformers 5.23.0).
 func falconH1FromConfig(c *hfReader, m *Model) {
-	c.common(m)
+	m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
+	m.Heads = c.optInt("num_attention_heads", 32)
+	m.KVHeads = c.optIntNull("num_key_value_heads", 8, m.Heads)
+	m.FFN, m.Vocab = c.optInt("intermediate_size", 14336), c.optInt("vocab_size", 128000)
+	m.MaxPosition = c.optInt("max_position_embeddings", 8192)
+	m.HeadDim = c.optInt("head_dim", 0)
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 	inner := c.optInt("mamba_expand", 2) * m.Hidden
 	if v, ok := c.c["mamba_d_ssm"]; !ok || v != nil {

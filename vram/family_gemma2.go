@@ -5,13 +5,15 @@ package vram
 // layers alternating with global ones (layer_types: every second layer
 // global), soft-capped attention scores (attn_logit_softcapping, eager) and
 // final logits (final_logit_softcapping), embeddings scaled by sqrt(hidden),
-// RMSNorms that apply (1 + weight) in fp32.
+// RMSNorms that apply (1 + weight) in fp32. A key config.json leaves out
+// takes the class's default (configuration_gemma2.py:68-98, transformers
+// 5.23.0).
 func init() {
 	register(&family{
 		name: "gemma2", source: "transformers/models/gemma2/modeling_gemma2.py",
 		defaults: Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true, NormPosition: "sandwich"},
 		fromConfig: func(c *hfReader, m *Model) {
-			gemmaConfig(c, m, gemmaDefaults{pattern: 2, vocab: 256000, maxPosition: 8192, attnCap: 50, finalCap: 30})
+			gemmaConfig(c, m, gemmaDefaults{layers: 26, hidden: 2304, ffn: 9216, pattern: 2, vocab: 256000, maxPosition: 8192, attnCap: 50, finalCap: 30})
 		},
 		toConfig: func(m Model, c map[string]any) {
 			writeGemmaConfig(m, c)
@@ -35,6 +37,7 @@ func init() {
 // gemmaDefaults are the defaults of Gemma2Config / Gemma3TextConfig for the
 // keys a checkpoint may leave out (a Gemma 3 text_config leaves out many).
 type gemmaDefaults struct {
+	layers, hidden, ffn         int
 	pattern, vocab, maxPosition int // every pattern-th layer global
 	attnCap, finalCap           float64
 }
@@ -42,9 +45,9 @@ type gemmaDefaults struct {
 // gemmaConfig reads a Gemma 2 or Gemma 3 text config: the local/global
 // pattern from layer_types or, failing that, sliding_window_pattern.
 func gemmaConfig(c *hfReader, m *Model, d gemmaDefaults) {
-	m.Layers = c.int("num_hidden_layers")
-	m.Hidden = c.int("hidden_size")
-	m.FFN = c.int("intermediate_size")
+	m.Layers = c.optInt("num_hidden_layers", d.layers)
+	m.Hidden = c.optInt("hidden_size", d.hidden)
+	m.FFN = c.optInt("intermediate_size", d.ffn)
 	m.Heads = c.optInt("num_attention_heads", 8)
 	m.KVHeads = c.optInt("num_key_value_heads", 4)
 	m.HeadDim = c.optInt("head_dim", 256)

@@ -6,13 +6,15 @@ package vram
 // (sliding_window_pattern 6), no soft-capping, embeddings scaled by
 // sqrt(hidden) through a registered embed_scale, and a second rotary
 // embedding (rotary_emb_local) for the local layers. The image-text model
-// that the 4B, 12B and 27B checkpoints are is family gemma3.
+// that the 4B, 12B and 27B checkpoints are is family gemma3. A key
+// config.json leaves out takes the class's default (configuration_gemma3.py:74-112,
+// Gemma3TextConfig, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "gemma3_text", source: "transformers/models/gemma3/modeling_gemma3.py",
 		defaults: Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true, NormPosition: "sandwich", QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
-			gemmaConfig(c, m, gemmaDefaults{pattern: 6, vocab: 262208, maxPosition: 131072})
+			gemmaConfig(c, m, gemmaDefaults{layers: 26, hidden: 2304, ffn: 9216, pattern: 6, vocab: 262208, maxPosition: 131072})
 		},
 		toConfig: func(m Model, c map[string]any) {
 			writeGemmaConfig(m, c)

@@ -9,13 +9,24 @@ import "fmt"
 // DeepSeek-V3's MoE as is (Glm4MoeTopkRouter: sigmoid scores in fp32,
 // grouped top-k, renormalized and scaled; the experts in a Python loop; the
 // shared experts as one MLP of n_shared · moe_intermediate_size) after
-// first_k_dense_replace dense layers.
+// first_k_dense_replace dense layers. A key config.json leaves out takes
+// the class's default (configuration_glm4_moe.py:91-124, transformers
+// 5.23.0); the class has no head_dim, so one left out is hidden // heads
+// (Glm4MoeAttention, modeling_glm4_moe.py:181): 42 for the defaults'
+// 4,096 over 96 heads.
 func init() {
 	register(&family{
 		name: "glm4_moe", source: "transformers/models/glm4_moe/modeling_glm4_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 46), c.optInt("hidden_size", 4096)
+			m.Heads = c.optInt("num_attention_heads", 96)
+			m.KVHeads = c.optIntNull("num_key_value_heads", 8, m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 10944), c.optInt("vocab_size", 151552)
+			m.MaxPosition = c.optInt("max_position_embeddings", 131072)
+			if m.HeadDim = c.optInt("head_dim", 0); m.HeadDim == 0 && m.Heads > 0 {
+				m.HeadDim = m.Hidden / m.Heads
+			}
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly
@@ -24,10 +35,13 @@ func init() {
 				m.QKNorm = "head"
 			}
 			m.RotaryPct = c.optFloat("partial_rotary_factor", 0.5)
-			m.Experts, m.ExpertsPerToken = c.optInt("n_routed_experts", 128), c.optInt("num_experts_per_tok", 8)
+			// attribute_map: num_local_experts is n_routed_experts,
+			// num_mtp_layers num_nextn_predict_layers (l.86-89).
+			m.Experts = c.optInt("n_routed_experts", c.optInt("num_local_experts", 128))
+			m.ExpertsPerToken = c.optInt("num_experts_per_tok", 8)
 			m.SharedExperts, m.ExpertFFN = c.optInt("n_shared_experts", 1), c.optInt("moe_intermediate_size", 1408)
 			m.DenseLayers = c.optInt("first_k_dense_replace", 1)
-			m.MTPLayers = c.optInt("num_nextn_predict_layers", 0)
+			m.MTPLayers = c.optInt("num_nextn_predict_layers", c.optInt("num_mtp_layers", 1))
 			if !c.optBool("norm_topk_prob", true) && c.err == nil {
 				c.fail("norm_topk_prob false: the sigmoid router without renormalization is not modelled")
 			}

@@ -4,16 +4,22 @@ import "fmt"
 
 // GPT-2 (transformers/models/gpt2/modeling_gpt2.py): learned positions,
 // Conv1D matmuls (weights stored [in, out]) with a fused q|k|v, gelu_new,
-// dropout 0.1, tied embeddings.
+// dropout 0.1, tied embeddings. A key config.json leaves out takes the
+// class's default (configuration_gpt2.py:78-103, transformers 5.23.0),
+// under either of the names its attribute_map gives (l.71-76: n_layer or
+// num_hidden_layers, …).
 func init() {
 	register(&family{
 		name: "gpt2", source: "transformers/models/gpt2/modeling_gpt2.py",
 		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
 		dropout:  [2]float64{0.1, 0.1}, // resid_pdrop, attn_pdrop
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("n_layer"), c.int("n_embd"), c.int("n_head")
+			m.Layers = c.optInt("n_layer", c.optInt("num_hidden_layers", 12))
+			m.Hidden = c.optInt("n_embd", c.optInt("hidden_size", 768))
+			m.Heads = c.optInt("n_head", c.optInt("num_attention_heads", 12))
 			m.FFN = c.optInt("n_inner", 4*m.Hidden)
-			m.Vocab, m.MaxPosition = c.int("vocab_size"), c.int("n_positions")
+			m.Vocab = c.optInt("vocab_size", 50257)
+			m.MaxPosition = c.optInt("n_positions", c.optInt("max_position_embeddings", 1024))
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
 		},
 		toConfig: func(m Model, c map[string]any) {

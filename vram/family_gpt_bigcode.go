@@ -2,15 +2,22 @@ package vram
 
 // GPT-BigCode / StarCoder (transformers/models/gpt_bigcode/
 // modeling_gpt_bigcode.py): GPT-2's layout with nn.Linear matmuls and
-// multi-query attention (one key/value head, multi_query).
+// multi-query attention (one key/value head, multi_query). A key
+// config.json leaves out takes the class's default
+// (configuration_gpt_bigcode.py:59-83, transformers 5.23.0), under either
+// of the names its attribute_map gives (l.52-57: n_layer or
+// num_hidden_layers, …).
 func init() {
 	register(&family{
 		name: "gpt_bigcode", source: "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py",
 		defaults: Model{MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("n_layer"), c.int("n_embd"), c.int("n_head")
+			m.Layers = c.optInt("n_layer", c.optInt("num_hidden_layers", 12))
+			m.Hidden = c.optInt("n_embd", c.optInt("hidden_size", 768))
+			m.Heads = c.optInt("n_head", c.optInt("num_attention_heads", 12))
 			m.FFN = c.optInt("n_inner", 4*m.Hidden)
-			m.Vocab, m.MaxPosition = c.int("vocab_size"), c.int("n_positions")
+			m.Vocab = c.optInt("vocab_size", 50257)
+			m.MaxPosition = c.optInt("n_positions", c.optInt("max_position_embeddings", 1024))
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
 			if c.optBool("multi_query", true) {
 				m.KVHeads = 1

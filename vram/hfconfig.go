@@ -352,6 +352,21 @@ func (r *hfReader) optIntOrNone(key string, def int) int {
 	return r.int(key)
 }
 
+// optIntNull reads a count whose config class defaults to def when the
+// key is missing and replaces an explicit null with another value, null:
+// BambaConfig's num_key_value_heads, 8 by default, num_attention_heads
+// when None (configuration_bamba.py:55, 84-85).
+func (r *hfReader) optIntNull(key string, def, null int) int {
+	v, ok := r.c[key]
+	switch {
+	case !ok:
+		return def
+	case v == nil:
+		return null
+	}
+	return r.int(key)
+}
+
 // optFloat reads a number; missing or null is def, anything else an error.
 func (r *hfReader) optFloat(key string, def float64) float64 {
 	v, ok := r.c[key]
