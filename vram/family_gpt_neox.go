@@ -5,12 +5,14 @@ import "fmt"
 // GPT-NeoX / Pythia (transformers/models/gpt_neox/modeling_gpt_neox.py): a
 // fused query_key_value, partial rotary embeddings computed in fp32, and a
 // parallel residual with two LayerNorms per block (use_parallel_residual).
+// A key config.json leaves out takes the class's default
+// (configuration_gpt_neox.py:61-81, 98, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "gpt_neox", source: "transformers/models/gpt_neox/modeling_gpt_neox.py",
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 44, hidden: 6144, heads: 64, ffn: 24576, vocab: 50432, maxPosition: 2048})
 			m.RotaryPct = c.optFloat("rotary_pct", 0.25)
 			m.ParallelBlock = c.optBool("use_parallel_residual", true)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)

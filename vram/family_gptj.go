@@ -2,17 +2,19 @@ package vram
 
 // GPT-J (transformers/models/gptj/modeling_gptj.py): a parallel block with
 // one LayerNorm, partial rotary embeddings (rotary_dim), biases on the MLP
-// only, an LM head with a bias.
+// only, an LM head with a bias. A key config.json leaves out takes the
+// class's default (configuration_gptj.py:52-69, transformers 5.23.0): n_inner
+// None is 4 · n_embd (modeling_gptj.py:386), rotary_dim 64.
 func init() {
 	register(&family{
 		name: "gptj", source: "transformers/models/gptj/modeling_gptj.py",
 		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasMLPOnly, ParallelBlock: true, LMHeadBias: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("n_layer"), c.int("n_embd"), c.int("n_head")
+			m.Layers, m.Hidden, m.Heads = c.optInt("n_layer", 28), c.optInt("n_embd", 4096), c.optInt("n_head", 16)
 			m.FFN = c.optInt("n_inner", 4*m.Hidden)
-			m.Vocab, m.MaxPosition = c.int("vocab_size"), c.optInt("n_positions", 2048)
+			m.Vocab, m.MaxPosition = c.optInt("vocab_size", 50400), c.optInt("n_positions", 2048)
 			if m.Heads > 0 && m.Hidden > 0 {
-				m.RotaryPct = float64(c.optInt("rotary_dim", m.Hidden/m.Heads)) / float64(m.Hidden/m.Heads)
+				m.RotaryPct = float64(c.optInt("rotary_dim", 64)) / float64(m.Hidden/m.Heads)
 			}
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 		},

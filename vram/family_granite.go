@@ -4,13 +4,15 @@ package vram
 // with four constants from its config, three of which make tensors of
 // their own: the embeddings times embedding_multiplier, each residual
 // branch's output times residual_multiplier before the add, the logits
-// divided by logits_scaling (attention_multiplier is the score scaling).
+// divided by logits_scaling (attention_multiplier is the score scaling). A
+// key config.json leaves out takes the class's default
+// (configuration_granite.py:64-90, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "granite", source: "transformers/models/granite/modeling_granite.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 32000, maxPosition: 2048})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn

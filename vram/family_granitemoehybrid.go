@@ -12,15 +12,18 @@ import "fmt"
 // rotary embedding unless position_embedding_type is "rope" (the 4.0-H
 // models are NoPE). The models with experts (num_local_experts > 0: the
 // H-Tiny and H-Small) add GraniteMoE's ParallelExperts before the shared
-// MLP in every layer.
+// MLP in every layer. A key config.json leaves out takes the class's
+// default (configuration_granitemoehybrid.py:67-117, transformers 5.23.0;
+// the mamba_* keys in hybridSSM): every layer a Mamba-2 mixer, 8 experts,
+// no rotary embedding.
 func init() {
 	register(&family{
 		name: "granitemoehybrid", source: "transformers/models/granitemoehybrid/modeling_granitemoehybrid.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "none", Bias: BiasNone},
 		ssm:      true,
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
-			m.FFN = c.int("shared_intermediate_size")
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 32000, maxPosition: 2048})
+			m.FFN = c.optInt("shared_intermediate_size", 1024)
 			m.HeadDim = 0 // GraniteMoeHybridAttention: hidden / heads
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
@@ -32,7 +35,7 @@ func init() {
 			if n := c.optInt("num_local_experts", 8); n > 0 {
 				// Every layer: the experts (intermediate_size wide) and
 				// the shared MLP, one shared expert in the engine's terms.
-				m.Experts, m.ExpertsPerToken, m.ExpertFFN = n, c.optInt("num_experts_per_tok", 2), c.int("intermediate_size")
+				m.Experts, m.ExpertsPerToken, m.ExpertFFN = n, c.optInt("num_experts_per_tok", 2), c.optInt("intermediate_size", 11008)
 				m.SharedExperts, m.SharedExpertFFN, m.Router = 1, m.FFN, "topk_softmax"
 			}
 			m.SSM = c.hybridSSM(m.Hidden, m.Layers, "")

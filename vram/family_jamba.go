@@ -105,9 +105,11 @@ func jambaFeedForward(m Model, l *tensorList, p string, layer int) {
 // (mamba_dt_rank "auto" is ceil(hidden / 16)), the attention layers from
 // attn_layer_period and attn_layer_offset, the experts' layers from
 // expert_layer_period and expert_layer_offset (every period-th layer from
-// offset = period − 1 is modelled, as released).
+// offset = period − 1 is modelled, as released). A key config.json leaves
+// out takes the class's default (configuration_jamba.py:67-105,
+// transformers 5.23.0).
 func jambaFromConfig(c *hfReader, m *Model) {
-	c.common(m)
+	c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 8, ffn: 14336, vocab: 65536, maxPosition: 262144})
 	m.HeadDim = 0 // JambaAttention: hidden_size / num_attention_heads
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 	if c.optString("hidden_act", "silu") != "silu" {

@@ -86,9 +86,11 @@ func init() {
 // lfm2FromConfig reads an Lfm2Config: the original keys (block_ff_dim,
 // theta, tie_embedding) where given, as Lfm2Config.__init__ takes them;
 // the MLP's width after block_auto_adjust_ff_dim; the layer kinds from
-// layer_types, else full_attn_idxs (every layer attention without it).
+// layer_types, else full_attn_idxs (every layer attention without it). A
+// key config.json leaves out takes the class's default
+// (configuration_lfm2.py:58-91, transformers 5.23.0).
 func lfm2FromConfig(c *hfReader, m *Model) {
-	m.Layers, m.Hidden, m.Vocab = c.int("num_hidden_layers"), c.int("hidden_size"), c.optInt("vocab_size", 65536)
+	m.Layers, m.Hidden, m.Vocab = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 2560), c.optInt("vocab_size", 65536)
 	m.Heads, m.KVHeads = c.optInt("num_attention_heads", 32), c.optInt("num_key_value_heads", 8)
 	m.MaxPosition = c.optInt("max_position_embeddings", 128000)
 	if m.Heads > 0 {

@@ -3,16 +3,15 @@ package vram
 // Llama 1/2/3 (transformers/models/llama/modeling_llama.py): the standard
 // pre-norm decoder with RMSNorm, rotary positions, SwiGLU and no biases
 // (attention_bias adds them to all four projections, mlp_bias to the MLP).
+// A key config.json leaves out takes the class's default
+// (configuration_llama.py:64-90, transformers 5.23.0), as does a wrapper's
+// text_config (llava-1.5-7b-hf leaves most out).
 func init() {
 	register(&family{
 		name: "llama", source: "transformers/models/llama/modeling_llama.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
-		// LlamaConfig.__init__'s defaults (Llama 2 7B's shape), which a
-		// wrapper's text_config may leave out (llava-1.5-7b-hf does).
-		configDefaults: map[string]any{"vocab_size": 32000.0, "hidden_size": 4096.0, "intermediate_size": 11008.0,
-			"num_hidden_layers": 32.0, "num_attention_heads": 32.0, "max_position_embeddings": 2048.0},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 32000, maxPosition: 2048})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) || c.optBool("mlp_bias", false) {
 				m.Bias = BiasAll
@@ -45,6 +44,26 @@ func init() {
 			"tinyllama-1.1b": {Model{Name: "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", Layers: 22, Hidden: 2048, Heads: 32, KVHeads: 4, FFN: 5632, Vocab: 32000, MaxPosition: 2048}, hf("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T")},
 		},
 	})
+}
+
+// classShape is a config class's defaults for the keys hfReader.common
+// reads, under LlamaConfig's names: kvHeads 0 stands for
+// num_attention_heads (the classes' __post_init__ where
+// num_key_value_heads is None), as does an explicit null; head_dim's
+// default is hidden / heads, as the engine takes a head_dim of 0.
+type classShape struct{ layers, hidden, heads, kvHeads, ffn, vocab, maxPosition int }
+
+// commonOr reads what common reads, a key config.json leaves out taking
+// d's value, the config class's default.
+func (r *hfReader) commonOr(m *Model, d classShape) {
+	m.Layers, m.Hidden = r.optInt("num_hidden_layers", d.layers), r.optInt("hidden_size", d.hidden)
+	m.Heads = r.optInt("num_attention_heads", d.heads)
+	if m.KVHeads = r.optIntOrNone("num_key_value_heads", d.kvHeads); m.KVHeads == 0 {
+		m.KVHeads = m.Heads
+	}
+	m.FFN, m.Vocab = r.optInt("intermediate_size", d.ffn), r.optInt("vocab_size", d.vocab)
+	m.MaxPosition = r.optInt("max_position_embeddings", d.maxPosition)
+	m.HeadDim = r.optInt("head_dim", 0)
 }
 
 // ggufLlama is this family's architecture name in GGUF files

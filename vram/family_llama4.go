@@ -64,7 +64,13 @@ func llama4Full(m Model, name string) Model {
 }
 
 // llama4FromConfig reads a llama4 config.json: the text model from
-// text_config, the tower from vision_config.
+// text_config, the tower from vision_config. Either left out takes its
+// class's defaults (configuration_llama4.py:225-228, transformers 5.23.0),
+// and the vision class's (l.56-74) are refused: transformers builds them
+// but cannot run them, fc1 taking intermediate_size (5632) inputs where
+// the pixel shuffle makes 4 · hidden_size (3072), linear_1
+// vision_output_dim (7680) where fc2 makes projector_output_dim (4096)
+// (modeling_llama4.py:681-682, 697, 731).
 func llama4FromConfig(c *hfReader, m *Model) {
 	tower, ok := c.readWrapped(m, "llama4_text", "llama4_vision_model")
 	if !ok {

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 )
 
@@ -18,7 +19,11 @@ import (
 // model.vision_tower.…, model.multi_modal_projector.…,
 // model.language_model.… and lm_head (checkpoints saved before 4.52 use
 // vision_tower.…, multi_modal_projector.…, language_model.model.… and
-// language_model.lm_head, _checkpoint_conversion_mapping).
+// language_model.lm_head, _checkpoint_conversion_mapping). A key
+// config.json leaves out takes LlavaConfig's default
+// (configuration_llava.py:52-78, transformers 5.23.0): a vision_config left
+// out is CLIP ViT-L/14 at 336 px (llavaVisionDefaults), a text_config left
+// out LlamaConfig's defaults.
 // llavaModelType is this family's model_type, by which the serving engines' tables
 // name it (vision_tp.go).
 const llavaModelType = "llava"
@@ -51,6 +56,7 @@ func init() {
 			},
 		},
 		fromConfig: func(c *hfReader, m *Model) {
+			c.wrapperSubDefaults("vision_config", llavaVisionDefaults)
 			tower, ok := c.readWrapped(m, "llama", "clip_vision_model")
 			if !ok {
 				return
@@ -115,6 +121,23 @@ func init() {
 				Vision: &Vision{Family: "llava", Tower: clipL336()}}, hf("llava-hf/llava-1.5-13b-hf")},
 		},
 	})
+}
+
+// llavaVisionDefaults is LlavaConfig's vision_config where config.json
+// leaves it out: the init_kwargs of its SubConfigSpec
+// (configuration_llava.py:53-66), CLIP ViT-L/14 at 336 px.
+var llavaVisionDefaults = map[string]any{"model_type": "clip_vision_model", "intermediate_size": 4096.0, "hidden_size": 1024.0,
+	"patch_size": 14.0, "image_size": 336.0, "num_hidden_layers": 24.0, "num_attention_heads": 16.0, "vocab_size": 32000.0, "projection_dim": 768.0}
+
+// wrapperSubDefaults stands in for a wrapper's sub-config (key) that
+// config.json leaves out or sets null: transformers' SubConfigSpec builds
+// it from the wrapper's init_kwargs over the nested class's defaults
+// (configuration_utils.py:259-268, transformers 5.23.0), where a
+// sub-config given in part takes the nested class's alone.
+func (r *hfReader) wrapperSubDefaults(key string, init map[string]any) {
+	if r.c[key] == nil {
+		r.c[key] = maps.Clone(init)
+	}
 }
 
 // clipL336 is CLIP ViT-L/14 at 336 px, the LLaVA-1.5 tower.

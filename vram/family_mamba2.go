@@ -8,14 +8,15 @@ import "fmt"
 // (residual_in_fp32) — under backbone.*, without attention or positions.
 // Heads, HeadDim and FFN repeat the mixer's heads, head width and inner
 // width (expand · hidden). The mixer keeps a fixed state per sequence
-// instead of a KV cache.
+// instead of a KV cache. A key config.json leaves out takes the class's
+// default (configuration_mamba2.py:62-88, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "mamba2", source: "transformers/models/mamba2/modeling_mamba2.py",
 		defaults: Model{MLP: "silu", Norm: "rmsnorm", Position: "none", Bias: BiasNone},
 		ssm:      true,
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Vocab = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("vocab_size")
+			m.Layers, m.Hidden, m.Vocab = c.optInt("num_hidden_layers", 64), c.optInt("hidden_size", 4096), c.optInt("vocab_size", 32768)
 			s := SSM{Heads: c.optInt("num_heads", 128), HeadDim: c.optInt("head_dim", 64), State: c.optInt("state_size", 128),
 				Groups: c.optInt("n_groups", 8), ConvKernel: c.optInt("conv_kernel", 4), Chunk: c.optInt("chunk_size", 256),
 				NoConvBias: !c.optBool("use_conv_bias", true), ProjBias: c.optBool("use_bias", false)}

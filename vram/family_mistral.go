@@ -2,13 +2,15 @@ package vram
 
 // Mistral (transformers/models/mistral/modeling_mistral.py): the standard
 // decoder with grouped-query attention and a sliding window, which bounds
-// the KV cache and fused attention's keys.
+// the KV cache and fused attention's keys. A key config.json leaves out
+// takes the class's default (configuration_mistral.py:63-86, transformers
+// 5.23.0): a 4,096-token window unless sliding_window is null.
 func init() {
 	register(&family{
 		name: "mistral", source: "transformers/models/mistral/modeling_mistral.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 8, ffn: 14336, vocab: 32000, maxPosition: 4096 * 32})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly
@@ -16,7 +18,7 @@ func init() {
 			if c.optBool("mlp_bias", false) {
 				m.Bias = BiasAll
 			}
-			m.SlidingWindow = c.optInt("sliding_window", 0)
+			m.SlidingWindow = c.optIntOrNone("sliding_window", 4096)
 		},
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

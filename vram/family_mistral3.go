@@ -62,8 +62,16 @@ func pixtralTower() Model {
 
 // mistral3FromConfig reads a mistral3 config.json: the text model from
 // text_config (a Mistral), the tower from vision_config (Pixtral), the
-// merge from spatial_merge_size.
+// merge from spatial_merge_size. A key config.json leaves out takes
+// Mistral3Config's default (configuration_mistral3.py:51-97, transformers
+// 5.23.0): a text_config or vision_config left out is Mistral Small 3.1's
+// (mistral3TextDefaults, mistral3VisionDefaults). Its
+// tie_word_embeddings (l.98, True) is not read: the engine ties as
+// text_config says, as transformers 4.57 does and as the released
+// checkpoints store lm_head.
 func mistral3FromConfig(c *hfReader, m *Model) {
+	c.wrapperSubDefaults("text_config", mistral3TextDefaults)
+	c.wrapperSubDefaults("vision_config", mistral3VisionDefaults)
 	tower, ok := c.readWrapped(m, "mistral", "pixtral")
 	if !ok {
 		return
@@ -86,6 +94,18 @@ func mistral3FromConfig(c *hfReader, m *Model) {
 	}
 	m.Vision = &Vision{Family: "mistral3", Tower: tower, NoProjectorBias: !c.optBool("multimodal_projector_bias", false)}
 }
+
+// mistral3TextDefaults and mistral3VisionDefaults are Mistral3Config's
+// text_config and vision_config where config.json leaves them out: the
+// init_kwargs of its SubConfigSpecs (configuration_mistral3.py:52-88).
+var (
+	mistral3TextDefaults = map[string]any{"model_type": "mistral", "attention_dropout": 0.0, "head_dim": 128.0, "hidden_act": "silu",
+		"hidden_size": 5120.0, "initializer_range": 0.02, "intermediate_size": 32768.0, "max_position_embeddings": 131072.0,
+		"num_attention_heads": 32.0, "num_hidden_layers": 40.0, "num_key_value_heads": 8.0, "rms_norm_eps": 1e-05,
+		"rope_theta": 1000000000.0, "sliding_window": nil, "use_cache": true, "vocab_size": 131072.0}
+	mistral3VisionDefaults = map[string]any{"model_type": "pixtral", "intermediate_size": 4096.0, "hidden_size": 1024.0, "patch_size": 14.0,
+		"image_size": 1540.0, "num_hidden_layers": 24.0, "num_attention_heads": 16.0, "vocab_size": 32000.0, "head_dim": 64.0, "hidden_act": "gelu"}
+)
 
 // mistral3Project is Mistral3MultiModalProjector.forward on the selected
 // hidden state x (b.tokens: the images' merged tokens): the RMSNorm over

@@ -4,13 +4,15 @@ import "fmt"
 
 // Mixtral (transformers/models/mixtral/modeling_mixtral.py): Mistral's
 // decoder with a sparse mixture of experts in every block
-// (block_sparse_moe: a router and experts.N.w1/w2/w3, SwiGLU).
+// (block_sparse_moe: a router and experts.N.w1/w2/w3, SwiGLU). A key
+// config.json leaves out takes the class's default
+// (configuration_mixtral.py:67-94, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "mixtral", source: "transformers/models/mixtral/modeling_mixtral.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 8, ffn: 14336, vocab: 32000, maxPosition: 4096 * 32})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly
@@ -19,7 +21,7 @@ func init() {
 				m.Bias = BiasAll
 			}
 			m.SlidingWindow = c.optInt("sliding_window", 0)
-			m.Experts, m.ExpertsPerToken = c.int("num_local_experts"), c.int("num_experts_per_tok")
+			m.Experts, m.ExpertsPerToken = c.optInt("num_local_experts", 8), c.optInt("num_experts_per_tok", 2)
 		},
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

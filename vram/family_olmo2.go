@@ -4,13 +4,15 @@ package vram
 // sublayer, before its residual add (post_attention_layernorm,
 // post_feedforward_layernorm; none before), an RMSNorm over all heads of q
 // and of k (q_norm, k_norm), RMSNorms that apply their weight in fp32, and
-// a rotary embedding that casts q and k back to their dtype.
+// a rotary embedding that casts q and k back to their dtype. A key
+// config.json leaves out takes the class's default
+// (configuration_olmo2.py:70-92, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "olmo2", source: "transformers/models/olmo2/modeling_olmo2.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 50304, maxPosition: 2048})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn

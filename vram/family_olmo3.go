@@ -7,12 +7,14 @@ package vram
 // "sliding_attention" unless (i + 1) % 4 == 0) and a rotary embedding per
 // attention kind (rotary_embs: "sliding_attention" with the default rope,
 // "full_attention" with the config's scaling), both computed every step.
+// A key config.json leaves out takes the class's default
+// (configuration_olmo3.py:65-98, transformers 5.23.0).
 func init() {
 	register(&family{
 		name: "olmo3", source: "transformers/models/olmo3/modeling_olmo3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 50304, maxPosition: 2048})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn

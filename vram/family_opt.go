@@ -6,14 +6,17 @@ import "fmt"
 // offset of 2 rows, ReLU MLPs, project_in/project_out where the embedding
 // width (word_embed_proj_dim) differs from the hidden size, and post-LN
 // blocks without a final norm for do_layer_norm_before=False (opt-350m).
+// A key config.json leaves out takes the class's default
+// (configuration_opt.py:54-79, transformers 5.23.0: OPT-125m's shape).
 func init() {
 	register(&family{
 		name: "opt", source: "transformers/models/opt/modeling_opt.py",
 		defaults: Model{MLP: "relu", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
 		dropout:  [2]float64{0.1, 0}, // dropout, attention_dropout
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("num_attention_heads")
-			m.FFN, m.Vocab, m.MaxPosition = c.int("ffn_dim"), c.int("vocab_size"), c.int("max_position_embeddings")
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 12), c.optInt("hidden_size", 768)
+			m.Heads, m.FFN = c.optInt("num_attention_heads", 12), c.optInt("ffn_dim", 3072)
+			m.Vocab, m.MaxPosition = c.optInt("vocab_size", 50272), c.optInt("max_position_embeddings", 2048)
 			m.WordEmbedProjDim = c.optInt("word_embed_proj_dim", m.Hidden)
 			if !c.optBool("do_layer_norm_before", true) {
 				m.NormPosition = "post"

@@ -505,7 +505,10 @@ func (r *hfReader) readAs(key string, sub map[string]any, mt string) Model {
 		c[k] = v
 	}
 	for k, v := range sub {
-		if v != nil {
+		// An explicit null reaches the family's reader (None, where its
+		// class tells it from a missing key: Mistral's sliding_window),
+		// except over a default listed here.
+		if _, listed := f.configDefaults[k]; v != nil || !listed {
 			c[k] = v
 		}
 	}

@@ -128,7 +128,9 @@ func TestFromHFConfigErrors(t *testing.T) {
 	}{
 		{`{}`, `no "model_type"`},
 		{`{"model_type": "mamba"}`, `model_type "mamba" is not supported`},
-		{`{"model_type": "llama", "hidden_size": 64}`, `missing "num_hidden_layers"`},
+		// num_attention_heads left out is LlamaConfig's 32, which 100 does
+		// not divide (its validate_architecture raises too).
+		{`{"model_type": "llama", "hidden_size": 100}`, "not divisible by heads = 32"},
 		{`{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 3, "intermediate_size": 128, "vocab_size": 10}`, "head_dim"},
 		{`{"model_type": "llama", "num_hidden_layers": -2}`, "non-negative integer"},
 		{`not json`, "config.json"},
@@ -136,6 +138,44 @@ func TestFromHFConfigErrors(t *testing.T) {
 		_, err := FromHFConfig([]byte(tc.json))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("FromHFConfig(%s) = %v, want an error containing %q", tc.json, err, tc.want)
+		}
+	}
+}
+
+// A null key is not a missing one where the config class tells them apart,
+// and a wrapper's sub-config left out is not one given empty: transformers
+// 5.23.0 (AutoConfig.for_model and from_config on the meta device) reads
+// MistralConfig's sliding_window as 4096 when left out and None when
+// null, inside Mistral3's text_config too; LLaVA's vision_config left out
+// as CLIP ViT-L/14 at 336 px (its SubConfigSpec's init_kwargs), given as
+// {} as CLIPVisionConfig's defaults: 6,845,802,752 parameters.
+func TestFromHFConfigNullAndLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		json        string
+		window      int
+		towerLayers int
+		params      int64
+	}{
+		{`{"model_type": "mistral"}`, 4096, 0, 0},
+		{`{"model_type": "mistral", "sliding_window": null}`, 0, 0, 0},
+		{`{"model_type": "mistral3", "text_config": {}}`, 4096, 24, 0},
+		{`{"model_type": "mistral3", "text_config": {"sliding_window": null}}`, 0, 24, 0},
+		{`{"model_type": "mistral3"}`, 0, 24, 0},
+		{`{"model_type": "llava"}`, 0, 24, 7062902784},
+		{`{"model_type": "llava", "vision_config": null}`, 0, 24, 7062902784},
+		{`{"model_type": "llava", "vision_config": {}}`, 0, 12, 6845802752},
+	} {
+		m, err := FromHFConfig([]byte(tc.json))
+		if err != nil {
+			t.Errorf("%s: %v", tc.json, err)
+			continue
+		}
+		layers := 0
+		if m.Vision != nil {
+			layers = m.Vision.Tower.Layers
+		}
+		if m.SlidingWindow != tc.window || layers != tc.towerLayers || tc.params != 0 && m.ParamCount() != tc.params {
+			t.Errorf("%s: sliding window %d, tower of %d layers, %d parameters; want %d, %d, %d", tc.json, m.SlidingWindow, layers, m.ParamCount(), tc.window, tc.towerLayers, tc.params)
 		}
 	}
 }
