@@ -13,7 +13,14 @@ func init() {
 		name: "qwen2_moe", source: "transformers/models/qwen2_moe/modeling_qwen2_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_qwen2_moe.py:79-105, transformers 5.23.0).
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 24), c.optInt("hidden_size", 2048)
+			m.Heads = c.optInt("num_attention_heads", 16)
+			m.KVHeads = c.classKVHeads(16, m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 5632), c.optInt("vocab_size", 151936)
+			m.MaxPosition = c.optInt("max_position_embeddings", 32768)
+			m.HeadDim = c.optInt("head_dim", 0)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if !c.optBool("qkv_bias", true) {
 				m.Bias = BiasNone
@@ -21,7 +28,7 @@ func init() {
 			if c.optBool("use_sliding_window", false) {
 				c.fail("use_sliding_window: Qwen2-MoE's sliding-window layers are not modelled")
 			}
-			qwenMoEConfig(c, m)
+			qwenMoEConfig(c, m, qwenMoEDefaults{experts: 60, perToken: 4, expertFFN: 1408})
 			if m.Experts > 0 {
 				if s := c.optInt("shared_expert_intermediate_size", 5632); s > 0 {
 					m.SharedExperts, m.SharedExpertFFN = 1, s

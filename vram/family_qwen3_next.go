@@ -94,14 +94,19 @@ func init() {
 // experts, the DeltaNet's linear_* keys and the layer kinds from
 // layer_types, else full_attention_interval (4).
 func qwen3NextFromConfig(c *hfReader, m *Model) {
-	c.common(m)
+	// A key config.json leaves out takes the class's default
+	// (configuration_qwen3_next.py:92-128, transformers 5.23.0).
+	m.Layers, m.Hidden = c.optInt("num_hidden_layers", 48), c.optInt("hidden_size", 2048)
+	m.Heads, m.KVHeads = c.optInt("num_attention_heads", 16), c.optInt("num_key_value_heads", 2)
+	m.FFN, m.Vocab = c.optInt("intermediate_size", 5632), c.optInt("vocab_size", 151936)
+	m.MaxPosition = c.optInt("max_position_embeddings", 32768)
 	m.HeadDim = c.optInt("head_dim", 256)
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 	m.RotaryPct = c.optFloat("partial_rotary_factor", 0.25)
 	if c.optBool("attention_bias", false) && c.err == nil {
 		c.fail("attention_bias: biases on Qwen3-Next's attention projections are not modelled")
 	}
-	qwenMoEConfig(c, m)
+	qwenMoEConfig(c, m, qwenMoEDefaults{experts: 512, perToken: 10, expertFFN: 512, normTopK: true})
 	if m.Experts > 0 {
 		if s := c.optInt("shared_expert_intermediate_size", 512); s > 0 {
 			m.SharedExperts, m.SharedExpertFFN = 1, s
