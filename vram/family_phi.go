@@ -8,7 +8,14 @@ func init() {
 		name: "phi", source: "transformers/models/phi/modeling_phi.py",
 		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true, LMHeadBias: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_phi.py:63-88, transformers 5.23.0).
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 24), c.optInt("hidden_size", 2048)
+			m.Heads = c.optInt("num_attention_heads", 32)
+			m.KVHeads = c.optInt("num_key_value_heads", m.Heads)
+			m.FFN, m.Vocab = c.optInt("intermediate_size", 8192), c.optInt("vocab_size", 51200)
+			m.MaxPosition = c.optInt("max_position_embeddings", 2048)
+			m.HeadDim = c.optInt("head_dim", 0)
 			m.RotaryPct = c.optFloat("partial_rotary_factor", 0.5)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 		},
