@@ -10,12 +10,7 @@ func init() {
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
 			// (configuration_phi.py:63-88, transformers 5.23.0).
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 24), c.optInt("hidden_size", 2048)
-			m.Heads = c.optInt("num_attention_heads", 32)
-			m.KVHeads = c.optInt("num_key_value_heads", m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 8192), c.optInt("vocab_size", 51200)
-			m.MaxPosition = c.optInt("max_position_embeddings", 2048)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 32, ffn: 8192, vocab: 51200, maxPosition: 2048})
 			m.RotaryPct = c.optFloat("partial_rotary_factor", 0.5)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 		},

@@ -9,12 +9,7 @@ func init() {
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
 			// (configuration_phi3.py:61-85, transformers 5.23.0).
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 3072)
-			m.Heads = c.optInt("num_attention_heads", 32)
-			m.KVHeads = c.optInt("num_key_value_heads", m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 8192), c.optInt("vocab_size", 32064)
-			m.MaxPosition = c.optInt("max_position_embeddings", 4096)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 32, hidden: 3072, heads: 32, ffn: 8192, vocab: 32064, maxPosition: 4096})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly

@@ -11,12 +11,7 @@ func init() {
 			// A key config.json leaves out takes the class's default
 			// (configuration_qwen2.py:61-87, transformers 5.23.0):
 			// num_key_value_heads 32, whatever num_attention_heads says.
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
-			m.Heads = c.optInt("num_attention_heads", 32)
-			m.KVHeads = c.classKVHeads(32, m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 22016), c.optInt("vocab_size", 151936)
-			m.MaxPosition = c.optInt("max_position_embeddings", 32768)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 32, ffn: 22016, vocab: 151936, maxPosition: 32768})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly
@@ -47,14 +42,4 @@ func init() {
 			"qwen2.5-72b":  {Model{Name: "Qwen/Qwen2.5-72B", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 29568, Vocab: 152064, MaxPosition: 131072}, hf("Qwen/Qwen2.5-72B")},
 		},
 	})
-}
-
-// classKVHeads reads num_key_value_heads where the config class defaults
-// it to def and its __post_init__ turns an explicit None into
-// num_attention_heads (heads): Qwen2Config's 32, SmolLM3Config's 4.
-func (r *hfReader) classKVHeads(def, heads int) int {
-	if v, ok := r.c["num_key_value_heads"]; ok && v == nil {
-		return heads
-	}
-	return r.optInt("num_key_value_heads", def)
 }

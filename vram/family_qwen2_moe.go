@@ -15,12 +15,7 @@ func init() {
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
 			// (configuration_qwen2_moe.py:79-105, transformers 5.23.0).
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 24), c.optInt("hidden_size", 2048)
-			m.Heads = c.optInt("num_attention_heads", 16)
-			m.KVHeads = c.classKVHeads(16, m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 5632), c.optInt("vocab_size", 151936)
-			m.MaxPosition = c.optInt("max_position_embeddings", 32768)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 16, kvHeads: 16, ffn: 5632, vocab: 151936, maxPosition: 32768})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if !c.optBool("qkv_bias", true) {
 				m.Bias = BiasNone

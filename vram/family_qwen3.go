@@ -17,11 +17,7 @@ func init() {
 			// (configuration_qwen3.py:62-89, transformers 5.23.0):
 			// num_key_value_heads 32 whatever num_attention_heads says, a
 			// 128-wide head, not hidden/heads.
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
-			m.Heads = c.optInt("num_attention_heads", 32)
-			m.KVHeads = c.classKVHeads(32, m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 22016), c.optInt("vocab_size", 151936)
-			m.MaxPosition = c.optInt("max_position_embeddings", 32768)
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 32, ffn: 22016, vocab: 151936, maxPosition: 32768})
 			m.HeadDim = c.optInt("head_dim", 128)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {

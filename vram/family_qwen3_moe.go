@@ -13,13 +13,10 @@ func init() {
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
 			// (configuration_qwen3_moe.py:81-112, transformers 5.23.0).
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 24), c.optInt("hidden_size", 2048)
-			m.Heads, m.KVHeads = c.optInt("num_attention_heads", 32), c.optInt("num_key_value_heads", 4)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 6144), c.optInt("vocab_size", 151936)
-			m.MaxPosition = c.optInt("max_position_embeddings", 32768)
-			// head_dim: getattr(config, "head_dim", hidden_size //
-			// num_attention_heads), unlike Qwen3's default of 128.
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 32, kvHeads: 4, ffn: 6144, vocab: 151936, maxPosition: 32768})
+			// head_dim left out is hidden_size / num_attention_heads
+			// (getattr(config, "head_dim", …)), unlike Qwen3's default of
+			// 128.
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn

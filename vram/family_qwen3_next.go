@@ -96,10 +96,7 @@ func init() {
 func qwen3NextFromConfig(c *hfReader, m *Model) {
 	// A key config.json leaves out takes the class's default
 	// (configuration_qwen3_next.py:92-128, transformers 5.23.0).
-	m.Layers, m.Hidden = c.optInt("num_hidden_layers", 48), c.optInt("hidden_size", 2048)
-	m.Heads, m.KVHeads = c.optInt("num_attention_heads", 16), c.optInt("num_key_value_heads", 2)
-	m.FFN, m.Vocab = c.optInt("intermediate_size", 5632), c.optInt("vocab_size", 151936)
-	m.MaxPosition = c.optInt("max_position_embeddings", 32768)
+	c.commonOr(m, classShape{layers: 48, hidden: 2048, heads: 16, kvHeads: 2, ffn: 5632, vocab: 151936, maxPosition: 32768})
 	m.HeadDim = c.optInt("head_dim", 256)
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 	m.RotaryPct = c.optFloat("partial_rotary_factor", 0.25)

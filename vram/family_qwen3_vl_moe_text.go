@@ -20,12 +20,7 @@ func init() {
 			// A key config.json leaves out takes the class's default
 			// (configuration_qwen3_vl_moe.py:81-118, transformers 5.23.0):
 			// head_dim hidden/heads where it is None or 0.
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 24), c.optInt("hidden_size", 2048)
-			m.Heads = c.optInt("num_attention_heads", 16)
-			m.KVHeads = c.classKVHeads(16, m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 5632), c.optInt("vocab_size", 151936)
-			m.MaxPosition = c.optInt("max_position_embeddings", 128000)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 16, kvHeads: 16, ffn: 5632, vocab: 151936, maxPosition: 128000})
 			// The wrapper's tie_word_embeddings decides (Qwen3VLMoeConfig,
 			// false by default); this one (true by default, l.93) is read
 			// for a text config alone.

@@ -17,11 +17,7 @@ func init() {
 			// A key config.json leaves out takes the class's default
 			// (configuration_seed_oss.py:62-90, transformers 5.23.0): a
 			// 128-wide head, hidden/heads only where head_dim is None.
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 64), c.optInt("hidden_size", 4096)
-			m.Heads = c.optInt("num_attention_heads", 80)
-			m.KVHeads = c.classKVHeads(8, m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 27648), c.optInt("vocab_size", 155136)
-			m.MaxPosition = c.optInt("max_position_embeddings", 524288)
+			c.commonOr(m, classShape{layers: 64, hidden: 4096, heads: 80, kvHeads: 8, ffn: 27648, vocab: 155136, maxPosition: 524288})
 			m.HeadDim = c.optIntOrNone("head_dim", 128)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			qkv, out, mlp := c.optBool("attention_bias", true), c.optBool("attention_out_bias", false), c.optBool("mlp_bias", false)

@@ -13,12 +13,7 @@ func init() {
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
 			// (configuration_smollm3.py:72-99, transformers 5.23.0).
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 36), c.optInt("hidden_size", 2048)
-			m.Heads = c.optInt("num_attention_heads", 16)
-			m.KVHeads = c.classKVHeads(4, m.Heads)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 11008), c.optInt("vocab_size", 128256)
-			m.MaxPosition = c.optInt("max_position_embeddings", 32768)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 36, hidden: 2048, heads: 16, kvHeads: 4, ffn: 11008, vocab: 128256, maxPosition: 32768})
 			// SmolLM3Config ties the embeddings unless told otherwise
 			// (4.57.6: PretrainedConfig's tie_word_embeddings = True, which
 			// SmolLM3Config.__init__ does not override; 5.23.0

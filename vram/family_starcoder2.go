@@ -15,11 +15,7 @@ func init() {
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
 			// (configuration_starcoder2.py:61-81, transformers 5.23.0).
-			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 30), c.optInt("hidden_size", 3072)
-			m.Heads, m.KVHeads = c.optInt("num_attention_heads", 24), c.optInt("num_key_value_heads", 2)
-			m.FFN, m.Vocab = c.optInt("intermediate_size", 12288), c.optInt("vocab_size", 49152)
-			m.MaxPosition = c.optInt("max_position_embeddings", 4096)
-			m.HeadDim = c.optInt("head_dim", 0)
+			c.commonOr(m, classShape{layers: 30, hidden: 3072, heads: 24, kvHeads: 2, ffn: 12288, vocab: 49152, maxPosition: 4096})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true) // PretrainedConfig's default
 			if !c.optBool("use_bias", true) {
 				m.Bias = BiasNone
