@@ -8,7 +8,9 @@ func init() {
 		name: "phi", source: "transformers/models/phi/modeling_phi.py",
 		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true, LMHeadBias: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_phi.py:63-88, transformers 5.23.0).
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 32, ffn: 8192, vocab: 51200, maxPosition: 2048})
 			m.RotaryPct = c.optFloat("partial_rotary_factor", 0.5)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 		},

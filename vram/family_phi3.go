@@ -7,7 +7,9 @@ func init() {
 		name: "phi3", source: "transformers/models/phi3/modeling_phi3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_phi3.py:61-85, transformers 5.23.0).
+			c.commonOr(m, classShape{layers: 32, hidden: 3072, heads: 32, ffn: 8192, vocab: 32064, maxPosition: 4096})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly

@@ -8,7 +8,10 @@ func init() {
 		name: "qwen2", source: "transformers/models/qwen2/modeling_qwen2.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_qwen2.py:61-87, transformers 5.23.0):
+			// num_key_value_heads 32, whatever num_attention_heads says.
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 32, ffn: 22016, vocab: 151936, maxPosition: 32768})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasQKVOnly

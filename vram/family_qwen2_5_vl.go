@@ -87,17 +87,38 @@ func init() {
 	})
 }
 
+// qwen25VLTextDefaults are Qwen2_5_VLTextConfig's defaults where
+// Qwen2Config's differ (configuration_qwen2_5_vl.py:109-116, transformers
+// 5.23.0): a text key the config leaves out, flat or under text_config,
+// takes these (Qwen2_5_VLConfig.__post_init__ builds the text config from
+// the flat keys, l.196-202).
+var qwen25VLTextDefaults = map[string]any{"vocab_size": 152064.0, "hidden_size": 8192.0, "intermediate_size": 29568.0,
+	"num_hidden_layers": 80.0, "num_attention_heads": 64.0, "num_key_value_heads": 8.0}
+
 // qwen25VLFromConfig reads a Qwen2.5-VL config: the text keys flat (as
 // released) or under text_config (4.52 and later), the tower's
 // vision_config, and the three rotary sections.
 func qwen25VLFromConfig(c *hfReader, m *Model) {
-	var text Model
-	textKeys := c.c
+	key, textKeys := "", c.c // a flat config, as released
 	if tc, ok := c.c["text_config"].(map[string]any); ok {
-		text, textKeys = c.nestedAs("text_config", "qwen2"), tc
-	} else {
-		text = c.nestedAs("", "qwen2") // a flat config, as released
+		key, textKeys = "text_config", tc
+	} else if v, ok := c.c["text_config"]; ok && v != nil {
+		c.fail(fmt.Sprintf("%q must be an object, got %v", "text_config", v))
+		return
 	}
+	keys := make(map[string]any, len(textKeys)+len(qwen25VLTextDefaults))
+	for k, v := range qwen25VLTextDefaults {
+		keys[k] = v
+	}
+	for k, v := range textKeys {
+		if v != nil {
+			keys[k] = v
+		}
+	}
+	if v, ok := textKeys["num_key_value_heads"]; ok && v == nil {
+		keys["num_key_value_heads"] = keys["num_attention_heads"] // None: num_attention_heads (l.134-135)
+	}
+	text := c.readAs(key, keys, "qwen2")
 	tower := c.nestedAs("vision_config", "qwen2_5_vl_vision")
 	if c.err != nil {
 		return
@@ -105,10 +126,24 @@ func qwen25VLFromConfig(c *hfReader, m *Model) {
 	name := m.Name
 	*m = text
 	m.Name = name
+	// Qwen2_5_VLConfig ties the embeddings where either its own
+	// tie_word_embeddings or its text config's says so (l.212-213).
+	m.TiedEmbeddings = m.TiedEmbeddings || c.optBool("tie_word_embeddings", false)
+	// out_hidden_size defaults to 3584 (l.64), whatever the language
+	// model's width: the class's defaults (8,192 wide) build a merger
+	// whose features cannot replace the token embeddings.
+	out := 3584
 	if vc, ok := c.c["vision_config"].(map[string]any); ok {
-		if out, ok := vc["out_hidden_size"].(float64); ok && int(out) != m.Hidden {
-			c.fail(fmt.Sprintf("vision_config.out_hidden_size = %v must equal the language model's hidden_size = %d", out, m.Hidden))
+		sub := hfReader{c: vc}
+		out = sub.optInt("out_hidden_size", out)
+		if sub.err != nil {
+			c.fail("vision_config." + sub.err.Error())
+			return
 		}
+	}
+	if out != m.Hidden {
+		c.fail(fmt.Sprintf("vision_config.out_hidden_size = %d must equal the language model's hidden_size = %d: the merged image features replace token embeddings", out, m.Hidden))
+		return
 	}
 	rs, _ := textKeys["rope_scaling"].(map[string]any)
 	sec, _ := rs["mrope_section"].([]any)

@@ -13,7 +13,9 @@ func init() {
 		name: "qwen2_moe", source: "transformers/models/qwen2_moe/modeling_qwen2_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_qwen2_moe.py:79-105, transformers 5.23.0).
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 16, kvHeads: 16, ffn: 5632, vocab: 151936, maxPosition: 32768})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if !c.optBool("qkv_bias", true) {
 				m.Bias = BiasNone
@@ -21,7 +23,7 @@ func init() {
 			if c.optBool("use_sliding_window", false) {
 				c.fail("use_sliding_window: Qwen2-MoE's sliding-window layers are not modelled")
 			}
-			qwenMoEConfig(c, m)
+			qwenMoEConfig(c, m, qwenMoEDefaults{experts: 60, perToken: 4, expertFFN: 1408})
 			if m.Experts > 0 {
 				if s := c.optInt("shared_expert_intermediate_size", 5632); s > 0 {
 					m.SharedExperts, m.SharedExpertFFN = 1, s

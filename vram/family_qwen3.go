@@ -13,8 +13,12 @@ func init() {
 		name: "qwen3", source: "transformers/models/qwen3/modeling_qwen3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
-			m.HeadDim = c.optInt("head_dim", 128) // Qwen3Config's default, not hidden/heads
+			// A key config.json leaves out takes the class's default
+			// (configuration_qwen3.py:62-89, transformers 5.23.0):
+			// num_key_value_heads 32 whatever num_attention_heads says, a
+			// 128-wide head, not hidden/heads.
+			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, kvHeads: 32, ffn: 22016, vocab: 151936, maxPosition: 32768})
+			m.HeadDim = c.optInt("head_dim", 128)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn

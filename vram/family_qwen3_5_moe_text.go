@@ -12,11 +12,13 @@ import "fmt"
 // (Qwen3_5MoeTopKRouter, l.872-888), transformers 5's fused experts
 // (Qwen3_5MoeExperts, l.831-841) and one shared expert scaled by a sigmoid
 // gate (Qwen3_5MoeSparseMoeBlock, l.891-911). The checkpoint's mtp.*
-// weights are stored and not built (l.1001). Only the wrapper (family
-// qwen3_5_moe) builds it.
+// weights are stored and not built (l.1001). transformers 5.23 builds it
+// alone too, as Qwen3_5MoeForCausalLM (AutoModelForCausalLM's
+// qwen3_5_moe_text, models/auto/modeling_auto.py l.919; l.1811-1823); its
+// presets are the wrapper's (family qwen3_5_moe).
 func init() {
 	register(&family{
-		name: "qwen3_5_moe_text", source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)", wrappedText: true,
+		name: "qwen3_5_moe_text", source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
 		deltaNet:    true,
 		servingOnly: qwen35MoEServingOnly,

@@ -68,6 +68,44 @@ func TestQwen35(t *testing.T) {
 	}
 }
 
+// TestQwen35TextAlone: a text config alone is the language model as
+// AutoModelForCausalLM builds it in transformers 5.23 (Qwen3_5ForCausalLM,
+// Qwen3_5MoeForCausalLM): its parameters under model.… and lm_head, tied
+// where the text config says so, and the text model's two rotary buffers.
+func TestQwen35TextAlone(t *testing.T) {
+	for _, c := range []struct {
+		name, json string
+		params     int64
+	}{
+		// transformers 5.23.0: AutoConfig.for_model(model_type, **config),
+		// AutoModelForCausalLM.from_config under torch.device("meta"),
+		// sum(p.numel() for p in model.parameters()).
+		{"dense", `{"model_type": "qwen3_5_text", "intermediate_size": 128, ` + qwen35SmallText + `}`, 312008},
+		{"dense, tied", `{"model_type": "qwen3_5_text", "intermediate_size": 128, "tie_word_embeddings": true, ` + qwen35SmallText + `}`, 248008},
+		{"MoE", `{"model_type": "qwen3_5_moe_text", ` + qwen35SmallText + `, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48}`, 449480},
+	} {
+		m, err := FromHFConfig([]byte(c.json))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if m.ParamCount() != c.params {
+			t.Errorf("%s: %d parameters; transformers 5.23 builds %d", c.name, m.ParamCount(), c.params)
+		}
+		var got []string
+		for _, b := range m.Buffers() {
+			got = append(got, b.Name)
+		}
+		if want := []string{"model.rotary_emb.inv_freq", "model.rotary_emb.original_inv_freq"}; !slices.Equal(got, want) {
+			t.Errorf("%s: buffers %v, want %v", c.name, got, want)
+		}
+		ts := m.Tensors()
+		if first, last := ts[0].Name, ts[len(ts)-1].Name; first != "model.embed_tokens.weight" || last != map[bool]string{false: "lm_head.weight", true: "model.norm.weight"}[m.TiedEmbeddings] {
+			t.Errorf("%s: tensors from %s to %s", c.name, first, last)
+		}
+	}
+}
+
 // TestQwen35ConfigDefaults: a key config.json leaves out takes
 // Qwen3_5TextConfig's or Qwen3_5VisionConfig's default, and the top level's
 // tie_word_embeddings decides (as Qwen3_5ForConditionalGeneration ties).

@@ -20,10 +20,13 @@ import "fmt"
 // buffers. The checkpoint's mtp.* multi-token-prediction weights are not
 // built (_keys_to_ignore_on_load_unexpected, l.918); the config's
 // mtp_num_hidden_layers (not a Qwen3_5TextConfig field) counts them as
-// stored. Only the wrapper (family qwen3_5) builds it.
+// stored. transformers 5.23 builds it alone too, as Qwen3_5ForCausalLM
+// (AutoModelForCausalLM's qwen3_5_text, models/auto/modeling_auto.py l.920;
+// l.1650-1662): model.…, lm_head, the names the engine lists; its presets
+// are the wrapper's (family qwen3_5).
 func init() {
 	register(&family{
-		name: "qwen3_5_text", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)", wrappedText: true,
+		name: "qwen3_5_text", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		deltaNet:    true,
 		servingOnly: qwen35ServingOnly,

@@ -11,9 +11,12 @@ func init() {
 		name: "qwen3_moe", source: "transformers/models/qwen3_moe/modeling_qwen3_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
-			// head_dim: getattr(config, "head_dim", hidden_size //
-			// num_attention_heads), unlike Qwen3's default of 128.
+			// A key config.json leaves out takes the class's default
+			// (configuration_qwen3_moe.py:81-112, transformers 5.23.0).
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 32, kvHeads: 4, ffn: 6144, vocab: 151936, maxPosition: 32768})
+			// head_dim left out is hidden_size / num_attention_heads
+			// (getattr(config, "head_dim", …)), unlike Qwen3's default of
+			// 128.
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn
@@ -21,7 +24,7 @@ func init() {
 			if c.optBool("use_sliding_window", false) {
 				c.fail("use_sliding_window: Qwen3-MoE's sliding-window layers are not modelled")
 			}
-			qwenMoEConfig(c, m)
+			qwenMoEConfig(c, m, qwenMoEDefaults{experts: 128, perToken: 8, expertFFN: 768})
 		},
 		toConfig: func(m Model, c map[string]any) {
 			qwen3Config(m, c)
@@ -50,19 +53,28 @@ func init() {
 	})
 }
 
-// qwenMoEConfig reads the expert keys Qwen2-MoE and Qwen3-MoE share.
-func qwenMoEConfig(c *hfReader, m *Model) {
-	m.Experts = c.optInt("num_experts", 0)
+// qwenMoEDefaults are a Qwen MoE config class's defaults for the expert
+// keys: num_experts, num_experts_per_tok, moe_intermediate_size,
+// norm_topk_prob.
+type qwenMoEDefaults struct {
+	experts, perToken, expertFFN int
+	normTopK                     bool
+}
+
+// qwenMoEConfig reads the expert keys Qwen2-MoE and Qwen3-MoE share, a
+// key left out taking the class's default d (num_experts 0: dense).
+func qwenMoEConfig(c *hfReader, m *Model, d qwenMoEDefaults) {
+	m.Experts = c.optInt("num_experts", d.experts)
 	if m.Experts == 0 {
 		return
 	}
-	m.ExpertsPerToken, m.ExpertFFN = c.int("num_experts_per_tok"), c.int("moe_intermediate_size")
+	m.ExpertsPerToken, m.ExpertFFN = c.optInt("num_experts_per_tok", d.perToken), c.optInt("moe_intermediate_size", d.expertFFN)
 	m.MoEEvery = c.optInt("decoder_sparse_step", 1)
 	if m.MoEEvery == 0 {
 		c.fail("decoder_sparse_step must be ≥ 1")
 	}
 	m.Router = "softmax_topk"
-	if c.optBool("norm_topk_prob", false) {
+	if c.optBool("norm_topk_prob", d.normTopK) {
 		m.Router = "softmax_topk_norm"
 	}
 	if l := c.optList("mlp_only_layers"); len(l) > 0 {

@@ -94,14 +94,16 @@ func init() {
 // experts, the DeltaNet's linear_* keys and the layer kinds from
 // layer_types, else full_attention_interval (4).
 func qwen3NextFromConfig(c *hfReader, m *Model) {
-	c.common(m)
+	// A key config.json leaves out takes the class's default
+	// (configuration_qwen3_next.py:92-128, transformers 5.23.0).
+	c.commonOr(m, classShape{layers: 48, hidden: 2048, heads: 16, kvHeads: 2, ffn: 5632, vocab: 151936, maxPosition: 32768})
 	m.HeadDim = c.optInt("head_dim", 256)
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 	m.RotaryPct = c.optFloat("partial_rotary_factor", 0.25)
 	if c.optBool("attention_bias", false) && c.err == nil {
 		c.fail("attention_bias: biases on Qwen3-Next's attention projections are not modelled")
 	}
-	qwenMoEConfig(c, m)
+	qwenMoEConfig(c, m, qwenMoEDefaults{experts: 512, perToken: 10, expertFFN: 512, normTopK: true})
 	if m.Experts > 0 {
 		if s := c.optInt("shared_expert_intermediate_size", 512); s > 0 {
 			m.SharedExperts, m.SharedExpertFFN = 1, s

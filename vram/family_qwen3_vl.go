@@ -54,14 +54,23 @@ func init() {
 
 // qwen3VLReadConfig reads a Qwen3VLConfig (or Qwen3VLMoeConfig) as the
 // wrapper family wrapper: text_config (Qwen3VLTextConfig, read as family
-// text with its defaults) and vision_config; tie_word_embeddings is the top
-// level's (Qwen3VLConfig's default false); the rope's mrope_section must
-// cover half the head.
+// text with its defaults) and vision_config, either of which may be left
+// out (the nested classes' defaults); tie_word_embeddings is the top
+// level's (Qwen3VLConfig's default false); the merger's out_hidden_size
+// must be the text width; the rope's mrope_section must cover half the
+// head.
 func qwen3VLReadConfig(c *hfReader, m *Model, textFamily, wrapper string) {
-	tc, ok := c.c["text_config"].(map[string]any)
-	if !ok {
-		c.fail("text_config: a Qwen3-VL config nests its language model's keys in text_config (an object)")
-		return
+	tc, _ := c.c["text_config"].(map[string]any)
+	if tc == nil {
+		// Qwen3VLConfig reads no text keys at its top level (unlike
+		// Qwen2.5-VL's): they would be dropped for the class's defaults.
+		for _, k := range []string{"num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+			"num_key_value_heads", "head_dim", "vocab_size", "num_experts", "moe_intermediate_size"} {
+			if _, ok := c.c[k]; ok {
+				c.fail(fmt.Sprintf("text_config: a Qwen3-VL config nests its language model's keys in text_config (an object); the top level's %q would be ignored", k))
+				return
+			}
+		}
 	}
 	text := c.nestedAs("text_config", textFamily)
 	tower := c.nestedAs("vision_config", "qwen3_vl_vision")
@@ -71,16 +80,28 @@ func qwen3VLReadConfig(c *hfReader, m *Model, textFamily, wrapper string) {
 	name := m.Name
 	*m = text
 	m.Name = name
-	// Qwen3VLTextConfig's defaults where qwen3's differ.
+	// Qwen3VLTextConfig's defaults (configuration_qwen3_vl.py:84-98,
+	// transformers 5.23.0) are Qwen3Config's but for 128,000 positions.
 	if _, ok := tc["max_position_embeddings"]; !ok {
 		m.MaxPosition = 128000
 	}
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+	// out_hidden_size defaults to 3584 (configuration_qwen3_vl.py:53,
+	// configuration_qwen3_vl_moe.py:148), whatever the text width: the
+	// classes' defaults (4,096 and 2,048 wide) build mergers whose features
+	// cannot replace the token embeddings.
+	out := 3584
 	if vc, ok := c.c["vision_config"].(map[string]any); ok {
-		if out, ok := vc["out_hidden_size"].(float64); ok && int(out) != m.Hidden {
-			c.fail(fmt.Sprintf("vision_config.out_hidden_size = %v must equal text_config.hidden_size = %d", out, m.Hidden))
+		sub := hfReader{c: vc}
+		out = sub.optInt("out_hidden_size", out)
+		if sub.err != nil {
+			c.fail("vision_config." + sub.err.Error())
 			return
 		}
+	}
+	if out != m.Hidden {
+		c.fail(fmt.Sprintf("vision_config.out_hidden_size = %d must equal text_config.hidden_size = %d: the merged image features replace token embeddings", out, m.Hidden))
+		return
 	}
 	rs, _ := tc["rope_scaling"].(map[string]any)
 	sec, _ := rs["mrope_section"].([]any)
@@ -89,8 +110,12 @@ func qwen3VLReadConfig(c *hfReader, m *Model, textFamily, wrapper string) {
 		f, _ := s.(float64)
 		sum += int(f)
 	}
-	if len(sec) != 3 || sum*2 != m.HeadDim {
-		c.fail(fmt.Sprintf("text_config.rope_scaling.mrope_section %v: three sections summing to head_dim / 2 = %d are expected", sec, m.HeadDim/2))
+	hd := m.HeadDim
+	if hd == 0 && m.Heads > 0 {
+		hd = m.Hidden / m.Heads // Qwen3VLMoeTextConfig's head_dim None (l.116)
+	}
+	if len(sec) != 3 || sum*2 != hd {
+		c.fail(fmt.Sprintf("text_config.rope_scaling.mrope_section %v: three sections summing to head_dim / 2 = %d are expected", sec, hd/2))
 		return
 	}
 	m.Vision = &Vision{Family: wrapper, Tower: tower, FeatureLayer: -1}

@@ -16,16 +16,19 @@ func init() {
 	register(&family{
 		name: "qwen3_vl_moe_text", source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", wrappedText: true,
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm_scatter"},
-		// Qwen3VLMoeTextConfig.__init__'s defaults (configuration_qwen3_vl_moe.py).
-		configDefaults: map[string]any{"max_position_embeddings": 128000.0, "num_experts": 60.0, "num_experts_per_tok": 4.0,
-			"moe_intermediate_size": 1408.0, "decoder_sparse_step": 1.0},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
-			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
+			// A key config.json leaves out takes the class's default
+			// (configuration_qwen3_vl_moe.py:81-118, transformers 5.23.0):
+			// head_dim hidden/heads where it is None or 0.
+			c.commonOr(m, classShape{layers: 24, hidden: 2048, heads: 16, kvHeads: 16, ffn: 5632, vocab: 151936, maxPosition: 128000})
+			// The wrapper's tie_word_embeddings decides (Qwen3VLMoeConfig,
+			// false by default); this one (true by default, l.93) is read
+			// for a text config alone.
+			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
 			if c.optBool("attention_bias", false) {
 				m.Bias = BiasAttn
 			}
-			qwenMoEConfig(c, m)
+			qwenMoEConfig(c, m, qwenMoEDefaults{experts: 60, perToken: 4, expertFFN: 1408})
 			if m.Experts > 0 {
 				m.Router = "softmax_topk_norm_scatter" // norm_topk_prob is not read (l.138-139)
 			}

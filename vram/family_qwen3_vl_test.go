@@ -2,6 +2,7 @@ package vram
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,44 @@ func TestQwen3VL(t *testing.T) {
 	tr := Training{Model: m, SeqLen: 2048, MicroBatch: 1, Precision: "bf16", Images: 2, VisionTower: "trainable", Checkpointing: "full"}
 	if _, err := tr.Estimate(); err != nil {
 		t.Errorf("a trainable tower, two images: %v", err)
+	}
+}
+
+// TestQwenVLClassDefaults: the Qwen VL wrappers' nested configs, left out,
+// take their classes' defaults (Qwen2.5-VL's text defaults its own, not
+// Qwen2Config's). The classes' defaults alone are refused: the mergers'
+// out_hidden_size, 3,584 by default, does not match the text width, so
+// transformers builds them but cannot put image features in the
+// embeddings; with out_hidden_size the text width (and the rotary
+// sections, which transformers 4.57 needs) they read as transformers
+// 5.23.0 builds them.
+func TestQwenVLClassDefaults(t *testing.T) {
+	for _, c := range []struct {
+		json   string
+		hidden int
+		params int64
+	}{
+		// transformers 5.23.0: AutoConfig.for_model(model_type, **config),
+		// AutoModelForImageTextToText.from_config under
+		// torch.device("meta"), sum(p.numel() for p in model.parameters()).
+		{`{"model_type": "qwen2_5_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}, "vision_config": {"out_hidden_size": 8192}}`, 8192, 75855293696},
+		{`{"model_type": "qwen3_vl", "text_config": {"rope_scaling": {"mrope_section": [24, 20, 20]}}, "vision_config": {"out_hidden_size": 4096}}`, 4096, 12625849584},
+		{`{"model_type": "qwen3_vl_moe", "text_config": {"rope_scaling": {"mrope_section": [24, 20, 20]}}, "vision_config": {"out_hidden_size": 2048}}`, 2048, 14023752944},
+	} {
+		m, err := FromHFConfig([]byte(c.json))
+		if err != nil || m.ParamCount() != c.params {
+			t.Errorf("%s: %d parameters, %v; transformers builds %d", c.json, m.ParamCount(), err, c.params)
+		}
+		var cfg map[string]any
+		_ = json.Unmarshal([]byte(c.json), &cfg)
+		bare, _ := json.Marshal(map[string]any{"model_type": cfg["model_type"]})
+		want := fmt.Sprintf("out_hidden_size = 3584 must equal the language model's hidden_size = %d", c.hidden)
+		if cfg["model_type"] != "qwen2_5_vl" {
+			want = fmt.Sprintf("out_hidden_size = 3584 must equal text_config.hidden_size = %d", c.hidden)
+		}
+		if _, err := FromHFConfig(bare); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want it to say %q", bare, err, want)
+		}
 	}
 }
 

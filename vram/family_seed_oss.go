@@ -14,8 +14,11 @@ func init() {
 		name: "seed_oss", source: "transformers/models/seed_oss/modeling_seed_oss.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
-			m.HeadDim = c.optInt("head_dim", 128) // SeedOssConfig's default, not hidden/heads
+			// A key config.json leaves out takes the class's default
+			// (configuration_seed_oss.py:62-90, transformers 5.23.0): a
+			// 128-wide head, hidden/heads only where head_dim is None.
+			c.commonOr(m, classShape{layers: 64, hidden: 4096, heads: 80, kvHeads: 8, ffn: 27648, vocab: 155136, maxPosition: 524288})
+			m.HeadDim = c.optIntOrNone("head_dim", 128)
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", false)
 			qkv, out, mlp := c.optBool("attention_bias", true), c.optBool("attention_out_bias", false), c.optBool("mlp_bias", false)
 			switch {

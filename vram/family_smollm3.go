@@ -11,7 +11,9 @@ func init() {
 		name: "smollm3", source: "transformers/models/smollm3/modeling_smollm3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_smollm3.py:72-99, transformers 5.23.0).
+			c.commonOr(m, classShape{layers: 36, hidden: 2048, heads: 16, kvHeads: 4, ffn: 11008, vocab: 128256, maxPosition: 32768})
 			// SmolLM3Config ties the embeddings unless told otherwise
 			// (4.57.6: PretrainedConfig's tie_word_embeddings = True, which
 			// SmolLM3Config.__init__ does not override; 5.23.0

@@ -13,7 +13,9 @@ func init() {
 		name: "starcoder2", source: "transformers/models/starcoder2/modeling_starcoder2.py",
 		defaults: Model{MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "rope", Bias: BiasAll, TiedEmbeddings: true},
 		fromConfig: func(c *hfReader, m *Model) {
-			c.common(m)
+			// A key config.json leaves out takes the class's default
+			// (configuration_starcoder2.py:61-81, transformers 5.23.0).
+			c.commonOr(m, classShape{layers: 30, hidden: 3072, heads: 24, kvHeads: 2, ffn: 12288, vocab: 49152, maxPosition: 4096})
 			m.TiedEmbeddings = c.optBool("tie_word_embeddings", true) // PretrainedConfig's default
 			if !c.optBool("use_bias", true) {
 				m.Bias = BiasNone

@@ -14,10 +14,13 @@ func init() {
 		name: "vit", source: "transformers/models/vit/modeling_vit.py", kind: encoder, images: true,
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "learned", Bias: BiasAll, Head: "none"},
 		fromConfig: func(c *hfReader, m *Model) {
-			m.Layers, m.Hidden, m.Heads = c.int("num_hidden_layers"), c.int("hidden_size"), c.int("num_attention_heads")
-			m.KVHeads, m.FFN = c.optInt("num_key_value_heads", m.Heads), c.int("intermediate_size")
+			// A key config.json leaves out takes the class's default
+			// (configuration_vit.py:50-63, transformers 5.23.0).
+			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 12), c.optInt("hidden_size", 768)
+			m.Heads, m.FFN = c.optInt("num_attention_heads", 12), c.optInt("intermediate_size", 3072)
+			m.KVHeads = c.optInt("num_key_value_heads", m.Heads)
 			m.MaxPosition, m.HeadDim = c.optInt("max_position_embeddings", 0), c.optInt("head_dim", 0)
-			m.Image = &Image{Size: c.int("image_size"), Patch: c.int("patch_size"), Channels: c.optInt("num_channels", 3), ClassToken: true}
+			m.Image = &Image{Size: c.optInt("image_size", 224), Patch: c.optInt("patch_size", 16), Channels: c.optInt("num_channels", 3), ClassToken: true}
 			m.Pooler = true
 		},
 		toConfig: func(m Model, c map[string]any) {
