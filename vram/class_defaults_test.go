@@ -66,11 +66,14 @@ func TestConfigClassDefaultsAll(t *testing.T) {
 // classDefaultsUnrunnable are the classes whose defaults transformers
 // builds but cannot run; the engine refuses them in words.
 var classDefaultsUnrunnable = map[string]string{
-	"deepseek_v2": "num_experts_per_tok defaults to None, which DeepseekV2Moe cannot route with (torch.topk with k=None)",
-	"gemma3":      "SigLIP's defaults (224 px, 16 px patches, the pooling head on) leave Gemma 3's projector a pooling window of 0 (stride should not be zero)",
-	"llama4":      "the vision adapter's widths do not meet (fc1 reads intermediate_size 5632 where the pixel shuffle makes 3072; linear_1 reads vision_output_dim 7680 where fc2 makes 4096)",
-	"qwen3_5":     "the tower's out_hidden_size (3584) is not the language model's hidden_size (4096): masked_scatter cannot place the image features",
-	"qwen3_5_moe": "the tower's out_hidden_size (3584) is not the language model's hidden_size (2048): masked_scatter cannot place the image features",
+	"deepseek_v2":  "num_experts_per_tok defaults to None, which DeepseekV2Moe cannot route with (torch.topk with k=None)",
+	"gemma3":       "SigLIP's defaults (224 px, 16 px patches, the pooling head on) leave Gemma 3's projector a pooling window of 0 (stride should not be zero)",
+	"llama4":       "the vision adapter's widths do not meet (fc1 reads intermediate_size 5632 where the pixel shuffle makes 3072; linear_1 reads vision_output_dim 7680 where fc2 makes 4096)",
+	"qwen2_5_vl":   "the tower's out_hidden_size (3584) is not the language model's hidden_size (8192): masked_scatter cannot place the image features",
+	"qwen3_vl":     "the tower's out_hidden_size (3584) is not the language model's hidden_size (4096): masked_scatter cannot place the image features",
+	"qwen3_vl_moe": "the tower's out_hidden_size (3584) is not the language model's hidden_size (2048): masked_scatter cannot place the image features",
+	"qwen3_5":      "the tower's out_hidden_size (3584) is not the language model's hidden_size (4096): masked_scatter cannot place the image features",
+	"qwen3_5_moe":  "the tower's out_hidden_size (3584) is not the language model's hidden_size (2048): masked_scatter cannot place the image features",
 }
 
 // classDefaultsUntied are the classes whose defaults' meta build ties a
