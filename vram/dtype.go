@@ -29,12 +29,13 @@ const (
 	FP8E8M0          // float8 e8m0: power-of-two block scales (MXFP4, MXFP8)
 	FP6              // 6-bit floats (e2m3, e3m2: MXFP6), stored only
 	MXFP4            // OCP microscaling fp4: e2m1 values, one e8m0 scale per 32 (gpt-oss's experts)
+	NVFP4            // NVIDIA's fp4: e2m1 values, one fp8 e4m3 scale per 16 and an fp32 scale per tensor
 )
 
 var dtypeNames = map[DType]string{
 	FP32: "fp32", TF32: "tf32", FP16: "fp16", BF16: "bf16", FP8E4M3: "fp8_e4m3", FP8E5M2: "fp8_e5m2",
 	INT8: "int8", INT4: "int4", NF4: "nf4", FP4: "fp4", INT32: "int32", INT64: "int64", Bool: "bool",
-	FP64: "fp64", INT16: "int16", FP8E8M0: "fp8_e8m0", FP6: "fp6", MXFP4: "mxfp4",
+	FP64: "fp64", INT16: "int16", FP8E8M0: "fp8_e8m0", FP6: "fp6", MXFP4: "mxfp4", NVFP4: "nvfp4",
 }
 
 // dtypeAliases are other spellings accepted by ParseDType (PyTorch and
@@ -70,7 +71,7 @@ func ParseDType(s string) (DType, error) {
 	if d, ok := dtypeAliases[k]; ok {
 		return d, nil
 	}
-	return DTypeUnset, fmt.Errorf("unknown dtype %q; known: fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, nf4, fp4, mxfp4", s)
+	return DTypeUnset, fmt.Errorf("unknown dtype %q; known: fp32, tf32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, nf4, fp4, mxfp4, nvfp4", s)
 }
 
 // MarshalText writes the short name.
@@ -97,7 +98,7 @@ func (d DType) Bits() int {
 		return 8
 	case FP6:
 		return 6
-	case INT4, NF4, FP4, MXFP4:
+	case INT4, NF4, FP4, MXFP4, NVFP4:
 		return 4
 	case INT64, FP64:
 		return 64

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -47,6 +48,9 @@ func OpenCheckpoint(dir string) (Checkpoint, error) {
 // (where names the folder in messages).
 func openCheckpoint(root *os.Root, where string) (Checkpoint, error) {
 	cfg, err := readFileIn(root, "config.json", MaxConfigFile)
+	if err == nil && exists(root, "hf_quant_config.json") {
+		cfg, err = withModelOptConfig(root, cfg)
+	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("%s: %w", where, err)
 	}
@@ -74,6 +78,35 @@ func openCheckpoint(root *os.Root, where string) (Checkpoint, error) {
 	return ck, nil
 }
 
+// withModelOptConfig folds a ModelOpt export's hf_quant_config.json
+// ({"producer": …, "quantization": {"quant_algo": "NVFP4", "group_size":
+// 16, "exclude_modules": […]}}) into config.json as the quantization_config
+// it stands for, as vLLM reads it when config.json has none
+// (ModelOptQuantConfigBase.get_config_filenames and from_config,
+// model_executor/layers/quantization/modelopt.py:309, 324-343 in 0.33.0).
+func withModelOptConfig(root *os.Root, cfg []byte) ([]byte, error) {
+	var c map[string]any
+	if err := json.Unmarshal(cfg, &c); err != nil {
+		return cfg, nil // FromHFConfig says what is wrong with config.json
+	}
+	if _, ok := c["quantization_config"]; ok {
+		return cfg, nil // config.json's own wins, as in vLLM
+	}
+	b, err := readFileIn(root, "hf_quant_config.json", MaxConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	var hq struct {
+		Quantization map[string]any `json:"quantization"`
+	}
+	if err := json.Unmarshal(b, &hq); err != nil || hq.Quantization == nil {
+		return nil, fmt.Errorf("hf_quant_config.json: want ModelOpt's {\"quantization\": {\"quant_algo\": …}} (%v)", err)
+	}
+	hq.Quantization["quant_method"] = "modelopt"
+	c["quantization_config"] = hq.Quantization
+	return json.Marshal(c)
+}
+
 func exists(root *os.Root, name string) bool {
 	_, err := root.Stat(name)
 	return err == nil
@@ -92,6 +125,10 @@ var quantParts = []struct {
 	{".scales", ".weight", "gptq/awq int4"},
 	{".g_idx", ".weight", "gptq/awq int4"},
 	{".weight_scale_inv", ".weight", "fp8"},
+	{".weight_scale_2", ".weight", "nvfp4"},
+	{".weight_packed", ".weight", "compressed-tensors"},
+	{".weight_global_scale", ".weight", "nvfp4"},
+	{".input_global_scale", ".weight", "nvfp4"},
 	{".weight_scale", ".weight", "fp8"},
 	{".input_scale", ".weight", "fp8"},
 	{"_blocks", "", "mxfp4"},

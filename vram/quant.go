@@ -43,7 +43,7 @@ type Quant struct {
 // not a dtype to compute in).
 func (q Quant) Quantized() bool {
 	switch q.DType {
-	case INT8, INT4, NF4, FP4, MXFP4:
+	case INT8, INT4, NF4, FP4, MXFP4, NVFP4:
 		return true
 	case FP8E4M3, FP8E5M2:
 		return q.Block > 0 || q.PerChannel
@@ -69,6 +69,8 @@ func (q Quant) group() int {
 		return 128
 	case MXFP4:
 		return 32
+	case NVFP4:
+		return 16
 	}
 	return 0
 }
@@ -91,6 +93,13 @@ func (q Quant) group() int {
 //   - mxfp4 (OCP MX v1.0; transformers integrations/mxfp4.py): two e2m1
 //     values per byte (*_blocks) and one e8m0 scale byte per 32 input
 //     elements (*_scales).
+//   - nvfp4 (NVIDIA ModelOpt's NVFP4 export, compressed-tensors'
+//     nvfp4-pack-quantized): two e2m1 values per byte (weight /
+//     weight_packed), one fp8 e4m3 scale per 16 input elements
+//     (weight_scale) and two fp32 per-tensor scales (weight_scale_2 and
+//     input_scale; weight_global_scale and input_global_scale): vLLM's
+//     ModelOptNvFp4LinearMethod.create_weights,
+//     model_executor/layers/quantization/modelopt.py (0.33.0).
 //   - fp8 with Block: one byte per element plus an fp32 scale per
 //     Block×Block tile (weight_scale_inv, DeepSeek-V3 README_WEIGHTS.md);
 //     PerChannel: an fp32 scale per output row (fbgemm_fp8 weight_scale);
@@ -123,6 +132,9 @@ func (q Quant) Size(rows, cols int64) Bytes {
 	case MXFP4:
 		g := int64(q.group())
 		return addBytes(MXFP4.Size(n), Bytes(mulI64(rows, (cols+g-1)/g)))
+	case NVFP4:
+		g := int64(q.group())
+		return addBytes(addBytes(NVFP4.Size(n), Bytes(mulI64(rows, (cols+g-1)/g))), FP32.Size(2))
 	case FP8E4M3, FP8E5M2:
 		switch {
 		case q.Block > 0:

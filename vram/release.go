@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 
@@ -18,7 +19,8 @@ import (
 // runtime keeps of them is said in Inference's notes).
 type Release struct {
 	// Method is quantization_config.quant_method: "mxfp4", "fp8",
-	// "fbgemm_fp8", "compressed-tensors", "gptq", "awq", "bitsandbytes";
+	// "fbgemm_fp8", "compressed-tensors", "modelopt", "gptq", "awq",
+	// "bitsandbytes";
 	// empty for an unquantized release.
 	Method string `json:"method,omitempty"`
 	// Format is what the method stores the weights it converts as.
@@ -110,6 +112,14 @@ func (r *Release) skips(module string) bool {
 			if module == p || strings.HasSuffix(module, "."+p) {
 				return true
 			}
+		case r.Method == "modelopt":
+			// ModelOpt's exclude_modules are shell wildcards
+			// (is_layer_skipped: fnmatch, modelopt.py l.7, 223 in vLLM
+			// 0.33.0); a module name has no "/", so path.Match's * is
+			// fnmatch's.
+			if ok, err := path.Match(p, module); err == nil && ok || module == p {
+				return true
+			}
 		case r.Method == "fbgemm_fp8":
 			if module == p || strings.Contains(module+".", p+".") {
 				return true
@@ -197,7 +207,7 @@ func (m Model) storedOnly() []Tensor {
 }
 
 // releaseMethods are the quant_methods a config.json may name.
-var releaseMethods = []string{"mxfp4", "fp8", "fbgemm_fp8", "compressed-tensors", "gptq", "awq", "bitsandbytes"}
+var releaseMethods = []string{"mxfp4", "fp8", "fbgemm_fp8", "compressed-tensors", "modelopt", "gptq", "awq", "bitsandbytes"}
 
 // release reads config.json's quantization_config (with torch_dtype: the
 // dtype of the rest) the way transformers' quantizers read it
@@ -248,6 +258,12 @@ func (r *hfReader) release() *Release {
 		rel.Format, err = q.compressedTensors()
 		rel.Skip = q.patterns("ignore")
 		rel.Head = !rel.skips("lm_head")
+	case "modelopt":
+		rel.Format, err = q.modelopt()
+		rel.Skip = q.patterns("ignore")
+		if rel.Skip == "" {
+			rel.Skip = q.patterns("exclude_modules")
+		}
 	case "":
 		err = fmt.Errorf("no quant_method")
 	default:
@@ -261,6 +277,28 @@ func (r *hfReader) release() *Release {
 		return nil
 	}
 	return rel
+}
+
+// modelopt reads NVIDIA ModelOpt's quantization config as vLLM does
+// (ModelOptQuantConfigBase.from_config, model_executor/layers/quantization/
+// modelopt.py:324-400 in 0.33.0): config.json's quantization_config
+// {"quant_method": "modelopt", "quant_algo": …, "group_size": …,
+// "ignore"/"exclude_modules": […]}, or the legacy hf_quant_config.json's
+// "quantization" object, which a checkpoint folder's reader folds into it.
+// NVFP4 (e2m1 in groups of 16 with fp8 scales) and FP8 (per-tensor) are
+// modelled; lm_head is left alone (vLLM's ParallelLMHead is no LinearBase
+// the method quantizes).
+func (r *hfReader) modelopt() (Quant, error) {
+	switch algo := strings.ToUpper(r.optString("quant_algo", "")); algo {
+	case "NVFP4":
+		return Quant{DType: NVFP4, GroupSize: r.optInt("group_size", 16)}, nil
+	case "FP8":
+		return Quant{DType: FP8E4M3}, nil
+	case "":
+		return Quant{}, fmt.Errorf("quant_algo is missing (vLLM: Missing 'quant_algo' in quantization config)")
+	default:
+		return Quant{}, fmt.Errorf("quant_algo %q: NVFP4 and FP8 are modelled", algo)
+	}
 }
 
 // patterns reads a list of module patterns into Release.Skip's form.
@@ -388,6 +426,10 @@ func (r *hfReader) compressedTensors() (Quant, error) {
 		}
 	case bits == 8 && kind == "int":
 		q.DType = INT8
+	case bits == 4 && kind == "float" && strategy == "tensor_group":
+		// nvfp4-pack-quantized: e2m1 in groups of group_size (16) with fp8
+		// scales and a global scale (compressed_tensors' NVFP4 preset).
+		q = Quant{DType: NVFP4, GroupSize: a.optInt("group_size", 16)}
 	default:
 		return q, fmt.Errorf("weights of %d-bit %s with strategy %q are not modelled", bits, kind, strategy)
 	}

@@ -125,6 +125,47 @@ func TestReleasedCheckpointAgrees(t *testing.T) {
 	}
 }
 
+// TestModelOptFolder: a ModelOpt export's folder — config.json without a
+// quantization_config, hf_quant_config.json beside it and NVFP4 weights
+// (packed e2m1, fp8 group scales, two fp32 per-tensor scales) — reads as
+// the NVFP4 release it is, byte for byte.
+func TestModelOptFolder(t *testing.T) {
+	m, err := FromHFConfig([]byte(`{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "bfloat16"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []ckTensor
+	for _, tn := range m.Normalize().Tensors() {
+		if !tn.IsLinear() || tn.Role == "lm_head" {
+			ts = append(ts, ckTensor{tn.Name, "BF16", tn.Shape})
+			continue
+		}
+		o, in, p := tn.Shape[0], tn.Shape[1], strings.TrimSuffix(tn.Name, ".weight")
+		ts = append(ts, ckTensor{tn.Name, "U8", []int64{o, in / 2}}, ckTensor{p + ".weight_scale", "F8_E4M3", []int64{o, in / 16}},
+			ckTensor{p + ".weight_scale_2", "F32", []int64{}}, ckTensor{p + ".input_scale", "F32", []int64{}})
+	}
+	dir := t.TempDir()
+	writeCheckpoint(t, dir, m, ts, 1)
+	hq := `{"producer": {"name": "modelopt", "version": "0.37.0"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": null, "group_size": 16, "exclude_modules": ["lm_head"]}}`
+	if err := os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(hq), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ck.Model.Release
+	if r == nil || r.Method != "modelopt" || r.Format.DType != NVFP4 || ck.Total != ck.Model.StoredBytes() {
+		t.Errorf("release %+v; the folder stores %d bytes, the release %d", r, ck.Total, ck.Model.StoredBytes())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(`{"quantization": 7}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "hf_quant_config.json") {
+		t.Errorf("a broken hf_quant_config.json: %v", err)
+	}
+}
+
 // TestReleaseFromConfig: each quant_method's quantization_config reads to
 // the format transformers' config class gives it, the modules it leaves
 // alone and what it converts; what is not modelled is an error naming it.
@@ -150,6 +191,12 @@ func TestReleaseFromConfig(t *testing.T) {
 		{"compressed-tensors int4", `{"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": true}}}, "format": "pack-quantized", "ignore": ["lm_head", "re:.*self_attn.*"], "quant_method": "compressed-tensors"}`, Quant{DType: INT4, GroupSize: 32, Layout: "symmetric"}, false, false, true},
 		{"fp8 block", `{"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "modules_to_not_convert": ["mlp"]}`, Quant{DType: FP8E4M3, Block: 128}, false, true, false},
 		{"fbgemm", `{"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]}`, Quant{DType: FP8E4M3, PerChannel: true}, false, false, true},
+		// A ModelOpt NVFP4 export's config.json (nvidia/*-NVFP4): its
+		// exclude list in shell wildcards.
+		{"modelopt nvfp4", `{"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "ignore": ["lm_head", "model.layers.*.self_attn*"], "kv_cache_scheme": null}`, Quant{DType: NVFP4, GroupSize: 16}, false, false, true},
+		{"modelopt fp8", `{"quant_method": "modelopt", "quant_algo": "fp8", "exclude_modules": ["model.layers.0.mlp.down_proj"]}`, Quant{DType: FP8E4M3}, false, true, false},
+		// llm-compressor's NVFP4 preset (nvfp4-pack-quantized).
+		{"compressed-tensors nvfp4", `{"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": true}, "input_activations": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "dynamic": "local"}}}, "format": "nvfp4-pack-quantized", "ignore": ["lm_head"], "quant_method": "compressed-tensors"}`, Quant{DType: NVFP4, GroupSize: 16}, false, true, true},
 	} {
 		m, err := FromHFConfig([]byte("{" + llama + `, "quantization_config": ` + c.qc + "}"))
 		if err != nil {
@@ -168,6 +215,8 @@ func TestReleaseFromConfig(t *testing.T) {
 	}
 	for _, c := range []struct{ qc, want string }{
 		{`{"quant_method": "hqq"}`, `quant_method "hqq" is not modelled`},
+		{`{"quant_method": "modelopt"}`, "quant_algo is missing"},
+		{`{"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}`, `quant_algo "W4A8_AWQ": NVFP4 and FP8 are modelled`},
 		{`{"quant_method": "fp8", "weight_block_size": [128, 64]}`, "square blocks"},
 		{`{"quant_method": "gptq", "bits": 3}`, "bits 3"},
 		{`{"quant_method": "bitsandbytes"}`, "neither load_in_4bit nor load_in_8bit"},
@@ -190,6 +239,7 @@ func TestQuantSizes(t *testing.T) {
 		want int64
 	}{
 		{Quant{DType: MXFP4}, rows*cols/2 + rows*cols/32},                                 // _blocks + _scales
+		{Quant{DType: NVFP4}, rows*cols/2 + rows*cols/16 + 8},                             // weight, weight_scale (fp8), weight_scale_2 and input_scale
 		{Quant{DType: FP8E4M3, Block: 128}, rows*cols + 4*45*23},                          // weight + weight_scale_inv [45, 23]
 		{Quant{DType: FP8E4M3, PerChannel: true}, rows*cols + 4*rows},                     // weight + weight_scale [rows, 1]
 		{Quant{DType: INT4, GroupSize: 128, Layout: "awq"}, rows*cols/2 + 23*rows*5/2},    // qweight, qzeros, scales
