@@ -77,26 +77,7 @@ func dsaBuffers(m Model, b *bufferList) {
 // routed experts one module each as the checkpoint keeps them, plus
 // DeepSeek-V3's enorm, hnorm, eh_proj and its own embedding and output
 // layer (shared_head).
-func dsaMTP(m Model, l *tensorList) {
-	d := m.dims()
-	routerBiases(m, l, m.Layers+m.MTPLayers)
-	for k := 0; k < m.MTPLayers; k++ {
-		i := m.Layers + k
-		p := fmt.Sprintf("model.layers.%d.", i)
-		l.block(i)
-		l.add(p+"embed_tokens.weight", "embedding", d.v, d.h)
-		l.norm(p+"enorm", false, d.h)
-		l.norm(p+"hnorm", false, d.h)
-		l.add(p+"eh_proj.weight", "other", d.h, 2*d.h)
-		l.norm(p+"input_layernorm", false, d.h)
-		dsaAttention(m, l, p+"self_attn.")
-		l.norm(p+"post_attention_layernorm", false, d.h)
-		routedExperts(m, l, p+"mlp.")
-		mlpGated(m, l, p+"mlp.shared_experts.", int64(m.SharedExpertFFN)*int64(m.SharedExperts), -1)
-		l.norm(p+"shared_head.norm", false, d.h)
-		l.add(p+"shared_head.head.weight", "lm_head", d.v, d.h)
-	}
-}
+func dsaMTP(m Model, l *tensorList) { mtpLayers(m, l, dsaAttention) }
 
 // dsaPreset is a flagship: its class's defaults def, named, with its
 // checkpoint's mtp multi-token-prediction layers and its release.

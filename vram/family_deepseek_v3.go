@@ -114,7 +114,12 @@ var blockFP8Release = &Release{Method: "fp8", Format: Quant{DType: FP8E4M3, Bloc
 // converter quantizes 1-byte tensors only, and its count of bf16 elements
 // includes it) and its own copies of the embedding and the output layer
 // (shared_head).
-func deepseekMTP(m Model, l *tensorList) {
+func deepseekMTP(m Model, l *tensorList) { mtpLayers(m, l, mlaTensors) }
+
+// mtpLayers lists the routers' biases and the multi-token-prediction
+// layers of DeepSeek-V3's layout, attn building each layer's attention
+// (MLA; DeepSeek Sparse Attention's with its indexer, dsa.go).
+func mtpLayers(m Model, l *tensorList, attn func(Model, *tensorList, string)) {
 	d := m.dims()
 	routerBiases(m, l, m.Layers+m.MTPLayers)
 	for k := 0; k < m.MTPLayers; k++ {
@@ -126,7 +131,7 @@ func deepseekMTP(m Model, l *tensorList) {
 		l.norm(p+"hnorm", false, d.h)
 		l.add(p+"eh_proj.weight", "other", d.h, 2*d.h)
 		l.norm(p+"input_layernorm", false, d.h)
-		mlaTensors(m, l, p+"self_attn.")
+		attn(m, l, p+"self_attn.")
 		l.norm(p+"post_attention_layernorm", false, d.h)
 		routedExperts(m, l, p+"mlp.")
 		if m.SharedExperts > 0 {
