@@ -176,8 +176,12 @@ func (b Budget) why(v Verdict) string {
 	default:
 		need = fmt.Sprintf("a reserved peak of %v", v.Reserved)
 	}
+	shared := ""
+	if b.GPU.Unified {
+		shared = "; this memory is unified, shared with the CPU: the operating system, the process's host memory (its Python heap, pinned buffers, a dataloader's workers) and other programs come off the same pool, so keep them within what is spared"
+	}
 	if v.Fits {
-		return fmt.Sprintf("fits: needs %s, within %s; %v to spare", need, limit, v.Limit-v.Need)
+		return fmt.Sprintf("fits: needs %s, within %s; %v to spare%s", need, limit, v.Limit-v.Need, shared)
 	}
 	s := fmt.Sprintf("does not fit: needs %s, over %s by %v", need, limit, v.Need-v.Limit)
 	if v.Measure != MeasureAllocated && v.Reserved > 0 {
@@ -190,7 +194,7 @@ func (b Budget) why(v Verdict) string {
 			s += " make the difference"
 		}
 	}
-	return s
+	return s + shared
 }
 
 // JudgePlan judges a plan as it will run: a training plan, or an

@@ -111,3 +111,22 @@ func TestSearchBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestUnifiedMemoryVerdict: on a unified-memory machine (DGX Spark) the
+// verdict says that the host's share comes off the same pool; on a
+// discrete card it does not.
+func TestUnifiedMemoryVerdict(t *testing.T) {
+	tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Trainable: "lora", LoRA: &LoRA{Rank: 16, Targets: []string{"all_linear"}}}
+	for _, c := range []struct {
+		gpu    string
+		shared bool
+	}{{"DGX-Spark", true}, {"GB10", true}, {"H100-80GB", false}} {
+		v, err := Budget{GPU: mustGPU(c.gpu), Headroom: DefaultHeadroom}.Judge(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(v.Why, "unified, shared with the CPU"); got != c.shared || !v.Fits {
+			t.Errorf("%s: fits %v, %s", c.gpu, v.Fits, v.Why)
+		}
+	}
+}
