@@ -50,6 +50,8 @@ type VLLM struct {
 	// (VLLM_USE_FLASHINFER_SAMPLER unset, where FlashInfer is installed, as
 	// in the vllm/vllm-openai image); pip's vllm 0.11 does not install it
 	// (the "flashinfer" extra), and its PyTorch sampler sorts the logits.
+	// vllm 0.14.1 installs FlashInfer but runs its sampler only with
+	// VLLM_USE_FLASHINFER_SAMPLER=1.
 	FlashInferSampler bool `json:"flashinfer_sampler,omitempty"`
 	// CUDAGraphMemory is what capturing CUDA graphs takes (vLLM logs
 	// "Graph capturing finished … took X GiB", and since 0.21 "CUDA
@@ -77,9 +79,10 @@ type VLLM struct {
 	AllowChunkedHybrid   bool `json:"allow_chunked_local_attn_with_hybrid_kv_cache,omitempty"`
 	// MXFP4Backend is the kernel vLLM runs MXFP4 experts with
 	// (mxfp4.py get_mxfp4_backend): "flashinfer" on compute capability
-	// 10.x, "triton" on 9.x with the triton_kernels package (which vLLM's
-	// wheel does not install), else "marlin" (weight-only); default by
-	// the GPU: flashinfer on 10.x, marlin below.
+	// 10.x, "triton" on 9.x with the triton_kernels package (which vLLM
+	// 0.11's wheel does not install and 0.14.1's vendors), else "marlin"
+	// (weight-only); default by the GPU and the release: flashinfer on
+	// 10.x, on 9.x the release's (vllm_releases.go), marlin below.
 	MXFP4Backend string `json:"mxfp4_backend,omitempty"`
 	// MambaCacheDType and MambaSSMCacheDType are --mamba-cache-dtype and
 	// --mamba-ssm-cache-dtype: the dtypes of a recurrent layer's conv and
@@ -734,7 +737,7 @@ func (c VLLMCarve) budgetGraphs() Bytes {
 
 // requested is the memory vLLM may use: gpu_memory_utilization × the GPU's
 // memory (0.11 gpu_worker.py:182-184, truncated where it is subtracted;
-// 0.33 v1/worker/utils.py:724-725, rounded up).
+// 0.14.1 v1/worker/utils.py:258-260 and 0.33 l.724-725, rounded up).
 func (v VLLM) requested(g GPU, rel vllmRelease) Bytes {
 	if rel.ceilRequested {
 		return Bytes(math.Ceil(float64(g.Total()) * v.GPUMemoryUtilization))
@@ -744,7 +747,8 @@ func (v VLLM) requested(g GPU, rel vllmRelease) Bytes {
 
 // mxfp4Backend is the kernel MXFP4 experts run with: as given, else
 // FlashInfer on compute capability 10.x and the release's choice below
-// (0.11 pip: Marlin, without triton_kernels; 0.33: Triton, vendored).
+// (0.11 pip: Marlin, without triton_kernels; 0.14.1 and 0.33: Triton,
+// vendored).
 func (v VLLM) mxfp4Backend(g GPU, rel vllmRelease) (string, error) {
 	backend := v.MXFP4Backend
 	if backend == "" {
