@@ -183,6 +183,94 @@ func TestVLLM033Cache(t *testing.T) {
 	}
 }
 
+// TestVLLM0141: vLLM 0.14.1 between the two rows, rule by rule
+// (vllm_releases.go cites each): 0.33's rounding up, Triton on Hopper and
+// --max-model-len auto; 0.11's 0.9, graphs captured after the cache, Model
+// Runner V1 and the PyTorch sampler (FlashInfer is installed but its
+// sampler is opt-in), one batch in flight, one state page, no null block,
+// the token log by blocks, no 160 GiB batch default. Three rules of 0.14.1
+// the row cannot hold, so not asserted here: the group size is the largest
+// kind's under 1.25 × the smallest's (kv_cache_utils.py:1036; the row's
+// flag is 0.33's 1.5, so a ratio in [1.25, 1.5) is grouped as 0.33 does);
+// a hybrid's capacity check and estimate count only its first group's
+// blocks (l.1339-1351, 1511-1522: for gpt-oss, whose first group is a
+// sliding window, the window's, so 0.14.1 starts where the carve's check
+// of every layer refuses); Triton's MXFP4 path keeps the checkpoint's
+// block scales (TestVLLMIssue33155).
+func TestVLLM0141(t *testing.T) {
+	h100 := mustGPU("H100-80GB")
+	gpt := Inference{Model: MustPreset("gpt-oss-120b")}
+	var c [3]VLLMCarve
+	for i, r := range []string{"0.11.0", "0.14.1", "0.33.0"} {
+		var err error
+		if c[i], err = (VLLM{Version: r, MaxModelLen: 32768}).Carve(gpt, h100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, now, c14 := c[0], c[2], c[1]
+	if c14.Release.Release != "0.14.1" || c14.Release.Note != "" {
+		t.Errorf("modelled as %+v", c14.Release)
+	}
+	if want := Bytes(math.Ceil(float64(h100.Total()) * 0.9)); c14.Requested != want {
+		t.Errorf("requested %v, want ⌈0.9 × %v⌉", c14.Requested, h100.Total())
+	}
+	// Triton on Hopper, as 0.33.
+	if c14.Weights != now.Weights || c14.Weights >= old.Weights {
+		t.Errorf("weights %v; 0.11 (Marlin) %v, 0.33 (Triton) %v", c14.Weights, old.Weights, now.Weights)
+	}
+	// No graph estimate, no Model Runner V2 tables; graphs given go beside
+	// the requested memory, as in 0.11.
+	given, _ := VLLM{Version: "0.14.1", MaxModelLen: 32768, CUDAGraphMemory: GiB}.Carve(gpt, h100)
+	if c14.CUDAGraphs != 0 || c14.RunnerBuffers != 0 || given.KVCache.Available != c14.KVCache.Available || given.DeviceUsed != c14.DeviceUsed+GiB {
+		t.Errorf("graphs %v, runner %v; with 1 GiB of graphs: cache %v, device %v", c14.CUDAGraphs, c14.RunnerBuffers, given.KVCache.Available, given.DeviceUsed)
+	}
+	// The PyTorch sampler's warm-up is the profile's peak: 1024 requests ×
+	// the vocabulary × 28 bytes, and the hidden states.
+	if want := Bytes(1024*201088*28) + BF16.Size(8192*2880); c14.Activation != want || !strings.Contains(strings.Join(c14.Notes, " "), "28 bytes a logit") {
+		t.Errorf("activation %v, want %v", c14.Activation, want)
+	}
+	// One batch in flight; tokens logged by blocks.
+	if got, want := c14.KVCache.blocksFor(32768), cdiv64(32768, 16)+cdiv64(127+8192, 16)+1; got != want {
+		t.Errorf("blocks a request %d, want %d", got, want)
+	}
+	if want := c14.KVCache.Blocks / int64(len(c14.KVCache.Groups)) * 16; c14.KVCache.Tokens != want {
+		t.Errorf("tokens %d, want %d", c14.KVCache.Tokens, want)
+	}
+	// No null block set aside: one request fits in exactly its memory.
+	llama := MustPreset("llama-3.1-8b")
+	exact, _ := VLLM{Version: "0.14.1", MaxModelLen: 8192}.KVCache(llama, GiB)
+	if kv, _ := (VLLM{Version: "0.14.1", MaxModelLen: 8192}).KVCache(llama, exact.PerRequest); !kv.Fits {
+		t.Error("one request in exactly its memory does not fit")
+	}
+	if kv, _ := (VLLM{Version: "0.14.1", MaxModelLen: 8192}).KVCache(llama, exact.PerRequest-1); kv.Fits || !strings.Contains(kv.Err, "models's max seq len (8192)") {
+		t.Errorf("a byte short: %q", kv.Err)
+	}
+	// --max-model-len auto.
+	if auto, err := (VLLM{Version: "0.14.1", MaxModelLen: AutoMaxModelLen}).KVCache(llama, 2*GiB); err != nil || !auto.Fits || auto.MaxModelLen >= llama.MaxPosition {
+		t.Errorf("auto: %d, fits %v, %v", auto.MaxModelLen, auto.Fits, err)
+	}
+	// One state page a recurrent layer, as 0.11 (no prefix caching for
+	// hybrids by default).
+	next := MustPreset("qwen3-next-80b-a3b")
+	s11, _ := VLLM{Version: "0.11.0", MaxModelLen: 32768}.KVCache(next, 40*GiB)
+	s14, _ := VLLM{Version: "0.14.1", MaxModelLen: 32768}.KVCache(next, 40*GiB)
+	if _, a := s11.PerRequestFor(32768); a <= 0 {
+		t.Error("qwen3-next: no state")
+	} else if _, b := s14.PerRequestFor(32768); b != a {
+		t.Errorf("qwen3-next state a request %v (0.14.1), %v (0.11)", b, a)
+	}
+	// No 160 GiB batch default: a B200 profiles 8192 tokens.
+	b200 := mustGPU("B200")
+	in := Inference{Model: llama, Weights: Quant{DType: BF16}}
+	if b, _ := (VLLM{Version: "0.14.1", MaxModelLen: 8192}).Carve(in, b200); b.ProfileTokens != 8192 || b.ProfileSeqs != 1024 {
+		t.Errorf("B200: %d tokens, %d sequences", b.ProfileTokens, b.ProfileSeqs)
+	}
+	// The group size for near-equal kinds (12 and 13 layers: 13 < 1.25 × 12).
+	if _, n := groupKinds([]VLLMGroup{{Kind: "sliding_window", Span: 128, Layers: 12}, {Kind: "full", Layers: 13}}, mustRelease(t, VLLM{Version: "0.14.1"}).groupLargest); n != 13 {
+		t.Errorf("group size %d, want 13", n)
+	}
+}
+
 // TestPlanVersions: a plan's versions reach the engine they name, are
 // checked field by field, and agree with a release named inside "train".
 func TestPlanVersions(t *testing.T) {
