@@ -1,0 +1,142 @@
+package vram
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// TestVLLMIssue33155 sets vllm-project/vllm#33155 ("gptoss120B is OOM on
+// one H100 after upgrading from v0.11.2 to v0.14.1") against the release
+// table: openai/gpt-oss-120b on one H100 80GB, `vllm serve` with the
+// issue's memory flags (--gpu-memory-utilization 0.97, --max_num_seqs,
+// --max-model-len) and vLLM's defaults otherwise (its -O3 is 0.14.1's
+// default -O2, config/vllm.py:74-75; chunked prefill, prefix caching and
+// async scheduling change no figure the carve reads). The issue reports
+// that 0.11.2 serves 85 × 1024 tokens with 100 sequences, and that 0.14.1
+// ("[mxfp4.py:165] Using Triton backend", "Model loading took 64.38 GiB")
+// runs out of memory even at 5 × 1024 tokens and one sequence.
+//
+// The carve reproduces 0.11.2 starting and 0.14.1's Triton backend, but
+// not 0.14.1's out-of-memory error: with 0.14.1's row both launches
+// start. Why, as far as the carve can tell:
+//   - The weights: the carve keeps Triton's experts as the checkpoint
+//     stores them (60.77 GiB, as 0.33 does); 0.14.1's Triton path
+//     (mxfp4.py:746-790) deletes the checkpoint's expert weights once
+//     swizzled but not their block scales (0.33 deletes both,
+//     fused_moe/oracle/mxfp4.py:1467-1472), and keeps the biases in fp32:
+//     by the tensors' shapes about 3.54 GiB more, 64.30 GiB, near the
+//     64.38 logged. The row cannot say that: weights do not depend on
+//     the release.
+//   - Even with the logged 64.38 GiB the profile leaves the cache about
+//     11 GiB, plenty for one request of 5120 tokens: 0.14.1's
+//     determine_available_memory does not fail here. What 0.14.1 does
+//     after sizing the cache (CUDA graphs, kernel_warmup's FlashInfer
+//     autotune, FlashInfer being installed with 0.14.1, the sampler's
+//     warm-up: gpu_worker.py:417-530) must fit in the 2.38 GiB that 0.97
+//     leaves of the GPU, and the carve does not model it for a release
+//     that captures its graphs after the cache. The part of the issue's
+//     log searched here stops before the profile, so where it ran out of
+//     memory is not known.
+func TestVLLMIssue33155(t *testing.T) {
+	h100 := mustGPU("H100-80GB")
+	gpt := Inference{Model: MustPreset("gpt-oss-120b")}
+	m := gpt.Model.Normalize()
+	loggedGiB := 64.38 // "Model loading took 64.38 GiB", 0.14.1 with Triton
+	logged := Bytes(loggedGiB * float64(GiB))
+	for _, c := range []struct {
+		name      string
+		v         VLLM
+		release   string // the row that models it
+		backend   string
+		reported  string // what the issue says: "starts", "OOM", or "" (not run there)
+		starts    bool   // what the carve says
+		reproduce bool   // whether the carve agrees with what the issue reports
+	}{
+		{"0.11.2, 85K, 100 sequences", VLLM{Version: "0.11.2", GPUMemoryUtilization: 0.97, MaxNumSeqs: 100, MaxModelLen: 85 * 1024}, "0.11.0", "marlin", "starts", true, true},
+		{"0.14.1, 5K, one sequence", VLLM{Version: "0.14.1", GPUMemoryUtilization: 0.97, MaxNumSeqs: 1, MaxModelLen: 5 * 1024}, "0.14.1", "triton", "OOM", true, false},
+		{"0.33.0, 5K, one sequence", VLLM{Version: "0.33.0", GPUMemoryUtilization: 0.97, MaxNumSeqs: 1, MaxModelLen: 5 * 1024}, "0.33.0", "triton", "", true, false},
+	} {
+		cv, err := c.v.Carve(gpt, h100)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		backend, _ := c.v.mxfp4Backend(h100, mustRelease(t, c.v))
+		if cv.Release.Release != c.release || (c.v.Version != c.release) != (cv.Release.Note != "") || backend != c.backend {
+			t.Errorf("%s: modelled as %+v with %s; want %s with %s", c.name, cv.Release, backend, c.release, c.backend)
+		}
+		if agree := (c.reported == "starts") == cv.Starts; cv.Starts != c.starts || c.reported != "" && agree != c.reproduce {
+			t.Errorf("%s: starts %v (want %v; the issue: %q): %s", c.name, cv.Starts, c.starts, c.reported, cv.Err)
+		}
+		// 0.97 of the GPU: rounded up by 0.14.1 and 0.33, truncated by
+		// 0.11, a byte apart.
+		if want := math.Ceil(float64(h100.Total()) * 0.97); math.Abs(float64(cv.Requested)-want) > 1 {
+			t.Errorf("%s: requested %v, want ⌈0.97 × %v⌉", c.name, cv.Requested, h100.Total())
+		}
+	}
+
+	v14 := VLLM{Version: "0.14.1", GPUMemoryUtilization: 0.97, MaxNumSeqs: 1, MaxModelLen: 5 * 1024}
+	c14, _ := v14.Carve(gpt, h100)
+	// The carve's Triton weights are below the logged load (see above).
+	if c14.Weights >= logged {
+		t.Errorf("0.14.1 weights %v, logged %v", c14.Weights, logged)
+	}
+	// 0.14.1 captures its graphs after the cache: nothing of them in the
+	// carve, and what it shows in use is the requested memory.
+	if c14.GraphsInBudget || c14.CUDAGraphs != 0 || c14.RunnerBuffers != 0 || c14.DeviceUsed != c14.Requested+c14.NonTorch {
+		t.Errorf("0.14.1: graphs %v (in budget %v), runner %v, device %v", c14.CUDAGraphs, c14.GraphsInBudget, c14.RunnerBuffers, c14.DeviceUsed)
+	}
+	// With the logged weights in place of the carve's, the cache still
+	// holds a request of 5120 tokens many times over.
+	left := c14.Requested - logged - c14.Activation - c14.NonTorch
+	if kv, err := v14.KVCache(m, left); err != nil || !kv.Fits || kv.MaxConcurrency < 10 {
+		t.Errorf("0.14.1 with the logged weights: %v left, fits %v, %.2fx, %v", left, kv.Fits, kv.MaxConcurrency, err)
+	}
+	// The carve profiles 8192 tokens; 0.14.1 caps its default at
+	// max_num_seqs × max_model_len = 5120 (engine/arg_utils.py:2000-2014,
+	// the log's "compile range (1, 5120)"), which serverDefaults does not.
+	if c14.ProfileTokens != 8192 || c14.ProfileSeqs != 1 {
+		t.Errorf("0.14.1 profile: %d tokens, %d sequences", c14.ProfileTokens, c14.ProfileSeqs)
+	}
+
+	// 0.33.0 on the same launch, from its row: the same Triton weights and
+	// profile; Model Runner V2's tables for one sequence; graphs for
+	// capture sizes 1 and 2 (min(2 × max_num_seqs, 512, 8192)) taken off
+	// the cache; a sliding layer's room for two batches, capped at 5120
+	// tokens like 0.14.1's one: 320 + 321 blocks a request either way.
+	v33 := v14
+	v33.Version = "0.33.0"
+	c33, _ := v33.Carve(gpt, h100)
+	if c33.Weights != c14.Weights || c33.Activation != c14.Activation || c33.NonTorch != c14.NonTorch {
+		t.Errorf("0.33 weights %v, activation %v; 0.14.1 %v, %v", c33.Weights, c33.Activation, c14.Weights, c14.Activation)
+	}
+	if want := Bytes(4 * 1 * (201088 + 2*6284)); c33.RunnerBuffers != want {
+		t.Errorf("0.33 runner buffers %v, want %v", c33.RunnerBuffers, want)
+	}
+	vs := v33
+	vs.MaxNumBatchedTokens = c33.ProfileTokens
+	if sizes := vs.captureSizes(h100); !slices.Equal(sizes, []int{1, 2}) || !c33.GraphsInBudget || c33.CUDAGraphs <= minPerGraph {
+		t.Errorf("0.33 graphs: sizes %v, %v (in budget %v)", sizes, c33.CUDAGraphs, c33.GraphsInBudget)
+	}
+	if want := c14.KVCache.Available - c33.RunnerBuffers - c33.CUDAGraphs; c33.KVCache.Available != want || c33.DeviceUsed != c33.Requested+c33.NonTorch {
+		t.Errorf("0.33 cache %v, want 0.14.1's %v less the runner's tables and the graphs (%v); device %v", c33.KVCache.Available, c14.KVCache.Available, want, c33.DeviceUsed)
+	}
+	for _, c := range []VLLMCarve{c14, c33} {
+		if got := c.KVCache.blocksFor(5120); got != 320+321 {
+			t.Errorf("%s: %d blocks a request of 5120 tokens, want 641", c.Release.Release, got)
+		}
+	}
+	if want := int64(c33.KVCache.MaxConcurrency * 5120); c33.KVCache.Tokens != want || c14.KVCache.Tokens != c14.KVCache.Blocks/2*16 {
+		t.Errorf("tokens logged: 0.33 %d (want %d), 0.14.1 %d (want %d)", c33.KVCache.Tokens, want, c14.KVCache.Tokens, c14.KVCache.Blocks/2*16)
+	}
+}
+
+// mustRelease is the row v's release resolves to.
+func mustRelease(t *testing.T, v VLLM) vllmRelease {
+	t.Helper()
+	r, _, err := v.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
