@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -651,7 +652,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if v.MaxNumBatchedTokens > 0 {
 		in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	}
-	v = v.serverDefaults(in.MaxBatchedTokens, g, rel)
+	v = v.serverDefaults(in.MaxBatchedTokens, in.Model.MaxPosition, g, rel)
 	in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
@@ -829,9 +830,13 @@ func (c *VLLMCarve) suggest(g GPU) {
 // sets them for the GPU (engine/arg_utils.py _set_default_args, 0.11.0
 // l.1605-1680: the device's CUDA total against 70 GiB, A100s excluded;
 // max_num_seqs at most max_num_batched_tokens; 0.33 get_batch_defaults
-// l.2940-3039: 16384 tokens from 160 GiB).
-func (v VLLM) serverDefaults(planned int, g GPU, rel vllmRelease) VLLM {
-	big := g.Total() >= 70*GiB && !strings.Contains(strings.ToLower(g.Name), "a100")
+// l.2940-3039: 16384 tokens from 160 GiB), with the release's rules
+// (vllm_releases.go): a defaulted max_num_batched_tokens at most
+// max_num_seqs × max_model_len (0.14.1 and 0.33), GB10 on the small tier
+// (0.33).
+func (v VLLM) serverDefaults(planned, maxPosition int, g GPU, rel vllmRelease) VLLM {
+	big := g.Total() >= 70*GiB && !strings.Contains(strings.ToLower(g.Name), "a100") &&
+		!(rel.gb10SmallTier && g.ComputeCapability == 121)
 	tokens, seqs := 2048, 256
 	switch {
 	case rel.hugeGPUTokens > 0 && g.Total() >= 160*GiB:
@@ -839,13 +844,19 @@ func (v VLLM) serverDefaults(planned int, g GPU, rel vllmRelease) VLLM {
 	case big:
 		tokens, seqs = 8192, 1024
 	}
+	seqsDefaulted := v.MaxNumSeqs == 0
+	if seqsDefaulted {
+		v.MaxNumSeqs = seqs
+	}
 	if v.MaxNumBatchedTokens == 0 {
 		v.MaxNumBatchedTokens = tokens
 		if planned > 0 {
 			v.MaxNumBatchedTokens = planned
+		} else if maxLen := cmp.Or(max(v.MaxModelLen, 0), maxPosition); rel.capBatchedBySeqs && maxLen > 0 {
+			v.MaxNumBatchedTokens = int(min(int64(v.MaxNumBatchedTokens), int64(v.MaxNumSeqs)*int64(maxLen)))
 		}
 	}
-	if v.MaxNumSeqs == 0 {
+	if seqsDefaulted {
 		v.MaxNumSeqs = min(seqs, v.MaxNumBatchedTokens)
 	}
 	return v

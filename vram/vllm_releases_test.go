@@ -92,10 +92,10 @@ func TestVLLMIssue33155(t *testing.T) {
 	if kv, err := v14.KVCache(m, left); err != nil || !kv.Fits || kv.MaxConcurrency < 10 {
 		t.Errorf("0.14.1 with the logged weights: %v left, fits %v, %.2fx, %v", left, kv.Fits, kv.MaxConcurrency, err)
 	}
-	// The carve profiles 8192 tokens; 0.14.1 caps its default at
-	// max_num_seqs × max_model_len = 5120 (engine/arg_utils.py:2000-2014,
-	// the log's "compile range (1, 5120)"), which serverDefaults does not.
-	if c14.ProfileTokens != 8192 || c14.ProfileSeqs != 1 {
+	// 0.14.1 caps its default batched tokens at max_num_seqs ×
+	// max_model_len = 5120 (engine/arg_utils.py:2010-2015, the log's
+	// "compile range (1, 5120)"): the profile runs 5120 tokens.
+	if c14.ProfileTokens != 5120 || c14.ProfileSeqs != 1 {
 		t.Errorf("0.14.1 profile: %d tokens, %d sequences", c14.ProfileTokens, c14.ProfileSeqs)
 	}
 
@@ -139,4 +139,31 @@ func mustRelease(t *testing.T, v VLLM) vllmRelease {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestVLLMServerDefaultsByRelease: `vllm serve`'s batch defaults as each
+// release sets them — a defaulted max_num_batched_tokens capped at
+// max_num_seqs × max_model_len from 0.14.1 on (not in 0.11.0), and the
+// DGX Spark's GB10 kept on the small tier by 0.33.0 alone.
+func TestVLLMServerDefaultsByRelease(t *testing.T) {
+	for _, c := range []struct {
+		version, gpu          string
+		seqs, maxLen, planned int
+		tokens, wantSeqs      int
+	}{
+		{"0.11.0", "H100-80GB", 1, 2048, 0, 8192, 1},
+		{"0.14.1", "H100-80GB", 1, 2048, 0, 2048, 1},
+		{"0.33.0", "H100-80GB", 2, 2048, 0, 4096, 2},
+		{"0.33.0", "H100-80GB", 2, 2048, 6000, 6000, 2}, // named: no cap
+		{"0.33.0", "H100-80GB", 0, 0, 0, 8192, 1024},    // the model's 131072 positions
+		{"0.14.1", "DGX-Spark", 0, 0, 0, 8192, 1024},
+		{"0.33.0", "DGX-Spark", 0, 0, 0, 2048, 256},
+	} {
+		v := VLLM{Version: c.version, MaxNumSeqs: c.seqs, MaxModelLen: c.maxLen}
+		got := v.serverDefaults(c.planned, 131072, mustGPU(c.gpu), mustRelease(t, v))
+		if got.MaxNumBatchedTokens != c.tokens || got.MaxNumSeqs != c.wantSeqs {
+			t.Errorf("%s on %s (seqs %d, len %d, planned %d): %d tokens, %d sequences; want %d, %d",
+				c.version, c.gpu, c.seqs, c.maxLen, c.planned, got.MaxNumBatchedTokens, got.MaxNumSeqs, c.tokens, c.wantSeqs)
+		}
+	}
 }
