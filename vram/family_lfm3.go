@@ -24,7 +24,7 @@ import (
 func init() {
 	register(&family{
 		name: "lfm3", source: "transformers/models/lfm3/modeling_lfm3.py (transformers 5.23.0)",
-		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", NormPosition: "sandwich", Position: "rope", Bias: BiasNone, QKNorm: "head", TiedEmbeddings: true},
+		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", TiedEmbeddings: true},
 		shortConv:   true,
 		servingOnly: "its modeling code is transformers 5's (per-kind rotary embeddings, a per-head attention gate, sandwich norms), which the training rules do not follow yet",
 		fromConfig:  lfm3FromConfig,
@@ -105,7 +105,7 @@ func init() {
 		// 128,000-token vocabulary, tied; 128,000 positions. Built on meta
 		// with transformers 5.23.0: 1,728,801,536 parameters.
 		presets: map[string]Preset{
-			"lfm3-1.7b": {Model{Name: "LiquidAI/LFM3-1.7B", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 4, HeadDim: 128, FFN: 7680, Vocab: 128000, MaxPosition: 128000, TiedEmbeddings: true, SlidingWindow: 256,
+			"lfm3-1.7b": {Model{Name: "LiquidAI/LFM3-1.7B", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 4, HeadDim: 128, FFN: 7680, Vocab: 128000, MaxPosition: 128000, TiedEmbeddings: true, SlidingWindow: 256, NormPosition: "sandwich",
 				ShortConv: &ShortConv{Kernel: 7, Attention: []int{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22}, Local: []int{4, 8, 12, 16, 20}}}, hf("LiquidAI/LFM3-1.7B")},
 		},
 	})
@@ -119,8 +119,8 @@ func lfm3FromConfig(c *hfReader, m *Model) {
 	m.HeadDim, m.FFN = c.optInt("head_dim", 128), c.optInt("intermediate_size", 7680)
 	m.MaxPosition = c.optInt("max_position_embeddings", 128000)
 	m.TiedEmbeddings = c.optBool("tie_word_embeddings", true)
-	if !c.optBool("use_sandwich_norm", true) {
-		m.NormPosition = "" // pre-norms only (l.421-426: nn.Identity)
+	if c.optBool("use_sandwich_norm", true) {
+		m.NormPosition = "sandwich" // else pre-norms only (l.421-426: nn.Identity)
 	}
 	if c.optBool("attention_bias", false) {
 		m.Bias = BiasAll // refused by check: not modelled
