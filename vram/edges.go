@@ -362,7 +362,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		return nil // a model of state-space mixers only builds no mask and no positions
 	}
 	local := m.localSpan() > 0
-	global := !local || m.GlobalEvery > 0 || m.GlobalFirst
+	global := !local || m.GlobalEvery > 0 || m.GlobalFirst || m.ShortConv != nil && m.ShortConv.Local != nil
 	maps := mulI64(mulI64(p.batch, p.seq), int64(r.SeqLen))
 	var out []maskPart
 	if m.Position == "rope" && !p.rec.mropeSections && !p.rec.mropeInterleaved {

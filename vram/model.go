@@ -300,6 +300,12 @@ type ShortConv struct {
 	// Attention lists the layers that are attention blocks instead
 	// (layer_types "full_attention", or full_attn_idxs), ascending.
 	Attention []int `json:"attention_layers,omitempty"`
+	// Local lists which of the Attention layers attend within
+	// Model.SlidingWindow, ascending (LFM3's layer_types
+	// "sliding_attention"); the rest are global. Nil leaves locality to
+	// Model.GlobalEvery. It lives here, not on Model, because Model stays
+	// comparable (a slice would not be).
+	Local []int `json:"local_layers,omitempty"`
 }
 
 // DeltaNet is a Gated DeltaNet layer (Yang et al. 2024; transformers'
@@ -1312,6 +1318,9 @@ func (m Model) validateKinds() error {
 	if m.GlobalFirst && m.SlidingWindow == 0 && m.AttentionChunk == 0 {
 		return fmt.Errorf("model.global_first makes layer 0 global among local layers; set sliding_window or attention_chunk for the local ones")
 	}
+	if err := m.validateLocalLayers(); err != nil {
+		return err
+	}
 	if m.NoRopeGlobal && m.GlobalEvery == 0 {
 		return fmt.Errorf("model.no_rope_global applies to models with global layers (global_every > 0)")
 	}
@@ -1373,10 +1382,33 @@ func (m *Model) LocalLayer(i int) bool {
 	if m.SlidingWindow == 0 && m.AttentionChunk == 0 {
 		return false
 	}
+	if m.ShortConv != nil && m.ShortConv.Local != nil {
+		return slices.Contains(m.ShortConv.Local, i)
+	}
 	if m.GlobalFirst && i == 0 {
 		return false
 	}
 	return m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0
+}
+
+// validateLocalLayers checks short_conv.local_layers: attention layers,
+// ascending, with a sliding window for them and no period beside them.
+func (m *Model) validateLocalLayers() error {
+	if m.ShortConv == nil || m.ShortConv.Local == nil {
+		return nil
+	}
+	switch {
+	case m.SlidingWindow == 0:
+		return fmt.Errorf("model.short_conv.local_layers lists sliding-window layers; set sliding_window")
+	case m.GlobalEvery > 0 || m.GlobalFirst || m.AttentionChunk > 0:
+		return fmt.Errorf("model.short_conv.local_layers lists the local layers itself; leave global_every, global_first and attention_chunk unset")
+	}
+	for k, i := range m.ShortConv.Local {
+		if !slices.Contains(m.ShortConv.Attention, i) || k > 0 && i <= m.ShortConv.Local[k-1] {
+			return fmt.Errorf("model.short_conv.local_layers[%d] = %d: want ascending indices of attention layers (short_conv.attention_layers)", k, i)
+		}
+	}
+	return nil
 }
 
 // Roped reports whether layer i applies the rotary embedding to q and k:
@@ -1407,6 +1439,9 @@ func (m *Model) blockKind(i int) int {
 		k |= 1
 	}
 	local := (m.SlidingWindow != 0 || m.AttentionChunk != 0) && (m.GlobalEvery == 0 || (i+1)%m.GlobalEvery != 0) && !(m.GlobalFirst && i == 0)
+	if local && m.ShortConv != nil && m.ShortConv.Local != nil {
+		local = slices.Contains(m.ShortConv.Local, i)
+	}
 	if local {
 		k |= 2
 	}
