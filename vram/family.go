@@ -65,6 +65,10 @@ type family struct {
 	blockSparse bool
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
+	// altUp: the family's blocks are wrapped in Alternating Updates, with
+	// a low-rank residual and layers sharing keys and values
+	// (model.altup_inputs, laurel_rank, kv_shared_layers).
+	altUp bool
 	// loneSublayers: each of the family's hybrid layers holds one sublayer
 	// behind one norm, and model.ssm.mlp_layers and moe_layers name the
 	// feed-forward ones.

@@ -163,6 +163,17 @@ type Model struct {
 	// none.
 	PerLayerInput int `json:"per_layer_input,omitempty"`
 	PerLayerVocab int `json:"per_layer_vocab,omitempty"`
+	// AltUpInputs is the number of copies of the hidden state that
+	// Alternating Updates carries through the blocks, one of them run by
+	// each block and the others predicted and corrected around it
+	// (altup_num_inputs); LaurelRank is the rank of each block's learned
+	// low-rank residual beside its attention (laurel_rank). 0 for none.
+	AltUpInputs int `json:"altup_inputs,omitempty"`
+	LaurelRank  int `json:"laurel_rank,omitempty"`
+	// KVSharedLayers is how many of the last layers reuse the keys and
+	// values of the last earlier layer of their kind (num_kv_shared_layers):
+	// they have no key/value projections of their own. 0 for none.
+	KVSharedLayers int `json:"kv_shared_layers,omitempty"`
 
 	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
 	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
@@ -1267,6 +1278,10 @@ func (m Model) validateLayout(f *family) error {
 		return fmt.Errorf("model: per_layer_input and per_layer_vocab describe per-layer embeddings (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.perLayerInputs }), ", "), m.Family)
 	}
+	if !f.altUp && (m.AltUpInputs != 0 || m.LaurelRank != 0 || m.KVSharedLayers != 0) {
+		return fmt.Errorf("model: altup_inputs, laurel_rank and kv_shared_layers describe AltUp blocks (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.altUp }), ", "), m.Family)
+	}
 	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
 		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.indexer }), ", "), m.Family)
@@ -1598,6 +1613,7 @@ func (m Model) ranges() error {
 		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, MaxPositions},
 		{"global_head_dim", m.GlobalHeadDim, maxHeads}, {"global_kv_heads", m.GlobalKVHeads, maxHeads},
 		{"per_layer_input", m.PerLayerInput, maxWidth}, {"per_layer_vocab", m.PerLayerVocab, maxWidth},
+		{"altup_inputs", m.AltUpInputs, maxHeads}, {"laurel_rank", m.LaurelRank, maxWidth}, {"kv_shared_layers", m.KVSharedLayers, maxLayers},
 	} {
 		if f.v < 0 || f.v > f.max {
 			return fmt.Errorf("model.%s = %d is out of range [0, %d]", f.name, f.v, f.max)
