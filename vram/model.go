@@ -1049,7 +1049,7 @@ func (m Model) clone() Model {
 	}
 	if m.ShortConv != nil {
 		c := *m.ShortConv
-		c.Attention = slices.Clone(c.Attention)
+		c.Attention, c.Local = slices.Clone(c.Attention), slices.Clone(c.Local)
 		m.ShortConv = &c
 	}
 	if m.DeltaNet != nil {

@@ -104,7 +104,7 @@ func TestShortConvRefusals(t *testing.T) {
 	}
 	llama := MustPreset("llama-3-8b")
 	llama.ShortConv = &ShortConv{Kernel: 3}
-	if err := llama.Validate(); err == nil || !strings.Contains(err.Error(), "model.short_conv describes short-convolution layers (families lfm2)") {
+	if err := llama.Validate(); err == nil || !strings.Contains(err.Error(), "model.short_conv describes short-convolution layers (families lfm2, lfm3)") {
 		t.Errorf("llama with short_conv: %v", err)
 	}
 	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
