@@ -31,9 +31,9 @@ import (
 //     for every layer) and activation_sparsity_pattern, a Gaussian top-k
 //     on the first ten layers' gate (l.959-984), which changes no size.
 //
-// Not modelled: the cache the KV-shared layers do not keep (the engine
-// sizes one per layer) and AltUp's altup_num_inputs copies of the hidden
-// state in the activations. The released checkpoints are the
+// vLLM's carve gives the KV-shared layers no cache (Model.KVSharedLayer);
+// SGLang's pool still sizes one for every layer. Not modelled: AltUp's
+// altup_num_inputs copies of the hidden state in the activations. The released checkpoints are the
 // audio-image-text model, family gemma3n; this family is its language
 // model, which Gemma3nForCausalLM also builds alone.
 func init() {

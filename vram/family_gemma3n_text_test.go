@@ -103,8 +103,9 @@ func TestGemma3nTextErrors(t *testing.T) {
 
 // TestGemma3nTextServing: vLLM serves the E4B's language model on an
 // H100; a page is 16 tokens × K and V × 2 key/value heads × 256 × 2
-// bytes. The engine sizes a cache for every layer, the KV-shared ones
-// included (not modelled).
+// bytes. The last 15 layers read earlier layers' keys and values and vLLM
+// gives them no cache: 20 of E4B's 35 layers are pooled, 16 sliding and 4
+// global (every fifth).
 func TestGemma3nTextServing(t *testing.T) {
 	v, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: MustPreset("gemma-3n-e4b-text")}, mustGPU("H100-80GB"))
 	if err != nil {
@@ -112,5 +113,12 @@ func TestGemma3nTextServing(t *testing.T) {
 	}
 	if k := v.KVCache; k.PageBytes != 16*2*2*256*2 || k.BlockSize != 16 || !v.Starts {
 		t.Errorf("page %v, block %d, starts %v; want %d, 16, true", k.PageBytes, k.BlockSize, v.Starts, 16*2*2*256*2)
+	}
+	kinds := map[string]int{}
+	for _, g := range v.KVCache.kinds {
+		kinds[g.Kind] += g.Layers
+	}
+	if kinds["sliding_window"] != 16 || kinds["full"] != 4 {
+		t.Errorf("cache layers by kind %v; want 16 sliding, 4 full", kinds)
 	}
 }

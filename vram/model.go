@@ -1513,6 +1513,13 @@ func (m Model) globalShapeNote(engine string) string {
 		engine, m.KVHeads, m.HeadDim, kv, hd, float64(m.HeadDim*m.KVHeads)/float64(hd*kv))
 }
 
+// KVSharedLayer reports whether layer i reuses an earlier layer's keys and
+// values (the last KVSharedLayers layers: Gemma 3n's num_kv_shared_layers)
+// and keeps no cache of its own.
+func (m *Model) KVSharedLayer(i int) bool {
+	return m.KVSharedLayers > 0 && i >= m.Layers-m.KVSharedLayers
+}
+
 // IsMoELayer reports whether layer i has routed experts.
 func (m *Model) IsMoELayer(i int) bool {
 	if m.SSM != nil && (m.SSM.MLP != nil || m.SSM.MoE != nil) {

@@ -465,6 +465,15 @@ func (v VLLM) layerKinds(m Model, layers int) []VLLMGroup {
 		if !m.AttentionLayer(i) {
 			continue
 		}
+		if m.KVSharedLayer(i) {
+			// A layer reading an earlier layer's keys and values
+			// (kv_sharing_target_layer_name) gets no cache spec: vLLM
+			// leaves it out of the pool (v1/worker/gpu_model_runner.py
+			// l.4054 in 0.11.0, l.7096-7108 in 0.33.0; Gemma 3n's last
+			// num_kv_shared_layers, model_executor/models/gemma3n.py
+			// l.355-382 in 0.33.0).
+			continue
+		}
 		k := VLLMGroup{Kind: "full"}
 		if m.LocalLayer(i) && hybrid {
 			k = VLLMGroup{Kind: "sliding_window", Span: m.SlidingWindow}
