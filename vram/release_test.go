@@ -1,6 +1,8 @@
 package vram
 
 import (
+	"fmt"
+	"github.com/vramlab/vramlab/vram/fileio/budget"
 	"math"
 	"os"
 	"path/filepath"
@@ -163,6 +165,40 @@ func TestModelOptFolder(t *testing.T) {
 	}
 	if _, err := OpenCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "hf_quant_config.json") {
 		t.Errorf("a broken hf_quant_config.json: %v", err)
+	}
+}
+
+// TestModelOptConfigBounded: hf_quant_config.json is a downloaded file
+// like config.json: deep nesting, a million keys, a long exclude list and
+// a file past MaxConfigFile each read (or fail, naming the file) within
+// the reader's budget, and never panic.
+func TestModelOptConfigBounded(t *testing.T) {
+	m, err := FromHFConfig([]byte(`{"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeCheckpoint(t, dir, m, asStored(m.Normalize(), "BF16", nil), 1)
+	n := 1 << 18
+	var many strings.Builder
+	for i := 0; i < n/8; i++ {
+		fmt.Fprintf(&many, `"k%d": 1, `, i)
+	}
+	for name, body := range map[string]string{
+		"deep nesting":        `{"quantization": {"quant_algo": "NVFP4", "x": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`,
+		"many keys":           `{"quantization": {` + many.String() + `"quant_algo": "NVFP4"}}`,
+		"a long exclude list": `{"quantization": {"quant_algo": "NVFP4", "exclude_modules": [` + strings.Repeat(`"model.layers.*.x*", `, n/20) + `"lm_head"]}}`,
+		"past the size limit": `{"quantization": {"quant_algo": "NVFP4", "pad": "` + strings.Repeat("a", int(MaxConfigFile)) + `"}}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		budget.Check(t, len(body), func() { _, err = OpenCheckpoint(dir) })
+		refused := strings.HasPrefix(name, "deep") || strings.HasPrefix(name, "past")
+		if refused != (err != nil) || err != nil && !strings.Contains(err.Error(), "hf_quant_config.json") {
+			t.Errorf("%s: %v (want it refused, naming the file: %v)", name, err, refused)
+		}
 	}
 }
 
