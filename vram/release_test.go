@@ -304,3 +304,49 @@ func TestQuantSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestModelOptCapabilityByRelease: each engine release refuses a GPU below
+// its own ModelOpt minimum, by algorithm (the release rows' modeloptCC):
+// vLLM 0.11.0 FP8 8.9 and NVFP4 8.0, 0.33.0 8.0 and 7.5; SGLang 0.5.3
+// NVFP4 10.0, 0.5.23 8.0.
+func TestModelOptCapabilityByRelease(t *testing.T) {
+	base := `"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"`
+	model := func(algo string) Model {
+		m, err := FromHFConfig([]byte(`{` + base + `, "quantization_config": {"quant_method": "modelopt", "quant_algo": "` + algo + `"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		engine, version, algo, gpu string
+		refused                    bool
+	}{
+		{"vllm", "0.11.0", "NVFP4", "T4", true},
+		{"vllm", "0.11.0", "NVFP4", "A100-80GB", false},
+		{"vllm", "0.33.0", "NVFP4", "T4", false},
+		{"vllm", "0.11.0", "FP8", "A100-80GB", true},
+		{"vllm", "0.33.0", "FP8", "A100-80GB", false},
+		{"sglang", "0.5.3", "NVFP4", "H100-80GB", true},
+		{"sglang", "0.5.23", "NVFP4", "H100-80GB", false},
+	} {
+		in := Inference{Model: model(c.algo)}
+		var msg string
+		if c.engine == "vllm" {
+			cv, err := VLLM{Version: c.version, MaxModelLen: 4096}.Carve(in, mustGPU(c.gpu))
+			if err != nil {
+				t.Fatalf("%+v: %v", c, err)
+			}
+			msg = cv.Err
+		} else {
+			p, err := SGLang{Version: c.version}.Carve(in, mustGPU(c.gpu))
+			if err != nil {
+				t.Fatalf("%+v: %v", c, err)
+			}
+			msg = p.Err
+		}
+		if got := strings.Contains(msg, "quantization method modelopt is not supported"); got != c.refused {
+			t.Errorf("%s %s, %s on %s: refused %v (%q)", c.engine, c.version, c.algo, c.gpu, got, msg)
+		}
+	}
+}

@@ -8,22 +8,26 @@ import "fmt"
 // engineMinCapability is the compute capability a serving engine needs
 // for a quantization method: each method's get_min_capability in vLLM
 // 0.11 (vllm/model_executor/layers/quantization/*.py) and SGLang 0.5.3,
-// which both refuse a GPU below it; ModelOpt's (vLLM 0.33.0 modelopt.py)
-// by its algorithm: NVFP4 75 (ModelOptNvFp4Config, l.772-773, Marlin on
-// older parts), FP8 80 (ModelOptFp8Config, l.449-450).
-var engineMinCapability = map[string]int{"mxfp4": 80, "fp8": 80, "fbgemm_fp8": 80, "compressed-tensors": 70, "modelopt": 75, "gptq": 60, "awq": 75, "bitsandbytes": 70}
+// which both refuse a GPU below it. ModelOpt's differs by engine, release
+// and algorithm: the release rows' modeloptCC (vllm_releases.go,
+// sglang_releases.go).
+var engineMinCapability = map[string]int{"mxfp4": 80, "fp8": 80, "fbgemm_fp8": 80, "compressed-tensors": 70, "gptq": 60, "awq": 75, "bitsandbytes": 70}
 
 // engineRefuses is the engine's refusal to run the release's quantization
 // on g, in its words (vllm/config/__init__.py; sglang model_loader
 // loader.py: the same ValueError), or "".
-func (in Inference) engineRefuses(m Model, g GPU) string {
+// modelopt is the engine release's ModelOpt minimum, FP8 and NVFP4.
+func (in Inference) engineRefuses(m Model, g GPU, modelopt [2]int) string {
 	r := m.Release
 	if !in.asRelease || !r.Quantized() || g.ComputeCapability == 0 {
 		return ""
 	}
 	min := engineMinCapability[r.Method]
-	if r.Method == "modelopt" && r.Format.DType == FP8E4M3 {
-		min = 80
+	if r.Method == "modelopt" {
+		min = modelopt[1]
+		if r.Format.DType == FP8E4M3 {
+			min = modelopt[0]
+		}
 	}
 	if g.ComputeCapability < min {
 		return fmt.Sprintf("ValueError: The quantization method %s is not supported for the current GPU. Minimum capability: %d. Current capability: %d.", r.Method, min, g.ComputeCapability)

@@ -229,8 +229,10 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	if m.Vision != nil && !s.multimodal(m) {
 		p.Notes = append(p.Notes, "SGLang runs this model text-only unless --enable-multimodal (configs/model_config.py)")
 	}
-	if e := rin.engineRefuses(m, g); e != "" {
-		p.Err = e
+	if rel, _, err := s.release(); err == nil {
+		if e := rin.engineRefuses(m, g, rel.modeloptCC); e != "" {
+			p.Err = e
+		}
 	}
 	if note := m.globalShapeNote("SGLang"); note != "" {
 		p.Notes = append(p.Notes, note)

@@ -707,7 +707,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	}
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
 	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
-	if c.Err = rin.engineRefuses(m, g); c.Err == "" {
+	if c.Err = rin.engineRefuses(m, g, rel.modeloptCC); c.Err == "" {
 		c.Err = c.startup(v, g)
 	}
 	c.KVCache, err = v.KVCache(m, c.available())

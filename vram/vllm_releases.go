@@ -28,6 +28,9 @@ type vllmRelease struct {
 	// capability 12.1) on the small GPUs' batch defaults, whatever its
 	// memory.
 	gb10SmallTier bool
+	// modeloptCC is ModelOpt's minimum compute capability, FP8 and NVFP4
+	// (ModelOptFp8Config and ModelOptNvFp4Config.get_min_capability).
+	modeloptCC [2]int
 	// hopperMXFP4 is the MXFP4 expert backend on compute capability 9.x.
 	hopperMXFP4 string
 	// flashInferSampler: FlashInfer is installed with vLLM, and its
@@ -64,6 +67,7 @@ var vllmReleases = []vllmRelease{
 	{
 		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1, statePages: 1,
+		modeloptCC: [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
 	},
 	{
 		// 0.14.1 differs from both rows in three ways the fields do not
@@ -76,12 +80,14 @@ var vllmReleases = []vllmRelease{
 		releaseRow:  releaseRow{Version: "0.14.1", Source: "vllm 0.14.1: config/cache.py:50 (gpu_memory_utilization 0.9); v1/worker/utils.py:258-260 (requested = ceil(total × utilization)); v1/worker/gpu_worker.py:341-343 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), 453-455 (graphs captured after the cache); engine/arg_utils.py:1846-1865 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100; no 160 GiB rule); model_executor/layers/quantization/mxfp4.py:113-166 (Triton on 9.x: VLLM_USE_FLASHINFER_MOE_MXFP4_BF16 off, envs.py:1251-1252; triton_kernels vendored, utils/import_utils.py:420-427); v1/sample/ops/topk_topp_sampler.py:29-57 (FlashInfer installed, flashinfer-python==0.5.3 in the wheel's METADATA, but its sampler only with VLLM_USE_FLASHINFER_SAMPLER=1); envs.py:1601-1602, v1/worker/gpu_worker.py:107, 247-261 (Model Runner V1: VLLM_USE_V2_MODEL_RUNNER=0); v1/kv_cache_interface.py:248-270 (window − 1 + one batch), 292-294 (state: cdiv(max_model_len, mamba_block_size) pages, mamba_block_size = max_model_len without prefix caching, model_executor/models/config.py:351-352, which hybrids lack by default, config/model.py:1651-1656); v1/core/kv_cache_utils.py:1033-1042 (group size: the largest kind's under 1.25 × the smallest's), 1511-1522, 609-643 (capacity check on all the memory, no null block), 1284-1305 (tokens log: blocks per group × block size), 1389-1448, 1504-1509 and engine/arg_utils.py:2121-2137 (--max-model-len auto or -1); engine/arg_utils.py:2010-2015 (default batched tokens ≤ max_num_seqs × max_model_len)"},
 		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, statePages: 1, groupLargest: true,
 		autoMaxModelLen: true, capBatchedBySeqs: true,
+		modeloptCC: [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
 	},
 	{
 		releaseRow:  releaseRow{Version: "0.33.0", Source: "vllm 0.33.0: config/cache.py:215 (gpu_memory_utilization 0.92); v1/worker/utils.py:724-725 (ceil); v1/worker/gpu_worker.py:707-724, 747-757 (the CUDA-graph estimate subtracted), 1012-1068 (--kv-cache-memory suggestion); envs.py:2216-2221 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); engine/arg_utils.py:2973 (16384 tokens at ≥ 160 GiB), 2960-2989 (GB10 on the small tier), 3218-3224 (default batched tokens ≤ max_num_seqs × max_model_len); fused_moe/oracle/mxfp4.py:402-435 (Triton on 9.x); config/vllm.py:730-763 (Model Runner V2), 588-609 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50 (output_bin_counts); v1/kv_cache_interface.py:901-965, 1135-1141 (windows, align-mode state pages); v1/core/kv_cache_planning.py:519-533 (group size), 1532-1548 (null block, auto max_model_len); v1/core/kv_cache_utils.py:1128 (tokens log)"},
 		utilization: 0.92, ceilRequested: true, graphsInBudget: true, hugeGPUTokens: 16384, hopperMXFP4: "triton",
 		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, statePages: 3, groupLargest: true, nullBlock: true,
 		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true,
+		modeloptCC: [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
 	},
 }
 
