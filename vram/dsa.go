@@ -117,7 +117,7 @@ func readDSAConfig(c *hfReader, m *Model, def Model) {
 	// (config l.134-136).
 	m.DenseLayers = min(c.optInt("first_k_dense_replace", def.DenseLayers), m.Layers)
 	if c.optList("mlp_layer_types") != nil {
-		m.DenseLayers = glmLiteDenseLayers(c, m.Layers)
+		m.DenseLayers = mlpLayerTypes(c, m.Layers)
 	}
 	m.MTPLayers = c.optInt("num_nextn_predict_layers", 0)
 	if !c.optBool("norm_topk_prob", true) && c.err == nil {

@@ -102,7 +102,7 @@ func exaoneMoeFromConfig(c *hfReader, m *Model) {
 	m.Experts, m.ExpertsPerToken = c.optInt("num_experts", 64), c.optInt("num_experts_per_tok", 8)
 	m.SharedExperts, m.ExpertFFN = c.optInt("num_shared_experts", 1), c.optInt("moe_intermediate_size", 1024)
 	if c.optList("mlp_layer_types") != nil {
-		m.DenseLayers = glmLiteDenseLayers(c, m.Layers)
+		m.DenseLayers = mlpLayerTypes(c, m.Layers)
 	} else {
 		m.DenseLayers = min(c.optInt("first_k_dense_replace", 1), m.Layers)
 	}

@@ -1,9 +1,6 @@
 package vram
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // GLM-4.7-Flash (transformers 5.23 models/glm4_moe_lite/
 // modeling_glm4_moe_lite.py; configuration_glm4_moe_lite.py): DeepSeek-V3's
@@ -40,7 +37,7 @@ func init() {
 			m.QKNopeDim, m.VHeadDim = c.optInt("qk_nope_head_dim", 192), c.optInt("v_head_dim", 256)
 			m.HeadDim = m.QKNopeDim + m.QKRopeDim
 			m.KVHeads = m.Heads
-			m.DenseLayers = glmLiteDenseLayers(c, m.Layers)
+			m.DenseLayers = mlpLayerTypes(c, m.Layers)
 			m.MTPLayers = c.optInt("num_nextn_predict_layers", 0)
 			if !c.optBool("norm_topk_prob", true) && c.err == nil {
 				c.fail("norm_topk_prob false: the sigmoid router without renormalization is not modelled")
@@ -108,30 +105,4 @@ func init() {
 				QLoRARank: 768, KVLoRARank: 512, QKNopeDim: 192, QKRopeDim: 64, VHeadDim: 256, HeadDim: 256, MTPLayers: 1}, hf("zai-org/GLM-4.7-Flash")},
 		},
 	})
-}
-
-// glmLiteDenseLayers reads mlp_layer_types: dense layers first, then
-// sparse (the layout the engine models); absent, one dense layer.
-func glmLiteDenseLayers(c *hfReader, layers int) int {
-	raw := c.optList("mlp_layer_types")
-	if raw == nil {
-		return min(1, layers)
-	}
-	if len(raw) != layers {
-		c.fail(fmt.Sprintf("mlp_layer_types lists %d layers for num_hidden_layers = %d", len(raw), layers))
-		return 0
-	}
-	dense := 0
-	for i, v := range raw {
-		s, _ := v.(string)
-		switch {
-		case s == "dense" && i == dense:
-			dense++
-		case s == "sparse":
-		default:
-			c.fail(fmt.Sprintf("mlp_layer_types[%d] = %q: want the dense layers first, then sparse (%s)", i, s, strings.Join([]string{"dense", "sparse"}, " or ")))
-			return 0
-		}
-	}
-	return dense
 }

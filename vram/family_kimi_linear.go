@@ -141,7 +141,7 @@ func kimiLinearFromConfig(c *hfReader, m *Model) {
 // first_k_dense_replace (a keyword the class reads, default 1: l.143-147).
 func kimiLinearDenseLayers(c *hfReader, layers int) int {
 	if c.optList("mlp_layer_types") != nil {
-		return glmLiteDenseLayers(c, layers)
+		return mlpLayerTypes(c, layers)
 	}
 	return max(0, min(c.optInt("first_k_dense_replace", 1), layers))
 }

@@ -95,7 +95,7 @@ func mimoFromConfig(c *hfReader, m *Model) {
 	}
 	m.Experts = c.optInt("num_local_experts", c.optInt("n_routed_experts", 256)) // attribute_map (l.75)
 	m.ExpertsPerToken, m.ExpertFFN = c.optInt("num_experts_per_tok", 8), c.optInt("moe_intermediate_size", 2048)
-	m.DenseLayers = glmLiteDenseLayers(c, m.Layers) // the same mlp_layer_types, the same default
+	m.DenseLayers = mlpLayerTypes(c, m.Layers) // the same mlp_layer_types, the same default
 	m.SlidingWindow = c.optInt("sliding_window", 129)
 	if w := c.optIntOrNone("sliding_window_size", 0); w > 0 {
 		m.SlidingWindow = w + 1 // l.132-133

@@ -100,7 +100,7 @@ func m3RotaryPct(c *hfReader) float64 {
 // (truthy: MoE), else none. The engine models the dense layers first.
 func m3DenseLayers(c *hfReader, layers int) int {
 	if c.optList("mlp_layer_types") != nil {
-		return glmLiteDenseLayers(c, layers)
+		return mlpLayerTypes(c, layers)
 	}
 	freq := c.optList("moe_layer_freq")
 	if freq == nil {

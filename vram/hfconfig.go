@@ -607,3 +607,32 @@ func unsupportedModelType(where, mt string) error {
 	return fmt.Errorf("%s is not supported: it is not one of the %d families the engine models (plan -families lists them)%s. "+
 		"A family is one file, vram/family_%s.go, with its tests (go doc ./vram, \"Adding a family\")", what, len(Families()), near, mt)
 }
+
+// mlpLayerTypes reads mlp_layer_types, the per-layer MLP kinds of
+// transformers 5's MoE configs (GLM-4.7-Flash, DeepSeek-V3.2, GLM-5,
+// K-EXAONE, MiMo-V2-Flash, Kimi-Linear, MiniMax-M3): dense layers first,
+// then sparse (the layout the engine models), as the number of dense
+// layers; absent, one dense layer.
+func mlpLayerTypes(c *hfReader, layers int) int {
+	raw := c.optList("mlp_layer_types")
+	if raw == nil {
+		return min(1, layers)
+	}
+	if len(raw) != layers {
+		c.fail(fmt.Sprintf("mlp_layer_types lists %d layers for num_hidden_layers = %d", len(raw), layers))
+		return 0
+	}
+	dense := 0
+	for i, v := range raw {
+		s, _ := v.(string)
+		switch {
+		case s == "dense" && i == dense:
+			dense++
+		case s == "sparse":
+		default:
+			c.fail(fmt.Sprintf("mlp_layer_types[%d] = %q: want the dense layers first, then sparse (%s)", i, s, strings.Join([]string{"dense", "sparse"}, " or ")))
+			return 0
+		}
+	}
+	return dense
+}
