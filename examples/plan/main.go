@@ -26,6 +26,7 @@ import (
 	"github.com/vramlab/vramlab/examples/internal/term"
 
 	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/answer"
 	"github.com/vramlab/vramlab/vram/hub" // hf:// models
 	"github.com/vramlab/vramlab/vram/importer"
 )
@@ -61,78 +62,6 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "plan:", err)
 	return exitInvalid
-}
-
-// Report is what -json prints.
-type Report struct {
-	Name   string `json:"name,omitempty"`
-	Model  string `json:"model"`
-	Params int64  `json:"params"`
-	// Checkpoint is the checkpoint folder the model was read from.
-	Checkpoint *vram.Checkpoint `json:"checkpoint,omitempty"`
-	// Images describes a vision-language model's image side.
-	Images    *Images                 `json:"images,omitempty"`
-	Training  *vram.TrainingEstimate  `json:"training,omitempty"`
-	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
-	Peak      vram.Bytes              `json:"peak_allocated"`
-	Measures  Measures                `json:"measures"`
-	VLLM      *vram.VLLMCarve         `json:"vllm,omitempty"`
-	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
-	TGI       *vram.TGICarve          `json:"tgi,omitempty"`
-	// PostTraining is a post-training step phase by phase; Phases
-	// repeats its phases at the top level for scripts.
-	PostTraining *PostTrainingReport `json:"post_training,omitempty"`
-	Phases       []vram.Phase        `json:"phases,omitempty"`
-	Fit          *Fit                `json:"fit,omitempty"`
-	// Import says how a trainer's config or a server's command line
-	// became the plan.
-	Import *importer.Imported `json:"import,omitempty"`
-	// Advice are the changes that would make a plan that does not fit
-	// fit, in the plan's framework's (or vLLM's) own flags.
-	Advice []AdviceLine `json:"advice,omitempty"`
-	// Releases are the releases the answer modelled, for each library
-	// whose rules change with its release (the plan's "versions"; unset:
-	// the current release).
-	Releases []vram.Modelled `json:"releases,omitempty"`
-}
-
-// AdviceLine is one suggested change.
-type AdviceLine struct {
-	Change string     `json:"change"`
-	Flags  string     `json:"flags,omitempty"` // as the framework takes it
-	Fits   bool       `json:"fits"`
-	Need   vram.Bytes `json:"need"`           // the changed plan's figure on the GPU
-	Over   vram.Bytes `json:"over,omitempty"` // how far past the limit it still is
-}
-
-// Images is a vision-language model's image side as the plan runs it.
-type Images struct {
-	Tower       string `json:"tower"`        // the tower's family
-	TowerParams int64  `json:"tower_params"` // its parameters
-	Tokens      int    `json:"tokens"`       // each image's tokens in the sequence
-	PerSequence int    `json:"per_sequence"` // images per sequence (prompt)
-	Trainable   bool   `json:"trainable"`    // the tower trains
-}
-
-// Measures are the three figures a run is judged by: what PyTorch reports
-// as allocated and reserved at their peaks, and what nvidia-smi shows
-// (reserved plus the CUDA context and NCCL's buffers), from the allocator
-// replay on the plan's GPU (a default context where the plan names none).
-type Measures struct {
-	Allocated  vram.Bytes `json:"allocated"`   // torch.cuda.max_memory_allocated (with cuBLAS's workspace)
-	Reserved   vram.Bytes `json:"reserved"`    // torch.cuda.max_memory_reserved
-	DeviceUsed vram.Bytes `json:"device_used"` // nvidia-smi
-	Context    vram.Bytes `json:"context"`     // the CUDA context in device_used
-	NCCL       vram.Bytes `json:"nccl"`        // NCCL's buffers in device_used
-	Workspace  vram.Bytes `json:"workspace"`   // cuBLAS's workspace in allocated
-}
-
-// Fit judges the plan on its target GPU on device-used, keeping Margin free.
-type Fit struct {
-	GPU      string     `json:"gpu"`
-	Capacity vram.Bytes `json:"capacity"`
-	Margin   float64    `json:"margin"` // share of the GPU kept free
-	vram.Verdict
 }
 
 func run(args []string, w io.Writer) error {
@@ -192,7 +121,7 @@ func run(args []string, w io.Writer) error {
 	if *hfConfig || *resolved {
 		return printModel(w, p, *hfConfig)
 	}
-	rep, err := estimate(p, imp)
+	rep, err := answer.For(p, imp)
 	if err != nil {
 		return err
 	}
@@ -205,7 +134,7 @@ func run(args []string, w io.Writer) error {
 	} else {
 		printReport(w, p, rep)
 	}
-	return verdict([]Report{rep}, files)
+	return verdict([]answer.Report{rep}, files)
 }
 
 // printCatalog lists the modelled releases (library, then its releases),
@@ -285,13 +214,13 @@ func readPlan(file string, l launch) (vram.Plan, *importer.Imported, error) {
 // runMany reports several plans, one after the other (-json: an array);
 // the first invalid one stops it.
 func runMany(w io.Writer, files []string, l launch, asJSON bool) error {
-	var reps []Report
+	var reps []answer.Report
 	for i, f := range files {
 		p, imp, err := readPlan(f, l)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		rep, err := estimate(p, imp)
+		rep, err := answer.For(p, imp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
@@ -315,7 +244,7 @@ func runMany(w io.Writer, files []string, l launch, asJSON bool) error {
 }
 
 // verdict is notFit naming the plans that do not fit their GPU.
-func verdict(reps []Report, files []string) error {
+func verdict(reps []answer.Report, files []string) error {
 	var bad []string
 	for i, r := range reps {
 		if r.Fit != nil && !r.Fit.Fits {
@@ -328,146 +257,7 @@ func verdict(reps []Report, files []string) error {
 	return nil
 }
 
-func estimate(p vram.Plan, imp *importer.Imported) (Report, error) {
-	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint, Import: imp}
-	var err error
-	if rep.Releases, err = p.Releases(); err != nil {
-		return rep, err
-	}
-	if v := p.Model.Vision; v != nil {
-		im := &Images{Tower: v.Tower.Family, TowerParams: v.Tower.ParamCount(), Tokens: v.ImageTokens(), PerSequence: 1}
-		if t := p.Training; t != nil {
-			im.PerSequence, im.Trainable = max(1, t.Images), t.VisionTower == "trainable"
-		} else if p.Inference != nil {
-			im.PerSequence = max(1, p.Inference.Images)
-		}
-		rep.Images = im
-	}
-	if p.PostTraining != nil {
-		return estimatePostTraining(p, rep)
-	}
-	if p.Training != nil {
-		est, err := p.Training.Estimate()
-		if err != nil {
-			return rep, err
-		}
-		rep.Training, rep.Peak = &est, est.Peak.Total()
-	} else {
-		est, err := p.Inference.Estimate()
-		if err != nil {
-			return rep, err
-		}
-		rep.Inference, rep.Peak = &est, est.Peak.Total()
-	}
-	var g *vram.GPU
-	if p.GPU != "" {
-		x, err := vram.ParseCapacity(p.GPU)
-		if err != nil {
-			return rep, fmt.Errorf("gpu: %w", err)
-		}
-		g = &x
-	}
-	var replay vram.Replay
-	if p.Training != nil {
-		replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g})
-	} else {
-		replay, err = p.Inference.Replay(vram.ReplayOptions{GPU: g})
-	}
-	if err != nil {
-		return rep, err
-	}
-	rep.Measures = Measures{Allocated: replay.PeakAllocated, Reserved: replay.PeakReserved, DeviceUsed: replay.DeviceUsed,
-		Context: replay.Context, NCCL: replay.NCCL, Workspace: replay.Workspace}
-	if p.VLLM != nil && g != nil {
-		c, err := p.VLLM.Carve(*p.Inference, *g)
-		if err != nil {
-			return rep, fmt.Errorf("vllm: %w", err)
-		}
-		rep.VLLM = &c
-	}
-	if p.TGI != nil && g != nil {
-		c, err := p.TGI.Carve(*p.Inference, *g)
-		if err != nil {
-			return rep, fmt.Errorf("tgi: %w", err)
-		}
-		rep.TGI = &c
-	}
-	if p.SGLang != nil && g != nil {
-		pool, err := p.SGLang.Carve(*p.Inference, *g)
-		if err != nil {
-			return rep, fmt.Errorf("sglang: %w", err)
-		}
-		rep.SGLang = &pool
-	}
-	if g != nil {
-		v, err := vram.Budget{GPU: *g, Headroom: margin}.JudgePlan(p)
-		if err != nil {
-			return rep, err
-		}
-		if p.VLLM != nil || p.SGLang != nil || p.TGI != nil {
-			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Verdict: v} // the engine's own share is its headroom
-		} else {
-			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Margin: margin, Verdict: v}
-		}
-		if !v.Fits {
-			if rep.Advice, err = advise(p, *g, importKind(imp)); err != nil {
-				return rep, err
-			}
-		}
-	}
-	return rep, nil
-}
-
-// maxAdvice is how many suggestions a plan that does not fit gets.
-const maxAdvice = 5
-
-// advise is what would make the plan fit g: the advisor's changes for a
-// training plan, in its framework's flags; vLLM's own remedies for a vLLM
-// launch.
-func advise(p vram.Plan, g vram.GPU, kind importer.Kind) ([]AdviceLine, error) {
-	var out []AdviceLine
-	switch {
-	case p.Training != nil:
-		as, err := vram.Advise(*p.Training, vram.Budget{GPU: g, Headroom: margin})
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range as {
-			keys := importer.Keys(a, kind)
-			if keys == "" && kind != "" {
-				keys = "(no setting in " + kind.Project() + "'s config)"
-			}
-			out = append(out, AdviceLine{Change: a.Change, Flags: keys, Fits: a.Fits, Need: a.Need, Over: a.Over})
-		}
-	case p.VLLM != nil:
-		as, err := p.VLLM.Advise(*p.Inference, g)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range as {
-			out = append(out, AdviceLine{Change: a.Why, Flags: a.Flag, Fits: a.Starts, Need: a.Carve.DeviceUsed})
-		}
-	}
-	if len(out) > maxAdvice {
-		out = out[:maxAdvice]
-	}
-	return out, nil
-}
-
-func importKind(imp *importer.Imported) importer.Kind {
-	if imp == nil {
-		return ""
-	}
-	return imp.Kind
-}
-
-// margin is the share of the GPU a plan must leave free to be called a
-// fit: room for what no model counts (other processes, library buffers a
-// release adds, a data loader's pinned memory on the device); the reports
-// and comparisons keep the same.
-const margin = vram.DefaultHeadroom
-
-func printReport(w io.Writer, p vram.Plan, r Report) {
+func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 	printImport(w, r.Name, r.Import)
 	fmt.Fprintf(w, "model %s: %.3fB parameters\n", r.Model, float64(r.Params)/1e9)
 	printReleases(w, r.Releases)
@@ -526,7 +316,7 @@ func printReport(w io.Writer, p vram.Plan, r Report) {
 
 // printVLLM prints how vLLM carves the GPU, as the release modelled runs
 // it, and its cache.
-func printVLLM(w io.Writer, p vram.Plan, r Report) {
+func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	c := r.VLLM
 	if c == nil {
 		return
@@ -569,7 +359,7 @@ func printVLLM(w io.Writer, p vram.Plan, r Report) {
 }
 
 // printSGLang prints SGLang's pool, as the release modelled sizes it.
-func printSGLang(w io.Writer, r Report) {
+func printSGLang(w io.Writer, r answer.Report) {
 	sp := r.SGLang
 	if sp == nil {
 		return
@@ -672,7 +462,7 @@ func printInference(w io.Writer, in *vram.InferenceEstimate) {
 }
 
 // printAdvice lists what would make the plan fit, each with its flags.
-func printAdvice(w io.Writer, p vram.Plan, imp *importer.Imported, as []AdviceLine) {
+func printAdvice(w io.Writer, p vram.Plan, imp *importer.Imported, as []answer.AdviceLine) {
 	if len(as) == 0 {
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/answer"
 )
 
 func TestPlanExamples(t *testing.T) {
@@ -41,7 +43,7 @@ func TestPlanExamples(t *testing.T) {
 		if err := gate([]string{"-json", f}, &out); err != nil {
 			t.Fatal(err)
 		}
-		var rep Report
+		var rep answer.Report
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			t.Fatalf("%s: -json output does not decode: %v", f, err)
 		}
@@ -87,7 +89,7 @@ func TestFitsOnAllocatedNotOnDevice(t *testing.T) {
 	if err := gate([]string{"-json", write("")}, &out); err != nil {
 		t.Fatal(err)
 	}
-	var rep Report
+	var rep answer.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +327,7 @@ func TestNoNegativeSizes(t *testing.T) {
 				t.Errorf("%s: %s = %v", name, path, x)
 			}
 		})
-		var rep Report
+		var rep answer.Report
 		json.Unmarshal(out.Bytes(), &rep)
 		if rep.Fit == nil || rep.Fit.Fits {
 			t.Errorf("%s: judged to fit: %+v", name, rep.Fit)
@@ -426,7 +428,7 @@ func TestLaunchGate(t *testing.T) {
 	if err := run([]string{"-json", "-gpu", "RTX-4090", fits, fits}, &out); !errors.As(err, new(notFit)) {
 		t.Fatalf("two plans that do not fit: %v", err)
 	}
-	var reps []Report
+	var reps []answer.Report
 	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || len(reps) != 2 || len(reps[0].Advice) == 0 || reps[0].Advice[0].Flags == "" {
 		t.Errorf("-json of two plans: %v %+v", err, reps)
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/answer"
 )
 
 var postTrainingFile = regexp.MustCompile(`(grpo|rloo|ppo|dpo)[^/]*\.json$`)
@@ -39,7 +41,7 @@ func TestPostTrainingPlans(t *testing.T) {
 		if err := gate([]string{"-json", f}, &out); err != nil {
 			t.Fatal(err)
 		}
-		var rep Report
+		var rep answer.Report
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			t.Fatalf("%s: -json output does not decode: %v", f, err)
 		}

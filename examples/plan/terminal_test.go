@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramlab/vramlab/vram/answer"
 )
 
 // TestMain lets a test run the command itself: with VRAMLAB_RUN_PLAN set,
@@ -80,7 +82,7 @@ func TestOneLaunchOneAnswer(t *testing.T) {
 			if (errA == nil) != (errB == nil) {
 				t.Fatalf("the plan: %v; the command line: %v", errA, errB)
 			}
-			var ra, rb Report
+			var ra, rb answer.Report
 			if err := json.Unmarshal(a.Bytes(), &ra); err != nil {
 				t.Fatal(err)
 			}
