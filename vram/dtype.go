@@ -2,6 +2,8 @@ package vram
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -155,4 +157,11 @@ func (d DType) validKV() error {
 		return nil
 	}
 	return fmt.Errorf("kv_cache_dtype %v: want fp16, bf16, fp32 or fp8", d)
+}
+
+// DTypeNames are the short names DType writes, sorted: what a plan's
+// dtype fields hold (ParseDType also reads PyTorch's and safetensors'
+// spellings).
+func DTypeNames() []string {
+	return slices.Sorted(maps.Values(dtypeNames))
 }

@@ -476,3 +476,23 @@ func TestReleasesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaFlag: plan -schema prints the published schema files.
+func TestSchemaFlag(t *testing.T) {
+	for _, which := range []string{"plan", "report"} {
+		var out bytes.Buffer
+		if err := run([]string{"-schema", which}, &out); err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile("../../vram/answer/" + which + ".schema.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Errorf("plan -schema %s differs from vram/answer/%s.schema.json", which, which)
+		}
+	}
+	if err := run([]string{"-schema", "nope"}, io.Discard); err == nil || !strings.Contains(err.Error(), `"plan", "report"`) {
+		t.Errorf("plan -schema nope: %v", err)
+	}
+}
