@@ -96,6 +96,44 @@ func PlanKeys() []string {
 	return keys
 }
 
+// ParsePlanContent decodes a plan given as content alone (an agent's, a
+// web form's), reading no file and nothing from the network: its model is
+// a catalog name, the model's fields or a config.json inline; a path or a
+// hub id is refused, naming the field.
+func ParsePlanContent(data []byte) (Plan, error) {
+	var top struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if json.Unmarshal(data, &top) == nil {
+		if err := SealedModel(top.Model); err != nil {
+			return Plan{}, err
+		}
+	}
+	return ParsePlan(data, "")
+}
+
+// SealedModel refuses a plan's "model" that would be read from a file or
+// the network: a hub id, a config.json's path or a checkpoint folder.
+func SealedModel(raw json.RawMessage) error {
+	const how = `here a model is read from its content alone: give a catalog name, the model's fields, or {"hf_config": {…}} with the config.json inline`
+	raw = bytes.TrimSpace(raw)
+	var name string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &name) == nil && IsHubRef(name) {
+		return fmt.Errorf("model: %s needs the network; %s", name, how)
+	}
+	var keys map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &keys) != nil {
+		return nil
+	}
+	if keys["checkpoint"] != nil {
+		return fmt.Errorf("model.checkpoint: a folder is a path; %s", how)
+	}
+	if c := bytes.TrimSpace(keys["hf_config"]); len(c) > 0 && c[0] != '{' {
+		return fmt.Errorf("model.hf_config: a path; %s", how)
+	}
+	return nil
+}
+
 // ParsePlan decodes a plan; dir is the plan's folder, against which a
 // relative "hf_config" or "checkpoint" path is resolved.
 func ParsePlan(data []byte, dir string) (Plan, error) {

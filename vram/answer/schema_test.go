@@ -125,12 +125,23 @@ func TestPlansValidate(t *testing.T) {
 	if n < 25 {
 		t.Errorf("validated %d plan files, want the examples, the GPU grid's and the test plans (25 or more)", n)
 	}
+	good := `{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 10}}` // each bad plan breaks it once
+	var gv any
+	if err := json.Unmarshal([]byte(good), &gv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vram.ParsePlan([]byte(good), "."); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Validate(gv); err != nil {
+		t.Fatal(err)
+	}
 	for _, bad := range []string{
-		`{"model": "llama3-8b", "inference": {"batch": 1, "seq_len": 10}, "gpus": 8}`,
-		`{"model": "llama3-8b", "inference": {"batch": "one", "seq_len": 10}}`,
-		`{"model": "llama3-8b", "train": {"model": "llama3-8b"}}`,
+		`{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 10}, "gpus": 8}`,
+		`{"model": "llama-3-8b", "inference": {"batch": "one", "prompt_tokens": 10}}`,
+		`{"model": "llama-3-8b", "train": {"model": "llama-3-8b"}}`,
 		`{"inference": {"batch": 1}}`,
-		`{"model": "llama3-8b", "inference": {"batch": 1}, "train": {"batch": 1}}`,
+		`{"model": "llama-3-8b", "inference": {"batch": 1}, "train": {"batch": 1}}`,
 	} {
 		var v any
 		if err := json.Unmarshal([]byte(bad), &v); err != nil {

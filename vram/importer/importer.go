@@ -70,6 +70,10 @@ type Options struct {
 	// directory when empty), unless AnyPath.
 	Dir     string
 	AnyPath bool
+	// Sealed reads nothing but the config's content: no file it names, no
+	// model from a path or the hub (the MCP server's imports). The model
+	// comes from the catalog.
+	Sealed bool
 	// files are the files a launch script writes (here-documents), read
 	// before Dir's.
 	files map[string][]byte
@@ -719,6 +723,11 @@ func importModel(id string, opt Options) (vram.Model, string, *vram.Checkpoint, 
 	}
 	var raw json.RawMessage
 	switch {
+	case opt.Sealed:
+		raw, _ = json.Marshal(ref)
+		if vram.IsHubRef(ref) || strings.HasSuffix(ref, ".json") || strings.ContainsAny(ref, `\`) || strings.HasPrefix(ref, ".") || strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, "~") {
+			return vram.Model{}, "", nil, fmt.Errorf("model %q: a path or hub id is not read here, only catalog models (plan -presets lists them) and the hub ids the catalog knows", ref)
+		}
 	case strings.HasSuffix(ref, ".json"):
 		raw, _ = json.Marshal(map[string]string{"hf_config": ref})
 	case isDir(ref, opt.Dir):
@@ -812,6 +821,9 @@ func normRepo(id string) string {
 func (o Options) readFile(name string) ([]byte, error) {
 	if data, ok := o.files[name]; ok {
 		return data, nil
+	}
+	if o.Sealed {
+		return nil, errors.New("a file the config names is not read here: only the config's content is (pass the settings in the config itself)")
 	}
 	p, err := o.confine(name)
 	if err != nil {
