@@ -1,0 +1,96 @@
+package answer
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/importer"
+)
+
+// TestExplainLogRoundTrip: a log printed, as vLLM 0.33.0 and SGLang
+// 0.5.23 print their startup figures, from the answer's own figures agrees
+// with the answer figure by figure; one with a figure changed disagrees
+// on that figure alone, by the change.
+func TestExplainLogRoundTrip(t *testing.T) {
+	gib := func(b vram.Bytes) string { return fmt.Sprintf("%.2f", float64(b)/(1<<30)) }
+	for _, engine := range []string{"vllm", "sglang"} {
+		plan := `{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 1024}, "gpu": "H100-80GB", "` + engine + `": {}}`
+		p, err := vram.ParsePlanContent([]byte(plan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := For(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log string
+		if engine == "vllm" {
+			c, kv := rep.VLLM, rep.VLLM.KVCache
+			log = fmt.Sprintf("vLLM server version %s, serving model x\nModel loading took %s GiB memory and 5.2 seconds\nAvailable KV cache memory: %s GiB\nGPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx\n",
+				c.Release.Release, gib(c.Weights), gib(kv.Available), commas(kv.Tokens), commas(int64(kv.MaxModelLen)), kv.MaxConcurrency)
+		} else {
+			s := rep.SGLang
+			log = fmt.Sprintf("Load weight end. elapsed=1.00 s, type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=%s GB.\nKV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, KV size: %s GB\nmax_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, context_len=131072, available_gpu_mem=5.00 GB\n",
+				gib(s.Weights), s.Tokens, gib(vram.Bytes(s.Tokens)*s.CellSize), s.Tokens)
+		}
+		for _, changed := range []bool{false, true} {
+			text := log
+			if changed { // the weights line one GiB more
+				i := strings.Index(text, "GiB memory")
+				if engine == "sglang" {
+					i = strings.Index(text, " GB.\n")
+				}
+				j := strings.LastIndexAny(text[:i], "= ") + 1
+				var w float64
+				fmt.Sscan(text[j:i], &w)
+				text = text[:j] + fmt.Sprintf("%.2f", w+1) + text[i:]
+			}
+			l, err := importer.ReadEngineLog([]byte(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, err := ExplainLog(p, nil, l)
+			if err != nil {
+				t.Fatalf("%s: %v", engine, err)
+			}
+			if len(ex.Checks) < 3 {
+				t.Errorf("%s: %d checks, want weights, KV cache and tokens at least: %+v", engine, len(ex.Checks), ex)
+			}
+			for _, c := range ex.Checks {
+				wantAgree := !changed || c.What != importer.LogWeights
+				if c.Agrees != wantAgree {
+					t.Errorf("%s (changed %v): %s agrees %v, want %v: %+v", engine, changed, c.What, c.Agrees, wantAgree, c)
+				}
+				if !wantAgree && (c.Diff > -0.99*(1<<30) || c.Diff < -1.01*(1<<30)) {
+					t.Errorf("%s: weights diff %v, want about −1 GiB", engine, c.Diff)
+				}
+			}
+		}
+	}
+}
+
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func TestExplainLogRefuses(t *testing.T) {
+	l := importer.EngineLog{Engine: "vllm", Figures: []importer.LogFigure{{What: importer.LogWeights, Bytes: 1 << 30, Line: 1}}}
+	for _, c := range []struct{ plan, want string }{
+		{`{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 16}, "vllm": {}}`, "gpu: the GPU the log ran on"},
+		{`{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 16}, "gpu": "H100-80GB", "sglang": {}}`, "plan: the log is vllm's"},
+	} {
+		p, err := vram.ParsePlanContent([]byte(c.plan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ExplainLog(p, nil, l); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.plan, err, c.want)
+		}
+	}
+}

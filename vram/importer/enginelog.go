@@ -1,0 +1,255 @@
+package importer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/internal/pyconf"
+)
+
+// An engine's startup log says what it took of the GPU. ReadEngineLog
+// reads the figures vLLM and SGLang print, as their releases print them:
+//
+//	vLLM 0.11.0 – 0.33.0 (vllm/v1/worker/gpu_model_runner.py load_model,
+//	  v1/worker/gpu_worker.py determine_available_memory, v1/core/
+//	  kv_cache_utils.py, capture_model; entrypoints/common/startup.py for
+//	  the version and the non-default args):
+//	  "Model loading took 14.99 GiB memory and 5.2 seconds" (0.11.0: "took 14.9878 GiB and")
+//	  "Available KV cache memory: 52.34 GiB"
+//	  "GPU KV cache size: 428,768 tokens"
+//	  "Maximum concurrency for 8,192 tokens per request: 52.34x"
+//	  "Graph capturing finished in 7 secs, took 0.53 GiB"
+//	  "vLLM server version 0.33.0, serving model …" (0.11.0: "vLLM API server version")
+//	  "non-default args: {'model': …, 'max_model_len': 8192}"
+//	SGLang 0.5.3 – 0.5.23 (srt/model_executor/model_runner.py load_model,
+//	  srt/mem_cache/memory_pool.py, srt/managers/scheduler.py):
+//	  "Load weight end. … avail mem=60.12 GB, mem usage=15.01 GB."
+//	  "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 412345, K size: 25.2 GB, V size: 25.2 GB"
+//	  "max_total_num_tokens=412345, chunked_prefill_size=8192, …, max_running_requests=4096, context_len=131072, available_gpu_mem=6.21 GB"
+//	  "Capture cuda graph end. … mem usage=0.61 GB, avail mem=5.6 GB." (0.5.23:
+//	  "Capture target decode CUDA graph end. …"; the first capture is read)
+//
+// vLLM's GiB are 2³⁰ bytes, SGLang's GB are 2³⁰ bytes too (its GB constant
+// is 1024³); both round to two decimals, so a figure read is good to half
+// a hundredth of a GiB.
+
+// MaxEngineLog is the most of a log ReadEngineLog reads; MaxLogLine the
+// longest line it looks into (longer lines are passed over).
+const (
+	MaxEngineLog = 16 << 20
+	MaxLogLine   = 1 << 20
+)
+
+// EngineLog is what an engine's startup log said.
+type EngineLog struct {
+	Engine  string `json:"engine"`            // "vllm" or "sglang"
+	Version string `json:"version,omitempty"` // the release the log names
+	// Figures are what the log printed, by what (LogFigure's constants).
+	Figures []LogFigure `json:"figures"`
+	// Errors are the log's out-of-memory and cache-sizing failures.
+	Errors []string `json:"errors,omitempty"`
+	// Args are vLLM's non-default args as a serve command line (to import).
+	Args string `json:"args,omitempty"`
+}
+
+// LogFigure is one figure a log printed.
+type LogFigure struct {
+	What  string     `json:"what"`            // a LogWeights… constant
+	Bytes vram.Bytes `json:"bytes,omitempty"` // a memory figure
+	Count float64    `json:"count,omitempty"` // tokens, requests, a concurrency
+	Line  int        `json:"line"`            // the log's line
+}
+
+// The figures a log prints.
+const (
+	LogWeights        = "weights"          // vLLM "Model loading took", SGLang "Load weight end … mem usage"
+	LogKVCache        = "kv_cache"         // vLLM "Available KV cache memory", SGLang K size + V size
+	LogKVTokens       = "kv_tokens"        // vLLM "GPU KV cache size", SGLang max_total_num_tokens
+	LogMaxConcurrency = "max_concurrency"  // vLLM "Maximum concurrency for N tokens per request"
+	LogMaxModelLen    = "max_model_len"    // the N of that line
+	LogCUDAGraphs     = "cuda_graphs"      // vLLM "Graph capturing finished", SGLang "Capture cuda graph end"
+	LogMaxRunning     = "max_running_reqs" // SGLang max_running_requests
+	LogAvailAfter     = "available_after"  // SGLang available_gpu_mem once the pools are made
+)
+
+var (
+	ansi        = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+	gib         = `([0-9]+(?:\.[0-9]+)?)`
+	count       = `([0-9][0-9,]*)`
+	logPatterns = []struct {
+		engine, what string
+		re           *regexp.Regexp
+	}{
+		{"vllm", LogWeights, regexp.MustCompile(`Model loading took ` + gib + ` GiB`)},
+		{"vllm", LogKVCache, regexp.MustCompile(`Available KV cache memory: ` + gib + ` GiB`)},
+		{"vllm", LogKVTokens, regexp.MustCompile(`\bKV cache size: ` + count + ` tokens`)},
+		{"vllm", LogMaxModelLen, regexp.MustCompile(`Maximum concurrency for ` + count + ` tokens per request`)},
+		{"vllm", LogMaxConcurrency, regexp.MustCompile(`tokens per request: ` + gib + `x`)},
+		{"vllm", LogCUDAGraphs, regexp.MustCompile(`Graph capturing finished in [0-9]+ secs?, took ` + gib + ` GiB`)},
+		{"sglang", LogWeights, regexp.MustCompile(`Load weight end\..*mem usage=` + gib + ` GB`)},
+		{"sglang", LogKVTokens, regexp.MustCompile(`\bmax_total_num_tokens=` + count + `, chunked_prefill_size`)},
+		{"sglang", LogMaxRunning, regexp.MustCompile(`\bmax_running_requests=` + count)},
+		{"sglang", LogAvailAfter, regexp.MustCompile(`available_gpu_mem=` + gib + ` GB`)},
+		{"sglang", LogCUDAGraphs, regexp.MustCompile(`Capture [^.]*graph end\..*mem usage=` + gib + ` GB`)},
+	}
+	sglangKV     = regexp.MustCompile(`KV Cache is allocated\..*#tokens: ` + count + `, (?:K size: ` + gib + ` GB, V size: ` + gib + ` GB|KV size: ` + gib + ` GB)`)
+	vllmVersion  = regexp.MustCompile(`vLLM (?:API )?server version ([0-9][0-9A-Za-z.+-]*)|█.*\bversion\s+([0-9][0-9A-Za-z.+-]*)`)
+	vllmArgs     = regexp.MustCompile(`non-default args: (\{.*\})\s*$`)
+	logFailures  = regexp.MustCompile(`(CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|larger than the available KV cache memory|Not enough memory|max_total_num_tokens.*< ?0|RuntimeError: Not enough memory)`)
+	maxLogErrors = 5
+)
+
+// ReadEngineLog reads a vLLM or SGLang startup log (at most MaxEngineLog
+// bytes). A log with none of the figures is refused, saying what was
+// looked for.
+func ReadEngineLog(data []byte) (EngineLog, error) {
+	if len(data) > MaxEngineLog {
+		return EngineLog{}, fmt.Errorf("log: %d bytes, more than the %d read (give the startup: the lines up to the first request)", len(data), MaxEngineLog)
+	}
+	var l EngineLog
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), MaxLogLine)
+	for n := 1; ; n++ {
+		if !sc.Scan() {
+			if errors.Is(sc.Err(), bufio.ErrTooLong) {
+				return l, fmt.Errorf("log: line %d is longer than %d bytes; an engine's log lines are not", n, MaxLogLine)
+			}
+			break
+		}
+		l.readLine(ansi.ReplaceAllString(sc.Text(), ""), n, seen)
+	}
+	if len(l.Figures) == 0 && len(l.Errors) == 0 {
+		return l, errors.New(`log: none of the lines vLLM or SGLang print at startup ("Model loading took", "Available KV cache memory", "GPU KV cache size", "Load weight end", "KV Cache is allocated", "max_total_num_tokens=") is in it`)
+	}
+	return l, nil
+}
+
+// readLine adds what line n says; a figure printed again (by another
+// tensor-parallel rank) keeps its first value.
+func (l *EngineLog) readLine(s string, n int, seen map[string]bool) {
+	if m := vllmVersion.FindStringSubmatch(s); m != nil && l.Version == "" {
+		l.Engine, l.Version = "vllm", m[1]+m[2]
+	}
+	if m := vllmArgs.FindStringSubmatch(s); m != nil && l.Args == "" {
+		l.Engine, l.Args = "vllm", serveArgs(m[1])
+	}
+	if m := logFailures.FindString(s); m != "" && len(l.Errors) < maxLogErrors {
+		l.Errors = append(l.Errors, fmt.Sprintf("line %d: %s", n, strings.TrimSpace(truncate(s, 300))))
+	}
+	if m := sglangKV.FindStringSubmatch(s); m != nil && !seen[LogKVCache] {
+		seen[LogKVCache], l.Engine = true, "sglang"
+		kv := gibBytes(m[2]) + gibBytes(m[3]) + gibBytes(m[4])
+		l.Figures = append(l.Figures, LogFigure{What: LogKVCache, Bytes: kv, Line: n})
+	}
+	for _, p := range logPatterns {
+		m := p.re.FindStringSubmatch(s)
+		if m == nil || seen[p.what] || (l.Engine != "" && l.Engine != p.engine) {
+			continue
+		}
+		seen[p.what], l.Engine = true, p.engine
+		f := LogFigure{What: p.what, Line: n}
+		switch p.what {
+		case LogKVTokens, LogMaxModelLen, LogMaxRunning, LogMaxConcurrency:
+			f.Count, _ = strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+		default:
+			f.Bytes = gibBytes(m[1])
+		}
+		l.Figures = append(l.Figures, f)
+	}
+}
+
+// Figure is the figure what, if the log printed it.
+func (l EngineLog) Figure(what string) (LogFigure, bool) {
+	i := slices.IndexFunc(l.Figures, func(f LogFigure) bool { return f.What == what })
+	if i < 0 {
+		return LogFigure{}, false
+	}
+	return l.Figures[i], true
+}
+
+func gibBytes(s string) vram.Bytes {
+	if s == "" {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(s, 64)
+	return vram.Bytes(v * (1 << 30))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// serveArgs turns vLLM's non-default args (a Python dict's repr) into the
+// serve command line they came from: vllm serve MODEL --key value …
+// (vllm/entrypoints/common/startup.py get_non_default_args: the
+// EngineArgs fields that differ from their defaults, by field name).
+func serveArgs(dict string) string {
+	m, err := pyconf.Parse([]byte("def f():\n    return " + dict + "\n"))
+	if err != nil {
+		return ""
+	}
+	v, _, err := m.Run("f")
+	args, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return ""
+	}
+	model, _ := args["model"].(string)
+	if model == "" {
+		model, _ = args["model_tag"].(string)
+	}
+	if model == "" {
+		return ""
+	}
+	out := []string{"vllm", "serve", shellQuote(model)}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range args {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, k := range keys {
+		if k == "model" || k == "model_tag" || k == "subparser" || k == "dispatch_function" {
+			continue
+		}
+		flag := "--" + strings.ReplaceAll(k, "_", "-")
+		switch x := args[k].(type) {
+		case nil:
+		case bool:
+			if x {
+				out = append(out, flag)
+			} else {
+				out = append(out, "--no-"+flag[2:])
+			}
+		case string:
+			out = append(out, flag, shellQuote(x))
+		case map[string]any, []any:
+			b, err := json.Marshal(x)
+			if err == nil {
+				out = append(out, flag, shellQuote(string(b)))
+			}
+		default:
+			out = append(out, flag, shellQuote(fmt.Sprint(x)))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,104 @@
+package importer
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramlab/vramlab/vram"
+)
+
+// Logs written as the releases' format strings print them (enginelog.go
+// cites each).
+const (
+	vllm033Log = "\x1b[1;36m(EngineCore_DP0 pid=811)\x1b[0;0m INFO 12-01 10:00:00 [startup.py:20] vLLM server version 0.33.0, serving model meta-llama/Llama-3.1-8B-Instruct\n" +
+		"INFO 12-01 10:00:00 [startup.py:96] non-default args: {'model_tag': 'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192, 'gpu_memory_utilization': 0.85, 'enforce_eager': True, 'enable_prefix_caching': False}\n" +
+		"(Worker_TP0 pid=1) INFO [gpu_model_runner.py:5089] Model loading took 14.99 GiB memory and 5.212345 seconds\n" +
+		"(Worker_TP1 pid=2) INFO [gpu_model_runner.py:5089] Model loading took 15.01 GiB memory and 5.312345 seconds\n" +
+		"(Worker_TP0 pid=1) INFO [gpu_worker.py:773] Available KV cache memory: 52.34 GiB\n" +
+		"INFO [kv_cache_utils.py:1149] GPU KV cache size: 428,768 tokens, Maximum concurrency for 8,192 tokens per request: 52.34x\n" +
+		"INFO [gpu_model_runner.py:6517] Graph capturing finished in 7 secs, took 0.53 GiB\n"
+	vllm011Log = "INFO 10-01 vLLM API server version 0.11.0\n" +
+		"INFO [gpu_model_runner.py:2653] Model loading took 14.9878 GiB and 5.123456 seconds\n" +
+		"INFO [gpu_worker.py:298] Available KV cache memory: 52.30 GiB\n" +
+		"INFO [kv_cache_utils.py:1087] GPU KV cache size: 428,448 tokens\n" +
+		"INFO [kv_cache_utils.py:1091] Maximum concurrency for 131,072 tokens per request: 3.27x\n"
+	sglang0523Log = "[2026-12-01 10:00:00 TP0] Load weight end. elapsed=12.31 s, type=LlamaForCausalLM, avail mem=63.86 GB, mem usage=15.03 GB.\n" +
+		"[2026-12-01 10:00:01 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 412345, K size: 25.17 GB, V size: 25.17 GB\n" +
+		"[2026-12-01 10:00:09 TP0] Capture target decode CUDA graph end. elapsed=7.10 s, mem usage=0.61 GB, avail mem=5.60 GB.\n" +
+		"[2026-12-01 10:00:10 TP0] max_total_num_tokens=412345, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, context_len=131072, available_gpu_mem=5.60 GB\n"
+)
+
+func TestReadEngineLog(t *testing.T) {
+	gb := func(x float64) vram.Bytes { return vram.Bytes(x * (1 << 30)) }
+	for _, c := range []struct {
+		name, log, engine, version string
+		want                       map[string]LogFigure
+		args                       string
+	}{
+		{"vllm 0.33.0, two ranks, colours", vllm033Log, "vllm", "0.33.0", map[string]LogFigure{
+			LogWeights: {Bytes: gb(14.99), Line: 3}, LogKVCache: {Bytes: gb(52.34), Line: 5}, LogKVTokens: {Count: 428768, Line: 6},
+			LogMaxModelLen: {Count: 8192, Line: 6}, LogMaxConcurrency: {Count: 52.34, Line: 6}, LogCUDAGraphs: {Bytes: gb(0.53), Line: 7}},
+			"vllm serve meta-llama/Llama-3.1-8B-Instruct --no-enable-prefix-caching --enforce-eager --gpu-memory-utilization 0.85 --max-model-len 8192"},
+		{"vllm 0.11.0", vllm011Log, "vllm", "0.11.0", map[string]LogFigure{
+			LogWeights: {Bytes: gb(14.9878), Line: 2}, LogKVTokens: {Count: 428448, Line: 4}, LogMaxModelLen: {Count: 131072, Line: 5}}, ""},
+		{"sglang 0.5.23", sglang0523Log, "sglang", "", map[string]LogFigure{
+			LogWeights: {Bytes: gb(15.03), Line: 1}, LogKVCache: {Bytes: gb(25.17) * 2, Line: 2}, LogKVTokens: {Count: 412345, Line: 4},
+			LogMaxRunning: {Count: 4096, Line: 4}, LogCUDAGraphs: {Bytes: gb(0.61), Line: 3}, LogAvailAfter: {Bytes: gb(5.60), Line: 4}}, ""},
+	} {
+		l, err := ReadEngineLog([]byte(c.log))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if l.Engine != c.engine || l.Version != c.version || l.Args != c.args {
+			t.Errorf("%s: engine %q version %q args %q, want %q %q %q", c.name, l.Engine, l.Version, l.Args, c.engine, c.version, c.args)
+		}
+		for what, w := range c.want {
+			f, ok := l.Figure(what)
+			w.What = what
+			if !ok || f != w {
+				t.Errorf("%s: %s = %+v, want %+v", c.name, what, f, w)
+			}
+		}
+	}
+}
+
+// TestEngineLogArgsImport: the command line a vLLM log's non-default args
+// make imports as vLLM's (sealed: no file, no network).
+func TestEngineLogArgsImport(t *testing.T) {
+	l, err := ReadEngineLog([]byte(vllm033Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := Import("log.sh", []byte(l.Args), Options{Kind: KindVLLM, GPU: "H100-80GB", Sealed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := imp.Plan.VLLM; v == nil || v.GPUMemoryUtilization != 0.85 || v.MaxModelLen != 8192 {
+		t.Errorf("imported vLLM settings %+v, want 0.85 and 8192", imp.Plan.VLLM)
+	}
+}
+
+func TestReadEngineLogRefuses(t *testing.T) {
+	for _, c := range []struct{ log, want string }{
+		{"hello\nworld\n", "none of the lines vLLM or SGLang print"},
+		{strings.Repeat("x", MaxLogLine+1), "longer than"},
+		{strings.Repeat("a\n", MaxEngineLog/2+1), "more than the"},
+	} {
+		if _, err := ReadEngineLog([]byte(c.log)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%.20q: %v, want %q", c.log, err, c.want)
+		}
+	}
+	l, err := ReadEngineLog([]byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"))
+	if err != nil || len(l.Errors) != 1 {
+		t.Errorf("an OOM log: %v %v", l.Errors, err)
+	}
+}
+
+func FuzzReadEngineLog(f *testing.F) {
+	for _, s := range []string{vllm033Log, vllm011Log, sglang0523Log, "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = ReadEngineLog(data) // never panics, within its budgets
+	})
+}
