@@ -7,6 +7,7 @@ require (
 	github.com/go-echarts/go-echarts/v2 v2.7.2
 	github.com/google/jsonschema-go v0.4.3
 	github.com/janpfeifer/gonb v0.11.5
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 )
 
 require (
@@ -26,7 +27,6 @@ require (
 	github.com/janpfeifer/must v0.2.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
-	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect

@@ -39,6 +39,11 @@ const (
 	KindVerl         Kind = "verl" // main_ppo's Hydra overrides (verl.go)
 )
 
+// Kinds are the kinds a caller may name (Options.Kind).
+func Kinds() []string {
+	return []string{"axolotl", "llamafactory", "torchtune", "torchtitan", "hf_trainer", "megatron", "deepspeed", "accelerate", "verl", "vllm", "sglang", "llama.cpp"}
+}
+
 // Project names the project whose config the kind is (torchtitan for
 // its TOML and its Python configs alike).
 func (k Kind) Project() string {
@@ -290,7 +295,7 @@ func decodeAs(kind Kind, data []byte, opt *Options) (map[string]any, []string, e
 		}
 		return m, nil, nil
 	}
-	return nil, nil, fmt.Errorf("-from %q: want one of axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, verl, vllm, sglang, llama.cpp", kind)
+	return nil, nil, fmt.Errorf("-from %q: want one of %s", kind, strings.Join(Kinds(), ", "))
 }
 
 // kindOf recognises a decoded config by the keys its project uses.

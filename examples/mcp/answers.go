@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/answer"
+	"github.com/vramlab/vramlab/vram/importer"
+)
+
+// importConfig imports a config's text, sealed: nothing it names is read.
+func importConfig(a args) (any, error) {
+	text, err := a.str("config")
+	if err != nil {
+		return nil, err
+	}
+	if len(text) > vram.MaxConfigFile {
+		return nil, fmt.Errorf("arguments.config: %d bytes, more than a config's %d", len(text), vram.MaxConfigFile)
+	}
+	opt := importer.Options{Sealed: true}
+	var kind, name string
+	for _, f := range []struct {
+		k string
+		s *string
+	}{{"kind", &kind}, {"name", &name}, {"model", &opt.Model}, {"gpu", &opt.GPU}} {
+		if *f.s, err = a.str(f.k); err != nil {
+			return nil, err
+		}
+	}
+	opt.Kind = importer.Kind(kind)
+	if name == "" {
+		name = "config"
+	}
+	if strings.ContainsAny(name, `/\`) {
+		return nil, errors.New("arguments.name: a file name, not a path (nothing is read from it)")
+	}
+	if raw, ok := a["gpus"]; ok {
+		if err := json.Unmarshal(raw, &opt.GPUs); err != nil || opt.GPUs < 1 {
+			return nil, errors.New("arguments.gpus: want a whole number of GPUs, 1 or more")
+		}
+	}
+	if raw, ok := a["overrides"]; ok {
+		if err := json.Unmarshal(raw, &opt.Overrides); err != nil {
+			return nil, errors.New(`arguments.overrides: want a list of "key=value" strings`)
+		}
+	}
+	if opt.GPU != "" {
+		if _, err := vram.ParseCapacity(opt.GPU); err != nil {
+			return nil, fmt.Errorf("arguments.gpu: %w", err)
+		}
+	}
+	imp, err := importer.Import(name, []byte(text), opt)
+	if err != nil {
+		return nil, fmt.Errorf("arguments.config: %w", err)
+	}
+	if opt.GPU != "" {
+		imp.Plan.GPU = opt.GPU
+	}
+	return answer.For(imp.Plan, &imp)
+}
+
+// explainLog sets a log beside the plan given, or the plan the log's own
+// vLLM args make.
+func explainLog(a args) (any, error) {
+	text, err := a.str("log")
+	if err != nil {
+		return nil, err
+	}
+	l, err := importer.ReadEngineLog([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("arguments.%w", err)
+	}
+	var p vram.Plan
+	var imp *importer.Imported
+	switch {
+	case a["plan"] != nil:
+		if p, err = a.plan(); err != nil {
+			return nil, err
+		}
+	case l.Args != "":
+		g, err := a.str("gpu")
+		if err != nil {
+			return nil, err
+		}
+		x, err := importer.Import("log.sh", []byte(l.Args), importer.Options{Kind: importer.KindVLLM, GPU: g, Sealed: true})
+		if err != nil {
+			return nil, fmt.Errorf("the log's non-default args (%s): %w", l.Args, err)
+		}
+		p, imp = x.Plan, &x
+	default:
+		return nil, errors.New("arguments.plan: the log names no command line (vLLM's non-default args line); give the plan it ran")
+	}
+	if err := a.gpu(&p); err != nil {
+		return nil, err
+	}
+	return answer.ExplainLog(p, imp, l)
+}
+
+// presetList is the presets tool's answer.
+type presetList struct {
+	Presets []presetEntry `json:"presets"`
+}
+
+type presetEntry struct {
+	Name   string `json:"name"`
+	Family string `json:"family"`
+	Params int64  `json:"params"`
+}
+
+func presets(a args) (any, error) {
+	sub, err := a.str("contains")
+	if err != nil {
+		return nil, err
+	}
+	out := presetList{Presets: []presetEntry{}}
+	for _, n := range vram.Presets() {
+		if !strings.Contains(strings.ToLower(n), strings.ToLower(sub)) {
+			continue
+		}
+		p, err := vram.LookupPreset(n)
+		if err != nil {
+			return nil, err
+		}
+		out.Presets = append(out.Presets, presetEntry{Name: n, Family: p.Model.Family, Params: p.Model.ParamCount()})
+	}
+	return out, nil
+}
+
+// gpuList is the gpus tool's answer.
+type gpuList struct {
+	GPUs []vram.GPU `json:"gpus"`
+}
+
+func gpus(args) (any, error) {
+	var out gpuList
+	for _, n := range vram.GPUs() {
+		g, err := vram.ParseCapacity(n)
+		if err != nil {
+			return nil, err
+		}
+		out.GPUs = append(out.GPUs, g)
+	}
+	return out, nil
+}
+
+// schema is a published schema (plan or report) as an object.
+func schema(which string) (map[string]any, error) {
+	b, err := answer.Schema(which)
+	if err != nil {
+		return nil, err
+	}
+	var s map[string]any
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	delete(s, "$schema")
+	return s, nil
+}
