@@ -14,3 +14,14 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 echo "chromium: $(/usr/bin/chromium --version 2>/dev/null)"
+
+# The reference MCP client SDK, pinned, for the MCP server's test (kernel/mcp).
+mstamp=.venv-mcp/.requirements.sha256
+mwant=$(sha256sum kernel/mcp/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$mstamp" 2>/dev/null)" != "$mwant" ]; then
+  say "MCP client virtualenv .venv-mcp (kernel/mcp/requirements.txt)"
+  rm -rf .venv-mcp
+  python3 -m venv .venv-mcp
+  .venv-mcp/bin/pip install -q --disable-pip-version-check --no-cache-dir -r kernel/mcp/requirements.txt
+  echo "$mwant" > "$mstamp"
+fi

@@ -47,6 +47,15 @@ say "make lab's working copy of the tutorials"
   echo "ok"
 )
 
+say "the MCP server driven by the reference MCP client SDK (both protocol eras)"
+(
+  bin=$(mktemp -d)
+  trap 'rm -rf "$bin"' EXIT
+  go build -o "$bin/mcp" ./examples/mcp
+  go build -o "$bin/plan" ./examples/plan
+  .venv-mcp/bin/python kernel/mcp/test_client.py "$bin/mcp" "$bin/plan"
+)
+
 say "papermill's Go parameter translator"
 .venv/bin/python -m unittest discover -s kernel/papermill -p 'test_*.py'
 

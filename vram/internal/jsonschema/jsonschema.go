@@ -48,7 +48,15 @@ type Options struct {
 // Generate is the schema document of t.
 func Generate(t reflect.Type, opt Options) (Schema, error) {
 	g := &gen{opt: opt, defs: Schema{}, names: map[reflect.Type]string{}, taken: map[string]reflect.Type{}}
-	root, err := g.schema(t)
+	// The root is written in place (an MCP tool's schema has its type at
+	// the top), a struct by its fields.
+	var root Schema
+	var err error
+	if t.Kind() == reflect.Struct && g.opt.Overrides[t] == nil {
+		root, err = g.object(t)
+	} else {
+		root, err = g.schema(t)
+	}
 	if err != nil {
 		return nil, err
 	}
