@@ -19,7 +19,8 @@ start=$(date +%s)
 # (kernel/committed_test.go) keeps the list in step with what the project
 # imports.
 WARM_DEPS=(std github.com/go-echarts/go-echarts/v2/... github.com/NVIDIA/go-nvml/pkg/...
-  github.com/janpfeifer/gonb/gonbui github.com/janpfeifer/gonb/gonbui/widgets)
+  github.com/janpfeifer/gonb/gonbui github.com/janpfeifer/gonb/gonbui/widgets
+  github.com/modelcontextprotocol/go-sdk/... github.com/google/jsonschema-go/...)
 
 step_toolchain() {
   say "Go toolchain"
