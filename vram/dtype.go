@@ -79,8 +79,13 @@ func ParseDType(s string) (DType, error) {
 // MarshalText writes the short name.
 func (d DType) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// UnmarshalText reads any name ParseDType accepts.
+// UnmarshalText reads any name ParseDType accepts, and "unset" (what
+// MarshalText writes for the zero value: the default).
 func (d *DType) UnmarshalText(b []byte) error {
+	if string(b) == "unset" {
+		*d = DTypeUnset
+		return nil
+	}
 	v, err := ParseDType(string(b))
 	if err != nil {
 		return err

@@ -25,3 +25,19 @@ func TestParsePlanContent(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanFileDraft: a setting with no plan-file form is refused, named.
+func TestPlanFileDraft(t *testing.T) {
+	p, err := ParsePlanContent([]byte(`{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 16}, "vllm": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.File(); err != nil {
+		t.Fatal(err)
+	}
+	m := p.Model
+	p.VLLM.Draft = &m
+	if _, err := p.File(); err == nil || !strings.Contains(err.Error(), "vllm: a speculative draft model") {
+		t.Errorf("a draft model written: %v", err)
+	}
+}

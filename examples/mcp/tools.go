@@ -46,7 +46,7 @@ func tools() ([]toolDef, error) {
 			args:        map[string]any{"plan": plan, "gpu": gpu}, required: []string{"plan"}, output: report,
 			run: func(a args) (any, error) { return estimate(a, true) }},
 		{name: "import", title: "Import a trainer's or engine's config",
-			description: "Reads a trainer's config (axolotl, LLaMA-Factory, torchtune, torchtitan, HF Trainer, Megatron, DeepSpeed, accelerate, verl) or a serving command line (vllm serve, sglang launch_server, llama.cpp) given as text, and answers as estimate does, with what each field became and what was not read. Files the config names are not read: put their settings in the config.",
+			description: "Reads a trainer's config (axolotl, LLaMA-Factory, torchtune, torchtitan, HF Trainer, Megatron, DeepSpeed, accelerate, verl) or a serving command line (vllm serve, sglang launch_server, llama.cpp) given as text, and answers as estimate does, with what each field became, what was not read, and plan_file: the plan as a plan file, to edit and send to estimate again. Files the config names are not read: put their settings in the config.",
 			args: map[string]any{
 				"config":    map[string]any{"type": "string", "description": "the config's or command line's text"},
 				"kind":      map[string]any{"type": "string", "enum": importer.Kinds(), "description": "the config's kind where its content does not say"},

@@ -6,7 +6,8 @@ SERVER is the built examples/mcp, PLAN_CLI the built examples/plan. Both
 protocol eras are spoken (2026-07-28's server/discover, and the
 initialize handshake); the tools are listed and each is called: estimate
 and fit on every example plan equal `plan -json` on the same plan, import
-on a trainer's config equals `plan -json` on the file, every answer
+on a trainer's config equals `plan -json` on the file (and its plan_file
+estimates to the same answer), every answer
 validates against report.schema.json, and hostile inputs get the errors
 the CLI gives, naming the field.
 """
@@ -72,6 +73,12 @@ async def session(server, cli, mode, validator):
         r = await call("import", {"config": open(cfg).read(), "name": "llama-3__qlora.yml", "gpu": "RTX-4090"})
         check(not r.is_error and r.structured_content == plan_json(cli, "-gpu", "RTX-4090", cfg), f"{mode} import != plan -json on the file")
         validator.validate(r.structured_content)
+        imported = dict(r.structured_content)
+        r = await call("estimate", {"plan": imported.pop("plan_file")})
+        imported.pop("import")
+        unflagged = lambda rep: {**rep, "advice": [{k: v for k, v in a.items() if k != "flags"} for a in rep.get("advice", [])]}
+        # the advice's flags are said in the config's keys for the import, in the plan's framework's for the plan file
+        check(not r.is_error and unflagged(r.structured_content) == unflagged(imported), f"{mode} import's plan_file does not estimate to import's answer")
 
         log = ("INFO vLLM server version 0.33.0, serving model meta-llama/Llama-3.1-8B-Instruct\n"
                "INFO non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192}\n"

@@ -11,6 +11,7 @@
 package answer
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/vramlab/vramlab/vram"
@@ -41,6 +42,9 @@ type Report struct {
 	// Import says how a trainer's config or a server's command line
 	// became the plan.
 	Import *importer.Imported `json:"import,omitempty"`
+	// PlanFile is the plan an imported config became, as a plan file: it
+	// reads back to this answer (vram.Plan.File), to edit and estimate again.
+	PlanFile json.RawMessage `json:"plan_file,omitempty"`
 	// Advice are the changes that would make a plan that does not fit
 	// fit, in the plan's framework's (or vLLM's) own flags.
 	Advice []AdviceLine `json:"advice,omitempty"`
@@ -93,6 +97,9 @@ type Fit struct {
 // a plan file), and its kind chooses the flags the advice is printed in.
 func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 	rep := Report{Name: p.Name, Model: p.ModelRef, Params: p.Model.ParamCount(), Checkpoint: p.Checkpoint, Import: imp}
+	if imp != nil {
+		rep.PlanFile, _ = p.File() // none where a setting has no plan-file form (a speculative draft model)
+	}
 	var err error
 	if rep.Releases, err = p.Releases(); err != nil {
 		return rep, err

@@ -85,16 +85,17 @@ var planOmits = map[reflect.Type][]string{
 // overrides describe the types that read or write themselves, each as its
 // UnmarshalJSON reads it (input) or its MarshalJSON writes it (output).
 func overrides(input bool) map[reflect.Type]any {
-	dtype := jsonschema.Schema{"type": "string", "enum": toAny(vram.DTypeNames())}
+	dtype := jsonschema.Schema{"type": "string", "enum": append(toAny(vram.DTypeNames()), "unset")}
 	bytes := jsonschema.Schema{"type": "integer", "description": "bytes"}
 	if input {
-		dtype = jsonschema.Schema{"type": "string", "description": "a dtype: " + join(vram.DTypeNames()) + ", or PyTorch's and safetensors' spellings (bfloat16, F8_E4M3)"}
+		dtype = jsonschema.Schema{"type": "string", "description": "a dtype: " + join(vram.DTypeNames()) + " (unset: the default), or PyTorch's and safetensors' spellings (bfloat16, F8_E4M3)"}
 		bytes = jsonschema.Schema{"anyOf": []any{bytes, jsonschema.Schema{"type": "string", "description": `a size such as "80 GiB"`}}}
 	}
 	o := map[reflect.Type]any{
-		reflect.TypeFor[vram.Bytes]():     bytes,
-		reflect.TypeFor[vram.DType]():     dtype,
-		reflect.TypeFor[vram.BlockList](): jsonschema.Schema{"type": "array", "items": jsonschema.Schema{"type": "integer", "minimum": 0}, "description": "block indexes"},
+		reflect.TypeFor[vram.Bytes]():      bytes,
+		reflect.TypeFor[json.RawMessage](): jsonschema.Schema{"type": "object", "description": "a plan file (plan.schema.json)"},
+		reflect.TypeFor[vram.DType]():      dtype,
+		reflect.TypeFor[vram.BlockList]():  jsonschema.Schema{"type": "array", "items": jsonschema.Schema{"type": "integer", "minimum": 0}, "description": "block indexes"},
 		reflect.TypeFor[vram.BiasMode](): jsonschema.Schema{"anyOf": []any{jsonschema.Schema{"type": "boolean"},
 			jsonschema.Schema{"enum": []any{"mlp_only", "qkv_only", "attention", "true", "false"}}}},
 		reflect.TypeFor[vram.DSSize](): jsonschema.Schema{"anyOf": []any{jsonschema.Schema{"type": "integer", "minimum": 0},

@@ -1,0 +1,73 @@
+package vram
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+)
+
+// File writes p as a plan file that ParsePlan reads back to the same plan:
+// what an imported config became, for a user or an agent to edit and
+// estimate again. The model is its catalog name where p names an unchanged
+// catalog model, else its fields.
+func (p Plan) File() ([]byte, error) {
+	f := map[string]any{}
+	if p.Name != "" {
+		f["name"] = p.Name
+	}
+	if p.GPU != "" {
+		f["gpu"] = p.GPU
+	}
+	switch pre, err := LookupPreset(p.ModelRef); {
+	case IsHubRef(p.ModelRef):
+		f["model"] = p.ModelRef
+	case p.Checkpoint != nil:
+		f["model"] = map[string]string{"checkpoint": p.ModelRef}
+	case err == nil && reflect.DeepEqual(pre.Model, p.Model):
+		f["model"] = p.ModelRef
+	default:
+		f["model"] = p.Model
+	}
+	if p.VLLM != nil && p.VLLM.Draft != nil {
+		return nil, errors.New("vllm: a speculative draft model (--speculative-config) has no plan-file form yet")
+	}
+	parts := []struct {
+		key  string
+		v    any
+		omit []string // the model, which the plan holds at its top
+	}{
+		{"train", p.Training, []string{"model"}}, {"inference", p.Inference, []string{"model"}},
+		{"vllm", p.VLLM, nil}, {"sglang", p.SGLang, nil}, {"tgi", p.TGI, nil},
+		{"post_training", p.PostTraining, nil},
+	}
+	for _, part := range parts {
+		if reflect.ValueOf(part.v).IsNil() {
+			continue
+		}
+		m, err := asMap(part.v)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range part.omit {
+			delete(m, k)
+		}
+		if pol, ok := m["policy"].(map[string]any); ok {
+			delete(pol, "model")
+		}
+		f[part.key] = m
+	}
+	if p.Versions != (Versions{}) {
+		f["versions"] = p.Versions
+	}
+	return json.MarshalIndent(f, "", "  ")
+}
+
+func asMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	err = json.Unmarshal(b, &m)
+	return m, err
+}
