@@ -41,7 +41,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	t := &mcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{os.Stdout}, MaxLineLength: maxMessage}
+	t := &mcp.IOTransport{Reader: cutDeep(os.Stdin, maxMessage), Writer: nopCloser{os.Stdout}, MaxLineLength: maxMessage}
 	if err := s.Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "mcp:", err)
 		os.Exit(1)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,19 +166,59 @@ func TestToolsListed(t *testing.T) {
 	}
 }
 
-// TestDeepMessage: a message nested deeper than the official SDK's 1000
-// levels (go-sdk internal/json) is refused by the protocol layer, which
-// ends the session: the call fails at once, nothing hangs or panics, and
-// a new session answers.
-func TestDeepMessage(t *testing.T) {
-	cs := connect(t)
-	deep := strings.Repeat(`{"a":`, 2000) + "1" + strings.Repeat("}", 2000)
-	plan := json.RawMessage(`{"model": "llama-3-8b", "inference": ` + deep + `}`)
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "estimate", Arguments: map[string]any{"plan": plan}}); err == nil {
-		t.Error("a 2000-deep message was answered")
+// connectStdio is a client session with a fresh server over pipes, the
+// server reading through cutDeep as main's does.
+func connectStdio(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	s, err := newServer()
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := call(t, connect(t), "presets", map[string]any{"contains": "llama-3.1-8b"})
-	if r.IsError {
-		t.Error("a new session does not answer")
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	ctx := context.Background()
+	st := &mcp.IOTransport{Reader: cutDeep(toServer, maxMessage), Writer: fromServer, MaxLineLength: maxMessage}
+	if _, err := s.Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient, MaxLineLength: maxMessage}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestDeepMessage: a message nested deeper than the SDK's 1000 levels
+// gets the reader's error, as the CLI gives it for the same plan, and the
+// session goes on.
+func TestDeepMessage(t *testing.T) {
+	cs := connectStdio(t)
+	for _, depth := range []int{500, 2000, 9000} {
+		deep := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
+		plan := json.RawMessage(`{"model": "llama-3-8b", "inference": ` + deep + `}`)
+		r := call(t, cs, "estimate", map[string]any{"plan": plan})
+		if text := r.Content[0].(*mcp.TextContent).Text; !r.IsError || !strings.Contains(text, `inference.a: unknown field`) {
+			t.Errorf("depth %d: %v %.200q, want the reader's error", depth, r.IsError, text)
+		}
+	}
+	if r := call(t, cs, "presets", map[string]any{"contains": "llama-3.1-8b"}); r.IsError {
+		t.Error("the session does not answer after deep messages")
+	}
+}
+
+func TestShallow(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a":[1,"]]{{",{"b":2}]}`, `{"a":[1,"]]{{",{"b":2}]}`},
+		{`{"s":"\"{"}`, `{"s":"\"{"}`},
+		{strings.Repeat("[", maxNesting+5) + strings.Repeat("]", maxNesting+5), strings.Repeat("[", maxNesting) + `"(nested too deep)"` + strings.Repeat("]", maxNesting)},
+	} {
+		got := string(shallow([]byte(c.in)))
+		if got != c.want {
+			t.Errorf("shallow(%.40q) = %.60q…, want %.60q…", c.in, got, c.want)
+		}
+		if !json.Valid([]byte(got)) {
+			t.Errorf("shallow(%.40q) is not JSON", c.in)
+		}
 	}
 }
