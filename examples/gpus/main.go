@@ -18,11 +18,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/vramlab/vramlab/examples/internal/term"
 	"io"
 	"os"
 	"os/signal"
 	"time"
+
+	"github.com/vramlab/vramlab/examples/internal/term"
 
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/gpu"
@@ -66,6 +67,7 @@ func run(args []string, w io.Writer) error {
 	pid := fs.Int("pid", 0, "-sample: also follow this process's memory")
 	every := fs.Duration("every", 100*time.Millisecond, "-sample: interval between readings")
 	span := fs.Duration("for", 0, "-sample: stop after this long (0: until interrupted)")
+	catalog := fs.Bool("catalog", false, "list the catalog's GPUs (what a plan names) with their measured totals and sources, instead of this machine's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h asked for the usage, which is printed
@@ -73,7 +75,10 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errors.New("usage: gpus [-json] [-plan FILE.json] [-fake h100x8] [-sample FILE.csv -device N -pid P -every D -for D]")
+		return errors.New("usage: gpus [-json] [-catalog] [-plan FILE.json] [-fake h100x8] [-sample FILE.csv -device N -pid P -every D -for D]")
+	}
+	if *catalog {
+		return printCatalog(w, *asJSON)
 	}
 	if *sample != "" {
 		return sampleTo(*sample, *fake, *index, *pid, *every, *span, w)

@@ -112,3 +112,37 @@ func TestHelpExitsZero(t *testing.T) {
 		t.Errorf("-h: %v", err)
 	}
 }
+
+// TestCatalog: gpus -catalog lists every catalog GPU with its source, as
+// a table and as JSON.
+func TestCatalog(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-catalog"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range vram.GPUs() {
+		if !strings.Contains(out.String(), "\n"+n+" ") || !strings.Contains(out.String(), "  "+n+": ") {
+			t.Errorf("-catalog lacks %s's row or source", n)
+		}
+	}
+	for _, want := range []string{"DGX-Spark", "unified memory, shared with the CPU", "MI325X", "capacity only", "10.3"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-catalog lacks %q", want)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"-catalog", "-json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		GPUs []vram.GPU `json:"gpus"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.GPUs) != len(vram.GPUs()) {
+		t.Fatalf("-catalog -json: %d GPUs, %v", len(got.GPUs), err)
+	}
+	for _, g := range got.GPUs {
+		if g.Source == "" || g.Memory <= 0 {
+			t.Errorf("%s: no source or memory", g.Name)
+		}
+	}
+}
