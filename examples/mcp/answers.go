@@ -69,34 +69,23 @@ func explainLog(a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := importer.ReadEngineLog([]byte(text))
+	g, err := a.str("gpu")
+	if err != nil {
+		return nil, err
+	}
+	var p *vram.Plan
+	if a["plan"] != nil {
+		x, err := a.plan()
+		if err != nil {
+			return nil, err
+		}
+		p = &x
+	}
+	ex, err := answer.ExplainEngineLog([]byte(text), p, g)
 	if err != nil {
 		return nil, fmt.Errorf("arguments.%w", err)
 	}
-	var p vram.Plan
-	var imp *importer.Imported
-	switch {
-	case a["plan"] != nil:
-		if p, err = a.plan(); err != nil {
-			return nil, err
-		}
-	case l.Args != "":
-		g, err := a.str("gpu")
-		if err != nil {
-			return nil, err
-		}
-		x, err := importer.Import("log.sh", []byte(l.Args), importer.Options{Kind: importer.KindVLLM, GPU: g, Sealed: true})
-		if err != nil {
-			return nil, fmt.Errorf("the log's non-default args (%s): %w", l.Args, err)
-		}
-		p, imp = x.Plan, &x
-	default:
-		return nil, errors.New("arguments.plan: the log names no command line (vLLM's non-default args line); give the plan it ran")
-	}
-	if err := a.gpu(&p); err != nil {
-		return nil, err
-	}
-	return answer.ExplainLog(p, imp, l)
+	return ex, nil
 }
 
 // presetList is the presets tool's answer.

@@ -8,6 +8,7 @@
 //	go run ./examples/plan -json FILE.json          # machine-readable
 //	go run ./examples/plan -hf-config FILE.json     # the model as a Hugging Face config.json
 //	go run ./examples/plan -schema plan|report      # the JSON Schema of a plan file, of -json's answer
+//	go run ./examples/plan -log vllm.log -gpu H100-80GB [FILE.json]  # an engine's startup log beside the prediction
 //
 // The plan format is documented on vram.Plan; examples are in examples/plans.
 package main
@@ -82,6 +83,7 @@ func run(args []string, w io.Writer) error {
 	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
 	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
 	entry := fs.String("config", "", "a torchtitan config_registry.py's function to read, as torchtitan's --config names it (e.g. llama3_8b)")
+	logFile := fs.String("log", "", "a vLLM or SGLang startup log: each memory figure it printed beside the prediction for the plan file given, or for the plan the log's own vLLM args make (with -gpu)")
 	schema := fs.String("schema", "", "print the JSON Schema of a plan file (plan) or of -json's answer (report)")
 	anywhere := fs.Bool("read-anywhere", false, "read the files a config names (a DeepSpeed JSON, --config YAML, accelerate's config_file) wherever they are; without it only those inside the config's folder")
 	positional, err := parseInterleaved(fs, args)
@@ -98,6 +100,9 @@ func run(args []string, w io.Writer) error {
 		}
 		_, err = w.Write(b)
 		return err
+	}
+	if *logFile != "" {
+		return explainLog(w, *logFile, positional, launch{gpu: *gpuName}, *asJSON)
 	}
 	if *ggufFile != "" {
 		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *gpuName)

@@ -496,3 +496,49 @@ func TestSchemaFlag(t *testing.T) {
 		t.Errorf("plan -schema nope: %v", err)
 	}
 }
+
+// TestLogFlag: plan -log sets an engine's startup log beside the
+// prediction, for the plan its own args make or for a plan file given.
+func TestLogFlag(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "vllm.log")
+	text := "INFO vLLM server version 0.33.0, serving model x\n" +
+		"INFO non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192}\n" +
+		"INFO Model loading took 14.99 GiB memory and 5.2 seconds\nINFO Available KV cache memory: 52.34 GiB\n" +
+		"INFO GPU KV cache size: 428,768 tokens, Maximum concurrency for 8,192 tokens per request: 52.34x\n"
+	if err := os.WriteFile(log, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run([]string{"-log", log, "-gpu", "H100-80GB"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"vLLM 0.33.0 startup log beside the prediction for llama-3.1-8b on H100-80GB",
+		"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192", "weights", "14.99 GiB", "428,768", "max_model_len", "agrees"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan -log lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := run([]string{"-json", "-log", log, "-gpu", "H100-80GB", "../plans/llama3-8b-serve.json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var ex answer.Explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil || len(ex.Checks) < 3 || ex.Report.Model != "llama-3-8b" {
+		t.Errorf("plan -json -log with a plan file: %v %+v", err, ex.Checks)
+	}
+	bare := filepath.Join(dir, "bare.log")
+	os.WriteFile(bare, []byte("INFO Model loading took 1.00 GiB memory and 1 seconds\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-log", bare, "-gpu", "H100-80GB"}, "plan: the log names no command line"},
+		{[]string{"-log", log, "a.json", "b.json"}, "-log takes one plan file"},
+		{[]string{"-log", filepath.Join(dir, "none.log")}, "none.log"},
+	} {
+		if err := run(c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plan %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -36,6 +36,38 @@ type LogCheck struct {
 	Agrees bool `json:"agrees"`
 }
 
+// ExplainEngineLog reads an engine's startup log and sets it beside plan
+// p, or, where p is nil, beside the plan the log's own vLLM args make; gpu,
+// when set, is the GPU it ran on (instead of the plan's). Nothing but the
+// log's text is read: the args are imported sealed.
+func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error) {
+	l, err := importer.ReadEngineLog(log)
+	if err != nil {
+		return Explanation{}, err
+	}
+	var plan vram.Plan
+	var imp *importer.Imported
+	switch {
+	case p != nil:
+		plan = *p
+	case l.Args != "":
+		x, err := importer.Import("log.sh", []byte(l.Args), importer.Options{Kind: importer.KindVLLM, GPU: gpu, Sealed: true})
+		if err != nil {
+			return Explanation{Log: l}, fmt.Errorf("log: its non-default args (%s): %w", l.Args, err)
+		}
+		plan, imp = x.Plan, &x
+	default:
+		return Explanation{Log: l}, errors.New("plan: the log names no command line (vLLM's non-default args line); give the plan it ran")
+	}
+	if gpu != "" {
+		if _, err := vram.ParseCapacity(gpu); err != nil {
+			return Explanation{Log: l}, fmt.Errorf("gpu: %w", err)
+		}
+		plan.GPU = gpu
+	}
+	return ExplainLog(plan, imp, l)
+}
+
 // ExplainLog reads a log beside the plan p that ran it (imp as For takes
 // it): a serving plan of the log's engine, on the GPU it ran on. Where the
 // plan names no release of the engine, the release the log names is

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/vramlab/vramlab/vram"
+	"github.com/vramlab/vramlab/vram/answer"
+	"github.com/vramlab/vramlab/vram/fileio"
+	"github.com/vramlab/vramlab/vram/importer"
+)
+
+// explainLog prints an engine's startup log beside the prediction for the
+// plan file given (at most one), or for the plan the log's args make.
+func explainLog(w io.Writer, logFile string, files []string, l launch, asJSON bool) error {
+	if len(files) > 1 {
+		return errors.New("-log takes one plan file (or none: the log's own vLLM args)")
+	}
+	text, err := fileio.Read(logFile, importer.MaxEngineLog)
+	if err != nil {
+		return err
+	}
+	var p *vram.Plan
+	if len(files) == 1 {
+		x, _, err := readPlan(files[0], l)
+		if err != nil {
+			return err
+		}
+		p = &x
+	}
+	ex, err := answer.ExplainEngineLog(text, p, l.gpu)
+	if err != nil {
+		return fmt.Errorf("%s: %w", logFile, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ex)
+	}
+	printExplanation(w, ex)
+	return nil
+}
+
+func printExplanation(w io.Writer, ex answer.Explanation) {
+	engine := map[string]string{"vllm": "vLLM", "sglang": "SGLang"}[ex.Log.Engine]
+	release := ex.Log.Version
+	if release == "" {
+		release = "(release not in the log)"
+	}
+	on := ""
+	if f := ex.Report.Fit; f != nil {
+		on = " on " + f.GPU
+	}
+	fmt.Fprintf(w, "%s %s startup log beside the prediction for %s%s\n", engine, release, ex.Report.Model, on)
+	if ex.Log.Args != "" {
+		fmt.Fprintf(w, "the log's command line: %s\n", ex.Log.Args)
+	}
+	printReleases(w, ex.Report.Releases)
+	fmt.Fprintf(w, "\n  %-18s %6s %14s %14s %10s\n", "figure", "line", "log", "predicted", "diff")
+	for _, c := range ex.Checks {
+		log, pred := vram.Grouped(int64(c.Log)), vram.Grouped(int64(c.Predicted))
+		switch {
+		case isBytes(c.What): // as the engines print them: GiB to two decimals
+			log, pred = fmt.Sprintf("%.2f GiB", c.Log/(1<<30)), fmt.Sprintf("%.2f GiB", c.Predicted/(1<<30))
+		case c.What == importer.LogMaxConcurrency:
+			log, pred = fmt.Sprintf("%.2fx", c.Log), fmt.Sprintf("%.2fx", c.Predicted)
+		}
+		verdict := fmt.Sprintf("%+.1f %%", c.Percent)
+		if c.Agrees {
+			verdict = "agrees"
+		}
+		fmt.Fprintf(w, "  %-18s %6d %14s %14s %10s\n", c.What, c.Line, log, pred, verdict)
+	}
+	for _, n := range ex.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, e := range ex.Log.Errors {
+		fmt.Fprintf(w, "the log's failure: %s\n", e)
+	}
+}
+
+// isBytes tells a memory figure from a count.
+func isBytes(what string) bool {
+	switch what {
+	case importer.LogWeights, importer.LogKVCache, importer.LogCUDAGraphs, importer.LogAvailAfter:
+		return true
+	}
+	return false
+}
