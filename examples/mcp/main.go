@@ -62,11 +62,7 @@ func newServer() (*mcp.Server, error) {
 		return nil, err
 	}
 	for _, t := range ts {
-		tool, err := t.tool()
-		if err != nil {
-			return nil, err
-		}
-		s.AddTool(tool, t.handler())
+		s.AddTool(t.tool(), t.handler())
 	}
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -73,7 +74,7 @@ func tools() ([]toolDef, error) {
 }
 
 // tool is the tool as the protocol lists it.
-func (t toolDef) tool() (*mcp.Tool, error) {
+func (t toolDef) tool() *mcp.Tool {
 	in := map[string]any{"type": "object", "properties": t.args, "additionalProperties": false}
 	if len(t.required) > 0 {
 		in["required"] = t.required
@@ -83,7 +84,7 @@ func (t toolDef) tool() (*mcp.Tool, error) {
 	if t.output != nil {
 		tool.OutputSchema = t.output
 	}
-	return tool, nil
+	return tool
 }
 
 // handler runs the tool: an answer as structured content (and as JSON
@@ -113,17 +114,18 @@ func (t toolDef) handler() mcp.ToolHandler {
 type args map[string]json.RawMessage
 
 // readArgs checks a call's arguments against the tool's: an object of
-// known names, the required ones present, at most maxArgs bytes.
+// known names, the required ones present (their size is bounded by the
+// transport's maxMessage, each value by its reader's budget).
 func readArgs(raw json.RawMessage, known map[string]any, required []string) (args, error) {
 	a := args{}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if err := json.Unmarshal(raw, &a); err != nil {
-			return nil, fmt.Errorf("arguments: want an object of %s: %v", strings.Join(slices.Sorted(mapsKeys(known)), ", "), err)
+			return nil, fmt.Errorf("arguments: want an object of %s: %v", strings.Join(slices.Sorted(maps.Keys(known)), ", "), err)
 		}
 	}
 	for k := range a {
 		if _, ok := known[k]; !ok {
-			return nil, fmt.Errorf("arguments.%s: unknown field; known: %s", k, strings.Join(slices.Sorted(mapsKeys(known)), ", "))
+			return nil, fmt.Errorf("arguments.%s: unknown field; known: %s", k, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 		}
 	}
 	for _, k := range required {
@@ -132,16 +134,6 @@ func readArgs(raw json.RawMessage, known map[string]any, required []string) (arg
 		}
 	}
 	return a, nil
-}
-
-func mapsKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // str is argument k as a string ("" when absent).

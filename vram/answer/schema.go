@@ -3,6 +3,7 @@ package answer
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/internal/jsonschema"
@@ -88,7 +89,7 @@ func overrides(input bool) map[reflect.Type]any {
 	dtype := jsonschema.Schema{"type": "string", "enum": append(toAny(vram.DTypeNames()), "unset")}
 	bytes := jsonschema.Schema{"type": "integer", "description": "bytes"}
 	if input {
-		dtype = jsonschema.Schema{"type": "string", "description": "a dtype: " + join(vram.DTypeNames()) + " (unset: the default), or PyTorch's and safetensors' spellings (bfloat16, F8_E4M3)"}
+		dtype = jsonschema.Schema{"type": "string", "description": "a dtype: " + strings.Join(vram.DTypeNames(), ", ") + " (unset: the default), or PyTorch's and safetensors' spellings (bfloat16, F8_E4M3)"}
 		bytes = jsonschema.Schema{"anyOf": []any{bytes, jsonschema.Schema{"type": "string", "description": `a size such as "80 GiB"`}}}
 	}
 	o := map[reflect.Type]any{
@@ -140,15 +141,4 @@ func toAny(xs []string) []any {
 		out[i] = x
 	}
 	return out
-}
-
-func join(xs []string) string {
-	s := ""
-	for i, x := range xs {
-		if i > 0 {
-			s += ", "
-		}
-		s += x
-	}
-	return s
 }

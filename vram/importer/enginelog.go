@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,30 +17,37 @@ import (
 )
 
 // An engine's startup log says what it took of the GPU. ReadEngineLog
-// reads the figures vLLM and SGLang print, as their releases print them:
+// reads the figures vLLM and SGLang print, as each release prints them
+// (file:line at that release):
 //
-//	vLLM 0.11.0 – 0.33.0 (vllm/v1/worker/gpu_model_runner.py load_model,
-//	  v1/worker/gpu_worker.py determine_available_memory, v1/core/
-//	  kv_cache_utils.py, capture_model; entrypoints/common/startup.py for
-//	  the version and the non-default args):
-//	  "Model loading took 14.99 GiB memory and 5.2 seconds" (0.11.0: "took 14.9878 GiB and")
-//	  "Available KV cache memory: 52.34 GiB"
-//	  "GPU KV cache size: 428,768 tokens"
-//	  "Maximum concurrency for 8,192 tokens per request: 52.34x"
-//	  "Graph capturing finished in 7 secs, took 0.53 GiB"
-//	  "vLLM server version 0.33.0, serving model …" (0.11.0: "vLLM API server version")
-//	  "non-default args: {'model': …, 'max_model_len': 8192}"
-//	SGLang 0.5.3 – 0.5.23 (srt/model_executor/model_runner.py load_model,
-//	  srt/mem_cache/memory_pool.py, srt/managers/scheduler.py):
-//	  "Load weight end. … avail mem=60.12 GB, mem usage=15.01 GB."
-//	  "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 412345, K size: 25.2 GB, V size: 25.2 GB"
-//	  "max_total_num_tokens=412345, chunked_prefill_size=8192, …, max_running_requests=4096, context_len=131072, available_gpu_mem=6.21 GB"
-//	  "Capture cuda graph end. … mem usage=0.61 GB, avail mem=5.6 GB." (0.5.23:
-//	  "Capture target decode CUDA graph end. …"; the first capture is read)
+//	vLLM 0.33.0: "Model loading took 14.99 GiB memory and 5.2 seconds" (v1/worker/gpu_model_runner.py:5089),
+//	  "Available KV cache memory: 52.34 GiB" (v1/worker/gpu_worker.py:773),
+//	  "GPU KV cache size: 428,768 tokens, Maximum concurrency for 8,192 tokens per request: 52.34x"
+//	  (v1/core/kv_cache_utils.py:1149, one line), "Graph capturing finished in 7 secs, took 0.53 GiB"
+//	  (v1/worker/gpu_model_runner.py:6517), "vLLM server version 0.33.0, serving model …"
+//	  (entrypoints/common/startup.py:18), "non-default args: {…}" (entrypoints/common/startup.py:96).
+//	vLLM 0.14.1: the same words; loading gpu_model_runner.py:3906, available gpu_worker.py:359, tokens
+//	  and concurrency kv_cache_utils.py:1305 and :1311 (two lines), graphs gpu_model_runner.py:4857,
+//	  "vLLM API server version" entrypoints/openai/api_server.py:1272, args entrypoints/utils.py:263.
+//	vLLM 0.11.0: "Model loading took 14.9878 GiB and 5.1 seconds" (v1/worker/gpu_model_runner.py:2653),
+//	  available v1/worker/gpu_worker.py:298, tokens and concurrency v1/core/kv_cache_utils.py:1087 and
+//	  :1091, "vLLM API server version" entrypoints/openai/api_server.py:1839, args entrypoints/utils.py:233.
+//	SGLang 0.5.23: "Load weight end. … avail mem=60.12 GB, mem usage=15.01 GB."
+//	  (srt/model_executor/model_runner.py:1373), "KV Cache is allocated. dtype: torch.bfloat16, #tokens:
+//	  412345, K size: 25.2 GB, V size: 25.2 GB" (srt/mem_cache/memory_pool.py:2088), "max_total_num_tokens=
+//	  412345, chunked_prefill_size=8192, …, max_running_requests=4096, context_len=131072,
+//	  available_gpu_mem=6.21 GB" (srt/managers/scheduler.py:1269), "Capture target decode CUDA graph end.
+//	  … mem usage=0.61 GB, avail mem=5.6 GB." (model_runner_components/cuda_graph_setup.py:788).
+//	SGLang 0.5.3: "Load weight end. …" (srt/model_executor/model_runner.py:837), "KV Cache is allocated.
+//	  #tokens: …, K size: …" (srt/mem_cache/memory_pool.py:362), "max_total_num_tokens=…"
+//	  (srt/managers/scheduler.py:497), "Capture cuda graph end. Time elapsed: … mem usage=0.61 GB."
+//	  (srt/model_executor/model_runner.py:1848).
 //
-// vLLM's GiB are 2³⁰ bytes, SGLang's GB are 2³⁰ bytes too (its GB constant
-// is 1024³); both round to two decimals, so a figure read is good to half
-// a hundredth of a GiB.
+// The first capture a log prints is read. vLLM's GiB are 2³⁰ bytes and
+// SGLang's GB are too (its GB constant is 1024³, memory_pool.py); both
+// round to two decimals (vLLM 0.11.0's loading line to four), so a figure
+// read is good to half a hundredth of a GiB. A figure printed again (by
+// another tensor-parallel rank) keeps its first value.
 
 // MaxEngineLog is the most of a log ReadEngineLog reads; MaxLogLine the
 // longest line it looks into (longer lines are passed over).
@@ -103,7 +111,7 @@ var (
 	sglangKV     = regexp.MustCompile(`KV Cache is allocated\..*#tokens: ` + count + `, (?:K size: ` + gib + ` GB, V size: ` + gib + ` GB|KV size: ` + gib + ` GB)`)
 	vllmVersion  = regexp.MustCompile(`vLLM (?:API )?server version ([0-9][0-9A-Za-z.+-]*)|█.*\bversion\s+([0-9][0-9A-Za-z.+-]*)`)
 	vllmArgs     = regexp.MustCompile(`non-default args: (\{.*\})\s*$`)
-	logFailures  = regexp.MustCompile(`(CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|larger than the available KV cache memory|Not enough memory|max_total_num_tokens.*< ?0|RuntimeError: Not enough memory)`)
+	logFailures  = regexp.MustCompile(`(CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|larger than the available KV cache memory|Not enough memory)`)
 	maxLogErrors = 5
 )
 
@@ -133,8 +141,7 @@ func ReadEngineLog(data []byte) (EngineLog, error) {
 	return l, nil
 }
 
-// readLine adds what line n says; a figure printed again (by another
-// tensor-parallel rank) keeps its first value.
+// readLine adds what line n says.
 func (l *EngineLog) readLine(s string, n int, seen map[string]bool) {
 	if m := vllmVersion.FindStringSubmatch(s); m != nil && l.Version == "" {
 		l.Engine, l.Version = "vllm", m[1]+m[2]
@@ -213,14 +220,7 @@ func serveArgs(dict string) string {
 		return ""
 	}
 	out := []string{"vllm", "serve", shellQuote(model)}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range args {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(args)) {
 		if k == "model" || k == "model_tag" || k == "subparser" || k == "dispatch_function" {
 			continue
 		}

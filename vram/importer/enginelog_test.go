@@ -22,6 +22,14 @@ const (
 		"INFO [gpu_worker.py:298] Available KV cache memory: 52.30 GiB\n" +
 		"INFO [kv_cache_utils.py:1087] GPU KV cache size: 428,448 tokens\n" +
 		"INFO [kv_cache_utils.py:1091] Maximum concurrency for 131,072 tokens per request: 3.27x\n"
+	sglang053Log = "[2025-10-01 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.86 GB, mem usage=15.03 GB.\n" +
+		"[2025-10-01 TP0] KV Cache is allocated. #tokens: 412345, K size: 25.17 GB, V size: 25.17 GB\n" +
+		"[2025-10-01 TP0] Capture cuda graph end. Time elapsed: 7.10 s. mem usage=0.61 GB. avail mem=5.60 GB.\n" +
+		"[2025-10-01 TP0] max_total_num_tokens=412345, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, context_len=131072, available_gpu_mem=5.60 GB\n"
+	vllm0141Log = "INFO vLLM API server version 0.14.1\n" +
+		"INFO non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 4096, 'max_model_len': 8192}\n" +
+		"INFO Model loading took 14.99 GiB memory and 5.123456 seconds\n" +
+		"INFO GPU KV cache size: 428,768 tokens\nINFO Maximum concurrency for 8,192 tokens per request: 52.34x\n"
 	sglang0523Log = "[2026-12-01 10:00:00 TP0] Load weight end. elapsed=12.31 s, type=LlamaForCausalLM, avail mem=63.86 GB, mem usage=15.03 GB.\n" +
 		"[2026-12-01 10:00:01 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 412345, K size: 25.17 GB, V size: 25.17 GB\n" +
 		"[2026-12-01 10:00:09 TP0] Capture target decode CUDA graph end. elapsed=7.10 s, mem usage=0.61 GB, avail mem=5.60 GB.\n" +
@@ -41,6 +49,12 @@ func TestReadEngineLog(t *testing.T) {
 			"vllm serve meta-llama/Llama-3.1-8B-Instruct --no-enable-prefix-caching --enforce-eager --gpu-memory-utilization 0.85 --max-model-len 8192"},
 		{"vllm 0.11.0", vllm011Log, "vllm", "0.11.0", map[string]LogFigure{
 			LogWeights: {Bytes: gb(14.9878), Line: 2}, LogKVTokens: {Count: 428448, Line: 4}, LogMaxModelLen: {Count: 131072, Line: 5}}, ""},
+		{"vllm 0.14.1, a key twice (the last holds, as in Python)", vllm0141Log, "vllm", "0.14.1", map[string]LogFigure{
+			LogWeights: {Bytes: gb(14.99), Line: 3}, LogKVTokens: {Count: 428768, Line: 4}, LogMaxConcurrency: {Count: 52.34, Line: 5}},
+			"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192"},
+		{"sglang 0.5.3", sglang053Log, "sglang", "", map[string]LogFigure{
+			LogWeights: {Bytes: gb(15.03), Line: 1}, LogKVCache: {Bytes: gb(25.17) * 2, Line: 2}, LogKVTokens: {Count: 412345, Line: 4},
+			LogCUDAGraphs: {Bytes: gb(0.61), Line: 3}}, ""},
 		{"sglang 0.5.23", sglang0523Log, "sglang", "", map[string]LogFigure{
 			LogWeights: {Bytes: gb(15.03), Line: 1}, LogKVCache: {Bytes: gb(25.17) * 2, Line: 2}, LogKVTokens: {Count: 412345, Line: 4},
 			LogMaxRunning: {Count: 4096, Line: 4}, LogCUDAGraphs: {Bytes: gb(0.61), Line: 3}, LogAvailAfter: {Bytes: gb(5.60), Line: 4}}, ""},
@@ -88,6 +102,24 @@ func TestReadEngineLogRefuses(t *testing.T) {
 			t.Errorf("%.20q: %v, want %q", c.log, err, c.want)
 		}
 	}
+	// Hostile args lines: nesting past the Python reader's depth, a long
+	// chain of operators, a key doubled many times: the figures are read,
+	// the args refused (no command line), nothing panics or hangs.
+	for _, args := range []string{
+		"{'model': " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "}",
+		"{'model': 'x', 'max_model_len': " + strings.Repeat("1+", 200000) + "1}",
+		"{" + strings.Repeat("'model': 'x', ", 40000) + "'max_model_len': 8}",
+	} {
+		l, err := ReadEngineLog([]byte("INFO non-default args: " + args + "\nINFO Model loading took 1.00 GiB memory and 1 seconds\n"))
+		if err != nil || len(l.Figures) != 1 {
+			t.Errorf("%.40q: %v %v", args, l.Figures, err)
+		}
+	}
+	// Many short lines: a log of a million, within the budget, read whole.
+	many := strings.Repeat("x\n", 1<<20) + "INFO Available KV cache memory: 1.00 GiB\n"
+	if l, err := ReadEngineLog([]byte(many)); err != nil || len(l.Figures) != 1 || l.Figures[0].Line != 1<<20+1 {
+		t.Errorf("a million short lines: %+v %v", l.Figures, err)
+	}
 	l, err := ReadEngineLog([]byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"))
 	if err != nil || len(l.Errors) != 1 {
 		t.Errorf("an OOM log: %v %v", l.Errors, err)
@@ -95,7 +127,7 @@ func TestReadEngineLogRefuses(t *testing.T) {
 }
 
 func FuzzReadEngineLog(f *testing.F) {
-	for _, s := range []string{vllm033Log, vllm011Log, sglang0523Log, "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}"} {
+	for _, s := range []string{vllm033Log, vllm011Log, vllm0141Log, sglang053Log, sglang0523Log, "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

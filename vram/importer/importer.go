@@ -41,7 +41,12 @@ const (
 
 // Kinds are the kinds a caller may name (Options.Kind).
 func Kinds() []string {
-	return []string{"axolotl", "llamafactory", "torchtune", "torchtitan", "hf_trainer", "megatron", "deepspeed", "accelerate", "verl", "vllm", "sglang", "llama.cpp"}
+	var out []string
+	for _, k := range []Kind{KindAxolotl, KindLLaMAFactory, KindTorchtune, KindTorchtitan, KindHFArgs, KindMegatron,
+		KindDeepSpeed, KindAccelerate, KindVerl, KindVLLM, KindSGLang, KindLlamaCpp} {
+		out = append(out, string(k))
+	}
+	return out
 }
 
 // Project names the project whose config the kind is (torchtitan for

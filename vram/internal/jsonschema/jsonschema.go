@@ -243,7 +243,7 @@ func (g *gen) fields(t reflect.Type, props Schema, required *[]string) error {
 		if name == "" {
 			name = f.Name
 		}
-		if containsString(omit, name) {
+		if slices.Contains(omit, name) {
 			continue
 		}
 		s, err := g.schema(f.Type)
@@ -273,13 +273,4 @@ func nullable(s Schema) Schema {
 		return out
 	}
 	return Schema{"anyOf": []any{s, Schema{"type": "null"}}}
-}
-
-func containsString(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
