@@ -222,3 +222,17 @@ func TestShallow(t *testing.T) {
 		}
 	}
 }
+
+// FuzzShallow: whatever a message holds, cutting it never panics, and a
+// valid JSON message stays valid JSON.
+func FuzzShallow(f *testing.F) {
+	for _, s := range []string{`{"a":[1,"]]{{",{"b":2}]}`, `{"s":"\\"{"}`, strings.Repeat("[", 1000) + strings.Repeat("]", 1000), `"\`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		out := shallow(msg)
+		if json.Valid(msg) && !json.Valid(out) {
+			t.Errorf("shallow(%q) = %q, not JSON", msg, out)
+		}
+	})
+}
