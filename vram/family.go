@@ -1,11 +1,19 @@
 package vram
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 )
+
+// ErrServingOnly is what training and transformers' generate of a family
+// whose modeling code the engine's rules do not follow yet fail with
+// (family.servingOnly): the family's serving plans are modelled, so a plan
+// that a serving engine runs (vLLM, SGLang) is answered by the engine's
+// carve alone.
+var ErrServingOnly = errors.New("training and transformers' generate are not modelled yet")
 
 // A family is everything particular to one architecture — a Hugging Face
 // model_type — declared in that family's own file, family_<model_type>.go,

@@ -267,7 +267,7 @@ func (t Training) resolve() (resolved, error) {
 	}
 	r.m = t.Model.Normalize()
 	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine {
-		return r, fmt.Errorf("model: %s: training and transformers' generate are not modelled yet: %s. Serving plans (vLLM, SGLang) are", r.m.Family, f.servingOnly)
+		return r, fmt.Errorf("model: %s: %w: %s; its serving plans (vLLM, SGLang) are modelled", r.m.Family, ErrServingOnly, f.servingOnly)
 	}
 	if o := t.Model.Origin; o != nil {
 		r.notes = append(r.notes, o.Notes...)

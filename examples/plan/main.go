@@ -306,6 +306,23 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 			r.Fit.GPU, tc.Usable, tc.Weights, tc.Activation, tc.Free, tc.Blocks, tc.BlockBytes, vram.Grouped(tc.MaxBatchTotalTokens))
 	}
 	printSGLang(w, r)
+	if r.NoGenerate != "" {
+		fmt.Fprintf(w, "\nNo figures of transformers' generate: %s\n", r.NoGenerate)
+	} else {
+		printMeasures(w, r)
+	}
+	if f := r.Fit; f != nil {
+		if f.Margin == 0 && f.Engine != "" {
+			fmt.Fprintf(w, "\n%s (%v), judged on what %s takes of the card: %s\n", f.GPU, f.Capacity, f.Engine, f.Why)
+		} else {
+			fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
+		}
+	}
+	printAdvice(w, p, r.Import, r.Advice)
+}
+
+// printMeasures prints the allocator replay's three measures.
+func printMeasures(w io.Writer, r answer.Report) {
 	m := r.Measures
 	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil {
 		fmt.Fprintf(w, "\nThe three measures of transformers' generate on its own (allocator replay; not what the engine above takes):\n")
@@ -319,14 +336,6 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 	fmt.Fprintf(w, "  allocated peak   %10v   torch.cuda.max_memory_allocated%s\n", m.Allocated, ws)
 	fmt.Fprintf(w, "  reserved peak    %10v   torch.cuda.max_memory_reserved (the allocator's cache included)\n", m.Reserved)
 	fmt.Fprintf(w, "  device used      %10v   nvidia-smi: reserved + CUDA context %v + NCCL %v\n", m.DeviceUsed, m.Context, m.NCCL)
-	if f := r.Fit; f != nil {
-		if f.Margin == 0 && f.Engine != "" {
-			fmt.Fprintf(w, "\n%s (%v), judged on what %s takes of the card: %s\n", f.GPU, f.Capacity, f.Engine, f.Why)
-		} else {
-			fmt.Fprintf(w, "\n%s (%v), judged on device-used keeping %g %% free: %s\n", f.GPU, f.Capacity, 100*f.Margin, f.Why)
-		}
-	}
-	printAdvice(w, p, r.Import, r.Advice)
 }
 
 // printVLLM prints how vLLM carves the GPU, as the release modelled runs
@@ -349,7 +358,7 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	}
 	fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %v%s + KV cache %v%s\n",
 		c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, c.NonTorch, graphs, kv.Available, beside)
-	for _, n := range newNotes(c.Notes, r.Inference.Notes) {
+	for _, n := range newNotes(c.Notes, generateNotes(r)) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 	if c.Starts {
@@ -362,7 +371,7 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 		for _, n := range kv.Notes {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
-		if n := twoKVFigures(p, r.Inference.KVPerToken, kv); n != "" {
+		if n := twoKVFigures(p, r.Inference, kv); n != "" {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 		fmt.Fprintf(w, "  vLLM allocates the KV cache up front: nvidia-smi shows about %v whatever the load\n", c.DeviceUsed)
@@ -371,6 +380,16 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	} else {
 		fmt.Fprintf(w, "  vLLM would not start: %s\n", c.Err)
 	}
+}
+
+// generateNotes are the notes of transformers' generate, which the
+// engines' notes leave out where they repeat them (none where the
+// family's generate is not modelled).
+func generateNotes(r answer.Report) []string {
+	if r.Inference == nil {
+		return nil
+	}
+	return r.Inference.Notes
 }
 
 // printSGLang prints SGLang's pool, as the release modelled sizes it.
@@ -392,7 +411,7 @@ func printSGLang(w io.Writer, r answer.Report) {
 		fmt.Fprintf(w, "  recurrent state pool: %d slots (max_mamba_cache_size) × %v a request = %v, taken before the KV pool; at most %d requests run at once\n",
 			sp.MambaSlots, sp.StatePerRequest, sp.State, running)
 	}
-	for _, n := range newNotes(sp.Notes, r.Inference.Notes) {
+	for _, n := range newNotes(sp.Notes, generateNotes(r)) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 	if sp.Err != "" {
@@ -518,10 +537,11 @@ func printAdvice(w io.Writer, p vram.Plan, imp *importer.Imported, as []answer.A
 // twoKVFigures says why transformers' KV cache per token and vLLM's,
 // printed one above the other, differ (by more than 5 %): what each
 // counts, and the dtype each keeps it in.
-func twoKVFigures(p vram.Plan, tf vram.Bytes, kv vram.VLLMKVCache) string {
-	if kv.BlockSize == 0 || kv.Layers == 0 {
+func twoKVFigures(p vram.Plan, gen *vram.InferenceEstimate, kv vram.VLLMKVCache) string {
+	if kv.BlockSize == 0 || kv.Layers == 0 || gen == nil {
 		return ""
 	}
+	tf := gen.KVPerToken
 	paged := kv.PageBytes * vram.Bytes(kv.Layers) / vram.Bytes(kv.BlockSize)
 	if tf == 0 || paged == 0 || absDiff(paged, tf)*20 <= tf {
 		return ""

@@ -12,6 +12,7 @@ package answer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/vramlab/vramlab/vram"
@@ -29,11 +30,16 @@ type Report struct {
 	Images    *Images                 `json:"images,omitempty"`
 	Training  *vram.TrainingEstimate  `json:"training,omitempty"`
 	Inference *vram.InferenceEstimate `json:"inference,omitempty"`
-	Peak      vram.Bytes              `json:"peak_allocated"`
-	Measures  Measures                `json:"measures"`
-	VLLM      *vram.VLLMCarve         `json:"vllm,omitempty"`
-	SGLang    *vram.SGLangKVPool      `json:"sglang,omitempty"`
-	TGI       *vram.TGICarve          `json:"tgi,omitempty"`
+	// NoGenerate says why an inference plan that a serving engine runs
+	// has no figures of transformers' generate (Inference and Measures
+	// empty): the family's generate is not modelled (vram.ErrServingOnly),
+	// and the engine's carve is the answer.
+	NoGenerate string             `json:"no_generate,omitempty"`
+	Peak       vram.Bytes         `json:"peak_allocated"`
+	Measures   Measures           `json:"measures"`
+	VLLM       *vram.VLLMCarve    `json:"vllm,omitempty"`
+	SGLang     *vram.SGLangKVPool `json:"sglang,omitempty"`
+	TGI        *vram.TGICarve     `json:"tgi,omitempty"`
 	// PostTraining is a post-training step phase by phase; Phases
 	// repeats its phases at the top level for scripts.
 	PostTraining *PostTrainingReport `json:"post_training,omitempty"`
@@ -124,10 +130,14 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 		rep.Training, rep.Peak = &est, est.Peak.Total()
 	} else {
 		est, err := p.Inference.Estimate()
-		if err != nil {
+		switch {
+		case err == nil:
+			rep.Inference, rep.Peak = &est, est.Peak.Total()
+		case served(p) && errors.Is(err, vram.ErrServingOnly):
+			rep.NoGenerate = err.Error()
+		default:
 			return rep, err
 		}
-		rep.Inference, rep.Peak = &est, est.Peak.Total()
 	}
 	var g *vram.GPU
 	if p.GPU != "" {
@@ -137,17 +147,19 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 		}
 		g = &x
 	}
-	var replay vram.Replay
-	if p.Training != nil {
-		replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g})
-	} else {
-		replay, err = p.Inference.Replay(vram.ReplayOptions{GPU: g})
+	if rep.NoGenerate == "" {
+		var replay vram.Replay
+		if p.Training != nil {
+			replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g})
+		} else {
+			replay, err = p.Inference.Replay(vram.ReplayOptions{GPU: g})
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Measures = Measures{Allocated: replay.PeakAllocated, Reserved: replay.PeakReserved, DeviceUsed: replay.DeviceUsed,
+			Context: replay.Context, NCCL: replay.NCCL, Workspace: replay.Workspace}
 	}
-	if err != nil {
-		return rep, err
-	}
-	rep.Measures = Measures{Allocated: replay.PeakAllocated, Reserved: replay.PeakReserved, DeviceUsed: replay.DeviceUsed,
-		Context: replay.Context, NCCL: replay.NCCL, Workspace: replay.Workspace}
 	if p.VLLM != nil && g != nil {
 		c, err := p.VLLM.Carve(*p.Inference, *g)
 		if err != nil {
@@ -174,7 +186,7 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		if p.VLLM != nil || p.SGLang != nil || p.TGI != nil {
+		if served(p) {
 			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Verdict: v} // the engine's own share is its headroom
 		} else {
 			rep.Fit = &Fit{GPU: g.Name, Capacity: g.Total(), Margin: Margin, Verdict: v}
@@ -187,6 +199,11 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 	}
 	return rep, nil
 }
+
+// served reports whether a serving engine runs the plan: its verdict is
+// then the engine's carve (vram.Budget.JudgePlan), not transformers'
+// generate.
+func served(p vram.Plan) bool { return p.VLLM != nil || p.SGLang != nil || p.TGI != nil }
 
 // maxAdvice is how many suggestions a plan that does not fit gets.
 const maxAdvice = 5
