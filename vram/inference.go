@@ -273,7 +273,7 @@ func (in Inference) applies() error {
 	if in.Images != 0 && in.Model.Vision == nil {
 		return fmt.Errorf("images applies to vision-language models (model.vision), not %q", in.Model.Family)
 	}
-	if v := in.Model.Vision; v != nil && in.PromptTokens > 0 {
+	if v := in.Model.Vision; v != nil && in.PromptTokens > 0 && !in.towerOff {
 		if in.Images < 0 || in.Images > MaxTokens {
 			return fmt.Errorf("images must be in [1, %d], got %d", MaxTokens, in.Images)
 		}
@@ -511,6 +511,10 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	}
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
+	if in.towerOff {
+		// The engine builds no tower or projector: a text-only forward.
+		tr.Model.Vision, tr.Images = nil, 0
+	}
 	if !in.attnSet {
 		tr.Attention = "" // transformers' own choice
 	}

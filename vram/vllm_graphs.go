@@ -57,6 +57,11 @@ const minPerGraph = 1 * MiB
 // largest size (the engine's activation peak for that many tokens) and
 // each later one what it adds, which vLLM extrapolates from its second
 // sample with a floor of 1 MiB a graph: first + (N − 1) × 1 MiB here.
+// The graphs are the language model's (the decoder's capture,
+// model_runner.py:1086-1131): a vision-language model's encoder has graphs
+// only under cudagraph_mm_encoder (config/compilation.py:528, off by
+// default), so the forward measured is text-only, at any capture size
+// (LLaVA's 576 image tokens do not fit the largest, 512).
 func (v VLLM) graphEstimate(in Inference, g GPU) (Bytes, int, error) {
 	sizes := v.captureSizes(g)
 	if len(sizes) == 0 {
@@ -64,6 +69,7 @@ func (v VLLM) graphEstimate(in Inference, g GPU) (Bytes, int, error) {
 	}
 	largest := sizes[len(sizes)-1]
 	in.Batch, in.PromptTokens, in.NewTokens, in.MaxBatchedTokens = 1, largest, 0, largest
+	in.towerOff, in.Images = true, 0
 	est, err := in.Estimate()
 	if err != nil {
 		return 0, 0, fmt.Errorf("vllm: the CUDA graphs' estimate: %w", err)
