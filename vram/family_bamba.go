@@ -18,7 +18,7 @@ import (
 // Mamba-2 mixer.
 func init() {
 	register(&family{
-		name: "bamba", source: "transformers/models/bamba/modeling_bamba.py",
+		name: bambaModelType, source: "transformers/models/bamba/modeling_bamba.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		ssm:      true,
 		fromConfig: func(c *hfReader, m *Model) {
@@ -120,3 +120,7 @@ func writeHybridSSM(m Model, c map[string]any) {
 	c["mamba_d_conv"], c["mamba_expand"], c["mamba_chunk_size"] = s.ConvKernel, int(s.inner())/m.Hidden, s.Chunk
 	c["mamba_conv_bias"], c["mamba_proj_bias"] = !s.NoConvBias, s.ProjBias
 }
+
+// bambaModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const bambaModelType = "bamba"

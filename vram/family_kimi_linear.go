@@ -21,7 +21,7 @@ import "fmt"
 // tie_word_embeddings is set.
 func init() {
 	register(&family{
-		name: "kimi_linear", source: "transformers/models/kimi_linear/modeling_kimi_linear.py (transformers 5.23.0)",
+		name: kimiLinearModelType, source: "transformers/models/kimi_linear/modeling_kimi_linear.py (transformers 5.23.0)",
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "none", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		kda:             true,
@@ -54,6 +54,12 @@ func init() {
 			l.headSide()
 			l.norm("model.norm", false, d.h)
 			lmHead(m, l, "lm_head", "score")
+		},
+		block: func(r *resolved, layer int) BlockActivations {
+			if r.m.KDALayer(layer) {
+				return kdaBlock(r, layer)
+			}
+			return decoderBlock(r, layer)
 		},
 		buffers: func(m Model, b *bufferList) {
 			for i := m.DenseLayers; i < m.Layers; i++ {
@@ -241,3 +247,7 @@ func kimiLinearCheck(m Model) error {
 	}
 	return nil
 }
+
+// kimiLinearModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const kimiLinearModelType = "kimi_linear"

@@ -108,12 +108,63 @@ func TestKimiLinearPreset(t *testing.T) {
 	if _, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("training: %v", err)
 	}
-	// The serving carves do not count KDA state yet: each says so rather
-	// than size a cache without it.
-	if _, err := (VLLM{MaxModelLen: 32768}).Carve(Inference{Model: m}, mustGPU("H100-80GB")); err == nil || !strings.Contains(err.Error(), "Kimi Delta Attention layers") {
-		t.Errorf("vLLM: %v", err)
+	kimiLinearServing(t, m)
+}
+
+// kimiLinearServing: the serving engines' state for Kimi-Linear-48B's 20
+// KDA layers, per rank, and the hybrid block vLLM aligns its MLA pages
+// to. The state page is (kernel − 1) · 3 · 32 · 128 bf16 conv channels and
+// 32 × 128 × 128 fp32 per head, 2,170,880 bytes at TP 1
+// (mamba_utils.py:296-321 and 133-149 in vLLM 0.33; configs/mamba_utils.py
+// in SGLang 0.5.23), divided by TP; vLLM's attention block is a · cdiv(state,
+// a · 1,152), a 128 in 0.33 (platforms/interface.py:1083-1088) and 64 in
+// 0.14.1 (models/config.py:389-393): 1920, 1024, 512, 256 tokens at TP 1,
+// 2, 4, 8 in 0.33 and 1920, 960, 512, 256 in 0.14.1. vLLM 0.11.0 has no
+// Kimi-Linear.
+func kimiLinearServing(t *testing.T, m Model) {
+	t.Helper()
+	g := mustGPU("H200")
+	for _, c := range []struct {
+		release string
+		tp      int
+		block   int
+		pages   int
+	}{
+		{"0.33.0", 1, 1920, 2}, {"0.33.0", 2, 1024, 2}, {"0.33.0", 4, 512, 2}, {"0.33.0", 8, 256, 2},
+		{"0.14.1", 1, 1920, 1}, {"0.14.1", 2, 960, 1}, {"0.14.1", 4, 512, 1}, {"0.14.1", 8, 256, 1},
+	} {
+		v := VLLM{Version: c.release, TP: c.tp, MaxModelLen: 32768}
+		car, err := v.Carve(Inference{Model: m}, g)
+		if err != nil {
+			t.Fatalf("vLLM %s TP %d: %v", c.release, c.tp, err)
+		}
+		kv := car.KVCache
+		want := Bytes(2170880 / c.tp)
+		if kv.StatePageBytes != want || kv.StateLayers != 20 || kv.StateKind != "KDA" || kv.BlockSize != c.block || kv.PageBytes != Bytes(c.block*1152) {
+			t.Errorf("vLLM %s TP %d: state %v × %d (%s), block %d, page %v; want %v × 20 (KDA), block %d, page %d", c.release, c.tp, kv.StatePageBytes, kv.StateLayers, kv.StateKind, kv.BlockSize, kv.PageBytes, want, c.block, c.block*1152)
+		}
+		// One request of max_model_len: 7 MLA layers' blocks of the
+		// context, and the state pages of 20 KDA layers (align mode keeps
+		// two in 0.33; one in 0.14.1).
+		attn, state := kv.PerRequestFor(32768)
+		if wantAttn := Bytes(7 * ((32768 + c.block - 1) / c.block) * c.block * 1152); attn != wantAttn || state != Bytes(20*c.pages)*kv.PageBytes {
+			t.Errorf("vLLM %s TP %d: one request attention %v, state %v; want %v and 20 × %d pages", c.release, c.tp, attn, state, wantAttn, c.pages)
+		}
 	}
-	if _, err := (SGLang{}).Carve(Inference{Model: m}, mustGPU("H100-80GB")); err == nil || !strings.Contains(err.Error(), "keeps KDA state") {
-		t.Errorf("SGLang: %v", err)
+	if _, err := (VLLM{Version: "0.11.0", TP: 2, MaxModelLen: 32768}).Carve(Inference{Model: m}, g); err == nil || !strings.Contains(err.Error(), "no KimiLinearForCausalLM") {
+		t.Errorf("vLLM 0.11.0: %v", err)
+	}
+	for _, tp := range []int{1, 2, 8} {
+		p, err := (SGLang{TP: tp}).Carve(Inference{Model: m}, g)
+		if err != nil {
+			t.Fatalf("SGLang TP %d: %v", tp, err)
+		}
+		// bf16 conv state and fp32 temporal (--mamba-ssm-dtype float32).
+		if want := Bytes(20 * 2170880 / tp); p.StatePerRequest != want || p.StateLayers != 20 {
+			t.Errorf("SGLang TP %d: %v per request over %d layers, want %v over 20", tp, p.StatePerRequest, p.StateLayers, want)
+		}
+	}
+	if _, err := (SGLang{Version: "0.5.3"}).Carve(Inference{Model: m}, g); err == nil {
+		t.Error("SGLang 0.5.3 pools Kimi-Linear's KDA state")
 	}
 }

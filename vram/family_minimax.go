@@ -22,7 +22,7 @@ import "fmt"
 // when tie_word_embeddings is set (l.777).
 func init() {
 	register(&family{
-		name: "minimax", source: "transformers/models/minimax/modeling_minimax.py (transformers 5.23.0)",
+		name: minimaxModelType, source: "transformers/models/minimax/modeling_minimax.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_topk_norm"},
 		lightning:   true,
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, lightning attention with MiniMax's own cache), which the training rules do not follow yet",
@@ -177,3 +177,7 @@ func miniMaxTensors(m Model, l *tensorList) {
 	l.norm("model.norm", false, d.h)
 	lmHead(m, l, "lm_head", "score")
 }
+
+// minimaxModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const minimaxModelType = "minimax"

@@ -8,8 +8,9 @@ import "fmt"
 // delta rule with a per-channel decay in place of a per-head one, q, k and
 // v projected separately and convolved together, the decay from a
 // low-rank forget gate, the output gated through a low-rank projection.
-// The engine lists their parameters (Model.KDA); their activations and
-// the serving engines' handling of their state are not modelled yet.
+// The engine lists their parameters (Model.KDA), the serving engines'
+// profile path of them (kdaProfile) and their state (Model.stateElems;
+// vLLM's and SGLang's pools); their training forward is not modelled yet.
 
 // kdaTensors adds a KimiLinearDeltaAttention's parameters under p in
 // named_parameters order (module registration order, l.585-604): q_proj,
@@ -36,14 +37,47 @@ func kdaTensors(m Model, l *tensorList, p string) {
 	l.linear(p+"o_proj", "o_proj", w, h, false)
 }
 
-// resolveKDA refuses what reaches the activation builder of a model with
-// KDA layers: their forward is not traced, and the serving engines' state
-// for them (vLLM's and SGLang's conv and recurrent state pages) is not
-// counted yet, so no plan would be whole. Training and transformers'
-// generate are refused before (family.servingOnly).
+// resolveKDA checks what a plan asks of a model with KDA layers: a
+// serving engine's forward (vLLM's profile run) takes the layers' profile
+// path (kdaProfile); their training forward is not traced, and training
+// and transformers' generate are refused before (family.servingOnly).
 func (r *resolved) resolveKDA() error {
 	if r.m.KDA == nil {
 		return nil
 	}
-	return fmt.Errorf("model: %s has Kimi Delta Attention layers (model.kda), whose forward and serving-engine state are not modelled yet; its parameters, stored bytes and checkpoint are", r.m.Family)
+	if !r.servingEngine {
+		return fmt.Errorf("model: %s has Kimi Delta Attention layers (model.kda), whose training forward is not modelled yet; its parameters, stored bytes, checkpoint and serving engines' state are", r.m.Family)
+	}
+	return r.refuseRecurrent("Kimi Delta Attention", "KimiDeltaAttention")
+}
+
+// kdaBlock is a Kimi Delta Attention layer as a serving engine runs it:
+// input_layernorm, the KDA's profile path, post_attention_layernorm, the
+// MLP or MoE.
+func kdaBlock(r *resolved, layer int) BlockActivations {
+	return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).kdaProfile)
+}
+
+// kdaProfile is vLLM 0.33's KimiLinearGatedDeltaNetAttention.forward in
+// the profile run (gdn/kimi_gdn_linear_attn.py:328-377): in_proj_qkvgfab
+// (q|k|v, β and the forget gate's first projection), g_a_proj then
+// g_b_proj, f_b_proj, the empty core output — _forward returns at once
+// without attention metadata (l.391-392), skipping the conv, the delta
+// rule and o_norm — and o_proj; each width sharded over tensor
+// parallelism (f_a and g_a whole). 0.14.1's layers/kda.py:248-284 runs q,
+// k and v apart and the gate's fp32 output and o_norm too, a few more
+// tensors of the layer's width, not modelled apart.
+func (b *actBuilder) kdaProfile(p blockPlan, x *actT) *actT {
+	d := *b.r.m.KDA
+	h, hd := int64(b.r.m.Hidden), int64(d.HeadDim)
+	w, heads := b.r.recurrentShard(d.width()), b.r.recurrentShard(int64(d.Heads))
+	proj := b.linear(p, "in_proj_qkvgfab", "in_proj", x, h, 3*w+heads+hd)
+	ga := b.linear(p, "g_a_proj", "in_proj", x, h, hd)
+	g2 := b.linear(p, "g_b_proj", "in_proj", ga, hd, w)
+	g1 := b.linear(p, "f_b_proj", "in_proj", proj, hd, w)
+	e := proj.dtype
+	core := b.op("core_attn_out", b.size(w, e), e, nil)
+	out := b.linear(p, "o_proj", "o_proj", core, w, h)
+	b.hold(proj, g1, g2) // forward's locals until it returns
+	return out
 }

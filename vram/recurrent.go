@@ -42,7 +42,8 @@ func (r *resolved) recurrentShard(n int64) int64 { return n / int64(max(1, r.tp)
 // key heads · key dim + value heads · value dim) / tp; temporal value
 // heads / tp × key dim × value dim. Mamba-1: conv (d_conv − 1) × inner /
 // tp, temporal inner / tp × state. Short convolution: (L_cache − 1) ×
-// hidden / tp. An error says which width tp must divide.
+// hidden / tp. KDA: conv (kernel − 1) × 3 · heads · head_dim / tp, temporal
+// heads / tp × head_dim². An error says which width tp must divide.
 func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
 	div := func(what string, n int64) int64 {
 		if n%tp != 0 && err == nil {
@@ -63,6 +64,15 @@ func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
 		d := m.DeltaNet
 		conv = int64(d.ConvKernel-1) * div("DeltaNet convolution's width", d.convDim())
 		temporal = div("DeltaNet value heads", int64(d.ValueHeads)) * int64(d.KeyDim) * int64(d.ValueDim)
+	case m.KDA != nil:
+		// Kimi Delta Attention (vLLM 0.33 mamba_utils.py:296-321, one
+		// q|k|v conv state; 0.14.1 l.196-222, three of the same total;
+		// SGLang 0.5.23 configs/mamba_utils.py:299-369): conv (kernel − 1)
+		// × 3 · heads · head_dim / tp, temporal heads / tp × head_dim ×
+		// head_dim.
+		d := m.KDA
+		conv = int64(d.ConvKernel-1) * div("KDA convolution's width", 3*d.width())
+		temporal = div("KDA heads", int64(d.Heads)) * int64(d.HeadDim) * int64(d.HeadDim)
 	case m.SSM != nil:
 		s := m.SSM.Normalize()
 		groups := int64(s.Groups)

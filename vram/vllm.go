@@ -175,6 +175,9 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 	if m.Encoder() || m.EncoderDecoder() {
 		return fmt.Errorf("vllm: the KV cache model covers decoder-only models, not %q", m.Family)
 	}
+	if err := rel.checkArchitecture(m, v.Version); err != nil {
+		return err
+	}
 	if m.recurrent() && v.Draft != nil {
 		// gpu_model_runner.py get_kv_cache_spec: "Mamba with speculative
 		// decoding is not supported yet" (Qwen3-Next's own MTP layers aside).
@@ -332,8 +335,8 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 		return VLLMKVCache{}, err
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
-	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: rel.inFlightBatches * v.MaxNumBatchedTokens, statePages: rel.statePages}
-	if err := v.pages(&c, m); err != nil {
+	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: rel.inFlightBatches * v.MaxNumBatchedTokens, statePages: rel.statePagesFor(m)}
+	if err := v.pages(&c, m, rel); err != nil {
 		return VLLMKVCache{}, err
 	}
 	if v.Draft != nil {
@@ -422,7 +425,7 @@ func (c *VLLMKVCache) fill(rel vllmRelease, check Bytes) {
 // pages sets the block size and the page of one layer: an attention page
 // (the block size raised for a hybrid's state), or a state page alone for
 // a model of recurrent layers only.
-func (v VLLM) pages(c *VLLMKVCache, m Model) error {
+func (v VLLM) pages(c *VLLMKVCache, m Model, rel vllmRelease) error {
 	c.BlockSize, c.PageBytes = v.BlockSize, v.pageBytes(m)
 	if !m.recurrent() {
 		return nil
@@ -436,7 +439,7 @@ func (v VLLM) pages(c *VLLMKVCache, m Model) error {
 		c.PageBytes = state // not hybrid: the state page, unpadded
 		return nil
 	}
-	v.BlockSize = v.hybridBlockSize(m, state)
+	v.BlockSize = v.hybridBlockSize(m, state, rel)
 	c.BlockSize, c.PageBytes = v.BlockSize, v.pageBytes(m)
 	return nil
 }

@@ -1,5 +1,10 @@
 package vram
 
+import (
+	"fmt"
+	"slices"
+)
+
 // vLLM's releases as data (versions.go): what each modelled release does
 // that the carve reads, each rule with the release's own file and line
 // (paths inside the vllm package of the release's wheel). A release the
@@ -43,10 +48,14 @@ type vllmRelease struct {
 	// chunked-local layer keeps room for (max_concurrent_batches: 2 with
 	// async scheduling).
 	inFlightBatches int
-	// statePages is the pages of recurrent state a request takes per
-	// layer: 1, or 3 where prefix caching (on by default for hybrids)
-	// keeps the state at block boundaries (mamba_cache_mode "align").
-	statePages int
+	// alignState: prefix caching (on by default for hybrids) keeps the
+	// recurrent state at block boundaries (mamba_cache_mode "align"), a
+	// request taking two pages a layer and one more where the layer
+	// exports prefill checkpoints (statePagesFor); else one page.
+	alignState bool
+	// mlaHybridAlign is the attention block size's alignment for a hybrid
+	// with latent attention (0: the 16-token rule every hybrid follows).
+	mlaHybridAlign int
 	// groupLargest: a hybrid's group size is its largest kind's layer
 	// count when that is under 1.5 × the smallest's (0.33; 0.14.1 does
 	// so under 1.25 ×, which this flag does not tell apart).
@@ -66,7 +75,7 @@ type vllmRelease struct {
 var vllmReleases = []vllmRelease{
 	{
 		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
-		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1, statePages: 1,
+		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
 		modeloptCC: [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
 	},
 	{
@@ -78,14 +87,16 @@ var vllmReleases = []vllmRelease{
 		// path keeps the checkpoint's block scales beside the swizzled
 		// ones (mxfp4.py:746-790).
 		releaseRow:  releaseRow{Version: "0.14.1", Source: "vllm 0.14.1: config/cache.py:50 (gpu_memory_utilization 0.9); v1/worker/utils.py:258-260 (requested = ceil(total × utilization)); v1/worker/gpu_worker.py:341-343 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), 453-455 (graphs captured after the cache); engine/arg_utils.py:1846-1865 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100; no 160 GiB rule); model_executor/layers/quantization/mxfp4.py:113-166 (Triton on 9.x: VLLM_USE_FLASHINFER_MOE_MXFP4_BF16 off, envs.py:1251-1252; triton_kernels vendored, utils/import_utils.py:420-427); v1/sample/ops/topk_topp_sampler.py:29-57 (FlashInfer installed, flashinfer-python==0.5.3 in the wheel's METADATA, but its sampler only with VLLM_USE_FLASHINFER_SAMPLER=1); envs.py:1601-1602, v1/worker/gpu_worker.py:107, 247-261 (Model Runner V1: VLLM_USE_V2_MODEL_RUNNER=0); v1/kv_cache_interface.py:248-270 (window − 1 + one batch), 292-294 (state: cdiv(max_model_len, mamba_block_size) pages, mamba_block_size = max_model_len without prefix caching, model_executor/models/config.py:351-352, which hybrids lack by default, config/model.py:1651-1656); v1/core/kv_cache_utils.py:1033-1042 (group size: the largest kind's under 1.25 × the smallest's), 1511-1522, 609-643 (capacity check on all the memory, no null block), 1284-1305 (tokens log: blocks per group × block size), 1389-1448, 1504-1509 and engine/arg_utils.py:2121-2137 (--max-model-len auto or -1); engine/arg_utils.py:2010-2015 (default batched tokens ≤ max_num_seqs × max_model_len)"},
-		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, statePages: 1, groupLargest: true,
+		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, groupLargest: true,
+		mlaHybridAlign:  64, // model_executor/models/config.py:389-393 (128 only with the CUTLASS_MLA backend named)
 		autoMaxModelLen: true, capBatchedBySeqs: true,
 		modeloptCC: [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
 	},
 	{
 		releaseRow:  releaseRow{Version: "0.33.0", Source: "vllm 0.33.0: config/cache.py:215 (gpu_memory_utilization 0.92); v1/worker/utils.py:724-725 (ceil); v1/worker/gpu_worker.py:707-724, 747-757 (the CUDA-graph estimate subtracted), 1012-1068 (--kv-cache-memory suggestion); envs.py:2216-2221 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); engine/arg_utils.py:2973 (16384 tokens at ≥ 160 GiB), 2960-2989 (GB10 on the small tier), 3218-3224 (default batched tokens ≤ max_num_seqs × max_model_len); fused_moe/oracle/mxfp4.py:402-435 (Triton on 9.x); config/vllm.py:730-763 (Model Runner V2), 588-609 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50 (output_bin_counts); v1/kv_cache_interface.py:901-965, 1135-1141 (windows, align-mode state pages); v1/core/kv_cache_planning.py:519-533 (group size), 1532-1548 (null block, auto max_model_len); v1/core/kv_cache_utils.py:1128 (tokens log)"},
 		utilization: 0.92, ceilRequested: true, graphsInBudget: true, hugeGPUTokens: 16384, hopperMXFP4: "triton",
-		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, statePages: 3, groupLargest: true, nullBlock: true,
+		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, alignState: true, groupLargest: true, nullBlock: true,
+		mlaHybridAlign:      128, // platforms/interface.py:1083-1088
 		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true,
 		modeloptCC: [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
 	},
@@ -105,4 +116,67 @@ func (v VLLM) release() (vllmRelease, Modelled, error) {
 		return vllmRelease{}, Modelled{}, err
 	}
 	return vllmReleases[i], m, nil
+}
+
+// statePagesFor is the pages of recurrent state a request takes in each
+// of m's recurrent layers: one, or in align mode two (0.33
+// v1/kv_cache_interface.py:1135-1141) and one more for the layers that
+// export prefill checkpoints — Mamba-2 mixers
+// (layers/mamba/mamba_mixer2.py:1108-1118) and Gated DeltaNet
+// (gdn/qwen_gdn_linear_attn.py:739-750) — not short convolutions, Mamba-1
+// or KDA (abstract.py:65-70: no alignment, no checkpoint block).
+func (rel vllmRelease) statePagesFor(m Model) int {
+	switch {
+	case !rel.alignState:
+		return 1
+	case m.SSM != nil || m.DeltaNet != nil:
+		return 3
+	}
+	return 2
+}
+
+// vllmArchitecture says which modelled releases run a family whose support
+// is not every release's: missing names the release rows whose model
+// registry lacks its architecture; until is the last release that ran it
+// (vLLM 0.33's _PREVIOUSLY_SUPPORTED_MODELS), with the architectures
+// vLLM names in its refusal.
+type vllmArchitecture struct {
+	missing []string
+	until   string
+	names   string
+	source  string
+}
+
+// vllmArchitectures are the families some modelled releases do not run.
+var vllmArchitectures = map[string]vllmArchitecture{
+	kimiLinearModelType: {missing: []string{"0.11.0"}, names: "KimiLinearForCausalLM",
+		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
+	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
+		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
+	bambaModelType: {until: "0.23.0", names: "BambaForCausalLM",
+		source: "0.33.0 model_executor/models/registry.py:841-895 (_PREVIOUSLY_SUPPORTED_MODELS), 1221-1253; the Transformers backend refuses its Mamba-2 layers (transformers/base.py:631-639)"},
+}
+
+// checkArchitecture refuses a family the release does not run, in vLLM's
+// words where it has them; asked is the release the plan names (empty:
+// the row's).
+func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
+	a, ok := vllmArchitectures[m.Family]
+	if !ok {
+		return nil
+	}
+	if slices.Contains(a.missing, rel.Version) {
+		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s (%s)", rel.Version, m.Family, a.names, a.source)
+	}
+	if a.until == "" {
+		return nil
+	}
+	v, err := ParseVersion("vllm", orDefault(asked, rel.Version))
+	if err != nil {
+		return err
+	}
+	if last, _ := ParseVersion("vllm", a.until); last.Less(v) {
+		return fmt.Errorf("vllm: ValueError: Model architecture %s was supported in vLLM until v%s, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture. (vLLM %s; %s)", a.names, a.until, v, a.source)
+	}
+	return nil
 }

@@ -48,8 +48,14 @@ func (v VLLM) statePage(m Model) (Bytes, error) {
 		return 0, fmt.Errorf("vllm: tensor_parallel_size %d %w", v.TP, err)
 	}
 	convD, ssmD := v.mambaDTypes()
-	if m.DeltaNet != nil {
+	switch {
+	case m.DeltaNet != nil:
 		ssmD = convD // gated_delta_net_state_dtype: both in mamba_cache_dtype
+	case m.KDA != nil:
+		// kda_state_dtype: the recurrent state in fp32 whatever
+		// mamba_ssm_cache_dtype (0.14.1 mamba_utils.py:84-90; 0.33's
+		// layer passes none, gdn/kimi_gdn_linear_attn.py:157-164).
+		ssmD = FP32
 	}
 	return convD.Size(conv) + ssmD.Size(temporal), nil
 }
@@ -84,15 +90,21 @@ func (v VLLM) checkMamba() error {
 }
 
 // hybridBlockSize is the attention block size a hybrid model runs with:
-// the block size asked for (or 16), raised to 16 · cdiv(state page, 16 ·
-// one token's attention page) when that is larger
+// the block size asked for (or 16), raised to a · cdiv(state page, a · one
+// token's attention page) when that is larger
 // (HybridAttentionMambaModelConfig: "Setting attention block size to N
-// tokens to ensure that attention page size is >= mamba page size").
-func (v VLLM) hybridBlockSize(m Model, state Bytes) int {
+// tokens to ensure that attention page size is >= mamba page size"), the
+// alignment a 16 tokens, or the release's for latent attention
+// (vllmRelease.mlaHybridAlign: 0.14.1's 64, 0.33's 128).
+func (v VLLM) hybridBlockSize(m Model, state Bytes, rel vllmRelease) int {
 	one := v
 	one.BlockSize = 1
 	tok := int64(one.pageBytes(m))
-	need := 16 * cdiv64(int64(state), 16*tok)
+	a := int64(16)
+	if m.KVLoRARank > 0 && rel.mlaHybridAlign > 0 {
+		a = int64(rel.mlaHybridAlign)
+	}
+	need := a * cdiv64(int64(state), a*tok)
 	return max(v.BlockSize, int(min(need, 1<<30)))
 }
 
