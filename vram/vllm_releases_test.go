@@ -167,3 +167,28 @@ func TestVLLMServerDefaultsByRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestVLLMStatePages: the pages of recurrent state one request keeps per
+// layer, by release and kind — one before align mode; in 0.33's align mode
+// two (v1/kv_cache_interface.py:1135-1141), and three for the layers that
+// export prefill checkpoints (Mamba-2 mixers, Gated DeltaNet).
+func TestVLLMStatePages(t *testing.T) {
+	for _, c := range []struct {
+		preset    string
+		v011, v33 int
+	}{
+		{"qwen3-next-80b-a3b", 1, 3},      // Gated DeltaNet
+		{"falcon-h1-0.5b-instruct", 1, 3}, // Mamba-2
+		{"lfm2-1.2b", 1, 2},               // short convolutions
+		{"jamba-v0.1", 1, 2},              // Mamba-1
+		{"kimi-linear-48b-a3b", 1, 2},     // KDA
+	} {
+		m := MustPreset(c.preset).Normalize()
+		if got := vllmReleases[0].statePagesFor(m); got != c.v011 {
+			t.Errorf("%s 0.11.0: %d pages, want %d", c.preset, got, c.v011)
+		}
+		if got := vllmReleases[len(vllmReleases)-1].statePagesFor(m); got != c.v33 {
+			t.Errorf("%s 0.33.0: %d pages, want %d", c.preset, got, c.v33)
+		}
+	}
+}
