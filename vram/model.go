@@ -614,6 +614,10 @@ type Image struct {
 	// output between stored bounds (Gemma 4's use_clipped_linears: four
 	// scalar buffers a linear).
 	ClippedLinears bool `json:"clipped_linears,omitempty"`
+	// TimeTable: the tower adds a fixed sinusoidal position table over a
+	// video's frames, this many (a buffer, no parameter; row 0 a zero pad
+	// for still images).
+	TimeTable int `json:"time_table,omitempty"`
 }
 
 // BlockList is a list of block indexes, a JSON array of integers. It is a

@@ -170,10 +170,22 @@ func (m Model) validateVision() error {
 // embedding, on the first pipeline stage).
 func (m Model) visionTensors(l *tensorList) {
 	w := m.visionWrapperOf()
-	tower := m.Vision.Tower.Normalize()
-	tf := lookupFamily(tower.Family)
-	if w == nil || tf == nil || tf.tensors == nil {
+	tower, ok := m.towerTensors(l, w)
+	if !ok {
 		return
+	}
+	m.projectorTensors(l, w, tower)
+	m.wrappedTextTensors(l, w, lookupFamily(m.Family).tensors)
+}
+
+// towerTensors lists the tower's tensors under the wrapper's prefix and
+// returns the tower (normalized); ok is false where the wrapper or the
+// tower's family is unknown (nothing listed).
+func (m Model) towerTensors(l *tensorList, w *visionWrapper) (tower Model, ok bool) {
+	tower = m.Vision.Tower.Normalize()
+	tf := lookupFamily(tower.Family)
+	if w == nil || tf == nil || tf.tensors == nil || lookupFamily(m.Family) == nil {
+		return tower, false
 	}
 	used := m.Vision.featureIndex(w) // blocks 0 … used-1 feed the features
 	start := len(l.ts)
@@ -188,15 +200,27 @@ func (m Model) visionTensors(l *tensorList) {
 		t.Layer, t.head = -1, false
 	}
 	l.outside()
-	start = len(l.ts)
+	return tower, true
+}
+
+// projectorTensors lists the wrapper's projector, outside the blocks.
+func (m Model) projectorTensors(l *tensorList, w *visionWrapper, tower Model) {
+	l.outside()
+	start := len(l.ts)
 	w.projector(*m.Vision, l, int64(tower.Hidden), int64(m.Hidden))
 	for i := start; i < len(l.ts); i++ {
 		l.ts[i].part = projectorPart
 	}
-	start = len(l.ts)
+}
+
+// wrappedTextTensors lists the language model as tensors lists it (its
+// family's, or the wrapper's where its text model is built otherwise),
+// renamed under the wrapper's prefixes.
+func (m Model) wrappedTextTensors(l *tensorList, w *visionWrapper, tensors func(Model, *tensorList)) {
+	start := len(l.ts)
 	text := m
 	text.Vision = nil
-	lookupFamily(m.Family).tensors(text, l)
+	tensors(text, l)
 	for i := start; i < len(l.ts); i++ {
 		if n := l.ts[i].Name; strings.HasPrefix(n, "model.") {
 			l.ts[i].Name = w.textPrefix + strings.TrimPrefix(n, "model.")

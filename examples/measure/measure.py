@@ -111,7 +111,7 @@ AUDIO = {"whisper"}
 # Families transformers maps to a causal LM only outside AutoModelForCausalLM's
 # table (5.23's mistral4: Mistral4ForCausalLM under AutoModelForPreTraining).
 PRETRAINING_CAUSAL = {"mistral4"}
-VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "llama4", "mistral3", "minimax_m3_vl"}
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "llama4", "mistral3", "minimax_m3_vl", "kimi_k25"}
 
 
 def write(args, text):
