@@ -566,13 +566,21 @@ func (p blockPlan) saveInput(role string) bool {
 // autocast copy).
 func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int64) *actT {
 	var saves []*actT
-	xc := b.castIn(p, name, x)
+	bnb := p.bnb4() && role != "router" // a float router (DeepSeek's) is no Linear4bit
+	xc, mat := b.matmulIn(p, name, x, bnb)
 	if p.saveInput(role) {
 		saves = append(saves, xc)
 	}
-	y := b.op(name, b.size(out, p.e), p.e, list(xc), saves...)
+	y := b.op(name, b.size(out, mat), mat, list(xc), saves...)
 	b.ops[len(b.ops)-1].mm = !b.hasBias(role)
 	b.ops[len(b.ops)-1].gemm = true
+	if bnb {
+		// Linear4bit returns its input's dtype (.to(inp_dtype),
+		// bitsandbytes 0.48.2 nn/modules.py:525-532).
+		if x.dtype.IsFloat() && x.dtype != mat {
+			y = b.op(name+".to_input_dtype", b.size(out, x.dtype), x.dtype, list(y))
+		}
+	}
 	if b.r.float8Linear(role) {
 		b.float8Scratch(in, out)
 	}
@@ -597,6 +605,15 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		// The 4-bit matmul dequantizes the whole weight on each call, in
 		// forward and again in backward (fourbit.go).
 		b.ops[len(b.ops)-1].weightWork = p.fourBit.dequantized(p.e, in*out)
+		if bnb {
+			b.ops[len(b.ops)-1].weightWork = p.fourBit.dequantizedFor(b.bnbComputeDType(p, x), p.e, p.autocast, in*out)
+		}
+	}
+	if p.lora[role] && p.bnb4() && p.hfModeling {
+		// PEFT's Linear4bit clones the base layer's output before adding
+		// the adapters ("defensively clone", peft 0.21.2
+		// tuners/lora/bnb.py:527-533).
+		y = b.op(name+".clone", y.bytes, y.dtype, list(y))
 	}
 	if p.lora[role] {
 		// PEFT's lora.Linear.forward: the input cast to the adapters'
@@ -630,9 +647,42 @@ func (b *actBuilder) linear(p blockPlan, name, role string, x *actT, in, out int
 		if p.hfModeling {
 			lb = b.op(name+".lora_scaling", b.size(out, p.e), p.e, list(lb))
 		}
-		y = b.op(name+".lora_add", b.size(out, p.e), p.e, list(y, lb))
+		y = b.op(name+".lora_add", b.size(out, y.dtype), y.dtype, list(y, lb))
 	}
 	return y
+}
+
+// bnb4 reports whether the block's 4-bit base linears are bitsandbytes'
+// Linear4bit (torchtune's torchao NF4Tensor aside).
+func (p blockPlan) bnb4() bool { return p.q4 && !p.fourBit.torchao }
+
+// bnbComputeDType is the dtype a Linear4bit computes in given its input
+// x: the input's own when it is fp32 or bf16 (set_compute_type on the
+// first call, bitsandbytes 0.48.2 nn/modules.py:483-487), else
+// bnb_4bit_compute_dtype (the plan's compute dtype).
+func (b *actBuilder) bnbComputeDType(p blockPlan, x *actT) DType {
+	if x.dtype == FP32 || x.dtype == BF16 {
+		return x.dtype
+	}
+	return p.e
+}
+
+// matmulIn is a linear layer's input as its matmul takes it, and the
+// dtype the matmul computes in: under autocast the compute dtype (a cast
+// copy of a float input of another dtype); a Linear4bit outside autocast
+// computes in bnbComputeDType (x.to(compute_dtype), modules.py:524-525);
+// other layers (bnb false) in the compute dtype, their input taken as it
+// is.
+func (b *actBuilder) matmulIn(p blockPlan, name string, x *actT, bnb bool) (*actT, DType) {
+	if !bnb || p.autocast || !x.dtype.IsFloat() {
+		return b.castIn(p, name, x), p.e
+	}
+	c := b.bnbComputeDType(p, x)
+	if c == x.dtype {
+		return x, c
+	}
+	n := Bytes(mulI64(int64(x.bytes), int64(c.Bits())) / int64(x.dtype.Bits()))
+	return b.op(name+".to_compute_dtype", n, c, list(x)), c
 }
 
 // norm applies the model's norm to the residual stream x (width h per
@@ -1291,7 +1341,7 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 		// bf16 and saves fp8 copies of linear inputs; model as bf16.
 		p.e, p.resid = BF16, BF16
 	}
-	if r.Autocast && r.WeightsDType == FP32 {
+	if r.Autocast && r.WeightsDType == FP32 || r.KbitPrep {
 		p.resid = FP32 // fp32 embeddings + bf16 branch outputs add up in fp32
 	}
 	if m.Image != nil {

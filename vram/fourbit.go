@@ -104,3 +104,23 @@ func parseRelease(lib, s, pinned string) (release, error) {
 
 // older reports whether v comes before major.minor.patch.
 func (v Version) older(major, minor, patch int) bool { return v.Less(Version{major, minor, patch}) }
+
+// dequantizedFor is what one call of a bitsandbytes 4-bit linear with in ×
+// out weights rebuilds when its matmul's input A is of dtype a
+// (MatMul4Bit.forward, bitsandbytes 0.48.2 autograd/_functions.py:373:
+// F.linear(A, F.dequantize_4bit(B, state).to(A.dtype).t())): the
+// state-dtype weight, its copy in A's dtype when they differ, and under
+// autocast F.linear's copy in the compute dtype e when A's is not it.
+func (q fourBit) dequantizedFor(a, e DType, autocast bool, weights int64) Bytes {
+	if q.stateDType == DTypeUnset {
+		return q.dequantized(e, weights)
+	}
+	b := q.stateDType.Size(weights)
+	if a != q.stateDType {
+		b = addBytes(b, a.Size(weights))
+	}
+	if autocast && a != e {
+		b = addBytes(b, e.Size(weights))
+	}
+	return b
+}

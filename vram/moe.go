@@ -18,15 +18,20 @@ func (b *actBuilder) gatedMLP(p blockPlan, prefix string, x *actT, h, f int64) *
 		xc := b.castIn(p, prefix+"gate_up_proj", x)
 		g := b.linear(p, prefix+"gate_up_proj.gate", "gate_up_proj", xc, h, f)
 		u := b.linear(p, prefix+"gate_up_proj.up", "up_proj", xc, h, f)
-		act := b.op(prefix+"act", b.size(f, p.e), p.e, list(g), g)
-		prod := b.op(prefix+"act*up", b.size(f, p.e), p.e, list(act, u), act, u)
-		return b.linear(p, prefix+"down_proj", "down_proj", prod, f, h)
+		return b.linear(p, prefix+"down_proj", "down_proj", b.gateTimesUp(prefix, g, u, f), f, h)
 	}
 	g := b.linear(p, prefix+"gate_proj", "gate_proj", x, h, f)
 	u := b.linear(p, prefix+"up_proj", "up_proj", x, h, f)
-	act := b.op(prefix+"act", b.size(f, p.e), p.e, list(g), g)
-	prod := b.op(prefix+"act*up", b.size(f, p.e), p.e, list(act, u), act, u)
-	return b.linear(p, prefix+"down_proj", "down_proj", prod, f, h)
+	return b.linear(p, prefix+"down_proj", "down_proj", b.gateTimesUp(prefix, g, u, f), f, h)
+}
+
+// gateTimesUp is act_fn(gate) · up in the projections' output dtypes (the
+// compute dtype, or fp32 where a 4-bit projection returns its fp32
+// input's): the activation saves its input, the product both factors.
+func (b *actBuilder) gateTimesUp(prefix string, g, u *actT, f int64) *actT {
+	act := b.op(prefix+"act", b.size(f, g.dtype), g.dtype, list(g), g)
+	d := promote(act.dtype, u.dtype)
+	return b.op(prefix+"act*up", b.size(f, d), d, list(act, u), act, u)
 }
 
 // moe builds layer's MoE MLP on x, the norm's output in the residual

@@ -86,6 +86,10 @@ type Training struct {
 	// "0.41.1"; empty means vram.Bitsandbytes. Before 0.43.2 each 4-bit
 	// matmul kept its input for backward (fourbit.go).
 	Bitsandbytes string `json:"bitsandbytes,omitempty"`
+	// KbitPrep: PEFT's prepare_model_for_kbit_training runs on the
+	// quantized base, as the QLoRA recipe's scripts call it: every weight
+	// it leaves unquantized turns fp32 (kbitprep.go).
+	KbitPrep bool `json:"kbit_prep,omitempty"`
 
 	// Loss: cross_entropy (default; logits upcast to fp32 as transformers
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
@@ -276,6 +280,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	if err := r.resolvePrecision(); err != nil {
+		return r, err
+	}
+	if err := r.resolveKbitPrep(); err != nil {
 		return r, err
 	}
 	if err := r.resolveStep(t); err != nil {
@@ -790,11 +797,11 @@ func (r *resolved) lossCompiled() bool {
 
 // runsTransformers reports whether the plan's loop runs transformers'
 // modeling code: a plain PyTorch loop, accelerate's or the HF Trainer's.
-func (r *resolved) runsTransformers() bool { return r.Framework.runsTransformers() }
+func (r *resolved) runsTransformers() bool { return r.Framework.RunsTransformers() }
 
-// runsTransformers reports whether framework f's loop runs transformers'
+// RunsTransformers reports whether framework f's loop runs transformers'
 // modeling code (unset is plain PyTorch).
-func (f Framework) runsTransformers() bool {
+func (f Framework) RunsTransformers() bool {
 	return f == "" || f == FrameworkPlainPyTorch || f == FrameworkAccelerate || f == FrameworkHFTrainer
 }
 

@@ -230,7 +230,7 @@ func (p Plan) Releases() ([]Modelled, error) {
 		}
 		out = append(out, m)
 	}
-	if t := p.Training; t != nil && t.Framework.runsTransformers() {
+	if t := p.Training; t != nil && t.Framework.RunsTransformers() {
 		m := Modelled{Library: "transformers", Asked: t.Transformers, Release: Transformers, Source: "the family files' recipes (family_*.go), measured with transformers " + Transformers}
 		if t.Transformers != "" {
 			m.Release = t.Transformers

@@ -299,6 +299,9 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 			im.PerSequence, im.Tokens, im.Tower, float64(im.TowerParams)/1e6, state)
 	}
 	printTraining(w, r.Training)
+	for _, v := range r.Variants {
+		fmt.Fprintf(w, "\nwith %s: allocated peak %v (%+.1f %%): %s\n", v.Setting, v.Peak, 100*float64(v.Change)/float64(max(1, r.Peak)), v.Why)
+	}
 	printInference(w, r.Inference)
 	printVLLM(w, p, r)
 	if tc := r.TGI; tc != nil {

@@ -54,6 +54,9 @@ type Report struct {
 	// Advice are the changes that would make a plan that does not fit
 	// fit, in the plan's framework's (or vLLM's) own flags.
 	Advice []AdviceLine `json:"advice,omitempty"`
+	// Variants are the answer under a setting the plan cannot know but
+	// the user's script decides (variants.go).
+	Variants []Variant `json:"variants,omitempty"`
 	// Releases are the releases the answer modelled, for each library
 	// whose rules change with its release (the plan's "versions"; unset:
 	// the current release).
@@ -128,6 +131,9 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 			return rep, err
 		}
 		rep.Training, rep.Peak = &est, est.Peak.Total()
+		if rep.Variants, err = variants(*p.Training, est); err != nil {
+			return rep, err
+		}
 	} else {
 		est, err := p.Inference.Estimate()
 		switch {

@@ -49,3 +49,39 @@ func TestServedServingOnlyFamily(t *testing.T) {
 		t.Errorf("generate of glm-5 with no engine: %v, want vram.ErrServingOnly", err)
 	}
 }
+
+// TestKbitPrepVariant: a QLoRA plan run through transformers is answered
+// also as if its script called prepare_model_for_kbit_training (a larger
+// peak, the residual stream fp32); a plan that says kbit_prep, and a plan
+// without a quantized base, have no such variant.
+func TestKbitPrepVariant(t *testing.T) {
+	for _, c := range []struct {
+		plan string
+		want int
+	}{
+		{`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 2, "precision": "amp_bf16", "weights_dtype": "bf16", "grad_checkpointing": "full", "quantized_base": {"dtype": "nf4"}, "lora": {"rank": 16, "targets": ["all_linear"]}}}`, 1},
+		// amp_bf16's base is fp32 already: kbit_prep changes nothing.
+		{`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 2, "precision": "amp_bf16", "grad_checkpointing": "full", "quantized_base": {"dtype": "nf4"}, "lora": {"rank": 16, "targets": ["all_linear"]}}}`, 0},
+		{`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 2, "precision": "amp_bf16", "grad_checkpointing": "full", "kbit_prep": true, "quantized_base": {"dtype": "nf4"}, "lora": {"rank": 16, "targets": ["all_linear"]}}}`, 0},
+		{`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 2, "precision": "bf16", "lora": {"rank": 16, "targets": ["all_linear"]}}}`, 0},
+		{`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 2, "precision": "bf16", "framework": "litgpt", "quantized_base": {"dtype": "nf4"}, "lora": {"rank": 16, "targets": ["all_linear"]}}}`, 0},
+	} {
+		p, err := vram.ParsePlanContent([]byte(c.plan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := For(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Variants) != c.want {
+			t.Fatalf("%s: %d variants, want %d", c.plan, len(rep.Variants), c.want)
+		}
+		if c.want == 1 {
+			v := rep.Variants[0]
+			if v.Setting != `"kbit_prep": true` || v.Change <= 0 || v.Peak != rep.Peak+v.Change {
+				t.Errorf("variant %+v on a peak of %v", v, rep.Peak)
+			}
+		}
+	}
+}
