@@ -279,5 +279,6 @@ func (est TrainingEstimate) clone() TrainingEstimate {
 // clone is rep with a points list of its own.
 func (rep Replay) clone() Replay {
 	rep.Points = slices.Clone(rep.Points)
+	rep.comms = slices.Clone(rep.comms)
 	return rep
 }

@@ -27,6 +27,8 @@ type Replay struct {
 	DeviceUsed Bytes `json:"device_used"`
 	Context    Bytes `json:"context"`
 	NCCL       Bytes `json:"nccl"`
+	// NCCLNote says how NCCL's buffers were counted (nccl.go).
+	NCCLNote string `json:"nccl_note,omitempty"`
 	// SymmetricMemory is async tensor parallelism's workspace
 	// (Parallel.AsyncTP), allocated outside the caching allocator.
 	SymmetricMemory Bytes `json:"symmetric_memory,omitempty"`
@@ -35,6 +37,9 @@ type Replay struct {
 	Workspace Bytes         `json:"workspace"`
 	Segments  int           `json:"segments"` // cudaMalloc calls
 	Points    []ReplayPoint `json:"points,omitempty"`
+	// comms are the rank's NCCL communicators, whose buffers Replay counts
+	// on its GPU (nccl.go).
+	comms []ncclComm
 	// requested is the most allocated at once before the allocator's
 	// rounding (PyTorch's requested_bytes): the timeline's peak plus the
 	// workspace, byte for byte.
@@ -64,11 +69,6 @@ func cublasWorkspace(g *GPU) Bytes {
 	}
 	return 4096*KiB*2 + 16*KiB*8
 }
-
-// ncclPerGroup is the device memory NCCL takes per process group: measured
-// 544–688 MB on 4×A100 NVLink (NVIDIA/nccl#964); a default, to be replaced by
-// a measurement of your cluster.
-const ncclPerGroup = 600 * MiB
 
 // Replay runs the plan's first and a steady-state iteration through the
 // caching-allocator model: the step program of the most loaded stage, the
@@ -105,6 +105,16 @@ func (t Training) Replay(opt ReplayOptions) (Replay, error) {
 	case opt.GPU != nil:
 		out.Context = opt.GPU.Context
 	}
+	switch {
+	case t.NCCLMemory > 0:
+		out.NCCL, out.NCCLNote = t.NCCLMemory, "NCCL: the plan's measured nccl_memory"
+	case len(out.comms) > 0:
+		var err error
+		if out.NCCL, err = ncclBytes(out.comms, opt.GPU, t.NCCL); err != nil {
+			return Replay{}, err
+		}
+		out.NCCLNote = ncclNote(out.comms, opt.GPU, t.NCCL)
+	}
 	out.DeviceUsed = out.PeakReserved + out.Context + out.NCCL + out.SymmetricMemory
 	return out, nil
 }
@@ -130,11 +140,7 @@ func (t Training) replay(opt ReplayOptions) (_ Replay, err error) {
 	out.PeakAllocated, out.PeakReserved, out.Segments = rp.a.PeakAlloc, rp.a.PeakReserved, rp.a.Segments
 	out.requested = rp.a.PeakAsked
 	out.Points, rp.points = rp.points, nil
-	for _, d := range []int{r.dp, r.tp, r.pp, r.cp} {
-		if d > 1 {
-			out.NCCL += ncclPerGroup
-		}
-	}
+	out.comms = r.ncclComms() // NCCL's buffers, on the GPU Replay is given (nccl.go)
 	out.SymmetricMemory = r.asyncTPWorkspace()
 	return out, nil
 }

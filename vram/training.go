@@ -90,6 +90,12 @@ type Training struct {
 	// quantized base, as the QLoRA recipe's scripts call it: every weight
 	// it leaves unquantized turns fp32 (kbitprep.go).
 	KbitPrep bool `json:"kbit_prep,omitempty"`
+	// NCCL is the NCCL release the run's process groups use, e.g.
+	// "2.21.5"; empty means vram.CurrentNCCL (torch 2.15's). NCCLMemory,
+	// when set, is NCCL's device memory per GPU as measured on the
+	// cluster, in place of the engine's count (nccl.go).
+	NCCL       string `json:"nccl,omitempty"`
+	NCCLMemory Bytes  `json:"nccl_memory,omitempty"`
 
 	// Loss: cross_entropy (default; logits upcast to fp32 as transformers
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never
@@ -283,6 +289,9 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	if err := r.resolveKbitPrep(); err != nil {
+		return r, err
+	}
+	if err := r.resolveNCCL(); err != nil {
 		return r, err
 	}
 	if err := r.resolveStep(t); err != nil {

@@ -191,7 +191,7 @@ func (p *Plan) applyVersions(v Versions) error {
 		for _, c := range []struct {
 			lib       string
 			plan, run *string
-		}{{"transformers", &v.Transformers, &t.Transformers}, {"bitsandbytes", &v.Bitsandbytes, &t.Bitsandbytes}} {
+		}{{"transformers", &v.Transformers, &t.Transformers}, {"bitsandbytes", &v.Bitsandbytes, &t.Bitsandbytes}, {"nccl", &v.NCCL, &t.NCCL}} {
 			switch {
 			case *c.plan == "":
 			case *c.run != "" && *c.run != *c.plan:
@@ -230,6 +230,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 		}
 		out = append(out, m)
 	}
+	if t := p.Training; t != nil && t.Parallel.GPUs() > 1 {
+		_, m, err := ncclReleaseOf(t.NCCL)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
 	if t := p.Training; t != nil && t.Framework.RunsTransformers() {
 		m := Modelled{Library: "transformers", Asked: t.Transformers, Release: Transformers, Source: "the family files' recipes (family_*.go), measured with transformers " + Transformers}
 		if t.Transformers != "" {
@@ -250,6 +257,9 @@ func ModelledReleases() map[string][]string {
 	}
 	for _, r := range sglangReleases {
 		out["sglang"] = append(out["sglang"], r.Version)
+	}
+	for _, r := range ncclReleases {
+		out["nccl"] = append(out["nccl"], r.Version)
 	}
 	return out
 }

@@ -339,6 +339,9 @@ func printMeasures(w io.Writer, r answer.Report) {
 	fmt.Fprintf(w, "  allocated peak   %10v   torch.cuda.max_memory_allocated%s\n", m.Allocated, ws)
 	fmt.Fprintf(w, "  reserved peak    %10v   torch.cuda.max_memory_reserved (the allocator's cache included)\n", m.Reserved)
 	fmt.Fprintf(w, "  device used      %10v   nvidia-smi: reserved + CUDA context %v + NCCL %v\n", m.DeviceUsed, m.Context, m.NCCL)
+	if m.NCCLNote != "" {
+		fmt.Fprintf(w, "  note: %s\n", m.NCCLNote)
+	}
 }
 
 // printVLLM prints how vLLM carves the GPU, as the release modelled runs

@@ -91,7 +91,8 @@ type Measures struct {
 	DeviceUsed vram.Bytes `json:"device_used"` // nvidia-smi
 	Context    vram.Bytes `json:"context"`     // the CUDA context in device_used
 	NCCL       vram.Bytes `json:"nccl"`        // NCCL's buffers in device_used
-	Workspace  vram.Bytes `json:"workspace"`   // cuBLAS's workspace in allocated
+	NCCLNote   string     `json:"nccl_note,omitempty"`
+	Workspace  vram.Bytes `json:"workspace"` // cuBLAS's workspace in allocated
 }
 
 // Fit judges the plan on its target GPU on device-used, keeping Margin free.
@@ -164,7 +165,7 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 			return rep, err
 		}
 		rep.Measures = Measures{Allocated: replay.PeakAllocated, Reserved: replay.PeakReserved, DeviceUsed: replay.DeviceUsed,
-			Context: replay.Context, NCCL: replay.NCCL, Workspace: replay.Workspace}
+			Context: replay.Context, NCCL: replay.NCCL, NCCLNote: replay.NCCLNote, Workspace: replay.Workspace}
 	}
 	if p.VLLM != nil && g != nil {
 		c, err := p.VLLM.Carve(*p.Inference, *g)

@@ -561,7 +561,12 @@ func TestImportVLLMMambaDTypes(t *testing.T) {
 	if v := imp.Plan.VLLM; v == nil || v.MambaCacheDType != vram.DTypeUnset || v.MambaSSMCacheDType != vram.FP32 {
 		t.Fatalf("vllm settings %+v", imp.Plan.VLLM)
 	}
-	c, err := imp.Plan.VLLM.KVCache(imp.Plan.Model, 10*vram.GiB)
+	if _, err := imp.Plan.VLLM.KVCache(imp.Plan.Model, 10*vram.GiB); err == nil || !strings.Contains(err.Error(), "until v0.23.0") {
+		t.Errorf("vLLM 0.33 runs Bamba: %v", err)
+	}
+	v := *imp.Plan.VLLM
+	v.Version = "0.14.1" // the last modelled release that runs Bamba
+	c, err := v.KVCache(imp.Plan.Model, 10*vram.GiB)
 	// conv (3, 8448) bf16, temporal (128, 64, 128) fp32.
 	if want := vram.Bytes(3*8448*2 + 128*64*128*4); err != nil || c.StatePageBytes != want {
 		t.Errorf("state page %v, %v; want %v", c.StatePageBytes, err, want)

@@ -1,0 +1,253 @@
+package vram
+
+import "fmt"
+
+// NCCL's device memory, per communicator, as NCCL allocates it (NVIDIA/nccl
+// at the release named; paths are NCCL's src/). A rank keeps, for each
+// process group it belongs to (data, tensor, context, expert or pipeline
+// parallel), the buffers of that group's communicator:
+//   - fixed costs at init: three small device allocations per channel and
+//     two per communicator (channel.cc:44-60, init.cc:587-590), each one
+//     2 MiB granule under cuMem (alloc.h:317-318; the default since 2.19);
+//   - a collective's ring: per channel one send and one receive connection
+//     to the ring's neighbours, each holding the LL, LL128 and Simple
+//     buffers (512 KiB, 4.6875 MiB, 4 MiB: init.cc:810-813, all three
+//     whatever NCCL_PROTO: p2p.cc:486-490), aligned to 2 MiB (p2p.cc:
+//     407-410): 2 MiB sent and 10 MiB received on compute capability 9.x
+//     and 10.x, 6 and 6 on an A100 (P2P read, graph/paths.cc:416-417);
+//     across nodes the network transport's 10 MiB each way (net.cc:
+//     916-957, 1100-1102);
+//   - NVLink SHARP on NVSwitch parts (compute capability ≥ 9.0, two or more
+//     GPUs of the group in the node): NVLS channels × 2 × a slot × the
+//     node's GPUs of the group (nvls.cc:409-430; the slot 1 MiB since
+//     2.22.3, 3 MiB in 2.21.5, 6 MiB before);
+//   - send/recv (pipeline stages, all-to-all): per peer in the node, the
+//     per-peer channels' connections (32 channels, 12 MiB each way pair:
+//     paths.cc:935-1004, enqueue.cc:2651-2683); across nodes one shared
+//     pool per direction of p2p channels × 16 steps × 128 KiB (net.cc:
+//     646-679, init.cc:818-842).
+// Since 2.22.3 a communicator connects an algorithm's buffers only when it
+// first runs it (NCCL_RUNTIME_CONNECT, init.cc:61, 1552; group.cc:147-195);
+// before, all at init, with a tree beside the ring and the p2p network
+// pool of 256 MiB (init.cc:1561-1626 at v2.30.7-1, net.cc:726-730).
+// Channel counts are NCCL's topology search's; the engine takes what NCCL
+// logs on the parts (ncclChannels). Parts without NVSwitch in the catalog
+// (PCIe cards, NVLink pairs, AMD's RCCL) keep a measured default per group
+// (ncclPerGroup), as does a plan that gives its own figure
+// (Training.NCCLMemory).
+
+// ncclRelease is one modelled NCCL release.
+type ncclRelease struct {
+	releaseRow
+	lazy     bool  // NCCL_RUNTIME_CONNECT: buffers on first use (2.22.3+)
+	cuMem    bool  // cuMem allocations rounded to a 2 MiB granule (2.19+)
+	nvlsSlot Bytes // NVLS buffer per channel slot
+}
+
+// ncclReleases are the modelled releases, oldest first.
+var ncclReleases = []ncclRelease{
+	{releaseRow: releaseRow{Version: "2.18.3", Source: "nccl v2.18.3-1: eager connection at init (no NCCL_RUNTIME_CONNECT), cuMem off by default; nvls.cc: the Simple buffer plus 2 MiB per channel slot"},
+		nvlsSlot: 6 * MiB},
+	{releaseRow: releaseRow{Version: "2.21.5", Source: "nccl v2.21.5-1: eager connection at init (init.cc has no NCCL_RUNTIME_CONNECT), cuMem on (NCCL_CUMEM_ENABLE auto); nvls.cc:310-314 (128 KiB chunk × 8 steps plus 2 MiB per channel slot)"},
+		cuMem: true, nvlsSlot: 3 * MiB},
+	{releaseRow: releaseRow{Version: "2.30.7", Source: "nccl v2.30.7-1 (torch 2.15.0's nvidia-nccl-cu13==2.30.7): init.cc:61, 1552 (runtime connect), 810-813 (buffer sizes); nvls.cc:409-430 (128 KiB chunk × 8 steps per slot); p2p.cc:407-410, 486-490; net.cc:646-679"},
+		lazy: true, cuMem: true, nvlsSlot: 1 * MiB},
+}
+
+// CurrentNCCL is the NCCL release a plan that names none is modelled with:
+// torch 2.15.0's.
+var CurrentNCCL = ncclReleases[len(ncclReleases)-1].Version
+
+// ncclPerGroup is the device memory per process group where the engine has
+// no rule for the part: measured 544–688 MB on 4×A100 NVLink
+// (NVIDIA/nccl#964); a default, to be replaced by a measurement of your
+// cluster (Training.NCCLMemory).
+const ncclPerGroup = 600 * MiB
+
+// nodeGPUs is the GPUs of a node NCCL connects by NVLink: an HGX/DGX node
+// (a GB200/GB300 rack's 72-GPU NVLink domain is not modelled apart).
+const nodeGPUs = 8
+
+// ncclTraffic is what a communicator is used for.
+type ncclTraffic int
+
+const (
+	ncclCollectives ncclTraffic = iota // all-reduce, all-gather, reduce-scatter (ring, NVLS)
+	ncclNeighbours                     // pipeline stages: send and receive to the stage before and after
+	ncclAllToAll                       // expert parallelism's token dispatch: every peer
+)
+
+// ncclComm is one communicator of a rank.
+type ncclComm struct {
+	group   string // dp, tp, cp, ep, pp
+	ranks   int
+	local   int // the group's ranks on this rank's node
+	traffic ncclTraffic
+}
+
+// ncclComms are the communicators of a rank of the resolved plan, the mesh
+// laid out as torchtitan and Megatron-LM lay it out: tensor parallelism
+// innermost, then context, data (expert parallelism within it), pipeline
+// outermost, nodeGPUs to a node.
+func (r *resolved) ncclComms() []ncclComm {
+	var out []ncclComm
+	stride := 1
+	add := func(group string, n int, t ncclTraffic) {
+		if n > 1 {
+			local := 1
+			if stride < nodeGPUs {
+				local = min(n, max(1, nodeGPUs/stride))
+			}
+			out = append(out, ncclComm{group: group, ranks: n, local: local, traffic: t})
+		}
+	}
+	add("tp", r.tp, ncclCollectives)
+	stride *= max(1, r.tp)
+	add("cp", r.cp, ncclCollectives)
+	stride *= max(1, r.cp)
+	add("ep", r.ep, ncclAllToAll)
+	add("dp", r.dp, ncclCollectives)
+	stride *= max(1, r.dp)
+	add("pp", r.pp, ncclNeighbours)
+	return out
+}
+
+// ncclChannels are the collective channels NCCL's topology search gives a
+// communicator on an NVSwitch node, as NCCL logs them ("N coll channels"):
+// 24 on 8×A100 and 8×H100 (NVIDIA/nccl#1259's channels 00-23 on H100), 32
+// on 8×B200 (nccl#1646's trees [0]…[31]), 16 for a communicator across
+// H100 nodes (nccl#1453); NVLS channels 16 on compute capability 9.x, 24
+// on 10.x in a node and 32 across nodes (nvls.cc:155-157, 209-214).
+func ncclChannels(cc int, acrossNodes bool) (coll, nvls int) {
+	coll, nvls = 24, 16
+	if cc >= 100 {
+		coll, nvls = 32, 24
+		if acrossNodes {
+			nvls = 32
+		}
+	}
+	if acrossNodes {
+		coll = 16
+	}
+	return coll, nvls
+}
+
+// ncclCommBytes is the device memory of communicator c on g under
+// release rel, and how it was counted.
+func ncclCommBytes(c ncclComm, g GPU, rel ncclRelease) Bytes {
+	across := c.local < c.ranks
+	coll, nvlsCh := ncclChannels(g.ComputeCapability, across)
+	const p2pChannels = 32
+	send, recv := 2*MiB, 10*MiB
+	if g.ComputeCapability < 90 {
+		send, recv = 6*MiB, 6*MiB // P2P read on an A100: Simple on the sender's side
+	}
+	nvls, granules := Bytes(0), 3*max(coll, p2pChannels)+2
+	if g.ComputeCapability >= 90 && c.local >= 2 {
+		nvls = Bytes(nvlsCh) * 2 * rel.nvlsSlot * Bytes(c.local)
+		granules += nvlsCh + 1 // each NVLS channel's peers, and the credits (channel.cc:98, nvls.cc:521-533)
+	}
+	var b Bytes
+	if rel.cuMem {
+		b = 2 * MiB * Bytes(granules)
+	}
+	ring := Bytes(coll) * (send + recv)
+	if across {
+		ring = Bytes(coll) * (10*MiB + recv) // a node's edge receives or sends over the network
+	}
+	pool := Bytes(p2pChannels) * 16 * 512 * KiB // the network p2p pool eager releases set up at init
+	switch {
+	case c.traffic == ncclCollectives && rel.lazy:
+		b += ring + nvls
+	case c.traffic == ncclCollectives:
+		b += ring + nvls + pool
+		if c.ranks > 2 {
+			b += Bytes(coll) * recv // the tree's extra connection at its root (transport/generic.cc:49-60)
+		}
+	case c.traffic == ncclNeighbours:
+		b += p2pBytes(c, min(2, c.ranks-1), send+recv)
+		if !rel.lazy {
+			b += ring + pool
+		}
+	case c.traffic == ncclAllToAll:
+		b += p2pBytes(c, c.ranks-1, send+recv)
+		if !rel.lazy {
+			b += ring + pool
+		}
+	}
+	return b
+}
+
+// p2pBytes is send/recv's memory to peers peers: 32 channels each way to
+// each peer in the node, and for peers across nodes one shared send and
+// one receive pool of 16 p2p channels × 16 steps × 128 KiB.
+func p2pBytes(c ncclComm, peers int, pair Bytes) Bytes {
+	inNode := max(0, min(peers, c.local-1))
+	b := Bytes(inNode) * 32 * pair
+	if peers > inNode {
+		b += 2 * 16 * 16 * 128 * KiB
+	}
+	return b
+}
+
+// ncclRelease resolves the plan's NCCL release (versions.nccl).
+func ncclReleaseOf(asked string) (ncclRelease, Modelled, error) {
+	rows := make([]releaseRow, len(ncclReleases))
+	for i, r := range ncclReleases {
+		rows[i] = r.releaseRow
+	}
+	i, m, err := pickRelease("nccl", asked, rows)
+	if err != nil {
+		return ncclRelease{}, Modelled{}, err
+	}
+	return ncclReleases[i], m, nil
+}
+
+// ncclBytes is NCCL's device memory on a rank with communicators comms on
+// g: the release's buffers on an NVSwitch part, else ncclPerGroup each.
+func ncclBytes(comms []ncclComm, g *GPU, asked string) (Bytes, error) {
+	rel, _, err := ncclReleaseOf(asked)
+	if err != nil {
+		return 0, err
+	}
+	var b Bytes
+	for _, c := range comms {
+		if g == nil || !g.NVSwitch {
+			b += ncclPerGroup
+			continue
+		}
+		b += ncclCommBytes(c, *g, rel)
+	}
+	return b, nil
+}
+
+// ncclNote says how NCCL's memory was counted.
+func ncclNote(comms []ncclComm, g *GPU, asked string) string {
+	if len(comms) == 0 {
+		return ""
+	}
+	rel, m, _ := ncclReleaseOf(asked)
+	if g == nil || !g.NVSwitch {
+		return fmt.Sprintf("NCCL: %d communicator(s) at %v each, a measured default (nvidia/nccl#964) for a GPU without NVSwitch in the catalog; give nccl_memory from your cluster", len(comms), ncclPerGroup)
+	}
+	s := fmt.Sprintf("NCCL %s on %s: ", m.Release, g.Name)
+	for i, c := range comms {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s (%d ranks, %d in the node) %v", c.group, c.ranks, c.local, ncclCommBytes(c, *g, rel))
+	}
+	return s + " (ring and NVLS buffers of the channels NCCL logs on these parts, send/recv's per peer; nccl.go)"
+}
+
+// resolveNCCL checks the plan's NCCL settings: a release the table reads
+// and a measured figure within the plan's bounds.
+func (r *resolved) resolveNCCL() error {
+	if _, _, err := ncclReleaseOf(r.NCCL); err != nil {
+		return err
+	}
+	if r.NCCLMemory < 0 || r.NCCLMemory > maxPlanBytes {
+		return fmt.Errorf("nccl_memory must be in [0, %d] bytes, got %d", int64(maxPlanBytes), int64(r.NCCLMemory))
+	}
+	return nil
+}
