@@ -23,9 +23,13 @@ import (
 // (resolveCompressed). A key config.json leaves out takes the class's
 // default (configuration_deepseek_v4.py:128-180); lines cited are
 // modeling_deepseek_v4.py's (l.N) and the configuration's (config l.N).
+// deepseekV4ModelType is the family's model_type, for the engines that
+// name it.
+const deepseekV4ModelType = "deepseek_v4"
+
 func init() {
 	register(&family{
-		name: "deepseek_v4", source: "transformers/models/deepseek_v4/modeling_deepseek_v4.py (transformers 5.23.0)",
+		name: deepseekV4ModelType, source: "transformers/models/deepseek_v4/modeling_deepseek_v4.py (transformers 5.23.0)",
 		// The router's scoring_func is sqrtsoftplus (config l.140), not a
 		// sigmoid; sigmoid_topk_norm is the nearest the engine names (a
 		// score, the top k with a correction bias, renormalized, scaled),
