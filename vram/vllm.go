@@ -801,6 +801,7 @@ func (c *VLLMCarve) profile(v VLLM, rel vllmRelease, in Inference, m Model, est 
 	if sampler > forward {
 		c.Notes = append(c.Notes, v.samplerNote(m, sampler, rel))
 	}
+	c.compressedProfile(v, m) // vllm_compressed_profile.go
 	var err error
 	if c.MMProfile, err = v.mmProfile(in, m); err != nil {
 		return err

@@ -183,3 +183,51 @@ func TestVLLMCompressedRefusals(t *testing.T) {
 		t.Error("transformers' generate of DeepSeek-V4 is not refused")
 	}
 }
+
+// TestVLLMCompressedPlan: the plan carves on an H200 at TP 8 with vLLM
+// 0.33's defaults there (8,192 batched tokens and 1,024 sequences below
+// 160 GiB; max_model_len the model's 1,048,576). The weights are what the
+// engine's released format gives (the catalog stores V4-Flash in bf16;
+// its fp8 and fp4 release is not modelled). The profile's peak is a CSA
+// layer at the indexer's op, in MiB at T = 8,192: the inputs (4 streams
+// and x in bf16, the fp32 mixes: 320.625), the new streams (256) and
+// mixes (0.625), the attention's input (64), the output buffer of 64
+// padded heads × 512 (512), the fused q latent and key (1,536 wide: 24),
+// the indexer's weights (1), the compressor's fp32 kv and score (2,048
+// wide: 64), the indexer compressor's (512 wide: 16), qr (16), kv (8), q
+// padded to 64 heads (512), the indexer's fp8 q (64 × 128: 64) and fp32
+// weights (2), and the op's logits (512) and top-k exchange (2 × 8,192 ×
+// 512 × 4 B: 32): 2,404.25 MiB = 2,521,038,848 B, more than the sampler's
+// warm-up. Beside it the workspace at FlashMLA's CSA request: 4 ×
+// (262,144 + 128 + 8,192) × 512 bf16 = 1,107,820,544, 8,192 × 640 int32 =
+// 20,971,520 and 8,192 int32 = 32,768 (the indexer's K gather, 4,194,304 ×
+// 132 B + 1 MiB, is smaller), and the top-k buffer 8,192 × 512 int32 =
+// 16,777,216.
+func TestVLLMCompressedPlan(t *testing.T) {
+	p, err := ParsePlan([]byte(`{"model":"deepseek-v4-flash","inference":{"batch":1,"prompt_tokens":4096},"gpu":"H200","vllm":{"tensor_parallel_size":8}}`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mustGPU(p.GPU)
+	c, err := p.VLLM.Carve(*p.Inference, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := *p.Inference
+	in.TP = 8
+	rin, rm, err := in.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Starts || c.Weights != rin.weightBytes(rm) || c.Weights != 71145622702 || c.ProfileTokens != 8192 || c.KVCache.MaxModelLen != 1048576 {
+		t.Errorf("starts %v (%s), weights %v (the engine's: %v), %d profile tokens, max_model_len %d", c.Starts, c.Err, c.Weights, rin.weightBytes(rm), c.ProfileTokens, c.KVCache.MaxModelLen)
+	}
+	const peak, workspace, topk = 2521038848, 1107820544 + 20971520 + 32768, 16777216
+	if c.Activation != peak+workspace+topk {
+		t.Errorf("profile %v (%d), want %d", c.Activation, int64(c.Activation), peak+workspace+topk)
+	}
+	kv := c.KVCache
+	if want := int64(kv.Available) / 1002240; kv.Blocks != want || kv.Compressed.BlocksPerRequest != 10778 || kv.Tokens != int64(float64(want)/10778*1048576) {
+		t.Errorf("%v available: %d blocks, %d tokens", kv.Available, kv.Blocks, kv.Tokens)
+	}
+}
