@@ -19,17 +19,23 @@ import (
 // take the top k of the scores plus a correction bias (l.1080-1088),
 // transformers 5's fused experts, and one shared expert of
 // moe_intermediate_size (l.1131-1137). The block's shape is
-// Model.Compressed; its serving cache and forward are refused
-// (resolveCompressed). A key config.json leaves out takes the class's
+// Model.Compressed; transformers' forward of it is refused
+// (resolveCompressed), a serving engine's is compressedBlock, and the
+// serving engines size its cache with their own pools. A key config.json leaves out takes the class's
 // default (configuration_deepseek_v4.py:128-180); lines cited are
 // modeling_deepseek_v4.py's (l.N) and the configuration's (config l.N).
+// deepseekV4ModelType is the family's model_type, for the engines that
+// name it.
+const deepseekV4ModelType = "deepseek_v4"
+
 func init() {
 	register(&family{
-		name: "deepseek_v4", source: "transformers/models/deepseek_v4/modeling_deepseek_v4.py (transformers 5.23.0)",
+		name: deepseekV4ModelType, source: "transformers/models/deepseek_v4/modeling_deepseek_v4.py (transformers 5.23.0)",
 		// The router's scoring_func is sqrtsoftplus (config l.140), not a
 		// sigmoid; sigmoid_topk_norm is the nearest the engine names (a
-		// score, the top k with a correction bias, renormalized, scaled),
-		// and its forward is refused anyway.
+		// score, the top k with a correction bias, renormalized, scaled):
+		// a serving engine's fused router keeps [tokens, k] weights
+		// either way.
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true, // q_lora_rank: the low-rank q (q_a_proj, q_a_norm, q_b_proj)
 		indexer:         true, // index_n_heads, index_head_dim: the CSA layers' indexer
@@ -37,7 +43,9 @@ func init() {
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, hyper-connected residual streams, compressed attention with its own cache layers), which the training rules do not follow yet",
 		// _supports_flash_attn, _supports_sdpa and _supports_flex_attn are
 		// False (l.1225-1227): head_dim 512 and the sinks.
-		attention:  []string{"eager"},
+		attention: []string{"eager"},
+		// A serving engine's forward of one layer (compressed.go).
+		block:      compressedBlock,
 		fromConfig: readDeepseekV4,
 		toConfig:   writeDeepseekV4,
 		check:      checkDeepseekV4,

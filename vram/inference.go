@@ -772,7 +772,12 @@ func (in Inference) kvLayerPerToken(m Model) Bytes {
 
 // buildBlockInference is a block's forward under torch.no_grad: nothing is
 // saved, so its peak is the largest set of live transients.
-func buildBlockInference(r *resolved) Bytes { return buildBlock(r, 0).NoGradPeak }
+func buildBlockInference(r *resolved) Bytes {
+	if r.m.Compressed != nil {
+		return compressedPrefillPeak(r) // its layers differ in kind (compressed.go)
+	}
+	return buildBlock(r, 0).NoGradPeak
+}
 
 // prefillBlocks is the prefill's peak before the logits: a block's
 // forward without autograd and, under transformers' generate with its

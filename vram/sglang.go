@@ -87,6 +87,10 @@ type SGLangKVPool struct {
 	StateLayers     int   `json:"state_layers,omitempty"`
 	StatePerRequest Bytes `json:"state_per_request,omitempty"`
 	MambaSlots      int   `json:"mamba_slots,omitempty"`
+	// Compressed is SGLang's pool of a model with DeepSeek-V4's
+	// compressed attention (sglang_compressed.go); CellSize is then its
+	// bytes per full token, rounded up.
+	Compressed *SGLangCompressed `json:"compressed,omitempty"`
 	// RunningCap is the most requests that run at once, where the release
 	// caps them below the slots (0.5.23: a fifth of them).
 	RunningCap    int   `json:"max_running_requests,omitempty"`
@@ -103,11 +107,11 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if err := s.checkSizes(); err != nil {
 		return SGLangKVPool{}, err
 	}
-	if err := compressedCacheRefused(m, "sglang"); err != nil {
-		return SGLangKVPool{}, err
-	}
 	rel, modelled, err := s.release()
 	if err != nil {
+		return SGLangKVPool{}, err
+	}
+	if err := s.checkCompressed(m, rel); err != nil { // sglang_compressed.go
 		return SGLangKVPool{}, err
 	}
 	if s.MemFractionStatic == 0 {
@@ -118,6 +122,9 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	}
 	if s.KVCacheDType == DTypeUnset {
 		s.KVCacheDType = BF16
+		if m.Compressed != nil {
+			s.KVCacheDType = FP8E4M3 // "auto" → fp8_e4m3 (sglang_compressed.go)
+		}
 	}
 	if err := s.KVCacheDType.validKV(); err != nil {
 		return SGLangKVPool{}, fmt.Errorf("sglang: %w", err)
@@ -151,6 +158,27 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 		return SGLangKVPool{}, err
 	}
 	p.Rest = max(0, free-weights-p.Reserved-p.MMReservation-p.StateReserved)
+	if m.Compressed != nil {
+		s.compressedPool(m, &p) // sglang_compressed.go
+	} else {
+		s.cells(m, rel, &p)
+	}
+	p.MinMemFractionStatic = float64(weights) / float64(free)
+	switch {
+	case weights > free:
+		// The weights do not fit the free memory: loading them fails,
+		// whatever the fraction.
+		p.Err = fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %v on each GPU and %v is free (shard them over more GPUs with --tp-size)", weights, free)
+	case p.Tokens <= 0:
+		p.Err = fmt.Sprintf("Not enough memory. Please try to increase --mem-fraction-static (at least %.4f: the weights take %v of the %v free).",
+			math.Ceil(p.MinMemFractionStatic*1e4)/1e4, weights, free)
+	}
+	return p, nil
+}
+
+// cells sizes a token's cell — one token of every attention layer — and
+// the tokens the budget holds.
+func (s SGLang) cells(m Model, rel sglangRelease, p *SGLangKVPool) {
 	layers := int64(m.attentionLayers(0, m.Layers))
 	if m.KVLoRARank > 0 {
 		p.CellSize = s.KVCacheDType.Size(int64(m.KVLoRARank+m.QKRopeDim) * layers)
@@ -168,17 +196,6 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if m.KVLoRARank == 0 {
 		p.KSize = Bytes(p.Tokens) * p.CellSize / 2
 	}
-	p.MinMemFractionStatic = float64(weights) / float64(free)
-	switch {
-	case weights > free:
-		// The weights do not fit the free memory: loading them fails,
-		// whatever the fraction.
-		p.Err = fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %v on each GPU and %v is free (shard them over more GPUs with --tp-size)", weights, free)
-	case p.Tokens <= 0:
-		p.Err = fmt.Sprintf("Not enough memory. Please try to increase --mem-fraction-static (at least %.4f: the weights take %v of the %v free).",
-			math.Ceil(p.MinMemFractionStatic*1e4)/1e4, weights, free)
-	}
-	return p, nil
 }
 
 // MaxConcurrencyFor is how many requests of tokens distinct tokens each the

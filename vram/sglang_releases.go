@@ -36,6 +36,9 @@ type sglangRelease struct {
 	// modeloptCC is ModelOpt's minimum compute capability, FP8 and NVFP4
 	// (srt/layers/quantization/modelopt_quant.py get_min_capability).
 	modeloptCC [2]int
+	// compressedPool: the release runs DeepSeek-V4 (DeepseekV4ForCausalLM)
+	// in its own pool (sglang_compressed.go).
+	compressedPool bool
 }
 
 // sglangReleases are the modelled releases, oldest first.
@@ -48,7 +51,8 @@ var sglangReleases = []sglangRelease{
 	{
 		releaseRow: releaseRow{Version: "0.5.23", Source: "sglang 0.5.23: srt/arg_groups/memory_hook.py:89-188 (sizes by GPU), 281-343 (default fraction; 0.95 without a GPU), 357-414 (graph reserve: 8 MiB a prefill capture size, MLA 1.5 GiB); srt/arg_groups/cuda_graph_hook.py:136-255 (prefill graphs off for unlisted multimodal models), 480-497 (prefill capture sizes); srt/model_executor/cuda_graph_config.py:119-123 (prefill graphs on, CUDA); srt/mem_cache/kv_cache_configurator.py:202-223 (100 MiB VLM cache), 2990-3060 (budget), 3229-3409 (state slots: mamba_full_memory_ratio 0.9); srt/configs/hybrid_arch.py:55-137 (hybrids pooled); srt/model_executor/pool_configurator.py:691-700 (DSA indexer keys in the cell)"},
 		fallback:   0.95, smallChunk: 4096, smallBS: 48, smallBSBig: 160, prefillGraphs: true, mmReservation: 100 * MiB, autoMambaSlots: true, indexerInCell: true,
-		modeloptCC: [2]int{89, 80}, // modelopt_quant.py:462-463, 1549-1550
+		compressedPool: true,           // srt/models/deepseek_v4.py:4633, srt/mem_cache/deepseek_v4_memory_pool.py:943
+		modeloptCC:     [2]int{89, 80}, // modelopt_quant.py:462-463, 1549-1550
 		// KDA: models/kimi_linear.py:1017 (KimiLinearForCausalLM), its
 		// state in the MambaPool (configs/mamba_utils.py:299-369).
 		stateKinds: map[string]bool{"Gated DeltaNet": true, "Mamba-2": true, "short convolution": true, "KDA": true},

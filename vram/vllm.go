@@ -108,6 +108,7 @@ type VLLM struct {
 }
 
 func (v VLLM) withDefaults(m Model, rel vllmRelease) VLLM {
+	v = v.compressedDefaults(m) // vllm_compressed.go
 	if v.GPUMemoryUtilization == 0 {
 		v.GPUMemoryUtilization = rel.utilization
 	}
@@ -178,6 +179,9 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 	if err := rel.checkArchitecture(m, v.Version); err != nil {
 		return err
 	}
+	if err := v.checkCompressed(m); err != nil {
+		return err
+	}
 	if m.recurrent() && v.Draft != nil {
 		// gpu_model_runner.py get_kv_cache_spec: "Mamba with speculative
 		// decoding is not supported yet" (Qwen3-Next's own MTP layers aside).
@@ -227,6 +231,10 @@ type VLLMKVCache struct {
 	// beside global ones) the layers of each kind in groups of GroupSize.
 	Groups    []VLLMGroup `json:"groups"`
 	GroupSize int         `json:"group_size"`
+	// Compressed is how vLLM pools a model with DeepSeek-V4's compressed
+	// attention (vllm_compressed.go): Groups then have block sizes of
+	// their own and PageBytes is what a block id costs in all of them.
+	Compressed *VLLMCompressedCache `json:"compressed,omitempty"`
 	// StateLayers are the recurrent layers on this GPU (Mamba-2 mixers,
 	// short convolutions, Gated DeltaNet), each keeping StatePageBytes per
 	// request whatever its length, in pages padded to PageBytes (their
@@ -252,6 +260,11 @@ type VLLMGroup struct {
 	Kind   string `json:"kind"`
 	Span   int    `json:"span,omitempty"`
 	Layers int    `json:"layers"` // real layers (the rest of GroupSize is padding)
+	// Block is the group's own block size where groups differ in it (a
+	// compressed-attention model's; 0: the cache's), Bytes what its
+	// layers' pages take of a block.
+	Block int   `json:"block_size,omitempty"`
+	Bytes Bytes `json:"bytes,omitempty"`
 }
 
 // pagesFor is the pages one layer of group g needs for a request of n
@@ -262,6 +275,9 @@ type VLLMGroup struct {
 // attention a chunk and the batches in flight; the release's pages of
 // state for a recurrent layer.
 func (g VLLMGroup) pagesFor(n, block, mbt, statePages int) int64 {
+	if g.Block > 0 {
+		block = g.Block
+	}
 	switch g.Kind {
 	case "mamba":
 		return int64(max(1, statePages))
@@ -323,9 +339,6 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	if err := m.Validate(); err != nil {
 		return VLLMKVCache{}, err
 	}
-	if err := compressedCacheRefused(m, "vllm"); err != nil {
-		return VLLMKVCache{}, err
-	}
 	rel, _, err := v.release()
 	if err != nil {
 		return VLLMKVCache{}, err
@@ -333,6 +346,9 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	v = v.withDefaults(m, rel)
 	if err := v.check(m, rel); err != nil {
 		return VLLMKVCache{}, err
+	}
+	if m.Compressed != nil {
+		return v.compressedKVCache(m, available, rel)
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
 	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: rel.inFlightBatches * v.MaxNumBatchedTokens, statePages: rel.statePagesFor(m)}
@@ -785,6 +801,7 @@ func (c *VLLMCarve) profile(v VLLM, rel vllmRelease, in Inference, m Model, est 
 	if sampler > forward {
 		c.Notes = append(c.Notes, v.samplerNote(m, sampler, rel))
 	}
+	c.compressedProfile(v, m) // vllm_compressed_profile.go
 	var err error
 	if c.MMProfile, err = v.mmProfile(in, m); err != nil {
 		return err

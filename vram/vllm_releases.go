@@ -151,6 +151,8 @@ type vllmArchitecture struct {
 var vllmArchitectures = map[string]vllmArchitecture{
 	kimiLinearModelType: {missing: []string{"0.11.0"}, names: "KimiLinearForCausalLM",
 		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
+	deepseekV4ModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",
+		source: "0.11.0 and 0.14.1 model_executor/models/registry.py list DeepseekV32ForCausalLM as their newest DeepSeek (l.73, l.95); 0.33.0 registry.py:99 maps DeepseekV4ForCausalLM to vllm/models/deepseek_v4"},
 	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
 	bambaModelType: {until: "0.23.0", names: "BambaForCausalLM",

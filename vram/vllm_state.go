@@ -137,6 +137,9 @@ func (c VLLMKVCache) hybrid() bool {
 // with the context, and the recurrent layers' state pages, which do not.
 func (c VLLMKVCache) PerRequestFor(tokens int) (kv, state Bytes) {
 	tokens = min(max(tokens, 1), c.MaxModelLen)
+	if c.Compressed != nil {
+		return c.compressedPerRequest(tokens)
+	}
 	for _, k := range c.kinds {
 		b := Bytes(int64(k.Layers) * k.pagesFor(tokens, c.BlockSize, c.mbt, c.statePages) * int64(c.PageBytes))
 		if k.Kind == "mamba" {
