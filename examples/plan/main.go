@@ -368,8 +368,12 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 	if c.Starts {
-		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block: a %v page in each of %d pools, %d group(s)): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
-			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.GroupSize), kv.PageBytes, kv.GroupSize, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+		pools := fmt.Sprintf("a %v page in each of %d pools", kv.PageBytes, kv.GroupSize)
+		if kv.Compressed != nil {
+			pools = "the largest group's pages, one pool of block ids"
+		}
+		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block: %s, %d group(s)): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
+			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.GroupSize), pools, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
 		if kv.StateLayers > 0 {
 			attn, state := kv.PerRequestFor(kv.MaxModelLen)
 			fmt.Fprintf(w, "  one request of %d tokens: attention KV %v + recurrent state %v (the state is the same at any length)\n", kv.MaxModelLen, attn, state)
