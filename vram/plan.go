@@ -51,6 +51,19 @@ type Plan struct {
 	// Versions names the releases the run uses (versions.go); each is
 	// given to the part of the plan it runs.
 	Versions Versions `json:"versions,omitzero"`
+	// Search asks for the training plan's layouts on a number of GPUs
+	// (search.go): its micro_batch may then be left out, to be searched.
+	Search *SearchSettings `json:"search,omitempty"`
+}
+
+// SearchSettings are a plan file's "search": the GPUs (of the plan's
+// gpu) and the global batch a layout search lays the run out for.
+type SearchSettings struct {
+	GPUs        int `json:"gpus"`
+	GlobalBatch int `json:"global_batch,omitempty"` // sequences a step (default: one a GPU)
+	// NetworkBandwidth is each GPU's network bandwidth across nodes, bytes
+	// a second (default 50e9).
+	NetworkBandwidth float64 `json:"network_bandwidth,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -84,6 +97,7 @@ type planFile struct {
 	TGI       json.RawMessage `json:"tgi"`
 	Post      json.RawMessage `json:"post_training"`
 	Versions  Versions        `json:"versions"`
+	Search    json.RawMessage `json:"search"`
 }
 
 // PlanKeys are the keys a plan file's top level may hold.
@@ -197,7 +211,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 			return Plan{}, err
 		}
 		t.Model = m
-		if err := t.Validate(); err != nil {
+		if err := searchValidate(t, raw.Search); err != nil {
 			return Plan{}, fmt.Errorf("train: %w", err)
 		}
 		p.Training = &t
@@ -223,7 +237,38 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 	if err := p.applyVersions(raw.Versions); err != nil {
 		return Plan{}, err
 	}
+	if err := p.decodeSearch(raw.Search); err != nil {
+		return Plan{}, err
+	}
 	return p, nil
+}
+
+// decodeSearch reads a plan's search object, if any.
+func (p *Plan) decodeSearch(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if p.Training == nil {
+		return errors.New(`search: a layout search lays out a training plan ("train")`)
+	}
+	var ss SearchSettings
+	if err := strictDecode(raw, &ss, "search."); err != nil {
+		return err
+	}
+	if ss.GPUs < 1 || ss.GPUs > 1<<20 || ss.GlobalBatch < 0 || ss.GlobalBatch > MaxTokens || ss.NetworkBandwidth < 0 {
+		return fmt.Errorf("search: gpus must be in [1, %d], global_batch in [1, %d] and network_bandwidth positive", 1<<20, MaxTokens)
+	}
+	p.Search = &ss
+	return nil
+}
+
+// searchValidate validates a training plan; with a search, a micro_batch
+// left out is the search's to choose, so the rest is validated at 1.
+func searchValidate(t Training, search json.RawMessage) error {
+	if len(search) > 0 && t.MicroBatch == 0 {
+		t.MicroBatch = 1
+	}
+	return t.Validate()
 }
 
 // decodePostTraining reads a plan's post_training object; its policy is

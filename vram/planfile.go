@@ -38,7 +38,7 @@ func (p Plan) File() ([]byte, error) {
 	}{
 		{"train", p.Training, []string{"model"}}, {"inference", p.Inference, []string{"model"}},
 		{"vllm", p.VLLM, nil}, {"sglang", p.SGLang, nil}, {"tgi", p.TGI, nil},
-		{"post_training", p.PostTraining, nil},
+		{"post_training", p.PostTraining, nil}, {"search", p.Search, nil},
 	}
 	for _, part := range parts {
 		if reflect.ValueOf(part.v).IsNil() {

@@ -85,6 +85,9 @@ func run(args []string, w io.Writer) error {
 	entry := fs.String("config", "", "a torchtitan config_registry.py's function to read, as torchtitan's --config names it (e.g. llama3_8b)")
 	logFile := fs.String("log", "", "a vLLM or SGLang startup log: each memory figure it printed beside the prediction for the plan file given, or for the plan the log's own vLLM args make (with -gpu)")
 	schema := fs.String("schema", "", "print the JSON Schema of a plan file (plan) or of -json's answer (report)")
+	search := fs.Bool("search", false, "search the training plan's parallel layouts on -gpus GPUs of -gpu (tensor, pipeline, context and sharded data parallelism, micro-batch, recompute; what the plan sets stays) and print the fastest that fit, as the framework's launch flags; a plan with a \"search\" section is searched without it")
+	globalBatch := fs.Int("global-batch", 0, "-search: sequences an optimizer step (default: one a GPU)")
+	top := fs.Int("top", 10, "-search: how many layouts to print")
 	anywhere := fs.Bool("read-anywhere", false, "read the files a config names (a DeepSpeed JSON, --config YAML, accelerate's config_file) wherever they are; without it only those inside the config's folder")
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -132,6 +135,9 @@ func run(args []string, w io.Writer) error {
 	p, imp, err := readPlan(files[0], l)
 	if err != nil {
 		return err
+	}
+	if *search || p.Search != nil {
+		return runSearch(w, p, *gpuName, *gpus, *globalBatch, *top, *asJSON)
 	}
 	if *hfConfig || *resolved {
 		return printModel(w, p, *hfConfig)

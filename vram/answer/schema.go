@@ -54,16 +54,17 @@ func (e errUnknownSchema) Error() string {
 // planFile is a plan file's top level as vram.ParsePlan reads it
 // (TestPlanSchemaKeys holds its keys to vram.PlanKeys).
 type planFile struct {
-	Name         string             `json:"name,omitempty"`
-	Model        modelRef           `json:"model"`
-	Train        *vram.Training     `json:"train,omitempty"`
-	Inference    *vram.Inference    `json:"inference,omitempty"`
-	GPU          string             `json:"gpu,omitempty"`
-	VLLM         *vram.VLLM         `json:"vllm,omitempty"`
-	SGLang       *vram.SGLang       `json:"sglang,omitempty"`
-	TGI          *vram.TGI          `json:"tgi,omitempty"`
-	PostTraining *vram.PostTraining `json:"post_training,omitempty"`
-	Versions     vram.Versions      `json:"versions,omitzero"`
+	Name         string               `json:"name,omitempty"`
+	Model        modelRef             `json:"model"`
+	Train        *vram.Training       `json:"train,omitempty"`
+	Inference    *vram.Inference      `json:"inference,omitempty"`
+	GPU          string               `json:"gpu,omitempty"`
+	VLLM         *vram.VLLM           `json:"vllm,omitempty"`
+	SGLang       *vram.SGLang         `json:"sglang,omitempty"`
+	TGI          *vram.TGI            `json:"tgi,omitempty"`
+	PostTraining *vram.PostTraining   `json:"post_training,omitempty"`
+	Versions     vram.Versions        `json:"versions,omitzero"`
+	Search       *vram.SearchSettings `json:"search,omitempty"`
 }
 
 // planExtra are the $defs the plan's overrides refer to.

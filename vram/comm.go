@@ -1,0 +1,140 @@
+package vram
+
+import "fmt"
+
+// A training step's time bound with its communication: the roofline of
+// the arithmetic and memory traffic on one GPU (ThroughputBound) beside the
+// bytes the layout's collectives move, each at the bandwidth of the link
+// it crosses, and the pipeline's bubble. Like the roofline it is a bound,
+// not a forecast: it ranks layouts (the layout search's objective), it does
+// not predict a run's seconds.
+//
+// Collectives are counted as NCCL's ring algorithm moves them, per rank
+// (the "bus bandwidth" of nccl-tests' PERFORMANCE.md): an all-gather or a
+// reduce-scatter of S bytes moves (n − 1)/n · S, an all-reduce twice that.
+// The volumes:
+//   - fully sharded data parallelism (ZeRO-3, FSDP): each micro-batch
+//     all-gathers the rank's parameter shard's model in the forward and
+//     again in the backward and reduce-scatters its gradients, 3 Ψ
+//     (Rajbhandari et al. 2020, ZeRO §7.2.1); replicated data parallelism
+//     all-reduces the gradients once a step, 2 Ψ (§7.1); both overlap the
+//     computation (FSDP prefetches the next unit), so the step takes the
+//     larger of the two;
+//   - tensor parallelism: four all-reduces (or, with sequence parallelism,
+//     as many all-gather and reduce-scatter pairs) of a micro-batch's
+//     b · s · h activations per layer, two in the forward and two in the
+//     backward, one pair more where a block's forward is recomputed
+//     (Narayanan et al. 2021, Megatron-LM §3.2, and Korthikanti et al. 2022
+//     §4); on the critical path;
+//   - context parallelism: the keys and values all-gathered in each layer's
+//     forward (torchtitan's default "allgather" rotation) and their
+//     gradients reduce-scattered in the backward, three times (n − 1)/n of
+//     a micro-batch's k and v; on the critical path;
+//   - pipeline parallelism: each micro-batch's activations sent forward and
+//     its gradients back at a stage boundary, and the bubble: (p − 1)/(m + p
+//     − 1) of the step for 1F1B and GPipe over m micro-batches, (p − 1)/(v ·
+//     m + p − 1) interleaved over v virtual stages (Narayanan et al. 2021
+//     §2.2.1-2.2.2).
+// A group within a node crosses NVLink (the part's NVLink bandwidth in one
+// direction; PCIe where it has none), one across nodes the network (the
+// search's NetworkBandwidth a GPU).
+
+// StepTime bounds one optimizer step of a layout.
+type StepTime struct {
+	Compute  float64 `json:"compute_s"`       // the roofline of the step's arithmetic and memory traffic
+	DataComm float64 `json:"data_parallel_s"` // data parallelism's collectives (overlapped with compute)
+	TPComm   float64 `json:"tensor_parallel_s"`
+	CPComm   float64 `json:"context_parallel_s"`
+	PPComm   float64 `json:"pipeline_p2p_s"`
+	Bubble   float64 `json:"bubble"` // the pipeline bubble's share of the step
+	Seconds  float64 `json:"seconds"`
+	// TokensPerSecond is the run's tokens a second: every data-parallel
+	// replica's.
+	TokensPerSecond float64 `json:"tokens_per_second"`
+}
+
+// linkBandwidth is the bandwidth a rank's share of a collective crosses,
+// in bytes a second: NVLink within an NVSwitch node (nvlink, one
+// direction), else PCIe (Gen5 x16 from compute capability 9.0, Gen4
+// before: 64 and 32 GB/s a direction), across nodes the network's.
+func linkBandwidth(g GPU, acrossNodes bool, network float64) float64 {
+	switch {
+	case acrossNodes:
+		return network
+	case g.NVLink > 0:
+		return g.NVLink * 1e9
+	case g.ComputeCapability >= 90:
+		return 64e9
+	}
+	return 32e9
+}
+
+// StepTime bounds the plan's step on g with its communication, the
+// network giving each GPU network bytes a second across nodes.
+func (t Training) StepTime(g GPU, network float64) (_ StepTime, err error) {
+	defer recoverOverflow(&err)
+	if network <= 0 {
+		return StepTime{}, fmt.Errorf("network bandwidth must be positive, got %g", network)
+	}
+	tb, err := t.ThroughputBound(g)
+	if err != nil {
+		return StepTime{}, err
+	}
+	r, err := t.resolve()
+	if err != nil {
+		return StepTime{}, err
+	}
+	st := StepTime{Compute: tb.Seconds}
+	comms := r.ncclComms()
+	across := func(group string) bool {
+		for _, c := range comms {
+			if c.group == group {
+				return c.local < c.ranks
+			}
+		}
+		return false
+	}
+	ring := func(n int) float64 { return float64(n-1) / float64(n) }
+	micro := float64(max(1, r.GradAccum))
+	tokens := float64(r.MicroBatch) * float64(r.SeqLen) / float64(r.cp) // a micro-batch's tokens on a rank
+	if r.pp > 1 {
+		micro = float64(max(r.Parallel.PPMicrobatches, 1))
+		tokens /= micro
+	}
+	layers := float64(r.m.Layers) / float64(r.pp)
+	e := float64(r.ComputeDType.Bits()) / 8
+	if r.dp > 1 {
+		params := float64(r.m.ParamCount()) / float64(r.tp*r.pp)
+		vol := 2 * params * float64(r.GradsDType.Bits()) / 8 // replicated: one all-reduce of the gradients
+		if r.Parallel.ZeRO == 3 {
+			vol = micro * params * (2*e + float64(r.GradsDType.Bits())/8)
+		}
+		st.DataComm = ring(r.dp) * vol / linkBandwidth(g, across("dp"), network)
+	}
+	if r.tp > 1 {
+		passes := 4.0
+		if r.Checkpointing == CheckpointFull {
+			passes = 6
+		}
+		vol := micro * layers * passes * 2 * tokens * float64(r.m.Hidden) * e
+		st.TPComm = ring(r.tp) * vol / linkBandwidth(g, across("tp"), network)
+	}
+	if r.cp > 1 {
+		kv := 2 * float64(r.m.KVHeads) * float64(r.m.HeadDim) / float64(r.tp)
+		vol := micro * layers * 3 * float64(r.cp) * tokens * kv * e
+		st.CPComm = ring(r.cp) * vol / linkBandwidth(g, across("cp"), network)
+	}
+	if r.pp > 1 {
+		st.PPComm = 2 * micro * tokens * float64(r.m.Hidden) * e / linkBandwidth(g, across("pp"), network)
+		v := float64(max(1, r.Parallel.VirtualStages))
+		if !r.Parallel.PPSchedule.interleaved() {
+			v = 1
+		}
+		p := float64(r.pp)
+		st.Bubble = (p - 1) / (v*micro + p - 1)
+	}
+	busy := max(st.Compute, st.DataComm) + st.TPComm + st.CPComm + st.PPComm
+	st.Seconds = busy / (1 - st.Bubble)
+	st.TokensPerSecond = float64(r.dp) * tb.TokensPerSecond * tb.Seconds / st.Seconds
+	return st, nil
+}

@@ -1,0 +1,281 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// The layout search: every parallel layout of a training run the
+// framework supports on a number of GPUs — tensor, pipeline, context and
+// fully sharded data parallelism, the micro-batch and the recompute policy
+// — each estimated (Estimate: the allocated peak), those that fit the GPU
+// by it kept, the fastest replayed (Replay: reserved and device-used) and
+// ranked by the step bound with its communication (StepTime), memory
+// headroom breaking ties. A layout's figures are Estimate's and Replay's of
+// its plan, byte for byte: the search only chooses which plans to ask.
+//
+//	res, err := vram.Search(vram.SearchSpace{Plan: t, GPU: h100, GPUs: 1024, GlobalBatch: 2048})
+//	for _, l := range res.Layouts { fmt.Println(l.Training.Parallel, l.DeviceUsed, l.Step.TokensPerSecond) }
+
+// SearchSpace is what to search: the plan (its model, sequence length,
+// precision, optimizer and framework; any of tp, pp, cp, micro_batch or
+// grad_checkpointing it sets stays fixed), the GPU and how many, and the
+// global batch in sequences a step.
+type SearchSpace struct {
+	Plan        Training
+	GPU         GPU
+	GPUs        int
+	GlobalBatch int // sequences an optimizer step (default: one a GPU)
+	// Headroom is the share of the GPU a layout must leave free
+	// (DefaultHeadroom when 0).
+	Headroom float64
+	// NetworkBandwidth is each GPU's network bandwidth across nodes, bytes a
+	// second (default 50e9: one 400 Gb/s NIC a GPU, as HGX H100 and B200
+	// nodes are built).
+	NetworkBandwidth float64
+	// Replay is how many of the fastest feasible layouts are replayed for
+	// device-used (default 100).
+	Replay int
+}
+
+// Layout is one searched layout.
+type Layout struct {
+	Training Training `json:"plan"`
+	// Allocated is Estimate's peak; Reserved and DeviceUsed Replay's (zero
+	// for a layout not replayed).
+	Allocated  Bytes    `json:"allocated"`
+	Reserved   Bytes    `json:"reserved,omitempty"`
+	DeviceUsed Bytes    `json:"device_used,omitempty"`
+	Fits       bool     `json:"fits"`
+	Headroom   Bytes    `json:"headroom"` // the limit less the need
+	Step       StepTime `json:"step"`
+}
+
+// SearchResult is a search's outcome: the feasible layouts ranked, the
+// fastest first, and what was tried.
+type SearchResult struct {
+	Layouts    []Layout `json:"layouts"`
+	Candidates int      `json:"candidates"` // layouts the framework supports
+	Feasible   int      `json:"feasible"`   // that fit by their allocated peak
+	Limit      Bytes    `json:"limit"`
+	// Refused counts candidates the engine refused, by the first reason
+	// met (a layout the model does not divide into, say).
+	Refused map[string]int `json:"refused,omitempty"`
+}
+
+// withDefaults fills s's defaults and checks it.
+func (s SearchSpace) withDefaults() (SearchSpace, error) {
+	switch {
+	case s.GPUs < 1 || s.GPUs > 1<<20:
+		return s, fmt.Errorf("search: gpus must be in [1, %d], got %d", 1<<20, s.GPUs)
+	case s.GlobalBatch < 0 || s.GlobalBatch > MaxTokens:
+		return s, fmt.Errorf("search: global_batch must be in [1, %d], got %d", MaxTokens, s.GlobalBatch)
+	case s.Headroom < 0 || s.Headroom >= 1:
+		return s, fmt.Errorf("search: headroom must be in [0, 1), got %g", s.Headroom)
+	case s.Replay < 0 || s.NetworkBandwidth < 0:
+		return s, errors.New("search: replay and network_bandwidth must not be negative")
+	}
+	if s.GlobalBatch == 0 {
+		s.GlobalBatch = s.GPUs
+	}
+	if s.Headroom == 0 {
+		s.Headroom = DefaultHeadroom
+	}
+	if s.NetworkBandwidth == 0 {
+		s.NetworkBandwidth = 50e9
+	}
+	if s.Replay == 0 {
+		s.Replay = 100
+	}
+	return s, nil
+}
+
+// Search searches s's layouts (see the file's comment).
+func Search(s SearchSpace) (SearchResult, error) {
+	s, err := s.withDefaults()
+	if err != nil {
+		return SearchResult{}, err
+	}
+	cands, err := s.candidates()
+	if err != nil {
+		return SearchResult{}, err
+	}
+	b := Budget{GPU: s.GPU, Headroom: s.Headroom}
+	res := SearchResult{Candidates: len(cands), Limit: b.Limit(), Refused: map[string]int{}}
+	ls := make([]Layout, len(cands))
+	errs := make([]error, len(cands))
+	parallel(len(cands), func(i int) { ls[i], errs[i] = s.estimate(cands[i], b) })
+	var ok []Layout
+	for i, l := range ls {
+		switch {
+		case errs[i] != nil:
+			res.Refused[firstLine(errs[i])]++
+		case l.Fits:
+			ok = append(ok, l)
+		}
+	}
+	res.Feasible = len(ok)
+	sortLayouts(ok)
+	ok = ok[:min(len(ok), s.Replay)]
+	parallel(len(ok), func(i int) { ok[i] = s.replay(ok[i], b) })
+	res.Layouts = slices.DeleteFunc(ok, func(l Layout) bool { return !l.Fits })
+	sortLayouts(res.Layouts)
+	if len(res.Refused) == 0 {
+		res.Refused = nil
+	}
+	return res, nil
+}
+
+// estimate is one candidate's estimate and step bound; Fits by its
+// allocated peak with cuBLAS's workspace and the CUDA context, the least
+// its device-used can be.
+func (s SearchSpace) estimate(t Training, b Budget) (Layout, error) {
+	est, err := t.Estimate()
+	if err != nil {
+		return Layout{}, err
+	}
+	alloc := est.Peak.Total() + cublasWorkspace(&s.GPU)
+	floor := alloc + s.GPU.Context // device-used is never less
+	l := Layout{Training: t, Allocated: alloc, Fits: floor <= b.Limit(), Headroom: b.Limit() - floor}
+	if !l.Fits {
+		return l, nil // no need of its speed
+	}
+	l.Step, err = t.StepTime(s.GPU, s.NetworkBandwidth)
+	return l, err
+}
+
+// replay replays a feasible layout on the GPU and judges it on
+// device-used.
+func (s SearchSpace) replay(l Layout, b Budget) Layout {
+	rep, err := l.Training.Replay(ReplayOptions{GPU: &s.GPU})
+	if err != nil {
+		l.Fits = false
+		return l
+	}
+	l.Reserved, l.DeviceUsed = rep.PeakReserved, rep.DeviceUsed
+	l.Fits, l.Headroom = rep.DeviceUsed <= b.Limit(), b.Limit()-rep.DeviceUsed
+	return l
+}
+
+// sortLayouts ranks layouts by tokens a second, then headroom.
+func sortLayouts(ls []Layout) {
+	sort.SliceStable(ls, func(i, j int) bool {
+		a, b := ls[i], ls[j]
+		if a.Step.TokensPerSecond != b.Step.TokensPerSecond {
+			return a.Step.TokensPerSecond > b.Step.TokensPerSecond
+		}
+		return a.Headroom > b.Headroom
+	})
+}
+
+// parallel runs f(0) … f(n−1) on as many goroutines as the machine has
+// cores.
+func parallel(n int, f func(int)) {
+	workers := min(n, goruntime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// firstLine is an error's text, cut to 160 bytes, so that refusals of
+// one kind count together.
+func firstLine(err error) string {
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// candidates are the layouts the framework supports on s.GPUs: tensor
+// parallel degrees 1–8 (a node), pipeline stages in powers of two up to
+// the layers, context parallel 1–8, the data-parallel degree what is left
+// (fully sharded, as torchtitan and FSDP shard it, unless the plan shards
+// otherwise), micro-batches 1–8 that divide each replica's share of the
+// global batch (with pipeline stages: microbatches of the pipeline, at
+// least one a stage), and no, selective (torchtitan's op-level) or full
+// recompute. What the plan
+// sets stays.
+func (s SearchSpace) candidates() ([]Training, error) {
+	base := s.Plan
+	if err := base.Model.Validate(); err != nil {
+		return nil, err
+	}
+	p := base.Parallel
+	var pps []int
+	for n := 1; n <= max(1, base.Model.Normalize().Layers) && n <= s.GPUs; n *= 2 {
+		pps = append(pps, n)
+	}
+	checkpoints := []Checkpointing{CheckpointNone, CheckpointSelective, CheckpointFull}
+	if base.Framework == FrameworkTorchtitan {
+		checkpoints[1] = CheckpointOp // its "selective" is op-level SAC
+	}
+	if base.Checkpointing != "" {
+		checkpoints = []Checkpointing{base.Checkpointing}
+	}
+	var out []Training
+	for _, tp := range fixedOr(p.TP, 1, 2, 4, 8) {
+		for _, pp := range fixedOr(p.PP, pps...) {
+			for _, cp := range fixedOr(p.CP, 1, 2, 4, 8) {
+				n := tp * pp * cp
+				if s.GPUs%n != 0 || s.GlobalBatch%(s.GPUs/n) != 0 {
+					continue
+				}
+				dp, local := s.GPUs/n, s.GlobalBatch/(s.GPUs/n)
+				for _, mb := range fixedOr(base.MicroBatch, 1, 2, 4, 8) {
+					if local%mb != 0 || pp > 1 && local/mb < pp {
+						continue
+					}
+					for _, ck := range checkpoints {
+						out = append(out, s.layout(dp, tp, pp, cp, local, mb, ck))
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("search: no layout of %d GPUs divides a global batch of %d sequences with the plan's fixed choices", s.GPUs, s.GlobalBatch)
+	}
+	return out, nil
+}
+
+// layout is the plan on one layout: dp replicas of tp × pp × cp GPUs,
+// each taking local sequences a step in micro-batches of mb.
+func (s SearchSpace) layout(dp, tp, pp, cp, local, mb int, ck Checkpointing) Training {
+	t := s.Plan
+	t.Parallel.DP, t.Parallel.TP, t.Parallel.PP, t.Parallel.CP = dp, tp, pp, cp
+	if dp > 1 && t.Parallel.FSDP == "" && t.Parallel.ZeRO == 0 && t.Framework != FrameworkMegatron {
+		t.Parallel.FSDP = "full_shard"
+	}
+	t.Parallel.SP = t.Parallel.SP || tp > 1 && t.Framework == FrameworkTorchtitan
+	t.Checkpointing = ck
+	t.MicroBatch, t.GradAccum = mb, local/mb
+	if pp > 1 {
+		// A pipeline's step is one local batch in local/mb microbatches.
+		t.MicroBatch, t.GradAccum, t.Parallel.PPMicrobatches = local, 1, local/mb
+	}
+	return t
+}
+
+// fixedOr is a plan's fixed choice, or the choices to search.
+func fixedOr(fixed int, choices ...int) []int {
+	if fixed > 0 {
+		return []int{fixed}
+	}
+	return choices
+}

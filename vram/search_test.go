@@ -1,0 +1,149 @@
+package vram
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// searchPlan is Llama-3-8B under torchtitan at 8k tokens.
+func searchPlan() Training {
+	return Training{Model: MustPreset("llama-3-8b"), SeqLen: 8192, Precision: "mixed_bf16", Framework: FrameworkTorchtitan}
+}
+
+// TestSearchExact: a searched layout's figures are Estimate's and
+// Replay's of its plan, byte for byte; the layouts come fastest first, all
+// fit, and each is a layout of the GPUs asked for.
+func TestSearchExact(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	res, err := Search(SearchSpace{Plan: searchPlan(), GPU: g, GPUs: 16, GlobalBatch: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Layouts) == 0 || res.Feasible < len(res.Layouts) || res.Candidates < res.Feasible {
+		t.Fatalf("%d candidates, %d feasible, %d layouts", res.Candidates, res.Feasible, len(res.Layouts))
+	}
+	for i, l := range res.Layouts {
+		p := l.Training.Parallel
+		if p.DP*p.TP*p.PP*p.CP != 16 || !l.Fits || l.DeviceUsed > res.Limit {
+			t.Errorf("layout %d: %+v on %d GPUs, fits %v, %v", i, p, p.DP*p.TP*p.PP*p.CP, l.Fits, l.DeviceUsed)
+		}
+		if i > 0 && l.Step.TokensPerSecond > res.Layouts[i-1].Step.TokensPerSecond {
+			t.Errorf("layout %d is faster than layout %d", i, i-1)
+		}
+		if i%7 != 0 {
+			continue // a sample
+		}
+		est, err := l.Training.Estimate()
+		if err != nil || est.Peak.Total()+cublasWorkspace(&g) != l.Allocated {
+			t.Errorf("layout %d: Estimate %v + workspace, searched %v (%v)", i, est.Peak.Total(), l.Allocated, err)
+		}
+		rep, err := l.Training.Replay(ReplayOptions{GPU: &g})
+		if err != nil || rep.DeviceUsed != l.DeviceUsed || rep.PeakReserved != l.Reserved {
+			t.Errorf("layout %d: Replay %v / %v, searched %v / %v (%v)", i, rep.PeakReserved, rep.DeviceUsed, l.Reserved, l.DeviceUsed, err)
+		}
+	}
+}
+
+// TestSearchFixedChoices: what the plan sets stays; a search with nothing
+// that fits says so with no layout; bad spaces are refused by field.
+func TestSearchFixedChoices(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	p := searchPlan()
+	p.Parallel.TP, p.Checkpointing = 4, CheckpointFull
+	res, err := Search(SearchSpace{Plan: p, GPU: g, GPUs: 16, GlobalBatch: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range res.Layouts {
+		if l.Training.Parallel.TP != 4 || l.Training.Checkpointing != CheckpointFull {
+			t.Errorf("layout %+v, %s: the plan fixed tp 4 and full checkpointing", l.Training.Parallel, l.Training.Checkpointing)
+		}
+	}
+	big := Training{Model: MustPreset("llama-3.1-405b"), SeqLen: 8192, Precision: "mixed_bf16", Framework: FrameworkTorchtitan}
+	if res, err := Search(SearchSpace{Plan: big, GPU: mustGPU("RTX-4090"), GPUs: 2, GlobalBatch: 2}); err != nil || len(res.Layouts) != 0 || res.Feasible != 0 {
+		t.Errorf("405B on two RTX 4090: %d layouts, %d feasible, %v", len(res.Layouts), res.Feasible, err)
+	}
+	for _, c := range []struct {
+		s    SearchSpace
+		want string
+	}{
+		{SearchSpace{Plan: searchPlan(), GPU: g}, "gpus must be"},
+		{SearchSpace{Plan: fixedTP2(), GPU: g, GPUs: 8, GlobalBatch: 3}, "no layout of 8 GPUs"},
+		{SearchSpace{Plan: searchPlan(), GPU: g, GPUs: 8, Headroom: 1}, "headroom"},
+	} {
+		if _, err := Search(c.s); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.s.GPUs, err, c.want)
+		}
+	}
+}
+
+// TestStepTime: the communication terms of a step, from their formulas.
+// Llama-3-8B (8,030,261,248 parameters) fully sharded over 8 H100s of a
+// node, one micro-batch: all-gathers in the forward and the backward in
+// bf16 and a reduce-scatter in fp32 (mixed_bf16's gradients), 7/8 of
+// 8 bytes a parameter at NVLink's 450 GB/s; the same over two nodes of 8
+// crosses the network at 50 GB/s. Tensor parallel 2 in a node: four
+// all-reduces a layer of 8192 tokens × 4096 in bf16, twice ½ of it each,
+// over 32 layers. A pipeline of 4 over 8 microbatches: a bubble of 3/11.
+func TestStepTime(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	p := searchPlan()
+	p.MicroBatch = 1
+	p.Parallel = Parallel{DP: 8, FSDP: "full_shard"}
+	st, err := p.StepTime(g, 50e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := 8030261248.0
+	if want := 7.0 / 8 * params * (2*2 + 4) / 450e9; math.Abs(st.DataComm-want) > 1e-9*want {
+		t.Errorf("data parallel in a node: %g s, want %g", st.DataComm, want)
+	}
+	p.Parallel.DP = 16
+	st, _ = p.StepTime(g, 50e9)
+	if want := 15.0 / 16 * params * 8 / 50e9; math.Abs(st.DataComm-want) > 1e-9*want {
+		t.Errorf("data parallel across nodes: %g s, want %g", st.DataComm, want)
+	}
+	p.Parallel = Parallel{TP: 2}
+	st, _ = p.StepTime(g, 50e9)
+	if want := 0.5 * 32 * 4 * 2 * 8192 * 4096 * 2 / 450e9; math.Abs(st.TPComm-want) > 1e-9*want {
+		t.Errorf("tensor parallel: %g s, want %g", st.TPComm, want)
+	}
+	p.Parallel, p.MicroBatch = Parallel{PP: 4, PPMicrobatches: 8}, 8
+	st, _ = p.StepTime(g, 50e9)
+	if want := 3.0 / 11; math.Abs(st.Bubble-want) > 1e-12 {
+		t.Errorf("1F1B bubble: %g, want %g", st.Bubble, want)
+	}
+	if st.Seconds <= st.Compute || st.TokensPerSecond <= 0 {
+		t.Errorf("step %+v", st)
+	}
+}
+
+// TestLaunchFlags: a layout as torchtitan and Megatron-LM launch it.
+func TestLaunchFlags(t *testing.T) {
+	p := searchPlan()
+	p.MicroBatch, p.Checkpointing = 16, CheckpointOp
+	p.Parallel = Parallel{DP: 4, FSDP: "full_shard", TP: 2, PP: 2, PPMicrobatches: 8}
+	got := p.LaunchFlags()
+	for _, want := range []string{"--parallelism.data_parallel_shard_degree 4", "--parallelism.tensor_parallel_degree 2", "--parallelism.pipeline_parallel_degree 2",
+		"--training.local_batch_size 16", "--training.global_batch_size 64", "--parallelism.pipeline_parallel_microbatch_size 2", "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option op", "(2 nodes)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("torchtitan: %q lacks %q", got, want)
+		}
+	}
+	p.Framework, p.Checkpointing, p.Parallel.SP = FrameworkMegatron, CheckpointFull, true
+	got = p.LaunchFlags()
+	for _, want := range []string{"--tensor-model-parallel-size 2", "--pipeline-model-parallel-size 2", "--sequence-parallel", "--micro-batch-size 2 --global-batch-size 64", "--recompute-granularity full"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("megatron: %q lacks %q", got, want)
+		}
+	}
+}
+
+// fixedTP2 is searchPlan on tensor parallel 2, no pipeline, no context
+// parallelism: 8 GPUs make 4 replicas, which 3 sequences do not divide.
+func fixedTP2() Training {
+	p := searchPlan()
+	p.Parallel = Parallel{TP: 2, PP: 1, CP: 1}
+	return p
+}
