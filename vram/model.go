@@ -1159,17 +1159,8 @@ func (m Model) Validate() error { return m.validate(false) }
 // validate is Validate; asTower: m is a vision-language model's tower.
 func (m Model) validate(asTower bool) error {
 	f := lookupFamily(m.Family)
-	if f != nil && f.towerOnly && f.conformer && !asTower {
-		users := familiesWhere(func(w *family) bool { return w.vision != nil && w.vision.audioPrefix != "" })
-		return fmt.Errorf("model.family %q is an audio tower only (transformers has no model of it alone); use it as model.audio.tower of a multimodal model (%s)", m.Family, strings.Join(users, ", "))
-	}
-	if f != nil && f.towerOnly && !asTower {
-		users := familiesWhere(func(w *family) bool { return w.vision != nil })
-		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
-	}
-	if f != nil && f.wrappedText && m.Vision == nil {
-		users := familiesWhere(func(w *family) bool { return w.vision != nil })
-		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
+	if err := m.standsAlone(f, asTower); err != nil {
+		return err
 	}
 	if f == nil {
 		if m.Family == "" && m.Name != "" && m.Layers == 0 {
@@ -1415,6 +1406,26 @@ func (m Model) validateKinds() error {
 	}
 	if im := m.Image; im != nil && (im.Patch < 1 || im.Size < im.Patch || im.Channels < 1) {
 		return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1")
+	}
+	return nil
+}
+
+// standsAlone refuses a model of a family transformers builds only inside
+// a wrapper: a tower (asTower: m is one) or a wrapped language model
+// without its vision side.
+func (m Model) standsAlone(f *family, asTower bool) error {
+	switch {
+	case f == nil:
+		return nil
+	case f.towerOnly && f.conformer && !asTower:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil && w.vision.audioPrefix != "" })
+		return fmt.Errorf("model.family %q is an audio tower only (transformers has no model of it alone); use it as model.audio.tower of a multimodal model (%s)", m.Family, strings.Join(users, ", "))
+	case f.towerOnly && !asTower:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
+	case f.wrappedText && m.Vision == nil:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
 	}
 	return nil
 }
