@@ -75,7 +75,11 @@
 // tokens (Vision.ImageTokens); Training.Images and Inference.Images say how
 // many images a sequence holds, Training.VisionTower whether the tower
 // trains. vision.go composes the three parts; the wrapper's file declares
-// its names and projector (visionWrapper).
+// its names and projector (visionWrapper). Model.Audio adds an audio tower
+// (a Model of a conformer family, Model.Conformer) and its projector to
+// such a model where the wrapper declares one (Gemma 4's small releases):
+// audio.go lists their parameters and buffers, and the weights count them;
+// their forward is not modelled, so plans run the text and the images.
 //
 // # Post-training
 //

@@ -47,6 +47,9 @@ type family struct {
 	// audio: the family's models read log-mel frames (model.mel_bins,
 	// model.source_positions).
 	audio bool
+	// conformer: the family is an audio encoder of conformer blocks
+	// (model.conformer), a multimodal model's audio tower (towerOnly).
+	conformer bool
 	// seq2seq: an encoder-decoder's pieces outside its blocks where they
 	// are not T5's (encdec.go); nil for T5. Its blocks are the family's
 	// block.
@@ -91,8 +94,9 @@ type family struct {
 	// reentrantFails is how transformers fails the family's training step
 	// under reentrant activation checkpointing (empty: it does not).
 	reentrantFails string
-	// towerOnly: the family is a vision-language model's tower and has no
-	// model of its own in transformers (no presets, not planned alone).
+	// towerOnly: the family is a vision-language model's tower (its
+	// vision tower, or with conformer its audio tower) and has no model of
+	// its own in transformers (no presets, not planned alone).
 	towerOnly bool
 	// wrappedText: the family is a vision-language model's language model
 	// that transformers builds only inside its wrapper (no presets of its

@@ -13,8 +13,13 @@ package vram
 // and audio_config (configuration_gemma4.py l.364-372); the last two are
 // optional, and without a vision_config the model is its language model
 // alone (the class's defaults build that), which the engine reads as
-// family gemma4_text. The audio tower (audio_config, Gemma4AudioModel
-// l.1963-2052, and embed_audio) of the small releases is not modelled.
+// family gemma4_text. With an audio_config (the small releases') the
+// model also has the audio tower (family gemma4_audio, model.audio) and
+// its projector embed_audio, a Gemma4MultimodalEmbedder of the tower's
+// output_proj_dims (l.2241, 2247-2251): their parameters and buffers are
+// listed after the language model's (model.audio_tower.…,
+// model.embed_audio.…), their forward is not modelled (audio.go). An
+// audio_config without a vision_config is refused.
 // Use of bidirectional attention among an image's tokens
 // (use_bidirectional_attention "vision", l.2465-2477) changes masks only.
 func init() {
@@ -27,7 +32,13 @@ func init() {
 			projector: func(v Vision, l *tensorList, hv, h int64) {
 				l.linear("model.embed_vision.embedding_projection", "other", hv, h, false)
 			},
-			project: gemma4Project,
+			project:     gemma4Project,
+			audioPrefix: "model.audio_tower.",
+			audioProjector: func(a Audio, l *tensorList, h int64) {
+				if cf := a.Tower.Conformer; cf != nil {
+					l.linear("model.embed_audio.embedding_projection", "other", int64(cf.OutputDim), h, false)
+				}
+			},
 		},
 		fromConfig: gemma4FromConfig,
 		toConfig:   gemma4ToConfig,
@@ -65,19 +76,25 @@ func gemma4Wrapped(text Model) Model {
 }
 
 // gemma4FromConfig reads a Gemma4Config: text_config as family
-// gemma4_text, vision_config (when given) as the tower, the top level's
-// tie_word_embeddings; an audio_config is an error.
+// gemma4_text, vision_config (when given) as the tower, audio_config (when
+// given, with a vision_config) as the audio tower, the top level's
+// tie_word_embeddings.
 func gemma4FromConfig(c *hfReader, m *Model) {
-	if a, ok := c.c["audio_config"]; ok && a != nil {
-		c.fail("audio_config: Gemma 4's audio tower (Gemma4AudioModel) is not modelled; drop audio_config to plan the image-text model")
-		return
-	}
 	text := c.nestedAs("text_config", "gemma4_text")
 	v, hasVision := c.c["vision_config"]
 	hasVision = hasVision && v != nil
-	var tower Model
+	a, hasAudio := c.c["audio_config"]
+	hasAudio = hasAudio && a != nil
+	if hasAudio && !hasVision {
+		c.fail("audio_config without vision_config: Gemma4Model then builds the language model and the audio tower alone (modeling_gemma4.py l.2236-2252), which is not modelled (the engine reads a config without vision_config as gemma4_text); the released configs with audio have both")
+		return
+	}
+	var tower, audio Model
 	if hasVision {
 		tower = c.nestedAs("vision_config", "gemma4_vision")
+	}
+	if hasAudio {
+		audio = c.nestedAs("audio_config", "gemma4_audio")
 	}
 	if c.err != nil {
 		return
@@ -91,18 +108,27 @@ func gemma4FromConfig(c *hfReader, m *Model) {
 		return
 	}
 	m.Vision = &Vision{Family: "gemma4", Tower: tower, FeatureLayer: -1}
+	if hasAudio {
+		m.Audio = &Audio{Tower: audio}
+	}
 }
 
 // gemma4ToConfig writes a Gemma4Config: the language model as text_config,
-// the tower as vision_config, no audio_config, tie_word_embeddings, and
-// the class's token ids (or the last ids of a smaller vocabulary).
+// the tower as vision_config, the audio tower (if any) as audio_config,
+// tie_word_embeddings, and the class's token ids (or the last ids of a
+// smaller vocabulary).
 func gemma4ToConfig(m Model, c map[string]any) {
 	text := m
-	text.Vision, text.Name = nil, ""
+	text.Vision, text.Audio, text.Name = nil, nil, ""
 	c["text_config"] = text.HFConfig()
 	tower := m.Vision.Tower
 	tower.Name = ""
 	c["vision_config"] = tower.HFConfig()
+	if m.Audio != nil {
+		audio := m.Audio.Tower
+		audio.Name = ""
+		c["audio_config"] = audio.HFConfig()
+	}
 	c["tie_word_embeddings"] = m.TiedEmbeddings
 	ids := []int{258880, 258884, 258881, 255999, 258882, 256000, 258883}
 	if m.Vocab <= 258884 {

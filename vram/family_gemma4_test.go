@@ -127,7 +127,7 @@ func TestGemma4ConfigDefaults(t *testing.T) {
 func TestGemma4ConfigErrors(t *testing.T) {
 	text := `{"model_type": "gemma4", "text_config": {` + gemma4SmallText
 	for _, c := range []struct{ name, json, want string }{
-		{"audio", `{"model_type": "gemma4", "audio_config": {}}`, "audio_config"},
+		{"audio without vision", `{"model_type": "gemma4", "audio_config": {}}`, "audio_config without vision_config"},
 		{"KV-shared layers", text + `, "num_kv_shared_layers": 2}}`, "num_kv_shared_layers"},
 		{"activation", text + `, "hidden_activation": "silu"}}`, "hidden_activation"},
 		{"bidirectional text", text + `, "use_bidirectional_attention": "all"}}`, "use_bidirectional_attention"},

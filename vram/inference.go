@@ -87,6 +87,9 @@ type Inference struct {
 	// the deepest feature layer, without the post-norm (vLLM's
 	// init_vision_tower_for_llava: VLLM.Carve).
 	towerCut bool
+	// audioOff: the serving engine builds no audio tower or projector
+	// (vLLM with limit_mm_per_prompt {"audio": 0}; audio.go).
+	audioOff bool
 	cc       int
 	mxfp4    string // vLLM's MXFP4 backend (VLLM.MXFP4Backend)
 }
@@ -406,6 +409,12 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	if in.towerWhole && (t.part == towerPart || t.part == projectorPart && !in.splitsProjector(t)) {
 		return b // every rank holds the whole tower (vision_tp.go)
 	}
+	if t.part == audioPart && in.audioOff {
+		return 0
+	}
+	if t.part == audioPart && in.runtime == runVLLM {
+		return b // vLLM replicates an audio tower and its projector on every rank (audio.go)
+	}
 	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" || in.splitsProjector(t) || in.splitsTowerMatrix(t) {
 		b /= Bytes(in.TP)
 	}
@@ -512,8 +521,9 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
 	if in.towerOff {
-		// The engine builds no tower or projector: a text-only forward.
-		tr.Model.Vision, tr.Images = nil, 0
+		// The engine builds no tower or projector: a text-only forward
+		// (an audio tower goes with the vision side it needs).
+		tr.Model.Vision, tr.Model.Audio, tr.Images = nil, nil, 0
 	}
 	if !in.attnSet {
 		tr.Attention = "" // transformers' own choice

@@ -55,6 +55,9 @@ type Model struct {
 	// Vision makes the model (the language model) a vision-language model:
 	// a vision tower, a projector and image tokens in the sequence.
 	Vision *Vision `json:"vision,omitempty"`
+	// Audio gives a vision-language model an audio tower too (see Audio);
+	// nil for none.
+	Audio *Audio `json:"audio,omitempty"`
 
 	// Mixture of experts.
 	Experts         int `json:"experts,omitempty"`           // routed experts per MoE layer
@@ -205,6 +208,9 @@ type Model struct {
 	// Mamba makes the layers outside its Attention list Mamba-1 selective
 	// state-space mixers (Jamba; see Mamba).
 	Mamba *Mamba `json:"mamba,omitempty"`
+	// Conformer makes the model an audio encoder of conformer blocks, a
+	// multimodal model's audio tower (see Conformer).
+	Conformer *Conformer `json:"conformer,omitempty"`
 
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
@@ -572,6 +578,30 @@ type Vision struct {
 	NoProjectorBias bool `json:"no_projector_bias,omitempty"`
 }
 
+// Audio is the audio side of a multimodal model whose wrapper family (its
+// Vision.Family) declares one (visionWrapper.audioPrefix): an audio tower,
+// an encoder of its own tower-only family, reads each clip's log-mel
+// frames, and a projector maps its output to the language model's width in
+// place of the clip's placeholder tokens. Its parameters, buffers and
+// stored bytes are modelled; its forward is not (audio.go).
+type Audio struct {
+	Tower Model `json:"tower"` // the audio encoder, a family with model.conformer
+}
+
+// Conformer is an audio encoder's shape beyond its blocks' widths (layers,
+// hidden, heads, ffn): a front end of two stride-2 convolutions of
+// SubsampleChannels output channels each, a depthwise convolution of
+// ConvKernel taps in each block, an output projection to OutputDim, and
+// with ClippedLinears four stored scalar bounds on every clippable linear
+// (Gemma 4's audio tower: subsampling_conv_channels, conv_kernel_size,
+// output_proj_dims, use_clipped_linears).
+type Conformer struct {
+	SubsampleChannels [2]int `json:"subsample_channels"`
+	ConvKernel        int    `json:"conv_kernel"`
+	OutputDim         int    `json:"output_dim"`
+	ClippedLinears    bool   `json:"clipped_linears,omitempty"`
+}
+
 // Image describes a ViT's input.
 type Image struct {
 	Size       int  `json:"size"`
@@ -791,6 +821,11 @@ func (m Model) Normalize() Model {
 			v.FeatureLayer = w.featureLayer
 		}
 		m.Vision = &v
+	}
+	if m.Audio != nil {
+		a := *m.Audio
+		a.Tower = a.Tower.Normalize()
+		m.Audio = &a
 	}
 	if m.Experts > 0 && m.Router == "" {
 		m.Router = d.Router
@@ -1091,6 +1126,15 @@ func (m Model) clone() Model {
 		v.Tower = v.Tower.clone()
 		m.Vision = &v
 	}
+	if m.Audio != nil {
+		a := *m.Audio
+		a.Tower = a.Tower.clone()
+		m.Audio = &a
+	}
+	if m.Conformer != nil {
+		c := *m.Conformer
+		m.Conformer = &c
+	}
 	return m
 }
 
@@ -1115,13 +1159,8 @@ func (m Model) Validate() error { return m.validate(false) }
 // validate is Validate; asTower: m is a vision-language model's tower.
 func (m Model) validate(asTower bool) error {
 	f := lookupFamily(m.Family)
-	if f != nil && f.towerOnly && !asTower {
-		users := familiesWhere(func(w *family) bool { return w.vision != nil })
-		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
-	}
-	if f != nil && f.wrappedText && m.Vision == nil {
-		users := familiesWhere(func(w *family) bool { return w.vision != nil })
-		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
+	if err := m.standsAlone(f, asTower); err != nil {
+		return err
 	}
 	if f == nil {
 		if m.Family == "" && m.Name != "" && m.Layers == 0 {
@@ -1198,6 +1237,11 @@ func (m Model) validate(asTower bool) error {
 			return err
 		}
 	}
+	if m.Audio != nil {
+		if err := m.validateAudio(); err != nil {
+			return err
+		}
+	}
 	if _, err := m.headClasses(); err != nil {
 		return err
 	}
@@ -1249,6 +1293,12 @@ func (m Model) validateLayout(f *family) error {
 	if f.audio && (m.MelBins < 1 || m.SourcePositions < 1) {
 		return fmt.Errorf("model.mel_bins = %d and model.source_positions = %d must both be ≥ 1", m.MelBins, m.SourcePositions)
 	}
+	if (m.Conformer != nil) != f.conformer {
+		if f.conformer {
+			return fmt.Errorf("model.conformer (subsample_channels, conv_kernel, output_dim) is required for family %s, an audio encoder of conformer blocks", m.Family)
+		}
+		return fmt.Errorf("model.conformer describes audio encoders of conformer blocks (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.conformer }), ", "), m.Family)
+	}
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
@@ -1296,7 +1346,7 @@ func (m Model) validateLayout(f *family) error {
 	if m.HeadDim < 1 {
 		return fmt.Errorf("model.head_dim must be ≥ 1 (hidden %d / heads %d)", m.Hidden, m.Heads)
 	}
-	if m.Image == nil && m.Vocab < 1 {
+	if m.Image == nil && m.Conformer == nil && m.Vocab < 1 {
 		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
 	}
 	return nil
@@ -1356,6 +1406,26 @@ func (m Model) validateKinds() error {
 	}
 	if im := m.Image; im != nil && (im.Patch < 1 || im.Size < im.Patch || im.Channels < 1) {
 		return fmt.Errorf("model.image needs size ≥ patch ≥ 1 and channels ≥ 1")
+	}
+	return nil
+}
+
+// standsAlone refuses a model of a family transformers builds only inside
+// a wrapper: a tower (asTower: m is one) or a wrapped language model
+// without its vision side.
+func (m Model) standsAlone(f *family, asTower bool) error {
+	switch {
+	case f == nil:
+		return nil
+	case f.towerOnly && f.conformer && !asTower:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil && w.vision.audioPrefix != "" })
+		return fmt.Errorf("model.family %q is an audio tower only (transformers has no model of it alone); use it as model.audio.tower of a multimodal model (%s)", m.Family, strings.Join(users, ", "))
+	case f.towerOnly && !asTower:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
+	case f.wrappedText && m.Vision == nil:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil })
+		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
 	}
 	return nil
 }
@@ -1647,6 +1717,18 @@ func (m Model) ranges() error {
 	}
 	if im := m.Image; im != nil && (im.TemporalPatch < 0 || im.TemporalPatch > maxChannels || im.Merge < 0 || im.Merge > maxChannels || im.Window < 0 || im.Window > maxImageSide) {
 		return fmt.Errorf("model.image: temporal_patch = %d and merge = %d must be in [0, %d], window = %d in [0, %d]", im.TemporalPatch, im.Merge, maxChannels, im.Window, maxImageSide)
+	}
+	if c := m.Conformer; c != nil && (min(c.SubsampleChannels[0], c.SubsampleChannels[1]) < 0 || max(c.SubsampleChannels[0], c.SubsampleChannels[1]) > maxChannels ||
+		c.ConvKernel < 0 || c.ConvKernel > maxChannels || c.OutputDim < 0 || c.OutputDim > maxWidth) {
+		return fmt.Errorf("model.conformer: subsample_channels %v and conv_kernel = %d must be in [0, %d], output_dim = %d in [0, %d]", c.SubsampleChannels, c.ConvKernel, maxChannels, c.OutputDim, maxWidth)
+	}
+	if a := m.Audio; a != nil {
+		if a.Tower.Vision != nil || a.Tower.Audio != nil {
+			return fmt.Errorf("model.audio.tower has a vision or audio side of its own")
+		}
+		if err := a.Tower.Normalize().ranges(); err != nil {
+			return fmt.Errorf("model.audio.tower: %s", strings.TrimPrefix(err.Error(), "model."))
+		}
 	}
 	if v := m.Vision; v != nil {
 		if v.Tower.Vision != nil {

@@ -527,6 +527,9 @@ func (in Inference) notes(m Model, weights Bytes) []string {
 			out = append(out, "transformers runs fp8 weights on GPUs of compute capability ≥ 8.9 only (quantizer_finegrained_fp8.py, quantizer_fbgemm_fp8.py); load them with dtype=\"auto\" or bf16, since without a dtype it keeps the other tensors in float32")
 		}
 	}
+	if s := in.audioNote(m); s != "" {
+		out = append(out, s) // audio.go
+	}
 	if s := m.storedOnly(); len(s) > 0 && m.MTPLayers > 0 {
 		var b Bytes
 		for _, t := range s {

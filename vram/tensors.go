@@ -91,8 +91,8 @@ type modelKey struct {
 	image   Image
 	release Release
 	// mixers are the SSM, ShortConv, DeltaNet, Mamba, KDA and Lightning
-	// settings and the Compressed and BlockSparse layouts written out
-	// (planKey), "" when the model has none.
+	// settings, the Compressed and BlockSparse layouts and an audio
+	// tower's Conformer written out (planKey), "" when the model has none.
 	mixers string
 }
 
@@ -109,19 +109,20 @@ type mixerSettings struct {
 	compressed *Compressed
 	lightning  *Lightning
 	sparse     *BlockSparse
+	conformer  *Conformer
 }
 
 func (m Model) key() modelKey {
 	k := modelKey{m: m}
-	k.m.Origin, k.m.Release, k.m.Image, k.m.Vision = nil, nil, nil, nil // Origin changes no tensor; Vision: visionKey
-	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Compressed, k.m.Lightning, k.m.BlockSparse = nil, nil, nil, nil, nil, nil, nil, nil
+	k.m.Origin, k.m.Release, k.m.Image, k.m.Vision, k.m.Audio = nil, nil, nil, nil, nil // Origin changes no tensor; Vision, Audio: visionKey
+	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Compressed, k.m.Lightning, k.m.BlockSparse, k.m.Conformer = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	if m.Release != nil {
 		k.release = *m.Release
 	}
 	if m.Image != nil {
 		k.image = *m.Image
 	}
-	if m.recurrent() || m.Compressed != nil || m.BlockSparse != nil {
+	if m.recurrent() || m.Compressed != nil || m.BlockSparse != nil || m.Conformer != nil {
 		k.mixers = m.mixersKey()
 	}
 	return k
@@ -130,7 +131,7 @@ func (m Model) key() modelKey {
 // mixersKey writes out m's recurrent mixers' settings (out of key, whose
 // models mostly have none: the settings escape to the heap).
 func (m Model) mixersKey() string {
-	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Compressed, m.Lightning, m.BlockSparse})
+	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Compressed, m.Lightning, m.BlockSparse, m.Conformer})
 	return string(b)
 }
 
@@ -140,6 +141,9 @@ type visionKey struct {
 	text   modelKey
 	vision Vision // its tower's zero value: the tower is below
 	tower  modelKey
+	// audio is the audio tower's key (Model.Audio), when hasAudio.
+	audio    modelKey
+	hasAudio bool
 }
 
 func (m Model) visionKey() visionKey {
@@ -147,6 +151,9 @@ func (m Model) visionKey() visionKey {
 	k := visionKey{text: m.key(), tower: v.Tower.key()}
 	v.Tower = Model{}
 	k.vision = v
+	if m.Audio != nil {
+		k.audio, k.hasAudio = m.Audio.Tower.key(), true
+	}
 	return k
 }
 
@@ -237,6 +244,7 @@ func (m Model) buildTensors() []Tensor {
 	if m.Vision != nil {
 		if w := lookupFamily(m.Vision.Family); w != nil && w.tensors != nil {
 			w.tensors(m, l)
+			m.audioTensors(l) // audio.go: nothing without Model.Audio
 		}
 		return l.ts
 	}

@@ -188,8 +188,8 @@ func (r *resolved) microBatchFLOPs() float64 {
 			s = &tower
 		case t.part == projectorPart:
 			s = &proj
-		case t.part == unusedPart:
-			continue
+		case t.part == unusedPart || t.part == audioPart:
+			continue // never run (an audio tower's forward is not modelled)
 		case m.EncoderDecoder() && (t.head || (t.Layer >= 0 && m.DecoderBlock(t.Layer))):
 			s = &dec
 		default:

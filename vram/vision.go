@@ -76,6 +76,12 @@ type visionWrapper struct {
 	// pixels is the dtype of the processor's pixel values, FP32 when
 	// zero.
 	pixels DType
+	// audioPrefix goes before the names of an audio tower's tensors and
+	// buffers (Model.Audio), and audioProjector lists its projector's
+	// tensors (h: the language model's width); empty and nil for a wrapper
+	// without an audio side (audio.go).
+	audioPrefix    string
+	audioProjector func(a Audio, l *tensorList, h int64)
 }
 
 // hookedLayer reports whether the wrapper's afterLayer runs after decoder
@@ -96,6 +102,7 @@ const (
 	projectorPart              // the projector
 	unusedPart                 // tower tensors the features never pass through (no gradient)
 	frozenPart                 // a parameter created with requires_grad=False (ERNIE 4.5's moe_statics)
+	audioPart                  // an audio tower and its projector (Model.Audio): loaded, run by no modelled plan (audio.go)
 )
 
 // visionWrapperOf returns the wrapper's declaration, or nil.
@@ -317,12 +324,12 @@ func (r *resolved) towerTrains() bool { return r.Trainable == "full" && r.Vision
 
 // trains reports whether a tensor of the model gets a gradient and
 // optimizer state in full training: the tower's only with a trainable
-// tower, never the tower parts the features bypass.
+// tower, never the tower parts the features bypass or an audio tower.
 func (r *resolved) trains(t Tensor) bool {
 	switch t.part {
 	case towerPart:
 		return r.towerTrains()
-	case unusedPart, frozenPart:
+	case unusedPart, frozenPart, audioPart:
 		return false
 	}
 	return !r.frozen

@@ -94,7 +94,8 @@ type VLLM struct {
 	// A vision-language model's encoder is profiled before the cache is
 	// sized (vllm_mm.go): SkipMMProfiling is --skip-mm-profiling;
 	// LimitMMPerPrompt is --limit-mm-per-prompt ({"image": 0, "video": 0}
-	// makes the model text-only; each modality defaults to 999); MaxPixels
+	// makes the model text-only, {"audio": 0} drops a model's audio tower;
+	// each modality defaults to 999); MaxPixels
 	// is --mm-processor-kwargs' max_pixels, the largest image the processor
 	// passes (default: the model's preprocessor_config.json).
 	SkipMMProfiling  bool           `json:"skip_mm_profiling,omitempty"`
@@ -150,8 +151,8 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", MaxTokens, v.MaxNumBatchedTokens)
 	}
 	for k, n := range v.LimitMMPerPrompt {
-		if (k != "image" && k != "video") || n < 0 || n > MaxTokens {
-			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: the modalities are image and video, each a count in [0, %d]", k, n, MaxTokens)
+		if (k != "image" && k != "video" && (k != "audio" || m.Audio == nil)) || n < 0 || n > MaxTokens {
+			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: the modalities are image and video (and audio for a model with an audio tower, model.audio), each a count in [0, %d]", k, n, MaxTokens)
 		}
 	}
 	if v.MaxPixels < 0 || v.MaxPixels > MaxPositions*1024 {
@@ -684,9 +685,10 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	in.MaxBatchedTokens = v.MaxNumBatchedTokens
 	in.Batch, in.PromptTokens, in.NewTokens = 1, in.MaxBatchedTokens, 0
 	in.TP, in.PP = max(1, v.TP), max(1, v.PP)
-	in.towerWhole = v.towerData(in.Model) // vision_tp.go
-	in.towerOff = v.textOnly(in.Model)    // vllm_mm.go
-	in.towerCut = vllmCutsTower(in.Model) // vllm_mm.go
+	in.towerWhole = v.towerData(in.Model)                          // vision_tp.go
+	in.towerOff = v.textOnly(in.Model)                             // vllm_mm.go
+	in.towerCut = vllmCutsTower(in.Model)                          // vllm_mm.go
+	in.audioOff = in.Model.Audio != nil && v.mmLimit("audio") == 0 // audio.go
 	rin, m, err := in.resolve()
 	if err != nil {
 		return VLLMCarve{}, err
