@@ -18,7 +18,7 @@ import "fmt"
 // (configuration_exaone_moe.py l.88-123).
 func init() {
 	register(&family{
-		name: "exaone_moe", source: "transformers/models/exaone_moe/modeling_exaone_moe.py (transformers 5.23.0)",
+		name: exaoneMoeModelType, source: "transformers/models/exaone_moe/modeling_exaone_moe.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "sigmoid_topk_norm"},
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts), which the training rules do not follow yet",
 		fromConfig:  exaoneMoeFromConfig,
@@ -134,3 +134,7 @@ func exaoneMoeFromConfig(c *hfReader, m *Model) {
 	}
 	m.NoRopeGlobal = m.GlobalEvery > 0 // every layer local: none skips it
 }
+
+// exaoneMoeModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const exaoneMoeModelType = "exaone_moe"

@@ -24,7 +24,7 @@ package vram
 // (use_bidirectional_attention "vision", l.2465-2477) changes masks only.
 func init() {
 	register(&family{
-		name: "gemma4", source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
+		name: gemma4ModelType, source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
 		servingOnly: gemma4ServingOnly,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
@@ -177,3 +177,7 @@ func gemma4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *
 	y = b.norm(p, "embed_vision.embedding_pre_projection_norm", "rmsnorm", y, hv)
 	return b.linear(p, "embed_vision.embedding_projection", "other", y, hv, h)
 }
+
+// gemma4ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const gemma4ModelType = "gemma4"

@@ -47,7 +47,7 @@ import (
 // is its language model, which Gemma4ForCausalLM also builds alone.
 func init() {
 	register(&family{
-		name: "gemma4_text", source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
+		name: gemma4TextModelType, source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
 		globalAttention: true, perLayerInputs: true,
 		servingOnly: gemma4ServingOnly,
 		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sandwich", QKNorm: "head"},
@@ -450,3 +450,7 @@ func (f gemma4Float) MarshalJSON() ([]byte, error) {
 	}
 	return []byte(s), nil
 }
+
+// gemma4TextModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const gemma4TextModelType = "gemma4_text"

@@ -15,7 +15,7 @@ import "fmt"
 // l.562). A key config.json leaves out takes the class's default (l.82-115).
 func init() {
 	register(&family{
-		name: "glm4_moe_lite", source: "transformers/models/glm4_moe_lite/modeling_glm4_moe_lite.py (transformers 5.23.0)",
+		name: glm4MoeLiteModelType, source: "transformers/models/glm4_moe_lite/modeling_glm4_moe_lite.py (transformers 5.23.0)",
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache), which the training rules do not follow yet",
@@ -106,3 +106,7 @@ func init() {
 		},
 	})
 }
+
+// glm4MoeLiteModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const glm4MoeLiteModelType = "glm4_moe_lite"

@@ -17,7 +17,7 @@ import "fmt"
 // (configuration_glm_moe_dsa.py:92-133).
 func init() {
 	register(&family{
-		name: "glm_moe_dsa", source: "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (transformers 5.23.0)",
+		name: glmMoeDsaModelType, source: "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (transformers 5.23.0)",
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		indexer:         true,
@@ -114,3 +114,7 @@ func glmIndexerList(c *hfReader, key string, raw []any) []string {
 	}
 	return out
 }
+
+// glmMoeDsaModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const glmMoeDsaModelType = "glm_moe_dsa"

@@ -31,7 +31,7 @@ import (
 // may be left out: the classes' defaults).
 func init() {
 	register(&family{
-		name: "kimi_k25", source: "transformers/models/kimi_k25/modeling_kimi_k25.py (transformers 5.23.0)",
+		name: kimiK25ModelType, source: "transformers/models/kimi_k25/modeling_kimi_k25.py (transformers 5.23.0)",
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a vision tower of its own whose forward is not modelled), which the training rules do not follow yet",
 		tensors:     k25Tensors,
 		vision: &visionWrapper{
@@ -172,3 +172,7 @@ func k25WriteConfig(m Model, c map[string]any) {
 	c["vision_config"] = tower.HFConfig()
 	c["projection_hidden_size"], c["tie_word_embeddings"] = tower.Hidden, m.TiedEmbeddings
 }
+
+// kimiK25ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const kimiK25ModelType = "kimi_k25"

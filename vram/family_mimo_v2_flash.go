@@ -34,7 +34,7 @@ import (
 // layer kinds, windows and counts are the model's.
 func init() {
 	register(&family{
-		name: "mimo_v2_flash", source: "transformers/models/mimo_v2_flash/modeling_mimo_v2_flash.py (transformers 5.23.0)",
+		name: mimoV2FlashModelType, source: "transformers/models/mimo_v2_flash/modeling_mimo_v2_flash.py (transformers 5.23.0)",
 		defaults:     Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		valueHeadDim: true,
 		attention:    []string{"eager", "flash2", "flash3"},
@@ -301,3 +301,7 @@ func mimoMTP(m Model, l *tensorList) {
 		l.norm(p+"final_layernorm", false, d.h)
 	}
 }
+
+// mimoV2FlashModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const mimoV2FlashModelType = "mimo_v2_flash"

@@ -15,7 +15,7 @@ import "fmt"
 // out takes the class's default (l.75-96).
 func init() {
 	register(&family{
-		name: "minimax_m2", source: "transformers/models/minimax_m2/modeling_minimax_m2.py (transformers 5.23.0)",
+		name: minimaxM2ModelType, source: "transformers/models/minimax_m2/modeling_minimax_m2.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm", QKNorm: "full"},
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts), which the training rules do not follow yet",
 		fromConfig: func(c *hfReader, m *Model) {
@@ -77,3 +77,7 @@ func init() {
 		},
 	})
 }
+
+// minimaxM2ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const minimaxM2ModelType = "minimax_m2"

@@ -22,7 +22,7 @@ import "fmt"
 // vision_config (either may be left out: the class's defaults).
 func init() {
 	register(&family{
-		name: "minimax_m3_vl", source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)",
+		name: minimaxM3VLModelType, source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)",
 		servingOnly: m3ServingOnly,
 		attention:   []string{"eager", "sdpa"}, // _supports_flash_attn = False (l.675)
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
@@ -115,3 +115,7 @@ func m3WriteConfig(m Model, c map[string]any) {
 		c["image_token_index"], c["video_token_index"] = m.Vocab-1, m.Vocab-2
 	}
 }
+
+// minimaxM3VLModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const minimaxM3VLModelType = "minimax_m3_vl"

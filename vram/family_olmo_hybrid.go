@@ -24,7 +24,7 @@ import "fmt"
 // (configuration_olmo_hybrid.py l.90-119).
 func init() {
 	register(&family{
-		name: "olmo_hybrid", source: "transformers/models/olmo_hybrid/modeling_olmo_hybrid.py (transformers 5.23.0)",
+		name: olmoHybridModelType, source: "transformers/models/olmo_hybrid/modeling_olmo_hybrid.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		deltaNet:    true,
 		servingOnly: "its modeling code is transformers 5's (a Gated DeltaNet with six separate projections and blocks whose norms sit differently by layer kind), which the DeltaNet rules, written for Qwen3-Next, do not follow yet",
@@ -191,3 +191,7 @@ func olmoHybridDeltaNetTensors(m Model, l *tensorList, p string) {
 	l.add(p+"dt_bias", "other", nv)
 	l.norm(p+"o_norm", false, int64(d.ValueDim))
 }
+
+// olmoHybridModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const olmoHybridModelType = "olmo_hybrid"

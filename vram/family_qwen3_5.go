@@ -20,7 +20,7 @@ import "fmt"
 // false).
 func init() {
 	register(&family{
-		name: "qwen3_5", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
+		name: qwen35ModelType, source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
 		servingOnly: qwen35ServingOnly,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen35Wrapper(),
@@ -134,3 +134,7 @@ func qwen35WriteConfig(m Model, c map[string]any, textType, visionType string) {
 	c["image_token_id"], c["video_token_id"], c["vision_start_token_id"], c["vision_end_token_id"] = ids[0], ids[1], ids[2], ids[3]
 	c["tie_word_embeddings"] = m.TiedEmbeddings
 }
+
+// qwen35ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const qwen35ModelType = "qwen3_5"

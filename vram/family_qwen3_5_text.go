@@ -26,7 +26,7 @@ import "fmt"
 // are the wrapper's (family qwen3_5).
 func init() {
 	register(&family{
-		name: "qwen3_5_text", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
+		name: qwen35TextModelType, source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		deltaNet:    true,
 		servingOnly: qwen35ServingOnly,
@@ -275,3 +275,7 @@ func qwen35Block(r *resolved, layer int) BlockActivations {
 	}
 	return decoderBlock(r, layer)
 }
+
+// qwen35TextModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const qwen35TextModelType = "qwen3_5_text"

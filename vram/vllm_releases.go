@@ -147,8 +147,27 @@ type vllmArchitecture struct {
 	source  string
 }
 
+// registryLacks is the source of a row whose older releases' registries
+// (model_executor/models/registry.py of the 0.11.0 and 0.14.1 wheels) lack
+// the architecture that 0.33.0's registers.
+const registryLacks = "model_executor/models/registry.py of each release: the older lack the architecture 0.33.0's registers"
+
 // vllmArchitectures are the families some modelled releases do not run.
 var vllmArchitectures = map[string]vllmArchitecture{
+	exaoneMoeModelType:     {missing: []string{"0.11.0"}, names: "ExaoneMoeForCausalLM", source: registryLacks},
+	gemma4ModelType:        {missing: []string{"0.11.0", "0.14.1"}, names: "Gemma4ForConditionalGeneration", source: registryLacks},
+	gemma4TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Gemma4ForCausalLM", source: registryLacks},
+	glm4MoeLiteModelType:   {missing: []string{"0.11.0", "0.14.1"}, names: "Glm4MoeLiteForCausalLM", source: registryLacks},
+	glmMoeDsaModelType:     {missing: []string{"0.11.0", "0.14.1"}, names: "GlmMoeDsaForCausalLM", source: registryLacks},
+	mimoV2FlashModelType:   {missing: []string{"0.11.0"}, names: "MiMoV2FlashForCausalLM", source: registryLacks},
+	minimaxM2ModelType:     {missing: []string{"0.11.0"}, names: "MiniMaxM2ForCausalLM", source: registryLacks},
+	minimaxM3VLModelType:   {missing: []string{"0.11.0", "0.14.1"}, names: "MiniMaxM3SparseForConditionalGeneration", source: registryLacks},
+	olmoHybridModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "OlmoHybridForCausalLM", source: registryLacks},
+	qwen35ModelType:        {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForConditionalGeneration", source: registryLacks},
+	qwen35MoeModelType:     {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForConditionalGeneration", source: registryLacks},
+	qwen35TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForCausalLM", source: registryLacks},
+	qwen35MoeTextModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForCausalLM", source: registryLacks},
+	kimiK25ModelType:       {missing: []string{"0.11.0", "0.14.1"}, names: "KimiK25ForConditionalGeneration", source: registryLacks},
 	kimiLinearModelType: {missing: []string{"0.11.0"}, names: "KimiLinearForCausalLM",
 		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
 	deepseekV4ModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",
@@ -163,12 +182,16 @@ var vllmArchitectures = map[string]vllmArchitecture{
 // words where it has them; asked is the release the plan names (empty:
 // the row's).
 func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
-	a, ok := vllmArchitectures[m.Family]
+	family := m.Family
+	if v := m.Vision; v != nil && vllmArchitectures[v.Family].names != "" {
+		family = v.Family // the wrapper, as the checkpoint's architectures names it
+	}
+	a, ok := vllmArchitectures[family]
 	if !ok {
 		return nil
 	}
 	if slices.Contains(a.missing, rel.Version) {
-		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s (%s)", rel.Version, m.Family, a.names, a.source)
+		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s (%s)", rel.Version, family, a.names, a.source)
 	}
 	if a.until == "" {
 		return nil

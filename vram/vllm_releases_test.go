@@ -3,6 +3,7 @@ package vram
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -189,6 +190,32 @@ func TestVLLMStatePages(t *testing.T) {
 		}
 		if got := vllmReleases[len(vllmReleases)-1].statePagesFor(m); got != c.v33 {
 			t.Errorf("%s 0.33.0: %d pages, want %d", c.preset, got, c.v33)
+		}
+	}
+}
+
+// TestVLLMArchitectures: a release whose model registry lacks a family's
+// architecture refuses it by name; the release that registers it carves
+// it; vLLM after 0.23.0 refuses what it removed, in its own words.
+func TestVLLMArchitectures(t *testing.T) {
+	g := mustGPU("H200")
+	for _, c := range []struct {
+		preset, release, want string
+	}{
+		{"qwen3.5-9b", "0.14.1", "no Qwen3_5ForConditionalGeneration"},
+		{"qwen3.5-9b", "0.11.0", "vLLM 0.11.0 does not run qwen3_5"},
+		{"gemma-4-31b", "0.14.1", "no Gemma4ForConditionalGeneration"},
+		{"glm-5", "0.14.1", "no GlmMoeDsaForCausalLM"},
+		{"minimax-m2", "0.11.0", "no MiniMaxM2ForCausalLM"},
+		{"qwen3.5-9b", "0.33.0", ""},
+		{"minimax-m2", "0.14.1", ""},
+	} {
+		_, err := (VLLM{Version: c.release, TP: 8, MaxModelLen: 8192}).Carve(Inference{Model: MustPreset(c.preset)}, g)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s on vLLM %s: %v", c.preset, c.release, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s on vLLM %s: %v, want %q", c.preset, c.release, err, c.want)
 		}
 	}
 }
