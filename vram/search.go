@@ -53,6 +53,9 @@ type Layout struct {
 	Fits       bool     `json:"fits"`
 	Headroom   Bytes    `json:"headroom"` // the limit less the need
 	Step       StepTime `json:"step"`
+	// Launch is the layout as its framework's launch takes it
+	// (Training.LaunchFlags).
+	Launch string `json:"launch"`
 }
 
 // SearchResult is a search's outcome: the feasible layouts ranked, the
@@ -122,8 +125,11 @@ func Search(s SearchSpace) (SearchResult, error) {
 	sortLayouts(ok)
 	ok = ok[:min(len(ok), s.Replay)]
 	parallel(len(ok), func(i int) { ok[i] = s.replay(ok[i], b) })
-	res.Layouts = slices.DeleteFunc(ok, func(l Layout) bool { return !l.Fits })
+	res.Layouts = slices.DeleteFunc(append([]Layout{}, ok...), func(l Layout) bool { return !l.Fits })
 	sortLayouts(res.Layouts)
+	for i := range res.Layouts {
+		res.Layouts[i].Launch = res.Layouts[i].Training.LaunchFlags()
+	}
 	if len(res.Refused) == 0 {
 		res.Refused = nil
 	}
@@ -204,7 +210,9 @@ func firstLine(err error) string {
 
 // candidates are the layouts the framework supports on s.GPUs: tensor
 // parallel degrees 1–8 (a node), pipeline stages in powers of two up to
-// the layers, context parallel 1–8, the data-parallel degree what is left
+// the layers, context parallel 1–8 (torchtitan and Megatron-LM all three,
+// accelerate's no pipeline, the others data parallelism alone), the
+// data-parallel degree what is left
 // (fully sharded, as torchtitan and FSDP shard it, unless the plan shards
 // otherwise), micro-batches 1–8 that divide each replica's share of the
 // global batch (with pipeline stages: microbatches of the pipeline, at
@@ -221,6 +229,18 @@ func (s SearchSpace) candidates() ([]Training, error) {
 	for n := 1; n <= max(1, base.Model.Normalize().Layers) && n <= s.GPUs; n *= 2 {
 		pps = append(pps, n)
 	}
+	tps, cps := []int{1, 2, 4, 8}, []int{1, 2, 4, 8}
+	switch base.Framework {
+	case FrameworkTorchtitan, FrameworkMegatron:
+	case FrameworkAccelerate, FrameworkHFTrainer:
+		// accelerate's ParallelismConfig: dp_replicate, dp_shard, tp and
+		// cp sizes, no pipeline.
+		pps = []int{1}
+	default:
+		// litgpt, torchtune, DeepSpeed's ZeRO and a plain loop: data
+		// parallelism alone.
+		tps, cps, pps = []int{1}, []int{1}, []int{1}
+	}
 	checkpoints := []Checkpointing{CheckpointNone, CheckpointSelective, CheckpointFull}
 	if base.Framework == FrameworkTorchtitan {
 		checkpoints[1] = CheckpointOp // its "selective" is op-level SAC
@@ -229,9 +249,9 @@ func (s SearchSpace) candidates() ([]Training, error) {
 		checkpoints = []Checkpointing{base.Checkpointing}
 	}
 	var out []Training
-	for _, tp := range fixedOr(p.TP, 1, 2, 4, 8) {
+	for _, tp := range fixedOr(p.TP, tps...) {
 		for _, pp := range fixedOr(p.PP, pps...) {
-			for _, cp := range fixedOr(p.CP, 1, 2, 4, 8) {
+			for _, cp := range fixedOr(p.CP, cps...) {
 				n := tp * pp * cp
 				if s.GPUs%n != 0 || s.GlobalBatch%(s.GPUs/n) != 0 {
 					continue

@@ -49,8 +49,8 @@ func (t Training) LaunchFlags() string {
 		}
 		return strings.Join(f, " ")
 	}
-	return fmt.Sprintf("%d GPUs: data parallel %d (%s), tensor %d, pipeline %d, context %d; micro-batch %d × %d accumulated; checkpointing %s",
-		world, max(1, p.DP), orDefault(p.FSDP, "replicated"), max(1, p.TP), max(1, p.PP), max(1, p.CP), t.MicroBatch, max(1, t.GradAccum), orDefault(string(t.Checkpointing), "none"))
+	return fmt.Sprintf("%d GPUs: data parallel %d (%s), tensor %d, context %d; micro-batch %d × %d accumulated; checkpointing %s",
+		world, max(1, p.DP), orDefault(p.FSDP, "replicated"), max(1, p.TP), max(1, p.CP), t.MicroBatch, max(1, t.GradAccum), orDefault(string(t.Checkpointing), "none"))
 }
 
 // torchtitanAC is activation_checkpoint.mode for a recompute policy

@@ -148,3 +148,49 @@ func schema(which string) (map[string]any, error) {
 	delete(s, "$schema")
 	return s, nil
 }
+
+// searchLayouts is the search tool's answer: vram.Search's, the fastest
+// top layouts.
+func searchLayouts(a args) (any, error) {
+	p, err := a.plan()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.gpu(&p); err != nil {
+		return nil, err
+	}
+	if p.Training == nil {
+		return nil, errors.New(`arguments.plan: search lays out a training plan ("train")`)
+	}
+	if p.GPU == "" {
+		return nil, errors.New(`arguments.gpu: search needs a GPU: the plan's "gpu" or this argument (the gpus tool lists them)`)
+	}
+	g, err := vram.ParseCapacity(p.GPU)
+	if err != nil {
+		return nil, fmt.Errorf("arguments.gpu: %w", err)
+	}
+	s := vram.SearchSpace{Plan: *p.Training, GPU: g}
+	if ss := p.Search; ss != nil {
+		s.GPUs, s.GlobalBatch, s.NetworkBandwidth = ss.GPUs, ss.GlobalBatch, ss.NetworkBandwidth
+	}
+	top := 10
+	for _, f := range []struct {
+		key string
+		to  *int
+	}{{"gpus", &s.GPUs}, {"global_batch", &s.GlobalBatch}, {"top", &top}} {
+		if raw, ok := a[f.key]; ok {
+			if err := json.Unmarshal(raw, f.to); err != nil || *f.to < 1 {
+				return nil, fmt.Errorf("arguments.%s: want a whole number, 1 or more", f.key)
+			}
+		}
+	}
+	if s.GPUs < 1 {
+		return nil, errors.New("arguments.gpus: required where the plan has no search.gpus")
+	}
+	res, err := vram.Search(s)
+	if err != nil {
+		return nil, err
+	}
+	res.Layouts = res.Layouts[:min(top, len(res.Layouts))]
+	return res, nil
+}

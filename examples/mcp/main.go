@@ -12,6 +12,7 @@
 //	fit          a plan and a GPU → the verdict and the changes that make it fit, in the framework's flags
 //	import       a trainer's or engine's config, or a command line → the answer and what was not read
 //	explain_log  a vLLM or SGLang startup log (and its plan, or the log's own args) → each figure beside the prediction
+//	search       a training plan and N GPUs → the fastest layouts that fit, each as a plan and its launch flags
 //	presets      the catalog's models
 //	gpus         the catalog's GPUs
 //
@@ -55,7 +56,7 @@ func (nopCloser) Close() error { return nil }
 // newServer is the server with every tool added.
 func newServer() (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "vramlab", Title: "VRAM Lab", Version: Version}, &mcp.ServerOptions{
-		Instructions: "VRAM Lab answers where GPU memory goes and whether a run fits: give a plan (a plan file's content) to estimate or fit, a trainer's or engine's config to import, or an engine's startup log to explain_log. Models are catalog names (presets) or a config.json inline; GPUs are catalog names (gpus) or a capacity such as \"80GB\".",
+		Instructions: "VRAM Lab answers where GPU memory goes and whether a run fits: give a plan (a plan file's content) to estimate or fit, a trainer's or engine's config to import, an engine's startup log to explain_log, or a training plan and a number of GPUs to search for the layouts that fit. Models are catalog names (presets) or a config.json inline; GPUs are catalog names (gpus) or a capacity such as \"80GB\".",
 	})
 	ts, err := tools()
 	if err != nil {

@@ -77,6 +77,7 @@ func TestToolsGolden(t *testing.T) {
 		{"explain_log", "explain_log", map[string]any{"log": vllmLog, "gpu": "H100-80GB"}},
 		{"presets", "presets", map[string]any{"contains": "llama-3.1"}},
 		{"gpus", "gpus", map[string]any{}},
+		{"search", "search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3.1-70b", "train": {"seq_len": 8192, "precision": "mixed_bf16", "framework": "torchtitan"}, "gpu": "H100-80GB", "search": {"gpus": 64, "global_batch": 64}}`), "top": 3}},
 	} {
 		r := call(t, cs, c.tool, c.args)
 		if r.IsError {
@@ -138,6 +139,11 @@ func TestToolsRefuse(t *testing.T) {
 		{"explain_log", map[string]any{"log": strings.Repeat("x\n", vram.MaxConfigFile)}, "none of the lines"},
 		{"explain_log", map[string]any{"log": "Model loading took 1.00 GiB memory and 1 seconds\n"}, "arguments.plan: the log names no command line"},
 		{"presets", map[string]any{"contains": 3}, "arguments.contains: want a string"},
+		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1}}`), "gpus": 8}, "arguments.gpu: search needs a GPU"},
+		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1}, "gpu": "H100-80GB"}`)}, "arguments.gpus: required"},
+		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1}, "gpu": "H100-80GB"}`), "gpus": 0}, "arguments.gpus: want a whole number"},
+		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "inference": {"batch": 1}, "gpu": "H100-80GB"}`), "gpus": 8}, "search lays out a training plan"},
+		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048}, "gpu": "H100-80GB", "search": {"gpus": 0}}`)}, "search: gpus must be"},
 	} {
 		r := call(t, cs, c.tool, c.args)
 		text := r.Content[0].(*mcp.TextContent).Text
@@ -161,7 +167,7 @@ func TestToolsListed(t *testing.T) {
 			t.Errorf("%s: no description or input schema", tool.Name)
 		}
 	}
-	if got := strings.Join(names, " "); got != "estimate explain_log fit gpus import presets" {
+	if got := strings.Join(names, " "); got != "estimate explain_log fit gpus import presets search" {
 		t.Errorf("tools %s", got)
 	}
 }

@@ -7,9 +7,9 @@ protocol eras are spoken (2026-07-28's server/discover, and the
 initialize handshake); the tools are listed and each is called: estimate
 and fit on every example plan equal `plan -json` on the same plan, import
 on a trainer's config equals `plan -json` on the file (and its plan_file
-estimates to the same answer), every answer
-validates against report.schema.json, and hostile inputs get the errors
-the CLI gives, naming the field.
+estimates to the same answer), search on the search example equals
+`plan -json` on it, every answer validates against report.schema.json,
+and hostile inputs get the errors the CLI gives, naming the field.
 """
 
 import asyncio
@@ -24,7 +24,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOLS = ["estimate", "explain_log", "fit", "gpus", "import", "presets"]
+TOOLS = ["estimate", "explain_log", "fit", "gpus", "import", "presets", "search"]
 failures = []
 
 
@@ -85,6 +85,10 @@ async def session(server, cli, mode, validator):
                "INFO Model loading took 14.99 GiB memory and 5.2 seconds\nINFO Available KV cache memory: 52.34 GiB\n")
         r = await call("explain_log", {"log": log, "gpu": "H100-80GB"})
         check(not r.is_error and [x["what"] for x in r.structured_content["checks"]] == ["weights", "kv_cache"], f"{mode} explain_log: {r.content[0].text[:300]}")
+        searched = os.path.join(ROOT, "examples/search/llama3.1-405b-h100.json")
+        r = await call("search", {"plan": json.load(open(searched)), "top": 5})
+        check(not r.is_error and r.structured_content == plan_json(cli, "-top", "5", searched), f"{mode} search != plan -json -top 5 on the search example")
+        check(not r.is_error and all(l["fits"] and "--parallelism" in l["launch"] for l in r.structured_content["layouts"]), f"{mode} search: a layout that does not fit or has no launch flags")
         r = await call("presets", {"contains": "llama-3.1"})
         check(not r.is_error and len(r.structured_content["presets"]) >= 3, f"{mode} presets")
         r = await call("gpus", {})
@@ -101,6 +105,7 @@ async def session(server, cli, mode, validator):
             ("estimate", {"plan": {"model": "llama-3-8b", "name": "x" * (1 << 20), "inference": {"batch": 1}}}, "more than a plan's"),
             ("import", {"config": "x", "name": "../../etc/passwd"}, "arguments.name: a file name, not a path"),
             ("fit", {"plan": {"model": "llama-3-8b", "inference": {"batch": 1}}}, "arguments.gpu: fit needs a GPU"),
+            ("search", {"plan": {"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1}, "gpu": "H100-80GB"}}, "arguments.gpus: required"),
         ]:
             r = await c.call_tool(tool, args)
             check(r.is_error and want in r.content[0].text, f"{mode} {tool} hostile: {r.content[0].text[:200]!r}, want {want!r}")
@@ -116,7 +121,7 @@ def main():
     if failures:
         print(f"{len(failures)} failures", file=sys.stderr)
         sys.exit(1)
-    print("ok: both protocol eras, six tools, estimate and fit equal plan -json on every example plan")
+    print("ok: both protocol eras, seven tools, estimate and fit equal plan -json on every example plan, search equals plan -json on the search example")
 
 
 if __name__ == "__main__":
