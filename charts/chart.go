@@ -21,8 +21,8 @@ import (
 
 // Chart is one chart: an ECharts option plus the same data as a table, for
 // pages where scripts do not run. Build one with Breakdown, Compare,
-// Timeline, Sweep, FitMap, Flow, Layers or GPUs; display it with Show, or
-// turn it into HTML with HTML.
+// Timeline, Sweep, FitMap, Flow, Layers, GPUs, Phases, Allocator or Search;
+// display it with Show, or turn it into HTML with HTML.
 type Chart struct {
 	Title  string
 	Option Option

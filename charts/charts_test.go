@@ -94,6 +94,7 @@ func kinds(t *testing.T) map[string]Chart {
 		"diff":      Diff(exampleDiff(t, "as planned", "full checkpointing"), 8),
 		"phases":    Phases(postTraining(t), g.Total()),
 		"allocator": Allocator(replayPoints(t), ""),
+		"search":    Search(searchResult(t), ""),
 	}
 }
 
@@ -494,4 +495,16 @@ func TestSiteNames(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("got %q, want %q", got, want)
 	}
+}
+
+// searchResult is a small layout search: Llama-3-8B under torchtitan on
+// 16 H100s.
+func searchResult(t testing.TB) vram.SearchResult {
+	g, _ := vram.LookupGPU("H100-80GB")
+	p := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 4096, Precision: "mixed_bf16", Framework: vram.FrameworkTorchtitan}
+	res, err := vram.Search(vram.SearchSpace{Plan: p, GPU: g, GPUs: 16, GlobalBatch: 32, Replay: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -203,6 +203,8 @@ var zhWords = map[string]string{
 	// the allocator chart (Allocator)
 	"allocated": "已分配", "cached but free": "已缓存但空闲", "phase end": "阶段末", "reserved": "已保留",
 	"load": "加载",
+	// the layout search (Search)
+	"fastest": "最快", "limit": "上限", "layout": "布局", "rank": "排名", "tokens/s bound": "tokens/s 上界",
 }
 
 // zhTitles are the charts' default titles and the titles and labels the
@@ -217,6 +219,7 @@ var zhTitles = map[string]string{
 	"Device memory per GPU, phase by phase":                  "每 GPU 的设备显存：逐阶段",
 	"Allocated and reserved memory at the end of each phase": "各阶段末的已分配与已保留显存",
 	"the step's allocations and frees, in order":             "训练步中按顺序的分配与释放",
+	"Layouts that fit: memory against speed":                 "放得下的布局：显存与速度",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
 	"Llama-2-7B: peak per GPU in fp32 and in pure bf16":                 "Llama-2-7B：fp32 与纯 bf16 下每 GPU 的峰值",
@@ -270,6 +273,10 @@ var zhPatterns = []zhPattern{
 	{regexp.MustCompile(`^Peak allocated memory per GPU vs (.+)$`), func(m []string) string { return "每 GPU 已分配显存峰值随 " + m[1] + " 的变化" }, false},
 	{regexp.MustCompile(`^Headroom on (.+): (.+) × (.+)$`), func(m []string) string { return m[1] + " 上的余量：" + m[2] + " × " + m[3] }, false},
 	{regexp.MustCompile(`^(.+) \(plan\)$`), func(m []string) string { return m[1] + "（当前计划）" }, false},
+	{regexp.MustCompile(`^(\d+) layouts tried, (\d+) fit by their allocated peak, (\d+) replayed and fit$`), func(m []string) string {
+		return "尝试 " + m[1] + " 种布局，" + m[2] + " 种按已分配峰值放得下，回放后 " + m[3] + " 种放得下"
+	}, false},
+	{regexp.MustCompile(`^limit (.+)$`), func(m []string) string { return "上限 " + m[1] }, false},
 	{regexp.MustCompile(`^block (\d+)$`), func(m []string) string { return "第 " + m[1] + " 块" }, false},
 	{regexp.MustCompile(`^(.+): memory over the training step$`), func(m []string) string { return m[1] + "：训练步内的显存" }, true},
 	{regexp.MustCompile(`^(.+): live at the peak$`), func(m []string) string { return m[1] + "：峰值时刻存活的显存" }, true},
