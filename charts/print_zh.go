@@ -4,6 +4,9 @@ package charts
 // each English format string with its Chinese, the same verbs for the same
 // arguments (TestPrintCatalog checks both), so the numbers print alike.
 var zhPrint = map[string]string{
+	"%d layouts tried, %d fit by their allocated peak; the fastest five, replayed:\n": "尝试了 %d 种布局，%d 种按已分配峰值放得下；回放后最快的五种：\n",
+	"%d. dp %d · tp %d · pp %d · cp %d · %s: %v on the device, %s tokens/s at most\n": "%d. dp %d · tp %d · pp %d · cp %d · %s：设备上 %v，至多 %s tokens/s\n",
+	"the fastest, as launched: %s\n":                                     "最快的布局，按启动参数：%s\n",
 	"VRAM Lab kernel OK: %s on %s/%s\n":                                  "VRAM Lab 内核正常：%s，运行于 %s/%s\n",
 	"GOPROXY=%s: cells build from the module cache only\n":               "GOPROXY=%s：单元格只用模块缓存构建\n",
 	"the vram package is loaded: an \"80 GB\" GPU holds %v (%s)\n":       "vram 包已加载：一块“80 GB”的 GPU 容量为 %v（%s）\n",
