@@ -234,7 +234,7 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 	default:
 		return Plan{}, errors.New(`plan: a "train", "inference" or "post_training" object is required`)
 	}
-	if err := p.applyVersions(raw.Versions); err != nil {
+	if err := p.ApplyVersions(raw.Versions); err != nil {
 		return Plan{}, err
 	}
 	if err := p.decodeSearch(raw.Search); err != nil {

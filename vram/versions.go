@@ -2,8 +2,10 @@ package vram
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -157,12 +159,12 @@ func pickRelease(lib, asked string, rows []releaseRow) (int, Modelled, error) {
 	return pick, out, nil
 }
 
-// applyVersions checks the plan's versions and gives each to the part of
+// ApplyVersions checks the plan's versions and gives each to the part of
 // the plan it runs: vLLM's and SGLang's to the launch and to a
 // post-training rollout on it, transformers' and bitsandbytes' to the
 // training step (where a
 // release named inside "train" must agree).
-func (p *Plan) applyVersions(v Versions) error {
+func (p *Plan) ApplyVersions(v Versions) error {
 	rv := reflect.ValueOf(v)
 	for i := range rv.NumField() {
 		if s := rv.Field(i).String(); s != "" {
@@ -230,6 +232,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 		}
 		out = append(out, m)
 	}
+	if pt := p.PostTraining; pt != nil && pt.Framework == "trl" {
+		_, m, err := TRLReleaseFor(p.Versions.TRL)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
 	if t := p.Training; t != nil && t.Parallel.GPUs() > 1 {
 		_, m, err := ncclReleaseOf(t.NCCL)
 		if err != nil {
@@ -261,5 +270,35 @@ func ModelledReleases() map[string][]string {
 	for _, r := range ncclReleases {
 		out["nccl"] = append(out["nccl"], r.Version)
 	}
+	for _, r := range trlReleases {
+		out["trl"] = append(out["trl"], r.Version)
+	}
 	return out
+}
+
+// ParseVersions reads releases written as the plan file's keys take them,
+// "trl=0.25.0,vllm=0.14.1" (the CLI's -versions): each key one of Versions'
+// (vllm, sglang, trl, transformers, nccl, …), each value a release.
+func ParseVersions(s string) (Versions, error) {
+	var v Versions
+	rv := reflect.ValueOf(&v).Elem()
+	keys := map[string]int{}
+	for i := range rv.NumField() {
+		keys[strings.Split(rv.Type().Field(i).Tag.Get("json"), ",")[0]] = i
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+		i, known := keys[k]
+		switch {
+		case !ok || val == "":
+			return Versions{}, fmt.Errorf("versions %q: want library=release, such as trl=0.25.0", item)
+		case !known:
+			return Versions{}, fmt.Errorf("versions: unknown library %q; known: %s", k, strings.Join(slices.Sorted(maps.Keys(keys)), ", "))
+		}
+		if _, err := ParseVersion(k, val); err != nil {
+			return Versions{}, err
+		}
+		rv.Field(i).SetString(val)
+	}
+	return v, nil
 }

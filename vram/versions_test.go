@@ -370,3 +370,37 @@ func TestSGLang0523(t *testing.T) {
 		t.Errorf("short requests at once %v, want the cap %d", c, slots/5)
 	}
 }
+
+// TestTRLReleases: TRL's table is ordered and cited; a release picks the
+// newest row at or before it, the current release the newest row; versions
+// read as the CLI's -versions writes them, refusing what is not a release
+// of a known library.
+func TestTRLReleases(t *testing.T) {
+	var prev Version
+	for i, r := range trlReleases {
+		v, err := ParseVersion("trl", r.Version)
+		if err != nil || !strings.Contains(r.Source, "trl "+r.Version) || r.CompletionLen < 1 || i > 0 && !prev.Less(v) {
+			t.Errorf("row %d %+v: %v", i, r, err)
+		}
+		prev = v
+	}
+	for _, c := range []struct {
+		asked              string
+		completion, prompt int
+		release            string
+	}{{"", 512, 0, CurrentTRL}, {"0.25.1", 256, 512, "0.25.0"}, {"0.28.0", 256, 0, "0.27.0"}, {"1.9.2", 256, 0, "0.27.0"}, {"1.10.0", 512, 0, "1.10.0"}} {
+		r, m, err := TRLReleaseFor(c.asked)
+		if err != nil || r.CompletionLen != c.completion || r.PromptLen != c.prompt || m.Release != c.release {
+			t.Errorf("trl %q: %d/%d modelled as %s (%v), want %d/%d as %s", c.asked, r.CompletionLen, r.PromptLen, m.Release, err, c.completion, c.prompt, c.release)
+		}
+	}
+	v, err := ParseVersions("trl=0.25.0, vllm=0.14.1")
+	if err != nil || v.TRL != "0.25.0" || v.VLLM != "0.14.1" {
+		t.Errorf("ParseVersions: %+v, %v", v, err)
+	}
+	for _, bad := range []string{"trl", "trl=", "pytorch=2.15.0", "trl=latest"} {
+		if _, err := ParseVersions(bad); err == nil {
+			t.Errorf("ParseVersions(%q) read", bad)
+		}
+	}
+}

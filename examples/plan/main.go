@@ -88,6 +88,7 @@ func run(args []string, w io.Writer) error {
 	search := fs.Bool("search", false, "search the training plan's parallel layouts on -gpus GPUs of -gpu (tensor, pipeline, context and sharded data parallelism, micro-batch, recompute; what the plan sets stays) and print the fastest that fit, as the framework's launch flags; a plan with a \"search\" section is searched without it")
 	globalBatch := fs.Int("global-batch", 0, "-search: sequences an optimizer step (default: one a GPU)")
 	top := fs.Int("top", 10, "-search: how many layouts to print")
+	versions := fs.String("versions", "", "an imported config's releases where the config cannot say them, as library=release pairs: trl=0.25.0,vllm=0.14.1 (TRL's fill a GRPOConfig's unset lengths)")
 	anywhere := fs.Bool("read-anywhere", false, "read the files a config names (a DeepSpeed JSON, --config YAML, accelerate's config_file) wherever they are; without it only those inside the config's folder")
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -123,6 +124,11 @@ func run(args []string, w io.Writer) error {
 		}
 	}
 	l := launch{gpu: *gpuName, opt: importer.Options{Kind: importer.Kind(*from), Model: *modelRef, GPU: *gpuName, GPUs: *gpus, Overrides: overrides, Entry: *entry, AnyPath: *anywhere}}
+	if *versions != "" {
+		if l.opt.Versions, err = vram.ParseVersions(*versions); err != nil {
+			return err
+		}
+	}
 	if len(files) < 1 {
 		return errors.New("usage: plan [-gpu NAME] [-json|-hf-config|-resolved] FILE [FILE …] (a plan, a trainer's config or a launch script) [key=value …], plan -presets, or plan [-json] -gguf FILE.gguf")
 	}

@@ -81,7 +81,7 @@ func importHFArgs(r *configReader, opt Options) (trainerImport, error) {
 		return ti, err
 	}
 	if algo := trlPostAlgorithm(r); algo != "" {
-		if ti.post, err = trlPostKeys(r, algo, t); err != nil {
+		if ti.post, err = trlPostKeys(r, algo, t, opt.Versions.TRL); err != nil {
 			return ti, err
 		}
 		r.finish(func(k string) bool { return hfArgsIrrelevant(k) || trlPostIrrelevant(k) })

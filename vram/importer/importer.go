@@ -80,6 +80,10 @@ type Options struct {
 	// directory when empty), unless AnyPath.
 	Dir     string
 	AnyPath bool
+	// Versions are the releases the run uses where the config cannot say
+	// (TRL's, whose defaults fill what a GRPOConfig leaves unset); they
+	// become the plan's versions.
+	Versions vram.Versions
 	// Sealed reads nothing but the config's content: no file it names, no
 	// model from a path or the hub (the MCP server's imports). The model
 	// comes from the catalog.
@@ -161,6 +165,9 @@ func Import(name string, data []byte, opt Options) (Imported, error) {
 		if err == nil {
 			err = importTrainer(r, opt)
 		}
+	}
+	if err == nil && opt.Versions != (vram.Versions{}) {
+		err = imp.Plan.ApplyVersions(opt.Versions)
 	}
 	if err != nil {
 		return imp, fmt.Errorf("%s: %w", kind, err)

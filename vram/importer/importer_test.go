@@ -31,6 +31,15 @@ type importCase struct {
 var importCases = []importCase{
 	{file: "hf_trainer/trl__clis_grpo.sh", kind: KindHFArgs,
 		want: map[string]string{"pt.algorithm": "grpo", "pt.framework": "trl", "pt.completion": "512", "pt.micro": "8", "pt.engine": "generate"}},
+	// The same launch under older TRL releases: 0.25's GRPOConfig defaults
+	// to 256-token completions and truncates prompts to 512; 1.9 keeps 256
+	// and truncates nothing (vram.TRLReleaseFor).
+	{file: "hf_trainer/trl__clis_grpo.sh", kind: KindHFArgs, opt: Options{Versions: vram.Versions{TRL: "0.25.0"}},
+		want:   map[string]string{"pt.algorithm": "grpo", "pt.completion": "256", "pt.prompt": "512"},
+		mapped: []string{"max_completion_length unset → 256, TRL 0.25.0's default", "TRL 0.25.0 truncates prompts to max_prompt_length's default, 512 tokens"}},
+	{file: "hf_trainer/trl__clis_grpo.sh", kind: KindHFArgs, opt: Options{Versions: vram.Versions{TRL: "1.9.0"}},
+		want:   map[string]string{"pt.completion": "256"},
+		mapped: []string{"max_completion_length unset → 256, TRL 1.9.0's default"}},
 	{file: "hf_trainer/trl__clis_dpo.sh", kind: KindHFArgs,
 		want: map[string]string{"pt.algorithm": "dpo", "pt.prompt": "512", "pt.completion": "512", "pt.micro": "8"}},
 	{file: "verl/grpo_trainer__run_qwen2-7b.sh", kind: KindVerl, opt: Options{Model: "qwen2.5-7b"},

@@ -32,8 +32,9 @@ func trlPostAlgorithm(r *configReader) string {
 }
 
 // trlPostKeys reads the trainer's own keys into a post-training plan
-// around the policy t (whose sequence is then the prompt and completion).
-func trlPostKeys(r *configReader, algo string, t *vram.Training) (*vram.PostTraining, error) {
+// around the policy t (whose sequence is then the prompt and completion),
+// what they leave unset as TRL's release (empty: the current) defaults it.
+func trlPostKeys(r *configReader, algo string, t *vram.Training, release string) (*vram.PostTraining, error) {
 	pt := &vram.PostTraining{Algorithm: algo, Framework: "trl"}
 	if algo == "dpo" {
 		// DPO truncates prompt + completion to max_length (1024,
@@ -54,16 +55,32 @@ func trlPostKeys(r *configReader, algo string, t *vram.Training) (*vram.PostTrai
 		t.SeqLen = 0
 		return pt, nil
 	}
-	pt.PromptLen, pt.CompletionLen = 512, 512 // max_completion_length (grpo_config.py l.488-489)
+	rel, modelled, err := vram.TRLReleaseFor(release)
+	if err != nil {
+		return nil, err
+	}
+	trlRelease := modelled.Release
+	if modelled.Asked != "" {
+		trlRelease = modelled.Asked // the row's defaults hold for it (the answer's releases say which row)
+	}
+	// The release's GRPOConfig defaults (vram.TRLReleaseFor cites them).
+	pt.PromptLen, pt.CompletionLen = 512, rel.CompletionLen
 	if err := r.intInto(&pt.CompletionLen, "max_completion_length", 1, vram.MaxTokens); err != nil {
 		return nil, err
 	}
-	if n, ok, err := r.int("max_prompt_length", 1, vram.MaxTokens); err != nil {
+	switch n, ok, err := r.int("max_prompt_length", 1, vram.MaxTokens); {
+	case err != nil:
 		return nil, err
-	} else if ok {
+	case ok:
 		pt.PromptLen = n
-	} else {
-		r.imp.Assumed = append(r.imp.Assumed, "prompts of 512 tokens (GRPO does not truncate prompts since TRL removed max_prompt_length: give the plan's prompt_len for your data)")
+	case rel.PromptLen > 0:
+		pt.PromptLen = rel.PromptLen
+		r.mapped("TRL %s truncates prompts to max_prompt_length's default, %d tokens", trlRelease, rel.PromptLen)
+	default:
+		r.imp.Assumed = append(r.imp.Assumed, fmt.Sprintf("prompts of 512 tokens (GRPO in TRL %s does not truncate prompts: give the plan's prompt_len for your data)", trlRelease))
+	}
+	if !r.has("max_completion_length") {
+		r.mapped("max_completion_length unset → %d, TRL %s's default", rel.CompletionLen, trlRelease)
 	}
 	if err := r.intInto(&pt.Generations, "num_generations", 1, 1<<16); err != nil {
 		return nil, err
