@@ -449,49 +449,9 @@ func importSGLang(imp *Imported, w []string, opt Options) error {
 		return err
 	}
 	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
-	var sg vram.SGLang
-	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
+	sg, err := sglangFlags(f)
+	if err != nil {
 		return err
-	}
-	if sg.MemFractionStatic, _, err = f.fraction("mem-fraction-static", `SGLang keeps nothing for the weights and the KV pool and stops with "Not enough memory. Please try to increase --mem-fraction-static."`); err != nil {
-		return err
-	}
-	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
-		if sg.KVCacheDType, err = vram.ParseDType(kv); err != nil {
-			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
-		}
-	}
-	if sg.MaxRunningRequests, _, err = f.int(1, 1<<20, "max-running-requests"); err != nil {
-		return err
-	}
-	// The default fraction's inputs (sglang_defaults.go).
-	var chunked bool
-	if sg.ChunkedPrefillSize, chunked, err = f.int(-1, 1<<20, "chunked-prefill-size"); err != nil {
-		return err
-	}
-	if chunked && sg.ChunkedPrefillSize == 0 {
-		sg.ChunkedPrefillSize = -1 // SGLang: 0 or -1 turns chunking off
-	}
-	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
-		return err
-	}
-	if sg.MaxPrefillTokens, _, err = f.int(1, 1<<24, "max-prefill-tokens"); err != nil {
-		return err
-	}
-	if _, x, ok := f.get("enable-multimodal"); ok && x != "false" {
-		sg.EnableMultimodal = true
-	}
-	if sg.MaxMambaCacheSize, _, err = f.int(1, 1<<20, "max-mamba-cache-size"); err != nil {
-		return err
-	}
-	switch _, x, ok := f.get("mamba-ssm-dtype"); {
-	case !ok:
-	case x == "float32":
-		sg.MambaSSMDType = vram.FP32
-	case x == "bfloat16":
-		sg.MambaSSMDType = vram.BF16
-	default:
-		return fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
 	}
 	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "SGLang 0.5.3's default for the GPU"))
 	f.rest(sglangIrrelevant, sglangNotModelled)
@@ -504,6 +464,57 @@ func importSGLang(imp *Imported, w []string, opt Options) error {
 	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (SGLang's pool does not depend on it)")
 	imp.Plan = vram.Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, SGLang: &sg, GPU: opt.GPU}
 	return in.Validate()
+}
+
+// sglangFlags reads a launch_server command line's memory settings (the
+// model apart), as vllmFlags reads vLLM's.
+func sglangFlags(f *flagReader) (vram.SGLang, error) {
+	var sg vram.SGLang
+	var err error
+	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
+		return sg, err
+	}
+	if sg.MemFractionStatic, _, err = f.fraction("mem-fraction-static", `SGLang keeps nothing for the weights and the KV pool and stops with "Not enough memory. Please try to increase --mem-fraction-static."`); err != nil {
+		return sg, err
+	}
+	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
+		if sg.KVCacheDType, err = vram.ParseDType(kv); err != nil {
+			return sg, fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
+		}
+	}
+	if sg.MaxRunningRequests, _, err = f.int(1, 1<<20, "max-running-requests"); err != nil {
+		return sg, err
+	}
+	// The default fraction's inputs (sglang_defaults.go).
+	var chunked bool
+	if sg.ChunkedPrefillSize, chunked, err = f.int(-1, 1<<20, "chunked-prefill-size"); err != nil {
+		return sg, err
+	}
+	if chunked && sg.ChunkedPrefillSize == 0 {
+		sg.ChunkedPrefillSize = -1 // SGLang: 0 or -1 turns chunking off
+	}
+	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
+		return sg, err
+	}
+	if sg.MaxPrefillTokens, _, err = f.int(1, 1<<24, "max-prefill-tokens"); err != nil {
+		return sg, err
+	}
+	if _, x, ok := f.get("enable-multimodal"); ok && x != "false" {
+		sg.EnableMultimodal = true
+	}
+	if sg.MaxMambaCacheSize, _, err = f.int(1, 1<<20, "max-mamba-cache-size"); err != nil {
+		return sg, err
+	}
+	switch _, x, ok := f.get("mamba-ssm-dtype"); {
+	case !ok:
+	case x == "float32":
+		sg.MambaSSMDType = vram.FP32
+	case x == "bfloat16":
+		sg.MambaSSMDType = vram.BF16
+	default:
+		return sg, fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
+	}
+	return sg, nil
 }
 
 // importLlamaServer reads llama-server's context settings; its model is a
