@@ -109,16 +109,17 @@ func isNumber(s string) bool {
 // flagReader reads a command's flags by their names (dashes and
 // underscores alike), recording what each became.
 type flagReader struct {
-	kind Kind
-	fs   flagSet
-	used map[string]bool
-	imp  *Imported
+	kind  Kind
+	fs    flagSet
+	used  map[string]bool
+	asked map[string]bool // every name get looked for, given or not
+	imp   *Imported
 }
 
 func normFlag(s string) string { return strings.ReplaceAll(s, "_", "-") }
 
 func newFlagReader(kind Kind, fs flagSet, imp *Imported) *flagReader {
-	return &flagReader{kind: kind, fs: fs, used: map[string]bool{}, imp: imp}
+	return &flagReader{kind: kind, fs: fs, used: map[string]bool{}, asked: map[string]bool{}, imp: imp}
 }
 
 // get reads a flag by its names (aliases of one argparse destination):
@@ -127,6 +128,7 @@ func (f *flagReader) get(names ...string) (string, string, bool) {
 	best, at := "", 0
 	for _, n := range names {
 		n = normFlag(n)
+		f.asked[n] = true
 		if i, ok := f.fs.at[n]; ok && (best == "" || i > at) {
 			best, at = n, i
 		}
@@ -429,6 +431,21 @@ var sglangNotModelled = map[string]string{
 		"mem_fraction_static keeps back for it (server_args.py l.663-669) are not modelled",
 	"cuda-graph-bs": "the default mem_fraction_static reads the largest of these batch sizes; give it as --cuda-graph-max-bs",
 	"pp-size":       "pipeline parallelism is not modelled (the default mem_fraction_static keeps back tp × pp / 8 GiB)",
+	// Fields of ServerArgs that change the weights on a GPU or the pools
+	// and that the importer does not read (0.5.3 server_args.py:157-455,
+	// 0.5.23 srt/arg_groups/fields/): a reason for each, on a command line
+	// and in a log's server_args line (enginelog_sglang.go) alike.
+	"max-total-tokens":         "caps the KV pool at that many tokens (SGLang takes the smaller of it and what memory sizes); the cap is not modelled",
+	"dtype":                    "the weights' dtype is read from the checkpoint; a dtype named beside it is not modelled",
+	"cpu-offload-gb":           "weights offloaded to the CPU are not modelled (the pool's budget counts them on the GPU)",
+	"enable-lora":              "LoRA adapters and their buffers are not modelled",
+	"lora-paths":               "LoRA adapters and their buffers are not modelled",
+	"max-lora-rank":            "LoRA adapters and their buffers are not modelled",
+	"json-model-override-args": "overrides of the model's config are not applied to the model planned",
+	"ep-size":                  "expert parallelism is not modelled apart (the weights are split by tp_size)",
+	"attn-dp-size":             "data-parallel attention is not modelled",
+	"swa-full-tokens-ratio":    "a sliding-window pool's share of the tokens is not modelled",
+	"mamba-full-memory-ratio":  "a hybrid's state pool is modelled at 0.5.23's default share (0.9 : 1 of the budget); another share is not modelled",
 }
 
 func importSGLang(imp *Imported, w []string, opt Options) error {
