@@ -63,7 +63,7 @@ func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error)
 		}
 		plan, imp = x.Plan, &x
 		if l.ArgsDefaults != "" {
-			notes = append(notes, "the plan is the log's server_args: the fields that differ from "+l.ArgsDefaults+"'s defaults (the line's form is that release's), "+
+			notes = append(notes, "the plan is the log's server_args: the fields that differ from SGLang "+l.ArgsDefaults+"'s defaults (the line's form is that release's), "+
 				"with the values SGLang resolved at startup (its mem_fraction_static among them) as given")
 		}
 	case l.ArgsError != "":

@@ -70,8 +70,8 @@ type EngineLog struct {
 	// import): vLLM's non-default args as `vllm serve …`, SGLang's
 	// server_args as `python -m sglang.launch_server …` (enginelog_sglang.go).
 	Args string `json:"args,omitempty"`
-	// ArgsDefaults names the release whose defaults SGLang's server_args
-	// were read against (by the line's form: "sglang 0.5.3", "sglang 0.5.23").
+	// ArgsDefaults is the SGLang release whose defaults its server_args
+	// were read against, by the line's form ("0.5.3", "0.5.23").
 	ArgsDefaults string `json:"args_defaults,omitempty"`
 	// ArgsError says why the log's args line could not be read.
 	ArgsError string `json:"args_error,omitempty"`
@@ -164,13 +164,16 @@ func (l *EngineLog) readLine(s string, n int, seen map[string]bool) {
 			l.Args = args
 		}
 	}
-	if m := sglangArgs.FindStringSubmatch(s); m != nil && l.Args == "" && l.ArgsError == "" {
-		l.Engine = "sglang"
-		if args, release, err := sglangServerArgs(m[1]); err != nil {
-			l.ArgsError = fmt.Sprintf("line %d: %v", n, err)
-		} else {
-			l.Args, l.ArgsDefaults = args, "sglang "+release
+	if m := sglangArgs.FindStringSubmatch(s); m != nil {
+		if l.Args == "" && l.ArgsError == "" {
+			l.Engine = "sglang"
+			if args, release, err := sglangServerArgs(m[1]); err != nil {
+				l.ArgsError = fmt.Sprintf("line %d: %v", n, err)
+			} else {
+				l.Args, l.ArgsDefaults = args, release
+			}
 		}
+		return // its fields (0.5.3's max_running_requests=…) are no figures
 	}
 	if m := logFailures.FindString(s); m != "" && len(l.Errors) < maxLogErrors {
 		l.Errors = append(l.Errors, fmt.Sprintf("line %d: %s", n, strings.TrimSpace(truncate(s, 300))))
