@@ -63,7 +63,7 @@ func importConfig(a args) (any, error) {
 }
 
 // explainLog sets a log beside the plan given, or the plan the log's own
-// vLLM args make.
+// args make (vLLM's non-default args, SGLang's server_args).
 func explainLog(a args) (any, error) {
 	text, err := a.str("log")
 	if err != nil {

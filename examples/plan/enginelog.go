@@ -16,7 +16,7 @@ import (
 // plan file given (at most one), or for the plan the log's args make.
 func explainLog(w io.Writer, logFile string, files []string, l launch, asJSON bool) error {
 	if len(files) > 1 {
-		return errors.New("-log takes one plan file (or none: the log's own vLLM args)")
+		return errors.New("-log takes one plan file (or none: the log's own args, vLLM's non-default args or SGLang's server_args)")
 	}
 	text, err := fileio.Read(logFile, importer.MaxEngineLog)
 	if err != nil {

@@ -527,6 +527,19 @@ func TestLogFlag(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &ex); err != nil || len(ex.Checks) < 3 || ex.Report.Model != "llama-3-8b" {
 		t.Errorf("plan -json -log with a plan file: %v %+v", err, ex.Checks)
 	}
+	// An SGLang log alone: its server_args line names the plan.
+	for _, file := range []string{"sglang-0.5.3.log", "sglang-0.5.23.log"} {
+		out.Reset()
+		if err := run([]string{"-log", "../../vram/importer/testdata/enginelog/" + file, "-gpu", "H100-80GB"}, &out); err != nil {
+			t.Fatalf("plan -log %s: %v", file, err)
+		}
+		for _, want := range []string{"SGLang (release not in the log) startup log beside the prediction for llama-3.1-8b on H100-80GB",
+			"the log's command line: python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct", "--tp-size 2", "weights", "kv_tokens", "the plan is the log's server_args"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("plan -log %s lacks %q:\n%s", file, want, out.String())
+			}
+		}
+	}
 	bare := filepath.Join(dir, "bare.log")
 	os.WriteFile(bare, []byte("INFO Model loading took 1.00 GiB memory and 1 seconds\n"), 0o644)
 	for _, c := range []struct {

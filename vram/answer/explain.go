@@ -37,9 +37,10 @@ type LogCheck struct {
 }
 
 // ExplainEngineLog reads an engine's startup log and sets it beside plan
-// p, or, where p is nil, beside the plan the log's own vLLM args make; gpu,
-// when set, is the GPU it ran on (instead of the plan's). Nothing but the
-// log's text is read: the args are imported sealed.
+// p, or, where p is nil, beside the plan the log's own args make (vLLM's
+// non-default args, SGLang's server_args); gpu, when set, is the GPU it ran
+// on (instead of the plan's). Nothing but the log's text is read: the args
+// are imported sealed.
 func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error) {
 	l, err := importer.ReadEngineLog(log)
 	if err != nil {
@@ -47,17 +48,28 @@ func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error)
 	}
 	var plan vram.Plan
 	var imp *importer.Imported
+	var notes []string
 	switch {
 	case p != nil:
 		plan = *p
 	case l.Args != "":
-		x, err := importer.Import("log.sh", []byte(l.Args), importer.Options{Kind: importer.KindVLLM, GPU: gpu, Sealed: true})
+		kind := importer.KindVLLM
+		if l.Engine == "sglang" {
+			kind = importer.KindSGLang
+		}
+		x, err := importer.Import("log.sh", []byte(l.Args), importer.Options{Kind: kind, GPU: gpu, Sealed: true})
 		if err != nil {
-			return Explanation{Log: l}, fmt.Errorf("log: its non-default args (%s): %w", l.Args, err)
+			return Explanation{Log: l}, fmt.Errorf("log: its args (%s): %w", l.Args, err)
 		}
 		plan, imp = x.Plan, &x
+		if l.ArgsDefaults != "" {
+			notes = append(notes, "the plan is the log's server_args: the fields that differ from SGLang "+l.ArgsDefaults+"'s defaults (the line's form is that release's), "+
+				"with the values SGLang resolved at startup (its mem_fraction_static among them) as given")
+		}
+	case l.ArgsError != "":
+		return Explanation{Log: l}, fmt.Errorf("plan: the log's args could not be read (%s); give the plan it ran", l.ArgsError)
 	default:
-		return Explanation{Log: l}, errors.New("plan: the log names no command line (vLLM's non-default args line); give the plan it ran")
+		return Explanation{Log: l}, errors.New("plan: the log names no command line (vLLM's non-default args line, SGLang's server_args line); give the plan it ran")
 	}
 	if gpu != "" {
 		if _, err := vram.ParseCapacity(gpu); err != nil {
@@ -65,7 +77,9 @@ func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error)
 		}
 		plan.GPU = gpu
 	}
-	return ExplainLog(plan, imp, l)
+	ex, err := ExplainLog(plan, imp, l)
+	ex.Notes = append(notes, ex.Notes...)
+	return ex, err
 }
 
 // ExplainLog reads a log beside the plan p that ran it (imp as For takes

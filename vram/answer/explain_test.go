@@ -2,6 +2,7 @@ package answer
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -92,5 +93,31 @@ func TestExplainLogRefuses(t *testing.T) {
 		if _, err := ExplainLog(p, nil, l); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.plan, err, c.want)
 		}
+	}
+}
+
+// TestExplainSGLangLog: an SGLang log alone names its plan, by its
+// server_args line (both forms), as a vLLM log does by its non-default
+// args; a line that cannot be read is refused, saying why.
+func TestExplainSGLangLog(t *testing.T) {
+	for _, file := range []string{"sglang-0.5.3.log", "sglang-0.5.23.log"} {
+		text, err := os.ReadFile("../importer/testdata/enginelog/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := ExplainEngineLog(text, nil, "H100-80GB")
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if ex.Report.Model != "llama-3.1-8b" || len(ex.Checks) < 3 || len(ex.Notes) == 0 || !strings.Contains(ex.Notes[0], "server_args") {
+			t.Errorf("%s: model %q, %d checks, notes %q", file, ex.Report.Model, len(ex.Checks), ex.Notes)
+		}
+		if s := ex.Report.SGLang; s == nil || s.MemFractionStatic < 0.82 || s.MemFractionStatic > 0.84 {
+			t.Errorf("%s: the pool %+v, want the fraction the log names", file, s)
+		}
+	}
+	_, err := ExplainEngineLog([]byte("server_args={'model_path': [[[\nLoad weight end. mem usage=1.00 GB.\n"), nil, "H100-80GB")
+	if err == nil || !strings.Contains(err.Error(), "plan: the log's args could not be read (line 1: server_args:") {
+		t.Errorf("an unreadable server_args line: %v", err)
 	}
 }

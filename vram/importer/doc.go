@@ -12,6 +12,11 @@
 //	est, err := imp.Plan.Training.Estimate()
 //	fmt.Println(imp.NotModelled)
 //
+// ReadEngineLog reads a vLLM or SGLang startup log: the memory figures it
+// printed, and its args line (vLLM's non-default args, SGLang's
+// server_args) as the command line it stands for, which imports as any
+// command line does, so that a log alone names its plan.
+//
 // Open reads whatever names a run — a plan file or any config above — and
 // Keys says a piece of vram's advice in the kind's own keys. The readers
 // of the text formats live in vram/internal (yaml, toml, pyconf,

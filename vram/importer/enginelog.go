@@ -42,6 +42,8 @@ import (
 //	  #tokens: …, K size: …" (srt/mem_cache/memory_pool.py:362), "max_total_num_tokens=…"
 //	  (srt/managers/scheduler.py:497), "Capture cuda graph end. Time elapsed: … mem usage=0.61 GB."
 //	  (srt/model_executor/model_runner.py:1848).
+//	SGLang's args: "server_args=ServerArgs(…)" (0.5.3 srt/entrypoints/engine.py:768) and
+//	  "server_args={…}" (0.5.23 srt/entrypoints/engine.py:1185), read as enginelog_sglang.go says.
 //
 // The first capture a log prints is read. vLLM's GiB are 2³⁰ bytes and
 // SGLang's GB are too (its GB constant is 1024³, memory_pool.py); both
@@ -64,8 +66,15 @@ type EngineLog struct {
 	Figures []LogFigure `json:"figures"`
 	// Errors are the log's out-of-memory and cache-sizing failures.
 	Errors []string `json:"errors,omitempty"`
-	// Args are vLLM's non-default args as a serve command line (to import).
+	// Args are the engine's args as the command line they stand for (to
+	// import): vLLM's non-default args as `vllm serve …`, SGLang's
+	// server_args as `python -m sglang.launch_server …` (enginelog_sglang.go).
 	Args string `json:"args,omitempty"`
+	// ArgsDefaults is the SGLang release whose defaults its server_args
+	// were read against, by the line's form ("0.5.3", "0.5.23").
+	ArgsDefaults string `json:"args_defaults,omitempty"`
+	// ArgsError says why the log's args line could not be read.
+	ArgsError string `json:"args_error,omitempty"`
 }
 
 // LogFigure is one figure a log printed.
@@ -111,6 +120,7 @@ var (
 	sglangKV     = regexp.MustCompile(`KV Cache is allocated\..*#tokens: ` + count + `, (?:K size: ` + gib + ` GB, V size: ` + gib + ` GB|KV size: ` + gib + ` GB)`)
 	vllmVersion  = regexp.MustCompile(`vLLM (?:API )?server version ([0-9][0-9A-Za-z.+-]*)|█.*\bversion\s+([0-9][0-9A-Za-z.+-]*)`)
 	vllmArgs     = regexp.MustCompile(`non-default args: (\{.*\})\s*$`)
+	sglangArgs   = regexp.MustCompile(`\bserver_args=([A-Za-z_]\w*\(.*|\{.*)$`)
 	logFailures  = regexp.MustCompile(`(CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|larger than the available KV cache memory|Not enough memory)`)
 	maxLogErrors = 5
 )
@@ -146,8 +156,24 @@ func (l *EngineLog) readLine(s string, n int, seen map[string]bool) {
 	if m := vllmVersion.FindStringSubmatch(s); m != nil && l.Version == "" {
 		l.Engine, l.Version = "vllm", m[1]+m[2]
 	}
-	if m := vllmArgs.FindStringSubmatch(s); m != nil && l.Args == "" {
-		l.Engine, l.Args = "vllm", serveArgs(m[1])
+	if m := vllmArgs.FindStringSubmatch(s); m != nil && l.Args == "" && l.ArgsError == "" {
+		l.Engine = "vllm"
+		if args, err := serveArgs(m[1]); err != nil {
+			l.ArgsError = fmt.Sprintf("line %d: %v", n, err)
+		} else {
+			l.Args = args
+		}
+	}
+	if m := sglangArgs.FindStringSubmatch(s); m != nil {
+		if l.Args == "" && l.ArgsError == "" {
+			l.Engine = "sglang"
+			if args, release, err := sglangServerArgs(m[1]); err != nil {
+				l.ArgsError = fmt.Sprintf("line %d: %v", n, err)
+			} else {
+				l.Args, l.ArgsDefaults = args, release
+			}
+		}
+		return // its fields (0.5.3's max_running_requests=…) are no figures
 	}
 	if m := logFailures.FindString(s); m != "" && len(l.Errors) < maxLogErrors {
 		l.Errors = append(l.Errors, fmt.Sprintf("line %d: %s", n, strings.TrimSpace(truncate(s, 300))))
@@ -202,22 +228,25 @@ func truncate(s string, n int) string {
 // serve command line they came from: vllm serve MODEL --key value …
 // (vllm/entrypoints/common/startup.py get_non_default_args: the
 // EngineArgs fields that differ from their defaults, by field name).
-func serveArgs(dict string) string {
+func serveArgs(dict string) (string, error) {
 	m, err := pyconf.Parse([]byte("def f():\n    return " + dict + "\n"))
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("non-default args: %v", err)
 	}
 	v, _, err := m.Run("f")
+	if err != nil {
+		return "", fmt.Errorf("non-default args: %v", err)
+	}
 	args, ok := v.(map[string]any)
-	if err != nil || !ok {
-		return ""
+	if !ok {
+		return "", errors.New("non-default args: not a dict")
 	}
 	model, _ := args["model"].(string)
 	if model == "" {
 		model, _ = args["model_tag"].(string)
 	}
 	if model == "" {
-		return ""
+		return "", errors.New("non-default args: no model")
 	}
 	out := []string{"vllm", "serve", shellQuote(model)}
 	for _, k := range slices.Sorted(maps.Keys(args)) {
@@ -244,7 +273,7 @@ func serveArgs(dict string) string {
 			out = append(out, flag, shellQuote(fmt.Sprint(x)))
 		}
 	}
-	return strings.Join(out, " ")
+	return strings.Join(out, " "), nil
 }
 
 func shellQuote(s string) string {

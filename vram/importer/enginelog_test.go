@@ -127,7 +127,8 @@ func TestReadEngineLogRefuses(t *testing.T) {
 }
 
 func FuzzReadEngineLog(f *testing.F) {
-	for _, s := range []string{vllm033Log, vllm011Log, vllm0141Log, sglang053Log, sglang0523Log, "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}"} {
+	for _, s := range []string{vllm033Log, vllm011Log, vllm0141Log, sglang053Log, sglang0523Log, "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}",
+		"[x] server_args={'model_path': 'x', 'tp_size': 2}\nLoad weight end. mem usage=1.00 GB.", "server_args=ServerArgs(model_path='x', tp_size=[[[["} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -109,16 +109,17 @@ func isNumber(s string) bool {
 // flagReader reads a command's flags by their names (dashes and
 // underscores alike), recording what each became.
 type flagReader struct {
-	kind Kind
-	fs   flagSet
-	used map[string]bool
-	imp  *Imported
+	kind  Kind
+	fs    flagSet
+	used  map[string]bool
+	asked map[string]bool // every name get looked for, given or not
+	imp   *Imported
 }
 
 func normFlag(s string) string { return strings.ReplaceAll(s, "_", "-") }
 
 func newFlagReader(kind Kind, fs flagSet, imp *Imported) *flagReader {
-	return &flagReader{kind: kind, fs: fs, used: map[string]bool{}, imp: imp}
+	return &flagReader{kind: kind, fs: fs, used: map[string]bool{}, asked: map[string]bool{}, imp: imp}
 }
 
 // get reads a flag by its names (aliases of one argparse destination):
@@ -127,6 +128,7 @@ func (f *flagReader) get(names ...string) (string, string, bool) {
 	best, at := "", 0
 	for _, n := range names {
 		n = normFlag(n)
+		f.asked[n] = true
 		if i, ok := f.fs.at[n]; ok && (best == "" || i > at) {
 			best, at = n, i
 		}
@@ -429,6 +431,21 @@ var sglangNotModelled = map[string]string{
 		"mem_fraction_static keeps back for it (server_args.py l.663-669) are not modelled",
 	"cuda-graph-bs": "the default mem_fraction_static reads the largest of these batch sizes; give it as --cuda-graph-max-bs",
 	"pp-size":       "pipeline parallelism is not modelled (the default mem_fraction_static keeps back tp × pp / 8 GiB)",
+	// Fields of ServerArgs that change the weights on a GPU or the pools
+	// and that the importer does not read (0.5.3 server_args.py:157-455,
+	// 0.5.23 srt/arg_groups/fields/): a reason for each, on a command line
+	// and in a log's server_args line (enginelog_sglang.go) alike.
+	"max-total-tokens":         "caps the KV pool at that many tokens (SGLang takes the smaller of it and what memory sizes); the cap is not modelled",
+	"dtype":                    "the weights' dtype is read from the checkpoint; a dtype named beside it is not modelled",
+	"cpu-offload-gb":           "weights offloaded to the CPU are not modelled (the pool's budget counts them on the GPU)",
+	"enable-lora":              "LoRA adapters and their buffers are not modelled",
+	"lora-paths":               "LoRA adapters and their buffers are not modelled",
+	"max-lora-rank":            "LoRA adapters and their buffers are not modelled",
+	"json-model-override-args": "overrides of the model's config are not applied to the model planned",
+	"ep-size":                  "expert parallelism is not modelled apart (the weights are split by tp_size)",
+	"attn-dp-size":             "data-parallel attention is not modelled",
+	"swa-full-tokens-ratio":    "a sliding-window pool's share of the tokens is not modelled",
+	"mamba-full-memory-ratio":  "a hybrid's state pool is modelled at 0.5.23's default share (0.9 : 1 of the budget); another share is not modelled",
 }
 
 func importSGLang(imp *Imported, w []string, opt Options) error {
@@ -449,49 +466,9 @@ func importSGLang(imp *Imported, w []string, opt Options) error {
 		return err
 	}
 	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
-	var sg vram.SGLang
-	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
+	sg, err := sglangFlags(f)
+	if err != nil {
 		return err
-	}
-	if sg.MemFractionStatic, _, err = f.fraction("mem-fraction-static", `SGLang keeps nothing for the weights and the KV pool and stops with "Not enough memory. Please try to increase --mem-fraction-static."`); err != nil {
-		return err
-	}
-	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
-		if sg.KVCacheDType, err = vram.ParseDType(kv); err != nil {
-			return fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
-		}
-	}
-	if sg.MaxRunningRequests, _, err = f.int(1, 1<<20, "max-running-requests"); err != nil {
-		return err
-	}
-	// The default fraction's inputs (sglang_defaults.go).
-	var chunked bool
-	if sg.ChunkedPrefillSize, chunked, err = f.int(-1, 1<<20, "chunked-prefill-size"); err != nil {
-		return err
-	}
-	if chunked && sg.ChunkedPrefillSize == 0 {
-		sg.ChunkedPrefillSize = -1 // SGLang: 0 or -1 turns chunking off
-	}
-	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
-		return err
-	}
-	if sg.MaxPrefillTokens, _, err = f.int(1, 1<<24, "max-prefill-tokens"); err != nil {
-		return err
-	}
-	if _, x, ok := f.get("enable-multimodal"); ok && x != "false" {
-		sg.EnableMultimodal = true
-	}
-	if sg.MaxMambaCacheSize, _, err = f.int(1, 1<<20, "max-mamba-cache-size"); err != nil {
-		return err
-	}
-	switch _, x, ok := f.get("mamba-ssm-dtype"); {
-	case !ok:
-	case x == "float32":
-		sg.MambaSSMDType = vram.FP32
-	case x == "bfloat16":
-		sg.MambaSSMDType = vram.BF16
-	default:
-		return fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
 	}
 	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "SGLang 0.5.3's default for the GPU"))
 	f.rest(sglangIrrelevant, sglangNotModelled)
@@ -504,6 +481,57 @@ func importSGLang(imp *Imported, w []string, opt Options) error {
 	imp.Assumed = append(imp.Assumed, "the generate replay runs one request of 1024 + 256 tokens (SGLang's pool does not depend on it)")
 	imp.Plan = vram.Plan{Model: m, ModelRef: ref, Checkpoint: ck, Inference: &in, SGLang: &sg, GPU: opt.GPU}
 	return in.Validate()
+}
+
+// sglangFlags reads a launch_server command line's memory settings (the
+// model apart), as vllmFlags reads vLLM's.
+func sglangFlags(f *flagReader) (vram.SGLang, error) {
+	var sg vram.SGLang
+	var err error
+	if sg.TP, _, err = f.int(1, 1024, "tp-size", "tp", "tensor-parallel-size"); err != nil {
+		return sg, err
+	}
+	if sg.MemFractionStatic, _, err = f.fraction("mem-fraction-static", `SGLang keeps nothing for the weights and the KV pool and stops with "Not enough memory. Please try to increase --mem-fraction-static."`); err != nil {
+		return sg, err
+	}
+	if _, kv, ok := f.get("kv-cache-dtype"); ok && kv != "auto" {
+		if sg.KVCacheDType, err = vram.ParseDType(kv); err != nil {
+			return sg, fmt.Errorf("--kv-cache-dtype %q: %v", kv, err)
+		}
+	}
+	if sg.MaxRunningRequests, _, err = f.int(1, 1<<20, "max-running-requests"); err != nil {
+		return sg, err
+	}
+	// The default fraction's inputs (sglang_defaults.go).
+	var chunked bool
+	if sg.ChunkedPrefillSize, chunked, err = f.int(-1, 1<<20, "chunked-prefill-size"); err != nil {
+		return sg, err
+	}
+	if chunked && sg.ChunkedPrefillSize == 0 {
+		sg.ChunkedPrefillSize = -1 // SGLang: 0 or -1 turns chunking off
+	}
+	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
+		return sg, err
+	}
+	if sg.MaxPrefillTokens, _, err = f.int(1, 1<<24, "max-prefill-tokens"); err != nil {
+		return sg, err
+	}
+	if _, x, ok := f.get("enable-multimodal"); ok && x != "false" {
+		sg.EnableMultimodal = true
+	}
+	if sg.MaxMambaCacheSize, _, err = f.int(1, 1<<20, "max-mamba-cache-size"); err != nil {
+		return sg, err
+	}
+	switch _, x, ok := f.get("mamba-ssm-dtype"); {
+	case !ok:
+	case x == "float32":
+		sg.MambaSSMDType = vram.FP32
+	case x == "bfloat16":
+		sg.MambaSSMDType = vram.BF16
+	default:
+		return sg, fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
+	}
+	return sg, nil
 }
 
 // importLlamaServer reads llama-server's context settings; its model is a
