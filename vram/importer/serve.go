@@ -470,7 +470,7 @@ func importSGLang(imp *Imported, w []string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "SGLang 0.5.3's default for the GPU"))
+	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "SGLang's default for the GPU"))
 	f.rest(sglangIrrelevant, sglangNotModelled)
 	in := servingRequest
 	in.Model = m
@@ -510,7 +510,9 @@ func sglangFlags(f *flagReader) (vram.SGLang, error) {
 	if chunked && sg.ChunkedPrefillSize == 0 {
 		sg.ChunkedPrefillSize = -1 // SGLang: 0 or -1 turns chunking off
 	}
-	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs"); err != nil {
+	// --cuda-graph-max-bs (0.5.3 server_args.py), --cuda-graph-max-bs-decode
+	// since (0.5.23 arg_groups/fields/exec_.py:629).
+	if sg.CUDAGraphMaxBS, _, err = f.int(1, 1<<16, "cuda-graph-max-bs", "cuda-graph-max-bs-decode"); err != nil {
 		return sg, err
 	}
 	if sg.MaxPrefillTokens, _, err = f.int(1, 1<<24, "max-prefill-tokens"); err != nil {
