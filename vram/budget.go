@@ -43,10 +43,13 @@ func (b Budget) measure() string {
 // memory less the headroom for device-used; the memory the CUDA context
 // leaves (GPU.Usable) less the headroom for reserved and allocated.
 func (b Budget) Limit() Bytes {
-	if b.measure() == MeasureDeviceUsed {
-		return Bytes(float64(b.GPU.Total()) * (1 - b.Headroom))
+	total := b.GPU.Total()
+	if b.measure() != MeasureDeviceUsed {
+		total = b.GPU.Usable()
 	}
-	return Bytes(float64(b.GPU.Usable()) * (1 - b.Headroom))
+	// A unified pool is the machine's: what the operating system and other
+	// processes keep of it (GPU.UnifiedReserve) is not the plan's.
+	return Bytes(float64(total-b.GPU.UnifiedReserve) * (1 - b.Headroom))
 }
 
 func (b Budget) check() error {
@@ -75,14 +78,18 @@ type Verdict struct {
 	// Reserved and DeviceUsed come from the allocator replay; both are
 	// zero when it was not needed (measure allocated, or the allocated
 	// peak alone is over the limit).
-	Reserved   Bytes  `json:"reserved,omitempty"`
-	DeviceUsed Bytes  `json:"device_used,omitempty"`
-	Context    Bytes  `json:"context,omitempty"` // CUDA context in DeviceUsed
-	NCCL       Bytes  `json:"nccl,omitempty"`    // NCCL buffers in DeviceUsed
-	Need       Bytes  `json:"need"`              // the figure in the budget's measure
-	Limit      Bytes  `json:"limit"`
-	Fits       bool   `json:"fits"`
-	Why        string `json:"why"`
+	Reserved   Bytes `json:"reserved,omitempty"`
+	DeviceUsed Bytes `json:"device_used,omitempty"`
+	Context    Bytes `json:"context,omitempty"` // CUDA context in DeviceUsed
+	NCCL       Bytes `json:"nccl,omitempty"`    // NCCL buffers in DeviceUsed
+	// Host is what the plan keeps in host memory (offloaded states, paged
+	// optimizer states), counted in Need on a unified part, whose pool
+	// the CPU shares.
+	Host  Bytes  `json:"host,omitempty"`
+	Need  Bytes  `json:"need"` // the figure in the budget's measure
+	Limit Bytes  `json:"limit"`
+	Fits  bool   `json:"fits"`
+	Why   string `json:"why"`
 }
 
 // Judge estimates t and says whether it fits the budget, and why, with
@@ -102,7 +109,11 @@ func (b Budget) judgeTraining(t Training, quick bool) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	return b.judge(est.Peak.Total(), quick, func(o ReplayOptions) (Replay, error) { return t.Replay(o) })
+	var host Bytes
+	if b.GPU.Unified {
+		host = addBytes(est.Host.Total(), est.PagedStates) // the same pool as the device's
+	}
+	return b.judge(est.Peak.Total(), host, quick, func(o ReplayOptions) (Replay, error) { return t.Replay(o) })
 }
 
 // JudgeInference is Judge for an inference plan.
@@ -114,15 +125,15 @@ func (b Budget) JudgeInference(in Inference) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	return b.judge(est.Peak.Total(), false, func(o ReplayOptions) (Replay, error) { return in.Replay(o) })
+	return b.judge(est.Peak.Total(), 0, false, func(o ReplayOptions) (Replay, error) { return in.Replay(o) })
 }
 
-func (b Budget) judge(allocated Bytes, quick bool, replay func(ReplayOptions) (Replay, error)) (Verdict, error) {
+func (b Budget) judge(allocated, host Bytes, quick bool, replay func(ReplayOptions) (Replay, error)) (Verdict, error) {
 	// max_memory_allocated includes cuBLAS's workspace, which the first
 	// matmul allocates through the caching allocator and keeps.
 	g := b.GPU
-	v := Verdict{Measure: b.measure(), Allocated: allocated + cublasWorkspace(&g), Limit: b.Limit()}
-	floor := v.Allocated
+	v := Verdict{Measure: b.measure(), Allocated: allocated + cublasWorkspace(&g), Limit: b.Limit(), Host: host}
+	floor := v.Allocated + host
 	if v.Measure == MeasureDeviceUsed {
 		floor += b.GPU.Context
 	}
@@ -138,9 +149,9 @@ func (b Budget) judge(allocated Bytes, quick bool, replay func(ReplayOptions) (R
 	}
 	v.Allocated = rep.PeakAllocated
 	v.Reserved, v.DeviceUsed, v.Context, v.NCCL = rep.PeakReserved, rep.DeviceUsed, rep.Context, rep.NCCL
-	v.Need = v.Reserved
+	v.Need = v.Reserved + host
 	if v.Measure == MeasureDeviceUsed {
-		v.Need = v.DeviceUsed
+		v.Need = v.DeviceUsed + host
 	}
 	v.Fits = v.Need <= v.Limit
 	v.Why = b.why(v)
@@ -178,7 +189,14 @@ func (b Budget) why(v Verdict) string {
 	}
 	shared := ""
 	if b.GPU.Unified {
-		shared = "; this memory is unified, shared with the CPU: the operating system, the process's host memory (its Python heap, pinned buffers, a dataloader's workers) and other programs come off the same pool, so keep them within what is spared"
+		shared = "; this memory is unified, shared with the CPU"
+		if b.GPU.UnifiedReserve > 0 {
+			shared += fmt.Sprintf(": the limit leaves the %v the operating system and other processes were measured to keep", b.GPU.UnifiedReserve)
+		}
+		if v.Host > 0 {
+			shared += fmt.Sprintf("; the need counts the plan's %v in host memory (offloaded and paged states), which comes off the same pool", v.Host)
+		}
+		shared += "; the process's own host memory (its Python heap, pinned buffers, a dataloader's workers) comes off it too, so keep it within what is spared"
 	}
 	if v.Fits {
 		return fmt.Sprintf("fits: needs %s, within %s; %v to spare%s", need, limit, v.Limit-v.Need, shared)

@@ -130,3 +130,36 @@ func TestUnifiedMemoryVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestUnifiedBudget: on a unified part (DGX Spark) the limit leaves out
+// what the operating system and other processes were measured to keep,
+// and the need counts the plan's host memory (here its offloaded
+// optimizer states), which comes off the same pool; a discrete GPU's
+// verdict counts neither.
+func TestUnifiedBudget(t *testing.T) {
+	p := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 1, Precision: "mixed_bf16", Checkpointing: CheckpointFull,
+		Parallel: Parallel{ZeRO: 2, CPUOffload: "optimizer"}}
+	est, err := p.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.Host.Total() == 0 {
+		t.Fatal("the offloaded plan keeps nothing on the host")
+	}
+	spark := mustGPU("DGX-Spark")
+	b := Budget{GPU: spark, Headroom: 0.05}
+	if want := Bytes(float64(spark.Total()-spark.UnifiedReserve) * 0.95); b.Limit() != want || spark.UnifiedReserve == 0 {
+		t.Errorf("limit %v, want %v (the reserve %v left out)", b.Limit(), want, spark.UnifiedReserve)
+	}
+	v, err := b.Judge(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Host != est.Host.Total()+est.PagedStates || v.Need != v.DeviceUsed+v.Host || !strings.Contains(v.Why, "host memory") || !strings.Contains(v.Why, "operating system") {
+		t.Errorf("unified verdict: host %v, need %v, device used %v: %s", v.Host, v.Need, v.DeviceUsed, v.Why)
+	}
+	h := Budget{GPU: mustGPU("H100-80GB"), Headroom: 0.05}
+	if v, err := h.Judge(p); err != nil || v.Host != 0 || v.Need != v.DeviceUsed {
+		t.Errorf("discrete verdict counts host memory: %+v, %v", v, err)
+	}
+}
