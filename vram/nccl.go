@@ -221,6 +221,24 @@ func ncclBytes(comms []ncclComm, g *GPU, asked string) (Bytes, error) {
 	return b, nil
 }
 
+// ncclHostBytes is the host-pinned memory of communicator c under rel:
+// the work FIFO (NCCL_WORK_FIFO_BYTES, 1 MiB from 2.22.3, init.cc:394-395,
+// 640; 32 MiB of 64 Ki × 512-byte work elements before, v2.21.5-1
+// init.cc:257, 416-433) and, where the ring crosses nodes, each channel's
+// network send connection's LL buffer and connection info, 520 KiB
+// (net.cc:939-957).
+func ncclHostBytes(c ncclComm, g GPU, rel ncclRelease) Bytes {
+	fifo := 32 * MiB
+	if rel.lazy {
+		fifo = 1 * MiB
+	}
+	if c.local < c.ranks {
+		coll, _ := ncclChannels(g.ComputeCapability, true)
+		fifo += Bytes(coll) * 520 * KiB
+	}
+	return fifo
+}
+
 // ncclNote says how NCCL's memory was counted.
 func ncclNote(comms []ncclComm, g *GPU, asked string) string {
 	if len(comms) == 0 {
@@ -237,7 +255,11 @@ func ncclNote(comms []ncclComm, g *GPU, asked string) string {
 		}
 		s += fmt.Sprintf("%s (%d ranks, %d in the node) %v", c.group, c.ranks, c.local, ncclCommBytes(c, *g, rel))
 	}
-	return s + " (ring and NVLS buffers of the channels NCCL logs on these parts, send/recv's per peer; nccl.go)"
+	var host Bytes
+	for _, c := range comms {
+		host += ncclHostBytes(c, *g, rel)
+	}
+	return s + fmt.Sprintf(" (ring and NVLS buffers of the channels NCCL logs on these parts, send/recv's per peer; nccl.go); and %v of pinned host memory (work FIFOs, network send buffers)", host)
 }
 
 // resolveNCCL checks the plan's NCCL settings: a release the table reads

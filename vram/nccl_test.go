@@ -86,3 +86,25 @@ func TestNCCLInReplay(t *testing.T) {
 		t.Errorf("note %q", note)
 	}
 }
+
+// TestNCCLHost: the host-pinned share of a communicator: the work FIFO, 1
+// MiB from 2.22.3 and 32 MiB before, and across nodes 520 KiB for each of
+// the 16 channels' network send connections.
+func TestNCCLHost(t *testing.T) {
+	h100 := mustGPU("H100-80GB")
+	now, _, _ := ncclReleaseOf("")
+	old, _, _ := ncclReleaseOf("2.21.5")
+	for _, c := range []struct {
+		c    ncclComm
+		rel  ncclRelease
+		want Bytes
+	}{
+		{ncclComm{ranks: 8, local: 8}, now, 1 * MiB},
+		{ncclComm{ranks: 8, local: 8}, old, 32 * MiB},
+		{ncclComm{ranks: 16, local: 8}, now, 1*MiB + 16*520*KiB},
+	} {
+		if got := ncclHostBytes(c.c, h100, c.rel); got != c.want {
+			t.Errorf("%+v under %s: %v, want %v", c.c, c.rel.Version, got, c.want)
+		}
+	}
+}
