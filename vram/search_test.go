@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -146,4 +147,52 @@ func fixedTP2() Training {
 	p := searchPlan()
 	p.Parallel = Parallel{TP: 2, PP: 1, CP: 1}
 	return p
+}
+
+// TestSearchServing: every vLLM launch of Llama-3.1-70B on up to 8 H100s
+// for 32k-token requests that starts and holds one request, ranked by the
+// requests all replicas hold at once; each launch's figures are its
+// carve's; fixed settings stay; the command line says the launch.
+func TestSearchServing(t *testing.T) {
+	in := Inference{Model: MustPreset("llama-3.1-70b")}
+	g := mustGPU("H100-80GB")
+	res, err := SearchServing(ServingSpace{Inference: in, GPU: g, GPUs: 8, Context: 32768})
+	if err != nil || len(res) < 4 {
+		t.Fatalf("%d launches, %v", len(res), err)
+	}
+	for i, l := range res {
+		if i > 0 && l.Concurrency > res[i-1].Concurrency {
+			t.Errorf("launch %d holds more than launch %d", i, i-1)
+		}
+		c, err := l.VLLM.Carve(Inference{Model: in.Model, Weights: weightsOf(l)}, g)
+		if err != nil || c.KVCache.Blocks != l.Carve.KVCache.Blocks || l.Concurrency != float64(l.Replicas)*c.KVCache.MaxConcurrencyFor(32768) || l.Replicas*l.VLLM.TP > 8 {
+			t.Errorf("launch %d: %+v, carve again %v blocks (%v)", i, l.VLLM, c.KVCache.Blocks, err)
+		}
+		if !strings.Contains(l.Command, fmt.Sprintf("--tensor-parallel-size %d", l.VLLM.TP)) || !strings.Contains(l.Command, "--max-model-len 32768") {
+			t.Errorf("launch %d command %q", i, l.Command)
+		}
+	}
+	fixed, err := SearchServing(ServingSpace{Inference: in, Launch: VLLM{TP: 4, KVCacheDType: BF16}, GPU: g, GPUs: 8, Context: 32768})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range fixed {
+		if l.VLLM.TP != 4 || l.VLLM.KVCacheDType != BF16 || l.Replicas != 2 {
+			t.Errorf("fixed tp 4, bf16 cache: %+v", l.VLLM)
+		}
+	}
+	if res, err := SearchServing(ServingSpace{Inference: Inference{Model: MustPreset("llama-3.1-405b")}, GPU: mustGPU("RTX-4090"), GPUs: 1, Context: 8192}); err != nil || len(res) != 0 {
+		t.Errorf("405B on one RTX 4090: %d launches, %v", len(res), err)
+	}
+	if _, err := SearchServing(ServingSpace{Inference: in, GPU: g, GPUs: 8}); err == nil || !strings.Contains(err.Error(), "context") {
+		t.Errorf("no context: %v", err)
+	}
+}
+
+// weightsOf is the weights a searched launch loads.
+func weightsOf(l ServingLayout) Quant {
+	if l.Weights == "as released" {
+		return Quant{}
+	}
+	return Quant{DType: FP8E4M3}
 }

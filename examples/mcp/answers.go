@@ -159,8 +159,8 @@ func searchLayouts(a args) (any, error) {
 	if err := a.gpu(&p); err != nil {
 		return nil, err
 	}
-	if p.Training == nil {
-		return nil, errors.New(`arguments.plan: search lays out a training plan ("train")`)
+	if p.Training == nil && (p.Inference == nil || p.VLLM == nil) {
+		return nil, errors.New(`arguments.plan: search lays out a training plan ("train") or one vLLM serves ("inference" with "vllm")`)
 	}
 	if p.GPU == "" {
 		return nil, errors.New(`arguments.gpu: search needs a GPU: the plan's "gpu" or this argument (the gpus tool lists them)`)
@@ -168,6 +168,9 @@ func searchLayouts(a args) (any, error) {
 	g, err := vram.ParseCapacity(p.GPU)
 	if err != nil {
 		return nil, fmt.Errorf("arguments.gpu: %w", err)
+	}
+	if p.Training == nil {
+		return searchServing(a, p, g)
 	}
 	s := vram.SearchSpace{Plan: *p.Training, GPU: g}
 	if ss := p.Search; ss != nil {
@@ -193,4 +196,35 @@ func searchLayouts(a args) (any, error) {
 	}
 	res.Layouts = res.Layouts[:min(top, len(res.Layouts))]
 	return res, nil
+}
+
+// searchServing is the search tool's answer for a plan vLLM serves: the
+// launches on up to gpus GPUs that hold the most requests of the plan's
+// context (its vllm max_model_len, else prompt and new tokens).
+func searchServing(a args, p vram.Plan, g vram.GPU) (any, error) {
+	gpus, top := 0, 10
+	for _, f := range []struct {
+		key string
+		to  *int
+	}{{"gpus", &gpus}, {"top", &top}} {
+		if raw, ok := a[f.key]; ok {
+			if err := json.Unmarshal(raw, f.to); err != nil || *f.to < 1 {
+				return nil, fmt.Errorf("arguments.%s: want a whole number, 1 or more", f.key)
+			}
+		}
+	}
+	if gpus < 1 {
+		return nil, errors.New("arguments.gpus: required: the GPUs the model may be served on")
+	}
+	context := p.VLLM.MaxModelLen
+	if context == 0 {
+		context = p.Inference.PromptTokens + p.Inference.NewTokens
+	}
+	launch := *p.VLLM
+	launch.MaxModelLen = 0
+	res, err := vram.SearchServing(vram.ServingSpace{Inference: *p.Inference, Launch: launch, GPU: g, GPUs: gpus, Context: context})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"launches": res[:min(top, len(res))]}, nil
 }

@@ -78,6 +78,7 @@ func TestToolsGolden(t *testing.T) {
 		{"presets", "presets", map[string]any{"contains": "llama-3.1"}},
 		{"gpus", "gpus", map[string]any{}},
 		{"search", "search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3.1-70b", "train": {"seq_len": 8192, "precision": "mixed_bf16", "framework": "torchtitan"}, "gpu": "H100-80GB", "search": {"gpus": 64, "global_batch": 64}}`), "top": 3}},
+		{"search_serving", "search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3.1-70b", "inference": {"batch": 1, "prompt_tokens": 30000, "new_tokens": 2768}, "gpu": "H100-80GB", "vllm": {}}`), "gpus": 8, "top": 3}},
 	} {
 		r := call(t, cs, c.tool, c.args)
 		if r.IsError {
@@ -143,6 +144,7 @@ func TestToolsRefuse(t *testing.T) {
 		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1}, "gpu": "H100-80GB"}`)}, "arguments.gpus: required"},
 		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048, "micro_batch": 1}, "gpu": "H100-80GB"}`), "gpus": 0}, "arguments.gpus: want a whole number"},
 		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "inference": {"batch": 1}, "gpu": "H100-80GB"}`), "gpus": 8}, "search lays out a training plan"},
+		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 4096}, "gpu": "H100-80GB", "vllm": {}}`)}, "arguments.gpus: required"},
 		{"search", map[string]any{"plan": json.RawMessage(`{"model": "llama-3-8b", "train": {"seq_len": 2048}, "gpu": "H100-80GB", "search": {"gpus": 0}}`)}, "search: gpus must be"},
 	} {
 		r := call(t, cs, c.tool, c.args)

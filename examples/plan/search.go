@@ -12,8 +12,11 @@ import (
 // runSearch searches plan p's layouts on gpus GPUs of the -gpu (else the
 // plan's) and prints the fastest top that fit.
 func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top int, asJSON bool) error {
+	if p.Inference != nil && p.VLLM != nil {
+		return runServingSearch(w, p, gpuName, gpus, top, asJSON)
+	}
 	if p.Training == nil {
-		return errors.New("-search: the plan must be a training plan (train)")
+		return errors.New("-search: the plan must be a training plan (train) or one vLLM serves (inference with vllm)")
 	}
 	sp := vram.SearchSpace{Plan: *p.Training, GPUs: gpus, GlobalBatch: globalBatch}
 	if ss := p.Search; ss != nil {
@@ -77,4 +80,59 @@ func orInt(flag, plan int) int {
 		return flag
 	}
 	return plan
+}
+
+// runServingSearch searches how vLLM can serve plan p's model on up to
+// gpus GPUs for requests of the plan's context (its vllm max_model_len,
+// else prompt and new tokens), and prints the launches that hold the most
+// requests at once.
+func runServingSearch(w io.Writer, p vram.Plan, gpuName string, gpus, top int, asJSON bool) error {
+	if gpus < 1 {
+		return errors.New("-search: give the GPUs the model may be served on with -gpus N")
+	}
+	g, err := vram.ParseCapacity(orDefaultStr(gpuName, p.GPU))
+	if err != nil {
+		return fmt.Errorf("gpu: %w", err)
+	}
+	context := p.VLLM.MaxModelLen
+	if context == 0 {
+		context = p.Inference.PromptTokens + p.Inference.NewTokens
+	}
+	launch := *p.VLLM
+	launch.MaxModelLen = 0
+	res, err := vram.SearchServing(vram.ServingSpace{Inference: *p.Inference, Launch: launch, GPU: g, GPUs: gpus, Context: context})
+	if err != nil {
+		return err
+	}
+	if top > 0 && len(res) > top {
+		res = res[:top]
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(w, "vLLM launches of %s on up to %d × %s for requests of %d tokens, the most requests at once first:\n\n", p.Model.Name, gpus, g.Name, context)
+	if len(res) == 0 {
+		fmt.Fprintln(w, "none starts and holds one request: more GPUs, a shorter context or a smaller model")
+		return nil
+	}
+	fmt.Fprintf(w, "%-4s %3s %8s %10s %9s %11s %12s\n", "rank", "tp", "replicas", "weights", "kv cache", "weights/GPU", "requests")
+	for i, l := range res {
+		kv := "bf16"
+		if l.VLLM.KVCacheDType == vram.FP8E4M3 {
+			kv = "fp8"
+		}
+		fmt.Fprintf(w, "%-4d %3d %8d %10s %9s %11v %12.1f\n", i+1, l.VLLM.TP, l.Replicas, l.Weights, kv, l.Carve.Weights, l.Concurrency)
+	}
+	fmt.Fprintf(w, "\nthe first, as launched: %s\n", res[0].Command)
+	return nil
+}
+
+// orDefaultStr is s, or d when s is empty.
+func orDefaultStr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }

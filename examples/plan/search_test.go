@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,12 +48,21 @@ func TestSearchFlag(t *testing.T) {
 	if err := run([]string{"-search", "-gpus", "8", "-gpu", "H100-80GB", "../plans/llama3.1-70b-fsdp.json"}, &out); err != nil || !strings.Contains(out.String(), "on 8 × H100-80GB") {
 		t.Errorf("-search: %v\n%s", err, out.String())
 	}
+	out.Reset()
+	if err := run([]string{"-search", "-gpus", "2", "../plans/llama3-8b-serve.json"}, &out); err != nil || !strings.Contains(out.String(), "the first, as launched: vllm serve meta-llama/Meta-Llama-3-8B") {
+		t.Errorf("-search on a vLLM plan: %v\n%s", err, out.String())
+	}
+	generate := filepath.Join(t.TempDir(), "generate.json")
+	if err := os.WriteFile(generate, []byte(`{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 1024}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-search", "-gpus", "8", "../plans/llama3-8b-serve.json"}, "training plan"},
+		{[]string{"-search", "-gpus", "8", generate}, "training plan"},
 		{[]string{"-search", "../plans/llama3.1-70b-fsdp.json"}, "-gpus N"},
+		{[]string{"-search", "../plans/llama3-8b-serve.json"}, "-gpus N"},
 	} {
 		if err := run(c.args, &out); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)

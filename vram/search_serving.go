@@ -1,0 +1,143 @@
+package vram
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// The serving search: every way vLLM can serve a model on up to a node's
+// GPUs of one kind — tensor parallel degree, the KV cache's dtype, the
+// weights as released or in fp8 — each carved as the release does
+// (VLLM.Carve), those that start and hold one request of the context kept,
+// ranked by how many requests of the context the GPUs hold at once (data
+// parallel replicas of the tensor-parallel group, each its own cache).
+// What the launch sets stays.
+//
+//	res, err := vram.SearchServing(vram.ServingSpace{Inference: in, GPU: h100, GPUs: 8, Context: 32768})
+
+// ServingSpace is what to search: the model to serve (Inference: its
+// model and weights), the vLLM settings that stay (its release,
+// gpu_memory_utilization, …; a tensor_parallel_size or kv_cache_dtype it
+// sets is not searched), the GPU and how many at most, and the tokens of
+// one request.
+type ServingSpace struct {
+	Inference Inference
+	Launch    VLLM
+	GPU       GPU
+	GPUs      int
+	Context   int
+}
+
+// ServingLayout is one searched launch.
+type ServingLayout struct {
+	VLLM VLLM `json:"vllm"`
+	// Weights is the weights' format the launch loads ("as released", or
+	// a quantization vLLM applies at load).
+	Weights string    `json:"weights"`
+	Carve   VLLMCarve `json:"carve"`
+	// Replicas are the data-parallel copies of the tensor-parallel group
+	// on the GPUs; Concurrency the requests of the context all hold at
+	// once (Replicas × the carve's).
+	Replicas    int     `json:"replicas"`
+	Concurrency float64 `json:"concurrency"`
+	Command     string  `json:"command"` // the vllm serve line
+}
+
+// SearchServing searches s's launches (see the file's comment).
+func SearchServing(s ServingSpace) ([]ServingLayout, error) {
+	switch {
+	case s.GPUs < 1 || s.GPUs > 1<<10:
+		return nil, fmt.Errorf("search: gpus must be in [1, %d], got %d", 1<<10, s.GPUs)
+	case s.Context < 1 || s.Context > MaxTokens:
+		return nil, fmt.Errorf("search: context must be in [1, %d] tokens, got %d", MaxTokens, s.Context)
+	}
+	m := s.Inference.Model.Normalize()
+	var out []ServingLayout
+	var firstErr error
+	for _, tp := range fixedOr(s.Launch.TP, 1, 2, 4, 8) {
+		if tp > s.GPUs || m.Heads%tp != 0 {
+			continue
+		}
+		for _, kv := range kvChoices(s.Launch.KVCacheDType) {
+			for _, w := range weightChoices(s.Inference, m) {
+				l, err := s.serve(tp, kv, w)
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = err
+				case err == nil && l.Carve.Starts && l.Carve.KVCache.Fits:
+					out = append(out, l)
+				}
+			}
+		}
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Concurrency != out[j].Concurrency {
+			return out[i].Concurrency > out[j].Concurrency
+		}
+		return out[i].VLLM.TP < out[j].VLLM.TP
+	})
+	return out, nil
+}
+
+// serve carves one launch: tensor parallel tp, KV cache kv, weights w.
+func (s ServingSpace) serve(tp int, kv DType, w Quant) (ServingLayout, error) {
+	v := s.Launch
+	v.TP, v.KVCacheDType, v.MaxModelLen = tp, kv, s.Context
+	in := s.Inference
+	in.Weights = w
+	c, err := v.Carve(in, s.GPU)
+	if err != nil {
+		return ServingLayout{}, err
+	}
+	l := ServingLayout{VLLM: v, Weights: "as released", Carve: c, Replicas: s.GPUs / tp}
+	if w.DType != DTypeUnset {
+		l.Weights = w.DType.String()
+	}
+	l.Concurrency = float64(l.Replicas) * c.KVCache.MaxConcurrencyFor(s.Context)
+	l.Command = v.serveLine(in.Model.Name, w, l.Replicas)
+	return l, nil
+}
+
+// kvChoices are the KV cache dtypes to search: the launch's, else bf16
+// and fp8 (--kv-cache-dtype fp8, e4m3).
+func kvChoices(fixed DType) []DType {
+	if fixed != DTypeUnset {
+		return []DType{fixed}
+	}
+	return []DType{BF16, FP8E4M3}
+}
+
+// weightChoices are the weights to search: the plan's, else the model as
+// released and, for a release in 16 bits, fp8 (vLLM's --quantization fp8,
+// quantized at load).
+func weightChoices(in Inference, m Model) []Quant {
+	if in.Weights.DType != DTypeUnset || m.Release.Quantized() {
+		return []Quant{in.Weights}
+	}
+	return []Quant{{}, {DType: FP8E4M3}}
+}
+
+// serveLine is the launch as `vllm serve` takes it.
+func (v VLLM) serveLine(model string, w Quant, replicas int) string {
+	if model == "" {
+		model = "MODEL"
+	}
+	f := []string{"vllm serve " + model, fmt.Sprintf("--tensor-parallel-size %d", max(1, v.TP)), fmt.Sprintf("--max-model-len %d", v.MaxModelLen)}
+	if replicas > 1 {
+		f = append(f, fmt.Sprintf("--data-parallel-size %d", replicas))
+	}
+	if v.KVCacheDType == FP8E4M3 {
+		f = append(f, "--kv-cache-dtype fp8")
+	}
+	if w.DType == FP8E4M3 {
+		f = append(f, "--quantization fp8")
+	}
+	if v.GPUMemoryUtilization > 0 {
+		f = append(f, fmt.Sprintf("--gpu-memory-utilization %g", v.GPUMemoryUtilization))
+	}
+	return strings.Join(f, " ")
+}
