@@ -522,8 +522,11 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
 	if in.towerOff {
 		// The engine builds no tower or projector: a text-only forward
-		// (an audio tower goes with the vision side it needs).
+		// (an audio tower goes with the vision side it needs) of the
+		// language model, which runs as the wrapper's part (a wrapped
+		// family is no model alone: asTower).
 		tr.Model.Vision, tr.Model.Audio, tr.Images = nil, nil, 0
+		tr.asTower = true
 	}
 	if !in.attnSet {
 		tr.Attention = "" // transformers' own choice

@@ -1156,7 +1156,8 @@ const (
 // Validate reports the first field that makes m unusable, naming it and the rule.
 func (m Model) Validate() error { return m.validate(false) }
 
-// validate is Validate; asTower: m is a vision-language model's tower.
+// validate is Validate; asTower: m is a multimodal model's part (a tower,
+// or a wrapped language model run alone inside it).
 func (m Model) validate(asTower bool) error {
 	f := lookupFamily(m.Family)
 	if err := m.standsAlone(f, asTower); err != nil {
@@ -1412,7 +1413,7 @@ func (m Model) validateKinds() error {
 
 // standsAlone refuses a model of a family transformers builds only inside
 // a wrapper: a tower (asTower: m is one) or a wrapped language model
-// without its vision side.
+// without its vision side (asTower: run as the wrapper's part).
 func (m Model) standsAlone(f *family, asTower bool) error {
 	switch {
 	case f == nil:
@@ -1423,7 +1424,7 @@ func (m Model) standsAlone(f *family, asTower bool) error {
 	case f.towerOnly && !asTower:
 		users := familiesWhere(func(w *family) bool { return w.vision != nil })
 		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
-	case f.wrappedText && m.Vision == nil:
+	case f.wrappedText && m.Vision == nil && !asTower:
 		users := familiesWhere(func(w *family) bool { return w.vision != nil })
 		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
 	}
