@@ -280,3 +280,26 @@ func TestQwen3OmniMoeServing(t *testing.T) {
 		t.Errorf("training: %v", err)
 	}
 }
+
+// TestQwen3OmniMoeSpeechInPlace: a speech stage changed in place, behind
+// the pointers the model shares (Model.Speech, a stage's Model.Codec), is
+// counted anew: the tensor cache keys the stages by value.
+func TestQwen3OmniMoeSpeechInPlace(t *testing.T) {
+	m := MustPreset("qwen3-omni-30b-a3b-instruct")
+	for _, change := range []func(){
+		func() { m.Speech.Talker.Layers-- },
+		func() { m.Speech.Predictor.Codec.Groups++ },
+		func() { m.Speech.Vocoder.Codec.DecoderUpsample = Blocks(8, 5, 4) },
+	} {
+		before := m.ParamCount()
+		change()
+		cached := m.ParamCount()
+		clearTensorCache()
+		if fresh := m.ParamCount(); cached == before || cached != fresh {
+			t.Errorf("before %d, after the change %d from the cache, %d counted anew", before, cached, fresh)
+		}
+	}
+	if MustPreset("qwen3-omni-30b-a3b-instruct").ParamCount() != 35259818545 {
+		t.Error("the change reached the catalog's model")
+	}
+}
