@@ -9,7 +9,7 @@ import (
 // Multimodal models with an audio tower (Model.Audio) beside their vision
 // tower. The wrapper family declares the names and the projector
 // (visionWrapper.audioPrefix, audioProjector); the tower is a tower-only
-// family of its own with model.conformer. This file lists their parameters
+// family of its own (audioTower). This file lists their parameters
 // and buffers after the language model's and before the output layer, the
 // order in which the wrapper's base model registers them (Gemma 4,
 // transformers 5.23.0 models/gemma4/modeling_gemma4.py Gemma4Model
@@ -78,9 +78,12 @@ func (m Model) audioBuffers(b *bufferList) {
 	}
 }
 
-// validateAudio checks the audio side of a model: a wrapper that has one,
-// and a valid audio tower.
+// validateAudio checks the audio side of a model, if any: a wrapper that
+// has one, and a valid audio tower.
 func (m Model) validateAudio() error {
+	if m.Audio == nil {
+		return nil
+	}
 	if w := m.visionWrapperOf(); w == nil || w.audioProjector == nil {
 		known := familiesWhere(func(f *family) bool { return f.vision != nil && f.vision.audioProjector != nil })
 		return fmt.Errorf("model.audio: an audio tower goes with a multimodal wrapper that has one (model.vision.family: %s)", strings.Join(known, ", "))
@@ -89,12 +92,17 @@ func (m Model) validateAudio() error {
 	if err := tower.validate(true); err != nil {
 		return fmt.Errorf("model.audio.tower: %s", strings.TrimPrefix(err.Error(), "model."))
 	}
-	if tf := lookupFamily(tower.Family); !tf.conformer {
-		towers := familiesWhere(func(f *family) bool { return f.conformer })
+	if tf := lookupFamily(tower.Family); !audioTower(tf) {
+		towers := familiesWhere(audioTower)
 		return fmt.Errorf("model.audio.tower.family %q is not an audio tower; known: %s", tower.Family, strings.Join(towers, ", "))
 	}
 	return nil
 }
+
+// audioTower reports whether f is a multimodal model's audio tower: a
+// tower-only family of conformer blocks (model.conformer) or one that
+// reads log-mel frames (model.mel_bins).
+func audioTower(f *family) bool { return f != nil && f.towerOnly && (f.conformer || f.audio) }
 
 // audioNote says what a serving or inference plan makes of m's audio
 // tower, or "" without one.

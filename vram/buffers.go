@@ -47,7 +47,8 @@ func (m Model) Buffers() []Buffer {
 		for i := n; i < len(b.bs); i++ {
 			b.bs[i].Name = m.textBufferName(b.bs[i].Name)
 		}
-		m.audioBuffers(&b) // audio.go: the audio tower's last
+		m.audioBuffers(&b)  // audio.go: the audio tower's
+		m.speechBuffers(&b) // speech.go: the speech generator's last
 		return b.bs
 	}
 	if f.buffers != nil {

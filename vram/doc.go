@@ -76,10 +76,16 @@
 // many images a sequence holds, Training.VisionTower whether the tower
 // trains. vision.go composes the three parts; the wrapper's file declares
 // its names and projector (visionWrapper). Model.Audio adds an audio tower
-// (a Model of a conformer family, Model.Conformer) and its projector to
-// such a model where the wrapper declares one (Gemma 4's small releases):
+// (a Model of an audio-tower family: conformer blocks, Model.Conformer, or
+// a log-mel encoder, Model.MelBins) and its projector to such a model where
+// the wrapper declares one (Gemma 4's small releases, Qwen3-Omni):
 // audio.go lists their parameters and buffers, and the weights count them;
 // their forward is not modelled, so plans run the text and the images.
+// Model.Speech adds a speech generator after the language model (Qwen3-Omni's
+// talker, code predictor and vocoder, stages of families of their own,
+// Model.Codec): speech.go lists their parameters and buffers, which the
+// checkpoint stores and transformers loads; the serving engines load none of
+// them, and their forward is not modelled.
 //
 // # Post-training
 //

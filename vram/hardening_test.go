@@ -226,7 +226,8 @@ func TestTensorCacheFollowsPointers(t *testing.T) {
 				bump(leaf)
 				if fresh := MustPreset(name); reflect.DeepEqual(fresh.Vision, m.Vision) && reflect.DeepEqual(fresh.SSM, m.SSM) &&
 					reflect.DeepEqual(fresh.ShortConv, m.ShortConv) && reflect.DeepEqual(fresh.DeltaNet, m.DeltaNet) &&
-					reflect.DeepEqual(fresh.Mamba, m.Mamba) && reflect.DeepEqual(fresh.KDA, m.KDA) && reflect.DeepEqual(fresh.Compressed, m.Compressed) && reflect.DeepEqual(fresh.Lightning, m.Lightning) && reflect.DeepEqual(fresh.BlockSparse, m.BlockSparse) && reflect.DeepEqual(fresh.Image, m.Image) && reflect.DeepEqual(fresh.Release, m.Release) {
+					reflect.DeepEqual(fresh.Mamba, m.Mamba) && reflect.DeepEqual(fresh.KDA, m.KDA) && reflect.DeepEqual(fresh.Compressed, m.Compressed) && reflect.DeepEqual(fresh.Lightning, m.Lightning) && reflect.DeepEqual(fresh.BlockSparse, m.BlockSparse) && reflect.DeepEqual(fresh.Image, m.Image) && reflect.DeepEqual(fresh.Release, m.Release) &&
+					reflect.DeepEqual(fresh.Audio, m.Audio) && reflect.DeepEqual(fresh.Speech, m.Speech) {
 					t.Errorf("%s changed in place changed the catalog's %s too: a preset shares a pointer with it", path, name)
 				}
 				cached := m.ParamCount()

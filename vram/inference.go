@@ -415,6 +415,9 @@ func (in Inference) tensorBytes(t Tensor) Bytes {
 	if t.part == audioPart && in.runtime == runVLLM {
 		return b // vLLM replicates an audio tower and its projector on every rank (audio.go)
 	}
+	if t.part == speechPart && (in.runtime == runVLLM || in.runtime == runSGLang) {
+		return 0 // they serve the text model and load no speech generator (speech.go)
+	}
 	if t.IsLinear() || t.Stacked > 0 || t.Role == "embedding" || in.splitsProjector(t) || in.splitsTowerMatrix(t) {
 		b /= Bytes(in.TP)
 	}
@@ -522,8 +525,11 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
 	if in.towerOff {
 		// The engine builds no tower or projector: a text-only forward
-		// (an audio tower goes with the vision side it needs).
-		tr.Model.Vision, tr.Model.Audio, tr.Images = nil, nil, 0
+		// (an audio tower and a speech generator go with the vision side
+		// they need) of the language model, which runs as the wrapper's
+		// part (a wrapped family is no model alone: asTower).
+		tr.Model.Vision, tr.Model.Audio, tr.Model.Speech, tr.Images = nil, nil, nil, 0
+		tr.asTower = true
 	}
 	if !in.attnSet {
 		tr.Attention = "" // transformers' own choice

@@ -58,6 +58,9 @@ type Model struct {
 	// Audio gives a vision-language model an audio tower too (see Audio);
 	// nil for none.
 	Audio *Audio `json:"audio,omitempty"`
+	// Speech gives a multimodal model a speech generator after its
+	// language model (see Speech); nil for none.
+	Speech *Speech `json:"speech,omitempty"`
 
 	// Mixture of experts.
 	Experts         int `json:"experts,omitempty"`           // routed experts per MoE layer
@@ -149,6 +152,11 @@ type Model struct {
 	// (max_target_positions: 448).
 	MelBins         int `json:"mel_bins,omitempty"`
 	SourcePositions int `json:"source_positions,omitempty"`
+	// DownsampleChannels is the width of an audio tower's convolutional
+	// front end: stride-2 3×3 convolutions over the log-mel frames, this
+	// many channels each, their output flattened and projected to Hidden
+	// (Qwen3-Omni's audio encoder, downsample_hidden_size); 0 for none.
+	DownsampleChannels int `json:"downsample_channels,omitempty"`
 
 	// GlobalHeadDim and GlobalKVHeads are the global layers' head width
 	// and key/value heads where they differ from the local layers'
@@ -211,6 +219,9 @@ type Model struct {
 	// Conformer makes the model an audio encoder of conformer blocks, a
 	// multimodal model's audio tower (see Conformer).
 	Conformer *Conformer `json:"conformer,omitempty"`
+	// Codec is a speech generator stage's codebooks and a vocoder's
+	// decoder (see Codec); nil for other models.
+	Codec *Codec `json:"codec,omitempty"`
 
 	// Params is a stated total, when the source gives one; Tensors are always
 	// computed from the shape, and Validate reports a mismatch.
@@ -585,7 +596,7 @@ type Vision struct {
 // place of the clip's placeholder tokens. Its parameters, buffers and
 // stored bytes are modelled; its forward is not (audio.go).
 type Audio struct {
-	Tower Model `json:"tower"` // the audio encoder, a family with model.conformer
+	Tower Model `json:"tower"` // the audio encoder, a tower-only family (audioTower)
 }
 
 // Conformer is an audio encoder's shape beyond its blocks' widths (layers,
@@ -600,6 +611,35 @@ type Conformer struct {
 	ConvKernel        int    `json:"conv_kernel"`
 	OutputDim         int    `json:"output_dim"`
 	ClippedLinears    bool   `json:"clipped_linears,omitempty"`
+}
+
+// Speech is the speech generator of a multimodal model that talks
+// (Model.Speech): stages that turn its language model's hidden states
+// into a waveform, each a model of a tower-only family of its own, which
+// the wrapper family (Vision.Family) builds after its language model and
+// names (visionWrapper.speechStages): Qwen3-Omni's talker (codec tokens
+// from the language model's states), code predictor (each frame's further
+// codebooks) and code2wav vocoder. A stage whose family is empty is
+// absent. Their parameters, buffers and stored bytes are modelled; their
+// forward is not (speech.go).
+type Speech struct {
+	Talker    Model `json:"talker"`
+	Predictor Model `json:"predictor"`
+	Vocoder   Model `json:"vocoder"`
+}
+
+// Codec is a speech generator stage's codec beyond its blocks
+// (Model.Codec): Groups codebooks a frame of Model.Vocab codes each
+// (Qwen3-Omni's code predictor: num_code_groups; its vocoder:
+// num_quantizers and codebook_size), and a vocoder's convolutional
+// decoder: DecoderDim channels wide, after transposed convolutions that
+// upsample by the Upsample factors (upsampling_ratios), its blocks
+// upsampling by the DecoderUpsample factors (upsample_rates), in order.
+type Codec struct {
+	Groups          int       `json:"groups"`
+	DecoderDim      int       `json:"decoder_dim,omitempty"`
+	Upsample        BlockList `json:"upsample,omitempty"`
+	DecoderUpsample BlockList `json:"decoder_upsample,omitempty"`
 }
 
 // Image describes a ViT's input.
@@ -826,6 +866,9 @@ func (m Model) Normalize() Model {
 		a := *m.Audio
 		a.Tower = a.Tower.Normalize()
 		m.Audio = &a
+	}
+	if m.Speech != nil {
+		m.Speech = m.Speech.each(Model.Normalize)
 	}
 	if m.Experts > 0 && m.Router == "" {
 		m.Router = d.Router
@@ -1131,9 +1174,16 @@ func (m Model) clone() Model {
 		a.Tower = a.Tower.clone()
 		m.Audio = &a
 	}
+	if m.Speech != nil {
+		m.Speech = m.Speech.each(Model.clone)
+	}
 	if m.Conformer != nil {
 		c := *m.Conformer
 		m.Conformer = &c
+	}
+	if m.Codec != nil {
+		c := *m.Codec
+		m.Codec = &c
 	}
 	return m
 }
@@ -1156,7 +1206,8 @@ const (
 // Validate reports the first field that makes m unusable, naming it and the rule.
 func (m Model) Validate() error { return m.validate(false) }
 
-// validate is Validate; asTower: m is a vision-language model's tower.
+// validate is Validate; asTower: m is a multimodal model's part (a tower,
+// or a wrapped language model run alone inside it).
 func (m Model) validate(asTower bool) error {
 	f := lookupFamily(m.Family)
 	if err := m.standsAlone(f, asTower); err != nil {
@@ -1237,10 +1288,11 @@ func (m Model) validate(asTower bool) error {
 			return err
 		}
 	}
-	if m.Audio != nil {
-		if err := m.validateAudio(); err != nil {
-			return err
-		}
+	if err := m.validateAudio(); err != nil {
+		return err
+	}
+	if err := m.validateSpeech(); err != nil {
+		return err
 	}
 	if _, err := m.headClasses(); err != nil {
 		return err
@@ -1299,6 +1351,12 @@ func (m Model) validateLayout(f *family) error {
 		}
 		return fmt.Errorf("model.conformer describes audio encoders of conformer blocks (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.conformer }), ", "), m.Family)
 	}
+	if m.DownsampleChannels != 0 && !(f.towerOnly && f.audio) {
+		return fmt.Errorf("model.downsample_channels describes an audio tower's convolutional front end (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.towerOnly && f.audio }), ", "), m.Family)
+	}
+	if m.Codec != nil && !speechStage(f.name) {
+		return fmt.Errorf("model.codec describes the stages of a speech generator (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return speechStage(f.name) }), ", "), m.Family)
+	}
 	if m.Image != nil && !f.images {
 		return fmt.Errorf("model.image applies to image models (families %s), not %q", strings.Join(familiesWhere(func(f *family) bool { return f.images }), ", "), m.Family)
 	}
@@ -1346,7 +1404,7 @@ func (m Model) validateLayout(f *family) error {
 	if m.HeadDim < 1 {
 		return fmt.Errorf("model.head_dim must be ≥ 1 (hidden %d / heads %d)", m.Hidden, m.Heads)
 	}
-	if m.Image == nil && m.Conformer == nil && m.Vocab < 1 {
+	if m.Image == nil && m.Conformer == nil && !(f.towerOnly && f.audio) && m.Vocab < 1 {
 		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
 	}
 	return nil
@@ -1412,18 +1470,21 @@ func (m Model) validateKinds() error {
 
 // standsAlone refuses a model of a family transformers builds only inside
 // a wrapper: a tower (asTower: m is one) or a wrapped language model
-// without its vision side.
+// without its vision side (asTower: run as the wrapper's part).
 func (m Model) standsAlone(f *family, asTower bool) error {
 	switch {
 	case f == nil:
 		return nil
-	case f.towerOnly && f.conformer && !asTower:
+	case f.towerOnly && speechStage(f.name) && !asTower:
+		users := familiesWhere(func(w *family) bool { return w.vision != nil && w.vision.speech != nil })
+		return fmt.Errorf("model.family %q is a stage of a speech generator only (transformers has no model of it alone); use it in model.speech of a multimodal model (%s)", m.Family, strings.Join(users, ", "))
+	case audioTower(f) && !asTower:
 		users := familiesWhere(func(w *family) bool { return w.vision != nil && w.vision.audioPrefix != "" })
 		return fmt.Errorf("model.family %q is an audio tower only (transformers has no model of it alone); use it as model.audio.tower of a multimodal model (%s)", m.Family, strings.Join(users, ", "))
 	case f.towerOnly && !asTower:
 		users := familiesWhere(func(w *family) bool { return w.vision != nil })
 		return fmt.Errorf("model.family %q is a vision tower only (transformers has no model of it alone); use it as model.vision.tower of a vision-language model (%s)", m.Family, strings.Join(users, ", "))
-	case f.wrappedText && m.Vision == nil:
+	case f.wrappedText && m.Vision == nil && !asTower:
 		users := familiesWhere(func(w *family) bool { return w.vision != nil })
 		return fmt.Errorf("model.family %q is a vision-language model's language model only (transformers has no model of it alone); give it model.vision (%s)", m.Family, strings.Join(users, ", "))
 	}
@@ -1691,7 +1752,7 @@ func (m Model) ranges() error {
 		{"index_heads", m.IndexHeads, maxHeads}, {"index_head_dim", m.IndexHeadDim, maxHeads},
 		{"attention_chunk", m.AttentionChunk, MaxPositions}, {"global_every", m.GlobalEvery, maxLayers}, {"no_rope_every", m.NoRopeEvery, maxLayers},
 		{"decoder_layers", m.DecoderLayers, maxLayers}, {"relative_buckets", m.RelativeBuckets, MaxPositions},
-		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, MaxPositions},
+		{"mel_bins", m.MelBins, maxWidth}, {"source_positions", m.SourcePositions, MaxPositions}, {"downsample_channels", m.DownsampleChannels, maxChannels},
 		{"global_head_dim", m.GlobalHeadDim, maxHeads}, {"global_kv_heads", m.GlobalKVHeads, maxHeads},
 		{"per_layer_input", m.PerLayerInput, maxWidth}, {"per_layer_vocab", m.PerLayerVocab, maxWidth},
 		{"altup_inputs", m.AltUpInputs, maxHeads}, {"laurel_rank", m.LaurelRank, maxWidth}, {"kv_shared_layers", m.KVSharedLayers, maxLayers},
@@ -1721,6 +1782,9 @@ func (m Model) ranges() error {
 	if c := m.Conformer; c != nil && (min(c.SubsampleChannels[0], c.SubsampleChannels[1]) < 0 || max(c.SubsampleChannels[0], c.SubsampleChannels[1]) > maxChannels ||
 		c.ConvKernel < 0 || c.ConvKernel > maxChannels || c.OutputDim < 0 || c.OutputDim > maxWidth) {
 		return fmt.Errorf("model.conformer: subsample_channels %v and conv_kernel = %d must be in [0, %d], output_dim = %d in [0, %d]", c.SubsampleChannels, c.ConvKernel, maxChannels, c.OutputDim, maxWidth)
+	}
+	if err := m.speechRanges(); err != nil {
+		return err
 	}
 	if a := m.Audio; a != nil {
 		if a.Tower.Vision != nil || a.Tower.Audio != nil {
@@ -1801,12 +1865,13 @@ func (m Model) paramsLinearInExperts() int64 {
 func (m Model) ParamCount() int64 { return m.tensorSet().params }
 
 // ActiveParamCount counts the parameters one token passes through: routed
-// experts contribute ExpertsPerToken of Experts.
+// experts contribute ExpertsPerToken of Experts; a speech generator
+// (Model.Speech), which no text token passes through, none.
 func (m Model) ActiveParamCount() int64 {
 	var n int64
 	m = m.Normalize()
 	for _, t := range m.tensors() {
-		if t.Expert >= m.ExpertsPerToken {
+		if t.Expert >= m.ExpertsPerToken || t.part == speechPart {
 			continue
 		}
 		if t.Stacked > 0 {

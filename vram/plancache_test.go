@@ -37,11 +37,15 @@ func TestPlanKeyCoversEveryField(t *testing.T) {
 
 // fill gives every pointer of v a value and every list one element, so
 // that eachLeaf reaches the fields behind them. A Model nests Models (a
-// vision tower, an audio tower, a draft), each nesting more: four levels
-// reach every type's fields while the plan stays small enough to key
-// each of its leaves changed in turn (six made the test O(2⁶) slower with
-// each new nested tower).
-func fill(v reflect.Value, depth int) {
+// vision tower, an audio tower, a draft, a speech generator's three
+// stages), each nesting more: four levels reach every type's fields while
+// the plan stays small enough to key each of its leaves changed in turn
+// (six made the test O(2⁶) slower with each new nested tower), and a
+// struct type already filled twice on the way down is left as it is, its
+// pointers nil (the speech stages made each level five Models, not two).
+func fill(v reflect.Value, depth int) { fillSeen(v, depth, map[reflect.Type]int{}) }
+
+func fillSeen(v reflect.Value, depth int, seen map[reflect.Type]int) {
 	if depth > 4 {
 		return
 	}
@@ -50,18 +54,23 @@ func fill(v reflect.Value, depth int) {
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
-		fill(v.Elem(), depth+1)
+		fillSeen(v.Elem(), depth+1, seen)
 	case reflect.Struct:
+		if seen[v.Type()] >= 2 {
+			return
+		}
+		seen[v.Type()]++
+		defer func() { seen[v.Type()]-- }()
 		for i := 0; i < v.NumField(); i++ {
 			if v.Type().Field(i).IsExported() {
-				fill(v.Field(i), depth)
+				fillSeen(v.Field(i), depth, seen)
 			}
 		}
 	case reflect.Slice:
 		if v.Len() == 0 {
 			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		}
-		fill(v.Index(0), depth+1)
+		fillSeen(v.Index(0), depth+1, seen)
 	case reflect.Map:
 		if v.IsNil() {
 			m := reflect.MakeMap(v.Type())

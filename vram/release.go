@@ -530,6 +530,9 @@ func (in Inference) notes(m Model, weights Bytes) []string {
 	if s := in.audioNote(m); s != "" {
 		out = append(out, s) // audio.go
 	}
+	if s := in.speechNote(m); s != "" {
+		out = append(out, s) // speech.go
+	}
 	if s := m.storedOnly(); len(s) > 0 && m.MTPLayers > 0 {
 		var b Bytes
 		for _, t := range s {

@@ -110,19 +110,21 @@ type mixerSettings struct {
 	lightning  *Lightning
 	sparse     *BlockSparse
 	conformer  *Conformer
+	codec      *Codec
 }
 
 func (m Model) key() modelKey {
 	k := modelKey{m: m}
 	k.m.Origin, k.m.Release, k.m.Image, k.m.Vision, k.m.Audio = nil, nil, nil, nil, nil // Origin changes no tensor; Vision, Audio: visionKey
-	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Compressed, k.m.Lightning, k.m.BlockSparse, k.m.Conformer = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	k.m.Speech = nil                                                                    // visionKey
+	k.m.SSM, k.m.ShortConv, k.m.DeltaNet, k.m.Mamba, k.m.KDA, k.m.Compressed, k.m.Lightning, k.m.BlockSparse, k.m.Conformer, k.m.Codec = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	if m.Release != nil {
 		k.release = *m.Release
 	}
 	if m.Image != nil {
 		k.image = *m.Image
 	}
-	if m.recurrent() || m.Compressed != nil || m.BlockSparse != nil || m.Conformer != nil {
+	if m.recurrent() || m.Compressed != nil || m.BlockSparse != nil || m.Conformer != nil || m.Codec != nil {
 		k.mixers = m.mixersKey()
 	}
 	return k
@@ -131,7 +133,7 @@ func (m Model) key() modelKey {
 // mixersKey writes out m's recurrent mixers' settings (out of key, whose
 // models mostly have none: the settings escape to the heap).
 func (m Model) mixersKey() string {
-	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Compressed, m.Lightning, m.BlockSparse, m.Conformer})
+	b, _ := planKey(nil, &mixerSettings{m.SSM, m.ShortConv, m.DeltaNet, m.Mamba, m.KDA, m.Compressed, m.Lightning, m.BlockSparse, m.Conformer, m.Codec})
 	return string(b)
 }
 
@@ -144,6 +146,10 @@ type visionKey struct {
 	// audio is the audio tower's key (Model.Audio), when hasAudio.
 	audio    modelKey
 	hasAudio bool
+	// speech are the speech generator's stages' keys (Model.Speech), when
+	// hasSpeech.
+	speech    [3]modelKey
+	hasSpeech bool
 }
 
 func (m Model) visionKey() visionKey {
@@ -153,6 +159,9 @@ func (m Model) visionKey() visionKey {
 	k.vision = v
 	if m.Audio != nil {
 		k.audio, k.hasAudio = m.Audio.Tower.key(), true
+	}
+	if s := m.Speech; s != nil {
+		k.speech, k.hasSpeech = [3]modelKey{s.Talker.key(), s.Predictor.key(), s.Vocoder.key()}, true
 	}
 	return k
 }
@@ -244,7 +253,8 @@ func (m Model) buildTensors() []Tensor {
 	if m.Vision != nil {
 		if w := lookupFamily(m.Vision.Family); w != nil && w.tensors != nil {
 			w.tensors(m, l)
-			m.audioTensors(l) // audio.go: nothing without Model.Audio
+			m.audioTensors(l)  // audio.go: nothing without Model.Audio
+			m.speechTensors(l) // speech.go: nothing without Model.Speech
 		}
 		return l.ts
 	}

@@ -188,8 +188,8 @@ func (r *resolved) microBatchFLOPs() float64 {
 			s = &tower
 		case t.part == projectorPart:
 			s = &proj
-		case t.part == unusedPart || t.part == audioPart:
-			continue // never run (an audio tower's forward is not modelled)
+		case t.part == unusedPart || t.part == audioPart || t.part == speechPart:
+			continue // never run (an audio tower's or a speech generator's forward is not modelled)
 		case m.EncoderDecoder() && (t.head || (t.Layer >= 0 && m.DecoderBlock(t.Layer))):
 			s = &dec
 		default:
@@ -316,6 +316,8 @@ func (in Inference) ThroughputBound(g GPU) (_ Throughput, err error) {
 	var params, decoder, head float64
 	for _, t := range m.tensors() {
 		switch {
+		case t.part == speechPart:
+			continue // not loaded by the serving engines, never run (speech.go)
 		case t.Role == "lm_head":
 			head += matmulParams(m, t)
 		case tiedHead(m, t):

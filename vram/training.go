@@ -184,7 +184,9 @@ type Training struct {
 
 	Parallel Parallel `json:"parallel,omitempty"`
 
-	// asTower: the run of a vision-language model's tower (towerPlan).
+	// asTower: the run of a part of a multimodal model: its vision tower
+	// (towerPlan), or its language model's text-only forward (a serving
+	// engine's CUDA-graph capture, Inference.Estimate with towerOff).
 	asTower bool
 	// servingEngine: a serving engine's forward (vLLM's profile run, say)
 	// runs the model with the engine's own kernels, not transformers'

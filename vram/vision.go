@@ -82,6 +82,14 @@ type visionWrapper struct {
 	// without an audio side (audio.go).
 	audioPrefix    string
 	audioProjector func(a Audio, l *tensorList, h int64)
+	// speechStages are the families of the speech generator's talker,
+	// predictor and vocoder (Model.Speech) the wrapper builds, "" for a
+	// stage it has not; speech lists their tensors and speechBuffers
+	// their buffers under the wrapper's names, with what joins them to the
+	// language model; nil for a wrapper without one (speech.go).
+	speechStages  [3]string
+	speech        func(m Model, l *tensorList)
+	speechBuffers func(m Model, b *bufferList)
 }
 
 // hookedLayer reports whether the wrapper's afterLayer runs after decoder
@@ -103,6 +111,7 @@ const (
 	unusedPart                 // tower tensors the features never pass through (no gradient)
 	frozenPart                 // a parameter created with requires_grad=False (ERNIE 4.5's moe_statics)
 	audioPart                  // an audio tower and its projector (Model.Audio): loaded, run by no modelled plan (audio.go)
+	speechPart                 // a speech generator (Model.Speech): stored, loaded by transformers only, run by no modelled plan (speech.go)
 )
 
 // visionWrapperOf returns the wrapper's declaration, or nil.
@@ -329,7 +338,7 @@ func (r *resolved) trains(t Tensor) bool {
 	switch t.part {
 	case towerPart:
 		return r.towerTrains()
-	case unusedPart, frozenPart, audioPart:
+	case unusedPart, frozenPart, audioPart, speechPart:
 		return false
 	}
 	return !r.frozen

@@ -168,6 +168,8 @@ var vllmArchitectures = map[string]vllmArchitecture{
 	qwen35TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForCausalLM", source: registryLacks},
 	qwen35MoeTextModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForCausalLM", source: registryLacks},
 	kimiK25ModelType:       {missing: []string{"0.11.0", "0.14.1"}, names: "KimiK25ForConditionalGeneration", source: registryLacks},
+	qwen3OmniMoeModelType: {missing: []string{"0.11.0"}, names: "Qwen3OmniMoeForConditionalGeneration",
+		source: "0.11.0 model_executor/models/registry.py has no Qwen3OmniMoeForConditionalGeneration; 0.14.1 registry.py:419-422 maps it to qwen3_omni_moe_thinker"},
 	kimiLinearModelType: {missing: []string{"0.11.0"}, names: "KimiLinearForCausalLM",
 		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
 	deepseekV4ModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",

@@ -111,6 +111,7 @@ AUDIO = {"whisper"}
 # Families transformers maps to a causal LM only outside AutoModelForCausalLM's
 # table (5.23's mistral4: Mistral4ForCausalLM under AutoModelForPreTraining).
 PRETRAINING_CAUSAL = {"mistral4"}
+MULTIMODAL = {"qwen3_omni_moe"}  # AutoModelForMultimodalLM (5.23: Qwen3OmniMoeForConditionalGeneration)
 VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "llama4", "mistral3", "minimax_m3_vl", "kimi_k25"}
 
 
@@ -186,6 +187,8 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
         cls = transformers.AutoModelForSpeechSeq2Seq if model_type in AUDIO else transformers.AutoModelForSeq2SeqLM
     if model_type in VISION_LANGUAGE:
         cls = transformers.AutoModelForImageTextToText
+    if model_type in MULTIMODAL:
+        cls = transformers.AutoModelForMultimodalLM
     if model_type in PRETRAINING_CAUSAL:
         cls = transformers.AutoModelForPreTraining
     if attn == "sdpa":
