@@ -23,11 +23,14 @@
 //	examples/… (the CLIs), charts, notebooks     what users run and read
 //	vram/importer                                 the configs users have → plans
 //	vram/snapshot, vram/gpu, vram/hub             a run's snapshot, this machine's GPUs, the Hub
+//	vram/answer                                   the answer about a plan (plan -json, the MCP server), its JSON schemas
+//	vram: searches                                search.go (layouts) search_serving.go (vLLM launches) search_flags.go comm.go (step bound)
 //	vram: verdicts and advice                     budget.go plan.go advice*.go compare.go whatif.go
 //	vram: post-training                           posttraining*.go posttrain_*.go
 //	vram: serving engines                         inference.go serving.go vllm*.go sglang*.go tgi.go llamacpp.go ollama.go gguf.go throughput.go
 //	vram: the training step                       estimate.go training.go program.go step*.go blockrun.go tally.go timeline.go replay.go allocator.go sanity.go,
-//	                                              a file per mechanism (fsdp2*.go deepspeed.go megatron.go offload.go nvme.go activation_offload.go …)
+//	                                              a file per mechanism (fsdp2*.go deepspeed.go megatron.go offload.go nvme.go activation_offload.go kbitprep.go …),
+//	                                              outside PyTorch: nccl.go (NCCL's buffers by communicator, part and release)
 //	vram: models and their ops                    model.go family.go family_<model_type>.go layout.go tensors.go hfconfig.go presets.go release.go quant.go,
 //	                                              the ops of a block (activations.go attention.go mla.go moe.go mamba*.go deltanet*.go vision*.go …)
 //	vram: sizes and words                         bytes.go dtype.go checked.go breakdown.go suggest.go names.go planwords.go
