@@ -55,7 +55,11 @@ func layoutName(l vram.Layout) string {
 	if p.PP > 1 {
 		mb, ga = t.MicroBatch/max(1, p.PPMicrobatches), p.PPMicrobatches
 	}
-	return fmt.Sprintf("dp %d · tp %d · pp %d · cp %d · mb %d × %d · %s", max(1, p.DP), max(1, p.TP), max(1, p.PP), max(1, p.CP), mb, ga, orNone(string(t.Checkpointing)))
+	pp := fmt.Sprint(max(1, p.PP))
+	if p.VirtualStages > 1 {
+		pp += fmt.Sprintf(" (%d virtual)", p.VirtualStages)
+	}
+	return fmt.Sprintf("dp %d · tp %d · pp %s · cp %d · mb %d × %d · %s", max(1, p.DP), max(1, p.TP), pp, max(1, p.CP), mb, ga, orNone(string(t.Checkpointing)))
 }
 
 func orNone(s string) string {

@@ -189,7 +189,7 @@ func BenchmarkVLLMCarve(b *testing.B) {
 
 // BenchmarkSearch405B: the layout search of Llama-3.1-405B at 8k tokens
 // under torchtitan on 1,024 H100s, a global batch of 2,048 sequences
-// (1,212 candidate layouts estimated, the fastest 100 that fit replayed),
+// (2,100 candidate layouts estimated, the fastest 100 that fit replayed),
 // the answers cache emptied first. Issue 52 asks 10⁵ candidates in 2 s and
 // the top 100 replayed in 1 s.
 func BenchmarkSearch405B(b *testing.B) {

@@ -216,8 +216,8 @@ func firstLine(err error) string {
 // (fully sharded, as torchtitan and FSDP shard it, unless the plan shards
 // otherwise), micro-batches 1–8 that divide each replica's share of the
 // global batch (with pipeline stages: microbatches of the pipeline, at
-// least one a stage), and no, selective (torchtitan's op-level) or full
-// recompute. What the plan
+// least one a stage; one or two virtual stages a rank), and no, selective
+// (torchtitan's op-level) or full recompute. What the plan
 // sets stays.
 func (s SearchSpace) candidates() ([]Training, error) {
 	base := s.Plan
@@ -262,7 +262,13 @@ func (s SearchSpace) candidates() ([]Training, error) {
 						continue
 					}
 					for _, ck := range checkpoints {
-						out = append(out, s.layout(dp, tp, pp, cp, local, mb, ck))
+						for _, v := range s.virtualStages(pp, local/mb) {
+							l := s.layout(dp, tp, pp, cp, local, mb, ck)
+							if v > 1 {
+								l.Parallel.PPSchedule, l.Parallel.VirtualStages = ScheduleInterleaved1F1B, v
+							}
+							out = append(out, l)
+						}
 					}
 				}
 			}
@@ -290,6 +296,20 @@ func (s SearchSpace) layout(dp, tp, pp, cp, local, mb int, ck Checkpointing) Tra
 		t.MicroBatch, t.GradAccum, t.Parallel.PPMicrobatches = local, 1, local/mb
 	}
 	return t
+}
+
+// virtualStages are the looped stages a rank may hold: one, and for a
+// pipeline the plan leaves unscheduled two (interleaved 1F1B, whose
+// bubble shrinks by that factor: Narayanan et al. 2021 §2.2.2), where the
+// layers give each stage one and the microbatches fill the loop.
+func (s SearchSpace) virtualStages(pp, microbatches int) []int {
+	if pp == 1 || s.Plan.Parallel.PPSchedule != "" || s.Plan.Parallel.VirtualStages > 0 {
+		return []int{max(1, s.Plan.Parallel.VirtualStages)}
+	}
+	if 2*pp > s.Plan.Model.Normalize().Layers || microbatches%pp != 0 {
+		return []int{1}
+	}
+	return []int{1, 2}
 }
 
 // fixedOr is a plan's fixed choice, or the choices to search.

@@ -27,6 +27,10 @@ func (t Training) LaunchFlags() string {
 		if p.PP > 1 {
 			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_microbatch_size %d", t.MicroBatch/max(1, p.PPMicrobatches)))
 		}
+		if p.PPSchedule == ScheduleInterleaved1F1B {
+			// Interleaved1F1B over layers_per_stage = layers / (pp × v).
+			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_schedule Interleaved1F1B --parallelism.pipeline_parallel_layers_per_stage %d", max(1, t.Model.Normalize().Layers/(p.PP*max(1, p.VirtualStages)))))
+		}
 		return strings.Join(f, " ")
 	case FrameworkMegatron:
 		f := []string{fmt.Sprintf("--tensor-model-parallel-size %d", max(1, p.TP)),
@@ -35,6 +39,9 @@ func (t Training) LaunchFlags() string {
 			fmt.Sprintf("--seq-length %d", t.SeqLen)}
 		if p.SP {
 			f = append(f, "--sequence-parallel")
+		}
+		if p.PPSchedule == ScheduleInterleaved1F1B && p.VirtualStages > 1 {
+			f = append(f, fmt.Sprintf("--num-layers-per-virtual-pipeline-stage %d", max(1, t.Model.Normalize().Layers/(p.PP*p.VirtualStages))))
 		}
 		mb, global := t.MicroBatch, t.MicroBatch*max(1, t.GradAccum)*max(1, p.DP)
 		if p.PP > 1 {

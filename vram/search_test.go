@@ -196,3 +196,29 @@ func weightsOf(l ServingLayout) Quant {
 	}
 	return Quant{DType: FP8E4M3}
 }
+
+// TestSearchInterleaved: a pipeline the plan leaves unscheduled is also
+// searched interleaved over two virtual stages, whose bubble is the
+// halved (p − 1)/(2m + p − 1); such a layout launches as torchtitan's
+// Interleaved1F1B.
+func TestSearchInterleaved(t *testing.T) {
+	res, err := Search(SearchSpace{Plan: searchPlan(), GPU: mustGPU("H100-80GB"), GPUs: 16, GlobalBatch: 32, Replay: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range res.Layouts {
+		p := l.Training.Parallel
+		if p.VirtualStages != 2 {
+			continue
+		}
+		found = true
+		m, pp := float64(p.PPMicrobatches), float64(p.PP)
+		if want := (pp - 1) / (2*m + pp - 1); p.PPSchedule != ScheduleInterleaved1F1B || math.Abs(l.Step.Bubble-want) > 1e-12 || !strings.Contains(l.Launch, "Interleaved1F1B") {
+			t.Errorf("%+v: bubble %g, want %g; %s", p, l.Step.Bubble, want, l.Launch)
+		}
+	}
+	if !found {
+		t.Error("no interleaved layout among those that fit")
+	}
+}
