@@ -306,7 +306,14 @@ func (s SearchSpace) virtualStages(pp, microbatches int) []int {
 	if pp == 1 || s.Plan.Parallel.PPSchedule != "" || s.Plan.Parallel.VirtualStages > 0 {
 		return []int{max(1, s.Plan.Parallel.VirtualStages)}
 	}
-	if 2*pp > s.Plan.Model.Normalize().Layers || microbatches%pp != 0 {
+	layers := s.Plan.Model.Normalize().Layers
+	if s.Plan.Framework == FrameworkTorchtitan && (layers+2)%(2*pp) != 0 {
+		// torchtitan counts the embedding and the output as a layer each
+		// and needs its virtual stages a multiple of pp: layers_per_stage
+		// must divide them evenly (pipeline_llm).
+		return []int{1}
+	}
+	if 2*pp > layers || microbatches%pp != 0 {
 		return []int{1}
 	}
 	return []int{1, 2}

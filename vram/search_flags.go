@@ -28,8 +28,10 @@ func (t Training) LaunchFlags() string {
 			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_microbatch_size %d", t.MicroBatch/max(1, p.PPMicrobatches)))
 		}
 		if p.PPSchedule == ScheduleInterleaved1F1B {
-			// Interleaved1F1B over layers_per_stage = layers / (pp × v).
-			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_schedule Interleaved1F1B --parallelism.pipeline_parallel_layers_per_stage %d", max(1, t.Model.Normalize().Layers/(p.PP*max(1, p.VirtualStages)))))
+			// Interleaved1F1B over layers_per_stage = (layers + 2) / (pp ×
+			// v): torchtitan counts the embedding and the output as a layer
+			// each (pipeline_llm's num_virtual_stages).
+			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_schedule Interleaved1F1B --parallelism.pipeline_parallel_layers_per_stage %d", max(1, (t.Model.Normalize().Layers+2)/(p.PP*max(1, p.VirtualStages)))))
 		}
 		return strings.Join(f, " ")
 	case FrameworkMegatron:

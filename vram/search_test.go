@@ -199,10 +199,12 @@ func weightsOf(l ServingLayout) Quant {
 
 // TestSearchInterleaved: a pipeline the plan leaves unscheduled is also
 // searched interleaved over two virtual stages, whose bubble is the
-// halved (p − 1)/(2m + p − 1); such a layout launches as torchtitan's
-// Interleaved1F1B.
+// halved (p − 1)/(2m + p − 1); such a layout launches with Megatron-LM's
+// layers per virtual stage.
 func TestSearchInterleaved(t *testing.T) {
-	res, err := Search(SearchSpace{Plan: searchPlan(), GPU: mustGPU("H100-80GB"), GPUs: 16, GlobalBatch: 32, Replay: 400})
+	p := searchPlan()
+	p.Framework = FrameworkMegatron // torchtitan would also need (32 + 2) layers to divide its stages
+	res, err := Search(SearchSpace{Plan: p, GPU: mustGPU("H100-80GB"), GPUs: 16, GlobalBatch: 32, Replay: 400})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +216,7 @@ func TestSearchInterleaved(t *testing.T) {
 		}
 		found = true
 		m, pp := float64(p.PPMicrobatches), float64(p.PP)
-		if want := (pp - 1) / (2*m + pp - 1); p.PPSchedule != ScheduleInterleaved1F1B || math.Abs(l.Step.Bubble-want) > 1e-12 || !strings.Contains(l.Launch, "Interleaved1F1B") {
+		if want := (pp - 1) / (2*m + pp - 1); p.PPSchedule != ScheduleInterleaved1F1B || math.Abs(l.Step.Bubble-want) > 1e-12 || !strings.Contains(l.Launch, "--num-layers-per-virtual-pipeline-stage") {
 			t.Errorf("%+v: bubble %g, want %g; %s", p, l.Step.Bubble, want, l.Launch)
 		}
 	}
