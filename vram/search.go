@@ -326,3 +326,17 @@ func fixedOr(fixed int, choices ...int) []int {
 	}
 	return choices
 }
+
+// SearchSpaceOn is a training plan's search on g as its plan file asks
+// for it (its "search" section: the GPUs, the global batch, the network);
+// a caller may override any of them.
+func (p Plan) SearchSpaceOn(g GPU) SearchSpace {
+	s := SearchSpace{GPU: g}
+	if p.Training != nil {
+		s.Plan = *p.Training
+	}
+	if ss := p.Search; ss != nil {
+		s.GPUs, s.GlobalBatch, s.NetworkBandwidth = ss.GPUs, ss.GlobalBatch, ss.NetworkBandwidth
+	}
+	return s
+}

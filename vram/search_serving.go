@@ -141,3 +141,20 @@ func (v VLLM) serveLine(model string, w Quant, replicas int) string {
 	}
 	return strings.Join(f, " ")
 }
+
+// ServingSpaceOn is the serving search of a plan vLLM serves, on up to
+// gpus GPUs g: its model and weights, its launch's settings but
+// max_model_len, and requests of its context — the launch's
+// max_model_len, else the inference's prompt and new tokens.
+func (p Plan) ServingSpaceOn(g GPU, gpus int) ServingSpace {
+	s := ServingSpace{GPU: g, GPUs: gpus}
+	if p.Inference == nil || p.VLLM == nil {
+		return s
+	}
+	s.Inference, s.Launch = *p.Inference, *p.VLLM
+	s.Context, s.Launch.MaxModelLen = s.Launch.MaxModelLen, 0
+	if s.Context == 0 {
+		s.Context = p.Inference.PromptTokens + p.Inference.NewTokens
+	}
+	return s
+}

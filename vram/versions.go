@@ -278,7 +278,8 @@ func ModelledReleases() map[string][]string {
 
 // ParseVersions reads releases written as the plan file's keys take them,
 // "trl=0.25.0,vllm=0.14.1" (the CLI's -versions): each key one of Versions'
-// (vllm, sglang, trl, transformers, nccl, …), each value a release.
+// (vllm, sglang, trl, transformers, nccl, …), each value a release; a
+// library named twice takes its last release, as a repeated flag does.
 func ParseVersions(s string) (Versions, error) {
 	var v Versions
 	rv := reflect.ValueOf(&v).Elem()

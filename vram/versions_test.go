@@ -398,7 +398,10 @@ func TestTRLReleases(t *testing.T) {
 	if err != nil || v.TRL != "0.25.0" || v.VLLM != "0.14.1" {
 		t.Errorf("ParseVersions: %+v, %v", v, err)
 	}
-	for _, bad := range []string{"trl", "trl=", "pytorch=2.15.0", "trl=latest"} {
+	if v, err := ParseVersions("trl=0.25.0,trl=1.10.0"); err != nil || v.TRL != "1.10.0" {
+		t.Errorf("a library named twice: %+v, %v; want the last", v, err)
+	}
+	for _, bad := range []string{"trl", "trl=", "pytorch=2.15.0", "trl=latest", strings.Repeat("trl=1.0.0,", 1000) + "x"} {
 		if _, err := ParseVersions(bad); err == nil {
 			t.Errorf("ParseVersions(%q) read", bad)
 		}

@@ -172,10 +172,7 @@ func searchLayouts(a args) (any, error) {
 	if p.Training == nil {
 		return searchServing(a, p, g)
 	}
-	s := vram.SearchSpace{Plan: *p.Training, GPU: g}
-	if ss := p.Search; ss != nil {
-		s.GPUs, s.GlobalBatch, s.NetworkBandwidth = ss.GPUs, ss.GlobalBatch, ss.NetworkBandwidth
-	}
+	s := p.SearchSpaceOn(g)
 	top := 10
 	for _, f := range []struct {
 		key string
@@ -216,13 +213,7 @@ func searchServing(a args, p vram.Plan, g vram.GPU) (any, error) {
 	if gpus < 1 {
 		return nil, errors.New("arguments.gpus: required: the GPUs the model may be served on")
 	}
-	context := p.VLLM.MaxModelLen
-	if context == 0 {
-		context = p.Inference.PromptTokens + p.Inference.NewTokens
-	}
-	launch := *p.VLLM
-	launch.MaxModelLen = 0
-	res, err := vram.SearchServing(vram.ServingSpace{Inference: *p.Inference, Launch: launch, GPU: g, GPUs: gpus, Context: context})
+	res, err := vram.SearchServing(p.ServingSpaceOn(g, gpus))
 	if err != nil {
 		return nil, err
 	}

@@ -18,10 +18,8 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 	if p.Training == nil {
 		return errors.New("-search: the plan must be a training plan (train) or one vLLM serves (inference with vllm)")
 	}
-	sp := vram.SearchSpace{Plan: *p.Training, GPUs: gpus, GlobalBatch: globalBatch}
-	if ss := p.Search; ss != nil {
-		sp.GPUs, sp.GlobalBatch, sp.NetworkBandwidth = orInt(gpus, ss.GPUs), orInt(globalBatch, ss.GlobalBatch), ss.NetworkBandwidth
-	}
+	sp := p.SearchSpaceOn(vram.GPU{})
+	sp.GPUs, sp.GlobalBatch = orInt(gpus, sp.GPUs), orInt(globalBatch, sp.GlobalBatch)
 	if sp.GPUs < 1 {
 		return errors.New("-search: give the GPUs to lay the run out on with -gpus N (or the plan's search.gpus)")
 	}
@@ -94,13 +92,8 @@ func runServingSearch(w io.Writer, p vram.Plan, gpuName string, gpus, top int, a
 	if err != nil {
 		return fmt.Errorf("gpu: %w", err)
 	}
-	context := p.VLLM.MaxModelLen
-	if context == 0 {
-		context = p.Inference.PromptTokens + p.Inference.NewTokens
-	}
-	launch := *p.VLLM
-	launch.MaxModelLen = 0
-	res, err := vram.SearchServing(vram.ServingSpace{Inference: *p.Inference, Launch: launch, GPU: g, GPUs: gpus, Context: context})
+	sp := p.ServingSpaceOn(g, gpus)
+	res, err := vram.SearchServing(sp)
 	if err != nil {
 		return err
 	}
@@ -112,7 +105,7 @@ func runServingSearch(w io.Writer, p vram.Plan, gpuName string, gpus, top int, a
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Fprintf(w, "vLLM launches of %s on up to %d × %s for requests of %d tokens, the most requests at once first:\n\n", p.Model.Name, gpus, g.Name, context)
+	fmt.Fprintf(w, "vLLM launches of %s on up to %d × %s for requests of %d tokens, the most requests at once first:\n\n", p.Model.Name, gpus, g.Name, sp.Context)
 	if len(res) == 0 {
 		fmt.Fprintln(w, "none starts and holds one request: more GPUs, a shorter context or a smaller model")
 		return nil
