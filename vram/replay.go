@@ -224,6 +224,9 @@ func (rp *replayer) run(p *program) {
 
 // exec runs op as iteration it of its run (0 outside runs).
 func (rp *replayer) exec(p *program, op *stepOp, it int) {
+	if op.only.skips(it) {
+		return
+	}
 	switch op.kind {
 	case opAlloc:
 		s := op.slot + slot(it)

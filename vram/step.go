@@ -38,6 +38,8 @@ type stepOp struct {
 	// step: inside a run, iteration i acts on slot+step·i (an allocation
 	// always on slot+i, its own block's).
 	step int8
+	// only: inside a run, the iterations it acts in (step_run.go).
+	only only
 	slot slot
 	// ref indexes the program's marks (opMark), calls (opForward,
 	// opBackward, opPark, opFetch), pieces (opAlloc, -1 for one piece) or
@@ -219,6 +221,9 @@ func (c *compiler) mark(layer int, name string) {
 	}
 	c.prog.marks = append(c.prog.marks, at)
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opMark, ref: int32(len(c.prog.marks) - 1)})
+	if c.in != nil && c.in.laterAt < 0 {
+		c.firstMarkOfBody()
+	}
 	c.prog.ops = append(c.prog.ops, c.later...)
 	c.later = c.later[:0]
 }

@@ -17,6 +17,28 @@ type runBody struct {
 	dir   int  // +1: blocks in increasing order (forward), -1: decreasing (backward)
 	first slot // the body's first slot: its vectors are from here on
 	op    int  // the run's opRun in prog.ops
+	// The allocations for the next moment (allocLater) join the memory
+	// after the next mark: pre are those pending when the run began, the
+	// first iteration's; laterAt is where the body's first mark's follow
+	// it in prog.ops (-1 before that mark), where each iteration after the
+	// first makes the previous one's.
+	pre     []stepOp
+	laterAt int
+}
+
+// only says in which iterations of its run an operation acts.
+type only uint8
+
+const (
+	everyIteration  only = iota
+	firstIteration       // the allocations pending when the run began
+	laterIterations      // the previous iteration's allocations for the next moment
+)
+
+// skips reports whether an operation that acts only in o's iterations
+// skips iteration it.
+func (o only) skips(it int) bool {
+	return o == firstIteration && it > 0 || o == laterIterations && it == 0
 }
 
 // vector is a run's slot, s+i for iteration i (s−1 is the element a chain
@@ -53,12 +75,29 @@ func (c *compiler) refOf(s slot) ref {
 	return ref{s: s}
 }
 
+// compileRuns is false only in the test that checks that runs change no
+// figure (TestRunsChangeNothing).
+var compileRuns = true
+
+// singles is the stage's blocks one by one.
+func (c *stepCompiler) singles() [][2]int {
+	out := c.runStore[:0]
+	for l := c.st.first; l < c.st.last; l++ {
+		out = append(out, [2]int{l, l + 1})
+	}
+	c.runList, c.runStore = out, out
+	return out
+}
+
 // runs splits the stage's blocks into runs of at least four identical
 // blocks (and single blocks between): [start, end) pairs in block order,
 // the same in every pass.
 func (c *stepCompiler) runs() [][2]int {
 	if c.runList != nil {
 		return c.runList
+	}
+	if !compileRuns {
+		return c.singles()
 	}
 	// next[l-first]: block l runs as block l+1 does.
 	next := c.sameStore[:0]
@@ -87,10 +126,10 @@ func (c *stepCompiler) runs() [][2]int {
 // interior reports whether block l's forward and backward compile as its
 // neighbours' do: the same block, the same memory (next, of runs),
 // nothing of the step's happening at it (a mask freed, the bridge, the
-// stage's ends), outside pipeline stages and recompute groups.
+// stage's ends), outside recompute groups.
 func (c *stepCompiler) interior(l int, next []bool) bool {
 	r := c.r
-	if l <= c.st.first || l >= c.st.last-1 || l == 0 || l == c.edges.BridgeAt || c.inflight != 1 {
+	if l <= c.st.first || l >= c.st.last-1 || l == 0 || l == c.edges.BridgeAt {
 		return false
 	}
 	if g0, g1 := r.recomputeGroup(l); g0 != g1 {
@@ -124,8 +163,59 @@ func sameSizes(a, b []Bytes) bool {
 func (c *compiler) beginRun(n, dir int) {
 	c.prog.runs = append(c.prog.runs, run{n: n})
 	c.prog.ops = append(c.prog.ops, stepOp{kind: opRun, ref: int32(len(c.prog.runs) - 1)})
-	c.body = runBody{n: n, dir: dir, first: slot(c.prog.slots), op: len(c.prog.ops) - 1}
+	pre := append(c.body.pre[:0], c.later...)
+	c.later = c.later[:0]
+	c.body = runBody{n: n, dir: dir, first: slot(c.prog.slots), op: len(c.prog.ops) - 1, pre: pre, laterAt: -1}
 	c.in = &c.body
+}
+
+// firstMarkOfBody follows the body's first mark with what was pending when
+// the run began (the first iteration's), and marks the place where each
+// later iteration makes the previous one's (endRun).
+func (c *compiler) firstMarkOfBody() {
+	for _, op := range c.in.pre {
+		op.only = firstIteration
+		c.prog.ops = append(c.prog.ops, op)
+	}
+	c.in.pre = c.in.pre[:0]
+	c.in.laterAt = len(c.prog.ops)
+}
+
+// carryLater places the body's allocations for the next moment as the
+// program without runs has them: an iteration's after the next one's first
+// mark (at laterAt, on the previous iteration's slots), the last one's
+// after the mark that follows the run (left pending, on its slots). A body
+// without a mark leaves every iteration's pending, after what was pending
+// when the run began.
+func (c *compiler) carryLater() {
+	body := c.in
+	if len(c.later) == 0 && len(body.pre) == 0 {
+		return
+	}
+	if body.laterAt < 0 {
+		own := append([]stepOp(nil), c.later...)
+		c.later = append(c.later[:0], body.pre...)
+		for i := range body.n {
+			for _, op := range own {
+				op.slot += slot(i)
+				c.later = append(c.later, op)
+			}
+		}
+		body.pre = body.pre[:0]
+		return
+	}
+	k, at := len(c.later), body.laterAt
+	ops := append(c.prog.ops, c.later...)
+	copy(ops[at+k:], ops[at:len(ops)-k])
+	for i, op := range c.later {
+		op.slot--
+		op.only = laterIterations
+		ops[at+i] = op
+	}
+	c.prog.ops = ops
+	for i := range c.later {
+		c.later[i].slot += slot(body.n - 1)
+	}
 }
 
 // endRun ends the body: each chain (a slot the body frees, from before the
@@ -133,6 +223,7 @@ func (c *compiler) beginRun(n, dir int) {
 // element −1, moved there before the run; chains[i] becomes the vector's
 // last element.
 func (c *compiler) endRun(chains []*slot, pre []slot) {
+	c.carryLater()
 	body := c.in
 	var buf [4]stepOp
 	moves := buf[:0]

@@ -247,6 +247,9 @@ func times(m int64, d Bytes) Bytes {
 // own lists the slots op fills for its iteration (iteration 0's), in
 // buf's storage.
 func (t *tally) own(p *program, op *stepOp, buf *[3]slot) []slot {
+	if op.only == firstIteration {
+		return nil
+	}
 	switch op.kind {
 	case opAlloc:
 		buf[0] = op.slot
@@ -283,6 +286,9 @@ func (t *tally) body(p *program, body []stepOp, it int) {
 
 // exec evaluates op as iteration it of its run (0 outside runs).
 func (t *tally) exec(p *program, op *stepOp, it int) {
+	if op.only.skips(it) {
+		return
+	}
 	switch op.kind {
 	case opAlloc:
 		t.put(op.slot+slot(it), amount{op.bytes, op.cat})
