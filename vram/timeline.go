@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"slices"
 )
 
 // Event is one moment of a training step with what is live on the GPU.
@@ -207,7 +208,12 @@ func simulateIn(sc *estimateScratch, r *resolved, blocks []unitMem, embed, head 
 	if sc != nil {
 		effects, spans = sc.effects[:0], sc.spans[:0]
 	}
+	var done []int // the stages evaluated
 	for k, st := range r.stages() {
+		if slices.ContainsFunc(done, func(j int) bool { return r.coveredBy(k, j, &edges) }) {
+			continue
+		}
+		done = append(done, k)
 		buf := stepBuffers.Get().(*stepBuffer)
 		compileStep(buf, r, k, blocks, embed, head, acts, edges)
 		t := &tally{record: record, effects: effects, spanStore: spans}
