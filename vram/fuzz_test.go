@@ -423,8 +423,8 @@ func checkBound(t *testing.T, bound func(GPU) (Throughput, error), work bool) {
 	for _, g := range gpus {
 		b, err := bound(g)
 		if g.TFLOPS <= 0 {
-			if err == nil || !strings.Contains(err.Error(), "no dense BF16 peak") {
-				t.Fatalf("%s, whose vendor publishes no peak: %v", g.Name, err)
+			if err == nil || !strings.Contains(err.Error(), "no dense BF16 peak") && !strings.Contains(err.Error(), "none found in a cited source") {
+				t.Fatalf("%s, with no peak published or found: %v", g.Name, err)
 			}
 			continue
 		}

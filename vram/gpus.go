@@ -81,6 +81,11 @@ func (g GPU) Total() Bytes {
 // Usable is the memory left for the process's tensors after the context.
 func (g GPU) Usable() Bytes { return g.Total() - g.Context }
 
+// peaksNotFound marks a catalog Source whose part has no peaks from a
+// cited source: its TFLOPS and Bandwidth stay zero and throughput bounds
+// refuse it rather than guess.
+const peaksNotFound = "peaks: not found"
+
 // gpus is the catalog. Sources are vendor datasheets; the reported totals
 // (MiB) come from nvidia-smi outputs of those parts.
 var gpus = []GPU{

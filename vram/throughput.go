@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Throughput bounds: the fastest a plan can run on a GPU, from the
@@ -50,8 +51,12 @@ type Throughput struct {
 }
 
 // noPeaks says why g has no throughput bound: a capacity has no peaks,
-// and some catalog parts' vendors publish no dense BF16 peak.
+// some catalog parts' vendors publish no dense BF16 peak, and for some
+// parts no cited source gave them (their Source says "peaks: not found").
 func (g GPU) noPeaks() error {
+	if strings.Contains(g.Source, peaksNotFound) {
+		return fmt.Errorf("throughput: the catalog has no peaks for GPU %q (none found in a cited source), so no bound is given (%s)", g.Name, g.Source)
+	}
 	if g.Source != "" {
 		return fmt.Errorf("throughput: no dense BF16 peak is published for GPU %q, so no bound is given (%s)", g.Name, g.Source)
 	}

@@ -235,10 +235,19 @@ func TestThroughputUnknownPeak(t *testing.T) {
 }
 
 // TestCatalogPeaks: every catalog GPU has its datasheet peaks, or says
-// that its vendor publishes no dense BF16 peak (then throughput bounds
-// refuse it rather than guess).
+// that its vendor publishes no dense BF16 peak, or that no cited source
+// gave its peaks (it then has none); throughput bounds refuse those
+// without a peak rather than guess, and say why.
 func TestCatalogPeaks(t *testing.T) {
+	tr := Training{Model: MustPreset("gpt2"), SeqLen: 128, MicroBatch: 1}
 	for _, g := range gpus {
+		if strings.Contains(g.Source, peaksNotFound) {
+			_, err := tr.ThroughputBound(g)
+			if g.TFLOPS != 0 || g.Bandwidth != 0 || err == nil || !strings.Contains(err.Error(), "none found in a cited source") {
+				t.Errorf("%s: TFLOPS %v, bandwidth %v, though its source found no peaks; bound: %v", g.Name, g.TFLOPS, g.Bandwidth, err)
+			}
+			continue
+		}
 		unpublished := strings.Contains(g.Source, "no published dense BF16 peak")
 		if g.TFLOPS <= 0 && !unpublished || g.TFLOPS > 0 && unpublished || g.Bandwidth <= 0 {
 			t.Errorf("%s: TFLOPS %v, bandwidth %v", g.Name, g.TFLOPS, g.Bandwidth)
