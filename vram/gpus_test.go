@@ -72,3 +72,51 @@ func TestUnknownGPUSuggestsOnlyItsKind(t *testing.T) {
 		t.Errorf("gemma5: %v", err)
 	}
 }
+
+// within1pct: got is want within 1 %.
+func within1pct(got, want Bytes) bool {
+	d := float64(got - want)
+	return d <= 0.01*float64(want) && -d <= 0.01*float64(want)
+}
+
+// TestGPUCatalog2026: each part added from the 2026 research reports the
+// total its source published (nvidia-smi's, and CUDA's where one was
+// measured), within 1 %, and a plan names it by any of its aliases.
+func TestGPUCatalog2026(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		aliases []string
+		nvml    Bytes // the tool's total as the source prints it
+		cuda    Bytes // CUDA's total, zero where none was measured
+	}{
+		{"H200-NVL", []string{"NVIDIA H200 NVL", "H200 NVL"}, 143771 * MiB, 150109880320},
+		{"GH200", []string{"NVIDIA GH200 480GB", "GH200 96GB"}, 97871 * MiB, 0},
+		{"GH200-144GB", []string{"NVIDIA GH200 144G HBM3e", "GH200 144GB"}, 146831 * MiB, 0},
+		{"RTX-5090-Laptop", []string{"NVIDIA GeForce RTX 5090 Laptop GPU", "RTX 5090 Laptop"}, 24463 * MiB, 0},
+		{"RTX-4090-Laptop", []string{"NVIDIA GeForce RTX 4090 Laptop GPU", "RTX 4090 Laptop"}, 16376 * MiB, 0},
+		{"RTX-5080", []string{"NVIDIA GeForce RTX 5080", "RTX 5080"}, 16303 * MiB, 15880 * MiB},
+		{"RTX-5070-Ti", []string{"NVIDIA GeForce RTX 5070 Ti", "RTX 5070 Ti"}, 16303 * MiB, 15842 * MiB},
+		{"RTX-PRO-6000-Max-Q", []string{"NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTX PRO 6000 Max-Q"}, 97887 * MiB, 0},
+	} {
+		for _, a := range append([]string{c.name}, c.aliases...) {
+			g, err := ParseCapacity(a)
+			if err != nil || g.Name != c.name {
+				t.Errorf("a plan's gpu %q is %q, %v; want %s", a, g.Name, err, c.name)
+			}
+		}
+		g := mustGPU(c.name)
+		if !within1pct(g.Memory, c.nvml) {
+			t.Errorf("%s: memory %v, its source's %v", c.name, g.Memory, c.nvml)
+		}
+		want := c.cuda
+		if want == 0 {
+			want = c.nvml // no CUDA total measured: the tool's stands
+		}
+		if !within1pct(g.Total(), want) || (c.cuda == 0) != (g.CUDATotal == 0) {
+			t.Errorf("%s: total %v (CUDA %v), its source's %v", c.name, g.Total(), g.CUDATotal, want)
+		}
+		if g.Unified || g.Source == "" || g.ComputeCapability == 0 {
+			t.Errorf("%s: unified %v, compute capability %d, source %q", c.name, g.Unified, g.ComputeCapability, g.Source)
+		}
+	}
+}
