@@ -73,6 +73,9 @@ func TestUnknownGPUSuggestsOnlyItsKind(t *testing.T) {
 	}
 }
 
+// printed is x of unit, as a source prints it ("10922.67 MiB").
+func printed(x float64, unit Bytes) Bytes { return Bytes(x * float64(unit)) }
+
 // within1pct: got is want within 1 %.
 func within1pct(got, want Bytes) bool {
 	d := float64(got - want)
@@ -117,6 +120,57 @@ func TestGPUCatalog2026(t *testing.T) {
 		}
 		if g.Unified || g.Source == "" || g.ComputeCapability == 0 {
 			t.Errorf("%s: unified %v, compute capability %d, source %q", c.name, g.Unified, g.ComputeCapability, g.Source)
+		}
+	}
+}
+
+// TestGPUUnifiedCatalog2026: an Apple silicon Mac plans against Metal's
+// recommendedMaxWorkingSetSize as its source measured it (its Memory is
+// the RAM, the reserve the rest), Strix Halo against the total ROCm and
+// PyTorch report; both within 1 %, both unified (the plan's host memory
+// counted in the need, as on DGX Spark), neither with CUDA, and a plan
+// names each by its aliases.
+func TestGPUUnifiedCatalog2026(t *testing.T) {
+	p := Training{Model: MustPreset("llama-3-8b"), SeqLen: 2048, MicroBatch: 1, Precision: "mixed_bf16", Checkpointing: CheckpointFull,
+		Parallel: Parallel{ZeRO: 2, CPUOffload: "optimizer"}}
+	for _, c := range []struct {
+		name    string
+		aliases []string
+		ram     Bytes // the machine's memory as the source states it
+		limit   Bytes // what the plan may use, as the source printed it
+		metal   bool
+	}{
+		{"Apple-M-16GB", []string{"Apple M1 16GB", "Mac 16GB"}, 16 * GiB, printed(10922.67, MiB), true},
+		{"Apple-M-24GB", []string{"Apple M4 Pro 24GB", "Mac 24GB"}, 25769803776, 19069665280, true},
+		{"Apple-M-32GB", []string{"Apple M2 Max 32GB", "Mac 32GB"}, 32 * GiB, printed(21845.34, MiB), true},
+		{"Apple-M-36GB", []string{"Apple M3 Max 36GB", "Mac 36GB"}, 36 * GiB, 30150.67e6, true},
+		{"Apple-M-64GB", []string{"Apple M1 Max 64GB", "Mac 64GB"}, 64 * GiB, 51539.61e6, true},
+		{"Apple-M-96GB", []string{"Apple M2 Max 96GB", "Mac 96GB"}, 96 * GiB, 73728 * MiB, true},
+		{"Apple-M-128GB", []string{"Apple M4 Max 128GB", "Apple M5 Max 128GB", "Mac 128GB"}, 137438953472, 115448725504, true},
+		{"Apple-M-256GB", []string{"Apple M3 Ultra 256GB", "Mac 256GB"}, 274877906944, 239143780352, true},
+		{"Strix-Halo-128GB", []string{"AMD Ryzen AI Max+ 395 128GB", "Radeon 8060S 128GB"}, printed(62.47, GiB), printed(62.47, GiB), false},
+	} {
+		for _, a := range append([]string{c.name}, c.aliases...) {
+			g, err := ParseCapacity(a)
+			if err != nil || g.Name != c.name {
+				t.Errorf("a plan's gpu %q is %q, %v; want %s", a, g.Name, err, c.name)
+			}
+		}
+		g := mustGPU(c.name)
+		if !within1pct(g.Total(), c.ram) || !g.Unified || g.ComputeCapability != 0 || g.Context != 0 || (g.Arch == "Metal") != c.metal {
+			t.Errorf("%s: total %v (its source's %v), unified %v, compute capability %d, context %v, arch %s", c.name, g.Total(), c.ram, g.Unified, g.ComputeCapability, g.Context, g.Arch)
+		}
+		if l := (Budget{GPU: g}).Limit(); !within1pct(l, c.limit) {
+			t.Errorf("%s: limit %v, its source's %v", c.name, l, c.limit)
+		}
+		b := Budget{GPU: g, Headroom: DefaultHeadroom}
+		v, err := b.Judge(p)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !within1pct(v.Limit, Bytes(float64(c.limit)*(1-DefaultHeadroom))) || v.Host == 0 || v.Need != v.DeviceUsed+v.Host ||
+			!strings.Contains(v.Why, "unified, shared with the CPU") || strings.Contains(v.Why, "operating system") != c.metal {
+			t.Errorf("%s: limit %v, host %v, need %v, device used %v: %s", c.name, v.Limit, v.Host, v.Need, v.DeviceUsed, v.Why)
 		}
 	}
 }
