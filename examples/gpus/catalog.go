@@ -12,7 +12,8 @@ import (
 // printCatalog lists the catalog's GPUs: each with what nvidia-smi (or
 // the vendor's tool) reports as its total, what CUDA reports, the context
 // a PyTorch process takes, its architecture, its dense BF16 peak where
-// published, and where each figure comes from.
+// published, what a plan gets of a unified part's pool, and where each
+// figure comes from.
 func printCatalog(w io.Writer, asJSON bool) error {
 	var gs []vram.GPU
 	for _, n := range vram.GPUs() {
@@ -43,6 +44,9 @@ func printCatalog(w io.Writer, asJSON bool) error {
 			peak = fmt.Sprintf("%g", g.TFLOPS)
 		}
 		switch {
+		case g.Unified && g.UnifiedReserve > 0:
+			// A Mac's total is its RAM; what a plan gets is Metal's cap.
+			note = fmt.Sprintf("unified memory, shared with the CPU; a plan gets %v", g.Total()-g.UnifiedReserve)
 		case g.Unified:
 			note = "unified memory, shared with the CPU"
 		case g.CapacityOnly:

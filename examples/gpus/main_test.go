@@ -125,7 +125,7 @@ func TestCatalog(t *testing.T) {
 			t.Errorf("-catalog lacks %s's row or source", n)
 		}
 	}
-	for _, want := range []string{"DGX-Spark", "unified memory, shared with the CPU", "MI325X", "capacity only", "10.3"} {
+	for _, want := range []string{"DGX-Spark", "unified memory, shared with the CPU", "MI325X", "capacity only", "10.3", "a plan gets 107.5 GiB"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-catalog lacks %q", want)
 		}
