@@ -174,3 +174,23 @@ func TestGPUUnifiedCatalog2026(t *testing.T) {
 		}
 	}
 }
+
+// TestServingEnginesRefuseMetal: vLLM, SGLang and TGI are not judged on an
+// Apple silicon Mac as if it were a CUDA GPU; llama.cpp is.
+func TestServingEnginesRefuseMetal(t *testing.T) {
+	mac := mustGPU("Apple-M-16GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b"), Batch: 1, PromptTokens: 1024, NewTokens: 128}
+	for name, carve := range map[string]func() error{
+		"vLLM":   func() error { _, err := VLLM{}.Carve(in, mac); return err },
+		"SGLang": func() error { _, err := SGLang{}.Carve(in, mac); return err },
+		"TGI":    func() error { _, err := TGI{}.Carve(in, mac); return err },
+	} {
+		err := carve()
+		if err == nil || !strings.Contains(err.Error(), "not on Apple silicon (Metal)") || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s on %s: %v, want a refusal naming Metal", name, mac.Name, err)
+		}
+	}
+	if _, err := (VLLM{}).Carve(in, mustGPU("MI300X")); err != nil {
+		t.Errorf("vLLM on ROCm: %v", err)
+	}
+}

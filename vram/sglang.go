@@ -218,6 +218,9 @@ func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
 // at start is the GPU's memory less its CUDA context, the weights as the
 // engine sizes them for the TP degree.
 func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
+	if err := servesOn("SGLang", g); err != nil {
+		return SGLangKVPool{}, err
+	}
 	in.TP = max(1, s.TP)
 	in.Batch, in.PromptTokens, in.NewTokens = max(1, in.Batch), max(1, in.PromptTokens), 0 // only the weights matter here
 	if v := in.Model.Vision; v != nil && in.Images >= 0 && in.Images <= MaxTokens {

@@ -46,6 +46,9 @@ type TGICarve struct {
 
 // Carve estimates a TGI launch of in's model and weights on g.
 func (t TGI) Carve(in Inference, g GPU) (TGICarve, error) {
+	if err := servesOn("TGI", g); err != nil {
+		return TGICarve{}, err
+	}
 	if t.CudaMemoryFraction == 0 {
 		t.CudaMemoryFraction = 1
 	}

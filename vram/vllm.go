@@ -673,6 +673,9 @@ type VLLMCarve struct {
 // KV cache gets what is left of gpu_memory_utilization × the GPU's memory
 // (gpu_worker.py determine_available_memory).
 func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
+	if err := servesOn("vLLM", g); err != nil {
+		return VLLMCarve{}, err
+	}
 	rel, modelled, err := v.release()
 	if err != nil {
 		return VLLMCarve{}, err
