@@ -30,6 +30,10 @@ type Budget struct {
 	// Allocator configures the allocator replay behind the reserved and
 	// device-used figures (expandable segments, …).
 	Allocator AllocatorConfig
+	// Torch is the PyTorch release the run uses (empty: the current one;
+	// JudgePlan takes the plan's versions.torch), which sizes the GEMM
+	// workspaces.
+	Torch string
 }
 
 func (b Budget) measure() string {
@@ -132,7 +136,7 @@ func (b Budget) judge(allocated, host Bytes, quick bool, replay func(ReplayOptio
 	// max_memory_allocated includes cuBLAS's workspace, which the first
 	// matmul allocates through the caching allocator and keeps.
 	g := b.GPU
-	v := Verdict{Measure: b.measure(), Allocated: allocated + cublasWorkspace(&g), Limit: b.Limit(), Host: host}
+	v := Verdict{Measure: b.measure(), Allocated: allocated + gemmWorkspace(&g, b.Torch), Limit: b.Limit(), Host: host}
 	floor := v.Allocated + host
 	if v.Measure == MeasureDeviceUsed {
 		floor += b.GPU.Context
@@ -143,7 +147,7 @@ func (b Budget) judge(allocated, host Bytes, quick bool, replay func(ReplayOptio
 		v.Why = b.why(v)
 		return v, nil
 	}
-	rep, err := replay(ReplayOptions{GPU: &g, Allocator: b.Allocator})
+	rep, err := replay(ReplayOptions{GPU: &g, Allocator: b.Allocator, Torch: b.Torch})
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -225,6 +229,9 @@ func (b Budget) why(v Verdict) string {
 func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 	if err := b.check(); err != nil {
 		return Verdict{}, err
+	}
+	if b.Torch == "" {
+		b.Torch = p.Versions.Torch
 	}
 	switch {
 	case p.PostTraining != nil:

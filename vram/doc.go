@@ -31,6 +31,7 @@
 //	vram: the training step                       estimate.go training.go program.go step*.go blockrun.go tally.go timeline.go replay.go allocator.go sanity.go,
 //	                                              a file per mechanism (fsdp2*.go deepspeed.go megatron.go offload.go nvme.go activation_offload.go kbitprep.go …),
 //	                                              outside PyTorch: nccl.go (NCCL's buffers by communicator, part and release)
+//	                                              GEMM workspaces: torch_releases.go (cuBLAS, hipBLAS(Lt) by part and torch release)
 //	vram: models and their ops                    model.go family.go family_<model_type>.go layout.go tensors.go hfconfig.go presets.go release.go quant.go,
 //	                                              the ops of a block (activations.go attention.go mla.go moe.go mamba*.go deltanet*.go vision*.go …)
 //	vram: sizes and words                         bytes.go dtype.go checked.go breakdown.go suggest.go names.go planwords.go

@@ -21,6 +21,34 @@ func servesOn(engine string, g GPU) error {
 	return nil
 }
 
+// platform is the software stack PyTorch drives a part with.
+type platform uint8
+
+const (
+	platformCUDA  platform = iota
+	platformROCm           // AMD Instinct (CDNA) and Radeon (RDNA) parts
+	platformMetal          // Apple silicon
+	platformOther          // Gaudi's HPU
+)
+
+// platform says g's stack from its architecture.
+func (g GPU) platform() platform {
+	switch {
+	case g.Arch == archMetal:
+		return platformMetal
+	case strings.HasPrefix(g.Arch, "CDNA"), strings.HasPrefix(g.Arch, "RDNA"):
+		return platformROCm
+	case strings.HasPrefix(g.Arch, "Gaudi"):
+		return platformOther
+	}
+	return platformCUDA
+}
+
+// mi300Class reports an AMD Instinct part of the MI300 line and after
+// (gfx942: MI300X, MI325X; gfx950: MI355X), for which ROCm's libraries
+// size some buffers apart.
+func (g GPU) mi300Class() bool { return g.Arch == "CDNA3" || g.Arch == "CDNA4" }
+
 // GPU is a catalog entry for planning without the hardware.
 //
 // Memory is the device total as the driver reports it (nvidia-smi / NVML

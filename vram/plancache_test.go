@@ -169,7 +169,7 @@ func TestCachedAnswersStayTrue(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 0 { // a replay is kept the first time
-			key, _ := planKey(nil, &replayRequest{t: rp, workspace: cublasWorkspace(&g)})
+			key, _ := planKey(nil, &replayRequest{t: rp, workspace: gemmWorkspace(&g, "")})
 			if _, ok := replays.get(key); !ok {
 				t.Error("a replay computed once is not in the cache")
 			}

@@ -99,7 +99,7 @@ func TestReplaysReuseAllocators(t *testing.T) {
 		blocks, embed, head := r.unitsSized(true)
 		_, prog := simulateTraining(&r, blocks, embed, head, false, true)
 		x := &replayer{a: NewAllocator(r.alloc)}
-		x.reset(r.alloc, true, cublasWorkspace(nil))
+		x.reset(r.alloc, true, gemmWorkspace(nil, ""))
 		x.run(prog)
 		want[i] = Replay{PeakAllocated: x.a.PeakAlloc, PeakReserved: x.a.PeakReserved, Segments: x.a.Segments, Points: x.points}
 	}

@@ -45,7 +45,7 @@ func prepareCritic(run *rlRun) error {
 	if run.critic.step, err = t.Estimate(); err != nil {
 		return fmt.Errorf("critic: %w", err)
 	}
-	if run.critic.replay, err = t.Replay(ReplayOptions{GPU: &run.g}); err != nil {
+	if run.critic.replay, err = t.Replay(ReplayOptions{GPU: &run.g, Torch: run.pt.Torch}); err != nil {
 		return fmt.Errorf("critic: %w", err)
 	}
 	ms, err := t.ModelStates()

@@ -62,6 +62,9 @@ type PostTraining struct {
 	OptimizerOffload bool `json:"optimizer_offload,omitempty"`
 	// Rollout is the generation engine; DPO has none.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// Torch is the PyTorch release the steps run on, from the plan's
+	// versions.torch (Plan.ApplyVersions); empty: the current one.
+	Torch string `json:"-"`
 	// Critic is PPO's value model: the policy's architecture with a value
 	// head instead of the LM head, trained beside it on the same GPUs.
 	Critic *Critic `json:"critic,omitempty"`

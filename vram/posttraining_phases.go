@@ -111,7 +111,7 @@ func newRLRun(pt PostTraining, g GPU) (*rlRun, error) {
 	if run.step, err = t.Estimate(); err != nil {
 		return nil, fmt.Errorf("post_training.policy: %w", err)
 	}
-	if run.replay, err = t.Replay(ReplayOptions{GPU: &g}); err != nil {
+	if run.replay, err = t.Replay(ReplayOptions{GPU: &g, Torch: pt.Torch}); err != nil {
 		return nil, fmt.Errorf("post_training.policy: %w", err)
 	}
 	ms, err := t.ModelStates()

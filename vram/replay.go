@@ -13,6 +13,9 @@ type ReplayOptions struct {
 	GPU *GPU `json:"gpu,omitempty"`
 	// Context overrides the GPU's context overhead (a measurement of yours).
 	Context Bytes `json:"context,omitempty"`
+	// Torch is the PyTorch release the run uses ("2.15.0"; empty: the
+	// current one), which sizes the GEMM workspaces (torch_releases.go).
+	Torch string `json:"torch,omitempty"`
 	// Points records allocated/reserved after every step of the replay.
 	Points bool `json:"-"`
 }
@@ -59,17 +62,6 @@ type ReplayPoint struct {
 	Reserved  Bytes  `json:"reserved"`
 }
 
-// cuBLAS workspace through the caching allocator
-// (aten/src/ATen/cuda/CublasHandlePool.cpp): ":4096:2:16:8" = 2×4 MiB +
-// 8×16 KiB = 8.125 MiB by default, 32 MiB on Hopper (compute capability 9.x)
-// and later.
-func cublasWorkspace(g *GPU) Bytes {
-	if g != nil && g.ComputeCapability >= 90 {
-		return 32 * MiB
-	}
-	return 4096*KiB*2 + 16*KiB*8
-}
-
 // Replay runs the plan's first and a steady-state iteration through the
 // caching-allocator model: the step program of the most loaded stage, the
 // one the timeline evaluates (program.go), plus the cuBLAS workspace the
@@ -81,7 +73,7 @@ func cublasWorkspace(g *GPU) Bytes {
 func (t Training) Replay(opt ReplayOptions) (Replay, error) {
 	ks := keyScratches.Get().(*keyScratch)
 	defer ks.done()
-	ks.replay = replayRequest{t: t, alloc: opt.Allocator, workspace: cublasWorkspace(opt.GPU), points: opt.Points}
+	ks.replay = replayRequest{t: t, alloc: opt.Allocator, workspace: gemmWorkspace(opt.GPU, opt.Torch), points: opt.Points}
 	key, keyed := ks.key(&ks.replay)
 	var out Replay
 	hit := false
@@ -132,7 +124,7 @@ func (t Training) replay(opt ReplayOptions) (_ Replay, err error) {
 	if cfg == (AllocatorConfig{}) {
 		cfg = r.alloc // the plan's (its launcher's) allocator settings
 	}
-	out := Replay{Workspace: cublasWorkspace(opt.GPU)}
+	out := Replay{Workspace: gemmWorkspace(opt.GPU, opt.Torch)}
 	rp := replayers.Get().(*replayer)
 	defer replayers.Put(rp)
 	rp.reset(cfg, opt.Points, out.Workspace)
@@ -367,7 +359,7 @@ func (in Inference) Replay(opt ReplayOptions) (_ Replay, err error) {
 		a.Malloc(in.tensorBytes(t))
 	}
 	if est.PeakAt != "load" {
-		a.Malloc(cublasWorkspace(opt.GPU))
+		a.Malloc(gemmWorkspace(opt.GPU, opt.Torch))
 		a.Malloc(est.Peak.KVCache)
 		a.Free(a.Malloc(est.Peak.Temporaries))
 	}

@@ -101,7 +101,7 @@ var categoryNames = [numCategories]string{"parameters", "gradients", "optimizer 
 // each op that no handle was freed that is not live, then the peak and
 // the end against the timeline's.
 func checkReplay(r *resolved, prog *program, tl Timeline, fail func(string, ...any) error) error {
-	ws := cublasWorkspace(nil)
+	ws := gemmWorkspace(nil, "")
 	rp := &replayer{a: NewAllocator(AllocatorConfig{})}
 	rp.reset(r.alloc, false, ws)
 	rp.slots, rp.kept = resize(rp.slots, prog.slots), resize(rp.kept, prog.slots)

@@ -29,7 +29,8 @@ type SearchSpace struct {
 	Plan        Training
 	GPU         GPU
 	GPUs        int
-	GlobalBatch int // sequences an optimizer step (default: one a GPU)
+	GlobalBatch int    // sequences an optimizer step (default: one a GPU)
+	Torch       string // the PyTorch release (empty: the current one), which sizes the GEMM workspace
 	// Headroom is the share of the GPU a layout must leave free
 	// (DefaultHeadroom when 0).
 	Headroom float64
@@ -107,7 +108,7 @@ func Search(s SearchSpace) (SearchResult, error) {
 	if err != nil {
 		return SearchResult{}, err
 	}
-	b := Budget{GPU: s.GPU, Headroom: s.Headroom}
+	b := Budget{GPU: s.GPU, Headroom: s.Headroom, Torch: s.Torch}
 	res := SearchResult{Candidates: len(cands), Limit: b.Limit(), Refused: map[string]int{}}
 	ls := make([]Layout, len(cands))
 	errs := make([]error, len(cands))
@@ -144,7 +145,7 @@ func (s SearchSpace) estimate(t Training, b Budget) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
-	alloc := est.Peak.Total() + cublasWorkspace(&s.GPU)
+	alloc := est.Peak.Total() + gemmWorkspace(&s.GPU, s.Torch)
 	floor := alloc + s.GPU.Context // device-used is never less
 	l := Layout{Training: t, Allocated: alloc, Fits: floor <= b.Limit(), Headroom: b.Limit() - floor}
 	if !l.Fits {
@@ -157,7 +158,7 @@ func (s SearchSpace) estimate(t Training, b Budget) (Layout, error) {
 // replay replays a feasible layout on the GPU and judges it on
 // device-used.
 func (s SearchSpace) replay(l Layout, b Budget) Layout {
-	rep, err := l.Training.Replay(ReplayOptions{GPU: &s.GPU})
+	rep, err := l.Training.Replay(ReplayOptions{GPU: &s.GPU, Torch: s.Torch})
 	if err != nil {
 		l.Fits = false
 		return l
@@ -331,7 +332,7 @@ func fixedOr(fixed int, choices ...int) []int {
 // for it (its "search" section: the GPUs, the global batch, the network);
 // a caller may override any of them.
 func (p Plan) SearchSpaceOn(g GPU) SearchSpace {
-	s := SearchSpace{GPU: g}
+	s := SearchSpace{GPU: g, Torch: p.Versions.Torch}
 	if p.Training != nil {
 		s.Plan = *p.Training
 	}

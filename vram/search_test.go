@@ -36,7 +36,7 @@ func TestSearchExact(t *testing.T) {
 			continue // a sample
 		}
 		est, err := l.Training.Estimate()
-		if err != nil || est.Peak.Total()+cublasWorkspace(&g) != l.Allocated {
+		if err != nil || est.Peak.Total()+gemmWorkspace(&g, "") != l.Allocated {
 			t.Errorf("layout %d: Estimate %v + workspace, searched %v (%v)", i, est.Peak.Total(), l.Allocated, err)
 		}
 		rep, err := l.Training.Replay(ReplayOptions{GPU: &g})

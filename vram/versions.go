@@ -181,6 +181,9 @@ func (p *Plan) ApplyVersions(v Versions) error {
 	if p.SGLang != nil {
 		p.SGLang.Version = v.SGLang
 	}
+	if pt := p.PostTraining; pt != nil {
+		pt.Torch = v.Torch
+	}
 	if pt := p.PostTraining; pt != nil && pt.Rollout != nil {
 		switch pt.Rollout.Engine {
 		case "vllm":
@@ -246,6 +249,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 		}
 		out = append(out, m)
 	}
+	if p.Training != nil || p.PostTraining != nil || p.Inference != nil && p.VLLM == nil && p.SGLang == nil && p.TGI == nil {
+		_, m, err := torchReleaseOf(p.Versions.Torch)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
 	if t := p.Training; t != nil && t.Framework.RunsTransformers() {
 		m := Modelled{Library: "transformers", Asked: t.Transformers, Release: Transformers, Source: "the family files' recipes (family_*.go), measured with transformers " + Transformers}
 		if t.Transformers != "" {
@@ -269,6 +279,9 @@ func ModelledReleases() map[string][]string {
 	}
 	for _, r := range ncclReleases {
 		out["nccl"] = append(out["nccl"], r.Version)
+	}
+	for _, r := range torchReleases {
+		out["torch"] = append(out["torch"], r.Version)
 	}
 	for _, r := range trlReleases {
 		out["trl"] = append(out["trl"], r.Version)

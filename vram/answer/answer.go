@@ -157,9 +157,9 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 	if rep.NoGenerate == "" {
 		var replay vram.Replay
 		if p.Training != nil {
-			replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g})
+			replay, err = p.Training.Replay(vram.ReplayOptions{GPU: g, Torch: p.Versions.Torch})
 		} else {
-			replay, err = p.Inference.Replay(vram.ReplayOptions{GPU: g})
+			replay, err = p.Inference.Replay(vram.ReplayOptions{GPU: g, Torch: p.Versions.Torch})
 		}
 		if err != nil {
 			return rep, err
