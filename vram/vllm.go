@@ -650,6 +650,10 @@ type VLLMCarve struct {
 	// memory and the whole free GPU.
 	SuggestedKVCacheMemory    Bytes `json:"suggested_kv_cache_memory"`
 	SuggestedKVCacheMemoryGPU Bytes `json:"suggested_kv_cache_memory_gpu"`
+	// FreeAtStart is the device's free memory when the worker starts (its
+	// init snapshot's, the startup plan's free_memory_baseline): the GPU's
+	// CUDA total less its context.
+	FreeAtStart Bytes `json:"free_at_start"`
 	// GraphsInBudget: the release profiles the CUDA graphs and sizes the
 	// KV cache without them, so they are inside Requested; else they are
 	// captured after the cache, beside it.
@@ -856,8 +860,20 @@ func (c *VLLMCarve) suggest(g GPU) {
 	const redundancy = 150 * MiB
 	used := c.Weights + c.RunnerBuffers + c.Activation + c.NonTorch + c.budgetGraphs() + c.CUDAGraphs
 	c.SuggestedKVCacheMemory = c.Requested - used - redundancy
-	c.SuggestedKVCacheMemoryGPU = g.Total() - g.Context - used - redundancy
+	c.FreeAtStart = g.Total() - g.Context
+	c.SuggestedKVCacheMemoryGPU = c.FreeAtStart - used - redundancy
 }
+
+// Consumed is what vLLM 0.33's suggestion line calls "consumed memory
+// (weights + non-torch)": the profile's total_consumed, the persistent
+// allocations and the memory outside PyTorch (v1/worker/gpu_worker.py:747,
+// utils/mem_utils.py:312).
+func (c VLLMCarve) Consumed() Bytes { return c.Weights + c.RunnerBuffers + c.NonTorch }
+
+// PeakActivation is the suggestion line's "peak activation": the profile
+// run's transient peak and the CUDA-graph estimate the release subtracts
+// (0.33 gpu_worker.py:748-750).
+func (c VLLMCarve) PeakActivation() Bytes { return c.Activation + c.budgetGraphs() }
 
 // serverDefaults fills max_num_batched_tokens (unless the plan's
 // inference or the launch names it) and max_num_seqs as `vllm serve`

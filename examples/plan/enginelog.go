@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/answer"
@@ -53,16 +54,20 @@ func printExplanation(w io.Writer, ex answer.Explanation) {
 	if f := ex.Report.Fit; f != nil {
 		on = " on " + f.GPU
 	}
-	fmt.Fprintf(w, "%s %s startup log beside the prediction for %s%s\n", engine, release, ex.Report.Model, on)
+	what := "startup log"
+	if ex.Log.StartupPlan != "" {
+		what, release = "startup plan "+ex.Log.StartupPlan, ""
+	}
+	fmt.Fprintf(w, "%s %s beside the prediction for %s%s\n", strings.TrimSpace(engine+" "+release), what, ex.Report.Model, on)
 	if ex.Log.Args != "" {
 		fmt.Fprintf(w, "the log's command line: %s\n", ex.Log.Args)
 	}
 	printReleases(w, ex.Report.Releases)
-	fmt.Fprintf(w, "\n  %-18s %6s %14s %14s %10s\n", "figure", "line", "log", "predicted", "diff")
+	fmt.Fprintf(w, "\n  %-29s %6s %14s %14s %10s\n", "figure", "line", "log", "predicted", "diff")
 	for _, c := range ex.Checks {
 		log, pred := vram.Grouped(int64(c.Log)), vram.Grouped(int64(c.Predicted))
 		switch {
-		case isBytes(c.What): // as the engines print them: GiB to two decimals
+		case importer.IsBytes(c.What): // as the engines print them: GiB to two decimals
 			log, pred = fmt.Sprintf("%.2f GiB", c.Log/(1<<30)), fmt.Sprintf("%.2f GiB", c.Predicted/(1<<30))
 		case c.What == importer.LogMaxConcurrency:
 			log, pred = fmt.Sprintf("%.2fx", c.Log), fmt.Sprintf("%.2fx", c.Predicted)
@@ -71,7 +76,7 @@ func printExplanation(w io.Writer, ex answer.Explanation) {
 		if c.Agrees {
 			verdict = "agrees"
 		}
-		fmt.Fprintf(w, "  %-18s %6d %14s %14s %10s\n", c.What, c.Line, log, pred, verdict)
+		fmt.Fprintf(w, "  %-29s %6d %14s %14s %10s\n", c.What, c.Line, log, pred, verdict)
 	}
 	for _, n := range ex.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
@@ -79,13 +84,4 @@ func printExplanation(w io.Writer, ex answer.Explanation) {
 	for _, e := range ex.Log.Errors {
 		fmt.Fprintf(w, "the log's failure: %s\n", e)
 	}
-}
-
-// isBytes tells a memory figure from a count.
-func isBytes(what string) bool {
-	switch what {
-	case importer.LogWeights, importer.LogKVCache, importer.LogCUDAGraphs, importer.LogAvailAfter:
-		return true
-	}
-	return false
 }

@@ -83,7 +83,7 @@ func run(args []string, w io.Writer) error {
 	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
 	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
 	entry := fs.String("config", "", "a torchtitan config_registry.py's function to read, as torchtitan's --config names it (e.g. llama3_8b)")
-	logFile := fs.String("log", "", "a vLLM or SGLang startup log: each memory figure it printed beside the prediction for the plan file given, or for the plan the log's own args make (vLLM's non-default args, SGLang's server_args; with -gpu)")
+	logFile := fs.String("log", "", "a vLLM or SGLang startup log, or a vLLM startup plan (startup_plan_<fingerprint>.json): each memory figure it printed beside the prediction for the plan file given, or for the plan the log's own args make (vLLM's non-default args, SGLang's server_args; with -gpu)")
 	schema := fs.String("schema", "", "print the JSON Schema of a plan file (plan) or of -json's answer (report)")
 	search := fs.Bool("search", false, "search the training plan's parallel layouts on -gpus GPUs of -gpu (tensor, pipeline, context and sharded data parallelism, micro-batch, recompute; what the plan sets stays) and print the fastest that fit, as the framework's launch flags; a plan with a \"search\" section is searched without it")
 	globalBatch := fs.Int("global-batch", 0, "-search: sequences an optimizer step (default: one a GPU)")

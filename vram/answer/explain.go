@@ -100,6 +100,10 @@ func ExplainLog(p vram.Plan, imp *importer.Imported, l importer.EngineLog) (Expl
 			ex.Notes = append(ex.Notes, "the plan names no vLLM release: the log's, "+l.Version+", is modelled")
 		}
 	}
+	if l.StartupPlan != "" {
+		ex.Notes = append(ex.Notes, "a vLLM startup plan (fingerprint "+l.StartupPlan+"): its kv_cache_memory_bytes is the suggestion to fit the requested memory, "+
+			"which counts the CUDA graphs twice where the release profiles them (0.33: vllm#57936), and a later boot applies it only with free_memory_baseline free")
+	}
 	rep, err := For(p, imp)
 	if err != nil {
 		return ex, err
@@ -125,6 +129,12 @@ func predictions(rep Report) map[string]float64 {
 		out[importer.LogWeights] = float64(c.Weights)
 		out[importer.LogCUDAGraphs] = float64(c.CUDAGraphs)
 		if c.Starts {
+			out[importer.LogFreeAtStart] = float64(c.FreeAtStart)
+			out[importer.LogSuggestedKV] = float64(c.SuggestedKVCacheMemory)
+			out[importer.LogSuggestedKVGPU] = float64(c.SuggestedKVCacheMemoryGPU)
+			out[importer.LogConsumed] = float64(c.Consumed())
+			out[importer.LogPeakActivation] = float64(c.PeakActivation())
+			out[importer.LogNonTorch] = float64(c.NonTorch)
 			out[importer.LogKVCache] = float64(kv.Available)
 			out[importer.LogKVTokens] = float64(kv.Tokens)
 			out[importer.LogMaxConcurrency] = kv.MaxConcurrency

@@ -121,3 +121,45 @@ func TestExplainSGLangLog(t *testing.T) {
 		t.Errorf("an unreadable server_args line: %v", err)
 	}
 }
+
+// TestExplainStartupPlan: a vLLM startup plan, and the suggestion line it
+// comes from, set beside the carve's own figures: each agrees when written
+// from the prediction, and one changed is found.
+func TestExplainStartupPlan(t *testing.T) {
+	p, err := vram.ParsePlanContent([]byte(`{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 1024}, "gpu": "H100-80GB", "vllm": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := For(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.VLLM
+	gib := func(b vram.Bytes) string { return fmt.Sprintf("%.2f", float64(b)/(1<<30)) }
+	line := fmt.Sprintf("Free memory on device (%s/79.19 GiB) on startup. Desired GPU memory utilization is (0.92, %s GiB). Actual usage is %s GiB for consumed memory (weights + non-torch), %s GiB for peak activation, and %s GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=%d` (x GiB) to fit into requested memory, or `--kv-cache-memory=%d` (y GiB) to fully utilize gpu memory.\n",
+		gib(c.FreeAtStart), gib(c.Requested), gib(c.Consumed()), gib(c.PeakActivation()), gib(c.CUDAGraphs), int64(c.SuggestedKVCacheMemory), int64(c.SuggestedKVCacheMemoryGPU))
+	for name, log := range map[string]string{
+		"suggestion line": line,
+		"startup plan":    fmt.Sprintf(`{"schema": 1, "fingerprint": "f", "kv_cache_memory_bytes": %d, "free_memory_baseline": %d}`, int64(c.SuggestedKVCacheMemory), int64(c.FreeAtStart)),
+		"startup plan, 2 GiB more": fmt.Sprintf(`{"schema": 1, "fingerprint": "f", "kv_cache_memory_bytes": %d, "free_memory_baseline": %d}`,
+			int64(c.SuggestedKVCacheMemory+2*vram.GiB), int64(c.FreeAtStart)),
+	} {
+		l, err := importer.ReadEngineLog([]byte(log))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ex, err := ExplainLog(p, nil, l)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(ex.Checks) != len(l.Figures) || len(ex.Checks) < 2 {
+			t.Fatalf("%s: checks %+v for figures %+v", name, ex.Checks, l.Figures)
+		}
+		for _, ch := range ex.Checks {
+			changed := strings.Contains(name, "more") && ch.What == importer.LogSuggestedKV
+			if ch.Agrees == changed {
+				t.Errorf("%s: %s agrees %v: %+v", name, ch.What, ch.Agrees, ch)
+			}
+		}
+	}
+}

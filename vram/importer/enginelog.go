@@ -75,6 +75,9 @@ type EngineLog struct {
 	ArgsDefaults string `json:"args_defaults,omitempty"`
 	// ArgsError says why the log's args line could not be read.
 	ArgsError string `json:"args_error,omitempty"`
+	// StartupPlan is the fingerprint of a vLLM startup plan read in place
+	// of a log (startupplan.go).
+	StartupPlan string `json:"startup_plan,omitempty"`
 }
 
 // LogFigure is one figure a log printed.
@@ -95,6 +98,14 @@ const (
 	LogCUDAGraphs     = "cuda_graphs"      // vLLM "Graph capturing finished", SGLang "Capture cuda graph end"
 	LogMaxRunning     = "max_running_reqs" // SGLang max_running_requests
 	LogAvailAfter     = "available_after"  // SGLang available_gpu_mem once the pools are made
+	// vLLM's --kv-cache-memory suggestion line (0.33 at info level; 0.11
+	// and 0.14.1 at debug level) and its startup plan (startupplan.go).
+	LogFreeAtStart    = "free_at_start"                 // "Free memory on device (X/Y GiB) on startup", free_memory_baseline
+	LogSuggestedKV    = "suggested_kv_cache_memory"     // the first `--kv-cache-memory=N`, kv_cache_memory_bytes
+	LogSuggestedKVGPU = "suggested_kv_cache_memory_gpu" // the second, "to fully utilize gpu memory"
+	LogConsumed       = "consumed"                      // 0.33 "GiB for consumed memory (weights + non-torch)"
+	LogPeakActivation = "peak_activation"               // "GiB for peak activation"
+	LogNonTorch       = "non_torch"                     // 0.11 and 0.14.1 "GiB for non-torch memory"
 )
 
 var (
@@ -111,12 +122,18 @@ var (
 		{"vllm", LogMaxModelLen, regexp.MustCompile(`Maximum concurrency for ` + count + ` tokens per request`)},
 		{"vllm", LogMaxConcurrency, regexp.MustCompile(`tokens per request: ` + gib + `x`)},
 		{"vllm", LogCUDAGraphs, regexp.MustCompile(`Graph capturing finished in [0-9]+ secs?, took ` + gib + ` GiB`)},
+		{"vllm", LogFreeAtStart, regexp.MustCompile(`Free memory on device \(` + gib + `/` + gib + ` GiB\) on startup`)},
+		{"vllm", LogConsumed, regexp.MustCompile(`Actual usage is ` + gib + ` GiB for consumed memory`)},
+		{"vllm", LogPeakActivation, regexp.MustCompile(` ` + gib + ` GiB for peak activation`)},
+		{"vllm", LogNonTorch, regexp.MustCompile(` ` + gib + ` GiB for non-torch memory`)},
+		{"vllm", LogSuggestedKV, regexp.MustCompile(`Applying persisted startup plan \(fingerprint [0-9a-f]+\): kv_cache_memory_bytes=([0-9]+)`)},
 		{"sglang", LogWeights, regexp.MustCompile(`Load weight end\..*mem usage=` + gib + ` GB`)},
 		{"sglang", LogKVTokens, regexp.MustCompile(`\bmax_total_num_tokens=` + count + `, chunked_prefill_size`)},
 		{"sglang", LogMaxRunning, regexp.MustCompile(`\bmax_running_requests=` + count)},
 		{"sglang", LogAvailAfter, regexp.MustCompile(`available_gpu_mem=` + gib + ` GB`)},
 		{"sglang", LogCUDAGraphs, regexp.MustCompile(`Capture [^.]*graph end\..*mem usage=` + gib + ` GB`)},
 	}
+	vllmSuggest  = regexp.MustCompile("`--kv-cache-memory=([0-9]+)`[^`]*to fit into requested memory, or `--kv-cache-memory=(-?[0-9]+)`")
 	sglangKV     = regexp.MustCompile(`KV Cache is allocated\..*#tokens: ` + count + `, (?:K size: ` + gib + ` GB, V size: ` + gib + ` GB|KV size: ` + gib + ` GB)`)
 	vllmVersion  = regexp.MustCompile(`vLLM (?:API )?server version ([0-9][0-9A-Za-z.+-]*)|█.*\bversion\s+([0-9][0-9A-Za-z.+-]*)`)
 	vllmArgs     = regexp.MustCompile(`non-default args: (\{.*\})\s*$`)
@@ -131,6 +148,9 @@ var (
 func ReadEngineLog(data []byte) (EngineLog, error) {
 	if len(data) > MaxEngineLog {
 		return EngineLog{}, fmt.Errorf("log: %d bytes, more than the %d read (give the startup: the lines up to the first request)", len(data), MaxEngineLog)
+	}
+	if isStartupPlan(data) {
+		return readStartupPlan(data)
 	}
 	var l EngineLog
 	seen := map[string]bool{}
@@ -178,6 +198,14 @@ func (l *EngineLog) readLine(s string, n int, seen map[string]bool) {
 	if m := logFailures.FindString(s); m != "" && len(l.Errors) < maxLogErrors {
 		l.Errors = append(l.Errors, fmt.Sprintf("line %d: %s", n, strings.TrimSpace(truncate(s, 300))))
 	}
+	if m := vllmSuggest.FindStringSubmatch(s); m != nil && !seen[LogSuggestedKV] {
+		kv, ok1 := intBytes(m[1])
+		gpu, ok2 := intBytes(m[2])
+		if ok1 && ok2 {
+			seen[LogSuggestedKV], seen[LogSuggestedKVGPU], l.Engine = true, true, "vllm"
+			l.Figures = append(l.Figures, LogFigure{What: LogSuggestedKV, Bytes: kv, Line: n}, LogFigure{What: LogSuggestedKVGPU, Bytes: gpu, Line: n})
+		}
+	}
 	if m := sglangKV.FindStringSubmatch(s); m != nil && !seen[LogKVCache] {
 		seen[LogKVCache], l.Engine = true, "sglang"
 		kv := gibBytes(m[2]) + gibBytes(m[3]) + gibBytes(m[4])
@@ -193,6 +221,11 @@ func (l *EngineLog) readLine(s string, n int, seen map[string]bool) {
 		switch p.what {
 		case LogKVTokens, LogMaxModelLen, LogMaxRunning, LogMaxConcurrency:
 			f.Count, _ = strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+		case LogSuggestedKV:
+			var ok bool
+			if f.Bytes, ok = intBytes(m[1]); !ok { // a byte count
+				continue
+			}
 		default:
 			f.Bytes = gibBytes(m[1])
 		}
@@ -207,6 +240,22 @@ func (l EngineLog) Figure(what string) (LogFigure, bool) {
 		return LogFigure{}, false
 	}
 	return l.Figures[i], true
+}
+
+// intBytes is a byte count as printed (a suggestion can be negative);
+// false for one no int64 holds.
+func intBytes(s string) (vram.Bytes, bool) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	return vram.Bytes(v), err == nil
+}
+
+// IsBytes tells a memory figure from a count.
+func IsBytes(what string) bool {
+	switch what {
+	case LogKVTokens, LogMaxConcurrency, LogMaxModelLen, LogMaxRunning:
+		return false
+	}
+	return true
 }
 
 func gibBytes(s string) vram.Bytes {

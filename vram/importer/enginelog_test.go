@@ -127,11 +127,84 @@ func TestReadEngineLogRefuses(t *testing.T) {
 }
 
 func FuzzReadEngineLog(f *testing.F) {
-	for _, s := range []string{vllm033Log, vllm011Log, vllm0141Log, sglang053Log, sglang0523Log, "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}",
+	for _, s := range []string{vllm033Log, vllm011Log, vllm0141Log, sglang053Log, sglang0523Log, vllm033Suggest, vllm011Suggest, vllmStartupPlan,
+		"`--kv-cache-memory=99999999999999999999999` to fit into requested memory, or `--kv-cache-memory=1`", "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}",
 		"[x] server_args={'model_path': 'x', 'tp_size': 2}\nLoad weight end. mem usage=1.00 GB.", "server_args=ServerArgs(model_path='x', tp_size=[[[["} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ReadEngineLog(data) // never panics, within its budgets
 	})
+}
+
+// vLLM's --kv-cache-memory suggestion line as 0.33 prints it (info level,
+// gpu_worker.py:1046-1066) and as 0.11.0 prints it (debug level,
+// gpu_worker.py:372-393), and a 0.33 startup plan (startup_plan.py:178-183).
+const (
+	vllm033Suggest = "(Worker pid=1) INFO [gpu_worker.py:1066] Free memory on device (78.68/79.19 GiB) on startup. Desired GPU memory utilization is (0.92, 72.85 GiB). " +
+		"Actual usage is 15.42 GiB for consumed memory (weights + non-torch), 1.23 GiB for peak activation, and 0.53 GiB for CUDAGraph memory. " +
+		"Replace gpu_memory_utilization config with `--kv-cache-memory=59012345678` (54.96 GiB) to fit into requested memory, or `--kv-cache-memory=65432109876` " +
+		"(60.94 GiB) to fully utilize gpu memory. Current kv cache memory in use is 55.52 GiB.\n"
+	vllm011Suggest = "DEBUG [gpu_worker.py:393] Free memory on device (78.68/79.19 GiB) on startup. Desired GPU memory utilization is (0.9, 71.27 GiB). " +
+		"Actual usage is 14.99 GiB for weight, 1.23 GiB for peak activation, 0.43 GiB for non-torch memory, and 0.53 GiB for CUDAGraph memory. " +
+		"Replace gpu_memory_utilization config with `--kv-cache-memory=57000000000` (53.08 GiB) to fit into requested memory, or `--kv-cache-memory=-5` " +
+		"(-0.00 GiB) to fully utilize gpu memory. Current kv cache memory in use is 54.62 GiB.\n"
+	vllmStartupPlan = `{"schema": 1, "fingerprint": "0123456789abcdef", "kv_cache_memory_bytes": 59012345678, "free_memory_baseline": 84481523712}`
+)
+
+// TestReadVLLMSuggestion: the suggestion line's figures, each release's
+// form, and a startup plan read in place of a log.
+func TestReadVLLMSuggestion(t *testing.T) {
+	gb := func(x float64) vram.Bytes { return vram.Bytes(x * (1 << 30)) }
+	for _, c := range []struct {
+		name, log string
+		want      map[string]vram.Bytes
+	}{
+		{"0.33", vllm033Suggest, map[string]vram.Bytes{LogFreeAtStart: gb(78.68), LogConsumed: gb(15.42), LogPeakActivation: gb(1.23),
+			LogSuggestedKV: 59012345678, LogSuggestedKVGPU: 65432109876}},
+		{"0.11", vllm011Suggest, map[string]vram.Bytes{LogFreeAtStart: gb(78.68), LogPeakActivation: gb(1.23), LogNonTorch: gb(0.43),
+			LogSuggestedKV: 57000000000, LogSuggestedKVGPU: -5}},
+		{"startup plan", vllmStartupPlan, map[string]vram.Bytes{LogSuggestedKV: 59012345678, LogFreeAtStart: 84481523712}},
+		{"a later boot applies the plan", "INFO [startup_plan.py:148] Applying persisted startup plan (fingerprint 0123456789abcdef): kv_cache_memory_bytes=59012345678 (54.96 GiB), recorded free-memory baseline 78.68 GiB, current 78.70 GiB. Memory profiling will be skipped.\n",
+			map[string]vram.Bytes{LogSuggestedKV: 59012345678}},
+	} {
+		l, err := ReadEngineLog([]byte(c.log))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if l.Engine != "vllm" || len(l.Figures) != len(c.want) {
+			t.Errorf("%s: engine %q, figures %+v, want %d", c.name, l.Engine, l.Figures, len(c.want))
+		}
+		for what, b := range c.want {
+			if f, ok := l.Figure(what); !ok || f.Bytes != b || !IsBytes(what) {
+				t.Errorf("%s: %s = %+v, want %d B", c.name, what, f, int64(b))
+			}
+		}
+	}
+	// A suggestion no int64 holds is no figure (not a wrapped number).
+	huge := strings.Replace(vllm033Suggest, "59012345678", "99999999999999999999999", 1)
+	if l, err := ReadEngineLog([]byte(huge)); err != nil || len(l.Figures) != 3 {
+		t.Errorf("a suggestion past int64: %+v, %v", l.Figures, err)
+	}
+	if l, _ := ReadEngineLog([]byte(vllmStartupPlan)); l.StartupPlan != "0123456789abcdef" {
+		t.Errorf("startup plan's fingerprint: %q", l.StartupPlan)
+	}
+}
+
+// TestReadStartupPlanRefuses: a startup plan that vLLM would not apply is
+// refused, naming the field.
+func TestReadStartupPlanRefuses(t *testing.T) {
+	for plan, want := range map[string]string{
+		`{"schema": 2, "fingerprint": "a", "kv_cache_memory_bytes": 1, "free_memory_baseline": 1}`:  "schema must be 1",
+		`{"schema": 1, "fingerprint": "a", "free_memory_baseline": 1}`:                              "kv_cache_memory_bytes must be",
+		`{"schema": 1, "fingerprint": "a", "kv_cache_memory_bytes": -3, "free_memory_baseline": 1}`: "kv_cache_memory_bytes must be",
+		`{"schema": 1, "fingerprint": "a", "kv_cache_memory_bytes": 3}`:                             "free_memory_baseline must be",
+		`{"schema": 1, "kv_cache_memory_bytes": 3, "free_memory_baseline": 1, "extra": 0}`:          `unknown field "extra"`,
+		`{"schema": 1, "kv_cache_memory_bytes": 1.5e3}`:                                             "kv_cache_memory_bytes",
+		`{"schema": 1`: "startup plan:",
+	} {
+		if _, err := ReadEngineLog([]byte(plan)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", plan, err, want)
+		}
+	}
 }
