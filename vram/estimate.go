@@ -173,7 +173,7 @@ func (t Training) Layers() (_ []LayerMemory, err error) {
 			part("block 0", 0, blocks[0], r.savedFor(buildBlock(&r, 0), 0)) // its input needs no gradient
 			continue
 		}
-		k := r.m.blockKind(l)
+		k := r.kind(l)
 		if !have[k] {
 			blk[k], have[k] = buildBlock(&r, l), true
 		}

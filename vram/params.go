@@ -243,7 +243,7 @@ func (r *resolved) unitsIn(dst []unitMem, sized bool) (blocks []unitMem, embed, 
 		rep[k] = -1
 	}
 	for l := 0; l < r.m.Layers; l++ {
-		if k := r.m.blockKind(l); rep[k] < 0 {
+		if k := r.kind(l); rep[k] < 0 {
 			rep[k] = l
 			r.addUnits(set, set.byLayer[l], blocks, &embed, &head, sized)
 		}
@@ -251,7 +251,7 @@ func (r *resolved) unitsIn(dst []unitMem, sized bool) (blocks []unitMem, embed, 
 	r.addUnits(set, set.outside, blocks, &embed, &head, sized)
 	defer func() {
 		for l := range blocks {
-			blocks[l] = blocks[rep[r.m.blockKind(l)]]
+			blocks[l] = blocks[rep[r.kind(l)]]
 		}
 	}()
 	// Module buffers sit on every GPU that holds their module, unsharded

@@ -56,6 +56,6 @@ func (r *resolved) coveredBy(k, j int, edges *edgeActivations) bool {
 func (r *resolved) sameRules(l int, a stage, m int, b stage) bool {
 	gl0, gl1 := r.recomputeGroup(l)
 	gm0, gm1 := r.recomputeGroup(m)
-	return r.m.blockKind(l) == r.m.blockKind(m) && r.checkpointed(l) == r.checkpointed(m) && r.keepModeOf(l) == r.keepModeOf(m) &&
+	return r.kind(l) == r.kind(m) && r.checkpointed(l) == r.checkpointed(m) && r.keepModeOf(l) == r.keepModeOf(m) &&
 		gl0-l == gm0-m && gl1-l == gm1-m && r.offloaded(l, a) == r.offloaded(m, b)
 }

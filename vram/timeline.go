@@ -107,7 +107,7 @@ func blockActivationsIn(dst []BlockActivations, r *resolved) []BlockActivations 
 			acts[0] = buildBlock(rr, 0) // its input needs no gradient
 			continue
 		}
-		k := r.m.blockKind(i)
+		k := r.kind(i)
 		if !have[k] {
 			byKind[k], have[k] = buildBlock(rr, i), true
 		}

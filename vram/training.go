@@ -218,8 +218,9 @@ type resolved struct {
 	dp     int // data-parallel ranks that shard (ZeRO) or replicate
 	tp, pp int
 	// stageList is the pipeline stages (stages), listed once resolve is
-	// done.
+	// done; kinds is each block's kind (Model.blockKind), as often asked.
 	stageList []stage
+	kinds     []int
 	cp, ep    int
 	shard     int // ranks that ZeRO/FSDP shards over
 	dropHid   float64
@@ -368,8 +369,25 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveAudio(); err != nil {
 		return r, err
 	}
-	r.stageList = r.listStages()
+	r.stageList, r.kinds = r.listStages(), r.listKinds()
 	return r, nil
+}
+
+// listKinds lists each block's kind.
+func (r *resolved) listKinds() []int {
+	kinds := make([]int, r.m.Layers)
+	for l := range kinds {
+		kinds[l] = r.m.blockKind(l)
+	}
+	return kinds
+}
+
+// kind is block l's kind (resolve's list; worked out where it has none).
+func (r *resolved) kind(l int) int {
+	if l < len(r.kinds) {
+		return r.kinds[l]
+	}
+	return r.m.blockKind(l)
 }
 
 // resolveShape checks the batch's shape: micro-batch, sequence lengths,
