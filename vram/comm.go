@@ -30,6 +30,12 @@ import "fmt"
 //     forward (torchtitan's default "allgather" rotation) and their
 //     gradients reduce-scattered in the backward, three times (n − 1)/n of
 //     a micro-batch's k and v; on the critical path;
+//   - expert parallelism: each MoE layer's token dispatch and combine, an
+//     all-to-all each of the micro-batch's tokens × top-k hidden vectors,
+//     in the forward and again in the backward (again in a recomputed
+//     forward), (n − 1)/n of them leaving the rank (Lepikhin et al. 2020,
+//     GShard §2.2, the dispatch and combine all-to-alls; Rajbhandari et
+//     al. 2022, DeepSpeed-MoE §5.3); on the critical path;
 //   - pipeline parallelism: each micro-batch's activations sent forward and
 //     its gradients back at a stage boundary, and the bubble: (p − 1)/(m + p
 //     − 1) of the step for 1F1B and GPipe over m micro-batches, (p − 1)/(v ·
@@ -45,6 +51,7 @@ type StepTime struct {
 	DataComm float64 `json:"data_parallel_s"` // data parallelism's collectives (overlapped with compute)
 	TPComm   float64 `json:"tensor_parallel_s"`
 	CPComm   float64 `json:"context_parallel_s"`
+	EPComm   float64 `json:"expert_parallel_s,omitempty"`
 	PPComm   float64 `json:"pipeline_p2p_s"`
 	Bubble   float64 `json:"bubble"` // the pipeline bubble's share of the step
 	Seconds  float64 `json:"seconds"`
@@ -124,6 +131,9 @@ func (t Training) StepTime(g GPU, network float64) (_ StepTime, err error) {
 		vol := micro * layers * 3 * float64(r.cp) * tokens * kv * e
 		st.CPComm = ring(r.cp) * vol / linkBandwidth(g, across("cp"), network)
 	}
+	if r.ep > 1 {
+		st.EPComm = ring(r.ep) * r.allToAllBytes(micro, tokens, e) / linkBandwidth(g, across("ep"), network)
+	}
 	if r.pp > 1 {
 		st.PPComm = 2 * micro * tokens * float64(r.m.Hidden) * e / linkBandwidth(g, across("pp"), network)
 		v := float64(max(1, r.Parallel.VirtualStages))
@@ -133,8 +143,27 @@ func (t Training) StepTime(g GPU, network float64) (_ StepTime, err error) {
 		p := float64(r.pp)
 		st.Bubble = (p - 1) / (v*micro + p - 1)
 	}
-	busy := max(st.Compute, st.DataComm) + st.TPComm + st.CPComm + st.PPComm
+	busy := max(st.Compute, st.DataComm) + st.TPComm + st.CPComm + st.EPComm + st.PPComm
 	st.Seconds = busy / (1 - st.Bubble)
 	st.TokensPerSecond = float64(r.dp) * tb.TokensPerSecond * tb.Seconds / st.Seconds
 	return st, nil
+}
+
+// allToAllBytes is what expert parallelism's all-to-alls move on a rank in
+// a step of micro micro-batches of tokens each: per MoE layer of the stage,
+// the dispatch and the combine of tokens × top-k hidden vectors of e bytes,
+// forward and backward, and the forward's again where it is recomputed.
+func (r *resolved) allToAllBytes(micro, tokens, e float64) float64 {
+	moe := 0
+	for l := range r.m.Layers {
+		if r.m.IsMoELayer(l) {
+			moe++
+		}
+	}
+	passes := 4.0 // dispatch and combine, forward and backward
+	if r.Checkpointing == CheckpointFull {
+		passes = 6
+	}
+	layers := float64(moe) / float64(r.pp)
+	return micro * layers * passes * tokens * float64(r.m.ExpertsPerToken) * float64(r.m.Hidden) * e
 }

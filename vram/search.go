@@ -212,7 +212,8 @@ func firstLine(err error) string {
 // candidates are the layouts the framework supports on s.GPUs: tensor
 // parallel degrees 1–8 (a node), pipeline stages in powers of two up to
 // the layers, context parallel 1–8 (torchtitan and Megatron-LM all three,
-// accelerate's no pipeline, the others data parallelism alone), the
+// and expert parallelism for a MoE model; accelerate's no pipeline; the
+// others data parallelism alone, DeepSpeed at ZeRO stage 1, 2 or 3), the
 // data-parallel degree what is left
 // (fully sharded, as torchtitan and FSDP shard it, unless the plan shards
 // otherwise), micro-batches 1–8 that divide each replica's share of the
@@ -225,7 +226,6 @@ func (s SearchSpace) candidates() ([]Training, error) {
 	if err := base.Model.Validate(); err != nil {
 		return nil, err
 	}
-	p := base.Parallel
 	var pps []int
 	for n := 1; n <= max(1, base.Model.Normalize().Layers) && n <= s.GPUs; n *= 2 {
 		pps = append(pps, n)
@@ -250,26 +250,20 @@ func (s SearchSpace) candidates() ([]Training, error) {
 		checkpoints = []Checkpointing{base.Checkpointing}
 	}
 	var out []Training
-	for _, tp := range fixedOr(p.TP, tps...) {
-		for _, pp := range fixedOr(p.PP, pps...) {
-			for _, cp := range fixedOr(p.CP, cps...) {
-				n := tp * pp * cp
-				if s.GPUs%n != 0 || s.GlobalBatch%(s.GPUs/n) != 0 {
-					continue
-				}
-				dp, local := s.GPUs/n, s.GlobalBatch/(s.GPUs/n)
-				for _, mb := range fixedOr(base.MicroBatch, 1, 2, 4, 8) {
-					if local%mb != 0 || pp > 1 && local/mb < pp {
-						continue
-					}
-					for _, ck := range checkpoints {
-						for _, v := range s.virtualStages(pp, local/mb) {
-							l := s.layout(dp, tp, pp, cp, local, mb, ck)
-							if v > 1 {
-								l.Parallel.PPSchedule, l.Parallel.VirtualStages = ScheduleInterleaved1F1B, v
-							}
-							out = append(out, l)
+	for _, g := range s.grids(tps, pps, cps) {
+		dp, local := s.GPUs/(g.tp*g.pp*g.cp), s.GlobalBatch/(s.GPUs/(g.tp*g.pp*g.cp))
+		for _, mb := range fixedOr(base.MicroBatch, 1, 2, 4, 8) {
+			if local%mb != 0 || g.pp > 1 && local/mb < g.pp {
+				continue
+			}
+			for _, ck := range checkpoints {
+				for _, v := range s.virtualStages(g.pp, local/mb) {
+					for _, zero := range s.zeroStages() {
+						l := s.layout(grid{dp: dp, tp: g.tp, pp: g.pp, cp: g.cp, ep: g.ep, zero: zero}, local, mb, ck)
+						if v > 1 {
+							l.Parallel.PPSchedule, l.Parallel.VirtualStages = ScheduleInterleaved1F1B, v
 						}
+						out = append(out, l)
 					}
 				}
 			}
@@ -281,11 +275,76 @@ func (s SearchSpace) candidates() ([]Training, error) {
 	return out, nil
 }
 
-// layout is the plan on one layout: dp replicas of tp × pp × cp GPUs,
-// each taking local sequences a step in micro-batches of mb.
-func (s SearchSpace) layout(dp, tp, pp, cp, local, mb int, ck Checkpointing) Training {
+// grid is a layout's degrees: data, tensor, pipeline, context and expert
+// parallel, and the ZeRO stage (0: the framework's sharding).
+type grid struct{ dp, tp, pp, cp, ep, zero int }
+
+// grids are the degrees the GPUs and the global batch allow, each with the
+// expert-parallel degrees its data and context ranks allow.
+func (s SearchSpace) grids(tps, pps, cps []int) []grid {
+	p := s.Plan.Parallel
+	var out []grid
+	for _, tp := range fixedOr(p.TP, tps...) {
+		for _, pp := range fixedOr(p.PP, pps...) {
+			for _, cp := range fixedOr(p.CP, cps...) {
+				n := tp * pp * cp
+				if s.GPUs%n != 0 || s.GlobalBatch%(s.GPUs/n) != 0 {
+					continue
+				}
+				for _, ep := range s.epDegrees(s.GPUs / n * cp) {
+					out = append(out, grid{tp: tp, pp: pp, cp: cp, ep: ep})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// epDegrees are the expert-parallel degrees a MoE model may take over
+// ranks data-parallel and context-parallel ranks: powers of two dividing
+// its routed experts and those ranks (torchtitan's ParallelDims and
+// Megatron-LM take the expert ranks from them), under the two frameworks
+// that run expert parallelism; one otherwise, or the plan's.
+func (s SearchSpace) epDegrees(ranks int) []int {
+	m := s.Plan.Model.Normalize()
+	switch {
+	case s.Plan.Parallel.EP > 0:
+		return []int{s.Plan.Parallel.EP}
+	case m.Experts == 0 || s.Plan.Framework != FrameworkTorchtitan && s.Plan.Framework != FrameworkMegatron:
+		return []int{1}
+	}
+	var out []int
+	for ep := 1; ep <= m.Experts && ep <= ranks; ep *= 2 {
+		if m.Experts%ep == 0 && ranks%ep == 0 {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// zeroStages are DeepSpeed's ZeRO stages to search (1–3), unless the plan
+// sets one; other frameworks shard as they do (0).
+func (s SearchSpace) zeroStages() []int {
+	if s.Plan.Framework != FrameworkDeepSpeed || s.Plan.Parallel.ZeRO > 0 {
+		return []int{s.Plan.Parallel.ZeRO}
+	}
+	return []int{1, 2, 3}
+}
+
+// layout is the plan on one layout: g.dp replicas of g.tp × g.pp × g.cp
+// GPUs, g.ep of their ranks splitting the experts, each replica taking
+// local sequences a step in micro-batches of mb; under DeepSpeed, ZeRO
+// stage g.zero.
+func (s SearchSpace) layout(g grid, local, mb int, ck Checkpointing) Training {
 	t := s.Plan
-	t.Parallel.DP, t.Parallel.TP, t.Parallel.PP, t.Parallel.CP = dp, tp, pp, cp
+	dp, tp, pp := g.dp, g.tp, g.pp
+	t.Parallel.DP, t.Parallel.TP, t.Parallel.PP, t.Parallel.CP = dp, tp, pp, g.cp
+	if g.ep > 1 {
+		t.Parallel.EP = g.ep
+	}
+	if g.zero > 0 {
+		t.Parallel.ZeRO = g.zero
+	}
 	if dp > 1 && t.Parallel.FSDP == "" && t.Parallel.ZeRO == 0 && t.Framework != FrameworkMegatron {
 		t.Parallel.FSDP = "full_shard"
 	}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -8,12 +9,20 @@ import (
 // LaunchFlags is the layout of t as its framework's launch takes it, so a
 // searched layout runs as printed: torchtitan's CLI overrides (the keys of
 // its JobConfig: parallelism.*, training.*, activation_checkpoint.*),
-// Megatron-LM's arguments (megatron/training/arguments.py), else
-// torchrun's process count with the plan's parallel degrees in words.
+// Megatron-LM's arguments (megatron/training/arguments.py), DeepSpeed's
+// launcher and config (deepspeed.go), accelerate's launch flags and the HF
+// Trainer's arguments (accelerate 1.15.0 commands/launch.py: --use_fsdp
+// l.260, --fsdp_version l.514, --fsdp_reshard_after_forward l.540,
+// --fsdp_activation_checkpointing l.600, --parallelism_config_* l.905-930),
+// else torchrun's process count with the plan's parallel degrees in words.
 func (t Training) LaunchFlags() string {
 	p := t.Parallel
 	world := max(1, p.DP) * max(1, p.TP) * max(1, p.PP) * max(1, p.CP)
 	switch t.Framework {
+	case FrameworkDeepSpeed:
+		return t.deepSpeedLaunch(world)
+	case FrameworkAccelerate, FrameworkHFTrainer:
+		return t.accelerateLaunch(world)
 	case FrameworkTorchtitan:
 		f := []string{fmt.Sprintf("torchrun --nproc_per_node %d (%d nodes)", min(world, nodeGPUs), max(1, world/nodeGPUs)),
 			fmt.Sprintf("--parallelism.data_parallel_shard_degree %d", max(1, p.DP)),
@@ -26,6 +35,9 @@ func (t Training) LaunchFlags() string {
 			"--activation_checkpoint.mode " + torchtitanAC(t.Checkpointing)}
 		if p.PP > 1 {
 			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_microbatch_size %d", t.MicroBatch/max(1, p.PPMicrobatches)))
+		}
+		if p.EP > 1 {
+			f = append(f, fmt.Sprintf("--parallelism.expert_parallel_degree %d", p.EP))
 		}
 		if p.PPSchedule == ScheduleInterleaved1F1B {
 			// Interleaved1F1B over layers_per_stage = (layers + 2) / (pp ×
@@ -41,6 +53,9 @@ func (t Training) LaunchFlags() string {
 			fmt.Sprintf("--seq-length %d", t.SeqLen)}
 		if p.SP {
 			f = append(f, "--sequence-parallel")
+		}
+		if p.EP > 1 {
+			f = append(f, fmt.Sprintf("--expert-model-parallel-size %d", p.EP))
 		}
 		if p.PPSchedule == ScheduleInterleaved1F1B && p.VirtualStages > 1 {
 			f = append(f, fmt.Sprintf("--num-layers-per-virtual-pipeline-stage %d", max(1, t.Model.Normalize().Layers/(p.PP*p.VirtualStages))))
@@ -73,4 +88,58 @@ func torchtitanAC(c Checkpointing) string {
 		return "selective --activation_checkpoint.selective_ac_option op"
 	}
 	return "none"
+}
+
+// deepSpeedLaunch is DeepSpeed's launcher line and the config it reads
+// (the batch keys of runtime/constants.py: train_micro_batch_size_per_gpu,
+// gradient_accumulation_steps; zero_optimization.stage; bf16/fp16.enabled).
+func (t Training) deepSpeedLaunch(world int) string {
+	prec := ""
+	switch t.Precision {
+	case "fp16", "mixed_fp16", "amp_fp16":
+		prec = `, "fp16": {"enabled": true}`
+	case "bf16", "mixed_bf16", "amp_bf16":
+		prec = `, "bf16": {"enabled": true}`
+	}
+	ckpt := ""
+	if t.Checkpointing == CheckpointFull {
+		ckpt = " (the script checkpoints every block: model.gradient_checkpointing_enable())"
+	}
+	return fmt.Sprintf(`deepspeed --num_nodes %d --num_gpus %d train.py --deepspeed ds_config.json with {"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": %d, "zero_optimization": {"stage": %d}%s}%s`,
+		max(1, world/nodeGPUs), min(world, nodeGPUs), t.MicroBatch, max(1, t.GradAccum), t.Parallel.ZeRO, prec, ckpt)
+}
+
+// accelerateLaunch is accelerate's launch line (and, for the HF Trainer,
+// its TrainingArguments) for the layout.
+func (t Training) accelerateLaunch(world int) string {
+	p := t.Parallel
+	if r, err := t.resolve(); err == nil {
+		p = r.Parallel // with the framework's defaults (FSDP1 under accelerate)
+	}
+	f := []string{fmt.Sprintf("accelerate launch --num_processes %d --num_machines %d", world, max(1, world/nodeGPUs))}
+	switch t.Precision {
+	case "bf16", "mixed_bf16", "amp_bf16":
+		f = append(f, "--mixed_precision bf16")
+	case "fp16", "mixed_fp16", "amp_fp16":
+		f = append(f, "--mixed_precision fp16")
+	}
+	if p.FSDP != "" && p.FSDP != "none" {
+		f = append(f, fmt.Sprintf("--use_fsdp --fsdp_version %d", cmp.Or(p.FSDPVersion, 2)))
+		f = append(f, "--fsdp_reshard_after_forward "+map[bool]string{true: "true", false: "false"}[p.FSDP != "shard_grad_op"])
+		if t.Checkpointing == CheckpointFull && t.Framework == FrameworkAccelerate {
+			f = append(f, "--fsdp_activation_checkpointing true")
+		}
+	}
+	if p.TP > 1 || p.CP > 1 {
+		f = append(f, fmt.Sprintf("--parallelism_config_dp_shard_size %d --parallelism_config_tp_size %d --parallelism_config_cp_size %d", max(1, p.DP), max(1, p.TP), max(1, p.CP)))
+	}
+	if t.Framework == FrameworkHFTrainer {
+		f = append(f, fmt.Sprintf("train.py --per_device_train_batch_size %d --gradient_accumulation_steps %d", t.MicroBatch, max(1, t.GradAccum)))
+		if t.Checkpointing == CheckpointFull {
+			f = append(f, "--gradient_checkpointing")
+		}
+	} else {
+		f = append(f, fmt.Sprintf("train.py (micro-batches of %d, Accelerator(gradient_accumulation_steps=%d))", t.MicroBatch, max(1, t.GradAccum)))
+	}
+	return strings.Join(f, " ")
 }

@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -222,5 +223,76 @@ func TestSearchInterleaved(t *testing.T) {
 	}
 	if !found {
 		t.Error("no interleaved layout among those that fit")
+	}
+}
+
+// TestSearchExpertParallel: a MoE model's search under torchtitan tries
+// expert-parallel degrees that divide its experts and its data and context
+// ranks, prices their all-to-alls, and prints the degree as torchtitan's
+// flag; a dense model's tries none.
+func TestSearchExpertParallel(t *testing.T) {
+	s := SearchSpace{Plan: Training{Model: MustPreset("qwen1.5-moe-a2.7b"), SeqLen: 2048, Precision: "mixed_bf16", Framework: FrameworkTorchtitan,
+		Parallel: Parallel{TP: 1, PP: 1, CP: 1}}, GPU: mustGPU("H100-80GB"), GPUs: 16, GlobalBatch: 32}
+	s, err := s.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, err := s.candidates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := map[int]bool{}
+	for _, c := range cands {
+		eps[max(1, c.Parallel.EP)] = true
+	}
+	// 60 routed experts on 16 data-parallel ranks: 1, 2 and 4 divide both.
+	if want := map[int]bool{1: true, 2: true, 4: true}; !reflect.DeepEqual(eps, want) {
+		t.Errorf("expert-parallel degrees %v, want %v", eps, want)
+	}
+	for _, c := range cands {
+		st, err := c.StepTime(s.GPU, s.NetworkBandwidth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (c.Parallel.EP > 1) != (st.EPComm > 0) {
+			t.Errorf("ep %d: all-to-all %g s", c.Parallel.EP, st.EPComm)
+		}
+		if f := c.LaunchFlags(); (c.Parallel.EP > 1) != strings.Contains(f, fmt.Sprintf("--parallelism.expert_parallel_degree %d", c.Parallel.EP)) {
+			t.Errorf("ep %d: %s", c.Parallel.EP, f)
+		}
+	}
+	dense := s
+	dense.Plan.Model = MustPreset("llama-3.2-1b")
+	if got := dense.epDegrees(16); !reflect.DeepEqual(got, []int{1}) {
+		t.Errorf("a dense model's expert-parallel degrees: %v", got)
+	}
+}
+
+// TestSearchDeepSpeedStages: a DeepSpeed search tries ZeRO stages 1–3 (it
+// had laid FSDP over DeepSpeed's ranks) and prints each as DeepSpeed's
+// config; accelerate's layouts print as its launch flags.
+func TestSearchDeepSpeedStages(t *testing.T) {
+	s := SearchSpace{Plan: Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 1024, Precision: "bf16", Framework: FrameworkDeepSpeed, Checkpointing: "full", MicroBatch: 2},
+		GPU: mustGPU("A100-80GB"), GPUs: 8, GlobalBatch: 64}
+	res, err := Search(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := map[int]bool{}
+	for _, l := range res.Layouts {
+		z := l.Training.Parallel.ZeRO
+		stages[z] = true
+		want := fmt.Sprintf(`"zero_optimization": {"stage": %d}`, z)
+		if l.Training.Parallel.FSDP != "" || !strings.Contains(l.Launch, want) || !strings.Contains(l.Launch, `"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4`) {
+			t.Errorf("ZeRO %d, fsdp %q: %s", z, l.Training.Parallel.FSDP, l.Launch)
+		}
+	}
+	if !reflect.DeepEqual(stages, map[int]bool{1: true, 2: true, 3: true}) {
+		t.Errorf("ZeRO stages %v", stages)
+	}
+	acc := Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 1024, MicroBatch: 2, GradAccum: 2, Precision: "bf16", Framework: FrameworkAccelerate, Checkpointing: "full",
+		Parallel: Parallel{DP: 4, TP: 2, FSDP: "full_shard"}}
+	if f, want := acc.LaunchFlags(), "accelerate launch --num_processes 8 --num_machines 1 --mixed_precision bf16 --use_fsdp --fsdp_version 1 --fsdp_reshard_after_forward true --fsdp_activation_checkpointing true --parallelism_config_dp_shard_size 4 --parallelism_config_tp_size 2 --parallelism_config_cp_size 1"; !strings.HasPrefix(f, want) {
+		t.Errorf("accelerate:\n  %s\nwant a prefix\n  %s", f, want)
 	}
 }
