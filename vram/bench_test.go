@@ -218,3 +218,18 @@ func BenchmarkEstimateLlama405BPP8(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEstimateDeepSeekV3: one computed estimate of DeepSeek-V3 under
+// torchtitan on 256 GPUs (FSDP 128 × TP 2, experts over 8 ranks, 4k tokens,
+// micro-batch 8, full recompute), the plan new to the answers' cache (the
+// model's tensors stay in theirs, as in a search).
+func BenchmarkEstimateDeepSeekV3(b *testing.B) {
+	tr := Training{Model: MustPreset("deepseek-v3"), SeqLen: 4096, MicroBatch: 8, Precision: "mixed_bf16", Framework: FrameworkTorchtitan, Checkpointing: "full",
+		Parallel: Parallel{DP: 128, TP: 2, EP: 8, FSDP: "full_shard", SP: true}}
+	for i := 0; i < b.N; i++ {
+		ForgetAnswers()
+		if _, err := tr.Estimate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1842,7 +1842,9 @@ func (m Model) countParams() (n int64, err error) {
 // matrices, stacked or not, the router's rows, the correction biases), so
 // the count is linear in it. A config naming thousands of experts over a
 // thousand layers is so checked without listing millions of tensors
-// (FromHFConfig's budget, fileio/budget).
+// (FromHFConfig's budget, fileio/budget). The two small models' tensors
+// are the tensor cache's (tensors.go), so a model's estimates, each of
+// which validates it, list them once.
 func (m Model) paramsLinearInExperts() int64 {
 	if m.Experts <= 2 {
 		return m.ParamCount()
@@ -1850,11 +1852,7 @@ func (m Model) paramsLinearInExperts() int64 {
 	count := func(e int) Bytes {
 		c := m.clone()
 		c.Experts, c.ExpertsPerToken = e, min(c.ExpertsPerToken, e)
-		var n Bytes
-		for _, t := range c.Normalize().buildTensors() {
-			n = addBytes(n, Bytes(t.Numel()))
-		}
-		return n
+		return Bytes(c.ParamCount())
 	}
 	one, two := count(1), count(2)
 	return int64(addBytes(one, mulBytes(int64(m.Experts-1), two-one)))
