@@ -30,10 +30,25 @@ import (
 // padded n_ctx in each of the streams: llama_model::create_memory does not
 // divide it by n_seq_max for hybrids as it does for the others.
 
+// The rules above are build b6173's (4227c9be); build b10573 changed them
+// (llamacpp_releases.go): -c unset is the trained context, llama-server's
+// -np unset is 4 slots in one unified cache, n_ctx is padded to 256
+// whatever the attention and each stream keeps pad(n_ctx / n_seq_max),
+// rounded down, hybrids too (llama-context.cpp:288-303), and a
+// sliding-window layer keeps pad(min(kv_size, window·seqs + ubatch), 256)
+// cells (llama-kv-cache-iswa.cpp:73).
+
 // LlamaCpp is a llama.cpp context's settings, named as llama-server's flags.
 type LlamaCpp struct {
-	CtxSize int `json:"ctx_size,omitempty"` // -c (default 4096)
-	// Parallel is -np: sequences with a stream of their own (default 1).
+	// Version is the build (a plan's versions.llama_cpp, "b10573");
+	// empty: the newest modelled build.
+	Version string `json:"-"`
+	// CtxSize is -c; unset, 4096 before b10573 and the model's trained
+	// context (max_position) from it, which the fit may then reduce.
+	CtxSize int `json:"ctx_size,omitempty"`
+	// Parallel is -np: sequences with a stream of their own; unset, 1
+	// before b10573 and from it llama-server's 4 slots in one unified
+	// cache.
 	Parallel  int  `json:"parallel,omitempty"`
 	UBatch    int  `json:"ubatch_size,omitempty"` // -ub (default 512)
 	FlashAttn bool `json:"flash_attn,omitempty"`
@@ -49,6 +64,32 @@ type LlamaCpp struct {
 	TensorSplit []float64 `json:"tensor_split,omitempty"`
 	KVUnified   bool      `json:"kv_unified,omitempty"` // one stream for all sequences
 	SWAFull     bool      `json:"swa_full,omitempty"`   // sliding-window layers keep the whole context
+
+	// The automatic fit (llamacpp_fit.go), from build b10573.
+	//
+	// Fit is --fit on|off; unset, the build's default (on from b7416).
+	Fit *bool `json:"fit,omitempty"`
+	// FitTarget is --fit-target: the MiB each device keeps free, one
+	// value for every device (default 1024).
+	FitTarget []int `json:"fit_target,omitempty"`
+	// FitCtx is --fit-ctx: the least context the fit sets (default 4096).
+	FitCtx int `json:"fit_ctx,omitempty"`
+	// GPUs is how many of the plan's GPU llama.cpp sees (default 1, or
+	// as many as DeviceFree names).
+	GPUs int `json:"gpus,omitempty"`
+	// DeviceFree is each GPU's free memory when llama.cpp starts
+	// (ggml_backend_dev_memory); unset, the plan's GPU's CUDA total less
+	// its CUDA context.
+	DeviceFree []Bytes `json:"device_free,omitempty"`
+	// ComputeBuffers are each GPU's compute buffer, as llama.cpp's log
+	// prints it ("CUDA0 compute buffer size") or llama-fit-params
+	// --fit-print on: ggml's graph allocator sizes it and VRAM Lab does
+	// not model it; one value is every GPU's; unset, none is counted.
+	ComputeBuffers []Bytes `json:"compute_buffers,omitempty"`
+	// WeightType is the GGUF's ggml type of the 2-D weights (F16, BF16,
+	// Q8_0, Q4_K, MXFP4, …); 1-D tensors and routers are F32. Unset: F16.
+	// A GGUF header read with FitGGUF sizes every tensor as stored.
+	WeightType string `json:"weight_type,omitempty"`
 }
 
 // LlamaCppKV is where a llama.cpp context's KV cache lies.
@@ -91,17 +132,27 @@ func llamaCppRow(field, t string, n int64) (Bytes, error) {
 	return Bytes(n / int64(s[1]) * int64(s[0])), nil
 }
 
-func (l LlamaCpp) withDefaults() LlamaCpp {
-	if l.CtxSize == 0 {
+// withDefaults fills what the plan leaves unset as build rel does.
+func (l LlamaCpp) withDefaults(m Model, rel llamaCppRelease) (LlamaCpp, error) {
+	switch {
+	case l.CtxSize != 0:
+	case !rel.trainCtx:
 		l.CtxSize = 4096
+	case m.MaxPosition > 0:
+		l.CtxSize = m.MaxPosition // common.h:442, llama-context.cpp:131
+	default:
+		return l, fmt.Errorf("llama.cpp: ctx_size unset is the model's trained context at %s, which the model does not give (max_position): set ctx_size", rel.Version)
 	}
 	if l.Parallel == 0 {
 		l.Parallel = 1
+		if rel.autoParallel {
+			l.Parallel, l.KVUnified = 4, true // tools/server/server.cpp:152-156
+		}
 	}
 	if l.UBatch == 0 {
 		l.UBatch = 512
 	}
-	return l
+	return l, nil
 }
 
 func (l LlamaCpp) check() error {
@@ -135,7 +186,18 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if err := m.Validate(); err != nil {
 		return LlamaCppKV{}, err
 	}
-	l = l.withDefaults()
+	rel, _, err := l.release()
+	if err != nil {
+		return LlamaCppKV{}, err
+	}
+	if l, err = l.withDefaults(m, rel); err != nil {
+		return LlamaCppKV{}, err
+	}
+	return l.kvCache(m, rel)
+}
+
+// kvCache lays out the cache of l, its defaults filled, as build rel does.
+func (l LlamaCpp) kvCache(m Model, rel llamaCppRelease) (LlamaCppKV, error) {
 	if err := l.check(); err != nil {
 		return LlamaCppKV{}, err
 	}
@@ -146,7 +208,7 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 		return LlamaCppKV{}, err
 	}
 	if m.DeltaNet != nil {
-		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q (Gated DeltaNet layers) is not an architecture of llama.cpp 4227c9be, the release modelled", m.Family)
+		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q (Gated DeltaNet layers): its state is not modelled (and it is not an architecture of llama.cpp 4227c9be, b6173)", m.Family)
 	}
 	if m.KDA != nil || m.Lightning != nil {
 		return LlamaCppKV{}, fmt.Errorf("llama.cpp: %q keeps %s state, which the KV cache model does not cover; not modelled", m.Family, stateKind(m))
@@ -154,7 +216,10 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if err := m.blockSparseCache("llama.cpp"); err != nil {
 		return LlamaCppKV{}, err
 	}
-	kv := l.cells(m)
+	kv, err := l.cells(m, rel)
+	if err != nil {
+		return LlamaCppKV{}, err
+	}
 	split := l.splitPoints()
 	kv.Devices, kv.Layers, kv.StateDevices = make([]Bytes, len(split)), make([]int, len(split)), make([]Bytes, len(split))
 	onGPU := m.Layers + 1
@@ -163,7 +228,7 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	}
 	start := max(m.Layers-onGPU, 0)
 	for il := 0; il < m.Layers; il++ {
-		b, err := l.layerKV(m, kv, il)
+		b, err := l.layerKV(m, kv, rel, il)
 		if err != nil {
 			return LlamaCppKV{}, err
 		}
@@ -174,7 +239,7 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 		}
 		kv.Total, kv.State = kv.Total+b, kv.State+st
 		if b > 0 && m.LocalLayer(il) && m.SlidingWindow > 0 && !l.SWAFull {
-			kv.SWACells = l.swaCells(m, kv)
+			kv.SWACells = l.swaCells(m, kv, rel)
 		}
 		if il < start {
 			kv.CPU, kv.StateCPU = kv.CPU+b, kv.StateCPU+st
@@ -198,13 +263,11 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 
 // cells sizes the streams: n_ctx over the streams, each padded, for a
 // transformer; the whole padded n_ctx in every stream for a hybrid's
-// attention layers; none for a model of recurrent layers only, whose
-// state has max(1, n_seq_max) cells.
-func (l LlamaCpp) cells(m Model) LlamaCppKV {
-	pad := 32
-	if l.FlashAttn {
-		pad = 256
-	}
+// attention layers (b6173; from b10573 a hybrid's streams are a
+// transformer's); none for a model of recurrent layers only, whose state
+// has max(1, n_seq_max) cells.
+func (l LlamaCpp) cells(m Model, rel llamaCppRelease) (LlamaCppKV, error) {
+	pad := l.pad(rel)
 	kv := LlamaCppKV{Streams: l.Parallel}
 	if l.KVUnified {
 		kv.Streams = 1
@@ -212,7 +275,16 @@ func (l LlamaCpp) cells(m Model) LlamaCppKV {
 	switch {
 	case m.recurrent() && m.attentionLayers(0, m.Layers) == 0:
 		kv.Streams = 0
-	case m.recurrent() || l.KVUnified:
+	case l.KVUnified:
+		kv.Cells = padTo(l.CtxSize, pad)
+	case rel.floorPerStream:
+		// llama-context.cpp:288-299: n_ctx padded, then over the
+		// streams rounded down, padded again.
+		kv.Cells = padTo(padTo(l.CtxSize, pad)/kv.Streams, pad)
+		if kv.Cells == 0 {
+			return kv, fmt.Errorf("llama.cpp: ctx_size %d over %d streams leaves none a cell (n_ctx_seq == 0)", l.CtxSize, kv.Streams)
+		}
+	case m.recurrent():
 		kv.Cells = padTo(l.CtxSize, pad)
 	default:
 		kv.Cells = padTo(ceilDiv(l.CtxSize, kv.Streams), pad)
@@ -220,17 +292,25 @@ func (l LlamaCpp) cells(m Model) LlamaCppKV {
 	if m.recurrent() {
 		kv.StateCells = l.Parallel
 	}
-	return kv
+	return kv, nil
+}
+
+// pad is the cache's cell padding under build rel.
+func (l LlamaCpp) pad(rel llamaCppRelease) int {
+	if l.FlashAttn || rel.pad256 {
+		return 256
+	}
+	return 32
 }
 
 // layerKV is layer il's K and V in all streams (0 for a recurrent layer).
-func (l LlamaCpp) layerKV(m Model, kv LlamaCppKV, il int) (Bytes, error) {
+func (l LlamaCpp) layerKV(m Model, kv LlamaCppKV, rel llamaCppRelease, il int) (Bytes, error) {
 	if !m.AttentionLayer(il) {
 		return 0, nil
 	}
 	cells := kv.Cells
 	if m.LocalLayer(il) && m.SlidingWindow > 0 && !l.SWAFull {
-		cells = l.swaCells(m, kv)
+		cells = l.swaCells(m, kv, rel)
 	}
 	n := int64(m.KVHeads) * int64(m.HeadDim) * int64(cells) * int64(kv.Streams)
 	k, err := llamaCppRow("cache_type_k", l.CacheTypeK, n)
@@ -243,16 +323,15 @@ func (l LlamaCpp) layerKV(m Model, kv LlamaCppKV, il int) (Bytes, error) {
 
 // swaCells is a sliding-window layer's cells: its window for each
 // sequence of the stream and a micro-batch, padded, at most kv_size.
-func (l LlamaCpp) swaCells(m Model, kv LlamaCppKV) int {
-	pad := 32
-	if l.FlashAttn {
-		pad = 256
-	}
+func (l LlamaCpp) swaCells(m Model, kv LlamaCppKV, rel llamaCppRelease) int {
 	swaSeqs := 1
 	if l.KVUnified {
 		swaSeqs = l.Parallel
 	}
-	return min(kv.Cells, padTo(m.SlidingWindow*swaSeqs+l.UBatch, pad))
+	if rel.pad256 {
+		return padTo(min(kv.Cells, m.SlidingWindow*swaSeqs+l.UBatch), 256) // llama-kv-cache-iswa.cpp:73
+	}
+	return min(kv.Cells, padTo(m.SlidingWindow*swaSeqs+l.UBatch, l.pad(rel)))
 }
 
 // llamaCppState is one recurrent layer's state for one cell: n_embd_r +

@@ -14,7 +14,7 @@ import (
 // at pad(window + ubatch) cells.
 func TestLlamaCppKV(t *testing.T) {
 	qwen32 := Model{Family: "qwen2", Layers: 64, Hidden: 5120, Heads: 40, KVHeads: 8, FFN: 27648, Vocab: 152064}
-	mistral := Model{Family: "mistral", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000}
+	mistral := Model{Family: "mistral", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000, MaxPosition: 32768}
 	for _, c := range []struct {
 		name    string
 		m       Model
@@ -33,6 +33,7 @@ func TestLlamaCppKV(t *testing.T) {
 		// 10 of 32 layers offloaded: the first 22 stay on the CPU.
 		{"mistral-7b -ngl 10", mistral, LlamaCpp{CtxSize: 2048, GPULayers: 10}, []Bytes{80 * MiB}, 256 * MiB, 0},
 	} {
+		c.l.Version = "b6173" // the logs' builds predate b10573's cache rules
 		kv, err := c.l.KVCache(c.m)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -74,6 +75,7 @@ func TestLlamaCppRecurrentState(t *testing.T) {
 		// Mamba-Codestral: mixers only, one cell.
 		{"mamba-codestral-7b", LlamaCpp{CtxSize: 4096}, 0, 64, 0, 64 * 4 * (3*(8192+2*8*128) + 128*8192)},
 	} {
+		tc.l.Version = "b6173"
 		kv, err := tc.l.KVCache(MustPreset(tc.preset))
 		if err != nil {
 			t.Fatal(tc.preset, err)
@@ -84,5 +86,85 @@ func TestLlamaCppRecurrentState(t *testing.T) {
 	}
 	if _, err := (LlamaCpp{}).KVCache(MustPreset("qwen3-next-80b-a3b")); err == nil || !strings.Contains(err.Error(), "not an architecture of llama.cpp") {
 		t.Errorf("qwen3_next: %v", err)
+	}
+}
+
+// TestLlamaCppReleaseKV holds the cache to each build's rules: b10573 pads
+// n_ctx to 256 and rounds n_ctx / n_seq_max down per stream
+// (llama-context.cpp:288-303), gives llama-server's unset -np 4 slots in
+// one unified cache (server.cpp:152-156), an unset -c the trained context
+// (common.h:442) and a window pad(min(kv, window·seqs + ubatch), 256)
+// cells (llama-kv-cache-iswa.cpp:73); b6173 padded ceil(n_ctx / n_seq_max)
+// to 32 without flash attention and left -c at 4096.
+func TestLlamaCppReleaseKV(t *testing.T) {
+	mistral := Model{Family: "mistral", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000, MaxPosition: 32768}
+	perCell := Bytes(32 * 2 * 8 * 128 * 2) // layers × K,V × heads × dim × f16
+	for _, c := range []struct {
+		name             string
+		m                Model
+		l                LlamaCpp
+		cells, swa, strm int
+		total            Bytes
+	}{
+		{"b10573 -c 10000 -np 3", mistral, LlamaCpp{Version: "b10573", CtxSize: 10000, Parallel: 3}, 3584, 0, 3, perCell * 3584 * 3},
+		{"b6173 -c 10000 -np 3", mistral, LlamaCpp{Version: "b6173", CtxSize: 10000, Parallel: 3}, 3360, 0, 3, perCell * 3360 * 3},
+		{"b10573 -c unset: trained context, 4 unified slots", mistral, LlamaCpp{}, 32768, 0, 1, perCell * 32768},
+		{"b6173 -c unset: 4096", mistral, LlamaCpp{Version: "b6173"}, 4096, 0, 1, perCell * 4096},
+		// 12 global layers at 8192 cells and 12 sliding ones at
+		// pad(min(8192, 128·4 + 512), 256) = 1024: 192 + 24 MiB.
+		{"gpt-oss-20b b10573", MustPreset("gpt-oss-20b"), LlamaCpp{CtxSize: 8192, FlashAttn: true}, 8192, 1024, 1, 216 * MiB},
+	} {
+		kv, err := c.l.KVCache(c.m)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if kv.Cells != c.cells || kv.SWACells != c.swa || kv.Streams != c.strm || kv.Total != c.total {
+			t.Errorf("%s: %d cells (window %d) × %d streams, %v; want %d (%d) × %d, %v", c.name, kv.Cells, kv.SWACells, kv.Streams, kv.Total, c.cells, c.swa, c.strm, c.total)
+		}
+	}
+	if _, err := (LlamaCpp{Version: "b10573"}).KVCache(Model{Family: "mistral", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000}); err == nil || !strings.Contains(err.Error(), "ctx_size") {
+		t.Errorf("no trained context: %v", err)
+	}
+	if _, err := (LlamaCpp{Version: "6123"}).KVCache(mistral); err == nil || !strings.Contains(err.Error(), "versions.llama_cpp") {
+		t.Errorf("a bad build: %v", err)
+	}
+}
+
+// TestLlamaCppReleaseTable walks the table: rows oldest first, each a
+// build tag citing its files, the fit on from b10573; a build between
+// rows takes the older row's rules with a note.
+func TestLlamaCppReleaseTable(t *testing.T) {
+	var prev Version
+	for i, r := range llamaCppReleases {
+		v, err := ParseVersion("llama_cpp", r.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && !prev.Less(v) {
+			t.Errorf("row %s is not newer than the one before", r.Version)
+		}
+		prev = v
+		if !strings.Contains(r.Source, ".cpp") || !strings.Contains(r.Source, "llama.cpp ") {
+			t.Errorf("row %s: source %q names no file", r.Version, r.Source)
+		}
+		if r.fit != (r.Version == "b10573") {
+			t.Errorf("row %s: fit %v", r.Version, r.fit)
+		}
+	}
+	for _, c := range []struct{ asked, release, note string }{
+		{"", "b10573", ""},
+		{"b10573", "b10573", ""},
+		{"b6173", "b6173", ""},
+		{"b8000", "b6173", "b8000 is not modelled; modelled with the rules of b6173"},
+		{"b12000", "b10573", "newer than the newest"},
+		{"b4462", "b6173", "older than every modelled release"},
+	} {
+		_, m, err := (LlamaCpp{Version: c.asked}).release()
+		if err != nil || m.Release != c.release || !strings.Contains(m.Note, c.note) || (c.note == "") != (m.Note == "") {
+			t.Errorf("%q: %+v, %v; want %s (%q)", c.asked, m, err, c.release, c.note)
+		}
+	}
+	if got := ModelledReleases()["llama_cpp"]; len(got) != 2 || got[0] != "b6173" || got[1] != "b10573" {
+		t.Errorf("ModelledReleases llama_cpp = %v", got)
 	}
 }

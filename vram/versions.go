@@ -286,6 +286,9 @@ func ModelledReleases() map[string][]string {
 	for _, r := range trlReleases {
 		out["trl"] = append(out["trl"], r.Version)
 	}
+	for _, r := range llamaCppReleases {
+		out["llama_cpp"] = append(out["llama_cpp"], r.Version)
+	}
 	return out
 }
 
