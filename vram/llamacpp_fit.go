@@ -610,267 +610,262 @@ func (ft *lcFitter) layout(ngl []lcNGL, bufs []int) (lcLayout, []LlamaCppOverrid
 
 func mibOf(b int64) int64 { return b / int64(MiB) }
 
+// lcRun is one fit's state, common_params_fit_impl's locals: the context
+// (0: the trained one), the user's layout, each device's layers, overflow
+// buffer, projected use and target.
+type lcRun struct {
+	*lcFitter
+	out     *LlamaCppFit
+	nctx    int
+	user    lcLayout
+	userNGL bool // -ngl set (0 and -1 are the default: every layer)
+	ngl     []lcNGL
+	bufs    []int
+	mem     []int64
+	targets []int64
+	dense   int // id_dense_start
+}
+
+func (r *lcRun) say(format string, a ...any) {
+	r.out.Steps = append(r.out.Steps, fmt.Sprintf(format, a...))
+}
+
 // run is common_params_fit_impl (fit.cpp:178-789).
 func (ft *lcFitter) run(out *LlamaCppFit) error {
-	l, m, nd := ft.l, ft.m, ft.nd
-	say := func(format string, a ...any) { out.Steps = append(out.Steps, fmt.Sprintf(format, a...)) }
-	nctx := l.CtxSize          // cparams.n_ctx: 0 is the trained context
-	userNGL := l.GPULayers > 0 // -ngl set (0 and -1: the default, every layer)
-	user := lcLayout{ngl: -1, split: l.TensorSplit}
-	if userNGL {
-		user.ngl = l.GPULayers
+	r := &lcRun{lcFitter: ft, out: out, nctx: ft.l.CtxSize, user: lcLayout{ngl: -1, split: ft.l.TensorSplit}, userNGL: ft.l.GPULayers > 0}
+	if r.userNGL {
+		r.user.ngl = ft.l.GPULayers
 	}
-	ctxMin := l.FitCtx
+	out.GPULayers = r.user.ngl
+	if len(ft.l.ComputeBuffers) == 0 {
+		out.Notes = append(out.Notes, "compute buffers: none counted (ggml's graph allocator sizes them in llama.cpp's dry run; VRAM Lab does not model them): give llama_cpp.compute_buffers from the log's \"CUDA0 compute buffer size\" or llama-fit-params --fit-print on")
+	}
+	if ft.l.WeightType == "" {
+		out.Notes = append(out.Notes, "weights: the model's tensors at F16 (weight_type unset); name the GGUF's type (Q4_K, Q8_0, …) or read its header")
+	}
+	if done, err := r.contextStep(); done || err != nil {
+		return err
+	}
+	// l.373-400: what the fit may not change.
+	switch {
+	case r.userNGL:
+		return r.fail(fmt.Sprintf("n_gpu_layers already set by user to %d, abort", ft.l.GPULayers))
+	case ft.nd > 1 && anyNonZero(ft.l.TensorSplit):
+		return r.fail("model_params::tensor_split already set by user, abort")
+	}
+	surplus, err := r.denseSurplus()
+	if err != nil {
+		return err
+	}
+	if err := r.backToFront(); err != nil {
+		return err
+	}
+	if ft.hasExps && surplus > 0 {
+		if err := r.frontToBack(); err != nil {
+			return err
+		}
+	}
+	return r.done()
+}
+
+// contextStep is steps 1 and 2 (l.194-372): no change where every device
+// keeps its margin; else an unset context shrinks, which is the answer on
+// one GPU. It reports whether the fit is done.
+func (r *lcRun) contextStep() (bool, error) {
+	nd := r.nd
+	full, host, err := r.measure(r.nctx, r.user)
+	if err != nil {
+		return false, err
+	}
+	used := r.used(full)
+	var sumFree, sumProjFree, sumProjUsed, sumProjModel, sumMargins int64
+	changes := false
+	for i := range nd {
+		sumFree += int64(r.free[i])
+		sumProjUsed += used[i]
+		sumProjFree += int64(r.free[i]) - used[i]
+		sumProjModel += int64(full[i].Model)
+		sumMargins += int64(r.margin[i])
+		changes = changes || int64(r.free[i])-used[i] < int64(r.margin[i])
+	}
+	r.say("l.194-288: projected to use %d MiB of device memory vs. %d MiB of free device memory", mibOf(sumProjUsed), mibOf(sumFree))
+	if !changes {
+		if nd == 1 {
+			r.say("l.270-273: will leave %d >= %d MiB of free device memory, no changes needed", mibOf(sumProjFree), mibOf(int64(r.margin[0])))
+		} else {
+			r.say("l.283-285: targets for free memory can be met on all devices, no changes needed")
+		}
+		return true, r.finish("unchanged", full, host, nil)
+	}
+	surplus := sumProjFree - sumMargins
+	if surplus >= 0 {
+		return false, nil
+	}
+	r.say("l.301-309: cannot meet the free memory target(s): %d MiB too much in total", mibOf(-surplus))
+	ctxMin, hpNct := r.l.FitCtx, r.m.MaxPosition
 	if ctxMin == 0 {
 		ctxMin = 4096 // common.h:470
 	}
-	hpNct, hpNgl := m.MaxPosition, m.Layers
-	if len(l.ComputeBuffers) == 0 {
-		out.Notes = append(out.Notes, "compute buffers: none counted (ggml's graph allocator sizes them in llama.cpp's dry run; VRAM Lab does not model them): give llama_cpp.compute_buffers from the log's \"CUDA0 compute buffer size\" or llama-fit-params --fit-print on")
-	}
-	if ft.l.WeightType == "" && len(ft.tensors) > 0 {
-		out.Notes = append(out.Notes, "weights: the model's tensors at F16 (weight_type unset); name the GGUF's type (Q4_K, Q8_0, …) or read its header")
-	}
-
-	// step 1 (l.194-288)
-	full, fullHost, err := ft.measure(nctx, user)
-	if err != nil {
-		return err
-	}
-	finish := func(status string, use []LlamaCppUse, host LlamaCppUse, ngl []lcNGL) {
-		out.Status, out.Host = status, host
-		out.CtxArg, out.CtxSize = nctx, nctx
-		if nctx == 0 {
-			out.CtxSize = hpNct
-		}
-		for i, u := range use {
-			d := LlamaCppFitDevice{Name: "CUDA" + strconv.Itoa(i), Free: ft.free[i], Margin: ft.margin[i], LlamaCppUse: u, Used: u.Total()}
-			if ngl != nil {
-				d.Layers, d.Partial = ngl[i].layers, ngl[i].part
-			}
-			out.Devices = append(out.Devices, d)
-		}
-		if ngl == nil { // the user's layout: count each device's layers
-			dev := ft.devices(user)
-			for _, d := range dev {
-				if d >= 0 {
-					out.Devices[d].Layers++
-				}
-			}
-		}
-		args := fmt.Sprintf("-c %d -ngl %d", out.CtxArg, out.GPULayers)
-		if len(out.TensorSplit) > 1 {
-			ts := make([]string, len(out.TensorSplit))
-			for i, x := range out.TensorSplit {
-				ts[i] = strconv.Itoa(x)
-			}
-			args += " -ts " + strings.Join(ts, ",")
-		}
-		if len(out.Overrides) > 0 {
-			ot := make([]string, len(out.Overrides))
-			for i, o := range out.Overrides {
-				ot[i] = o.Pattern + "=" + o.Buffer
-			}
-			args += ` -ot "` + strings.Join(ot, ",") + `"`
-		}
-		out.Args = args
-	}
-	out.GPULayers = -1
-	if userNGL {
-		out.GPULayers = l.GPULayers
-	}
-	fail := func(reason string, use []LlamaCppUse, host LlamaCppUse) error {
-		out.Reason = reason
-		say("l.373-400: gives up: %s; llama-fit-params exits 1 and llama-server loads with the context as the fit left it", reason)
-		finish("failed", use, host, nil)
-		return nil
-	}
-	usedFull := ft.used(full)
-	var sumFree, sumProjFree, sumProjUsed, sumProjModel int64
-	changes := false
-	for i := range nd {
-		sumFree += int64(ft.free[i])
-		sumProjUsed += usedFull[i]
-		sumProjFree += int64(ft.free[i]) - usedFull[i]
-		sumProjModel += int64(full[i].Model)
-		changes = changes || int64(ft.free[i])-usedFull[i] < int64(ft.margin[i])
-	}
-	say("l.194-288: projected to use %d MiB of device memory vs. %d MiB of free device memory", mibOf(sumProjUsed), mibOf(sumFree))
-	if !changes {
-		if nd == 1 {
-			say("l.270-273: will leave %d >= %d MiB of free device memory, no changes needed", mibOf(sumProjFree), mibOf(int64(ft.margin[0])))
-		} else {
-			say("l.283-285: targets for free memory can be met on all devices, no changes needed")
-		}
-		finish("unchanged", full, fullHost, nil)
-		return nil
-	}
-
-	// step 2: the context (l.290-372)
-	var sumMargins int64
-	for i := range nd {
-		sumMargins += int64(ft.margin[i])
-	}
-	if surplus := sumProjFree - sumMargins; surplus < 0 {
-		say("l.301-309: cannot meet the free memory target(s): %d MiB too much in total", mibOf(-surplus))
-		switch {
-		case nctx != 0:
-			say("l.368-369: context size set by user to %d -> no change", nctx)
-		case hpNct <= ctxMin:
-			say("l.363-365: default model context size is %d which is <= the min. context size of %d -> no change", hpNct, ctxMin)
-		default:
-			target := sumFree - sumMargins
-			if nd > 1 {
-				perLayer := sumProjModel / int64(min(hpNgl, ngAll(user.ngl)))
-				div := int64(2)
-				if ft.hasExps {
-					div = 6
-				}
-				target -= int64(nd+1) * perLayer / div // l.320-328
-			}
-			nctx = ctxMin
-			minUse, _, err := ft.measure(nctx, user)
-			if err != nil {
-				return err
-			}
-			var usedMin int64
-			for _, u := range ft.used(minUse) {
-				usedMin += u
-			}
-			if target > usedMin {
-				nctx += int(int64(hpNct-ctxMin) * (target - usedMin) / (sumProjUsed - usedMin)) // l.342-343
-				nctx = max(nctx-nctx%256, ctxMin)                                               // l.344
-				say("l.340-349: context size reduced from %d to %d (linear between %d and %d, rounded down to 256)", hpNct, nctx, ctxMin, hpNct)
-				if nd == 1 {
-					say("l.350-352: entire model can be fit by reducing context")
-					use, host, err := ft.measure(nctx, user)
-					if err != nil {
-						return err
-					}
-					finish("fitted", use, host, nil)
-					return nil
-				}
-			} else {
-				say("l.355-358: context size reduced from %d to %d, not enough: the layers move next", hpNct, nctx)
-			}
-		}
-	}
-
-	// l.373-400: what the fit may not change
-	curUse, curHost, err := ft.measure(nctx, user)
-	if err != nil {
-		return err
-	}
 	switch {
-	case userNGL:
-		return fail(fmt.Sprintf("n_gpu_layers already set by user to %d, abort", l.GPULayers), curUse, curHost)
-	case nd > 1 && anyNonZero(l.TensorSplit):
-		return fail("model_params::tensor_split already set by user, abort", curUse, curHost)
+	case r.nctx != 0:
+		r.say("l.368-369: context size set by user to %d -> no change", r.nctx)
+		return false, nil
+	case hpNct <= ctxMin:
+		r.say("l.363-365: default model context size is %d which is <= the min. context size of %d -> no change", hpNct, ctxMin)
+		return false, nil
 	}
+	target := sumFree - sumMargins
+	if nd > 1 {
+		perLayer := sumProjModel / int64(min(r.m.Layers, ngAll(r.user.ngl)))
+		div := int64(2)
+		if r.hasExps {
+			div = 6
+		}
+		target -= int64(nd+1) * perLayer / div // l.320-328
+	}
+	r.nctx = ctxMin
+	minUse, _, err := r.measure(r.nctx, r.user)
+	if err != nil {
+		return false, err
+	}
+	var usedMin int64
+	for _, u := range r.used(minUse) {
+		usedMin += u
+	}
+	if target <= usedMin {
+		r.say("l.355-358: context size reduced from %d to %d, not enough: the layers move next", hpNct, r.nctx)
+		return false, nil
+	}
+	r.nctx += int(int64(hpNct-ctxMin) * (target - usedMin) / (sumProjUsed - usedMin)) // l.342-343
+	r.nctx = max(r.nctx-r.nctx%256, ctxMin)                                           // l.344
+	r.say("l.340-349: context size reduced from %d to %d (linear between %d and %d, rounded down to 256)", hpNct, r.nctx, ctxMin, hpNct)
+	if nd > 1 {
+		return false, nil
+	}
+	r.say("l.350-352: entire model can be fit by reducing context")
+	use, host, err := r.measure(r.nctx, r.user)
+	if err != nil {
+		return false, err
+	}
+	return true, r.finish("fitted", use, host, nil)
+}
 
-	// step 3: layers back to front (l.402-645)
-	var surplusMoE int64
-	if ft.hasExps {
-		use, _, err := ft.measure(nctx, lcLayout{ngl: -1, cpuMoE: true})
-		if err != nil {
-			return err
-		}
-		for i, u := range ft.used(use) {
-			surplusMoE += int64(ft.free[i]) - u - int64(ft.margin[i])
-		}
-		if surplusMoE > 0 {
-			say("l.546-548: with only dense weights in device memory there is a total surplus of %d MiB", mibOf(surplusMoE))
-		} else {
-			say("l.549-551: with only dense weights in device memory there is still a total deficit of %d MiB", mibOf(-surplusMoE))
-		}
-	}
-	targets := make([]int64, nd)
-	bufs := make([]int, nd)
-	for i := range nd {
-		targets[i] = int64(ft.free[i]) - int64(ft.margin[i]) // l.559-564
-		bufs[i] = -1
-	}
-	memOf := func(ngl []lcNGL, bufs []int) ([]int64, error) {
-		lay, _ := ft.layout(ngl, bufs)
-		use, _, err := ft.measure(nctx, lay)
-		return ft.used(use), err
-	}
-	ngl := make([]lcNGL, nd)
-	for i := range ngl {
-		ngl[i].overflow = lcFracMoE
-	}
-	mem, err := memOf(ngl, bufs)
+// fail is the fit giving up (l.373-400): the load goes on with the
+// context it set and the user's layout.
+func (r *lcRun) fail(reason string) error {
+	use, host, err := r.measure(r.nctx, r.user)
 	if err != nil {
 		return err
 	}
-	clone := func(x []lcNGL) []lcNGL { return append([]lcNGL(nil), x...) }
-	for id := nd - 1; id >= 0; id-- {
-		unassigned := hpNgl + 1
-		for jd := id + 1; jd < nd; jd++ {
-			unassigned -= ngl[jd].layers
+	r.out.Reason = reason
+	r.say("l.373-400: gives up: %s; llama-fit-params exits 1 and llama-server loads with the context as the fit left it", reason)
+	return r.finish("failed", use, host, nil)
+}
+
+// denseSurplus is a MoE model's surplus with every routed expert on the
+// CPU (l.529-557), and sets the targets (l.559-564) and the start: no
+// layer anywhere, overflow to the CPU (l.566-573).
+func (r *lcRun) denseSurplus() (int64, error) {
+	var surplus int64
+	if r.hasExps {
+		use, _, err := r.measure(r.nctx, lcLayout{ngl: -1, cpuMoE: true})
+		if err != nil {
+			return 0, err
 		}
-		high := clone(ngl)
+		for i, u := range r.used(use) {
+			surplus += int64(r.free[i]) - u - int64(r.margin[i])
+		}
+		if surplus > 0 {
+			r.say("l.546-548: with only dense weights in device memory there is a total surplus of %d MiB", mibOf(surplus))
+		} else {
+			r.say("l.549-551: with only dense weights in device memory there is still a total deficit of %d MiB", mibOf(-surplus))
+		}
+	}
+	r.targets, r.bufs, r.ngl = make([]int64, r.nd), make([]int, r.nd), make([]lcNGL, r.nd)
+	for i := range r.nd {
+		r.targets[i] = int64(r.free[i]) - int64(r.margin[i])
+		r.bufs[i], r.ngl[i].overflow = -1, lcFracMoE
+	}
+	var err error
+	r.mem, err = r.memOf(r.ngl, r.bufs)
+	return surplus, err
+}
+
+func (r *lcRun) memOf(ngl []lcNGL, bufs []int) ([]int64, error) {
+	lay, _ := r.layout(ngl, bufs)
+	use, _, err := r.measure(r.nctx, lay)
+	return r.used(use), err
+}
+
+func cloneNGL(x []lcNGL) []lcNGL { return append([]lcNGL(nil), x...) }
+
+// backToFront is step 3 (l.575-641): from the last device to the first,
+// all unassigned layers (a MoE's without their experts but the last
+// device's first), else the most that fit by false position.
+func (r *lcRun) backToFront() error {
+	nd := r.nd
+	for id := nd - 1; id >= 0; id-- {
+		unassigned := r.m.Layers + 1
+		for jd := id + 1; jd < nd; jd++ {
+			unassigned -= r.ngl[jd].layers
+		}
+		high := cloneNGL(r.ngl)
 		high[id].layers = unassigned
-		if ft.hasExps {
+		if r.hasExps {
 			high[id].part = high[id].layers
 			if id == nd-1 {
 				high[id].part--
 			}
 		}
 		if high[id].layers > 0 {
-			memHigh, err := memOf(high, bufs)
+			memHigh, err := r.memOf(high, r.bufs)
 			if err != nil {
 				return err
 			}
-			if memHigh[id] > targets[id] {
-				delta := high[id].layers - ngl[id].layers
-				for delta > 1 {
-					step, err := falsePosition(delta, targets[id], mem[id], memHigh[id])
-					if err != nil {
-						return err
-					}
-					test := clone(ngl)
-					test[id].layers += step
-					if ft.hasExps {
-						if id == nd-1 && test[id].part == 0 {
-							test[id].part += step - 1 // the output layer is always full
-						} else {
-							test[id].part += step
-						}
-					}
-					memTest, err := memOf(test, bufs)
-					if err != nil {
-						return err
-					}
-					if memTest[id] <= targets[id] {
-						ngl, mem = test, memTest
-					} else {
-						high, memHigh = test, memTest
-					}
-					delta = high[id].layers - ngl[id].layers
+			if memHigh[id] <= r.targets[id] {
+				r.ngl, r.mem = high, memHigh
+			}
+			for delta := high[id].layers - r.ngl[id].layers; memHigh[id] > r.targets[id] && delta > 1; delta = high[id].layers - r.ngl[id].layers {
+				step, err := falsePosition(delta, r.targets[id], r.mem[id], memHigh[id])
+				if err != nil {
+					return err
 				}
-			} else {
-				ngl, mem = high, memHigh
+				test := cloneNGL(r.ngl)
+				test[id].layers += step
+				if r.hasExps {
+					if id == nd-1 && test[id].part == 0 {
+						test[id].part += step - 1 // the output layer is always full
+					} else {
+						test[id].part += step
+					}
+				}
+				memTest, err := r.memOf(test, r.bufs)
+				if err != nil {
+					return err
+				}
+				if memTest[id] <= r.targets[id] {
+					r.ngl, r.mem = test, memTest
+				} else {
+					high, memHigh = test, memTest
+				}
 			}
 		}
-		say("l.637-640: CUDA%d: %d layers, %d MiB used, %d MiB free", id, ngl[id].layers, mibOf(mem[id]), mibOf(int64(ft.free[id])-mem[id]))
+		r.say("l.637-640: CUDA%d: %d layers, %d MiB used, %d MiB free", id, r.ngl[id].layers, mibOf(r.mem[id]), mibOf(int64(r.free[id])-r.mem[id]))
 	}
-	if !ft.hasExps || surplusMoE <= 0 {
-		return ft.done(out, nctx, ngl, bufs, finish)
-	}
+	return nil
+}
 
-	// step 4: MoE, dense-only layers made full front to back (l.647-788)
-	dense := nd
-	for id := nd - 1; id >= 0; id-- {
-		if ngl[id].layers > 0 {
-			dense = id
-			continue
-		}
-		break
+// frontToBack is step 4 (l.647-788): front to back, dense-only layers
+// made full while they fit, then part of one more layer.
+func (r *lcRun) frontToBack() error {
+	nd := r.nd
+	r.dense = nd
+	for id := nd - 1; id >= 0 && r.ngl[id].layers > 0; id-- {
+		r.dense = id
 	}
-	for id := 0; id <= dense && dense < nd; id++ {
-		high := clone(ngl)
-		for jd := dense; jd < nd; jd++ {
+	for id := 0; id <= r.dense && r.dense < nd; id++ {
+		high := cloneNGL(r.ngl)
+		for jd := r.dense; jd < nd; jd++ {
 			move := high[jd].layers
 			if jd == nd-1 {
 				move--
@@ -880,112 +875,155 @@ func (ft *lcFitter) run(out *LlamaCppFit) error {
 			high[jd].part = 0
 		}
 		denseHigh := nd - 1
-		memHigh, err := memOf(high, bufs)
+		memHigh, err := r.memOf(high, r.bufs)
 		if err != nil {
 			return err
 		}
-		if memHigh[id] > targets[id] {
-			delta := high[id].full() - ngl[id].full()
-			for delta > 1 {
-				step, err := falsePosition(delta, targets[id], mem[id], memHigh[id])
-				if err != nil {
-					return err
-				}
-				test := clone(ngl)
-				denseTest, converted := dense, 0
-				for ; denseTest < nd; denseTest++ {
-					c := min(step-converted, test[denseTest].part)
-					test[denseTest].layers -= c
-					test[denseTest].part -= c
-					test[id].layers += c
-					converted += c
-					if test[denseTest].part > 0 {
-						break
-					}
-				}
-				memTest, err := memOf(test, bufs)
-				if err != nil {
-					return err
-				}
-				if memTest[id] <= targets[id] {
-					ngl, mem, dense = test, memTest, denseTest
-				} else {
-					high, memHigh, denseHigh = test, memTest, denseTest
-				}
-				delta = high[id].full() - ngl[id].full()
-			}
-		} else {
-			ngl, mem, dense = high, memHigh, denseHigh
+		if memHigh[id] <= r.targets[id] {
+			r.ngl, r.mem, r.dense = high, memHigh, denseHigh
 		}
-		// l.722-772: part of one more layer
-		least := 1 // the last device keeps its output layer
-		if id < nd-1 {
-			least = 0
-		}
-		if dense < nd && ngl[dense].layers > least {
-			test := clone(ngl)
-			denseTest := dense
-			test[denseTest].layers--
-			test[denseTest].part--
-			test[id].layers++
-			test[id].part++
-			if test[denseTest].part == 0 {
-				denseTest++
-			}
-			test[id].overflow = lcFracUp
-			bufsTest := append([]int(nil), bufs...)
-			if id < nd-1 {
-				bufsTest[id] = id + 1
-			}
-			fits := func(mt []int64) bool { return mt[id] < targets[id] && (id+1 == nd || mt[id+1] < targets[id+1]) }
-			memTest, err := memOf(test, bufsTest)
+		for delta := high[id].full() - r.ngl[id].full(); memHigh[id] > r.targets[id] && delta > 1; delta = high[id].full() - r.ngl[id].full() {
+			step, err := falsePosition(delta, r.targets[id], r.mem[id], memHigh[id])
 			if err != nil {
 				return err
 			}
-			if fits(memTest) {
-				ngl, bufs, mem, dense = clone(test), bufsTest, memTest, denseTest
-				test[id].overflow = lcFracGate
-				if memTest, err = memOf(test, bufsTest); err != nil {
-					return err
-				}
-				if fits(memTest) {
-					ngl, bufs, mem, dense = clone(test), bufsTest, memTest, denseTest
-				}
-			} else {
-				test[id].overflow = lcFracAttn
-				if memTest, err = memOf(test, bufsTest); err != nil {
-					return err
-				}
-				if fits(memTest) {
-					ngl, bufs, mem, dense = clone(test), bufsTest, memTest, denseTest
+			test := cloneNGL(r.ngl)
+			denseTest, converted := r.dense, 0
+			for ; denseTest < nd; denseTest++ {
+				c := min(step-converted, test[denseTest].part)
+				test[denseTest].layers -= c
+				test[denseTest].part -= c
+				test[id].layers += c
+				converted += c
+				if test[denseTest].part > 0 {
+					break
 				}
 			}
+			memTest, err := r.memOf(test, r.bufs)
+			if err != nil {
+				return err
+			}
+			if memTest[id] <= r.targets[id] {
+				r.ngl, r.mem, r.dense = test, memTest, denseTest
+			} else {
+				high, memHigh, denseHigh = test, memTest, denseTest
+			}
 		}
-		say("l.774-777: CUDA%d: %d layers (%d overflowing), %d MiB used, %d MiB free", id, ngl[id].layers, ngl[id].part, mibOf(mem[id]), mibOf(int64(ft.free[id])-mem[id]))
+		if err := r.oneMore(id); err != nil {
+			return err
+		}
+		r.say("l.774-777: CUDA%d: %d layers (%d overflowing), %d MiB used, %d MiB free", id, r.ngl[id].layers, r.ngl[id].part, mibOf(r.mem[id]), mibOf(int64(r.free[id])-r.mem[id]))
 	}
-	for id := dense + 1; id < nd; id++ {
-		say("l.781-786: CUDA%d: %d layers (%d overflowing), %d MiB used, %d MiB free", id, ngl[id].layers, ngl[id].part, mibOf(mem[id]), mibOf(int64(ft.free[id])-mem[id]))
+	for id := r.dense + 1; id < nd; id++ {
+		r.say("l.781-786: CUDA%d: %d layers (%d overflowing), %d MiB used, %d MiB free", id, r.ngl[id].layers, r.ngl[id].part, mibOf(r.mem[id]), mibOf(int64(r.free[id])-r.mem[id]))
 	}
-	return ft.done(out, nctx, ngl, bufs, finish)
+	return nil
+}
+
+// oneMore tries part of one more layer on device id (l.722-772): its
+// attention and up projections (UP), then with the gate (GATE), else its
+// attention alone (ATTN), the rest to the next device or the CPU; each
+// strictly under the targets of id and the next device.
+func (r *lcRun) oneMore(id int) error {
+	least := 1 // the last device keeps its output layer
+	if id < r.nd-1 {
+		least = 0
+	}
+	if r.dense >= r.nd || r.ngl[r.dense].layers <= least {
+		return nil
+	}
+	test := cloneNGL(r.ngl)
+	denseTest := r.dense
+	test[denseTest].layers--
+	test[denseTest].part--
+	test[id].layers++
+	test[id].part++
+	if test[denseTest].part == 0 {
+		denseTest++
+	}
+	bufs := append([]int(nil), r.bufs...)
+	if id < r.nd-1 {
+		bufs[id] = id + 1
+	}
+	try := func(f lcFraction) (bool, error) {
+		test[id].overflow = f
+		mt, err := r.memOf(test, bufs)
+		if err != nil || !(mt[id] < r.targets[id] && (id+1 == r.nd || mt[id+1] < r.targets[id+1])) {
+			return false, err
+		}
+		r.ngl, r.bufs, r.mem, r.dense = cloneNGL(test), bufs, mt, denseTest
+		return true, nil
+	}
+	ok, err := try(lcFracUp)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		_, err = try(lcFracGate)
+	default:
+		_, err = try(lcFracAttn)
+	}
+	return err
 }
 
 // done sets the chosen layout (l.642-644, 788) and projects it.
-func (ft *lcFitter) done(out *LlamaCppFit, nctx int, ngl []lcNGL, bufs []int, finish func(string, []LlamaCppUse, LlamaCppUse, []lcNGL)) error {
-	lay, ots := ft.layout(ngl, bufs)
-	use, host, err := ft.measure(nctx, lay)
+func (r *lcRun) done() error {
+	lay, ots := r.layout(r.ngl, r.bufs)
+	use, host, err := r.measure(r.nctx, lay)
 	if err != nil {
 		return err
 	}
-	out.GPULayers, out.Overrides = lay.ngl, ots
-	if ft.nd > 1 {
-		for _, n := range ngl {
-			out.TensorSplit = append(out.TensorSplit, n.layers)
+	r.out.GPULayers, r.out.Overrides = lay.ngl, ots
+	if r.nd > 1 {
+		for _, n := range r.ngl {
+			r.out.TensorSplit = append(r.out.TensorSplit, n.layers)
 		}
-		for len(out.TensorSplit) > 1 && out.TensorSplit[len(out.TensorSplit)-1] == 0 {
-			out.TensorSplit = out.TensorSplit[:len(out.TensorSplit)-1] // fit-params.cpp:46-49
+		for len(r.out.TensorSplit) > 1 && r.out.TensorSplit[len(r.out.TensorSplit)-1] == 0 {
+			r.out.TensorSplit = r.out.TensorSplit[:len(r.out.TensorSplit)-1] // fit-params.cpp:46-49
 		}
 	}
-	finish("fitted", use, host, ngl)
+	return r.finish("fitted", use, host, r.ngl)
+}
+
+// finish writes the answer: the status, each device's projected use and
+// llama-fit-params' line (fit-params.cpp:44-68).
+func (r *lcRun) finish(status string, use []LlamaCppUse, host LlamaCppUse, ngl []lcNGL) error {
+	out := r.out
+	out.Status, out.Host = status, host
+	out.CtxArg, out.CtxSize = r.nctx, r.nctx
+	if r.nctx == 0 {
+		out.CtxSize = r.m.MaxPosition
+	}
+	for i, u := range use {
+		d := LlamaCppFitDevice{Name: "CUDA" + strconv.Itoa(i), Free: r.free[i], Margin: r.margin[i], LlamaCppUse: u, Used: u.Total()}
+		if ngl != nil {
+			d.Layers, d.Partial = ngl[i].layers, ngl[i].part
+		}
+		out.Devices = append(out.Devices, d)
+	}
+	if ngl == nil { // the user's layout: count each device's layers
+		for _, d := range r.devices(r.user) {
+			if d >= 0 {
+				out.Devices[d].Layers++
+			}
+		}
+	}
+	args := fmt.Sprintf("-c %d -ngl %d", out.CtxArg, out.GPULayers)
+	if len(out.TensorSplit) > 1 {
+		ts := make([]string, len(out.TensorSplit))
+		for i, x := range out.TensorSplit {
+			ts[i] = strconv.Itoa(x)
+		}
+		args += " -ts " + strings.Join(ts, ",")
+	}
+	if len(out.Overrides) > 0 {
+		ot := make([]string, len(out.Overrides))
+		for i, o := range out.Overrides {
+			ot[i] = o.Pattern + "=" + o.Buffer
+		}
+		args += ` -ot "` + strings.Join(ot, ",") + `"`
+	}
+	out.Args = args
 	return nil
 }
 

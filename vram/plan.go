@@ -45,6 +45,10 @@ type Plan struct {
 	SGLang *SGLang `json:"sglang,omitempty"`
 	// TGI serves it with Hugging Face TGI's settings (TGI.Carve).
 	TGI *TGI `json:"tgi,omitempty"`
+	// LlamaCpp serves it with llama-server's settings: the plan command
+	// then shows llama.cpp's automatic fit (LlamaCpp.FitParams) where the
+	// build fits by default or "fit" is true.
+	LlamaCpp *LlamaCpp `json:"llama_cpp,omitempty"`
 	// PostTraining is a post-training run (GRPO, RLOO, DPO) instead of a
 	// training or inference one: its policy is the plan's model.
 	PostTraining *PostTraining `json:"post_training,omitempty"`
@@ -95,6 +99,7 @@ type planFile struct {
 	VLLM      json.RawMessage `json:"vllm"`
 	SGLang    json.RawMessage `json:"sglang"`
 	TGI       json.RawMessage `json:"tgi"`
+	LlamaCpp  json.RawMessage `json:"llama_cpp"`
 	Post      json.RawMessage `json:"post_training"`
 	Versions  Versions        `json:"versions"`
 	Search    json.RawMessage `json:"search"`
@@ -156,35 +161,18 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{Name: raw.Name, GPU: raw.GPU}
-	if len(raw.VLLM) > 0 {
-		if len(raw.Inference) == 0 {
-			return Plan{}, errors.New(`vllm: applies to an inference plan ("inference")`)
-		}
-		var v VLLM
-		if err := strictDecode(raw.VLLM, &v, "vllm."); err != nil {
-			return Plan{}, err
-		}
-		p.VLLM = &v
+	var err error
+	if p.VLLM, err = decodeEngine[VLLM](raw.VLLM, raw.Inference, "vllm"); err != nil {
+		return Plan{}, err
 	}
-	if len(raw.SGLang) > 0 {
-		if len(raw.Inference) == 0 {
-			return Plan{}, errors.New(`sglang: applies to an inference plan ("inference")`)
-		}
-		var sg SGLang
-		if err := strictDecode(raw.SGLang, &sg, "sglang."); err != nil {
-			return Plan{}, err
-		}
-		p.SGLang = &sg
+	if p.SGLang, err = decodeEngine[SGLang](raw.SGLang, raw.Inference, "sglang"); err != nil {
+		return Plan{}, err
 	}
-	if len(raw.TGI) > 0 {
-		if len(raw.Inference) == 0 {
-			return Plan{}, errors.New(`tgi: applies to an inference plan ("inference")`)
-		}
-		var tg TGI
-		if err := strictDecode(raw.TGI, &tg, "tgi."); err != nil {
-			return Plan{}, err
-		}
-		p.TGI = &tg
+	if p.TGI, err = decodeEngine[TGI](raw.TGI, raw.Inference, "tgi"); err != nil {
+		return Plan{}, err
+	}
+	if p.LlamaCpp, err = decodeEngine[LlamaCpp](raw.LlamaCpp, raw.Inference, "llama_cpp"); err != nil {
+		return Plan{}, err
 	}
 	m, ref, ck, err := DecodeModel(raw.Model, dir)
 	if err != nil {
@@ -241,6 +229,22 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		return Plan{}, err
 	}
 	return p, nil
+}
+
+// decodeEngine reads a serving engine's section of an inference plan
+// (nil where the plan has none).
+func decodeEngine[T any](raw, inference json.RawMessage, key string) (*T, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if len(inference) == 0 {
+		return nil, fmt.Errorf(`%s: applies to an inference plan ("inference")`, key)
+	}
+	var v T
+	if err := strictDecode(raw, &v, key+"."); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // decodeSearch reads a plan's search object, if any.

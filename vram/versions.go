@@ -181,6 +181,9 @@ func (p *Plan) ApplyVersions(v Versions) error {
 	if p.SGLang != nil {
 		p.SGLang.Version = v.SGLang
 	}
+	if p.LlamaCpp != nil {
+		p.LlamaCpp.Version = v.LlamaCpp
+	}
 	if pt := p.PostTraining; pt != nil {
 		pt.Torch = v.Torch
 	}
@@ -230,6 +233,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 	}
 	if sg != nil {
 		_, m, err := sg.release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if p.LlamaCpp != nil {
+		_, m, err := p.LlamaCpp.release()
 		if err != nil {
 			return nil, err
 		}

@@ -321,6 +321,7 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 			r.Fit.GPU, tc.Usable, tc.Weights, tc.Activation, tc.Free, tc.Blocks, tc.BlockBytes, vram.Grouped(tc.MaxBatchTotalTokens))
 	}
 	printSGLang(w, r)
+	printLlamaCppFit(w, r.LlamaCppFit)
 	if r.NoGenerate != "" {
 		fmt.Fprintf(w, "\nNo figures of transformers' generate: %s\n", r.NoGenerate)
 	} else {
@@ -339,7 +340,7 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 // printMeasures prints the allocator replay's three measures.
 func printMeasures(w io.Writer, r answer.Report) {
 	m := r.Measures
-	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil {
+	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil || r.LlamaCppFit != nil {
 		fmt.Fprintf(w, "\nThe three measures of transformers' generate on its own (allocator replay; not what the engine above takes):\n")
 	} else {
 		fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")
@@ -438,6 +439,37 @@ func printSGLang(w io.Writer, r answer.Report) {
 	}
 	if sp.Err != "" {
 		fmt.Fprintf(w, "  SGLang would not start: %s\n", sp.Err)
+	}
+}
+
+// printLlamaCppFit prints llama.cpp's automatic fit: what
+// llama-fit-params prints, each device's projected use and the steps.
+func printLlamaCppFit(w io.Writer, f *vram.LlamaCppFit) {
+	if f == nil {
+		return
+	}
+	if f.Status == "off" {
+		fmt.Fprintf(w, "\nllama.cpp %s: --fit off (the settings as given)\n", f.Release.Release)
+		return
+	}
+	fmt.Fprintf(w, "\nllama.cpp %s --fit: %s; context %d\n  llama-fit-params: %s\n", f.Release.Release, f.Status, f.CtxSize, f.Args)
+	if f.Reason != "" {
+		fmt.Fprintf(w, "  gave up: %s\n", f.Reason)
+	}
+	for _, d := range f.Devices {
+		part := ""
+		if d.Partial > 0 {
+			part = fmt.Sprintf(" (%d without some FFN or experts)", d.Partial)
+		}
+		fmt.Fprintf(w, "  %s: %d layers%s; model %v + context %v + compute %v = %v of %v free (keeps %v)\n",
+			d.Name, d.Layers, part, d.Model, d.Context, d.Compute, d.Used, d.Free, d.Margin)
+	}
+	fmt.Fprintf(w, "  host: model %v + context %v\n", f.Host.Model, f.Host.Context)
+	for _, s := range f.Steps {
+		fmt.Fprintf(w, "  step (common/fit.cpp %s\n", strings.Replace(s, ":", "):", 1))
+	}
+	for _, n := range f.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 }
 

@@ -40,6 +40,9 @@ type Report struct {
 	VLLM       *vram.VLLMCarve    `json:"vllm,omitempty"`
 	SGLang     *vram.SGLangKVPool `json:"sglang,omitempty"`
 	TGI        *vram.TGICarve     `json:"tgi,omitempty"`
+	// LlamaCppFit is llama.cpp's automatic fit of the plan's llama_cpp
+	// settings on its GPU (or llama_cpp.device_free).
+	LlamaCppFit *vram.LlamaCppFit `json:"llama_cpp_fit,omitempty"`
 	// PostTraining is a post-training step phase by phase; Phases
 	// repeats its phases at the top level for scripts.
 	PostTraining *PostTrainingReport `json:"post_training,omitempty"`
@@ -180,6 +183,13 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 			return rep, fmt.Errorf("tgi: %w", err)
 		}
 		rep.TGI = &c
+	}
+	if l := p.LlamaCpp; l != nil && (g != nil || len(l.DeviceFree) > 0) {
+		f, err := l.FitParams(p.Model, g)
+		if err != nil {
+			return rep, fmt.Errorf("llama_cpp: %w", err)
+		}
+		rep.LlamaCppFit = &f
 	}
 	if p.SGLang != nil && g != nil {
 		pool, err := p.SGLang.Carve(*p.Inference, *g)

@@ -62,6 +62,7 @@ type planFile struct {
 	VLLM         *vram.VLLM           `json:"vllm,omitempty"`
 	SGLang       *vram.SGLang         `json:"sglang,omitempty"`
 	TGI          *vram.TGI            `json:"tgi,omitempty"`
+	LlamaCpp     *vram.LlamaCpp       `json:"llama_cpp,omitempty"`
 	PostTraining *vram.PostTraining   `json:"post_training,omitempty"`
 	Versions     vram.Versions        `json:"versions,omitzero"`
 	Search       *vram.SearchSettings `json:"search,omitempty"`
