@@ -242,6 +242,8 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		return v, err
 	case p.Inference == nil:
 		return Verdict{}, errors.New("budget: the plan has neither train nor inference")
+	case p.LlamaCpp != nil:
+		return b.judgeLlamaCpp(*p.LlamaCpp, p.Model)
 	case p.VLLM != nil:
 		c, err := p.VLLM.Carve(*p.Inference, b.GPU)
 		if err != nil {
@@ -327,6 +329,39 @@ func (b Budget) JudgePostTraining(pt PostTraining) (Verdict, error) {
 		v.Why = fmt.Sprintf("does not fit: %s takes %v on the device, over %s's limit %v by %v", peak.Name, peak.DeviceUsed, b.GPU.Name, v.Limit, v.Need-v.Limit)
 	default:
 		v.Why = fmt.Sprintf("fits: the largest phase, %s, takes %v on the device, %v to spare on %s", peak.Name, peak.DeviceUsed, v.Limit-v.Need, b.GPU.Name)
+	}
+	return v, nil
+}
+
+// judgeLlamaCpp judges a llama-server launch on the busiest GPU as its
+// build places the model (its automatic fit where the build has one):
+// what each device is projected to hold, beside what it had free at start.
+func (b Budget) judgeLlamaCpp(l LlamaCpp, m Model) (Verdict, error) {
+	f, err := l.FitParams(m, &b.GPU)
+	if err != nil {
+		return Verdict{}, err
+	}
+	var busiest LlamaCppFitDevice
+	for _, d := range f.Devices {
+		if d.Used-d.Free > busiest.Used-busiest.Free || busiest.Name == "" {
+			busiest = d
+		}
+	}
+	v := Verdict{Engine: "llama.cpp " + f.Release.Release, Measure: MeasureDeviceUsed, Need: busiest.Used + b.GPU.Context,
+		DeviceUsed: busiest.Used + b.GPU.Context, Limit: busiest.Free + b.GPU.Context}
+	v.Fits = f.Status != "failed" && busiest.Used <= busiest.Free
+	what := fmt.Sprintf("llama.cpp %s holds %v on %s (weights %v, KV cache and state %v, compute buffers %v) beside its context %v",
+		f.Release.Release, busiest.Used, busiest.Name, busiest.Model, busiest.Context, busiest.Compute, b.GPU.Context)
+	if busiest.Compute == 0 {
+		what += "; its compute buffers are not counted (give llama_cpp.compute_buffers)"
+	}
+	switch {
+	case f.Status == "failed":
+		v.Why = fmt.Sprintf("does not fit: llama.cpp's fit gave up (%s); %s", f.Reason, what)
+	case !v.Fits:
+		v.Why = fmt.Sprintf("does not fit: %s, over the %v %s had free by %v", what, busiest.Free, busiest.Name, busiest.Used-busiest.Free)
+	default:
+		v.Why = fmt.Sprintf("fits: %s, within the %v %s had free (%s)", what, busiest.Free, busiest.Name, f.Args)
 	}
 	return v, nil
 }

@@ -126,6 +126,12 @@ func (g GPU) Total() Bytes {
 // Usable is the memory left for the process's tensors after the context.
 func (g GPU) Usable() Bytes { return g.Total() - g.Context }
 
+// FreeAtStart is what a process finds free once its context is made: the
+// usable memory less what the operating system and other processes keep of
+// a unified pool (on an Apple silicon Mac, Metal's working-set cap, which
+// ggml-metal reports as the device's memory).
+func (g GPU) FreeAtStart() Bytes { return g.Usable() - g.UnifiedReserve }
+
 // peaksNotFound marks a catalog Source whose part has no peaks from a
 // cited source: its TFLOPS and Bandwidth stay zero and throughput bounds
 // refuse it rather than guess.

@@ -257,7 +257,7 @@ func (l LlamaCpp) fitter(m Model, g *GPU, f *GGUF, rel llamaCppRelease) (*lcFitt
 		case len(l.DeviceFree) > 0:
 			free = l.DeviceFree[i]
 		case g != nil:
-			free = g.Total() - g.Context
+			free = g.FreeAtStart()
 		default:
 			return nil, fmt.Errorf("llama.cpp: device_free: give each GPU's free memory, or the plan's gpu")
 		}

@@ -160,3 +160,32 @@ func TestFitLlamaCppInput(t *testing.T) {
 		t.Errorf("RTX 4090: %+v, %v", f.Devices, err)
 	}
 }
+
+// TestJudgeLlamaCppPlan: a llama-server plan is judged as llama.cpp places
+// it, not as transformers' generate: Qwen3-30B-A3B at q4_k fits a 24 GB
+// card whole; with every layer forced onto an 8 GB card (-ngl set, so the
+// fit gives up) it does not; on a 16 GB Mac the limit is Metal's cap.
+func TestJudgeLlamaCppPlan(t *testing.T) {
+	judge := func(gpu, extra string) Verdict {
+		t.Helper()
+		p, err := ParsePlanContent([]byte(`{"model": "qwen3-30b-a3b", "gpu": "` + gpu + `", "inference": {"batch": 1, "prompt_tokens": 4096}, "llama_cpp": {"weight_type": "q4_k"` + extra + `}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Budget{GPU: mustGPU(gpu), Headroom: DefaultHeadroom}.JudgePlan(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := judge("RTX-4090", ""); !v.Fits || !strings.HasPrefix(v.Engine, "llama.cpp") || !strings.Contains(v.Why, "compute buffers are not counted") {
+		t.Errorf("RTX 4090: %+v", v)
+	}
+	if v := judge("RTX-4060", `, "n_gpu_layers": 99`); v.Fits || !strings.Contains(v.Why, "does not fit") {
+		t.Errorf("every layer on an 8 GB card: %+v", v)
+	}
+	mac := mustGPU("Apple-M-16GB")
+	if v := judge("Apple-M-16GB", ""); v.Limit != mac.Memory-mac.UnifiedReserve {
+		t.Errorf("a 16 GB Mac's limit %v, want Metal's cap %v", v.Limit, mac.Memory-mac.UnifiedReserve)
+	}
+}
