@@ -288,12 +288,15 @@ func gemma3nTextStoredOnly(m Model, l *tensorList) {
 	}
 }
 
-// gemma3nTextBuffers lists the language model's buffers: embed_scale,
+// gemma3nTextBuffers lists the language model's buffers in
+// named_buffers' order (a module's own before its children's): the two
+// per-layer scales of Gemma3nTextModel itself (l.1624-1625), embed_scale,
 // each layer's AltUp router_input_scale, the rotary embedding's two
-// buffers per layer kind present (sorted by name, l.1519-1532), the
-// per-layer embeddings' embed_scale and the two per-layer scales
-// (l.1624-1625), all fp32 and none persistent.
+// buffers per layer kind present (sorted by name, l.1519-1532) and the
+// per-layer embeddings' embed_scale, all fp32 and none persistent.
 func gemma3nTextBuffers(m Model, b *bufferList) {
+	b.add("model.per_layer_projection_scale", -1, FP32)
+	b.add("model.per_layer_input_scale", -1, FP32)
 	b.add("model.embed_tokens.embed_scale", -1, FP32)
 	for i := 0; i < m.Layers; i++ {
 		b.add(fmt.Sprintf("model.layers.%d.altup.router_input_scale", i), i, FP32)
@@ -311,8 +314,6 @@ func gemma3nTextBuffers(m Model, b *bufferList) {
 		b.add("model.rotary_emb.sliding_attention_original_inv_freq", -1, FP32, int64(m.HeadDim/2))
 	}
 	b.add("model.embed_tokens_per_layer.embed_scale", -1, FP32)
-	b.add("model.per_layer_projection_scale", -1, FP32)
-	b.add("model.per_layer_input_scale", -1, FP32)
 }
 
 // gemma3nTextE4B is the language model of the released Gemma 3n E4B
