@@ -122,5 +122,9 @@ func (in Inference) audioNote(m Model) string {
 			n += t.Numel()
 		}
 	}
-	return fmt.Sprintf("the audio tower and its projector (model.audio, %d parameters) are loaded with the weights; their forward is not modelled: the plan runs the text and the images only", n)
+	runs := "the text and the images"
+	if m.Vision != nil && !m.Vision.TowerRuns() {
+		runs = "the text" // nor is the vision tower's (vision.go)
+	}
+	return fmt.Sprintf("the audio tower and its projector (model.audio, %d parameters) are loaded with the weights; their forward is not modelled: the plan runs %s only", n, runs)
 }

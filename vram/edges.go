@@ -60,7 +60,7 @@ func buildEdges(r *resolved) edgeActivations {
 		// embedding_multiplier): a new tensor, nothing saved.
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
-	if m.Vision != nil {
+	if m.Vision != nil && r.tower != nil {
 		// The images' features take their placeholder tokens' places. The
 		// batch holds the pixel values the tower's embedding reads, as its
 		// processor lays them out for the micro-batch's images (Qwen's:

@@ -98,6 +98,12 @@ type family struct {
 	// vision tower, or with conformer its audio tower) and has no model of
 	// its own in transformers (no presets, not planned alone).
 	towerOnly bool
+	// loadOnly: the family is a vision tower whose forward the engine
+	// does not model and whose model's plans run without it: its weights
+	// load with the model, the plan runs the text alone and refuses images
+	// (Vision.TowerRuns). A tower without towerEmbed that is not loadOnly
+	// refuses every plan instead.
+	loadOnly bool
 	// wrappedText: the family is a vision-language model's language model
 	// that transformers builds only inside its wrapper (no presets of its
 	// own; planned only with model.vision).

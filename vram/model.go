@@ -605,12 +605,21 @@ type Audio struct {
 // ConvKernel taps in each block, an output projection to OutputDim, and
 // with ClippedLinears four stored scalar bounds on every clippable linear
 // (Gemma 4's audio tower: subsampling_conv_channels, conv_kernel_size,
-// output_proj_dims, use_clipped_linears).
+// output_proj_dims, use_clipped_linears). Where the front end's output
+// width follows the frames' InputFeatures (mel bins) and the blocks'
+// chunked local attention keeps a mask of Chunk queries by Chunk +
+// ContextLeft − 1 + ContextRight keys as a buffer (Gemma 3n's:
+// input_feat_size, conf_attention_chunk_size, conf_attention_context_left
+// and _right), those are set; zero elsewhere.
 type Conformer struct {
 	SubsampleChannels [2]int `json:"subsample_channels"`
 	ConvKernel        int    `json:"conv_kernel"`
 	OutputDim         int    `json:"output_dim"`
 	ClippedLinears    bool   `json:"clipped_linears,omitempty"`
+	InputFeatures     int    `json:"input_features,omitempty"`
+	Chunk             int    `json:"chunk,omitempty"`
+	ContextLeft       int    `json:"context_left,omitempty"`
+	ContextRight      int    `json:"context_right,omitempty"`
 }
 
 // Speech is the speech generator of a multimodal model that talks
@@ -1782,6 +1791,9 @@ func (m Model) ranges() error {
 	if c := m.Conformer; c != nil && (min(c.SubsampleChannels[0], c.SubsampleChannels[1]) < 0 || max(c.SubsampleChannels[0], c.SubsampleChannels[1]) > maxChannels ||
 		c.ConvKernel < 0 || c.ConvKernel > maxChannels || c.OutputDim < 0 || c.OutputDim > maxWidth) {
 		return fmt.Errorf("model.conformer: subsample_channels %v and conv_kernel = %d must be in [0, %d], output_dim = %d in [0, %d]", c.SubsampleChannels, c.ConvKernel, maxChannels, c.OutputDim, maxWidth)
+	}
+	if c := m.Conformer; c != nil && (c.InputFeatures < 0 || c.InputFeatures > maxWidth || min(c.Chunk, c.ContextLeft, c.ContextRight) < 0 || max(c.Chunk, c.ContextLeft, c.ContextRight) > MaxPositions) {
+		return fmt.Errorf("model.conformer: input_features = %d must be in [0, %d], chunk = %d, context_left = %d and context_right = %d in [0, %d]", c.InputFeatures, maxWidth, c.Chunk, c.ContextLeft, c.ContextRight, MaxPositions)
 	}
 	if err := m.speechRanges(); err != nil {
 		return err

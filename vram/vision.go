@@ -646,6 +646,14 @@ func (b *actBuilder) recomputeCharge(a *BlockActivations, inSaved bool, in Bytes
 	return re
 }
 
+// TowerRuns reports whether plans run the tower's forward over their
+// images: false for a tower family declared loadOnly, whose weights load
+// with the model while the plan runs the text alone.
+func (v Vision) TowerRuns() bool {
+	tf := lookupFamily(v.Tower.Family)
+	return tf == nil || !tf.loadOnly
+}
+
 // resolveVision checks a plan's images and vision_tower and resolves the
 // tower's run.
 func (r *resolved) resolveVision() error {
@@ -658,6 +666,15 @@ func (r *resolved) resolveVision() error {
 	}
 	if r.Images < 0 || r.Images > MaxTokens {
 		return fmt.Errorf("images must be in [1, %d], got %d", MaxTokens, r.Images)
+	}
+	if !v.TowerRuns() {
+		// A load-only tower (family.loadOnly): its weights load, the plan
+		// runs the text (r.tower stays nil, the embedding side runs no
+		// image).
+		if r.Images > 0 || r.VisionTower == "trainable" {
+			return fmt.Errorf("images and vision_tower: the %s tower's forward is not modelled yet (its parameters, buffers, stored bytes and checkpoint are); plan the text alone, without images", v.Tower.Family)
+		}
+		return nil
 	}
 	r.images = max(1, r.Images)
 	if tf := lookupFamily(v.Tower.Family); tf == nil || tf.towerEmbed == nil {

@@ -818,6 +818,8 @@ func (c *VLLMCarve) profile(v VLLM, rel vllmRelease, in Inference, m Model, est 
 	if p := c.MMProfile; p != nil {
 		c.Activation = max(p.Encoder, addBytes(p.Held, c.Activation))
 		c.Notes = append(c.Notes, p.note())
+	} else if m.Vision != nil && !m.Vision.TowerRuns() && !in.towerOff && !v.SkipMMProfiling {
+		c.Notes = append(c.Notes, fmt.Sprintf("vLLM's profile run also encodes dummy multimodal items, which the carve does not model: the %s tower's forward is not (vision.go), so the profile-run activations are the language model's forward and the sampler's", m.Vision.Tower.Family))
 	}
 	if in.towerOff {
 		c.Notes = append(c.Notes, "limit_mm_per_prompt allows no images or videos: vLLM loads the language model without the vision tower and projector")

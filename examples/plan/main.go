@@ -299,7 +299,9 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 		}
 		fmt.Fprintln(w)
 	}
-	if im := r.Images; im != nil {
+	if im := r.Images; im != nil && im.NotRun {
+		fmt.Fprintf(w, "images: none run: the vision tower %s's forward is not modelled (its %.1fM parameters load with the weights); the plan runs the text\n", im.Tower, float64(im.TowerParams)/1e6)
+	} else if im != nil {
 		state := "frozen"
 		if im.Trainable {
 			state = "trained"

@@ -82,6 +82,9 @@ type Images struct {
 	Tokens      int    `json:"tokens"`       // each image's tokens in the sequence
 	PerSequence int    `json:"per_sequence"` // images per sequence (prompt)
 	Trainable   bool   `json:"trainable"`    // the tower trains
+	// NotRun: the tower's forward is not modelled (vram.Vision.TowerRuns):
+	// its weights load, the plan runs the text alone.
+	NotRun bool `json:"not_run,omitempty"`
 }
 
 // Measures are the three figures a run is judged by: what PyTorch reports
@@ -119,7 +122,9 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 	}
 	if v := p.Model.Vision; v != nil {
 		im := &Images{Tower: v.Tower.Family, TowerParams: v.Tower.ParamCount(), Tokens: v.ImageTokens(), PerSequence: 1}
-		if t := p.Training; t != nil {
+		if !v.TowerRuns() {
+			im.PerSequence, im.NotRun = 0, true
+		} else if t := p.Training; t != nil {
 			im.PerSequence, im.Trainable = max(1, t.Images), t.VisionTower == "trainable"
 		} else if p.Inference != nil {
 			im.PerSequence = max(1, p.Inference.Images)
