@@ -112,7 +112,8 @@ AUDIO = {"whisper"}
 # table (5.23's mistral4: Mistral4ForCausalLM under AutoModelForPreTraining).
 PRETRAINING_CAUSAL = {"mistral4"}
 MULTIMODAL = {"qwen3_omni_moe"}  # AutoModelForMultimodalLM (5.23: Qwen3OmniMoeForConditionalGeneration)
-VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "llama4", "mistral3", "minimax_m3_vl", "kimi_k25"}
+# gemma3n's vision tower is timm's MobileNetV5 (requirements.txt pins timm).
+VISION_LANGUAGE = {"llava", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma3n", "gemma4", "llama4", "mistral3", "minimax_m3_vl", "kimi_k25"}
 
 
 def write(args, text):
