@@ -180,7 +180,27 @@ func gemma3nTextCheck(m Model) error {
 	case m.KVSharedLayers < 0 || m.KVSharedLayers >= m.Layers:
 		return fmt.Errorf("model.kv_shared_layers = %d must be in [0, layers = %d): a shared layer reuses an earlier layer's keys and values", m.KVSharedLayers, m.Layers)
 	}
+	if err := gemma3nWrapperCheck(m); err != nil {
+		return err
+	}
 	return gemma3nKVSharingCheck(m)
+}
+
+// gemma3nWrapperCheck is the rules of the language model inside family
+// gemma3n: Gemma3nModel always builds its MobileNetV5 tower and its audio
+// tower (modeling_gemma3n.py l.1928-1934), so a model with that wrapper
+// has both, of their families.
+func gemma3nWrapperCheck(m Model) error {
+	if m.Vision == nil || m.Vision.Family != gemma3nModelType {
+		return nil
+	}
+	switch {
+	case m.Vision.Tower.Family != gemma3nVisionModelType:
+		return fmt.Errorf("model.vision.tower.family %q: a %s model's vision tower is %s (timm's MobileNetV5)", m.Vision.Tower.Family, gemma3nModelType, gemma3nVisionModelType)
+	case m.Audio == nil || m.Audio.Tower.Family != gemma3nAudioModelType:
+		return fmt.Errorf("model.audio: a %s model always has its audio tower, model.audio.tower of family %s", gemma3nModelType, gemma3nAudioModelType)
+	}
+	return nil
 }
 
 // gemma3nKVSharingCheck is kv_sharing_modes' rule (configuration_gemma3n.py
