@@ -68,7 +68,7 @@ func TestUnknownGPUSuggestsOnlyItsKind(t *testing.T) {
 		}
 	}
 	_, err := FromHFConfig([]byte(`{"model_type": "gemma5"}`))
-	if err == nil || !strings.Contains(err.Error(), "the nearest it models: gemma, gemma2, gemma3, gemma3_text, gemma3n_text, gemma4") || !strings.Contains(err.Error(), "vram/family_gemma5.go") {
+	if err == nil || !strings.Contains(err.Error(), "the nearest it models: gemma, gemma2, gemma3, gemma3_text, gemma3n, gemma3n_audio, gemma3n_text, gemma3n_vision, gemma4") || !strings.Contains(err.Error(), "vram/family_gemma5.go") {
 		t.Errorf("gemma5: %v", err)
 	}
 }
