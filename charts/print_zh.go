@@ -4,8 +4,10 @@ package charts
 // each English format string with its Chinese, the same verbs for the same
 // arguments (TestPrintCatalog checks both), so the numbers print alike.
 var zhPrint = map[string]string{
-	"%d layouts tried, %d fit by their allocated peak; the fastest five, replayed:\n": "尝试了 %d 种布局，%d 种按已分配峰值放得下；回放后最快的五种：\n",
-	"%d. dp %d · tp %d · pp %d · cp %d · %s: %v on the device, %s tokens/s at most\n": "%d. dp %d · tp %d · pp %d · cp %d · %s：设备上 %v，至多 %s tokens/s\n",
+	"%d layouts tried, %d fit by their allocated peak; the fastest five, replayed:\n":                               "尝试了 %d 种布局，%d 种按已分配峰值放得下；回放后最快的五种：\n",
+	"%d. dp %d · tp %d · pp %d · cp %d · %s: %v on the device, %s tokens/s at most\n":                               "%d. dp %d · tp %d · pp %d · cp %d · %s：设备上 %v，至多 %s tokens/s\n",
+	"%d layouts tried, %d fit by their allocated peak; the fastest three, replayed:\n":                              "尝试了 %d 种布局，%d 种按已分配峰值放得下；回放后最快的三种：\n",
+	"%d. dp %d · tp %d · pp %d · ep %d · %s: %v on the device, %s tokens/s at most, %.2f s a step in all-to-alls\n": "%d. dp %d · tp %d · pp %d · ep %d · %s：设备上 %v，至多 %s tokens/s，每步 all-to-all %.2f 秒\n",
 	"the fastest, as launched: %s\n":                                     "最快的布局，按启动参数：%s\n",
 	"VRAM Lab kernel OK: %s on %s/%s\n":                                  "VRAM Lab 内核正常：%s，运行于 %s/%s\n",
 	"GOPROXY=%s: cells build from the module cache only\n":               "GOPROXY=%s：单元格只用模块缓存构建\n",
