@@ -95,6 +95,10 @@ func kinds(t *testing.T) map[string]Chart {
 		"phases":    Phases(postTraining(t), g.Total()),
 		"allocator": Allocator(replayPoints(t), ""),
 		"search":    Search(searchResult(t), ""),
+		"deviceused": DeviceUsed([]string{"T4", "H100"}, []vram.Replay{
+			{PeakAllocated: 10 * vram.GiB, PeakReserved: 11 * vram.GiB, Workspace: 8519680, Context: 300 * vram.MiB, NCCL: 600 * vram.MiB, DeviceUsed: 11*vram.GiB + 900*vram.MiB},
+			{PeakAllocated: 10 * vram.GiB, PeakReserved: 12 * vram.GiB, Workspace: 32 * vram.MiB, Context: 500 * vram.MiB, DeviceUsed: 12*vram.GiB + 500*vram.MiB}},
+			[]vram.Bytes{15 * vram.GiB, 80 * vram.GiB}, ""),
 	}
 }
 

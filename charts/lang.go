@@ -203,6 +203,9 @@ var zhWords = map[string]string{
 	// the allocator chart (Allocator)
 	"allocated": "已分配", "cached but free": "已缓存但空闲", "phase end": "阶段末", "reserved": "已保留",
 	"load": "加载",
+	// what a GPU shows in use (DeviceUsed)
+	"tensors at the peak": "峰值时的张量", "GEMM workspace": "GEMM 工作区", "CUDA context": "CUDA 上下文", "NCCL": "NCCL",
+	"symmetric memory": "对称内存", "GPU memory": "GPU 显存",
 	// the layout search (Search)
 	"fastest": "最快", "limit": "上限", "layout": "布局", "rank": "排名", "tokens/s bound": "tokens/s 上界",
 }
@@ -220,6 +223,7 @@ var zhTitles = map[string]string{
 	"Allocated and reserved memory at the end of each phase": "各阶段末的已分配与已保留显存",
 	"the step's allocations and frees, in order":             "训练步中按顺序的分配与释放",
 	"Layouts that fit: memory against speed":                 "放得下的布局：显存与速度",
+	"What each GPU shows in use, inside and outside PyTorch": "每块 GPU 显示的已用显存：PyTorch 之内与之外",
 	// the tutorials' chart titles
 	"Llama-2-7B, bf16 AdamW: live at the peak":                          "Llama-2-7B，bf16 AdamW：峰值时刻存活的显存",
 	"Llama-2-7B: peak per GPU in fp32 and in pure bf16":                 "Llama-2-7B：fp32 与纯 bf16 下每 GPU 的峰值",
