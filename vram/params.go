@@ -158,10 +158,22 @@ func (r *resolved) rankOfStage(s int) int {
 	return s % r.pp
 }
 
-// loraTargeted reports which output rows of tensor t get an adapter.
+// loraOut is how many output rows of tensor t get an adapter.
 func (r *resolved) loraOut(t Tensor) int64 {
+	out, _ := r.loraTargets(t)
+	return out
+}
+
+// loraTargets is how many output rows of tensor t get an adapter, and how
+// many A matrices of rank rows it has: one for a linear targeted whole;
+// under litgpt one per part targeted in its fused q|k|v, whose
+// LoRAQKVLinear stacks an A for each enabled q, k, v (litgpt/lora.py:
+// lora_A of (r * sum(enable_lora), in_features), lora_B of
+// (sum(qkv_shapes), r)), as separate adapters on the parts would; elsewhere
+// the parts share one A.
+func (r *resolved) loraTargets(t Tensor) (out int64, adapters int64) {
 	if r.Trainable != "lora" || r.LoRA == nil || !t.IsLinear() || t.Role == "router" || t.part != textPart {
-		return 0
+		return 0, 0
 	}
 	want := map[string]bool{}
 	for _, tg := range r.LoRA.Targets {
@@ -169,23 +181,27 @@ func (r *resolved) loraOut(t Tensor) int64 {
 	}
 	if want["all_linear"] {
 		if t.Role == "lm_head" || t.Role == "other" {
-			return 0
+			return 0, 0
 		}
-		return t.Shape[0]
+		return t.Shape[0], 1
 	}
 	if len(t.Parts) > 0 {
-		var out int64
 		for _, p := range t.Parts {
 			if want[p.Role] {
-				out += p.Out
+				out, adapters = out+p.Out, adapters+1
 			}
 		}
-		return out
+		if adapters > 0 && r.Framework != FrameworkLitGPT {
+			adapters = 1
+		}
+		if adapters > 0 {
+			return out, adapters
+		}
 	}
 	if want[t.Role] {
-		return t.Shape[0]
+		return t.Shape[0], 1
 	}
-	return 0
+	return 0, 0
 }
 
 // units returns the persistent memory per block (index = layer) and of the
@@ -350,16 +366,17 @@ func (r *resolved) tensorUnit(t Tensor, sized bool) unitMem {
 	if r.trains(t) {
 		train = n / div
 		shape = t.Shape
-	} else if out := r.loraOut(t); out > 0 {
-		// LoRA A (rank × in) and B (out × rank) for this linear.
+	} else if out, adapters := r.loraTargets(t); out > 0 {
+		// LoRA A (rank × in, for each adapter) and B (out × rank) for
+		// this linear.
 		rk := int64(r.LoRA.Rank)
-		a, bb := rk*t.Shape[1]/div, out*rk/div
+		a, bb := adapters*rk*t.Shape[1]/div, out*rk/div
 		u.loraElems = a + bb
 		u.params = addBytes(u.params, tDType.Size(a+bb))
 		if sized {
 			u.paramSizes = append(u.paramSizes, tDType.Size(a), tDType.Size(bb))
 		}
-		r.addTrainable(&u, a, []int64{rk, t.Shape[1]}, tDType, shard, zero, off)
+		r.addTrainable(&u, a, []int64{adapters * rk, t.Shape[1]}, tDType, shard, zero, off)
 		r.addTrainable(&u, bb, []int64{out, rk}, tDType, shard, zero, off)
 		u.gradsLive = compute.Size(a + bb)
 	}

@@ -14,6 +14,7 @@ type Case struct {
 	ID       string          `json:"id"`
 	Source   string          `json:"source"`
 	Trust    string          `json:"trust"`
+	Inferred []string        `json:"inferred"` // key paths inferred, not read (cases-format.md)
 	Kind     string          `json:"kind"`
 	Model    json.RawMessage `json:"model"`
 	Train    *caseTrain      `json:"train"`
@@ -28,6 +29,12 @@ type Case struct {
 		// (servingUnit); Device the GPU it was logged for.
 		Value  *float64 `json:"value"`
 		Device int      `json:"device"`
+		// How the source gave it (cases-format.md): per GPU or in all,
+		// with the CUDA context or not, a range, each GPU's value.
+		Per                 string    `json:"per"`
+		IncludesCUDAContext *bool     `json:"includes_cuda_context"`
+		RangeGiB            []float64 `json:"range_gib"`
+		AllGPUsGiB          []float64 `json:"all_gpus_gib"`
 	} `json:"measured"`
 	Notes string `json:"notes"`
 }
@@ -75,6 +82,39 @@ type caseTrain struct {
 	Float8AllGather   bool   `json:"float8_all_gather"`
 	AsyncTP           bool   `json:"async_tp"`
 	LowPRecipe        string `json:"lowp_recipe"`
+	TorchtitanCommit  string `json:"torchtitan_commit"`
+	// GPUs is the job's GPUs, which the degrees must multiply to.
+	GPUs int `json:"gpus"`
+	// What the source says beside the settings: the trainable count it
+	// printed (checked against the plan's), the packed weights' container
+	// dtype, a prompt adapter (not modelled).
+	TrainableParams   int64           `json:"trainable_params"`
+	QuantStorageDType string          `json:"quant_storage_dtype"`
+	Adapter           json.RawMessage `json:"adapter"`
+	// The plan's own fields, under its names (vram.Training), so that a run
+	// is said as it ran.
+	Precision            string            `json:"precision"`
+	CustomStateBytes     float64           `json:"custom_state_bytes"`
+	CheckpointEvery      int               `json:"checkpoint_every"`
+	RecomputeMethod      string            `json:"recompute_method"`
+	RecomputeNumLayers   int               `json:"recompute_num_layers"`
+	Dropout              *float64          `json:"dropout"`
+	KbitPrep             bool              `json:"kbit_prep"`
+	NCCL                 string            `json:"nccl"`
+	NCCLMemory           vram.Bytes        `json:"nccl_memory"`
+	LossChunks           int               `json:"loss_chunks"`
+	LogProbs             *vram.LogProbLoss `json:"log_probs"`
+	AllocConf            string            `json:"alloc_conf"`
+	ActivationOffloading bool              `json:"activation_offloading"`
+	OffloadStash         int               `json:"offload_stash"`
+	UseReentrant         *bool             `json:"use_reentrant"`
+	ExpertImbalance      float64           `json:"expert_imbalance"`
+	KeepGrads            bool              `json:"keep_grads"`
+	RetainGradCopies     bool              `json:"retain_grad_copies"`
+	Images               int               `json:"images"`
+	VisionTower          string            `json:"vision_tower"`
+	// Torch is the PyTorch release the run used (the GEMM workspace).
+	Torch string `json:"torch"`
 }
 
 type caseInfer struct {
@@ -102,6 +142,10 @@ type caseInfer struct {
 	EngineVersion  string          `json:"engine_version"`
 	EngineSettings json.RawMessage `json:"engine_settings"`
 	CPUResident    []string        `json:"cpu_resident"`
+	// The quantized file or kernel the source names (llama.cpp's GGUF
+	// type, a GPTQ kernel), kept as the source gave them.
+	GGUFType string `json:"gguf_type"`
+	Kernel   string `json:"kernel"`
 }
 
 // unsupported is an error that says why a case cannot be expressed yet.
@@ -199,7 +243,11 @@ func (c Case) training() (vram.Training, error) {
 		Autocast: ct.Autocast, Optimizer: ct.Optimizer, OptimizerInBackward: ct.OptimizerInBackward,
 		Trainable: ct.Trainable, LoRA: ct.LoRA, Checkpointing: vram.Checkpointing(ct.Checkpointing), Attention: ct.Attention,
 		Loss: ct.Loss, Framework: vram.Framework(ct.Framework), Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
-		Compile: ct.Compile, CompileLoss: ct.CompileLoss, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl}
+		Compile: ct.Compile, CompileLoss: ct.CompileLoss, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl,
+		Precision: ct.Precision, CustomStateBytes: ct.CustomStateBytes, CheckpointEvery: ct.CheckpointEvery, RecomputeMethod: ct.RecomputeMethod, RecomputeNumLayers: ct.RecomputeNumLayers,
+		Dropout: ct.Dropout, KbitPrep: ct.KbitPrep, NCCL: ct.NCCL, NCCLMemory: ct.NCCLMemory, LossChunks: ct.LossChunks, LogProbs: ct.LogProbs, AllocConf: ct.AllocConf,
+		ActivationOffloading: ct.ActivationOffloading, OffloadStash: ct.OffloadStash, UseReentrant: ct.UseReentrant, ExpertImbalance: ct.ExpertImbalance,
+		RetainGradCopies: ct.RetainGradCopies, Images: ct.Images, VisionTower: ct.VisionTower}
 	if ct.FusedLoss {
 		t.Loss = "fused"
 	}
@@ -207,6 +255,9 @@ func (c Case) training() (vram.Training, error) {
 		return t, err
 	}
 	t.Parallel.PPSchedule, t.Parallel.PPMicrobatches = vram.Schedule(ct.PPSchedule), ct.PPMicrobatches
+	if w := t.Parallel.GPUs(); ct.GPUs > 0 && ct.GPUs != w {
+		return t, fmt.Errorf("train.gpus %d is not the parallel degrees' dp × tp × pp × cp = %d", ct.GPUs, w)
+	}
 	if t.ComputeDType, err = dtype("compute_dtype", ct.ComputeDType); err != nil {
 		return t, err
 	}
@@ -237,7 +288,7 @@ func (c Case) training() (vram.Training, error) {
 	}
 	// torch < 2.0 zero_grad() kept gradient buffers; the case notes say so
 	// where it applies.
-	t.KeepGrads = strings.Contains(c.Notes, "set_to_none=False")
+	t.KeepGrads = ct.KeepGrads || strings.Contains(c.Notes, "set_to_none=False")
 	return t, t.Validate()
 }
 

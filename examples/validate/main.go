@@ -190,9 +190,13 @@ func parseCases(path string, b []byte) ([]Case, error) {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
+		// Every field a case carries is read: one the format does not
+		// know is refused, never passed over (cases-format.md).
 		var c Case
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v (cases-format.md lists the fields)", path, line, err)
 		}
 		if err := checkCase(c); err != nil {
 			return nil, fmt.Errorf("%s:%d: case %q: %v", path, line, c.ID, err)
@@ -281,6 +285,9 @@ func predict(c Case, context vram.Bytes) Result {
 		return res
 	}
 	opt := vram.ReplayOptions{Context: context}
+	if c.Train != nil {
+		opt.Torch = c.Train.Torch
+	}
 	if g, err := vram.LookupGPU(c.GPU); err == nil {
 		opt.GPU = &g
 	}
@@ -301,6 +308,11 @@ func predict(c Case, context vram.Bytes) Result {
 		}
 		allocated = est.Peak.Total()
 		res.Where = est.PeakAt.Where()
+		if n := c.Train.TrainableParams; n > 0 && n != est.TrainableParams {
+			// The source printed its trainable count: a plan that trains
+			// other parameters is said beside its figure.
+			res.Where += fmt.Sprintf(" (trainable: %s in the plan, %s in the source)", vram.Grouped(est.TrainableParams), vram.Grouped(n))
+		}
 		replay = func() (vram.Replay, error) { return t.Replay(opt) }
 	case "inference":
 		in, err := c.inference()

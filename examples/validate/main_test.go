@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -393,5 +394,36 @@ func TestBareCommandRunsTheReferenceSet(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(nil, &out); err != nil || !strings.Contains(out.String(), "summary kind=all") {
 		t.Errorf("%v\n%s", err, out.String())
+	}
+}
+
+// TestCasesEveryFieldRead: a case field the format does not know is
+// refused, naming it, where it had been passed over; the plan's own fields
+// (activation offloading, the allocator's settings, the chunked loss, the
+// recompute method, NCCL, the torch release) reach the plan; the job's GPUs
+// must be what the degrees multiply to.
+func TestCasesEveryFieldRead(t *testing.T) {
+	base := `{"id": "x_10", "kind": "train", "trust": "A", "gpu": "H100-80GB", "model": {"name": "meta-llama/Llama-3.2-1B", "family": "llama", "layers": 16, "hidden": 2048, "heads": 32, "kv_heads": 8, "ffn": 8192, "vocab": 128256, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "max_position": 131072, "tied_embeddings": true}, ` +
+		`"train": {"seq_len": 2048, "micro_batch": 1, "weights_dtype": "bf16", "compute_dtype": "bf16", "optimizer": "adamw", "trainable": "full", "grad_checkpointing": "full", "attention": "sdpa", "framework": "torchtune", "gpus": 2, "parallel": {"dp": 2, "fsdp": "full_shard"}, %s}, "measured": {"what": "allocated_peak", "gib": 10}}`
+	if _, err := parseCases("c.jsonl", []byte(fmt.Sprintf(base, `"activation_offload": true`)+"\n")); err == nil || !strings.Contains(err.Error(), `unknown field "activation_offload"`) {
+		t.Errorf("a misspelled field: %v", err)
+	}
+	cs, err := parseCases("c.jsonl", []byte(fmt.Sprintf(base, `"activation_offloading": true, "alloc_conf": "expandable_segments:True", "loss": "chunked_head", "loss_chunks": 8, "nccl": "2.21.5", "torch": "2.11.0", "trainable_params": 1235814400`)+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs[0].training()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.ActivationOffloading || tr.AllocConf != "expandable_segments:True" || tr.LossChunks != 8 || tr.NCCL != "2.21.5" || cs[0].Train.Torch != "2.11.0" {
+		t.Errorf("the plan's fields did not arrive: %+v", tr)
+	}
+	cs, err = parseCases("c.jsonl", []byte(strings.Replace(fmt.Sprintf(base, `"loss_chunks": 8`), `"gpus": 2`, `"gpus": 4`, 1)+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs[0].training(); err == nil || !strings.Contains(err.Error(), "train.gpus 4 is not the parallel degrees' dp × tp × pp × cp = 2") {
+		t.Errorf("gpus against the degrees: %v", err)
 	}
 }
