@@ -427,3 +427,34 @@ func TestCasesEveryFieldRead(t *testing.T) {
 		t.Errorf("gpus against the degrees: %v", err)
 	}
 }
+
+// TestTrainableCountsAsPrinted: every reference case whose source printed
+// its trainable parameters is planned with that many (litgpt's fused
+// q|k|v LoRA among them: lit_03 and lit_04's 2,097,152).
+func TestTrainableCountsAsPrinted(t *testing.T) {
+	cases, err := readCases(filepath.Join("testdata", "cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range cases {
+		if c.Train == nil || c.Train.TrainableParams == 0 || c.Train.Trainable == "adapter" {
+			continue
+		}
+		tr, err := c.training()
+		if err != nil {
+			continue // skipped by validate, with its reason
+		}
+		est, err := tr.Estimate()
+		if err != nil {
+			t.Fatalf("%s: %v", c.ID, err)
+		}
+		if est.TrainableParams != c.Train.TrainableParams {
+			t.Errorf("%s: %d trainable in the plan, %d printed by the source", c.ID, est.TrainableParams, c.Train.TrainableParams)
+		}
+		n++
+	}
+	if n < 2 {
+		t.Errorf("only %d cases with a printed trainable count", n)
+	}
+}
