@@ -109,6 +109,8 @@ type LlamaCppKV struct {
 	State        Bytes   `json:"state,omitempty"`
 	StateDevices []Bytes `json:"state_devices,omitempty"`
 	StateCPU     Bytes   `json:"state_cpu,omitempty"`
+	// Release is the build whose rules sized it (KVCache's).
+	Release Modelled `json:"release"`
 }
 
 // llamaCppTypes are ggml's row sizes for the cache types llama-server
@@ -186,14 +188,16 @@ func (l LlamaCpp) KVCache(m Model) (LlamaCppKV, error) {
 	if err := m.Validate(); err != nil {
 		return LlamaCppKV{}, err
 	}
-	rel, _, err := l.release()
+	rel, modelled, err := l.release()
 	if err != nil {
 		return LlamaCppKV{}, err
 	}
 	if l, err = l.withDefaults(m, rel); err != nil {
 		return LlamaCppKV{}, err
 	}
-	return l.kvCache(m, rel)
+	kv, err := l.kvCache(m, rel)
+	kv.Release = modelled
+	return kv, err
 }
 
 // kvCache lays out the cache of l, its defaults filled, as build rel does.

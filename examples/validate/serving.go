@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -474,6 +475,11 @@ func llamaCppValue(c Case, m vram.Model, s settings) (prediction, string, error)
 	}
 	var l vram.LlamaCpp
 	var err error
+	// The build the case ran, where it names one ("b4462 (c05e8c99)"):
+	// a build older than every modelled one resolves to the oldest.
+	if b := llamaCppBuild.FindString(c.Infer.EngineVersion); b != "" {
+		l.Version = b
+	}
 	if l.CtxSize, err = s.int(1, 1<<30, "ctx-size", "ctx_size", "n_ctx"); err != nil {
 		return prediction{}, "", err
 	}
@@ -514,6 +520,9 @@ func llamaCppValue(c Case, m vram.Model, s settings) (prediction, string, error)
 	if dev < 0 || dev >= len(kv.Devices) {
 		return prediction{}, "", fmt.Errorf("measured.device = %d: the split has %d devices", dev, len(kv.Devices))
 	}
-	where := fmt.Sprintf("llama.cpp KV, device %d: %d layers × %d cells", dev, kv.Layers[dev], kv.Cells)
+	where := fmt.Sprintf("llama.cpp KV, device %d: %d layers × %d cells (%s)", dev, kv.Layers[dev], kv.Cells, kv.Release.String())
 	return prediction{value: float64(kv.Devices[dev]) / float64(vram.MiB)}, where, nil
 }
+
+// llamaCppBuild is a llama.cpp build tag in a case's engine_version.
+var llamaCppBuild = regexp.MustCompile(`\bb[0-9]{1,6}\b`)
