@@ -30,6 +30,12 @@ func init() {
 		toConfig:    miniMaxToConfig,
 		check:       miniMaxCheck,
 		tensors:     miniMaxTensors,
+		block: func(r *resolved, layer int) BlockActivations {
+			if r.m.LightningLayer(layer) {
+				return lightningBlock(r, layer)
+			}
+			return decoderBlock(r, layer)
+		},
 		buffers: func(m Model, b *bufferList) {
 			for i := 0; i < m.Layers; i++ {
 				if m.LightningLayer(i) {

@@ -108,14 +108,14 @@ func TestMiniMaxText01(t *testing.T) {
 		t.Errorf("training: %v", err)
 	}
 	// vLLM ran MiniMax-Text-01 until 0.23.0 (0.33's registry.py:861-864)
-	// and refuses it since, in its words; the earlier releases' lightning
-	// state is not counted yet, and their carves say so rather than size a
-	// cache without it.
+	// and refuses it since, in its words; 0.23.0 is modelled with the rules
+	// of 0.14.1, the newest modelled release before it, lightning state
+	// and all (TestMiniMaxServedByVLLM).
 	if _, err := (VLLM{MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "was supported in vLLM until v0.23.0") {
 		t.Errorf("vLLM 0.33: %v", err)
 	}
-	if _, err := (VLLM{Version: "0.23.0", MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "lightning-attention layers") {
-		t.Errorf("vLLM 0.23.0: %v", err)
+	if c, err := (VLLM{Version: "0.23.0", MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err != nil || c.Release.Release != "0.14.1" || c.KVCache.StateLayers != 70 {
+		t.Errorf("vLLM 0.23.0: %v, modelled as %s with %d state layers", err, c.Release.Release, c.KVCache.StateLayers)
 	}
 	if _, err := (SGLang{TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "keeps lightning attention state") {
 		t.Errorf("SGLang: %v", err)

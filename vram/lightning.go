@@ -11,9 +11,10 @@ import "fmt"
 // at build time, l.140-173), an RMSNorm over all heads, a sigmoid output
 // gate from the layer's input and the output projection. Its heads and
 // head width are the model's (num_attention_heads, head_dim, l.129-130).
-// The engine lists its parameters and buffers (Model.Lightning); its
-// forward and the serving engines' handling of its state are not modelled
-// yet.
+// The engine lists its parameters and buffers (Model.Lightning), vLLM's
+// profile path of the layer (lightningProfile) and its state in vLLM's
+// pool (Model.stateElems, VLLM.statePage); its training forward is not
+// modelled yet.
 
 // maxLightningBlock bounds Lightning.BlockSize: each layer keeps a heads ×
 // block × block decay buffer (diagonal_decay).
@@ -57,14 +58,49 @@ func (m Model) LightningStateBytes(dtype DType) Bytes {
 	return dtype.Size(int64(m.Heads) * hd * hd)
 }
 
-// resolveLightning refuses what reaches the activation builder of a model
-// with lightning layers: their forward is not traced, and the serving
-// engines' state for them is not counted yet, so no plan would be whole.
-// Training and transformers' generate are refused before
+// resolveLightning checks what a plan asks of a model with lightning
+// layers: a serving engine's forward (vLLM's profile run) takes the layers'
+// profile path (lightningProfile); their training forward is not traced,
+// and training and transformers' generate are refused before
 // (family.servingOnly).
 func (r *resolved) resolveLightning() error {
 	if r.m.Lightning == nil {
 		return nil
 	}
-	return fmt.Errorf("model: %s has lightning-attention layers (model.lightning), whose forward and serving-engine state are not modelled yet; its parameters, buffers, stored bytes and checkpoint are", r.m.Family)
+	if !r.servingEngine {
+		return fmt.Errorf("model: %s has lightning-attention layers (model.lightning), whose training forward is not modelled yet; its parameters, buffers, stored bytes, checkpoint and vLLM's state are", r.m.Family)
+	}
+	return r.refuseRecurrent("lightning attention", "MiniMaxLightningAttention")
+}
+
+// lightningBlock is a lightning layer as vLLM runs it: input_layernorm,
+// the layer's profile path, post_attention_layernorm, the MoE.
+func lightningBlock(r *resolved, layer int) BlockActivations {
+	return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).lightningProfile)
+}
+
+// lightningProfile is vLLM's MiniMaxText01LinearAttention._forward in the
+// profile run (0.14.1 layers/mamba/linear_attn.py:318-380; 0.11.0
+// l.315-380 alike): without attention metadata the lightning kernels are
+// skipped for an empty output (l.364-367), but the rest runs — qkv_proj,
+// its fp32 copy and silu (l.334-336), the TP RMSNorm over the empty
+// output, output_gate on the layer's input, the sigmoid gate, the cast
+// back and out_proj; each width sharded over tensor parallelism. qkv, its
+// fp32 copy and activation and the gate are locals until the forward
+// returns.
+func (b *actBuilder) lightningProfile(p blockPlan, x *actT) *actT {
+	h := int64(b.r.m.Hidden)
+	w := b.r.recurrentShard(int64(b.r.m.Heads)) * int64(b.r.m.HeadDim)
+	qkv := b.linear(p, "qkv_proj", "qkv_proj", x, h, 3*w)
+	qkv32 := b.op("qkv.to_fp32", b.size(3*w, FP32), FP32, list(qkv))
+	act := b.op("qkv.silu", b.size(3*w, FP32), FP32, list(qkv32))
+	empty := b.op("hidden.empty", b.size(w, FP32), FP32, nil)
+	normed := b.op("norm", b.size(w, FP32), FP32, list(empty))
+	gate := b.linear(p, "output_gate", "in_proj", x, h, w)
+	sig := b.op("gate.sigmoid", b.size(w, gate.dtype), gate.dtype, list(gate))
+	gated := b.op("gate.mul", b.size(w, FP32), FP32, list(sig, normed))
+	cast := b.op("hidden.to_dtype", b.size(w, x.dtype), x.dtype, list(gated))
+	out := b.linear(p, "out_proj", "o_proj", cast, w, h)
+	b.hold(qkv, qkv32, act, gate)
+	return out
 }

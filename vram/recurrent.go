@@ -64,6 +64,11 @@ func (m Model) stateElems(tp int64) (conv, temporal int64, err error) {
 		d := m.DeltaNet
 		conv = int64(d.ConvKernel-1) * div("DeltaNet convolution's width", d.convDim())
 		temporal = div("DeltaNet value heads", int64(d.ValueHeads)) * int64(d.KeyDim) * int64(d.ValueDim)
+	case m.Lightning != nil:
+		// vLLM's linear_attention_state_shape (0.14.1 mamba_utils.py:95-102;
+		// 0.11.0 l.86-94): one (heads // tp, head_dim, head_dim) tensor, the
+		// heads divided with //, unchecked.
+		temporal = int64(m.Heads) / tp * int64(m.HeadDim) * int64(m.HeadDim)
 	case m.KDA != nil:
 		// Kimi Delta Attention (vLLM 0.33 mamba_utils.py:296-321, one
 		// q|k|v conv state; 0.14.1 l.196-222, three of the same total;

@@ -51,6 +51,13 @@ func (v VLLM) statePage(m Model) (Bytes, error) {
 	switch {
 	case m.DeltaNet != nil:
 		ssmD = convD // gated_delta_net_state_dtype: both in mamba_cache_dtype
+	case m.Lightning != nil:
+		// linear_attention_state_dtype (0.14.1 mamba_utils.py:17-26):
+		// mamba_cache_dtype, "auto" the model's; fp32 refused.
+		if convD == FP32 {
+			return 0, fmt.Errorf("vllm: mamba_cache_dtype fp32: vLLM raises \"fp32 state for minimax is not yet supported\" (mamba_utils.py linear_attention_state_dtype)")
+		}
+		ssmD = convD
 	case m.KDA != nil:
 		// kda_state_dtype: the recurrent state in fp32 whatever
 		// mamba_ssm_cache_dtype (0.14.1 mamba_utils.py:84-90; 0.33's
