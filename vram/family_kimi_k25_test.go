@@ -104,8 +104,28 @@ func TestKimiK25Preset(t *testing.T) {
 	if _, err := (Training{Model: m, SeqLen: 8192, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "tower's forward is not modelled yet") {
 		t.Errorf("training: %v", err)
 	}
-	// vLLM's profile runs the tower, whose forward is not modelled.
-	if _, err := (VLLM{MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "tower's forward is not modelled yet") {
+	// vLLM's profile runs the tower, whose forward is not modelled; with
+	// limit_mm_per_prompt {"vision_chunk": 0} vLLM 0.33 builds no tower or
+	// projector (kimi_k25.py:349-373 under _mark_tower_model) and profiles
+	// no image: the carve is the language model's alone.
+	if _, err := (VLLM{MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "tower's forward is not modelled yet") || !strings.Contains(err.Error(), "vision_chunk") {
 		t.Errorf("vLLM: %v", err)
+	}
+	text := VLLM{MaxModelLen: 32768, TP: 16, LimitMMPerPrompt: map[string]int{"vision_chunk": 0}}
+	c, err := text.Carve(Inference{Model: m, TP: 16}, mustGPU("H200"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := m
+	lm.Vision = nil
+	full, err := (VLLM{MaxModelLen: 32768, TP: 16}).Carve(Inference{Model: MustPreset("kimi-k2-instruct"), TP: 16}, mustGPU("H200"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MMProfile != nil || !c.Starts || c.Weights <= 0 || c.Weights >= BF16.Size(1026879353328)/16 {
+		t.Errorf("text-only Kimi-K2.5 on 16 H200s: starts %v, weights %v, mm profile %+v (Kimi-K2 beside it: %v)", c.Starts, c.Weights, c.MMProfile, full.Weights)
+	}
+	if _, err := (VLLM{MaxModelLen: 32768, TP: 16, LimitMMPerPrompt: map[string]int{"image": 0}}).Carve(Inference{Model: m, TP: 16}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "this model's modalities are vision_chunk") {
+		t.Errorf("an image limit for Kimi-K2.5: %v", err)
 	}
 }

@@ -679,7 +679,7 @@ func (r *resolved) resolveVision() error {
 	r.images = max(1, r.Images)
 	if tf := lookupFamily(v.Tower.Family); tf == nil || tf.towerEmbed == nil {
 		// A tower family whose forward the engine does not build.
-		return fmt.Errorf("model.vision.tower: the %s tower's forward is not modelled yet; its parameters, buffers, stored bytes and checkpoint are", v.Tower.Family)
+		return fmt.Errorf("model.vision.tower: the %s tower's forward is not modelled yet (%w); its parameters, buffers, stored bytes and checkpoint are, and so is a serving engine that skips the tower (vLLM with limit_mm_per_prompt 0 for the model's modalities: %s)", v.Tower.Family, ErrServingOnly, strings.Join(vllmModalities(r.m), ", "))
 	}
 	if r.VisionTower == "" {
 		r.VisionTower = "frozen"

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -151,8 +152,8 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 		return fmt.Errorf("vllm: max_num_batched_tokens must be in [1, %d], got %d", MaxTokens, v.MaxNumBatchedTokens)
 	}
 	for k, n := range v.LimitMMPerPrompt {
-		if (k != "image" && k != "video" && (k != "audio" || m.Audio == nil)) || n < 0 || n > MaxTokens {
-			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: the modalities are image and video (and audio for a model with an audio tower, model.audio), each a count in [0, %d]", k, n, MaxTokens)
+		if mods := vllmModalities(m); !slices.Contains(mods, k) || n < 0 || n > MaxTokens {
+			return fmt.Errorf("vllm: limit_mm_per_prompt %q: %d: this model's modalities are %s, each a count in [0, %d]", k, n, strings.Join(mods, " and "), MaxTokens)
 		}
 	}
 	if v.MaxPixels < 0 || v.MaxPixels > MaxPositions*1024 {

@@ -49,8 +49,8 @@ type VLLMMMProfile struct {
 // mmProfile is vLLM's multimodal profile of in's vision-language model
 // (nil when it has none or it is skipped).
 func (v VLLM) mmProfile(in Inference, m Model) (*VLLMMMProfile, error) {
-	if m.Vision == nil {
-		return nil, nil
+	if m.Vision == nil || in.towerOff {
+		return nil, nil // no tower built: no multimodal item to profile
 	}
 	w := m.visionWrapperOf()
 	if w != nil && !v.towerData(m) && (v.mmLimit("image") > 0 || w.video != noVideo && v.mmLimit("video") > 0) {
@@ -161,12 +161,34 @@ func (v VLLM) tiledProfile(in Inference, m Model, w visionWrapper) (*VLLMMMProfi
 // qwen3_vl.py l.1129-1139, qwen3_vl_moe.py l.322-332); Gemma 3's
 // (gemma3_mm.py l.501) builds its tower regardless.
 var vllmTextOnlySkipsTower = map[string]bool{llavaModelType: true, mistral3ModelType: true,
-	llama4ModelType: true, qwen25VLModelType: true, qwen3VLModelType: true, qwen3VLMoeModelType: true}
+	llama4ModelType: true, qwen25VLModelType: true, qwen3VLModelType: true, qwen3VLMoeModelType: true,
+	kimiK25ModelType: true}
+
+// vllmModalities are the limit_mm_per_prompt keys a model takes: image and
+// video, audio with an audio tower; Kimi-K2.5's one "vision_chunk"
+// (0.33 kimi_k25.py:174-176, get_supported_mm_limits), under which
+// _mark_tower_model puts its tower and projector (l.349-373; interfaces.py
+// l.376-395: skipped when every modality's limit is 0).
+func vllmModalities(m Model) []string {
+	if m.Vision != nil && m.Vision.Family == kimiK25ModelType {
+		return []string{"vision_chunk"}
+	}
+	if m.Audio != nil {
+		return []string{"image", "video", "audio"}
+	}
+	return []string{"image", "video"}
+}
 
 // textOnly reports whether vLLM loads m without its vision tower: every
 // modality's limit is 0 and the model class then skips it.
 func (v VLLM) textOnly(m Model) bool {
-	if m.Vision == nil || !vllmTextOnlySkipsTower[m.Vision.Family] || v.mmLimit("image") > 0 {
+	if m.Vision == nil || !vllmTextOnlySkipsTower[m.Vision.Family] {
+		return false
+	}
+	if m.Vision.Family == kimiK25ModelType {
+		return v.mmLimit("vision_chunk") == 0
+	}
+	if v.mmLimit("image") > 0 {
 		return false
 	}
 	w := m.visionWrapperOf()
