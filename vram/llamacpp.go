@@ -231,6 +231,9 @@ func (l LlamaCpp) kvCache(m Model, rel llamaCppRelease) (LlamaCppKV, error) {
 		onGPU = min(l.GPULayers, m.Layers+1)
 	}
 	start := max(m.Layers-onGPU, 0)
+	if rel.outputFirst {
+		start = m.Layers + 1 - onGPU
+	}
 	for il := 0; il < m.Layers; il++ {
 		b, err := l.layerKV(m, kv, rel, il)
 		if err != nil {

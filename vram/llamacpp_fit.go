@@ -486,7 +486,8 @@ func (ft *lcFitter) perLayer(nctx int) ([]Bytes, []Bytes, error) {
 // devices is each layer's device under lay (-1: the CPU), the output
 // layer at index n_layer (llama-model.cpp:1333-1383: split points by
 // tensor_split, or by free memory where all are zero; layer il on the
-// first device whose point is past (il − i_gpu_start)/act, in float).
+// first device whose point is past (il − i_gpu_start)/act, in float;
+// i_gpu_start by the build, llamaCppRelease.outputFirst).
 func (ft *lcFitter) devices(lay lcLayout) []int {
 	n := ft.m.Layers
 	ngl := lay.ngl
@@ -494,6 +495,9 @@ func (ft *lcFitter) devices(lay lcLayout) []int {
 		ngl = n + 1
 	}
 	start, act := max(n+1-ngl, 0), min(ngl, n+1)
+	if !ft.rel.outputFirst {
+		start = max(n-ngl, 0) // before b7475 the output layer went last
+	}
 	points := make([]float32, ft.nd)
 	zero := true
 	for _, s := range lay.split {

@@ -26,6 +26,12 @@ type llamaCppRelease struct {
 	autoParallel bool
 	// fit: --fit exists and is on by default (common/fit.cpp).
 	fit bool
+	// outputFirst: -ngl N offloads the output layer and the last N−1
+	// repeating layers (i_gpu_start = n_layer + 1 − N,
+	// src/llama-model.cpp:1365; from 57c1e0564, b7475); else the last N
+	// repeating layers, the output layer only when N > n_layer
+	// (i_gpu_start = n_layer − N, 4227c9be src/llama-model.cpp:1947).
+	outputFirst bool
 }
 
 // llamaCppReleases are the modelled builds, oldest first.
@@ -40,8 +46,8 @@ var llamaCppReleases = []llamaCppRelease{
 			"common/fit.cpp:178-789 (common_params_fit_impl: step 1 l.194-288, context l.290-372, give-ups l.373-400, layers back to front l.402-645, MoE front to back l.647-788), 29-153 (the dry run); " +
 			"common/common.h:442 (n_ctx 0: the trained context), 465-473 (n_gpu_layers -1, fit on, fit-ctx 4096, margin 1024 MiB a device); common/arg.cpp:2842-2900 (-fit, -fitt, -fitc, -fitp), 1401 and tools/server/server.cpp:152-156 (-np unset: 4 slots, unified KV); " +
 			"common/common.cpp:1294-1302 (the fit runs at every load, its status ignored); tools/fit-params/fit-params.cpp:33-68 (what llama-fit-params prints); " +
-			"src/llama-context.cpp:131, 288-303 (n_ctx padded to 256, per stream pad(n_ctx/n_seq)); src/llama-kv-cache-iswa.cpp:73 (window cells); src/llama-model.cpp:1333-1383 (split points, layer devices, input layer on the CPU), 1756-1758 (-1: every layer)"},
-		pad256: true, floorPerStream: true, trainCtx: true, autoParallel: true, fit: true,
+			"src/llama-context.cpp:131, 288-303 (n_ctx padded to 256, per stream pad(n_ctx/n_seq)); src/llama-kv-cache-iswa.cpp:73 (window cells); src/llama-model.cpp:1333-1383 (split points, layer devices, input layer on the CPU; i_gpu_start = n_layer + 1 - ngl, l.1365), 1756-1758 (-1: every layer)"},
+		pad256: true, floorPerStream: true, trainCtx: true, autoParallel: true, fit: true, outputFirst: true,
 	},
 }
 

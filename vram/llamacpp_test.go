@@ -168,3 +168,49 @@ func TestLlamaCppReleaseTable(t *testing.T) {
 		t.Errorf("ModelledReleases llama_cpp = %v", got)
 	}
 }
+
+// TestLlamaCppOutputFirst: -ngl N gives the GPU the output layer and the
+// last N−1 repeating layers from b7475 (i_gpu_start = n_layer + 1 − N,
+// b10573 src/llama-model.cpp:1365), the last N repeating layers before
+// (4227c9be src/llama-model.cpp:1947); the cache and the fit's dry run
+// place the layers alike.
+func TestLlamaCppOutputFirst(t *testing.T) {
+	mistral := Model{Family: "mistral", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 32000, MaxPosition: 32768}
+	perLayer := Bytes(2 * 8 * 128 * 2 * 4096) // K,V × heads × dim × f16 × cells
+	for _, c := range []struct {
+		build     string
+		gpuLayers int
+	}{{"b10573", 9}, {"b6173", 10}} {
+		l := LlamaCpp{Version: c.build, CtxSize: 4096, Parallel: 1, GPULayers: 10, Fit: new(bool), DeviceFree: []Bytes{20 * GiB}}
+		kv, err := l.KVCache(mistral)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv.Layers[0] != c.gpuLayers || kv.Devices[0] != perLayer*Bytes(c.gpuLayers) || kv.CPU != perLayer*Bytes(32-c.gpuLayers) {
+			t.Errorf("%s -ngl 10: %d layers' KV on the GPU (%v, CPU %v), want %d", c.build, kv.Layers[0], kv.Devices[0], kv.CPU, c.gpuLayers)
+		}
+		ft, err := l.fitter(mistral.Normalize(), nil, nil, mustLlamaCppRelease(t, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := ft.devices(lcLayout{ngl: 10})
+		onGPU := 0
+		for _, d := range dev[:32] {
+			if d == 0 {
+				onGPU++
+			}
+		}
+		if onGPU != c.gpuLayers || (dev[32] == 0) != (c.build == "b10573") {
+			t.Errorf("%s -ngl 10: the dry run puts %d repeating layers on the GPU, the output layer on %d; want %d", c.build, onGPU, dev[32], c.gpuLayers)
+		}
+	}
+}
+
+func mustLlamaCppRelease(t *testing.T, l LlamaCpp) llamaCppRelease {
+	t.Helper()
+	r, _, err := l.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
