@@ -58,9 +58,14 @@ type LlamaCppFit struct {
 	Args    string              `json:"args"`
 	Devices []LlamaCppFitDevice `json:"devices"`
 	// Host is what stays in system memory (the fit takes it as unlimited).
-	Host  LlamaCppUse `json:"host"`
-	Steps []string    `json:"steps"`
-	Notes []string    `json:"notes,omitempty"`
+	Host LlamaCppUse `json:"host"`
+	// Projected is each device's use with the settings as given (step 1,
+	// fit.cpp:194-288; what llama-fit-params --fit-print on prints), and
+	// ProjectedHost the host's.
+	Projected     []LlamaCppUse `json:"projected,omitempty"`
+	ProjectedHost LlamaCppUse   `json:"projected_host"`
+	Steps         []string      `json:"steps"`
+	Notes         []string      `json:"notes,omitempty"`
 }
 
 // LlamaCppOverride is one -ot pattern=buffer.
@@ -75,6 +80,9 @@ type LlamaCppUse struct {
 	Model   Bytes `json:"model"`   // weights
 	Context Bytes `json:"context"` // KV cache and recurrent state
 	Compute Bytes `json:"compute"` // the compute buffer (as given)
+	// State is Context's recurrent state ("RS buffer size"); the rest of
+	// Context is the KV cache ("KV buffer size").
+	State Bytes `json:"state,omitempty"`
 }
 
 // Total is model + context + compute.
@@ -544,12 +552,12 @@ func (ft *lcFitter) measure(nctx int, lay lcLayout) ([]LlamaCppUse, LlamaCppUse,
 	dev := ft.devices(lay)
 	use := make([]LlamaCppUse, ft.nd)
 	var host LlamaCppUse
-	add := func(d int, model, ctx Bytes) {
-		if d < 0 {
-			host.Model, host.Context = host.Model+model, host.Context+ctx
-			return
+	add := func(d int, model, kv, state Bytes) {
+		u := &host
+		if d >= 0 {
+			u = &use[d]
 		}
-		use[d].Model, use[d].Context = use[d].Model+model, use[d].Context+ctx
+		u.Model, u.Context, u.State = u.Model+model, u.Context+kv+state, u.State+state
 	}
 	for _, t := range ft.tensors {
 		d := -1
@@ -562,10 +570,10 @@ func (ft *lcFitter) measure(nctx int, lay lcLayout) ([]LlamaCppUse, LlamaCppUse,
 		if lay.cpuMoE && t.part.experts() {
 			d = -1
 		}
-		add(d, t.bytes, 0)
+		add(d, t.bytes, 0, 0)
 	}
 	for il := range ft.m.Layers {
-		add(dev[il], 0, kvs[il]+states[il]) // llama-kv-cache.cpp:214-215: the layer's device
+		add(dev[il], 0, kvs[il], states[il]) // llama-kv-cache.cpp:214-215: the layer's device
 	}
 	for i := range use {
 		use[i].Compute = ft.compute[i]
@@ -682,6 +690,7 @@ func (r *lcRun) contextStep() (bool, error) {
 		return false, err
 	}
 	used := r.used(full)
+	r.out.Projected, r.out.ProjectedHost = full, host
 	var sumFree, sumProjFree, sumProjUsed, sumProjModel, sumMargins int64
 	changes := false
 	for i := range nd {
