@@ -60,8 +60,9 @@ const (
 
 // EngineLog is what an engine's startup log said.
 type EngineLog struct {
-	Engine  string `json:"engine"`            // "vllm" or "sglang"
-	Version string `json:"version,omitempty"` // the release the log names
+	Engine  string `json:"engine"`            // "vllm", "sglang" or "llama_cpp"
+	Version string `json:"version,omitempty"` // the release the log names (llama.cpp: its build, "b10573")
+	Commit  string `json:"commit,omitempty"`  // llama.cpp: the build's commit
 	// Figures are what the log printed, by what (LogFigure's constants).
 	Figures []LogFigure `json:"figures"`
 	// Errors are the log's out-of-memory and cache-sizing failures.
@@ -78,6 +79,12 @@ type EngineLog struct {
 	// StartupPlan is the fingerprint of a vLLM startup plan read in place
 	// of a log (startupplan.go).
 	StartupPlan string `json:"startup_plan,omitempty"`
+	// FitArgs is llama-fit-params' line ("-c N -ngl N …") and FitArgsLine
+	// its line (enginelog_llamacpp.go).
+	FitArgs     string `json:"fit_args,omitempty"`
+	FitArgsLine int    `json:"fit_args_line,omitempty"`
+	// Notes say what the reader passed over, and why.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // LogFigure is one figure a log printed.
@@ -86,6 +93,9 @@ type LogFigure struct {
 	Bytes vram.Bytes `json:"bytes,omitempty"` // a memory figure
 	Count float64    `json:"count,omitempty"` // tokens, requests, a concurrency
 	Line  int        `json:"line"`            // the log's line
+	// Device is the buffer or device a llama.cpp figure is of (CUDA0,
+	// CPU_Mapped, CUDA_Host, Host); empty for the others.
+	Device string `json:"device,omitempty"`
 }
 
 // The figures a log prints.
@@ -133,18 +143,19 @@ var (
 		{"sglang", LogAvailAfter, regexp.MustCompile(`available_gpu_mem=` + gib + ` GB`)},
 		{"sglang", LogCUDAGraphs, regexp.MustCompile(`Capture [^.]*graph end\..*mem usage=` + gib + ` GB`)},
 	}
-	vllmSuggest  = regexp.MustCompile("`--kv-cache-memory=([0-9]+)`[^`]*to fit into requested memory, or `--kv-cache-memory=(-?[0-9]+)`")
-	sglangKV     = regexp.MustCompile(`KV Cache is allocated\..*#tokens: ` + count + `, (?:K size: ` + gib + ` GB, V size: ` + gib + ` GB|KV size: ` + gib + ` GB)`)
-	vllmVersion  = regexp.MustCompile(`vLLM (?:API )?server version ([0-9][0-9A-Za-z.+-]*)|█.*\bversion\s+([0-9][0-9A-Za-z.+-]*)`)
-	vllmArgs     = regexp.MustCompile(`non-default args: (\{.*\})\s*$`)
-	sglangArgs   = regexp.MustCompile(`\bserver_args=([A-Za-z_]\w*\(.*|\{.*)$`)
-	logFailures  = regexp.MustCompile(`(CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|larger than the available KV cache memory|Not enough memory)`)
+	vllmSuggest = regexp.MustCompile("`--kv-cache-memory=([0-9]+)`[^`]*to fit into requested memory, or `--kv-cache-memory=(-?[0-9]+)`")
+	sglangKV    = regexp.MustCompile(`KV Cache is allocated\..*#tokens: ` + count + `, (?:K size: ` + gib + ` GB, V size: ` + gib + ` GB|KV size: ` + gib + ` GB)`)
+	vllmVersion = regexp.MustCompile(`vLLM (?:API )?server version ([0-9][0-9A-Za-z.+-]*)|█.*\bversion\s+([0-9][0-9A-Za-z.+-]*)`)
+	vllmArgs    = regexp.MustCompile(`non-default args: (\{.*\})\s*$`)
+	sglangArgs  = regexp.MustCompile(`\bserver_args=([A-Za-z_]\w*\(.*|\{.*)$`)
+	logFailures = regexp.MustCompile(`(CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|larger than the available KV cache memory|Not enough memory|` +
+		`cudaMalloc failed: out of memory|failed to allocate (?:buffer|compute|graph)|failed to load model|failed to create context|failed to fit params to free device memory|failed to fit CLI arguments)`)
 	maxLogErrors = 5
 )
 
-// ReadEngineLog reads a vLLM or SGLang startup log (at most MaxEngineLog
-// bytes). A log with none of the figures is refused, saying what was
-// looked for.
+// ReadEngineLog reads a vLLM, SGLang or llama.cpp startup log, or
+// llama-fit-params' output (at most MaxEngineLog bytes). A log with none
+// of the figures is refused, saying what was looked for.
 func ReadEngineLog(data []byte) (EngineLog, error) {
 	if len(data) > MaxEngineLog {
 		return EngineLog{}, fmt.Errorf("log: %d bytes, more than the %d read (give the startup: the lines up to the first request)", len(data), MaxEngineLog)
@@ -154,6 +165,7 @@ func ReadEngineLog(data []byte) (EngineLog, error) {
 	}
 	var l EngineLog
 	seen := map[string]bool{}
+	lc := newLCReader()
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), MaxLogLine)
 	for n := 1; ; n++ {
@@ -163,10 +175,20 @@ func ReadEngineLog(data []byte) (EngineLog, error) {
 			}
 			break
 		}
-		l.readLine(ansi.ReplaceAllString(sc.Text(), ""), n, seen)
+		s := ansi.ReplaceAllString(sc.Text(), "")
+		l.readLine(s, n, seen)
+		if l.Engine == "" || l.Engine == engineLlamaCpp {
+			lc.read(&l, s, n)
+		}
 	}
+	lc.finish(&l)
 	if len(l.Figures) == 0 && len(l.Errors) == 0 {
-		return l, errors.New(`log: none of the lines vLLM or SGLang print at startup ("Model loading took", "Available KV cache memory", "GPU KV cache size", "Load weight end", "KV Cache is allocated", "max_total_num_tokens=") is in it`)
+		msg := `log: none of the lines vLLM or SGLang print at startup ("Model loading took", "Available KV cache memory", "GPU KV cache size", "Load weight end", "KV Cache is allocated", "max_total_num_tokens=") ` +
+			`nor llama.cpp's ("load_tensors: CUDA0 model buffer size", "KV buffer size", "compute buffer size", "offloaded N/M layers to GPU", llama-fit-params' "-c N -ngl N") is in it`
+		if lc.verbosity >= 0 && lc.verbosity < 4 {
+			msg += fmt.Sprintf("; llama.cpp printed it at verbosity %d: from b9161 (#23021) its load lines are trace level: run it with -lv 4", lc.verbosity)
+		}
+		return l, errors.New(msg)
 	}
 	return l, nil
 }
@@ -252,7 +274,9 @@ func intBytes(s string) (vram.Bytes, bool) {
 // IsBytes tells a memory figure from a count.
 func IsBytes(what string) bool {
 	switch what {
-	case LogKVTokens, LogMaxConcurrency, LogMaxModelLen, LogMaxRunning:
+	case LogKVTokens, LogMaxConcurrency, LogMaxModelLen, LogMaxRunning,
+		LogKVCells, LogSWACells, LogNCtx, LogNCtxSeq, LogNSeqMax, LogOffloaded, LogOffloadable, LogSlots, LogCtxSlot,
+		LogFitCtx, LogFitNGL, LogFitSplit, LogFitOverrides, LogFitCtxReduced, LogFitLayers:
 		return false
 	}
 	return true

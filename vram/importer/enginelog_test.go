@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -129,8 +130,19 @@ func TestReadEngineLogRefuses(t *testing.T) {
 func FuzzReadEngineLog(f *testing.F) {
 	for _, s := range []string{vllm033Log, vllm011Log, vllm0141Log, sglang053Log, sglang0523Log, vllm033Suggest, vllm011Suggest, vllmStartupPlan,
 		"`--kv-cache-memory=99999999999999999999999` to fit into requested memory, or `--kv-cache-memory=1`", "non-default args: {'model': [[[[[[", "non-default args: {'model': 'x', 'a': {'b': None}}",
-		"[x] server_args={'model_path': 'x', 'tp_size': 2}\nLoad weight end. mem usage=1.00 GB.", "server_args=ServerArgs(model_path='x', tp_size=[[[["} {
+		"[x] server_args={'model_path': 'x', 'tp_size': 2}\nLoad weight end. mem usage=1.00 GB.", "server_args=ServerArgs(model_path='x', tp_size=[[[[",
+		// llama.cpp (enginelog_llamacpp.go): a load, the fit's dry runs
+		// dropped, a draft passed over, --fit-print rows, the fit's line.
+		llamaCpp10573Log, "load_tensors:        CUDA0 model buffer size = 1.00 MiB\nsched_reserve:      CUDA0 compute buffer size = 2.00 MiB\ncommon_fit_params: fitting params to free memory took 0.5 seconds\nload_tensors: offloaded 99999999999999999999/1 layers to GPU",
+		"CUDA0 17904 384 898 \nHost 58259 0 12 \n", "-c 4096 -ngl -1 -ts 1,2,3 -ot \"blk\\.1\\.ffn_down.*=CUDA1,x=CPU\"",
+		"llama_memory_breakdown_print: | memory breakdown [MiB] |\nllama_memory_breakdown_print: |   - CUDA0 (RTX 4090)   | 24077 =  945 + (19187 = 17904 +     384 +     898) +        3945 |",
+		"llama_kv_cache: size = 1792.00 MiB ( 14336 cells,  32 layers,  4/1 seqs), K (f16):  896.00 MiB, V (f16):  896.00 MiB\nbuild: 6173 (4227c9be) with cc for x"} {
 		f.Add([]byte(s))
+	}
+	for _, file := range []string{"llama-fit-params-b6895.log", "llama-server-b6895.log"} {
+		if b, err := os.ReadFile("testdata/enginelog/" + file); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ReadEngineLog(data) // never panics, within its budgets
