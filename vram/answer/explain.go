@@ -18,13 +18,20 @@ type Explanation struct {
 	// plan's, a figure the plan's engine does not predict.
 	Notes  []string `json:"notes,omitempty"`
 	Report Report   `json:"report"`
+	// LlamaCppLoad is the load a llama.cpp log is set beside, and FitArgs
+	// llama-fit-params' line beside the one the fit predicts.
+	LlamaCppLoad *vram.LlamaCppLoad `json:"llama_cpp_load,omitempty"`
+	FitArgs      *TextCheck         `json:"fit_args,omitempty"`
 }
 
 // LogCheck is one figure of the log beside its prediction; for a memory
 // figure Log and Predicted are bytes, else counts (tokens, requests, a
 // concurrency).
 type LogCheck struct {
-	What      string  `json:"what"`
+	What string `json:"what"`
+	// Device is the buffer or device of a llama.cpp figure (host buffers
+	// summed, their names joined by "+").
+	Device    string  `json:"device,omitempty"`
 	Line      int     `json:"line"`
 	Log       float64 `json:"log"`
 	Predicted float64 `json:"predicted"`
@@ -34,6 +41,8 @@ type LogCheck struct {
 	// Agrees says the two are equal to the log's precision: its GiB are
 	// rounded to hundredths, its counts exact.
 	Agrees bool `json:"agrees"`
+	// Why says what explains a difference (llama.cpp's figures).
+	Why string `json:"why,omitempty"`
 }
 
 // ExplainEngineLog reads an engine's startup log and sets it beside plan
@@ -68,6 +77,8 @@ func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error)
 		}
 	case l.ArgsError != "":
 		return Explanation{Log: l}, fmt.Errorf("plan: the log's args could not be read (%s); give the plan it ran", l.ArgsError)
+	case l.Engine == "llama_cpp":
+		return Explanation{Log: l}, errors.New(`plan: llama.cpp prints no command line; give the plan it ran, with its "llama_cpp" settings (plan -log FILE PLAN, or import the llama-server command first)`)
 	default:
 		return Explanation{Log: l}, errors.New("plan: the log names no command line (vLLM's non-default args line, SGLang's server_args line); give the plan it ran")
 	}
@@ -88,6 +99,9 @@ func ExplainEngineLog(log []byte, p *vram.Plan, gpu string) (Explanation, error)
 // modelled.
 func ExplainLog(p vram.Plan, imp *importer.Imported, l importer.EngineLog) (Explanation, error) {
 	ex := Explanation{Log: l}
+	if l.Engine == "llama_cpp" {
+		return explainLlamaCpp(p, imp, l)
+	}
 	switch {
 	case p.GPU == "":
 		return ex, errors.New(`gpu: the GPU the log ran on is needed to carve it (a catalog name or a capacity)`)
