@@ -555,3 +555,58 @@ func TestLogFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFlagLlamaCpp: plan -log with a llama.cpp log and its plan prints
+// each figure in MiB as llama.cpp prints it, by buffer, with what explains
+// a difference; llama-fit-params' output sets its line beside the fit's;
+// a llama.cpp log without a plan is refused, saying why.
+func TestLogFlagLlamaCpp(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "mistral.json")
+	os.WriteFile(plan, []byte(`{"model": {"family": "mistral", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 32000, "max_position": 32768}, `+
+		`"inference": {"batch": 1, "prompt_tokens": 512, "new_tokens": 16}, "gpu": "RTX-4090", "llama_cpp": {"n_gpu_layers": 10}}`), 0o644)
+	log := filepath.Join(dir, "llama.log")
+	os.WriteFile(log, []byte("build: 6173 (4227c9be) with cc (Ubuntu 13.3.0) 13.3.0 for x86_64-linux-gnu\n"+
+		"load_tensors: offloaded 10/33 layers to GPU\n"+
+		"llama_kv_cache_unified:      CUDA0 KV buffer size =   160.00 MiB\n"+
+		"llama_kv_cache_unified:        CPU KV buffer size =   356.00 MiB\n"+
+		"llama_context:      CUDA0 compute buffer size =   164.00 MiB\n"), 0o644)
+	var out bytes.Buffer
+	if err := run([]string{"-log", log, plan}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"llama.cpp b6173 startup log beside the prediction for the plan's model on RTX-4090", "llama.cpp's load as modelled: fit off, n_ctx 4096, 10/33 layers offloaded",
+		"kv_buffer CUDA0", "160.00 MiB", "kv_buffer CPU", "356.00 MiB", "352.00 MiB", "-1.1 %", "why: the cache follows n_ctx", "layers_offloaded", "agrees",
+		"compute buffers are not modelled", "the log's, b6173 (4227c9be), is modelled"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan -log (llama.cpp) lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := run([]string{"-json", "-log", log, plan}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var ex answer.Explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil || ex.Log.Engine != "llama_cpp" || ex.LlamaCppLoad == nil || len(ex.Checks) != 4 {
+		t.Errorf("plan -json -log (llama.cpp): %v %+v", err, ex.Checks)
+	}
+	// llama-fit-params' README example (b6895) beside b10573's fit of
+	// Qwen3-30B-A3B at F16 on its 24077 MiB free, its 898 MiB compute
+	// buffer: the line is set beside the fit's, which differs.
+	qwen := filepath.Join(dir, "qwen3.json")
+	os.WriteFile(qwen, []byte(`{"model": "qwen3-30b-a3b", "inference": {"batch": 1, "prompt_tokens": 512}, `+
+		`"llama_cpp": {"device_free": ["24077 MiB"], "compute_buffers": ["898 MiB"]}, "versions": {"llama_cpp": "b10573"}}`), 0o644)
+	out.Reset()
+	if err := run([]string{"-log", "../../vram/importer/testdata/enginelog/llama-fit-params-b6895.log", qwen}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"llama.cpp b6895 startup log", "fit_ctx_reduced", "fit_layers CUDA0", "llama-fit-params' line (line 15)", "log:       -c 4096 -ngl 48 -ot",
+		"the plan names build b10573, the log was printed by b6895"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan -log (llama-fit-params) lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run([]string{"-log", log, "-gpu", "RTX-4090"}, io.Discard); err == nil || !strings.Contains(err.Error(), "llama.cpp prints no command line") {
+		t.Errorf("a llama.cpp log alone: %v", err)
+	}
+}
