@@ -21,9 +21,12 @@ import (
 // them unset, and then not compared.
 
 // lcDevice is the device index of a GPU buffer or device name (CUDA0,
-// ROCm1, Vulkan0, MTL0: the backend's index), or -1 for a host buffer
+// ROCm1, Vulkan0, MTL0: the backend's index; Metal), or -1 for a host buffer
 // (CPU, CPU_Mapped, CUDA_Host, CPU_REPACK, the breakdown's Host).
 func lcDevice(name string) int {
+	if name == "Metal" || name == "Metal_Mapped" { // older builds' one Metal device
+		return 0
+	}
 	m := lcDeviceName.FindStringSubmatch(name)
 	if m == nil || strings.HasPrefix(name, "CPU") {
 		return -1
@@ -125,6 +128,10 @@ func explainLlamaCpp(p vram.Plan, imp *importer.Imported, l importer.EngineLog) 
 	}
 	w := lcWhy{l: l, lc: lc, m: p.Model, ld: ld, lcTaken: taken}
 	for _, f := range lcFigures(l) {
+		if d := lcDevice(f.Device); d >= len(ld.Fit.Devices) && f.What != importer.LogFitSplit {
+			ex.Notes = append(ex.Notes, fmt.Sprintf("%s %s (line %d): the plan's load has %d GPU(s), the log more: set llama_cpp.gpus or device_free", f.What, f.Device, f.Line, len(ld.Fit.Devices)))
+			continue
+		}
 		want, ok, why := w.predict(f)
 		if !ok {
 			if why != "" {

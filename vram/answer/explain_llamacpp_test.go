@@ -217,6 +217,11 @@ func TestExplainLlamaCppOldBuild(t *testing.T) {
 			t.Errorf("%s: %+v", k, got[k])
 		}
 	}
+	// A second GPU's line, which the one-GPU plan does not predict.
+	two, err := ExplainEngineLog([]byte(log+"llama_kv_cache_unified:      CUDA1 KV buffer size =    16.00 MiB\n"), &p, "")
+	if err != nil || len(two.Checks) != len(ex.Checks) || !strings.Contains(strings.Join(two.Notes, "\n"), "kv_buffer CUDA1 (line 8): the plan's load has 1 GPU(s)") {
+		t.Errorf("a second GPU's line: %v, %d checks, notes %q", err, len(two.Checks), two.Notes)
+	}
 	// With -ngl 10, the plan agrees with the log.
 	p.LlamaCpp.GPULayers = 10
 	ex, err = ExplainEngineLog([]byte(log), &p, "")
@@ -252,3 +257,12 @@ func TestExplainLlamaCppRefuses(t *testing.T) {
 }
 
 const llamaLoadLines = "load_tensors: offloaded 33/33 layers to GPU\nllama_kv_cache:      CUDA0 KV buffer size =  1792.00 MiB\n"
+
+func TestLlamaCppDeviceNames(t *testing.T) {
+	for name, want := range map[string]int{"CUDA0": 0, "CUDA1": 1, "ROCm2": 2, "Vulkan0": 0, "MTL0": 0, "Metal": 0,
+		"CPU": -1, "CPU_Mapped": -1, "CUDA_Host": -1, "CPU_REPACK": -1, "Host": -1, "": -1, "CUDA99999": -1} {
+		if got := lcDevice(name); got != want {
+			t.Errorf("%q: %d, want %d", name, got, want)
+		}
+	}
+}
