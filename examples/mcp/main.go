@@ -11,7 +11,7 @@
 //	estimate     a plan → plan -json's answer (the three measures, the peak and where, the releases modelled)
 //	fit          a plan and a GPU → the verdict and the changes that make it fit, in the framework's flags
 //	import       a trainer's or engine's config, or a command line → the answer and what was not read
-//	explain_log  a vLLM or SGLang startup log (and its plan, or the log's own args) → each figure beside the prediction
+//	explain_log  a vLLM, SGLang or llama.cpp startup log (and its plan, or the log's own args) → each figure beside the prediction
 //	search       a training plan and N GPUs → the fastest layouts that fit, each as a plan and its launch flags
 //	presets      the catalog's models
 //	gpus         the catalog's GPUs

@@ -58,7 +58,7 @@ func tools() ([]toolDef, error) {
 				"overrides": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "key=value settings after the config"},
 			}, required: []string{"config"}, output: report, run: importConfig},
 		{name: "explain_log", title: "An engine's startup log beside the prediction",
-			description: "Reads a vLLM or SGLang startup log (the lines up to the first request) and sets each memory figure it printed — weights, KV cache, its tokens, concurrency, CUDA graphs — beside the figure predicted for the plan that ran it: the plan given, or the one the log's own args make (vLLM's non-default args, SGLang's server_args). The log's release is modelled where the plan names none.",
+			description: "Reads a vLLM or SGLang startup log (the lines up to the first request) and sets each memory figure it printed — weights, KV cache, its tokens, concurrency, CUDA graphs — beside the figure predicted for the plan that ran it: the plan given, or the one the log's own args make (vLLM's non-default args, SGLang's server_args). A llama.cpp log (llama-server or llama-cli, run with -lv 4 from build b9161; or llama-fit-params' output) needs its plan, with its llama_cpp settings: its model, KV and compute buffers per device, context, layers offloaded, memory breakdown and fit are set beside llama.cpp's load and fit as modelled, compute buffers (not modelled) and free memory taken from the log. The log's release is modelled where the plan names none.",
 			args: map[string]any{
 				"log":  map[string]any{"type": "string", "description": "the engine's log text"},
 				"plan": plan, "gpu": gpu,

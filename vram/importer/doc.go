@@ -15,7 +15,10 @@
 // ReadEngineLog reads a vLLM or SGLang startup log: the memory figures it
 // printed, and its args line (vLLM's non-default args, SGLang's
 // server_args) as the command line it stands for, which imports as any
-// command line does, so that a log alone names its plan.
+// command line does, so that a log alone names its plan. It reads a
+// llama.cpp log (and llama-fit-params' output) too: its buffers by device,
+// context, layers, breakdown and fit, and its build; llama.cpp prints no
+// command line, so its plan is given.
 //
 // Open reads whatever names a run — a plan file or any config above — and
 // Keys says a piece of vram's advice in the kind's own keys. The readers
