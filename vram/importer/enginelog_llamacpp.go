@@ -249,6 +249,9 @@ func (r *lcReader) read(l *EngineLog, s string, n int) {
 	if r.readBuild(l, s, n) || r.readFit(s, n) || r.readTable(s, n) || r.readLoad(s, n) {
 		r.any = true
 	}
+	if r.any && l.Engine == "" {
+		l.Engine = engineLlamaCpp // the other engines' patterns are not tried on it
+	}
 }
 
 // readBuild reads the build line and the verbosity line.
