@@ -1,5 +1,5 @@
 // Package budget holds the readers' tests to their budgets: one input, one
-// call, at most a second plus 50 ns per input byte (a reader must be
+// call, at most a second plus 50 ns per input byte of CPU time (a reader must be
 // linear: 20 MB/s is far below any of them on a loaded CI core; ten times
 // that under the race detector, which slows code about that much) and at
 // most a fixed multiple of the input's size in allocations.
@@ -59,13 +59,22 @@ func Check(t testing.TB, size int, f func()) {
 	}
 }
 
-// Measure runs f once and returns what it allocated and how long it took.
+// Measure runs f once and returns what it allocated and how long it took:
+// the process's CPU time while f ran (its goroutines' and the collector's),
+// so that other programs loading the machine do not count against a
+// reader, as the wall clock would; the wall clock where the CPU time
+// cannot be read. A call that waits rather than works is the hang guard's
+// (Check).
 func Measure(f func()) (allocated uint64, took time.Duration) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
+	cpu0, ok := cpuTime()
 	f()
 	took = time.Since(start)
+	if cpu1, ok1 := cpuTime(); ok && ok1 {
+		took = cpu1 - cpu0
+	}
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc, took
 }
