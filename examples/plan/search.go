@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/vramlab/vramlab/vram"
 )
@@ -56,19 +57,23 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 		fmt.Fprintln(w, "no layout fits: more GPUs, a shorter sequence or a smaller global batch")
 		return nil
 	}
-	fmt.Fprintf(w, "\n%-4s %5s %3s %3s %2s %3s %5s %4s %-9s %11s %10s %14s %7s\n", "rank", "dp", "tp", "pp", "v", "cp", "mb", "ga", "recompute", "device used", "headroom", "tokens/s bound", "bubble")
+	fmt.Fprintf(w, "\n%-4s %5s %3s %3s %2s %3s %3s %4s %5s %4s %-9s %11s %10s %14s %7s\n", "rank", "dp", "tp", "pp", "v", "cp", "ep", "zero", "mb", "ga", "recompute", "device used", "headroom", "tokens/s bound", "bubble")
 	for i, l := range res.Layouts {
 		t, q := l.Training, l.Training.Parallel
 		mb, ga := t.MicroBatch, max(1, t.GradAccum)
 		if q.PP > 1 {
 			mb, ga = t.MicroBatch/max(1, q.PPMicrobatches), q.PPMicrobatches
 		}
-		fmt.Fprintf(w, "%-4d %5d %3d %3d %2d %3d %5d %4d %-9s %11v %10v %14s %6.1f%%\n", i+1, max(1, q.DP), max(1, q.TP), max(1, q.PP), max(1, q.VirtualStages), max(1, q.CP), mb, ga, t.Checkpointing, l.DeviceUsed, l.Headroom, vram.Grouped(int64(l.Step.TokensPerSecond)), 100*l.Step.Bubble)
+		zero := "-" // the framework's own sharding (FSDP, Megatron's optimizer)
+		if q.ZeRO > 0 {
+			zero = strconv.Itoa(q.ZeRO)
+		}
+		fmt.Fprintf(w, "%-4d %5d %3d %3d %2d %3d %3d %4s %5d %4d %-9s %11v %10v %14s %6.1f%%\n", i+1, max(1, q.DP), max(1, q.TP), max(1, q.PP), max(1, q.VirtualStages), max(1, q.CP), max(1, q.EP), zero, mb, ga, t.Checkpointing, l.DeviceUsed, l.Headroom, vram.Grouped(int64(l.Step.TokensPerSecond)), 100*l.Step.Bubble)
 	}
 	best := res.Layouts[0]
 	fmt.Fprintf(w, "\nthe fastest, as launched: %s\n", best.Training.LaunchFlags())
-	fmt.Fprintf(w, "its step bound: compute %.2f s, data-parallel collectives %.2f s (overlapped), tensor %.2f s, context %.2f s, pipeline sends %.2f s, bubble %.1f %% (vram/comm.go: a bound to rank layouts, not a forecast)\n",
-		best.Step.Compute, best.Step.DataComm, best.Step.TPComm, best.Step.CPComm, best.Step.PPComm, 100*best.Step.Bubble)
+	fmt.Fprintf(w, "its step bound: compute %.2f s, data-parallel collectives %.2f s (overlapped), tensor %.2f s, context %.2f s, expert all-to-alls %.2f s, pipeline sends %.2f s, bubble %.1f %% (vram/comm.go: a bound to rank layouts, not a forecast)\n",
+		best.Step.Compute, best.Step.DataComm, best.Step.TPComm, best.Step.CPComm, best.Step.EPComm, best.Step.PPComm, 100*best.Step.Bubble)
 	return nil
 }
 
