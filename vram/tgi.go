@@ -24,6 +24,9 @@ type TGI struct {
 	MaxBatchPrefillTokens int     `json:"max_batch_prefill_tokens,omitempty"` // --max-batch-prefill-tokens (default 4096)
 	KVCacheDType          DType   `json:"kv_cache_dtype,omitempty"`           // default bf16
 	NumShard              int     `json:"num_shard,omitempty"`                // --num-shard: tensor parallel (default 1)
+	// Version is the TGI release (the plan's versions.tgi; empty: the
+	// newest modelled, tgi_releases.go).
+	Version string `json:"-"`
 }
 
 // TGICarve is one shard's budget and KV cache.

@@ -116,3 +116,23 @@ func TestPlanNamesItsTorch(t *testing.T) {
 		t.Errorf("B200 replay under 2.11: workspace %v, %v", rp.Workspace, err)
 	}
 }
+
+// TestTGIReleaseTable: TGI's one row (its last release) resolves to itself,
+// a plan serving with TGI lists it, and an older release asked for says it
+// is modelled by 3.3.7's rules.
+func TestTGIReleaseTable(t *testing.T) {
+	if m, err := (TGI{}).release(); err != nil || m.Release != "3.3.7" || m.Source == "" {
+		t.Errorf("current TGI: %+v, %v", m, err)
+	}
+	if m, err := (TGI{Version: "2.4.1"}).release(); err != nil || m.Release != "3.3.7" || !strings.Contains(m.Note, "older than every modelled release") {
+		t.Errorf("TGI 2.4.1: %+v, %v", m, err)
+	}
+	p := Plan{Model: MustPreset("llama-3.1-8b"), Inference: &Inference{Batch: 1, PromptTokens: 1024}, TGI: &TGI{}}
+	if err := p.ApplyVersions(Versions{TGI: "3.3.7"}); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := p.Releases()
+	if err != nil || len(rel) != 1 || rel[0].Library != "tgi" || rel[0].Asked != "3.3.7" {
+		t.Errorf("a TGI plan's releases: %+v, %v", rel, err)
+	}
+}

@@ -181,6 +181,9 @@ func (p *Plan) ApplyVersions(v Versions) error {
 	if p.SGLang != nil {
 		p.SGLang.Version = v.SGLang
 	}
+	if p.TGI != nil {
+		p.TGI.Version = v.TGI
+	}
 	if p.LlamaCpp != nil {
 		p.LlamaCpp.Version = v.LlamaCpp
 	}
@@ -245,6 +248,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 		}
 		out = append(out, m)
 	}
+	if p.TGI != nil {
+		m, err := p.TGI.release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
 	if pt := p.PostTraining; pt != nil && pt.Framework == "trl" {
 		_, m, err := TRLReleaseFor(p.Versions.TRL)
 		if err != nil {
@@ -289,6 +299,9 @@ func ModelledReleases() map[string][]string {
 	}
 	for _, r := range ncclReleases {
 		out["nccl"] = append(out["nccl"], r.Version)
+	}
+	for _, r := range tgiReleases {
+		out["tgi"] = append(out["tgi"], r.Version)
 	}
 	for _, r := range torchReleases {
 		out["torch"] = append(out["torch"], r.Version)
