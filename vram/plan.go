@@ -122,10 +122,18 @@ func PlanKeys() []string {
 func ParsePlanContent(data []byte) (Plan, error) {
 	var top struct {
 		Model json.RawMessage `json:"model"`
+		VLLM  struct {
+			Speculative struct {
+				Model json.RawMessage `json:"model"`
+			} `json:"speculative_config"`
+		} `json:"vllm"`
 	}
 	if json.Unmarshal(data, &top) == nil {
 		if err := SealedModel(top.Model); err != nil {
 			return Plan{}, err
+		}
+		if err := SealedModel(top.VLLM.Speculative.Model); err != nil {
+			return Plan{}, fmt.Errorf("vllm.speculative_config.%w", err)
 		}
 	}
 	return ParsePlan(data, "")
@@ -163,6 +171,9 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 	p := Plan{Name: raw.Name, GPU: raw.GPU}
 	var err error
 	if p.VLLM, err = decodeEngine[VLLM](raw.VLLM, raw.Inference, "vllm"); err != nil {
+		return Plan{}, err
+	}
+	if err := p.VLLM.decodeDraft(dir); err != nil {
 		return Plan{}, err
 	}
 	if p.SGLang, err = decodeEngine[SGLang](raw.SGLang, raw.Inference, "sglang"); err != nil {

@@ -26,7 +26,8 @@ func TestParsePlanContent(t *testing.T) {
 	}
 }
 
-// TestPlanFileDraft: a setting with no plan-file form is refused, named.
+// TestPlanFileDraft: a draft model without its speculative_config is
+// refused, named.
 func TestPlanFileDraft(t *testing.T) {
 	p, err := ParsePlanContent([]byte(`{"model": "llama-3-8b", "inference": {"batch": 1, "prompt_tokens": 16}, "vllm": {}}`))
 	if err != nil {
@@ -37,7 +38,7 @@ func TestPlanFileDraft(t *testing.T) {
 	}
 	m := p.Model
 	p.VLLM.Draft = &m
-	if _, err := p.File(); err == nil || !strings.Contains(err.Error(), "vllm: a speculative draft model") {
+	if _, err := p.File(); err == nil || !strings.Contains(err.Error(), "needs speculative_config") {
 		t.Errorf("a draft model written: %v", err)
 	}
 }

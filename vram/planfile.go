@@ -28,8 +28,22 @@ func (p Plan) File() ([]byte, error) {
 	default:
 		f["model"] = p.Model
 	}
-	if p.VLLM != nil && p.VLLM.Draft != nil {
-		return nil, errors.New("vllm: a speculative draft model (--speculative-config) has no plan-file form yet")
+	if v := p.VLLM; v != nil && v.Draft != nil {
+		// The draft goes in speculative_config.model: as the plan gave it,
+		// else the model's fields.
+		if v.Speculative == nil {
+			return nil, errors.New("vllm: a draft model (VLLM.Draft) needs speculative_config: its method (eagle, eagle3 or draft_model) and num_speculative_tokens")
+		}
+		if len(v.Speculative.Model) == 0 {
+			raw, err := json.Marshal(v.Draft)
+			if err != nil {
+				return nil, err
+			}
+			vc, sc := *v, *v.Speculative
+			sc.Model = raw
+			vc.Speculative = &sc
+			p.VLLM = &vc
+		}
 	}
 	parts := []struct {
 		key  string

@@ -63,10 +63,14 @@ type VLLM struct {
 	CUDAGraphMemory Bytes `json:"cuda_graph_memory,omitempty"`
 	// EnforceEager is --enforce-eager: no CUDA graphs.
 	EnforceEager bool `json:"enforce_eager,omitempty"`
-	// Draft is a speculative-decoding draft model (--speculative-config
-	// with a separate model): its layers keep their own KV cache in the
-	// same block pool, so every block holds a page for each of them too,
-	// and its weights come off the memory before the cache.
+	// Speculative is --speculative-config (vllm_spec.go): the method,
+	// num_speculative_tokens and, for a separate draft, its model. The
+	// draft's weights, its attention layers in the KV pool and the
+	// proposer's buffers come off the memory before the cache.
+	Speculative *SpeculativeConfig `json:"speculative_config,omitempty"`
+	// Draft is the draft model of an "eagle", "eagle3" or "draft_model"
+	// speculative_config: a plan reads speculative_config.model into it;
+	// the Go API sets it beside Speculative.
 	Draft *Model `json:"-"`
 	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
 	// scaling in the config): max_model_len may pass max_position.
@@ -184,10 +188,8 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 	if err := v.checkCompressed(m); err != nil {
 		return err
 	}
-	if m.recurrent() && v.Draft != nil {
-		// gpu_model_runner.py get_kv_cache_spec: "Mamba with speculative
-		// decoding is not supported yet" (Qwen3-Next's own MTP layers aside).
-		return fmt.Errorf("vllm: %q keeps recurrent state, and the modelled vLLM releases run no separate draft model beside it (0.11: NotImplementedError: Mamba with speculative decoding is not supported yet)", m.Family)
+	if _, err := v.spec(m, rel); err != nil { // vllm_spec.go
+		return err
 	}
 	if m.recurrent() && v.DisableHybridKVCache && m.attentionLayers(0, m.Layers) > 0 {
 		// unify_hybrid_kv_cache_specs cannot make state pages attention.
@@ -244,6 +246,13 @@ type VLLMKVCache struct {
 	StateLayers    int    `json:"state_layers,omitempty"`
 	StatePageBytes Bytes  `json:"state_page_bytes,omitempty"`
 	StateKind      string `json:"state_kind,omitempty"`
+	// DraftLayers are a speculative draft's attention layers in the pool
+	// (the checkpoint's MTP layers, or a draft model's), counted in
+	// Layers; DraftPageBytes is their page where it is not PageBytes (a
+	// full-attention draft of another shape, in the one group whose page
+	// is the sum of its layers' pages: vllm_spec.go).
+	DraftLayers    int   `json:"draft_layers,omitempty"`
+	DraftPageBytes Bytes `json:"draft_page_bytes,omitempty"`
 	// Notes say how the recurrent state is pooled.
 	Notes []string `json:"notes,omitempty"`
 	// mbt is the tokens in flight a window keeps room for; statePages the
@@ -353,38 +362,30 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 		return v.compressedKVCache(m, available, rel)
 	}
 	layers := (m.Layers + v.PP - 1) / v.PP // the first stage holds the most
+	sp, _ := v.spec(m, rel)                // checked above
 	c := VLLMKVCache{Available: available, Layers: layers, MaxModelLen: v.MaxModelLen, mbt: rel.inFlightBatches * v.MaxNumBatchedTokens, statePages: rel.statePagesFor(m)}
+	if sp != nil && rel.spec.statePages {
+		c.statePages += sp.k // num_speculative_blocks (layers/mamba/abstract.py:72-91)
+	}
 	if err := v.pages(&c, m, rel); err != nil {
 		return VLLMKVCache{}, err
 	}
-	if v.Draft != nil {
-		// The draft's layers join the pool as more full-attention layers;
-		// vLLM needs one page size, so the draft must match it
-		// (unify_kv_cache_spec_page_size refuses other sizes).
-		d := v.Draft.Normalize()
-		if err := d.Validate(); err != nil {
-			return VLLMKVCache{}, fmt.Errorf("vllm: draft model: %w", err)
-		}
-		if dp := v.pageBytes(d); dp != c.PageBytes {
-			return VLLMKVCache{}, fmt.Errorf("vllm: the draft model's KV page (%v) differs from the model's (%v): vLLM cannot pool them", dp, c.PageBytes)
-		}
-		m.Layers += d.Layers
-		layers += d.Layers
-		c.Layers = layers
-	}
 	c.kinds = v.layerKinds(m, layers)
+	if err := v.draftLayers(&c, sp, m); err != nil {
+		return VLLMKVCache{}, err
+	}
 	if last := c.kinds[len(c.kinds)-1]; last.Kind == "mamba" {
 		c.StateLayers = last.Layers
 	}
 	c.Groups, c.GroupSize = groupKinds(c.kinds, rel.groupLargest)
 	if available > 0 {
-		c.Blocks = int64(available) / int64(c.PageBytes) / int64(c.GroupSize)
+		c.Blocks = int64(available) / int64(c.BlockBytes())
 	}
 	// The capacity check's memory: 0.33 first sets the block pool's null
 	// block aside (kv_cache_planning.py:1532-1543).
 	check := available
 	if rel.nullBlock {
-		check = max(0, available-Bytes(int64(c.PageBytes)*int64(c.GroupSize)))
+		check = max(0, available-c.BlockBytes())
 	}
 	if c.MaxModelLen == AutoMaxModelLen {
 		c.autoFit(m, check)
@@ -646,6 +647,11 @@ type VLLMCarve struct {
 	CUDAGraphs Bytes `json:"cuda_graphs"`
 	// RunnerBuffers are Model Runner V2's sampler tables (0.33).
 	RunnerBuffers Bytes `json:"runner_buffers,omitempty"`
+	// Speculative is what speculative decoding adds (vllm_spec.go): the
+	// draft's weights (inside Weights), its KV layers (inside the
+	// cache's layers), the proposer's buffers (taken beside the weights)
+	// and the drafter's profile forward.
+	Speculative *VLLMSpeculative `json:"speculative,omitempty"`
 	// SuggestedKVCacheMemory and SuggestedKVCacheMemoryGPU are the
 	// --kv-cache-memory values vLLM's log suggests, to fit the requested
 	// memory and the whole free GPU.
@@ -709,29 +715,28 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err != nil {
 		return VLLMCarve{}, err
 	}
+	sp, _ := v.spec(m, rel) // checked above (vllm_spec.go)
 	in.runtime, in.cc, in.mxfp4 = runVLLM, g.ComputeCapability, backend
 	rin.runtime, rin.cc, rin.mxfp4 = runVLLM, g.ComputeCapability, backend
+	in.PromptTokens = sp.profileTokens(v)
 	est, err := in.Estimate()
 	if err != nil {
 		return VLLMCarve{}, err
 	}
 	c := VLLMCarve{Release: modelled, Requested: v.requested(g, rel), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
-	if v.Draft != nil {
-		din := in
-		din.Model = *v.Draft
-		rd, dm, err := din.resolve()
-		if err != nil {
-			return VLLMCarve{}, fmt.Errorf("vllm: draft model: %w", err)
-		}
-		c.Weights += rd.weightBytes(dm)
+	if err := c.speculative(sp, v, rin, in, m); err != nil {
+		return VLLMCarve{}, err
 	}
 	if err := c.profile(v, rel, in, m, est); err != nil {
 		return VLLMCarve{}, err
 	}
-	if rel.runnerV2 {
+	if err := c.draftForward(sp, v, in, m); err != nil {
+		return VLLMCarve{}, err
+	}
+	if rel.runnerV2 && (sp == nil || !slices.Contains(rel.spec.v1Runner, sp.method)) {
 		c.RunnerBuffers = v.runnerBuffers(m)
 	}
-	if err := c.graphs(v, rel, in, g); err != nil {
+	if err := c.graphs(v, rel, in, g, sp.queryLen()); err != nil {
 		return VLLMCarve{}, err
 	}
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
@@ -761,7 +766,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 // less the weights, Model Runner V2's tables, the profile's peak, memory
 // outside PyTorch and, where the release profiles them, the CUDA graphs.
 func (c VLLMCarve) available() Bytes {
-	return max(0, c.Requested-c.Weights-c.RunnerBuffers-c.Activation-c.NonTorch-c.budgetGraphs())
+	return max(0, c.Requested-c.Weights-c.RunnerBuffers-c.draftBuffers()-c.Activation-c.NonTorch-c.budgetGraphs())
 }
 
 // budgetGraphs is the CUDA graphs' share of the requested memory: all of
@@ -834,7 +839,7 @@ func (c *VLLMCarve) profile(v VLLM, rel vllmRelease, in Inference, m Model, est 
 // --enforce-eager, estimated as the release's profile does where it
 // profiles them, else none (0.11 captures them after the cache and the
 // carve cannot know their size).
-func (c *VLLMCarve) graphs(v VLLM, rel vllmRelease, in Inference, g GPU) error {
+func (c *VLLMCarve) graphs(v VLLM, rel vllmRelease, in Inference, g GPU, q int) error {
 	c.GraphsInBudget = rel.graphsInBudget
 	c.CUDAGraphs = v.CUDAGraphMemory
 	n := 0
@@ -843,7 +848,7 @@ func (c *VLLMCarve) graphs(v VLLM, rel vllmRelease, in Inference, g GPU) error {
 		c.CUDAGraphs = 0
 	case c.CUDAGraphs == 0 && rel.graphsInBudget:
 		var err error
-		if c.CUDAGraphs, n, err = v.graphEstimate(in, g); err != nil {
+		if c.CUDAGraphs, n, err = v.graphEstimate(in, g, q); err != nil {
 			return err
 		}
 	}
@@ -861,7 +866,7 @@ func (c *VLLMCarve) graphs(v VLLM, rel vllmRelease, in Inference, g GPU) error {
 // (its suggestion counts the graphs twice).
 func (c *VLLMCarve) suggest(g GPU) {
 	const redundancy = 150 * MiB
-	used := c.Weights + c.RunnerBuffers + c.Activation + c.NonTorch + c.budgetGraphs() + c.CUDAGraphs
+	used := c.Weights + c.RunnerBuffers + c.draftBuffers() + c.Activation + c.NonTorch + c.budgetGraphs() + c.CUDAGraphs
 	c.SuggestedKVCacheMemory = c.Requested - used - redundancy
 	c.FreeAtStart = g.Total() - g.Context
 	c.SuggestedKVCacheMemoryGPU = c.FreeAtStart - used - redundancy
@@ -871,7 +876,9 @@ func (c *VLLMCarve) suggest(g GPU) {
 // (weights + non-torch)": the profile's total_consumed, the persistent
 // allocations and the memory outside PyTorch (v1/worker/gpu_worker.py:747,
 // utils/mem_utils.py:312).
-func (c VLLMCarve) Consumed() Bytes { return c.Weights + c.RunnerBuffers + c.NonTorch }
+func (c VLLMCarve) Consumed() Bytes {
+	return c.Weights + c.RunnerBuffers + c.draftBuffers() + c.NonTorch
+}
 
 // PeakActivation is the suggestion line's "peak activation": the profile
 // run's transient peak and the CUDA-graph estimate the release subtracts
@@ -962,9 +969,9 @@ func (c VLLMCarve) startup(v VLLM, g GPU) string {
 	case c.Weights > free:
 		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM has no check of its own: load_model fails)",
 			gib(c.Weights), gib(free), gib(g.Total()))
-	case c.Requested <= c.Weights+c.RunnerBuffers+c.Activation+c.NonTorch+c.budgetGraphs():
+	case c.Requested <= c.Weights+c.RunnerBuffers+c.draftBuffers()+c.Activation+c.NonTorch+c.budgetGraphs():
 		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch and the model's run %s GiB of the %s GiB it may use.)",
-			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.RunnerBuffers+c.budgetGraphs()), gib(c.Requested))
+			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.RunnerBuffers+c.draftBuffers()+c.budgetGraphs()), gib(c.Requested))
 	}
 	return ""
 }

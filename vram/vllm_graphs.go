@@ -11,16 +11,21 @@ import (
 
 // captureSizes are the batch sizes vLLM captures CUDA graphs for (0.33
 // config/vllm.py:2398-2653 _set_cudagraph_sizes): 1, 2, 4, then every 8
-// below 256 and every 16 from 256, up to min(2 × max_num_seqs, 512 —
+// below 256 and every 16 from 256, up to min(2 × max_num_seqs × q, 512 —
 // 1024 on compute capability 10.x) and at most max_num_batched_tokens,
-// with max_num_batched_tokens and max_num_seqs added where they are no
-// larger.
-func (v VLLM) captureSizes(g GPU) []int {
+// with max_num_batched_tokens added where it is no larger; q is the
+// uniform decode query length, 1 + num_speculative_tokens (l.695-713).
+// Without speculation max_num_seqs is added where it fits (l.2549-2550);
+// with it, the uniform decode batches of 1, 2, 4, 8, … max_num_seqs
+// requests of q tokens each that fit (l.2487-2548, 2601-2603).
+func (v VLLM) captureSizes(g GPU, q int) []int {
+	q = max(q, 1)
 	ceiling := 512
 	if g.ComputeCapability >= 100 && g.ComputeCapability < 110 {
 		ceiling = 1024
 	}
-	largest := min(2*v.MaxNumSeqs, ceiling, v.MaxNumBatchedTokens)
+	top := min(2*v.MaxNumSeqs*q, ceiling) // before max_num_batched_tokens
+	largest := min(top, v.MaxNumBatchedTokens)
 	var sizes []int
 	add := func(n int) {
 		if n >= 1 && n <= largest && (len(sizes) == 0 || sizes[len(sizes)-1] < n) {
@@ -36,12 +41,33 @@ func (v VLLM) captureSizes(g GPU) []int {
 	for n := 256; n <= largest; n += 16 {
 		add(n)
 	}
-	for _, n := range []int{v.MaxNumBatchedTokens, v.MaxNumSeqs} {
-		if n <= largest && !slices.Contains(sizes, n) {
-			sizes = append(sizes, n)
-			slices.Sort(sizes)
+	extra := []int{v.MaxNumBatchedTokens}
+	if q == 1 {
+		extra = append(extra, v.MaxNumSeqs)
+	} else {
+		maxReqs := min(v.MaxNumSeqs, ceiling)
+		counts := []int{1, 2, 4}
+		for n := 8; n < min(maxReqs+1, 256); n += 8 {
+			counts = append(counts, n)
+		}
+		for n := 256; n <= maxReqs; n += 16 {
+			counts = append(counts, n)
+		}
+		for _, n := range append(counts, maxReqs) {
+			if n <= maxReqs && n*q <= top && n*q <= v.MaxNumBatchedTokens {
+				extra = append(extra, n*q)
+			}
 		}
 	}
+	for _, n := range extra {
+		if n >= 1 && n <= max(largest, top) && n <= v.MaxNumBatchedTokens && !slices.Contains(sizes, n) {
+			if n == v.MaxNumBatchedTokens && n > largest {
+				continue
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	slices.Sort(sizes)
 	return sizes
 }
 
@@ -62,8 +88,8 @@ const minPerGraph = 1 * MiB
 // only under cudagraph_mm_encoder (config/compilation.py:528, off by
 // default), so the forward measured is text-only, at any capture size
 // (LLaVA's 576 image tokens do not fit the largest, 512).
-func (v VLLM) graphEstimate(in Inference, g GPU) (Bytes, int, error) {
-	sizes := v.captureSizes(g)
+func (v VLLM) graphEstimate(in Inference, g GPU, q int) (Bytes, int, error) {
+	sizes := v.captureSizes(g, q)
 	if len(sizes) == 0 {
 		return 0, 0, nil
 	}

@@ -116,7 +116,7 @@ func TestVLLMIssue33155(t *testing.T) {
 	}
 	vs := v33
 	vs.MaxNumBatchedTokens = c33.ProfileTokens
-	if sizes := vs.captureSizes(h100); !slices.Equal(sizes, []int{1, 2}) || !c33.GraphsInBudget || c33.CUDAGraphs <= minPerGraph {
+	if sizes := vs.captureSizes(h100, 1); !slices.Equal(sizes, []int{1, 2}) || !c33.GraphsInBudget || c33.CUDAGraphs <= minPerGraph {
 		t.Errorf("0.33 graphs: sizes %v, %v (in budget %v)", sizes, c33.CUDAGraphs, c33.GraphsInBudget)
 	}
 	if want := c14.KVCache.Available - c33.RunnerBuffers - c33.CUDAGraphs; c33.KVCache.Available != want || c33.DeviceUsed != c33.Requested+c33.NonTorch {

@@ -155,5 +155,8 @@ func (c VLLMKVCache) PerRequestFor(tokens int) (kv, state Bytes) {
 			kv += b
 		}
 	}
+	if c.DraftPageBytes > 0 { // one full-attention group (vllm_spec.go)
+		kv += Bytes(int64(c.DraftLayers) * cdiv64(int64(tokens), int64(c.BlockSize)) * int64(c.DraftPageBytes-c.PageBytes))
+	}
 	return kv, state
 }

@@ -122,7 +122,7 @@ func TestVLLMStateSettings(t *testing.T) {
 		"tp":     {VLLM{Version: "0.11.0", TP: 3, MaxModelLen: 4096}, "tensor_parallel_size 3 must divide"},
 		"dtype":  {VLLM{Version: "0.11.0", MaxModelLen: 4096, MambaCacheDType: FP8E4M3}, "mamba_cache_dtype must be bf16"},
 		"ssm":    {VLLM{Version: "0.11.0", MaxModelLen: 4096, MambaSSMCacheDType: FP16}, "mamba_ssm_cache_dtype must be bf16"},
-		"draft":  {VLLM{Version: "0.11.0", MaxModelLen: 4096, Draft: &llama}, "Mamba with speculative decoding is not supported"},
+		"draft":  {VLLM{Version: "0.11.0", MaxModelLen: 4096, Speculative: &SpeculativeConfig{Method: "eagle", NumSpeculativeTokens: 2}, Draft: &llama}, "Mamba with speculative decoding is not supported"},
 		"hybrid": {VLLM{Version: "0.11.0", MaxModelLen: 4096, DisableHybridKVCache: true}, "disable_hybrid_kv_cache_manager"},
 	} {
 		if _, err := tc.v.KVCache(bamba, 10*GiB); err == nil || !strings.Contains(err.Error(), tc.want) {

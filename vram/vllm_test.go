@@ -2,7 +2,6 @@ package vram
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -332,12 +331,16 @@ func TestVLLMPrefixAndDraft(t *testing.T) {
 		t.Errorf("a partial block is not shared: %.3f", got)
 	}
 	draft := MustPreset("llama-3.2-1b") // 16 layers, 8 KV heads of 64: another page size
-	if _, err := (VLLM{Version: "0.11.0", MaxModelLen: 8192, Draft: &draft}).KVCache(MustPreset("llama-3.1-8b"), 20*GiB); err == nil || !strings.Contains(err.Error(), "page") {
-		t.Errorf("a draft with another page size: %v", err)
+	eagle := &SpeculativeConfig{Method: "eagle", NumSpeculativeTokens: 2}
+	// All full attention: one group whose block is every layer's page,
+	// 32 × 64 KiB + 16 × 32 KiB (UniformTypeKVCacheSpecs, 0.11.0
+	// v1/kv_cache_interface.py:287-312).
+	if kv, err := (VLLM{Version: "0.11.0", MaxModelLen: 8192, Speculative: eagle, Draft: &draft}).KVCache(MustPreset("llama-3.1-8b"), 20*GiB); err != nil || kv.Blocks != int64(20*GiB)/int64(32*64*KiB+16*32*KiB) {
+		t.Errorf("a draft with another page size: %d blocks, %v", kv.Blocks, err)
 	}
 	small := MustPreset("llama-3.1-8b")
 	small.Layers, small.Params = 4, 0 // an 8B-shaped 4-layer draft (EAGLE-like heads share the page)
-	dv := VLLM{Version: "0.11.0", MaxModelLen: 8192, Draft: &small}
+	dv := VLLM{Version: "0.11.0", MaxModelLen: 8192, Speculative: eagle, Draft: &small}
 	dkv, err := dv.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
 	if err != nil {
 		t.Fatal(err)
