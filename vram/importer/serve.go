@@ -294,7 +294,6 @@ var vllmIrrelevant = setOf("host", "port", "api-key", "served-model-name", "uvic
 var vllmNotModelled = map[string]string{
 	"cpu-offload-gb":     "weights offloaded to the CPU are not modelled (the carve counts them on the GPU)",
 	"swap-space":         "host memory for preempted requests (no GPU memory)",
-	"speculative-config": "a draft model or n-gram speculation; a draft model is VLLM.Draft in a plan",
 	"lora-modules":       "LoRA adapters served beside the model are not modelled",
 	"enable-lora":        "LoRA serving buffers are not modelled",
 	"max-lora-rank":      "LoRA serving buffers are not modelled",
@@ -333,6 +332,9 @@ func importVLLM(imp *Imported, env map[string]string, w []string, opt Options) e
 	f.mapped("model %s → %s", orDefault(id, "(from -model)"), orDefault(ref, m.Name))
 	v := vram.VLLM{}
 	if err := vllmFlags(f, env, imp, &v); err != nil {
+		return err
+	}
+	if err := vllmSpeculative(f, imp, &v, opt); err != nil {
 		return err
 	}
 	f.mapped("vllm: tensor_parallel_size %d, gpu_memory_utilization %s, max_model_len %s, max_num_seqs %s, max_num_batched_tokens %s",
@@ -690,4 +692,96 @@ func parseMMLimits(x string) (map[string]int, error) {
 		limits[strings.TrimSpace(k)] = n
 	}
 	return limits, nil
+}
+
+// vllmSpeculative reads --speculative-config (a JSON object, vLLM's
+// SpeculativeConfig) into v: method, num_speculative_tokens and model. A
+// draft model ("model") is resolved as the served model is, from the
+// catalog or a path; one the catalog does not hold leaves speculative
+// decoding out of the plan, said in NotModelled. The other keys are not
+// modelled.
+func vllmSpeculative(f *flagReader, imp *Imported, v *vram.VLLM, opt Options) error {
+	_, x, ok := f.get("speculative-config")
+	if !ok {
+		return nil
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(x), &raw); err != nil {
+		return fmt.Errorf("--speculative-config %q: want a JSON object (vLLM's SpeculativeConfig): %v", x, err)
+	}
+	s := vram.SpeculativeConfig{}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	model := ""
+	for _, k := range keys {
+		val := raw[k]
+		switch k {
+		case "method":
+			m, ok := val.(string)
+			if !ok || m == "" {
+				return fmt.Errorf("--speculative-config method %v: want a method's name (mtp, eagle, eagle3, draft_model, ngram, suffix, …)", val)
+			}
+			s.Method = m
+		case "num_speculative_tokens":
+			n, ok := val.(float64)
+			if !ok || n < 1 || n > 1024 || n != math.Trunc(n) {
+				return fmt.Errorf("--speculative-config num_speculative_tokens %v: want a whole number in [1, 1024]", val)
+			}
+			s.NumSpeculativeTokens = int(n)
+		case "model":
+			m, ok := val.(string)
+			if !ok || m == "" {
+				return fmt.Errorf("--speculative-config model %v: want the draft's name or path", val)
+			}
+			model = m
+		default:
+			imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--speculative-config %s %v: not modelled", k, val))
+		}
+	}
+	method := s.Method
+	switch {
+	case model == "" || model == "ngram" || model == "[ngram]" || model == method:
+		if model != "" {
+			s.Model, _ = json.Marshal(model)
+		}
+	case method == "mtp" || strings.HasSuffix(method, "_mtp"):
+		imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--speculative-config model %s: an MTP draft from another checkpoint is not modelled; the plan takes the served checkpoint's own MTP layers", model))
+	default:
+		d, key, err := draftModel(model, method, opt)
+		if err != nil {
+			imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--speculative-config: the draft %s is not modelled (%v), so the plan leaves speculative decoding out: give the draft as vllm.speculative_config.model, a catalog name or the model's fields", model, err))
+			return nil
+		}
+		if key != "" {
+			s.Model, _ = json.Marshal(key)
+		}
+		v.Draft = &d
+	}
+	v.Speculative = &s
+	f.mapped("--speculative-config → vllm.speculative_config: method %s, num_speculative_tokens %s%s", orDefault(method, "(vLLM infers it)"),
+		orDefault(fmtNonZero(float64(s.NumSpeculativeTokens)), "unset"), map[bool]string{true: ", model " + model, false: ""}[model != ""])
+	return nil
+}
+
+// draftModel resolves a speculative draft's name as the served model's is
+// (importModel), but an EAGLE head only by its exact name: the catalog's
+// models named like a head's repository are the targets, not the head.
+func draftModel(id, method string, opt Options) (vram.Model, string, error) {
+	o := Options{Dir: opt.Dir, Sealed: opt.Sealed}
+	if method == "eagle" || method == "eagle3" || strings.Contains(strings.ToLower(id), "eagle") {
+		if _, err := vram.LookupPreset(id); err != nil {
+			return vram.Model{}, "", fmt.Errorf("an EAGLE head the catalog does not hold")
+		}
+	}
+	m, key, _, err := importModel(id, o)
+	if err != nil {
+		return vram.Model{}, "", err
+	}
+	if _, err := vram.LookupPreset(key); err != nil {
+		key = ""
+	}
+	return m, key, nil
 }
