@@ -371,6 +371,9 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	if c.RunnerBuffers > 0 {
 		runner = fmt.Sprintf(" + Model Runner V2's sampler tables %v", c.RunnerBuffers)
 	}
+	if sp := c.Speculative; sp != nil && sp.Buffers > 0 {
+		runner += fmt.Sprintf(" + the drafter's buffers %v", sp.Buffers)
+	}
 	switch {
 	case c.CUDAGraphs > 0 && c.GraphsInBudget:
 		graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
@@ -382,13 +385,29 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	for _, n := range newNotes(c.Notes, generateNotes(r)) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
+	if sp := c.Speculative; sp != nil {
+		page := ""
+		if sp.KVPageBytes > 0 {
+			page = fmt.Sprintf(", a %v page each", sp.KVPageBytes)
+		}
+		fmt.Fprintf(w, "  speculative decoding: %s, %d token(s) a step; draft: %s\n", sp.Method, sp.NumSpeculativeTokens, sp.Draft)
+		fmt.Fprintf(w, "    draft weights      %10v   (inside the weights above)\n", sp.Weights)
+		fmt.Fprintf(w, "    draft KV layers    %10d   (in the KV cache's pool%s)\n", sp.KVLayers, page)
+		fmt.Fprintf(w, "    drafter's buffers  %10v   (taken before the KV cache)\n", sp.Buffers)
+		if sp.DraftForward > 0 {
+			fmt.Fprintf(w, "    draft's forward    %10v   (the profile run's dummy draft pass)\n", sp.DraftForward)
+		}
+		for _, n := range sp.Notes {
+			fmt.Fprintf(w, "    note: %s\n", n)
+		}
+	}
 	if c.Starts {
 		pools := fmt.Sprintf("a %v page in each of %d pools", kv.PageBytes, kv.GroupSize)
 		if kv.Compressed != nil {
 			pools = "the largest group's pages, one pool of block ids"
 		}
 		fmt.Fprintf(w, "  KV cache: %d blocks of %d tokens (%v a block: %s, %d group(s)): GPU KV cache size %s tokens; maximum concurrency for %d tokens per request %.2fx\n",
-			kv.Blocks, kv.BlockSize, kv.PageBytes*vram.Bytes(kv.GroupSize), pools, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
+			kv.Blocks, kv.BlockSize, kv.BlockBytes(), pools, len(kv.Groups), vram.Grouped(kv.Tokens), kv.MaxModelLen, kv.MaxConcurrency)
 		if kv.StateLayers > 0 {
 			attn, state := kv.PerRequestFor(kv.MaxModelLen)
 			fmt.Fprintf(w, "  one request of %d tokens: attention KV %v + recurrent state %v (the state is the same at any length)\n", kv.MaxModelLen, attn, state)
