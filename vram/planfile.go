@@ -40,7 +40,7 @@ func (p Plan) File() ([]byte, error) {
 				return nil, err
 			}
 			vc, sc := *v, *v.Speculative
-			sc.Model = raw
+			sc.Model = ModelRef(raw)
 			vc.Speculative = &sc
 			p.VLLM = &vc
 		}

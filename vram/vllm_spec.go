@@ -65,9 +65,33 @@ import (
 // "draft_model" (a plan reads it into VLLM.Draft). For "mtp" it is left
 // out: the draft is the served checkpoint's own MTP layers.
 type SpeculativeConfig struct {
-	Method               string          `json:"method,omitempty"`
-	NumSpeculativeTokens int             `json:"num_speculative_tokens,omitempty"`
-	Model                json.RawMessage `json:"model,omitempty"`
+	Method               string   `json:"method,omitempty"`
+	NumSpeculativeTokens int      `json:"num_speculative_tokens,omitempty"`
+	Model                ModelRef `json:"model,omitempty"`
+}
+
+// ModelRef is a model as a plan names it (DecodeModel reads it), kept as
+// written: a catalog name or hub id, the model's fields, {"hf_config": …}
+// or {"checkpoint": …}.
+type ModelRef []byte
+
+// MarshalJSON writes the model as it was given.
+func (r ModelRef) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
+}
+
+// UnmarshalJSON keeps the model as written.
+func (r *ModelRef) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
+
+// JSONWant says what the field takes, for a plan's errors.
+func (ModelRef) JSONWant() string {
+	return "a model: a catalog name, the model's fields, {\"hf_config\": …} or {\"checkpoint\": …}"
 }
 
 // modelName is Model as a string ("" for an object or none).
@@ -713,7 +737,7 @@ func (v *VLLM) decodeDraft(dir string) error {
 	case s.Method == "mtp" || slices.Contains(mtpNames33, s.Method):
 		return nil // refused with its reason by the carve
 	}
-	m, _, _, err := DecodeModel(s.Model, dir)
+	m, _, _, err := DecodeModel(json.RawMessage(s.Model), dir)
 	if err != nil {
 		return fmt.Errorf("vllm.speculative_config.%w", err)
 	}

@@ -256,7 +256,7 @@ func TestVLLMSpecRefusals(t *testing.T) {
 		"mtp 0.14.1":  {llama, VLLM{Version: "0.14.1", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}, "Speculative decoding with draft model is not supported yet"},
 		"mtp 0.11.0":  {ds, VLLM{Version: "0.11.0", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}, "not modelled for vLLM 0.11.0"},
 		"divisible":   {two, VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 3}}, "num_speculative_tokens:3 must be divisible by n_predict=2"},
-		"mtp model":   {ds, VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1, Model: json.RawMessage(`"deepseek-v3"`)}}, "leave model out"},
+		"mtp model":   {ds, VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1, Model: ModelRef(`"deepseek-v3"`)}}, "leave model out"},
 		"vocab":       {llama, VLLM{Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 2}, Draft: &other}, "Target and draft model should have the same vocabulary size"},
 		"draft 0.14":  {llama, VLLM{Version: "0.14.1", Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 2}, Draft: &head}, "Draft model speculative decoding is not supported yet"},
 		"pp":          {llama, VLLM{PP: 2, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 2}, Draft: &head}, "pipeline_parallel_size 2"},

@@ -97,6 +97,7 @@ func overrides(input bool) map[reflect.Type]any {
 	o := map[reflect.Type]any{
 		reflect.TypeFor[vram.Bytes]():      bytes,
 		reflect.TypeFor[json.RawMessage](): jsonschema.Schema{"type": "object", "description": "a plan file (plan.schema.json)"},
+		reflect.TypeFor[vram.ModelRef]():   modelSchema, // vllm.speculative_config.model, as written
 		reflect.TypeFor[vram.DType]():      dtype,
 		reflect.TypeFor[vram.BlockList]():  jsonschema.Schema{"type": "array", "items": jsonschema.Schema{"type": "integer", "minimum": 0}, "description": "block indexes"},
 		reflect.TypeFor[vram.BiasMode](): jsonschema.Schema{"anyOf": []any{jsonschema.Schema{"type": "boolean"},
