@@ -243,18 +243,21 @@ func (v VLLM) spec(m Model, rel vllmRelease) (*vllmSpec, error) {
 	name := s.modelName()
 	method := s.Method
 	switch {
-	case method == "" && (name == "ngram" || name == "[ngram]"):
-		method = "ngram" // 0.33 config/speculative.py:1241-1242
-	case method == "" && len(s.Model) > 0 && strings.Contains(strings.ToLower(name), "eagle-"):
-		method = "eagle" // l.1445-1446
-	case method == "" && len(s.Model) > 0 && strings.Contains(strings.ToLower(name), "eagle3"):
-		method = "eagle3" // l.1447-1448
+	case method == "" && (name == "ngram" || name == "[ngram]"), method == "[ngram]":
+		method = "ngram" // 0.33 config/speculative.py:1241-1242, 1297-1298
 	case method == "":
 		method = "draft_model" // l.1243-1244
-	case method == "[ngram]":
-		method = "ngram"
 	case slices.Contains(r.mtpNames, method):
 		method = "mtp" // l.1246-1251: a model's MTP name is "mtp"
+	}
+	if lower := strings.ToLower(name); method == "draft_model" && len(s.Model) > 0 {
+		// A draft named like an EAGLE head is one (l.1440-1448).
+		switch {
+		case strings.Contains(lower, "eagle-"):
+			method = "eagle"
+		case strings.Contains(lower, "eagle3"):
+			method = "eagle3"
+		}
 	}
 	if !slices.Contains(r.methods, method) && !(method == "mtp" && len(r.mtpNames) > 0) {
 		return nil, fmt.Errorf("vllm: speculative_config.method %q is not one of vLLM %s's methods (%s, or a model's MTP name)", s.Method, rel.Version, strings.Join(r.methods, ", "))

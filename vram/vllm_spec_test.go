@@ -177,6 +177,13 @@ func TestVLLMSpecCarve(t *testing.T) {
 		t.Errorf("eagle3: draft forward %v, activation %v, blocks %d vs %d, starts %v", esp.DraftForward, ec.Activation, ec.KVCache.Blocks, lplain.KVCache.Blocks, ec.Starts)
 	}
 
+	// With no method, a draft named like an EAGLE-3 head is one
+	// (config/speculative.py:1243-1244, 1447-1448).
+	named := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{NumSpeculativeTokens: 3, Model: ModelRef(`"org/Llama-3.1-8B-eagle3-head"`)}, Draft: &head}
+	if nc, err := named.Carve(lin, h100); err != nil || nc.Speculative.Method != "eagle3" || nc.Speculative.Weights != wantHead {
+		t.Errorf("a head by its name: %+v, %v", nc.Speculative, err)
+	}
+
 	// n-gram: no weights, no layers; the GPU proposer's scratch int64
 	// [R, cdiv(8192, 256)] and drafts and the runner's draft tokens int64
 	// [R, 3].
