@@ -141,3 +141,7 @@ func mtpLayers(m Model, l *tensorList, attn func(Model, *tensorList, string)) {
 		l.add(p+"shared_head.head.weight", "lm_head", d.v, d.h)
 	}
 }
+
+// deepseekV3ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const deepseekV3ModelType = "deepseek_v3"

@@ -46,3 +46,7 @@ var deepseekV32Defaults = Model{Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 1
 	Experts: 256, ExpertsPerToken: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
 	QLoRARank: 1536, KVLoRARank: 512, QKNopeDim: 128, QKRopeDim: 64, VHeadDim: 128, HeadDim: 192,
 	IndexHeads: 64, IndexHeadDim: 128}
+
+// deepseekV32ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const deepseekV32ModelType = "deepseek_v32"

@@ -88,3 +88,7 @@ func ernieMLP(m Model, l *tensorList, p string, layer int) {
 		mlpGated(m, l, p+"shared_experts.", int64(m.SharedExpertFFN)*int64(m.SharedExperts), -1)
 	}
 }
+
+// ernie45MoeModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const ernie45MoeModelType = "ernie4_5_moe"

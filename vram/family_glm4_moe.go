@@ -135,3 +135,7 @@ func glmMTP(m Model, l *tensorList) {
 		l.add(p+"shared_head.head.weight", "lm_head", d.v, d.h)
 	}
 }
+
+// glm4MoeModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const glm4MoeModelType = "glm4_moe"

@@ -333,3 +333,7 @@ func (b *actBuilder) nemotronHMoE(p blockPlan, x *actT) *actT {
 	d := promote(out.dtype, so.dtype)
 	return b.op("moe.add_shared", b.size(h, d), d, list(out, so))
 }
+
+// nemotronHModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const nemotronHModelType = "nemotron_h"

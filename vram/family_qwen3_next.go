@@ -144,3 +144,7 @@ func qwen3NextAttention(m Model, l *tensorList, p string) {
 	l.linear(p+"o_proj", "o_proj", d.q, d.h, false)
 	qkNormTensors(m, l, p)
 }
+
+// qwen3NextModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const qwen3NextModelType = "qwen3_next"

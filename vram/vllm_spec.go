@@ -184,13 +184,13 @@ type vllmMTPDraft struct {
 // MTP layers are listed with the checkpoint's stored-only tensors
 // (storedOnly).
 var vllmMTPDrafts = map[string]vllmMTPDraft{
-	"deepseek_v3": {arch: "DeepSeekMTPModel", releases: []string{"0.14.1", "0.33.0"},
+	deepseekV3ModelType: {arch: "DeepSeekMTPModel", releases: []string{"0.14.1", "0.33.0"},
 		source: "0.33.0 config/speculative.py:748-762, models/deepseek_mtp.py:147-171; 0.14.1 config/speculative.py:172-178"},
-	"deepseek_v32": {arch: "DeepseekV32MTPModel", releases: []string{"0.14.1", "0.33.0"},
+	deepseekV32ModelType: {arch: "DeepseekV32MTPModel", releases: []string{"0.14.1", "0.33.0"},
 		source: "0.33.0 config/speculative.py:732, 748-762 (the MTP layer's attention has its indexer, deepseek_mtp.py:89-110); 0.14.1 config/speculative.py:172-178"},
 	glmMoeDsaModelType: {arch: "DeepseekV32MTPModel", releases: []string{"0.33.0"},
 		source: "0.33.0 config/speculative.py:732, 748-762"},
-	"glm4_moe": {arch: "Glm4MoeMTPModel", releases: []string{"0.14.1", "0.33.0"},
+	glm4MoeModelType: {arch: "Glm4MoeMTPModel", releases: []string{"0.14.1", "0.33.0"},
 		source: "0.33.0 config/speculative.py:849-857, models/glm4_moe_mtp.py:136-160; 0.14.1 config/speculative.py:198-206"},
 	glm4MoeLiteModelType: {arch: "Glm4MoeLiteMTPModel", releases: []string{"0.33.0"},
 		source: "0.33.0 config/speculative.py:859-868"},
@@ -205,10 +205,35 @@ var vllmMTPDrafts = map[string]vllmMTPDraft{
 // vllmMTPUnlisted are families vLLM maps to an MTP draft whose MTP layers
 // the carve does not list.
 var vllmMTPUnlisted = map[string]string{
-	"nemotron_h":       "config/speculative.py:895-906 (NemotronHMTPModel); the carve does not list the checkpoint's mtp.* layers",
-	"ernie4_5_moe":     "config/speculative.py:880-886 (ErnieMTPModel); the carve does not list its MTP layers",
-	exaoneMoeModelType: "config/speculative.py:975-979 (ExaoneMoeMTP); the carve does not list its MTP layer",
-	"qwen3_next":       "config/speculative.py:908-914 (Qwen3NextMTP); the carve does not list its MTP layers",
+	nemotronHModelType:  "config/speculative.py:895-906 (NemotronHMTPModel); the carve does not list the checkpoint's mtp.* layers",
+	ernie45MoeModelType: "config/speculative.py:880-886 (ErnieMTPModel); the carve does not list its MTP layers",
+	exaoneMoeModelType:  "config/speculative.py:975-979 (ExaoneMoeMTP); the carve does not list its MTP layer",
+	qwen3NextModelType:  "config/speculative.py:908-914 (Qwen3NextMTP); the carve does not list its MTP layers",
+}
+
+// method is the method vLLM runs: as given, a model's MTP name as "mtp"
+// (config/speculative.py:1246-1251), none as "ngram" for the model
+// "ngram" and else "draft_model" (l.1241-1244), and a draft_model named
+// like an EAGLE head that head (l.1440-1448).
+func (s SpeculativeConfig) method(r vllmSpecRules) string {
+	name, method := s.modelName(), s.Method
+	switch {
+	case method == "" && (name == "ngram" || name == "[ngram]"), method == "[ngram]":
+		return "ngram"
+	case method == "":
+		method = "draft_model"
+	case slices.Contains(r.mtpNames, method):
+		return "mtp"
+	}
+	if lower := strings.ToLower(name); method == "draft_model" && len(s.Model) > 0 {
+		switch {
+		case strings.Contains(lower, "eagle-"):
+			return "eagle"
+		case strings.Contains(lower, "eagle3"):
+			return "eagle3"
+		}
+	}
+	return method
 }
 
 // vllmSpec is a launch's speculative decoding, resolved.
@@ -240,25 +265,7 @@ func (v VLLM) spec(m Model, rel vllmRelease) (*vllmSpec, error) {
 		return nil, nil
 	}
 	r := rel.spec
-	name := s.modelName()
-	method := s.Method
-	switch {
-	case method == "" && (name == "ngram" || name == "[ngram]"), method == "[ngram]":
-		method = "ngram" // 0.33 config/speculative.py:1241-1242, 1297-1298
-	case method == "":
-		method = "draft_model" // l.1243-1244
-	case slices.Contains(r.mtpNames, method):
-		method = "mtp" // l.1246-1251: a model's MTP name is "mtp"
-	}
-	if lower := strings.ToLower(name); method == "draft_model" && len(s.Model) > 0 {
-		// A draft named like an EAGLE head is one (l.1440-1448).
-		switch {
-		case strings.Contains(lower, "eagle-"):
-			method = "eagle"
-		case strings.Contains(lower, "eagle3"):
-			method = "eagle3"
-		}
-	}
+	name, method := s.modelName(), s.method(r)
 	if !slices.Contains(r.methods, method) && !(method == "mtp" && len(r.mtpNames) > 0) {
 		return nil, fmt.Errorf("vllm: speculative_config.method %q is not one of vLLM %s's methods (%s, or a model's MTP name)", s.Method, rel.Version, strings.Join(r.methods, ", "))
 	}
@@ -319,7 +326,7 @@ func (v VLLM) spec(m Model, rel vllmRelease) (*vllmSpec, error) {
 	}
 	if m.recurrent() {
 		switch {
-		case rel.Version == "0.11.0" && m.Family != "qwen3_next":
+		case rel.Version == "0.11.0" && m.Family != qwen3NextModelType:
 			return nil, fmt.Errorf("vllm: %q keeps recurrent state: NotImplementedError: Mamba with speculative decoding is not supported yet. (vLLM 0.11.0 v1/worker/gpu_model_runner.py:4112-4118)", m.Family)
 		case !r.statePages:
 			return nil, fmt.Errorf("vllm: %q keeps recurrent state: speculative decoding beside it is modelled for vLLM 0.33 only (its extra state blocks, layers/mamba/abstract.py:72-91)", m.Family)
