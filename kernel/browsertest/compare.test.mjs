@@ -89,22 +89,31 @@ test('the comparison PDF has its pages and painted charts', () => {
   assert.ok(colored > 2000, `chart colors in the PDF: ${colored} pixels`);
 });
 
-test('make reports writes a report per plan in parallel, a line for each, and a summary; a bad plan fails it', () => {
+test('make reports writes a report per plan in parallel, a line for each, and a summary; a bad plan fails it; a plan with a search section is reported on its fastest layout', () => {
   const dir = mkdtempSync(join(tmpdir(), 'vramlab-reports-'));
   const bad = join(dir, 'broken-plan.json');
   writeFileSync(bad, '{"model": "gpt2", "train": {"seq_len": 0, "micro_batch": 1}}');
-  const r = spawnSync('make', ['-s', 'reports', `PLANS=examples/plans/llama3-8b-qlora.json ${bad} examples/plans/llama3-8b-serve.json`],
+  const r = spawnSync('make', ['-s', 'reports', `PLANS=examples/plans/llama3-8b-qlora.json ${bad} examples/plans/llama3-8b-serve.json examples/search/llama3.1-405b-h100.json`],
     { cwd: ROOT, encoding: 'utf8', timeout: 900_000 });
   assert.notEqual(r.status, 0, 'a failed report fails the run');
-  assert.match(r.stdout, /3 reports, \d+ at a time/);
-  for (const p of ['llama3-8b-qlora.json', 'broken-plan.json', 'llama3-8b-serve.json']) {
-    assert.match(r.stdout, new RegExp(`\\[\\d/3\\] (ok|FAILED)\\s+\\S*${p.replace('.', '\\.')} \\(\\d+s\\)`), p);
+  assert.match(r.stdout, /4 reports, \d+ at a time/);
+  for (const p of ['llama3-8b-qlora.json', 'broken-plan.json', 'llama3-8b-serve.json', 'llama3.1-405b-h100.json']) {
+    assert.match(r.stdout, new RegExp(`\\[\\d/4\\] (ok|FAILED)\\s+\\S*${p.replaceAll('.', '\\.')} \\(\\d+s\\)`), p);
   }
   assert.match(r.stdout, /FAILED\s+\S*broken-plan\.json:\n[\s\S]*seq_len/);
-  assert.match(r.stdout, /reports: 2 of 3 written in \d+s/);
-  for (const p of ['llama3-8b-qlora', 'llama3-8b-serve']) {
+  assert.match(r.stdout, /reports: 3 of 4 written in \d+s/);
+  for (const p of ['llama3-8b-qlora', 'llama3-8b-serve', 'llama3.1-405b-h100']) {
     assert.ok(existsSync(join(ROOT, '.artifacts', 'reports', p, p + '.pdf')), p);
   }
+  // The layout search: a section of its own, the fastest layout launched,
+  // which the other sections describe; a plan without one has no such
+  // section.
+  const searched = readFileSync(join(ROOT, '.artifacts', 'reports', 'llama3.1-405b-h100', 'llama3.1-405b-h100.html'), 'utf8');
+  assert.match(searched, /<h2[^>]*>Layouts/);
+  assert.match(searched, /2100 layouts on 1024 × H100-80GB/);
+  assert.match(searched, /--parallelism\.tensor_parallel_degree/);
+  const plain = readFileSync(join(ROOT, '.artifacts', 'reports', 'llama3-8b-qlora', 'llama3-8b-qlora.html'), 'utf8');
+  assert.doesNotMatch(plain, /<h2[^>]*>Layouts/);
 });
 
 test('file names as a file system allows them: outside the BMP, not UTF-8, newline-separated with spaces, an output path with # and ?', () => {
