@@ -69,6 +69,9 @@ type SearchResult struct {
 	// Refused counts candidates the engine refused, by the first reason
 	// met (a layout the model does not divide into, say).
 	Refused map[string]int `json:"refused,omitempty"`
+	// Releases are the libraries' releases the layouts were modelled with
+	// (torch, NCCL, transformers as the framework runs them).
+	Releases []Modelled `json:"releases,omitempty"`
 }
 
 // withDefaults fills s's defaults and checks it.
@@ -110,6 +113,10 @@ func Search(s SearchSpace) (SearchResult, error) {
 	}
 	b := Budget{GPU: s.GPU, Headroom: s.Headroom, Torch: s.Torch}
 	res := SearchResult{Candidates: len(cands), Limit: b.Limit(), Refused: map[string]int{}}
+	one := cands[0] // a layout of the GPUs, for the releases the answer models
+	if res.Releases, err = (Plan{Training: &one, Versions: Versions{Torch: s.Torch}}).Releases(); err != nil {
+		return SearchResult{}, err
+	}
 	ls := make([]Layout, len(cands))
 	errs := make([]error, len(cands))
 	parallel(len(cands), func(i int) { ls[i], errs[i] = s.estimate(cands[i], b) })

@@ -296,3 +296,22 @@ func TestSearchDeepSpeedStages(t *testing.T) {
 		t.Errorf("accelerate:\n  %s\nwant a prefix\n  %s", f, want)
 	}
 }
+
+// TestSearchSaysItsReleases: a search's answer lists the releases its
+// layouts were modelled with: torch (the GEMM workspace) as the space names
+// it, and NCCL for a run over several GPUs.
+func TestSearchSaysItsReleases(t *testing.T) {
+	s := SearchSpace{Plan: Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 1024, Precision: "bf16", Framework: FrameworkTorchtitan, Checkpointing: "full", MicroBatch: 1,
+		Parallel: Parallel{TP: 1, PP: 1, CP: 1}}, GPU: mustGPU("H100-80GB"), GPUs: 8, GlobalBatch: 8, Torch: "2.11.0"}
+	res, err := Search(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range res.Releases {
+		got[m.Library] = m.Release
+	}
+	if got["torch"] != "2.9.0" || got["nccl"] != CurrentNCCL {
+		t.Errorf("releases %+v: want torch 2.11.0 as the 2.9.0 row's rules and NCCL %s", res.Releases, CurrentNCCL)
+	}
+}

@@ -50,6 +50,7 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 	}
 	fmt.Fprintf(w, "%d layouts of %s on %d × %s: %d fit by their allocated peak; the fastest replayed, judged on device-used within %v\n",
 		res.Candidates, p.Training.Model.Name, sp.GPUs, g.Name, res.Feasible, res.Limit)
+	printReleases(w, res.Releases)
 	for reason, n := range res.Refused {
 		fmt.Fprintf(w, "  %d refused: %s\n", n, reason)
 	}
