@@ -262,8 +262,9 @@ func ncclNote(comms []ncclComm, g *GPU, asked string) string {
 	return s + fmt.Sprintf(" (ring and NVLS buffers of the channels NCCL logs on these parts, send/recv's per peer; nccl.go); and %v of pinned host memory (work FIFOs, network send buffers)", host)
 }
 
-// resolveNCCL checks the plan's NCCL settings: a release the table reads
-// and a measured figure within the plan's bounds.
+// resolveNCCL checks the plan's settings of what lies outside PyTorch: an
+// NCCL release the table reads, a measured figure within the plan's
+// bounds, and the other processes' contexts (Training.OtherProcesses).
 func (r *resolved) resolveNCCL() error {
 	if _, _, err := ncclReleaseOf(r.NCCL); err != nil {
 		return err
@@ -271,5 +272,12 @@ func (r *resolved) resolveNCCL() error {
 	if r.NCCLMemory < 0 || r.NCCLMemory > maxPlanBytes {
 		return fmt.Errorf("nccl_memory must be in [0, %d] bytes, got %d", int64(maxPlanBytes), int64(r.NCCLMemory))
 	}
+	if r.OtherProcesses < 0 || r.OtherProcesses > maxOtherProcesses {
+		return fmt.Errorf("other_processes must be in [0, %d] (processes beside the training process with a CUDA context on each GPU), got %d", maxOtherProcesses, r.OtherProcesses)
+	}
 	return nil
 }
+
+// maxOtherProcesses bounds Training.OtherProcesses: more processes than a
+// GPU runs at once.
+const maxOtherProcesses = 64

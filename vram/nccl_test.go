@@ -108,3 +108,29 @@ func TestNCCLHost(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherProcessesContexts: each process beside the training process
+// pays a CUDA context of its own on the GPU (verl#5979), which device-used
+// counts; a negative or absurd count is refused naming the field.
+func TestOtherProcessesContexts(t *testing.T) {
+	h100 := mustGPU("H100-80GB")
+	tr := Training{Model: MustPreset("llama-3.2-1b"), SeqLen: 1024, MicroBatch: 1, Precision: "bf16"}
+	one, err := tr.Replay(ReplayOptions{GPU: &h100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.OtherProcesses = 2
+	three, err := tr.Replay(ReplayOptions{GPU: &h100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if three.Context != 3*h100.Context || three.DeviceUsed-one.DeviceUsed != 2*h100.Context || three.PeakReserved != one.PeakReserved {
+		t.Errorf("two more processes: context %v, device used %v → %v (the GPU's context %v)", three.Context, one.DeviceUsed, three.DeviceUsed, h100.Context)
+	}
+	for _, n := range []int{-1, 65} {
+		tr.OtherProcesses = n
+		if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "other_processes must be in [0, 64]") {
+			t.Errorf("other_processes %d: %v", n, err)
+		}
+	}
+}

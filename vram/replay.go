@@ -97,6 +97,7 @@ func (t Training) Replay(opt ReplayOptions) (Replay, error) {
 	case opt.GPU != nil:
 		out.Context = opt.GPU.Context
 	}
+	out.Context = mulBytes(int64(1+t.OtherProcesses), out.Context) // a context a process (Training.OtherProcesses)
 	switch {
 	case t.NCCLMemory > 0:
 		out.NCCL, out.NCCLNote = t.NCCLMemory, "NCCL: the plan's measured nccl_memory"

@@ -96,6 +96,12 @@ type Training struct {
 	// cluster, in place of the engine's count (nccl.go).
 	NCCL       string `json:"nccl,omitempty"`
 	NCCLMemory Bytes  `json:"nccl_memory,omitempty"`
+	// OtherProcesses are the processes beside the training process that
+	// hold a CUDA context of their own on each of its GPUs (an inference
+	// engine colocated in its own process, Ray workers or a profiler that
+	// touch the GPU): nvidia-smi counts each one's context (the "~4 GB
+	// unexplained" of verl#5979), and Replay adds them to device-used.
+	OtherProcesses int `json:"other_processes,omitempty"`
 
 	// Loss: cross_entropy (default; logits upcast to fp32 as transformers
 	// does), chunked_cross_entropy (litgpt/torchtune chunks), fused (never

@@ -102,6 +102,7 @@ type caseTrain struct {
 	KbitPrep             bool              `json:"kbit_prep"`
 	NCCL                 string            `json:"nccl"`
 	NCCLMemory           vram.Bytes        `json:"nccl_memory"`
+	OtherProcesses       int               `json:"other_processes"`
 	LossChunks           int               `json:"loss_chunks"`
 	LogProbs             *vram.LogProbLoss `json:"log_probs"`
 	AllocConf            string            `json:"alloc_conf"`
@@ -245,7 +246,7 @@ func (c Case) training() (vram.Training, error) {
 		Loss: ct.Loss, Framework: vram.Framework(ct.Framework), Parallel: ct.Parallel.Parallel, QuantizedModules: ct.QuantizedModules,
 		Compile: ct.Compile, CompileLoss: ct.CompileLoss, Transformers: ct.Transformers, Bitsandbytes: ct.Bitsandbytes, DecoderSeqLen: ct.DecoderSeqLen, OptimizerImpl: ct.OptimizerImpl,
 		Precision: ct.Precision, CustomStateBytes: ct.CustomStateBytes, CheckpointEvery: ct.CheckpointEvery, RecomputeMethod: ct.RecomputeMethod, RecomputeNumLayers: ct.RecomputeNumLayers,
-		Dropout: ct.Dropout, KbitPrep: ct.KbitPrep, NCCL: ct.NCCL, NCCLMemory: ct.NCCLMemory, LossChunks: ct.LossChunks, LogProbs: ct.LogProbs, AllocConf: ct.AllocConf,
+		Dropout: ct.Dropout, KbitPrep: ct.KbitPrep, NCCL: ct.NCCL, NCCLMemory: ct.NCCLMemory, OtherProcesses: ct.OtherProcesses, LossChunks: ct.LossChunks, LogProbs: ct.LogProbs, AllocConf: ct.AllocConf,
 		ActivationOffloading: ct.ActivationOffloading, OffloadStash: ct.OffloadStash, UseReentrant: ct.UseReentrant, ExpertImbalance: ct.ExpertImbalance,
 		RetainGradCopies: ct.RetainGradCopies, Images: ct.Images, VisionTower: ct.VisionTower}
 	if ct.FusedLoss {

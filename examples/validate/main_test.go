@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -456,5 +457,28 @@ func TestTrainableCountsAsPrinted(t *testing.T) {
 	}
 	if n < 2 {
 		t.Errorf("only %d cases with a printed trainable count", n)
+	}
+}
+
+// TestCaseFormatCoversThePlan: every field of a training plan has a case
+// field of the same name (the case reader passes none over, and none of
+// the plan's is missing), but the model, which a case gives in its own
+// words at the top.
+func TestCaseFormatCoversThePlan(t *testing.T) {
+	have := map[string]bool{}
+	ct := reflect.TypeOf(caseTrain{})
+	for i := range ct.NumField() {
+		have[strings.Split(ct.Field(i).Tag.Get("json"), ",")[0]] = true
+	}
+	tt := reflect.TypeOf(vram.Training{})
+	for i := range tt.NumField() {
+		f := tt.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if !f.IsExported() || name == "" || name == "-" || name == "model" {
+			continue
+		}
+		if !have[name] {
+			t.Errorf("the plan's train.%s has no case field (cases.go caseTrain, cases-format.md)", name)
+		}
 	}
 }
