@@ -6,8 +6,10 @@ import (
 	"strings"
 )
 
-// Ollama's memory estimate for a GGUF model, from its code
-// (fs/ggml/ggml.go GraphSize and llm/memory.go): the weights as stored
+// Ollama's memory estimate for a GGUF model, from its code at release
+// 0.11.10 (5994e8e8, fs/ggml/ggml.go:484-518 GraphSize and llm/memory.go
+// estimateGPULayers; the last release that sized every model this way, and
+// the ollama release table's oldest row, ollama_releases.go): the weights as stored
 // (repeating: the blocks; non-repeating: the output layer), the KV cache
 // of llama.cpp (per layer, num_ctx · num_parallel tokens of K and V heads
 // at the cache type's bytes per element), and the compute graph's buffers
@@ -100,16 +102,18 @@ func ollamaArchs() string {
 	return strings.Join(out, ", ")
 }
 
-// kvBytesPerElement is ollama's kvCacheBytesPerElement: f16 2 bytes, q8_0
-// blocks of 32 in 34 bytes, q4_0 blocks of 32 in 18.
+// kvBytesPerElement is ollama's kvCacheBytesPerElement (0.11.10
+// fs/ggml/ggml.go:791-800): f16 2 bytes, q8_0 1 ("1/2 of fp16") and q4_0
+// 0.5 ("1/4 of fp16"), without the blocks' scales that llama.cpp's q8_0 (34
+// bytes for 32) and q4_0 (18 for 32) store.
 func kvBytesPerElement(t string) (float64, error) {
 	switch t {
 	case "", "f16":
 		return 2, nil
 	case "q8_0":
-		return 34.0 / 32, nil
+		return 1, nil
 	case "q4_0":
-		return 18.0 / 32, nil
+		return 0.5, nil
 	}
 	return 0, fmt.Errorf("ollama: kv_cache_type %q: want f16, q8_0 or q4_0", t)
 }
