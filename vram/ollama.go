@@ -17,12 +17,63 @@ import (
 // and a larger one when only some are. Ollama prints these as
 // memory.required.kv, memory.graph.full / .partial and memory.weights.*.
 
-// Ollama is a model load's settings.
+// Ollama is a model load's settings: the request's or Modelfile's options
+// and the server's environment. A plan's "ollama" section.
 type Ollama struct {
-	NumCtx      int    `json:"num_ctx,omitempty"`       // context per sequence (default 4096)
-	NumParallel int    `json:"num_parallel,omitempty"`  // OLLAMA_NUM_PARALLEL (default 1): the cache holds num_ctx × num_parallel tokens
-	NumBatch    int    `json:"num_batch,omitempty"`     // default 512
-	KVCacheType string `json:"kv_cache_type,omitempty"` // OLLAMA_KV_CACHE_TYPE: f16 (default), q8_0, q4_0
+	// Version is the release (a plan's versions.ollama, "0.32.15");
+	// empty: the newest modelled release (ollama_releases.go).
+	Version string `json:"-"`
+	// NumCtx is num_ctx (or OLLAMA_CONTEXT_LENGTH), the context per
+	// sequence; unset, 4096 at 0.11.10 and at 0.32.15 a tier of the GPUs'
+	// total memory (4096, 32768 or 262144).
+	NumCtx      int `json:"num_ctx,omitempty"`
+	NumParallel int `json:"num_parallel,omitempty"` // OLLAMA_NUM_PARALLEL (default 1): the cache holds num_ctx × num_parallel tokens
+	// NumBatch is num_batch; unset, 512 at 0.11.10 and at 0.32.15 512, 1024
+	// or 2048 by the context and the memory left.
+	NumBatch int `json:"num_batch,omitempty"`
+	// KVCacheType is OLLAMA_KV_CACHE_TYPE: f16 (default) or a quantized
+	// type (0.11.10: q8_0, q4_0; 0.32.15 passes it to llama-server: also
+	// f32, bf16, q4_1, iq4_nl, q5_0, q5_1).
+	KVCacheType string `json:"kv_cache_type,omitempty"`
+
+	// The placement of 0.32.15 (Ollama.Place, ollama_place.go).
+	//
+	// FlashAttention is OLLAMA_FLASH_ATTENTION; unset, llama-server's
+	// --flash-attn auto where the GPUs support it, else off.
+	FlashAttention *bool `json:"flash_attention,omitempty"`
+	// NumGPU is num_gpu, layers on the GPUs (llama-server's -ngl); unset,
+	// llama.cpp's fit chooses. 0 (the CPU alone) is not modelled.
+	NumGPU *int `json:"num_gpu,omitempty"`
+	// SchedSpread is OLLAMA_SCHED_SPREAD: every GPU, never one alone.
+	SchedSpread bool `json:"sched_spread,omitempty"`
+	// GPUs is how many of the plan's GPU the server sees (default 1, or as
+	// many as DeviceFree names).
+	GPUs int `json:"gpus,omitempty"`
+	// DeviceFree is each GPU's free memory when llama-server starts;
+	// unset, the plan's GPU's CUDA total less its CUDA context.
+	DeviceFree []Bytes `json:"device_free,omitempty"`
+	// DeviceTotal is each GPU's total memory as Ollama discovers it,
+	// which picks the default num_ctx; unset, the plan's GPU's CUDA total.
+	DeviceTotal []Bytes `json:"device_total,omitempty"`
+	// GPUOverhead is OLLAMA_GPU_OVERHEAD: at 0.32.15 it only lowers the
+	// total memory the default num_ctx is chosen by.
+	GPUOverhead Bytes `json:"gpu_overhead,omitempty"`
+	// FitTarget is LLAMA_ARG_FIT_TARGET, the MiB the fit keeps free on
+	// each GPU; unset, llama.cpp's 1024, or with an offloaded projector
+	// its size plus 1 GiB.
+	FitTarget int `json:"fit_target,omitempty"`
+	// ProjectorBytes is a vision model's projector (mmproj) weights, which
+	// llama-server loads beside the model (none: a text model).
+	ProjectorBytes Bytes `json:"projector_bytes,omitempty"`
+	// ComputeBuffers are each GPU's compute (graph) buffer, as
+	// llama-server's log prints it ("CUDA0 compute buffer size"): ggml's
+	// graph allocator sizes it in llama.cpp's dry run and VRAM Lab does
+	// not model it; one value is every GPU's; unset, none is counted.
+	ComputeBuffers []Bytes `json:"compute_buffers,omitempty"`
+	// WeightType is the GGUF's ggml type of the 2-D weights (Q4_K, Q8_0,
+	// …) when the model is planned from its shape; a GGUF header read
+	// with PlaceGGUF sizes every tensor as stored. Unset: F16.
+	WeightType string `json:"weight_type,omitempty"`
 }
 
 // OllamaMemory is what Ollama estimates for one load.

@@ -312,6 +312,9 @@ func ModelledReleases() map[string][]string {
 	for _, r := range llamaCppReleases {
 		out["llama_cpp"] = append(out["llama_cpp"], r.Version)
 	}
+	for _, r := range ollamaReleases {
+		out["ollama"] = append(out["ollama"], r.Version)
+	}
 	return out
 }
 
