@@ -244,6 +244,8 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		return Verdict{}, errors.New("budget: the plan has neither train nor inference")
 	case p.LlamaCpp != nil:
 		return b.judgeLlamaCpp(*p.LlamaCpp, p.Model)
+	case p.Ollama != nil:
+		return b.judgeOllama(*p.Ollama, p.Model)
 	case p.VLLM != nil:
 		c, err := p.VLLM.Carve(*p.Inference, b.GPU)
 		if err != nil {
@@ -362,6 +364,39 @@ func (b Budget) judgeLlamaCpp(l LlamaCpp, m Model) (Verdict, error) {
 		v.Why = fmt.Sprintf("does not fit: %s, over the %v %s had free by %v", what, busiest.Free, busiest.Name, busiest.Used-busiest.Free)
 	default:
 		v.Why = fmt.Sprintf("fits: %s, within the %v %s had free (%s)", what, busiest.Free, busiest.Name, f.Args)
+	}
+	return v, nil
+}
+
+// judgeOllama judges an Ollama load on the busiest GPU it runs on, as its
+// release places the model (Ollama.Place: llama-server and llama.cpp's
+// fit under Ollama's flags); an up-front release has no such placement.
+func (b Budget) judgeOllama(o Ollama, m Model) (Verdict, error) {
+	p, err := o.Place(m, &b.GPU)
+	if err != nil {
+		return Verdict{}, err
+	}
+	var busiest LlamaCppFitDevice
+	for _, d := range p.Fit.Devices {
+		if d.Used-d.Free > busiest.Used-busiest.Free || busiest.Name == "" {
+			busiest = d
+		}
+	}
+	v := Verdict{Engine: "Ollama " + p.Release.Release, Measure: MeasureDeviceUsed, Need: busiest.Used + b.GPU.Context,
+		DeviceUsed: busiest.Used + b.GPU.Context, Limit: busiest.Free + b.GPU.Context}
+	v.Fits = busiest.Used <= busiest.Free // a fit that gave up loads num_gpu's layers as given
+	what := fmt.Sprintf("Ollama %s (num_ctx %d, %d of %d layers on the GPUs) holds %v on %s (weights %v, KV cache %v, compute buffers %v) beside its context %v",
+		p.Release.Release, p.NumCtx, p.Layers-p.CPULayers, p.Layers, busiest.Used, busiest.Name, busiest.Model, busiest.Context, busiest.Compute, b.GPU.Context)
+	if busiest.Compute == 0 {
+		what += "; its compute buffers are not counted (give ollama.compute_buffers)"
+	}
+	if p.Fit.Status == "failed" {
+		what += fmt.Sprintf("; llama.cpp's fit gave up (%s) and llama-server loads num_gpu's layers as given", p.Fit.Reason)
+	}
+	if !v.Fits {
+		v.Why = fmt.Sprintf("does not fit: %s, over the %v %s had free by %v", what, busiest.Free, busiest.Name, busiest.Used-busiest.Free)
+	} else {
+		v.Why = fmt.Sprintf("fits: %s, within the %v %s had free (llama-server %s)", what, busiest.Free, busiest.Name, p.Args)
 	}
 	return v, nil
 }

@@ -567,6 +567,8 @@ func (s *ollamaPlace) fit(rel ollamaRelease, sel []int) error {
 		out.Notes = append(out.Notes, strings.ReplaceAll(n, "llama_cpp.compute_buffers", "ollama.compute_buffers"))
 	}
 	fit.Notes = nil
+	fit.Release.Asked = ""
+	fit.Release.Note = fmt.Sprintf("Ollama %s runs llama-server %s, whose common/fit.cpp and cache files are %s's", out.Release.Release, rel.llamaServer, rel.fitRules)
 	out.Fit, out.CPULayers = fit, out.Layers
 	for _, d := range fit.Devices {
 		out.CPULayers -= d.Layers

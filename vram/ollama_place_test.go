@@ -288,3 +288,29 @@ func TestOllamaPlaceErrors(t *testing.T) {
 		t.Error("no header: no error")
 	}
 }
+
+// TestJudgeOllamaPlan: an Ollama plan is judged as Ollama places it: the
+// catalog's Llama-3-8B at Q4_0 fits an RTX 4090 whole; with num_gpu 33
+// forced onto an 8 GB card with 4 sequences of 8192 tokens (a 4 GiB cache)
+// the fit gives up
+// and the load does not fit.
+func TestJudgeOllamaPlan(t *testing.T) {
+	judge := func(gpu, extra string) Verdict {
+		t.Helper()
+		p, err := ParsePlanContent([]byte(`{"model": "llama-3-8b", "gpu": "` + gpu + `", "inference": {"batch": 1, "prompt_tokens": 4096}, "ollama": {"weight_type": "Q4_0"` + extra + `}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Budget{GPU: mustGPU(gpu), Headroom: DefaultHeadroom}.JudgePlan(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := judge("RTX-4090", ""); !v.Fits || !strings.HasPrefix(v.Engine, "Ollama 0.32.15") || !strings.Contains(v.Why, "compute buffers are not counted") {
+		t.Errorf("RTX 4090: %+v", v)
+	}
+	if v := judge("RTX-4060", `, "num_gpu": 33, "num_parallel": 4, "num_ctx": 8192`); v.Fits || !strings.Contains(v.Why, "gave up") {
+		t.Errorf("every layer on an 8 GB card: %+v", v)
+	}
+}

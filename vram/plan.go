@@ -49,6 +49,10 @@ type Plan struct {
 	// then shows llama.cpp's automatic fit (LlamaCpp.FitParams) where the
 	// build fits by default or "fit" is true.
 	LlamaCpp *LlamaCpp `json:"llama_cpp,omitempty"`
+	// Ollama serves it with Ollama's settings: the plan command then shows
+	// how the release places it (Ollama.Place: from 0.30.0 llama-server
+	// and llama.cpp's fit).
+	Ollama *Ollama `json:"ollama,omitempty"`
 	// PostTraining is a post-training run (GRPO, RLOO, DPO) instead of a
 	// training or inference one: its policy is the plan's model.
 	PostTraining *PostTraining `json:"post_training,omitempty"`
@@ -100,6 +104,7 @@ type planFile struct {
 	SGLang    json.RawMessage `json:"sglang"`
 	TGI       json.RawMessage `json:"tgi"`
 	LlamaCpp  json.RawMessage `json:"llama_cpp"`
+	Ollama    json.RawMessage `json:"ollama"`
 	Post      json.RawMessage `json:"post_training"`
 	Versions  Versions        `json:"versions"`
 	Search    json.RawMessage `json:"search"`
@@ -183,6 +188,9 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		return Plan{}, err
 	}
 	if p.LlamaCpp, err = decodeEngine[LlamaCpp](raw.LlamaCpp, raw.Inference, "llama_cpp"); err != nil {
+		return Plan{}, err
+	}
+	if p.Ollama, err = decodeEngine[Ollama](raw.Ollama, raw.Inference, "ollama"); err != nil {
 		return Plan{}, err
 	}
 	m, ref, ck, err := DecodeModel(raw.Model, dir)

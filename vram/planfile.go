@@ -51,7 +51,7 @@ func (p Plan) File() ([]byte, error) {
 		omit []string // the model, which the plan holds at its top
 	}{
 		{"train", p.Training, []string{"model"}}, {"inference", p.Inference, []string{"model"}},
-		{"vllm", p.VLLM, nil}, {"sglang", p.SGLang, nil}, {"tgi", p.TGI, nil}, {"llama_cpp", p.LlamaCpp, nil},
+		{"vllm", p.VLLM, nil}, {"sglang", p.SGLang, nil}, {"tgi", p.TGI, nil}, {"llama_cpp", p.LlamaCpp, nil}, {"ollama", p.Ollama, nil},
 		{"post_training", p.PostTraining, nil}, {"search", p.Search, nil},
 	}
 	for _, part := range parts {

@@ -187,6 +187,9 @@ func (p *Plan) ApplyVersions(v Versions) error {
 	if p.LlamaCpp != nil {
 		p.LlamaCpp.Version = v.LlamaCpp
 	}
+	if p.Ollama != nil {
+		p.Ollama.Version = v.Ollama
+	}
 	if pt := p.PostTraining; pt != nil {
 		pt.Torch = v.Torch
 	}
@@ -250,6 +253,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 	}
 	if p.TGI != nil {
 		m, err := p.TGI.release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if p.Ollama != nil {
+		_, m, err := p.Ollama.release()
 		if err != nil {
 			return nil, err
 		}

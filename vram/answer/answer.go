@@ -43,6 +43,9 @@ type Report struct {
 	// LlamaCppFit is llama.cpp's automatic fit of the plan's llama_cpp
 	// settings on its GPU (or llama_cpp.device_free).
 	LlamaCppFit *vram.LlamaCppFit `json:"llama_cpp_fit,omitempty"`
+	// Ollama is how the plan's Ollama release loads the model on its GPU
+	// (or ollama.device_free): llama-server's flags and llama.cpp's fit.
+	Ollama *vram.OllamaPlacement `json:"ollama,omitempty"`
 	// PostTraining is a post-training step phase by phase; Phases
 	// repeats its phases at the top level for scripts.
 	PostTraining *PostTrainingReport `json:"post_training,omitempty"`
@@ -195,6 +198,13 @@ func For(p vram.Plan, imp *importer.Imported) (Report, error) {
 			return rep, fmt.Errorf("llama_cpp: %w", err)
 		}
 		rep.LlamaCppFit = &f
+	}
+	if o := p.Ollama; o != nil && (g != nil || len(o.DeviceFree) > 0) {
+		pl, err := o.Place(p.Model, g)
+		if err != nil {
+			return rep, fmt.Errorf("ollama: %w", err)
+		}
+		rep.Ollama = &pl
 	}
 	if p.SGLang != nil && g != nil {
 		pool, err := p.SGLang.Carve(*p.Inference, *g)

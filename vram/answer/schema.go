@@ -63,6 +63,7 @@ type planFile struct {
 	SGLang       *vram.SGLang         `json:"sglang,omitempty"`
 	TGI          *vram.TGI            `json:"tgi,omitempty"`
 	LlamaCpp     *vram.LlamaCpp       `json:"llama_cpp,omitempty"`
+	Ollama       *vram.Ollama         `json:"ollama,omitempty"`
 	PostTraining *vram.PostTraining   `json:"post_training,omitempty"`
 	Versions     vram.Versions        `json:"versions,omitzero"`
 	Search       *vram.SearchSettings `json:"search,omitempty"`
