@@ -27,7 +27,7 @@
 //	vram: searches                                search.go (layouts) search_serving.go (vLLM launches) search_flags.go comm.go (step bound)
 //	vram: verdicts and advice                     budget.go plan.go advice*.go compare.go whatif.go
 //	vram: post-training                           posttraining*.go posttrain_*.go
-//	vram: serving engines                         inference.go serving.go vllm*.go sglang*.go tgi.go llamacpp*.go (cache, builds, --fit) ollama.go gguf.go throughput.go
+//	vram: serving engines                         inference.go serving.go vllm*.go sglang*.go tgi.go llamacpp*.go (cache, builds, --fit) ollama*.go (releases, up-front estimate, placement) gguf.go throughput.go
 //	vram: the training step                       estimate.go training.go program.go step*.go blockrun.go tally.go timeline.go replay.go allocator.go sanity.go,
 //	                                              a file per mechanism (fsdp2*.go deepspeed.go megatron.go offload.go nvme.go activation_offload.go kbitprep.go …),
 //	                                              outside PyTorch: nccl.go (NCCL's buffers by communicator, part and release)

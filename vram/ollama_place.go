@@ -294,7 +294,7 @@ func ollamaArchOf(m Model, f *GGUF) string {
 // context is num_ctx and num_parallel (steps 1 and 2).
 func (s *ollamaPlace) context() error {
 	o, out := s.o, s.out
-	n, from := o.NumCtx, "num_ctx"
+	n, from := o.NumCtx, "as set (the request, the Modelfile or OLLAMA_CONTEXT_LENGTH)"
 	if n == 0 {
 		var sum Bytes
 		for i, t := range s.total {

@@ -75,13 +75,13 @@ func run(args []string, w io.Writer) error {
 	families := fs.Bool("families", false, "list the model families (config.json model_type) the engine models")
 	releases := fs.Bool("releases", false, "list the releases of each engine and library the engine models (library, then its releases, oldest first)")
 	resolved := fs.Bool("resolved", false, "print the model and the training settings with every default filled in")
-	ggufFile := fs.String("gguf", "", "print a GGUF file's header (a path, or hf://org/name/file.gguf): architecture, tensors by ggml type, stored bytes, and Ollama's memory estimate")
-	numCtx := fs.Int("num-ctx", 4096, "-gguf: Ollama's num_ctx (context per sequence)")
+	ggufFile := fs.String("gguf", "", "print a GGUF file's header (a path, or hf://org/name/file.gguf): architecture, tensors by ggml type, stored bytes, and how Ollama loads it (-versions ollama=0.11.10: its up-front estimate)")
+	numCtx := fs.Int("num-ctx", 0, "-gguf: Ollama's num_ctx, the context per sequence (0: Ollama's default: 4096 at 0.11.10, by the GPUs' total memory from 0.32.15)")
 	numParallel := fs.Int("num-parallel", 1, "-gguf: OLLAMA_NUM_PARALLEL")
-	gpuName := fs.String("gpu", "", "the GPU to judge the plans on (catalog name or capacity), instead of each plan's own; -gguf: the GPU to split the layers for")
+	gpuName := fs.String("gpu", "", "the GPU to judge the plans on (catalog name or capacity), instead of each plan's own; -gguf: the GPU Ollama loads the model on")
 	from := fs.String("from", "", "the kind of a config to import, where its content does not say: axolotl, llamafactory, torchtune, torchtitan, hf_trainer, megatron, deepspeed, accelerate, verl, vllm, sglang, llama.cpp")
 	modelRef := fs.String("model", "", "an imported config's model: a catalog name, a config.json, a checkpoint folder or hf://org/name[@revision] (config.json and safetensors headers by range requests, cached; where the config's hub id is not in the catalog)")
-	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs)")
+	gpus := fs.Int("gpus", 0, "an imported config's world size (the launch's GPUs); -gguf: how many of -gpu Ollama sees")
 	entry := fs.String("config", "", "a torchtitan config_registry.py's function to read, as torchtitan's --config names it (e.g. llama3_8b)")
 	logFile := fs.String("log", "", "a vLLM, SGLang or llama.cpp startup log (llama.cpp from b9161: run with -lv 4), llama-fit-params' output, or a vLLM startup plan (startup_plan_<fingerprint>.json): each memory figure it printed beside the prediction for the plan file given, or for the plan the log's own args make (vLLM's non-default args, SGLang's server_args; with -gpu); a llama.cpp log needs its plan file")
 	schema := fs.String("schema", "", "print the JSON Schema of a plan file (plan) or of -json's answer (report)")
@@ -109,7 +109,19 @@ func run(args []string, w io.Writer) error {
 		return explainLog(w, *logFile, positional, launch{gpu: *gpuName}, *asJSON)
 	}
 	if *ggufFile != "" {
-		return printGGUF(w, *ggufFile, *asJSON, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel}, *gpuName)
+		o := vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel, GPUs: *gpus}
+		if *versions != "" {
+			v, err := vram.ParseVersions(*versions)
+			if err != nil {
+				return err
+			}
+			o.Version = v.Ollama
+		}
+		g, err := readGGUF(*ggufFile)
+		if err != nil {
+			return err
+		}
+		return printGGUF(w, g, *asJSON, o, *gpuName)
 	}
 	if *releases || *presets || *families {
 		printCatalog(w, *releases, *families)
@@ -324,6 +336,7 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 	}
 	printSGLang(w, r)
 	printLlamaCppFit(w, r.LlamaCppFit)
+	printOllama(w, r.Ollama)
 	if r.NoGenerate != "" {
 		fmt.Fprintf(w, "\nNo figures of transformers' generate: %s\n", r.NoGenerate)
 	} else {
@@ -342,7 +355,7 @@ func printReport(w io.Writer, p vram.Plan, r answer.Report) {
 // printMeasures prints the allocator replay's three measures.
 func printMeasures(w io.Writer, r answer.Report) {
 	m := r.Measures
-	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil || r.LlamaCppFit != nil {
+	if r.VLLM != nil || r.SGLang != nil || r.TGI != nil || r.LlamaCppFit != nil || r.Ollama != nil {
 		fmt.Fprintf(w, "\nThe three measures of transformers' generate on its own (allocator replay; not what the engine above takes):\n")
 	} else {
 		fmt.Fprintf(w, "\nThe three measures (allocator replay):\n")
@@ -649,16 +662,39 @@ func newNotes(ns, seen []string) []string {
 	return out
 }
 
-// printGGUF summarises a GGUF file's header: what llama.cpp loads.
-func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName string) error {
-	g, err := readGGUF(file)
+// printGGUF summarises a GGUF file's header (what llama.cpp loads) and how
+// the Ollama release loads it: from 0.30.0 llama-server's fit on -gpu,
+// 0.11.10 its up-front estimate.
+func printGGUF(w io.Writer, g *vram.GGUF, asJSON bool, o vram.Ollama, gpuName string) error {
+	rel, err := o.Release()
 	if err != nil {
 		return err
 	}
-	est, oerr := o.Estimate(g)
-	var ollama *vram.OllamaMemory
-	if oerr == nil {
-		ollama = &est
+	upFront, _ := o.UpFront()
+	var gpu *vram.GPU
+	if gpuName != "" {
+		x, err := vram.ParseCapacity(gpuName)
+		if err != nil {
+			return fmt.Errorf("gpu: %w", err)
+		}
+		gpu = &x
+	}
+	var est *vram.OllamaMemory
+	var place *vram.OllamaPlacement
+	var oerr error
+	switch {
+	case upFront:
+		var e vram.OllamaMemory
+		if e, oerr = o.Estimate(g); oerr == nil {
+			est = &e
+		}
+	case gpu == nil:
+		oerr = fmt.Errorf("Ollama %s loads the model on llama-server, whose fit places the layers by the GPUs' memory: name one with -gpu (and -gpus)", rel.Release)
+	default:
+		var p vram.OllamaPlacement
+		if p, oerr = o.PlaceGGUF(g, gpu); oerr == nil {
+			place = &p
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -669,8 +705,10 @@ func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName str
 			Tensors      int                   `json:"tensors"`
 			Total        vram.Bytes            `json:"total"`
 			ByType       map[string]vram.Bytes `json:"by_type"`
+			Release      vram.Modelled         `json:"ollama_release"`
 			Ollama       *vram.OllamaMemory    `json:"ollama,omitempty"`
-		}{g.Architecture(), g.Version, len(g.Tensors), g.Total(), g.ByType(), ollama})
+			Placement    *vram.OllamaPlacement `json:"ollama_placement,omitempty"`
+		}{g.Architecture(), g.Version, len(g.Tensors), g.Total(), g.ByType(), rel, est, place})
 	}
 	fmt.Fprintf(w, "GGUF v%d, architecture %q, %d tensors, %v of tensor data\n", g.Version, g.Architecture(), len(g.Tensors), g.Total())
 	by := g.ByType()
@@ -679,21 +717,63 @@ func printGGUF(w io.Writer, file string, asJSON bool, o vram.Ollama, gpuName str
 			fmt.Fprintf(w, "  %-8s %12v\n", name, b)
 		}
 	}
-	if oerr != nil {
-		fmt.Fprintf(w, "Ollama's estimate: %v\n", oerr)
-		return nil
+	switch {
+	case oerr != nil:
+		fmt.Fprintf(w, "Ollama %s: %v\n", rel.Release, oerr)
+	case place != nil:
+		printOllama(w, place)
+	default:
+		printOllamaEstimate(w, *est, o, rel, gpu)
 	}
-	fmt.Fprintf(w, "Ollama's estimate (num_ctx %d × num_parallel %d, num_batch 512): KV cache %v, graph %v with every layer on the GPU (%v with some on the CPU), weights %v (%v in the blocks, %v output); all on one GPU: %v\n",
-		o.NumCtx, o.NumParallel, est.KV, est.GraphFull, est.GraphPartial, est.WeightsTotal, est.WeightsRepeating, est.WeightsNonRepeating, est.Full)
-	if gpuName != "" {
-		g, err := vram.ParseCapacity(gpuName)
-		if err != nil {
-			return fmt.Errorf("gpu: %w", err)
-		}
+	return nil
+}
+
+// printOllamaEstimate prints the up-front estimate of Ollama 0.11.10 and,
+// with a GPU, its split of the layers.
+func printOllamaEstimate(w io.Writer, est vram.OllamaMemory, o vram.Ollama, rel vram.Modelled, g *vram.GPU) {
+	ctx := o.NumCtx
+	if ctx == 0 {
+		ctx = 4096
+	}
+	fmt.Fprintf(w, "Ollama %s's estimate (num_ctx %d × num_parallel %d, num_batch 512): KV cache %v, graph %v with every layer on the GPU (%v with some on the CPU), weights %v (%v in the blocks, %v output); all on one GPU: %v\n",
+		rel.Release, ctx, max(o.NumParallel, 1), est.KV, est.GraphFull, est.GraphPartial, est.WeightsTotal, est.WeightsRepeating, est.WeightsNonRepeating, est.Full)
+	if g != nil {
 		n, used := est.Offload(g.Usable())
 		fmt.Fprintf(w, "On %s (%v free after the CUDA context): %d of %d layers on the GPU, %v there; the rest on the CPU\n", g.Name, g.Usable(), n, est.Layers, used)
 	}
-	return nil
+}
+
+// printOllama prints how an Ollama release loads the model: the settings
+// it gives llama-server, each GPU's layers and memory, the CPU's, the
+// steps with their lines.
+func printOllama(w io.Writer, p *vram.OllamaPlacement) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nOllama %s: num_ctx %d × num_parallel %d, num_batch %d, --flash-attn %s, cache %s; %d of %d layers on the GPUs (llama.cpp's fit: %s)\n",
+		p.Release.Release, p.NumCtx, p.NumParallel, p.NumBatch, p.FlashAttention, p.KVCacheType, p.Layers-p.CPULayers, p.Layers, p.Fit.Status)
+	fmt.Fprintf(w, "  num_ctx: %s\n  llama-server %s", p.NumCtxFrom, p.Args)
+	if p.Env != "" {
+		fmt.Fprintf(w, " (env %s)", p.Env)
+	}
+	fmt.Fprintf(w, "; the fit: %s\n", p.Fit.Args)
+	if p.Fit.Reason != "" {
+		fmt.Fprintf(w, "  the fit gave up: %s\n", p.Fit.Reason)
+	}
+	for i, d := range p.Fit.Devices {
+		fmt.Fprintf(w, "  %s (GPU %d): %d layers; weights %v + KV cache %v + compute %v = %v of %v free (keeps %v)\n",
+			d.Name, p.GPUs[i], d.Layers, d.Model, d.Context, d.Compute, d.Used, d.Free, d.Margin)
+	}
+	fmt.Fprintf(w, "  CPU: %d layers; weights %v + KV cache %v\n", p.CPULayers, p.Fit.Host.Model, p.Fit.Host.Context)
+	for _, s := range p.Steps {
+		fmt.Fprintf(w, "  step: %s\n", s)
+	}
+	for _, s := range p.Fit.Steps {
+		fmt.Fprintf(w, "  fit step (common/fit.cpp %s\n", strings.Replace(s, ":", "):", 1))
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
 }
 
 // readGGUF reads a local GGUF file's header, or one on the hub

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramlab/vramlab/vram"
 	"github.com/vramlab/vramlab/vram/answer"
 )
 
@@ -608,5 +609,48 @@ func TestLogFlagLlamaCpp(t *testing.T) {
 	}
 	if err := run([]string{"-log", log, "-gpu", "RTX-4090"}, io.Discard); err == nil || !strings.Contains(err.Error(), "llama.cpp prints no command line") {
 		t.Errorf("a llama.cpp log alone: %v", err)
+	}
+}
+
+// TestGGUFOllama: -gguf shows how Ollama loads the header's model: the
+// current release (0.32.15) llama-server's flags and fit on -gpu, 0.11.10
+// its up-front estimate; without -gpu the current release says it needs
+// one.
+func TestGGUFOllama(t *testing.T) {
+	g := &vram.GGUF{Version: 3, Alignment: 32, Metadata: map[string]any{
+		"general.architecture": "llama", "llama.block_count": int64(2), "llama.embedding_length": int64(256),
+		"llama.attention.head_count": int64(4), "llama.attention.head_count_kv": int64(2), "llama.context_length": int64(2048),
+		"llama.feed_forward_length": int64(512), "tokenizer.ggml.tokens": vram.GGUFArray{Type: "string", Len: 1000},
+	}}
+	add := func(name string, n int64) {
+		g.Tensors = append(g.Tensors, vram.GGUFTensor{Name: name, Dims: []int64{n}, Type: 1, Bytes: vram.Bytes(2 * n)})
+	}
+	add("token_embd.weight", 256*1000)
+	for _, p := range []string{"blk.0.", "blk.1."} {
+		add(p+"attn_q.weight", 256*256)
+		add(p+"ffn_up.weight", 256*512)
+	}
+	add("output.weight", 256*1000)
+	var out bytes.Buffer
+	if err := printGGUF(&out, g, false, vram.Ollama{}, "RTX-4090"); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "Ollama 0.32.15: num_ctx 2048 × num_parallel 1") || !strings.Contains(s, "llama-server -c 2048 -np 1") || !strings.Contains(s, "CUDA0 (GPU 0): 3 layers") {
+		t.Errorf("0.32.15:\n%s", s)
+	}
+	out.Reset()
+	if err := printGGUF(&out, g, false, vram.Ollama{Version: "0.11.10"}, "RTX-4090"); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "Ollama 0.11.10's estimate (num_ctx 4096") || !strings.Contains(s, "3 of 3 layers on the GPU") {
+		t.Errorf("0.11.10:\n%s", s)
+	}
+	out.Reset()
+	if err := printGGUF(&out, g, true, vram.Ollama{}, ""); err != nil || !strings.Contains(out.String(), `"ollama_release"`) || strings.Contains(out.String(), `"ollama_placement"`) {
+		t.Errorf("no -gpu, json: %s, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := printGGUF(&out, g, false, vram.Ollama{}, ""); err != nil || !strings.Contains(out.String(), "name one with -gpu") {
+		t.Errorf("no -gpu: %s, %v", out.String(), err)
 	}
 }
