@@ -25,7 +25,11 @@ var ErrServingOnly = errors.New("training and transformers' generate are not mod
 type family struct {
 	name   string // model_type
 	source string // the transformers modeling file the declarations follow
-	kind   familyKind
+	// gguf is the family's architecture name in GGUF files
+	// (general.architecture, llama.cpp's src/llama-arch.cpp); empty where
+	// none is recorded.
+	gguf string
+	kind familyKind
 	// latentAttention: the family's attention may be multi-head latent
 	// attention (q_lora_rank, kv_lora_rank, … are its fields).
 	latentAttention bool

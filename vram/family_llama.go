@@ -8,7 +8,7 @@ package vram
 // text_config (llava-1.5-7b-hf leaves most out).
 func init() {
 	register(&family{
-		name: "llama", source: "transformers/models/llama/modeling_llama.py",
+		name: "llama", gguf: ggufLlama, source: "transformers/models/llama/modeling_llama.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 32000, maxPosition: 2048})

@@ -27,7 +27,7 @@ import (
 // (configuration_nemotron_h.py l.98-152).
 func init() {
 	register(&family{
-		name: "nemotron_h", source: "transformers/models/nemotron_h/modeling_nemotron_h.py (transformers 5.23.0)",
+		name: "nemotron_h", gguf: ggufNemotronH, source: "transformers/models/nemotron_h/modeling_nemotron_h.py (transformers 5.23.0)",
 		defaults:      Model{MLP: "relu2", Norm: "rmsnorm", Position: "none", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		ssm:           true,
 		loneSublayers: true,
@@ -337,3 +337,7 @@ func (b *actBuilder) nemotronHMoE(p blockPlan, x *actT) *actT {
 // nemotronHModelType is the family's model_type, which the serving engines' tables
 // of supported architectures are keyed by.
 const nemotronHModelType = "nemotron_h"
+
+// ggufNemotronH is this family's architecture name in GGUF files
+// (general.architecture).
+const ggufNemotronH = "nemotron_h"

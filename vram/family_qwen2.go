@@ -5,7 +5,7 @@ package vram
 // window only with use_sliding_window.
 func init() {
 	register(&family{
-		name: "qwen2", source: "transformers/models/qwen2/modeling_qwen2.py",
+		name: "qwen2", gguf: ggufQwen2, source: "transformers/models/qwen2/modeling_qwen2.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -43,3 +43,7 @@ func init() {
 		},
 	})
 }
+
+// ggufQwen2 is this family's architecture name in GGUF files
+// (general.architecture).
+const ggufQwen2 = "qwen2"

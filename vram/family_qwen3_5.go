@@ -20,7 +20,7 @@ import "fmt"
 // false).
 func init() {
 	register(&family{
-		name: qwen35ModelType, source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
+		name: qwen35ModelType, gguf: "qwen35", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
 		servingOnly: qwen35ServingOnly,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen35Wrapper(),

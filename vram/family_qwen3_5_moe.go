@@ -9,7 +9,7 @@ package vram
 // defaults, configuration_qwen3_5_moe.py l.149-159).
 func init() {
 	register(&family{
-		name: qwen35MoeModelType, source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)",
+		name: qwen35MoeModelType, gguf: "qwen35moe", source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)",
 		servingOnly: qwen35MoEServingOnly,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen35Wrapper(),

@@ -18,7 +18,7 @@ import "fmt"
 // presets are the wrapper's (family qwen3_5_moe).
 func init() {
 	register(&family{
-		name: qwen35MoeTextModelType, source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)",
+		name: qwen35MoeTextModelType, gguf: "qwen35moe", source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
 		deltaNet:    true,
 		servingOnly: qwen35MoEServingOnly,

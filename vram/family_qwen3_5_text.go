@@ -26,7 +26,7 @@ import "fmt"
 // are the wrapper's (family qwen3_5).
 func init() {
 	register(&family{
-		name: qwen35TextModelType, source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
+		name: qwen35TextModelType, gguf: "qwen35", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		deltaNet:    true,
 		servingOnly: qwen35ServingOnly,

@@ -16,7 +16,7 @@ import "fmt"
 // by transformers (_keys_to_ignore_on_load_unexpected) and not counted.
 func init() {
 	register(&family{
-		name: "qwen3_next", source: "transformers/models/qwen3_next/modeling_qwen3_next.py",
+		name: "qwen3_next", gguf: "qwen3next", source: "transformers/models/qwen3_next/modeling_qwen3_next.py",
 		defaults:   Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		deltaNet:   true,
 		fromConfig: qwen3NextFromConfig,

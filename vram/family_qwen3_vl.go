@@ -30,7 +30,7 @@ const qwen3VLModelType = "qwen3_vl"
 
 func init() {
 	register(&family{
-		name: qwen3VLModelType, source: "transformers/models/qwen3_vl/modeling_qwen3_vl.py",
+		name: qwen3VLModelType, gguf: "qwen3vl", source: "transformers/models/qwen3_vl/modeling_qwen3_vl.py",
 		tensors:    func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:     qwen3VLWrapper(),
 		fromConfig: func(c *hfReader, m *Model) { qwen3VLReadConfig(c, m, "qwen3", "qwen3_vl") },

@@ -12,7 +12,7 @@ const qwen3VLMoeModelType = "qwen3_vl_moe"
 
 func init() {
 	register(&family{
-		name: qwen3VLMoeModelType, source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py",
+		name: qwen3VLMoeModelType, gguf: "qwen3vlmoe", source: "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py",
 		tensors:    func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:     qwen3VLWrapper(),
 		fromConfig: func(c *hfReader, m *Model) { qwen3VLReadConfig(c, m, "qwen3_vl_moe_text", "qwen3_vl_moe") },

@@ -95,7 +95,7 @@ func (o Ollama) PlaceGGUF(f *GGUF, g *GPU) (OllamaPlacement, error) {
 // ollamaGGUFDense are the GGUF architectures whose every layer keeps a
 // full-attention cache of head_count_kv heads of key_length, which a
 // header's metadata then sizes (llama.cpp's llama, qwen2 and qwen3 graphs).
-var ollamaGGUFDense = map[string]bool{ggufLlama: true, "qwen2": true, "qwen3": true}
+var ollamaGGUFDense = map[string]bool{ggufLlama: true, ggufQwen2: true, ggufQwen3: true}
 
 // ollamaModelOfGGUF is the shape a GGUF header gives the fit: its layers,
 // attention heads and trained context, as a llama-family model (its
@@ -108,7 +108,7 @@ func ollamaModelOfGGUF(f *GGUF) (Model, error) {
 	a := sh.arch
 	switch {
 	case !ollamaGGUFDense[a]:
-		return Model{}, fmt.Errorf("ollama: the KV cache of a GGUF header is read for architectures %s, not %q (sliding windows, recurrent state or latent attention are not read from metadata): plan the model from its config with an \"ollama\" section", "llama, qwen2, qwen3", a)
+		return Model{}, fmt.Errorf("ollama: the KV cache of a GGUF header is read for architectures %s, %s and %s, not %q (sliding windows, recurrent state or latent attention are not read from metadata): plan the model from its config with an \"ollama\" section", ggufLlama, ggufQwen2, ggufQwen3, a)
 	case sh.headK != sh.headV:
 		return Model{}, fmt.Errorf("ollama: %s.attention.key_length %d and value_length %d differ: not modelled", a, sh.headK, sh.headV)
 	}
@@ -122,8 +122,9 @@ func ollamaModelOfGGUF(f *GGUF) (Model, error) {
 	}
 	ffn, _ := f.metaInt(a + ".feed_forward_length")
 	ctx, _ := f.metaInt(a + ".context_length")
-	m := Model{Family: "llama", Layers: int(sh.blocks), Hidden: int(sh.emb), Heads: int(sh.heads), KVHeads: int(sh.headsKV),
+	m := Model{Layers: int(sh.blocks), Hidden: int(sh.emb), Heads: int(sh.heads), KVHeads: int(sh.headsKV),
 		HeadDim: int(sh.headK), FFN: int(min(max(ffn, 1), 1<<24)), Vocab: int(sh.vocab), MaxPosition: int(min(max(ctx, 0), MaxTokens))}
+	asLlama(&m)
 	if name, ok := f.Metadata["general.name"].(string); ok {
 		m.Name = name
 	}
@@ -271,24 +272,21 @@ func (s *ollamaPlace) memory(g *GPU) error {
 	return nil
 }
 
-// ollamaOneSequence are the architectures Ollama loads with one sequence
-// whatever OLLAMA_NUM_PARALLEL says (server/sched.go:507-510), and the
-// model families that are them.
+// ollamaOneSequence are the GGUF architectures Ollama loads with one
+// sequence whatever OLLAMA_NUM_PARALLEL says (server/sched.go:507-510).
 var ollamaOneSequence = map[string]bool{"mllama": true, "qwen3vl": true, "qwen3vlmoe": true, "qwen35": true, "qwen35moe": true, "qwen3next": true,
-	"lfm2": true, "lfm2moe": true, "nemotron_h": true, "nemotron_h_moe": true, "nemotron_h_omni": true}
+	ggufLFM2: true, "lfm2moe": true, ggufNemotronH: true, "nemotron_h_moe": true, "nemotron_h_omni": true}
 
-var ollamaFamilyArch = map[string]string{"qwen3_vl": "qwen3vl", "qwen3_vl_text": "qwen3vl", "qwen3_vl_moe": "qwen3vlmoe", "qwen3_vl_moe_text": "qwen3vlmoe",
-	"qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe", "qwen3_next": "qwen3next",
-	"lfm2": "lfm2", "nemotron_h": "nemotron_h", "mllama": "mllama"}
-
+// ollamaArchOf is the model's GGUF architecture: the header's, or the one
+// its family records.
 func ollamaArchOf(m Model, f *GGUF) string {
 	if f != nil {
 		return f.Architecture()
 	}
-	if a, ok := ollamaFamilyArch[m.Family]; ok {
-		return a
+	if fam := lookupFamily(m.Family); fam != nil {
+		return fam.gguf
 	}
-	return m.Family
+	return ""
 }
 
 // context is num_ctx and num_parallel (steps 1 and 2).

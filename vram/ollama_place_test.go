@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -312,5 +313,20 @@ func TestJudgeOllamaPlan(t *testing.T) {
 	}
 	if v := judge("RTX-4060", `, "num_gpu": 33, "num_parallel": 4, "num_ctx": 8192`); v.Fits || !strings.Contains(v.Why, "gave up") {
 		t.Errorf("every layer on an 8 GB card: %+v", v)
+	}
+}
+
+// TestOllamaOneSequence: an architecture Ollama keeps to one sequence
+// (server/sched.go:507-510) loads with num_parallel 1 whatever is asked;
+// the family's GGUF name decides it (LFM2: "lfm2"; Llama: not listed).
+func TestOllamaOneSequence(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		want   int
+	}{{"lfm2-1.2b", 1}, {"llama-3.2-1b", 4}} {
+		p, err := Ollama{NumCtx: 4096, NumParallel: 4, DeviceFree: []Bytes{24 * GiB}}.Place(MustPreset(c.preset), nil)
+		if err != nil || p.NumParallel != c.want || !strings.HasPrefix(p.Args, "-c "+strconv.Itoa(4096*c.want)+" -np "+strconv.Itoa(c.want)) {
+			t.Errorf("%s: num_parallel %d, args %q, want %d (%v)", c.preset, p.NumParallel, p.Args, c.want, err)
+		}
 	}
 }
