@@ -177,6 +177,10 @@ type actOp struct {
 	// is addmm); fusedAttn: a fused attention kernel. Op-level selective
 	// checkpointing saves the outputs of these (see SavedOp).
 	mm, fusedAttn bool
+	// sacSave: torchtitan's op-level SAC must save the op's outputs
+	// whatever the mm count (topk, all_to_all_single;
+	// activation_checkpoint.py _get_default_save_ops).
+	sacSave bool
 	// gemm: a matrix multiply (mm, addmm, bmm) or an attention kernel,
 	// which Inductor's partitioner never recomputes (compiledSaved).
 	gemm bool
@@ -929,7 +933,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		if op.mm {
 			mms++
 		}
-		if op.mm && mms%2 == 1 || op.fusedAttn {
+		if op.mm && mms%2 == 1 || op.fusedAttn || op.sacSave {
 			for _, t := range op.outs {
 				ba.SavedOp = addBytes(ba.SavedOp, t.bytes)
 			}

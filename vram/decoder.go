@@ -88,6 +88,13 @@ func (b *actBuilder) attentionSublayer(p blockPlan, d blockDims, a *actT) *actT 
 
 // mlpSublayer is the MLP (or MoE) on a, as attentionSublayer.
 func (b *actBuilder) mlpSublayer(p blockPlan, d blockDims, a *actT) *actT {
+	if b.r.ttMoE() && b.r.ep > 1 && b.r.m.IsMoELayer(d.layer) {
+		// torchtitan's MoE under expert parallelism keeps the sequence
+		// shard; only its shared experts gather (torchtitan_moe.go).
+		y := b.torchtitanMoE(p, a, p.sp)
+		b.hold(a)
+		return y
+	}
 	y := b.mlp(p, d, b.gatherSeq(p, d, "mlp", a))
 	b.hold(a)
 	return y

@@ -37,6 +37,9 @@ func (b *actBuilder) gateTimesUp(prefix string, g, u *actT, f int64) *actT {
 // moe builds layer's MoE MLP on x, the norm's output in the residual
 // region (width h per token).
 func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
+	if b.r.ttMoE() {
+		return b.torchtitanMoE(p, x, false)
+	}
 	m := b.r.m
 	h := int64(m.Hidden)
 	f := int64(m.ExpertFFN) / p.tp
