@@ -259,3 +259,48 @@ func (b *actBuilder) ttGroupedExperts(p blockPlan, x *actT, rows, h int64) *actT
 	}
 	return out
 }
+
+// ttEFSDP is the FSDP degree of torchtitan's routed experts under expert
+// parallelism: efsdp = dp_shard·cp·tp / ep (parallel_dims.py l.277-279,
+// l.401): EP borrows its ranks from the data, context and tensor ranks, and
+// the experts are FSDP-sharded over the rest (fsdp.py l.224-226, 296-301).
+// The engine's FSDP degree stands for dp_shard·cp.
+func (r *resolved) ttEFSDP() int64 {
+	return max(1, int64(r.shard)*int64(r.tp)/int64(max(1, r.ep)))
+}
+
+// ttExpertShard is what one routed-expert tensor takes on a rank under EP
+// and FSDP: torchtitan stacks each of w1, w2, w3 as [E, ·, ·], shards it
+// over EP on the experts (moe_sharding.py l.29-47), and FSDP2 shards each
+// rank's [E/ep, ·, ·] over efsdp on dim 0, or on dim 1 when efsdp·ep
+// exceeds the experts (fsdp.py l.224-233), padding the sharded dim to a
+// multiple of efsdp. A per-expert tensor of the model's list ([out, in],
+// one of E) gets 1/E of the rank's stacked share.
+func (r *resolved) ttExpertShard(t Tensor, n int64) Bytes {
+	E := int64(r.m.Experts)
+	ep := int64(max(1, r.ep))
+	e := E / ep
+	ef := r.ttEFSDP()
+	per := n // elements of one expert's matrix
+	rows := int64(1)
+	if len(t.Shape) > 0 {
+		rows = t.Shape[0]
+	}
+	if t.Stacked > 0 {
+		per = n / max(1, int64(t.Stacked))
+		if len(t.Shape) > 1 {
+			rows = t.Shape[1]
+		}
+	}
+	cols := per / max(1, rows)
+	var local int64
+	if ef*ep > E {
+		local = mulI64(e, mulI64((rows+ef-1)/ef, cols))
+	} else {
+		local = mulI64((e+ef-1)/ef, per)
+	}
+	if t.Stacked > 0 {
+		return r.WeightsDType.Size(local)
+	}
+	return r.WeightsDType.Size(local) / Bytes(E)
+}

@@ -139,3 +139,70 @@ func TestTorchtitanMoETrace(t *testing.T) {
 		}
 	}
 }
+
+// TestTorchtitanExpertLayout: a rank's routed-expert weights under
+// torchtitan, by hand for 8 experts of [32, 64] (w1, w3) and [64, 32] (w2),
+// in the plan's weight dtype: per layer 3 · 8 · 2048 = 49152 elements.
+// EP borrows its ranks from the FSDP ranks (efsdp = dp·tp/ep), so the
+// share is the same at EP 1 and EP 2 on 4 ranks (2 experts whole, Shard(0)
+// over efsdp 2); at EP 8 on 16 ranks efsdp = 2 and efsdp·ep = 16 > 8 experts,
+// so each rank's one expert is split on dim 1: w1, w3 16 rows of 64, w2 32
+// rows of 32, 3072 elements.
+func TestTorchtitanExpertLayout(t *testing.T) {
+	for _, tc := range []struct {
+		p     Parallel
+		elems int64
+	}{
+		{Parallel{DP: 4, FSDP: "full_shard"}, 49152 / 4},
+		{Parallel{DP: 4, EP: 2, FSDP: "full_shard"}, 49152 / 4},
+		{Parallel{DP: 2, TP: 2, EP: 2, FSDP: "full_shard"}, 49152 / 4},
+		{Parallel{DP: 8, EP: 4, FSDP: "full_shard"}, 49152 / 8},
+		{Parallel{DP: 16, EP: 8, FSDP: "full_shard"}, 3072},
+	} {
+		r, err := ttTinyPlan(ttTinyMoE("softmax_topk_norm", 0), tc.p).resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Bytes
+		for _, x := range r.m.tensorSet().ts {
+			if x.Layer == 0 && x.Expert >= 0 {
+				got += r.tensorUnit(x, false).params
+			}
+		}
+		if want := r.WeightsDType.Size(tc.elems); got != want {
+			t.Errorf("%+v: expert weights %d bytes a rank, want %d", tc.p, got, want)
+		}
+	}
+}
+
+// TestTorchtitanMoESAC: torchtitan's op-level SAC (activation_checkpoint.py
+// l.241-274) counts and saves every other mm but recomputes the router's
+// gate whatever the count, never saves a grouped GEMM (aten._grouped_mm is
+// in no save list), and must save topk's and the all-to-alls' outputs.
+func TestTorchtitanMoESAC(t *testing.T) {
+	r, err := ttTinyPlan(ttTinyMoE("sigmoid_topk_norm", 32), Parallel{DP: 2, EP: 2, FSDP: "full_shard"}).resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := buildBlock(&r, 0)
+	want := map[string]bool{"router.topk": true, "moe.dispatch.all_to_all": true, "moe.combine.all_to_all": true}
+	seen := 0
+	for _, op := range blk.prog.ops {
+		switch {
+		case want[op.name]:
+			seen++
+			if !op.sacSave {
+				t.Errorf("%s: SAC must save it", op.name)
+			}
+		case op.name == "router.gate" || strings.HasPrefix(op.name, "experts.w"):
+			if op.mm || op.sacSave {
+				t.Errorf("%s: SAC recomputes it and does not count it", op.name)
+			}
+		case op.sacSave:
+			t.Errorf("%s: not in SAC's save list", op.name)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d ops SAC saves", seen, len(want))
+	}
+}
