@@ -66,24 +66,31 @@ func ttMoESaved(t *testing.T, tr Training) (Bytes, []ActTensor) {
 //	EP 2: e = 4 local experts and the permuted indices 8·R = 512 (R = N)
 //	shared expert (width S = 32): its four T·S bf16 tensors 4·2·T·S = 8192;
 //	  it saves x as well (w1 and w3), the layer's input, not counted here.
+//	EP 2 under TP 2 (sequence parallel): the MoE keeps each rank's sequence
+//	  shard, T = 16, N = 32: 4096 + 2048 + 512 + 256 + 128 + 64 + 256 + 256
+//	  + 4096 + 8192 + 16 + 256 + 8192 + 128 = 28496.
 func TestTorchtitanMoESavedByHand(t *testing.T) {
 	const common = 8192 + 2048 + 1024 + 512 + 512 + 512 + 8192 + 16384 + 16384 + 256
 	for name, tc := range map[string]struct {
 		router string
 		shared int
-		ep     int
+		ep, tp int
 		want   Bytes
 	}{
-		"softmax norm ep1":        {"softmax_topk_norm", 0, 1, common + 256 + 128 + 32},
-		"softmax ep1":             {"softmax_topk", 0, 1, common + 32},
-		"sigmoid norm shared ep1": {"sigmoid_topk_norm", 32, 1, common + 256 + 128 + 32 + 8192},
-		"softmax norm ep2":        {"softmax_topk_norm", 0, 2, common + 256 + 128 + 16 + 512},
-		"sigmoid norm shared ep2": {"sigmoid_topk_norm", 32, 2, common + 256 + 128 + 16 + 512 + 8192},
+		"softmax norm ep1":        {"softmax_topk_norm", 0, 1, 1, common + 256 + 128 + 32},
+		"softmax ep1":             {"softmax_topk", 0, 1, 1, common + 32},
+		"sigmoid norm shared ep1": {"sigmoid_topk_norm", 32, 1, 1, common + 256 + 128 + 32 + 8192},
+		"softmax norm ep2":        {"softmax_topk_norm", 0, 2, 1, common + 256 + 128 + 16 + 512},
+		"sigmoid norm shared ep2": {"sigmoid_topk_norm", 32, 2, 1, common + 256 + 128 + 16 + 512 + 8192},
+		"softmax norm ep2 tp2":    {"softmax_topk_norm", 0, 2, 2, 28496},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := Parallel{DP: 2, FSDP: "full_shard"}
 			if tc.ep > 1 {
 				p.EP = tc.ep
+			}
+			if tc.tp > 1 {
+				p.TP = tc.tp
 			}
 			got, ts := ttMoESaved(t, ttTinyPlan(ttTinyMoE(tc.router, tc.shared), p))
 			if got != tc.want {
@@ -204,5 +211,26 @@ func TestTorchtitanMoESAC(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("found %d of the %d ops SAC saves", seen, len(want))
+	}
+}
+
+// TestTorchtitanMoEImbalance: expert_imbalance x moves the rows of the
+// rank that holds the busiest expert under EP (N·(e−1+x)/e: 32 tokens, top-2,
+// 4 local experts, x = 2: 64·5/4 = 80); at EP 1 every expert is local and
+// the rows stay N = 64.
+func TestTorchtitanMoEImbalance(t *testing.T) {
+	for _, tc := range []struct {
+		ep   int
+		want int64
+	}{{1, 64}, {2, 80}} {
+		tr := ttTinyPlan(ttTinyMoE("softmax_topk_norm", 0), Parallel{DP: 2, EP: tc.ep, FSDP: "full_shard"})
+		tr.ExpertImbalance = 2
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.ttMoERows(32); got != tc.want {
+			t.Errorf("ep %d: %d rows, want %d", tc.ep, got, tc.want)
+		}
 	}
 }

@@ -171,6 +171,9 @@ type Training struct {
 	// the busiest expert on a rank receives (MoE models; 0 or 1: balanced).
 	// The routed total is fixed, so it moves only the backward's per-expert
 	// peak, where that expert's saved tensors and gradients are in flight.
+	// Under torchtitan's grouped GEMMs (torchtitan_moe.go) with expert
+	// parallelism it is the busiest rank's received rows instead:
+	// N·(e−1+x)/e for e local experts.
 	ExpertImbalance float64 `json:"expert_imbalance,omitempty"`
 
 	// KeepGrads: zero_grad(set_to_none=False) keeps gradient buffers between
