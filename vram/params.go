@@ -348,18 +348,9 @@ func (r *resolved) tensorUnit(t Tensor, sized bool) unitMem {
 	if r.Float8AllGather && t.IsLinear() && t.Layer >= 0 && r.float8Linear(t.Role) {
 		u.gathered = FP8E4M3.Size(n / div) // cast before the all-gather (float8.go)
 	}
-	ttExpert := !quant && r.ttMoE() && r.ep > 1 && (t.Expert >= 0 || t.Stacked > 0)
-	if ttExpert {
-		// torchtitan's routed experts under EP: split over the EP ranks by
-		// expert, not over TP, then FSDP-sharded over efsdp (fsdp.py,
-		// torchtitan_moe.go ttExpertShard).
-		div, shard = ep, r.ttEFSDP()
-		stored, u.gathered = r.WeightsDType.Size(n/div), compute.Size(n/div)
-	}
-	switch {
-	case ttExpert && zero == 3:
-		stored = r.ttExpertShard(t, n)
-	case zero == 3 && !r.dsPersistent(n/div):
+	if d, s, st, ok := r.ttExpertStored(t, n, quant, zero); ok {
+		div, shard, stored, u.gathered = d, s, st, compute.Size(n/d)
+	} else if zero == 3 && !r.dsPersistent(n/div) {
 		stored = r.paramShard(t, stored, n/div, div, quant)
 	}
 	if off.params {

@@ -66,28 +66,51 @@ func (r *resolved) ttMoERows(t int64) int64 {
 // sequence shard (sharded: expert parallelism under sequence parallelism,
 // where the MoE keeps the shard, moe_sharding.py l.279-281).
 func (b *actBuilder) torchtitanMoE(p blockPlan, x *actT, sharded bool) *actT {
-	m := b.r.m
-	h := int64(m.Hidden)
-	E, K := int64(m.Experts), int64(m.ExpertsPerToken)
-	ep := int64(max(1, b.r.ep))
 	// The routed tokens of this rank: with EP the router and the experts
 	// see the sequence shard (moe_sharding.py l.100-112, 201-210).
 	T := b.tokens
-	if ep > 1 && p.sp {
+	if b.r.ep > 1 && p.sp {
 		T = b.tokens / p.tp
 	}
-	sz := func(rows, width int64, d DType) Bytes { return d.Size(mulI64(rows, width)) }
-	N := mulI64(T, K)
+	scores, top := b.ttRouterOps(p, x, T)
+	routedOut := b.ttRouted(p, x, T, scores, top)
+	if b.r.m.SharedExperts == 0 {
+		return routedOut
+	}
+	// Shared experts: FeedForward on the whole sequence (its input
+	// gathered to Replicate, moe_sharding.py l.172-177), w2's output
+	// reduced to the MoE's output layout (l.178-182), added (l.459-460).
+	h := int64(b.r.m.Hidden)
+	xs := x
+	if sharded && p.tp > 1 {
+		xs = b.op("shared_experts.all_gather", b.size(h, x.dtype), x.dtype, list(x))
+	}
+	sf := int64(b.r.m.SharedExperts) * int64(b.r.m.SharedExpertFFN) / p.tp
+	so := b.gatedMLP(p, "shared_experts.", xs, h, sf)
+	if sharded && p.tp > 1 {
+		so = b.op("shared_experts.reduce_scatter", so.dtype.Size(mulI64(T, h)), so.dtype, list(so))
+	}
+	d := promote(routedOut.dtype, so.dtype)
+	routedOut.aliasGrad, so.aliasGrad = routedOut.dtype == d, so.dtype == d
+	return b.op("moe.add_shared", d.Size(mulI64(T, h)), d, list(routedOut, so))
+}
 
-	// Router (moe.py l.297-342). The gate under autocast(float32)
-	// (l.298-299): F.linear casts x and the weight to fp32 copies, which
-	// mm saves; SAC recomputes it, whatever its count
-	// (activation_checkpoint.py l.196-198, 265-266).
+// ttSize is rows × width elements of d.
+func ttSize(rows, width int64, d DType) Bytes { return d.Size(mulI64(rows, width)) }
+
+// ttRouterOps is TokenChoiceTopKRouter.forward (moe.py l.284-342) on T
+// tokens of x: the scores (saved) and the top-k scores.
+func (b *actBuilder) ttRouterOps(p blockPlan, x *actT, T int64) (scores, top *actT) {
+	m := b.r.m
+	h, E, K := int64(m.Hidden), int64(m.Experts), int64(m.ExpertsPerToken)
+	// The gate under autocast(float32) (l.298-299): F.linear casts x and
+	// the weight to fp32 copies, which mm saves; SAC recomputes it,
+	// whatever its count (activation_checkpoint.py l.196-198, 265-266).
 	xf := x
 	if x.dtype != FP32 {
-		xf = b.op("router.x.float", sz(T, h, FP32), FP32, list(x))
+		xf = b.op("router.x.float", ttSize(T, h, FP32), FP32, list(x))
 	}
-	logits := b.op("router.gate", sz(T, E, FP32), FP32, list(xf), xf)
+	logits := b.op("router.gate", ttSize(T, E, FP32), FP32, list(xf), xf)
 	b.ops[len(b.ops)-1].gemm = true
 	b.ops[len(b.ops)-1].weights = mulI64(h, E)
 	if p.baseDType != FP32 {
@@ -99,46 +122,53 @@ func (b *actBuilder) torchtitanMoE(p blockPlan, x *actT, sharded bool) *actT {
 		name = "router.sigmoid"
 	}
 	// sigmoid and softmax save their output (l.303-306).
-	scores := b.keep(b.op(name, sz(T, E, FP32), FP32, list(logits)))
+	scores = b.keep(b.op(name, ttSize(T, E, FP32), FP32, list(logits)))
 	// scores + expert_bias_E (load_balance_coeff, default 1e-3,
 	// config_utils.py l.317): a new tensor that saves nothing (l.310-312).
-	choice := b.op("router.scores_for_choice", sz(T, E, FP32), FP32, list(scores))
+	choice := b.op("router.scores_for_choice", ttSize(T, E, FP32), FP32, list(scores))
 	if g := int64(m.ExpertGroups); g > 1 {
 		choice = b.ttGroupLimited(T, E, g, choice)
 	}
 	// topk (l.318-320): the values are dropped; TopkBackward and the
 	// gather (l.324) save the indices. SAC must save topk's outputs
 	// (activation_checkpoint.py l.51-53).
-	b.op("router.topk", sz(T, K, FP32), FP32, list(choice))
-	b.side("router.topk_indices", sz(T, K, INT64), INT64)
+	b.op("router.topk", ttSize(T, K, FP32), FP32, list(choice))
+	b.side("router.topk_indices", ttSize(T, K, INT64), INT64)
 	b.ops[len(b.ops)-1].sacSave = true
-	top := b.op("router.gather", sz(T, K, FP32), FP32, list(scores))
+	top = b.op("router.gather", ttSize(T, K, FP32), FP32, list(scores))
 	if norm {
 		// l.333-335: the sum plus 1e-20, then the division saves both.
-		den := b.op("router.denominator", sz(T, 1, FP32), FP32, list(top))
-		top = b.op("router.route_norm", sz(T, K, FP32), FP32, list(top, den), top, den)
+		den := b.op("router.denominator", ttSize(T, 1, FP32), FP32, list(top))
+		top = b.op("router.route_norm", ttSize(T, K, FP32), FP32, list(top, den), top, den)
 	}
 	// × route_scale (l.336), a Python float: nothing saved.
-	top = b.op("router.route_scale", sz(T, K, FP32), FP32, list(top))
+	return scores, b.op("router.route_scale", ttSize(T, K, FP32), FP32, list(top))
+}
 
-	// The one-hot routing map and its per-expert count (l.432-437), no
-	// gradient; tokens_per_expert_E accumulates under no_grad (l.444-446).
-	rmap := b.op("moe.routing_map", sz(T, E, Bool), Bool, list(scores))
+// ttRouted is RoutedExperts.forward (moe.py l.137-178) after the routing
+// map (l.432-437): dispatch, the grouped experts, combine.
+func (b *actBuilder) ttRouted(p blockPlan, x *actT, T int64, scores, top *actT) *actT {
+	m := b.r.m
+	h, E, K := int64(m.Hidden), int64(m.Experts), int64(m.ExpertsPerToken)
+	N := mulI64(T, K)
+	// The one-hot routing map and its per-expert count, no gradient;
+	// tokens_per_expert_E accumulates under no_grad (l.444-446).
+	rmap := b.op("moe.routing_map", ttSize(T, E, Bool), Bool, list(scores))
 	counts := b.op("moe.num_tokens_per_expert", INT64.Size(E), INT64, list(rmap))
 
 	// Dispatch: _local_reorder (token_dispatcher.py l.70-106): argsort of
 	// the expert ids (saved by the scores' index), the scores in that order,
 	// the token of each slot (// top_k, saved by the gather of x and by the
 	// combine's scatter_add) and x gathered in expert order.
-	order := b.op("moe.argsort", sz(N, 1, INT64), INT64, list(counts))
-	sorted := b.op("moe.scores_sorted", sz(N, 1, FP32), FP32, list(top, order), order)
+	order := b.op("moe.argsort", ttSize(N, 1, INT64), INT64, list(counts))
+	sorted := b.op("moe.scores_sorted", ttSize(N, 1, FP32), FP32, list(top, order), order)
 	b.ops[len(b.ops)-1].scatter = true
-	tokIdx := b.op("moe.token_indices", sz(N, 1, INT64), INT64, list(order))
-	routed := b.op("moe.routed_input", sz(N, h, x.dtype), x.dtype, list(x, tokIdx), tokIdx)
+	tokIdx := b.op("moe.token_indices", ttSize(N, 1, INT64), INT64, list(order))
+	routed := b.op("moe.routed_input", ttSize(N, h, x.dtype), x.dtype, list(x, tokIdx), tokIdx)
 	b.ops[len(b.ops)-1].scatter = true
 	R := N
 	var perm *actT
-	if ep > 1 {
+	if b.r.ep > 1 {
 		// The counts' all-to-all and the host copies of the splits run
 		// under no_grad (l.449-463); the tokens' all-to-all (l.465-470,
 		// _functional_collectives.all_to_all_single, whose backward is the
@@ -148,57 +178,41 @@ func (b *actBuilder) torchtitanMoE(p blockPlan, x *actT, sharded bool) *actT {
 		// an arange: four R-long tensors at once), the permuted_indices the
 		// row gather saves.
 		R = b.r.ttMoERows(T)
-		a2a := b.op("moe.dispatch.all_to_all", sz(R, h, routed.dtype), routed.dtype, list(routed))
+		a2a := b.op("moe.dispatch.all_to_all", ttSize(R, h, routed.dtype), routed.dtype, list(routed))
 		b.ops[len(b.ops)-1].sacSave = true
-		perm = b.op("moe.permuted_indices", sz(R, 1, INT64), INT64, list(a2a))
-		b.workspace(3 * sz(R, 1, INT64))
-		routed = b.op("moe.permuted_input", sz(R, h, a2a.dtype), a2a.dtype, list(a2a, perm), perm)
+		perm = b.op("moe.permuted_indices", ttSize(R, 1, INT64), INT64, list(a2a))
+		b.workspace(3 * ttSize(R, 1, INT64))
+		routed = b.op("moe.permuted_input", ttSize(R, h, a2a.dtype), a2a.dtype, list(a2a, perm), perm)
 		b.ops[len(b.ops)-1].scatter = true
 	}
-
 	out := b.ttGroupedExperts(p, routed, R, h)
-
-	if ep > 1 {
+	if b.r.ep > 1 {
 		// combine (l.562-628): _unpermute into new_empty (its index_put_
 		// saves the indices already saved), the reverse all-to-all.
-		un := b.op("moe.unpermute", sz(R, h, out.dtype), out.dtype, list(out, perm))
-		out = b.op("moe.combine.all_to_all", sz(N, h, un.dtype), un.dtype, list(un))
+		un := b.op("moe.unpermute", ttSize(R, h, out.dtype), out.dtype, list(out, perm))
+		out = b.op("moe.combine.all_to_all", ttSize(N, h, un.dtype), un.dtype, list(un))
 		b.ops[len(b.ops)-1].sacSave = true
 	}
-	// Score and scatter_add (l.156-169, 614-627): zeros_like(x), the
-	// expert outputs in fp32 times their scores (the product saves both:
-	// N × hidden in fp32), cast back, deterministic_scatter_add (which
-	// saves its index, scatter_add.py l.36-42; an expanded view of the
-	// token indices).
-	zeros := b.op("moe.combine.zeros", sz(T, h, x.dtype), x.dtype, nil)
-	of := b.op("moe.combine.output.float", sz(N, h, FP32), FP32, list(out))
-	prod := b.op("moe.combine.scored", sz(N, h, FP32), FP32, list(of, sorted), of, sorted)
+	return b.ttCombine(x, out, sorted, tokIdx, T, N)
+}
+
+// ttCombine scores and scatter_adds the expert outputs out (token_dispatcher.py
+// l.156-169, 614-627): zeros_like(x), the outputs in fp32 times their
+// scores (the product saves both: N × hidden in fp32), cast back,
+// deterministic_scatter_add (which saves its index, scatter_add.py
+// l.36-42: an expanded view of the token indices).
+func (b *actBuilder) ttCombine(x, out, sorted, tokIdx *actT, T, N int64) *actT {
+	h := int64(b.r.m.Hidden)
+	zeros := b.op("moe.combine.zeros", ttSize(T, h, x.dtype), x.dtype, nil)
+	of := b.op("moe.combine.output.float", ttSize(N, h, FP32), FP32, list(out))
+	prod := b.op("moe.combine.scored", ttSize(N, h, FP32), FP32, list(of, sorted), of, sorted)
 	// The scores' gradient: grad · output at full size, summed over hidden.
-	b.gradWorkspace(sz(N, h, FP32))
+	b.gradWorkspace(ttSize(N, h, FP32))
 	back := prod
 	if x.dtype != FP32 {
-		back = b.op("moe.combine.scored.to", sz(N, h, x.dtype), x.dtype, list(prod))
+		back = b.op("moe.combine.scored.to", ttSize(N, h, x.dtype), x.dtype, list(prod))
 	}
-	routedOut := b.op("moe.combine.scatter_add", sz(T, h, x.dtype), x.dtype, list(zeros, back, tokIdx), tokIdx)
-
-	if m.SharedExperts == 0 {
-		return routedOut
-	}
-	// Shared experts: FeedForward on the whole sequence (its input
-	// gathered to Replicate, moe_sharding.py l.172-177), w2's output
-	// reduced to the MoE's output layout (l.178-182), added (l.459-460).
-	xs := x
-	if sharded && p.tp > 1 {
-		xs = b.op("shared_experts.all_gather", b.size(h, x.dtype), x.dtype, list(x))
-	}
-	sf := int64(m.SharedExperts) * int64(m.SharedExpertFFN) / p.tp
-	so := b.gatedMLP(p, "shared_experts.", xs, h, sf)
-	if sharded && p.tp > 1 {
-		so = b.op("shared_experts.reduce_scatter", sz(T, h, so.dtype), so.dtype, list(so))
-	}
-	d := promote(routedOut.dtype, so.dtype)
-	routedOut.aliasGrad, so.aliasGrad = routedOut.dtype == d, so.dtype == d
-	return b.op("moe.add_shared", sz(T, h, d), d, list(routedOut, so))
+	return b.op("moe.combine.scatter_add", ttSize(T, h, x.dtype), x.dtype, list(zeros, back, tokIdx), tokIdx)
 }
 
 // ttGroupLimited is _get_node_limited_routing_scores (moe.py l.242-282) on
@@ -208,7 +222,7 @@ func (b *actBuilder) torchtitanMoE(p blockPlan, x *actT, sharded bool) *actT {
 // DeepSeek-V2 rule takes topk_group (torchtitan's DeepSeek-V3 671B: 8
 // groups, 4 kept).
 func (b *actBuilder) ttGroupLimited(T, E, g int64, choice *actT) *actT {
-	sz := func(rows, width int64, d DType) Bytes { return d.Size(mulI64(rows, width)) }
+	sz := ttSize
 	kept := max(1, g/2)
 	b.op("router.group_top2", sz(T, 2*g, FP32), FP32, list(choice))
 	b.side("router.group_top2_indices", sz(T, 2*g, INT64), INT64)
@@ -258,6 +272,22 @@ func (b *actBuilder) ttGroupedExperts(p blockPlan, x *actT, rows, h int64) *actT
 		out = b.op("experts.type_as", sz(h, x.dtype), x.dtype, list(out))
 	}
 	return out
+}
+
+// ttExpertStored is a torchtitan routed-expert tensor's layout under
+// expert parallelism (ok false otherwise): split over the EP ranks by
+// expert and not over TP (div = ep), FSDP-sharded over efsdp (shard), and
+// what a rank stores of it (ttExpertShard under FSDP).
+func (r *resolved) ttExpertStored(t Tensor, n int64, quant bool, zero int) (div, shard int64, stored Bytes, ok bool) {
+	if quant || !r.ttMoE() || r.ep <= 1 || t.Expert < 0 && t.Stacked == 0 {
+		return 0, 0, 0, false
+	}
+	div, shard = int64(r.ep), r.ttEFSDP()
+	stored = r.WeightsDType.Size(n / div)
+	if zero == 3 {
+		stored = r.ttExpertShard(t, n)
+	}
+	return div, shard, stored, true
 }
 
 // ttEFSDP is the FSDP degree of torchtitan's routed experts under expert
