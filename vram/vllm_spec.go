@@ -434,22 +434,7 @@ func (s *vllmSpec) weights(rin Inference, m Model, in Inference) (Bytes, error) 
 	case s == nil:
 		return 0, nil
 	case s.method == "mtp":
-		var b Bytes
-		for _, t := range m.storedOnly() {
-			mtpBlock := t.Layer >= m.Layers && t.Layer < m.Layers+s.nPredict
-			mtpOutside := t.Layer < 0 && strings.HasPrefix(t.Name, "mtp.")
-			if !(mtpBlock || mtpOutside) || t.Role == "embedding" || t.Role == "lm_head" {
-				continue
-			}
-			tb := rin.tensorBytes(t)
-			if t.Role == "bias" && t.DType == FP32 && !rin.asCheckpoint {
-				// The router's e_score_correction_bias is an fp32
-				// parameter (models/deepseek_v2.py:328-330).
-				tb = FP32.Size(t.Numel())
-			}
-			b = addBytes(b, tb)
-		}
-		return b, nil
+		return mtpLayerBytes(rin, m, s.nPredict), nil // mtp_draft.go
 	case s.draft != nil:
 		din := Inference{Model: *s.draft, Batch: 1, PromptTokens: 1, TP: in.TP, PP: 1, Cache: "paged",
 			runtime: in.runtime, cc: in.cc, mxfp4: in.mxfp4}
