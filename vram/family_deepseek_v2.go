@@ -95,3 +95,7 @@ func init() {
 		},
 	})
 }
+
+// deepseekV2ModelType is the family's model_type, which the serving
+// engines' tables of defaults are keyed by.
+const deepseekV2ModelType = "deepseek_v2"

@@ -107,3 +107,7 @@ func gptOSSExpert(b *actBuilder, p blockPlan, x *actT, h, f int64) *actT {
 	od := promote(out.dtype, p.baseDType)
 	return b.op("experts.down_proj.bias", b.size(h, od), od, list(out))
 }
+
+// gptOssModelType is the family's model_type, which the serving engines'
+// tables of defaults are keyed by.
+const gptOssModelType = "gpt_oss"

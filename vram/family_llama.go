@@ -74,3 +74,7 @@ const ggufLlama = "llama"
 // GPTModel arguments, importer/megatron.go) as this family's pre-norm
 // blocks; its Norm, MLP, Bias and Position fields say the rest.
 func asLlama(m *Model) { m.Family = "llama" }
+
+// llamaModelType is the family's model_type, which the serving engines'
+// tables of defaults are keyed by.
+const llamaModelType = "llama"
