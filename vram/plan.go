@@ -132,6 +132,11 @@ func ParsePlanContent(data []byte) (Plan, error) {
 				Model json.RawMessage `json:"model"`
 			} `json:"speculative_config"`
 		} `json:"vllm"`
+		SGLang struct {
+			Speculative struct {
+				DraftModelPath json.RawMessage `json:"draft_model_path"`
+			} `json:"speculative"`
+		} `json:"sglang"`
 	}
 	if json.Unmarshal(data, &top) == nil {
 		if err := SealedModel(top.Model); err != nil {
@@ -139,6 +144,9 @@ func ParsePlanContent(data []byte) (Plan, error) {
 		}
 		if err := SealedModel(top.VLLM.Speculative.Model); err != nil {
 			return Plan{}, fmt.Errorf("vllm.speculative_config.%w", err)
+		}
+		if err := SealedModel(top.SGLang.Speculative.DraftModelPath); err != nil {
+			return Plan{}, fmt.Errorf("sglang.speculative.draft_model_path%s", strings.TrimPrefix(err.Error(), "model"))
 		}
 	}
 	return ParsePlan(data, "")
@@ -182,6 +190,9 @@ func ParsePlan(data []byte, dir string) (Plan, error) {
 		return Plan{}, err
 	}
 	if p.SGLang, err = decodeEngine[SGLang](raw.SGLang, raw.Inference, "sglang"); err != nil {
+		return Plan{}, err
+	}
+	if err := p.SGLang.decodeDraft(dir); err != nil {
 		return Plan{}, err
 	}
 	if p.TGI, err = decodeEngine[TGI](raw.TGI, raw.Inference, "tgi"); err != nil {

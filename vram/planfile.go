@@ -45,6 +45,23 @@ func (p Plan) File() ([]byte, error) {
 			p.VLLM = &vc
 		}
 	}
+	if sg := p.SGLang; sg != nil && sg.Draft != nil {
+		// The draft goes in speculative.draft_model_path: as the plan gave
+		// it, else the model's fields.
+		if sg.Speculative == nil {
+			return nil, errors.New("sglang: a draft model (SGLang.Draft) needs speculative.algorithm (EAGLE, EAGLE3 or STANDALONE)")
+		}
+		if len(sg.Speculative.DraftModelPath) == 0 {
+			raw, err := json.Marshal(sg.Draft)
+			if err != nil {
+				return nil, err
+			}
+			sc, spc := *sg, *sg.Speculative
+			spc.DraftModelPath = ModelRef(raw)
+			sc.Speculative = &spc
+			p.SGLang = &sc
+		}
+	}
 	parts := []struct {
 		key  string
 		v    any

@@ -51,6 +51,18 @@ type SGLang struct {
 	// sglang_state.go.
 	MaxMambaCacheSize int   `json:"max_mamba_cache_size,omitempty"`
 	MambaSSMDType     DType `json:"mamba_ssm_dtype,omitempty"`
+	// Speculative is the launch's speculative decoding (the
+	// --speculative-* flags; sglang_spec.go); Draft its draft model,
+	// read from Speculative.DraftModelPath by a plan (the Go API sets it
+	// beside Speculative).
+	Speculative *SGLangSpeculative `json:"speculative,omitempty"`
+	Draft       *Model             `json:"-"`
+
+	// specIn is the target as Carve loads it, for the draft's weights;
+	// gpuMiB the GPU's memory Carve read (0: none), for the draft's CUDA
+	// graphs.
+	specIn *Inference
+	gpuMiB float64
 }
 
 // SGLangKVPool is the token pool of one GPU.
@@ -96,54 +108,27 @@ type SGLangKVPool struct {
 	RunningCap    int   `json:"max_running_requests,omitempty"`
 	StateReserved Bytes `json:"state_reserved,omitempty"`
 	State         Bytes `json:"state,omitempty"`
+	// Speculative is what speculative decoding adds, the draft's lines
+	// apart (sglang_spec.go); the fields above stay the target's.
+	Speculative *SGLangSpecPool `json:"speculative,omitempty"`
 }
 
 // KVPool sizes the pool from the free memory at start and the weights.
 func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
-	m = m.Normalize()
-	if err := m.Validate(); err != nil {
-		return SGLangKVPool{}, err
-	}
-	if err := s.checkSizes(); err != nil {
-		return SGLangKVPool{}, err
-	}
-	rel, modelled, err := s.release()
+	s, m, rel, modelled, err := s.prepare(m)
 	if err != nil {
-		return SGLangKVPool{}, err
-	}
-	if err := s.checkCompressed(m, rel); err != nil { // sglang_compressed.go
-		return SGLangKVPool{}, err
-	}
-	if s.MemFractionStatic == 0 {
-		s.MemFractionStatic, _ = s.memFraction(m, 0, rel)
-	}
-	if !(s.MemFractionStatic > 0 && s.MemFractionStatic <= 1) { // NaN fails too
-		return SGLangKVPool{}, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
-	}
-	if s.KVCacheDType == DTypeUnset {
-		s.KVCacheDType = BF16
-		if m.Compressed != nil {
-			s.KVCacheDType = FP8E4M3 // "auto" → fp8_e4m3 (sglang_compressed.go)
-		}
-	}
-	if err := s.KVCacheDType.validKV(); err != nil {
-		return SGLangKVPool{}, fmt.Errorf("sglang: %w", err)
-	}
-	s.TP = max(1, s.TP)
-	if s.TP > maxHeads {
-		return SGLangKVPool{}, fmt.Errorf("sglang: tp_size %d is over %d", s.TP, maxHeads)
-	}
-	if m.Encoder() || m.EncoderDecoder() {
-		return SGLangKVPool{}, fmt.Errorf("sglang: the KV pool model covers decoder-only models, not %q", m.Family)
-	}
-	if s.MambaSSMDType == DTypeUnset {
-		s.MambaSSMDType = FP32
-	}
-	if err := s.checkState(); err != nil {
 		return SGLangKVPool{}, err
 	}
 	if free <= 0 || weights < 0 || free > maxPlanBytes || weights > maxPlanBytes {
 		return SGLangKVPool{}, fmt.Errorf("sglang: free memory %v and weights %v: want free > 0, weights ≥ 0", free, weights)
+	}
+	sp, err := s.spec(m, rel) // sglang_spec.go
+	if err != nil {
+		return SGLangKVPool{}, err
+	}
+	draft, err := s.draftWeights(m, sp)
+	if err != nil {
+		return SGLangKVPool{}, err
 	}
 	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic)), MemFractionStatic: s.MemFractionStatic, Release: modelled}
 	if s.multimodal(m) {
@@ -157,23 +142,77 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 	if err := m.blockSparseCache("sglang"); err != nil {
 		return SGLangKVPool{}, err
 	}
-	p.Rest = max(0, free-weights-p.Reserved-p.MMReservation-p.StateReserved)
+	// 0.5.23 counts a draft loaded before the pool is sized (draft.atSizing).
+	p.Rest = max(0, free-weights-draft.atSizing-p.Reserved-p.MMReservation-p.StateReserved)
 	if m.Compressed != nil {
 		s.compressedPool(m, &p) // sglang_compressed.go
 	} else {
 		s.cells(m, rel, &p)
 	}
-	p.MinMemFractionStatic = float64(weights) / float64(free)
+	if sp != nil {
+		s.specPool(m, sp, draft, &p) // sglang_spec_pool.go
+	}
+	p.MinMemFractionStatic = float64(weights+draft.atSizing) / float64(free)
 	switch {
-	case weights > free:
+	case weights+draft.atSizing > free:
 		// The weights do not fit the free memory: loading them fails,
 		// whatever the fraction.
-		p.Err = fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %v on each GPU and %v is free (shard them over more GPUs with --tp-size)", weights, free)
+		p.Err = fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %v on each GPU and %v is free (shard them over more GPUs with --tp-size)", weights+draft.atSizing, free)
+	case p.Rest <= 0 && draft.atSizing > 0:
+		// kv_cache_configurator.py:3042-3058.
+		p.Err = fmt.Sprintf("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=%g. Raise --mem-fraction-static above %.3f. If using speculative decoding, draft weights are now counted. (the model's weights take %v, the draft's %v, of the %v free)",
+			s.MemFractionStatic, math.Ceil(p.MinMemFractionStatic*1000)/1000, weights, draft.atSizing, free)
 	case p.Tokens <= 0:
 		p.Err = fmt.Sprintf("Not enough memory. Please try to increase --mem-fraction-static (at least %.4f: the weights take %v of the %v free).",
 			math.Ceil(p.MinMemFractionStatic*1e4)/1e4, weights, free)
 	}
 	return p, nil
+}
+
+// prepare checks the launch's settings and the model, and fills the
+// settings' defaults: the fraction (SGLang's fallback without a GPU), the
+// KV cache dtype, TP, the SSM state's dtype.
+func (s SGLang) prepare(m Model) (SGLang, Model, sglangRelease, Modelled, error) {
+	m = m.Normalize()
+	if err := m.Validate(); err != nil {
+		return s, m, sglangRelease{}, Modelled{}, err
+	}
+	if err := s.checkSizes(); err != nil {
+		return s, m, sglangRelease{}, Modelled{}, err
+	}
+	rel, modelled, err := s.release()
+	if err != nil {
+		return s, m, rel, modelled, err
+	}
+	if err := s.checkCompressed(m, rel); err != nil { // sglang_compressed.go
+		return s, m, rel, modelled, err
+	}
+	if s.MemFractionStatic == 0 {
+		s.MemFractionStatic, _ = s.memFraction(m, 0, rel)
+	}
+	if !(s.MemFractionStatic > 0 && s.MemFractionStatic <= 1) { // NaN fails too
+		return s, m, rel, modelled, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
+	}
+	if s.KVCacheDType == DTypeUnset {
+		s.KVCacheDType = BF16
+		if m.Compressed != nil {
+			s.KVCacheDType = FP8E4M3 // "auto" → fp8_e4m3 (sglang_compressed.go)
+		}
+	}
+	if err := s.KVCacheDType.validKV(); err != nil {
+		return s, m, rel, modelled, fmt.Errorf("sglang: %w", err)
+	}
+	s.TP = max(1, s.TP)
+	if s.TP > maxHeads {
+		return s, m, rel, modelled, fmt.Errorf("sglang: tp_size %d is over %d", s.TP, maxHeads)
+	}
+	if m.Encoder() || m.EncoderDecoder() {
+		return s, m, rel, modelled, fmt.Errorf("sglang: the KV pool model covers decoder-only models, not %q", m.Family)
+	}
+	if s.MambaSSMDType == DTypeUnset {
+		s.MambaSSMDType = FP32
+	}
+	return s, m, rel, modelled, s.checkState()
 }
 
 // cells sizes a token's cell — one token of every attention layer — and
@@ -239,10 +278,12 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 		s.TP = max(1, s.TP)
 		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB), rel)
 	}
+	s.specIn, s.gpuMiB = &rin, float64(g.Memory)/float64(MiB)
 	p, err := s.KVPool(m, g.Total()-g.Context, rin.weightBytes(m))
 	if err != nil {
 		return p, err
 	}
+	s.specCarve(&p, why != "", g)
 	if why != "" {
 		p.Notes = append(p.Notes, fmt.Sprintf("mem_fraction_static %.4g: %s (--mem-fraction-static sets it)", s.MemFractionStatic, why))
 	}
@@ -258,7 +299,9 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 		p.Notes = append(p.Notes, note)
 	}
 	p.Notes = append(append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...), p.Notes...)
-	p.DeviceUsed = g.Context + p.Weights + p.Rest + p.State
+	if p.Speculative == nil {
+		p.DeviceUsed = g.Context + p.Weights + p.Rest + p.State
+	}
 	return p, nil
 }
 

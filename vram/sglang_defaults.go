@@ -91,10 +91,20 @@ func (s SGLang) memFraction(m Model, gpuMiB float64, rel sglangRelease) (float64
 		if gpuMiB > 60*1024 {
 			reserved = max(reserved, 10*1024)
 		}
+		var draft float64
+		if c := s.Speculative; c != nil {
+			// 0.5.3 server_args.py:663-669: the draft model and its CUDA
+			// graphs, after the floor.
+			draft = rel.spec.reserveMiB[c.Algorithm]
+		}
+		reserved += draft
 		frac = math.RoundToEven((gpuMiB-reserved)/gpuMiB*1000) / 1000
 		why = fmt.Sprintf("SGLang %s's default for a %.0f MiB GPU at TP %d: %.0f MiB kept back for a %d-token prefill chunk and CUDA graphs of up to %d requests", rel.Version, gpuMiB, s.TP, reserved, prefill, graphBS)
 		if graphs > float64(graphBS)*2 {
 			why += fmt.Sprintf(" and %.0f MiB for the prefill graphs", graphs-float64(graphBS)*2)
+		}
+		if draft > 0 {
+			why += fmt.Sprintf(", %.0f MiB of them for the %s draft", draft, s.Speculative.Algorithm)
 		}
 	}
 	if s.multimodal(m) {
