@@ -38,7 +38,10 @@ import (
 // it reads (tp_size, mem_fraction_static, kv_cache_dtype,
 // max_running_requests, chunked_prefill_size, cuda_graph_max_bs,
 // max_prefill_tokens, enable_multimodal, max_mamba_cache_size,
-// mamba_ssm_dtype) and those it gives a reason for not modelling
+// mamba_ssm_dtype, the speculative_* fields of sglang.speculative: its
+// algorithm as SGLang resolved it, EAGLE for NEXTN, and the draft path it
+// filled with the model's own for DeepSeek-V3) and those it gives a reason
+// for not modelling
 // (sglangNotModelled: the fields that change the weights on a GPU or its
 // pools). The rest, several hundred fields at 0.5.23 (ports, parsers,
 // kernels' backends, logging, scheduling policies, the tokenizer, the
@@ -75,59 +78,72 @@ const (
 // release does not have is compared with None.
 var sglangDefaults = map[string]map[string]any{
 	sglangReprRelease: {
-		"tp_size":                  int64(1),     // server_args.py:205
-		"mem_fraction_static":      nil,          // :186
-		"kv_cache_dtype":           "auto",       // :182
-		"max_running_requests":     nil,          // :187
-		"chunked_prefill_size":     nil,          // :190
-		"cuda_graph_max_bs":        nil,          // :377
-		"max_prefill_tokens":       int64(16384), // :191
-		"enable_multimodal":        nil,          // :167
-		"max_mamba_cache_size":     nil,          // :344
-		"mamba_ssm_dtype":          "float32",    // :345
-		"dp_size":                  int64(1),     // :256
-		"enable_dp_attention":      false,        // :393
-		"context_length":           nil,          // :165
-		"quantization":             nil,          // :180
-		"speculative_algorithm":    nil,          // :294
-		"pp_size":                  int64(1),     // :206
-		"max_total_tokens":         nil,          // :189
-		"dtype":                    "auto",       // :179
-		"ep_size":                  int64(1),     // :314
-		"cpu_offload_gb":           int64(0),     // :369
-		"enable_lora":              nil,          // :272
-		"lora_paths":               nil,          // :275
-		"max_lora_rank":            nil,          // :273
-		"json_model_override_args": "{}",         // :268
-		"swa_full_tokens_ratio":    0.8,          // :199
+		"tp_size":                      int64(1),     // server_args.py:205
+		"mem_fraction_static":          nil,          // :186
+		"kv_cache_dtype":               "auto",       // :182
+		"max_running_requests":         nil,          // :187
+		"chunked_prefill_size":         nil,          // :190
+		"cuda_graph_max_bs":            nil,          // :377
+		"max_prefill_tokens":           int64(16384), // :191
+		"enable_multimodal":            nil,          // :167
+		"max_mamba_cache_size":         nil,          // :344
+		"mamba_ssm_dtype":              "float32",    // :345
+		"dp_size":                      int64(1),     // :256
+		"enable_dp_attention":          false,        // :393
+		"context_length":               nil,          // :165
+		"quantization":                 nil,          // :180
+		"speculative_algorithm":        nil,          // :294
+		"speculative_draft_model_path": nil,          // :295
+		"speculative_num_steps":        nil,          // :297
+		"speculative_eagle_topk":       nil,          // :298
+		"speculative_num_draft_tokens": nil,          // :299
+		"speculative_token_map":        nil,          // :302
+		"pp_size":                      int64(1),     // :206
+		"max_total_tokens":             nil,          // :189
+		"dtype":                        "auto",       // :179
+		"ep_size":                      int64(1),     // :314
+		"cpu_offload_gb":               int64(0),     // :369
+		"enable_lora":                  nil,          // :272
+		"lora_paths":                   nil,          // :275
+		"max_lora_rank":                nil,          // :273
+		"json_model_override_args":     "{}",         // :268
+		"swa_full_tokens_ratio":        0.8,          // :199
 	},
 	sglangDictRelease: {
-		"tp_size":                  int64(1),     // arg_groups/fields/parallel.py:45
-		"mem_fraction_static":      nil,          // schedule.py:27
-		"kv_cache_dtype":           "auto",       // model.py:197
-		"max_running_requests":     nil,          // schedule.py:31
-		"chunked_prefill_size":     nil,          // schedule.py:52
-		"max_prefill_tokens":       int64(16384), // schedule.py:71
-		"enable_multimodal":        nil,          // mm.py:28
-		"max_mamba_cache_size":     nil,          // schedule.py:216
-		"mamba_ssm_dtype":          nil,          // exec_.py:490
-		"dp_size":                  int64(1),     // parallel.py:73
-		"attn_dp_size":             int64(1),     // parallel.py:81
-		"enable_dp_attention":      false,        // parallel.py:194 (resolved_dict: attn_dp_size > 1, server_args.py:332)
-		"context_length":           nil,          // model.py:110
-		"quantization":             nil,          // model.py:177
-		"speculative_algorithm":    nil,          // spec.py:31
-		"pp_size":                  int64(1),     // parallel.py:59
-		"max_total_tokens":         nil,          // schedule.py:39
-		"dtype":                    "auto",       // model.py:160
-		"ep_size":                  int64(1),     // parallel.py:281
-		"cpu_offload_gb":           int64(0),     // exec_.py:1068
-		"enable_lora":              nil,          // lora.py:34
-		"lora_paths":               nil,          // lora.py:54
-		"max_lora_rank":            nil,          // lora.py:42
-		"json_model_override_args": "{}",         // model.py:152
-		"swa_full_tokens_ratio":    0.8,          // schedule.py:150, its fallback 0.8 (:160) when unset
-		"mamba_full_memory_ratio":  0.9,          // schedule.py:220, its fallback 0.9 (:225) when unset
+		"tp_size":                              int64(1),     // arg_groups/fields/parallel.py:45
+		"mem_fraction_static":                  nil,          // schedule.py:27
+		"kv_cache_dtype":                       "auto",       // model.py:197
+		"max_running_requests":                 nil,          // schedule.py:31
+		"chunked_prefill_size":                 nil,          // schedule.py:52
+		"max_prefill_tokens":                   int64(16384), // schedule.py:71
+		"enable_multimodal":                    nil,          // mm.py:28
+		"max_mamba_cache_size":                 nil,          // schedule.py:216
+		"mamba_ssm_dtype":                      nil,          // exec_.py:490
+		"dp_size":                              int64(1),     // parallel.py:73
+		"attn_dp_size":                         int64(1),     // parallel.py:81
+		"enable_dp_attention":                  false,        // parallel.py:194 (resolved_dict: attn_dp_size > 1, server_args.py:332)
+		"context_length":                       nil,          // model.py:110
+		"quantization":                         nil,          // model.py:177
+		"speculative_algorithm":                nil,          // spec.py:31
+		"speculative_draft_model_path":         nil,          // spec.py:36
+		"speculative_num_steps":                nil,          // spec.py:58
+		"speculative_eagle_topk":               nil,          // spec.py:62
+		"speculative_num_draft_tokens":         nil,          // spec.py:66
+		"speculative_token_map":                nil,          // spec.py:125
+		"speculative_draft_kv_cache_dtype":     nil,          // spec.py:151
+		"speculative_draft_model_quantization": nil,          // spec.py:216
+		"enable_multi_layer_eagle":             false,        // spec.py:230
+		"pp_size":                              int64(1),     // parallel.py:59
+		"max_total_tokens":                     nil,          // schedule.py:39
+		"dtype":                                "auto",       // model.py:160
+		"ep_size":                              int64(1),     // parallel.py:281
+		"cpu_offload_gb":                       int64(0),     // exec_.py:1068
+		"enable_lora":                          nil,          // lora.py:34
+		"lora_paths":                           nil,          // lora.py:54
+		"max_lora_rank":                        nil,          // lora.py:42
+		"json_model_override_args":             "{}",         // model.py:152
+		"swa_full_tokens_ratio":                0.8,          // schedule.py:150, its fallback 0.8 (:160) when unset
+		"mamba_full_memory_ratio":              0.9,          // schedule.py:220, its fallback 0.9 (:225) when unset
 	},
 }
 

@@ -701,8 +701,11 @@ func TestImportSGLangDefaultInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if said := strings.Join(imp.NotModelled, "\n"); !strings.Contains(said, "--speculative-algorithm EAGLE: the draft model") || !strings.Contains(said, "--cuda-graph-bs") {
+	if said := strings.Join(imp.NotModelled, "\n"); strings.Contains(said, "--speculative-algorithm") || !strings.Contains(said, "--cuda-graph-bs") {
 		t.Errorf("not modelled: %q", imp.NotModelled)
+	}
+	if c := imp.Plan.SGLang.Speculative; c == nil || c.Algorithm != "EAGLE" {
+		t.Errorf("--speculative-algorithm EAGLE: %+v (sglang.speculative, serve_spec_test.go)", c)
 	}
 	for _, bad := range []string{"--chunked-prefill-size -5", "--cuda-graph-max-bs 0", "--cuda-graph-max-bs x", "--max-prefill-tokens 0"} {
 		_, err := Import("serve.sh", []byte("python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B "+bad), Options{})

@@ -424,15 +424,16 @@ var sglangIrrelevant = setOf("host", "port", "trust-remote-code", "served-model-
 	"log-requests-level", "show-time-cost", "config")
 
 var sglangNotModelled = map[string]string{
-	"dp-size":             "data-parallel attention is not modelled",
-	"dp":                  "data-parallel attention is not modelled",
-	"enable-dp-attention": "data-parallel attention is not modelled",
-	"context-length":      "the pool is sized by memory, not by the context length",
-	"quantization":        "read from the checkpoint's config; a named method beside it is not modelled",
-	"speculative-algorithm": "the draft model's weights and the 2 GiB (EAGLE) or 6 GiB (STANDALONE) the default " +
-		"mem_fraction_static keeps back for it (server_args.py l.663-669) are not modelled",
-	"cuda-graph-bs": "the default mem_fraction_static reads the largest of these batch sizes; give it as --cuda-graph-max-bs",
-	"pp-size":       "pipeline parallelism is not modelled (the default mem_fraction_static keeps back tp × pp / 8 GiB)",
+	"dp-size":                              "data-parallel attention is not modelled",
+	"dp":                                   "data-parallel attention is not modelled",
+	"enable-dp-attention":                  "data-parallel attention is not modelled",
+	"context-length":                       "the pool is sized by memory, not by the context length",
+	"quantization":                         "read from the checkpoint's config; a named method beside it is not modelled",
+	"speculative-token-map":                "a reduced draft vocabulary (hot tokens) is not modelled: the draft's output layer is counted whole",
+	"speculative-draft-model-quantization": "the draft is counted as its checkpoint stores it; another quantization for it is not modelled",
+	"enable-multi-layer-eagle":             "multi-layer EAGLE (a draft runner and pool for each step) is not modelled",
+	"cuda-graph-bs":                        "the default mem_fraction_static reads the largest of these batch sizes; give it as --cuda-graph-max-bs",
+	"pp-size":                              "pipeline parallelism is not modelled (the default mem_fraction_static keeps back tp × pp / 8 GiB)",
 	// Fields of ServerArgs that change the weights on a GPU or the pools
 	// and that the importer does not read (0.5.3 server_args.py:157-455,
 	// 0.5.23 srt/arg_groups/fields/): a reason for each, on a command line
@@ -472,6 +473,7 @@ func importSGLang(imp *Imported, w []string, opt Options) error {
 	if err != nil {
 		return err
 	}
+	sglangDraft(f, imp, &sg, id, opt)
 	f.mapped("sglang: tp_size %d, mem_fraction_static %s", max(1, sg.TP), orDefault(fmtNonZero(sg.MemFractionStatic), "SGLang's default for the GPU"))
 	f.rest(sglangIrrelevant, sglangNotModelled)
 	in := servingRequest
@@ -535,7 +537,78 @@ func sglangFlags(f *flagReader) (vram.SGLang, error) {
 	default:
 		return sg, fmt.Errorf("--mamba-ssm-dtype %q: SGLang takes float32 or bfloat16", x)
 	}
-	return sg, nil
+	return sg, sglangSpecFlags(f, &sg)
+}
+
+// sglangSpecFlags reads launch_server's --speculative-* flags into
+// sg.Speculative (vram/sglang_spec.go), the draft's path as given
+// (sglangDraft resolves it). Without --speculative-algorithm SGLang runs no
+// draft, whatever the other flags say.
+func sglangSpecFlags(f *flagReader, sg *vram.SGLang) error {
+	_, alg, ok := f.get("speculative-algorithm")
+	_, path, hasPath := f.get("speculative-draft-model-path", "speculative-draft-model")
+	var c vram.SGLangSpeculative
+	var err error
+	if c.NumSteps, _, err = f.int(1, 1024, "speculative-num-steps"); err != nil {
+		return err
+	}
+	if c.EagleTopK, _, err = f.int(1, 1024, "speculative-eagle-topk"); err != nil {
+		return err
+	}
+	if c.NumDraftTokens, _, err = f.int(1, 1024, "speculative-num-draft-tokens"); err != nil {
+		return err
+	}
+	switch _, kv, given := f.get("speculative-draft-kv-cache-dtype"); {
+	case !given || kv == "auto":
+	default:
+		if c.DraftKVCacheDType, err = vram.ParseDType(kv); err != nil {
+			return fmt.Errorf("--speculative-draft-kv-cache-dtype %q: %v", kv, err)
+		}
+	}
+	if !ok || alg == "" {
+		return nil
+	}
+	c.Algorithm = alg
+	if hasPath && path != "" {
+		c.DraftModelPath, _ = json.Marshal(path)
+	}
+	sg.Speculative = &c
+	return nil
+}
+
+// sglangDraft resolves the draft --speculative-draft-model-path names as
+// the served model is (draftModel): the served model's own path is its
+// own MTP layer (SGLang fills the flag with it for DeepSeek-V3 and GLM-4.5,
+// which a log's server_args prints); a draft the catalog does not hold
+// leaves speculative decoding out of the plan, said.
+func sglangDraft(f *flagReader, imp *Imported, sg *vram.SGLang, model string, opt Options) {
+	c := sg.Speculative
+	if c == nil {
+		return
+	}
+	var path string
+	_ = json.Unmarshal(c.DraftModelPath, &path)
+	switch {
+	case path == "":
+	case path == model:
+		c.DraftModelPath = nil
+		f.mapped("--speculative-draft-model-path %s: the served checkpoint, its own MTP layer", path)
+	default:
+		d, key, err := draftModel(path, strings.ToLower(c.Algorithm), opt)
+		if err != nil {
+			imp.NotModelled = append(imp.NotModelled, fmt.Sprintf("--speculative-draft-model-path: the draft %s is not modelled (%v), so the plan leaves speculative decoding out: give the draft as sglang.speculative.draft_model_path, a catalog name or the model's fields", path, err))
+			sg.Speculative = nil
+			return
+		}
+		c.DraftModelPath = nil
+		if key != "" {
+			c.DraftModelPath, _ = json.Marshal(key)
+		}
+		sg.Draft = &d
+	}
+	f.mapped("--speculative-algorithm → sglang.speculative: %s, num_steps %s, eagle_topk %s, num_draft_tokens %s%s", c.Algorithm,
+		orDefault(fmtNonZero(float64(c.NumSteps)), "SGLang's"), orDefault(fmtNonZero(float64(c.EagleTopK)), "SGLang's"),
+		orDefault(fmtNonZero(float64(c.NumDraftTokens)), "SGLang's"), map[bool]string{true: ", draft " + path, false: ""}[path != "" && path != model])
 }
 
 // importLlamaServer reads llama-server's context settings; its model is a
