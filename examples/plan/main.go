@@ -471,8 +471,45 @@ func printSGLang(w io.Writer, r answer.Report) {
 	for _, n := range newNotes(sp.Notes, generateNotes(r)) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
+	printSGLangSpec(w, sp)
 	if sp.Err != "" {
 		fmt.Fprintf(w, "  SGLang would not start: %s\n", sp.Err)
+	}
+}
+
+// printSGLangSpec prints what speculative decoding adds to SGLang's pool,
+// the draft's lines apart from the model's above.
+func printSGLangSpec(w io.Writer, p *vram.SGLangKVPool) {
+	sp := p.Speculative
+	if sp == nil {
+		return
+	}
+	fmt.Fprintf(w, "  speculative decoding: %s, %d step(s) of topk %d, %d draft token(s) verified a step, at most %d requests running; draft: %s\n",
+		sp.Algorithm, sp.NumSteps, sp.EagleTopK, sp.NumDraftTokens, sp.MaxRunningRequests, sp.Draft)
+	if sp.Weights > 0 || sp.WeightsAtSizing > 0 {
+		at := ""
+		if sp.WeightsAtSizing > 0 {
+			at = fmt.Sprintf("; %v held when the pool was sized, off its budget", sp.WeightsAtSizing)
+		}
+		fmt.Fprintf(w, "    draft weights      %10v   (beside the weights above%s)\n", sp.Weights, at)
+	}
+	if sp.KVLayers > 0 {
+		in := ""
+		if sp.CellInBudget > 0 {
+			in = fmt.Sprintf("; %v a token priced into the pool's cell", sp.CellInBudget)
+		}
+		fmt.Fprintf(w, "    draft KV pool      %10v   (%d layer(s), %v a token × %s tokens%s)\n", sp.KVBytes, sp.KVLayers, sp.CellSize, vram.Grouped(sp.KVTokens), in)
+	}
+	if sp.HeadroomTokens > 0 {
+		fmt.Fprintf(w, "    headroom slots     %10s   (given the model's pool past its budget)\n", vram.Grouped(sp.HeadroomTokens))
+	}
+	fmt.Fprintf(w, "    draft buffers      %10v   (CUDA graphs' inputs up to %d requests, or NGRAM's tables)\n", sp.Buffers, sp.GraphBS)
+	if sp.DefaultReserve > 0 {
+		fmt.Fprintf(w, "    default reserve    %10v   (kept free for the draft by the default fraction)\n", sp.DefaultReserve)
+	}
+	fmt.Fprintf(w, "    outside the budget %10v   (out of what mem_fraction_static keeps free)\n", sp.OutsideBudget)
+	for _, n := range sp.Notes {
+		fmt.Fprintf(w, "    note: %s\n", n)
 	}
 }
 

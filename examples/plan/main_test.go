@@ -275,6 +275,24 @@ func TestSGLangPlan(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "(mem_fraction_static 0.83)") || !strings.Contains(s, "SGLang 0.5.23's default") {
 		t.Errorf("default fraction: output:\n%s", s)
 	}
+	// Speculative decoding: the draft's lines apart, under the pool's.
+	spec := strings.Replace(plan, `"mem_fraction_static": 0.85`, `"speculative": {"algorithm": "NEXTN"}`, 1)
+	spec = strings.Replace(spec, `"llama-3.1-8b"`, `"glm-4.5-air"`, 1)
+	spec = strings.Replace(spec, `"A100-80GB"`, `"H200"`, 1)
+	spec = strings.Replace(spec, `{"dtype": "bf16"}`, `{"dtype": "fp8"}`, 1)
+	if err := os.WriteFile(p, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := gate([]string{p}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"speculative decoding: EAGLE, 3 step(s) of topk 1, 4 draft token(s)", "draft: the checkpoint's own MTP layer (Glm4MoeForCausalLMNextN)",
+		"draft weights", "held when the pool was sized", "draft KV pool", "priced into the pool's cell", "draft buffers", "outside the budget"} {
+		if s := out.String(); !strings.Contains(s, want) {
+			t.Errorf("speculative: %q not in output:\n%s", want, s)
+		}
+	}
 	bad := `{"model": "gpt2", "train": {"seq_len": 128, "micro_batch": 1}, "sglang": {}}`
 	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,8 @@ func TestOneLaunchOneAnswer(t *testing.T) {
 			"vllm serve meta-llama/Llama-3.1-8B --max-model-len 8192 --max-num-seqs 64"},
 		{"Qwen2.5-7B on SGLang", `{"model": "qwen2.5-7b", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256}, "sglang": {"mem_fraction_static": 0.85}}`,
 			"python -m sglang.launch_server --model-path Qwen/Qwen2.5-7B --mem-fraction-static 0.85"},
+		{"Llama-3.1-8B on SGLang, a 1B draft", `{"model": "llama-3.1-8b", "inference": {"batch": 1, "prompt_tokens": 1024, "new_tokens": 256}, "sglang": {"speculative": {"algorithm": "STANDALONE", "draft_model_path": "llama-3.2-1b", "num_steps": 4, "eagle_topk": 1, "num_draft_tokens": 5}}}`,
+			"python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --speculative-algorithm STANDALONE --speculative-draft-model-path meta-llama/Llama-3.2-1B --speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			planFile, lineFile := filepath.Join(dir, "plan.json"), filepath.Join(dir, "serve.sh")
