@@ -26,7 +26,7 @@ import (
 //     202-228; 0.5.3 model_runner.py:376-398) over as many token slots as
 //     the target's pool: draft and target share the token indices.
 //   - 0.5.23 loads the draft's weights before the target's pool is sized
-//     (managers/scheduler.py:1124-1130, 1079-1108), so they — the NextN
+//     (managers/scheduler.py:1128-1137, 1078-1110), so they — the NextN
 //     draft's own embedding and output layer still held — come off the
 //     budget ("If using speculative decoding, draft weights are now
 //     counted", mem_cache/kv_cache_configurator.py:3042-3058), and it
@@ -161,7 +161,7 @@ var (
 			glm4MoeLiteModelType, glmMoeDsaModelType, mimoV2FlashModelType},
 		elseDefault:  [3]int{3, 1, 4},
 		draftKVDType: true,
-		source:       "sglang 0.5.23: srt/arg_groups/fields/spec.py:31-69, 151-164; srt/arg_groups/speculative_hook.py:109-143, 1072-1174, 1254-1331, 1430-1461; srt/arg_groups/pipeline.py:216-218, 304-306; srt/managers/scheduler.py:1079-1130; srt/mem_cache/kv_cache_configurator.py:470-476, 2990-3060, 3119-3134; srt/model_executor/pool_configurator.py:259-314, 637-647; srt/model_executor/model_runner_components/spec_aux_hidden_state.py:146-183; srt/speculative/eagle_worker_v2.py:177-262, 336-379; eagle_draft_cuda_graph_runner.py:157-230; eagle_draft_extend_cuda_graph_runner.py:150-212; ngram_worker.py:77-83, 174-203",
+		source:       "sglang 0.5.23: srt/arg_groups/fields/spec.py:31-69, 151-164; srt/arg_groups/speculative_hook.py:109-143, 1072-1174, 1254-1331, 1430-1461; srt/arg_groups/pipeline.py:216-218, 304-306; srt/managers/scheduler.py:1078-1137; srt/mem_cache/kv_cache_configurator.py:470-476, 2990-3060, 3119-3134; srt/model_executor/pool_configurator.py:259-314, 637-647; srt/model_executor/model_runner_components/spec_aux_hidden_state.py:146-183; srt/speculative/eagle_worker_v2.py:177-262, 336-379; eagle_draft_cuda_graph_runner.py:157-230; eagle_draft_extend_cuda_graph_runner.py:150-212; ngram_worker.py:77-83, 174-203",
 	}
 )
 

@@ -157,7 +157,7 @@ func (s SGLang) specPool(m Model, sp *sglangSpec, w sglangDraftWeights, p *SGLan
 
 // specGraphBS is the draft CUDA graphs' largest batch: the decode capture
 // sizes for speculative decoding up to cuda_graph_max_bs (0.5.3
-// server_args.py:693-712; 0.5.23 arg_groups/cuda_graph_hook.py:500-529,
+// server_args.py:685-713; 0.5.23 arg_groups/cuda_graph_hook.py:500-532,
 // which adds max_bs itself), capped at the request slots
 // (get_batch_sizes_to_capture: 0.5.3 cuda_graph_runner.py:170-197, 0.5.23
 // runner/base_cuda_graph_runner.py:70-104).
