@@ -333,12 +333,14 @@ func (sp *sglangSpec) params(c *SGLangSpeculative, m Model, version string) erro
 	if sp.rules.headroom {
 		where = "0.5.3 server_args.py:1088-1116"
 	}
+	// The carve's bounds: a tree of at most 64 steps of topk 64, 1,024
+	// tokens verified a step.
 	for _, f := range []struct {
-		name string
-		v    int
-	}{{"num_steps", c.NumSteps}, {"eagle_topk", c.EagleTopK}, {"num_draft_tokens", c.NumDraftTokens}} {
-		if f.v < 0 || f.v > 1024 {
-			return fmt.Errorf("sglang: speculative.%s must be in [1, 1024], got %d", f.name, f.v)
+		name  string
+		v, hi int
+	}{{"num_steps", c.NumSteps, 64}, {"eagle_topk", c.EagleTopK, 64}, {"num_draft_tokens", c.NumDraftTokens, 1024}} {
+		if f.v < 0 || f.v > f.hi {
+			return fmt.Errorf("sglang: speculative.%s must be in [1, %d], got %d", f.name, f.hi, f.v)
 		}
 	}
 	sp.steps, sp.topk, sp.draftTokens = c.NumSteps, c.EagleTopK, c.NumDraftTokens
@@ -381,8 +383,8 @@ func (sp *sglangSpec) ngram(s SGLang, c *SGLangSpeculative) error {
 	if s.Draft != nil || len(bytes.TrimSpace(c.DraftModelPath)) > 0 {
 		return errors.New("sglang: speculative.draft_model_path: NGRAM loads no model; leave it out")
 	}
-	if c.NumDraftTokens < 0 || c.NumDraftTokens > 1024 {
-		return fmt.Errorf("sglang: speculative.num_draft_tokens must be in [1, 1024], got %d", c.NumDraftTokens)
+	if c.NumDraftTokens < 0 || c.NumDraftTokens > 1024 || c.NumSteps < 0 || c.NumSteps > 64 {
+		return fmt.Errorf("sglang: speculative.num_draft_tokens (at most 1024) and num_steps (at most 64): got %d and %d", c.NumDraftTokens, c.NumSteps)
 	}
 	// speculative_ngram_max_bfs_breadth 10; speculative_num_draft_tokens 12
 	// (0.5.23 speculative_hook.py:1304-1331, fields/spec.py:256-259; 0.5.3

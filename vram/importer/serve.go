@@ -549,10 +549,10 @@ func sglangSpecFlags(f *flagReader, sg *vram.SGLang) error {
 	_, path, hasPath := f.get("speculative-draft-model-path", "speculative-draft-model")
 	var c vram.SGLangSpeculative
 	var err error
-	if c.NumSteps, _, err = f.int(1, 1024, "speculative-num-steps"); err != nil {
+	if c.NumSteps, _, err = f.int(1, 64, "speculative-num-steps"); err != nil {
 		return err
 	}
-	if c.EagleTopK, _, err = f.int(1, 1024, "speculative-eagle-topk"); err != nil {
+	if c.EagleTopK, _, err = f.int(1, 64, "speculative-eagle-topk"); err != nil {
 		return err
 	}
 	if c.NumDraftTokens, _, err = f.int(1, 1024, "speculative-num-draft-tokens"); err != nil {
