@@ -440,7 +440,22 @@ func (r *resolved) resolveStep(t Training) error {
 	if err != nil {
 		return err
 	}
+	if lib[0] >= 5 && !t.asTower && !t.servingEngine {
+		// transformers5.go: the 4.57 rules, for the families 5.23 left
+		// unchanged, with a note citing the trace.
+		note, err := transformers5Step(r.m, lib)
+		if err != nil {
+			return err
+		}
+		r.notes = append(r.notes, note)
+	}
 	r.lib, r.rec = lib, r.m.recipeOf(lib)
+	if lib[0] >= 5 {
+		// The family files' recipes are 4.x's; lib itself still keys what
+		// is the release's own (use_reentrant's default,
+		// checkpoint_reentrant.go).
+		r.rec = r.m.recipeOf(pinned)
+	}
 	if t.servingEngine {
 		r.rec = recipe{fusedMoE: true}
 	}
