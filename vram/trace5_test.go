@@ -257,3 +257,49 @@ func TestTransformers5Refusals(t *testing.T) {
 		t.Errorf("gptj under transformers 5.23.0: %v", err)
 	}
 }
+
+// TestTransformers5Plan: a plan naming transformers 5.23.0 for a model of a
+// family 5.23 left unchanged answers with the 4.57 rules, and its releases
+// say so, citing the trace; for a changed family it is refused.
+func TestTransformers5Plan(t *testing.T) {
+	p, err := ParsePlan([]byte(`{"model": "qwen3-8b", "gpu": "H100-80GB", "train": {"seq_len": 2048, "micro_batch": 1}, "versions": {"transformers": "5.23.0"}}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !transformers5Traced["qwen3"].unchanged {
+		t.Skip("qwen3 changed at 5.23")
+	}
+	rel, err := p.Releases()
+	var tf *Modelled
+	for i := range rel {
+		if rel[i].Library == "transformers" {
+			tf = &rel[i]
+		}
+	}
+	if err != nil || tf == nil || tf.Asked != "5.23.0" || tf.Release != Transformers || !strings.Contains(tf.Note, "traced unchanged at 5.23.0 (testdata/trace5/qwen3-tiny-") {
+		t.Errorf("releases %+v, %v", rel, err)
+	}
+	five, err := p.Training.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Training.Transformers = ""
+	four, err := p.Training.Estimate()
+	if err != nil || four.Peak != five.Peak {
+		t.Errorf("qwen3-8b: peak %v at 5.23.0, %v at %s (%v)", five.Peak, four.Peak, Transformers, err)
+	}
+	for k, tr := range transformers5Traced {
+		if tr.unchanged || strings.Contains(k, "(") {
+			continue
+		}
+		q, err := ParsePlan([]byte(`{"model": "qwen3-8b", "train": {"seq_len": 8, "micro_batch": 1}, "versions": {"transformers": "5.23.0"}}`), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Training.Model.Family = k // only the refusal is read
+		if _, err := q.Releases(); err == nil || !strings.Contains(err.Error(), "not yet written") {
+			t.Errorf("%s: releases %v, want the refusal", k, err)
+		}
+		break
+	}
+}

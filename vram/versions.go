@@ -291,6 +291,15 @@ func (p Plan) Releases() ([]Modelled, error) {
 		if t.Transformers != "" {
 			m.Release = t.Transformers
 		}
+		if lib, err := parseVersion(t.Transformers); err == nil && lib[0] >= 5 {
+			// transformers5.go: the 4.57 rules stand for a family 5.23
+			// left unchanged; the note cites its trace.
+			note, err := transformers5Step(t.Model.Normalize(), lib)
+			if err != nil {
+				return nil, err
+			}
+			m.Release, m.Note = Transformers, note
+		}
 		out = append(out, m)
 	}
 	return out, nil
