@@ -131,7 +131,7 @@ func TestTransformers5Traces(t *testing.T) {
 	sort.Strings(keys)
 
 	var sum, code bytes.Buffer
-	unchanged, changed := 0, 0
+	unchanged, changed, inconclusive := 0, 0, 0
 	fmt.Fprintf(&sum, "# transformers 5.23.0 + torch 2.15.0 traces (testdata/trace5) against the engine's %s rules,\n", Transformers)
 	fmt.Fprintf(&sum, "# compared as TestTraceMatchesMemTracker compares the %s traces: peak within 2 %% of both trackers',\n", Transformers)
 	fmt.Fprintf(&sum, "# parameters exact, the phase of the peak, each category within 2 %%; buffers: the 5.23 trace's\n")
@@ -153,11 +153,21 @@ func TestTransformers5Traces(t *testing.T) {
 				outside = append(outside, r.name+": "+strings.Join(r.outside, ", "))
 			}
 		}
+		// A family whose every traced peak is in the optimizer step has
+		// not had its activations compared: not enough to lift it.
+		stepSeen := false
+		for _, r := range rows {
+			stepSeen = stepSeen || !strings.HasPrefix(r.phase, "optimizer")
+		}
 		verdict := "unchanged"
-		if len(outside) > 0 {
+		switch {
+		case len(outside) > 0:
 			verdict = fmt.Sprintf("changed (%d of %d traces outside)", len(outside), len(rows))
 			changed++
-		} else {
+		case !stepSeen:
+			verdict = "inconclusive (every traced peak is in the optimizer step)"
+			inconclusive++
+		default:
 			unchanged++
 		}
 		fmt.Fprintf(&sum, "\n%s: %s, %d traces, worst peak %+.2f%% (%s)\n", k, verdict, len(rows), 100*worst, worstTrace)
@@ -172,19 +182,22 @@ func TestTransformers5Traces(t *testing.T) {
 			}
 			sum.WriteString("\n")
 		}
-		fmt.Fprintf(&code, "\t%q: {unchanged: %v, traces: %d, trace: %q, worst: %.2f, worstTrace: %q, buffers: %d", k, len(outside) == 0, len(rows), rows[0].name, 100*worst, worstTrace, rows[0].buffersDiff)
+		fmt.Fprintf(&code, "\t%q: {unchanged: %v, traces: %d, trace: %q, worst: %.2f, worstTrace: %q, buffers: %d", k, len(outside) == 0 && stepSeen, len(rows), rows[0].name, 100*worst, worstTrace, rows[0].buffersDiff)
+		if !stepSeen && len(outside) == 0 {
+			code.WriteString(", inconclusive: true")
+		}
 		if len(outside) > 0 {
 			fmt.Fprintf(&code, ", outside: %#v", outside)
 		}
 		code.WriteString("},\n")
 	}
-	fmt.Fprintf(&sum, "\n%d families, %d traces: %d unchanged, %d changed\n", len(keys), len(files), unchanged, changed)
+	fmt.Fprintf(&sum, "\n%d families, %d traces: %d unchanged, %d changed, %d inconclusive\n", len(keys), len(files), unchanged, changed, inconclusive)
 	code.WriteString("}\n")
 	src, err := format.Source(code.Bytes())
 	if err != nil {
 		t.Fatalf("generated table: %v\n%s", err, code.String())
 	}
-	t.Logf("%d families traced under transformers 5.23: %d unchanged, %d changed", len(keys), unchanged, changed)
+	t.Logf("%d families traced under transformers 5.23: %d unchanged, %d changed, %d inconclusive", len(keys), unchanged, changed, inconclusive)
 
 	for _, g := range []struct {
 		path string
@@ -234,7 +247,7 @@ func TestTransformers5Traces(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), "changed in transformers 5") || !strings.Contains(err.Error(), "not yet written") {
+		if err == nil || !strings.Contains(err.Error(), "not yet written") {
 			t.Errorf("%s under transformers 5.23.0: %v, want the refusal of a changed family", k, err)
 		}
 	}

@@ -5,10 +5,14 @@ package vram
 // transformers5Traced: each family traced under transformers 5.23.0
 // (testdata/trace5/summary.golden).
 var transformers5Traced = map[string]traced5{
-	"gemma":     {unchanged: true, traces: 5, trace: "gemma-tiny-amp_bf16-eager-full-adamw", worst: -0.01, worstTrace: "gemma-tiny-fp32-sdpa-none-adamw", buffers: 132},
-	"llama":     {unchanged: true, traces: 2, trace: "llama-tiny-gqa-amp_bf16-sdpa-full-adamw", worst: -0.00, worstTrace: "llama-tiny-gqa-amp_bf16-sdpa-full-adamw", buffers: 128},
-	"mixtral":   {unchanged: true, traces: 1, trace: "mixtral-tiny-fp32-sdpa-none-adamw", worst: -0.00, worstTrace: "mixtral-tiny-fp32-sdpa-none-adamw", buffers: 128},
-	"qwen2":     {unchanged: true, traces: 1, trace: "qwen2-tiny-fp32-sdpa-none-adamw", worst: -0.00, worstTrace: "qwen2-tiny-fp32-sdpa-none-adamw", buffers: 128},
-	"qwen3":     {unchanged: true, traces: 8, trace: "qwen3-tiny-amp_bf16-eager-full-adamw", worst: -0.00, worstTrace: "qwen3-tiny-amp_bf16-sdpa-full-adamw", buffers: 128},
-	"qwen3_moe": {unchanged: false, traces: 2, trace: "qwen3-moe-tiny-fp32-eager-none-adamw", worst: 2.65, worstTrace: "qwen3-moe-tiny-fp32-sdpa-none-adamw", buffers: 128, outside: []string{"qwen3-moe-tiny-fp32-eager-none-adamw: peak (MemTracker) +2.29%, peak +2.29%, activations +3.29%", "qwen3-moe-tiny-fp32-sdpa-none-adamw: peak (MemTracker) +2.65%, peak +2.65%, activations +4.10%"}},
+	"deepseek_v3": {unchanged: false, traces: 1, trace: "deepseek-v3-tiny-fp32-eager-none-adamw", worst: 3.58, worstTrace: "deepseek-v3-tiny-fp32-eager-none-adamw", buffers: 32, outside: []string{"deepseek-v3-tiny-fp32-eager-none-adamw: peak (MemTracker) +3.58%, peak +3.58%, activations +5.37%"}},
+	"gemma":       {unchanged: true, traces: 5, trace: "gemma-tiny-amp_bf16-eager-full-adamw", worst: -0.01, worstTrace: "gemma-tiny-fp32-sdpa-none-adamw", buffers: 132},
+	"glm4_moe":    {unchanged: false, traces: 1, trace: "glm4-moe-tiny-fp32-eager-none-adamw", worst: 3.60, worstTrace: "glm4-moe-tiny-fp32-eager-none-adamw", buffers: 64, outside: []string{"glm4-moe-tiny-fp32-eager-none-adamw: peak (MemTracker) +3.60%, peak +3.60%, activations +4.91%"}},
+	"gpt_oss":     {unchanged: false, traces: 1, trace: "gpt-oss-tiny-fp32-eager-none-adamw", worst: 4.55, worstTrace: "gpt-oss-tiny-fp32-eager-none-adamw", buffers: 128, outside: []string{"gpt-oss-tiny-fp32-eager-none-adamw: peak (MemTracker) +4.55%, peak +4.55%, activations +6.87%"}},
+	"llama":       {unchanged: true, traces: 2, trace: "llama-tiny-gqa-amp_bf16-sdpa-full-adamw", worst: -0.00, worstTrace: "llama-tiny-gqa-amp_bf16-sdpa-full-adamw", buffers: 128},
+	"mixtral":     {unchanged: false, traces: 1, trace: "mixtral-tiny-fp32-sdpa-none-adamw", worst: -0.00, worstTrace: "mixtral-tiny-fp32-sdpa-none-adamw", buffers: 128, inconclusive: true},
+	"qwen2":       {unchanged: true, traces: 1, trace: "qwen2-tiny-fp32-sdpa-none-adamw", worst: -0.00, worstTrace: "qwen2-tiny-fp32-sdpa-none-adamw", buffers: 128},
+	"qwen2_moe":   {unchanged: false, traces: 1, trace: "qwen2-moe-tiny-fp32-eager-none-adamw", worst: 4.15, worstTrace: "qwen2-moe-tiny-fp32-eager-none-adamw", buffers: -384, outside: []string{"qwen2-moe-tiny-fp32-eager-none-adamw: peak (MemTracker) +4.15%, peak +4.15%, activations +6.43%"}},
+	"qwen3":       {unchanged: true, traces: 8, trace: "qwen3-tiny-amp_bf16-eager-full-adamw", worst: -0.00, worstTrace: "qwen3-tiny-amp_bf16-sdpa-full-adamw", buffers: 128},
+	"qwen3_moe":   {unchanged: false, traces: 2, trace: "qwen3-moe-tiny-fp32-eager-none-adamw", worst: 2.65, worstTrace: "qwen3-moe-tiny-fp32-sdpa-none-adamw", buffers: 128, outside: []string{"qwen3-moe-tiny-fp32-eager-none-adamw: peak (MemTracker) +2.29%, peak +2.29%, activations +3.29%", "qwen3-moe-tiny-fp32-sdpa-none-adamw: peak (MemTracker) +2.65%, peak +2.65%, activations +4.10%"}},
 }
