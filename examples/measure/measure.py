@@ -182,6 +182,8 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
     if attn is not None and not dropout:
         for k in DROPOUTS:
             cfg[k] = 0.0
+    if transformers_major() >= 5:
+        cfg = float_fields(transformers.CONFIG_MAPPING[model_type], cfg)
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     cls = transformers.AutoModel if model_type in ENCODERS else transformers.AutoModelForCausalLM
     if model_type in SEQ2SEQ:
@@ -205,6 +207,33 @@ def build(cfg_dict, device="meta", dtype=None, attn=None, layers=None, dropout=F
     with torch.device(device):
         model = cls.from_config(config, dtype=dtype) if dtype else cls.from_config(config)
     return model, config
+
+
+def transformers_major():
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
+
+
+def float_fields(config_cls, cfg):
+    """cfg with an int given for a field transformers 5's strict config
+    dataclasses type float (Gemma 2's final_logit_softcapping: float | None)
+    written as that float, the same value; anything else is left to the
+    config's own validation."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(config_cls)
+    except Exception:
+        return cfg
+    out = dict(cfg)
+    for k, v in cfg.items():
+        h = hints.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and h is not None:
+            args = typing.get_args(h) or (h,)
+            if float in args and int not in args:
+                out[k] = float(v)
+    return out
 
 
 def batch(config, train, device, dtype):
@@ -248,9 +277,16 @@ def batch(config, train, device, dtype):
         labels = ids.clone()
         labels[ids == config.image_token_id] = -100
         row = v.in_channels * v.temporal_patch_size * v.patch_size ** 2
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-                "pixel_values": torch.randn(b * n * g * g, row, device=device),
-                "image_grid_thw": torch.tensor([[1, g, g]] * (b * n), device=device)}
+        out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+               "pixel_values": torch.randn(b * n * g * g, row, device=device),
+               "image_grid_thw": torch.tensor([[1, g, g]] * (b * n), device=device)}
+        if config.model_type != "qwen2_5_vl" and transformers_major() >= 5:
+            # transformers 5's processor returns each token's modality (0
+            # text, 1 image: processing_utils.py create_mm_token_type_ids),
+            # which Qwen3-VL's M-RoPE then requires (5.23
+            # modeling_qwen3_vl.py:1092-1096).
+            out["mm_token_type_ids"] = (ids == config.image_token_id).int()
+        return out
     ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if config.model_type in SEQ2SEQ:
