@@ -222,14 +222,13 @@ def float_fields(config_cls, cfg):
     config's own validation."""
     import typing
 
-    try:
-        hints = typing.get_type_hints(config_cls)
-    except Exception:
-        return cfg
+    hints = {}
+    for klass in reversed(config_cls.__mro__):  # the class's own annotations win
+        hints.update(getattr(klass, "__annotations__", {}))
     out = dict(cfg)
     for k, v in cfg.items():
         h = hints.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and h is not None:
+        if isinstance(v, int) and not isinstance(v, bool) and h is not None and not isinstance(h, str):
             args = typing.get_args(h) or (h,)
             if float in args and int not in args:
                 out[k] = float(v)
