@@ -22,8 +22,11 @@ func init() {
 		check:   requireNormPosition("sandwich"),
 		tensors: sandwichDecoder,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
-		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: true}
+		recipe: func(_ Model, lib libVersion) recipe {
+			// No cache in training before 5.0 ("and not self.training",
+			// 4.57 modeling_gemma2.py); 5.x builds one as Llama does
+			// (5.23 l.411).
+			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: lib.before(5, 0)}
 		},
 		presets: map[string]Preset{
 			"gemma-2-9b": {Model{Name: "google/gemma-2-9b", Layers: 42, Hidden: 3584, Heads: 16, KVHeads: 8, HeadDim: 256, FFN: 14336, Vocab: 256000, MaxPosition: 8192,

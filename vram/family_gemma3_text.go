@@ -33,8 +33,11 @@ func init() {
 			rot := int64(float64(m.HeadDim) * m.RotaryPct)
 			b.add("model.rotary_emb_local.inv_freq", -1, FP32, rot/2)
 		},
-		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: true, localRotary: true}
+		recipe: func(_ Model, lib libVersion) recipe {
+			// No cache in training before 5.0 (4.57 modeling_gemma3.py:518
+			// "if use_cache and past_key_values is None and not
+			// self.training"); 5.x builds one as Llama does (5.23 l.516).
+			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: lib.before(5, 0), localRotary: true}
 		},
 		// Gemma 3 1B is a text model; "-text" are the language models of
 		// the 4B and 27B image-text checkpoints (their text_config; the

@@ -449,13 +449,9 @@ func (r *resolved) resolveStep(t Training) error {
 		}
 		r.notes = append(r.notes, note)
 	}
+	// The family files' recipes key on lib: a 5.x release gets the 4.57
+	// rules but where a recipe says otherwise for 5.x (transformers5.go).
 	r.lib, r.rec = lib, r.m.recipeOf(lib)
-	if lib[0] >= 5 {
-		// The family files' recipes are 4.x's; lib itself still keys what
-		// is the release's own (use_reentrant's default,
-		// checkpoint_reentrant.go).
-		r.rec = r.m.recipeOf(pinned)
-	}
 	if t.servingEngine {
 		r.rec = recipe{fusedMoE: true}
 	}

@@ -28,6 +28,13 @@ type traced5 struct {
 	// unchanged: every trace of the family is within the 4.57 trace test's
 	// tolerances of the 4.57 rules.
 	unchanged bool
+	// modelled: the 4.57 rules alone miss some trace, but with the
+	// behaviours the family's recipe keys on 5.x (recipe fields set by
+	// lib.before(5, 0)) every trace is within the tolerances; worst457
+	// is the 4.57 rules' worst peak difference, with its trace.
+	modelled      bool
+	worst457      float64
+	worstTrace457 string
 	// inconclusive: every trace of the family peaks in the optimizer step,
 	// after the activations are freed, so none compared its forward and
 	// backward.
@@ -50,6 +57,10 @@ type traced5 struct {
 	outside []string
 }
 
+// transformers5Unchecked lets TestTransformers5Traces estimate a traced
+// plan under 5.23's rules before the table says whether they hold.
+var transformers5Unchecked bool
+
 // transformers5Key is the name a model's step is traced under: its
 // family, or for a vision-language model the wrapper with its language
 // model's family ("llava(llama)").
@@ -69,6 +80,9 @@ func transformers5Step(m Model, lib libVersion) (string, error) {
 			lib[0], lib[1], lib[2], transformers5String())
 	}
 	key := transformers5Key(m)
+	if transformers5Unchecked && lib == transformers5Release {
+		return "", nil
+	}
 	tr, ok := transformers5Traced[key]
 	switch {
 	case !ok:
@@ -83,6 +97,10 @@ func transformers5Step(m Model, lib libVersion) (string, error) {
 	}
 	note := fmt.Sprintf("transformers %s: modelled with the %s rules; %s's training step was traced unchanged at %s (testdata/trace5/%s.json and %d more traces, each within the 4.57 traces' tolerances, peak within %.2f %%)",
 		transformers5String(), Transformers, key, transformers5String(), tr.trace, tr.traces-1, max(tr.worst, -tr.worst))
+	if tr.modelled {
+		note = fmt.Sprintf("transformers %s: modelled with the %s rules and the 5.x behaviours %s's recipe keys on the release (noTrainingCache, say); its training step was traced, and so modelled, within the 4.57 traces' tolerances at %s (testdata/trace5/%s.json and %d more traces, peak within %.2f %%; the %s rules alone: %+.2f %%, %s)",
+			transformers5String(), Transformers, key, transformers5String(), tr.trace, tr.traces-1, max(tr.worst, -tr.worst), Transformers, tr.worst457, tr.worstTrace457)
+	}
 	if tr.buffers != 0 {
 		note += fmt.Sprintf("; its buffers are %+d bytes at %s (original_inv_freq, embed_scale), not counted", tr.buffers, transformers5String())
 	}
