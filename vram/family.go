@@ -469,7 +469,7 @@ func (m Model) recipeOf(lib libVersion) recipe {
 	}
 	if w := m.visionWrapperOf(); w != nil && w.textRecipe != nil {
 		r := rec
-		w.textRecipe(&r) // the wrapper's text model differs from its family's
+		w.textRecipe(&r, lib) // the wrapper's text model differs from its family's
 		return r
 	}
 	return rec

@@ -48,7 +48,7 @@ func init() {
 				}
 				return name
 			},
-			textRecipe: func(rec *recipe) { rec.imageMasks, rec.maskedShiftLoss = true, true },
+			textRecipe: func(rec *recipe, _ libVersion) { rec.imageMasks, rec.maskedShiftLoss = true, true },
 		},
 		fromConfig: gemma3FromConfig,
 		toConfig: func(m Model, c map[string]any) {

@@ -31,7 +31,7 @@ func init() {
 			},
 			project:    llama4Project,
 			noCat:      true,
-			textRecipe: func(rec *recipe) { rec.maskedShiftLoss, rec.shiftLossInDType = true, true },
+			textRecipe: func(rec *recipe, _ libVersion) { rec.maskedShiftLoss, rec.shiftLossInDType = true, true },
 		},
 		fromConfig: llama4FromConfig,
 		toConfig: func(m Model, c map[string]any) {

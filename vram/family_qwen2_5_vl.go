@@ -62,7 +62,18 @@ func init() {
 				}
 				return name
 			},
-			textRecipe: func(rec *recipe) { rec.mropeSections = true },
+			textRecipe: func(rec *recipe, lib libVersion) {
+				// Before 5.0 each layer cut its cos and sin out of the
+				// three-section tables (4.57 modeling_qwen2_5_vl.py:577-581);
+				// 5.x's rotary embedding recomposes the sections once
+				// (5.23 l.527-544) and the layers apply the plain rotary
+				// (l.649), as Qwen3-VL's interleaved tables.
+				if lib.before(5, 0) {
+					rec.mropeSections = true
+				} else {
+					rec.mropeInterleaved = true
+				}
+			},
 			// The released preprocessor_config.json's max_pixels: 3584²
 			// pixels, 16,384 tokens an image ("4-16384 visual tokens", the
 			// model card); videos come in pairs of frames of that size.

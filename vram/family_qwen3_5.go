@@ -76,7 +76,7 @@ func qwen35Wrapper() *visionWrapper {
 		project: func(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
 			return qwen3VLMerger(b, p, v, "merger.", x, hv, h, false)
 		},
-		textRecipe: func(rec *recipe) { rec.mropeInterleaved = true },
+		textRecipe: func(rec *recipe, _ libVersion) { rec.mropeInterleaved = true },
 	}
 }
 

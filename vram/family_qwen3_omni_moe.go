@@ -89,7 +89,7 @@ func qwen3OmniWrapper() *visionWrapper {
 			return qwen3VLMerger(b, p, v, "merger.", x, hv, h, false)
 		},
 		tap:         qwen3VLTap,
-		textRecipe:  func(rec *recipe) { rec.mropeInterleaved = true },
+		textRecipe:  func(rec *recipe, _ libVersion) { rec.mropeInterleaved = true },
 		textMasks:   qwen3VLDeepstackMask,
 		afterLayer:  qwen3VLDeepstackAdd,
 		audioPrefix: "thinker.model.audio_tower.",

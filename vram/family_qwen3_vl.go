@@ -132,7 +132,7 @@ func qwen3VLWrapper() *visionWrapper {
 			return qwen3VLMerger(b, p, v, "merger.", x, hv, h, false)
 		},
 		tap:        qwen3VLTap,
-		textRecipe: func(rec *recipe) { rec.mropeInterleaved = true },
+		textRecipe: func(rec *recipe, _ libVersion) { rec.mropeInterleaved = true },
 		textMasks:  qwen3VLDeepstackMask,
 		afterLayer: qwen3VLDeepstackAdd,
 		// The image processor's size.longest_edge, 4096² pixels (16,384

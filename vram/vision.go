@@ -43,7 +43,7 @@ type visionWrapper struct {
 	returnsFeatures bool
 	// textRecipe adjusts the language model's recipe where the wrapper's
 	// text model computes differently from its family's.
-	textRecipe func(*recipe)
+	textRecipe func(*recipe, libVersion)
 	// textBuffers adds the buffers the wrapper's text model has and its
 	// family's does not, under the family's names (before renaming).
 	textBuffers func(m Model, b *bufferList)
