@@ -309,7 +309,10 @@ func (p Plan) Releases() ([]Modelled, error) {
 // release, the releases the engine models, oldest first (the rows of its
 // release table; transformers: the release the family recipes follow).
 func ModelledReleases() map[string][]string {
-	out := map[string][]string{"transformers": {Transformers}}
+	// transformers: the release the family recipes follow, and the 5.x
+	// release a plan may name for the families traced there
+	// (transformers5.go).
+	out := map[string][]string{"transformers": {Transformers, transformers5String()}}
 	for _, r := range vllmReleases {
 		out["vllm"] = append(out["vllm"], r.Version)
 	}
