@@ -314,6 +314,10 @@ type recipe struct {
 	// logitsScale: the logits are divided by a constant (Granite's
 	// logits_scaling): the returned logits are a tensor of their own.
 	logitsScale bool
+	// attention, when set, is the attention implementations the family's
+	// modeling code offers under the recipe's release, in place of
+	// family.attention (Gemma 2 dropped SDPA in transformers 5).
+	attention []string
 	// noTrainingCache: the model builds no KV cache in training mode
 	// (Gemma 2/3: "if use_cache and past_key_values is None and not
 	// self.training"), so neither the cache's copies of k and v nor a

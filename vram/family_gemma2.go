@@ -26,7 +26,13 @@ func init() {
 			// No cache in training before 5.0 ("and not self.training",
 			// 4.57 modeling_gemma2.py); 5.x builds one as Llama does
 			// (5.23 l.411).
-			return recipe{normWeightFP32: true, embedScale: true, noTrainingCache: lib.before(5, 0)}
+			rec := recipe{normWeightFP32: true, embedScale: true, noTrainingCache: lib.before(5, 0)}
+			if !lib.before(5, 0) {
+				// "_supports_sdpa = False  # sdpa does not support
+				// softcapping" (5.23 modeling_gemma2.py:352; 4.57 had SDPA).
+				rec.attention = []string{"eager", "flash2", "flash3"}
+			}
+			return rec
 		},
 		presets: map[string]Preset{
 			"gemma-2-9b": {Model{Name: "google/gemma-2-9b", Layers: 42, Hidden: 3584, Heads: 16, KVHeads: 8, HeadDim: 256, FFN: 14336, Vocab: 256000, MaxPosition: 8192,

@@ -375,3 +375,27 @@ func TestTransformers5TrainingCache(t *testing.T) {
 		}
 	}
 }
+
+// TestTransformers5Gemma2Attention: transformers 5 dropped Gemma 2's SDPA
+// (5.23 modeling_gemma2.py:352), so a 5.23.0 plan asking for it by name is
+// refused as from_pretrained refuses it, and one leaving attention unset
+// runs eager, noted; under 4.57 SDPA runs.
+func TestTransformers5Gemma2Attention(t *testing.T) {
+	var ms traceMeasurement
+	tr := loadMeasurement(t, filepath.Join("testdata", "trace5", "gemma2-tiny-fp32-eager-none-adamw.json"), &ms, func() measuredPlan { return ms.Plan })
+	tr.Attention = "sdpa"
+	if _, err := tr.Estimate(); err != nil {
+		t.Fatalf("gemma2 sdpa under %s: %v", Transformers, err)
+	}
+	tr.Transformers = "5.23.0"
+	if transformers5Traced["gemma2"].unchanged {
+		if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "raises ValueError for gemma2") {
+			t.Errorf("gemma2 sdpa by name under 5.23.0: %v", err)
+		}
+		tr.Attention = ""
+		est, err := tr.Estimate()
+		if err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "only eager and flash2 and flash3 attention") {
+			t.Errorf("gemma2 attention unset under 5.23.0: %v, notes %q", err, est.Notes)
+		}
+	}
+}

@@ -619,7 +619,11 @@ func (r *resolved) followLibrary(t Training) error {
 	if f == nil {
 		return nil
 	}
-	if f.attention != nil && !slices.Contains(f.attention, r.Attention) {
+	offered := f.attention
+	if r.rec.attention != nil {
+		offered = r.rec.attention // the release's own (recipe.attention)
+	}
+	if offered != nil && !slices.Contains(offered, r.Attention) {
 		if t.Attention != "" {
 			// Asked for by name, from_pretrained refuses it
 			// (modeling_utils.py _check_and_adjust_attn_implementation).
@@ -628,12 +632,12 @@ func (r *resolved) followLibrary(t Training) error {
 				what = fmt.Sprintf("the %s attention implementation", r.Attention)
 			}
 			return fmt.Errorf("attention %q: transformers %s raises ValueError for %s: it does not support %s (the family offers %s); use attention %q, or leave it unset to get what transformers picks",
-				r.Attention, r.lib, f.name, what, strings.Join(f.attention, " and "), f.attention[0])
+				r.Attention, r.lib, f.name, what, strings.Join(offered, " and "), offered[0])
 		}
 		// Unset, transformers tries sdpa and falls back to what the family
 		// has, without a word.
 		r.notes = append(r.notes, fmt.Sprintf("attention: transformers %s offers %s only %s attention; with attn_implementation unset it runs eager, and so does this estimate",
-			r.lib, f.name, strings.Join(f.attention, " and ")))
+			r.lib, f.name, strings.Join(offered, " and ")))
 		r.Attention = "eager"
 	}
 	if r.rec.autocastError != "" && r.Autocast && r.WeightsDType != r.ComputeDType {
