@@ -37,9 +37,11 @@ func init() {
 		// transformers 4.54 made GPTBigCodeBlock a plain nn.Module again and
 		// dropped the model loop's checkpoint call (4.53.0 has
 		// GPTBigCodeBlock(GradientCheckpointingLayer); 4.54.0 through 4.57.6
-		// have neither), so gradient checkpointing does nothing since.
+		// have neither), so gradient checkpointing does nothing there;
+		// transformers 5 has GPTBigCodeBlock(GradientCheckpointingLayer)
+		// again (5.23 modeling_gpt_bigcode.py:259).
 		recipe: func(_ Model, lib libVersion) recipe {
-			return recipe{fusedQKV: true, noCheckpointing: !lib.before(4, 54)}
+			return recipe{fusedQKV: true, noCheckpointing: !lib.before(4, 54) && lib.before(5, 0)}
 		},
 		presets: map[string]Preset{
 			"starcoderbase-1b": {Model{Name: "bigcode/starcoderbase-1b", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 1, FFN: 8192, Vocab: 49152, MaxPosition: 8192}, hf("bigcode/starcoderbase-1b")},
