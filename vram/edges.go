@@ -417,7 +417,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		if global {
 			out = append(out, maskPart{bytes: p.resid.Size(maps)})
 		}
-	case p.rec.imageMasks:
+	case p.rec.imageMasks || p.rec.alwaysMasked:
 		// An or_mask_function turns SDPA's causal skip off
 		// (masking_utils.create_causal_mask: allow_is_causal_skip = False):
 		// a bool mask for every kind of layer.

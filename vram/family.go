@@ -258,6 +258,11 @@ type recipe struct {
 	// or_mask_function on the causal mask, so SDPA gets a materialised
 	// mask for every kind of layer (Gemma 3's token_type_ids mask).
 	imageMasks bool
+	// alwaysMasked: the model materialises its causal mask whatever the
+	// attention (create_causal_mask(allow_is_causal_skip=False), Falcon
+	// in transformers 5 for its ALiBi), so SDPA gets a bool mask in
+	// every layer, as under imageMasks.
+	alwaysMasked bool
 	// maskedShiftLoss: the loss upcasts the logits, gathers the shifted
 	// ones where the attention mask is set (a copy) and runs
 	// CrossEntropyLoss on them (Gemma3ForConditionalGeneration.forward).

@@ -83,10 +83,13 @@ func init() {
 			lmHead(m, l, "lm_head", "score")
 		},
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "transformer.") },
-		recipe: func(m Model, _ libVersion) recipe {
+		recipe: func(m Model, lib libVersion) recipe {
 			// _split_heads: k and v by advanced indexing (multi-query), or
 			// broadcast to every query head (new_decoder_architecture).
-			r := recipe{fusedQKV: true, splitQKV: true, softmaxInDType: true, parallelNorms: 1}
+			// From 5.0 the model always materialises its causal mask
+			// (5.23 modeling_falcon.py:755-761, allow_is_causal_skip=False,
+			// "so alibi can be added onto it"); 4.57 let SDPA skip it.
+			r := recipe{fusedQKV: true, splitQKV: true, softmaxInDType: true, parallelNorms: 1, alwaysMasked: !lib.before(5, 0)}
 			if falconNewArch(m) {
 				r.parallelNorms, r.broadcastKV = 2, true
 			}
