@@ -102,7 +102,7 @@ func transformers5Step(m Model, lib libVersion) (string, error) {
 			transformers5String(), Transformers, key, transformers5String(), tr.trace, tr.traces-1, max(tr.worst, -tr.worst), Transformers, tr.worst457, tr.worstTrace457)
 	}
 	if tr.buffers != 0 {
-		note += fmt.Sprintf("; its buffers are %+d bytes at %s (original_inv_freq, embed_scale), not counted", tr.buffers, transformers5String())
+		note += fmt.Sprintf("; the traced buffers differ by %+d bytes at %s (5.x registers each rotary embedding's original_inv_freq, Gemma's embed_scale, and drops GPT-2's mask buffers), not counted", tr.buffers, transformers5String())
 	}
 	return note, nil
 }
