@@ -1,6 +1,8 @@
 package vram
 
 import (
+	_ "embed"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -55,6 +57,43 @@ type traced5 struct {
 	// outside says, for a changed family, which comparisons fell outside
 	// the tolerances, trace by trace.
 	outside []string
+}
+
+// transformers5TracedJSON is the table TestTransformers5Traces writes
+// (-update): each traced family's traced5, its fields capitalised.
+//
+//go:embed transformers5_traced.json
+var transformers5TracedJSON []byte
+
+// transformers5Traced is each family traced under transformers 5.23.0
+// (testdata/trace5/summary.golden), read from transformers5_traced.json.
+var transformers5Traced = func() map[string]traced5 {
+	var rows map[string]traced5JSON
+	if err := json.Unmarshal(transformers5TracedJSON, &rows); err != nil {
+		panic("vram: transformers5_traced.json: " + err.Error())
+	}
+	out := make(map[string]traced5, len(rows))
+	for k, r := range rows {
+		out[k] = traced5{unchanged: r.Unchanged, modelled: r.Modelled, worst457: r.Worst457, worstTrace457: r.WorstTrace457,
+			inconclusive: r.Inconclusive, traces: r.Traces, trace: r.Trace, worst: r.Worst, worstTrace: r.WorstTrace,
+			buffers: r.Buffers, outside: r.Outside}
+	}
+	return out
+}()
+
+// traced5JSON is traced5 as transformers5_traced.json spells it.
+type traced5JSON struct {
+	Unchanged     bool     `json:"unchanged"`
+	Modelled      bool     `json:"modelled,omitempty"`
+	Worst457      float64  `json:"worst457,omitempty"`
+	WorstTrace457 string   `json:"worst_trace457,omitempty"`
+	Inconclusive  bool     `json:"inconclusive,omitempty"`
+	Traces        int      `json:"traces"`
+	Trace         string   `json:"trace"`
+	Worst         float64  `json:"worst"`
+	WorstTrace    string   `json:"worst_trace"`
+	Buffers       int64    `json:"buffers,omitempty"`
+	Outside       []string `json:"outside,omitempty"`
 }
 
 // transformers5Unchecked lets TestTransformers5Traces estimate a traced
