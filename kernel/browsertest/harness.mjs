@@ -1,6 +1,7 @@
 // Shared pieces of the browser tests: a real JupyterLab server on loopback and
 // Debian's chromium driven by playwright-core (never a downloaded browser).
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { cpSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -55,7 +56,34 @@ export async function startLab({ notebookDir } = {}) {
     notebookDir = mkdtempSync(join(tmpdir(), 'vramlab-notebooks-'));
     cpSync(join(ROOT, 'notebooks'), notebookDir, { recursive: true });
   }
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  // A port free when asked can be taken before the server binds it (a
+  // kernel's ZMQ sockets pick ports too): only that refusal is retried,
+  // each time on a new port the system hands out.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startLabOn(await freePort(), notebookDir);
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt >= 5) throw err;
+    }
+  }
+}
+
+class PortTaken extends Error {}
+
+// freePort asks the system for a loopback port no one holds right now.
+export function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolvePort(port));
+    });
+  });
+}
+
+async function startLabOn(port, notebookDir) {
   const token = Math.random().toString(36).slice(2) + Math.random().toString(36).slice(2);
   const runtime = mkdtempSync(join(tmpdir(), 'vramlab-lab-'));
   const proc = spawn(join(ROOT, '.venv', 'bin', 'jupyter'), [
@@ -71,7 +99,10 @@ export async function startLab({ notebookDir } = {}) {
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (proc.exitCode !== null) throw new Error(`jupyter lab exited:\n${log}`);
+    if (proc.exitCode !== null) {
+      const Err = /port \d+ is not available/.test(log) ? PortTaken : Error;
+      throw new Err(`jupyter lab exited:\n${log}`);
+    }
     try {
       const r = await fetch(`${base}/api/status?token=${token}`);
       if (r.ok) break;

@@ -11,9 +11,11 @@ import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, chartStates, launchBrowser, offlinePage, runAllCells, shotPath, waitForCharts } from './harness.mjs';
+import { ROOT, chartStates, freePort, launchBrowser, offlinePage, runAllCells, shotPath, waitForCharts } from './harness.mjs';
 
-const port = 21000 + Math.floor(Math.random() * 20000);
+// Three ports the system hands out: the proxy's public one, the hub's, the
+// proxy's API.
+const [port, hubPort, proxyApiPort] = [await freePort(), await freePort(), await freePort()];
 const base = `http://127.0.0.1:${port}`;
 const dir = mkdtempSync(join(tmpdir(), 'vramlab-hub-'));
 const user = 'ada';
@@ -41,8 +43,8 @@ c = get_config()  # noqa
 c.JupyterHub.ip = '127.0.0.1'
 c.JupyterHub.port = ${port}
 c.JupyterHub.hub_ip = '127.0.0.1'
-c.JupyterHub.hub_port = ${port + 1}
-c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:${port + 2}'
+c.JupyterHub.hub_port = ${hubPort}
+c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:${proxyApiPort}'
 c.ConfigurableHTTPProxy.command = [${JSON.stringify(join(ROOT, 'kernel', 'browsertest', 'node_modules', '.bin', 'configurable-http-proxy'))}]
 c.ConfigurableHTTPProxy.pid_file = ${JSON.stringify(join(dir, 'proxy.pid'))}
 c.JupyterHub.db_url = 'sqlite:///' + ${JSON.stringify(join(dir, 'hub.sqlite'))}

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, chartStates, launchBrowser, offlinePage, runAllCells, waitForCharts } from './harness.mjs';
+import { ROOT, chartStates, freePort, launchBrowser, offlinePage, runAllCells, waitForCharts } from './harness.mjs';
 
 export const FRONT_DOOR = join(ROOT, 'kernel', 'browsertest', 'front-door.png');
 
@@ -17,7 +17,7 @@ let proc, lab, browser;
 // makeLab runs `make lab` on a port of its own and a fresh working copy,
 // and waits for the URL with its token that Jupyter prints.
 async function makeLab() {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = await freePort();
   const work = mkdtempSync(join(tmpdir(), 'vramlab-newcomer-'));
   proc = spawn('make', ['-s', 'lab'], {
     cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'],
