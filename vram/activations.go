@@ -83,9 +83,10 @@ type BlockActivations struct {
 	// input is among the recomputed saved tensors).
 	inputSaved bool
 	// recomputePeak is ForwardPeak over the ops a checkpoint's
-	// recomputation runs: torch.utils.checkpoint stops it once the last
-	// saved tensor exists (non-reentrant early stop), so later ops, and
-	// their outputs, are not rebuilt.
+	// recomputation runs (recomputeEnd): torch.utils.checkpoint stops it
+	// once the last saved tensor exists (non-reentrant early stop), so
+	// later ops, and their outputs, are not rebuilt, unless the run turns
+	// early stop off.
 	recomputePeak Bytes
 	// recomputeGrad is what is in flight when a checkpointed block's
 	// recomputation runs: the first backward op that unpacks a saved tensor
@@ -243,9 +244,23 @@ type saveRec struct {
 	t  *actT
 }
 
+// sacCaches reports whether op-level SAC keeps op's outputs from the
+// forward for the recomputation, mms being the matmuls counted from the
+// block's first to op (torchtitan's policy, measure.py op_sac_context:
+// every other matmul, the fused attention kernels and the ops it must
+// save); the recomputation takes them back instead of running the op.
+func sacCaches(op *actOp, mms int) bool {
+	return op.fusedAttn || op.sacSave || op.mm && mms%2 == 1
+}
+
 // recomputeEnd is the last op a checkpoint's recomputation runs: the one
-// that creates the block's last saved tensor (-1 for none).
+// that creates the block's last saved tensor (-1 for none), or the
+// block's last op where the run turns early stop off
+// (checkpoint_early_stop.go).
 func (b *actBuilder) recomputeEnd() int {
+	if b.r != nil && !b.r.earlyStop {
+		return len(b.ops) - 1
+	}
 	end := -1
 	for _, t := range b.ts {
 		if t.saved && !t.external {
@@ -933,7 +948,7 @@ func (b *actBuilder) summarize(input *actT) BlockActivations {
 		if op.mm {
 			mms++
 		}
-		if op.mm && mms%2 == 1 || op.fusedAttn || op.sacSave {
+		if sacCaches(op, mms) {
 			for _, t := range op.outs {
 				ba.SavedOp = addBytes(ba.SavedOp, t.bytes)
 			}

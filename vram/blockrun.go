@@ -153,7 +153,9 @@ func (br blockRun) runOps(k *keptSet, stop int) (out int) {
 			break
 		}
 		for _, t := range op.outs {
-			k.h[t.id] = m.alloc(catTemporaries, t.bytes)
+			if k.h[t.id] < 0 { // else op-level SAC's cached output (recompute)
+				k.h[t.id] = m.alloc(catTemporaries, t.bytes)
+			}
 			if t.keepAlive {
 				out = k.h[t.id]
 			}
@@ -343,7 +345,7 @@ func (o *walkOwn) adjust(m mem, target Bytes) {
 func (br blockRun) backward(k *keptSet, c bwdCall) (grads, held []int) {
 	m, a := br.m, br.a
 	if c.recompute {
-		br.recompute(k)
+		br.recompute(k, c.mode)
 		m.span("") // the walk's moment
 	}
 	own := br.walkStart(k, c)
@@ -529,13 +531,22 @@ func (br blockRun) syncWaiting(i int, gf *gradsInFlight) {
 }
 
 // recompute is a checkpointed block's recomputation (a moment of its own,
-// which the caller has started): its forward again,
-// stopping once the last saved tensor exists, with the gradients of its
-// output (and of its last saving op's) already in flight.
-func (br blockRun) recompute(k *keptSet) {
+// which the caller has started): its forward again, up to recomputeEnd,
+// with the gradients of its output (and of its last saving op's) already
+// in flight. Under op-level SAC (mode keepOp) the outputs the forward
+// cached are taken back, not recomputed (torch/utils/checkpoint.py
+// _CachedTorchDispatchMode pops them from its storage); those of ops past
+// the end stay in the storage until the block's backward is done
+// (k.lump, freed by walkEnd).
+func (br blockRun) recompute(k *keptSet, mode keepMode) {
 	m, p := br.m, br.p
 	g := m.alloc(catTemporaries, br.a.recomputeGrad)
-	br.runOps(k, p.recomputeEnd())
+	end := p.recomputeEnd()
+	if mode == keepOp {
+		br.unlumpSAC(k)
+	}
+	br.runOps(k, end)
+	var cached Bytes
 	for _, t := range p.ts {
 		h := k.h[t.id]
 		switch {
@@ -543,11 +554,41 @@ func (br blockRun) recompute(k *keptSet) {
 		case t.saved || t.held:
 			m.retag(h, catActivations)
 		default:
+			if t.born > end {
+				cached = addBytes(cached, t.bytes)
+			}
 			m.free(h)
 			k.h[t.id] = -1
 		}
 	}
+	if mode == keepOp {
+		k.lump = m.alloc(catActivations, cached)
+	}
 	m.free(g)
+}
+
+// unlumpSAC turns op-level SAC's outputs, kept as one allocation (k.lump)
+// from the forward, into one allocation each, for the recomputation to
+// take back.
+func (br blockRun) unlumpSAC(k *keptSet) {
+	m, p := br.m, br.p
+	m.free(k.lump)
+	k.lump = -1
+	mms := 0
+	for i := range p.ops {
+		op := &p.ops[i]
+		if op.mm {
+			mms++
+		}
+		if !sacCaches(op, mms) {
+			continue
+		}
+		for _, t := range op.outs {
+			if k.h[t.id] < 0 {
+				k.h[t.id] = m.alloc(catActivations, t.bytes)
+			}
+		}
+	}
 }
 
 // walkStart sets up the saved set the walk shrinks: what the mode rebuilds
@@ -570,8 +611,7 @@ func (br blockRun) walkStart(k *keptSet, c bwdCall) walkOwn {
 			br.allocExt(k, true)
 		}
 		if c.mode == keepOp {
-			m.free(k.lump) // the recomputation consumed op-level SAC's outputs
-			k.lump = -1
+			// k.lump is now what the recomputation left in SAC's storage.
 			if !p.in.saved && !p.in.held {
 				m.free(k.input) // the walk counts what the ops saved
 				k.input = -1

@@ -50,6 +50,15 @@ type Training struct {
 	// every k-th block only.
 	Checkpointing   Checkpointing `json:"grad_checkpointing,omitempty"`
 	CheckpointEvery int           `json:"checkpoint_every,omitempty"`
+	// CheckpointEarlyStop is torch.utils.checkpoint's early_stop for the
+	// checkpointed blocks: true ends a block's recomputation once its last
+	// saved tensor exists (torch's default), false runs the whole block
+	// again, its last ops' outputs too (checkpoint_early_stop.go). Unset:
+	// the framework's — torchtitan's release (off from 0.2.0), torch's
+	// default elsewhere. transformers hands it to torch in
+	// gradient_checkpointing_kwargs ({"early_stop": false}); torchtitan
+	// 0.2.x reads activation_checkpoint.early_stop.
+	CheckpointEarlyStop *bool `json:"checkpoint_early_stop,omitempty"`
 	// SelectiveACOption is torchtitan's selective_ac_option for its
 	// grad_checkpointing "selective": "op" (op-level) or a block
 	// frequency N (every N-th block checkpointed); default "2", as
@@ -167,6 +176,10 @@ type Training struct {
 	// (vram.Transformers). A family's recipe records which behaviour belongs
 	// to which releases.
 	Transformers string `json:"transformers,omitempty"`
+	// Torchtitan is the torchtitan release that runs the plan (framework
+	// torchtitan), e.g. "0.2.2"; empty means the current one
+	// (vram.CurrentTorchtitan; torchtitan_releases.go).
+	Torchtitan string `json:"torchtitan,omitempty"`
 	// ExpertImbalance is how many times the balanced share of routed tokens
 	// the busiest expert on a rank receives (MoE models; 0 or 1: balanced).
 	// The routed total is fixed, so it moves only the backward's per-expert
@@ -247,6 +260,9 @@ type resolved struct {
 	ds         deepSpeed       // DeepSpeed's ZeRO settings, when DeepSpeed runs it
 	q4         fourBit         // how a 4-bit base runs its matmuls (fourbit.go)
 	alloc      AllocatorConfig // the caching allocator the run sets (allocconf.go)
+	// earlyStop: a checkpointed block's recomputation ends with its last
+	// saved tensor (checkpoint_early_stop.go).
+	earlyStop bool
 }
 
 // Validate reports the first invalid field, naming it and the rule.
@@ -312,7 +328,7 @@ func (t Training) resolve() (resolved, error) {
 	if err := r.resolveTrainable(t); err != nil {
 		return r, err
 	}
-	if err := r.checkReentrant(); err != nil {
+	if err := r.resolveRecompute(); err != nil {
 		return r, err
 	}
 	if err := r.resolveFourBit(); err != nil {

@@ -161,9 +161,9 @@ func pickRelease(lib, asked string, rows []releaseRow) (int, Modelled, error) {
 
 // ApplyVersions checks the plan's versions and gives each to the part of
 // the plan it runs: vLLM's and SGLang's to the launch and to a
-// post-training rollout on it, transformers' and bitsandbytes' to the
-// training step (where a
-// release named inside "train" must agree).
+// post-training rollout on it, transformers', bitsandbytes', NCCL's and
+// torchtitan's to the training step (where a release named inside "train"
+// must agree).
 func (p *Plan) ApplyVersions(v Versions) error {
 	rv := reflect.ValueOf(v)
 	for i := range rv.NumField() {
@@ -205,7 +205,7 @@ func (p *Plan) ApplyVersions(v Versions) error {
 		for _, c := range []struct {
 			lib       string
 			plan, run *string
-		}{{"transformers", &v.Transformers, &t.Transformers}, {"bitsandbytes", &v.Bitsandbytes, &t.Bitsandbytes}, {"nccl", &v.NCCL, &t.NCCL}} {
+		}{{"transformers", &v.Transformers, &t.Transformers}, {"bitsandbytes", &v.Bitsandbytes, &t.Bitsandbytes}, {"nccl", &v.NCCL, &t.NCCL}, {"torchtitan", &v.Torchtitan, &t.Torchtitan}} {
 			switch {
 			case *c.plan == "":
 			case *c.run != "" && *c.run != *c.plan:
@@ -279,6 +279,13 @@ func (p Plan) Releases() ([]Modelled, error) {
 		}
 		out = append(out, m)
 	}
+	if t := p.Training; t != nil && t.Framework == FrameworkTorchtitan {
+		_, m, err := torchtitanReleaseOf(t.Torchtitan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
 	if p.Training != nil || p.PostTraining != nil || p.Inference != nil && p.VLLM == nil && p.SGLang == nil && p.TGI == nil {
 		_, m, err := torchReleaseOf(p.Versions.Torch)
 		if err != nil {
@@ -327,6 +334,9 @@ func ModelledReleases() map[string][]string {
 	}
 	for _, r := range torchReleases {
 		out["torch"] = append(out["torch"], r.Version)
+	}
+	for _, r := range torchtitanReleases {
+		out["torchtitan"] = append(out["torchtitan"], r.Version)
 	}
 	for _, r := range trlReleases {
 		out["trl"] = append(out["trl"], r.Version)

@@ -359,10 +359,15 @@ def for_training(model, train, dropout):
             r=lora["rank"], lora_alpha=lora.get("alpha", 2 * lora["rank"]),
             lora_dropout=lora.get("dropout", 0.0) if dropout else 0.0, target_modules=targets))
     model.train()
+    kwargs = {"use_reentrant": False}
+    if "checkpoint_early_stop" in train:
+        # torch.utils.checkpoint's early_stop (the plan's
+        # checkpoint_early_stop; torch's default True).
+        kwargs["early_stop"] = bool(train["checkpoint_early_stop"])
     if train.get("grad_checkpointing") == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     elif train.get("grad_checkpointing") == "op":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": op_sac_context})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(kwargs, context_fn=op_sac_context))
     return model
 
 

@@ -83,6 +83,10 @@ type caseTrain struct {
 	AsyncTP           bool   `json:"async_tp"`
 	LowPRecipe        string `json:"lowp_recipe"`
 	TorchtitanCommit  string `json:"torchtitan_commit"`
+	// Torchtitan is the torchtitan release that ran; absent, the release
+	// torchtitan_commit's code descends from (torchtitanRelease).
+	Torchtitan          string `json:"torchtitan"`
+	CheckpointEarlyStop *bool  `json:"checkpoint_early_stop"`
 	// GPUs is the job's GPUs, which the degrees must multiply to.
 	GPUs int `json:"gpus"`
 	// What the source says beside the settings: the trainable count it
@@ -248,7 +252,13 @@ func (c Case) training() (vram.Training, error) {
 		Precision: ct.Precision, CustomStateBytes: ct.CustomStateBytes, CheckpointEvery: ct.CheckpointEvery, RecomputeMethod: ct.RecomputeMethod, RecomputeNumLayers: ct.RecomputeNumLayers,
 		Dropout: ct.Dropout, KbitPrep: ct.KbitPrep, NCCL: ct.NCCL, NCCLMemory: ct.NCCLMemory, OtherProcesses: ct.OtherProcesses, LossChunks: ct.LossChunks, LogProbs: ct.LogProbs, AllocConf: ct.AllocConf,
 		ActivationOffloading: ct.ActivationOffloading, OffloadStash: ct.OffloadStash, UseReentrant: ct.UseReentrant, ExpertImbalance: ct.ExpertImbalance,
-		RetainGradCopies: ct.RetainGradCopies, Images: ct.Images, VisionTower: ct.VisionTower}
+		RetainGradCopies: ct.RetainGradCopies, Images: ct.Images, VisionTower: ct.VisionTower,
+		CheckpointEarlyStop: ct.CheckpointEarlyStop, Torchtitan: ct.Torchtitan}
+	if t.Torchtitan == "" && ct.TorchtitanCommit != "" {
+		if t.Torchtitan, err = torchtitanRelease(ct.TorchtitanCommit); err != nil {
+			return t, err
+		}
+	}
 	if ct.FusedLoss {
 		t.Loss = "fused"
 	}
