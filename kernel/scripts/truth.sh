@@ -90,6 +90,13 @@ for f in vram/testdata/trace/*.json; do
   echo "trace $(basename "$f" .json)"
 done
 
+say "Checkpoint early stop and op-level SAC: every plan of vram/testdata/trace_early_stop and trace_sac again"
+for f in vram/testdata/trace_early_stop/*.json vram/testdata/trace_sac/*.json; do
+  .venv-truth/bin/python -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["plan"], sys.stdout)' "$f" > "$tmp/trace-plan.json"
+  .venv-truth/bin/python examples/measure/measure.py trace "$tmp/trace-plan.json" -o "$f"
+  echo "trace $(basename "$(dirname "$f")")/$(basename "$f" .json)"
+done
+
 say "Post-training phases (TRL's own GRPO and DPO trainers on the CPU): every plan of vram/testdata/posttrain/plans"
 for f in vram/testdata/posttrain/plans/*.json; do
   .venv-truth/bin/python examples/measure/measure.py posttrain "$f" -o "vram/testdata/posttrain/$(basename "$f")"
