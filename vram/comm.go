@@ -53,6 +53,12 @@ type StepTime struct {
 	CPComm   float64 `json:"context_parallel_s"`
 	EPComm   float64 `json:"expert_parallel_s,omitempty"`
 	PPComm   float64 `json:"pipeline_p2p_s"`
+	// HostComm is offload's copies between the GPU and host memory over
+	// the host link (hostCopyBytes): the gradients and offloaded
+	// parameters overlapped with compute, the updated parameters' return
+	// after the CPU's optimizer step on the critical path. The CPU's step
+	// itself is not counted (the bound stays a bound).
+	HostComm float64 `json:"host_copy_s,omitempty"`
 	Bubble   float64 `json:"bubble"` // the pipeline bubble's share of the step
 	Seconds  float64 `json:"seconds"`
 	// TokensPerSecond is the run's tokens a second: every data-parallel
@@ -60,20 +66,36 @@ type StepTime struct {
 	TokensPerSecond float64 `json:"tokens_per_second"`
 }
 
+// PCIe x16 bandwidth in one direction, bytes a second: 16 lanes of 32
+// GT/s (Gen5) or 16 GT/s (Gen4) with 128b/130b encoding, 63 and 31.5 GB/s
+// (PCI-SIG, PCI Express Base Specification 5.0 and 4.0), as 64 and 32
+// GB/s, the "PCIe Gen5: 128 GB/s" (both directions) of NVIDIA's H100
+// datasheet.
+const (
+	pcieGen5x16 = 64e9
+	pcieGen4x16 = 32e9
+)
+
+// pcieBandwidth is g's PCIe link in one direction: Gen5 x16 from compute
+// capability 9.0 (Hopper, Blackwell), Gen4 x16 before.
+func pcieBandwidth(g GPU) float64 {
+	if g.ComputeCapability >= 90 {
+		return pcieGen5x16
+	}
+	return pcieGen4x16
+}
+
 // linkBandwidth is the bandwidth a rank's share of a collective crosses,
 // in bytes a second: NVLink within an NVSwitch node (nvlink, one
-// direction), else PCIe (Gen5 x16 from compute capability 9.0, Gen4
-// before: 64 and 32 GB/s a direction), across nodes the network's.
+// direction), else PCIe (pcieBandwidth), across nodes the network's.
 func linkBandwidth(g GPU, acrossNodes bool, network float64) float64 {
 	switch {
 	case acrossNodes:
 		return network
 	case g.NVLink > 0:
 		return g.NVLink * 1e9
-	case g.ComputeCapability >= 90:
-		return 64e9
 	}
-	return 32e9
+	return pcieBandwidth(g)
 }
 
 // StepTime bounds the plan's step on g with its communication, the
@@ -143,7 +165,10 @@ func (t Training) StepTime(g GPU, network float64) (_ StepTime, err error) {
 		p := float64(r.pp)
 		st.Bubble = (p - 1) / (v*micro + p - 1)
 	}
-	busy := max(st.Compute, st.DataComm) + st.TPComm + st.CPComm + st.EPComm + st.PPComm
+	overlapped, serial := r.hostCopyBytes(micro)
+	host := pcieBandwidth(g)
+	st.HostComm = (overlapped + serial) / host
+	busy := max(st.Compute, st.DataComm, overlapped/host) + serial/host + st.TPComm + st.CPComm + st.EPComm + st.PPComm
 	st.Seconds = busy / (1 - st.Bubble)
 	st.TokensPerSecond = float64(r.dp) * tb.TokensPerSecond * tb.Seconds / st.Seconds
 	return st, nil
@@ -166,4 +191,37 @@ func (r *resolved) allToAllBytes(micro, tokens, e float64) float64 {
 	}
 	layers := float64(moe) / float64(r.pp)
 	return micro * layers * passes * tokens * float64(r.m.ExpertsPerToken) * float64(r.m.Hidden) * e
+}
+
+// hostCopyBytes is what offload copies between a rank's GPU and host
+// memory in a step of micro micro-batches, over the rank's partition of
+// the parameters, Ψ/(tp · pp · dp) of the model's Ψ (a full fine-tune's:
+// an adapter's optimizer is not worth offloading, and the search offloads
+// none): overlapped, each micro-batch's gradients sent to the host in
+// their dtype as they are reduced, and offloaded parameters' shards
+// brought to the GPU in their stored dtype at each unshard, forward and
+// backward (FSDP2's CPUOffloadPolicy: foreach_reduce copies the reduced
+// gradient .to("cpu"), the unshard copies the shard to the device,
+// torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py and
+// _fsdp_param.py; ZeRO-3's offload_param likewise); serial, the updated
+// 16-bit parameters copied back after the CPU's optimizer step where
+// they live on the GPU (DeepSpeed's offload_optimizer): ZeRO-Offload's 2Ψ
+// of gradients down and 2Ψ of parameters up a step, the return waiting
+// on the CPU's step unless the update is delayed (Ren et al. 2021,
+// ZeRO-Offload §4.1-4.2, §5.2).
+func (r *resolved) hostCopyBytes(micro float64) (overlapped, serial float64) {
+	off := r.offloadOf()
+	if !off.optimizer {
+		return 0, 0
+	}
+	part := float64(r.m.ParamCount()) / float64(r.tp*r.pp*r.dp)
+	if off.grads {
+		overlapped += micro * part * float64(r.GradsDType.Bits()) / 8
+	}
+	if off.params {
+		overlapped += micro * 2 * part * float64(r.WeightsDType.Bits()) / 8
+	} else {
+		serial = part * float64(r.WeightsDType.Bits()) / 8
+	}
+	return overlapped, serial
 }

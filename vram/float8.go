@@ -57,3 +57,14 @@ func (b *actBuilder) float8Scratch(in, out int64) {
 	b.workspace(fwd)
 	b.gradWorkspace(addBytes(addBytes(b.size(out, FP8E4M3), b.size(in, FP8E4M3)), w))
 }
+
+// float8Training reports whether torchao's float8 training runs on g:
+// torchtitan 0.3.0's Float8LinearConverter refuses any GPU but "NVIDIA
+// SM89 or later, or AMD gfx942 (MI300) or later" (has_cuda_capability(8,
+// 9) or has_rocm_capability(9, 4): components/quantization/float8.py:84-
+// 93), the parts with float8 tensor cores (Ada, Hopper, Blackwell; the
+// MI300 line's CDNA3 and CDNA4). A bare capacity has no architecture, so
+// no float8.
+func (g GPU) float8Training() bool {
+	return g.ComputeCapability >= 89 || g.mi300Class()
+}

@@ -91,7 +91,13 @@ func (t Training) ThroughputBound(g GPU) (_ Throughput, err error) {
 	if r.Precision == "tf32" {
 		dt = TF32 // float32 tensors, TF32 matmuls (allow_tf32 = True)
 	}
-	sec, limit := roofline(flops, bytes, peakFLOPS(g, dt), g)
+	peak := peakFLOPS(g, dt)
+	if f8 := ga * r.float8FLOPs() / float64(r.tp*r.pp*r.cp); f8 > 0 {
+		// torchao's float8 linears at the float8 peak, the rest at the
+		// 16-bit one: the step's time is the sum of the two shares'.
+		peak = flops / ((flops-f8)/peak + f8/peakFLOPS(g, FP8E4M3))
+	}
+	sec, limit := roofline(flops, bytes, peak, g)
 	tokens := ga * float64(r.MicroBatch) * float64(r.SeqLen)
 	return Throughput{StepFLOPs: flops, StepBytes: bytes, Seconds: sec, TokensPerSecond: tokens / sec, Limit: limit}, nil
 }
@@ -99,7 +105,10 @@ func (t Training) ThroughputBound(g GPU) (_ Throughput, err error) {
 // peakFLOPS is g's peak for matmuls in dtype, in FLOPs a second: float32
 // on the plain FP32 units (PyTorch's default), TF32 on tensor cores at half
 // the 16-bit rate (Ampere and later), float8 at twice it (Ada, Hopper and
-// later; NVIDIA H100 and L40S datasheets), else the 16-bit tensor-core peak.
+// later; NVIDIA H100 and L40S datasheets: H100 SXM 1979 dense FP8 TFLOPS
+// against 989 BF16; AMD's MI300 line too: MI300X and MI325X 2614.9 dense
+// FP8 TFLOPS against 1307.4 BF16, MI355X 5 PFLOPS against 2.5, their
+// datasheets), else the 16-bit tensor-core peak.
 func peakFLOPS(g GPU, dtype DType) float64 {
 	switch {
 	case dtype == FP32 && g.FP32TFLOPS > 0:
@@ -108,7 +117,7 @@ func peakFLOPS(g GPU, dtype DType) float64 {
 		return g.TFLOPS / 2 * 1e12
 	case dtype == TF32 && g.FP32TFLOPS > 0:
 		return g.FP32TFLOPS * 1e12
-	case (dtype == FP8E4M3 || dtype == FP8E5M2) && g.ComputeCapability >= 89:
+	case (dtype == FP8E4M3 || dtype == FP8E5M2) && (g.ComputeCapability >= 89 || g.mi300Class()):
 		return 2 * g.TFLOPS * 1e12
 	}
 	return g.TFLOPS * 1e12
@@ -149,7 +158,26 @@ func (s stream) flops() float64 {
 }
 
 // microBatchFLOPs is one micro-batch's arithmetic on one replica.
-func (r *resolved) microBatchFLOPs() float64 {
+func (r *resolved) microBatchFLOPs() float64 { return r.matmulFLOPs(nil) }
+
+// float8FLOPs is the share of one micro-batch's arithmetic that torchao's
+// float8 training runs in float8: the matmuls of the linears it converts
+// (float8Linear), forward, both backward matmuls and their recomputation
+// (Float8Linear's matmul_with_hp_or_float8_args casts the operands of all
+// three GEMMs — output, grad_input, grad_weight — for the tensorwise and
+// rowwise recipes, torchao/float8/float8_linear.py); attention's score
+// matmuls and the output layer stay in bf16.
+func (r *resolved) float8FLOPs() float64 {
+	if r.Float8 == "" {
+		return 0
+	}
+	return r.matmulFLOPs(func(t Tensor) bool { return t.part == textPart && t.Layer >= 0 && r.float8Linear(t.Role) })
+}
+
+// matmulFLOPs is one micro-batch's arithmetic on one replica, or, with
+// only, that of the matmuls of the tensors only keeps (no attention
+// scores, no tied output layer).
+func (r *resolved) matmulFLOPs(only func(Tensor) bool) float64 {
 	m := r.m
 	b := float64(r.MicroBatch)
 	// An audio encoder attends over half its frames (Model.encoderLen).
@@ -170,6 +198,9 @@ func (r *resolved) microBatchFLOPs() float64 {
 	}
 	perBlock := make([]float64, m.Layers) // matmul parameters of each block
 	for _, t := range m.tensors() {
+		if only != nil && !only(t) {
+			continue
+		}
 		if tiedHead(m, t) {
 			// The tied input embedding is also the output layer: a matmul
 			// over every position.
@@ -214,17 +245,33 @@ func (r *resolved) microBatchFLOPs() float64 {
 			s.trainable += a
 		}
 	}
-	// Attention and recomputation per block.
+	r.blockFLOPs(&text, &dec, perBlock, only == nil)
+	if r.tower != nil && only == nil {
+		tm := r.tower.m
+		for i := 0; i < tm.Layers; i++ {
+			tower.attn += attentionFLOPs(tm, i, r.tower.SeqLen, false)
+		}
+	}
+	return text.flops() + dec.flops() + tower.flops() + proj.flops()
+}
+
+// blockFLOPs adds each block's attention (with attn) and recomputation to
+// its stream, the blocks holding perBlock matmul parameters each.
+func (r *resolved) blockFLOPs(text, dec *stream, perBlock []float64, attn bool) {
+	m, b := r.m, float64(r.MicroBatch)
 	every := max(1, r.CheckpointEvery)
 	for i := 0; i < m.Layers; i++ {
-		s, seq := &text, m.encoderLen(r.SeqLen)
+		s, seq := text, m.encoderLen(r.SeqLen)
 		if m.DecoderBlock(i) {
-			s, seq = &dec, int(dec.tokens/b)
+			s, seq = dec, int(dec.tokens/b)
 		}
-		a := attentionFLOPs(m, i, seq, !m.Encoder() && (!m.EncoderDecoder() || m.DecoderBlock(i)))
-		if m.DecoderBlock(i) {
-			// Cross-attention: each decoder token attends to every encoder token.
-			a += 4 * float64(m.Heads) * float64(m.HeadDim) * float64(m.encoderLen(r.SeqLen))
+		var a float64
+		if attn {
+			a = attentionFLOPs(m, i, seq, !m.Encoder() && (!m.EncoderDecoder() || m.DecoderBlock(i)))
+			if m.DecoderBlock(i) {
+				// Cross-attention: each decoder token attends to every encoder token.
+				a += 4 * float64(m.Heads) * float64(m.HeadDim) * float64(m.encoderLen(r.SeqLen))
+			}
 		}
 		s.attn += a
 		switch {
@@ -237,13 +284,6 @@ func (r *resolved) microBatchFLOPs() float64 {
 			s.recompute += a
 		}
 	}
-	if r.tower != nil {
-		tm := r.tower.m
-		for i := 0; i < tm.Layers; i++ {
-			tower.attn += attentionFLOPs(tm, i, r.tower.SeqLen, false)
-		}
-	}
-	return text.flops() + dec.flops() + tower.flops() + proj.flops()
 }
 
 // matmulParams is the number of t's parameters a token multiplies (routed
