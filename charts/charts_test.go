@@ -502,10 +502,12 @@ func TestSiteNames(t *testing.T) {
 }
 
 // searchResult is a small layout search: Llama-3-8B under torchtitan on
-// 16 H100s.
+// 16 H100s, in bf16 without offload (float8 and offload set off, so the
+// search does not try them).
 func searchResult(t testing.TB) vram.SearchResult {
 	g, _ := vram.LookupGPU("H100-80GB")
-	p := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 4096, Precision: "mixed_bf16", Framework: vram.FrameworkTorchtitan}
+	p := vram.Training{Model: vram.MustPreset("llama-3-8b"), SeqLen: 4096, Precision: "mixed_bf16", Framework: vram.FrameworkTorchtitan,
+		Float8: "none", Parallel: vram.Parallel{CPUOffload: "none"}}
 	res, err := vram.Search(vram.SearchSpace{Plan: p, GPU: g, GPUs: 16, GlobalBatch: 32, Replay: 12})
 	if err != nil {
 		t.Fatal(err)

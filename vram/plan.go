@@ -72,6 +72,9 @@ type SearchSettings struct {
 	// NetworkBandwidth is each GPU's network bandwidth across nodes, bytes
 	// a second (default 50e9).
 	NetworkBandwidth float64 `json:"network_bandwidth,omitempty"`
+	// HostMemory is a node's host memory, which offloaded layouts must fit
+	// (SearchSpace.HostMemory; unset: not checked).
+	HostMemory Bytes `json:"host_memory,omitempty"`
 }
 
 // ReadPlan reads a plan file (a regular file of at most MaxPlanFile bytes).
@@ -289,8 +292,8 @@ func (p *Plan) decodeSearch(raw json.RawMessage) error {
 	if err := strictDecode(raw, &ss, "search."); err != nil {
 		return err
 	}
-	if ss.GPUs < 1 || ss.GPUs > 1<<20 || ss.GlobalBatch < 0 || ss.GlobalBatch > MaxTokens || ss.NetworkBandwidth < 0 {
-		return fmt.Errorf("search: gpus must be in [1, %d], global_batch in [1, %d] and network_bandwidth positive", 1<<20, MaxTokens)
+	if ss.GPUs < 1 || ss.GPUs > 1<<20 || ss.GlobalBatch < 0 || ss.GlobalBatch > MaxTokens || ss.NetworkBandwidth < 0 || ss.HostMemory < 0 {
+		return fmt.Errorf("search: gpus must be in [1, %d], global_batch in [1, %d], network_bandwidth and host_memory positive", 1<<20, MaxTokens)
 	}
 	p.Search = &ss
 	return nil

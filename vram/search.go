@@ -41,6 +41,13 @@ type SearchSpace struct {
 	// Replay is how many of the fastest feasible layouts are replayed for
 	// device-used (default 100).
 	Replay int
+	// HostMemory is a node's host memory (its RAM), which an offloaded
+	// layout's ranks on the node share: a layout whose ranks' host memory
+	// (TrainingEstimate.Host, times the node's min(GPUs, 8) ranks) exceeds
+	// it does not fit. Zero: no host check (nodes differ too much for a
+	// default: 1 TiB to 4 TiB on HGX H100 and B200 systems), and the
+	// result's notes say that the host memory went unchecked.
+	HostMemory Bytes
 }
 
 // Layout is one searched layout.
@@ -54,6 +61,9 @@ type Layout struct {
 	Fits       bool     `json:"fits"`
 	Headroom   Bytes    `json:"headroom"` // the limit less the need
 	Step       StepTime `json:"step"`
+	// Host is the host memory each rank's offload takes (Estimate's
+	// Host.Total()); zero without offload.
+	Host Bytes `json:"host,omitempty"`
 	// Launch is the layout as its framework's launch takes it
 	// (Training.LaunchFlags).
 	Launch string `json:"launch"`
@@ -64,14 +74,20 @@ type Layout struct {
 type SearchResult struct {
 	Layouts    []Layout `json:"layouts"`
 	Candidates int      `json:"candidates"` // layouts the framework supports
-	Feasible   int      `json:"feasible"`   // that fit by their allocated peak
-	Limit      Bytes    `json:"limit"`
+	Feasible   int      `json:"feasible"`   // that fit by their allocated peak (and the host memory)
+	// HostShort counts the layouts that fit the GPU but whose offload
+	// exceeds the node's host memory (SearchSpace.HostMemory).
+	HostShort int   `json:"host_short,omitempty"`
+	Limit     Bytes `json:"limit"`
 	// Refused counts candidates the engine refused, by the first reason
 	// met (a layout the model does not divide into, say).
 	Refused map[string]int `json:"refused,omitempty"`
 	// Releases are the libraries' releases the layouts were modelled with
 	// (torch, NCCL, transformers as the framework runs them).
 	Releases []Modelled `json:"releases,omitempty"`
+	// Notes say what the search did not check or price (an offload's host
+	// memory without SearchSpace.HostMemory, say).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // withDefaults fills s's defaults and checks it.
@@ -83,8 +99,8 @@ func (s SearchSpace) withDefaults() (SearchSpace, error) {
 		return s, fmt.Errorf("search: global_batch must be in [1, %d], got %d", MaxTokens, s.GlobalBatch)
 	case s.Headroom < 0 || s.Headroom >= 1:
 		return s, fmt.Errorf("search: headroom must be in [0, 1), got %g", s.Headroom)
-	case s.Replay < 0 || s.NetworkBandwidth < 0:
-		return s, errors.New("search: replay and network_bandwidth must not be negative")
+	case s.Replay < 0 || s.NetworkBandwidth < 0 || s.HostMemory < 0:
+		return s, errors.New("search: replay, network_bandwidth and host_memory must not be negative")
 	}
 	if s.GlobalBatch == 0 {
 		s.GlobalBatch = s.GPUs
@@ -125,10 +141,13 @@ func Search(s SearchSpace) (SearchResult, error) {
 		switch {
 		case errs[i] != nil:
 			res.Refused[firstLine(errs[i])]++
+		case l.Fits && !s.hostFits(l):
+			res.HostShort++
 		case l.Fits:
 			ok = append(ok, l)
 		}
 	}
+	res.Notes = s.notes(cands)
 	res.Feasible = len(ok)
 	sortLayouts(ok)
 	ok = ok[:min(len(ok), s.Replay)]
@@ -154,12 +173,40 @@ func (s SearchSpace) estimate(t Training, b Budget) (Layout, error) {
 	}
 	alloc := est.Peak.Total() + gemmWorkspace(&s.GPU, s.Torch)
 	floor := alloc + s.GPU.Context // device-used is never less
-	l := Layout{Training: t, Allocated: alloc, Fits: floor <= b.Limit(), Headroom: b.Limit() - floor}
+	l := Layout{Training: t, Allocated: alloc, Fits: floor <= b.Limit(), Headroom: b.Limit() - floor, Host: est.Host.Total()}
 	if !l.Fits {
 		return l, nil // no need of its speed
 	}
 	l.Step, err = t.StepTime(s.GPU, s.NetworkBandwidth)
 	return l, err
+}
+
+// hostFits reports whether a layout's offload fits the node's host
+// memory: each of its ranks on a node (min(GPUs, 8)) takes its Host; true
+// without a host memory to judge by.
+func (s SearchSpace) hostFits(l Layout) bool {
+	return s.HostMemory == 0 || l.Host*Bytes(min(s.GPUs, nodeGPUs)) <= s.HostMemory
+}
+
+// notes are what the search says of its candidates: an offload's host
+// memory unchecked, and how float8's matmuls were priced.
+func (s SearchSpace) notes(cands []Training) []string {
+	var offload, float8 bool
+	for _, t := range cands {
+		offload = offload || t.Parallel.CPUOffload != "" && t.Parallel.CPUOffload != "none"
+		float8 = float8 || t.Float8 != "" && t.Float8 != "none"
+	}
+	var out []string
+	if offload && s.HostMemory == 0 {
+		out = append(out, "offloaded layouts' host memory is not checked (no host_memory given): each rank's is the layout's host figure, a node's ranks share its RAM")
+	}
+	if offload {
+		out = append(out, "offload's step bound prices the copies over PCIe, not the CPU's optimizer step (vram/comm.go hostCopyBytes)")
+	}
+	if float8 {
+		out = append(out, fmt.Sprintf("float8 layouts' converted linears run at %s's float8 peak (%g TFLOPS dense, twice its 16-bit one), attention and the output layer at the 16-bit peak", s.GPU.Name, peakFLOPS(s.GPU, FP8E4M3)/1e12))
+	}
+	return out
 }
 
 // replay replays a feasible layout on the GPU and judges it on
@@ -175,12 +222,17 @@ func (s SearchSpace) replay(l Layout, b Budget) Layout {
 	return l
 }
 
-// sortLayouts ranks layouts by tokens a second, then headroom.
+// sortLayouts ranks layouts by tokens a second, then a layout that does
+// not offload before one that does (the bound leaves the CPU's optimizer
+// step out, so an offload that ties is slower in fact), then headroom.
 func sortLayouts(ls []Layout) {
 	sort.SliceStable(ls, func(i, j int) bool {
 		a, b := ls[i], ls[j]
 		if a.Step.TokensPerSecond != b.Step.TokensPerSecond {
 			return a.Step.TokensPerSecond > b.Step.TokensPerSecond
+		}
+		if oa, ob := a.Host > 0, b.Host > 0; oa != ob {
+			return ob
 		}
 		return a.Headroom > b.Headroom
 	})
@@ -225,9 +277,10 @@ func firstLine(err error) string {
 // (fully sharded, as torchtitan and FSDP shard it, unless the plan shards
 // otherwise), micro-batches 1–8 that divide each replica's share of the
 // global batch (with pipeline stages: microbatches of the pipeline, at
-// least one a stage; one or two virtual stages a rank), and no, selective
-// (torchtitan's op-level) or full recompute. What the plan
-// sets stays.
+// least one a stage; one or two virtual stages a rank), no, selective
+// (torchtitan's op-level) or full recompute, and each of those with and
+// without float8 and CPU offload where the framework runs them
+// (float8AndOffload). What the plan sets stays.
 func (s SearchSpace) candidates() ([]Training, error) {
 	base := s.Plan
 	if err := base.Model.Validate(); err != nil {
@@ -276,10 +329,77 @@ func (s SearchSpace) candidates() ([]Training, error) {
 			}
 		}
 	}
+	out = s.float8AndOffload(out)
 	if len(out) == 0 {
 		return nil, fmt.Errorf("search: no layout of %d GPUs divides a global batch of %d sequences with the plan's fixed choices", s.GPUs, s.GlobalBatch)
 	}
 	return out, nil
+}
+
+// float8AndOffload is each layout as it is, and with torchao's float8
+// training and with CPU offload where the search may try them
+// (float8Choices, offloadChoices), the layout's variants together.
+func (s SearchSpace) float8AndOffload(ls []Training) []Training {
+	if len(ls) == 0 {
+		return ls
+	}
+	f8s := s.float8Choices(ls[0])
+	out := make([]Training, 0, len(ls)*len(f8s))
+	for _, l := range ls {
+		for _, f8 := range f8s {
+			for _, off := range s.offloadChoices(l) {
+				v := l
+				v.Float8, v.Parallel.CPUOffload = f8, off
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// float8Choices are the float8 settings to search: the plan's when it
+// sets one ("none" included); else off, and under torchtitan on a GPU with
+// float8 tensor cores (GPU.float8Training) for a plan that computes in
+// bf16 (torchao casts bf16 matmuls), "rowwise" too: torchtitan 0.3.0's
+// Float8LinearConverter takes "rowwise" (its default) or
+// "rowwise_with_gw_hp" (components/quantization/float8.py:58), the
+// tensorwise recipe gone. Megatron-LM's --fp8-format (Transformer Engine)
+// is not modelled, so not searched; t is a candidate, for its dtypes.
+func (s SearchSpace) float8Choices(t Training) []string {
+	if s.Plan.Float8 != "" {
+		return []string{s.Plan.Float8}
+	}
+	if s.Plan.Framework != FrameworkTorchtitan || !s.GPU.float8Training() {
+		return []string{""}
+	}
+	if r, err := t.resolve(); err != nil || r.ComputeDType != BF16 {
+		return []string{""}
+	}
+	return []string{"", "rowwise"}
+}
+
+// offloadChoices are the CPU offloads to search for layout t: the plan's
+// when it sets one ("none" included); else none, and for a full
+// fine-tune with an optimizer DeepSpeed's offload_optimizer to the CPU
+// ("optimizer": the states and the step on the CPU, the gradients with
+// them, offload.go) at any ZeRO stage, or torchtitan's
+// training.enable_cpu_offload where FSDP2 shards the layout's data
+// parallelism ("optimizer+params": CPUOffloadPolicy, parameters,
+// gradients and the step on the CPU). Megatron-LM's, accelerate's and the
+// others' offloads are not searched.
+func (s SearchSpace) offloadChoices(t Training) []string {
+	p := s.Plan
+	switch {
+	case p.Parallel.CPUOffload != "":
+		return []string{p.Parallel.CPUOffload}
+	case p.Optimizer == "none" || p.Trainable != "" && p.Trainable != "full":
+		return []string{""}
+	case p.Framework == FrameworkDeepSpeed:
+		return []string{"", "optimizer"}
+	case p.Framework == FrameworkTorchtitan && t.Parallel.DP > 1:
+		return []string{"", "optimizer+params"}
+	}
+	return []string{""}
 }
 
 // grid is a layout's degrees: data, tensor, pipeline, context and expert
@@ -403,7 +523,7 @@ func (p Plan) SearchSpaceOn(g GPU) SearchSpace {
 		s.Plan = *p.Training
 	}
 	if ss := p.Search; ss != nil {
-		s.GPUs, s.GlobalBatch, s.NetworkBandwidth = ss.GPUs, ss.GlobalBatch, ss.NetworkBandwidth
+		s.GPUs, s.GlobalBatch, s.NetworkBandwidth, s.HostMemory = ss.GPUs, ss.GlobalBatch, ss.NetworkBandwidth, ss.HostMemory
 	}
 	return s
 }

@@ -45,7 +45,7 @@ func (t Training) LaunchFlags() string {
 			// each (pipeline_llm's num_virtual_stages).
 			f = append(f, fmt.Sprintf("--parallelism.pipeline_parallel_schedule Interleaved1F1B --parallelism.pipeline_parallel_layers_per_stage %d", max(1, (t.Model.Normalize().Layers+2)/(p.PP*max(1, p.VirtualStages)))))
 		}
-		return strings.Join(f, " ")
+		return strings.Join(append(f, t.torchtitanFloat8AndOffload()...), " ")
 	case FrameworkMegatron:
 		f := []string{fmt.Sprintf("--tensor-model-parallel-size %d", max(1, p.TP)),
 			fmt.Sprintf("--pipeline-model-parallel-size %d", max(1, p.PP)),
@@ -90,6 +90,27 @@ func torchtitanAC(c Checkpointing) string {
 	return "none"
 }
 
+// torchtitanFloat8AndOffload are a layout's float8 and CPU offload as
+// torchtitan 0.3.0 takes them: the offload on the command line
+// (TrainingConfig.enable_cpu_offload, config/configs.py:61: FSDP2's
+// CPUOffloadPolicy for parameters, gradients and optimizer states), float8
+// in the --config function of the model's config_registry.py, whose
+// model_registry takes the converters (Trainer.Config.model_spec is
+// tyro.conf.Suppress, trainer.py:77, so no flag sets them): a
+// Float8LinearConverter.Config of the recipe, the output layer filtered
+// out as llama3_405b does (models/llama3/config_registry.py:302-304), which
+// the engine keeps in bf16 (float8Linear).
+func (t Training) torchtitanFloat8AndOffload() []string {
+	var f []string
+	if t.Parallel.CPUOffload == "optimizer+params" {
+		f = append(f, "--training.enable_cpu_offload")
+	}
+	if t.Float8 != "" && t.Float8 != "none" {
+		f = append(f, fmt.Sprintf(`(float8: the --config function's model_registry(…, converters=[Float8LinearConverter.Config(recipe_name=%q, filter_fqns=["lm_head"])]), in the model's config_registry.py)`, t.Float8))
+	}
+	return f
+}
+
 // deepSpeedLaunch is DeepSpeed's launcher line and the config it reads
 // (the batch keys of runtime/constants.py: train_micro_batch_size_per_gpu,
 // gradient_accumulation_steps; zero_optimization.stage; bf16/fp16.enabled).
@@ -105,8 +126,21 @@ func (t Training) deepSpeedLaunch(world int) string {
 	if t.Checkpointing == CheckpointFull {
 		ckpt = " (the script checkpoints every block: model.gradient_checkpointing_enable())"
 	}
-	return fmt.Sprintf(`deepspeed --num_nodes %d --num_gpus %d train.py --deepspeed ds_config.json with {"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": %d, "zero_optimization": {"stage": %d}%s}%s`,
-		max(1, world/nodeGPUs), min(world, nodeGPUs), t.MicroBatch, max(1, t.GradAccum), t.Parallel.ZeRO, prec, ckpt)
+	// DeepSpeedZeroConfig's offload_optimizer and offload_param, each a
+	// device ("cpu"; runtime/zero/offload_config.py).
+	opt, par := "cpu", "cpu"
+	if d := t.Parallel.DeepSpeed; d != nil {
+		opt, par = orDefault(d.OffloadOptimizerDevice, "cpu"), orDefault(d.OffloadParamDevice, "cpu")
+	}
+	offload := ""
+	switch t.Parallel.CPUOffload {
+	case "optimizer", "optimizer+grads":
+		offload = fmt.Sprintf(`, "offload_optimizer": {"device": %q}`, opt)
+	case "optimizer+params":
+		offload = fmt.Sprintf(`, "offload_optimizer": {"device": %q}, "offload_param": {"device": %q}`, opt, par)
+	}
+	return fmt.Sprintf(`deepspeed --num_nodes %d --num_gpus %d train.py --deepspeed ds_config.json with {"train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": %d, "zero_optimization": {"stage": %d%s}%s}%s`,
+		max(1, world/nodeGPUs), min(world, nodeGPUs), t.MicroBatch, max(1, t.GradAccum), t.Parallel.ZeRO, offload, prec, ckpt)
 }
 
 // accelerateLaunch is accelerate's launch line (and, for the HF Trainer,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,7 @@ func TestSearchExact(t *testing.T) {
 	if len(res.Layouts) == 0 || res.Feasible < len(res.Layouts) || res.Candidates < res.Feasible {
 		t.Fatalf("%d candidates, %d feasible, %d layouts", res.Candidates, res.Feasible, len(res.Layouts))
 	}
+	seen := map[[2]bool]bool{}
 	for i, l := range res.Layouts {
 		p := l.Training.Parallel
 		if p.DP*p.TP*p.PP*p.CP != 16 || !l.Fits || l.DeviceUsed > res.Limit {
@@ -33,16 +35,30 @@ func TestSearchExact(t *testing.T) {
 		if i > 0 && l.Step.TokensPerSecond > res.Layouts[i-1].Step.TokensPerSecond {
 			t.Errorf("layout %d is faster than layout %d", i, i-1)
 		}
-		if i%7 != 0 {
-			continue // a sample
+		kind := [2]bool{l.Training.Float8 != "", l.Training.Parallel.CPUOffload != ""}
+		if i%7 != 0 && seen[kind] {
+			continue // a sample, and the first of each kind: float8 or not, offloaded or not
 		}
+		seen[kind] = true
 		est, err := l.Training.Estimate()
-		if err != nil || est.Peak.Total()+gemmWorkspace(&g, "") != l.Allocated {
-			t.Errorf("layout %d: Estimate %v + workspace, searched %v (%v)", i, est.Peak.Total(), l.Allocated, err)
+		if err != nil || est.Peak.Total()+gemmWorkspace(&g, "") != l.Allocated || est.Host.Total() != l.Host {
+			t.Errorf("layout %d: Estimate %v + workspace, host %v; searched %v, %v (%v)", i, est.Peak.Total(), est.Host.Total(), l.Allocated, l.Host, err)
+		}
+		if st, err := l.Training.StepTime(g, 50e9); err != nil || st != l.Step {
+			t.Errorf("layout %d: StepTime %+v, searched %+v (%v)", i, st, l.Step, err)
 		}
 		rep, err := l.Training.Replay(ReplayOptions{GPU: &g})
 		if err != nil || rep.DeviceUsed != l.DeviceUsed || rep.PeakReserved != l.Reserved {
 			t.Errorf("layout %d: Replay %v / %v, searched %v / %v (%v)", i, rep.PeakReserved, rep.DeviceUsed, l.Reserved, l.DeviceUsed, err)
+		}
+	}
+	// Llama-3-8B on 16 H100s under torchtitan: float8 and FSDP2's CPU
+	// offload are searched, and among the fastest 100 are float8 layouts
+	// with and without offload (the bf16 ones come after: float8's
+	// matmuls run at twice the peak).
+	for _, k := range [][2]bool{{true, false}, {true, true}} {
+		if !seen[k] {
+			t.Errorf("no layout with float8 %v and offload %v among those that fit", k[0], k[1])
 		}
 	}
 }
@@ -283,6 +299,9 @@ func TestSearchDeepSpeedStages(t *testing.T) {
 		z := l.Training.Parallel.ZeRO
 		stages[z] = true
 		want := fmt.Sprintf(`"zero_optimization": {"stage": %d}`, z)
+		if l.Training.Parallel.CPUOffload == "optimizer" {
+			want = fmt.Sprintf(`"zero_optimization": {"stage": %d, "offload_optimizer": {"device": "cpu"}}`, z)
+		}
 		if l.Training.Parallel.FSDP != "" || !strings.Contains(l.Launch, want) || !strings.Contains(l.Launch, `"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4`) {
 			t.Errorf("ZeRO %d, fsdp %q: %s", z, l.Training.Parallel.FSDP, l.Launch)
 		}
@@ -313,5 +332,177 @@ func TestSearchSaysItsReleases(t *testing.T) {
 	}
 	if got["torch"] != "2.9.0" || got["nccl"] != CurrentNCCL {
 		t.Errorf("releases %+v: want torch 2.11.0 as the 2.9.0 row's rules and NCCL %s", res.Releases, CurrentNCCL)
+	}
+}
+
+// TestSearchFloat8AndOffloadChoices: the candidates try float8 only under
+// torchtitan on a GPU with float8 tensor cores for a bf16 plan, and CPU
+// offload only as DeepSpeed's offload_optimizer (any ZeRO stage) or
+// torchtitan's enable_cpu_offload (FSDP2 layouts, dp > 1), for a full
+// fine-tune with an optimizer; what the plan sets stays.
+func TestSearchFloat8AndOffloadChoices(t *testing.T) {
+	titan, ds := searchPlan(), searchPlan()
+	ds.Framework = FrameworkDeepSpeed
+	with := func(p Training, f func(*Training)) Training { f(&p); return p }
+	for _, c := range []struct {
+		name        string
+		plan        Training
+		gpu         string
+		f8, offload []string
+	}{
+		{"torchtitan H100", titan, "H100-80GB", []string{"", "rowwise"}, []string{"", "optimizer+params"}},
+		{"torchtitan B200", titan, "B200", []string{"", "rowwise"}, []string{"", "optimizer+params"}},
+		{"torchtitan MI300X", titan, "MI300X", []string{"", "rowwise"}, []string{"", "optimizer+params"}},
+		{"torchtitan A100: no float8 tensor cores", titan, "A100-80GB", []string{""}, []string{"", "optimizer+params"}},
+		{"a bare capacity", titan, "80 GiB", []string{""}, []string{"", "optimizer+params"}},
+		{"fp32 compute", with(titan, func(p *Training) { p.Precision = "fp32" }), "H100-80GB", []string{""}, []string{"", "optimizer+params"}},
+		{"float8 and offload fixed off", with(titan, func(p *Training) { p.Float8, p.Parallel.CPUOffload = "none", "none" }), "H100-80GB", []string{"none"}, []string{"none"}},
+		{"float8 fixed tensorwise", with(titan, func(p *Training) { p.Float8 = "tensorwise" }), "H100-80GB", []string{"tensorwise"}, []string{"", "optimizer+params"}},
+		{"no optimizer", with(titan, func(p *Training) { p.Optimizer = "none" }), "H100-80GB", []string{"", "rowwise"}, []string{""}},
+		{"Megatron-LM", with(titan, func(p *Training) { p.Framework = FrameworkMegatron }), "H100-80GB", []string{""}, []string{""}},
+		{"DeepSpeed", ds, "H100-80GB", []string{""}, []string{"", "optimizer"}},
+		{"DeepSpeed LoRA", with(ds, func(p *Training) { p.Trainable, p.LoRA = "lora", &LoRA{Rank: 16} }), "H100-80GB", []string{""}, []string{""}},
+	} {
+		g, err := ParseCapacity(c.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := SearchSpace{Plan: c.plan, GPU: g, GPUs: 16, GlobalBatch: 32}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands, err := s.candidates()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		f8s, offs := map[string]bool{}, map[string]bool{}
+		for _, l := range cands {
+			f8s[l.Float8], offs[l.Parallel.CPUOffload] = true, true
+			if o := l.Parallel.CPUOffload; o == "optimizer+params" && l.Parallel.DP < 2 {
+				t.Errorf("%s: FSDP2 offload on %+v, no data parallelism to shard", c.name, l.Parallel)
+			}
+		}
+		if got, want := keys(f8s), c.f8; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: float8 %q, want %q", c.name, got, want)
+		}
+		if got, want := keys(offs), c.offload; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: offload %q, want %q", c.name, got, want)
+		}
+	}
+}
+
+// keys is a set's members in order.
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestSearchOffloadFits: Llama-3.1-70B under DeepSpeed on 8 H100s fits
+// only as ZeRO-3 with the optimizer offloaded (16 bytes a parameter over
+// 8 ranks is 140 GB a GPU otherwise), which the search finds, prints as
+// DeepSpeed's offload_optimizer and prices with its copies over PCIe; its
+// ranks' host memory (8 × Host) must fit the node's: not 1 TiB, 2 TiB.
+func TestSearchOffloadFits(t *testing.T) {
+	p := Training{Model: MustPreset("llama-3.1-70b"), SeqLen: 4096, Precision: "mixed_bf16", Framework: FrameworkDeepSpeed, Checkpointing: CheckpointFull}
+	s := SearchSpace{Plan: p, GPU: mustGPU("H100-80GB"), GPUs: 8, GlobalBatch: 8}
+	off := s
+	off.Plan.Parallel.CPUOffload = "none"
+	if res, err := Search(off); err != nil || res.Feasible != 0 || res.Candidates != 3 {
+		t.Fatalf("without offload: %d of %d fit (%v), want none of ZeRO 1–3", res.Feasible, res.Candidates, err)
+	}
+	for _, c := range []struct {
+		host                Bytes
+		feasible, hostShort int
+	}{{0, 1, 0}, {1 * TiB, 0, 1}, {2 * TiB, 1, 0}} {
+		s.HostMemory = c.host
+		res, err := Search(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Candidates != 6 || res.Feasible != c.feasible || res.HostShort != c.hostShort || len(res.Layouts) != c.feasible {
+			t.Errorf("host %v: %d candidates, %d feasible, %d short of host memory, %d layouts", c.host, res.Candidates, res.Feasible, res.HostShort, len(res.Layouts))
+		}
+		if unchecked := len(res.Notes) > 0 && strings.Contains(res.Notes[0], "not checked"); unchecked != (c.host == 0) {
+			t.Errorf("host %v: notes %q", c.host, res.Notes)
+		}
+		if len(res.Layouts) == 0 {
+			continue
+		}
+		l := res.Layouts[0]
+		if q := l.Training.Parallel; q.ZeRO != 3 || q.CPUOffload != "optimizer" || l.Host <= 0 || 8*l.Host > 2*TiB || 8*l.Host <= TiB || l.Step.HostComm <= 0 {
+			t.Errorf("host %v: %+v, host %v, host copies %g s", c.host, q, l.Host, l.Step.HostComm)
+		}
+		if !strings.Contains(l.Launch, `"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}`) {
+			t.Errorf("launch: %s", l.Launch)
+		}
+	}
+}
+
+// TestStepTimeFloat8AndOffload: float8's converted linears run at twice
+// the 16-bit peak, the rest at it (a compute-bound step's seconds are the
+// two shares'); DeepSpeed's optimizer offload copies each rank's
+// partition's gradients (fp32 under mixed_bf16) to the host and its bf16
+// parameters back, 64 GB/s each way (PCIe Gen5 x16), the return after
+// the step; FSDP2's offload copies the parameters in at each unshard,
+// forward and backward (as the engine stores them: bf16 beside an fp32
+// master under mixed_bf16), and the gradients out.
+func TestStepTimeFloat8AndOffload(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	p := searchPlan()
+	p.MicroBatch, p.Parallel = 1, Parallel{DP: 8, FSDP: "full_shard"}
+	bf, err := p.ThroughputBound(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Float8 = "rowwise"
+	f8, err := p.ThroughputBound(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := p.resolve()
+	share := r.float8FLOPs()
+	if want := (f8.StepFLOPs-share)/989e12 + share/1978e12; f8.Limit != "compute" || math.Abs(f8.Seconds-want) > 1e-9*want || f8.StepFLOPs != bf.StepFLOPs || share <= 0.5*f8.StepFLOPs {
+		t.Errorf("float8: %g s of %g FLOPs (%g in float8), want %g s; bf16 %g FLOPs", f8.Seconds, f8.StepFLOPs, share, want, bf.StepFLOPs)
+	}
+	part := 8030261248.0 / 8
+	for _, c := range []struct {
+		framework Framework
+		parallel  Parallel
+		want      float64
+	}{
+		{FrameworkDeepSpeed, Parallel{DP: 8, ZeRO: 3, CPUOffload: "optimizer"}, part * (4 + 2) / 64e9},
+		{FrameworkTorchtitan, Parallel{DP: 8, FSDP: "full_shard", CPUOffload: "optimizer+params"}, part * (4 + 2*2) / 64e9},
+		{FrameworkTorchtitan, Parallel{DP: 8, FSDP: "full_shard"}, 0},
+	} {
+		q := searchPlan()
+		q.MicroBatch, q.Framework, q.Parallel = 1, c.framework, c.parallel
+		st, err := q.StepTime(g, 50e9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(st.HostComm-c.want) > 1e-9*c.want {
+			t.Errorf("%s %+v: host copies %g s, want %g", c.framework, c.parallel, st.HostComm, c.want)
+		}
+	}
+}
+
+// TestLaunchFlagsFloat8AndOffload: float8 and FSDP2's CPU offload as
+// torchtitan 0.3.0 takes them.
+func TestLaunchFlagsFloat8AndOffload(t *testing.T) {
+	p := searchPlan()
+	p.MicroBatch, p.Float8, p.Parallel = 2, "rowwise", Parallel{DP: 8, FSDP: "full_shard", CPUOffload: "optimizer+params"}
+	got := p.LaunchFlags()
+	for _, want := range []string{"--training.enable_cpu_offload", `converters=[Float8LinearConverter.Config(recipe_name="rowwise", filter_fqns=["lm_head"])]`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("torchtitan: %q lacks %q", got, want)
+		}
+	}
+	p.Float8, p.Parallel.CPUOffload = "", ""
+	if got := p.LaunchFlags(); strings.Contains(got, "cpu_offload") || strings.Contains(got, "float8") {
+		t.Errorf("torchtitan without float8 or offload: %s", got)
 	}
 }
