@@ -54,11 +54,17 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 	for reason, n := range res.Refused {
 		fmt.Fprintf(w, "  %d refused: %s\n", n, reason)
 	}
+	if res.HostShort > 0 {
+		fmt.Fprintf(w, "  %d fit the GPU but offload more than the node's %v of host memory\n", res.HostShort, sp.HostMemory)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
 	if len(res.Layouts) == 0 {
 		fmt.Fprintln(w, "no layout fits: more GPUs, a shorter sequence or a smaller global batch")
 		return nil
 	}
-	fmt.Fprintf(w, "\n%-4s %5s %3s %3s %2s %3s %3s %4s %5s %4s %-9s %11s %10s %14s %7s\n", "rank", "dp", "tp", "pp", "v", "cp", "ep", "zero", "mb", "ga", "recompute", "device used", "headroom", "tokens/s bound", "bubble")
+	fmt.Fprintf(w, "\n%-4s %5s %3s %3s %2s %3s %3s %4s %5s %4s %-9s %-8s %-16s %11s %10s %11s %14s %7s\n", "rank", "dp", "tp", "pp", "v", "cp", "ep", "zero", "mb", "ga", "recompute", "float8", "offload", "device used", "headroom", "host a rank", "tokens/s bound", "bubble")
 	for i, l := range res.Layouts {
 		t, q := l.Training, l.Training.Parallel
 		mb, ga := t.MicroBatch, max(1, t.GradAccum)
@@ -69,13 +75,26 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 		if q.ZeRO > 0 {
 			zero = strconv.Itoa(q.ZeRO)
 		}
-		fmt.Fprintf(w, "%-4d %5d %3d %3d %2d %3d %3d %4s %5d %4d %-9s %11v %10v %14s %6.1f%%\n", i+1, max(1, q.DP), max(1, q.TP), max(1, q.PP), max(1, q.VirtualStages), max(1, q.CP), max(1, q.EP), zero, mb, ga, t.Checkpointing, l.DeviceUsed, l.Headroom, vram.Grouped(int64(l.Step.TokensPerSecond)), 100*l.Step.Bubble)
+		host := "-"
+		if l.Host > 0 {
+			host = l.Host.String()
+		}
+		fmt.Fprintf(w, "%-4d %5d %3d %3d %2d %3d %3d %4s %5d %4d %-9s %-8s %-16s %11v %10v %11s %14s %6.1f%%\n", i+1, max(1, q.DP), max(1, q.TP), max(1, q.PP), max(1, q.VirtualStages), max(1, q.CP), max(1, q.EP), zero, mb, ga, t.Checkpointing,
+			orDash(t.Float8), orDash(q.CPUOffload), l.DeviceUsed, l.Headroom, host, vram.Grouped(int64(l.Step.TokensPerSecond)), 100*l.Step.Bubble)
 	}
 	best := res.Layouts[0]
 	fmt.Fprintf(w, "\nthe fastest, as launched: %s\n", best.Training.LaunchFlags())
-	fmt.Fprintf(w, "its step bound: compute %.2f s, data-parallel collectives %.2f s (overlapped), tensor %.2f s, context %.2f s, expert all-to-alls %.2f s, pipeline sends %.2f s, bubble %.1f %% (vram/comm.go: a bound to rank layouts, not a forecast)\n",
-		best.Step.Compute, best.Step.DataComm, best.Step.TPComm, best.Step.CPComm, best.Step.EPComm, best.Step.PPComm, 100*best.Step.Bubble)
+	fmt.Fprintf(w, "its step bound: compute %.2f s, data-parallel collectives %.2f s (overlapped), tensor %.2f s, context %.2f s, expert all-to-alls %.2f s, pipeline sends %.2f s, host copies %.2f s, bubble %.1f %% (vram/comm.go: a bound to rank layouts, not a forecast)\n",
+		best.Step.Compute, best.Step.DataComm, best.Step.TPComm, best.Step.CPComm, best.Step.EPComm, best.Step.PPComm, best.Step.HostComm, 100*best.Step.Bubble)
 	return nil
+}
+
+// orDash is a setting, or "-" where it is unset or "none".
+func orDash(s string) string {
+	if s == "" || s == "none" {
+		return "-"
+	}
+	return s
 }
 
 // orInt is a flag's value when set, else the plan's.

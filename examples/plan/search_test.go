@@ -13,7 +13,8 @@ import (
 
 // TestSearchExample: the search example lays Llama-3.1-405B out on its
 // 1,024 H100s and prints the fastest layouts that fit, the best as
-// torchtitan's launch flags; -json prints the search's result, whose
+// torchtitan's launch flags (float8 among the searched dimensions, with a
+// column of its own and its converter); -json prints the search's result, whose
 // layouts are the plans the table shows.
 func TestSearchExample(t *testing.T) {
 	const file = "../search/llama3.1-405b-h100.json"
@@ -21,7 +22,8 @@ func TestSearchExample(t *testing.T) {
 	if err := run([]string{file}, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"layouts of meta-llama/Llama-3.1-405B on 1024 × H100-80GB", "rank", "the fastest, as launched: torchrun --nproc_per_node 8", "--parallelism.tensor_parallel_degree"} {
+	for _, want := range []string{"layouts of meta-llama/Llama-3.1-405B on 1024 × H100-80GB", "rank", "the fastest, as launched: torchrun --nproc_per_node 8", "--parallelism.tensor_parallel_degree",
+		"recompute float8   offload", "rowwise", "Float8LinearConverter.Config(recipe_name=\"rowwise\"", "note: float8 layouts' converted linears run at H100-80GB's float8 peak"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
