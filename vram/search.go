@@ -11,8 +11,8 @@ import (
 
 // The layout search: every parallel layout of a training run the
 // framework supports on a number of GPUs — tensor, pipeline, context and
-// fully sharded data parallelism, the micro-batch and the recompute policy
-// — each estimated (Estimate: the allocated peak), those that fit the GPU
+// fully sharded data parallelism, the micro-batch, the recompute policy,
+// float8 and CPU offload — each estimated (Estimate: the allocated peak), those that fit the GPU
 // by it kept, the fastest replayed (Replay: reserved and device-used) and
 // ranked by the step bound with its communication (StepTime), memory
 // headroom breaking ties. A layout's figures are Estimate's and Replay's of
