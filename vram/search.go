@@ -78,6 +78,9 @@ type SearchResult struct {
 	// HostShort counts the layouts that fit the GPU but whose offload
 	// exceeds the node's host memory (SearchSpace.HostMemory).
 	HostShort int   `json:"host_short,omitempty"`
+	// Dominated counts the offloaded layouts not estimated because the
+	// same layout without offload fits (SearchSpace.estimateAll).
+	Dominated int `json:"dominated,omitempty"`
 	Limit     Bytes `json:"limit"`
 	// Refused counts candidates the engine refused, by the first reason
 	// met (a layout the model does not divide into, say).
@@ -133,12 +136,12 @@ func Search(s SearchSpace) (SearchResult, error) {
 	if res.Releases, err = (Plan{Training: &one, Versions: Versions{Torch: s.Torch}}).Releases(); err != nil {
 		return SearchResult{}, err
 	}
-	ls := make([]Layout, len(cands))
-	errs := make([]error, len(cands))
-	parallel(len(cands), func(i int) { ls[i], errs[i] = s.estimate(cands[i], b) })
+	ls, errs, pruned := s.estimateAll(cands, b)
+	res.Dominated = len(pruned)
 	var ok []Layout
 	for i, l := range ls {
 		switch {
+		case pruned[i]:
 		case errs[i] != nil:
 			res.Refused[firstLine(errs[i])]++
 		case l.Fits && !s.hostFits(l):
@@ -161,6 +164,54 @@ func Search(s SearchSpace) (SearchResult, error) {
 		res.Refused = nil
 	}
 	return res, nil
+}
+
+// estimateAll estimates the candidates, on every core: first those
+// without an offload the search added, then each offloaded one whose twin
+// without it (offloadTwin) does not fit; where the twin fits, the
+// offloaded layout is dominated — the same layout with host copies added
+// to its step (StepTime.HostComm) and ranked after it on a tie — and is
+// left out (pruned).
+func (s SearchSpace) estimateAll(cands []Training, b Budget) ([]Layout, []error, map[int]bool) {
+	ls := make([]Layout, len(cands))
+	errs := make([]error, len(cands))
+	var first, then []int
+	for i := range cands {
+		if s.offloadTwin(cands, i) < 0 {
+			first = append(first, i)
+		} else {
+			then = append(then, i)
+		}
+	}
+	parallel(len(first), func(j int) { i := first[j]; ls[i], errs[i] = s.estimate(cands[i], b) })
+	pruned := map[int]bool{}
+	then = slices.DeleteFunc(then, func(i int) bool {
+		tw := s.offloadTwin(cands, i)
+		pruned[i] = errs[tw] == nil && ls[tw].Fits && s.hostFits(ls[tw])
+		return pruned[i]
+	})
+	for i, p := range pruned {
+		if !p {
+			delete(pruned, i)
+		}
+	}
+	parallel(len(then), func(j int) { i := then[j]; ls[i], errs[i] = s.estimate(cands[i], b) })
+	return ls, errs, pruned
+}
+
+// offloadTwin is the index of candidate i's twin without offload when the
+// search added i's offload (float8AndOffload puts a layout's offloads
+// right after it without), else -1.
+func (s SearchSpace) offloadTwin(cands []Training, i int) int {
+	if s.Plan.Parallel.CPUOffload != "" || cands[i].Parallel.CPUOffload == "" || i == 0 {
+		return -1
+	}
+	for j := i - 1; j >= 0 && cands[j].Float8 == cands[i].Float8; j-- {
+		if cands[j].Parallel.CPUOffload == "" {
+			return j
+		}
+	}
+	return -1
 }
 
 // estimate is one candidate's estimate and step bound; Fits by its

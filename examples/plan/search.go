@@ -54,6 +54,9 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 	for reason, n := range res.Refused {
 		fmt.Fprintf(w, "  %d refused: %s\n", n, reason)
 	}
+	if res.Dominated > 0 {
+		fmt.Fprintf(w, "  %d offloaded layouts left out: the same layout without offload fits, and offload only adds host copies to its step\n", res.Dominated)
+	}
 	if res.HostShort > 0 {
 		fmt.Fprintf(w, "  %d fit the GPU but offload more than the node's %v of host memory\n", res.HostShort, sp.HostMemory)
 	}
