@@ -77,10 +77,10 @@ type SearchResult struct {
 	Feasible   int      `json:"feasible"`   // that fit by their allocated peak (and the host memory)
 	// HostShort counts the layouts that fit the GPU but whose offload
 	// exceeds the node's host memory (SearchSpace.HostMemory).
-	HostShort int   `json:"host_short,omitempty"`
+	HostShort int `json:"host_short,omitempty"`
 	// Dominated counts the offloaded layouts not estimated because the
 	// same layout without offload fits (SearchSpace.estimateAll).
-	Dominated int `json:"dominated,omitempty"`
+	Dominated int   `json:"dominated,omitempty"`
 	Limit     Bytes `json:"limit"`
 	// Refused counts candidates the engine refused, by the first reason
 	// met (a layout the model does not divide into, say).
