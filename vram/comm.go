@@ -56,9 +56,12 @@ type StepTime struct {
 	// HostComm is offload's copies between the GPU and host memory over
 	// the host link (hostCopyBytes): the gradients and offloaded
 	// parameters overlapped with compute, the updated parameters' return
-	// after the CPU's optimizer step on the critical path. The CPU's step
-	// itself is not counted (the bound stays a bound).
+	// after the CPU's optimizer step on the critical path.
 	HostComm float64 `json:"host_copy_s,omitempty"`
+	// HostStep is the CPU's optimizer step over the rank's offloaded
+	// partition, on the critical path (hostStepBytes at the host memory
+	// bandwidth a rank gets).
+	HostStep float64 `json:"host_step_s,omitempty"`
 	Bubble   float64 `json:"bubble"` // the pipeline bubble's share of the step
 	Seconds  float64 `json:"seconds"`
 	// TokensPerSecond is the run's tokens a second: every data-parallel
@@ -168,7 +171,8 @@ func (t Training) StepTime(g GPU, network float64) (_ StepTime, err error) {
 	overlapped, serial := r.hostCopyBytes(micro)
 	host := pcieBandwidth(g)
 	st.HostComm = (overlapped + serial) / host
-	busy := max(st.Compute, st.DataComm, overlapped/host) + serial/host + st.TPComm + st.CPComm + st.EPComm + st.PPComm
+	st.HostStep = r.hostStepBytes() / hostMemoryBandwidth
+	busy := max(st.Compute, st.DataComm, overlapped/host) + serial/host + st.HostStep + st.TPComm + st.CPComm + st.EPComm + st.PPComm
 	st.Seconds = busy / (1 - st.Bubble)
 	st.TokensPerSecond = float64(r.dp) * tb.TokensPerSecond * tb.Seconds / st.Seconds
 	return st, nil
@@ -224,4 +228,36 @@ func (r *resolved) hostCopyBytes(micro float64) (overlapped, serial float64) {
 		serial = part * float64(r.WeightsDType.Bits()) / 8
 	}
 	return overlapped, serial
+}
+
+// hostMemoryBandwidth is the host memory bandwidth a rank's CPU optimizer
+// step gets, bytes a second: an HGX/DGX H100 node's two Xeon Platinum
+// 8480C (NVIDIA DGX H100 User Guide, hardware overview), each with eight
+// DDR5-4800 channels of 38.4 GB/s (Intel ARK, Xeon Platinum 8480+): 614.4
+// GB/s a node, shared by its eight GPUs' ranks. A bound: the step streams
+// each byte once at the channels' peak.
+const hostMemoryBandwidth = 614.4e9 / nodeGPUs
+
+// hostStepBytes is the memory traffic of the CPU's optimizer step over a
+// rank's offloaded partition, Ψ/(tp · pp · dp) elements: the master
+// weights (the parameters' dtype without them) and the optimizer states
+// read and written, the gradients read (fp32 on DeepSpeed's host, which
+// keeps an fp32 gradient partition, offload.go hostGrads; the reduced
+// dtype under FSDP). DeepSpeed's CPU-Adam and torch's foreach AdamW on
+// CPU tensors each stream them once (ZeRO-Offload §4.2-4.3).
+func (r *resolved) hostStepBytes() float64 {
+	if !r.offloadOf().optimizer {
+		return 0
+	}
+	n := r.m.ParamCount() / int64(r.tp*r.pp*r.dp)
+	states, _ := r.stateBytes(n, nil, r.WeightsDType)
+	master := r.WeightsDType.Size(n)
+	if r.MasterWeights != DTypeUnset {
+		master = r.MasterWeights.Size(n)
+	}
+	grads := r.GradsDType.Size(n)
+	if r.ds.on {
+		grads = FP32.Size(n)
+	}
+	return 2*float64(master) + 2*float64(states) + float64(grads)
 }

@@ -169,8 +169,9 @@ func Search(s SearchSpace) (SearchResult, error) {
 // estimateAll estimates the candidates, on every core: first those
 // without an offload the search added, then each offloaded one whose twin
 // without it (offloadTwin) does not fit; where the twin fits, the
-// offloaded layout is dominated — the same layout with host copies added
-// to its step (StepTime.HostComm) and ranked after it on a tie — and is
+// offloaded layout is dominated — the same layout with host copies and
+// the CPU's optimizer step added to its step (StepTime.HostComm,
+// HostStep) — and is
 // left out (pruned).
 func (s SearchSpace) estimateAll(cands []Training, b Budget) ([]Layout, []error, map[int]bool) {
 	ls := make([]Layout, len(cands))
@@ -252,7 +253,7 @@ func (s SearchSpace) notes(cands []Training) []string {
 		out = append(out, "offloaded layouts' host memory is not checked (no host_memory given): each rank's is the layout's host figure, a node's ranks share its RAM")
 	}
 	if offload {
-		out = append(out, "offload's step bound prices the copies over PCIe, not the CPU's optimizer step (vram/comm.go hostCopyBytes)")
+		out = append(out, "offload's step bound prices the copies over PCIe and the CPU's optimizer step at a DGX H100 node's DDR5 bandwidth, an eighth of 614.4 GB/s a rank (vram/comm.go hostCopyBytes, hostStepBytes)")
 	}
 	if float8 {
 		out = append(out, fmt.Sprintf("float8 layouts' converted linears run at %s's float8 peak (%g TFLOPS dense, twice its 16-bit one), attention and the output layer at the 16-bit peak", s.GPU.Name, peakFLOPS(s.GPU, FP8E4M3)/1e12))
@@ -274,8 +275,8 @@ func (s SearchSpace) replay(l Layout, b Budget) Layout {
 }
 
 // sortLayouts ranks layouts by tokens a second, then a layout that does
-// not offload before one that does (the bound leaves the CPU's optimizer
-// step out, so an offload that ties is slower in fact), then headroom.
+// not offload before one that does (the host's own load is beyond the
+// bound), then headroom.
 func sortLayouts(ls []Layout) {
 	sort.SliceStable(ls, func(i, j int) bool {
 		a, b := ls[i], ls[j]

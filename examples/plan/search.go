@@ -55,7 +55,7 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 		fmt.Fprintf(w, "  %d refused: %s\n", n, reason)
 	}
 	if res.Dominated > 0 {
-		fmt.Fprintf(w, "  %d offloaded layouts left out: the same layout without offload fits, and offload only adds host copies to its step\n", res.Dominated)
+		fmt.Fprintf(w, "  %d offloaded layouts left out: the same layout without offload fits, and offload only adds host copies and the CPU's optimizer step to its step\n", res.Dominated)
 	}
 	if res.HostShort > 0 {
 		fmt.Fprintf(w, "  %d fit the GPU but offload more than the node's %v of host memory\n", res.HostShort, sp.HostMemory)
@@ -87,8 +87,8 @@ func runSearch(w io.Writer, p vram.Plan, gpuName string, gpus, globalBatch, top 
 	}
 	best := res.Layouts[0]
 	fmt.Fprintf(w, "\nthe fastest, as launched: %s\n", best.Training.LaunchFlags())
-	fmt.Fprintf(w, "its step bound: compute %.2f s, data-parallel collectives %.2f s (overlapped), tensor %.2f s, context %.2f s, expert all-to-alls %.2f s, pipeline sends %.2f s, host copies %.2f s, bubble %.1f %% (vram/comm.go: a bound to rank layouts, not a forecast)\n",
-		best.Step.Compute, best.Step.DataComm, best.Step.TPComm, best.Step.CPComm, best.Step.EPComm, best.Step.PPComm, best.Step.HostComm, 100*best.Step.Bubble)
+	fmt.Fprintf(w, "its step bound: compute %.2f s, data-parallel collectives %.2f s (overlapped), tensor %.2f s, context %.2f s, expert all-to-alls %.2f s, pipeline sends %.2f s, host copies %.2f s, CPU optimizer step %.2f s, bubble %.1f %% (vram/comm.go: a bound to rank layouts, not a forecast)\n",
+		best.Step.Compute, best.Step.DataComm, best.Step.TPComm, best.Step.CPComm, best.Step.EPComm, best.Step.PPComm, best.Step.HostComm, best.Step.HostStep, 100*best.Step.Bubble)
 	return nil
 }
 

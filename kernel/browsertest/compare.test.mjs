@@ -110,7 +110,7 @@ test('make reports writes a report per plan in parallel, a line for each, and a 
   // section.
   const searched = readFileSync(join(ROOT, '.artifacts', 'reports', 'llama3.1-405b-h100', 'llama3.1-405b-h100.html'), 'utf8');
   assert.match(searched, /<h2[^>]*>Layouts/);
-  assert.match(searched, /2100 layouts on 1024 × H100-80GB/);
+  assert.match(searched, /8184 layouts on 1024 × H100-80GB/);
   assert.match(searched, /--parallelism\.tensor_parallel_degree/);
   const plain = readFileSync(join(ROOT, '.artifacts', 'reports', 'llama3-8b-qlora', 'llama3-8b-qlora.html'), 'utf8');
   assert.doesNotMatch(plain, /<h2[^>]*>Layouts/);
