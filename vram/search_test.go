@@ -484,8 +484,8 @@ func TestStepTimeFloat8AndOffload(t *testing.T) {
 	}
 	part := 8030261248.0 / 8
 	for _, c := range []struct {
-		framework Framework
-		parallel  Parallel
+		framework  Framework
+		parallel   Parallel
 		want, step float64
 	}{
 		{FrameworkDeepSpeed, Parallel{DP: 8, ZeRO: 3, CPUOffload: "optimizer"}, part * (4 + 2) / 64e9, part * 28 / 76.8e9},
