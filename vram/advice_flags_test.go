@@ -2,6 +2,7 @@ package vram
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -70,7 +71,11 @@ func TestVLLMAdvise(t *testing.T) {
 		}
 	}
 	got := strings.Join(flags, "; ")
-	for _, want := range []string{"--max-model-len 42208", "--tensor-parallel-size 2", "--kv-cache-dtype fp8", "--max-num-seqs 64"} {
+	c, err := VLLM{Version: "0.11.0"}.Carve(in, g)
+	if err != nil || c.KVCache.EstimatedMaxModelLen <= 0 {
+		t.Fatalf("the carve gives no length that fits: %v", err)
+	}
+	for _, want := range []string{fmt.Sprintf("--max-model-len %d", c.KVCache.EstimatedMaxModelLen), "--tensor-parallel-size 2", "--kv-cache-dtype fp8", "--max-num-seqs 64"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in %s", want, got)
 		}

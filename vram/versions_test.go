@@ -225,8 +225,8 @@ func TestVLLM0141(t *testing.T) {
 		t.Errorf("graphs %v, runner %v; with 1 GiB of graphs: cache %v, device %v", c14.CUDAGraphs, c14.RunnerBuffers, given.KVCache.Available, given.DeviceUsed)
 	}
 	// The PyTorch sampler's warm-up is the profile's peak: 1024 requests ×
-	// the vocabulary × 28 bytes, and the hidden states.
-	if want := Bytes(1024*201088*28) + BF16.Size(8192*2880); c14.Activation != want || !strings.Contains(strings.Join(c14.Notes, " "), "28 bytes a logit") {
+	// the vocabulary × 38 bytes (its sort), and the hidden states.
+	if want := Bytes(1024*201088*38) + BF16.Size(8192*2880); c14.Activation != want || !strings.Contains(strings.Join(c14.Notes, " "), "38 bytes a logit") {
 		t.Errorf("activation %v, want %v", c14.Activation, want)
 	}
 	// One batch in flight; tokens logged by blocks.

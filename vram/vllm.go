@@ -926,16 +926,17 @@ func (v VLLM) serverDefaults(planned, maxPosition int, g GPU, rel vllmRelease) V
 // _dummy_sampler_run): logits of min(max_num_batched_tokens,
 // max_num_seqs) dummy requests over the whole vocabulary (every rank
 // all-gathers them: platforms/interface.py use_all_gather), with top_k =
-// vocab − 1 and top_p 0.9, beside the dummy run's hidden states. The
-// PyTorch sampler (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p)
-// then holds per logit the model-dtype logits (2 bytes), their fp32 copy
-// (4), the sorted values (4) and indices (8), the top-k mask (1), the
-// top-p probabilities (4) and mask (1) and the scattered result (4): 28
-// bytes; FlashInfer's top_k_top_p_sampling_from_logits the logits, their
-// fp32 copy, the masked logits and the probabilities: 14.
+// vocab − 1 and top_p 0.9, beside the dummy run's hidden states. Under
+// PyTorch's sampler (v1/sample/ops/topk_topp_sampler.py
+// apply_top_k_top_p) it peaks at logits.sort (samplerSortBytes) or, for
+// one request, at the scatter (28 bytes: the model-dtype logits 2, their
+// fp32 copy 4, the sorted values 4 and indices 8, the top-k mask 1, the
+// top-p probabilities 4 and mask 1, the scattered result 4); FlashInfer's
+// top_k_top_p_sampling_from_logits holds the logits, their fp32 copy, the
+// masked logits and the probabilities: 14.
 func (v VLLM) samplerWarmup(m Model, rel vllmRelease) Bytes {
 	reqs := int64(min(v.MaxNumSeqs, v.MaxNumBatchedTokens))
-	perLogit := int64(28)
+	perLogit := max(28, samplerSortBytes(reqs))
 	if v.FlashInferSampler || rel.flashInferSampler {
 		perLogit = 14
 	}
@@ -943,14 +944,38 @@ func (v VLLM) samplerWarmup(m Model, rel vllmRelease) Bytes {
 	return Bytes(reqs*int64(m.Vocab)*perLogit) + hidden
 }
 
+// samplerSortBytes is what a logit takes while PyTorch sorts reqs rows of
+// fp32 logits (aten/src/ATen/native/cuda/SortStable.cu,
+// do_launch_stable_sort_kernel): beside the model-dtype logits (2) and
+// their fp32 copy (4), the sort's values (4) and int64 indices (8), and
+// by the number of rows (segments): from 128 rows segmented_sort_pairs'
+// int64 reverse indices (8) and CUB's DeviceSegmentedRadixSort temporary
+// storage, a third keys and values buffer when the output may not
+// overwrite the input (4 + 8; cub dispatch_radix_sort.cuh) — 38 bytes;
+// from 2 to 127, segmented_sort_pairs_by_full_sort's two int2 index and
+// segment buffers (8 + 8) and its radix_sort_pairs' own keys output (4)
+// with CUB's third buffers (4 + 8) — 50; one row sorts in place of its
+// segment (segmented_sort_large_segments), the scatter's 28 the larger.
+func samplerSortBytes(reqs int64) int64 {
+	const logits, values = 2 + 4, 4 + 8
+	switch {
+	case reqs >= 128:
+		return logits + values + 8 + (4 + 8)
+	case reqs >= 2:
+		return logits + values + 8 + 8 + 4 + (4 + 8)
+	}
+	return logits + values
+}
+
 // samplerNote says that the profile run's peak is the sampler's warm-up.
 func (v VLLM) samplerNote(m Model, b Bytes, rel vllmRelease) string {
-	how := "PyTorch's sampler sorts them, 28 bytes a logit; FlashInfer's sampler (installed in the vllm/vllm-openai image: flashinfer_sampler) takes half"
+	reqs := int64(min(v.MaxNumSeqs, v.MaxNumBatchedTokens))
+	how := fmt.Sprintf("PyTorch's sampler sorts them, %d bytes a logit; FlashInfer's sampler (installed in the vllm/vllm-openai image: flashinfer_sampler) takes 14", max(28, samplerSortBytes(reqs)))
 	if v.FlashInferSampler || rel.flashInferSampler {
 		how = "FlashInfer's sampler, 14 bytes a logit"
 	}
 	return fmt.Sprintf("the profile run peaks in its sampler warm-up, %v: %d dummy requests (max_num_seqs) × %d logits (%s; a smaller --max-num-seqs takes less)",
-		b, min(v.MaxNumSeqs, v.MaxNumBatchedTokens), m.Vocab, how)
+		b, reqs, m.Vocab, how)
 }
 
 // startup is vLLM's own refusal to start, or "": free memory at start

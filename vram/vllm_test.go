@@ -389,8 +389,9 @@ func FuzzServingSettings(f *testing.F) {
 // TestVLLMServerDefaults: the carve runs the profile as `vllm serve` does
 // on the plan's GPU (engine/arg_utils.py _set_default_args): 8192 tokens
 // and 1024 sequences on 70 GiB or more but an A100, else 2048 and 256;
-// and its sampler warm-up holds 28 bytes per logit of those requests with
-// PyTorch's sampler, 14 with FlashInfer's, beside the hidden states.
+// and its sampler warm-up holds 38 bytes per logit of those requests with
+// PyTorch's sampler (its sort of 128 rows or more, samplerSortBytes), 14
+// with FlashInfer's, beside the hidden states.
 func TestVLLMServerDefaults(t *testing.T) {
 	in := Inference{Model: MustPreset("llama-3.1-8b"), Weights: Quant{DType: BF16}}
 	m := in.Model.Normalize()
@@ -407,7 +408,7 @@ func TestVLLMServerDefaults(t *testing.T) {
 			t.Errorf("%s: profiled at %d tokens, %d sequences; want %d, %d", c.gpu, carve.ProfileTokens, carve.ProfileSeqs, c.tokens, c.seqs)
 		}
 		v := VLLM{Version: "0.11.0", MaxNumBatchedTokens: c.tokens, MaxNumSeqs: c.seqs}
-		want := Bytes(int64(c.seqs)*int64(m.Vocab)*28) + BF16.Size(int64(c.tokens)*int64(m.Hidden))
+		want := Bytes(int64(c.seqs)*int64(m.Vocab)*38) + BF16.Size(int64(c.tokens)*int64(m.Hidden))
 		if got := v.samplerWarmup(m, vllmReleases[0]); got != want || carve.Activation < want {
 			t.Errorf("%s: sampler warm-up %v, want %v; activation %v", c.gpu, got, want, carve.Activation)
 		}
@@ -440,5 +441,18 @@ func TestGPUTotal(t *testing.T) {
 	}
 	if (GPU{Memory: 24 * GiB}).Total() != 24*GiB {
 		t.Error("a bare capacity is its own total")
+	}
+}
+
+// TestSamplerSortBytes: what a logit takes in PyTorch's sampler warm-up
+// by the rows it sorts (SortStable.cu's three paths): one row sorts in
+// place of its segment, so the scatter's 28 bytes decide; 2 to 127 rows
+// sort whole, by value then by segment, over two int2 buffers and a keys
+// output (50); 128 and more by segments over int64 reverse indices (38).
+func TestSamplerSortBytes(t *testing.T) {
+	for _, c := range []struct{ reqs, want int64 }{{1, 28}, {2, 50}, {127, 50}, {128, 38}, {1024, 38}} {
+		if got := max(28, samplerSortBytes(c.reqs)); got != c.want {
+			t.Errorf("%d requests: %d bytes a logit, want %d", c.reqs, got, c.want)
+		}
 	}
 }
