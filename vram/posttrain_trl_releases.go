@@ -23,12 +23,14 @@ var trlReleases = []TRLRelease{
 		CompletionLen: 256, PromptLen: 512},
 	{releaseRow: releaseRow{Version: "0.27.0", Source: "trl 0.27.0 trainer/grpo_config.py:425 (max_completion_length 256), 852 (max_prompt_length None: prompts not truncated; gone by 0.29.1)"},
 		CompletionLen: 256},
-	{releaseRow: releaseRow{Version: "1.10.0", Source: "trl 1.10.0 trainer/grpo_config.py:491 (max_completion_length 512, 256 up to 1.9.0's l.488; trl#6264); 1.16.0 l.494"},
+	{releaseRow: releaseRow{Version: "1.10.0", Source: "trl 1.10.0 trainer/grpo_config.py:491 (max_completion_length 512, 256 up to 1.9.0's l.488; trl#6264)"},
+		CompletionLen: 512},
+	{releaseRow: releaseRow{Version: "1.16.0", Source: "trl 1.16.0 trainer/grpo_config.py:494 (max_completion_length 512; no max_prompt_length)"},
 		CompletionLen: 512},
 }
 
 // CurrentTRL is the TRL release a plan that names none is modelled with.
-const CurrentTRL = "1.16.0"
+var CurrentTRL = trlReleases[len(trlReleases)-1].Version
 
 // TRLReleaseFor resolves a TRL release (versions.trl; empty: the current
 // one) to its row and what the answer says it modelled.
@@ -40,9 +42,6 @@ func TRLReleaseFor(asked string) (TRLRelease, Modelled, error) {
 	i, m, err := pickRelease("trl", asked, rows)
 	if err != nil {
 		return TRLRelease{}, Modelled{}, err
-	}
-	if asked == "" {
-		m.Release = CurrentTRL // the newest row's rules hold to the current release
 	}
 	return trlReleases[i], m, nil
 }
