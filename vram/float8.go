@@ -25,7 +25,7 @@ func (r *resolved) resolveFloat8() error {
 		}
 		return nil
 	}
-	if err := oneOf("float8", r.Float8, "none", "tensorwise", "rowwise"); err != nil {
+	if err := oneOf("float8", r.Float8, "none", "tensorwise", "rowwise", "rowwise_with_gw_hp"); err != nil {
 		return err
 	}
 	if r.ComputeDType != BF16 {
@@ -47,7 +47,12 @@ func (r *resolved) float8Linear(role string) bool {
 // float8Scratch adds a float8 linear's transient copies to the op just
 // recorded: the input and (unless all-gathered in float8) the weight cast
 // for the forward's scaled matmul, and in its backward the output
-// gradient, the input and the weight cast again.
+// gradient, the input and the weight cast again. "rowwise_with_gw_hp"
+// (torchao 0.18.0 float8/config.py:353-376) computes the weight's
+// gradient in high precision from the saved input and the output gradient
+// as they are (ScalingType.DISABLED: float8_linear.py:161-165, 179-182), so
+// its backward casts only the output gradient and the weight, for the
+// input's gradient.
 func (b *actBuilder) float8Scratch(in, out int64) {
 	w := FP8E4M3.Size(mulI64(in, out))
 	fwd := b.size(in, FP8E4M3)
@@ -55,7 +60,11 @@ func (b *actBuilder) float8Scratch(in, out int64) {
 		fwd = addBytes(fwd, w)
 	}
 	b.workspace(fwd)
-	b.gradWorkspace(addBytes(addBytes(b.size(out, FP8E4M3), b.size(in, FP8E4M3)), w))
+	bwd := addBytes(b.size(out, FP8E4M3), w)
+	if b.r.Float8 != "rowwise_with_gw_hp" {
+		bwd = addBytes(bwd, b.size(in, FP8E4M3))
+	}
+	b.gradWorkspace(bwd)
 }
 
 // float8Training reports whether torchao's float8 training runs on g:

@@ -93,3 +93,35 @@ func TestFloat8SavedSet(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat8GradWeightHP: torchao's "rowwise_with_gw_hp" saves what
+// "rowwise" saves and computes the weight's gradient from the bf16 input
+// and output gradient, so each float8 linear's backward casts one input
+// fewer: a Llama-3-8B block's seven linears over 4096 tokens, the q, k,
+// v, gate and up projections' and the output projection's 4096-wide
+// inputs and the down projection's 14336-wide one, in one byte each.
+func TestFloat8GradWeightHP(t *testing.T) {
+	grads := func(recipe string) (BlockActivations, Bytes) {
+		t.Helper()
+		tr := Training{Model: MustPreset("llama-3-8b"), SeqLen: 4096, MicroBatch: 1, Precision: "bf16",
+			Parallel: Parallel{DP: 8, FSDP: "full_shard"}, Float8: recipe}
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := buildBlock(&r, 0)
+		var sum Bytes
+		for _, op := range b.prog.ops {
+			sum += op.gradWorkspace
+		}
+		return b, sum
+	}
+	row, rowGrads := grads("rowwise")
+	hp, hpGrads := grads("rowwise_with_gw_hp")
+	if row.Saved != hp.Saved || row.ForwardPeak != hp.ForwardPeak {
+		t.Errorf("saved %v vs %v, forward peak %v vs %v: the forward is rowwise's", hp.Saved, row.Saved, hp.ForwardPeak, row.ForwardPeak)
+	}
+	if got, want := rowGrads-hpGrads, Bytes(4096*(6*4096+14336)); got != want {
+		t.Errorf("the backward's float8 casts shrink by %d bytes, want %d", int64(got), int64(want))
+	}
+}

@@ -152,7 +152,8 @@ type Training struct {
 	// last block's (1).
 	OffloadStash int `json:"offload_stash,omitempty"`
 	// Float8 is torchao's float8 training of the block linears (float8.go):
-	// "tensorwise" (torchao's default recipe) or "rowwise"; empty or "none"
+	// "tensorwise" (torchao's default recipe), "rowwise" or
+	// "rowwise_with_gw_hp" (the weight's gradient in bf16); empty or "none"
 	// is off. The saved activations stay bf16; the float8 copies are
 	// transient. Float8AllGather all-gathers FSDP2's weights in float8
 	// (enable_fsdp_float8_all_gather, tensorwise).

@@ -316,10 +316,10 @@ func (ct *caseTrain) lowPrecision(t *vram.Training) error {
 		return nil
 	}
 	switch r := orText(ct.Float8Recipe, "tensorwise"); r {
-	case "tensorwise", "rowwise":
+	case "tensorwise", "rowwise", "rowwise_with_gw_hp":
 		t.Float8 = r
 	default:
-		return skip("torchao's float8 recipe %q is not modelled (tensorwise and rowwise are)", r)
+		return skip("torchao's float8 recipe %q is not modelled (tensorwise, rowwise and rowwise_with_gw_hp are)", r)
 	}
 	t.Float8AllGather = ct.Float8AllGather && t.Float8 == "tensorwise"
 	t.Parallel.AsyncTP = ct.AsyncTP
