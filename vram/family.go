@@ -373,6 +373,16 @@ type recipe struct {
 	// routed experts, and their output is added last (Hunyuan's
 	// shared_mlp, ERNIE 4.5's shared_experts).
 	sharedFirst bool
+	// sharedGateLast: with sharedFirst, the shared expert's gate
+	// (sharedExpertGate) and the product with it run after the routed
+	// experts (transformers 5's Qwen2-MoE,
+	// qwen2_moe/modeling_qwen2_moe.py:342-346).
+	sharedGateLast bool
+	// routerLogitsDType: a softmax_topk router casts the routing weights
+	// to the logits' dtype (bf16 under autocast), not the hidden states'
+	// (transformers 5's Qwen-MoE TopKRouter: `router_top_value.to(
+	// router_logits.dtype)`, qwen3_moe/modeling_qwen3_moe.py:264).
+	routerLogitsDType bool
 	// sortedExperts: the routed experts run on the tokens sorted by
 	// expert (DeepSeek-V2's MoE.moe: argsort, one gather, the outputs
 	// concatenated and put back), not in Mixtral's masked loop.
@@ -392,6 +402,13 @@ type recipe struct {
 	// wide), with inner width f, where they are not the model's gated MLP
 	// (gpt-oss's clamped SwiGLU); nil for the gated MLP.
 	expertMLP func(b *actBuilder, p blockPlan, x *actT, h, f int64) *actT
+	// groupedMM: the routed experts run as transformers 5's default
+	// experts implementation, grouped_mm (moe_grouped_mm.go), not in a
+	// Python loop over the experts; groupedGate, where set, is the
+	// family's _apply_gate on the gate|up output (f the inner width), nil
+	// for act_fn(gate) * up.
+	groupedMM   bool
+	groupedGate func(b *actBuilder, p blockPlan, gu *actT, f int64) *actT
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

@@ -51,7 +51,9 @@ func init() {
 		// Qwen2MoeSdpaAttention (the per-implementation attention classes of
 		// transformers before its attention refactor) calls repeat_kv
 		// before scaled_dot_product_attention.
-		recipe:  func(Model, libVersion) recipe { return recipe{sharedExpertGate: true, repeatKV: true} },
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{sharedExpertGate: true, repeatKV: lib.before(5, 0), groupedMM: !lib.before(5, 0), sharedFirst: !lib.before(5, 0), sharedGateLast: true, routerLogitsDType: !lib.before(5, 0)}
+		},
 		tensors: standardDecoder{attn: attnQKVO, mlp: qwenMoEMLP}.tensors,
 		// Each Qwen2MoeAttention builds a rotary embedding of its own besides
 		// the model's (self.rotary_emb = Qwen2MoeRotaryEmbedding(...)).

@@ -31,6 +31,10 @@ func init() {
 			writeQwenMoEConfig(m, c)
 		},
 		check: requireQKNorm("head"),
+		// transformers 5: the experts through grouped_mm (moe_grouped_mm.go).
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{groupedMM: !lib.before(5, 0), routerLogitsDType: !lib.before(5, 0)}
+		},
 		tensors: standardDecoder{attn: func(m Model, l *tensorList, p string) {
 			attnQKVO(m, l, p)
 			qkNormTensors(m, l, p)

@@ -45,7 +45,7 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	f := int64(m.ExpertFFN) / p.tp
 	var first *actT
 	if p.rec.sharedFirst && m.SharedExperts > 0 {
-		first = b.sharedExperts(p, x, h)
+		first = b.sharedExperts(p, x, h, !p.rec.sharedGateLast)
 	}
 	if p.rec.parallelExperts {
 		return b.withShared(p, x, h, b.parallelExperts(p, x, h, f), first)
@@ -58,10 +58,15 @@ func (b *actBuilder) moe(p blockPlan, x *actT, layer int) *actT {
 	switch {
 	case p.rec.fusedMoE:
 		out = b.fusedMoE(x, rw, h, f)
+	case p.rec.groupedMM:
+		out = b.groupedExperts(p, x, rw, h, f)
 	case p.rec.sortedExperts:
 		out = b.sortedExperts(p, x, rw, h, f)
 	default:
 		out = b.loopExperts(p, x, rw, h, f)
+	}
+	if first != nil && p.rec.sharedGateLast {
+		first = b.sharedGate(p, x, h, first)
 	}
 	return b.withShared(p, x, h, out, first)
 }
@@ -74,7 +79,7 @@ func (b *actBuilder) withShared(p blockPlan, x *actT, h int64, out, first *actT)
 	}
 	so := first
 	if so == nil {
-		so = b.sharedExperts(p, x, h)
+		so = b.sharedExperts(p, x, h, true)
 	}
 	d := promote(out.dtype, so.dtype)
 	// add hands its output's gradient to inputs of its dtype as is.
@@ -85,20 +90,29 @@ func (b *actBuilder) withShared(p blockPlan, x *actT, h int64, out, first *actT)
 // sharedExperts is one MLP of SharedExperts · SharedExpertFFN on every
 // token: after the routed experts (modeling_qwen2_moe.py,
 // modeling_deepseek_v3.py; Llama 4 adds the routed output into the shared
-// expert's in place) or before them (sharedFirst).
-func (b *actBuilder) sharedExperts(p blockPlan, x *actT, h int64) *actT {
+// expert's in place) or before them (sharedFirst). gate: with the shared
+// expert's gate (sharedExpertGate), unless it runs apart (sharedGateLast).
+func (b *actBuilder) sharedExperts(p blockPlan, x *actT, h int64, gate bool) *actT {
 	m := b.r.m
 	sf := int64(m.SharedExperts) * int64(m.SharedExpertFFN) / p.tp
 	so := b.gatedMLP(p, "shared_expert.", x, h, sf)
-	if p.rec.sharedExpertGate {
-		// Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared: sigmoid saves
-		// its output, the product both factors.
-		g := b.linear(p, "shared_expert_gate", "router", x, h, 1)
-		sg := b.keep(b.op("shared_expert_gate.sigmoid", b.size(1, g.dtype), g.dtype, list(g)))
-		d := promote(sg.dtype, so.dtype)
-		so = b.op("shared_expert.gated", b.size(h, d), d, list(sg, so), sg, so)
+	if gate {
+		so = b.sharedGate(p, x, h, so)
 	}
 	return so
+}
+
+// sharedGate is Qwen2-MoE's sigmoid(shared_expert_gate(x)) · so on the
+// shared expert's output so (sharedExpertGate; so as it is without):
+// sigmoid saves its output, the product both factors.
+func (b *actBuilder) sharedGate(p blockPlan, x *actT, h int64, so *actT) *actT {
+	if !p.rec.sharedExpertGate {
+		return so
+	}
+	g := b.linear(p, "shared_expert_gate", "router", x, h, 1)
+	sg := b.keep(b.op("shared_expert_gate.sigmoid", b.size(1, g.dtype), g.dtype, list(g)))
+	d := promote(sg.dtype, so.dtype)
+	return b.op("shared_expert.gated", b.size(h, d), d, list(sg, so), sg, so)
 }
 
 // fusedMoE is the routed experts as a serving engine runs them, without
@@ -181,6 +195,9 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 	if m.Router == "softmax_topk_norm" {
 		b.keep(top)
 		b.side("router.weight_sum", b.size(1, FP32), FP32)
+	}
+	if p.rec.routerLogitsDType {
+		hd = logits.dtype
 	}
 	return b.op("router.weights", b.size(k, hd), hd, list(top))
 }
