@@ -405,10 +405,11 @@ type recipe struct {
 	// groupedMM: the routed experts run as transformers 5's default
 	// experts implementation, grouped_mm (moe_grouped_mm.go), not in a
 	// Python loop over the experts; groupedGate, where set, is the
-	// family's _apply_gate on the gate|up output (f the inner width), nil
-	// for act_fn(gate) * up.
+	// family's _apply_gate on the gate and up halves of the gate|up
+	// output (f wide each; an op saving either saves both, views of one
+	// tensor), nil for act_fn(gate) * up.
 	groupedMM   bool
-	groupedGate func(b *actBuilder, p blockPlan, gu *actT, f int64) *actT
+	groupedGate func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

@@ -27,6 +27,8 @@ func init() {
 			writeCommonConfig(m, c)
 			c["num_local_experts"], c["num_experts_per_tok"] = m.Experts, m.ExpertsPerToken
 		},
+		// transformers 5: the experts through grouped_mm (moe_grouped_mm.go).
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{groupedMM: !lib.before(5, 0)} },
 		tensors: standardDecoder{attn: attnQKVO, mlp: func(m Model, l *tensorList, p string, layer int) {
 			if !m.IsMoELayer(layer) {
 				denseMLP(m, l, p, layer)

@@ -68,14 +68,17 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 	b.tokens = tokens
 	offs := b.op("experts.offsets", INT32.Size(e), INT32, list(hf))
 	b.tokens = mulI64(tokens, k)
-	gu := b.groupedMM(p, "experts.gate_up_proj", "gate_up_proj", in, offs, h, 2*f, e)
+	gate, up := b.groupedGateUp(p, in, offs, h, f, e)
 	var act *actT
 	if p.rec.groupedGate != nil {
-		act = p.rec.groupedGate(b, p, gu, f)
+		act = p.rec.groupedGate(b, p, gate, up, f)
 	} else {
-		// _default_apply_gate: act_fn(gate) * up on the chunks (l.596-608).
-		a := b.op("experts.act", b.size(f, gu.dtype), gu.dtype, list(gu), gu)
-		act = b.op("experts.act*up", b.size(f, gu.dtype), gu.dtype, list(a, gu), a, gu)
+		// _default_apply_gate: act_fn(gate) * up on the chunks (l.596-608);
+		// act_fn's saved gate keeps the whole output (up too) until its
+		// backward.
+		d := gate.dtype
+		a := b.op("experts.act", b.size(f, d), d, list(gate), gate, up)
+		act = b.op("experts.act*up", b.size(f, d), d, list(a, up), a, up)
 	}
 	down := b.groupedMM(p, "experts.down_proj", "down_proj", act, offs, f, h, e)
 	// proj_out * sample_weights_g.unsqueeze(-1) (l.524): saves both.
@@ -105,6 +108,20 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 // index_put (out of place) writes the result, both live until it
 // returns (measured, torch 2.15).
 func indexBackward(in *actT) Bytes { return gradSize(in) }
+
+// groupedGateUp is the gate|up grouped matmul (l.490) on in, returned as
+// its two halves, gate and up (the chunks _apply_gate takes, views of the
+// one output): each gets a gradient of its own (f wide), which
+// SplitBackward joins into one of the whole output (a cat, 2f wide)
+// before the grouped matmul's backward runs. An op that saves either view
+// keeps the whole output: the caller saves both where a view is saved.
+func (b *actBuilder) groupedGateUp(p blockPlan, in, offs *actT, h, f, e int64) (gate, up *actT) {
+	gate = b.groupedMM(p, "experts.gate_up_proj", "gate_up_proj", in, offs, h, 2*f, e)
+	gate.bytes = b.size(f, gate.dtype)
+	b.ops[gate.born].gradWorkspace += b.size(f, gate.dtype) // the cat of both halves' gradients
+	up = b.op("experts.gate_up_proj.up", b.size(f, gate.dtype), gate.dtype, nil)
+	return gate, up
+}
 
 // groupedMM is _grouped_linear (integrations/moe.py:386-421): one
 // _grouped_mm of x, cast to the weights' dtype (l.379), with all e
