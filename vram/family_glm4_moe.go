@@ -53,6 +53,8 @@ func init() {
 			c["moe_intermediate_size"], c["first_k_dense_replace"] = m.ExpertFFN, m.DenseLayers
 			c["n_group"], c["topk_group"], c["norm_topk_prob"] = 1, 1, true
 		},
+		// transformers 5: the experts through grouped_mm (moe_grouped_mm.go).
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{groupedMM: !lib.before(5, 0)} },
 		check: func(m Model) error {
 			switch {
 			case m.Experts < 1 || m.ExpertsPerToken < 1:
