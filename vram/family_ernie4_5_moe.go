@@ -60,7 +60,9 @@ func init() {
 		},
 		tensors: standardDecoder{attn: attnQKVO, mlp: ernieMLP}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
-		recipe:  func(Model, libVersion) recipe { return recipe{sharedFirst: true, ropeInterleaved: true} },
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{sharedFirst: true, ropeInterleaved: true, groupedMM: !lib.before(5, 0)}
+		},
 		// ERNIE-4.5-21B-A3B: 28 layers 2,560 wide, 20 heads over 4 KV heads,
 		// the first dense, then 64 experts of 1,536 (6 a token) and two
 		// shared, tied embeddings (Ernie4_5_MoeConfig's defaults, which its

@@ -61,7 +61,9 @@ func init() {
 			mlpGated(m, l, p+"shared_mlp.", int64(m.SharedExpertFFN), -1)
 		}}.tensors,
 		buffers: func(m Model, b *bufferList) { rotaryBuffer(m, b, "model.") },
-		recipe:  func(Model, libVersion) recipe { return recipe{sharedFirst: true, qkNormAfterRope: true} },
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{sharedFirst: true, qkNormAfterRope: true, groupedMM: !lib.before(5, 0), routerLogitsDType: !lib.before(5, 0)}
+		},
 		// Hunyuan-A13B: 32 layers 4,096 wide, 32 heads over 8 KV heads of
 		// 128, 64 experts (8 a token) and one shared MLP, all 3,072 wide,
 		// tied embeddings; 80B in total, 13B active (Tencent's model card
