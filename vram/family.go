@@ -381,7 +381,9 @@ type recipe struct {
 	// routerLogitsDType: a softmax_topk router casts the routing weights
 	// to the logits' dtype (bf16 under autocast), not the hidden states'
 	// (transformers 5's Qwen-MoE TopKRouter: `router_top_value.to(
-	// router_logits.dtype)`, qwen3_moe/modeling_qwen3_moe.py:264).
+	// router_logits.dtype)`, qwen3_moe/modeling_qwen3_moe.py:264);
+	// softmax_topk_norm_scatter then scatters nothing (Qwen3-VL-MoE's
+	// TopKRouter, qwen3_vl_moe/modeling_qwen3_vl_moe.py:132-140).
 	routerLogitsDType bool
 	// sortedExperts: the routed experts run on the tokens sorted by
 	// expert (DeepSeek-V2's MoE.moe: argsort, one gather, the outputs

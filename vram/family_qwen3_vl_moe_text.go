@@ -39,7 +39,12 @@ func init() {
 			c["norm_topk_prob"] = true
 		},
 		check: requireQKNorm("head"),
-		recipe: func(Model, libVersion) recipe {
+		recipe: func(_ Model, lib libVersion) recipe {
+			if !lib.before(5, 0) {
+				// transformers 5: Qwen3-MoE's router, no scatter_, and the
+				// experts through grouped_mm (moe_grouped_mm.go).
+				return recipe{groupedMM: true, routerLogitsDType: true}
+			}
 			return recipe{expertMLP: qwen3VLMoEExpert, autocastError: "the router's scatter_ expects self.dtype (the logits', autocast's) equal to src.dtype (the hidden states')"}
 		},
 		tensors: standardDecoder{attn: func(m Model, l *tensorList, p string) {

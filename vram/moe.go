@@ -178,7 +178,9 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 	}
 	switch m.Router {
 	case "softmax_topk_norm_scatter":
-		return b.scatterRouter(p, x, h)
+		if !p.rec.routerLogitsDType {
+			return b.scatterRouter(p, x, h)
+		}
 	case "softmax_gather_norm":
 		return b.gatherRouter(p, x, h)
 	case "softmax_topk_scaled":
@@ -192,7 +194,7 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 	sm := b.keep(b.op("router_softmax", b.size(e, FP32), FP32, list(logits)))
 	top := b.op("router.topk", b.size(k, FP32), FP32, list(sm))
 	b.side("router.topk_indices", b.size(k, INT64), INT64)
-	if m.Router == "softmax_topk_norm" {
+	if m.Router == "softmax_topk_norm" || m.Router == "softmax_topk_norm_scatter" {
 		b.keep(top)
 		b.side("router.weight_sum", b.size(1, FP32), FP32)
 	}
