@@ -382,9 +382,13 @@ type recipe struct {
 	// to the logits' dtype (bf16 under autocast), not the hidden states'
 	// (transformers 5's Qwen-MoE TopKRouter: `router_top_value.to(
 	// router_logits.dtype)`, qwen3_moe/modeling_qwen3_moe.py:264);
-	// softmax_topk_norm_scatter then scatters nothing (Qwen3-VL-MoE's
-	// TopKRouter, qwen3_vl_moe/modeling_qwen3_vl_moe.py:132-140).
 	routerLogitsDType bool
+	// routerNoScatter: the router returns the top-k weights, [tokens, k],
+	// without scattering them into a [tokens, experts] tensor
+	// (transformers 5's TopKRouters: softmax_topk_norm_scatter as
+	// Qwen3-MoE's, qwen3_vl_moe/modeling_qwen3_vl_moe.py:132-140;
+	// topk_softmax as gpt_oss/modeling_gpt_oss.py:117-122).
+	routerNoScatter bool
 	// sortedExperts: the routed experts run on the tokens sorted by
 	// expert (DeepSeek-V2's MoE.moe: argsort, one gather, the outputs
 	// concatenated and put back), not in Mixtral's masked loop.
@@ -410,8 +414,10 @@ type recipe struct {
 	// family's _apply_gate on the gate and up halves of the gate|up
 	// output (f wide each; an op saving either saves both, views of one
 	// tensor), nil for act_fn(gate) * up.
-	groupedMM   bool
-	groupedGate func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
+	// groupedBias: the grouped experts have stacked biases (has_bias,
+	// gpt-oss), gathered per sorted pair and added in place.
+	groupedMM, groupedBias bool
+	groupedGate            func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

@@ -51,7 +51,14 @@ func init() {
 			}
 			return nil
 		},
-		recipe: func(Model, libVersion) recipe {
+		recipe: func(_ Model, lib libVersion) recipe {
+			if !lib.before(5, 0) {
+				// transformers 5: the router returns the top-k scores, and
+				// the experts run through grouped_mm with their biases
+				// (@use_experts_implementation(is_concatenated=False,
+				// is_transposed=True, has_bias=True), l.67).
+				return recipe{normWeightFP32: true, attnSinks: true, groupedMM: true, groupedBias: true, groupedGate: gptOSSGroupedGate, routerNoScatter: true}
+			}
 			return recipe{normWeightFP32: true, attnSinks: true, expertMLP: gptOSSExpert}
 		},
 		tensors: standardDecoder{attn: func(m Model, l *tensorList, p string) {
@@ -106,6 +113,22 @@ func gptOSSExpert(b *actBuilder, p blockPlan, x *actT, h, f int64) *actT {
 	b.ops[len(b.ops)-1].stacked = true
 	od := promote(out.dtype, p.baseDType)
 	return b.op("experts.down_proj.bias", b.size(h, od), od, list(out))
+}
+
+// gptOSSGroupedGate is GptOssExperts._apply_gate (5.23
+// gpt_oss/modeling_gpt_oss.py:81-87) on the interleaved halves of the
+// grouped gate|up output: the clamps save their inputs (views: the whole
+// output), gate·alpha, sigmoid (saves its output), glu (saves both), up +
+// 1, the product (saves both).
+func gptOSSGroupedGate(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT {
+	d := gate.dtype
+	gc := b.op("experts.gate.clamp", b.size(f, d), d, list(gate), gate, up)
+	uc := b.op("experts.up.clamp", b.size(f, d), d, list(up), up)
+	ga := b.op("experts.gate*alpha", b.size(f, d), d, list(gc))
+	sig := b.keep(b.op("experts.sigmoid", b.size(f, d), d, list(ga)))
+	glu := b.op("experts.glu", b.size(f, d), d, list(gc, sig), gc, sig)
+	up1 := b.op("experts.up+1", b.size(f, d), d, list(uc))
+	return b.op("experts.gated", b.size(f, d), d, list(up1, glu), up1, glu)
 }
 
 // gptOssModelType is the family's model_type, which the serving engines'

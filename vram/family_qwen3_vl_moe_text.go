@@ -43,7 +43,7 @@ func init() {
 			if !lib.before(5, 0) {
 				// transformers 5: Qwen3-MoE's router, no scatter_, and the
 				// experts through grouped_mm (moe_grouped_mm.go).
-				return recipe{groupedMM: true, routerLogitsDType: true}
+				return recipe{groupedMM: true, routerLogitsDType: true, routerNoScatter: true}
 			}
 			return recipe{expertMLP: qwen3VLMoEExpert, autocastError: "the router's scatter_ expects self.dtype (the logits', autocast's) equal to src.dtype (the hidden states')"}
 		},

@@ -146,6 +146,9 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 		top := b.op("router.topk", b.size(k, logits.dtype), logits.dtype, list(logits))
 		b.side("router.topk_indices", b.size(k, INT64), INT64)
 		sm := b.keep(b.op("router.softmax", b.size(k, top.dtype), top.dtype, list(top)))
+		if p.rec.routerNoScatter {
+			return sm
+		}
 		return b.op("router.scores", b.size(e, logits.dtype), logits.dtype, list(sm))
 	case "topk_sigmoid":
 		// modeling_llama4.py Llama4Router: topk of the logits (saves its
@@ -178,7 +181,7 @@ func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
 	}
 	switch m.Router {
 	case "softmax_topk_norm_scatter":
-		if !p.rec.routerLogitsDType {
+		if !p.rec.routerNoScatter {
 			return b.scatterRouter(p, x, h)
 		}
 	case "softmax_gather_norm":

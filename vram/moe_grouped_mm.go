@@ -68,6 +68,10 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 	b.tokens = tokens
 	offs := b.op("experts.offsets", INT32.Size(e), INT32, list(hf))
 	b.tokens = mulI64(tokens, k)
+	var gb *actT
+	if p.rec.groupedBias {
+		gb = b.groupedBiasOf(p, "experts.gate_up_proj_bias", ids, 2*f, e)
+	}
 	gate, up := b.groupedGateUp(p, in, offs, h, f, e)
 	var act *actT
 	if p.rec.groupedGate != nil {
@@ -79,6 +83,12 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 		d := gate.dtype
 		a := b.op("experts.act", b.size(f, d), d, list(gate), gate, up)
 		act = b.op("experts.act*up", b.size(f, d), d, list(a, up), a, up)
+	}
+	var db *actT
+	if gb != nil {
+		// selected_biases is reassigned: the gate|up one goes (l.504-505).
+		gb.holdUntil = len(b.ops) - 1
+		db = b.groupedBiasOf(p, "experts.down_proj_bias", ids, h, e)
 	}
 	down := b.groupedMM(p, "experts.down_proj", "down_proj", act, offs, f, h, e)
 	// proj_out * sample_weights_g.unsqueeze(-1) (l.524): saves both.
@@ -97,10 +107,29 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 	// histc input and the reordered output (weighted_out, reassigned, so
 	// the scaled output before it goes once reordered).
 	b.hold(ids, hf, unsorted)
+	if db != nil {
+		b.hold(db)
+	}
 	if wd != x.dtype {
 		out = b.op("experts.output.to", b.size(h, x.dtype), x.dtype, list(out))
 	}
 	return out
+}
+
+// groupedBiasOf is a stacked bias gathered per sorted pair
+// (has_bias: `self.gate_up_proj_bias[expert_ids_g]`, l.480, 506), width
+// wide, saving the sorted ids; _grouped_linear adds it into the grouped
+// matmul's output in place (l.418-419), so the gradient it gets is that
+// output's, and its backward (IndexBackward0) makes the bias's gradient,
+// e × width.
+func (b *actBuilder) groupedBiasOf(p blockPlan, name string, ids *actT, width, e int64) *actT {
+	d := p.baseDType
+	t := b.op(name, b.size(width, d), d, list(ids), ids)
+	if !p.frozen {
+		b.ops[len(b.ops)-1].weights = mulI64(e, width)
+	}
+	t.aliasGrad = true // the grouped matmul's output's gradient, not one of its own
+	return t
 }
 
 // indexBackward is what IndexBackward0 holds beside the gradients it
