@@ -78,7 +78,9 @@ func init() {
 			mlpGated(m, l, p+"mlp.shared_experts.", int64(m.SharedExpertFFN)*int64(m.SharedExperts), -1)
 		}}.tensors,
 		buffers: func(m Model, b *bufferList) { b.add("model.rotary_emb.inv_freq", -1, FP32, int64(m.QKRopeDim)/2) },
-		recipe:  func(Model, libVersion) recipe { return recipe{sortedExperts: true, complexRope: true} },
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{sortedExperts: lib.before(5, 0), groupedMM: !lib.before(5, 0), complexRope: true}
+		},
 		// DeepSeek-V2: 60 layers 5,120 wide, 128 heads, the first dense,
 		// then 160 experts of 1,536 (6 a token, chosen within 3 of 8
 		// groups) and two shared; DeepSeek-V2-Lite: 27 layers 2,048 wide,
