@@ -7,8 +7,8 @@ import (
 )
 
 // The serving search: every way vLLM can serve a model on up to a node's
-// GPUs of one kind — tensor parallel degree, the KV cache's dtype, the
-// weights as released or in fp8 — each carved as the release does
+// GPUs of one kind — tensor and pipeline parallel degrees, the KV cache's
+// dtype, the weights as released or in fp8 — each carved as the release does
 // (VLLM.Carve), those that start and hold one request of the context kept,
 // ranked by how many requests of the context the GPUs hold at once (data
 // parallel replicas of the tensor-parallel group, each its own cache).
@@ -18,9 +18,9 @@ import (
 
 // ServingSpace is what to search: the model to serve (Inference: its
 // model and weights), the vLLM settings that stay (its release,
-// gpu_memory_utilization, …; a tensor_parallel_size or kv_cache_dtype it
-// sets is not searched), the GPU and how many at most, and the tokens of
-// one request.
+// gpu_memory_utilization, …; a tensor_parallel_size,
+// pipeline_parallel_size or kv_cache_dtype it sets is not searched), the
+// GPU and how many at most, and the tokens of one request.
 type ServingSpace struct {
 	Inference Inference
 	Launch    VLLM
@@ -55,13 +55,10 @@ func SearchServing(s ServingSpace) ([]ServingLayout, error) {
 	m := s.Inference.Model.Normalize()
 	var out []ServingLayout
 	var firstErr error
-	for _, tp := range fixedOr(s.Launch.TP, 1, 2, 4, 8) {
-		if tp > s.GPUs || m.Heads%tp != 0 {
-			continue
-		}
+	for _, g := range s.grids(m) {
 		for _, kv := range kvChoices(s.Launch.KVCacheDType) {
 			for _, w := range weightChoices(s.Inference, m) {
-				l, err := s.serve(tp, kv, w)
+				l, err := s.serve(g[0], g[1], kv, w)
 				switch {
 				case err != nil && firstErr == nil:
 					firstErr = err
@@ -78,22 +75,41 @@ func SearchServing(s ServingSpace) ([]ServingLayout, error) {
 		if out[i].Concurrency != out[j].Concurrency {
 			return out[i].Concurrency > out[j].Concurrency
 		}
-		return out[i].VLLM.TP < out[j].VLLM.TP
+		if out[i].VLLM.TP*out[i].VLLM.PP != out[j].VLLM.TP*out[j].VLLM.PP {
+			return out[i].VLLM.TP*out[i].VLLM.PP < out[j].VLLM.TP*out[j].VLLM.PP
+		}
+		return out[i].VLLM.PP < out[j].VLLM.PP
 	})
 	return out, nil
 }
 
-// serve carves one launch: tensor parallel tp, KV cache kv, weights w.
-func (s ServingSpace) serve(tp int, kv DType, w Quant) (ServingLayout, error) {
+// grids are the (tensor, pipeline) degrees to search: powers of two up to
+// 8 whose product the GPUs hold, tensor parallelism dividing the heads,
+// at most a stage a layer; a degree the launch sets stays.
+func (s ServingSpace) grids(m Model) [][2]int {
+	var out [][2]int
+	for _, tp := range fixedOr(s.Launch.TP, 1, 2, 4, 8) {
+		for _, pp := range fixedOr(s.Launch.PP, 1, 2, 4, 8) {
+			if tp*pp <= s.GPUs && m.Heads%tp == 0 && pp <= max(1, m.Layers) {
+				out = append(out, [2]int{tp, pp})
+			}
+		}
+	}
+	return out
+}
+
+// serve carves one launch: tensor parallel tp, pipeline parallel pp, KV
+// cache kv, weights w; the GPUs left hold data-parallel replicas.
+func (s ServingSpace) serve(tp, pp int, kv DType, w Quant) (ServingLayout, error) {
 	v := s.Launch
-	v.TP, v.KVCacheDType, v.MaxModelLen = tp, kv, s.Context
+	v.TP, v.PP, v.KVCacheDType, v.MaxModelLen = tp, pp, kv, s.Context
 	in := s.Inference
 	in.Weights = w
 	c, err := v.Carve(in, s.GPU)
 	if err != nil {
 		return ServingLayout{}, err
 	}
-	l := ServingLayout{VLLM: v, Weights: "as released", Carve: c, Replicas: s.GPUs / tp}
+	l := ServingLayout{VLLM: v, Weights: "as released", Carve: c, Replicas: s.GPUs / (tp * pp)}
 	if w.DType != DTypeUnset {
 		l.Weights = w.DType.String()
 	}
@@ -127,6 +143,9 @@ func (v VLLM) serveLine(model string, w Quant, replicas int) string {
 		model = "MODEL"
 	}
 	f := []string{"vllm serve " + model, fmt.Sprintf("--tensor-parallel-size %d", max(1, v.TP)), fmt.Sprintf("--max-model-len %d", v.MaxModelLen)}
+	if v.PP > 1 {
+		f = append(f, fmt.Sprintf("--pipeline-parallel-size %d", v.PP))
+	}
 	if replicas > 1 {
 		f = append(f, fmt.Sprintf("--data-parallel-size %d", replicas))
 	}

@@ -179,7 +179,8 @@ func fixedTP2() Training {
 	return p
 }
 
-// TestSearchServing: every vLLM launch of Llama-3.1-70B on up to 8 H100s
+// TestSearchServing: every vLLM launch of Llama-3.1-70B on up to 8 H100s,
+// tensor and pipeline parallel,
 // for 32k-token requests that starts and holds one request, ranked by the
 // requests all replicas hold at once; each launch's figures are its
 // carve's; fixed settings stay; the command line says the launch.
@@ -190,24 +191,30 @@ func TestSearchServing(t *testing.T) {
 	if err != nil || len(res) < 4 {
 		t.Fatalf("%d launches, %v", len(res), err)
 	}
+	pipelined := false
 	for i, l := range res {
 		if i > 0 && l.Concurrency > res[i-1].Concurrency {
 			t.Errorf("launch %d holds more than launch %d", i, i-1)
 		}
 		c, err := l.VLLM.Carve(Inference{Model: in.Model, Weights: weightsOf(l)}, g)
-		if err != nil || c.KVCache.Blocks != l.Carve.KVCache.Blocks || l.Concurrency != float64(l.Replicas)*c.KVCache.MaxConcurrencyFor(32768) || l.Replicas*l.VLLM.TP > 8 {
+		if err != nil || c.KVCache.Blocks != l.Carve.KVCache.Blocks || l.Concurrency != float64(l.Replicas)*c.KVCache.MaxConcurrencyFor(32768) || l.Replicas*l.VLLM.TP*max(1, l.VLLM.PP) > 8 {
 			t.Errorf("launch %d: %+v, carve again %v blocks (%v)", i, l.VLLM, c.KVCache.Blocks, err)
 		}
-		if !strings.Contains(l.Command, fmt.Sprintf("--tensor-parallel-size %d", l.VLLM.TP)) || !strings.Contains(l.Command, "--max-model-len 32768") {
+		if !strings.Contains(l.Command, fmt.Sprintf("--tensor-parallel-size %d", l.VLLM.TP)) || !strings.Contains(l.Command, "--max-model-len 32768") ||
+			(l.VLLM.PP > 1) != strings.Contains(l.Command, fmt.Sprintf("--pipeline-parallel-size %d", l.VLLM.PP)) {
 			t.Errorf("launch %d command %q", i, l.Command)
 		}
+		pipelined = pipelined || l.VLLM.PP > 1
+	}
+	if !pipelined {
+		t.Error("no pipeline-parallel launch among those that start")
 	}
 	fixed, err := SearchServing(ServingSpace{Inference: in, Launch: VLLM{TP: 4, KVCacheDType: BF16}, GPU: g, GPUs: 8, Context: 32768})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range fixed {
-		if l.VLLM.TP != 4 || l.VLLM.KVCacheDType != BF16 || l.Replicas != 2 {
+		if l.VLLM.TP != 4 || l.VLLM.KVCacheDType != BF16 || l.Replicas != 8/(4*l.VLLM.PP) {
 			t.Errorf("fixed tp 4, bf16 cache: %+v", l.VLLM)
 		}
 	}

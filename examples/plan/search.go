@@ -138,13 +138,13 @@ func runServingSearch(w io.Writer, p vram.Plan, gpuName string, gpus, top int, a
 		fmt.Fprintln(w, "none starts and holds one request: more GPUs, a shorter context or a smaller model")
 		return nil
 	}
-	fmt.Fprintf(w, "%-4s %3s %8s %10s %9s %11s %12s\n", "rank", "tp", "replicas", "weights", "kv cache", "weights/GPU", "requests")
+	fmt.Fprintf(w, "%-4s %3s %3s %8s %10s %9s %11s %12s\n", "rank", "tp", "pp", "replicas", "weights", "kv cache", "weights/GPU", "requests")
 	for i, l := range res {
 		kv := "bf16"
 		if l.VLLM.KVCacheDType == vram.FP8E4M3 {
 			kv = "fp8"
 		}
-		fmt.Fprintf(w, "%-4d %3d %8d %10s %9s %11v %12.1f\n", i+1, l.VLLM.TP, l.Replicas, l.Weights, kv, l.Carve.Weights, l.Concurrency)
+		fmt.Fprintf(w, "%-4d %3d %3d %8d %10s %9s %11v %12.1f\n", i+1, l.VLLM.TP, max(1, l.VLLM.PP), l.Replicas, l.Weights, kv, l.Carve.Weights, l.Concurrency)
 	}
 	fmt.Fprintf(w, "\nthe first, as launched: %s\n", res[0].Command)
 	return nil
