@@ -196,7 +196,9 @@
 // checkpointing a release ignores). Of the 5.x releases 5.23.0 is modelled
 // for the families whose step its traces (testdata/trace5) found unchanged
 // or modelled by release-keyed rules, with a note citing the trace; the
-// others are refused with the measured difference (transformers5.go).
+// others are refused with the measured difference (transformers5.go); a
+// later 5.x release is modelled as 5.23.0, with a note, an earlier one
+// refused.
 //
 // # Comparing plans and speed
 //

@@ -523,8 +523,10 @@ type libVersion = Version
 var pinned = libVersion{4, 57, 6}
 
 // parseVersion reads "4.57.6" (or "4.57"); an empty string is the pinned
-// release. Of the 5.x releases it reads only the one traced
-// (transformers5Release), which resolveStep then allows family by family.
+// release. Of the 5.x releases it reads the one traced
+// (transformers5Release), which resolveStep then allows family by family,
+// and those after it, modelled as it with a note (transformers5Step); the
+// 5.x releases before it are refused: their step may be either's.
 func parseVersion(s string) (libVersion, error) {
 	if s == "" {
 		return pinned, nil
@@ -541,8 +543,8 @@ func parseVersion(s string) (libVersion, error) {
 		}
 		v[i] = n
 	}
-	if v[0] == 5 && v != transformers5Release {
-		return v, fmt.Errorf("transformers %q: of the 5.x releases only %s is traced (testdata/trace5); the engine models 4.x releases (module and parameter names changed in 5.0) and %s for the families whose step it left unchanged (transformers5.go)", s, transformers5String(), transformers5String())
+	if v[0] == 5 && v.Less(transformers5Release) {
+		return v, fmt.Errorf("transformers %q: of the 5.x releases %s is traced (testdata/trace5), and a later one is modelled as it; the engine models 4.x releases (module and parameter names changed in 5.0) and, from %s, the families whose step it left unchanged or whose change it models (transformers5.go)", s, transformers5String(), transformers5String())
 	}
 	if v[0] != 4 && v[0] != 5 {
 		return v, fmt.Errorf("transformers %q: the engine models 4.x releases (module and parameter names changed in 5.0)", s)

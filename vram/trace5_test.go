@@ -304,13 +304,31 @@ func TestTransformers5Traces(t *testing.T) {
 	}
 }
 
-// TestTransformers5Refusals: a 5.x release other than the traced one, and
-// a family not traced under it, are refused.
+// TestTransformers5Refusals: a 5.x release before the traced one, and a
+// family not traced under it, are refused; a later release is modelled as
+// the traced one, with a note, or refused as it would be.
 func TestTransformers5Refusals(t *testing.T) {
 	tr := Training{Model: Model{Family: "llama", Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 1000, MaxPosition: 256},
 		SeqLen: 128, MicroBatch: 1, Transformers: "5.22.0"}
-	if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "only 5.23.0 is traced") {
+	if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "5.23.0 is traced") {
 		t.Errorf("transformers 5.22.0: %v", err)
+	}
+	tr.Transformers = "5.23.0"
+	at523, err := tr.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Transformers = "5.25.0"
+	later, err := tr.Estimate()
+	if err != nil || later.Peak != at523.Peak || !strings.Contains(strings.Join(later.Notes, " "), "transformers 5.25.0 is newer than the newest traced 5.x release; modelled as 5.23.0") {
+		t.Errorf("transformers 5.25.0: %v, %v (5.23.0: %v); notes %q", later.Peak.Total(), err, at523.Peak.Total(), later.Notes)
+	}
+	changed := tr
+	changed.Model = MustPreset("qwen3-next-80b-a3b")
+	if tr5, ok := transformers5Traced["qwen3_next"]; ok && !tr5.unchanged {
+		if _, err := changed.Estimate(); err == nil || !strings.Contains(err.Error(), "modelled as 5.23.0, the newest traced") {
+			t.Errorf("qwen3_next under transformers 5.25.0: %v", err)
+		}
 	}
 	tr.Model = Model{Family: "gptj", Layers: 2, Hidden: 256, Heads: 4, FFN: 1024, Vocab: 1000, MaxPosition: 256}
 	tr.Transformers = "5.23.0"
