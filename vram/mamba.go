@@ -24,7 +24,11 @@ func (r *resolved) resolveSSM() error {
 		return nil // the profile path, noted by refuseRecurrent
 	}
 	s := r.m.SSM.Normalize()
-	r.notes = append(r.notes, fmt.Sprintf("ssm: the Mamba-2 mixers run transformers' torch path (Mamba2Mixer.torch_forward, as on a CPU or without the mamba_ssm and causal_conv1d kernels): the chunked scan keeps products of %d × %d per chunk and head; with the CUDA kernels (mamba_split_conv1d_scan_combined) it saves far less, which is not modelled", s.Chunk, s.Chunk))
+	path := "Mamba2Mixer.torch_forward"
+	if !r.lib.before(5, 0) {
+		path = "the torch fallbacks of causal_conv1d_fn and mamba2_chunk_scan"
+	}
+	r.notes = append(r.notes, fmt.Sprintf("ssm: the Mamba-2 mixers run transformers' torch path (%s, as on a CPU or without the mamba_ssm and causal_conv1d kernels): the chunked scan keeps products of %d × %d per chunk and head; with the CUDA kernels (mamba_split_conv1d_scan_combined) it saves far less, which is not modelled", path, s.Chunk, s.Chunk))
 	return nil
 }
 
@@ -116,19 +120,17 @@ func (b *actBuilder) mambaMixer(p blockPlan, d ssmDims, x *actT) *actT {
 		dd := promote(proj.dtype, p.baseDType)
 		proj = b.op("in_proj.mup", b.size(d.proj, dd), dd, list(proj))
 	}
-	// conv1d over x|B|C transposed (a view of the projection, which it
-	// saves; under autocast a copy in the compute dtype where the
-	// projection is wider), padded by conv_kernel - 1 on both sides: its
-	// output is longer by that, and the slice SiLU reads keeps all of it.
-	ci := proj
-	if p.autocast && proj.dtype != p.e {
-		ci = b.op("conv1d.input_cast", b.size(d.conv, p.e), p.e, list(proj))
+	var y, act *actT
+	if b.r.lib.before(5, 0) {
+		y = b.ssdScan(p, d, proj)
+	} else {
+		// transformers 5's causal_conv1d_fn and mamba2_chunk_scan
+		// (mamba2_scan5.go); the convolution's output is a local of the
+		// mixer's forward until it returns (hidden_states_B_C and its
+		// split views, 5.23 l.528-545).
+		act = b.mambaConv5(p, d, proj)
+		y = b.ssdScan5(p, d, proj, act)
 	}
-	conv := b.op("conv1d", ci.dtype.Size(d.batch*(d.tokens/d.batch+d.convKernel-1)*d.conv), ci.dtype, list(ci), ci)
-	act := b.op("conv.act", b.size(d.conv, conv.dtype), conv.dtype, list(conv), conv)
-	dt := b.mambaDt(p, d, proj)
-	xs, bs, cs := b.ssmInputs(d, act)
-	y := b.ssdScan(p, d, xs, bs, cs, dt)
 	var gated *actT
 	switch b.r.m.SSM.Norm {
 	case "before_gate":
@@ -142,6 +144,9 @@ func (b *actBuilder) mambaMixer(p blockPlan, d ssmDims, x *actT) *actT {
 		gated = b.op("scan_output.to", b.size(d.inner, x.dtype), x.dtype, list(gated))
 	}
 	b.hold(proj)
+	if act != nil {
+		b.hold(act)
+	}
 	return b.linear(p, "out_proj", "out_proj", gated, d.inner, h)
 }
 
@@ -169,9 +174,22 @@ func (b *actBuilder) ssmInputs(d ssmDims, act *actT) (xs, bs, cs *actT) {
 	return xs, bs, cs
 }
 
-// ssdScan is the chunked scan of torch_forward, op by op, on fp32 x, B, C
-// and Δt; it returns y (padded tokens × inner, fp32).
-func (b *actBuilder) ssdScan(p blockPlan, d ssmDims, xs, bs, cs, dt *actT) *actT {
+// ssdScan is the convolution and the chunked scan of torch_forward before
+// transformers 5, op by op, on fp32 x, B, C and Δt; it returns y (padded
+// tokens × inner, fp32).
+func (b *actBuilder) ssdScan(p blockPlan, d ssmDims, proj *actT) *actT {
+	// conv1d over x|B|C transposed (a view of the projection, which it
+	// saves; under autocast a copy in the compute dtype where the
+	// projection is wider), padded by conv_kernel - 1 on both sides: its
+	// output is longer by that, and the slice SiLU reads keeps all of it.
+	ci := proj
+	if p.autocast && proj.dtype != p.e {
+		ci = b.op("conv1d.input_cast", b.size(d.conv, p.e), p.e, list(proj))
+	}
+	conv := b.op("conv1d", ci.dtype.Size(d.batch*(d.tokens/d.batch+d.convKernel-1)*d.conv), ci.dtype, list(ci), ci)
+	act := b.op("conv.act", b.size(d.conv, conv.dtype), conv.dtype, list(conv), conv)
+	dt := b.mambaDt(p, d, proj)
+	xs, bs, cs := b.ssmInputs(d, act)
 	f := func(n int64) Bytes { return FP32.Size(n) }
 	tp := d.padded
 	// D_residual = D · pad(x): F.pad copies; the product saves both.
@@ -215,8 +233,8 @@ func (b *actBuilder) ssdScan(p blockPlan, d ssmDims, xs, bs, cs, dt *actT) *actT
 	// Y_off = (C · states).sum(-1) · exp(A_cumsum): the product saves C and
 	// the states (a view of new_states), the scaling both factors.
 	sdo := b.keep(b.op("state_decay_out", f(tp*d.heads), FP32, list(aCum)))
-	ci := b.product("C_times_states", f(tp*d.inner*d.state), list(cc, newStates), cc, newStates)
-	cSum := b.op("C_times_states.sum", f(tp*d.inner), FP32, list(ci))
+	cts := b.product("C_times_states", f(tp*d.inner*d.state), list(cc, newStates), cc, newStates)
+	cSum := b.op("C_times_states.sum", f(tp*d.inner), FP32, list(cts))
 	yOff := b.op("Y_off", f(tp*d.inner), FP32, list(cSum, sdo), cSum, sdo)
 	y := b.op("Y_diag+Y_off", f(tp*d.inner), FP32, list(yDiag, yOff))
 	return b.op("y+D_residual", f(tp*d.inner), FP32, list(y, dRes))
@@ -284,7 +302,17 @@ func (b *actBuilder) gatedNorm(p blockPlan, d ssmDims, y, proj *actT) *actT {
 	sg := b.op("gate.silu", b.size(d.inner, FP32), FP32, list(g), g)
 	yg := b.op("y*silu(gate)", b.size(d.inner, FP32), FP32, list(y, sg), y, sg)
 	b.op("norm.pow", b.size(d.inner, FP32), FP32, list(yg), yg)
-	rs := b.keep(b.op("norm.rsqrt", b.size(1, FP32), FP32, list(yg)))
+	// One statistic a token before transformers 5; from 5.0 one a group
+	// of inner / n_groups (5.23 mamba2/modeling_mamba2.py:117-121,
+	// MambaRMSNormGated's group_size, l.431).
+	groups := int64(1)
+	if !b.r.lib.before(5, 0) {
+		groups = d.groups
+	}
+	rs := b.keep(b.op("norm.rsqrt", b.size(groups, FP32), FP32, list(yg)))
+	// pow(2).mean() backward, as normOf has it: four fp32 tensors of the
+	// gated tensor's size at once.
+	b.gradWorkspace(4 * b.size(d.inner, FP32))
 	nrm := b.op("norm.scaled", b.size(d.inner, FP32), FP32, list(yg, rs), yg, rs)
 	wd := promote(p.baseDType, FP32)
 	return b.op("norm.weight", b.size(d.inner, wd), wd, list(nrm), nrm)
