@@ -69,7 +69,10 @@ func init() {
 		// BambaModel.forward returns no cache unless one is passed in
 		// ("Bamba requires an initialized HybridMambaAttentionDynamicCache
 		// to return a cache").
-		recipe: func(Model, libVersion) recipe { return recipe{noTrainingCache: true} },
+		// transformers 5 builds a DynamicCache in training too (5.23
+		// modeling_bamba.py:967-968); 4.57 returned none without a
+		// HybridMambaAttentionDynamicCache (4.57 l.1150-1154).
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{noTrainingCache: lib.before(5, 0)} },
 		// Bamba-9B's config.json: 32 layers 4,096 wide, attention at
 		// layers 9, 18 and 27 (32 heads over 8 KV heads), Mamba-2 mixers
 		// of 128 heads of 64 with a 128-number state; it has no

@@ -65,8 +65,11 @@ func init() {
 			b.add("model.layers.0.mamba.mup_vector", -1, FP32, 1, 1, s.inner()+s.convDim()+int64(s.Heads))
 		},
 		block: falconH1Block,
-		recipe: func(Model, libVersion) recipe {
-			return recipe{noTrainingCache: true, embedScale: true, logitsScale: true, ssmInputScale: true, ssmProjScale: true, keyScale: true}
+		// transformers 5 builds a DynamicCache in training too (5.23
+		// modeling_falcon_h1.py:1065-1066); 4.57 returned none without a
+		// FalconHybridMambaAttentionDynamicCache (4.57 l.1273-1277).
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{noTrainingCache: lib.before(5, 0), embedScale: true, logitsScale: true, ssmInputScale: true, ssmProjScale: true, keyScale: true}
 		},
 		// tiiuae/Falcon-H1-0.5B-Instruct's config.json: 36 layers 1,024
 		// wide, 8 heads of 64 over 2 KV heads, an MLP of 2,048; mixers of 24

@@ -64,8 +64,11 @@ func init() {
 		},
 		// GraniteMoeHybridModel.forward returns no cache unless one is
 		// passed in; the shared MLP is one gate|up matmul.
-		recipe: func(Model, libVersion) recipe {
-			return recipe{noTrainingCache: true, fusedGateUp: true, embedScale: true, branchScale: true, logitsScale: true, parallelExperts: true}
+		// transformers 5 builds a DynamicCache in training too (5.23
+		// modeling_granitemoehybrid.py:1084-1085); 4.57 returned none
+		// without a HybridMambaAttentionDynamicCache (4.57 l.1350-1354).
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{noTrainingCache: lib.before(5, 0), fusedGateUp: true, embedScale: true, branchScale: true, logitsScale: true, parallelExperts: true}
 		},
 		// The dense Granite 4.0-H models (copies of their config.json,
 		// IBM's GGUF metadata and model card): 40 layers with attention at

@@ -25,6 +25,13 @@ package vram
 // the whole output alive) and SiLU (the activation), which saves its
 // input.
 func (b *actBuilder) mambaConv5(p blockPlan, d ssmDims, proj *actT) *actT {
+	if p.useCache {
+		// With the training cache (the hybrids' DynamicCache) the mixer
+		// first hands x|B|C to cache_params.update_conv_state (l.522),
+		// which keeps the last conv_kernel positions in zeros of the
+		// projection's dtype (cache_utils.py:1176, copy_ at l.1226).
+		p.holdOutput(b.op("cache.conv_state", proj.dtype.Size(d.batch*d.conv*d.convKernel), proj.dtype, list(proj)))
+	}
 	ci := proj
 	if wd := p.baseDType; wd.IsFloat() && ci.dtype != wd {
 		ci = b.op("conv1d.input.to_weight", b.size(d.conv, wd), wd, list(ci))
@@ -144,6 +151,13 @@ func (b *actBuilder) ssdScan5(p blockPlan, d ssmDims, proj, act *actT) *actT {
 	ends := b.op("A_cumsum.pad", f(d.batch*d.heads*(d.chunks+1)), FP32, list(aCum))
 	dch := b.segmentSum("decay_chunk", f(d.batch*d.heads*(d.chunks+1)*(d.chunks+1)), ends)
 	newStates := b.scanEinsum(p, "new_states", allStates, einsumOperand{dch, d.batch * d.heads * (d.chunks + 1) * (d.chunks + 1), false}, einsumOperand{states, allStates, true})
+	if p.useCache {
+		// With the training cache the scan returns final_state =
+		// new_states[:, -1] (l.335, 358-359), which the mixer copies into
+		// the cache's recurrent state (l.594: zeros_like, cache_utils.py
+		// :1188, copy_ at l.1247).
+		p.holdOutput(b.op("cache.recurrent_state", newStates.dtype.Size(d.batch*d.inner*d.state), newStates.dtype, list(newStates)))
+	}
 	// Y_off = einsum(C, new_states[:, :-1]) (l.342) * exp(A_cumsum)
 	// (l.339, exp saves its output; l.343, the product saves both).
 	sdo := b.keep(b.op("state_decay_out", f(tp*d.heads), FP32, list(aCum)))
