@@ -270,12 +270,16 @@ func lmLoss(b *actBuilder, r *resolved, p blockPlan, x *actT, h, v int64) (_ *ac
 			break
 		}
 		logits := headLogits(b, pHead, x, h, v)
-		p.holdOutput(logits) // returned in the model output
 		l32 := logits
 		if p.e != FP32 && (p.autocast || !p.rec.lossInDType) {
 			// transformers' loss upcasts: logits.float() (ForCausalLMLoss);
 			// under autocast cross_entropy runs in fp32 anyway.
 			l32 = b.op("logits_float", b.size(v, FP32), FP32, list(logits))
+		}
+		if p.rec.logitsFloat {
+			p.holdOutput(l32) // the model's own upcast, returned in its output
+		} else {
+			p.holdOutput(logits) // returned in the model output
 		}
 		if r.lossCompiled() {
 			b.keep(b.op("logsumexp", b.size(1, FP32), FP32, list(l32)))

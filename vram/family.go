@@ -319,6 +319,10 @@ type recipe struct {
 	// logitsScale: the logits are divided by a constant (Granite's
 	// logits_scaling): the returned logits are a tensor of their own.
 	logitsScale bool
+	// logitsFloat: the model returns logits.float() (Mamba2ForCausalLM):
+	// the output holds the fp32 copy, and the lm_head's own output, in
+	// the compute dtype, dies once it is copied.
+	logitsFloat bool
 	// attention, when set, is the attention implementations the family's
 	// modeling code offers under the recipe's release, in place of
 	// family.attention (Gemma 2 dropped SDPA in transformers 5).

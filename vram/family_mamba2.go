@@ -71,7 +71,9 @@ func init() {
 		// Mamba2Model keeps no cache in training: use_cache defaults to
 		// config.use_cache only when not training (5.23
 		// modeling_mamba2.py:783; 4.57 l.871).
-		recipe: func(Model, libVersion) recipe { return recipe{noTrainingCache: true} },
+		// It returns self.lm_head(...).float() (5.23 l.919; 4.57
+		// l.1041, the same).
+		recipe: func(Model, libVersion) recipe { return recipe{noTrainingCache: true, logitsFloat: true} },
 		// Mamba-Codestral-7B: 64 layers 4,096 wide, 128 heads of 64, a
 		// 128-number state, 8 groups (Mamba2Config's defaults are its
 		// shape; mistralai/Mamba-Codestral-7B-v0.1's config.json).
