@@ -393,6 +393,12 @@ type recipe struct {
 	// Qwen3-MoE's, qwen3_vl_moe/modeling_qwen3_vl_moe.py:132-140;
 	// topk_softmax as gpt_oss/modeling_gpt_oss.py:117-122).
 	routerNoScatter bool
+	// floatTopKRouter: the router takes the top k of its fp32 logits and
+	// softmaxes them, cast to the hidden states' dtype (GraniteMoE's
+	// TopKGating; transformers 5's GraniteMoeHybridTopKRouter,
+	// granitemoehybrid/modeling_granitemoehybrid.py:832-836), whichever
+	// experts follow.
+	floatTopKRouter bool
 	// sortedExperts: the routed experts run on the tokens sorted by
 	// expert (DeepSeek-V2's MoE.moe: argsort, one gather, the outputs
 	// concatenated and put back), not in Mixtral's masked loop.

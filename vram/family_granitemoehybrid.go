@@ -67,8 +67,12 @@ func init() {
 		// transformers 5 builds a DynamicCache in training too (5.23
 		// modeling_granitemoehybrid.py:1084-1085); 4.57 returned none
 		// without a HybridMambaAttentionDynamicCache (4.57 l.1350-1354).
+		// transformers 5 runs the routed experts through grouped_mm (the
+		// use_experts_implementation default, l.839) after the same fp32
+		// top-k routing (l.832-836); 4.57 ran ParallelExperts.
 		recipe: func(_ Model, lib libVersion) recipe {
-			return recipe{noTrainingCache: lib.before(5, 0), fusedGateUp: true, embedScale: true, branchScale: true, logitsScale: true, parallelExperts: true}
+			return recipe{noTrainingCache: lib.before(5, 0), fusedGateUp: true, embedScale: true, branchScale: true, logitsScale: true,
+				parallelExperts: lib.before(5, 0), groupedMM: !lib.before(5, 0), floatTopKRouter: !lib.before(5, 0)}
 		},
 		// The dense Granite 4.0-H models (copies of their config.json,
 		// IBM's GGUF metadata and model card): 40 layers with attention at

@@ -129,11 +129,35 @@ func (b *actBuilder) fusedMoE(x, rw *actT, h, f int64) *actT {
 	return b.op("experts.fused.output", b.size(h, d), d, list(c13, c2))
 }
 
+// floatTopKRouter is the routing of GraniteMoE's TopKGating (and
+// transformers 5's GraniteMoeHybridTopKRouter, modeling_granitemoehybrid.py:
+// 832-836): the logits in fp32, their top k (saves the indices), softmax
+// over them (saves its output), cast to the hidden states' dtype.
+func (b *actBuilder) floatTopKRouter(p blockPlan, x *actT, h int64) *actT {
+	m := b.r.m
+	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
+	logits := b.linear(p, "router.layer", "router", x, h, e)
+	lf := logits
+	if lf.dtype != FP32 {
+		lf = b.op("router.logits.float", b.size(e, FP32), FP32, list(logits))
+	}
+	top := b.op("router.topk", b.size(k, FP32), FP32, list(lf))
+	b.side("router.topk_indices", b.size(k, INT64), INT64)
+	gates := b.keep(b.op("router.softmax", b.size(k, FP32), FP32, list(top)))
+	if x.dtype != FP32 {
+		gates = b.op("router.gates.type_as", b.size(k, x.dtype), x.dtype, list(gates))
+	}
+	return gates
+}
+
 // router turns x into the experts' routing weights: a [tokens, k] tensor
 // (softmax_topk*, sigmoid_topk_norm) or [tokens, experts] with zeros off
 // the top k (topk_softmax, topk_sigmoid), in the dtype the experts'
 // outputs are multiplied in.
 func (b *actBuilder) router(p blockPlan, x *actT, h int64) *actT {
+	if p.rec.floatTopKRouter {
+		return b.floatTopKRouter(p, x, h)
+	}
 	m := b.r.m
 	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
 	hd := x.dtype
@@ -340,19 +364,8 @@ func (b *actBuilder) sortedExperts(p blockPlan, x, rw *actT, h, f int64) *actT {
 // outputs times the gates (saves both) and index_add'ed into zeros (which
 // saves them again).
 func (b *actBuilder) parallelExperts(p blockPlan, x *actT, h, f int64) *actT {
-	m := b.r.m
-	k, e := int64(m.ExpertsPerToken), int64(m.Experts)
-	logits := b.linear(p, "router.layer", "router", x, h, e)
-	lf := logits
-	if lf.dtype != FP32 {
-		lf = b.op("router.logits.float", b.size(e, FP32), FP32, list(logits))
-	}
-	top := b.op("router.topk", b.size(k, FP32), FP32, list(lf))
-	b.side("router.topk_indices", b.size(k, INT64), INT64)
-	gates := b.keep(b.op("router.softmax", b.size(k, FP32), FP32, list(top)))
-	if x.dtype != FP32 {
-		gates = b.op("router.gates.type_as", b.size(k, x.dtype), x.dtype, list(gates))
-	}
+	k := int64(b.r.m.ExpertsPerToken)
+	gates := b.floatTopKRouter(p, x, h)
 	tokens := b.tokens
 	b.tokens = mulI64(tokens, k)
 	bg := b.op("router.batch_gates", b.size(1, gates.dtype), gates.dtype, list(gates))
