@@ -21,22 +21,44 @@ func (b *actBuilder) latentQKV(p blockPlan, x *actT, heads int64) (q, k, v *actT
 	h := int64(m.Hidden)
 	dn, dr, dv := int64(m.QKNopeDim), int64(m.QKRopeDim), int64(m.VHeadDim)
 	r := int64(m.KVLoRARank)
+	q = b.latentQuery(p, x, heads)
+	ckv := b.linear(p, "kv_a_proj_with_mqa", "k_proj", x, h, r+dr)
+	kv := b.linear(p, "kv_b_proj", "v_proj", b.norm(p, "kv_a_layernorm", "rmsnorm", ckv, r), r, heads*(dn+dv))
+	qr, kr := b.latentRope(p, q, ckv, heads)
+	qd, kd := promote(q.dtype, qr.dtype), promote(kv.dtype, kr.dtype)
+	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
+	k = b.op("k_cat", b.size(heads*(dn+dr), kd), kd, list(kv, kr))
+	v = kv
+	if p.useCache && p.hfModeling {
+		k = b.op("cache.k", b.size(heads*(dn+dr), k.dtype), k.dtype, list(k))
+		v = b.op("cache.v", b.size(heads*dv, k.dtype), k.dtype, list(v))
+	}
+	return q, k, v
+}
+
+// latentQuery is MLA's query projection: q_a_proj, its RMSNorm and
+// q_b_proj, or one q_proj without q_lora_rank.
+func (b *actBuilder) latentQuery(p blockPlan, x *actT, heads int64) *actT {
+	m := b.r.m
+	h, w := int64(m.Hidden), heads*int64(m.QKNopeDim+m.QKRopeDim)
 	if m.QLoRARank > 0 {
 		rq := int64(m.QLoRARank)
 		qa := b.linear(p, "q_a_proj", "q_proj", x, h, rq)
-		q = b.linear(p, "q_b_proj", "q_proj", b.norm(p, "q_a_layernorm", "rmsnorm", qa, rq), rq, heads*(dn+dr))
-	} else {
-		q = b.linear(p, "q_proj", "q_proj", x, h, heads*(dn+dr))
+		return b.linear(p, "q_b_proj", "q_proj", b.norm(p, "q_a_layernorm", "rmsnorm", qa, rq), rq, w)
 	}
-	ckv := b.linear(p, "kv_a_proj_with_mqa", "k_proj", x, h, r+dr)
-	kv := b.linear(p, "kv_b_proj", "v_proj", b.norm(p, "kv_a_layernorm", "rmsnorm", ckv, r), r, heads*(dn+dv))
+	return b.linear(p, "q_proj", "q_proj", x, h, w)
+}
+
+// latentRope rotates the rotary parts of q (every head's) and of ckv
+// (the one shared key), each a view of its projection's output.
+func (b *actBuilder) latentRope(p blockPlan, q, ckv *actT, heads int64) (qr, kr *actT) {
+	dr := int64(b.r.m.QKRopeDim)
 	ropeD := func(d DType) DType {
 		if p.hfModeling && p.autocast {
 			return promote(d, p.resid) // cos and sin come in the hidden states' dtype
 		}
 		return d
 	}
-	var qr, kr *actT
 	if p.rec.complexRope {
 		// q.float() as complex times freqs_cis (which the product saves),
 		// type_as back to q's and k's dtype.
@@ -52,13 +74,5 @@ func (b *actBuilder) latentQKV(p blockPlan, x *actT, heads int64) (q, k, v *actT
 		qr = b.op("q_rope", b.size(heads*dr, ropeD(q.dtype)), ropeD(q.dtype), list(q))
 		kr = b.op("k_rope", b.size(dr, ropeD(ckv.dtype)), ropeD(ckv.dtype), list(ckv))
 	}
-	qd, kd := promote(q.dtype, qr.dtype), promote(kv.dtype, kr.dtype)
-	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
-	k = b.op("k_cat", b.size(heads*(dn+dr), kd), kd, list(kv, kr))
-	v = kv
-	if p.useCache && p.hfModeling {
-		k = b.op("cache.k", b.size(heads*(dn+dr), k.dtype), k.dtype, list(k))
-		v = b.op("cache.v", b.size(heads*dv, k.dtype), k.dtype, list(v))
-	}
-	return q, k, v
+	return qr, kr
 }
