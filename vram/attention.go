@@ -45,6 +45,14 @@ type qkv struct {
 	// (a concatenation), rather than a transposed view of the
 	// projection's (batch, seq, heads, dim) output.
 	freshQ bool
+	// cacheHeld: the builder has held what the cache keeps itself (MLA's
+	// latents from transformers 5), not k and v.
+	cacheHeld bool
+	// vStrided: v is a view of a wider output with its heads strided
+	// (transformers 5's MLA value_states, a transposed split of
+	// kv_b_proj's output), which torch.matmul cannot fold into one batch
+	// dimension without a copy.
+	vStrided bool
 }
 
 // attention builds the attention sublayer on a (the norm's output) and
@@ -53,6 +61,10 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 	m := b.r.m
 	var s qkv
 	switch {
+	case d.mla && p.rec.latentCache:
+		// transformers 5: the cache keeps the latents (mla5.go).
+		s.q, s.k, s.v = b.latentQKV5(p, a, d.heads)
+		s.freshQ, s.cacheHeld, s.vStrided = true, true, true
 	case d.mla:
 		s.q, s.k, s.v = b.latentQKV(p, a, d.heads)
 		s.freshQ = true
@@ -73,7 +85,7 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 			s.v = b.op("cache.v", b.size(s.kd, s.k.dtype), s.k.dtype, list(s.v))
 		}
 	}
-	if p.useCache {
+	if p.useCache && !s.cacheHeld {
 		// The model returns past_key_values (HF use_cache=True), which keeps
 		// the cached k and v alive while the loop holds the output, or
 		// until the forward returns.
@@ -408,6 +420,13 @@ func (b *actBuilder) eagerAttention(p blockPlan, d blockDims, s qkv) *actT {
 		pr.attn = true
 	}
 	v := b.castIn(p, s.v.name, s.v)
+	if s.vStrided && p.batch > 1 {
+		// torch.matmul folds (batch, heads) into bmm's batch by
+		// expand + reshape, which copies a head-strided view unless the
+		// batch is one; the product saves the copy (torch 2.15, measured:
+		// _unsafe_view [b·heads, s, v_head_dim]), not the wider output.
+		v = b.op("v.reshape", b.size(d.oDim, v.dtype), v.dtype, list(v))
+	}
 	o := b.op("probs@v", b.size(d.oDim, p.e), p.e, list(pr, v), pr, v)
 	b.ops[len(b.ops)-1].gemm = true
 	return o

@@ -410,6 +410,11 @@ type recipe struct {
 	// numbers by the model's freqs_cis (complex64; DeepSeek-V2's
 	// apply_rotary_emb): fp32 products cast back to q's and k's dtype.
 	complexRope bool
+	// latentCache: multi-head latent attention as transformers 5 runs it
+	// (mla5.go): the cache keeps the compressed latents, which are
+	// expanded into k and v after it, the key built by new_empty and
+	// copy_ in kv_b_proj's dtype.
+	latentCache bool
 	// qkNormAfterRope: the per-head q/k norm runs on the rotated q and k
 	// (Hunyuan's query_layernorm, key_layernorm), not before the rotary
 	// embedding.

@@ -79,7 +79,7 @@ func init() {
 		}}.tensors,
 		buffers: func(m Model, b *bufferList) { b.add("model.rotary_emb.inv_freq", -1, FP32, int64(m.QKRopeDim)/2) },
 		recipe: func(_ Model, lib libVersion) recipe {
-			return recipe{sortedExperts: lib.before(5, 0), groupedMM: !lib.before(5, 0), complexRope: true}
+			return recipe{sortedExperts: lib.before(5, 0), groupedMM: !lib.before(5, 0), latentCache: !lib.before(5, 0), complexRope: true}
 		},
 		// DeepSeek-V2: 60 layers 5,120 wide, 128 heads, the first dense,
 		// then 160 experts of 1,536 (6 a token, chosen within 3 of 8

@@ -47,8 +47,11 @@ func init() {
 			c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"] = m.QKNopeDim, m.QKRopeDim, m.VHeadDim
 			c["n_group"], c["topk_group"] = 1, 1
 		},
-		// transformers 5: the experts through grouped_mm (moe_grouped_mm.go).
-		recipe: func(_ Model, lib libVersion) recipe { return recipe{groupedMM: !lib.before(5, 0)} },
+		// transformers 5: the experts through grouped_mm (moe_grouped_mm.go),
+		// the latent cache (mla5.go).
+		recipe: func(_ Model, lib libVersion) recipe {
+			return recipe{groupedMM: !lib.before(5, 0), latentCache: !lib.before(5, 0)}
+		},
 		check: func(m Model) error {
 			if m.KVLoRARank < 1 || m.QKNopeDim < 1 || m.QKRopeDim < 1 || m.VHeadDim < 1 {
 				return fmt.Errorf("model: deepseek_v3 needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim ≥ 1")
