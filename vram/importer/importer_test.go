@@ -520,6 +520,33 @@ func TestImportTorchtitanCompile(t *testing.T) {
 	}
 }
 
+// TestImportTorchtitanEarlyStop: [activation_checkpoint] early_stop, an
+// option of torchtitan 0.2.x only, reaches the plan with that release, and
+// the plan estimates; without it the release stays unnamed (the current).
+func TestImportTorchtitanEarlyStop(t *testing.T) {
+	for _, v := range []bool{true, false} {
+		toml := fmt.Sprintf("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[activation_checkpoint]\nmode = \"full\"\nearly_stop = %v\n", v)
+		im, err := Import("job.toml", []byte(toml), Options{Kind: KindTorchtitan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := im.Plan.Training
+		if tr.CheckpointEarlyStop == nil || *tr.CheckpointEarlyStop != v || tr.Torchtitan != "0.2.2" {
+			t.Errorf("early_stop = %v: checkpoint_early_stop %v, torchtitan %q", v, tr.CheckpointEarlyStop, tr.Torchtitan)
+		}
+		if _, err := tr.Estimate(); err != nil {
+			t.Errorf("early_stop = %v: %v", v, err)
+		}
+	}
+	im, err := Import("job.toml", []byte("[model]\nname = \"llama3\"\nflavor = \"8B\"\n"), Options{Kind: KindTorchtitan})
+	if err != nil || im.Plan.Training.CheckpointEarlyStop != nil || im.Plan.Training.Torchtitan != "" {
+		t.Errorf("no early_stop: %+v, %v", im.Plan.Training, err)
+	}
+	if _, err := Import("job.toml", []byte("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[activation_checkpoint]\nearly_stop = \"maybe\"\n"), Options{Kind: KindTorchtitan}); err == nil || !strings.Contains(err.Error(), "activation_checkpoint.early_stop") {
+		t.Errorf("early_stop = \"maybe\": %v", err)
+	}
+}
+
 // TestImportZeROInfinity: a DeepSpeed config's NVMe offload devices,
 // sub_group_size and max_in_cpu reach the plan (nvme.go).
 func TestImportZeROInfinity(t *testing.T) {

@@ -14,7 +14,8 @@ import (
 // local_batch_size (8, JC:253) and seq_len (2048, JC:261, always packed),
 // dtype (float32, JC:275) with mixed_precision_param bfloat16 (JC:282: FSDP2's
 // param_dtype, autocast without sharding); [activation_checkpoint] mode
-// (selective, JC:652) and selective_ac_option ("2", JC:655);
+// (selective, JC:652), selective_ac_option ("2", JC:655) and early_stop
+// (0.2.x's option: titanEarlyStop);
 // [parallelism] data_parallel_shard_degree (-1: the GPUs left, JC:324),
 // tensor/pipeline/context degrees; [compile] enable (JC:722) and
 // components (titanCompile); converters
@@ -217,6 +218,20 @@ func titanCheckpointing(r *configReader, t *vram.Training) error {
 		return fmt.Errorf("activation_checkpoint.mode %q is not modelled (full, selective and none are)", mode)
 	}
 	r.mapped("activation_checkpoint %s%s", orDefault(mode, "selective (default)"), map[bool]string{true: " " + t.SelectiveACOption}[t.SelectiveACOption != ""])
+	return titanEarlyStop(r, t)
+}
+
+// titanEarlyStop reads activation_checkpoint.early_stop, an option of
+// torchtitan 0.2.x only (v0.2.0 job_config.py:611, default false; 0.3.0
+// hard-codes it off and has no TOML configs): a config that sets it runs
+// 0.2.x, modelled as 0.2.2, its last release (vram/torchtitan_releases.go).
+func titanEarlyStop(r *configReader, t *vram.Training) error {
+	v, ok, err := r.bool("activation_checkpoint.early_stop")
+	if err != nil || !ok {
+		return err
+	}
+	t.CheckpointEarlyStop, t.Torchtitan = &v, "0.2.2"
+	r.mapped("activation_checkpoint.early_stop %v → checkpoint_early_stop %v, torchtitan 0.2.2 (the option is 0.2.x's)", v, v)
 	return nil
 }
 
