@@ -108,6 +108,10 @@ func (b *actBuilder) gatedDeltaNet(p blockPlan, x *actT) *actT {
 	act := b.op("conv.silu", b.size(d.conv, e), e, list(conv), conv)
 	beta := b.keep(b.op("beta.sigmoid", b.size(d.nv, bb.dtype), bb.dtype, list(bb)))
 	g := b.deltaDecay(d, aa)
+	if p.rec.deltaRule5 {
+		core := b.chunkGatedDeltaRule5(p, d, act, act, g, beta)
+		return b.linear(p, "out_proj", "out_proj", b.deltaGatedNorm(p, d, core, z), d.vd, h)
+	}
 	q, k := act, act
 	if d.rep > 1 {
 		q = b.op("query.repeat_interleave", b.size(d.nv*d.dk, e), e, list(act))

@@ -415,6 +415,11 @@ type recipe struct {
 	// expanded into k and v after it, the key built by new_empty and
 	// copy_ in kv_b_proj's dtype.
 	latentCache bool
+	// deltaRule5: the Gated DeltaNet's chunked rule as transformers 5
+	// runs it (deltanet5.go): q and k repeated to the value heads inside
+	// it, fp32 copies before the L2 norms, the triangular system solved
+	// by torch.linalg.solve_triangular, the decays applied once.
+	deltaRule5 bool
 	// qkNormAfterRope: the per-head q/k norm runs on the rotated q and k
 	// (Hunyuan's query_layernorm, key_layernorm), not before the rotary
 	// embedding.

@@ -70,8 +70,13 @@ func init() {
 			}
 			return decoderBlock(r, layer)
 		},
-		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, sharedExpertGate: true, gatedAttention: true, cacheKeepsKV: true}
+		// transformers 5: the experts through grouped_mm
+		// (moe_grouped_mm.go; 5.23 modeling_qwen3_next.py:788), the
+		// rewritten chunked rule (deltanet5.go).
+		recipe: func(_ Model, lib libVersion) recipe {
+			v5 := !lib.before(5, 0)
+			return recipe{normWeightFP32: true, sharedExpertGate: true, gatedAttention: true, cacheKeepsKV: true,
+				groupedMM: v5, deltaRule5: v5}
 		},
 		// Qwen/Qwen3-Next-80B-A3B-Instruct: Qwen3NextConfig's defaults are
 		// this checkpoint (its docstring): 48 layers 2,048 wide; every
