@@ -35,9 +35,28 @@ func (b *actBuilder) chunkGatedDeltaRule5(p blockPlan, d deltaDims, qk, v, g, be
 }
 
 // deltaFP32 is x.transpose(1, 2).to(torch.float32,
-// memory_format=torch.contiguous_format) (l.415-418): one fp32 copy.
+// memory_format=torch.contiguous_format) (l.415-418): one fp32 copy of a
+// compute-dtype x; an fp32 x is returned as it is, the transposed view
+// (torch 2.15, measured: same-dtype .to does not copy), whose layout the
+// elementwise ops and F.pad after it keep.
 func (b *actBuilder) deltaFP32(name string, x *actT, width int64) *actT {
+	if x.dtype == FP32 {
+		return x
+	}
 	return b.op(name+".float", b.size(width, FP32), FP32, list(x))
+}
+
+// deltaMatmul5 is one of the rule's batched matmuls over whole chunks
+// (l.460-461): in fp32 its operands keep the heads-after-tokens layout of
+// the inputs (deltaFP32), which torch.matmul cannot fold into a batch of
+// matrices, so it copies both, and bmm saves the copies; under autocast
+// the compute-dtype casts are those copies.
+func (b *actBuilder) deltaMatmul5(p blockPlan, name string, out int64, x *actT, xn int64, y *actT, yn int64) *actT {
+	if !p.autocast && (x.dtype == FP32 || y.dtype == FP32) {
+		x = b.op(name+".a.copy", FP32.Size(xn), FP32, list(x))
+		y = b.op(name+".b.copy", FP32.Size(yn), FP32, list(y))
+	}
+	return b.deltaMatmul(p, name, out, x, xn, y, yn)
 }
 
 // deltaOperands5 runs the rule up to the chunk loop (l.407-479).
@@ -72,9 +91,9 @@ func (b *actBuilder) deltaOperands5(p blockPlan, d deltaDims, qk, v, g, beta *ac
 	s.decay = b.keep(b.op("decay.exp", maps, FP32, list(mf)))
 	// ut_system and intra_chunk_attn (l.460-461): each product saves the
 	// matmul's output and the decay.
-	kk := b.deltaMatmul(p, "k_beta@key", tp*d.nv*deltaChunk, s.kBeta, tp*d.nv*d.dk, s.k, tp*d.nv*d.dk)
+	kk := b.deltaMatmul5(p, "k_beta@key", tp*d.nv*deltaChunk, s.kBeta, tp*d.nv*d.dk, s.k, tp*d.nv*d.dk)
 	ut := b.op("ut_system", maps, FP32, list(kk, s.decay), kk, s.decay)
-	qk2 := b.deltaMatmul(p, "query@key", tp*d.nv*deltaChunk, qp, tp*d.nv*d.dk, s.k, tp*d.nv*d.dk)
+	qk2 := b.deltaMatmul5(p, "query@key", tp*d.nv*deltaChunk, qp, tp*d.nv*d.dk, s.k, tp*d.nv*d.dk)
 	s.attn = b.op("intra_chunk_attn", maps, FP32, list(qk2, s.decay), qk2, s.decay)
 	// decayed_k_beta (l.462), then the two solves (l.465-467), each
 	// saving the system and its result.
