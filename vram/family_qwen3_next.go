@@ -72,11 +72,13 @@ func init() {
 		},
 		// transformers 5: the experts through grouped_mm
 		// (moe_grouped_mm.go; 5.23 modeling_qwen3_next.py:788), the
-		// rewritten chunked rule (deltanet5.go).
+		// shared expert before the router and its gate after the experts
+		// (l.855-862, Qwen2-MoE's block), the routing weights cast to the
+		// logits' dtype (l.845), the rewritten chunked rule (deltanet5.go).
 		recipe: func(_ Model, lib libVersion) recipe {
 			v5 := !lib.before(5, 0)
 			return recipe{normWeightFP32: true, sharedExpertGate: true, gatedAttention: true, cacheKeepsKV: true,
-				groupedMM: v5, deltaRule5: v5}
+				groupedMM: v5, sharedFirst: v5, sharedGateLast: true, routerLogitsDType: v5, deltaRule5: v5}
 		},
 		// Qwen/Qwen3-Next-80B-A3B-Instruct: Qwen3NextConfig's defaults are
 		// this checkpoint (its docstring): 48 layers 2,048 wide; every
