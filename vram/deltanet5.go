@@ -142,6 +142,14 @@ func (b *actBuilder) deltaChunks5(p blockPlan, s *deltaRule) {
 		od := promote(inter.dtype, av.dtype)
 		sum := b.op("inter+intra", od.Size(cv), od, list(inter, av))
 		b.op("core_attn_out[i]=", 0, FP32, list(s.out, sum))
+		if i == d.chunks-1 && !p.useCache {
+			// The final state is dropped (output_final_state false, l.492):
+			// its update's graph dies with it, saving nothing.
+			scaled := b.op("state*chunk_decay", f(kv), FP32, list(s.state, s.gCum))
+			upd := b.op("key_iᵀ@v_new", f(kv), FP32, list(s.k, vNew))
+			s.state = b.op("state", f(kv), FP32, list(scaled, upd))
+			return
+		}
 		scaled := b.op("state*chunk_decay", f(kv), FP32, list(s.state, s.gCum), s.state, s.gCum)
 		ki := s.k
 		if !p.autocast {
