@@ -74,10 +74,13 @@ func init() {
 		// (moe_grouped_mm.go; 5.23 modeling_qwen3_next.py:788), the
 		// shared expert before the router and its gate after the experts
 		// (l.855-862, Qwen2-MoE's block), the routing weights cast to the
-		// logits' dtype (l.845), the rewritten chunked rule (deltanet5.go).
+		// logits' dtype (l.845), the rewritten chunked rule (deltanet5.go),
+		// and DynamicCache in place of Qwen3NextDynamicCache (l.1008-1009):
+		// torch.cat copies of k and v in k's dtype (fp32 after the rotary
+		// embedding under autocast, so v is cached in fp32 too).
 		recipe: func(_ Model, lib libVersion) recipe {
 			v5 := !lib.before(5, 0)
-			return recipe{normWeightFP32: true, sharedExpertGate: true, gatedAttention: true, cacheKeepsKV: true,
+			return recipe{normWeightFP32: true, sharedExpertGate: true, gatedAttention: true, cacheKeepsKV: !v5,
 				groupedMM: v5, sharedFirst: v5, sharedGateLast: true, routerLogitsDType: v5, deltaRule5: v5}
 		},
 		// Qwen/Qwen3-Next-80B-A3B-Instruct: Qwen3NextConfig's defaults are
