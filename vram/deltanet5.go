@@ -6,11 +6,12 @@ package vram
 // "fla") without flash-linear-attention), selected by recipe.deltaRule5.
 // Against 4.57's (deltanet_rule.go):
 //   - q and k enter un-repeated; repeat_interleave to the value heads
-//     runs inside the rule (l.410-412) and its outputs die at the fp32
-//     copy;
+//     runs inside the rule (l.410-412);
 //   - x.transpose(1, 2).to(float32, memory_format=contiguous) (l.415-418):
-//     one copy each in fp32, also under autocast (no compute-dtype copy
-//     first); the L2 norms then run on the fp32 copies (l.420-422);
+//     under autocast one fp32 copy of each compute-dtype input (no
+//     compute-dtype copy first), at which the repeated q and k die; an
+//     fp32 input is returned as its transposed view (deltaFP32); the L2
+//     norms then run on these (l.420-422);
 //   - query * scaling (l.425) saves nothing (a Python scalar);
 //   - the triangular system is solved by torch.linalg.solve_triangular
 //     (l.465-467), which saves the system and its result: no row loop, no
@@ -125,19 +126,18 @@ func (b *actBuilder) deltaChunks5(p blockPlan, s *deltaRule) {
 	bh := d.batch * d.nv
 	cc, ck, cv, kv := bh*deltaChunk*deltaChunk, bh*deltaChunk*d.dk, bh*deltaChunk*d.dv, bh*d.dk*d.dv
 	for i := int64(0); i < d.chunks; i++ {
-		vPrime := b.deltaMatmul(p, "k_cumdecay_i@state", cv, s.kCumDecay, ck, s.state, kv)
+		mm := b.deltaMatmul
+		if i == 0 {
+			mm = b.deltaMatmulZeros
+		}
+		vPrime := mm(p, "k_cumdecay_i@state", cv, s.kCumDecay, ck, s.state, kv)
 		vd := promote(FP32, vPrime.dtype)
 		vNew := b.op("v_new", vd.Size(cv), vd, list(s.value, vPrime))
 		qi := s.q
 		if !p.autocast {
 			qi = b.op("query_i.copy", f(ck), FP32, list(s.q))
 		}
-		var inter *actT
-		if i == 0 && !p.autocast {
-			inter = b.op("query_i@state", f(cv), FP32, list(qi, s.state), s.state)
-		} else {
-			inter = b.deltaMatmul(p, "query_i@state", cv, qi, ck, s.state, kv)
-		}
+		inter := mm(p, "query_i@state", cv, qi, ck, s.state, kv)
 		av := b.deltaMatmul(p, "intra_i@v_new", cv, s.attn, cc, vNew, cv)
 		od := promote(inter.dtype, av.dtype)
 		sum := b.op("inter+intra", od.Size(cv), od, list(inter, av))
@@ -158,4 +158,23 @@ func (b *actBuilder) deltaChunks5(p blockPlan, s *deltaRule) {
 		upd := b.deltaMatmul(p, "key_iᵀ@v_new", kv, ki, ck, vNew, cv)
 		s.state = b.op("state", f(kv), FP32, list(scaled, upd))
 	}
+}
+
+// deltaMatmulZeros is a matmul of the first chunk by the initial state z,
+// zeros without a gradient (l.474): it saves only what x's gradient needs,
+// z (its compute-dtype cast under autocast, which casts x too).
+func (b *actBuilder) deltaMatmulZeros(p blockPlan, name string, out int64, x *actT, xn int64, z *actT, zn int64) *actT {
+	if p.autocast && x.dtype != p.e {
+		x = b.op(name+".a.cast", p.e.Size(xn), p.e, list(x))
+	}
+	if p.autocast && z.dtype != p.e {
+		z = b.op(name+".b.cast", p.e.Size(zn), p.e, list(z))
+	}
+	dt := promote(x.dtype, z.dtype)
+	if p.autocast {
+		dt = p.e
+	}
+	o := b.op(name, dt.Size(out), dt, list(x, z), z)
+	b.ops[len(b.ops)-1].gemm = true
+	return o
 }
