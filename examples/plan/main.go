@@ -109,19 +109,7 @@ func run(args []string, w io.Writer) error {
 		return explainLog(w, *logFile, positional, launch{gpu: *gpuName}, *asJSON)
 	}
 	if *ggufFile != "" {
-		o := vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel, GPUs: *gpus}
-		if *versions != "" {
-			v, err := vram.ParseVersions(*versions)
-			if err != nil {
-				return err
-			}
-			o.Version = v.Ollama
-		}
-		g, err := readGGUF(*ggufFile)
-		if err != nil {
-			return err
-		}
-		return printGGUF(w, g, *asJSON, o, *gpuName)
+		return runGGUF(w, *ggufFile, vram.Ollama{NumCtx: *numCtx, NumParallel: *numParallel, GPUs: *gpus}, *versions, *gpuName, *asJSON)
 	}
 	if *releases || *presets || *families {
 		printCatalog(w, *releases, *families)
@@ -160,11 +148,34 @@ func run(args []string, w io.Writer) error {
 	if *hfConfig || *resolved {
 		return printModel(w, p, *hfConfig)
 	}
+	return answerOne(w, p, imp, files, *asJSON)
+}
+
+// runGGUF prints a GGUF file's header and how Ollama (the release
+// versions names, else the current one) loads it on gpuName.
+func runGGUF(w io.Writer, path string, o vram.Ollama, versions, gpuName string, asJSON bool) error {
+	if versions != "" {
+		v, err := vram.ParseVersions(versions)
+		if err != nil {
+			return err
+		}
+		o.Version = v.Ollama
+	}
+	g, err := readGGUF(path)
+	if err != nil {
+		return err
+	}
+	return printGGUF(w, g, asJSON, o, gpuName)
+}
+
+// answerOne prints one plan's answer, as a table or as JSON, and its
+// verdict.
+func answerOne(w io.Writer, p vram.Plan, imp *importer.Imported, files []string, asJSON bool) error {
 	rep, err := answer.For(p, imp)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
