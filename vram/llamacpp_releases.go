@@ -53,13 +53,5 @@ var llamaCppReleases = []llamaCppRelease{
 
 // release is the build l runs (its Version; empty: the newest row).
 func (l LlamaCpp) release() (llamaCppRelease, Modelled, error) {
-	rows := make([]releaseRow, len(llamaCppReleases))
-	for i, r := range llamaCppReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("llama_cpp", l.Version, rows)
-	if err != nil {
-		return llamaCppRelease{}, Modelled{}, err
-	}
-	return llamaCppReleases[i], m, nil
+	return resolveRelease("llama_cpp", l.Version, llamaCppReleases)
 }

@@ -192,15 +192,7 @@ func p2pBytes(c ncclComm, peers int, pair Bytes) Bytes {
 
 // ncclRelease resolves the plan's NCCL release (versions.nccl).
 func ncclReleaseOf(asked string) (ncclRelease, Modelled, error) {
-	rows := make([]releaseRow, len(ncclReleases))
-	for i, r := range ncclReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("nccl", asked, rows)
-	if err != nil {
-		return ncclRelease{}, Modelled{}, err
-	}
-	return ncclReleases[i], m, nil
+	return resolveRelease("nccl", asked, ncclReleases)
 }
 
 // ncclBytes is NCCL's device memory on a rank with communicators comms on

@@ -37,15 +37,7 @@ var ollamaReleases = []ollamaRelease{
 
 // release is the release o runs (its Version; empty: the newest row).
 func (o Ollama) release() (ollamaRelease, Modelled, error) {
-	rows := make([]releaseRow, len(ollamaReleases))
-	for i, r := range ollamaReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("ollama", o.Version, rows)
-	if err != nil {
-		return ollamaRelease{}, Modelled{}, err
-	}
-	return ollamaReleases[i], m, nil
+	return resolveRelease("ollama", o.Version, ollamaReleases)
 }
 
 // Release is the Ollama release o's Version resolves to, as an answer

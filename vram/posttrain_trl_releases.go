@@ -35,13 +35,5 @@ var CurrentTRL = trlReleases[len(trlReleases)-1].Version
 // TRLReleaseFor resolves a TRL release (versions.trl; empty: the current
 // one) to its row and what the answer says it modelled.
 func TRLReleaseFor(asked string) (TRLRelease, Modelled, error) {
-	rows := make([]releaseRow, len(trlReleases))
-	for i, r := range trlReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("trl", asked, rows)
-	if err != nil {
-		return TRLRelease{}, Modelled{}, err
-	}
-	return trlReleases[i], m, nil
+	return resolveRelease("trl", asked, trlReleases)
 }

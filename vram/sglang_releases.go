@@ -69,15 +69,7 @@ var CurrentSGLang = sglangReleases[len(sglangReleases)-1].Version
 
 // release resolves the launch's release (SGLang.Version).
 func (s SGLang) release() (sglangRelease, Modelled, error) {
-	rows := make([]releaseRow, len(sglangReleases))
-	for i, r := range sglangReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("sglang", s.Version, rows)
-	if err != nil {
-		return sglangRelease{}, Modelled{}, err
-	}
-	return sglangReleases[i], m, nil
+	return resolveRelease("sglang", s.Version, sglangReleases)
 }
 
 // prefillCaptureSizes are the prefill CUDA-graph sizes up to maxBS (0.5.23

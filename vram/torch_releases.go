@@ -50,15 +50,7 @@ var CurrentTorch = torchReleases[len(torchReleases)-1].Version
 
 // torchReleaseOf resolves a plan's PyTorch release (versions.torch).
 func torchReleaseOf(asked string) (torchRelease, Modelled, error) {
-	rows := make([]releaseRow, len(torchReleases))
-	for i, r := range torchReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("torch", asked, rows)
-	if err != nil {
-		return torchRelease{}, Modelled{}, err
-	}
-	return torchReleases[i], m, nil
+	return resolveRelease("torch", asked, torchReleases)
 }
 
 // gemmWorkspace is what PyTorch's GEMM libraries keep through the caching

@@ -37,13 +37,5 @@ var CurrentTorchtitan = torchtitanReleases[len(torchtitanReleases)-1].Version
 // torchtitanReleaseOf resolves a plan's torchtitan release
 // (versions.torchtitan).
 func torchtitanReleaseOf(asked string) (torchtitanRelease, Modelled, error) {
-	rows := make([]releaseRow, len(torchtitanReleases))
-	for i, r := range torchtitanReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("torchtitan", asked, rows)
-	if err != nil {
-		return torchtitanRelease{}, Modelled{}, err
-	}
-	return torchtitanReleases[i], m, nil
+	return resolveRelease("torchtitan", asked, torchtitanReleases)
 }

@@ -117,6 +117,25 @@ type releaseRow struct {
 	Source  string // where the row's rules are read: the release's files and lines
 }
 
+// row is the releaseRow a table's row embeds.
+func (r releaseRow) row() releaseRow { return r }
+
+// resolveRelease resolves asked against a library's release table, whose
+// rows embed releaseRow (pickRelease): the row and what the answer says
+// it modelled.
+func resolveRelease[T interface{ row() releaseRow }](lib, asked string, table []T) (T, Modelled, error) {
+	rows := make([]releaseRow, len(table))
+	for i, r := range table {
+		rows[i] = r.row()
+	}
+	i, m, err := pickRelease(lib, asked, rows)
+	if err != nil {
+		var none T
+		return none, Modelled{}, err
+	}
+	return table[i], m, nil
+}
+
 // pickRelease resolves asked against a library's table (rows oldest
 // first; each row is the release its rules were read at): the row of that
 // release; else the newest row before it, whose rules it shares unless a

@@ -113,15 +113,7 @@ var CurrentVLLM = vllmReleases[len(vllmReleases)-1].Version
 
 // vllmRelease resolves the launch's release (VLLM.Version).
 func (v VLLM) release() (vllmRelease, Modelled, error) {
-	rows := make([]releaseRow, len(vllmReleases))
-	for i, r := range vllmReleases {
-		rows[i] = r.releaseRow
-	}
-	i, m, err := pickRelease("vllm", v.Version, rows)
-	if err != nil {
-		return vllmRelease{}, Modelled{}, err
-	}
-	return vllmReleases[i], m, nil
+	return resolveRelease("vllm", v.Version, vllmReleases)
 }
 
 // statePagesFor is the pages of recurrent state a request takes in each
