@@ -946,7 +946,11 @@ func (v VLLM) samplerWarmup(m Model, rel vllmRelease) Bytes {
 
 // samplerSortBytes is what a logit takes while PyTorch sorts reqs rows of
 // fp32 logits (aten/src/ATen/native/cuda/SortStable.cu,
-// do_launch_stable_sort_kernel): beside the model-dtype logits (2) and
+// do_launch_stable_sort_kernel, read at pytorch 061531e8, and the
+// CUB_WRAPPER temporary storage of aten/src/ATen/cuda/cub.cuh, read at
+// 01c9b383 — not at the torch 2.7–2.9 the vLLM 0.9–0.14 logs ran, whose
+// copies were not at hand; the RTX 4060 log's 1.42 GiB peak, predicted
+// at 1.41, agrees): beside the model-dtype logits (2) and
 // their fp32 copy (4), the sort's values (4) and int64 indices (8), and
 // by the number of rows (segments): from 128 rows segmented_sort_pairs'
 // int64 reverse indices (8) and CUB's DeviceSegmentedRadixSort temporary
