@@ -96,6 +96,32 @@ func ReadPlan(path string) (Plan, error) {
 	return p, nil
 }
 
+// ReadPlanModel reads only the model of the plan file at path: a preset
+// name, a model object, a config.json or checkpoint folder, as ReadPlan
+// reads it, without judging the rest of the plan. examples/measure writes
+// a traced model's config.json from it (plan -hf-config), also for a
+// family whose training is not modelled yet.
+func ReadPlanModel(path string) (Model, error) {
+	data, err := readFile(path, MaxPlanFile)
+	if err != nil {
+		return Model{}, err
+	}
+	var top struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return Model{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(top.Model) == 0 {
+		return Model{}, fmt.Errorf("%s: plan: \"model\" is required", path)
+	}
+	m, _, _, err := DecodeModel(top.Model, filepath.Dir(path))
+	if err != nil {
+		return Model{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
 // planFile is a plan file's top level, as ParsePlan reads it.
 type planFile struct {
 	Name      string          `json:"name"`

@@ -138,6 +138,16 @@ func run(args []string, w io.Writer) error {
 		}
 		return runMany(w, files, l, *asJSON)
 	}
+	if *hfConfig {
+		// The model alone, as the plan file writes it: a family whose
+		// training is not modelled yet is traced to model it
+		// (examples/measure), so its training is not judged here.
+		m, err := vram.ReadPlanModel(files[0])
+		if err != nil {
+			return err
+		}
+		return printModel(w, vram.Plan{Model: m}, true)
+	}
 	p, imp, err := readPlan(files[0], l)
 	if err != nil {
 		return err
