@@ -95,6 +95,13 @@ type family struct {
 	// tensors, stored bytes, caches and serving engines are. Empty for
 	// the others.
 	servingOnly string
+	// only5: transformers 4.x has no such model (its modeling code is
+	// transformers 5's): a plan naming no transformers release is
+	// modelled at the traced 5.x release, one naming a 4.x release is
+	// refused (transformers5.go transformersOf). Its training is modelled
+	// once its traces at that release hold under its rules
+	// (transformers5Traced), servingOnly notwithstanding.
+	only5 bool
 	// reentrantFails is how transformers fails the family's training step
 	// under reentrant activation checkpointing (empty: it does not).
 	reentrantFails string

@@ -41,6 +41,7 @@ func init() {
 		indexer:         true, // index_n_heads, index_head_dim: the CSA layers' indexer
 		compressed:      true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, hyper-connected residual streams, compressed attention with its own cache layers), which the training rules do not follow yet",
+		only5:           true,
 		// _supports_flash_attn, _supports_sdpa and _supports_flex_attn are
 		// False (l.1225-1227): head_dim 512 and the sinks.
 		attention: []string{"eager"},

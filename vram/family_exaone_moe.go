@@ -21,6 +21,7 @@ func init() {
 		name: exaoneMoeModelType, source: "transformers/models/exaone_moe/modeling_exaone_moe.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "sigmoid_topk_norm"},
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts), which the training rules do not follow yet",
+		only5:       true,
 		fromConfig:  exaoneMoeFromConfig,
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

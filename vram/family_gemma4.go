@@ -26,6 +26,7 @@ func init() {
 	register(&family{
 		name: gemma4ModelType, source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
 		servingOnly: gemma4ServingOnly,
+		only5:       true,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,

@@ -50,6 +50,7 @@ func init() {
 		name: gemma4TextModelType, source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
 		globalAttention: true, perLayerInputs: true,
 		servingOnly: gemma4ServingOnly,
+		only5:       true,
 		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sandwich", QKNorm: "head"},
 		fromConfig:  gemma4TextFromConfig,
 		toConfig:    gemma4TextToConfig,

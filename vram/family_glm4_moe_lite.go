@@ -19,6 +19,7 @@ func init() {
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache), which the training rules do not follow yet",
+		only5:           true,
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 47), c.optInt("hidden_size", 2048)
 			m.Heads = c.optInt("num_attention_heads", 20)

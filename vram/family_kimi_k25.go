@@ -33,6 +33,7 @@ func init() {
 	register(&family{
 		name: kimiK25ModelType, source: "transformers/models/kimi_k25/modeling_kimi_k25.py (transformers 5.23.0)",
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a vision tower of its own whose forward is not modelled), which the training rules do not follow yet",
+		only5:       true,
 		tensors:     k25Tensors,
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,

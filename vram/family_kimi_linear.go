@@ -26,6 +26,7 @@ func init() {
 		latentAttention: true,
 		kda:             true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, Kimi Delta Attention), which the training rules do not follow yet",
+		only5:           true,
 		fromConfig:      kimiLinearFromConfig,
 		toConfig:        kimiLinearToConfig,
 		check:           kimiLinearCheck,

@@ -27,6 +27,7 @@ func init() {
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", TiedEmbeddings: true},
 		shortConv:   true,
 		servingOnly: "its modeling code is transformers 5's (per-kind rotary embeddings, a per-head attention gate, sandwich norms), which the training rules do not follow yet",
+		only5:       true,
 		fromConfig:  lfm3FromConfig,
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

@@ -39,6 +39,7 @@ func init() {
 		valueHeadDim: true,
 		attention:    []string{"eager", "flash2", "flash3"},
 		servingOnly:  "its modeling code is transformers 5's (grouped_mm experts, sliding layers with their own heads and sinks), which the training rules do not follow yet",
+		only5:        true,
 		fromConfig:   mimoFromConfig,
 		toConfig:     mimoToConfig,
 		check:        mimoCheck,

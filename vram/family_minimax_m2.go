@@ -18,6 +18,8 @@ func init() {
 		name: minimaxM2ModelType, source: "transformers/models/minimax_m2/modeling_minimax_m2.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm", QKNorm: "full"},
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts), which the training rules do not follow yet",
+		only5:       true,
+		recipe:      func(_ Model, lib libVersion) recipe { return recipe{groupedMM: true} },
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 62), c.optInt("hidden_size", 3072)
 			m.Heads, m.KVHeads = c.optInt("num_attention_heads", 48), c.optInt("num_key_value_heads", 8)

@@ -24,6 +24,7 @@ func init() {
 	register(&family{
 		name: minimaxM3VLModelType, source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)",
 		servingOnly: m3ServingOnly,
+		only5:       true,
 		attention:   []string{"eager", "sdpa"}, // _supports_flash_attn = False (l.675)
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision: &visionWrapper{

@@ -33,6 +33,7 @@ func init() {
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm", QKNorm: "head"},
 		blockSparse: true,
 		servingOnly: m3ServingOnly,
+		only5:       true,
 		fromConfig:  m3TextFromConfig,
 		toConfig:    m3TextToConfig,
 		check:       m3TextCheck,

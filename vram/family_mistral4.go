@@ -26,6 +26,7 @@ func init() {
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_topk_norm"},
 		latentAttention: true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a per-position query scale), which the training rules do not follow yet",
+		only5:           true,
 		fromConfig:      mistral4FromConfig,
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

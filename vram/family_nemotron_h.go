@@ -32,6 +32,7 @@ func init() {
 		ssm:           true,
 		loneSublayers: true,
 		servingOnly:   "its modeling code is transformers 5's (grouped_mm experts, a block of one sublayer), which the training rules do not follow yet",
+		only5:         true,
 		fromConfig:    nemotronHFromConfig,
 		toConfig:      nemotronHToConfig,
 		check:         nemotronHCheck,

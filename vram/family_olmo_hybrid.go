@@ -28,6 +28,7 @@ func init() {
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		deltaNet:    true,
 		servingOnly: "its modeling code is transformers 5's (a Gated DeltaNet with six separate projections and blocks whose norms sit differently by layer kind), which the DeltaNet rules, written for Qwen3-Next, do not follow yet",
+		only5:       true,
 		fromConfig:  olmoHybridFromConfig,
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)

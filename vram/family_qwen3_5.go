@@ -22,6 +22,7 @@ func init() {
 	register(&family{
 		name: qwen35ModelType, gguf: "qwen35", source: "transformers/models/qwen3_5/modeling_qwen3_5.py (transformers 5.23.0)",
 		servingOnly: qwen35ServingOnly,
+		only5:       true,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen35Wrapper(),
 		fromConfig:  func(c *hfReader, m *Model) { qwen35ReadConfig(c, m, "qwen3_5_text", "qwen3_5") },

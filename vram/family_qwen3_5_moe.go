@@ -11,6 +11,7 @@ func init() {
 	register(&family{
 		name: qwen35MoeModelType, gguf: "qwen35moe", source: "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (transformers 5.23.0)",
 		servingOnly: qwen35MoEServingOnly,
+		only5:       true,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen35Wrapper(),
 		fromConfig:  func(c *hfReader, m *Model) { qwen35ReadConfig(c, m, "qwen3_5_moe_text", "qwen3_5_moe") },

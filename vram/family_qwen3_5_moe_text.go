@@ -22,6 +22,7 @@ func init() {
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
 		deltaNet:    true,
 		servingOnly: qwen35MoEServingOnly,
+		only5:       true,
 		// Qwen3_5MoeTextConfig's defaults (configuration_qwen3_5_moe.py
 		// l.89-112), Qwen/Qwen3.5-35B-A3B's shape.
 		fromConfig: func(c *hfReader, m *Model) {

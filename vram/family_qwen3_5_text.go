@@ -30,6 +30,7 @@ func init() {
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		deltaNet:    true,
 		servingOnly: qwen35ServingOnly,
+		only5:       true,
 		// Qwen3_5TextConfig's defaults (configuration_qwen3_5.py l.82-103),
 		// Qwen/Qwen3.5-9B's shape.
 		fromConfig: func(c *hfReader, m *Model) {

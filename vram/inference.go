@@ -522,7 +522,7 @@ func (in Inference) Estimate() (_ InferenceEstimate, err error) {
 		seq = min(seq*in.Batch, in.MaxBatchedTokens)
 	}
 	tr := Training{Model: m, SeqLen: seq, MicroBatch: batch, WeightsDType: e, ComputeDType: e,
-		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images}
+		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, Images: in.Images, generate: true}
 	if in.towerOff {
 		// The engine builds no tower or projector: a text-only forward
 		// (an audio tower and a speech generator go with the vision side
@@ -607,7 +607,7 @@ func (in Inference) estimateEncDec(m Model, est InferenceEstimate) (InferenceEst
 	est.KVCache = addBytes(mulBytes(mulI64(b, T), est.KVPerToken), cross)
 	encOut := e.Size(mulI64(mulI64(b, pos), int64(m.Hidden)))
 	tr := Training{Model: m, SeqLen: int(S), DecoderSeqLen: 1, MicroBatch: in.Batch, WeightsDType: e, ComputeDType: e,
-		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}}
+		Trainable: "frozen", Optimizer: "none", Attention: in.Attention, Dropout: new(float64), Parallel: Parallel{TP: in.TP}, generate: true}
 	if !in.attnSet {
 		tr.Attention = "" // transformers' own choice
 	}

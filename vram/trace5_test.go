@@ -18,6 +18,7 @@ import (
 // rules, compared as TestTraceMatchesMemTracker compares a 4.57 trace.
 type trace5Row struct {
 	name, family string
+	model        Model   // the traced model
 	peak         float64 // the engine's peak against the live-storage tracker's, relative
 	peakMT       float64 // against MemTracker's
 	mtSkipped    bool    // MemTracker keeps an unreached graph (unreachedGraph)
@@ -37,9 +38,9 @@ func compareTrace5(t *testing.T, f, release string) trace5Row {
 	var ms traceMeasurement
 	tr := loadMeasurement(t, f, &ms, func() measuredPlan { return ms.Plan })
 	name := strings.TrimSuffix(filepath.Base(f), ".json")
-	row := trace5Row{name: name, family: transformers5Key(tr.Model.Normalize())}
+	row := trace5Row{name: name, family: transformers5Key(tr.Model.Normalize()), model: tr.Model.Normalize()}
 	tr.Transformers = release
-	transformers5Unchecked = release != ""
+	transformers5Unchecked = release != "" || only5(tr.Model.Normalize())
 	est, err := tr.Estimate()
 	transformers5Unchecked = false
 	if err != nil {
@@ -75,9 +76,13 @@ func compareTrace5(t *testing.T, f, release string) trace5Row {
 	// same name has them (transformers 5 adds small ones: every rotary
 	// embedding's original_inv_freq becomes a buffer of its own, Gemma's
 	// embedding scale a scalar buffer), their difference reported apart.
-	var old traceMeasurement
-	loadMeasurement(t, filepath.Join("testdata", "trace", name+".json"), &old, func() measuredPlan { return old.Plan })
-	st4 := peakOf(old.Storage.Iteration1, old.Storage.Iteration2)
+	// A transformers 5 model has no 4.57 trace: its own trace's.
+	st4 := st
+	if old4 := filepath.Join("testdata", "trace", name+".json"); !only5(tr.Model.Normalize()) {
+		var old traceMeasurement
+		loadMeasurement(t, old4, &old, func() measuredPlan { return old.Plan })
+		st4 = peakOf(old.Storage.Iteration1, old.Storage.Iteration2)
+	}
 	p := int64(b.Parameters)
 	row.buffersDiff = st["BUFFER"] - st4["BUFFER"]
 	if st["PARAM"] != st4["PARAM"] || mt["PARAM"] != st4["PARAM"] || p != st4["PARAM"]+st4["BUFFER"] {
@@ -175,7 +180,19 @@ func TestTransformers5Traces(t *testing.T) {
 			stepSeen = stepSeen || !strings.HasPrefix(r.phase, "optimizer")
 		}
 		verdict := "unchanged"
+		new5 := only5(rows[0].model)
+		if new5 {
+			// A transformers 5 model: its own rules, nothing of 4.57's to
+			// set them against.
+			modelled = len(outside5) == 0
+		}
 		switch {
+		case new5 && modelled && stepSeen:
+			verdict = fmt.Sprintf("transformers 5 model, modelled (none of %d traces outside its rules)", len(rows))
+			modelledN++
+		case new5:
+			verdict = fmt.Sprintf("transformers 5 model, not modelled (%d of %d traces outside its rules)", len(outside5), len(rows))
+			changed++
 		case modelled && stepSeen:
 			verdict = fmt.Sprintf("changed, modelled (%d of %d traces outside under the 4.57 rules, none under the 5.x rules; worst peak under them %+.2f%%, %s)", len(outside), len(rows), 100*worst5, worstTrace5)
 			modelledN++
@@ -214,6 +231,9 @@ func TestTransformers5Traces(t *testing.T) {
 		}
 		if modelled && stepSeen {
 			row.Modelled, row.Worst457, row.WorstTrace457 = true, round2(100*worst), worstTrace
+		}
+		if new5 {
+			row.Worst457, row.WorstTrace457 = 0, ""
 		}
 		row.Inconclusive = !stepSeen && len(outside5) == 0
 		table[k] = row
@@ -292,6 +312,17 @@ func TestTransformers5Traces(t *testing.T) {
 			cite := "traced unchanged at 5.23.0 (testdata/trace5/" + row.name + ".json"
 			if transformers5Traced[k].modelled {
 				cite = "within the 4.57 traces' tolerances at 5.23.0 (testdata/trace5/" + row.name + ".json"
+			}
+			if only5(row.model) {
+				// A transformers 5 model: unset is 5.23.0, a 4.x release refused.
+				cite = "traced at 5.23.0 (testdata/trace5/" + row.name + ".json"
+				if got.Peak != want.Peak || !strings.Contains(strings.Join(want.Notes, "\n"), "is a transformers 5 model") {
+					t.Errorf("%s with no transformers release: peak %v (5.23.0: %v), notes %q", k, want.Peak, got.Peak, want.Notes)
+				}
+				tr.Transformers = Transformers
+				if _, err := tr.Estimate(); err == nil || !strings.Contains(err.Error(), "is not in transformers 4.x") {
+					t.Errorf("%s under transformers %s: %v, want it refused", k, Transformers, err)
+				}
 			}
 			if !strings.Contains(strings.Join(got.Notes, "\n"), cite) {
 				t.Errorf("%s under transformers 5.23.0: notes %q cite no trace", k, got.Notes)

@@ -215,6 +215,10 @@ type Training struct {
 	// runs the model with the engine's own kernels, not transformers'
 	// modeling code: flash attention, fused MoE (recipe.fusedMoE).
 	servingEngine bool
+	// generate: transformers' generate (inference.go's prefill and decode
+	// steps), which a family's servingOnly refuses even where its
+	// training is modelled (trainsAt5).
+	generate bool
 	// towerTP is the tensor-parallel degree a serving engine splits the
 	// vision tower's and the projector's weights over (vLLM's default
 	// mm_encoder_tp_mode "weights", vision_tp.go); 0 or 1: replicated.
@@ -305,7 +309,7 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	r.m = t.Model.Normalize()
-	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine {
+	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine && (t.generate || !trainsAt5(r.m)) {
 		return r, fmt.Errorf("model: %s: %w: %s; its serving plans (vLLM, SGLang) are modelled", r.m.Family, ErrServingOnly, f.servingOnly)
 	}
 	if o := t.Model.Origin; o != nil {
@@ -453,9 +457,16 @@ func (r *resolved) resolveShape(t Training) error {
 // resolveStep reads the library release and the step's settings:
 // optimizer, checkpointing, attention.
 func (r *resolved) resolveStep(t Training) error {
-	lib, err := parseVersion(t.Transformers)
+	lib, note, err := transformersOf(r.m, t.Transformers)
+	if t.servingEngine {
+		note = "" // the engine's kernels run it, not transformers'
+		lib, err = parseVersion(t.Transformers)
+	}
 	if err != nil {
 		return err
+	}
+	if note != "" {
+		r.notes = append(r.notes, note)
 	}
 	if lib[0] >= 5 && !t.asTower && !t.servingEngine {
 		// transformers5.go: the 4.57 rules, for the families 5.23 left

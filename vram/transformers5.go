@@ -145,6 +145,10 @@ func transformers5Step(m Model, lib libVersion) (string, error) {
 		return "", fmt.Errorf("transformers %s: %s's training step changed in transformers 5: its %d traces (testdata/trace5/%s.json and the rest) differ from the %s rules (peak up to %+.2f %%, %s; %s); the 5.x rule is not yet written (name a 4.x release, or leave transformers unset for %s)",
 			transformers5String(), key, tr.traces, tr.trace, Transformers, tr.worst, tr.worstTrace, outsideSummary(tr.outside), Transformers)
 	}
+	if only5(m) {
+		return fmt.Sprintf("transformers %s: %s's training step follows its transformers 5 modeling code, traced at %s (testdata/trace5/%s.json and %d more traces, each within the 4.57 traces' tolerances, peak within %.2f %%)",
+			transformers5String(), key, transformers5String(), tr.trace, tr.traces-1, max(tr.worst, -tr.worst)), nil
+	}
 	note := fmt.Sprintf("transformers %s: modelled with the %s rules; %s's training step was traced unchanged at %s (testdata/trace5/%s.json and %d more traces, each within the 4.57 traces' tolerances, peak within %.2f %%)",
 		transformers5String(), Transformers, key, transformers5String(), tr.trace, tr.traces-1, max(tr.worst, -tr.worst))
 	if tr.modelled {
@@ -155,6 +159,47 @@ func transformers5Step(m Model, lib libVersion) (string, error) {
 		note += fmt.Sprintf("; the traced buffers differ by %+d bytes at %s (5.x registers each rotary embedding's original_inv_freq, Gemma's embed_scale, and drops GPT-2's mask buffers), not counted", tr.buffers, transformers5String())
 	}
 	return note, nil
+}
+
+// transformersOf is the transformers release a plan's rules for model m
+// follow, asked being the plan's transformers field: the release named,
+// else Transformers (4.57.6); for a family transformers 4.x does not have
+// (family.only5), the traced 5.x release where none is named (note says
+// so), and a 4.x release is refused.
+func transformersOf(m Model, asked string) (lib libVersion, note string, err error) {
+	lib, err = parseVersion(asked)
+	if err != nil {
+		return lib, "", err
+	}
+	if !only5(m) {
+		return lib, "", nil
+	}
+	if asked == "" {
+		return transformers5Release, fmt.Sprintf("transformers: %s is a transformers 5 model (no 4.x release has it): modelled at %s, the 5.x release traced", m.Family, transformers5String()), nil
+	}
+	if lib[0] < 5 {
+		return lib, "", fmt.Errorf("transformers %s: %s is not in transformers 4.x (its modeling code is transformers 5's); name %s or leave transformers unset", asked, m.Family, transformers5String())
+	}
+	return lib, "", nil
+}
+
+// only5 reports whether m's family has no transformers 4.x release
+// (family.only5).
+func only5(m Model) bool {
+	f := lookupFamily(m.Family)
+	return f != nil && f.only5
+}
+
+// trainsAt5 reports whether the training of m, a family whose training
+// is otherwise not modelled (family.servingOnly), is: a transformers 5
+// model whose traces at the traced release hold under its rules
+// (transformers5Traced), or any such model while TestTransformers5Traces
+// compares them (transformers5Unchecked).
+func trainsAt5(m Model) bool {
+	if !only5(m) {
+		return false
+	}
+	return transformers5Unchecked || transformers5Traced[transformers5Key(m)].modelled
 }
 
 func transformers5String() string {

@@ -317,14 +317,23 @@ func (p Plan) Releases() ([]Modelled, error) {
 		if t.Transformers != "" {
 			m.Release = t.Transformers
 		}
-		if lib, err := parseVersion(t.Transformers); err == nil && lib[0] >= 5 {
+		tm := t.Model.Normalize()
+		lib, first, err := transformersOf(tm, t.Transformers)
+		if err != nil {
+			return nil, err
+		}
+		if lib[0] >= 5 {
 			// transformers5.go: the 4.57 rules stand for a family 5.23
-			// left unchanged; the note cites its trace.
-			note, err := transformers5Step(t.Model.Normalize(), lib)
+			// left unchanged, a transformers 5 model's own rules for it;
+			// the note cites its trace.
+			note, err := transformers5Step(tm, lib)
 			if err != nil {
 				return nil, err
 			}
 			m.Release, m.Note = Transformers, note
+			if only5(tm) {
+				m.Release, m.Note = transformers5String(), strings.TrimPrefix(first+"; "+note, "; ")
+			}
 		}
 		out = append(out, m)
 	}
