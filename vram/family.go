@@ -15,6 +15,16 @@ import (
 // carve alone.
 var ErrServingOnly = errors.New("training and transformers' generate are not modelled yet")
 
+// generateOnlyError is ErrServingOnly for transformers' generate alone: a
+// transformers 5 model whose training is modelled (trainsAt5).
+type generateOnlyError struct{ family string }
+
+func (e generateOnlyError) Error() string {
+	return fmt.Sprintf("model: %s: transformers' generate is not modelled yet (its training is, traced at transformers %s); its serving plans (vLLM, SGLang) are modelled", e.family, transformers5String())
+}
+
+func (e generateOnlyError) Is(target error) bool { return target == ErrServingOnly }
+
 // A family is everything particular to one architecture — a Hugging Face
 // model_type — declared in that family's own file, family_<model_type>.go,
 // the way transformers keeps one modeling file per family. The engine (the

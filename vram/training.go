@@ -309,7 +309,10 @@ func (t Training) resolve() (resolved, error) {
 		return r, err
 	}
 	r.m = t.Model.Normalize()
-	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine && (t.generate || !trainsAt5(r.m)) {
+	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine && t.generate && trainsAt5(r.m) {
+		return r, generateOnlyError{r.m.Family}
+	}
+	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine && !trainsAt5(r.m) {
 		return r, fmt.Errorf("model: %s: %w: %s; its serving plans (vLLM, SGLang) are modelled", r.m.Family, ErrServingOnly, f.servingOnly)
 	}
 	if o := t.Model.Origin; o != nil {
