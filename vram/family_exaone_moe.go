@@ -23,6 +23,9 @@ func init() {
 		servingOnly: "its modeling code is transformers 5's (grouped_mm experts), which the training rules do not follow yet",
 		only5:       true,
 		fromConfig:  exaoneMoeFromConfig,
+		// The experts through grouped_mm (moe_grouped_mm.go;
+		// @use_experts_implementation, l.267).
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{groupedMM: true} },
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)
 			c["sliding_window"], c["sliding_window_pattern"] = m.SlidingWindow, m.GlobalEvery

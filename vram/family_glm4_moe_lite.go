@@ -20,6 +20,12 @@ func init() {
 		latentAttention: true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache), which the training rules do not follow yet",
 		only5:           true,
+		// The modeling code is DeepSeek-V3's at 5.23 (modular_glm4_moe_lite.py
+		// l.22-23; the same attention, l.222-355, router, l.374-413, and
+		// MoE, l.476-497): the experts through grouped_mm
+		// (moe_grouped_mm.go; @use_experts_implementation, l.436-473), the
+		// latent cache and expand_kv (mla5.go; l.280-297, 332, 336).
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{groupedMM: true, latentCache: true} },
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 47), c.optInt("hidden_size", 2048)
 			m.Heads = c.optInt("num_attention_heads", 20)

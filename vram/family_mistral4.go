@@ -28,6 +28,19 @@ func init() {
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a per-position query scale), which the training rules do not follow yet",
 		only5:           true,
 		fromConfig:      mistral4FromConfig,
+		// DeepSeek-V3's 5.x attention and experts: the experts through
+		// grouped_mm (moe_grouped_mm.go; @use_experts_implementation,
+		// l.170-207), the latent cache and expand_kv (mla5.go; l.421-438,
+		// 473, 483). The router is the engine's softmax path (l.145-167:
+		// softmax over the experts, top-k, renormalized in place); its
+		// group scores' top-k and mask (l.149-160: int64 indices and a
+		// bool tokens × experts a layer) and the per-position query scale
+		// (l.477-481: query_states times a [1, 1, seq, 1] tensor, a new
+		// query of the same size, the scale saved) are not modelled. Its
+		// softmax carries no dtype (l.148): CUDA's autocast puts it in
+		// fp32, as the engine does; the CPU's keeps it in bf16, so the
+		// amp_bf16 CPU traces lie some 25 KB a MoE layer below.
+		recipe: func(_ Model, lib libVersion) recipe { return recipe{groupedMM: true, latentCache: true} },
 		toConfig: func(m Model, c map[string]any) {
 			writeCommonConfig(m, c)
 			delete(c, "head_dim") // __post_init__ sets it to qk_nope + qk_rope (l.131)
