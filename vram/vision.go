@@ -272,6 +272,12 @@ func (m Model) writeWrapped(c map[string]any, modelType string) {
 	text.Vision, text.Name, tower.Name = nil, "", ""
 	c["model_type"] = modelType
 	c["text_config"] = text.HFConfig()
+	// The wrapper's own tie_word_embeddings, which transformers 5 reads
+	// (5.23.0 gemma3/configuration_gemma3.py:213,
+	// mistral3/configuration_mistral3.py:98, default True) where 4.57 read
+	// text_config's: as the language model ties, so a model built from
+	// this config keeps lm_head as the released checkpoints store it.
+	c["tie_word_embeddings"] = m.TiedEmbeddings
 	c["vision_config"] = tower.HFConfig()
 	c["image_token_index"] = m.Vocab - 1
 }
