@@ -237,6 +237,8 @@ var zhTitles = map[string]string{
 	"Llama-2-7B, fp32 AdamW: memory by part of the model":               "Llama-2-7B，fp32 AdamW：模型各部分的显存",
 	"The rule of thumb beside the precise peak":                         "经验公式与精确峰值对照",
 	"Peak per GPU on 2 GPUs, by ZeRO stage":                             "2 块 GPU 上每 GPU 的峰值：按 ZeRO 阶段",
+	"A model of 2026 on one H100":                                       "一张 H100 上的 2026 年模型",
+	"GLM-4.7-Flash, LoRA r16":                                           "GLM-4.7-Flash，LoRA r16",
 	"Allocated memory at each phase of two iterations":                  "两次迭代中各阶段的已分配显存",
 	"GPU memory now":                                                     "GPU 当前显存",
 	"Peak per GPU by parallel layout":                                    "每 GPU 的峰值：按并行布局",
