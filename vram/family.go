@@ -368,6 +368,20 @@ type recipe struct {
 	// attnSinks: eager attention adds a learned sink logit per head as one
 	// more key column of the softmax (gpt-oss).
 	attnSinks bool
+	// localSinks: only the sliding-window layers have sinks (attnSinks
+	// there), and every layer's eager softmax subtracts the row max first,
+	// sinks or not (MiMo-V2-Flash, eager_attention_forward
+	// modeling_mimo_v2_flash.py:316-322 at 5.23, MiMoV2FlashAttention
+	// l.360).
+	localSinks bool
+	// localKVDouble: the sliding-window layers have twice the model's
+	// key/value heads (MiMo-V2-Flash, modeling_mimo_v2_flash.py:341 at
+	// 5.23).
+	localKVDouble bool
+	// valueScale: v is multiplied by a constant after its projection
+	// (MiMo-V2-Flash's attention_value_scale, modeling_mimo_v2_flash.py:379
+	// at 5.23): a tensor of its own.
+	valueScale bool
 	// noCheckpointing: gradient_checkpointing_enable() has no effect (the
 	// blocks are not GradientCheckpointingLayers and the model's loop never
 	// calls the checkpoint function); the plan runs without.
