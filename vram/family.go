@@ -459,6 +459,11 @@ type recipe struct {
 	// gpt-oss), gathered per sorted pair and added in place.
 	groupedMM, groupedBias bool
 	groupedGate            func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
+	// groupedUngated: the grouped experts have no gate (has_gate=False:
+	// up_proj [E, F, H] alone, its output through act_fn; integrations/
+	// moe.py:481-482, 498-502 at 5.23; Nemotron-H's ungated squared-ReLU
+	// experts).
+	groupedUngated bool
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool
