@@ -137,6 +137,16 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		od := promote(o.dtype, sg.dtype)
 		o = b.op("attn_output*gate", b.size(d.oDim, od), od, list(o, sg), o, sg)
 	}
+	if p.rec.headGate {
+		// attn_output * sigmoid(g_proj(hidden_states)).unsqueeze(-1): the
+		// gate's linear on the attention's input, sigmoid (saves its
+		// output), the product (saves both); its result is contiguous,
+		// so the reshape for o_proj is a view.
+		g := b.linear(p, "g_proj", "other", a, d.h, d.heads)
+		sg := b.keep(b.op("g_proj.sigmoid", b.size(d.heads, g.dtype), g.dtype, list(g)))
+		od := promote(o.dtype, sg.dtype)
+		o = b.op("attn_output*g", b.size(d.oDim, od), od, list(o, sg), o, sg)
+	}
 	return b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
 }
 

@@ -87,7 +87,7 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 	x = b.dropout(p, "embed_dropout", x, h, p.dropHid)
 	x.keepAlive = true
-	if c := m.ShortConv; c != nil && p.useCache {
+	if c := m.ShortConv; c != nil && p.useCache && !p.rec.shortConv5 {
 		// Lfm2Model.forward builds Lfm2HybridConvCache before the layers: a
 		// conv state (batch × hidden × conv_L_cache, in the model's dtype)
 		// for every layer, returned with the output.

@@ -351,6 +351,15 @@ type recipe struct {
 	// its width, chunked per head), and the attention output is multiplied
 	// by its sigmoid before o_proj (Qwen3-Next).
 	gatedAttention bool
+	// headGate: the attention output is multiplied by a sigmoid gate per
+	// head from a projection of the attention's input (g_proj, hidden →
+	// heads), before o_proj (LFM3, modeling_lfm3.py:280-281 at 5.23).
+	headGate bool
+	// shortConv5: the short convolutions run as transformers 5 runs them
+	// (shortconv5.go): the torch causal_conv1d_fn, and a DynamicCache
+	// whose conv states each layer makes on first use, not a cache that
+	// builds them all before the layers (LFM2's Lfm2HybridConvCache).
+	shortConv5 bool
 	// keyScale: k is multiplied by a constant before the rotary embedding
 	// (Falcon-H1's key_multiplier): a tensor of its own.
 	keyScale bool
