@@ -15,6 +15,7 @@ type blockDims struct {
 	kvHeads int64 // key/value heads per rank (at least one)
 	qDim    int64 // q per token (latent attention: heads × (nope + rope))
 	kvDim   int64 // k and v per token
+	vDim    int64 // v per token where its heads have a width of their own (v_head_dim), else 0: kvDim
 	oDim    int64 // the attention output per token
 	mla     bool  // multi-head latent attention
 }
@@ -27,13 +28,30 @@ func (r *resolved) decoderDims(p blockPlan, layer int) blockDims {
 	if p.sp {
 		d.hSeq = d.h / p.tp
 	}
+	if p.rec.localKVDouble && m.LocalLayer(layer) {
+		d.kvHeads = max(1, 2*int64(m.KVHeads)/p.tp)
+	}
 	d.qDim, d.kvDim = d.heads*d.hd, d.kvHeads*d.hd
 	d.oDim = d.qDim
+	if m.VHeadDim > 0 && !d.mla {
+		// Values of their own width (MiMo-V2-Flash's v_head_dim): v_proj
+		// and the attention output are that wide per head.
+		d.vDim, d.oDim = d.kvHeads*int64(m.VHeadDim), d.heads*int64(m.VHeadDim)
+	}
 	if d.mla {
 		d.qDim = d.heads * int64(m.QKNopeDim+m.QKRopeDim)
 		d.kvDim, d.oDim = d.qDim, d.heads*int64(m.VHeadDim)
 	}
 	return d
+}
+
+// vWidth is v per token: vDim where the values have a width of their
+// own, else kvDim.
+func (d blockDims) vWidth() int64 {
+	if d.vDim > 0 {
+		return d.vDim
+	}
+	return d.kvDim
 }
 
 // qkv is attention's q, k and v as the ops so far have left them.
@@ -76,13 +94,17 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 			// k · key_multiplier (a Python float: nothing saved).
 			s.k = b.op("k.scale", b.size(d.kvDim, s.k.dtype), s.k.dtype, list(s.k))
 		}
+		if p.rec.valueScale {
+			// v · attention_value_scale (a Python float: nothing saved).
+			s.v = b.op("v.scale", b.size(d.vWidth(), s.v.dtype), s.v.dtype, list(s.v))
+		}
 		b.qkNormsAndRope(p, d, &s)
 		if p.useCache && p.hfModeling && !p.rec.cacheKeepsKV {
 			// DynamicLayer.update concatenates k and v onto empty tensors
 			// created in k's dtype (cache_utils.py lazy_initialization):
 			// attention reads these copies, in k's dtype.
 			s.k = b.op("cache.k", b.size(s.kd, s.k.dtype), s.k.dtype, list(s.k))
-			s.v = b.op("cache.v", b.size(s.kd, s.k.dtype), s.k.dtype, list(s.v))
+			s.v = b.op("cache.v", b.size(s.kd*d.vWidth()/d.kvDim, s.k.dtype), s.k.dtype, list(s.v))
 		}
 	}
 	if p.useCache && !s.cacheHeld {
@@ -100,7 +122,7 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		// SDPA, transformers passes enable_gqa=True instead (torch ≥ 2.5,
 		// sdpa_attention.py use_gqa_in_sdpa).
 		s.k = b.op("repeat_k", b.size(d.qDim, s.k.dtype), s.k.dtype, list(s.k))
-		s.v = b.op("repeat_v", b.size(d.qDim, s.v.dtype), s.v.dtype, list(s.v))
+		s.v = b.op("repeat_v", b.size(d.qDim*d.vWidth()/d.kvDim, s.v.dtype), s.v.dtype, list(s.v))
 	}
 	var o *actT
 	if p.attnImpl == "eager" {
@@ -114,6 +136,16 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		sg := b.keep(b.op("gate.sigmoid", b.size(d.qDim, s.gate.dtype), s.gate.dtype, list(s.gate)))
 		od := promote(o.dtype, sg.dtype)
 		o = b.op("attn_output*gate", b.size(d.oDim, od), od, list(o, sg), o, sg)
+	}
+	if p.rec.headGate {
+		// attn_output * sigmoid(g_proj(hidden_states)).unsqueeze(-1): the
+		// gate's linear on the attention's input, sigmoid (saves its
+		// output), the product (saves both); its result is contiguous,
+		// so the reshape for o_proj is a view.
+		g := b.linear(p, "g_proj", "other", a, d.h, d.heads)
+		sg := b.keep(b.op("g_proj.sigmoid", b.size(d.heads, g.dtype), g.dtype, list(g)))
+		od := promote(o.dtype, sg.dtype)
+		o = b.op("attn_output*g", b.size(d.oDim, od), od, list(o, sg), o, sg)
 	}
 	return b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
 }
@@ -199,7 +231,7 @@ func (b *actBuilder) projectQKV(p blockPlan, d blockDims, a *actT) qkv {
 	default:
 		s.q = b.linear(p, "q_proj", "q_proj", a, d.h, d.qDim)
 		s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)
-		s.v = b.linear(p, "v_proj", "v_proj", a, d.h, d.kvDim)
+		s.v = b.linear(p, "v_proj", "v_proj", a, d.h, d.vWidth())
 	}
 	return s
 }
@@ -395,10 +427,20 @@ func (b *actBuilder) eagerAttention(p blockPlan, d blockDims, s qkv) *actT {
 		probD = FP32 // softmax is on autocast's fp32 list
 	}
 	var pr *actT
-	if p.rec.attnSinks {
+	switch {
+	case p.rec.attnSinks || p.rec.localSinks && m.LocalLayer(d.layer):
 		probD = promote(sm.dtype, p.baseDType)
 		pr = b.softmaxWithSinks(p, d, sm, probD)
-	} else {
+	case p.rec.localSinks:
+		// A layer without sinks still subtracts the row max (max saves
+		// its indices) and softmaxes in the scores' dtype
+		// (modeling_mimo_v2_flash.py:322-323 at 5.23).
+		probD = sm.dtype
+		b.side("scores.max_indices", INT64.Size(p.batch*d.heads*p.seq), INT64).attn = true
+		c := b.op("scores-max", sm.bytes, probD, list(sm))
+		c.attn = true
+		pr = b.keep(b.op("softmax", sm.bytes, probD, list(c)))
+	default:
 		pr = b.keep(b.op("softmax", probD.Size(scores), probD, list(sm)))
 	}
 	pr.attn = true

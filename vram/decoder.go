@@ -179,8 +179,18 @@ func recurrentBlock(r *resolved, layer int, norm1, norm2 string, mixer func(*act
 	n := b.norm(p, norm1, "rmsnorm", x, h)
 	y := b.branchScaled(p, "mixer", mixer(b, p, n), h)
 	b.hold(n)
+	sandwich := r.m.NormPosition == "sandwich"
+	if sandwich {
+		// post-norms on both sublayers' outputs before their residual adds
+		// (LFM3's post_operator_norm and post_ffn_norm, modeling_lfm3.py:
+		// 454, 460 at 5.23).
+		y = b.norm(p, "post_"+norm1, "rmsnorm", y, h)
+	}
 	x1 := b.residualAdd(p, "mixer_residual", h, x, y)
 	mo := b.mlpSublayer(p, r.decoderDims(p, layer), b.norm(p, norm2, "rmsnorm", x1, h))
+	if sandwich {
+		mo = b.norm(p, "post_"+norm2, "rmsnorm", mo, h)
+	}
 	out := b.residualAdd(p, "mlp_residual", h, x1, b.branchScaled(p, "mlp", mo, h))
 	out.keepAlive = true
 	return b.summarize(x)

@@ -87,7 +87,7 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 	x = b.dropout(p, "embed_dropout", x, h, p.dropHid)
 	x.keepAlive = true
-	if c := m.ShortConv; c != nil && p.useCache {
+	if c := m.ShortConv; c != nil && p.useCache && !p.rec.shortConv5 {
 		// Lfm2Model.forward builds Lfm2HybridConvCache before the layers: a
 		// conv state (batch × hidden × conv_L_cache, in the model's dtype)
 		// for every layer, returned with the output.
@@ -466,6 +466,13 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 	}
 	if r.m.DeltaNetLayer(l) && mp.to == 0 {
 		return false // a DeltaNet layer is passed the positions, not the causal mask
+	}
+	if r.rec.shortConv5 && r.m.ConvLayer(l) {
+		// LFM3's conv layers get their kind's entries: the recurrent mask,
+		// None without padding (masking_utils.create_recurrent_attention_mask),
+		// and no positions (position_embeddings.get("conv"),
+		// modeling_lfm3.py:555, 571-572 at 5.23).
+		return false
 	}
 	if mp.to > 0 {
 		return l >= mp.from && l < mp.to

@@ -361,6 +361,15 @@ type recipe struct {
 	// its width, chunked per head), and the attention output is multiplied
 	// by its sigmoid before o_proj (Qwen3-Next).
 	gatedAttention bool
+	// headGate: the attention output is multiplied by a sigmoid gate per
+	// head from a projection of the attention's input (g_proj, hidden →
+	// heads), before o_proj (LFM3, modeling_lfm3.py:280-281 at 5.23).
+	headGate bool
+	// shortConv5: the short convolutions run as transformers 5 runs them
+	// (shortconv5.go): the torch causal_conv1d_fn, and a DynamicCache
+	// whose conv states each layer makes on first use, not a cache that
+	// builds them all before the layers (LFM2's Lfm2HybridConvCache).
+	shortConv5 bool
 	// keyScale: k is multiplied by a constant before the rotary embedding
 	// (Falcon-H1's key_multiplier): a tensor of its own.
 	keyScale bool
@@ -378,6 +387,20 @@ type recipe struct {
 	// attnSinks: eager attention adds a learned sink logit per head as one
 	// more key column of the softmax (gpt-oss).
 	attnSinks bool
+	// localSinks: only the sliding-window layers have sinks (attnSinks
+	// there), and every layer's eager softmax subtracts the row max first,
+	// sinks or not (MiMo-V2-Flash, eager_attention_forward
+	// modeling_mimo_v2_flash.py:316-322 at 5.23, MiMoV2FlashAttention
+	// l.360).
+	localSinks bool
+	// localKVDouble: the sliding-window layers have twice the model's
+	// key/value heads (MiMo-V2-Flash, modeling_mimo_v2_flash.py:341 at
+	// 5.23).
+	localKVDouble bool
+	// valueScale: v is multiplied by a constant after its projection
+	// (MiMo-V2-Flash's attention_value_scale, modeling_mimo_v2_flash.py:379
+	// at 5.23): a tensor of its own.
+	valueScale bool
 	// noCheckpointing: gradient_checkpointing_enable() has no effect (the
 	// blocks are not GradientCheckpointingLayers and the model's loop never
 	// calls the checkpoint function); the plan runs without.
@@ -455,6 +478,11 @@ type recipe struct {
 	// gpt-oss), gathered per sorted pair and added in place.
 	groupedMM, groupedBias bool
 	groupedGate            func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
+	// groupedUngated: the grouped experts have no gate (has_gate=False:
+	// up_proj [E, F, H] alone, its output through act_fn; integrations/
+	// moe.py:481-482, 498-502 at 5.23; Nemotron-H's ungated squared-ReLU
+	// experts).
+	groupedUngated bool
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

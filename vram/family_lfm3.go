@@ -33,6 +33,12 @@ func init() {
 			writeCommonConfig(m, c)
 			c["conv_L_cache"], c["conv_bias"] = m.ShortConv.Kernel, m.ShortConv.Bias
 			c["use_sandwich_norm"], c["use_attention_gate"] = m.NormPosition == "sandwich", true
+			if m.Vocab <= 124900 {
+				// Lfm3Config's default token ids (pad 124,893, bos 124,894,
+				// eos 124,900; configuration_lfm3.py:67-69) must be rows of
+				// the embedding.
+				c["pad_token_id"], c["bos_token_id"], c["eos_token_id"] = nil, nil, nil
+			}
 			if m.SlidingWindow > 0 {
 				c["sliding_window"] = m.SlidingWindow
 			}
@@ -97,7 +103,7 @@ func init() {
 			}
 			return decoderBlock(r, layer)
 		},
-		recipe: func(Model, libVersion) recipe { return recipe{cacheKeepsKV: true} },
+		recipe: lfm3Recipe,
 		// LiquidAI/LFM3-1.7B (the config class's docstring checkpoint,
 		// configuration_lfm3.py:26): the class's defaults (l.57-82) — 24
 		// layers 2,048 wide, 16 heads of 128 over 4 KV heads, full attention
@@ -110,6 +116,17 @@ func init() {
 				ShortConv: &ShortConv{Kernel: 7, Attention: []int{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22}, Local: []int{4, 8, 12, 16, 20}}}, hf("LiquidAI/LFM3-1.7B")},
 		},
 	})
+}
+
+// lfm3Recipe is LFM3's step at transformers 5.23: a rotary cos and sin
+// per attention kind (Lfm3Model.forward l.562-565), the per-head sigmoid
+// gate (l.280-281), the short convolution through causal_conv1d_fn
+// (l.319-338, 393-397), and the training cache a DynamicCache (l.537):
+// its torch.cat copies k and v, and the conv layers make their conv
+// states on first use (not LFM2's Lfm2HybridConvCache, which kept k and v
+// and built every conv state before the layers).
+func lfm3Recipe(Model, libVersion) recipe {
+	return recipe{localRotary: true, headGate: true, shortConv5: true}
 }
 
 // lfm3FromConfig reads an Lfm3Config; a key config.json leaves out takes

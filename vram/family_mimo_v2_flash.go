@@ -40,6 +40,7 @@ func init() {
 		attention:    []string{"eager", "flash2", "flash3"},
 		servingOnly:  "its modeling code is transformers 5's (grouped_mm experts, sliding layers with their own heads and sinks), which the training rules do not follow yet",
 		only5:        true,
+		recipe:       mimoRecipe,
 		fromConfig:   mimoFromConfig,
 		toConfig:     mimoToConfig,
 		check:        mimoCheck,
@@ -80,6 +81,15 @@ func init() {
 				hf("XiaomiMiMo/MiMo-V2-Flash")},
 		},
 	})
+}
+
+// mimoRecipe is MiMo-V2-Flash's step at transformers 5.23: the rotary
+// embedding's cos and sin per layer kind (l.72-85, 545-547), the sliding
+// layers' doubled key/value heads and sinks (l.341, 360; every layer
+// subtracts the row max, l.316-322), v scaled by attention_value_scale
+// (l.379) and transformers 5's grouped_mm experts (l.158, 188).
+func mimoRecipe(Model, libVersion) recipe {
+	return recipe{localRotary: true, localKVDouble: true, localSinks: true, valueScale: true, groupedMM: true}
 }
 
 // mimoFromConfig reads a MiMoV2FlashConfig, the class's default for every

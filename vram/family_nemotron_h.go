@@ -33,6 +33,7 @@ func init() {
 		loneSublayers: true,
 		servingOnly:   "its modeling code is transformers 5's (grouped_mm experts, a block of one sublayer), which the training rules do not follow yet",
 		only5:         true,
+		recipe:        nemotronHRecipe,
 		fromConfig:    nemotronHFromConfig,
 		toConfig:      nemotronHToConfig,
 		check:         nemotronHCheck,
@@ -62,6 +63,16 @@ func init() {
 				"https://github.com/huggingface/transformers/blob/v5.23.0/src/transformers/models/nemotron_h/configuration_nemotron_h.py"},
 		},
 	})
+}
+
+// nemotronHRecipe is Nemotron-H's step at transformers 5.23: its
+// RMSNorm multiplies by the weight in fp32 and casts the product back
+// (NemotronHRMSNorm, l.627-631), its ungated experts run through
+// grouped_mm (l.651, integrations/moe.py:481-482, 498-502), and the model
+// returns lm_head(hidden_states).float() (l.1212); the Mamba-2 mixers are
+// transformers 5's (mamba2_scan5.go).
+func nemotronHRecipe(Model, libVersion) recipe {
+	return recipe{normWeightFP32: true, groupedMM: true, groupedUngated: true, logitsFloat: true}
 }
 
 // nemotronHFromConfig reads a NemotronHConfig: the layer kinds, then each
@@ -282,8 +293,9 @@ func nemotronHMoETensors(m Model, l *tensorList, p string) {
 	}
 }
 
-// nemotronHBlock is NemotronHBlock.forward (l.956-989) as a serving
-// engine runs it: the norm, the layer's one sublayer, the residual add.
+// nemotronHBlock is NemotronHBlock.forward (l.956-989), as a serving
+// engine runs it or as transformers 5.23 trains it: the norm, the layer's
+// one sublayer, the residual add.
 func nemotronHBlock(r *resolved, layer int) BlockActivations {
 	m := r.m
 	p := r.blockPlan(layer)
@@ -310,7 +322,8 @@ func nemotronHBlock(r *resolved, layer int) BlockActivations {
 }
 
 // nemotronHMoE is NemotronHMoE.forward (l.741-754) with the routed
-// experts as a serving engine's fused kernel: the router, the latent
+// experts as a serving engine's fused kernel, or in training as
+// transformers 5's grouped_mm runs them: the router, the latent
 // projection down, the experts, the projection back, the shared expert
 // (up, squared ReLU, down) on the layer's input, the sum.
 func (b *actBuilder) nemotronHMoE(p blockPlan, x *actT) *actT {
@@ -322,7 +335,14 @@ func (b *actBuilder) nemotronHMoE(p blockPlan, x *actT) *actT {
 		w = int64(m.MoELatent)
 		in = b.linear(p, "fc1_latent_proj", "other", x, h, w)
 	}
-	out := b.fusedMoE(in, rw, w, f)
+	var out *actT
+	if b.r.servingEngine {
+		out = b.fusedMoE(in, rw, w, f)
+	} else {
+		// transformers 5.23: the ungated experts through grouped_mm
+		// (@use_experts_implementation(has_gate=False), l.651).
+		out = b.groupedExperts(p, in, rw, w, f)
+	}
 	if m.MoELatent > 0 {
 		out = b.linear(p, "fc2_latent_proj", "other", out, w, h)
 	}

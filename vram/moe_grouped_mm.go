@@ -72,9 +72,13 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 	if p.rec.groupedBias {
 		gb = b.groupedBiasOf(p, "experts.gate_up_proj_bias", ids, 2*f, e)
 	}
-	gate, up := b.groupedGateUp(p, in, offs, h, f, e)
 	var act *actT
-	if p.rec.groupedGate != nil {
+	if p.rec.groupedUngated {
+		// has_gate=False: act_fn on the up projection's output (l.481-482,
+		// 498-502).
+		up := b.groupedMM(p, "experts.up_proj", "up_proj", in, offs, h, f, e)
+		act = b.ungatedAct("experts.", up, f)
+	} else if gate, up := b.groupedGateUp(p, in, offs, h, f, e); p.rec.groupedGate != nil {
 		act = p.rec.groupedGate(b, p, gate, up, f)
 	} else {
 		// _default_apply_gate: act_fn(gate) * up on the chunks (l.596-608);
@@ -114,6 +118,18 @@ func (b *actBuilder) groupedExperts(p blockPlan, x, rw *actT, h, f int64) *actT 
 		out = b.op("experts.output.to", b.size(h, x.dtype), x.dtype, list(out))
 	}
 	return out
+}
+
+// ungatedAct is an ungated expert's act_fn on u (f wide): squared ReLU
+// (activations.py ReLUSquaredActivation: relu, which saves its output,
+// then torch.square, which saves its input) for the relu2 MLP, else an
+// activation that saves its input.
+func (b *actBuilder) ungatedAct(prefix string, u *actT, f int64) *actT {
+	if b.r.m.MLP == "relu2" {
+		r := b.keep(b.op(prefix+"relu", b.size(f, u.dtype), u.dtype, list(u)))
+		return b.op(prefix+"relu2", b.size(f, r.dtype), r.dtype, list(r), r)
+	}
+	return b.op(prefix+"act", b.size(f, u.dtype), u.dtype, list(u), u)
 }
 
 // groupedBiasOf is a stacked bias gathered per sorted pair

@@ -39,6 +39,9 @@ func shortConvTensors(m Model, l *tensorList, p string) {
 // shortConvBlock is a convolution layer (Lfm2DecoderLayer without
 // attention): operator_norm, the short convolution, ffn_norm, the gated MLP.
 func shortConvBlock(r *resolved, layer int) BlockActivations {
+	if r.blockPlan(layer).rec.shortConv5 {
+		return recurrentBlock(r, layer, "operator_norm", "ffn_norm", (*actBuilder).shortConv5)
+	}
 	return recurrentBlock(r, layer, "operator_norm", "ffn_norm", (*actBuilder).shortConv)
 }
 

@@ -303,17 +303,31 @@ func oneOf[S ~string](field string, v S, known ...S) error {
 	return fmt.Errorf("unknown %s %q; known: %s%s", field, v, strings.Join(words, ", "), didYouMean(string(v), words))
 }
 
+// servingOnly refuses what is not modelled of a family whose serving
+// plans alone are (family.servingOnly): its training, unless it is a
+// transformers 5 model whose traces hold (trainsAt5), and transformers'
+// generate.
+func (t Training) servingOnly(m Model) error {
+	f := lookupFamily(m.Family)
+	switch {
+	case f == nil || f.servingOnly == "" || t.servingEngine:
+		return nil
+	case t.generate && trainsAt5(m):
+		return generateOnlyError{m.Family}
+	case !trainsAt5(m):
+		return fmt.Errorf("model: %s: %w: %s; its serving plans (vLLM, SGLang) are modelled", m.Family, ErrServingOnly, f.servingOnly)
+	}
+	return nil
+}
+
 func (t Training) resolve() (resolved, error) {
 	r := resolved{Training: t}
 	if err := t.Model.validate(t.asTower); err != nil {
 		return r, err
 	}
 	r.m = t.Model.Normalize()
-	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine && t.generate && trainsAt5(r.m) {
-		return r, generateOnlyError{r.m.Family}
-	}
-	if f := lookupFamily(r.m.Family); f != nil && f.servingOnly != "" && !t.servingEngine && !trainsAt5(r.m) {
-		return r, fmt.Errorf("model: %s: %w: %s; its serving plans (vLLM, SGLang) are modelled", r.m.Family, ErrServingOnly, f.servingOnly)
+	if err := t.servingOnly(r.m); err != nil {
+		return r, err
 	}
 	if o := t.Model.Origin; o != nil {
 		r.notes = append(r.notes, o.Notes...)
