@@ -42,6 +42,10 @@ func init() {
 		buffers:    func(m Model, b *bufferList) { rotaryBuffers5(m, b, "model.") },
 		storedOnly: qwen35MTP,
 		block:      qwen35Block,
+		// (1 + weight) norms in fp32 (l.834-851), the gated attention
+		// (l.754-767), the DeltaNet's own projections (qwen35Block) and
+		// transformers 5's chunked rule (l.286-424, deltanet5.go);
+		// DynamicCache (l.1238), torch.cat copies of k and v.
 		recipe: func(Model, libVersion) recipe {
 			return recipe{normWeightFP32: true, gatedAttention: true, deltaRule5: true}
 		},
