@@ -93,19 +93,7 @@ func (b *actBuilder) gatedDeltaNet(p blockPlan, x *actT) *actT {
 	q0 := b.op("query.reshape", b.size(d.kd, e), e, list(qkvz))
 	k0 := b.op("key.reshape", b.size(d.kd, e), e, list(qkvz))
 	mixed := b.op("mixed_qkv.cat", b.size(d.conv, e), e, list(q0, k0, v))
-	if p.useCache {
-		// The cache's conv state: F.pad of the transposed q|k|v to the last
-		// kernel positions, kept with the returned past_key_values.
-		p.holdOutput(b.op("conv_state", e.Size(d.batch*d.conv*d.kernel), e, list(mixed)))
-	}
-	// conv1d saves its input (a transposed view of the concatenation); its
-	// output is kernel − 1 longer and the [..., :seq] slice SiLU saves
-	// keeps all of it.
-	conv := b.op("conv1d", e.Size(d.batch*(d.seq+d.kernel-1)*d.conv), e, list(mixed), mixed)
-	if p.autocast && !p.frozen {
-		b.side("conv1d.weight_cast", p.e.Size(d.conv*d.kernel), p.e)
-	}
-	act := b.op("conv.silu", b.size(d.conv, e), e, list(conv), conv)
+	act := b.deltaConv(p, d, mixed)
 	beta := b.keep(b.op("beta.sigmoid", b.size(d.nv, bb.dtype), bb.dtype, list(bb)))
 	g := b.deltaDecay(d, aa)
 	if p.rec.deltaRule5 {
@@ -119,6 +107,26 @@ func (b *actBuilder) gatedDeltaNet(p blockPlan, x *actT) *actT {
 	}
 	core := b.chunkGatedDeltaRule(p, d, q, k, act, g, beta)
 	return b.linear(p, "out_proj", "out_proj", b.deltaGatedNorm(p, d, core, z), d.vd, h)
+}
+
+// deltaConv is causal_conv1d_fn's torch fallback on mixed, q|k|v in
+// the compute dtype, with SiLU (as a training forward runs it, the cache's
+// conv state first where there is one).
+func (b *actBuilder) deltaConv(p blockPlan, d deltaDims, mixed *actT) *actT {
+	e := mixed.dtype
+	if p.useCache {
+		// The cache's conv state: F.pad of the transposed q|k|v to the last
+		// kernel positions, kept with the returned past_key_values.
+		p.holdOutput(b.op("conv_state", e.Size(d.batch*d.conv*d.kernel), e, list(mixed)))
+	}
+	// conv1d saves its input (a transposed view of q|k|v); its output is
+	// kernel − 1 longer and the [..., :seq] slice SiLU saves keeps all of
+	// it.
+	conv := b.op("conv1d", e.Size(d.batch*(d.seq+d.kernel-1)*d.conv), e, list(mixed), mixed)
+	if p.autocast && !p.frozen {
+		b.side("conv1d.weight_cast", p.e.Size(d.conv*d.kernel), p.e)
+	}
+	return b.op("conv.silu", b.size(d.conv, e), e, list(conv), conv)
 }
 
 // deltaDecay is g = -exp(A_log.float()) · softplus(a.float() + dt_bias)

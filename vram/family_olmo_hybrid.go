@@ -27,7 +27,7 @@ func init() {
 		name: olmoHybridModelType, source: "transformers/models/olmo_hybrid/modeling_olmo_hybrid.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		deltaNet:    true,
-		servingOnly: "its modeling code is transformers 5's (a Gated DeltaNet with six separate projections and blocks whose norms sit differently by layer kind), which the DeltaNet rules, written for Qwen3-Next, do not follow yet",
+		servingOnly: "its modeling code is transformers 5's; of it the training step is traced at 5.23, not transformers' generate",
 		only5:       true,
 		fromConfig:  olmoHybridFromConfig,
 		toConfig: func(m Model, c map[string]any) {
@@ -41,6 +41,12 @@ func init() {
 			c["linear_num_key_heads"], c["linear_num_value_heads"] = d.KeyHeads, d.ValueHeads
 			c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"] = d.KeyDim, d.ValueDim, d.ConvKernel
 			writeLayerKinds(c, m.Layers, func(i int) bool { return !m.DeltaNetLayer(i) }, "full_attention", "linear_attention")
+			if m.Vocab <= olmoHybridPad {
+				// The class's default would be outside the vocabulary, which
+				// nn.Embedding(vocab_size, hidden_size, pad_token_id) refuses
+				// (modeling_olmo_hybrid.py l.885).
+				c["pad_token_id"] = nil
+			}
 		},
 		check: func(m Model) error {
 			switch {
@@ -69,11 +75,18 @@ func init() {
 		},
 		block: func(r *resolved, layer int) BlockActivations {
 			if r.m.DeltaNetLayer(layer) {
-				return deltaNetBlock(r, layer)
+				return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).olmoHybridGatedDeltaNet)
 			}
 			return decoderBlock(r, layer)
 		},
-		recipe: func(Model, libVersion) recipe { return recipe{cacheKeepsKV: true} },
+		// OlmoHybridRMSNorm multiplies its fp32 output by the weight
+		// before the cast back (l.78-83); apply_rotary_pos_emb casts q and
+		// k back to their dtypes (l.127-150); the training cache is
+		// DynamicCache (l.924-925), torch.cat copies of k and v; the
+		// chunked rule is transformers 5's (deltanet5.go, l.359-498).
+		recipe: func(Model, libVersion) recipe {
+			return recipe{normWeightFP32: true, ropeKeepsDType: true, deltaRule5: true}
+		},
 		// allenai/Olmo-Hybrid-7B (the checkpoint the config class's
 		// docstring names, l.29): the class's defaults (l.90-119), 32
 		// layers 3,840 wide, every fourth attention (30 heads of 128), the
@@ -91,6 +104,10 @@ func init() {
 		},
 	})
 }
+
+// olmoHybridPad is OlmoHybridConfig's pad_token_id default
+// (configuration_olmo_hybrid.py l.101).
+const olmoHybridPad = 100277
 
 // olmoHybridFromConfig reads an OlmoHybridConfig, each key missing taking
 // the class's default (configuration_olmo_hybrid.py l.90-119) and
@@ -191,6 +208,37 @@ func olmoHybridDeltaNetTensors(m Model, l *tensorList, p string) {
 	l.add(p+"A_log", "other", nv)
 	l.add(p+"dt_bias", "other", nv)
 	l.norm(p+"o_norm", false, int64(d.ValueDim))
+}
+
+// olmoHybridGatedDeltaNet is OlmoHybridGatedDeltaNet.forward on x (the
+// norm's output) in training (modeling_olmo_hybrid.py l.635-749 at
+// 5.23.0): q_proj, k_proj and v_proj concatenated into q|k|v (torch.cat, a
+// copy, l.657-664), which the convolution reads (l.683, deltaConv; its
+// [..., -seq:] slice and the splits are views, l.692-702); β, the sigmoid
+// of b_proj, doubled under linear_allow_neg_eigval (l.704-706: the class's
+// default, true, is modelled: a product saving nothing); the fp32 decay of
+// a_proj (l.708); transformers 5's chunked rule (l.724, deltanet5.go);
+// then g_proj, the gate, made only after the rule (l.741), the gated
+// o_norm on the [tokens·heads, head] views (l.742-744) and o_proj
+// (l.747).
+func (b *actBuilder) olmoHybridGatedDeltaNet(p blockPlan, x *actT) *actT {
+	if b.r.servingEngine {
+		return b.deltaNetProfile(x)
+	}
+	d := b.r.deltaDims()
+	h := int64(b.r.m.Hidden)
+	q := b.linear(p, "q_proj", "in_proj", x, h, d.kd)
+	k := b.linear(p, "k_proj", "in_proj", x, h, d.kd)
+	v := b.linear(p, "v_proj", "in_proj", x, h, d.vd)
+	e := q.dtype
+	act := b.deltaConv(p, d, b.op("mixed_qkv.cat", b.size(d.conv, e), e, list(q, k, v)))
+	bb := b.linear(p, "b_proj", "in_proj", x, h, d.nv)
+	beta := b.keep(b.op("beta.sigmoid", b.size(d.nv, bb.dtype), bb.dtype, list(bb)))
+	beta = b.op("beta*2", b.size(d.nv, beta.dtype), beta.dtype, list(beta))
+	g := b.deltaDecay(d, b.linear(p, "a_proj", "in_proj", x, h, d.nv))
+	core := b.chunkGatedDeltaRule5(p, d, act, act, g, beta)
+	gate := b.linear(p, "g_proj", "in_proj", x, h, d.vd)
+	return b.linear(p, "o_proj", "out_proj", b.deltaGatedNorm(p, d, core, gate), d.vd, h)
 }
 
 // olmoHybridModelType is the family's model_type, which the serving engines' tables

@@ -35,14 +35,23 @@ func init() {
 		buffers:    func(m Model, b *bufferList) { rotaryBuffers5(m, b, "model.") },
 		storedOnly: qwen35MTP,
 		block:      qwen35Block,
+		// Qwen3.5's (qwen3_5_text) with Qwen3-Next's 5.x MoE block: the
+		// experts through grouped_mm (@use_experts_implementation, l.831;
+		// moe_grouped_mm.go), the shared expert before the router and its
+		// sigmoid gate after the experts (l.902-906), the top-k weights
+		// cast to the logits' dtype (l.886); DynamicCache (l.1327).
 		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, gatedAttention: true, cacheKeepsKV: true, sharedExpertGate: true}
+			return recipe{normWeightFP32: true, gatedAttention: true, deltaRule5: true, sharedExpertGate: true,
+				groupedMM: true, sharedFirst: true, sharedGateLast: true, routerLogitsDType: true}
 		},
 	})
 }
 
-// qwen35MoEServingOnly is why the Qwen3.5-MoE families plan serving only.
-const qwen35MoEServingOnly = "its modeling code is transformers 5's (a Gated DeltaNet with four separate projections, grouped_mm experts), which the training rules do not follow yet"
+// qwen35MoEServingOnly is what the Qwen3.5-MoE families do not plan: the
+// language model's training step is modelled as its 5.23 traces hold
+// (trainsAt5); transformers' generate and the image-text wrapper's
+// training step, not traced, are not.
+const qwen35MoEServingOnly = "its modeling code is transformers 5's; of it the language model's training step (Qwen3_5MoeForCausalLM) is traced at 5.23, not transformers' generate nor the image-text model's training step"
 
 // qwen35MoECheck is the MoE language model's rules on its experts: every
 // layer routed (no decoder_sparse_step or dense layers in the class), the

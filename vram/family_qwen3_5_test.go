@@ -160,7 +160,9 @@ func TestQwen35ConfigErrors(t *testing.T) {
 }
 
 // TestQwen35Serving: the checkpoint's MTP layer is stored and not a
-// parameter; training is refused in words; vLLM's hybrid pages on an H100.
+// parameter; the image-text model's training is refused in words, the
+// text model's is traced at 5.23 (its generate refused); vLLM's hybrid
+// pages on an H100.
 func TestQwen35Serving(t *testing.T) {
 	m := MustPreset("qwen3.5-9b")
 	bare := m
@@ -180,6 +182,19 @@ func TestQwen35Serving(t *testing.T) {
 	}
 	if _, err := (Training{Model: m, SeqLen: 1024, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("training: %v", err)
+	}
+	// The language models alone (Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM)
+	// train as traced at 5.23 (testdata/trace5); transformers' generate is
+	// not modelled.
+	for _, preset := range []string{"qwen3.5-9b", "qwen3.5-35b-a3b"} {
+		text := MustPreset(preset)
+		text.Vision, text.MTPLayers = nil, 0
+		if est, err := (Training{Model: text, SeqLen: 1024, MicroBatch: 1}).Estimate(); err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "traced at 5.23.0") {
+			t.Errorf("%s's text model's training: %v, notes %q", preset, err, est.Notes)
+		}
+		if _, err := (Inference{Model: text, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+			t.Errorf("%s's text model's generate: %v", preset, err)
+		}
 	}
 	for _, c := range []struct {
 		preset      string

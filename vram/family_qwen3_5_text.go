@@ -42,16 +42,21 @@ func init() {
 		buffers:    func(m Model, b *bufferList) { rotaryBuffers5(m, b, "model.") },
 		storedOnly: qwen35MTP,
 		block:      qwen35Block,
+		// (1 + weight) norms in fp32 (l.834-851), the gated attention
+		// (l.754-767), the DeltaNet's own projections (qwen35Block) and
+		// transformers 5's chunked rule (l.286-424, deltanet5.go);
+		// DynamicCache (l.1238), torch.cat copies of k and v.
 		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, gatedAttention: true, cacheKeepsKV: true}
+			return recipe{normWeightFP32: true, gatedAttention: true, deltaRule5: true}
 		},
 	})
 }
 
-// qwen35ServingOnly is why the Qwen3.5 families plan serving only: the
-// engine's DeltaNet ops follow Qwen3-Next's forward (two fused projections
-// and their reshaped copies), not Qwen3.5's four projections.
-const qwen35ServingOnly = "its modeling code is transformers 5's (a Gated DeltaNet with four separate projections, which the DeltaNet rules, written for Qwen3-Next's two fused ones, do not follow yet)"
+// qwen35ServingOnly is what the Qwen3.5 families do not plan: the
+// language model's training step is modelled as its 5.23 traces hold
+// (trainsAt5); transformers' generate (the recurrent decode) and the
+// image-text wrapper's training step, not traced, are not.
+const qwen35ServingOnly = "its modeling code is transformers 5's; of it the language model's training step (Qwen3_5ForCausalLM) is traced at 5.23, not transformers' generate nor the image-text model's training step"
 
 // qwen35Shape is a Qwen3.5 text config class's defaults where the dense
 // and the MoE classes differ; experts > 0 reads the MoE keys.
@@ -268,13 +273,42 @@ func qwen35MTP(m Model, l *tensorList) {
 	l.norm("mtp.pre_fc_norm_embedding", false, d.h)
 }
 
-// qwen35Block builds a layer's activations: the DeltaNet's or the gated
-// attention's block (as Qwen3-Next's).
+// qwen35Block builds a layer's activations: the DeltaNet's (its own
+// projections, qwen35GatedDeltaNet) or the gated attention's block (as
+// Qwen3-Next's).
 func qwen35Block(r *resolved, layer int) BlockActivations {
 	if r.m.DeltaNetLayer(layer) {
-		return deltaNetBlock(r, layer)
+		return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).qwen35GatedDeltaNet)
 	}
 	return decoderBlock(r, layer)
+}
+
+// qwen35GatedDeltaNet is Qwen3_5GatedDeltaNet.forward on x (the norm's
+// output) in training (modeling_qwen3_5.py l.545-657 at 5.23.0): four
+// linears, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (l.563-570), where
+// Qwen3-Next has two fused ones whose outputs it regroups and copies
+// (gatedDeltaNet). q|k|v is in_proj_qkv's output itself, transposed (a
+// view, l.564), which the convolution reads (l.587); z, b and a are the
+// linears' outputs (z reshaped, a view, l.567). From the convolution on the
+// code is Qwen3-Next's at 5.x: the sigmoid β (l.614), the fp32 decay
+// (l.616), the chunked rule (l.632, the same torch_chunk_gated_delta_rule,
+// deltanet5.go), the gated norm on the [tokens·heads, head] views
+// (l.650-652) and out_proj (l.655).
+func (b *actBuilder) qwen35GatedDeltaNet(p blockPlan, x *actT) *actT {
+	if b.r.servingEngine {
+		return b.deltaNetProfile(x)
+	}
+	d := b.r.deltaDims()
+	h := int64(b.r.m.Hidden)
+	qkv := b.linear(p, "in_proj_qkv", "in_proj", x, h, d.conv)
+	z := b.linear(p, "in_proj_z", "in_proj", x, h, d.vd)
+	bb := b.linear(p, "in_proj_b", "in_proj", x, h, d.nv)
+	aa := b.linear(p, "in_proj_a", "in_proj", x, h, d.nv)
+	act := b.deltaConv(p, d, qkv)
+	beta := b.keep(b.op("beta.sigmoid", b.size(d.nv, bb.dtype), bb.dtype, list(bb)))
+	g := b.deltaDecay(d, aa)
+	core := b.chunkGatedDeltaRule5(p, d, act, act, g, beta)
+	return b.linear(p, "out_proj", "out_proj", b.deltaGatedNorm(p, d, core, z), d.vd, h)
 }
 
 // qwen35TextModelType is the family's model_type, which the serving engines' tables
