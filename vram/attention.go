@@ -127,6 +127,9 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 	for _, t := range indexed {
 		t.lastUse = max(t.lastUse, len(b.ops)-1)
 	}
+	if len(indexed) > 0 && p.rec.topKReturned {
+		b.topK = indexed[0] // the decoder layer returns it (dsa_indexer5.go)
+	}
 	return out
 }
 

@@ -45,6 +45,9 @@ func (b *actBuilder) dsaIndexer(p blockPlan, x, qResid *actT) *actT {
 	var rotated []*actT
 	rope := func(name string, x *actT, heads int64) *actT {
 		rd := promote(x.dtype, p.resid)
+		if p.rec.indexerInterleaved {
+			return b.indexerRopeInterleaved(name, x, heads, rd, &rotated)
+		}
 		c := b.op(name+".cos", b.size(heads*dr, rd), rd, list(x))
 		neg := b.op(name+".rotate_half.neg", b.size(heads*dr/2, x.dtype), x.dtype, list(x))
 		rh := b.op(name+".rotate_half", b.size(heads*dr, x.dtype), x.dtype, list(neg, x))
@@ -141,4 +144,26 @@ func (b *actBuilder) dsaIndexMask(p blockPlan, ix *actT) []*actT {
 	}
 	b.noGraph(from)
 	return []*actT{ix, im, mask}
+}
+
+// indexerRopeInterleaved is GLM-5's indexer rotation
+// (glm_moe_dsa/modeling_glm_moe_dsa.py:114-150, called at l.221): on the
+// even and odd halves of x's rotary part (strided views), x1·cos −
+// x2·sin and x2·cos + x1·sin, each product and each sum half the rotary
+// width in the promoted dtype rd, concatenated (the rotated part, which
+// the indexer's q_rot or k_rot holds), then concatenated with the
+// pass-through part (l.222-223).
+func (b *actBuilder) indexerRopeInterleaved(name string, x *actT, heads int64, rd DType, rotated *[]*actT) *actT {
+	m := b.r.m
+	half := heads * int64(m.QKRopeDim) / 2
+	sum := func(n string) *actT {
+		a := b.op(name+"."+n+".a", b.size(half, rd), rd, list(x))
+		c := b.op(name+"."+n+".b", b.size(half, rd), rd, list(x))
+		return b.op(name+"."+n, b.size(half, rd), rd, list(a, c))
+	}
+	lo, hi := sum("x1cos-x2sin"), sum("x2cos+x1sin")
+	rot := b.op(name+".rope", b.size(2*half, rd), rd, list(lo, hi))
+	*rotated = append(*rotated, rot)
+	out := promote(rd, x.dtype)
+	return b.op(name+".cat", b.size(heads*int64(m.IndexHeadDim), out), out, list(rot, x))
 }
