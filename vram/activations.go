@@ -223,7 +223,10 @@ type actBuilder struct {
 	// spliceTo maps a spliced block's tensors to their copies (vision.go).
 	spliceTo []*actT
 	in       *actT // the block's input (external)
-	head     bool  // the output projection and loss, after the blocks
+	// topK is DSA's top-k indices where the decoder layer returns them
+	// (recipe.topKReturned), nil otherwise.
+	topK *actT
+	head bool // the output projection and loss, after the blocks
 	// chunks is how many token chunks a chunked loss computes the head in,
 	// one after the other (headActivations); 0 or 1 for one pass.
 	chunks int64

@@ -78,11 +78,19 @@ type qkv struct {
 func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 	m := b.r.m
 	var s qkv
+	var indexed []*actT // DSA's top-k and masks, kept until the forward returns
 	switch {
 	case d.mla && p.rec.latentCache:
 		// transformers 5: the cache keeps the latents (mla5.go).
-		s.q, s.k, s.v = b.latentQKV5(p, a, d.heads)
+		var qResid *actT
+		var locals []*actT
+		s.q, s.k, s.v, qResid, locals = b.latentQKV5(p, a, d.heads)
 		s.freshQ, s.cacheHeld, s.vStrided = true, true, true
+		if m.IndexHeads > 0 && qResid != nil {
+			// DeepSeek Sparse Attention's indexer (dsa_indexer5.go),
+			// which runs while the forward's locals are live.
+			indexed = append(b.dsaIndexMask(p, b.dsaIndexer(p, a, qResid)), locals...)
+		}
 	case d.mla:
 		s.q, s.k, s.v = b.latentQKV(p, a, d.heads)
 		s.freshQ = true
@@ -147,7 +155,14 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		od := promote(o.dtype, sg.dtype)
 		o = b.op("attn_output*g", b.size(d.oDim, od), od, list(o, sg), o, sg)
 	}
-	return b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
+	out := b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
+	for _, t := range indexed {
+		t.lastUse = max(t.lastUse, len(b.ops)-1)
+	}
+	if len(indexed) > 0 && p.rec.topKReturned {
+		b.topK = indexed[0] // the decoder layer returns it (dsa_indexer5.go)
+	}
+	return out
 }
 
 // fusedQKVRoped is one q|k|v matmul whose rotary embedding (if any) the

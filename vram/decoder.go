@@ -17,6 +17,11 @@ func decoderBlock(r *resolved, layer int) BlockActivations {
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	out := b.decoderLayout(p, d, x)
+	if b.topK != nil {
+		// The layer returns its top-k with its output (GLM-5's decoder
+		// layer, glm_moe_dsa/modeling_glm_moe_dsa.py:615).
+		b.topK.lastUse = max(b.topK.lastUse, len(b.ops)-1)
+	}
 	if m.hookedLayer(layer) {
 		out = m.visionWrapperOf().afterLayer(b, p, layer, out)
 	}

@@ -33,6 +33,18 @@ func dsaIndexerTensors(m Model, l *tensorList, p string) {
 	l.linear(p+"wk", "k_proj", h, d, false)
 	l.norm(p+"k_norm", true, d)
 	l.linear(p+"weights_proj", "router", h, n, false)
+	for i := len(l.ts) - 5; i < len(l.ts); i++ {
+		l.ts[i].part = noGradPart
+	}
+}
+
+// dsaRecipe is how transformers 5.23 runs both families' step: DeepSeek-V3's
+// latent attention and experts as transformers 5 runs them (mla5.go,
+// moe_grouped_mm.go), and a causal mask made whatever the attention
+// ("allow_is_causal_skip": False, "Always force creation to account for
+// causality in the indexer", modeling l.729).
+func dsaRecipe(_ Model, _ libVersion) recipe {
+	return recipe{groupedMM: true, latentCache: true, alwaysMasked: true}
 }
 
 // dsaAttention is one layer's attention: MLA (q_a_proj … o_proj), then

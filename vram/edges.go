@@ -395,6 +395,15 @@ func masks(r *resolved, p blockPlan) []maskPart {
 			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: !p.rec.ropeInterleaved})
 		}
 	}
+	if p.rec.topKReturned && m.IndexHeads > 0 {
+		// GLM-5's model loop holds the top-k one layer returned
+		// (topk_indices, int32 [B, S, min(index_topk, T)]) until the next
+		// layer returns it anew (glm_moe_dsa/modeling_glm_moe_dsa.py:
+		// 710-719): one such tensor lives beside the blocks, handed on
+		// between them, kept by no checkpoint (dsa_indexer5.go).
+		k := min(int64(dsaIndexTopK), int64(r.SeqLen))
+		out = append(out, maskPart{bytes: INT32.Size(mulI64(mulI64(p.batch, p.seq), k)), from: 0, to: m.Layers, beside: true})
+	}
 	if p.rec.mropeInterleaved {
 		// One interleaved cos and sin (batch × sequence × head_dim in the
 		// hidden states' dtype), saved by every layer; the 3-D position

@@ -455,6 +455,12 @@ type recipe struct {
 	// expanded into k and v after it, the key built by new_empty and
 	// copy_ in kv_b_proj's dtype.
 	latentCache bool
+	// indexerInterleaved: DSA's indexer rotates its q and k in the
+	// interleaved layout (GLM-5's apply_rotary_pos_emb_interleave), not
+	// rotate_half's (dsa_indexer5.go); topKReturned: each layer returns
+	// its indexer's top-k, which the model's loop holds until the next
+	// layer returns (GLM-5's prev_topk_indices).
+	indexerInterleaved, topKReturned bool
 	// deltaRule5: the Gated DeltaNet's chunked rule as transformers 5
 	// runs it (deltanet5.go): q and k repeated to the value heads inside
 	// it, fp32 copies before the L2 norms, the triangular system solved

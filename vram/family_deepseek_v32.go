@@ -20,6 +20,7 @@ func init() {
 		indexer:         true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, the indexer's top-k mask and key cache), which the training rules do not follow yet",
 		only5:           true,
+		recipe:          dsaRecipe,
 		fromConfig:      func(c *hfReader, m *Model) { readDSAConfig(c, m, deepseekV32Defaults) },
 		toConfig:        writeDSAConfig,
 		check:           func(m Model) error { return checkDSA("deepseek_v32", m) },

@@ -23,6 +23,14 @@ func init() {
 		indexer:         true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, the indexer's top-k mask and key cache), which the training rules do not follow yet",
 		only5:           true,
+		// DeepSeek-V3.2's step (dsaRecipe) with GLM's interleaved indexer
+		// rotation (modeling l.221) and the top-k each layer returns to the
+		// model's loop (l.615, 710-719).
+		recipe: func(m Model, lib libVersion) recipe {
+			r := dsaRecipe(m, lib)
+			r.indexerInterleaved, r.topKReturned = true, true
+			return r
+		},
 		fromConfig: func(c *hfReader, m *Model) {
 			readDSAConfig(c, m, glmMoeDsaDefaults)
 			glmDSAIndexers(c, m.Layers)

@@ -8,7 +8,7 @@ import (
 // TestGlmMoeDsa: GLM-5 as transformers 5.23 builds it — the parameter
 // counts of its meta-device models (small configs, keys left out, the
 // class's defaults), the layers whose indexer it models, and serving
-// plans; its training step is refused in words.
+// plans; its training step is modelled as traced at 5.23.0, transformers' generate refused.
 func TestGlmMoeDsa(t *testing.T) {
 	for _, c := range []struct {
 		name, json string
@@ -64,7 +64,12 @@ func TestGlmMoeDsa(t *testing.T) {
 	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64))+16*132 || c.KVCache.Layers != 39 {
 		t.Errorf("vLLM TP 8 PP 2: starts %v (%s), page %v, %d layers, %v", c.Starts, c.Err, c.KVCache.PageBytes, c.KVCache.Layers, err)
 	}
-	if _, err := (Training{Model: glm, SeqLen: 512, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+	// Training follows transformers 5.23, traced at 5.23.0; generate
+	// stays refused.
+	if est, err := (Training{Model: glm, SeqLen: 512, MicroBatch: 1}).Estimate(); err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "traced at 5.23.0") {
 		t.Errorf("training: %v", err)
+	}
+	if _, err := (Inference{Model: glm, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+		t.Errorf("generate: %v", err)
 	}
 }

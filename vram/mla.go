@@ -39,14 +39,22 @@ func (b *actBuilder) latentQKV(p blockPlan, x *actT, heads int64) (q, k, v *actT
 // latentQuery is MLA's query projection: q_a_proj, its RMSNorm and
 // q_b_proj, or one q_proj without q_lora_rank.
 func (b *actBuilder) latentQuery(p blockPlan, x *actT, heads int64) *actT {
+	q, _ := b.latentQueryResid(p, x, heads)
+	return q
+}
+
+// latentQueryResid is latentQuery with q_a_layernorm's output (q_resid),
+// nil without a q LoRA rank.
+func (b *actBuilder) latentQueryResid(p blockPlan, x *actT, heads int64) (q, resid *actT) {
 	m := b.r.m
 	h, w := int64(m.Hidden), heads*int64(m.QKNopeDim+m.QKRopeDim)
 	if m.QLoRARank > 0 {
 		rq := int64(m.QLoRARank)
 		qa := b.linear(p, "q_a_proj", "q_proj", x, h, rq)
-		return b.linear(p, "q_b_proj", "q_proj", b.norm(p, "q_a_layernorm", "rmsnorm", qa, rq), rq, w)
+		resid = b.norm(p, "q_a_layernorm", "rmsnorm", qa, rq)
+		return b.linear(p, "q_b_proj", "q_proj", resid, rq, w), resid
 	}
-	return b.linear(p, "q_proj", "q_proj", x, h, w)
+	return b.linear(p, "q_proj", "q_proj", x, h, w), nil
 }
 
 // latentRope rotates the rotary parts of q (every head's) and of ckv

@@ -43,15 +43,33 @@ package vram
 // v; the key is in kv_b_proj's dtype (bf16 under autocast), not promoted
 // to the rotary part's fp32; and attention saves the whole kv_b_proj
 // output for the value.
-func (b *actBuilder) latentQKV5(p blockPlan, x *actT, heads int64) (q, k, v *actT) {
+//
+// qResid is q_a_layernorm's output, which DSA's indexer reads
+// (dsa_indexer5.go); nil without a q LoRA rank. locals are what the
+// forward's local variables hold until it returns, after o_proj
+// (l.481): q_pass and q_rot (q_b_proj's output, whose view q_pass is,
+// l.440-442, and the rotated q_rot, l.453-455), compressed_kv (l.444)
+// and, without a cache to rebind them (l.458-459), k_pass (the normed
+// latent) and the rotated k_rot; deepseek_v32/modeling_deepseek_v32.py
+// alike (l.414-418, 424, 428, 476), where q_resid, q_a_layernorm's
+// output, is a local too. Transient in the engine's order otherwise (or
+// their autocast copies saved in their place), they are live beside what
+// runs between expand_kv and o_proj (DSA's indexer; measured at the peak
+// of the tiny DeepSeek-V3.2's checkpointed steps: 1,114,112 bytes more in
+// fp32, 491,520 more under bf16 autocast).
+func (b *actBuilder) latentQKV5(p blockPlan, x *actT, heads int64) (q, k, v, qResid *actT, locals []*actT) {
 	m := b.r.m
 	h := int64(m.Hidden)
 	dn, dr, dv := int64(m.QKNopeDim), int64(m.QKRopeDim), int64(m.VHeadDim)
 	r := int64(m.KVLoRARank)
-	q = b.latentQuery(p, x, heads)
+	q, qResid = b.latentQueryResid(p, x, heads)
 	ckv := b.linear(p, "kv_a_proj_with_mqa", "k_proj", x, h, r+dr)
 	kvn := b.norm(p, "kv_a_layernorm", "rmsnorm", ckv, r)
 	qr, kr := b.latentRope(p, q, ckv, heads)
+	locals = []*actT{q, qr, qResid, ckv}
+	if !p.useCache || !p.hfModeling {
+		locals = append(locals, kr, kvn)
+	}
 	if p.useCache && p.hfModeling {
 		cd := promote(kvn.dtype, kr.dtype)
 		kvn = b.op("cache.kv_nope", b.size(r, cd), cd, list(kvn))
@@ -65,5 +83,5 @@ func (b *actBuilder) latentQKV5(p blockPlan, x *actT, heads int64) (q, k, v *act
 	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
 	kv := b.linear(p, "kv_b_proj", "v_proj", kvn, r, heads*(dn+dv))
 	k = b.op("key_states", b.size(heads*(dn+dr), kv.dtype), kv.dtype, list(kv, kr))
-	return q, k, kv
+	return q, k, kv, qResid, locals
 }
