@@ -335,6 +335,19 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	return &rv, nil
 }
 
+// towerRecords reports whether a frozen tower's forward records its
+// graph: from transformers 5.0, activation_checkpointing_enable calls
+// enable_input_require_grads for any model whose main input is input_ids
+// (5.23.0 modeling_utils.py:3181-3189), which hooks the input embeddings
+// of every PreTrainedModel inside it (l.2137-2170), the tower's patch
+// embedding among them: its output requires a gradient, so the tower's
+// ops save what their input's gradient needs, and the backward runs
+// through the tower, though its weights get none. 4.57.6 called it only
+// with PEFT, on the language model's embeddings alone (l.3714, 2849-2858).
+func (r *resolved) towerRecords() bool {
+	return !r.lib.before(5, 0) && r.runsTransformers() && r.Checkpointing == CheckpointFull
+}
+
 // towerTrains reports whether the tower's weights train.
 func (r *resolved) towerTrains() bool { return r.Trainable == "full" && r.VisionTower == "trainable" }
 
@@ -366,13 +379,14 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	tower := rv.m
 	pv := rv.blockPlan(0)
 	grad := r.towerTrains()
+	record := grad || r.towerRecords()
 	n := int64(rv.MicroBatch) // images
 	hv, h := int64(tower.Hidden), int64(m.Hidden)
 	tokens := b.tokens
 
 	// The embeddings, as the tower's family builds them.
 	x, shared := lookupFamily(tower.Family).towerEmbed(b, pv, tower, n, grad)
-	if !grad {
+	if !record {
 		b.noGraph(0)
 	}
 
@@ -395,7 +409,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 		// sees its real tensors; without a gradient (a frozen tower, or a
 		// block past the selected hidden state) nothing is saved and no
 		// backward runs through them.
-		x = b.splice(kinds[k], x, grad && i < used, grad && i < used && rv.checkpointed(i))
+		x = b.splice(kinds[k], x, record && i < used, record && i < used && rv.checkpointed(i))
 		states = append(states, x)
 		if w.tap != nil {
 			taps = b.tapBlock(w, p.withFrozen(projFrozen), v, i, x, hv, h, projFrozen && !grad, taps)
@@ -404,12 +418,12 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	// What every block read lives until the tower returns, or, saved by
 	// the blocks' ops, until their backward.
 	b.hold(shared...)
-	if grad {
+	if record {
 		for _, t := range shared {
 			t.saved, t.release = true, t.born
 		}
 	}
-	x = b.towerFinalNorm(pv, tower, x, n, grad)
+	x = b.towerFinalNorm(pv, tower, x, n, record)
 
 	// The selected hidden state (LLaVA: without the class token, a view
 	// that keeps the whole state when saved), through the projector.
@@ -421,9 +435,9 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	}
 	feats := w.project(b, p.withFrozen(projFrozen), v, src, hv, h)
 	switch {
-	case projFrozen && !grad:
+	case projFrozen && !record:
 		b.noGraph(from) // nothing before the projector or in it needs a gradient
-	case !grad:
+	case !record:
 		b.withoutGrad(nil) // the projector's first ops read features without a gradient
 	}
 	if w.hiddenStates {
