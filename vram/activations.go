@@ -756,6 +756,9 @@ func (b *actBuilder) normOf(p blockPlan, name string, kind string, x *actT, widt
 		x32 = b.op(opName(name, ".float"), b.size(width, FP32), FP32, list(x))
 	}
 	rs := b.keep(b.op(opName(name, ".rsqrt"), stats, FP32, list(x32), x32))
+	if p.rec.powNorm {
+		powNormInput(b, name, stats)
+	}
 	// x.pow(2).mean() backward: the mean's gradient expanded to x's shape,
 	// then pow's grad · 2 · x.pow(1) (autograd's MeanBackward1,
 	// PowBackward0), while x's gradient through the product below waits to

@@ -107,6 +107,9 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 			s.v = b.op("v.scale", b.size(d.vWidth(), s.v.dtype), s.v.dtype, list(s.v))
 		}
 		b.qkNormsAndRope(p, d, &s)
+		if p.rec.vNorm {
+			s.v = b.headNorm(p, "v_norm", "l2", s.v, d.vWidth(), d.kvHeads)
+		}
 		if p.useCache && p.hfModeling && !p.rec.cacheKeepsKV {
 			// DynamicLayer.update concatenates k and v onto empty tensors
 			// created in k's dtype (cache_utils.py lazy_initialization):
@@ -243,6 +246,10 @@ func (b *actBuilder) projectQKV(p blockPlan, d blockDims, a *actT) qkv {
 		s.gate = b.op("gate.reshape", b.size(d.qDim, s.q.dtype), s.q.dtype, list(s.q))
 		s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)
 		s.v = b.linear(p, "v_proj", "v_proj", a, d.h, d.kvDim)
+	case p.rec.vNorm && b.r.m.GlobalKEqV && !b.r.m.LocalLayer(d.layer):
+		s.q = b.linear(p, "q_proj", "q_proj", a, d.h, d.qDim)
+		s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)
+		s.v = s.k // Gemma 4's attention_k_eq_v: no v_proj (gemma4_text5.go)
 	default:
 		s.q = b.linear(p, "q_proj", "q_proj", a, d.h, d.qDim)
 		s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)

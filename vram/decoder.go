@@ -63,8 +63,18 @@ func (b *actBuilder) decoderLayout(p blockPlan, d blockDims, x *actT) *actT {
 		// Gemma 2/3: x1 = x + norm(attn(norm(x))); out = x1 + norm(mlp(norm(x1))).
 		a := b.branch(p, d, "attn_out", b.attentionSublayer(p, d, norm("input_layernorm", x)), "post_attention_layernorm")
 		x1 := add("attn_residual", x, a)
-		mo := b.branch(p, d, "mlp_out", b.mlpSublayer(p, d, norm("pre_feedforward_layernorm", x1)), "post_feedforward_layernorm")
-		return add("mlp_residual", x1, mo)
+		var mo *actT
+		if p.rec.denseBesideExperts && m.IsMoELayer(d.layer) {
+			mo = b.gemma4MoE(p, d, x1)
+		} else {
+			mo = b.mlpSublayer(p, d, norm("pre_feedforward_layernorm", x1))
+		}
+		mo = b.branch(p, d, "mlp_out", mo, "post_feedforward_layernorm")
+		out := add("mlp_residual", x1, mo)
+		if p.rec.perLayerInputs5 && m.PerLayerInput > 0 {
+			out = b.perLayerInputGate(p, d, out)
+		}
+		return out
 	case m.NormPosition == "sublayer":
 		// OLMo 2: x1 = x + norm(attn(x)); out = x1 + norm(mlp(x1)).
 		a := b.branch(p, d, "attn_out", b.attentionSublayer(p, d, x), "post_attention_layernorm")

@@ -60,6 +60,9 @@ func buildEdges(r *resolved) edgeActivations {
 		// embedding_multiplier): a new tensor, nothing saved.
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
+	if p.rec.perLayerInputs5 && m.PerLayerInput > 0 {
+		b.perLayerInputs5(p, x)
+	}
 	if m.Vision != nil && r.tower != nil {
 		// The images' features take their placeholder tokens' places. The
 		// batch holds the pixel values the tower's embedding reads, as its

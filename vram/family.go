@@ -489,6 +489,23 @@ type recipe struct {
 	// moe.py:481-482, 498-502 at 5.23; Nemotron-H's ungated squared-ReLU
 	// experts).
 	groupedUngated bool
+	// powNorm: the RMSNorm raises mean(x²)+eps to the power -0.5 with
+	// torch.pow (Gemma4RMSNorm._norm, gemma4/modeling_gemma4.py
+	// l.213-216 at 5.23), which saves its input as well as its result:
+	// one more fp32 statistic per normalized vector (gemma4_text5.go).
+	powNorm bool
+	// vNorm: a weightless RMSNorm on v (Gemma 4's v_norm, l.1232); with
+	// attention_k_eq_v the global layers' v is k_proj's output itself
+	// (l.1222).
+	vNorm bool
+	// perLayerInputs5: Gemma 4's per-layer inputs (gemma4_text5.go): the
+	// model computes every layer's slice before the layers, each layer
+	// gates itself with its slice after its MLP.
+	perLayerInputs5 bool
+	// denseBesideExperts: a MoE layer runs its dense MLP and its routed
+	// experts side by side, each between norms of its own, the router on
+	// the residual stream (Gemma 4: gemma4_text5.go gemma4MoE).
+	denseBesideExperts bool
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

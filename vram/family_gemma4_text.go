@@ -42,7 +42,10 @@ import (
 //
 // The embeddings are scaled by sqrt(hidden) through a registered
 // embed_scale (l.1428-1440). Layers sharing another layer's keys and values
-// (num_kv_shared_layers, the small releases') are not modelled. The
+// (num_kv_shared_layers, the small releases') are not modelled. Training
+// follows transformers 5.23 (gemma4_text5.go: the norms' torch.pow, v_norm,
+// the per-layer inputs and their gate, a MoE layer's two branches),
+// checked against the family's CPU traces at 5.23.0. The
 // released checkpoints are the image-text model, family gemma4; this family
 // is its language model, which Gemma4ForCausalLM also builds alone.
 func init() {
@@ -59,7 +62,8 @@ func init() {
 		buffers:     gemma4TextBuffers,
 		block:       gemma4Block,
 		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, embedScale: true, localRotary: true, sharedFirst: true}
+			return recipe{normWeightFP32: true, embedScale: true, localRotary: true, sharedFirst: true, powNorm: true, vNorm: true, perLayerInputs5: true,
+				groupedMM: true, denseBesideExperts: true}
 		},
 		// The released 31B and 26B-A4B's language models alone (their
 		// text_config; the released models with their tower are gemma4's
