@@ -9,6 +9,25 @@ let lab, browser;
 before(async () => { lab = await startLab(); browser = await launchBrowser(); });
 after(async () => { await browser?.close(); await lab?.stop(); });
 
+// widgetReady waits for the what-if widget's controls. The cell first
+// builds its Go program, which on a loaded 2-core machine can take minutes
+// (two CI failures waited 180 s under load; alone it takes seconds), so the
+// wait is long, but an error the cell prints ends it at once, with the text.
+async function widgetReady(page, box) {
+  const done = box.getByRole('button', { name: 'done' });
+  const failed = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]', { hasText: /panic|exit status|undefined:|cannot find package/ })
+    .or(page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]'));
+  const shown = done.waitFor({ timeout: 420_000 });
+  const broke = failed.first().waitFor({ timeout: 420_000 });
+  shown.catch(() => {}); // the one that loses the race times out later, unheeded
+  broke.catch(() => {});
+  await Promise.race([shown, broke]).catch(() => {});
+  if (!(await done.isVisible())) {
+    const errors = (await failed.allInnerTexts()).join('\n').slice(0, 2000);
+    assert.fail(errors ? `the what-if cell failed before its widget showed: ${errors}` : 'no what-if widget and no error after 420 s');
+  }
+}
+
 // The result area as the reader sees it: the allocated peak it states, the
 // text, and the total in the subtitle of the chart ECharts drew.
 const readResult = (page) => page.evaluate(() => {
@@ -23,7 +42,7 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
   await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
   const box = page.locator('.vramlab-whatif');
-  await box.getByRole('button', { name: 'done' }).waitFor({ timeout: 180_000 });
+  await widgetReady(page, box);
   const sliders = box.locator('input[type=range]');
   assert.equal(await sliders.count(), 2, 'sequence length and micro-batch');
   assert.equal(await box.locator('select').count(), 5, 'model, precision, optimizer, checkpointing, GPU');
@@ -98,7 +117,7 @@ test('the playground at terabytes: no chart label overlaps another or is cut off
   await page.addInitScript(() => { window.vramlabRenderer = 'svg'; });
   await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
   const box = page.locator('.vramlab-whatif');
-  await box.getByRole('button', { name: 'done' }).waitFor({ timeout: 180_000 });
+  await widgetReady(page, box);
   const selects = box.locator('select');
   await selects.nth(0).selectOption({ label: 'qwen3-32b' });
   await selects.nth(1).selectOption({ label: 'fp32' });
