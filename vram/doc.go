@@ -128,8 +128,13 @@
 // with its towerEmbed; a tower without one is refused as not modelled)
 // and a decoder family; readWrapped and writeWrapped read and write its
 // config. Sparse attention's indexers are Model.IndexHeads (DeepSeek Sparse
-// Attention; dsa.go) and Model.BlockSparse (MiniMax-M3's; blocksparse.go:
-// parameters and the cached key's size only so far). An encoder-decoder other than T5 (whose pieces
+// Attention; dsa.go, its training step dsa_indexer5.go) and
+// Model.BlockSparse (MiniMax-M3's; blocksparse.go: parameters and the
+// cached key's size only so far). A family only transformers 5 has sets
+// only5 and, until its tiny models traced at 5.23 hold under its recipe
+// (examples/measure/trace5-grid.json, TestTransformers5Traces), a
+// servingOnly reason: its training is modelled from the generated
+// transformers5_traced.json, not by a switch in its file. An encoder-decoder other than T5 (whose pieces
 // are encdec.go's) declares its own block builder and seq2seq hooks: the
 // encoder's embedding, what runs between the stacks, the masks and the
 // decoder's final norm (family_whisper.go). Nothing else in the package
