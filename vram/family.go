@@ -23,7 +23,11 @@ func (e generateOnlyError) Error() string {
 	return fmt.Sprintf("model: %s: transformers' generate is not modelled yet (its training is, traced at transformers %s); its serving plans (vLLM, SGLang) are modelled", e.family, transformers5String())
 }
 
-func (e generateOnlyError) Is(target error) bool { return target == ErrServingOnly }
+// Is makes errors.Is(err, ErrServingOnly) hold, as the answer's serving
+// fallback asks.
+func (e generateOnlyError) Is(target error) bool {
+	return target == ErrServingOnly
+}
 
 // A family is everything particular to one architecture — a Hugging Face
 // model_type — declared in that family's own file, family_<model_type>.go,
@@ -537,7 +541,9 @@ func register(f *family) {
 }
 
 // lookupFamily returns the declaration of a model's family, or nil.
-func lookupFamily(name string) *family { return families[name] }
+func lookupFamily(name string) *family {
+	return families[name]
+}
 
 // Families lists the supported architecture families (Hugging Face
 // model_type values), sorted.
