@@ -106,10 +106,10 @@ func ReadPlanModel(path string) (Model, error) {
 	if err != nil {
 		return Model{}, err
 	}
-	var top struct {
-		Model json.RawMessage `json:"model"`
-	}
-	if err := json.Unmarshal(data, &top); err != nil {
+	// The plan's top level as ParsePlan reads it (unknown and duplicate
+	// keys refused alike), its sections left unread.
+	var top planFile
+	if err := strictDecode(data, &top, ""); err != nil {
 		return Model{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(top.Model) == 0 {
