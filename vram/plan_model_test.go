@@ -16,7 +16,7 @@ func TestReadPlanModel(t *testing.T) {
 	deep := `{"model": ` + strings.Repeat(`{"a": `, 20000) + `1` + strings.Repeat(`}`, 20000) + `}`
 	for _, c := range []struct {
 		name, plan, want string // want: the model's family, or what the error says
-		ok                  bool
+		ok               bool
 	}{
 		{"a family whose training is refused", `{"model": "kimi-linear-48b-a3b", "train": {"seq_len": 512, "micro_batch": 1}}`, "kimi_linear", true},
 		{"a model object", `{"model": {"family": "minimax_m2", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 32, "vocab": 100, "experts": 4, "experts_per_token": 2, "expert_ffn": 32}, "train": {}}`, "minimax_m2", true},
