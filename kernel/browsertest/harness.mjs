@@ -92,7 +92,7 @@ async function startLabOn(port, notebookDir) {
     '--LabApp.news_url=', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
     `--LabApp.workspaces_dir=${mkdtempSync(join(tmpdir(), 'vramlab-ws-'))}`,
     ...(process.getuid?.() === 0 ? ['--allow-root'] : []),
-  ], { env: { ...process.env, JUPYTER_RUNTIME_DIR: runtime }, stdio: ['ignore', 'pipe', 'pipe'] });
+  ], { env: { ...process.env, JUPYTER_RUNTIME_DIR: runtime }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });
   proc.stderr.on('data', (d) => { log += d; });
@@ -114,11 +114,25 @@ async function startLabOn(port, notebookDir) {
     base, token, host: `127.0.0.1:${port}`,
     url: (path) => `${base}${path}${path.includes('?') ? '&' : '?'}token=${token}`,
     log: () => log,
-    async stop() {
-      proc.kill('SIGTERM');
-      await new Promise((r) => { if (proc.exitCode !== null) r(); else proc.once('exit', r); });
-    },
+    async stop() { await stopProcess(proc, { group: true }); },
   };
+}
+
+// stopProcess sends SIGTERM (to the process group with group: true, for a
+// process spawned detached) and waits up to grace ms for it to exit; one that
+// is still running then gets SIGKILL, so a server that hangs on shutdown
+// fails a test rather than holding the test run until CI's limit. It says
+// whether the process stopped on SIGTERM.
+export async function stopProcess(proc, { group = false, grace = 20_000 } = {}) {
+  if (proc.exitCode !== null || proc.signalCode !== null) return true;
+  const exited = new Promise((r) => proc.once('exit', () => r(true)));
+  const send = (sig) => { try { process.kill(group ? -proc.pid : proc.pid, sig); } catch { /* gone */ } };
+  send('SIGTERM');
+  const within = (ms) => Promise.race([exited, new Promise((r) => setTimeout(() => r(false), ms).unref())]);
+  if (await within(grace)) return true;
+  send('SIGKILL');
+  await within(10_000);
+  return false;
 }
 
 // runAllCells opens a notebook in JupyterLab and runs every cell through the

@@ -11,7 +11,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, chartStates, freePort, launchBrowser, offlinePage, runAllCells, shotPath, waitForCharts } from './harness.mjs';
+import { ROOT, chartStates, freePort, launchBrowser, offlinePage, runAllCells, shotPath, stopProcess, waitForCharts } from './harness.mjs';
 
 // Three ports the system hands out: the proxy's public one, the hub's, the
 // proxy's API.
@@ -84,8 +84,7 @@ c.JupyterHub.cleanup_proxy = True
 after(async () => {
   await browser?.close();
   if (hub && hub.exitCode === null) {
-    hub.kill('SIGTERM'); // the hub stops the user's server and the proxy it started
-    await new Promise((r) => { if (hub.exitCode !== null) r(); else hub.once('exit', r); });
+    await stopProcess(hub); // the hub stops the user's server and the proxy it started
   }
   rmSync(dir, { recursive: true, force: true });
 });
@@ -130,8 +129,8 @@ test('stopping the hub stops everything the test started', async () => {
   assert.ok(ours().length > 0, 'the hub and the user server were running');
   proxyPid = Number(readFileSync(join(dir, 'proxy.pid'), 'utf8'));
   assert.ok(proxyPid > 0 && alive(proxyPid), 'the proxy was running');
-  hub.kill('SIGTERM');
-  await new Promise((r) => { if (hub.exitCode !== null) r(); else hub.once('exit', r); });
+  const graceful = await stopProcess(hub, { grace: 60_000 });
+  assert.ok(graceful, `the hub stops on SIGTERM within 60 s; its log ends:\n${log.split('\n').slice(-40).join('\n')}`);
   const deadline = Date.now() + 30_000;
   while (ours().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
   assert.deepEqual(ours(), [], `no process of this test is left; the hub's log ends:\n${log.split('\n').slice(-40).join('\n')}`);

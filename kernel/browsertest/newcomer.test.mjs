@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, chartStates, freePort, launchBrowser, offlinePage, runAllCells, waitForCharts } from './harness.mjs';
+import { ROOT, chartStates, freePort, launchBrowser, offlinePage, runAllCells, stopProcess, waitForCharts } from './harness.mjs';
 
 export const FRONT_DOOR = join(ROOT, 'kernel', 'browsertest', 'front-door.png');
 
@@ -45,8 +45,7 @@ before(async () => { lab = await makeLab(); browser = await launchBrowser(); });
 after(async () => {
   await browser?.close();
   if (proc && proc.exitCode === null) {
-    process.kill(-proc.pid, 'SIGTERM'); // make, the setup shell and jupyter
-    await new Promise((r) => { if (proc.exitCode !== null) r(); else proc.once('exit', r); });
+    await stopProcess(proc, { group: true }); // make, the setup shell and jupyter
   }
 });
 

@@ -69,4 +69,10 @@ say "a typo in a cell reads as one line (real kernel)"
 .venv/bin/python kernel/scripts/cell_errors.py
 
 say "browser tests (JupyterLab + Debian chromium via playwright-core)"
-(cd kernel/browsertest && node --test --test-concurrency=1 --test-reporter=spec)
+# A test that hangs fails after 15 minutes (the longest single wait, the
+# what-if widget's, is 7),
+# each file's process exits when its tests are done even if a handle is
+# left open, and the whole step is bounded, so a hang reads as a failure
+# with its test's name rather than running into CI's limit.
+(cd kernel/browsertest && timeout --kill-after=30 2700 \
+  node --test --test-concurrency=1 --test-timeout=900000 --test-force-exit --test-reporter=spec)
