@@ -72,6 +72,11 @@ type vllmRelease struct {
 	// spec is the release's speculative decoding (vllm_spec.go), with its
 	// own sources.
 	spec vllmSpecRules
+	// nccl is the NCCL release the torch the wheel pins pins; with
+	// profileTorchComm the profile's logits all-gather creates torch's TP
+	// communicator (serving_nccl.go).
+	nccl             string
+	profileTorchComm bool
 }
 
 // vllmReleases are the modelled releases, oldest first.
@@ -79,8 +84,10 @@ var vllmReleases = []vllmRelease{
 	{
 		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
-		modeloptCC: [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
-		spec:       spec0110,
+		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
+		spec:             spec0110,
+		nccl:             "2.27.3", // METADATA: torch==2.8.0, which pins nvidia-nccl-cu12==2.27.3
+		profileTorchComm: true,
 	},
 	{
 		// 0.14.1 differs from both rows in three ways the fields do not
@@ -94,8 +101,10 @@ var vllmReleases = []vllmRelease{
 		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, groupLargest: true,
 		mlaHybridAlign:  64, // model_executor/models/config.py:389-393 (128 only with the CUTLASS_MLA backend named)
 		autoMaxModelLen: true, capBatchedBySeqs: true,
-		modeloptCC: [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
-		spec:       spec0141,
+		modeloptCC:       [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
+		spec:             spec0141,
+		nccl:             "2.27.5", // METADATA: torch==2.9.1, which pins nvidia-nccl-cu12==2.27.5
+		profileTorchComm: true,
 	},
 	{
 		releaseRow:  releaseRow{Version: "0.33.0", Source: "vllm 0.33.0: config/cache.py:215 (gpu_memory_utilization 0.92); v1/worker/utils.py:724-725 (ceil); v1/worker/gpu_worker.py:707-724, 747-757 (the CUDA-graph estimate subtracted), 1012-1068 (--kv-cache-memory suggestion); envs.py:2216-2221 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); engine/arg_utils.py:2973 (16384 tokens at ≥ 160 GiB), 2960-2989 (GB10 on the small tier), 3218-3224 (default batched tokens ≤ max_num_seqs × max_model_len); fused_moe/oracle/mxfp4.py:402-435 (Triton on 9.x); config/vllm.py:730-763 (Model Runner V2), 588-609 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50 (output_bin_counts); v1/kv_cache_interface.py:901-965, 1135-1141 (windows, align-mode state pages); v1/core/kv_cache_planning.py:519-533 (group size), 1532-1548 (null block, auto max_model_len); v1/core/kv_cache_utils.py:1128 (tokens log)"},
@@ -103,8 +112,10 @@ var vllmReleases = []vllmRelease{
 		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, alignState: true, groupLargest: true, nullBlock: true,
 		mlaHybridAlign:      128, // platforms/interface.py:1083-1088
 		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true,
-		modeloptCC: [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
-		spec:       spec0330,
+		modeloptCC:       [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
+		spec:             spec0330,
+		nccl:             "2.30.7", // METADATA: torch==2.14.0, which pins nvidia-nccl-cu13==2.30.7
+		profileTorchComm: false,
 	},
 }
 
