@@ -54,6 +54,8 @@ var ncclReleases = []ncclRelease{
 		nvlsSlot: 6 * MiB, nvlsMinGPUs: 3},
 	{releaseRow: releaseRow{Version: "2.21.5", Source: "nccl v2.21.5-1: eager connection at init (init.cc has no NCCL_RUNTIME_CONNECT), cuMem on (NCCL_CUMEM_ENABLE auto); nvls.cc:310-314 (128 KiB chunk × 8 steps plus 2 MiB per channel slot), 241 (no NVLS on two GPUs or fewer)"},
 		cuMem: true, nvlsSlot: 3 * MiB, nvlsMinGPUs: 3},
+	{releaseRow: releaseRow{Version: "2.26.2", Source: "nccl v2.26.2-1 (torch 2.7.0's nvidia-nccl-cu12==2.26.2): init.cc:50 (NCCL_RUNTIME_CONNECT 1), 1135 (runtime connect needs cuMem), 606-619 (buffer sizes); misc/cudawrap.cc:13 (NCCL_CUMEM_ENABLE auto); transport/nvls.cc:149, 289-291 (128 KiB chunk × 8 steps per slot), 160 (no NVLS on two GPUs or fewer)"},
+		lazy: true, cuMem: true, nvlsSlot: 1 * MiB, nvlsMinGPUs: 3},
 	{releaseRow: releaseRow{Version: "2.27.3", Source: "nccl v2.27.3-1 (torch 2.8.0's nvidia-nccl-cu12==2.27.3): init.cc:52 (NCCL_RUNTIME_CONNECT 1), 1148 (runtime connect needs cuMem), 618-620 (buffer sizes); misc/cudawrap.cc:14 (NCCL_CUMEM_ENABLE auto); transport/nvls.cc:152, 334-335 (128 KiB chunk × 8 steps per slot), 160 (no NVLS on two GPUs or fewer)"},
 		lazy: true, cuMem: true, nvlsSlot: 1 * MiB, nvlsMinGPUs: 3},
 	{releaseRow: releaseRow{Version: "2.30.7", Source: "nccl v2.30.7-1 (torch 2.15.0's nvidia-nccl-cu13==2.30.7): init.cc:61, 1552 (runtime connect), 810-813 (buffer sizes); nvls.cc:409-430 (128 KiB chunk × 8 steps per slot), 262 (NVLS from two GPUs, since 2.28.7); p2p.cc:407-410, 486-490; net.cc:646-679"},

@@ -23,8 +23,14 @@ import "fmt"
 // vLLM takes its init snapshot after the parallel groups (0.11.0
 // v1/worker/gpu_worker.py:165-182, 0.14.1 l.213-234, 0.33.0 l.500-541), so
 // their NCCL and custom all-reduce buffers stay outside the budget; its
-// profile's non-torch increase counts what the profile run adds. In 0.11.0
-// and 0.14.1 the dummy sampler run gathers the logits with torch's own TP
+// profile's non-torch increase counts what the profile run adds. 0.9.2
+// takes it before them (v1/worker/gpu_worker.py:140 before 158), so its
+// non-torch increase holds the warmed-up PyNcclCommunicator (pynccl.py:
+// 99-106) and the custom all-reduce's IPC buffers (customAllReduceIPC)
+// too, and it sets NCCL_CUMEM_ENABLE=0 (env_override.py:16-32), which
+// connects every communicator's algorithms at init. In 0.9.2 (model_
+// executor/layers/logits_processor.py:88-96; base_device_communicator.py:
+// 115-139), 0.11.0 and 0.14.1 the dummy sampler run gathers the logits with torch's own TP
 // process group (model_executor/layers/logits_processor.py:71-80 and
 // 76-85; distributed/device_communicators/base_device_communicator.py:
 // 129-143 and 139-153: dist.all_gather_into_tensor, which the CUDA
@@ -46,6 +52,18 @@ import "fmt"
 // 2, 4, 6 or 8 GPUs, more than two only joined by NVLink (0.5.3
 // l.59, 110, 148); counted here on NVSwitch parts.
 func customAllReduceBytes(tp int, g GPU) Bytes {
+	ipc := customAllReduceIPC(tp, g)
+	if ipc == 0 {
+		return 0
+	}
+	return ipc + segmentSize(8*MiB)
+}
+
+// customAllReduceIPC is the custom all-reduce's two cudaMalloc'd IPC
+// buffers alone, outside PyTorch's allocator (vLLM 0.9.2 distributed/
+// device_communicators/custom_all_reduce.py:57, 157-162, whose rank_data,
+// l.168, is torch.empty: PyTorch's memory).
+func customAllReduceIPC(tp int, g GPU) Bytes {
 	switch tp {
 	case 2, 4, 6, 8:
 	default:
@@ -56,7 +74,7 @@ func customAllReduceBytes(tp int, g GPU) Bytes {
 	}
 	const maxSize = 8 * MiB
 	meta := maxSize + 2*MiB // the Signal struct, a few KiB, takes a page of its own
-	return meta + maxSize + segmentSize(8*MiB)
+	return meta + maxSize
 }
 
 // servingNCCLRelease is NCCL release ver as an engine runs it: with
@@ -111,12 +129,18 @@ func vllmNCCL(tp int, g GPU, rel vllmRelease) (Bytes, string, error) {
 	if !g.NVSwitch {
 		return 0, fmt.Sprintf("NCCL: not counted on %s (no NCCL rule for a part without NVSwitch; nccl.go)", g.Name), nil
 	}
-	nrel, m, err := servingNCCLRelease(rel.nccl, true)
+	nrel, m, err := servingNCCLRelease(rel.nccl, !rel.ncclCuMemOff)
 	if err != nil {
 		return 0, "", err
 	}
 	b := ncclCommBytes(tpComm(tp, ncclCollectives, false), g, nrel)
-	note := fmt.Sprintf("NCCL %s (torch's pin) on %s: the profile's logits all-gather creates torch's TP communicator (%d ranks), %v of non-torch memory (ring and NVLS buffers: NCCL connects the one its tuner picks, the rule counts both); the PyNcclCommunicator and custom all-reduce, set up before the init snapshot, are outside the budget (serving_nccl.go)",
-		m.Release, g.Name, tp, b)
-	return b, note, nil
+	if !rel.groupsInProfile {
+		note := fmt.Sprintf("NCCL %s (torch's pin) on %s: the profile's logits all-gather creates torch's TP communicator (%d ranks), %v of non-torch memory (ring and NVLS buffers: NCCL connects the one its tuner picks, the rule counts both); the PyNcclCommunicator and custom all-reduce, set up before the init snapshot, are outside the budget (serving_nccl.go)",
+			m.Release, g.Name, tp, b)
+		return b, note, nil
+	}
+	py, car := ncclCommBytes(tpComm(tp, ncclWarmUp, false), g, nrel), customAllReduceIPC(tp, g)
+	note := fmt.Sprintf("NCCL %s (torch's pin) on %s: vLLM %s takes its init snapshot before the parallel groups and sets NCCL_CUMEM_ENABLE=0, so its non-torch memory holds the PyNcclCommunicator (%d ranks) %v and torch's TP communicator, which the profile's logits all-gather creates, %v, each connected at init (ring, tree, NVLS and the p2p pool), and the custom all-reduce's IPC buffers %v (serving_nccl.go)",
+		m.Release, g.Name, rel.Version, tp, py, b, car)
+	return py + b + car, note, nil
 }

@@ -5,7 +5,10 @@ import "testing"
 // TestServingNCCL holds each engine's TP carve to the NCCL rule of
 // serving_nccl.go: nothing at TP 1, nccl.go's bytes for the engine's TP
 // communicator at TP 4 on an H100, and the free memory or the non-torch
-// memory that sizes the cache lowered by them.
+// memory that sizes the cache lowered by them; vLLM 0.9.2, whose init
+// snapshot precedes the parallel groups, counts its warmed-up
+// PyNcclCommunicator and custom all-reduce IPC buffers too, connected at
+// init (NCCL_CUMEM_ENABLE=0).
 func TestServingNCCL(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
 	in := Inference{Model: MustPreset("qwen3-8b")}
@@ -15,10 +18,13 @@ func TestServingNCCL(t *testing.T) {
 		want            ncclComm // zero: none
 		cuMem           bool
 		nccl            string
+		groups          bool // the parallel groups' communicators count too
 	}{
 		{engine: "sglang", version: "0.5.3", tp: 1},
 		{engine: "sglang", version: "0.5.3", tp: 4, want: tpComm(4, ncclWarmUp, true), nccl: "2.27.3"},
 		{engine: "sglang", version: "0.5.23", tp: 4, want: tpComm(4, ncclWarmUp, true), nccl: "2.30.7"},
+		{engine: "vllm", version: "0.9.2", tp: 1},
+		{engine: "vllm", version: "0.9.2", tp: 4, want: tpComm(4, ncclCollectives, false), nccl: "2.26.2", groups: true},
 		{engine: "vllm", version: "0.11.0", tp: 1},
 		{engine: "vllm", version: "0.11.0", tp: 4, want: tpComm(4, ncclCollectives, false), cuMem: true, nccl: "2.27.3"},
 		{engine: "vllm", version: "0.14.1", tp: 4, want: tpComm(4, ncclCollectives, false), cuMem: true, nccl: "2.27.5"},
@@ -31,6 +37,9 @@ func TestServingNCCL(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = ncclCommBytes(tc.want, g, rel)
+			if tc.groups {
+				want += ncclCommBytes(tpComm(tc.tp, ncclWarmUp, false), g, rel) + customAllReduceIPC(tc.tp, g)
+			}
 		}
 		var got, car Bytes
 		switch tc.engine {
