@@ -72,15 +72,41 @@ type vllmRelease struct {
 	// spec is the release's speculative decoding (vllm_spec.go), with its
 	// own sources.
 	spec vllmSpecRules
+	// nccl is the NCCL release the torch the wheel pins pins; with
+	// profileTorchComm the profile's logits all-gather creates torch's TP
+	// communicator (serving_nccl.go).
+	nccl             string
+	profileTorchComm bool
+	// groupsInProfile: the init snapshot precedes the parallel groups, so
+	// their PyNcclCommunicator and custom all-reduce count in the
+	// profile's non-torch increase (serving_nccl.go).
+	groupsInProfile bool
+	// ncclCuMemOff: vLLM sets NCCL_CUMEM_ENABLE=0, and NCCL connects every
+	// algorithm at init (servingNCCLRelease).
+	ncclCuMemOff bool
 }
 
 // vllmReleases are the modelled releases, oldest first.
 var vllmReleases = []vllmRelease{
 	{
+		// 0.9.2 has no MXFP4 method (model_executor/layers/quantization/
+		// has no mxfp4.py) nor gpt-oss (its registry has no
+		// GptOssForCausalLM); hopperMXFP4 is 0.11.0's for the 0.10
+		// releases that resolve to this row and run it.
+		releaseRow:  releaseRow{Version: "0.9.2", Source: "vllm 0.9.2: config.py:1494 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:140-142 (requested = total × utilization, taken before the parallel groups, l.158), 223-224 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), utils/__init__.py:2407-2480 (memory_profiling: non-torch increase from the init snapshot); env_override.py:16-32 (NCCL_CUMEM_ENABLE=0); engine/arg_utils.py:1620-1650 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100, else 2048 and 256; no cap by max_num_seqs); v1/sample/ops/topk_topp_sampler.py:14-19, 33-48 (FlashInfer's sampler when installed, which the wheel's METADATA does not require); v1/kv_cache_interface.py:139-148 (window − 1 + one batch); v1/core/kv_cache_utils.py:826 (group size: the smallest kind), 538-560 (capacity check, no null block), 714, 871 (tokens log)"},
+		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
+		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:61-62, 204-205
+		spec:             spec0092,
+		nccl:             "2.26.2", // METADATA:72: torch==2.7.0, which pins nvidia-nccl-cu12==2.26.2
+		profileTorchComm: true, groupsInProfile: true, ncclCuMemOff: true,
+	},
+	{
 		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
-		modeloptCC: [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
-		spec:       spec0110,
+		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
+		spec:             spec0110,
+		nccl:             "2.27.3", // METADATA: torch==2.8.0, which pins nvidia-nccl-cu12==2.27.3
+		profileTorchComm: true,
 	},
 	{
 		// 0.14.1 differs from both rows in three ways the fields do not
@@ -94,8 +120,10 @@ var vllmReleases = []vllmRelease{
 		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, groupLargest: true,
 		mlaHybridAlign:  64, // model_executor/models/config.py:389-393 (128 only with the CUTLASS_MLA backend named)
 		autoMaxModelLen: true, capBatchedBySeqs: true,
-		modeloptCC: [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
-		spec:       spec0141,
+		modeloptCC:       [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
+		spec:             spec0141,
+		nccl:             "2.27.5", // METADATA: torch==2.9.1, which pins nvidia-nccl-cu12==2.27.5
+		profileTorchComm: true,
 	},
 	{
 		releaseRow:  releaseRow{Version: "0.33.0", Source: "vllm 0.33.0: config/cache.py:215 (gpu_memory_utilization 0.92); v1/worker/utils.py:724-725 (ceil); v1/worker/gpu_worker.py:707-724, 747-757 (the CUDA-graph estimate subtracted), 1012-1068 (--kv-cache-memory suggestion); envs.py:2216-2221 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); engine/arg_utils.py:2973 (16384 tokens at ≥ 160 GiB), 2960-2989 (GB10 on the small tier), 3218-3224 (default batched tokens ≤ max_num_seqs × max_model_len); fused_moe/oracle/mxfp4.py:402-435 (Triton on 9.x); config/vllm.py:730-763 (Model Runner V2), 588-609 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50 (output_bin_counts); v1/kv_cache_interface.py:901-965, 1135-1141 (windows, align-mode state pages); v1/core/kv_cache_planning.py:519-533 (group size), 1532-1548 (null block, auto max_model_len); v1/core/kv_cache_utils.py:1128 (tokens log)"},
@@ -103,8 +131,10 @@ var vllmReleases = []vllmRelease{
 		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, alignState: true, groupLargest: true, nullBlock: true,
 		mlaHybridAlign:      128, // platforms/interface.py:1083-1088
 		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true,
-		modeloptCC: [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
-		spec:       spec0330,
+		modeloptCC:       [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
+		spec:             spec0330,
+		nccl:             "2.30.7", // METADATA: torch==2.14.0, which pins nvidia-nccl-cu13==2.30.7
+		profileTorchComm: false,
 	},
 }
 
@@ -146,31 +176,32 @@ type vllmArchitecture struct {
 }
 
 // registryLacks is the source of a row whose older releases' registries
-// (model_executor/models/registry.py of the 0.11.0 and 0.14.1 wheels) lack
+// (model_executor/models/registry.py of the 0.9.2, 0.11.0 and 0.14.1
+// wheels) lack
 // the architecture that 0.33.0's registers.
 const registryLacks = "model_executor/models/registry.py of each release: the older lack the architecture 0.33.0's registers"
 
 // vllmArchitectures are the families some modelled releases do not run.
 var vllmArchitectures = map[string]vllmArchitecture{
-	exaoneMoeModelType:     {missing: []string{"0.11.0"}, names: "ExaoneMoeForCausalLM", source: registryLacks},
-	gemma4ModelType:        {missing: []string{"0.11.0", "0.14.1"}, names: "Gemma4ForConditionalGeneration", source: registryLacks},
-	gemma4TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Gemma4ForCausalLM", source: registryLacks},
-	glm4MoeLiteModelType:   {missing: []string{"0.11.0", "0.14.1"}, names: "Glm4MoeLiteForCausalLM", source: registryLacks},
-	glmMoeDsaModelType:     {missing: []string{"0.11.0", "0.14.1"}, names: "GlmMoeDsaForCausalLM", source: registryLacks},
-	mimoV2FlashModelType:   {missing: []string{"0.11.0"}, names: "MiMoV2FlashForCausalLM", source: registryLacks},
-	minimaxM2ModelType:     {missing: []string{"0.11.0"}, names: "MiniMaxM2ForCausalLM", source: registryLacks},
-	minimaxM3VLModelType:   {missing: []string{"0.11.0", "0.14.1"}, names: "MiniMaxM3SparseForConditionalGeneration", source: registryLacks},
-	olmoHybridModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "OlmoHybridForCausalLM", source: registryLacks},
-	qwen35ModelType:        {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForConditionalGeneration", source: registryLacks},
-	qwen35MoeModelType:     {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForConditionalGeneration", source: registryLacks},
-	qwen35TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForCausalLM", source: registryLacks},
-	qwen35MoeTextModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForCausalLM", source: registryLacks},
-	kimiK25ModelType:       {missing: []string{"0.11.0", "0.14.1"}, names: "KimiK25ForConditionalGeneration", source: registryLacks},
-	qwen3OmniMoeModelType: {missing: []string{"0.11.0"}, names: "Qwen3OmniMoeForConditionalGeneration",
+	exaoneMoeModelType:     {missing: []string{"0.9.2", "0.11.0"}, names: "ExaoneMoeForCausalLM", source: registryLacks},
+	gemma4ModelType:        {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Gemma4ForConditionalGeneration", source: registryLacks},
+	gemma4TextModelType:    {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Gemma4ForCausalLM", source: registryLacks},
+	glm4MoeLiteModelType:   {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Glm4MoeLiteForCausalLM", source: registryLacks},
+	glmMoeDsaModelType:     {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "GlmMoeDsaForCausalLM", source: registryLacks},
+	mimoV2FlashModelType:   {missing: []string{"0.9.2", "0.11.0"}, names: "MiMoV2FlashForCausalLM", source: registryLacks},
+	minimaxM2ModelType:     {missing: []string{"0.9.2", "0.11.0"}, names: "MiniMaxM2ForCausalLM", source: registryLacks},
+	minimaxM3VLModelType:   {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "MiniMaxM3SparseForConditionalGeneration", source: registryLacks},
+	olmoHybridModelType:    {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "OlmoHybridForCausalLM", source: registryLacks},
+	qwen35ModelType:        {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5ForConditionalGeneration", source: registryLacks},
+	qwen35MoeModelType:     {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5MoeForConditionalGeneration", source: registryLacks},
+	qwen35TextModelType:    {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5ForCausalLM", source: registryLacks},
+	qwen35MoeTextModelType: {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5MoeForCausalLM", source: registryLacks},
+	kimiK25ModelType:       {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "KimiK25ForConditionalGeneration", source: registryLacks},
+	qwen3OmniMoeModelType: {missing: []string{"0.9.2", "0.11.0"}, names: "Qwen3OmniMoeForConditionalGeneration",
 		source: "0.11.0 model_executor/models/registry.py has no Qwen3OmniMoeForConditionalGeneration; 0.14.1 registry.py:419-422 maps it to qwen3_omni_moe_thinker"},
-	kimiLinearModelType: {missing: []string{"0.11.0"}, names: "KimiLinearForCausalLM",
+	kimiLinearModelType: {missing: []string{"0.9.2", "0.11.0"}, names: "KimiLinearForCausalLM",
 		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
-	deepseekV4ModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",
+	deepseekV4ModelType: {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",
 		source: "0.11.0 and 0.14.1 model_executor/models/registry.py list DeepseekV32ForCausalLM as their newest DeepSeek (l.73, l.95); 0.33.0 registry.py:99 maps DeepseekV4ForCausalLM to vllm/models/deepseek_v4"},
 	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
