@@ -1,9 +1,6 @@
 package vram
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // vLLM's releases as data (versions.go): what each modelled release does
 // that the carve reads, each rule with the release's own file and line
@@ -163,75 +160,83 @@ func (rel vllmRelease) statePagesFor(m Model) int {
 	return 2
 }
 
-// vllmArchitecture says which modelled releases run a family whose support
-// is not every release's: missing names the release rows whose model
-// registry lacks its architecture; until is the last release that ran it
-// (vLLM 0.33's _PREVIOUSLY_SUPPORTED_MODELS), with the architectures
-// vLLM names in its refusal.
+// vllmArchitecture says which vLLM releases run a family whose support is
+// not every modelled release's: since is the first release whose model
+// registry (model_executor/models/registry.py, its _TEXT_GENERATION_MODELS,
+// _MULTIMODAL_MODELS, … dicts) has the family's architecture, until the
+// last that ran it (0.33.0's _PREVIOUSLY_SUPPORTED_MODELS); names are the
+// architectures, as vLLM's registry and its refusal name them. A family
+// not listed is in every modelled release's registry. A release without
+// the architecture may still load a checkpoint through its Transformers
+// fallback (0.9.2 model_loader/utils.py:209-219), another implementation,
+// which the carve does not model.
 type vllmArchitecture struct {
-	missing []string
-	until   string
-	names   string
-	source  string
+	since  string
+	until  string
+	names  string
+	source string
 }
 
-// registryLacks is the source of a row whose older releases' registries
-// (model_executor/models/registry.py of the 0.9.2, 0.11.0 and 0.14.1
-// wheels) lack
-// the architecture that 0.33.0's registers.
-const registryLacks = "model_executor/models/registry.py of each release: the older lack the architecture 0.33.0's registers"
-
-// vllmArchitectures are the families some modelled releases do not run.
+// vllmArchitectures are the families some vLLM releases do not run. The
+// since rows were read in each release's wheel, 0.9.2 to 0.33.0, the
+// first registering release found by bisecting the releases between two
+// modelled rows (each registry at or after it has the architecture).
 var vllmArchitectures = map[string]vllmArchitecture{
-	exaoneMoeModelType:     {missing: []string{"0.9.2", "0.11.0"}, names: "ExaoneMoeForCausalLM", source: registryLacks},
-	gemma4ModelType:        {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Gemma4ForConditionalGeneration", source: registryLacks},
-	gemma4TextModelType:    {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Gemma4ForCausalLM", source: registryLacks},
-	glm4MoeLiteModelType:   {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Glm4MoeLiteForCausalLM", source: registryLacks},
-	glmMoeDsaModelType:     {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "GlmMoeDsaForCausalLM", source: registryLacks},
-	mimoV2FlashModelType:   {missing: []string{"0.9.2", "0.11.0"}, names: "MiMoV2FlashForCausalLM", source: registryLacks},
-	minimaxM2ModelType:     {missing: []string{"0.9.2", "0.11.0"}, names: "MiniMaxM2ForCausalLM", source: registryLacks},
-	minimaxM3VLModelType:   {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "MiniMaxM3SparseForConditionalGeneration", source: registryLacks},
-	olmoHybridModelType:    {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "OlmoHybridForCausalLM", source: registryLacks},
-	qwen35ModelType:        {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5ForConditionalGeneration", source: registryLacks},
-	qwen35MoeModelType:     {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5MoeForConditionalGeneration", source: registryLacks},
-	qwen35TextModelType:    {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5ForCausalLM", source: registryLacks},
-	qwen35MoeTextModelType: {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "Qwen3_5MoeForCausalLM", source: registryLacks},
-	kimiK25ModelType:       {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "KimiK25ForConditionalGeneration", source: registryLacks},
-	qwen3OmniMoeModelType: {missing: []string{"0.9.2", "0.11.0"}, names: "Qwen3OmniMoeForConditionalGeneration",
-		source: "0.11.0 model_executor/models/registry.py has no Qwen3OmniMoeForConditionalGeneration; 0.14.1 registry.py:419-422 maps it to qwen3_omni_moe_thinker"},
-	kimiLinearModelType: {missing: []string{"0.9.2", "0.11.0"}, names: "KimiLinearForCausalLM",
-		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
-	deepseekV4ModelType: {missing: []string{"0.9.2", "0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",
-		source: "0.11.0 and 0.14.1 model_executor/models/registry.py list DeepseekV32ForCausalLM as their newest DeepSeek (l.73, l.95); 0.33.0 registry.py:99 maps DeepseekV4ForCausalLM to vllm/models/deepseek_v4"},
+	exaone4ModelType:       {since: "0.10.0", names: "Exaone4ForCausalLM", source: "0.10.0 l.61, _TEXT_GENERATION_MODELS; none in 0.9.2"},
+	glm4MoeModelType:       {since: "0.10.0", names: "Glm4MoeForCausalLM", source: "0.10.0 l.71, _TEXT_GENERATION_MODELS; none in 0.9.2"},
+	gemma3nTextModelType:   {since: "0.10.1", names: "Gemma3nForCausalLM", source: "0.10.1 l.72, _TEXT_GENERATION_MODELS; none in 0.10.0"},
+	gptOssModelType:        {since: "0.10.1", names: "GptOssForCausalLM", source: "0.10.1 l.76, _TEXT_GENERATION_MODELS; none in 0.10.0"},
+	llama4TextModelType:    {since: "0.10.1", names: "Llama4ForCausalLM", source: "0.10.1 l.97, _TEXT_GENERATION_MODELS; none in 0.10.0"},
+	smollm3ModelType:       {since: "0.10.1", names: "SmolLM3ForCausalLM", source: "0.10.1 l.276, _TRANSFORMERS_SUPPORTED_MODELS; none in 0.10.0"},
+	lfm2ModelType:          {since: "0.10.2", names: "Lfm2ForCausalLM", source: "0.10.2 l.101, _TEXT_GENERATION_MODELS; none in 0.10.1.1"},
+	qwen3NextModelType:     {since: "0.10.2", names: "Qwen3NextForCausalLM", source: "0.10.2 l.77, _TEXT_GENERATION_MODELS; none in 0.10.1.1"},
+	seedOssModelType:       {since: "0.10.2", names: "SeedOssForCausalLM", source: "0.10.2 l.138, _TEXT_GENERATION_MODELS; none in 0.10.1.1"},
+	deepseekV32ModelType:   {since: "0.11.0", names: "DeepseekV32ForCausalLM", source: "0.11.0 l.73, _TEXT_GENERATION_MODELS; none in 0.10.2"},
+	olmo3ModelType:         {since: "0.11.0", names: "Olmo3ForCausalLM", source: "0.11.0 l.132, _TEXT_GENERATION_MODELS; none in 0.10.2"},
+	qwen3VLModelType:       {since: "0.11.0", names: "Qwen3VLForConditionalGeneration", source: "0.11.0 l.271, _MULTIMODAL_MODELS; none in 0.10.2"},
+	qwen3VLMoeModelType:    {since: "0.11.0", names: "Qwen3VLMoeForConditionalGeneration", source: "0.11.0 l.272, _MULTIMODAL_MODELS; none in 0.10.2"},
+	kimiLinearModelType:    {since: "0.11.1", names: "KimiLinearForCausalLM", source: "0.11.1 l.122, _TEXT_GENERATION_MODELS; none in 0.11.0"},
+	minimaxM2ModelType:     {since: "0.11.1", names: "MiniMaxM2ForCausalLM", source: "0.11.1 l.137, _TEXT_GENERATION_MODELS; none in 0.11.0"},
+	qwen3OmniMoeModelType:  {since: "0.11.1", names: "Qwen3OmniMoeForConditionalGeneration", source: "0.11.1 l.376, _MULTIMODAL_MODELS; none in 0.11.0"},
+	exaoneMoeModelType:     {since: "0.14.0", names: "ExaoneMoEForCausalLM", source: "0.14.0 l.101, _TEXT_GENERATION_MODELS; none in 0.13.0"},
+	mimoV2FlashModelType:   {since: "0.14.0", names: "MiMoV2FlashForCausalLM", source: "0.14.0 l.162, _TEXT_GENERATION_MODELS; none in 0.13.0"},
+	glm4MoeLiteModelType:   {since: "0.15.0", names: "Glm4MoeLiteForCausalLM", source: "0.15.0 l.115, _TEXT_GENERATION_MODELS; none in 0.14.1"},
+	kimiK25ModelType:       {since: "0.15.0", names: "KimiK25ForConditionalGeneration", source: "0.15.0 l.362, _MULTIMODAL_MODELS; none in 0.14.1"},
+	glmMoeDsaModelType:     {since: "0.16.0", names: "GlmMoeDsaForCausalLM", source: "0.16.0 l.117, _TEXT_GENERATION_MODELS; none in 0.15.1"},
+	qwen35ModelType:        {since: "0.17.0", names: "Qwen3_5ForConditionalGeneration", source: "0.17.0 l.496, _MULTIMODAL_MODELS; none in 0.16.0"},
+	qwen35MoeModelType:     {since: "0.17.0", names: "Qwen3_5MoeForConditionalGeneration", source: "0.17.0 l.500, _MULTIMODAL_MODELS; none in 0.16.0"},
+	olmoHybridModelType:    {since: "0.18.0", names: "OlmoHybridForCausalLM", source: "0.18.0 l.176, _TEXT_GENERATION_MODELS; none in 0.17.1"},
+	gemma4ModelType:        {since: "0.19.0", names: "Gemma4ForConditionalGeneration", source: "0.19.0 l.385, _MULTIMODAL_MODELS; none in 0.18.1"},
+	gemma4TextModelType:    {since: "0.19.0", names: "Gemma4ForCausalLM", source: "0.19.0 l.114, _TEXT_GENERATION_MODELS; none in 0.18.1"},
+	deepseekV4ModelType:    {since: "0.20.0", names: "DeepseekV4ForCausalLM", source: "0.20.0 l.99, _TEXT_GENERATION_MODELS; none in 0.19.1"},
+	minimaxM3VLModelType:   {since: "0.24.0", names: "MiniMaxM3SparseForConditionalGeneration", source: "0.24.0 l.486, _MULTIMODAL_MODELS; none in 0.23.0"},
+	qwen35MoeTextModelType: {since: "0.27.0", names: "Qwen3_5MoeForCausalLM", source: "0.27.0 l.202, _TEXT_GENERATION_MODELS; none in 0.26.0"},
+	qwen35TextModelType:    {since: "0.27.0", names: "Qwen3_5ForCausalLM", source: "0.27.0 l.201, _TEXT_GENERATION_MODELS; none in 0.26.0"},
 	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
 	bambaModelType: {until: "0.23.0", names: "BambaForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:841-895 (_PREVIOUSLY_SUPPORTED_MODELS), 1221-1253; the Transformers backend refuses its Mamba-2 layers (transformers/base.py:631-639)"},
 }
 
-// checkArchitecture refuses a family the release does not run, in vLLM's
-// words where it has them; asked is the release the plan names (empty:
-// the row's).
+// checkArchitecture refuses a family the release the plan names (asked;
+// empty: the row's) does not run, in vLLM's words where it has them.
 func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
 	family := m.Family
-	if v := m.Vision; v != nil && vllmArchitectures[v.Family].names != "" {
+	if v := m.Vision; v != nil && v.Family != "" {
 		family = v.Family // the wrapper, as the checkpoint's architectures names it
 	}
 	a, ok := vllmArchitectures[family]
 	if !ok {
 		return nil
 	}
-	if slices.Contains(a.missing, rel.Version) {
-		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s (%s)", rel.Version, family, a.names, a.source)
-	}
-	if a.until == "" {
-		return nil
-	}
 	v, err := ParseVersion("vllm", orDefault(asked, rel.Version))
 	if err != nil {
 		return err
 	}
-	if last, _ := ParseVersion("vllm", a.until); last.Less(v) {
+	if first, _ := ParseVersion("vllm", a.since); a.since != "" && v.Less(first) {
+		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s, which vLLM %s first registers (model_executor/models/registry.py: %s)", v, family, a.names, a.since, a.source)
+	}
+	if last, _ := ParseVersion("vllm", a.until); a.until != "" && last.Less(v) {
 		return fmt.Errorf("vllm: ValueError: Model architecture %s was supported in vLLM until v%s, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture. (vLLM %s; %s)", a.names, a.until, v, a.source)
 	}
 	return nil
