@@ -87,10 +87,19 @@ type vllmRelease struct {
 var vllmReleases = []vllmRelease{
 	{
 		// 0.9.2 has no MXFP4 method (model_executor/layers/quantization/
-		// has no mxfp4.py) nor gpt-oss (its registry has no
-		// GptOssForCausalLM); hopperMXFP4 is 0.11.0's for the 0.10
-		// releases that resolve to this row and run it.
-		releaseRow:  releaseRow{Version: "0.9.2", Source: "vllm 0.9.2: config.py:1494 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:140-142 (requested = total × utilization, taken before the parallel groups, l.158), 223-224 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), utils/__init__.py:2407-2480 (memory_profiling: non-torch increase from the init snapshot); env_override.py:16-32 (NCCL_CUMEM_ENABLE=0); engine/arg_utils.py:1620-1650 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100, else 2048 and 256; no cap by max_num_seqs); v1/sample/ops/topk_topp_sampler.py:14-19, 33-48 (FlashInfer's sampler when installed, which the wheel's METADATA does not require); v1/kv_cache_interface.py:139-148 (window − 1 + one batch); v1/core/kv_cache_utils.py:826 (group size: the smallest kind), 538-560 (capacity check, no null block), 714, 871 (tokens log)"},
+		// has no mxfp4.py) nor gpt-oss (vllmArchitectures); hopperMXFP4
+		// is 0.10.1's, which resolves to this row and runs it. 0.10.1 was
+		// read against every rule of this row and keeps each (the
+		// Source's last clause). It differs in two settings the row does
+		// not default, where the carve follows 0.10.1 and 0.9.2 does
+		// otherwise: a max_num_batched_tokens below the default
+		// max_num_seqs caps it (0.10.1 engine/arg_utils.py:1709-1712;
+		// 0.9.2 raises, config.py:2314-2318), and
+		// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.10.1
+		// config/__init__.py:3667-3684), which 0.9.2 lacks with the
+		// chunked-local spec: its Llama 4 local layers are full attention
+		// (v1/worker/gpu_model_runner.py:2636-2650).
+		releaseRow:  releaseRow{Version: "0.9.2", Source: "vllm 0.9.2: config.py:1494 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:140-142 (requested = total × utilization, taken before the parallel groups, l.158), 223-224 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), utils/__init__.py:2407-2480 (memory_profiling: non-torch increase from the init snapshot); env_override.py:16-32 (NCCL_CUMEM_ENABLE=0); engine/arg_utils.py:1620-1650 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100, else 2048 and 256; no cap by max_num_seqs); v1/sample/ops/topk_topp_sampler.py:14-19, 33-48 (FlashInfer's sampler when installed, which the wheel's METADATA does not require); v1/kv_cache_interface.py:139-148 (window − 1 + one batch); v1/core/kv_cache_utils.py:826 (group size: the smallest kind), 538-560 (capacity check, no null block), 714, 871 (tokens log); vllm 0.10.1 the same: config/cache.py:43; v1/worker/gpu_worker.py:174-176 before 191-194, 257-258; utils/__init__.py:2598-2720 (memory_profiling unchanged); env_override.py:16-32; engine/arg_utils.py:1638-1656; v1/sample/ops/topk_topp_sampler.py:31-58 (flashinfer-python an extra, METADATA:96); v1/kv_cache_interface.py:163-179; v1/core/kv_cache_utils.py:966, 661-705, 847, 1011; model_executor/layers/quantization/mxfp4.py:123-134 (Marlin on 9.x: torch==2.7.1, METADATA:75, is before 2.8.0), modelopt.py:83-84, 550-551; distributed/device_communicators/pynccl.py:100-106, cuda_communicator.py (no all_gather of its own); torch 2.7.1 pins nvidia-nccl-cu12==2.26.2"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
 		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:61-62, 204-205
 		spec:             spec0092,
@@ -166,7 +175,8 @@ func (rel vllmRelease) statePagesFor(m Model) int {
 // _MULTIMODAL_MODELS, … dicts) has the family's architecture, until the
 // last that ran it (0.33.0's _PREVIOUSLY_SUPPORTED_MODELS); names are the
 // architectures, as vLLM's registry and its refusal name them. A family
-// not listed is in every modelled release's registry. A release without
+// not listed is in every modelled release's registry (registries before
+// 0.9.2, which that row models, were not read). A release without
 // the architecture may still load a checkpoint through its Transformers
 // fallback (0.9.2 model_loader/utils.py:209-219), another implementation,
 // which the carve does not model.
