@@ -408,11 +408,16 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		out = append(out, maskPart{bytes: INT32.Size(mulI64(mulI64(p.batch, p.seq), k)), from: 0, to: m.Layers, beside: true})
 	}
 	if p.rec.mropeInterleaved {
-		// One interleaved cos and sin (batch × sequence × head_dim in the
-		// hidden states' dtype), saved by every layer; the 3-D position
-		// ids (int64), which every layer is passed.
+		// One interleaved cos and sin (batch × sequence × the rotated
+		// width in the hidden states' dtype), saved by every layer; the
+		// 3-D position ids (int64), which every layer is passed. The
+		// rotated width is head_dim × partial_rotary_factor: Qwen3.5's
+		// inv_freq has dim / 2 entries and the tables cat two copies of
+		// them (transformers 5.23.0 models/qwen3_5/modeling_qwen3_5.py:
+		// 166-170, 184-190, 200); Qwen3-VL rotates the whole head.
 		rows := mulI64(p.batch, p.seq)
-		out = append(out, maskPart{bytes: p.resid.Size(mulI64(2*rows, int64(m.HeadDim))), from: 0, to: m.Layers, saved: true},
+		w := int64(float64(m.HeadDim) * m.RotaryPct)
+		out = append(out, maskPart{bytes: p.resid.Size(mulI64(2*rows, w)), from: 0, to: m.Layers, saved: true},
 			maskPart{bytes: INT64.Size(mulI64(3, rows)), from: 0, to: m.Layers})
 	}
 	if w := m.visionWrapperOf(); w != nil && w.textMasks != nil {

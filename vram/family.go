@@ -123,6 +123,11 @@ type family struct {
 	// vision tower, or with conformer its audio tower) and has no model of
 	// its own in transformers (no presets, not planned alone).
 	towerOnly bool
+	// unhookedTower: the family is a vision tower whose transformers 5
+	// class finds no input embeddings (get_input_embeddings raises), so
+	// enable_input_require_grads passes it by and its frozen forward
+	// records no graph (tower_records5.go).
+	unhookedTower bool
 	// loadOnly: the family is a vision tower whose forward the engine
 	// does not model and whose model's plans run without it: its weights
 	// load with the model, the plan runs the text alone and refuses images
