@@ -313,7 +313,7 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	t := Training{Model: v.Tower, SeqLen: v.Tower.Image.Tokens(), MicroBatch: r.MicroBatch * r.images,
 		Precision: r.Precision, WeightsDType: r.WeightsDType, ComputeDType: r.ComputeDType, Autocast: r.Autocast,
 		MasterWeights: r.MasterWeights, GradsDType: r.GradsDType, Optimizer: "none",
-		Checkpointing: r.Checkpointing, Attention: r.Attention, Trainable: "frozen", Framework: r.Framework, Transformers: r.Transformers,
+		Checkpointing: r.Checkpointing, Attention: r.Attention, Trainable: "frozen", Framework: r.Framework, Transformers: r.towerTransformers(),
 		asTower: true}
 	if r.Checkpointing == CheckpointSelective {
 		t.Checkpointing = CheckpointNone // transformers checkpoints whole layers or none
@@ -333,6 +333,17 @@ func (r *resolved) towerPlan() (*resolved, error) {
 		return nil, fmt.Errorf("model.vision.tower: %w", err)
 	}
 	return &rv, nil
+}
+
+// towerTransformers is the transformers release the tower is planned at:
+// the wrapper's, which for a transformers 5 model left unset is the 5.x
+// release it resolved to (transformersOf), not the engine's 4.x default a
+// tower family would get on its own.
+func (r *resolved) towerTransformers() string {
+	if r.Transformers == "" && only5(r.m) {
+		return transformers5String()
+	}
+	return r.Transformers
 }
 
 // towerTrains reports whether the tower's weights train.

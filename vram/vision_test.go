@@ -294,3 +294,32 @@ func TestVisionBatchPixels(t *testing.T) {
 		}
 	}
 }
+
+// TestTowerPlannedAtWrapperRelease: a vision tower is planned at the
+// transformers release its wrapper resolved to, so a transformers 5 model
+// with no release named has its tower at 5.23.0, not at the 4.x default.
+func TestTowerPlannedAtWrapperRelease(t *testing.T) {
+	cases := []struct {
+		preset, transformers string
+		want                 libVersion
+	}{
+		{"qwen3.5-9b", "", transformers5Release},
+		{"qwen3.5-9b", "5.23.0", transformers5Release},
+		{"qwen2.5-vl-3b", "", pinned},
+	}
+	for _, c := range cases {
+		tr := Training{Model: MustPreset(c.preset), SeqLen: 1024, MicroBatch: 1, Precision: "bf16", Optimizer: "adamw",
+			Images: 1, Transformers: c.transformers}
+		r, err := tr.resolve()
+		if err != nil {
+			t.Fatalf("%s: %v", c.preset, err)
+		}
+		tower, err := r.towerPlan()
+		if err != nil {
+			t.Fatalf("%s: tower: %v", c.preset, err)
+		}
+		if tower.lib != c.want {
+			t.Errorf("%s (transformers %q): tower planned at %v, want %v", c.preset, c.transformers, tower.lib, c.want)
+		}
+	}
+}
