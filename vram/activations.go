@@ -1396,8 +1396,9 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// sequence is longer than its span (masking_utils
 	// _ignore_causal_mask_sdpa); it then repeats grouped k and v
 	// (sdpa_attention.py use_gqa_in_sdpa needs attention_mask None); with
-	// image tokens that attend both ways (recipe imageMasks) every layer's.
-	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && (m.LocalLayer(layer) && r.SeqLen > m.localSpan() || (r.rec.imageMasks || r.rec.alwaysMasked) && m.AttentionLayer(layer))
+	// image tokens that attend both ways (recipe imageMasks) every layer's,
+	// and a padded tower's (towerPadMask).
+	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && (m.LocalLayer(layer) && r.SeqLen > m.localSpan() || (r.rec.imageMasks || r.rec.alwaysMasked || r.rec.towerPadMask) && m.AttentionLayer(layer))
 	p.keepOutputs = r.keepsOutputs()
 	p.baseDType = r.WeightsDType
 	if r.fsdp2() && !r.QuantizedBase.Quantized() && p.e.IsFloat() {

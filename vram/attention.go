@@ -433,7 +433,7 @@ func (b *actBuilder) eagerAttention(p blockPlan, d blockDims, s qkv) *actT {
 	// the eager scores: the sum is in the promoted dtype, and so is
 	// the gradient softmax's backward returns.
 	md := p.e
-	if p.hfModeling && (m.Image == nil || p.rec.towerOneSequence) {
+	if p.hfModeling && (m.Image == nil || p.rec.towerOneSequence || p.rec.towerPadMask) {
 		md = promote(p.e, p.resid) // a tower's own mask too (Pixtral's, in the hidden states' dtype)
 	}
 	sm := b.op("scores_scaled_masked", md.Size(scores), md, list(sc))

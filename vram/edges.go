@@ -54,14 +54,19 @@ func buildEdges(r *resolved) edgeActivations {
 		b.side("patch_embed.weight_cast", p.e.Size(h*int64(im.Channels*im.Patch*im.Patch)), p.e)
 	} else {
 		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
+		// The lookup reads the embedding table: its output needs a
+		// gradient unless nothing before the blocks trains, which
+		// withoutGrad reads when a wrapper's image side runs without one.
+		b.ops[len(b.ops)-1].trains = !r.inputNoGrad()
 	}
 	if p.rec.embedScale {
 		// embeddings × a constant (Gemma's sqrt(hidden), Granite's
 		// embedding_multiplier): a new tensor, nothing saved.
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
+	var perLayer *actT
 	if p.rec.perLayerInputs5 && m.PerLayerInput > 0 {
-		b.perLayerInputs5(p, x)
+		perLayer = b.perLayerLookup(p, x)
 	}
 	if m.Vision != nil && r.tower != nil {
 		// The images' features take their placeholder tokens' places. The
@@ -77,6 +82,9 @@ func buildEdges(r *resolved) edgeActivations {
 				ea.Inputs = addBytes(ea.Inputs, t.bytes)
 			}
 		}
+	}
+	if perLayer != nil {
+		b.perLayerInputs5(p, x, perLayer) // inside the language model, on the merged embeddings
 	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)

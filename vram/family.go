@@ -187,6 +187,16 @@ type family struct {
 	// block reads besides (rotary cos and sin), which live until the tower
 	// returns; grad: its weights train.
 	towerEmbed func(b *actBuilder, p blockPlan, m Model, images int64, grad bool) (x *actT, shared []*actT)
+	// noInputEmbeddings: the tower's model has no input embeddings that
+	// transformers finds (get_input_embeddings raises
+	// NotImplementedError), so from 5.0 enable_input_require_grads hooks
+	// nothing in it and its frozen forward records no graph
+	// (towerRecords).
+	noInputEmbeddings bool
+	// towerPadding is the patches the model's processor pads each image
+	// of the tower's to, which transformers' tower runs over (Gemma 4's);
+	// nil where it pads none.
+	towerPadding func(im Image) int
 	// block builds the family's blocks where the shared builder does not
 	// (Qwen2.5-VL's windowed vision blocks); nil for the shared one.
 	block func(r *resolved, layer int) BlockActivations
@@ -300,6 +310,11 @@ type recipe struct {
 	// patches as one sequence (batch one) under a block-diagonal mask its
 	// embedding builds and every block reads (Pixtral).
 	towerOneSequence bool
+	// towerPadMask: the tower runs over padding patches (Gemma 4's,
+	// Image.padTo) and its encoder builds a bidirectional padding mask
+	// every block reads: eager attention adds it in the hidden states'
+	// dtype, SDPA gets it as a bool mask.
+	towerPadMask bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool

@@ -321,6 +321,11 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	if r.towerTP > 1 {
 		t.Parallel.TP = r.towerTP // vision_tp.go
 	}
+	if f := lookupFamily(v.Tower.Family); f != nil && f.towerPadding != nil && r.runsTransformers() {
+		im := *v.Tower.Image
+		im.padTo = f.towerPadding(im)
+		t.Model.Image, t.SeqLen = &im, im.Tokens()
+	}
 	if r.towerTrains() {
 		t.Trainable = "full"
 	}
@@ -344,7 +349,13 @@ func (r *resolved) towerPlan() (*resolved, error) {
 // ops save what their input's gradient needs, and the backward runs
 // through the tower, though its weights get none. 4.57.6 called it only
 // with PEFT, on the language model's embeddings alone (l.3714, 2849-2858).
+// A tower whose model has no input embeddings transformers finds
+// (family.noInputEmbeddings: get_input_embeddings raises
+// NotImplementedError, l.969-1006, which l.2154-2157 skips) gets no hook.
 func (r *resolved) towerRecords() bool {
+	if f := lookupFamily(r.m.Vision.Tower.Family); f != nil && f.noInputEmbeddings {
+		return false
+	}
 	return !r.lib.before(5, 0) && r.runsTransformers() && r.Checkpointing == CheckpointFull
 }
 
@@ -384,10 +395,13 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	hv, h := int64(tower.Hidden), int64(m.Hidden)
 	tokens := b.tokens
 
-	// The embeddings, as the tower's family builds them.
+	// The embeddings, as the tower's family builds them. Without a graph
+	// only the tower's ops lose theirs: what the text side built before
+	// (Gemma 4's per-layer inputs) keeps its own.
+	towerFrom := len(b.ops)
 	x, shared := lookupFamily(tower.Family).towerEmbed(b, pv, tower, n, grad)
 	if !record {
-		b.noGraph(0)
+		b.noGraph(towerFrom)
 	}
 
 	// The blocks, each spliced in op by op. A wrapper that asks for the
