@@ -54,9 +54,8 @@ func buildEdges(r *resolved) edgeActivations {
 		b.side("patch_embed.weight_cast", p.e.Size(h*int64(im.Channels*im.Patch*im.Patch)), p.e)
 	} else {
 		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
-		// The lookup reads the embedding table: its output needs a
-		// gradient unless nothing before the blocks trains, which
-		// withoutGrad reads when a wrapper's image side runs without one.
+		// The lookup's output needs a gradient unless nothing before the
+		// blocks trains (withoutGrad reads it on a wrapper's image side).
 		b.ops[len(b.ops)-1].trains = !r.inputNoGrad()
 	}
 	if p.rec.embedScale {
