@@ -63,9 +63,9 @@ func buildEdges(r *resolved) edgeActivations {
 		// embedding_multiplier): a new tensor, nothing saved.
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
-	var perLayer *actT
+	var perLayer, heldEmbeds *actT
 	if p.rec.perLayerInputs5 && m.PerLayerInput > 0 {
-		perLayer = b.perLayerLookup(p, x)
+		perLayer, heldEmbeds = b.perLayerLookup(p, x)
 	}
 	if m.Vision != nil && r.tower != nil {
 		// The images' features take their placeholder tokens' places. The
@@ -84,6 +84,9 @@ func buildEdges(r *resolved) edgeActivations {
 	}
 	if perLayer != nil {
 		b.perLayerInputs5(p, x, perLayer) // inside the language model, on the merged embeddings
+	}
+	if heldEmbeds != nil {
+		b.hold(heldEmbeds)
 	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)

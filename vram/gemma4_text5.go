@@ -35,16 +35,17 @@ func powNormInput(b *actBuilder, name string, stats Bytes) {
 // get_per_layer_inputs, modeling_gemma4.py l.1713-1750 at 5.23.0). In the
 // wrapper Gemma4Model.forward first builds llm_inputs_embeds, x with the
 // image tokens' rows replaced by the pad token's embedding (torch.where,
-// a copy, l.2389-2391), which it holds until it returns
-// (gemma4HeldEmbeds carries it past the embedding side).
-func (b *actBuilder) perLayerLookup(p blockPlan, x *actT) *actT {
+// a copy, l.2389-2391), which it holds until it returns: held, which the
+// caller holds through the embedding side (gemma4HeldEmbeds carries it
+// past it); nil without images.
+func (b *actBuilder) perLayerLookup(p blockPlan, x *actT) (look, held *actT) {
 	m := b.r.m
 	all := int64(m.Layers) * int64(m.PerLayerInput)
 	if m.Vision != nil {
-		b.hold(b.op("llm_inputs_embeds", x.bytes, x.dtype, list(x)))
+		held = b.op("llm_inputs_embeds", x.bytes, x.dtype, list(x))
 	}
-	look := b.op("embed_tokens_per_layer", b.size(all, p.resid), p.resid, nil)
-	return b.op("embed_tokens_per_layer.scale", b.size(all, p.resid), p.resid, list(look))
+	look = b.op("embed_tokens_per_layer", b.size(all, p.resid), p.resid, nil)
+	return b.op("embed_tokens_per_layer.scale", b.size(all, p.resid), p.resid, list(look)), held
 }
 
 // perLayerInputs5 builds the model's per-layer inputs from x, the scaled
