@@ -258,7 +258,11 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		case c.CUDAGraphs > 0:
 			why += fmt.Sprintf(", CUDA graphs %v beside it", c.CUDAGraphs)
 		}
-		why += fmt.Sprintf(", CUDA context %v); KV cache %s tokens, %.2fx requests of %d tokens at once", c.NonTorch, Grouped(c.KVCache.Tokens), c.KVCache.MaxConcurrency, c.KVCache.MaxModelLen)
+		why += fmt.Sprintf(", memory outside PyTorch %v: the CUDA context", c.NonTorch)
+		if c.NCCL > 0 {
+			why += fmt.Sprintf(" and NCCL %v", c.NCCL)
+		}
+		why += fmt.Sprintf("); KV cache %s tokens, %.2fx requests of %d tokens at once", Grouped(c.KVCache.Tokens), c.KVCache.MaxConcurrency, c.KVCache.MaxModelLen)
 		return b.engineVerdict("vLLM", c.DeviceUsed, c.Err, why), nil
 	case p.SGLang != nil:
 		c, err := p.SGLang.Carve(*p.Inference, b.GPU)

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -161,5 +162,34 @@ func TestUnifiedBudget(t *testing.T) {
 	h := Budget{GPU: mustGPU("H100-80GB"), Headroom: 0.05}
 	if v, err := h.Judge(p); err != nil || v.Host != 0 || v.Need != v.DeviceUsed {
 		t.Errorf("discrete verdict counts host memory: %+v, %v", v, err)
+	}
+}
+
+// TestVLLMVerdictOutsidePyTorch: the vLLM verdict names the memory outside
+// PyTorch for what it holds, the CUDA context and, with TP, NCCL, each
+// figure the carve's.
+func TestVLLMVerdictOutsidePyTorch(t *testing.T) {
+	g, _ := LookupGPU("H100-80GB")
+	in := Inference{Model: MustPreset("qwen3-8b")}
+	for _, tp := range []int{1, 4} {
+		v := VLLM{Version: "0.11.0", TP: tp}
+		c, err := v.Carve(in, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdict, err := Budget{GPU: g}.JudgePlan(Plan{Inference: &in, VLLM: &v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("memory outside PyTorch %v: the CUDA context", c.NonTorch)
+		if c.NCCL > 0 {
+			want += fmt.Sprintf(" and NCCL %v", c.NCCL)
+		}
+		if !strings.Contains(verdict.Why, want+")") {
+			t.Errorf("tp %d: why %q, want %q", tp, verdict.Why, want)
+		}
+		if (tp > 1) != (c.NCCL > 0) {
+			t.Errorf("tp %d: NCCL %v", tp, c.NCCL)
+		}
 	}
 }

@@ -42,22 +42,7 @@ func buildEdges(r *resolved) edgeActivations {
 	if e == 0 {
 		e = m.Hidden
 	}
-	var x *actT
-	if s2s := m.seq2seq(); s2s != nil {
-		b.tokens = int64(r.MicroBatch) * int64(m.encoderLen(r.SeqLen))
-		x = s2s.embed(b, p)
-	} else if im := m.Image; im != nil && p.autocast {
-		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
-		// fp32 kernel; it saves both copies for its backward.
-		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
-		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, list(px), px)
-		b.side("patch_embed.weight_cast", p.e.Size(h*int64(im.Channels*im.Patch*im.Patch)), p.e)
-	} else {
-		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
-		// The lookup's output needs a gradient unless nothing before the
-		// blocks trains (withoutGrad reads it on a wrapper's image side).
-		b.ops[len(b.ops)-1].trains = !r.inputNoGrad()
-	}
+	x := embedLookup(b, p, e)
 	if p.rec.embedScale {
 		// embeddings × a constant (Gemma's sqrt(hidden), Granite's
 		// embedding_multiplier): a new tensor, nothing saved.
@@ -121,6 +106,30 @@ func buildEdges(r *resolved) edgeActivations {
 
 	ea.Head = buildHead(r, p, tokens, h, v)
 	return ea
+}
+
+// embedLookup is the embedding side's first op, the lookup of e-wide
+// embeddings: an encoder-decoder's own, a ViT's patch embedding, or the
+// token embeddings.
+func embedLookup(b *actBuilder, p blockPlan, e int) *actT {
+	r, m := b.r, b.r.m
+	if s2s := m.seq2seq(); s2s != nil {
+		b.tokens = int64(r.MicroBatch) * int64(m.encoderLen(r.SeqLen))
+		return s2s.embed(b, p)
+	}
+	if im := m.Image; im != nil && p.autocast {
+		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
+		// fp32 kernel; it saves both copies for its backward.
+		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
+		x := b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, list(px), px)
+		b.side("patch_embed.weight_cast", p.e.Size(int64(m.Hidden)*int64(im.Channels*im.Patch*im.Patch)), p.e)
+		return x
+	}
+	x := b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
+	// The lookup's output needs a gradient unless nothing before the
+	// blocks trains (withoutGrad reads it on a wrapper's image side).
+	b.ops[len(b.ops)-1].trains = !r.inputNoGrad()
+	return x
 }
 
 // buildHead is the head side of the step: the final norm, the output
@@ -418,11 +427,16 @@ func masks(r *resolved, p blockPlan) []maskPart {
 		out = append(out, maskPart{bytes: INT32.Size(mulI64(mulI64(p.batch, p.seq), k)), from: 0, to: m.Layers, beside: true})
 	}
 	if p.rec.mropeInterleaved {
-		// One interleaved cos and sin (batch × sequence × head_dim in the
-		// hidden states' dtype), saved by every layer; the 3-D position
-		// ids (int64), which every layer is passed.
+		// One interleaved cos and sin (batch × sequence × the rotated
+		// width in the hidden states' dtype), saved by every layer; the
+		// 3-D position ids (int64), which every layer is passed. The
+		// rotated width is head_dim × partial_rotary_factor: Qwen3.5's
+		// inv_freq has dim / 2 entries and the tables cat two copies of
+		// them (transformers 5.23.0 models/qwen3_5/modeling_qwen3_5.py:
+		// 166-170, 184-190, 200); Qwen3-VL rotates the whole head.
 		rows := mulI64(p.batch, p.seq)
-		out = append(out, maskPart{bytes: p.resid.Size(mulI64(2*rows, int64(m.HeadDim))), from: 0, to: m.Layers, saved: true},
+		w := int64(float64(m.HeadDim) * m.RotaryPct)
+		out = append(out, maskPart{bytes: p.resid.Size(mulI64(2*rows, w)), from: 0, to: m.Layers, saved: true},
 			maskPart{bytes: INT64.Size(mulI64(3, rows)), from: 0, to: m.Layers})
 	}
 	if w := m.visionWrapperOf(); w != nil && w.textMasks != nil {

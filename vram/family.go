@@ -123,6 +123,11 @@ type family struct {
 	// vision tower, or with conformer its audio tower) and has no model of
 	// its own in transformers (no presets, not planned alone).
 	towerOnly bool
+	// unhookedTower: the family is a vision tower whose transformers 5
+	// class finds no input embeddings (get_input_embeddings raises), so
+	// enable_input_require_grads passes it by and its frozen forward
+	// records no graph (tower_records5.go).
+	unhookedTower bool
 	// loadOnly: the family is a vision tower whose forward the engine
 	// does not model and whose model's plans run without it: its weights
 	// load with the model, the plan runs the text alone and refuses images
@@ -187,12 +192,6 @@ type family struct {
 	// block reads besides (rotary cos and sin), which live until the tower
 	// returns; grad: its weights train.
 	towerEmbed func(b *actBuilder, p blockPlan, m Model, images int64, grad bool) (x *actT, shared []*actT)
-	// noInputEmbeddings: the tower's model has no input embeddings that
-	// transformers finds (get_input_embeddings raises
-	// NotImplementedError), so from 5.0 enable_input_require_grads hooks
-	// nothing in it and its frozen forward records no graph
-	// (towerRecords).
-	noInputEmbeddings bool
 	// towerPadding is the patches the model's processor pads each image
 	// of the tower's to, which transformers' tower runs over (Gemma 4's);
 	// nil where it pads none.

@@ -14,7 +14,7 @@ import "fmt"
 // 5.23.0).
 func init() {
 	register(&family{
-		name: "exaone4", source: "transformers/models/exaone4/modeling_exaone4.py",
+		name: exaone4ModelType, source: "transformers/models/exaone4/modeling_exaone4.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers, m.Hidden = c.optInt("num_hidden_layers", 32), c.optInt("hidden_size", 4096)
@@ -83,3 +83,7 @@ func (r *hfReader) exaonePattern() int {
 	}
 	return len(s)
 }
+
+// exaone4ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const exaone4ModelType = "exaone4"

@@ -38,7 +38,7 @@ import (
 // model, which Gemma3nForCausalLM also builds alone.
 func init() {
 	register(&family{
-		name: "gemma3n_text", source: "transformers/models/gemma3n/modeling_gemma3n.py (transformers 5.23.0)",
+		name: gemma3nTextModelType, source: "transformers/models/gemma3n/modeling_gemma3n.py (transformers 5.23.0)",
 		perLayerInputs: true, altUp: true,
 		servingOnly: gemma3nServingOnly,
 		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sandwich", QKNorm: "head"},
@@ -343,3 +343,7 @@ func gemma3nTextE4B(name string) Model {
 		Vocab: 262400, MaxPosition: 32768, TiedEmbeddings: true, SlidingWindow: 512, GlobalEvery: 5, FinalSoftcap: 30,
 		PerLayerInput: 256, PerLayerVocab: 262144, AltUpInputs: 4, LaurelRank: 64, KVSharedLayers: 15}
 }
+
+// gemma3nTextModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const gemma3nTextModelType = "gemma3n_text"

@@ -59,9 +59,10 @@ func init() {
 		// Gemma4VisionModel has no embed_tokens, embeddings, model or
 		// language_model and is its own base_model: get_input_embeddings
 		// raises NotImplementedError (5.23.0 modeling_utils.py:969-1006;
-		// modeling_gemma4.py l.2055-2071).
-		noInputEmbeddings: true,
-		towerPadding:      gemma4Padding,
+		// modeling_gemma4.py l.2055-2071), so transformers 5 hooks no input
+		// embeddings in it (tower_records5.go).
+		unhookedTower: true,
+		towerPadding:  gemma4Padding,
 	})
 }
 

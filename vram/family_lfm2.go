@@ -19,7 +19,7 @@ import (
 // and k and v appended as they are (no torch.cat on a fresh cache).
 func init() {
 	register(&family{
-		name: "lfm2", gguf: ggufLFM2, source: "transformers/models/lfm2/modeling_lfm2.py",
+		name: lfm2ModelType, gguf: ggufLFM2, source: "transformers/models/lfm2/modeling_lfm2.py",
 		defaults:   Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", TiedEmbeddings: true},
 		shortConv:  true,
 		fromConfig: lfm2FromConfig,
@@ -155,3 +155,7 @@ func lfm2Attention(m Model, l *tensorList, p string) {
 // ggufLFM2 is this family's architecture name in GGUF files
 // (general.architecture).
 const ggufLFM2 = "lfm2"
+
+// lfm2ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const lfm2ModelType = "lfm2"

@@ -15,7 +15,7 @@ import "fmt"
 // have a dense MLP of intermediate_size_mlp.
 func init() {
 	register(&family{
-		name: "llama4_text", source: "transformers/models/llama4/modeling_llama4.py",
+		name: llama4TextModelType, source: "transformers/models/llama4/modeling_llama4.py",
 		defaults:  Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "topk_sigmoid"},
 		attention: []string{"eager", "sdpa"}, // _supports_flash_attn = False
 		fromConfig: func(c *hfReader, m *Model) {
@@ -133,3 +133,7 @@ func llama4MaverickFP8Text() Model {
 		Source: "Meta's FP8 recipe for Llama 4 (routed experts, row-wise scales)"}
 	return m
 }
+
+// llama4TextModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const llama4TextModelType = "llama4_text"

@@ -11,7 +11,7 @@ package vram
 // (configuration_olmo3.py:65-98, transformers 5.23.0).
 func init() {
 	register(&family{
-		name: "olmo3", source: "transformers/models/olmo3/modeling_olmo3.py",
+		name: olmo3ModelType, source: "transformers/models/olmo3/modeling_olmo3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 50304, maxPosition: 2048})
@@ -57,3 +57,7 @@ func init() {
 		},
 	})
 }
+
+// olmo3ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const olmo3ModelType = "olmo3"

@@ -48,10 +48,10 @@ func init() {
 }
 
 // qwen35MoEServingOnly is what the Qwen3.5-MoE families do not plan: the
-// language model's training step is modelled as its 5.23 traces hold
-// (trainsAt5); transformers' generate and the image-text wrapper's
-// training step, not traced, are not.
-const qwen35MoEServingOnly = "its modeling code is transformers 5's; of it the language model's training step (Qwen3_5MoeForCausalLM) is traced at 5.23, not transformers' generate nor the image-text model's training step"
+// language model's training step and the image-text wrapper's are
+// modelled as their 5.23 traces hold (trainsAt5); transformers'
+// generate, not traced, is not.
+const qwen35MoEServingOnly = "its modeling code is transformers 5's; of it the training step (the language model's, Qwen3_5MoeForCausalLM, and the image-text model's, Qwen3_5MoeForConditionalGeneration) is traced at 5.23, not transformers' generate"
 
 // qwen35MoECheck is the MoE language model's rules on its experts: every
 // layer routed (no decoder_sparse_step or dense layers in the class), the

@@ -53,10 +53,10 @@ func init() {
 }
 
 // qwen35ServingOnly is what the Qwen3.5 families do not plan: the
-// language model's training step is modelled as its 5.23 traces hold
-// (trainsAt5); transformers' generate (the recurrent decode) and the
-// image-text wrapper's training step, not traced, are not.
-const qwen35ServingOnly = "its modeling code is transformers 5's; of it the language model's training step (Qwen3_5ForCausalLM) is traced at 5.23, not transformers' generate nor the image-text model's training step"
+// language model's training step and the image-text wrapper's are
+// modelled as their 5.23 traces hold (trainsAt5); transformers' generate
+// (the recurrent decode), not traced, is not.
+const qwen35ServingOnly = "its modeling code is transformers 5's; of it the training step (the language model's, Qwen3_5ForCausalLM, and the image-text model's, Qwen3_5ForConditionalGeneration) is traced at 5.23, not transformers' generate"
 
 // qwen35Shape is a Qwen3.5 text config class's defaults where the dense
 // and the MoE classes differ; experts > 0 reads the MoE keys.

@@ -42,6 +42,9 @@ func init() {
 		},
 		towerEmbed: qwen3VisionEmbed,
 		block:      qwen3VisionBlock,
+		// No _input_embed_layer: transformers 5 hooks no input embeddings
+		// in it (tower_records5.go).
+		unhookedTower: true,
 	})
 }
 

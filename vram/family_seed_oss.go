@@ -11,7 +11,7 @@ import "fmt"
 // defaults are 0.1); a plan sets them with train.dropout.
 func init() {
 	register(&family{
-		name: "seed_oss", source: "transformers/models/seed_oss/modeling_seed_oss.py",
+		name: seedOssModelType, source: "transformers/models/seed_oss/modeling_seed_oss.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasQKVOnly},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -55,3 +55,7 @@ func init() {
 		},
 	})
 }
+
+// seedOssModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const seedOssModelType = "seed_oss"

@@ -8,7 +8,7 @@ package vram
 // use_sliding_window (no released checkpoint sets it).
 func init() {
 	register(&family{
-		name: "smollm3", source: "transformers/models/smollm3/modeling_smollm3.py",
+		name: smollm3ModelType, source: "transformers/models/smollm3/modeling_smollm3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -66,3 +66,7 @@ func ropeFlags(m Model) []int {
 	}
 	return flags
 }
+
+// smollm3ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const smollm3ModelType = "smollm3"

@@ -17,10 +17,11 @@ import "fmt"
 //     and 10.x, 6 and 6 on an A100 (P2P read, graph/paths.cc:416-417);
 //     across nodes the network transport's 10 MiB each way (net.cc:
 //     916-957, 1100-1102);
-//   - NVLink SHARP on NVSwitch parts (compute capability ≥ 9.0, two or more
-//     GPUs of the group in the node): NVLS channels × 2 × a slot × the
-//     node's GPUs of the group (nvls.cc:409-430; the slot 1 MiB since
-//     2.22.3, 3 MiB in 2.21.5, 6 MiB before);
+//   - NVLink SHARP on NVSwitch parts (compute capability ≥ 9.0, more than
+//     two GPUs of the group in the node, two or more since 2.28.7: the
+//     release's nvlsMinGPUs): NVLS channels × 2 × a slot × the node's GPUs
+//     of the group (nvls.cc:409-430; the slot 1 MiB since 2.22.3, 3 MiB
+//     in 2.21.5, 6 MiB before);
 //   - send/recv (pipeline stages, all-to-all): per peer in the node, the
 //     per-peer channels' connections (32 channels, 12 MiB each way pair:
 //     paths.cc:935-1004, enqueue.cc:2651-2683); across nodes one shared
@@ -42,16 +43,23 @@ type ncclRelease struct {
 	lazy     bool  // NCCL_RUNTIME_CONNECT: buffers on first use (2.22.3+)
 	cuMem    bool  // cuMem allocations rounded to a 2 MiB granule (2.19+)
 	nvlsSlot Bytes // NVLS buffer per channel slot
+	// nvlsMinGPUs is the fewest GPUs of the communicator in the node
+	// (ncclTopoGetGpuCount) with which ncclNvlsInit turns NVLS on.
+	nvlsMinGPUs int
 }
 
 // ncclReleases are the modelled releases, oldest first.
 var ncclReleases = []ncclRelease{
-	{releaseRow: releaseRow{Version: "2.18.3", Source: "nccl v2.18.3-1: eager connection at init (no NCCL_RUNTIME_CONNECT), cuMem off by default; nvls.cc: the Simple buffer plus 2 MiB per channel slot"},
-		nvlsSlot: 6 * MiB},
-	{releaseRow: releaseRow{Version: "2.21.5", Source: "nccl v2.21.5-1: eager connection at init (init.cc has no NCCL_RUNTIME_CONNECT), cuMem on (NCCL_CUMEM_ENABLE auto); nvls.cc:310-314 (128 KiB chunk × 8 steps plus 2 MiB per channel slot)"},
-		cuMem: true, nvlsSlot: 3 * MiB},
-	{releaseRow: releaseRow{Version: "2.30.7", Source: "nccl v2.30.7-1 (torch 2.15.0's nvidia-nccl-cu13==2.30.7): init.cc:61, 1552 (runtime connect), 810-813 (buffer sizes); nvls.cc:409-430 (128 KiB chunk × 8 steps per slot); p2p.cc:407-410, 486-490; net.cc:646-679"},
-		lazy: true, cuMem: true, nvlsSlot: 1 * MiB},
+	{releaseRow: releaseRow{Version: "2.18.3", Source: "nccl v2.18.3-1: eager connection at init (no NCCL_RUNTIME_CONNECT), cuMem off by default; nvls.cc: the Simple buffer plus 2 MiB per channel slot, 239 (no NVLS on two GPUs or fewer)"},
+		nvlsSlot: 6 * MiB, nvlsMinGPUs: 3},
+	{releaseRow: releaseRow{Version: "2.21.5", Source: "nccl v2.21.5-1: eager connection at init (init.cc has no NCCL_RUNTIME_CONNECT), cuMem on (NCCL_CUMEM_ENABLE auto); nvls.cc:310-314 (128 KiB chunk × 8 steps plus 2 MiB per channel slot), 241 (no NVLS on two GPUs or fewer)"},
+		cuMem: true, nvlsSlot: 3 * MiB, nvlsMinGPUs: 3},
+	{releaseRow: releaseRow{Version: "2.26.2", Source: "nccl v2.26.2-1 (torch 2.7.0's nvidia-nccl-cu12==2.26.2): init.cc:50 (NCCL_RUNTIME_CONNECT 1), 1135 (runtime connect needs cuMem), 606-619 (buffer sizes); misc/cudawrap.cc:13 (NCCL_CUMEM_ENABLE auto); transport/nvls.cc:149, 289-291 (128 KiB chunk × 8 steps per slot), 160 (no NVLS on two GPUs or fewer)"},
+		lazy: true, cuMem: true, nvlsSlot: 1 * MiB, nvlsMinGPUs: 3},
+	{releaseRow: releaseRow{Version: "2.27.3", Source: "nccl v2.27.3-1 (torch 2.8.0's nvidia-nccl-cu12==2.27.3): init.cc:52 (NCCL_RUNTIME_CONNECT 1), 1148 (runtime connect needs cuMem), 618-620 (buffer sizes); misc/cudawrap.cc:14 (NCCL_CUMEM_ENABLE auto); transport/nvls.cc:152, 334-335 (128 KiB chunk × 8 steps per slot), 160 (no NVLS on two GPUs or fewer)"},
+		lazy: true, cuMem: true, nvlsSlot: 1 * MiB, nvlsMinGPUs: 3},
+	{releaseRow: releaseRow{Version: "2.30.7", Source: "nccl v2.30.7-1 (torch 2.15.0's nvidia-nccl-cu13==2.30.7): init.cc:61, 1552 (runtime connect), 810-813 (buffer sizes); nvls.cc:409-430 (128 KiB chunk × 8 steps per slot), 262 (NVLS from two GPUs, since 2.28.7); p2p.cc:407-410, 486-490; net.cc:646-679"},
+		lazy: true, cuMem: true, nvlsSlot: 1 * MiB, nvlsMinGPUs: 2},
 }
 
 // CurrentNCCL is the NCCL release a plan that names none is modelled with:
@@ -75,6 +83,12 @@ const (
 	ncclCollectives ncclTraffic = iota // all-reduce, all-gather, reduce-scatter (ring, NVLS)
 	ncclNeighbours                     // pipeline stages: send and receive to the stage before and after
 	ncclAllToAll                       // expert parallelism's token dispatch: every peer
+	// ncclWarmUp: only a one-element all-reduce so far, the serving
+	// engines' warm-up (serving_nccl.go). NCCL's tuner gives it the ring's
+	// LL protocol: in a node the ring's latency, 6.6 µs + 0.6 µs a step,
+	// is under the tree's, 6.8 µs + 0.6 µs a step, and NVLS's 25 µs
+	// (graph/tuning.cc:134-147 at v2.27.3-1).
+	ncclWarmUp
 )
 
 // ncclComm is one communicator of a rank.
@@ -83,6 +97,9 @@ type ncclComm struct {
 	ranks   int
 	local   int // the group's ranks on this rank's node
 	traffic ncclTraffic
+	// noNVLS: NCCL_NVLS_ENABLE=0, no NVLink SHARP (transport/nvls.cc:160
+	// at v2.27.3-1).
+	noNVLS bool
 }
 
 // ncclComms are the communicators of a rank of the resolved plan, the mesh
@@ -143,7 +160,7 @@ func ncclCommBytes(c ncclComm, g GPU, rel ncclRelease) Bytes {
 		send, recv = 6*MiB, 6*MiB // P2P read on an A100: Simple on the sender's side
 	}
 	nvls, granules := Bytes(0), 3*max(coll, p2pChannels)+2
-	if g.ComputeCapability >= 90 && c.local >= 2 {
+	if g.ComputeCapability >= 90 && c.local >= rel.nvlsMinGPUs && !c.noNVLS {
 		nvls = Bytes(nvlsCh) * 2 * rel.nvlsSlot * Bytes(c.local)
 		granules += nvlsCh + 1 // each NVLS channel's peers, and the credits (channel.cc:98, nvls.cc:521-533)
 	}
@@ -157,9 +174,11 @@ func ncclCommBytes(c ncclComm, g GPU, rel ncclRelease) Bytes {
 	}
 	pool := Bytes(p2pChannels) * 16 * 512 * KiB // the network p2p pool eager releases set up at init
 	switch {
+	case c.traffic == ncclWarmUp && rel.lazy:
+		b += ring // the warm-up's ring alone; NVLS's buffers come with its first use
 	case c.traffic == ncclCollectives && rel.lazy:
 		b += ring + nvls
-	case c.traffic == ncclCollectives:
+	case c.traffic == ncclCollectives || c.traffic == ncclWarmUp:
 		b += ring + nvls + pool
 		if c.ranks > 2 {
 			b += Bytes(coll) * recv // the tree's extra connection at its root (transport/generic.cc:49-60)

@@ -19,6 +19,7 @@ func TestNCCLCommBytes(t *testing.T) {
 	b200 := mustGPU("B200")
 	old, _, _ := ncclReleaseOf("2.18.3")
 	now, _, _ := ncclReleaseOf("")
+	torch28, _, _ := ncclReleaseOf("2.27.3")
 	for _, c := range []struct {
 		name string
 		c    ncclComm
@@ -40,6 +41,12 @@ func TestNCCLCommBytes(t *testing.T) {
 		// NVLS setup's granules come at init (ncclNvlsSetup, init.cc:1558)
 		// whatever the traffic.
 		{"expert parallel all-to-all", ncclComm{ranks: 8, local: 8, traffic: ncclAllToAll}, h100, now, 230*MiB + 7*32*12*MiB},
+		// NVLS needs more than two GPUs of the group in the node up to
+		// 2.27.3 (nvls.cc:160), two since 2.28.7 (2.30.7 nvls.cc:262):
+		// its 17 granules and 16 × 2 × 1 MiB a GPU come and go with it.
+		{"2×H100 under 2.27.3: no NVLS", ncclComm{ranks: 2, local: 2}, h100, torch28, 2*MiB*98 + 288*MiB},
+		{"3×H100 under 2.27.3: NVLS", ncclComm{ranks: 3, local: 3}, h100, torch28, 2*MiB*115 + 288*MiB + 16*2*3*MiB},
+		{"2×H100 under 2.30.7: NVLS", ncclComm{ranks: 2, local: 2}, h100, now, 2*MiB*115 + 288*MiB + 16*2*2*MiB},
 	} {
 		if got := ncclCommBytes(c.c, c.g, c.rel); got != c.want {
 			t.Errorf("%s: %d MiB, want %d MiB", c.name, got/MiB, c.want/MiB)

@@ -92,6 +92,11 @@ type SGLangKVPool struct {
 	// of the free memory).
 	DeviceUsed Bytes    `json:"device_used"`
 	Notes      []string `json:"notes,omitempty"`
+	// NCCL and CustomAllReduce are what a TP rank's communicator and
+	// custom all-reduce hold before SGLang measures Free (Carve;
+	// serving_nccl.go), inside DeviceUsed.
+	NCCL            Bytes `json:"nccl,omitempty"`
+	CustomAllReduce Bytes `json:"custom_all_reduce,omitempty"`
 	// A hybrid model's recurrent state (sglang_state.go): StateLayers keep
 	// StatePerRequest per request whatever its length; MambaSlots requests
 	// have a slot (and cap the running requests); StateReserved comes off
@@ -254,8 +259,10 @@ func (p SGLangKVPool) MaxConcurrencyFor(tokens int) float64 {
 }
 
 // Carve sizes an SGLang launch of in's model and weights on g: free memory
-// at start is the GPU's memory less its CUDA context, the weights as the
-// engine sizes them for the TP degree.
+// at start is the GPU's memory less its CUDA context and, with TP, the TP
+// communicator's NCCL buffers and the custom all-reduce's
+// (serving_nccl.go), the weights as the engine sizes them for the TP
+// degree.
 func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	if err := servesOn("SGLang", g); err != nil {
 		return SGLangKVPool{}, err
@@ -279,9 +286,21 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB), rel)
 	}
 	s.specIn, s.gpuMiB = &rin, float64(g.Memory)/float64(MiB)
-	p, err := s.KVPool(m, g.Total()-g.Context, rin.weightBytes(m))
+	rel, _, err := s.release()
+	if err != nil {
+		return SGLangKVPool{}, err
+	}
+	nccl, car, ncclNote, err := sglangNCCL(max(1, s.TP), g, rel)
+	if err != nil {
+		return SGLangKVPool{}, err
+	}
+	p, err := s.KVPool(m, g.Total()-g.Context-nccl-car, rin.weightBytes(m))
 	if err != nil {
 		return p, err
+	}
+	p.NCCL, p.CustomAllReduce = nccl, car
+	if ncclNote != "" {
+		p.Notes = append(p.Notes, ncclNote)
 	}
 	s.specCarve(&p, why != "", g)
 	if why != "" {
@@ -300,7 +319,7 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	}
 	p.Notes = append(append(rin.notes(m, p.Weights), rin.engineNotes(m, "SGLang")...), p.Notes...)
 	if p.Speculative == nil {
-		p.DeviceUsed = g.Context + p.Weights + p.Rest + p.State
+		p.DeviceUsed = g.Context + p.NCCL + p.CustomAllReduce + p.Weights + p.Rest + p.State
 	}
 	return p, nil
 }

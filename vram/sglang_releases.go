@@ -41,6 +41,9 @@ type sglangRelease struct {
 	compressedPool bool
 	// spec is the release's speculative decoding (sglang_spec.go).
 	spec sglangSpecRules
+	// nccl is the NCCL release the torch the wheel pins pins
+	// (serving_nccl.go).
+	nccl string
 }
 
 // sglangReleases are the modelled releases, oldest first.
@@ -50,6 +53,7 @@ var sglangReleases = []sglangRelease{
 		fallback:   0.88, smallChunk: 2048, smallBS: 16, smallBSBig: 80,
 		modeloptCC: [2]int{89, 100}, // modelopt_quant.py:123-124, 539-540
 		spec:       sglangSpec053,
+		nccl:       "2.27.3", // METADATA: torch==2.8.0, which pins nvidia-nccl-cu12==2.27.3
 	},
 	{
 		releaseRow: releaseRow{Version: "0.5.23", Source: "sglang 0.5.23: srt/arg_groups/memory_hook.py:89-188 (sizes by GPU), 281-343 (default fraction; 0.95 without a GPU), 357-414 (graph reserve: 8 MiB a prefill capture size, MLA 1.5 GiB); srt/arg_groups/cuda_graph_hook.py:136-255 (prefill graphs off for unlisted multimodal models), 480-497 (prefill capture sizes); srt/model_executor/cuda_graph_config.py:119-123 (prefill graphs on, CUDA); srt/mem_cache/kv_cache_configurator.py:202-223 (100 MiB VLM cache), 2990-3060 (budget), 3229-3409 (state slots: mamba_full_memory_ratio 0.9); srt/configs/hybrid_arch.py:55-137 (hybrids pooled); srt/model_executor/pool_configurator.py:691-700 (DSA indexer keys in the cell)"},
@@ -60,6 +64,7 @@ var sglangReleases = []sglangRelease{
 		// state in the MambaPool (configs/mamba_utils.py:299-369).
 		stateKinds: map[string]bool{"Gated DeltaNet": true, "Mamba-2": true, "short convolution": true, "KDA": true},
 		spec:       sglangSpec0523,
+		nccl:       "2.30.7", // METADATA: torch==2.14.1, which pins nvidia-nccl-cu13==2.30.7
 	},
 }
 

@@ -285,5 +285,5 @@ func (s SGLang) specCarve(p *SGLangKVPool, derived bool, g GPU) {
 	if rel, _, err := s.release(); err == nil && derived {
 		sp.DefaultReserve = Bytes(rel.spec.reserveMiB[s.Speculative.Algorithm] * float64(MiB))
 	}
-	p.DeviceUsed = g.Context + p.Weights + sp.Weights + Bytes(p.Tokens)*p.CellSize + sp.KVBytes + p.State
+	p.DeviceUsed = g.Context + p.NCCL + p.CustomAllReduce + p.Weights + sp.Weights + Bytes(p.Tokens)*p.CellSize + sp.KVBytes + p.State
 }

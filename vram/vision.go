@@ -340,25 +340,6 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	return &rv, nil
 }
 
-// towerRecords reports whether a frozen tower's forward records its
-// graph: from transformers 5.0, activation_checkpointing_enable calls
-// enable_input_require_grads for any model whose main input is input_ids
-// (5.23.0 modeling_utils.py:3181-3189), which hooks the input embeddings
-// of every PreTrainedModel inside it (l.2137-2170), the tower's patch
-// embedding among them: its output requires a gradient, so the tower's
-// ops save what their input's gradient needs, and the backward runs
-// through the tower, though its weights get none. 4.57.6 called it only
-// with PEFT, on the language model's embeddings alone (l.3714, 2849-2858).
-// A tower whose model has no input embeddings transformers finds
-// (family.noInputEmbeddings: get_input_embeddings raises
-// NotImplementedError, l.969-1006, which l.2154-2157 skips) gets no hook.
-func (r *resolved) towerRecords() bool {
-	if f := lookupFamily(r.m.Vision.Tower.Family); f != nil && f.noInputEmbeddings {
-		return false
-	}
-	return !r.lib.before(5, 0) && r.runsTransformers() && r.Checkpointing == CheckpointFull
-}
-
 // towerTrains reports whether the tower's weights train.
 func (r *resolved) towerTrains() bool { return r.Trainable == "full" && r.VisionTower == "trainable" }
 

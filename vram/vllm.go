@@ -642,6 +642,9 @@ type VLLMCarve struct {
 	// call and what it holds beside the language model's run.
 	MMProfile *VLLMMMProfile `json:"mm_profile,omitempty"`
 	NonTorch  Bytes          `json:"non_torch"` // memory outside PyTorch's allocator
+	// NCCL is NonTorch's NCCL share: the communicator the profile
+	// creates with TP (serving_nccl.go).
+	NCCL Bytes `json:"nccl,omitempty"`
 	// CUDAGraphs is the CUDA graphs' pool (VLLM.CUDAGraphMemory as given,
 	// or estimated as the release's profile does: vllm_graphs.go).
 	CUDAGraphs Bytes `json:"cuda_graphs"`
@@ -723,7 +726,14 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err != nil {
 		return VLLMCarve{}, err
 	}
-	c := VLLMCarve{Release: modelled, Requested: v.requested(g, rel), Weights: rin.weightBytes(m), NonTorch: g.Context, Notes: est.Notes}
+	nccl, ncclNote, err := vllmNCCL(v.TP, g, rel)
+	if err != nil {
+		return VLLMCarve{}, err
+	}
+	c := VLLMCarve{Release: modelled, Requested: v.requested(g, rel), Weights: rin.weightBytes(m), NonTorch: g.Context + nccl, NCCL: nccl, Notes: est.Notes}
+	if ncclNote != "" {
+		c.Notes = append(c.Notes, ncclNote)
+	}
 	if err := c.speculative(sp, v, rin, in, m); err != nil {
 		return VLLMCarve{}, err
 	}
@@ -752,7 +762,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		c.Err = "ValueError: " + c.KVCache.Err
 	}
 	c.Starts = c.Err == ""
-	c.DeviceUsed = c.Requested + c.NonTorch
+	c.DeviceUsed = c.Requested + c.NonTorch - c.NCCL // NCCL's share is taken inside Requested
 	if !c.GraphsInBudget {
 		c.DeviceUsed += c.CUDAGraphs // captured after the cache, beside the requested memory
 	}

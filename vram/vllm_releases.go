@@ -1,9 +1,6 @@
 package vram
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // vLLM's releases as data (versions.go): what each modelled release does
 // that the carve reads, each rule with the release's own file and line
@@ -72,15 +69,50 @@ type vllmRelease struct {
 	// spec is the release's speculative decoding (vllm_spec.go), with its
 	// own sources.
 	spec vllmSpecRules
+	// nccl is the NCCL release the torch the wheel pins pins; with
+	// profileTorchComm the profile's logits all-gather creates torch's TP
+	// communicator (serving_nccl.go).
+	nccl             string
+	profileTorchComm bool
+	// groupsInProfile: the init snapshot precedes the parallel groups, so
+	// their PyNcclCommunicator and custom all-reduce count in the
+	// profile's non-torch increase (serving_nccl.go).
+	groupsInProfile bool
+	// ncclCuMemOff: vLLM sets NCCL_CUMEM_ENABLE=0, and NCCL connects every
+	// algorithm at init (servingNCCLRelease).
+	ncclCuMemOff bool
 }
 
 // vllmReleases are the modelled releases, oldest first.
 var vllmReleases = []vllmRelease{
 	{
+		// 0.9.2 has no MXFP4 method (model_executor/layers/quantization/
+		// has no mxfp4.py) nor gpt-oss (vllmArchitectures); hopperMXFP4
+		// is 0.10.1's, which resolves to this row and runs it. 0.10.1 was
+		// read against every rule of this row and keeps each (the
+		// Source's last clause). It differs in two settings the row does
+		// not default, where the carve follows 0.10.1 and 0.9.2 does
+		// otherwise: a max_num_batched_tokens below the default
+		// max_num_seqs caps it (0.10.1 engine/arg_utils.py:1709-1712;
+		// 0.9.2 raises, config.py:2314-2318), and
+		// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.10.1
+		// config/__init__.py:3667-3684), which 0.9.2 lacks with the
+		// chunked-local spec: its Llama 4 local layers are full attention
+		// (v1/worker/gpu_model_runner.py:2636-2650).
+		releaseRow:  releaseRow{Version: "0.9.2", Source: "vllm 0.9.2: config.py:1494 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:140-142 (requested = total × utilization, taken before the parallel groups, l.158), 223-224 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), utils/__init__.py:2407-2480 (memory_profiling: non-torch increase from the init snapshot); env_override.py:16-32 (NCCL_CUMEM_ENABLE=0); engine/arg_utils.py:1620-1650 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100, else 2048 and 256; no cap by max_num_seqs); v1/sample/ops/topk_topp_sampler.py:14-19, 33-48 (FlashInfer's sampler when installed, which the wheel's METADATA does not require); v1/kv_cache_interface.py:139-148 (window − 1 + one batch); v1/core/kv_cache_utils.py:826 (group size: the smallest kind), 538-560 (capacity check, no null block), 714, 871 (tokens log); vllm 0.10.1 the same: config/cache.py:43; v1/worker/gpu_worker.py:174-176 before 191-194, 257-258; utils/__init__.py:2598-2720 (memory_profiling unchanged); env_override.py:16-32; engine/arg_utils.py:1638-1656; v1/sample/ops/topk_topp_sampler.py:31-58 (flashinfer-python an extra, METADATA:96); v1/kv_cache_interface.py:163-179; v1/core/kv_cache_utils.py:966, 661-705, 847, 1011; model_executor/layers/quantization/mxfp4.py:123-134 (Marlin on 9.x: torch==2.7.1, METADATA:75, is before 2.8.0), modelopt.py:83-84, 550-551; distributed/device_communicators/pynccl.py:100-106, cuda_communicator.py (no all_gather of its own); torch 2.7.1 pins nvidia-nccl-cu12==2.26.2"},
+		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
+		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:61-62, 204-205
+		spec:             spec0092,
+		nccl:             "2.26.2", // METADATA:72: torch==2.7.0, which pins nvidia-nccl-cu12==2.26.2
+		profileTorchComm: true, groupsInProfile: true, ncclCuMemOff: true,
+	},
+	{
 		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
-		modeloptCC: [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
-		spec:       spec0110,
+		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
+		spec:             spec0110,
+		nccl:             "2.27.3", // METADATA: torch==2.8.0, which pins nvidia-nccl-cu12==2.27.3
+		profileTorchComm: true,
 	},
 	{
 		// 0.14.1 differs from both rows in three ways the fields do not
@@ -94,8 +126,10 @@ var vllmReleases = []vllmRelease{
 		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, groupLargest: true,
 		mlaHybridAlign:  64, // model_executor/models/config.py:389-393 (128 only with the CUTLASS_MLA backend named)
 		autoMaxModelLen: true, capBatchedBySeqs: true,
-		modeloptCC: [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
-		spec:       spec0141,
+		modeloptCC:       [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
+		spec:             spec0141,
+		nccl:             "2.27.5", // METADATA: torch==2.9.1, which pins nvidia-nccl-cu12==2.27.5
+		profileTorchComm: true,
 	},
 	{
 		releaseRow:  releaseRow{Version: "0.33.0", Source: "vllm 0.33.0: config/cache.py:215 (gpu_memory_utilization 0.92); v1/worker/utils.py:724-725 (ceil); v1/worker/gpu_worker.py:707-724, 747-757 (the CUDA-graph estimate subtracted), 1012-1068 (--kv-cache-memory suggestion); envs.py:2216-2221 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); engine/arg_utils.py:2973 (16384 tokens at ≥ 160 GiB), 2960-2989 (GB10 on the small tier), 3218-3224 (default batched tokens ≤ max_num_seqs × max_model_len); fused_moe/oracle/mxfp4.py:402-435 (Triton on 9.x); config/vllm.py:730-763 (Model Runner V2), 588-609 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50 (output_bin_counts); v1/kv_cache_interface.py:901-965, 1135-1141 (windows, align-mode state pages); v1/core/kv_cache_planning.py:519-533 (group size), 1532-1548 (null block, auto max_model_len); v1/core/kv_cache_utils.py:1128 (tokens log)"},
@@ -103,8 +137,10 @@ var vllmReleases = []vllmRelease{
 		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, alignState: true, groupLargest: true, nullBlock: true,
 		mlaHybridAlign:      128, // platforms/interface.py:1083-1088
 		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true,
-		modeloptCC: [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
-		spec:       spec0330,
+		modeloptCC:       [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
+		spec:             spec0330,
+		nccl:             "2.30.7", // METADATA: torch==2.14.0, which pins nvidia-nccl-cu13==2.30.7
+		profileTorchComm: false,
 	},
 }
 
@@ -133,74 +169,84 @@ func (rel vllmRelease) statePagesFor(m Model) int {
 	return 2
 }
 
-// vllmArchitecture says which modelled releases run a family whose support
-// is not every release's: missing names the release rows whose model
-// registry lacks its architecture; until is the last release that ran it
-// (vLLM 0.33's _PREVIOUSLY_SUPPORTED_MODELS), with the architectures
-// vLLM names in its refusal.
+// vllmArchitecture says which vLLM releases run a family whose support is
+// not every modelled release's: since is the first release whose model
+// registry (model_executor/models/registry.py, its _TEXT_GENERATION_MODELS,
+// _MULTIMODAL_MODELS, … dicts) has the family's architecture, until the
+// last that ran it (0.33.0's _PREVIOUSLY_SUPPORTED_MODELS); names are the
+// architectures, as vLLM's registry and its refusal name them. A family
+// not listed is in every modelled release's registry (registries before
+// 0.9.2, which that row models, were not read). A release without
+// the architecture may still load a checkpoint through its Transformers
+// fallback (0.9.2 model_loader/utils.py:209-219), another implementation,
+// which the carve does not model.
 type vllmArchitecture struct {
-	missing []string
-	until   string
-	names   string
-	source  string
+	since  string
+	until  string
+	names  string
+	source string
 }
 
-// registryLacks is the source of a row whose older releases' registries
-// (model_executor/models/registry.py of the 0.11.0 and 0.14.1 wheels) lack
-// the architecture that 0.33.0's registers.
-const registryLacks = "model_executor/models/registry.py of each release: the older lack the architecture 0.33.0's registers"
-
-// vllmArchitectures are the families some modelled releases do not run.
+// vllmArchitectures are the families some vLLM releases do not run. The
+// since rows were read in each release's wheel, 0.9.2 to 0.33.0, the
+// first registering release found by bisecting the releases between two
+// modelled rows (each registry at or after it has the architecture).
 var vllmArchitectures = map[string]vllmArchitecture{
-	exaoneMoeModelType:     {missing: []string{"0.11.0"}, names: "ExaoneMoeForCausalLM", source: registryLacks},
-	gemma4ModelType:        {missing: []string{"0.11.0", "0.14.1"}, names: "Gemma4ForConditionalGeneration", source: registryLacks},
-	gemma4TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Gemma4ForCausalLM", source: registryLacks},
-	glm4MoeLiteModelType:   {missing: []string{"0.11.0", "0.14.1"}, names: "Glm4MoeLiteForCausalLM", source: registryLacks},
-	glmMoeDsaModelType:     {missing: []string{"0.11.0", "0.14.1"}, names: "GlmMoeDsaForCausalLM", source: registryLacks},
-	mimoV2FlashModelType:   {missing: []string{"0.11.0"}, names: "MiMoV2FlashForCausalLM", source: registryLacks},
-	minimaxM2ModelType:     {missing: []string{"0.11.0"}, names: "MiniMaxM2ForCausalLM", source: registryLacks},
-	minimaxM3VLModelType:   {missing: []string{"0.11.0", "0.14.1"}, names: "MiniMaxM3SparseForConditionalGeneration", source: registryLacks},
-	olmoHybridModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "OlmoHybridForCausalLM", source: registryLacks},
-	qwen35ModelType:        {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForConditionalGeneration", source: registryLacks},
-	qwen35MoeModelType:     {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForConditionalGeneration", source: registryLacks},
-	qwen35TextModelType:    {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5ForCausalLM", source: registryLacks},
-	qwen35MoeTextModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "Qwen3_5MoeForCausalLM", source: registryLacks},
-	kimiK25ModelType:       {missing: []string{"0.11.0", "0.14.1"}, names: "KimiK25ForConditionalGeneration", source: registryLacks},
-	qwen3OmniMoeModelType: {missing: []string{"0.11.0"}, names: "Qwen3OmniMoeForConditionalGeneration",
-		source: "0.11.0 model_executor/models/registry.py has no Qwen3OmniMoeForConditionalGeneration; 0.14.1 registry.py:419-422 maps it to qwen3_omni_moe_thinker"},
-	kimiLinearModelType: {missing: []string{"0.11.0"}, names: "KimiLinearForCausalLM",
-		source: "0.11.0 model_executor/models/registry.py has no KimiLinearForCausalLM; 0.14.1 registry.py:139"},
-	deepseekV4ModelType: {missing: []string{"0.11.0", "0.14.1"}, names: "DeepseekV4ForCausalLM",
-		source: "0.11.0 and 0.14.1 model_executor/models/registry.py list DeepseekV32ForCausalLM as their newest DeepSeek (l.73, l.95); 0.33.0 registry.py:99 maps DeepseekV4ForCausalLM to vllm/models/deepseek_v4"},
+	exaone4ModelType:       {since: "0.10.0", names: "Exaone4ForCausalLM", source: "0.10.0 l.61, _TEXT_GENERATION_MODELS; none in 0.9.2"},
+	glm4MoeModelType:       {since: "0.10.0", names: "Glm4MoeForCausalLM", source: "0.10.0 l.71, _TEXT_GENERATION_MODELS; none in 0.9.2"},
+	gemma3nTextModelType:   {since: "0.10.1", names: "Gemma3nForCausalLM", source: "0.10.1 l.72, _TEXT_GENERATION_MODELS; none in 0.10.0"},
+	gptOssModelType:        {since: "0.10.1", names: "GptOssForCausalLM", source: "0.10.1 l.76, _TEXT_GENERATION_MODELS; none in 0.10.0"},
+	llama4TextModelType:    {since: "0.10.1", names: "Llama4ForCausalLM", source: "0.10.1 l.97, _TEXT_GENERATION_MODELS; none in 0.10.0"},
+	smollm3ModelType:       {since: "0.10.1", names: "SmolLM3ForCausalLM", source: "0.10.1 l.276, _TRANSFORMERS_SUPPORTED_MODELS; none in 0.10.0"},
+	lfm2ModelType:          {since: "0.10.2", names: "Lfm2ForCausalLM", source: "0.10.2 l.101, _TEXT_GENERATION_MODELS; none in 0.10.1.1"},
+	qwen3NextModelType:     {since: "0.10.2", names: "Qwen3NextForCausalLM", source: "0.10.2 l.77, _TEXT_GENERATION_MODELS; none in 0.10.1.1"},
+	seedOssModelType:       {since: "0.10.2", names: "SeedOssForCausalLM", source: "0.10.2 l.138, _TEXT_GENERATION_MODELS; none in 0.10.1.1"},
+	deepseekV32ModelType:   {since: "0.11.0", names: "DeepseekV32ForCausalLM", source: "0.11.0 l.73, _TEXT_GENERATION_MODELS; none in 0.10.2"},
+	olmo3ModelType:         {since: "0.11.0", names: "Olmo3ForCausalLM", source: "0.11.0 l.132, _TEXT_GENERATION_MODELS; none in 0.10.2"},
+	qwen3VLModelType:       {since: "0.11.0", names: "Qwen3VLForConditionalGeneration", source: "0.11.0 l.271, _MULTIMODAL_MODELS; none in 0.10.2"},
+	qwen3VLMoeModelType:    {since: "0.11.0", names: "Qwen3VLMoeForConditionalGeneration", source: "0.11.0 l.272, _MULTIMODAL_MODELS; none in 0.10.2"},
+	kimiLinearModelType:    {since: "0.11.1", names: "KimiLinearForCausalLM", source: "0.11.1 l.122, _TEXT_GENERATION_MODELS; none in 0.11.0"},
+	minimaxM2ModelType:     {since: "0.11.1", names: "MiniMaxM2ForCausalLM", source: "0.11.1 l.137, _TEXT_GENERATION_MODELS; none in 0.11.0"},
+	qwen3OmniMoeModelType:  {since: "0.11.1", names: "Qwen3OmniMoeForConditionalGeneration", source: "0.11.1 l.376, _MULTIMODAL_MODELS; none in 0.11.0"},
+	exaoneMoeModelType:     {since: "0.14.0", names: "ExaoneMoEForCausalLM", source: "0.14.0 l.101, _TEXT_GENERATION_MODELS; none in 0.13.0"},
+	mimoV2FlashModelType:   {since: "0.14.0", names: "MiMoV2FlashForCausalLM", source: "0.14.0 l.162, _TEXT_GENERATION_MODELS; none in 0.13.0"},
+	glm4MoeLiteModelType:   {since: "0.15.0", names: "Glm4MoeLiteForCausalLM", source: "0.15.0 l.115, _TEXT_GENERATION_MODELS; none in 0.14.1"},
+	kimiK25ModelType:       {since: "0.15.0", names: "KimiK25ForConditionalGeneration", source: "0.15.0 l.362, _MULTIMODAL_MODELS; none in 0.14.1"},
+	glmMoeDsaModelType:     {since: "0.16.0", names: "GlmMoeDsaForCausalLM", source: "0.16.0 l.117, _TEXT_GENERATION_MODELS; none in 0.15.1"},
+	qwen35ModelType:        {since: "0.17.0", names: "Qwen3_5ForConditionalGeneration", source: "0.17.0 l.496, _MULTIMODAL_MODELS; none in 0.16.0"},
+	qwen35MoeModelType:     {since: "0.17.0", names: "Qwen3_5MoeForConditionalGeneration", source: "0.17.0 l.500, _MULTIMODAL_MODELS; none in 0.16.0"},
+	olmoHybridModelType:    {since: "0.18.0", names: "OlmoHybridForCausalLM", source: "0.18.0 l.176, _TEXT_GENERATION_MODELS; none in 0.17.1"},
+	gemma4ModelType:        {since: "0.19.0", names: "Gemma4ForConditionalGeneration", source: "0.19.0 l.385, _MULTIMODAL_MODELS; none in 0.18.1"},
+	gemma4TextModelType:    {since: "0.19.0", names: "Gemma4ForCausalLM", source: "0.19.0 l.114, _TEXT_GENERATION_MODELS; none in 0.18.1"},
+	deepseekV4ModelType:    {since: "0.20.0", names: "DeepseekV4ForCausalLM", source: "0.20.0 l.99, _TEXT_GENERATION_MODELS; none in 0.19.1"},
+	minimaxM3VLModelType:   {since: "0.24.0", names: "MiniMaxM3SparseForConditionalGeneration", source: "0.24.0 l.486, _MULTIMODAL_MODELS; none in 0.23.0"},
+	qwen35MoeTextModelType: {since: "0.27.0", names: "Qwen3_5MoeForCausalLM", source: "0.27.0 l.202, _TEXT_GENERATION_MODELS; none in 0.26.0"},
+	qwen35TextModelType:    {since: "0.27.0", names: "Qwen3_5ForCausalLM", source: "0.27.0 l.201, _TEXT_GENERATION_MODELS; none in 0.26.0"},
 	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
 	bambaModelType: {until: "0.23.0", names: "BambaForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:841-895 (_PREVIOUSLY_SUPPORTED_MODELS), 1221-1253; the Transformers backend refuses its Mamba-2 layers (transformers/base.py:631-639)"},
 }
 
-// checkArchitecture refuses a family the release does not run, in vLLM's
-// words where it has them; asked is the release the plan names (empty:
-// the row's).
+// checkArchitecture refuses a family the release the plan names (asked;
+// empty: the row's) does not run, in vLLM's words where it has them.
 func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
 	family := m.Family
-	if v := m.Vision; v != nil && vllmArchitectures[v.Family].names != "" {
+	if v := m.Vision; v != nil && v.Family != "" {
 		family = v.Family // the wrapper, as the checkpoint's architectures names it
 	}
 	a, ok := vllmArchitectures[family]
 	if !ok {
 		return nil
 	}
-	if slices.Contains(a.missing, rel.Version) {
-		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s (%s)", rel.Version, family, a.names, a.source)
-	}
-	if a.until == "" {
-		return nil
-	}
 	v, err := ParseVersion("vllm", orDefault(asked, rel.Version))
 	if err != nil {
 		return err
 	}
-	if last, _ := ParseVersion("vllm", a.until); last.Less(v) {
+	if first, _ := ParseVersion("vllm", a.since); a.since != "" && v.Less(first) {
+		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s, which vLLM %s first registers (model_executor/models/registry.py: %s)", v, family, a.names, a.since, a.source)
+	}
+	if last, _ := ParseVersion("vllm", a.until); a.until != "" && last.Less(v) {
 		return fmt.Errorf("vllm: ValueError: Model architecture %s was supported in vLLM until v%s, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture. (vLLM %s; %s)", a.names, a.until, v, a.source)
 	}
 	return nil

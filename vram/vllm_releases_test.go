@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -194,28 +195,70 @@ func TestVLLMStatePages(t *testing.T) {
 	}
 }
 
-// TestVLLMArchitectures: a release whose model registry lacks a family's
-// architecture refuses it by name; the release that registers it carves
-// it; vLLM after 0.23.0 refuses what it removed, in its own words.
+// TestVLLMArchitectures walks vllmArchitectures: a plan of each listed
+// family, at each modelled release and at the release that first
+// registers it or last ran it, is refused in words naming the family, the
+// release and that first release exactly when the release's registry
+// lacks the architecture, and carved (or refused for another reason)
+// otherwise.
 func TestVLLMArchitectures(t *testing.T) {
 	g := mustGPU("H200")
-	for _, c := range []struct {
-		preset, release, want string
-	}{
-		{"qwen3.5-9b", "0.14.1", "no Qwen3_5ForConditionalGeneration"},
-		{"qwen3.5-9b", "0.11.0", "vLLM 0.11.0 does not run qwen3_5"},
-		{"gemma-4-31b", "0.14.1", "no Gemma4ForConditionalGeneration"},
-		{"glm-5", "0.14.1", "no GlmMoeDsaForCausalLM"},
-		{"minimax-m2", "0.11.0", "no MiniMaxM2ForCausalLM"},
-		{"qwen3.5-9b", "0.33.0", ""},
-		{"minimax-m2", "0.14.1", ""},
-	} {
-		_, err := (VLLM{Version: c.release, TP: 8, MaxModelLen: 8192}).Carve(Inference{Model: MustPreset(c.preset)}, g)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s on vLLM %s: %v", c.preset, c.release, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s on vLLM %s: %v, want %q", c.preset, c.release, err, c.want)
+	for family, a := range vllmArchitectures {
+		m, ok := presetOfFamily(family)
+		if !ok {
+			t.Errorf("%s: no preset of the family", family)
+			continue
+		}
+		releases := []string{}
+		for _, r := range vllmReleases {
+			releases = append(releases, r.Version)
+		}
+		releases = append(releases, a.since, a.until)
+		for _, rel := range releases {
+			if rel == "" {
+				continue
+			}
+			v, err := ParseVersion("vllm", rel)
+			if err != nil {
+				t.Fatalf("%s: %v", family, err)
+			}
+			first, _ := ParseVersion("vllm", orDefault(a.since, "0.0.0"))
+			last, _ := ParseVersion("vllm", orDefault(a.until, "999.0.0"))
+			_, err = (VLLM{Version: rel, MaxModelLen: 8192}).Carve(Inference{Model: m}, g)
+			var want string
+			switch {
+			case v.Less(first):
+				want = "vLLM " + rel + " does not run " + family + ": its model registry has no " + a.names + ", which vLLM " + a.since + " first registers"
+			case last.Less(v):
+				want = "was supported in vLLM until v" + a.until
+			}
+			switch {
+			case want == "" && err != nil && strings.Contains(err.Error(), "registry"):
+				t.Errorf("%s on vLLM %s: %v", family, rel, err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Errorf("%s on vLLM %s: %v, want %q", family, rel, err, want)
+			}
 		}
 	}
+}
+
+// presetOfFamily is a model whose checkpoint names the family's
+// architecture: the first preset by name of the family (for a
+// vision-language wrapper, its wrapper's), else the language model of a
+// wrapper's preset, alone.
+func presetOfFamily(family string) (Model, bool) {
+	names := slices.Sorted(maps.Keys(presets))
+	for _, name := range names {
+		m := MustPreset(name)
+		if m.Vision != nil && m.Vision.Family == family || m.Vision == nil && m.Family == family {
+			return m, true
+		}
+	}
+	for _, name := range names {
+		if m := MustPreset(name); m.Family == family {
+			m.Vision = nil
+			return m, true
+		}
+	}
+	return Model{}, false
 }

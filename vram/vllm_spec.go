@@ -139,6 +139,10 @@ var mtpNames33 = []string{"deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2
 const draftModelRefused = "NotImplementedError: Draft model speculative decoding is not supported yet. Please consider using other speculative decoding methods such as ngram, medusa, eagle, or mtp."
 
 var (
+	spec0092 = vllmSpecRules{
+		methods: []string{"ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"},
+		source:  "vllm 0.9.2: config.py:2434-2435 (SpeculativeMethod); its proposers' memory was not read: no method is modelled for 0.9.2",
+	}
 	spec0110 = vllmSpecRules{
 		methods:  []string{"ngram", "medusa", "eagle", "eagle3", "mtp", "draft_model"},
 		modelled: []string{"ngram", "eagle", "eagle3"},

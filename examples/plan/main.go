@@ -408,14 +408,18 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	if sp := c.Speculative; sp != nil && sp.Buffers > 0 {
 		runner += fmt.Sprintf(" + the drafter's buffers %v", sp.Buffers)
 	}
+	nonTorch := fmt.Sprint(c.NonTorch)
+	if c.NCCL > 0 {
+		nonTorch += fmt.Sprintf(" (NCCL %v of it)", c.NCCL)
+	}
 	switch {
 	case c.CUDAGraphs > 0 && c.GraphsInBudget:
 		graphs = fmt.Sprintf(" + CUDA graphs %v", c.CUDAGraphs)
 	case c.CUDAGraphs > 0:
 		beside = fmt.Sprintf("; CUDA graphs %v beside it, captured after the cache", c.CUDAGraphs)
 	}
-	fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %v%s + KV cache %v%s\n",
-		c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, c.NonTorch, graphs, kv.Available, beside)
+	fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %s%s + KV cache %v%s\n",
+		c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, nonTorch, graphs, kv.Available, beside)
 	for _, n := range newNotes(c.Notes, generateNotes(r)) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -478,6 +482,9 @@ func printSGLang(w io.Writer, r answer.Report) {
 	}
 	fmt.Fprintf(w, "\nSGLang %s on %s: %v free at start; weights %v; kept free for activations and CUDA graphs %v (mem_fraction_static %.4g); KV pool %v = max_total_num_tokens %s (%v a token)\n",
 		sp.Release.Release, r.Fit.GPU, sp.Free, sp.Weights, sp.Reserved, sp.MemFractionStatic, sp.Rest, vram.Grouped(sp.Tokens), sp.CellSize)
+	if sp.NCCL+sp.CustomAllReduce > 0 {
+		fmt.Fprintf(w, "  taken before the free memory is measured: NCCL %v (the TP communicator) + custom all-reduce %v\n", sp.NCCL, sp.CustomAllReduce)
+	}
 	if sp.MMReservation > 0 {
 		fmt.Fprintf(w, "  the multimodal cache takes %v off the pool's budget (SGLANG_VLM_CACHE_SIZE_MB)\n", sp.MMReservation)
 	}
