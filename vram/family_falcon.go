@@ -12,7 +12,7 @@ import "fmt"
 // an n_embed wins over hidden_size, l.92-94).
 func init() {
 	register(&family{
-		name: "falcon", source: "transformers/models/falcon/modeling_falcon.py",
+		name: falconModelType, source: "transformers/models/falcon/modeling_falcon.py",
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasNone, ParallelBlock: true, TiedEmbeddings: true},
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers, m.Heads = c.optInt("num_hidden_layers", 32), c.optInt("num_attention_heads", 71)
@@ -105,3 +105,7 @@ func init() {
 // falconNewArch: Falcon's grouped key/value heads come with its "new
 // decoder architecture" (num_kv_heads, ln_attn and ln_mlp).
 func falconNewArch(m Model) bool { return m.KVHeads > 1 && m.KVHeads < m.Heads }
+
+// falconModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const falconModelType = "falcon"

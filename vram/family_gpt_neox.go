@@ -9,7 +9,7 @@ import "fmt"
 // (configuration_gpt_neox.py:61-81, 98, transformers 5.23.0).
 func init() {
 	register(&family{
-		name: "gpt_neox", source: "transformers/models/gpt_neox/modeling_gpt_neox.py",
+		name: gptNeoxModelType, source: "transformers/models/gpt_neox/modeling_gpt_neox.py",
 		defaults: Model{MLP: "gelu", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.commonOr(m, classShape{layers: 44, hidden: 6144, heads: 64, ffn: 24576, vocab: 50432, maxPosition: 2048})
@@ -61,3 +61,7 @@ func init() {
 		},
 	})
 }
+
+// gptNeoxModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const gptNeoxModelType = "gpt_neox"

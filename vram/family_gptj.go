@@ -7,7 +7,7 @@ package vram
 // None is 4 · n_embd (modeling_gptj.py:386), rotary_dim 64.
 func init() {
 	register(&family{
-		name: "gptj", source: "transformers/models/gptj/modeling_gptj.py",
+		name: gptjModelType, source: "transformers/models/gptj/modeling_gptj.py",
 		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasMLPOnly, ParallelBlock: true, LMHeadBias: true},
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers, m.Hidden, m.Heads = c.optInt("n_layer", 28), c.optInt("n_embd", 4096), c.optInt("n_head", 16)
@@ -42,3 +42,7 @@ func init() {
 		},
 	})
 }
+
+// gptjModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const gptjModelType = "gptj"

@@ -18,7 +18,7 @@ import "fmt"
 // no rotary embedding.
 func init() {
 	register(&family{
-		name: "granitemoehybrid", source: "transformers/models/granitemoehybrid/modeling_granitemoehybrid.py",
+		name: graniteMoeHybridModelType, source: "transformers/models/granitemoehybrid/modeling_granitemoehybrid.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "none", Bias: BiasNone},
 		ssm:      true,
 		fromConfig: func(c *hfReader, m *Model) {
@@ -153,3 +153,7 @@ func graniteExperts(m Model, l *tensorList, p string) {
 	l.ts[len(l.ts)-1].Stacked = m.Experts
 	l.linear(p+"router.layer", "router", h, e, false)
 }
+
+// graniteMoeHybridModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const graniteMoeHybridModelType = "granitemoehybrid"

@@ -16,7 +16,7 @@ import (
 // passed in.
 func init() {
 	register(&family{
-		name: "jamba", source: "transformers/models/jamba/modeling_jamba.py",
+		name: jambaModelType, source: "transformers/models/jamba/modeling_jamba.py",
 		defaults:   Model{MLP: "swiglu", Norm: "rmsnorm", Position: "none", Bias: BiasNone, Router: "softmax_topk"},
 		mamba1:     true,
 		fromConfig: jambaFromConfig,
@@ -141,3 +141,7 @@ func jambaFromConfig(c *hfReader, m *Model) {
 		m.Experts, m.ExpertsPerToken, m.ExpertFFN, m.MoEEvery = e, c.optInt("num_experts_per_tok", 2), m.FFN, ep
 	}
 }
+
+// jambaModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const jambaModelType = "jamba"

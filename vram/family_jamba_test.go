@@ -52,7 +52,7 @@ func TestJambaConfig(t *testing.T) {
 	}
 	g, _ := LookupGPU("h100")
 	in := Inference{Model: m, Weights: Quant{DType: BF16}, Batch: 1, PromptTokens: 128, NewTokens: 16}
-	if _, err := (SGLang{Version: "0.5.3"}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 pools only") {
+	if _, err := (SGLang{Version: "0.5.3"}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 has no class for jamba") {
 		t.Errorf("sglang 0.5.3: %v", err)
 	}
 	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "not modelled") {

@@ -23,7 +23,7 @@ import (
 // original_inv_freq per attention kind present (l.72-81).
 func init() {
 	register(&family{
-		name: "lfm3", source: "transformers/models/lfm3/modeling_lfm3.py (transformers 5.23.0)",
+		name: lfm3ModelType, source: "transformers/models/lfm3/modeling_lfm3.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", TiedEmbeddings: true},
 		shortConv:   true,
 		servingOnly: "its modeling code is transformers 5's (per-kind rotary embeddings, a per-head attention gate, sandwich norms), which the training rules do not follow yet",
@@ -219,3 +219,7 @@ func lfm3Buffers(m Model, b *bufferList) {
 		}
 	}
 }
+
+// lfm3ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const lfm3ModelType = "lfm3"

@@ -12,7 +12,7 @@ import "fmt"
 // default (configuration_mamba2.py:62-88, transformers 5.23.0).
 func init() {
 	register(&family{
-		name: "mamba2", source: "transformers/models/mamba2/modeling_mamba2.py",
+		name: mamba2ModelType, source: "transformers/models/mamba2/modeling_mamba2.py",
 		defaults: Model{MLP: "silu", Norm: "rmsnorm", Position: "none", Bias: BiasNone},
 		ssm:      true,
 		fromConfig: func(c *hfReader, m *Model) {
@@ -104,3 +104,7 @@ func mamba2Mixer(m Model, l *tensorList, p string) {
 	}
 	l.linear(p+"out_proj", "out_proj", s.inner(), h, s.ProjBias)
 }
+
+// mamba2ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const mamba2ModelType = "mamba2"

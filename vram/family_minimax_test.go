@@ -117,7 +117,7 @@ func TestMiniMaxText01(t *testing.T) {
 	if c, err := (VLLM{Version: "0.23.0", MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err != nil || c.Release.Release != "0.14.1" || c.KVCache.StateLayers != 70 {
 		t.Errorf("vLLM 0.23.0: %v, modelled as %s with %d state layers", err, c.Release.Release, c.KVCache.StateLayers)
 	}
-	if _, err := (SGLang{TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "keeps lightning attention state") {
+	if _, err := (SGLang{TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.23 has no class for minimax") {
 		t.Errorf("SGLang: %v", err)
 	}
 }

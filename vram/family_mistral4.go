@@ -22,7 +22,7 @@ import "fmt"
 // (configuration_mistral4.py l.75-109).
 func init() {
 	register(&family{
-		name: "mistral4", source: "transformers/models/mistral4/modeling_mistral4.py (transformers 5.23.0)",
+		name: mistral4ModelType, source: "transformers/models/mistral4/modeling_mistral4.py (transformers 5.23.0)",
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_topk_norm"},
 		latentAttention: true,
 		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a per-position query scale), which the training rules do not follow yet",
@@ -133,3 +133,7 @@ func mistral4FromConfig(c *hfReader, m *Model) {
 	// experts a token may pick (l.149-161): no tensor of their own, and
 	// serving memory does not depend on them, so they are not read.
 }
+
+// mistral4ModelType is the family's model_type, which the serving engines' tables
+// of supported architectures are keyed by.
+const mistral4ModelType = "mistral4"

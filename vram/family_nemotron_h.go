@@ -27,7 +27,7 @@ import (
 // (configuration_nemotron_h.py l.98-152).
 func init() {
 	register(&family{
-		name: "nemotron_h", gguf: ggufNemotronH, source: "transformers/models/nemotron_h/modeling_nemotron_h.py (transformers 5.23.0)",
+		name: nemotronHModelType, gguf: ggufNemotronH, source: "transformers/models/nemotron_h/modeling_nemotron_h.py (transformers 5.23.0)",
 		defaults:      Model{MLP: "relu2", Norm: "rmsnorm", Position: "none", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		ssm:           true,
 		loneSublayers: true,

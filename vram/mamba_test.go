@@ -79,7 +79,7 @@ func TestSSMRefusals(t *testing.T) {
 	if c, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers != m.Layers || c.KVCache.hybrid() {
 		t.Errorf("vllm: %v, %d state layers (want %d, not hybrid)", err, c.KVCache.StateLayers, m.Layers)
 	}
-	if _, err := (SGLang{Version: "0.5.3"}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 pools only") {
+	if _, err := (SGLang{Version: "0.5.3"}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 has no class for mamba2") {
 		t.Errorf("sglang 0.5.3: %v", err)
 	}
 	if _, err := (SGLang{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "not modelled") {

@@ -189,6 +189,9 @@ func (s SGLang) prepare(m Model) (SGLang, Model, sglangRelease, Modelled, error)
 	if err != nil {
 		return s, m, rel, modelled, err
 	}
+	if err := rel.checkArchitecture(m, s.Version); err != nil { // sglang_releases.go
+		return s, m, rel, modelled, err
+	}
 	if err := s.checkCompressed(m, rel); err != nil { // sglang_compressed.go
 		return s, m, rel, modelled, err
 	}

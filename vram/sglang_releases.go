@@ -1,5 +1,7 @@
 package vram
 
+import "fmt"
+
 // SGLang's releases as data (versions.go): what each modelled release does
 // that the pool's sizing reads, with the release's files and lines (paths
 // inside the sglang package of its wheel).
@@ -87,4 +89,74 @@ func prefillCaptureSizes(maxBS int) int {
 		}
 	}
 	return n
+}
+
+// sglangArchitectures are the families some SGLang releases do not run
+// (served_architectures.go): since is the first release whose
+// srt/models/*.py has an EntryClass naming the architecture (the registry
+// imports every module there and keys it by its EntryClass,
+// srt/models/registry.py), read in each wheel, 0.5.3 to 0.5.23, the first
+// found by bisecting the releases between them, post releases included
+// (each release at or after it has the class); source is the module and
+// line of the EntryClass there. never: no release read, 0.5.23 included,
+// has a class for it. A release without the class loads the checkpoint
+// through its Transformers fallback when transformers has the model and it
+// is backend-compatible (model_impl auto; 0.5.3 model_loader/utils.py:
+// 82-104, 27-79; 0.5.23 model_loader/utils.py:198-240, 111-195), a
+// different implementation, which the pool's sizing does not model.
+var sglangArchitectures = map[string]servedArchitecture{
+	nemotronHModelType:        {since: "0.5.3.post1", names: "NemotronHForCausalLM", source: "srt/models/nemotron_h.py:514; none in 0.5.3"},
+	qwen3OmniMoeModelType:     {since: "0.5.4", names: "Qwen3OmniMoeForConditionalGeneration", source: "srt/models/qwen3_omni_moe.py:661; none in 0.5.3.post3"},
+	minimaxM2ModelType:        {since: "0.5.4.post1", names: "MiniMaxM2ForCausalLM", source: "srt/models/minimax_m2.py:922; none in 0.5.4"},
+	kimiLinearModelType:       {since: "0.5.4.post2", names: "KimiLinearForCausalLM", source: "srt/models/kimi_linear.py:678; none in 0.5.4.post1"},
+	mimoV2FlashModelType:      {since: "0.5.7", names: "MiMoV2FlashForCausalLM", source: "srt/models/mimo_v2_flash.py:986; none in 0.5.6.post2"},
+	glm4MoeLiteModelType:      {since: "0.5.8", names: "Glm4MoeLiteForCausalLM", source: "srt/models/glm4_moe_lite.py:808; none in 0.5.7"},
+	exaone4ModelType:          {since: "0.5.9", names: "Exaone4ForCausalLM", source: "srt/models/exaone4.py:719; none in 0.5.8.post1"},
+	exaoneMoeModelType:        {since: "0.5.9", names: "ExaoneMoEForCausalLM", source: "srt/models/exaone_moe.py:881; none in 0.5.8.post1"},
+	glmMoeDsaModelType:        {since: "0.5.9", names: "GlmMoeDsaForCausalLM", source: "srt/models/glm4_moe.py:1288; none in 0.5.8.post1"},
+	gptjModelType:             {since: "0.5.9", names: "GPTJForCausalLM", source: "srt/models/gpt_j.py:326; none in 0.5.8.post1"},
+	graniteMoeHybridModelType: {since: "0.5.9", names: "GraniteMoeHybridForCausalLM", source: "srt/models/granitemoehybrid.py:737; none in 0.5.8.post1"},
+	kimiK25ModelType:          {since: "0.5.9", names: "KimiK25ForConditionalGeneration", source: "srt/models/kimi_k25.py:776; none in 0.5.8.post1"},
+	lfm2ModelType:             {since: "0.5.9", names: "Lfm2ForCausalLM", source: "srt/models/lfm2.py:554; none in 0.5.8.post1"},
+	qwen35ModelType:           {since: "0.5.9", names: "Qwen3_5ForConditionalGeneration", source: "srt/models/qwen3_5.py:1345; none in 0.5.8.post1"},
+	qwen35MoeModelType:        {since: "0.5.9", names: "Qwen3_5MoeForConditionalGeneration", source: "srt/models/qwen3_5.py:1345; none in 0.5.8.post1"},
+	gemma4ModelType:           {since: "0.5.11", names: "Gemma4ForConditionalGeneration", source: "srt/models/gemma4_mm.py:878; none in 0.5.10.post1"},
+	gemma4TextModelType:       {since: "0.5.11", names: "Gemma4ForCausalLM", source: "srt/models/gemma4_causal.py:1009; none in 0.5.10.post1"},
+	minimaxM3VLModelType:      {since: "0.5.16", names: "MiniMaxM3SparseForConditionalGeneration", source: "srt/models/minimax_m3_vl.py:372; none in 0.5.15.post1"},
+	qwen35TextModelType:       {since: "0.5.17", names: "Qwen3_5ForCausalLM", source: "srt/models/qwen3_5_text.py:208; none in 0.5.16"},
+	qwen35MoeTextModelType:    {since: "0.5.17", names: "Qwen3_5MoeForCausalLM", source: "srt/models/qwen3_5_text.py:208; none in 0.5.16"},
+	mamba2ModelType:           {since: "0.5.20", names: "Mamba2ForCausalLM", source: "srt/models/mamba2.py:262; none in 0.5.19"},
+	bambaModelType:            {never: true, names: "BambaForCausalLM"},
+	falconModelType:           {never: true, names: "FalconForCausalLM"},
+	gptNeoxModelType:          {never: true, names: "GPTNeoXForCausalLM"},
+	jambaModelType:            {never: true, names: "JambaForCausalLM"},
+	lfm3ModelType:             {never: true, names: "Lfm3ForCausalLM"},
+	minimaxModelType:          {never: true, names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM"},
+	mistral4ModelType:         {never: true, names: "Mistral4ForCausalLM"},
+	olmo3ModelType:            {never: true, names: "Olmo3ForCausalLM"},
+	olmoHybridModelType:       {never: true, names: "OlmoHybridForCausalLM"},
+	seedOssModelType:          {never: true, names: "SeedOssForCausalLM"},
+	smollm3ModelType:          {never: true, names: "SmolLM3ForCausalLM"},
+}
+
+// checkArchitecture refuses a family the release the plan names (asked;
+// empty: the row's) has no class for: SGLang would load it through its
+// Transformers fallback, which is not modelled.
+func (rel sglangRelease) checkArchitecture(m Model, asked string) error {
+	family := servedFamily(m)
+	a, ok := sglangArchitectures[family]
+	if !ok {
+		return nil
+	}
+	asked = orDefault(asked, rel.Version)
+	support, err := a.support("sglang", asked)
+	switch {
+	case err != nil:
+		return err
+	case support != archNotYet:
+		return nil
+	case a.never:
+		return fmt.Errorf("sglang: SGLang %s has no class for %s (no %s in any release's srt/models, 0.5.3 to 0.5.23): it would load the checkpoint through its Transformers fallback (model_impl auto, srt/model_loader/utils.py), another implementation; not modelled", asked, family, a.names)
+	}
+	return fmt.Errorf("sglang: SGLang %s has no class for %s (no %s in its srt/models, which SGLang %s first has: %s): it would load the checkpoint through its Transformers fallback (model_impl auto, srt/model_loader/utils.py), another implementation; not modelled", asked, family, a.names, a.since, a.source)
 }

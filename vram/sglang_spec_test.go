@@ -258,7 +258,7 @@ func TestSGLangSpecRefusals(t *testing.T) {
 		"deepseek-v3.2":     {MustPreset("deepseek-v3.2"), SGLang{TP: 8, Speculative: &SGLangSpeculative{Algorithm: "EAGLE"}}, "DeepSeek Sparse Attention model"},
 		"mimo-v2-flash":     {MustPreset("mimo-v2-flash"), SGLang{TP: 8, Speculative: &SGLangSpeculative{Algorithm: "EAGLE"}}, "multi-layer EAGLE"},
 		"glm-4.7-flash":     {MustPreset("glm-4.7-flash"), SGLang{Speculative: &SGLangSpeculative{Algorithm: "NEXTN"}}, "the carve does not list"},
-		"glm-4.7-flash 053": {MustPreset("glm-4.7-flash"), SGLang{Version: "0.5.3", Speculative: &SGLangSpeculative{Algorithm: "NEXTN"}}, "speculative.draft_model_path: NEXTN loads a draft model"},
+		"llama nextn 053":   {llama, SGLang{Version: "0.5.3", Speculative: &SGLangSpeculative{Algorithm: "NEXTN"}}, "speculative.draft_model_path: NEXTN loads a draft model"},
 	} {
 		tc.s.MemFractionStatic = specFrac
 		_, err := tc.s.KVPool(tc.m, specFree, specWeights)

@@ -56,9 +56,9 @@ func TestSGLangHybridState(t *testing.T) {
 		m    string
 		want string
 	}{
-		"dtype": {SGLang{Version: "0.5.3", MambaSSMDType: FP16}, "qwen3-next-80b-a3b", "mamba_ssm_dtype must be fp32"},
-		"tp":    {SGLang{Version: "0.5.3", TP: 3}, "qwen3-next-80b-a3b", "tp_size 3 must divide"},
-		"bamba": {SGLang{Version: "0.5.3"}, "bamba-9b", "SGLang 0.5.3 pools only for Qwen3-Next and Falcon-H1"},
+		"dtype":      {SGLang{Version: "0.5.3", MambaSSMDType: FP16}, "qwen3-next-80b-a3b", "mamba_ssm_dtype must be fp32"},
+		"tp":         {SGLang{Version: "0.5.3", TP: 3}, "qwen3-next-80b-a3b", "tp_size 3 must divide"},
+		"nemotron_h": {SGLang{Version: "0.5.3.post1"}, "nemotron-h-config-defaults", "SGLang 0.5.3 pools only for Qwen3-Next and Falcon-H1"},
 	} {
 		if _, err := tc.s.KVPool(MustPreset(tc.m), free, weights); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)

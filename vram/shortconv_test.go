@@ -112,7 +112,7 @@ func TestShortConvRefusals(t *testing.T) {
 	if c, err := (VLLM{Version: "0.11.0", MaxModelLen: 4096}).Carve(in, g); err != nil || c.KVCache.StateLayers == 0 || !c.KVCache.hybrid() {
 		t.Errorf("vllm: %v, %d state layers (want some, hybrid)", err, c.KVCache.StateLayers)
 	}
-	if _, err := (SGLang{Version: "0.5.3"}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 pools only") {
+	if _, err := (SGLang{Version: "0.5.3"}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "SGLang 0.5.3 has no class for lfm2") {
 		t.Errorf("sglang: %v", err)
 	}
 	if _, err := (TGI{}).Carve(in, g); err == nil || !strings.Contains(err.Error(), "short-convolution") {

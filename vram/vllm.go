@@ -185,6 +185,9 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 	if err := rel.checkArchitecture(m, v.Version); err != nil {
 		return err
 	}
+	if err := rel.checkV0Fallback(m, v.Version); err != nil {
+		return err
+	}
 	if err := v.checkCompressed(m); err != nil {
 		return err
 	}

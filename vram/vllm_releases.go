@@ -169,29 +169,18 @@ func (rel vllmRelease) statePagesFor(m Model) int {
 	return 2
 }
 
-// vllmArchitecture says which vLLM releases run a family whose support is
-// not every modelled release's: since is the first release whose model
-// registry (model_executor/models/registry.py, its _TEXT_GENERATION_MODELS,
-// _MULTIMODAL_MODELS, … dicts) has the family's architecture, until the
-// last that ran it (0.33.0's _PREVIOUSLY_SUPPORTED_MODELS); names are the
-// architectures, as vLLM's registry and its refusal name them. A family
-// not listed is in every modelled release's registry (registries before
-// 0.9.2, which that row models, were not read). A release without
-// the architecture may still load a checkpoint through its Transformers
-// fallback (0.9.2 model_loader/utils.py:209-219), another implementation,
-// which the carve does not model.
-type vllmArchitecture struct {
-	since  string
-	until  string
-	names  string
-	source string
-}
-
-// vllmArchitectures are the families some vLLM releases do not run. The
-// since rows were read in each release's wheel, 0.9.2 to 0.33.0, the
-// first registering release found by bisecting the releases between two
-// modelled rows (each registry at or after it has the architecture).
-var vllmArchitectures = map[string]vllmArchitecture{
+// vllmArchitectures are the families some vLLM releases do not run
+// (served_architectures.go): since is the first release whose
+// model_executor/models/registry.py (its _TEXT_GENERATION_MODELS,
+// _MULTIMODAL_MODELS, … dicts) has the architecture, read in each
+// release's wheel, 0.9.2 to 0.33.0, the first registering release found by
+// bisecting the releases between two modelled rows (each registry at or
+// after it has the architecture); until is the last that ran it (0.33.0's
+// _PREVIOUSLY_SUPPORTED_MODELS). A release without the architecture may
+// still load a checkpoint through its Transformers fallback (0.9.2
+// model_loader/utils.py:209-219), another implementation, which the carve
+// does not model.
+var vllmArchitectures = map[string]servedArchitecture{
 	exaone4ModelType:       {since: "0.10.0", names: "Exaone4ForCausalLM", source: "0.10.0 l.61, _TEXT_GENERATION_MODELS; none in 0.9.2"},
 	glm4MoeModelType:       {since: "0.10.0", names: "Glm4MoeForCausalLM", source: "0.10.0 l.71, _TEXT_GENERATION_MODELS; none in 0.9.2"},
 	gemma3nTextModelType:   {since: "0.10.1", names: "Gemma3nForCausalLM", source: "0.10.1 l.72, _TEXT_GENERATION_MODELS; none in 0.10.0"},
@@ -231,23 +220,45 @@ var vllmArchitectures = map[string]vllmArchitecture{
 // checkArchitecture refuses a family the release the plan names (asked;
 // empty: the row's) does not run, in vLLM's words where it has them.
 func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
-	family := m.Family
-	if v := m.Vision; v != nil && v.Family != "" {
-		family = v.Family // the wrapper, as the checkpoint's architectures names it
-	}
+	family := servedFamily(m)
 	a, ok := vllmArchitectures[family]
 	if !ok {
 		return nil
 	}
-	v, err := ParseVersion("vllm", orDefault(asked, rel.Version))
-	if err != nil {
+	asked = orDefault(asked, rel.Version)
+	support, err := a.support("vllm", asked)
+	switch {
+	case err != nil:
 		return err
-	}
-	if first, _ := ParseVersion("vllm", a.since); a.since != "" && v.Less(first) {
-		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s, which vLLM %s first registers (model_executor/models/registry.py: %s)", v, family, a.names, a.since, a.source)
-	}
-	if last, _ := ParseVersion("vllm", a.until); a.until != "" && last.Less(v) {
-		return fmt.Errorf("vllm: ValueError: Model architecture %s was supported in vLLM until v%s, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture. (vLLM %s; %s)", a.names, a.until, v, a.source)
+	case support == archNotYet:
+		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s, which vLLM %s first registers (model_executor/models/registry.py: %s)", asked, family, a.names, a.since, a.source)
+	case support == archDropped:
+		return fmt.Errorf("vllm: ValueError: Model architecture %s was supported in vLLM until v%s, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture. (vLLM %s; %s)", a.names, a.until, asked, a.source)
 	}
 	return nil
+}
+
+// vllmV1InnerStateSince is the first vLLM release whose engine oracle
+// picks V1 for a model with recurrent state (HasInnerState: Mamba,
+// hybrids, MiniMax-Text-01's lightning attention) by default. 0.9.2 to
+// 0.10.1.1 fall back to V0 unless VLLM_USE_V1=1 (_is_v1_supported_oracle:
+// "V1 mamba models are unoptimized", engine/arg_utils.py:1402-1405 at
+// 0.9.2, 1428-1431 at 0.10.1 and 0.10.1.1); 0.10.2's oracle keeps only the
+// V0-only architectures (l.1479-1483).
+const vllmV1InnerStateSince = "0.10.2"
+
+// checkV0Fallback refuses a model with recurrent state on a release that
+// runs it on the V0 engine: V0 keeps the state outside the KV blocks, in a
+// MambaCacheManager of max_num_seqs slots the profile run allocates
+// (0.9.2 model_executor/models/mamba_cache.py:25-43, counted in the
+// profiled peak, worker/worker.py:256-272), and sizes a block over the
+// attention layers alone (worker/cache_engine.py:128-141), where the carve
+// models V1's pages holding both; the V0 rules the validation applies to
+// older logs (V1's carve with V0's defaults) do not cover that either.
+func (rel vllmRelease) checkV0Fallback(m Model, asked string) error {
+	asked = orDefault(asked, rel.Version)
+	if !m.recurrent() || !releaseBefore("vllm", asked, vllmV1InnerStateSince) {
+		return nil
+	}
+	return fmt.Errorf("vllm: vLLM %s runs %s, a model with recurrent state, on its V0 engine unless VLLM_USE_V1=1 (\"Mamba is experimental on VLLM_USE_V1=1. Falling back to V0 Engine.\", engine/arg_utils.py:1402-1405 at 0.9.2, 1428-1431 at 0.10.1; V0-only in 0.9.2 for Jamba and MiniMax-Text-01, SupportsV0Only, l.1396-1400), whose state cache beside the KV blocks (MambaCacheManager of max_num_seqs slots) is not modelled; vLLM %s and later run it on V1", asked, m.Family, vllmV1InnerStateSince)
 }

@@ -262,3 +262,32 @@ func presetOfFamily(family string) (Model, bool) {
 	}
 	return Model{}, false
 }
+
+// TestVLLMV0Fallback: a model with recurrent state planned at a release
+// that runs it on the V0 engine (0.9.2 to 0.10.1.1) is refused in words
+// naming the fallback; from 0.10.2 it is carved, and a model without
+// recurrent state is carved at every release.
+func TestVLLMV0Fallback(t *testing.T) {
+	g := mustGPU("H200")
+	for _, c := range []struct {
+		preset, release string
+		v0              bool
+	}{
+		{"bamba-9b", "0.9.2", true},
+		{"bamba-9b", "0.10.1", true},
+		{"bamba-9b", "0.10.2", false},
+		{"bamba-9b", "0.11.0", false},
+		{"jamba-v0.1", "0.10.0", true},
+		{"falcon-h1-0.5b-instruct", "0.10.1", true},
+		{"falcon-h1-0.5b-instruct", "0.14.1", false},
+		{"minimax-text-01", "0.9.2", true},
+		{"llama-3.1-8b", "0.9.2", false},
+		{"llama-3.1-8b", "0.10.1", false},
+	} {
+		_, err := (VLLM{Version: c.release, TP: 8, MaxModelLen: 8192}).Carve(Inference{Model: MustPreset(c.preset)}, g)
+		refused := err != nil && strings.Contains(err.Error(), "vLLM "+c.release+" runs "+MustPreset(c.preset).Family+", a model with recurrent state, on its V0 engine")
+		if refused != c.v0 {
+			t.Errorf("%s on vLLM %s: %v; want the V0 refusal %v", c.preset, c.release, err, c.v0)
+		}
+	}
+}
