@@ -1073,8 +1073,17 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	// residual stream; the head's starts from the loss, and the gradient of
 	// its input appears only when the op reading it runs (counted there).
 	wk.resid = input.bytes
-	if b.head {
+	switch {
+	case b.head:
 		wk.resid = 0
+	case input.batch:
+		// The embedding side's input is the batch, which gets no gradient
+		// (and is counted with the batch): its backward starts with the
+		// gradient of its output, block 0's input gradient, which the
+		// autograd engine holds in the next node's InputBuffer until that
+		// node runs (torch/csrc/autograd/engine.cpp evaluate_function,
+		// input_buffer.cpp InputBuffer::add).
+		wk.resid = b.outputGrad()
 	}
 	ba.bwdResid = wk.resid
 	wk.experts, wk.busy = b.r.expertsPerRank(), b.r.busiestExpertShare()
@@ -1107,6 +1116,18 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		// and the gradients they made for earlier tensors wait.
 		ba.recomputeGrad = addBytes(ba.recomputeGrad, pending[last])
 	}
+}
+
+// outputGrad is the gradient of the block's output (its keepAlive
+// tensors).
+func (b *actBuilder) outputGrad() Bytes {
+	var g Bytes
+	for _, t := range b.ts {
+		if t.keepAlive {
+			g = addBytes(g, gradSize(t))
+		}
+	}
+	return g
 }
 
 // bwdWalk is backwardSteps' walk of a block's backward, op by op.

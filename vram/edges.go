@@ -91,7 +91,7 @@ func buildEdges(r *resolved) edgeActivations {
 		// for every layer, returned with the output.
 		p.holdOutput(b.op("conv_cache", p.baseDType.Size(mulI64(int64(r.MicroBatch)*int64(m.Layers), h*int64(c.Kernel))), p.baseDType, nil))
 	}
-	in := b.newT(actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true})
+	in := b.newT(actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true, batch: true})
 	ea.Embed = b.summarize(in)
 	ea.Masks = masks(r, p)
 	ea.BridgeAt = -1
