@@ -226,7 +226,11 @@ type actBuilder struct {
 	// topK is DSA's top-k indices where the decoder layer returns them
 	// (recipe.topKReturned), nil otherwise.
 	topK *actT
-	head bool // the output projection and loss, after the blocks
+	// towerEmbeds is a vision tower's embeddings, its first block's input,
+	// which a wrapper's project may hold until the tower returns (vision.go;
+	// Gemma 4's), nil outside a wrapper's image side.
+	towerEmbeds *actT
+	head        bool // the output projection and loss, after the blocks
 	// chunks is how many token chunks a chunked loss computes the head in,
 	// one after the other (headActivations); 0 or 1 for one pass.
 	chunks int64

@@ -314,6 +314,11 @@ type recipe struct {
 	// every block reads: eager attention adds it in the hidden states'
 	// dtype, SDPA gets it as a bool mask.
 	towerPadMask bool
+	// eagerQKHeld: eager attention's q and k (after rope) are referenced
+	// as eager_attention_forward's arguments until it returns, which
+	// without a graph (a frozen tower) is their whole life (Gemma 4's
+	// vision tower; attention.go eagerAttention).
+	eagerQKHeld bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool

@@ -198,6 +198,10 @@ func gemma4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *
 	if x.dtype != FP32 {
 		y = b.op("vision.hidden_states.to", b.size(hv, x.dtype), x.dtype, list(y))
 	}
+	// The tower's inputs_embeds is a local of Gemma4VisionModel.forward,
+	// referenced until it returns here (l.2097-2116): without a graph it
+	// lives through every block.
+	b.hold(b.towerEmbeds)
 	y = b.norm(p, "embed_vision.embedding_pre_projection_norm", "l2", y, hv)
 	return b.linear(p, "embed_vision.embedding_projection", "other", y, hv, h)
 }

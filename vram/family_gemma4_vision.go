@@ -67,11 +67,12 @@ func init() {
 }
 
 // gemma4VisionRecipe is the tower's recipe: its norms multiply by their
-// weight in fp32; with padding patches (Image.padTo) its attention reads
-// the padding mask (towerPadMask).
+// weight in fp32; eager attention's q and k live until the attention
+// function returns (eagerQKHeld); with padding patches (Image.padTo) its
+// attention reads the padding mask (towerPadMask).
 func gemma4VisionRecipe(m Model, _ libVersion) recipe {
 	im := m.Image
-	return recipe{normWeightFP32: true, towerPadMask: im != nil && im.padTo > im.Size/max(1, im.Patch)*(im.Size/max(1, im.Patch))}
+	return recipe{normWeightFP32: true, eagerQKHeld: true, towerPadMask: im != nil && im.padTo > im.Size/max(1, im.Patch)*(im.Size/max(1, im.Patch))}
 }
 
 // gemma4SoftTokenBudgets are the budgets of soft tokens an image

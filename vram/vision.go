@@ -340,6 +340,18 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	return &rv, nil
 }
 
+// holdShared keeps what every tower block read (shared) until the tower
+// returns, or, saved by the blocks' ops when they record, until their
+// backward.
+func (b *actBuilder) holdShared(shared []*actT, record bool) {
+	b.hold(shared...)
+	if record {
+		for _, t := range shared {
+			t.saved, t.release = true, t.born
+		}
+	}
+}
+
 // towerTrains reports whether the tower's weights train.
 func (r *resolved) towerTrains() bool { return r.Trainable == "full" && r.VisionTower == "trainable" }
 
@@ -391,6 +403,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	// selected one still run, and their graph (if any) goes with the tuple.
 	used := v.featureIndex(w)
 	states := []*actT{x}
+	b.towerEmbeds = x
 	projFrozen := !r.trains(Tensor{part: projectorPart})
 	var taps []*actT
 	var kinds [blockKinds]*BlockActivations
@@ -410,14 +423,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 			taps = b.tapBlock(w, p.withFrozen(projFrozen), v, i, x, hv, h, projFrozen && !grad, taps)
 		}
 	}
-	// What every block read lives until the tower returns, or, saved by
-	// the blocks' ops, until their backward.
-	b.hold(shared...)
-	if record {
-		for _, t := range shared {
-			t.saved, t.release = true, t.born
-		}
-	}
+	b.holdShared(shared, record)
 	x = b.towerFinalNorm(pv, tower, x, n, record)
 
 	// The selected hidden state (LLaVA: without the class token, a view
