@@ -67,12 +67,14 @@ func init() {
 }
 
 // gemma4VisionRecipe is the tower's recipe: its norms multiply by their
-// weight in fp32; eager attention's q and k live until the attention
-// function returns (eagerQKHeld); with padding patches (Image.padTo) its
-// attention reads the padding mask (towerPadMask).
+// weight in fp32; v goes through a weightless RMSNorm (vNorm,
+// transformers 5.23.0 models/gemma4/modeling_gemma4.py:921, 947-948);
+// eager attention's q and k live until the attention function returns
+// (eagerQKHeld); with padding patches (Image.padTo) its attention reads
+// the padding mask (towerPadMask).
 func gemma4VisionRecipe(m Model, _ libVersion) recipe {
 	im := m.Image
-	return recipe{normWeightFP32: true, eagerQKHeld: true, towerPadMask: im != nil && im.padTo > im.Size/max(1, im.Patch)*(im.Size/max(1, im.Patch))}
+	return recipe{normWeightFP32: true, eagerQKHeld: true, vNorm: true, towerPadMask: im != nil && im.padTo > im.Size/max(1, im.Patch)*(im.Size/max(1, im.Patch))}
 }
 
 // gemma4SoftTokenBudgets are the budgets of soft tokens an image
