@@ -226,7 +226,11 @@ type actBuilder struct {
 	// topK is DSA's top-k indices where the decoder layer returns them
 	// (recipe.topKReturned), nil otherwise.
 	topK *actT
-	head bool // the output projection and loss, after the blocks
+	// towerEmbeds is a vision tower's embeddings, its first block's input,
+	// which a wrapper's project may hold until the tower returns (vision.go;
+	// Gemma 4's), nil outside a wrapper's image side.
+	towerEmbeds *actT
+	head        bool // the output projection and loss, after the blocks
 	// chunks is how many token chunks a chunked loss computes the head in,
 	// one after the other (headActivations); 0 or 1 for one pass.
 	chunks int64
@@ -1073,8 +1077,17 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 	// residual stream; the head's starts from the loss, and the gradient of
 	// its input appears only when the op reading it runs (counted there).
 	wk.resid = input.bytes
-	if b.head {
+	switch {
+	case b.head:
 		wk.resid = 0
+	case input.batch:
+		// The embedding side's input is the batch, which gets no gradient
+		// (and is counted with the batch): its backward starts with the
+		// gradient of its output, block 0's input gradient, which the
+		// autograd engine holds in the next node's InputBuffer until that
+		// node runs (torch/csrc/autograd/engine.cpp evaluate_function,
+		// input_buffer.cpp InputBuffer::add).
+		wk.resid = b.outputGrad()
 	}
 	ba.bwdResid = wk.resid
 	wk.experts, wk.busy = b.r.expertsPerRank(), b.r.busiestExpertShare()
@@ -1107,6 +1120,18 @@ func (b *actBuilder) backwardSteps(ba *BlockActivations, input *actT) {
 		// and the gradients they made for earlier tensors wait.
 		ba.recomputeGrad = addBytes(ba.recomputeGrad, pending[last])
 	}
+}
+
+// outputGrad is the gradient of the block's output (its keepAlive
+// tensors).
+func (b *actBuilder) outputGrad() Bytes {
+	var g Bytes
+	for _, t := range b.ts {
+		if t.keepAlive {
+			g = addBytes(g, gradSize(t))
+		}
+	}
+	return g
 }
 
 // bwdWalk is backwardSteps' walk of a block's backward, op by op.
@@ -1396,8 +1421,9 @@ func (r *resolved) blockPlan(layer int) blockPlan {
 	// sequence is longer than its span (masking_utils
 	// _ignore_causal_mask_sdpa); it then repeats grouped k and v
 	// (sdpa_attention.py use_gqa_in_sdpa needs attention_mask None); with
-	// image tokens that attend both ways (recipe imageMasks) every layer's.
-	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && (m.LocalLayer(layer) && r.SeqLen > m.localSpan() || (r.rec.imageMasks || r.rec.alwaysMasked) && m.AttentionLayer(layer))
+	// image tokens that attend both ways (recipe imageMasks) every layer's,
+	// and a padded tower's (towerPadMask).
+	p.maskedSDPA = p.hfModeling && r.Attention != "eager" && (m.LocalLayer(layer) && r.SeqLen > m.localSpan() || (r.rec.imageMasks || r.rec.alwaysMasked || r.rec.towerPadMask) && m.AttentionLayer(layer))
 	p.keepOutputs = r.keepsOutputs()
 	p.baseDType = r.WeightsDType
 	if r.fsdp2() && !r.QuantizedBase.Quantized() && p.e.IsFloat() {

@@ -433,7 +433,7 @@ func (b *actBuilder) eagerAttention(p blockPlan, d blockDims, s qkv) *actT {
 	// the eager scores: the sum is in the promoted dtype, and so is
 	// the gradient softmax's backward returns.
 	md := p.e
-	if p.hfModeling && (m.Image == nil || p.rec.towerOneSequence) {
+	if p.hfModeling && (m.Image == nil || p.rec.towerOneSequence || p.rec.towerPadMask) {
 		md = promote(p.e, p.resid) // a tower's own mask too (Pixtral's, in the hidden states' dtype)
 	}
 	sm := b.op("scores_scaled_masked", md.Size(scores), md, list(sc))
@@ -483,6 +483,12 @@ func (b *actBuilder) eagerAttention(p blockPlan, d blockDims, s qkv) *actT {
 		pr = b.op("probs_autocast", p.e.Size(scores), p.e, list(pr)) // matmul's autocast copy
 		pr.attn = true
 	}
+	return b.probsV(p, d, s, pr)
+}
+
+// probsV is eager attention's last product, the probabilities pr times
+// v, which ends eager_attention_forward.
+func (b *actBuilder) probsV(p blockPlan, d blockDims, s qkv, pr *actT) *actT {
 	v := b.castIn(p, s.v.name, s.v)
 	if s.vStrided && p.batch > 1 {
 		// torch.matmul folds (batch, heads) into bmm's batch by
@@ -493,6 +499,13 @@ func (b *actBuilder) eagerAttention(p blockPlan, d blockDims, s qkv) *actT {
 	}
 	o := b.op("probs@v", b.size(d.oDim, p.e), p.e, list(pr, v), pr, v)
 	b.ops[len(b.ops)-1].gemm = true
+	if p.rec.eagerQKHeld {
+		// eager_attention_forward's query and key arguments, referenced
+		// until it returns (transformers 5.23.0
+		// models/gemma4/modeling_gemma4.py:812-839): under no grad their
+		// matmul saves neither, so they would go after the scores.
+		b.hold(s.q, s.k)
+	}
 	return o
 }
 

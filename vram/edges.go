@@ -42,26 +42,15 @@ func buildEdges(r *resolved) edgeActivations {
 	if e == 0 {
 		e = m.Hidden
 	}
-	var x *actT
-	if s2s := m.seq2seq(); s2s != nil {
-		b.tokens = int64(r.MicroBatch) * int64(m.encoderLen(r.SeqLen))
-		x = s2s.embed(b, p)
-	} else if im := m.Image; im != nil && p.autocast {
-		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
-		// fp32 kernel; it saves both copies for its backward.
-		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
-		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, list(px), px)
-		b.side("patch_embed.weight_cast", p.e.Size(h*int64(im.Channels*im.Patch*im.Patch)), p.e)
-	} else {
-		x = b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
-	}
+	x := embedLookup(b, p, e)
 	if p.rec.embedScale {
 		// embeddings × a constant (Gemma's sqrt(hidden), Granite's
 		// embedding_multiplier): a new tensor, nothing saved.
 		x = b.op("embed_scale", b.size(int64(e), x.dtype), x.dtype, list(x))
 	}
+	var perLayer, heldEmbeds *actT
 	if p.rec.perLayerInputs5 && m.PerLayerInput > 0 {
-		b.perLayerInputs5(p, x)
+		perLayer, heldEmbeds = b.perLayerLookup(p, x)
 	}
 	if m.Vision != nil && r.tower != nil {
 		// The images' features take their placeholder tokens' places. The
@@ -77,6 +66,12 @@ func buildEdges(r *resolved) edgeActivations {
 				ea.Inputs = addBytes(ea.Inputs, t.bytes)
 			}
 		}
+	}
+	if perLayer != nil {
+		b.perLayerInputs5(p, x, perLayer) // inside the language model, on the merged embeddings
+	}
+	if heldEmbeds != nil {
+		b.hold(heldEmbeds)
 	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
@@ -96,7 +91,7 @@ func buildEdges(r *resolved) edgeActivations {
 		// for every layer, returned with the output.
 		p.holdOutput(b.op("conv_cache", p.baseDType.Size(mulI64(int64(r.MicroBatch)*int64(m.Layers), h*int64(c.Kernel))), p.baseDType, nil))
 	}
-	in := b.newT(actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true})
+	in := b.newT(actT{name: "ids", bytes: ea.Inputs, dtype: INT64, external: true, batch: true})
 	ea.Embed = b.summarize(in)
 	ea.Masks = masks(r, p)
 	ea.BridgeAt = -1
@@ -111,6 +106,30 @@ func buildEdges(r *resolved) edgeActivations {
 
 	ea.Head = buildHead(r, p, tokens, h, v)
 	return ea
+}
+
+// embedLookup is the embedding side's first op, the lookup of e-wide
+// embeddings: an encoder-decoder's own, a ViT's patch embedding, or the
+// token embeddings.
+func embedLookup(b *actBuilder, p blockPlan, e int) *actT {
+	r, m := b.r, b.r.m
+	if s2s := m.seq2seq(); s2s != nil {
+		b.tokens = int64(r.MicroBatch) * int64(m.encoderLen(r.SeqLen))
+		return s2s.embed(b, p)
+	}
+	if im := m.Image; im != nil && p.autocast {
+		// ViTPatchEmbeddings' Conv2d under autocast casts the pixels and the
+		// fp32 kernel; it saves both copies for its backward.
+		px := b.op("patch_embed.pixels_cast", p.e.Size(int64(r.MicroBatch)*int64(im.Channels*im.Size*im.Size)), p.e, nil)
+		x := b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, list(px), px)
+		b.side("patch_embed.weight_cast", p.e.Size(int64(m.Hidden)*int64(im.Channels*im.Patch*im.Patch)), p.e)
+		return x
+	}
+	x := b.op("embed_tokens", b.size(int64(e), p.resid), p.resid, nil)
+	// The lookup's output needs a gradient unless nothing before the
+	// blocks trains (withoutGrad reads it on a wrapper's image side).
+	b.ops[len(b.ops)-1].trains = !r.inputNoGrad()
+	return x
 }
 
 // buildHead is the head side of the step: the final norm, the output

@@ -192,6 +192,10 @@ type family struct {
 	// block reads besides (rotary cos and sin), which live until the tower
 	// returns; grad: its weights train.
 	towerEmbed func(b *actBuilder, p blockPlan, m Model, images int64, grad bool) (x *actT, shared []*actT)
+	// towerPadding is the patches the model's processor pads each image
+	// of the tower's to, which transformers' tower runs over (Gemma 4's);
+	// nil where it pads none.
+	towerPadding func(im Image) int
 	// block builds the family's blocks where the shared builder does not
 	// (Qwen2.5-VL's windowed vision blocks); nil for the shared one.
 	block func(r *resolved, layer int) BlockActivations
@@ -305,6 +309,16 @@ type recipe struct {
 	// patches as one sequence (batch one) under a block-diagonal mask its
 	// embedding builds and every block reads (Pixtral).
 	towerOneSequence bool
+	// towerPadMask: the tower runs over padding patches (Gemma 4's,
+	// Image.padTo) and its encoder builds a bidirectional padding mask
+	// every block reads: eager attention adds it in the hidden states'
+	// dtype, SDPA gets it as a bool mask.
+	towerPadMask bool
+	// eagerQKHeld: eager attention's q and k (after rope) are referenced
+	// as eager_attention_forward's arguments until it returns, which
+	// without a graph (a frozen tower) is their whole life (Gemma 4's
+	// vision tower; attention.go eagerAttention).
+	eagerQKHeld bool
 	// headTransform: a masked-LM head's dense + GELU + LayerNorm before the
 	// decoder.
 	headTransform bool

@@ -33,8 +33,11 @@ func init() {
 			projector: func(v Vision, l *tensorList, hv, h int64) {
 				l.linear("model.embed_vision.embedding_projection", "other", hv, h, false)
 			},
-			project:     gemma4Project,
-			audioPrefix: "model.audio_tower.",
+			project: gemma4Project,
+			// Gemma 4 returns image_hidden_states=image_features (l.2508).
+			returnsFeatures: true,
+			textMasks:       gemma4HeldEmbeds,
+			audioPrefix:     "model.audio_tower.",
 			audioProjector: func(a Audio, l *tensorList, h int64) {
 				if cf := a.Tower.Conformer; cf != nil {
 					l.linear("model.embed_audio.embedding_projection", "other", int64(cf.OutputDim), h, false)
@@ -143,31 +146,51 @@ func gemma4ToConfig(m Model, c map[string]any) {
 }
 
 // gemma4Project is what runs between the tower's blocks and the language
-// model on the last hidden state x (b.tokens: the images' soft tokens):
-// Gemma4VisionPooler (l.662-693) zeroes the padding (masked_fill, a copy),
-// averages each kernel² patches as an fp32 matmul of one-hot weights with
-// the fp32 states (hidden_states.float(), a copy), casts back, scales by
-// sqrt(hidden) in fp32; standardize subtracts std_bias and multiplies by
-// std_scale in fp32 (l.2114-2116); the cast to the working dtype; then
-// Gemma4MultimodalEmbedder's weightless RMSNorm and its projection.
+// model on the last hidden state x (b.tokens: the images' soft tokens)
+// (transformers 5.23.0 models/gemma4/modeling_gemma4.py):
+// Gemma4VisionPooler (l.662-693) zeroes the padding patches (masked_fill,
+// a copy); averages each kernel² patches into the budget's soft tokens
+// (output_length, l.2088-2089: the padded patches / kernel²) as an fp32
+// matmul of one-hot weights (one_hot's int64, .float(), / k², the last
+// saved for the states' gradient) with the fp32 states
+// (hidden_states.float(), a copy), its mask of real soft tokens
+// (weights == 0 over the patches), the cast back; scales by sqrt(hidden)
+// in fp32. Gemma4VisionModel.forward (l.2105-2116) keeps the real soft
+// tokens (hidden_states[pooler_mask], a copy), standardize subtracts
+// std_bias and multiplies by std_scale in fp32, and casts to the
+// embeddings' dtype; then Gemma4MultimodalEmbedder's weightless RMSNorm
+// and its projection (l.2146-2147).
 func gemma4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
 	im := v.Tower.Image
 	k := int64(max(1, im.Merge))
-	pooled := b.tokens
-	b.tokens = pooled * k * k
+	real := b.tokens
+	n := int64(b.r.tower.MicroBatch)
+	patches := n * int64(b.r.tower.m.Image.Tokens()) // padded where transformers runs the tower
+	out := patches / (k * k)
+	b.tokens = patches
 	y := b.op("vision.pooler.masked_fill", b.size(hv, x.dtype), x.dtype, list(x))
 	f := y
-	if y.dtype != FP32 {
-		f = b.op("vision.pooler.float", b.size(hv, FP32), FP32, list(y))
+	if k > 1 {
+		oneHot := b.op("vision.pooler.one_hot", INT64.Size(mulI64(patches, out/n)), INT64, nil)
+		w := b.op("vision.pooler.weights.float", FP32.Size(mulI64(patches, out/n)), FP32, list(oneHot))
+		w = b.op("vision.pooler.weights", w.bytes, FP32, list(w))
+		if y.dtype != FP32 {
+			f = b.op("vision.pooler.float", b.size(hv, FP32), FP32, list(y))
+		}
+		b.tokens = out
+		f = b.op("vision.pooler.avg_pool", b.size(hv, FP32), FP32, list(w, f), w)
+		b.op("vision.pooler.mask", Bool.Size(mulI64(patches, out/n)), Bool, list(w))
+		if x.dtype != FP32 {
+			f = b.op("vision.pooler.to", b.size(hv, x.dtype), x.dtype, list(f))
+		}
 	}
-	b.tokens = pooled
-	y = b.op("vision.pooler.avg_pool", b.size(hv, FP32), FP32, list(f))
-	if x.dtype != FP32 {
-		y = b.op("vision.pooler.to", b.size(hv, x.dtype), x.dtype, list(y))
-		y = b.op("vision.pooler.float_scaled", b.size(hv, FP32), FP32, list(y))
-	} else {
-		y = b.op("vision.pooler.scaled", b.size(hv, FP32), FP32, list(y))
+	b.tokens = out
+	if f.dtype != FP32 {
+		f = b.op("vision.pooler.float", b.size(hv, FP32), FP32, list(f))
 	}
+	y = b.op("vision.pooler.scaled", b.size(hv, FP32), FP32, list(f))
+	b.tokens = real
+	y = b.op("vision.pooler_mask.index", b.size(hv, FP32), FP32, list(y))
 	if im.Standardize {
 		y = b.op("vision.std_bias.sub", b.size(hv, FP32), FP32, list(y))
 		y = b.op("vision.std_scale.mul", b.size(hv, FP32), FP32, list(y))
@@ -175,8 +198,25 @@ func gemma4Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *
 	if x.dtype != FP32 {
 		y = b.op("vision.hidden_states.to", b.size(hv, x.dtype), x.dtype, list(y))
 	}
-	y = b.norm(p, "embed_vision.embedding_pre_projection_norm", "rmsnorm", y, hv)
+	// The tower's inputs_embeds is a local of Gemma4VisionModel.forward,
+	// referenced until it returns here (l.2097-2116): without a graph it
+	// lives through every block.
+	b.hold(b.towerEmbeds)
+	y = b.norm(p, "embed_vision.embedding_pre_projection_norm", "l2", y, hv)
 	return b.linear(p, "embed_vision.embedding_projection", "other", y, hv, h)
+}
+
+// gemma4HeldEmbeds is llm_inputs_embeds (perLayerLookup), which
+// Gemma4Model.forward holds beside the language model's layers until it
+// returns (modeling_gemma4.py l.2389-2391 at 5.23.0): with per-layer
+// inputs only.
+func gemma4HeldEmbeds(r *resolved, p blockPlan) []maskPart {
+	m := r.m
+	if !p.rec.perLayerInputs5 || m.PerLayerInput == 0 {
+		return nil
+	}
+	tokens := int64(r.MicroBatch) * int64(r.SeqLen)
+	return []maskPart{{bytes: p.resid.Size(mulI64(tokens, int64(m.Hidden))), from: 0, to: m.Layers, beside: true}}
 }
 
 // gemma4ModelType is the family's model_type, which the serving engines' tables

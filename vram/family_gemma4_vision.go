@@ -29,8 +29,10 @@ import (
 // max_soft_tokens (280) · pooling_kernel_size² patches and pads every
 // image to that many; the engine's image is the square one a 280-token
 // budget gives, 16 × 16 soft tokens (768 pixels at patch 16 and pooling 3,
-// 256 tokens), and the padding patches the tower also runs over (to 2,520)
-// are not counted.
+// 256 tokens). Where transformers runs the tower (a training step) it runs
+// over the padding patches too (gemma4Padding: 2,520 at the default
+// budget) under a padding mask, and its pooler strips the padding soft
+// tokens (gemma4Project).
 func init() {
 	register(&family{
 		name: "gemma4_vision", source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)", kind: encoder, images: true, towerOnly: true,
@@ -52,9 +54,55 @@ func init() {
 		check:      gemma4VisionCheck,
 		tensors:    gemma4VisionTensors,
 		buffers:    gemma4VisionBuffers,
-		recipe:     func(Model, libVersion) recipe { return recipe{normWeightFP32: true} },
+		recipe:     gemma4VisionRecipe,
 		towerEmbed: gemma4VisionEmbed,
+		// Gemma4VisionModel has no embed_tokens, embeddings, model or
+		// language_model and is its own base_model: get_input_embeddings
+		// raises NotImplementedError (5.23.0 modeling_utils.py:969-1006;
+		// modeling_gemma4.py l.2055-2071), so transformers 5 hooks no input
+		// embeddings in it (tower_records5.go).
+		unhookedTower: true,
+		towerPadding:  gemma4Padding,
 	})
+}
+
+// gemma4VisionRecipe is the tower's recipe: its norms multiply by their
+// weight in fp32; v goes through a weightless RMSNorm (vNorm,
+// transformers 5.23.0 models/gemma4/modeling_gemma4.py:921, 947-948);
+// eager attention's q and k live until the attention function returns
+// (eagerQKHeld); with padding patches (Image.padTo) its attention reads
+// the padding mask (towerPadMask).
+func gemma4VisionRecipe(m Model, _ libVersion) recipe {
+	im := m.Image
+	return recipe{normWeightFP32: true, eagerQKHeld: true, vNorm: true, towerPadMask: im != nil && im.padTo > im.Size/max(1, im.Patch)*(im.Size/max(1, im.Patch))}
+}
+
+// gemma4SoftTokenBudgets are the budgets of soft tokens an image
+// Gemma4ImageProcessor takes (max_soft_tokens, transformers 5.23.0
+// models/gemma4/image_processing_gemma4.py:30).
+var gemma4SoftTokenBudgets = []int{70, 140, 280, 560, 1120}
+
+// gemma4Budget is the processor's budget for an image: the smallest that
+// holds its soft tokens (a square image of that many, which the
+// aspect-ratio-preserving resize keeps at its size, l.33-87), or 0 where
+// none does.
+func gemma4Budget(im Image) int {
+	k := max(1, im.Merge)
+	soft := (im.Size / max(1, im.Patch)) * (im.Size / max(1, im.Patch)) / (k * k)
+	for _, b := range gemma4SoftTokenBudgets {
+		if b >= soft {
+			return b
+		}
+	}
+	return 0
+}
+
+// gemma4Padding is the patches the processor pads each image to: its
+// budget times pooling_kernel_size² (max_patches, zero rows at position
+// -1, pad_along_first_dim, image_processing_gemma4.py l.97-111, 216-263).
+func gemma4Padding(im Image) int {
+	k := max(1, im.Merge)
+	return gemma4Budget(im) * k * k
 }
 
 // gemma4SoftTokensSide is the side, in soft tokens, of the largest square
@@ -90,6 +138,8 @@ func gemma4VisionCheck(m Model) error {
 		return fmt.Errorf("model.image.channels = %d: the patch embedder reads 3 channels (input_proj is 3 · patch² wide)", im.Channels)
 	case im.Merge < 1 || im.Size%(im.Patch*im.Merge) != 0:
 		return fmt.Errorf("model.image.size = %d must be a multiple of patch × merge (pooling_kernel_size) = %d × %d: the processor resizes to one", im.Size, im.Patch, im.Merge)
+	case gemma4Budget(*im) == 0:
+		return fmt.Errorf("model.image.size = %d: %d soft tokens an image, more than the processor's largest budget (max_soft_tokens %d)", im.Size, (im.Size/im.Patch)*(im.Size/im.Patch)/(im.Merge*im.Merge), gemma4SoftTokenBudgets[len(gemma4SoftTokenBudgets)-1])
 	case im.PositionTable < im.Size/im.Patch:
 		return fmt.Errorf("model.image.position_table = %d (position_embedding_size) must hold the %d patch positions of a side", im.PositionTable, im.Size/im.Patch)
 	case m.MLP != "geglu" || m.Norm != "rmsnorm" || m.NormPosition != "sandwich" || m.QKNorm != "head" || m.Position != "rope" || m.Bias != BiasNone:
@@ -162,7 +212,11 @@ func gemma4VisionBuffers(m Model, b *bufferList) {
 // (l.614-626) for n images: the fp32 pixels of each patch scaled to [-1,
 // 1] and cast to the weights' dtype, input_proj, the two position lookups
 // summed and zeroed at padding (torch.where), the sum; and the encoder's
-// rotary cos and sin (l.1037), which every block reads.
+// rotary cos and sin (l.1037), which every block reads, with padding
+// patches (Image.padTo) beside them the padding mask
+// create_bidirectional_mask builds from ~padding_positions (l.1031-1035,
+// 2090-2096): [images, 1, patches, patches], for eager attention additive
+// in the hidden states' dtype, for SDPA bool.
 func gemma4VisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) (*actT, []*actT) {
 	im := *m.Image
 	h, hd := int64(m.Hidden), int64(m.HeadDim)
@@ -189,7 +243,15 @@ func gemma4VisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) 
 	x = b.op("vision.patch_embedder.add", b.size(h, d), d, list(x, pe))
 	cos := b.op("vision.rotary.cos", b.size(hd, p.resid), p.resid, list(pos))
 	sin := b.op("vision.rotary.sin", b.size(hd, p.resid), p.resid, list(pos))
-	return x, []*actT{cos, sin}
+	if !p.rec.towerPadMask {
+		return x, []*actT{cos, sin}
+	}
+	md := x.dtype
+	if b.r.Attention != "eager" {
+		md = Bool
+	}
+	mask := b.op("vision.padding_mask", md.Size(mulI64(b.tokens, int64(im.Tokens()))), md, list(pos))
+	return x, []*actT{cos, sin, mask}
 }
 
 // gemma4Tower is the released 31B's and 26B-A4B's vision_config: 27

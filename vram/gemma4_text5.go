@@ -30,20 +30,36 @@ func powNormInput(b *actBuilder, name string, stats Bytes) {
 	b.side(opName(name, ".mean_squared"), stats, FP32)
 }
 
+// perLayerLookup is the per-layer inputs' lookup in
+// embed_tokens_per_layer times its embed_scale (the weights' dtype,
+// get_per_layer_inputs, modeling_gemma4.py l.1713-1750 at 5.23.0). In the
+// wrapper Gemma4Model.forward first builds llm_inputs_embeds, x with the
+// image tokens' rows replaced by the pad token's embedding (torch.where,
+// a copy, l.2389-2391), which it holds until it returns: held, which the
+// caller holds through the embedding side (gemma4HeldEmbeds carries it
+// past it); nil without images.
+func (b *actBuilder) perLayerLookup(p blockPlan, x *actT) (look, held *actT) {
+	m := b.r.m
+	all := int64(m.Layers) * int64(m.PerLayerInput)
+	if m.Vision != nil {
+		held = b.op("llm_inputs_embeds", x.bytes, x.dtype, list(x))
+	}
+	look = b.op("embed_tokens_per_layer", b.size(all, p.resid), p.resid, nil)
+	return b.op("embed_tokens_per_layer.scale", b.size(all, p.resid), p.resid, list(look)), held
+}
+
 // perLayerInputs5 builds the model's per-layer inputs from x, the scaled
-// embeddings (modeling_gemma4.py l.1634-1637, 1753-1792 at 5.23.0):
-// the lookup in embed_tokens_per_layer times its embed_scale (the
-// weights' dtype), per_layer_model_projection on x times a Python float
+// embeddings (with images, merged), and look, the lookup (perLayerLookup)
+// (modeling_gemma4.py l.1634-1637, 1753-1792 at 5.23.0):
+// per_layer_model_projection on x times a Python float
 // (its input saved: under autocast its own cast copy; else x, which block
 // 0 counts as its input), per_layer_projection_norm over each layer's
 // slice (a Gemma4RMSNorm with weight), the sum with the lookup and the
 // product with 2^-0.5. The result is kept: every layer's product saves
 // its slice, a view of it, until the layers' backward.
-func (b *actBuilder) perLayerInputs5(p blockPlan, x *actT) {
+func (b *actBuilder) perLayerInputs5(p blockPlan, x, look *actT) {
 	m := b.r.m
 	layers, all := int64(m.Layers), int64(m.Layers)*int64(m.PerLayerInput)
-	look := b.op("embed_tokens_per_layer", b.size(all, p.resid), p.resid, nil)
-	look = b.op("embed_tokens_per_layer.scale", b.size(all, p.resid), p.resid, list(look))
 	xc := b.castIn(p, "per_layer_model_projection", x)
 	var saves []*actT
 	if xc != x {

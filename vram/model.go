@@ -697,6 +697,10 @@ type Image struct {
 	// video's frames, this many (a buffer, no parameter; row 0 a zero pad
 	// for still images).
 	TimeTable int `json:"time_table,omitempty"`
+	// padTo: the patches the processor pads each image to, which the
+	// tower runs over (Gemma 4's, family.towerPadding); set on a tower's
+	// own plan (towerPlan), 0 otherwise.
+	padTo int
 }
 
 // BlockList is a list of block indexes, a JSON array of integers. It is a
@@ -748,7 +752,7 @@ func (l *BlockList) UnmarshalJSON(b []byte) error {
 }
 
 // Tokens per image: (size/patch)² patches plus the class and register
-// tokens.
+// tokens, or the padded patches where the processor pads them (padTo).
 func (im Image) Tokens() int {
 	if im.Patch < 1 {
 		return 0
@@ -757,7 +761,7 @@ func (im Image) Tokens() int {
 	if im.ClassToken {
 		n++
 	}
-	return n
+	return max(n, im.padTo)
 }
 
 // BiasMode says which linear layers have bias vectors.

@@ -19,7 +19,8 @@ package vram
 // catches and skips (l.2152-2156). Qwen3-VL's and Qwen3.5's vision
 // models name none and hold patch_embed, pos_embed and blocks
 // (models/qwen3_vl/modeling_qwen3_vl.py:616-651,
-// models/qwen3_5/modeling_qwen3_5.py:1117-1150): their frozen blocks run
+// models/qwen3_5/modeling_qwen3_5.py:1117-1150), nor does Gemma 4's
+// (models/gemma4/modeling_gemma4.py:2055-2071): their frozen blocks run
 // without a graph, as in 4.57.
 func (r *resolved) towerRecords() bool {
 	if f := lookupFamily(r.m.Vision.Tower.Family); f != nil && f.unhookedTower {

@@ -89,6 +89,12 @@ func compareTrace5(t *testing.T, f, release string) trace5Row {
 		row.outside = append(row.outside, fmt.Sprintf("parameters %+d B", p-st4["BUFFER"]-st["PARAM"]))
 	}
 	ours := phaseOf(int64(b.Activations), int64(b.Gradients), got)
+	if ours == "optimizer" && est.PeakAt.Phase == "forward" {
+		// A peak in the first unit's forward (a frozen tower inside the
+		// embedding side): nothing is saved yet and what lives is that
+		// unit's forward, which the engine counts as temporaries.
+		ours = "before gradients"
+	}
 	theirs := phaseOf(st["ACT"], st["GRAD"], st["Total"])
 	row.phase = ours
 	if ours != theirs {

@@ -321,6 +321,11 @@ func (r *resolved) towerPlan() (*resolved, error) {
 	if r.towerTP > 1 {
 		t.Parallel.TP = r.towerTP // vision_tp.go
 	}
+	if f := lookupFamily(v.Tower.Family); f != nil && f.towerPadding != nil && r.runsTransformers() {
+		im := *v.Tower.Image
+		im.padTo = f.towerPadding(im)
+		t.Model.Image, t.SeqLen = &im, im.Tokens()
+	}
 	if r.towerTrains() {
 		t.Trainable = "full"
 	}
@@ -344,6 +349,18 @@ func (r *resolved) towerTransformers() string {
 		return transformers5String()
 	}
 	return r.Transformers
+}
+
+// holdShared keeps what every tower block read (shared) until the tower
+// returns, or, saved by the blocks' ops when they record, until their
+// backward.
+func (b *actBuilder) holdShared(shared []*actT, record bool) {
+	b.hold(shared...)
+	if record {
+		for _, t := range shared {
+			t.saved, t.release = true, t.born
+		}
+	}
 }
 
 // towerTrains reports whether the tower's weights train.
@@ -382,10 +399,13 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	hv, h := int64(tower.Hidden), int64(m.Hidden)
 	tokens := b.tokens
 
-	// The embeddings, as the tower's family builds them.
+	// The embeddings, as the tower's family builds them. Without a graph
+	// only the tower's ops lose theirs: what the text side built before
+	// (Gemma 4's per-layer inputs) keeps its own.
+	towerFrom := len(b.ops)
 	x, shared := lookupFamily(tower.Family).towerEmbed(b, pv, tower, n, grad)
 	if !record {
-		b.noGraph(0)
+		b.noGraph(towerFrom)
 	}
 
 	// The blocks, each spliced in op by op. A wrapper that asks for the
@@ -394,6 +414,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 	// selected one still run, and their graph (if any) goes with the tuple.
 	used := v.featureIndex(w)
 	states := []*actT{x}
+	b.towerEmbeds = x
 	projFrozen := !r.trains(Tensor{part: projectorPart})
 	var taps []*actT
 	var kinds [blockKinds]*BlockActivations
@@ -413,14 +434,7 @@ func (b *actBuilder) imageSide(r *resolved, p blockPlan, text *actT) *actT {
 			taps = b.tapBlock(w, p.withFrozen(projFrozen), v, i, x, hv, h, projFrozen && !grad, taps)
 		}
 	}
-	// What every block read lives until the tower returns, or, saved by
-	// the blocks' ops, until their backward.
-	b.hold(shared...)
-	if record {
-		for _, t := range shared {
-			t.saved, t.release = true, t.born
-		}
-	}
+	b.holdShared(shared, record)
 	x = b.towerFinalNorm(pv, tower, x, n, record)
 
 	// The selected hidden state (LLaVA: without the class token, a view

@@ -250,6 +250,8 @@ def batch(config, train, device, dtype):
         return {"pixel_values": torch.randn(b, ch, size, size, dtype=dtype, device=device)}
     if config.model_type in ("llava", "gemma3", "llama4", "mistral3"):
         return image_text_batch(config, train, device, dtype, b)
+    if config.model_type == "gemma4":
+        return gemma4_batch(config, train, device, b)
     if config.model_type in AUDIO:
         # Whisper: log-mel frames, batch × num_mel_bins × seq_len (the
         # plan's frames, 2 × max_source_positions, which the encoder
@@ -331,13 +333,67 @@ def image_text_batch(config, train, device, dtype, b):
     return out
 
 
+# Gemma4ImageProcessor's budgets of soft tokens an image (5.23
+# image_processing_gemma4.py:30, _SUPPORTED_SOFT_TOKENS).
+GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
+
+
+def gemma4_batch(config, train, device, b):
+    """Gemma 4's batch as Gemma4Processor makes it (5.23
+    processing_gemma4.py, image_processing_gemma4.py) for square images of
+    the plan's size: Gemma4ImageProcessor itself, with the smallest budget
+    of soft tokens (max_soft_tokens) that holds the image, which it keeps
+    at its size (aspect-ratio-preserving resize to the largest multiple of
+    patch × pooling_kernel_size within the budget, l.33-87), patchifies to
+    one row of patch² × 3 values in [0, 1] a patch (fp32) and pads with
+    zero rows to budget × pooling_kernel_size² patches, their (x, y)
+    positions -1 (l.97-111, 216-263); each sequence's image as
+    boi, one image token a soft token (patches / pooling_kernel_size²),
+    eoi (replace_image_token, l.184-186), after its first token (labels
+    ignore the image tokens); and mm_token_type_ids, 1 at image tokens
+    (return_mm_token_type_ids, l.92; processing_utils.py
+    create_mm_token_type_ids)."""
+    import numpy as np
+    import torch
+    from transformers.models.gemma4.image_processing_gemma4 import Gemma4ImageProcessor
+
+    v = config.vision_config
+    n = int(train.get("images") or 1)
+    k = v.pooling_kernel_size
+    size = v.image_size  # the engine writes the plan's size into the config
+    soft = (size // v.patch_size) ** 2 // k ** 2
+    budget = min(s for s in GEMMA4_SOFT_TOKENS if s >= soft)
+    proc = Gemma4ImageProcessor(patch_size=v.patch_size, pooling_kernel_size=k, max_soft_tokens=budget)
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(b * n)]
+    px = proc(images=images, return_tensors="pt")
+    if any(t != soft for t in px["num_soft_tokens_per_image"]):
+        raise ValueError(f"Gemma4ImageProcessor made {px['num_soft_tokens_per_image']} soft tokens, not {soft}")
+    vocab = min(1000, config.text_config.vocab_size)
+    specials = (config.image_token_id, config.boi_token_id, config.eoi_token_id, config.video_token_id,
+                config.audio_token_id, config.boa_token_id, config.eoa_token_index)
+    ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
+    for t in specials:
+        ids[ids == t] = 0
+    for i in range(n):
+        at = 1 + i * (soft + 2)
+        ids[:, at] = config.boi_token_id
+        ids[:, at + 1:at + 1 + soft] = config.image_token_id
+        ids[:, at + 1 + soft] = config.eoi_token_id
+    labels = ids.clone()
+    labels[ids == config.image_token_id] = -100
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+            "pixel_values": px["pixel_values"].to(device), "image_position_ids": px["image_position_ids"].to(device),
+            "mm_token_type_ids": (ids == config.image_token_id).long()}
+
+
 def for_training(model, train, dropout):
     """The model as the plan trains it: PEFT LoRA adapters (their dropout only
     when dropout), train mode, non-reentrant checkpointing."""
     lora = train.get("lora")
     vl = model.config.model_type in VISION_LANGUAGE
     if vl and train.get("vision_tower", "frozen") == "frozen":
-        if model.config.model_type in ("llava", "gemma3", "mistral3"):
+        if model.config.model_type in ("llava", "gemma3", "gemma4", "mistral3"):
             model.model.vision_tower.requires_grad_(False)
         elif model.config.model_type == "llama4":
             model.vision_model.requires_grad_(False)
