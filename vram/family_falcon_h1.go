@@ -16,7 +16,7 @@ import "fmt"
 // FalconHybridMambaAttentionDynamicCache to return a cache").
 func init() {
 	register(&family{
-		name: "falcon_h1", source: "transformers/models/falcon_h1/modeling_falcon_h1.py",
+		name: falconH1ModelType, source: "transformers/models/falcon_h1/modeling_falcon_h1.py",
 		defaults:   Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone},
 		ssm:        true,
 		fromConfig: falconH1FromConfig,
@@ -164,3 +164,5 @@ func (b *actBuilder) falconH1MLP(p blockPlan, x *actT, h, f int64) *actT {
 	down := b.linear(p, "feed_forward.down_proj", "down_proj", prod, f, h)
 	return b.op("feed_forward.down.scale", b.size(h, down.dtype), down.dtype, list(down))
 }
+
+const falconH1ModelType = "falcon_h1"

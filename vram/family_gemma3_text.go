@@ -11,7 +11,7 @@ package vram
 // Gemma3TextConfig, transformers 5.23.0).
 func init() {
 	register(&family{
-		name: "gemma3_text", source: "transformers/models/gemma3/modeling_gemma3.py",
+		name: gemma3TextModelType, source: "transformers/models/gemma3/modeling_gemma3.py",
 		defaults: Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, TiedEmbeddings: true, NormPosition: "sandwich", QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
 			gemmaConfig(c, m, gemmaDefaults{layers: 26, hidden: 2304, ffn: 9216, pattern: 6, vocab: 262208, maxPosition: 131072})
@@ -52,3 +52,5 @@ func init() {
 		},
 	})
 }
+
+const gemma3TextModelType = "gemma3_text"

@@ -13,7 +13,7 @@ import "fmt"
 // and cross-layer attention (use_cla) is not implemented.
 func init() {
 	register(&family{
-		name: "hunyuan_v1_moe", source: "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py",
+		name: hunyuanV1MoeModelType, source: "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.common(m)
@@ -76,3 +76,5 @@ func init() {
 		},
 	})
 }
+
+const hunyuanV1MoeModelType = "hunyuan_v1_moe"

@@ -10,7 +10,7 @@ import "fmt"
 // (configuration_opt.py:54-79, transformers 5.23.0: OPT-125m's shape).
 func init() {
 	register(&family{
-		name: "opt", source: "transformers/models/opt/modeling_opt.py",
+		name: optModelType, source: "transformers/models/opt/modeling_opt.py",
 		defaults: Model{MLP: "relu", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
 		dropout:  [2]float64{0.1, 0}, // dropout, attention_dropout
 		fromConfig: func(c *hfReader, m *Model) {
@@ -84,3 +84,5 @@ func init() {
 		},
 	})
 }
+
+const optModelType = "opt"

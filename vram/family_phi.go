@@ -5,7 +5,7 @@ package vram
 // and on the LM head.
 func init() {
 	register(&family{
-		name: "phi", source: "transformers/models/phi/modeling_phi.py",
+		name: phiModelType, source: "transformers/models/phi/modeling_phi.py",
 		defaults: Model{MLP: "gelu_new", Norm: "layernorm", Position: "rope", Bias: BiasAll, ParallelBlock: true, LMHeadBias: true},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -28,3 +28,5 @@ func init() {
 		},
 	})
 }
+
+const phiModelType = "phi"

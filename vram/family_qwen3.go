@@ -10,7 +10,7 @@ import "fmt"
 // max_window_layers on; no released model uses them).
 func init() {
 	register(&family{
-		name: "qwen3", gguf: ggufQwen3, source: "transformers/models/qwen3/modeling_qwen3.py",
+		name: qwen3ModelType, gguf: ggufQwen3, source: "transformers/models/qwen3/modeling_qwen3.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -61,3 +61,5 @@ func qwen3Config(m Model, c map[string]any) {
 // ggufQwen3 is this family's architecture name in GGUF files
 // (general.architecture).
 const ggufQwen3 = "qwen3"
+
+const qwen3ModelType = "qwen3"

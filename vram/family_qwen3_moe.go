@@ -8,7 +8,7 @@ package vram
 // keep a dense MLP of intermediate_size.
 func init() {
 	register(&family{
-		name: "qwen3_moe", source: "transformers/models/qwen3_moe/modeling_qwen3_moe.py",
+		name: qwen3MoeModelType, source: "transformers/models/qwen3_moe/modeling_qwen3_moe.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head"},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -108,3 +108,5 @@ func qwenMoEMLP(m Model, l *tensorList, p string, layer int) {
 		l.linear(p+"mlp.shared_expert_gate", "router", int64(m.Hidden), 1, false)
 	}
 }
+
+const qwen3MoeModelType = "qwen3_moe"

@@ -10,7 +10,7 @@ import "fmt"
 // to 0 in Starcoder2Config; a plan sets them with train.dropout.
 func init() {
 	register(&family{
-		name: "starcoder2", source: "transformers/models/starcoder2/modeling_starcoder2.py",
+		name: starcoder2ModelType, source: "transformers/models/starcoder2/modeling_starcoder2.py",
 		defaults: Model{MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "rope", Bias: BiasAll, TiedEmbeddings: true},
 		fromConfig: func(c *hfReader, m *Model) {
 			// A key config.json leaves out takes the class's default
@@ -62,3 +62,5 @@ func init() {
 		},
 	})
 }
+
+const starcoder2ModelType = "starcoder2"
