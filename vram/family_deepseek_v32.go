@@ -37,6 +37,9 @@ func init() {
 		// indexer's weights_proj stays bf16 (dsaIndexerTensors).
 		presets: map[string]Preset{
 			"deepseek-v3.2": {dsaPreset(deepseekV32Defaults, "deepseek-ai/DeepSeek-V3.2", 1, blockFP8Release), hf("deepseek-ai/DeepSeek-V3.2")},
+			// DeepSeek-V3.2-Exp, the experimental release of September
+			// 2025: the same config.json shape and fp8 release.
+			"deepseek-v3.2-exp": {dsaPreset(deepseekV32Defaults, "deepseek-ai/DeepSeek-V3.2-Exp", 1, blockFP8Release), hf("deepseek-ai/DeepSeek-V3.2-Exp")},
 		},
 	})
 }

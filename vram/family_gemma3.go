@@ -57,8 +57,14 @@ func init() {
 		},
 		// Gemma 3 4B and 27B as released (their config.json: text_config
 		// and a SigLIP vision_config at 896 px, 256 tokens an image); the
-		// text models alone are gemma3_text's "-text" presets.
+		// instruction-tuned checkpoints (-it) publish the same config as
+		// the pretrained ones (-pt). The text models alone are
+		// gemma3_text's "-text" presets.
 		presets: map[string]Preset{
+			"gemma-3-4b-it": {Model{Name: "google/gemma-3-4b-it", Family: "gemma3_text", Layers: 34, Hidden: 2560, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 10240, Vocab: 262208, MaxPosition: 131072,
+				TiedEmbeddings: true, SlidingWindow: 1024, GlobalEvery: 6, Vision: &Vision{Family: "gemma3", Tower: gemma3Tower()}}, hf("google/gemma-3-4b-it")},
+			"gemma-3-27b-it": {Model{Name: "google/gemma-3-27b-it", Family: "gemma3_text", Layers: 62, Hidden: 5376, Heads: 32, KVHeads: 16, HeadDim: 128, FFN: 21504, Vocab: 262208, MaxPosition: 131072,
+				TiedEmbeddings: true, SlidingWindow: 1024, GlobalEvery: 6, Vision: &Vision{Family: "gemma3", Tower: gemma3Tower()}}, hf("google/gemma-3-27b-it")},
 			"gemma-3-4b": {Model{Name: "google/gemma-3-4b-pt", Family: "gemma3_text", Layers: 34, Hidden: 2560, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 10240, Vocab: 262208, MaxPosition: 131072,
 				TiedEmbeddings: true, SlidingWindow: 1024, GlobalEvery: 6, Vision: &Vision{Family: "gemma3", Tower: gemma3Tower()}}, hf("google/gemma-3-4b-pt")},
 			"gemma-3-27b": {Model{Name: "google/gemma-3-27b-pt", Family: "gemma3_text", Layers: 62, Hidden: 5376, Heads: 32, KVHeads: 16, HeadDim: 128, FFN: 21504, Vocab: 262208, MaxPosition: 131072,

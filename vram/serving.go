@@ -16,7 +16,8 @@ var engineMinCapability = map[string]int{"mxfp4": 80, "fp8": 80, "fbgemm_fp8": 8
 // engineRefuses is the engine's refusal to run the release's quantization
 // on g, in its words (vllm/config/__init__.py; sglang model_loader
 // loader.py: the same ValueError), or "".
-// modelopt is the engine release's ModelOpt minimum, FP8 and NVFP4.
+// modelopt is the engine release's ModelOpt minimum, FP8 and NVFP4 (0: the
+// release has no such method).
 func (in Inference) engineRefuses(m Model, g GPU, modelopt [2]int) string {
 	r := m.Release
 	if !in.asRelease || !r.Quantized() || g.ComputeCapability == 0 {
@@ -27,6 +28,9 @@ func (in Inference) engineRefuses(m Model, g GPU, modelopt [2]int) string {
 		min = modelopt[1]
 		if r.Format.DType == FP8E4M3 {
 			min = modelopt[0]
+		}
+		if min == 0 {
+			return fmt.Sprintf("ValueError: the engine release has no ModelOpt %s method (its quantization/modelopt_quant.py reads FP8 checkpoints only)", r.Format.DType)
 		}
 	}
 	if g.ComputeCapability < min {

@@ -136,8 +136,11 @@ func (s SGLang) KVPool(m Model, free, weights Bytes) (SGLangKVPool, error) {
 		return SGLangKVPool{}, err
 	}
 	p := SGLangKVPool{Free: free, Weights: weights, Reserved: Bytes(float64(free) * (1 - s.MemFractionStatic)), MemFractionStatic: s.MemFractionStatic, Release: modelled}
-	if s.multimodal(m) {
+	if s.multimodal(m, rel) {
 		p.MMReservation = rel.mmReservation
+		if rel.vlm == vlmRunner95 {
+			p.Notes = append(p.Notes, fmt.Sprintf("SGLang %s's ModelRunner multiplies --mem-fraction-static by 0.95 for a multimodal model, to %.4g (model_runner.py:242-243)", rel.Version, s.MemFractionStatic))
+		}
 	}
 	if m.recurrent() {
 		if err := s.sglangState(m, &p, rel); err != nil {
@@ -197,6 +200,9 @@ func (s SGLang) prepare(m Model) (SGLang, Model, sglangRelease, Modelled, error)
 	}
 	if s.MemFractionStatic == 0 {
 		s.MemFractionStatic, _ = s.memFraction(m, 0, rel)
+	}
+	if rel.vlm == vlmRunner95 && s.multimodal(m, rel) {
+		s.MemFractionStatic *= 0.95 // 0.4.4 model_runner.py:242-243, on any fraction
 	}
 	if !(s.MemFractionStatic > 0 && s.MemFractionStatic <= 1) { // NaN fails too
 		return s, m, rel, modelled, fmt.Errorf("sglang: mem_fraction_static must be in (0, 1], got %v", s.MemFractionStatic)
@@ -280,19 +286,19 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 		return SGLangKVPool{}, err
 	}
 	rin.runtime, rin.cc = runSGLang, g.ComputeCapability
-	if m.Vision != nil && !s.multimodal(m) && m.Vision.Family == llama4ModelType {
-		rin.towerOff = true // mllama4.py l.436-448: has_vision needs enable_multimodal
-	}
-	var why string
-	if rel, _, err := s.release(); err == nil && s.MemFractionStatic == 0 && s.checkSizes() == nil {
-		s.TP = max(1, s.TP)
-		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB), rel)
-	}
-	s.specIn, s.gpuMiB = &rin, float64(g.Memory)/float64(MiB)
 	rel, _, err := s.release()
 	if err != nil {
 		return SGLangKVPool{}, err
 	}
+	if m.Vision != nil && !s.multimodal(m, rel) && m.Vision.Family == llama4ModelType {
+		rin.towerOff = true // mllama4.py l.436-448: has_vision needs enable_multimodal
+	}
+	var why string
+	if s.MemFractionStatic == 0 && s.checkSizes() == nil {
+		s.TP = max(1, s.TP)
+		s.MemFractionStatic, why = s.memFraction(m, float64(g.Memory)/float64(MiB), rel)
+	}
+	s.specIn, s.gpuMiB = &rin, float64(g.Memory)/float64(MiB)
 	nccl, car, ncclNote, err := sglangNCCL(max(1, s.TP), g, rel)
 	if err != nil {
 		return SGLangKVPool{}, err
@@ -309,13 +315,11 @@ func (s SGLang) Carve(in Inference, g GPU) (SGLangKVPool, error) {
 	if why != "" {
 		p.Notes = append(p.Notes, fmt.Sprintf("mem_fraction_static %.4g: %s (--mem-fraction-static sets it)", s.MemFractionStatic, why))
 	}
-	if m.Vision != nil && !s.multimodal(m) {
+	if m.Vision != nil && !s.multimodal(m, rel) {
 		p.Notes = append(p.Notes, "SGLang runs this model text-only unless --enable-multimodal (configs/model_config.py)")
 	}
-	if rel, _, err := s.release(); err == nil {
-		if e := rin.engineRefuses(m, g, rel.modeloptCC); e != "" {
-			p.Err = e
-		}
+	if e := rin.engineRefuses(m, g, rel.modeloptCC); e != "" {
+		p.Err = e
 	}
 	if note := m.globalShapeNote("SGLang"); note != "" {
 		p.Notes = append(p.Notes, note)

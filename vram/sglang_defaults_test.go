@@ -44,7 +44,7 @@ func TestSGLangDefaultFraction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, why := c.s.memFraction(MustPreset(c.preset), float64(g.Memory)/float64(MiB), sglangReleases[0])
+		got, why := c.s.memFraction(MustPreset(c.preset), float64(g.Memory)/float64(MiB), sglangRow("0.5.3", t))
 		if math.Abs(got-c.want) > 1e-9 || !strings.Contains(why, "SGLang 0.5.3") {
 			t.Errorf("%s: %v (%s), want %v", c.name, got, why, c.want)
 		}
@@ -53,7 +53,7 @@ func TestSGLangDefaultFraction(t *testing.T) {
 		}
 	}
 	// Without a GPU: SGLang's own fallback, 0.88 (and the tower's factor).
-	if got, _ := (SGLang{Version: "0.5.3"}).memFraction(MustPreset("llama-3.1-8b"), 0, sglangReleases[0]); got != 0.88 {
+	if got, _ := (SGLang{Version: "0.5.3"}).memFraction(MustPreset("llama-3.1-8b"), 0, sglangRow("0.5.3", t)); got != 0.88 {
 		t.Errorf("no GPU: %v, want 0.88", got)
 	}
 }

@@ -9,6 +9,14 @@ import "fmt"
 // sglangRelease is one modelled SGLang release.
 type sglangRelease struct {
 	releaseRow
+	// fraction is how the release picks the default
+	// --mem-fraction-static; vlm how a multimodal model changes it
+	// (sglang_defaults.go).
+	fraction sglangFractionRule
+	vlm      sglangVLMRule
+	// mmOffByDefault: Gemma 3 and Llama 4 run text-only unless
+	// --enable-multimodal (0.4.5.post1 and later).
+	mmOffByDefault bool
 	// fallback is the default fraction without a GPU reading.
 	fallback float64
 	// smallChunk, smallBS and smallBSBig are chunked_prefill_size and the
@@ -51,15 +59,33 @@ type sglangRelease struct {
 // sglangReleases are the modelled releases, oldest first.
 var sglangReleases = []sglangRelease{
 	{
+		// 0.4.4.post1 to post3 read the same; post4 lowered the
+		// multimodal factor to 0.90.
+		releaseRow: releaseRow{Version: "0.4.4", Source: "sglang 0.4.4: srt/server_args.py:203-214 (default fraction by TP degree); srt/model_executor/model_runner.py:242-243 (× 0.95 for a multimodal model, whatever the fraction), 612-637 (pool budget, cell); srt/configs/model_config.py:427-449 (the multimodal architectures); srt/entrypoints/engine.py:357-358 (NCCL_CUMEM_ENABLE=0, NVLS off); the same rules in 0.4.4.post1 to post3"},
+		fraction:   fractionByTP, vlm: vlmRunner95,
+		fallback:   0.88,
+		modeloptCC: [2]int{89, 0}, // modelopt_quant.py:54-55; no NVFP4 config
+		spec:       sglangSpecNone,
+		nccl:       "2.21.5", // METADATA: torch==2.5.1, which pins nvidia-nccl-cu12==2.21.5
+	},
+	{
+		releaseRow: releaseRow{Version: "0.4.9", Source: "sglang 0.4.9: srt/server_args.py:280-329 (default fraction: reserved memory by GPU size and TP × PP degree, × 0.90 for a multimodal model); srt/configs/model_config.py:103-114 (Gemma 3 and Llama 4 text-only by default); srt/model_executor/model_runner.py:928-963 (pool budget, cell); srt/entrypoints/engine.py:623-624 (NCCL_CUMEM_ENABLE=0, NVLS off)"},
+		fraction:   fractionByReserve049, vlm: vlmDefault90, mmOffByDefault: true,
+		fallback:   0.88,
+		modeloptCC: [2]int{89, 100}, // modelopt_quant.py:80-81, 266-267
+		spec:       sglangSpecNone,
+		nccl:       "2.26.2", // METADATA: torch==2.7.1, which pins nvidia-nccl-cu12==2.26.2
+	},
+	{
 		releaseRow: releaseRow{Version: "0.5.3", Source: "sglang 0.5.3: srt/server_args.py:542-684 (default fraction, sizes by GPU), 3105-3142 (VLM factor); srt/model_executor/model_runner.py:1257-1298 (pool budget, cell), 357-374 and 1300-1306 (hybrid state: Qwen3-Next, Falcon-H1; 512 slots, radix cache off)"},
-		fallback:   0.88, smallChunk: 2048, smallBS: 16, smallBSBig: 80,
+		fallback:   0.88, smallChunk: 2048, smallBS: 16, smallBSBig: 80, mmOffByDefault: true,
 		modeloptCC: [2]int{89, 100}, // modelopt_quant.py:123-124, 539-540
 		spec:       sglangSpec053,
 		nccl:       "2.27.3", // METADATA: torch==2.8.0, which pins nvidia-nccl-cu12==2.27.3
 	},
 	{
 		releaseRow: releaseRow{Version: "0.5.23", Source: "sglang 0.5.23: srt/arg_groups/memory_hook.py:89-188 (sizes by GPU), 281-343 (default fraction; 0.95 without a GPU), 357-414 (graph reserve: 8 MiB a prefill capture size, MLA 1.5 GiB); srt/arg_groups/cuda_graph_hook.py:136-255 (prefill graphs off for unlisted multimodal models), 480-497 (prefill capture sizes); srt/model_executor/cuda_graph_config.py:119-123 (prefill graphs on, CUDA); srt/mem_cache/kv_cache_configurator.py:202-223 (100 MiB VLM cache), 2990-3060 (budget), 3229-3409 (state slots: mamba_full_memory_ratio 0.9); srt/configs/hybrid_arch.py:55-137 (hybrids pooled); srt/model_executor/pool_configurator.py:691-700 (DSA indexer keys in the cell)"},
-		fallback:   0.95, smallChunk: 4096, smallBS: 48, smallBSBig: 160, prefillGraphs: true, mmReservation: 100 * MiB, autoMambaSlots: true, indexerInCell: true,
+		fallback:   0.95, smallChunk: 4096, smallBS: 48, smallBSBig: 160, prefillGraphs: true, mmReservation: 100 * MiB, autoMambaSlots: true, indexerInCell: true, mmOffByDefault: true,
 		compressedPool: true,           // srt/models/deepseek_v4.py:4633, srt/mem_cache/deepseek_v4_memory_pool.py:943
 		modeloptCC:     [2]int{89, 80}, // modelopt_quant.py:462-463, 1549-1550
 		// KDA: models/kimi_linear.py:1017 (KimiLinearForCausalLM), its
@@ -95,16 +121,41 @@ func prefillCaptureSizes(maxBS int) int {
 // (served_architectures.go): since is the first release whose
 // srt/models/*.py has an EntryClass naming the architecture (the registry
 // imports every module there and keys it by its EntryClass,
-// srt/models/registry.py), read in each wheel, 0.5.3 to 0.5.23, the first
+// srt/models/registry.py), read in each wheel, 0.4.4 to 0.5.23, the first
 // found by bisecting the releases between them, post releases included
-// (each release at or after it has the class); source is the module and
-// line of the EntryClass there. never: no release read, 0.5.23 included,
-// has a class for it. A release without the class loads the checkpoint
-// through its Transformers fallback when transformers has the model and it
-// is backend-compatible (model_impl auto; 0.5.3 model_loader/utils.py:
-// 82-104, 27-79; 0.5.23 model_loader/utils.py:198-240, 111-195), a
-// different implementation, which the pool's sizing does not model.
+// (each release at or after it has the class; 0.5.0 has only release
+// candidates on PyPI, so a class first in 0.5.0rc0 counts from 0.5.1);
+// source is the module and line of the EntryClass there. never: no
+// release read, 0.5.23 included, has a class for it. From 0.4.7 a release
+// without the class loads the checkpoint through its Transformers
+// fallback when transformers has the model and it is backend-compatible
+// (model_impl auto; 0.5.3 model_loader/utils.py:82-104, 27-79; 0.5.23
+// model_loader/utils.py:198-240, 111-195), a different implementation,
+// which the pool's sizing does not model; before it, it refuses the
+// model (srt/models/registry.py:33 in 0.4.4).
 var sglangArchitectures = map[string]servedArchitecture{
+	gemma3ModelType:           {since: "0.4.4.post2", names: "Gemma3ForConditionalGeneration", source: "srt/models/gemma3_mm.py:460; none in 0.4.4.post1"},
+	gemma3TextModelType:       {since: "0.4.4.post2", names: "Gemma3ForCausalLM", source: "srt/models/gemma3_causal.py:683; none in 0.4.4.post1"},
+	llama4ModelType:           {since: "0.4.5", names: "Llama4ForConditionalGeneration", source: "srt/models/mllama4.py:154; none in 0.4.4.post4"},
+	llama4TextModelType:       {since: "0.4.5", names: "Llama4ForCausalLM", source: "srt/models/llama4.py:420; none in 0.4.4.post4"},
+	qwen3ModelType:            {since: "0.4.5.post2", names: "Qwen3ForCausalLM", source: "srt/models/qwen3.py:335; none in 0.4.5.post1"},
+	qwen3MoeModelType:         {since: "0.4.5.post2", names: "Qwen3MoeForCausalLM", source: "srt/models/qwen3_moe.py:423; none in 0.4.5.post1"},
+	llavaModelType:            {since: "0.4.6.post4", names: "LlavaForConditionalGeneration", source: "srt/models/llava.py:824; none in 0.4.6.post3"},
+	mistral3ModelType:         {since: "0.4.6.post5", names: "Mistral3ForConditionalGeneration", source: "srt/models/mistral.py:93; none in 0.4.6.post4"},
+	gemma3nModelType:          {since: "0.4.8.post1", names: "Gemma3nForConditionalGeneration", source: "srt/models/gemma3n_mm.py:511; none in 0.4.8"},
+	gemma3nTextModelType:      {since: "0.4.8.post1", names: "Gemma3nForCausalLM", source: "srt/models/gemma3n_causal.py:1008; none in 0.4.8"},
+	hunyuanV1MoeModelType:     {since: "0.4.8.post1", names: "HunYuanMoEV1ForCausalLM", source: "srt/models/hunyuan.py:771; none in 0.4.8"},
+	phiModelType:              {since: "0.4.9.post3", names: "PhiForCausalLM", source: "srt/models/phi.py:321; none in 0.4.9.post2"},
+	glm4MoeModelType:          {since: "0.4.9.post5", names: "Glm4MoeForCausalLM", source: "srt/models/glm4_moe.py:1035; none in 0.4.9.post4"},
+	gptOssModelType:           {since: "0.5.1", names: "GptOssForCausalLM", source: "srt/models/gpt_oss.py:1134, first in 0.5.0rc0; none in 0.4.10.post2"},
+	ernie45MoeModelType:       {since: "0.5.1", names: "Ernie4_5_MoeForCausalLM", source: "srt/models/ernie4.py:426, first in 0.5.0rc0; none in 0.4.10.post2"},
+	optModelType:              {since: "0.5.2", names: "OPTForCausalLM", source: "srt/models/opt.py:637; none in 0.5.1.post3"},
+	qwen3NextModelType:        {since: "0.5.2", names: "Qwen3NextForCausalLM", source: "srt/models/qwen3_next.py:1039; none in 0.5.1.post3"},
+	starcoder2ModelType:       {since: "0.5.3", names: "Starcoder2ForCausalLM", source: "srt/models/starcoder2.py:357; none in 0.5.2"},
+	falconH1ModelType:         {since: "0.5.3", names: "FalconH1ForCausalLM", source: "srt/models/falcon_h1.py:576; none in 0.5.2"},
+	qwen3VLModelType:          {since: "0.5.3", names: "Qwen3VLForConditionalGeneration", source: "srt/models/qwen3_vl.py:787; none in 0.5.2"},
+	qwen3VLMoeModelType:       {since: "0.5.3", names: "Qwen3VLMoeForConditionalGeneration", source: "srt/models/qwen3_vl_moe.py:471; none in 0.5.2"},
+	deepseekV32ModelType:      {since: "0.5.3", names: "DeepseekV32ForCausalLM", source: "srt/models/deepseek_v2.py:3421; none in 0.5.2"},
 	nemotronHModelType:        {since: "0.5.3.post1", names: "NemotronHForCausalLM", source: "srt/models/nemotron_h.py:514; none in 0.5.3"},
 	qwen3OmniMoeModelType:     {since: "0.5.4", names: "Qwen3OmniMoeForConditionalGeneration", source: "srt/models/qwen3_omni_moe.py:661; none in 0.5.3.post3"},
 	minimaxM2ModelType:        {since: "0.5.4.post1", names: "MiniMaxM2ForCausalLM", source: "srt/models/minimax_m2.py:922; none in 0.5.4"},
@@ -155,8 +206,19 @@ func (rel sglangRelease) checkArchitecture(m Model, asked string) error {
 		return err
 	case support != archNotYet:
 		return nil
+	case releaseBefore("sglang", asked, sglangTransformersFallback):
+		first := " (no release read has it)"
+		if !a.never {
+			first = fmt.Sprintf(", which SGLang %s first has: %s", a.since, a.source)
+		}
+		return fmt.Errorf("sglang: SGLang %s has no class for %s (no %s in its srt/models%s) and no Transformers fallback (from %s): it stops with \"Model architectures [...] are not supported for now\" (srt/models/registry.py)", asked, family, a.names, first, sglangTransformersFallback)
 	case a.never:
-		return fmt.Errorf("sglang: SGLang %s has no class for %s (no %s in any release's srt/models, 0.5.3 to 0.5.23): it would load the checkpoint through its Transformers fallback (model_impl auto, srt/model_loader/utils.py), another implementation; not modelled", asked, family, a.names)
+		return fmt.Errorf("sglang: SGLang %s has no class for %s (no %s in any release's srt/models, 0.4.4 to 0.5.23): it would load the checkpoint through its Transformers fallback (model_impl auto, srt/model_loader/utils.py), another implementation; not modelled", asked, family, a.names)
 	}
 	return fmt.Errorf("sglang: SGLang %s has no class for %s (no %s in its srt/models, which SGLang %s first has: %s): it would load the checkpoint through its Transformers fallback (model_impl auto, srt/model_loader/utils.py), another implementation; not modelled", asked, family, a.names, a.since, a.source)
 }
+
+// sglangTransformersFallback is the first release with the Transformers
+// fallback (srt/models/transformers.py:291's TransformersForCausalLM; none in
+// 0.4.6.post5).
+const sglangTransformersFallback = "0.4.7"

@@ -141,7 +141,10 @@ type sglangSpecRules struct {
 }
 
 var (
-	sglangSpec053 = sglangSpecRules{
+	// sglangSpecNone is a release whose speculative decoding was not
+	// read (0.4.x): a plan with it is refused.
+	sglangSpecNone = sglangSpecRules{}
+	sglangSpec053  = sglangSpecRules{
 		algorithms:    []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"},
 		modelled:      []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"},
 		autoDraft:     []string{deepseekV3ModelType, deepseekV32ModelType, glm4MoeModelType},
@@ -230,6 +233,9 @@ func (s SGLang) spec(m Model, rel sglangRelease) (*sglangSpec, error) {
 		return nil, nil
 	}
 	r := rel.spec
+	if len(r.algorithms) == 0 {
+		return nil, fmt.Errorf("sglang: speculative decoding under SGLang %s is not modelled (its rules are read from 0.5.3 on)", rel.Version)
+	}
 	a, err := c.algorithmName(r, rel.Version)
 	if err != nil {
 		return nil, err

@@ -308,7 +308,7 @@ func TestSGLangReleaseTable(t *testing.T) {
 	var prev Version
 	for i, r := range sglangReleases {
 		v, err := ParseVersion("sglang", r.Version)
-		if err != nil || !strings.Contains(r.Source, "sglang "+r.Version) || r.fallback <= 0 || r.smallChunk <= 0 {
+		if err != nil || !strings.Contains(r.Source, "sglang "+r.Version) || r.fallback <= 0 || (r.fraction == fractionByGPU) != (r.smallChunk > 0) {
 			t.Errorf("row %d %+v: %v", i, r, err)
 		}
 		if i > 0 && !prev.Less(v) {
@@ -325,6 +325,18 @@ func TestSGLangReleaseTable(t *testing.T) {
 	}
 }
 
+// sglangRow is the row of release v.
+func sglangRow(v string, t *testing.T) sglangRelease {
+	t.Helper()
+	for _, r := range sglangReleases {
+		if r.Version == v {
+			return r
+		}
+	}
+	t.Fatalf("no SGLang row %s", v)
+	return sglangRelease{}
+}
+
 // TestSGLang0523: the default fraction of 0.5.23 on an H100 (0.830 for a
 // dense model, its 58 prefill graphs at 8 MiB each; 0.816 with an MLA
 // backend; a multimodal model off the prefill-graph list keeps 0.5.3's
@@ -334,7 +346,7 @@ func TestSGLangReleaseTable(t *testing.T) {
 func TestSGLang0523(t *testing.T) {
 	h100, rtx := mustGPU("H100-80GB"), mustGPU("RTX-4090")
 	gpuMiB := func(g GPU) float64 { return float64(g.Memory) / float64(MiB) }
-	rel := sglangReleases[1]
+	rel := sglangRow("0.5.23", t)
 	for _, c := range []struct {
 		preset string
 		g      GPU
