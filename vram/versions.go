@@ -44,9 +44,11 @@ type Versions struct {
 type Version [3]int
 
 // releasePattern is a release as Python projects tag them (PEP 440's
-// common forms): "0.33.0", "v0.33", with a pre-release ("rc1", "a2",
-// "b1"), a ".devN" or ".postN" segment, or a local "+cu132" part.
-var releasePattern = regexp.MustCompile(`^v?(\d{1,5})\.(\d{1,5})(?:\.(\d{1,5}))?(?:(?:a|b|rc)\d{1,5})?(?:\.(?:dev|post)\d{1,9})?(?:\+[A-Za-z0-9.]{1,40})?$`)
+// common forms): "0.33.0", "v0.33", a fourth number for a hotfix (vLLM's
+// 0.10.1.1, which shares 0.10.1's rules: Version keeps three), with a
+// pre-release ("rc1", "a2", "b1"), a ".devN" or ".postN" segment, or a
+// local "+cu132" part.
+var releasePattern = regexp.MustCompile(`^v?(\d{1,5})\.(\d{1,5})(?:\.(\d{1,5}))?(?:\.\d{1,5})?(?:(?:a|b|rc)\d{1,5})?(?:\.(?:dev|post)\d{1,9})?(?:\+[A-Za-z0-9.]{1,40})?$`)
 
 // buildPattern is llama.cpp's build tag.
 var buildPattern = regexp.MustCompile(`^b(\d{1,6})$`)

@@ -20,6 +20,7 @@ func TestParseVersion(t *testing.T) {
 		{"vllm", "0.11.0rc1", Version{0, 11, 0}, ""},
 		{"vllm", "0.10.1+gptoss", Version{0, 10, 1}, ""},
 		{"vllm", "0.7.3.dev233", Version{0, 7, 3}, ""},
+		{"vllm", "0.10.1.1", Version{0, 10, 1}, ""}, // a hotfix: 0.10.1's rules
 		{"flashinfer", "0.7.2.post1", Version{0, 7, 2}, ""},
 		{"torch", "2.15.0+cu132", Version{2, 15, 0}, ""},
 		{"llama_cpp", "b6123", Version{6123}, ""},
