@@ -72,6 +72,10 @@ type VLLM struct {
 	// speculative_config: a plan reads speculative_config.model into it;
 	// the Go API sets it beside Speculative.
 	Draft *Model `json:"-"`
+	// UseV1 is VLLM_USE_V1=1: up to 0.10.1.1 a model with recurrent
+	// state runs on the V1 engine instead of falling back to V0, and
+	// what V1 cannot run stops instead of falling back (vllm_v0.go).
+	UseV1 bool `json:"use_v1,omitempty"`
 	// AllowLongMaxModelLen is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (or RoPE
 	// scaling in the config): max_model_len may pass max_position.
 	AllowLongMaxModelLen bool `json:"allow_long_max_model_len,omitempty"`
@@ -185,7 +189,7 @@ func (v VLLM) check(m Model, rel vllmRelease) error {
 	if err := rel.checkArchitecture(m, v.Version); err != nil {
 		return err
 	}
-	if err := rel.checkV0Fallback(m, v.Version); err != nil {
+	if err := v.checkV0Fallback(m, rel); err != nil { // vllm_v0.go
 		return err
 	}
 	if err := v.checkCompressed(m); err != nil {
@@ -715,6 +719,9 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	}
 	v = v.withDefaults(m, rel)
 	if err := v.check(m, rel); err != nil {
+		return VLLMCarve{}, err
+	}
+	if err := v.checkV0GPU(g, rel); err != nil { // vllm_v0.go
 		return VLLMCarve{}, err
 	}
 	backend, err := v.mxfp4Backend(g, rel)

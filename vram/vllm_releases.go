@@ -237,28 +237,3 @@ func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
 	}
 	return nil
 }
-
-// vllmV1InnerStateSince is the first vLLM release whose engine oracle
-// picks V1 for a model with recurrent state (HasInnerState: Mamba,
-// hybrids, MiniMax-Text-01's lightning attention) by default. 0.9.2 to
-// 0.10.1.1 fall back to V0 unless VLLM_USE_V1=1 (_is_v1_supported_oracle:
-// "V1 mamba models are unoptimized", engine/arg_utils.py:1402-1405 at
-// 0.9.2, 1428-1431 at 0.10.1 and 0.10.1.1); 0.10.2's oracle keeps only the
-// V0-only architectures (l.1479-1483).
-const vllmV1InnerStateSince = "0.10.2"
-
-// checkV0Fallback refuses a model with recurrent state on a release that
-// runs it on the V0 engine: V0 keeps the state outside the KV blocks, in a
-// MambaCacheManager of max_num_seqs slots the profile run allocates
-// (0.9.2 model_executor/models/mamba_cache.py:25-43, counted in the
-// profiled peak, worker/worker.py:256-272), and sizes a block over the
-// attention layers alone (worker/cache_engine.py:128-141), where the carve
-// models V1's pages holding both; the V0 rules the validation applies to
-// older logs (V1's carve with V0's defaults) do not cover that either.
-func (rel vllmRelease) checkV0Fallback(m Model, asked string) error {
-	asked = orDefault(asked, rel.Version)
-	if !m.recurrent() || !releaseBefore("vllm", asked, vllmV1InnerStateSince) {
-		return nil
-	}
-	return fmt.Errorf("vllm: vLLM %s runs %s, a model with recurrent state, on its V0 engine unless VLLM_USE_V1=1 (\"Mamba is experimental on VLLM_USE_V1=1. Falling back to V0 Engine.\", engine/arg_utils.py:1402-1405 at 0.9.2, 1428-1431 at 0.10.1; V0-only in 0.9.2 for Jamba and MiniMax-Text-01, SupportsV0Only, l.1396-1400), whose state cache beside the KV blocks (MambaCacheManager of max_num_seqs slots) is not modelled; vLLM %s and later run it on V1", asked, m.Family, vllmV1InnerStateSince)
-}

@@ -263,31 +263,54 @@ func presetOfFamily(family string) (Model, bool) {
 	return Model{}, false
 }
 
-// TestVLLMV0Fallback: a model with recurrent state planned at a release
-// that runs it on the V0 engine (0.9.2 to 0.10.1.1) is refused in words
-// naming the fallback; from 0.10.2 it is carved, and a model without
-// recurrent state is carved at every release.
+// TestVLLMV0Fallback: up to 0.10.1.1 vLLM's oracle falls back to its V0
+// engine (not modelled) for a model with recurrent state, a SupportsV0Only
+// architecture, a GPU below compute capability 8.0 and an fp8 KV cache off
+// Hopper; each is refused in vLLM's words. VLLM_USE_V1=1 runs the
+// recurrent model on V1 (carved) and stops on the others with vLLM's
+// NotImplementedError; from 0.10.2 none falls back.
 func TestVLLMV0Fallback(t *testing.T) {
-	g := mustGPU("H200")
+	h200, t4, a100 := mustGPU("H200"), mustGPU("T4"), mustGPU("A100-80GB")
+	const (
+		carved    = ""
+		recurrent = "a model with recurrent state, on its V0 engine"
+		fallback  = "is not supported by the V1 Engine. Falling back to V0."
+		stops     = "NotImplementedError: VLLM_USE_V1=1 is not supported with"
+	)
 	for _, c := range []struct {
 		preset, release string
-		v0              bool
+		g               GPU
+		v               VLLM
+		want            string
 	}{
-		{"bamba-9b", "0.9.2", true},
-		{"bamba-9b", "0.10.1", true},
-		{"bamba-9b", "0.10.2", false},
-		{"bamba-9b", "0.11.0", false},
-		{"jamba-v0.1", "0.10.0", true},
-		{"falcon-h1-0.5b-instruct", "0.10.1", true},
-		{"falcon-h1-0.5b-instruct", "0.14.1", false},
-		{"minimax-text-01", "0.9.2", true},
-		{"llama-3.1-8b", "0.9.2", false},
-		{"llama-3.1-8b", "0.10.1", false},
+		{"bamba-9b", "0.9.2", h200, VLLM{}, recurrent},
+		{"bamba-9b", "0.10.1", h200, VLLM{}, recurrent},
+		{"bamba-9b", "0.10.1.1", h200, VLLM{}, recurrent},
+		{"bamba-9b", "0.10.1", h200, VLLM{UseV1: true}, carved},
+		{"bamba-9b", "0.10.2", h200, VLLM{}, carved},
+		{"bamba-9b", "0.11.0", h200, VLLM{}, carved},
+		{"jamba-v0.1", "0.10.0", h200, VLLM{}, "['JambaForCausalLM'] " + fallback},
+		{"jamba-v0.1", "0.10.0", h200, VLLM{UseV1: true}, stops + " ['JambaForCausalLM']"},
+		{"falcon-h1-0.5b-instruct", "0.10.1", h200, VLLM{}, recurrent},
+		{"falcon-h1-0.5b-instruct", "0.14.1", h200, VLLM{}, carved},
+		{"minimax-text-01", "0.9.2", h200, VLLM{}, "['MiniMaxText01ForCausalLM'] " + fallback},
+		{"llama-3.1-8b", "0.9.2", h200, VLLM{}, carved},
+		{"llama-3.1-8b", "0.10.1", h200, VLLM{}, carved},
+		{"llama-3.1-8b", "0.9.2", t4, VLLM{}, "Compute Capability < 8.0 " + fallback},
+		{"llama-3.1-8b", "0.9.2", t4, VLLM{UseV1: true}, stops + " Compute Capability < 8.0"},
+		{"llama-3.1-8b", "0.11.0", t4, VLLM{}, carved},
+		{"llama-3.1-8b", "0.10.1", a100, VLLM{KVCacheDType: FP8E4M3}, "--kv-cache-dtype " + fallback},
+		{"llama-3.1-8b", "0.10.1", h200, VLLM{KVCacheDType: FP8E4M3}, carved}, // FlashAttention 3 on Hopper
+		{"llama-3.1-8b", "0.11.0", a100, VLLM{KVCacheDType: FP8E4M3}, carved},
 	} {
-		_, err := (VLLM{Version: c.release, TP: 8, MaxModelLen: 8192}).Carve(Inference{Model: MustPreset(c.preset)}, g)
-		refused := err != nil && strings.Contains(err.Error(), "vLLM "+c.release+" runs "+MustPreset(c.preset).Family+", a model with recurrent state, on its V0 engine")
-		if refused != c.v0 {
-			t.Errorf("%s on vLLM %s: %v; want the V0 refusal %v", c.preset, c.release, err, c.v0)
+		v := c.v
+		v.Version, v.TP, v.MaxModelLen = c.release, 8, 4096
+		_, err := v.Carve(Inference{Model: MustPreset(c.preset)}, c.g)
+		switch {
+		case c.want == carved && err != nil && (strings.Contains(err.Error(), "V0") || strings.Contains(err.Error(), "VLLM_USE_V1")):
+			t.Errorf("%s on vLLM %s, %s: %v; want it carved", c.preset, c.release, c.g.Name, err)
+		case c.want != carved && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s on vLLM %s, %s: %v; want %q", c.preset, c.release, c.g.Name, err, c.want)
 		}
 	}
 }

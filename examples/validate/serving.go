@@ -304,6 +304,11 @@ func vllmSettings(s settings, m vram.Model) (vram.VLLM, error) {
 		return v, err
 	}
 	v.DisableHybridKVCache = off || s.has("kv_transfer_config")
+	if f, ok, err := s.num("VLLM_USE_V1"); err != nil {
+		return v, err
+	} else if ok {
+		v.UseV1 = f == 1
+	}
 	if v.AllowLongMaxModelLen, err = s.bool("VLLM_ALLOW_LONG_MAX_MODEL_LEN"); err != nil {
 		return v, err
 	}

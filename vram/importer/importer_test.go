@@ -950,3 +950,22 @@ func TestHFReentrantKwargs(t *testing.T) {
 		}
 	}
 }
+
+// TestVLLMUseV1Env: VLLM_USE_V1=1 before `vllm serve` reaches the launch
+// (vLLM 0.9.2 to 0.10.1.1 then run a hybrid on V1 instead of refusing it
+// as V0), and 0 or unset leaves it off.
+func TestVLLMUseV1Env(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{"VLLM_USE_V1=1 vllm serve ibm-ai-platform/Bamba-9B\n", true},
+		{"VLLM_USE_V1=0 vllm serve ibm-ai-platform/Bamba-9B\n", false},
+		{"vllm serve ibm-ai-platform/Bamba-9B\n", false},
+	} {
+		imp, err := Import("serve.sh", []byte(c.line), Options{})
+		if err != nil || imp.Plan.VLLM == nil || imp.Plan.VLLM.UseV1 != c.want {
+			t.Errorf("%q: %+v, %v; want use_v1 %v", c.line, imp.Plan.VLLM, err, c.want)
+		}
+	}
+}

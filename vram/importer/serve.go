@@ -413,6 +413,9 @@ func vllmFlags(f *flagReader, env map[string]string, imp *Imported, v *vram.VLLM
 	if x, ok := env["VLLM_USE_FLASHINFER_SAMPLER"]; ok {
 		v.FlashInferSampler = x == "1"
 	}
+	if x, ok := env["VLLM_USE_V1"]; ok {
+		v.UseV1 = x == "1"
+	}
 	if x, ok := env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"]; ok {
 		v.AllowLongMaxModelLen = x == "1"
 	}
