@@ -116,6 +116,12 @@ type family struct {
 	// once its traces at that release hold under its rules
 	// (transformers5Traced), servingOnly notwithstanding.
 	only5 bool
+	// has4, for an only5 family that transformers 4.x does have, says
+	// what of its 4.x modeling code the engine does not model (other
+	// parameter names, another experts' loop): the family is planned as
+	// transformers 5 builds it, and a plan naming a 4.x release is
+	// refused with this reason. Empty for the others.
+	has4 string
 	// reentrantFails is how transformers fails the family's training step
 	// under reentrant activation checkpointing (empty: it does not).
 	reentrantFails string

@@ -42,6 +42,8 @@ func init() {
 	register(&family{
 		name: qwen3OmniMoeModelType, source: "transformers/models/qwen3_omni_moe/modeling_qwen3_omni_moe.py (transformers 5.23.0)",
 		servingOnly: qwen3OmniServingOnly,
+		only5:       true,
+		has4:        qwen3OmniHas4,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen3OmniWrapper(),
 		fromConfig:  qwen3OmniFromConfig,
@@ -232,13 +234,16 @@ func qwen3OmniToConfig(m Model, c map[string]any) {
 		th["audio_config"] = ac
 	}
 	// The released special tokens (audio 151675, image 151655, video
-	// 151656, audio start 151669), or the last ids of a smaller
-	// vocabulary.
-	ids := []int{151675, 151655, 151656, 151669}
+	// 151656, audio start 151669, vision start 151652), or the last ids
+	// of a smaller vocabulary. The thinker's config class has no
+	// vision_start_token_id, which get_rope_index reads to find the
+	// images (modeling_qwen3_omni_moe.py:290, 311): config.json's key.
+	ids := []int{151675, 151655, 151656, 151669, 151652}
 	if m.Vocab <= 151675 {
-		ids = []int{m.Vocab - 1, m.Vocab - 2, m.Vocab - 3, m.Vocab - 4}
+		ids = []int{m.Vocab - 1, m.Vocab - 2, m.Vocab - 3, m.Vocab - 4, m.Vocab - 5}
 	}
 	th["audio_token_id"], th["image_token_id"], th["video_token_id"], th["audio_start_token_id"] = ids[0], ids[1], ids[2], ids[3]
+	th["vision_start_token_id"] = ids[4]
 	c["thinker_config"] = th
 	c["enable_audio_output"] = m.Speech != nil
 	if s := m.Speech; s != nil {

@@ -243,8 +243,8 @@ func TestQwen3OmniMoeErrors(t *testing.T) {
 // bf16 at TP 1, and notes the speech generator stored; its KV cache pages
 // hold 16 tokens × 2 × 4 KV heads × 128 × 2 bytes a layer (8 KiB less a
 // rank at TP 2: 2 KV heads). SGLang 0.5.23 skips them too. vLLM 0.11.0's
-// registry has no Qwen3OmniMoeForConditionalGeneration. Training and
-// transformers' generate are refused.
+// registry has no Qwen3OmniMoeForConditionalGeneration. Training plans
+// at 5.23 and is refused at 4.57.6; transformers' generate is refused.
 func TestQwen3OmniMoeServing(t *testing.T) {
 	instruct, thinking := MustPreset("qwen3-omni-30b-a3b-instruct"), MustPreset("qwen3-omni-30b-a3b-thinking")
 	if instruct.ActiveParamCount() != thinking.ActiveParamCount() {
@@ -276,8 +276,18 @@ func TestQwen3OmniMoeServing(t *testing.T) {
 	if _, err := (VLLM{Version: "0.11.0"}).Carve(Inference{Model: instruct}, mustGPU("H100-80GB")); err == nil || !strings.Contains(err.Error(), "has no Qwen3OmniMoeForConditionalGeneration") {
 		t.Errorf("vLLM 0.11.0: %v", err)
 	}
-	if _, err := (Training{Model: instruct, SeqLen: 1024, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+	// The thinker's training step is modelled at 5.23, where its traces
+	// hold (testdata/trace5); 4.57's Qwen3-Omni (a ModuleList of
+	// experts) is not, nor transformers' generate.
+	est, err := (Training{Model: instruct, SeqLen: 1024, MicroBatch: 1}).Estimate()
+	if err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "modelled as transformers 5 builds it") {
 		t.Errorf("training: %v", err)
+	}
+	if _, err := (Training{Model: instruct, SeqLen: 1024, MicroBatch: 1, Transformers: "4.57.6"}).Estimate(); err == nil || !strings.Contains(err.Error(), "ModuleList of experts") {
+		t.Errorf("training at 4.57.6: %v", err)
+	}
+	if _, err := (Inference{Model: instruct, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+		t.Errorf("generate: %v", err)
 	}
 }
 

@@ -18,13 +18,26 @@ import "fmt"
 // frequencies (l.1239-1300), with transformers 5's two rotary buffers.
 // The thinker adds the deepstack features after its first layers
 // (l.1722-1726, as Qwen3-VL). Only the omni wrapper (family
-// qwen3_omni_moe) builds it.
+// qwen3_omni_moe) builds it: AutoModelForCausalLM has no class for
+// qwen3_omni_moe_text (models/auto/modeling_auto.py maps only the thinker,
+// l.506, 1246, and the wrapper, l.1279), and it trains as the thinker
+// (Qwen3OmniMoeThinkerForConditionalGeneration.forward, l.2224-2343).
 func init() {
 	register(&family{
 		name: "qwen3_omni_moe_text", source: "transformers/models/qwen3_omni_moe/modeling_qwen3_omni_moe.py (transformers 5.23.0)", wrappedText: true,
 		servingOnly: qwen3OmniServingOnly,
+		only5:       true,
+		has4:        qwen3OmniHas4,
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
-		fromConfig:  qwen3OmniTextFromConfig,
+		// Qwen3-MoE's 5.x MoE block line for line: the router
+		// (Qwen3OmniMoeThinkerTextTopKRouter l.1346-1364: softmax in fp32,
+		// top-k, renormalized with norm_topk_prob, cast to the logits'
+		// dtype) and the experts through grouped_mm
+		// (@use_experts_implementation, l.1304; moe_grouped_mm.go).
+		recipe: func(Model, libVersion) recipe {
+			return recipe{groupedMM: true, routerLogitsDType: true}
+		},
+		fromConfig: qwen3OmniTextFromConfig,
 		toConfig: func(m Model, c map[string]any) {
 			qwen3Config(m, c)
 			writeQwenMoEConfig(m, c)
@@ -94,5 +107,13 @@ func qwen3OmniRope(headDim int, mrope bool) map[string]any {
 	return r
 }
 
-// qwen3OmniServingOnly is why the Qwen3-Omni families plan serving only.
-const qwen3OmniServingOnly = "its modeling code is transformers 5's (grouped_mm experts, a thinker with vision and audio towers, a talker and a vocoder), which the training rules do not follow yet"
+// qwen3OmniServingOnly is what the Qwen3-Omni families do not plan: the
+// thinker's training step with text and images is modelled as its 5.23
+// traces hold (trainsAt5); transformers' generate, not traced, is not.
+const qwen3OmniServingOnly = "its modeling code is transformers 5's (grouped_mm experts, a thinker with vision and audio towers, a talker and a vocoder); of it the thinker's training step on text and images is traced at 5.23, not transformers' generate"
+
+// qwen3OmniHas4 is what of transformers 4.57's Qwen3-Omni the engine does
+// not model: its thinker's experts are a ModuleList of MLPs under a linear
+// gate (4.57.6 modeling_qwen3_omni_moe.py:1295-1351), other parameters'
+// names and another loop than the fused experts the engine lists.
+const qwen3OmniHas4 = "transformers 4.57 has Qwen3-Omni with a ModuleList of experts, other parameter names and loop"

@@ -46,6 +46,10 @@ func init() {
 		},
 		towerEmbed: qwen3VisionEmbed,
 		block:      qwen3VisionBlock,
+		// No _input_embed_layer nor get_input_embeddings (l.1129-1237):
+		// transformers 5 hooks no input embeddings in it
+		// (tower_records5.go).
+		unhookedTower: true,
 	})
 }
 

@@ -164,7 +164,8 @@ func transformers5Step(m Model, lib libVersion) (string, error) {
 // transformersOf is the transformers release a plan's rules for model m
 // follow, asked being the plan's transformers field: the release named,
 // else Transformers (4.57.6); for a family transformers 4.x does not have
-// (family.only5), the traced 5.x release where none is named (note says
+// (family.only5), or has with modeling code the engine does not model
+// (family.has4), the traced 5.x release where none is named (note says
 // so), and a 4.x release is refused.
 func transformersOf(m Model, asked string) (lib libVersion, note string, err error) {
 	lib, err = parseVersion(asked)
@@ -174,8 +175,15 @@ func transformersOf(m Model, asked string) (lib libVersion, note string, err err
 	if !only5(m) {
 		return lib, "", nil
 	}
+	has4 := lookupFamily(m.Family).has4
 	if asked == "" {
+		if has4 != "" {
+			return transformers5Release, fmt.Sprintf("transformers: %s is modelled as transformers 5 builds it (%s): modelled at %s, the 5.x release traced", m.Family, has4, transformers5String()), nil
+		}
 		return transformers5Release, fmt.Sprintf("transformers: %s is a transformers 5 model (no 4.x release has it): modelled at %s, the 5.x release traced", m.Family, transformers5String()), nil
+	}
+	if lib[0] < 5 && has4 != "" {
+		return lib, "", fmt.Errorf("transformers %s: %s is modelled as transformers 5 builds it, not as 4.x does (%s); name %s or leave transformers unset", asked, m.Family, has4, transformers5String())
 	}
 	if lib[0] < 5 {
 		return lib, "", fmt.Errorf("transformers %s: %s is not in transformers 4.x (its modeling code is transformers 5's); name %s or leave transformers unset", asked, m.Family, transformers5String())

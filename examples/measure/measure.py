@@ -260,34 +260,14 @@ def batch(config, train, device, dtype):
         t = int(train.get("decoder_seq_len") or config.max_target_positions)
         return {"input_features": torch.randn(b, config.num_mel_bins, int(train["seq_len"]), dtype=dtype, device=device),
                 "labels": torch.randint(0, min(1000, config.vocab_size), (b, t), device=device)}
+    if config.model_type == "qwen3_omni_moe":
+        # Qwen3-Omni trains its thinker (omni_forward): Qwen3-VL's images
+        # in the thinker's config, no mm_token_type_ids (its get_rope_index
+        # finds the images by their vision-start tokens, 5.23
+        # modeling_qwen3_omni_moe.py:290-311).
+        return qwen_vl_batch(config.thinker_config, train, device, b, False, specials=5)
     if config.model_type in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
-        # The processor's output for square images of the plan's size: one
-        # row of channels × frames × patch² fp32 values per patch, the
-        # (t, h, w) patch grid of each image, and in each sequence a
-        # vision-start token before each image's tokens (patches / merge²).
-        n = int(train.get("images") or 1)
-        v = config.vision_config
-        g = v.image_size // v.patch_size  # the engine writes the plan's size into the config
-        per = g * g // v.spatial_merge_size ** 2
-        vocab = min(1000, config.text_config.vocab_size)
-        ids = torch.randint(0, vocab - 4, (b, int(train["seq_len"])), device=device)
-        for i in range(n):
-            at = 1 + i * (per + 1)
-            ids[:, at] = config.vision_start_token_id
-            ids[:, at + 1:at + 1 + per] = config.image_token_id
-        labels = ids.clone()
-        labels[ids == config.image_token_id] = -100
-        row = v.in_channels * v.temporal_patch_size * v.patch_size ** 2
-        out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-               "pixel_values": torch.randn(b * n * g * g, row, device=device),
-               "image_grid_thw": torch.tensor([[1, g, g]] * (b * n), device=device)}
-        if config.model_type != "qwen2_5_vl" and transformers_major() >= 5:
-            # transformers 5's processor returns each token's modality (0
-            # text, 1 image: processing_utils.py create_mm_token_type_ids),
-            # which Qwen3-VL's M-RoPE then requires (5.23
-            # modeling_qwen3_vl.py:1092-1096).
-            out["mm_token_type_ids"] = (ids == config.image_token_id).int()
-        return out
+        return qwen_vl_batch(config, train, device, b, config.model_type != "qwen2_5_vl" and transformers_major() >= 5)
     ids = torch.randint(0, min(1000, config.vocab_size), (b, int(train["seq_len"])), device=device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if config.model_type in SEQ2SEQ:
@@ -297,6 +277,41 @@ def batch(config, train, device, dtype):
     elif config.model_type not in ENCODERS:
         inputs["labels"] = ids
     return inputs
+
+
+def qwen_vl_batch(config, train, device, b, token_types, specials=4):
+    """A Qwen-VL model's batch: the processor's output for square images of
+    the plan's size: one row of channels × frames × patch² fp32 values per
+    patch, the (t, h, w) patch grid of each image, and in each sequence a
+    vision-start token before each image's tokens (patches / merge²);
+    with token_types each token's modality. The text's tokens are drawn
+    below the last specials ids of a small vocabulary (the engine's special
+    tokens there)."""
+    import torch
+
+    n = int(train.get("images") or 1)
+    v = config.vision_config
+    g = v.image_size // v.patch_size  # the engine writes the plan's size into the config
+    per = g * g // v.spatial_merge_size ** 2
+    vocab = min(1000, config.text_config.vocab_size)
+    ids = torch.randint(0, vocab - specials, (b, int(train["seq_len"])), device=device)
+    for i in range(n):
+        at = 1 + i * (per + 1)
+        ids[:, at] = config.vision_start_token_id
+        ids[:, at + 1:at + 1 + per] = config.image_token_id
+    labels = ids.clone()
+    labels[ids == config.image_token_id] = -100
+    row = v.in_channels * v.temporal_patch_size * v.patch_size ** 2
+    out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+           "pixel_values": torch.randn(b * n * g * g, row, device=device),
+           "image_grid_thw": torch.tensor([[1, g, g]] * (b * n), device=device)}
+    if token_types:
+        # transformers 5's processor returns each token's modality (0
+        # text, 1 image: processing_utils.py create_mm_token_type_ids),
+        # which Qwen3-VL's M-RoPE then requires (5.23
+        # modeling_qwen3_vl.py:1092-1096).
+        out["mm_token_type_ids"] = (ids == config.image_token_id).int()
+    return out
 
 
 def image_text_batch(config, train, device, dtype, b):
@@ -391,8 +406,16 @@ def for_training(model, train, dropout):
     """The model as the plan trains it: PEFT LoRA adapters (their dropout only
     when dropout), train mode, non-reentrant checkpointing."""
     lora = train.get("lora")
-    vl = model.config.model_type in VISION_LANGUAGE
-    if vl and train.get("vision_tower", "frozen") == "frozen":
+    vl = model.config.model_type in VISION_LANGUAGE or model.config.model_type in MULTIMODAL
+    if model.config.model_type == "qwen3_omni_moe":
+        # Qwen3-Omni's thinker: the audio tower, which no plan trains, and
+        # as the plan says the vision tower up to its mergers.
+        inner = model.thinker.model
+        inner.audio_tower.requires_grad_(False)
+        if train.get("vision_tower", "frozen") == "frozen":
+            for part in (inner.visual.patch_embed, inner.visual.blocks, inner.visual.pos_embed):
+                part.requires_grad_(False)
+    elif vl and train.get("vision_tower", "frozen") == "frozen":
         if model.config.model_type in ("llava", "gemma3", "gemma4", "mistral3"):
             model.model.vision_tower.requires_grad_(False)
         elif model.config.model_type == "llama4":
@@ -477,6 +500,15 @@ def keeps_output(train):
     backward: a plain loop (and litgpt's) does; the HF Trainer, torchtune
     and torchtitan keep only the loss."""
     return train.get("framework", "plain_pytorch") in ("plain_pytorch", "litgpt")
+
+
+def trained(model):
+    """The module a training step calls: the model, or Qwen3-Omni's thinker
+    (Qwen3OmniMoeForConditionalGeneration has no forward of its own, only
+    generate: 5.23 modeling_qwen3_omni_moe.py:3950-4055)."""
+    if model.config.model_type == "qwen3_omni_moe":
+        return model.thinker
+    return model
 
 
 def loss_of(out, config):
@@ -676,7 +708,7 @@ def trace(args):
         def step(phase):
             phase("forward")
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
-                out = model(**inputs)
+                out = trained(model)(**inputs)
                 loss = loss_of(out, config)
             if not keep:
                 out = None  # the HF Trainer's compute_loss returns only the loss
@@ -922,7 +954,7 @@ def snapshot(args):
             inputs = batch(config, train, "cpu", next(model.parameters()).dtype)
             rec.phase("forward")
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
-                out = model(**inputs)
+                out = trained(model)(**inputs)
                 loss = loss_of(out, config)
             if not keeps_output(train):
                 out = None  # the HF Trainer's compute_loss returns only the loss
@@ -1004,7 +1036,7 @@ def gpu(args):
         inputs = batch(config, train, device, dtype)
         phase("forward")
         with torch.autocast(device, dtype=amp or torch.bfloat16, enabled=amp is not None):
-            out = model(**inputs)
+            out = trained(model)(**inputs)
             loss = loss_of(out, config)
         if not keep:
             del out
