@@ -9,7 +9,7 @@ package vram
 // num_hidden_layers, …).
 func init() {
 	register(&family{
-		name: "gpt_bigcode", source: "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py",
+		name: gptBigcodeModelType, source: "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py",
 		defaults: Model{MLP: "gelu_pytorch_tanh", Norm: "layernorm", Position: "learned", Bias: BiasAll, TiedEmbeddings: true},
 		fromConfig: func(c *hfReader, m *Model) {
 			m.Layers = c.optInt("n_layer", c.optInt("num_hidden_layers", 12))
@@ -49,3 +49,5 @@ func init() {
 		},
 	})
 }
+
+const gptBigcodeModelType = "gpt_bigcode"

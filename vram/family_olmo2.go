@@ -9,7 +9,7 @@ package vram
 // (configuration_olmo2.py:70-92, transformers 5.23.0).
 func init() {
 	register(&family{
-		name: "olmo2", source: "transformers/models/olmo2/modeling_olmo2.py",
+		name: olmo2ModelType, source: "transformers/models/olmo2/modeling_olmo2.py",
 		defaults: Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sublayer", QKNorm: "full"},
 		fromConfig: func(c *hfReader, m *Model) {
 			c.commonOr(m, classShape{layers: 32, hidden: 4096, heads: 32, ffn: 11008, vocab: 50304, maxPosition: 2048})
@@ -37,3 +37,5 @@ func init() {
 		},
 	})
 }
+
+const olmo2ModelType = "olmo2"

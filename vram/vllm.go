@@ -761,6 +761,9 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	}
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
 	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
+	if note := v.transformersBackendNote(m, rel); note != "" { // vllm_transformers_backend.go
+		c.Notes = append(c.Notes, note)
+	}
 	if c.Err = rin.engineRefuses(m, g, rel.modeloptCC); c.Err == "" {
 		c.Err = c.startup(v, g)
 	}

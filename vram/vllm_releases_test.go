@@ -314,3 +314,42 @@ func TestVLLMV0Fallback(t *testing.T) {
 		}
 	}
 }
+
+// TestVLLMTransformersBackend: a family vLLM serves through its
+// Transformers backend is carved with a note saying so from the release
+// its registry moved it there, and without one before (its native class);
+// a native family never has it.
+func TestVLLMTransformersBackend(t *testing.T) {
+	g := mustGPU("H100-80GB")
+	for family, a := range vllmTransformersBackend {
+		m, ok := presetOfFamily(family)
+		if !ok {
+			t.Errorf("%s: no preset of the family", family)
+			continue
+		}
+		for _, c := range []struct {
+			release string
+			want    bool
+		}{{a.since, true}, {CurrentVLLM, true}, {"0.10.0", false}} {
+			v := VLLM{Version: c.release, TP: 1, MaxModelLen: 2048}
+			if m.Params > 60e9 || m.Experts > 0 {
+				v.TP = 8
+			}
+			carve, err := v.Carve(Inference{Model: m}, g)
+			if err != nil {
+				if c.want {
+					t.Errorf("%s on vLLM %s: %v", family, c.release, err)
+				}
+				continue
+			}
+			got := slices.ContainsFunc(carve.Notes, func(n string) bool { return strings.Contains(n, "through its Transformers backend") })
+			if got != c.want {
+				t.Errorf("%s on vLLM %s: the backend note %v, want %v (notes %q)", family, c.release, got, c.want, carve.Notes)
+			}
+		}
+	}
+	carve, err := VLLM{TP: 1, MaxModelLen: 2048}.Carve(Inference{Model: MustPreset("llama-3.1-8b")}, g)
+	if err != nil || slices.ContainsFunc(carve.Notes, func(n string) bool { return strings.Contains(n, "Transformers backend") }) {
+		t.Errorf("llama-3.1-8b: %v, %q", err, carve.Notes)
+	}
+}
