@@ -67,10 +67,10 @@ func TestMistral4(t *testing.T) {
 	if _, err := (Inference{Model: ms, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("generate: %v", err)
 	}
-	// Serving on 4 × H100: vLLM pages the latent (kv_lora_rank +
-	// qk_rope_head_dim, bf16) of every layer, one group.
-	c, err := VLLM{MaxModelLen: 32768, TP: 4}.Carve(Inference{Model: ms, TP: 4}, mustGPU("H100-80GB"))
-	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(256+64)) || c.KVCache.Layers != 36 || len(c.KVCache.Groups) != 1 {
-		t.Errorf("vLLM: starts %v (%s), page %v, %d layers, groups %+v, %v", c.Starts, c.Err, c.KVCache.PageBytes, c.KVCache.Layers, c.KVCache.Groups, err)
+	// No vLLM registry read has Mistral4ForCausalLM (vllmArchitectures):
+	// its Transformers backend would load it, which the carve does not
+	// model.
+	if _, err := (VLLM{MaxModelLen: 32768, TP: 4}).Carve(Inference{Model: ms, TP: 4}, mustGPU("H100-80GB")); err == nil || !strings.Contains(err.Error(), "has no Mistral4ForCausalLM") {
+		t.Errorf("vLLM: %v, want the registry's refusal", err)
 	}
 }

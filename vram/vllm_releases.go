@@ -213,6 +213,10 @@ var vllmArchitectures = map[string]servedArchitecture{
 	qwen35TextModelType:    {since: "0.27.0", names: "Qwen3_5ForCausalLM", source: "0.27.0 l.201, _TEXT_GENERATION_MODELS; none in 0.26.0"},
 	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
+	lfm3ModelType: {never: true, names: "Lfm3ForCausalLM",
+		source: "no registry read, 0.9.2 to 0.33.0, has it; the Transformers backend refuses its short-convolution layers: \"Layer N does not dispatch through the Transformers attention interface and vLLM has no other way to handle it.\" (0.33.0 model_executor/models/transformers/base.py:630-639)"},
+	mistral4ModelType: {never: true, names: "Mistral4ForCausalLM",
+		source: "no registry read, 0.9.2 to 0.33.0, has it; a checkpoint would load through the Transformers backend (model_impl auto), another implementation, which the carve does not model"},
 	bambaModelType: {until: "0.23.0", names: "BambaForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:841-895 (_PREVIOUSLY_SUPPORTED_MODELS), 1221-1253; the Transformers backend refuses its Mamba-2 layers (transformers/base.py:631-639)"},
 }
@@ -230,6 +234,8 @@ func (rel vllmRelease) checkArchitecture(m Model, asked string) error {
 	switch {
 	case err != nil:
 		return err
+	case support == archNotYet && a.never:
+		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s (%s)", asked, family, a.names, a.source)
 	case support == archNotYet:
 		return fmt.Errorf("vllm: vLLM %s does not run %s: its model registry has no %s, which vLLM %s first registers (model_executor/models/registry.py: %s)", asked, family, a.names, a.since, a.source)
 	case support == archDropped:

@@ -227,6 +227,8 @@ func TestVLLMArchitectures(t *testing.T) {
 			_, err = (VLLM{Version: rel, MaxModelLen: 8192}).Carve(Inference{Model: m}, g)
 			var want string
 			switch {
+			case a.never:
+				want = "vLLM " + rel + " does not run " + family + ": its model registry has no " + a.names + " (no registry read"
 			case v.Less(first):
 				want = "vLLM " + rel + " does not run " + family + ": its model registry has no " + a.names + ", which vLLM " + a.since + " first registers"
 			case last.Less(v):
