@@ -70,18 +70,29 @@ func (b *actBuilder) latentQKV5(p blockPlan, x *actT, heads int64) (q, k, v, qRe
 	if !p.useCache || !p.hfModeling {
 		locals = append(locals, kr, kvn)
 	}
-	if p.useCache && p.hfModeling {
-		cd := promote(kvn.dtype, kr.dtype)
-		kvn = b.op("cache.kv_nope", b.size(r, cd), cd, list(kvn))
-		if kr.dtype != cd {
-			kr = b.op("cache.k_rot.to", b.size(dr, cd), cd, list(kr))
-		}
-		kr = b.op("cache.k_rot", b.size(dr, cd), cd, list(kr))
-		p.holdOutput(kvn, kr)
-	}
+	kvn, kr = b.latentCache5(p, kvn, kr)
 	qd := promote(q.dtype, qr.dtype)
 	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
 	kv := b.linear(p, "kv_b_proj", "v_proj", kvn, r, heads*(dn+dv))
 	k = b.op("key_states", b.size(heads*(dn+dr), kv.dtype), kv.dtype, list(kv, kr))
 	return q, k, kv, qResid, locals
+}
+
+// latentCache5 is past_key_values.update(kv_nope, k_rot) with a cache
+// (see latentQKV5): copies of both latents in their promoted dtype, which
+// the returned cache holds and attention reads; without one the latents
+// as they are.
+func (b *actBuilder) latentCache5(p blockPlan, kvn, kr *actT) (*actT, *actT) {
+	if !p.useCache || !p.hfModeling {
+		return kvn, kr
+	}
+	r, dr := int64(b.r.m.KVLoRARank), int64(b.r.m.QKRopeDim)
+	cd := promote(kvn.dtype, kr.dtype)
+	kvn = b.op("cache.kv_nope", b.size(r, cd), cd, list(kvn))
+	if kr.dtype != cd {
+		kr = b.op("cache.k_rot.to", b.size(dr, cd), cd, list(kr))
+	}
+	kr = b.op("cache.k_rot", b.size(dr, cd), cd, list(kr))
+	p.holdOutput(kvn, kr)
+	return kvn, kr
 }
