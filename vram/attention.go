@@ -85,7 +85,9 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		var qResid *actT
 		var locals []*actT
 		s.q, s.k, s.v, qResid, locals = b.latentQKV5(p, a, d.heads)
-		s.freshQ, s.cacheHeld, s.vStrided = true, true, true
+		// Without a rotary embedding q is q_proj's output transposed, a
+		// view; else the concatenation of its parts.
+		s.freshQ, s.cacheHeld, s.vStrided = m.latentRoped(), true, true
 		if m.IndexHeads > 0 && qResid != nil {
 			// DeepSeek Sparse Attention's indexer (dsa_indexer5.go),
 			// which runs while the forward's locals are live.

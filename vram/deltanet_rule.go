@@ -79,15 +79,7 @@ func (b *actBuilder) deltaOperands(p blockPlan, d deltaDims, q, k, v, g, beta *a
 func (b *actBuilder) deltaRows(p blockPlan, s *deltaRule) {
 	d := s.d
 	f := func(n int64) Bytes { return FP32.Size(n) }
-	rows := d.batch * d.nv * d.chunks
-	for i := int64(1); i < deltaChunk; i++ {
-		row := b.op("attn.row.clone", f(rows*i), FP32, list(s.attn))
-		sub := b.op("attn.sub.clone", f(rows*i*i), FP32, list(s.attn))
-		t := b.op("row*sub", f(rows*i*i), FP32, list(row, sub), row, sub)
-		sum := b.op("row*sub.sum", f(rows*i), FP32, list(t))
-		u := b.op("row+sum", f(rows*i), FP32, list(row, sum))
-		b.op("attn[i,:i]=", 0, FP32, list(s.attn, u))
-	}
+	b.deltaRowSolve(d.batch*d.nv*d.chunks, s.attn)
 	tp := s.padded
 	maps := tp * d.nv * deltaChunk
 	eye := b.op("attn+eye", f(maps), FP32, list(s.attn))
@@ -100,6 +92,21 @@ func (b *actBuilder) deltaRows(p blockPlan, s *deltaRule) {
 	vd := s.value.dtype
 	s.state = b.op("state.zeros", vd.Size(d.batch*d.nv*d.dk*d.dv), vd, nil)
 	s.out = b.op("core_attn_out.zeros", vd.Size(tp*d.nv*d.dv), vd, list(s.value))
+}
+
+// deltaRowSolve is the row loop of the triangular solve on attn, rows
+// chunk × chunk fp32 maps (batch × heads × chunks of them), written in
+// place.
+func (b *actBuilder) deltaRowSolve(rows int64, attn *actT) {
+	f := func(n int64) Bytes { return FP32.Size(n) }
+	for i := int64(1); i < deltaChunk; i++ {
+		row := b.op("attn.row.clone", f(rows*i), FP32, list(attn))
+		sub := b.op("attn.sub.clone", f(rows*i*i), FP32, list(attn))
+		t := b.op("row*sub", f(rows*i*i), FP32, list(row, sub), row, sub)
+		sum := b.op("row*sub.sum", f(rows*i), FP32, list(t))
+		u := b.op("row+sum", f(rows*i), FP32, list(row, sum))
+		b.op("attn[i,:i]=", 0, FP32, list(attn, u))
+	}
 }
 
 // deltaChunks is the loop over the chunks: each reads the state the

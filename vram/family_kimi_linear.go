@@ -25,11 +25,19 @@ func init() {
 		defaults:        Model{MLP: "swiglu", Norm: "rmsnorm", Position: "none", Bias: BiasNone, Router: "sigmoid_topk_norm"},
 		latentAttention: true,
 		kda:             true,
-		servingOnly:     "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, Kimi Delta Attention), which the training rules do not follow yet",
+		servingOnly:     "its modeling code is transformers 5's; of it the training step is traced at 5.23, not transformers' generate (the recurrent decode)",
 		only5:           true,
-		fromConfig:      kimiLinearFromConfig,
-		toConfig:        kimiLinearToConfig,
-		check:           kimiLinearCheck,
+		// The MLA, router and MoE are DeepSeek-V3's at 5.23 without the
+		// rotary embedding: the experts through grouped_mm
+		// (moe_grouped_mm.go; @use_experts_implementation, l.97-135), the
+		// latent cache and expand_kv (mla5.go; l.249-294); the KDA layers
+		// run their torch fallbacks (kda5.go).
+		recipe: func(Model, libVersion) recipe {
+			return recipe{groupedMM: true, latentCache: true}
+		},
+		fromConfig: kimiLinearFromConfig,
+		toConfig:   kimiLinearToConfig,
+		check:      kimiLinearCheck,
 		tensors: func(m Model, l *tensorList) {
 			d := m.dims()
 			l.add("model.embed_tokens.weight", "embedding", d.v, d.h)

@@ -89,7 +89,7 @@ func TestKimiLinear(t *testing.T) {
 // (a 5.23 forward with use_cache on a small bf16 model: conv_states
 // (batch, 3 · heads · head_dim, kernel) bf16, recurrent_states (batch,
 // heads, head_dim, head_dim) fp32), the MLA layers' compressed cache, and
-// what is refused in words.
+// that training plans as traced at 5.23 and generate is refused in words.
 func TestKimiLinearPreset(t *testing.T) {
 	m := MustPreset("kimi-linear-48b-a3b")
 	if m.ParamCount() != 49122675072 || m.attentionLayers(0, m.Layers) != 7 {
@@ -105,8 +105,13 @@ func TestKimiLinearPreset(t *testing.T) {
 	if got := m.KDA.StateBytes(BF16); got != BF16.Size(3*32*128*4)+FP32.Size(32*128*128) {
 		t.Errorf("KDA state per sequence per layer: %v", got)
 	}
-	if _, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
-		t.Errorf("training: %v", err)
+	// Training runs as traced at 5.23 (testdata/trace5: KDA's torch
+	// fallbacks, kda5.go); transformers' generate is not modelled.
+	if est, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1}).Estimate(); err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "traced at 5.23.0") {
+		t.Errorf("training: %v, notes %q", err, est.Notes)
+	}
+	if _, err := (Inference{Model: m, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+		t.Errorf("generate: %v", err)
 	}
 	kimiLinearServing(t, m)
 }
@@ -166,5 +171,34 @@ func kimiLinearServing(t *testing.T, m Model) {
 	}
 	if _, err := (SGLang{Version: "0.5.3"}).Carve(Inference{Model: m}, g); err == nil {
 		t.Error("SGLang 0.5.3 pools Kimi-Linear's KDA state")
+	}
+}
+
+// TestKimiLinearKDAPadding: chunk_kimi_delta_attention pads the sequence
+// to whole chunks of 64 (modeling_kimi_linear.py:494-502 at 5.23.0), so a
+// KDA layer's decay map (l.517: batch × heads × chunks × 64 × 64 ×
+// head_dim, fp32, saved by exp) is the padded length's, while the layer's
+// input is the sequence's own.
+func TestKimiLinearKDAPadding(t *testing.T) {
+	m := MustPreset("kimi-linear-48b-a3b")
+	for _, c := range []struct{ seq, chunks int }{{64, 1}, {100, 2}, {128, 2}, {200, 4}, {256, 4}} {
+		r, err := (Training{Model: m, SeqLen: c.seq, MicroBatch: 2}).resolve()
+		if err != nil {
+			t.Fatalf("seq %d: %v", c.seq, err)
+		}
+		blk := buildBlock(&r, 0)
+		var decay, input Bytes
+		for _, x := range blk.Tensors {
+			switch x.Name {
+			case "decay_mask":
+				decay = x.Bytes
+			case "input":
+				input = x.Bytes
+			}
+		}
+		d := *m.KDA
+		if want := FP32.Size(int64(2 * d.Heads * c.chunks * 64 * 64 * d.HeadDim)); decay != want || input != r.ComputeDType.Size(int64(2*c.seq*m.Hidden)) {
+			t.Errorf("seq %d: decay map %v (want %v), input %v", c.seq, decay, want, input)
+		}
 	}
 }

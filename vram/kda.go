@@ -9,8 +9,9 @@ import "fmt"
 // v projected separately and convolved together, the decay from a
 // low-rank forget gate, the output gated through a low-rank projection.
 // The engine lists their parameters (Model.KDA), the serving engines'
-// profile path of them (kdaProfile) and their state (Model.stateElems;
-// vLLM's and SGLang's pools); their training forward is not modelled yet.
+// profile path of them (kdaProfile), their state (Model.stateElems;
+// vLLM's and SGLang's pools) and their training forward as transformers
+// 5.23 runs it (kda5.go).
 
 // kdaTensors adds a KimiLinearDeltaAttention's parameters under p in
 // named_parameters order (module registration order, l.585-604): q_proj,
@@ -39,23 +40,26 @@ func kdaTensors(m Model, l *tensorList, p string) {
 
 // resolveKDA checks what a plan asks of a model with KDA layers: a
 // serving engine's forward (vLLM's profile run) takes the layers' profile
-// path (kdaProfile); their training forward is not traced, and training
-// and transformers' generate are refused before (family.servingOnly).
+// path (kdaProfile); a training forward transformers 5.23's torch path
+// (kda5.go).
 func (r *resolved) resolveKDA() error {
 	if r.m.KDA == nil {
 		return nil
 	}
-	if !r.servingEngine {
-		return fmt.Errorf("model: %s has Kimi Delta Attention layers (model.kda), whose training forward is not modelled yet; its parameters, stored bytes, checkpoint and serving engines' state are", r.m.Family)
+	if err := r.refuseRecurrent("Kimi Delta Attention", "KimiDeltaAttention"); err != nil {
+		return err
 	}
-	return r.refuseRecurrent("Kimi Delta Attention", "KimiDeltaAttention")
+	if !r.servingEngine {
+		r.notes = append(r.notes, fmt.Sprintf("kda: the Kimi Delta Attention layers run transformers' torch path (chunk_kimi_delta_attention, as on a CPU or without the flash-linear-attention kernels): each chunk of %d tokens keeps its chunk × chunk × head_dim decay map and products; the fla kernels save far less, which is not modelled", deltaChunk))
+	}
+	return nil
 }
 
-// kdaBlock is a Kimi Delta Attention layer as a serving engine runs it:
-// input_layernorm, the KDA's profile path, post_attention_layernorm, the
-// MLP or MoE.
+// kdaBlock is a Kimi Delta Attention layer (KimiLinearDecoderLayer with
+// layer_type "linear_attention"): input_layernorm, the KDA
+// (kimiDeltaAttention), post_attention_layernorm, the MLP or MoE.
 func kdaBlock(r *resolved, layer int) BlockActivations {
-	return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).kdaProfile)
+	return recurrentBlock(r, layer, "input_layernorm", "post_attention_layernorm", (*actBuilder).kimiDeltaAttention)
 }
 
 // kdaProfile is vLLM 0.33's KimiLinearGatedDeltaNetAttention.forward in

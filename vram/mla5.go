@@ -65,23 +65,54 @@ func (b *actBuilder) latentQKV5(p blockPlan, x *actT, heads int64) (q, k, v, qRe
 	q, qResid = b.latentQueryResid(p, x, heads)
 	ckv := b.linear(p, "kv_a_proj_with_mqa", "k_proj", x, h, r+dr)
 	kvn := b.norm(p, "kv_a_layernorm", "rmsnorm", ckv, r)
+	if !m.latentRoped() {
+		// Kimi-Linear's MLA (kimi_linear/modeling_kimi_linear.py:277-294 at
+		// 5.23.0): query_states is q_proj's output viewed (l.281), k_rot a
+		// view of compressed_kv (l.284, 288), neither rotated.
+		locals = []*actT{q, qResid, ckv}
+		if !p.useCache || !p.hfModeling {
+			locals = append(locals, kvn)
+		}
+		kvn, kr := b.latentCache5(p, kvn, ckv)
+		kv := b.linear(p, "kv_b_proj", "v_proj", kvn, r, heads*(dn+dv))
+		k = b.op("key_states", b.size(heads*(dn+dr), kv.dtype), kv.dtype, list(kv, kr))
+		return q, k, kv, qResid, locals
+	}
 	qr, kr := b.latentRope(p, q, ckv, heads)
 	locals = []*actT{q, qr, qResid, ckv}
 	if !p.useCache || !p.hfModeling {
 		locals = append(locals, kr, kvn)
 	}
-	if p.useCache && p.hfModeling {
-		cd := promote(kvn.dtype, kr.dtype)
-		kvn = b.op("cache.kv_nope", b.size(r, cd), cd, list(kvn))
-		if kr.dtype != cd {
-			kr = b.op("cache.k_rot.to", b.size(dr, cd), cd, list(kr))
-		}
-		kr = b.op("cache.k_rot", b.size(dr, cd), cd, list(kr))
-		p.holdOutput(kvn, kr)
-	}
+	kvn, kr = b.latentCache5(p, kvn, kr)
 	qd := promote(q.dtype, qr.dtype)
 	q = b.op("q_cat", b.size(heads*(dn+dr), qd), qd, list(q, qr))
 	kv := b.linear(p, "kv_b_proj", "v_proj", kvn, r, heads*(dn+dv))
 	k = b.op("key_states", b.size(heads*(dn+dr), kv.dtype), kv.dtype, list(kv, kr))
 	return q, k, kv, qResid, locals
+}
+
+// latentCache5 is past_key_values.update(kv_nope, k_rot) with a cache
+// (see latentQKV5): copies of both latents in their promoted dtype, which
+// the returned cache holds and attention reads; without one the latents
+// as they are.
+func (b *actBuilder) latentCache5(p blockPlan, kvn, kr *actT) (*actT, *actT) {
+	if !p.useCache || !p.hfModeling {
+		return kvn, kr
+	}
+	r, dr := int64(b.r.m.KVLoRARank), int64(b.r.m.QKRopeDim)
+	cd := promote(kvn.dtype, kr.dtype)
+	kvn = b.op("cache.kv_nope", b.size(r, cd), cd, list(kvn))
+	if kr.dtype != cd {
+		kr = b.op("cache.k_rot.to", b.size(dr, cd), cd, list(kr))
+	}
+	kr = b.op("cache.k_rot", b.size(dr, cd), cd, list(kr))
+	p.holdOutput(kvn, kr)
+	return kvn, kr
+}
+
+// latentRoped reports whether MLA rotates the rotary parts of q and of
+// the shared key: every MLA family but Kimi-Linear's (Position "none",
+// whose parts keep their rotary widths unrotated).
+func (m Model) latentRoped() bool {
+	return m.Position != "none"
 }
