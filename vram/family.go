@@ -116,6 +116,12 @@ type family struct {
 	// once its traces at that release hold under its rules
 	// (transformers5Traced), servingOnly notwithstanding.
 	only5 bool
+	// train5 is why the engine models the family's training at the traced
+	// 5.x release only, where transformers 4.x has the model too but
+	// trains it otherwise (untraced): the family is then treated as only5,
+	// a plan naming a 4.x release refused with this reason. Empty for the
+	// others.
+	train5 string
 	// reentrantFails is how transformers fails the family's training step
 	// under reentrant activation checkpointing (empty: it does not).
 	reentrantFails string
@@ -529,6 +535,14 @@ type recipe struct {
 	// experts side by side, each between norms of its own, the router on
 	// the residual stream (Gemma 4: gemma4_text5.go gemma4MoE).
 	denseBesideExperts bool
+	// perLayerScaleInPlace: the per-layer inputs' projection is scaled in
+	// place (Gemma 3n's per_layer_projection *= scale), not into a new
+	// tensor (Gemma 4's).
+	perLayerScaleInPlace bool
+	// altUp: the blocks carry a stack of altup_num_inputs copies of the
+	// hidden state, built before the blocks and merged after them, each
+	// block Gemma 3n's decoder layer (gemma3n_text5.go).
+	altUp bool
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

@@ -67,7 +67,9 @@ func (b *actBuilder) perLayerInputs5(p blockPlan, x, look *actT) {
 	}
 	proj := b.op("per_layer_model_projection", b.size(all, xc.dtype), xc.dtype, list(xc), saves...)
 	b.ops[len(b.ops)-1].mm, b.ops[len(b.ops)-1].gemm = true, true
-	proj = b.op("per_layer_model_projection.scale", b.size(all, proj.dtype), proj.dtype, list(proj))
+	if !p.rec.perLayerScaleInPlace {
+		proj = b.op("per_layer_model_projection.scale", b.size(all, proj.dtype), proj.dtype, list(proj))
+	}
 	n := b.headNorm(p, "per_layer_projection_norm", m.Norm, proj, all, layers)
 	d := promote(n.dtype, look.dtype)
 	sum := b.op("per_layer_inputs.add", b.size(all, d), d, list(n, look))

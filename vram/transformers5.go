@@ -174,20 +174,25 @@ func transformersOf(m Model, asked string) (lib libVersion, note string, err err
 	if !only5(m) {
 		return lib, "", nil
 	}
-	if asked == "" {
+	why := lookupFamily(m.Family).train5
+	switch {
+	case asked == "" && why != "":
+		return transformers5Release, fmt.Sprintf("transformers: %s's training is modelled at %s, the 5.x release traced (%s)", m.Family, transformers5String(), why), nil
+	case asked == "":
 		return transformers5Release, fmt.Sprintf("transformers: %s is a transformers 5 model (no 4.x release has it): modelled at %s, the 5.x release traced", m.Family, transformers5String()), nil
-	}
-	if lib[0] < 5 {
+	case lib[0] < 5 && why != "":
+		return lib, "", fmt.Errorf("transformers %s: %s's training is modelled at transformers 5 only (%s); name %s or leave transformers unset", asked, m.Family, why, transformers5String())
+	case lib[0] < 5:
 		return lib, "", fmt.Errorf("transformers %s: %s is not in transformers 4.x (its modeling code is transformers 5's); name %s or leave transformers unset", asked, m.Family, transformers5String())
 	}
 	return lib, "", nil
 }
 
 // only5 reports whether m's family has no transformers 4.x release
-// (family.only5).
+// (family.only5), or is treated so (family.train5).
 func only5(m Model) bool {
 	f := lookupFamily(m.Family)
-	return f != nil && f.only5
+	return f != nil && (f.only5 || f.train5 != "")
 }
 
 // trainsAt5 reports whether the training of m, a family whose training
