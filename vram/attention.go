@@ -126,6 +126,21 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		// until the forward returns.
 		p.holdOutput(s.k, s.v)
 	}
+	out := b.attendAndProject(p, d, a, s)
+	for _, t := range indexed {
+		t.lastUse = max(t.lastUse, len(b.ops)-1)
+	}
+	if len(indexed) > 0 && p.rec.topKReturned {
+		b.topK = indexed[0] // the decoder layer returns it (dsa_indexer5.go)
+	}
+	return out
+}
+
+// attendAndProject is attention's core on q, k and v as s leaves them
+// (repeated to every query head where the kernel needs it, eager or fused,
+// an output gate) and the output projection; a is the sublayer's input,
+// which a head gate reads.
+func (b *actBuilder) attendAndProject(p blockPlan, d blockDims, a *actT, s qkv) *actT {
 	// Grouped k and v are repeated to every query head: by repeat_kv
 	// (eager; SDPA without native GQA or with a mask), or, for a family
 	// that splits them off itself, by the eager matmul's broadcasting.
@@ -160,14 +175,7 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		od := promote(o.dtype, sg.dtype)
 		o = b.op("attn_output*g", b.size(d.oDim, od), od, list(o, sg), o, sg)
 	}
-	out := b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
-	for _, t := range indexed {
-		t.lastUse = max(t.lastUse, len(b.ops)-1)
-	}
-	if len(indexed) > 0 && p.rec.topKReturned {
-		b.topK = indexed[0] // the decoder layer returns it (dsa_indexer5.go)
-	}
-	return out
+	return b.linear(p, "o_proj", "o_proj", o, d.oDim, d.h)
 }
 
 // fusedQKVRoped is one q|k|v matmul whose rotary embedding (if any) the
@@ -304,16 +312,7 @@ func (b *actBuilder) qkNormsAndRope(p blockPlan, d blockDims, s *qkv) {
 // cos and sin, a layer's own interleaved ones (ERNIE) or its cut of the
 // three-section tables (Qwen2.5-VL).
 func (b *actBuilder) rope(p blockPlan, d blockDims, s *qkv) {
-	// transformers' rotary embeddings return cos and sin in the
-	// hidden states' dtype (cos.to(dtype=x.dtype)): fp32 under
-	// autocast with fp32 weights, so q·cos promotes q and k to fp32.
-	dtype := func(x *actT) DType {
-		if p.hfModeling && p.autocast && !p.rec.ropeKeepsDType {
-			return promote(x.dtype, p.resid)
-		}
-		return x.dtype
-	}
-	dq, dk := dtype(s.q), dtype(s.k)
+	dq, dk := p.ropeDType(s.q.dtype), p.ropeDType(s.k.dtype)
 	switch {
 	case p.rec.ropeComplex:
 		// vision_apply_rotary_emb: x.float() (a copy unless fp32), viewed
@@ -349,6 +348,17 @@ func (b *actBuilder) rope(p blockPlan, d blockDims, s *qkv) {
 		s.q = b.op("q_rope", b.size(d.qDim, dq), dq, list(s.q))
 		s.k = b.op("k_rope", b.size(s.kd, dk), dk, list(s.k))
 	}
+}
+
+// ropeDType is the dtype of q or k (of dtype d) after the rotary
+// embedding: transformers' rotary embeddings return cos and sin in the
+// hidden states' dtype (cos.to(dtype=x.dtype)), fp32 under autocast with
+// fp32 weights, so q·cos promotes q and k to fp32.
+func (p blockPlan) ropeDType(d DType) DType {
+	if p.hfModeling && p.autocast && !p.rec.ropeKeepsDType {
+		return promote(d, p.resid)
+	}
+	return d
 }
 
 // complexRope is one of vision_apply_rotary_emb's two products on x

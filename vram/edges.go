@@ -73,6 +73,9 @@ func buildEdges(r *resolved) edgeActivations {
 	if heldEmbeds != nil {
 		b.hold(heldEmbeds)
 	}
+	if p.rec.altUp {
+		x = b.altUpStack(p, x, h) // Gemma 3n's (gemma3n_text5.go)
+	}
 	if m.WordEmbedProjDim > 0 && m.WordEmbedProjDim != m.Hidden {
 		x = b.linear(p, "project_in", "other", x, int64(e), h)
 	}
@@ -150,7 +153,11 @@ func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 	if p.sp && m.NormPosition != "post" && !m.EncoderDecoder() && !p.rec.pooledNorm {
 		hSeq, b.seqShard = h/p.tp, p.tp
 	}
-	x := b.newT(actT{name: "hidden", op: "hidden", bytes: b.size(hSeq, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true})
+	in := hSeq
+	if p.rec.altUp {
+		in *= int64(m.AltUpInputs) // the last layer's AltUp stack
+	}
+	x := b.newT(actT{name: "hidden", op: "hidden", bytes: b.size(in, p.resid), dtype: p.resid, born: -1, lastUse: -1, external: true})
 	x.id = len(b.ts)
 	b.ts = append(b.ts, x)
 	var holdBuf [2]*actT
@@ -176,6 +183,9 @@ func buildHead(r *resolved, p blockPlan, tokens, h, v int64) BlockActivations {
 		p.holdOutput(b.norm(p, "final_norm", m.Norm, x, h))
 		b.tokens = tokens
 	case m.NormPosition != "post":
+		if p.rec.altUp {
+			x = b.altUpMerge(p, x, h) // Gemma 3n's (gemma3n_text5.go)
+		}
 		x = b.norm(p, "final_norm", m.Norm, x, hSeq)
 		hold = append(hold, x) // outputs.last_hidden_state
 	}
@@ -417,6 +427,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: !p.rec.ropeInterleaved})
 		}
 	}
+	out = append(out, gemma3nKVDictPart(r, mulI64(p.batch, p.seq))...) // Gemma 3n's (gemma3n_kvshare5.go)
 	if p.rec.topKReturned && m.IndexHeads > 0 {
 		// GLM-5's model loop holds the top-k one layer returned
 		// (topk_indices, int32 [B, S, min(index_topk, T)]) until the next

@@ -116,11 +116,12 @@ type family struct {
 	// once its traces at that release hold under its rules
 	// (transformers5Traced), servingOnly notwithstanding.
 	only5 bool
-	// has4, for an only5 family that transformers 4.x does have, says
-	// what of its 4.x modeling code the engine does not model (other
-	// parameter names, another experts' loop): the family is planned as
-	// transformers 5 builds it, and a plan naming a 4.x release is
-	// refused with this reason. Empty for the others.
+	// has4, for a family transformers 4.x has too, says what of its 4.x
+	// modeling code or training the engine does not model (other
+	// parameter names, another experts' loop, another training step):
+	// the family is planned as transformers 5 builds and trains it, as an
+	// only5 family is, and a plan naming a 4.x release is refused with
+	// this reason. Empty for the others.
 	has4 string
 	// reentrantFails is how transformers fails the family's training step
 	// under reentrant activation checkpointing (empty: it does not).
@@ -535,6 +536,14 @@ type recipe struct {
 	// experts side by side, each between norms of its own, the router on
 	// the residual stream (Gemma 4: gemma4_text5.go gemma4MoE).
 	denseBesideExperts bool
+	// perLayerScaleInPlace: the per-layer inputs' projection is scaled in
+	// place (Gemma 3n's per_layer_projection *= scale), not into a new
+	// tensor (Gemma 4's).
+	perLayerScaleInPlace bool
+	// altUp: the blocks carry a stack of altup_num_inputs copies of the
+	// hidden state, built before the blocks and merged after them, each
+	// block Gemma 3n's decoder layer (gemma3n_text5.go).
+	altUp bool
 	// lossInDType: the loss runs on the logits in their dtype (T5's
 	// CrossEntropyLoss on lm_logits), not on an fp32 copy.
 	lossInDType bool

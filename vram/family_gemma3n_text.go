@@ -29,18 +29,23 @@ import (
 //     (_keys_to_ignore_on_load_unexpected, l.1626-1633): storedOnly;
 //   - intermediate_size per layer (l.130-139; the engine models one width
 //     for every layer) and activation_sparsity_pattern, a Gaussian top-k
-//     on the first ten layers' gate (l.959-984), which changes no size.
+//     on the first ten layers' gate (l.959-984; Model.SparseLayers).
 //
 // vLLM's carve gives the KV-shared layers no cache (Model.KVSharedLayer);
-// SGLang's pool still sizes one for every layer. Not modelled: AltUp's
-// altup_num_inputs copies of the hidden state in the activations. The released checkpoints are the
-// audio-image-text model, family gemma3n; this family is its language
-// model, which Gemma3nForCausalLM also builds alone.
+// SGLang's pool still sizes one for every layer. Training follows
+// transformers 5.23 (gemma3n_text5.go: the AltUp stack through the
+// layers, Laurel, the per-layer input path, the sparse gate;
+// gemma3n_kvshare5.go: the KV-shared layers' keys and values), checked
+// against the family's CPU traces at 5.23.0; 4.x's training differs and is
+// refused (has4). The released checkpoints are the audio-image-text
+// model, family gemma3n; this family is its language model, which
+// Gemma3nForCausalLM also builds alone.
 func init() {
 	register(&family{
 		name: gemma3nTextModelType, source: "transformers/models/gemma3n/modeling_gemma3n.py (transformers 5.23.0)",
 		perLayerInputs: true, altUp: true,
 		servingOnly: gemma3nServingOnly,
+		has4:        gemma3nHas4,
 		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sandwich", QKNorm: "head"},
 		fromConfig:  gemma3nTextFromConfig,
 		toConfig:    gemma3nTextToConfig,
@@ -48,8 +53,9 @@ func init() {
 		tensors:     gemma3nTextTensors,
 		buffers:     gemma3nTextBuffers,
 		storedOnly:  gemma3nTextStoredOnly,
+		block:       gemma3nBlock,
 		recipe: func(Model, libVersion) recipe {
-			return recipe{normWeightFP32: true, embedScale: true, localRotary: true}
+			return recipe{normWeightFP32: true, embedScale: true, localRotary: true, powNorm: true, perLayerInputs5: true, perLayerScaleInPlace: true, altUp: true}
 		},
 		// Gemma3nTextConfig's defaults are google/gemma-3n-E4B's language
 		// model (the class's checkpoint, configuration_gemma3n.py l.34):
@@ -61,8 +67,18 @@ func init() {
 	})
 }
 
-// gemma3nServingOnly is why the Gemma 3n families plan serving only.
-const gemma3nServingOnly = "its modeling code is transformers 5's (AltUp's four copies of the hidden state, layers reusing other layers' keys and values, per-layer embeddings), which the training rules do not follow yet"
+// gemma3nHas4 is why the language model's training is modelled at
+// transformers 5 only: 4.x's Gemma 3n reuses keys and values through the
+// cache alone, so in training its KV-shared layers project their own
+// (with k_proj and v_proj the 5.x model does not build), which is not
+// traced.
+const gemma3nHas4 = "transformers 4.x's KV-shared layers reuse keys and values only through the cache, so its training projects them in every layer; only 5.23's training, which passes them between layers, is traced"
+
+// gemma3nServingOnly is why the Gemma 3n families plan serving only
+// where their traces at transformers 5.23 do not lift it
+// (transformers5Traced): the language model alone trains as 5.23 runs it
+// (gemma3n_text5.go), the audio-image-text model's towers do not.
+const gemma3nServingOnly = "its modeling code is transformers 5's: the language model alone (Gemma3nForCausalLM) trains as transformers 5.23 runs it, traced; the audio-image-text model's towers and embedders are not in the training rules yet"
 
 // gemma3nTextFromConfig reads a Gemma3nTextConfig, each key missing
 // taking the class's default (configuration_gemma3n.py l.96-127).
@@ -90,6 +106,41 @@ func gemma3nTextFromConfig(c *hfReader, m *Model) {
 		c.fail(fmt.Sprintf("altup_active_idx = %d must be in [0, altup_num_inputs = %d)", i, m.AltUpInputs))
 	}
 	m.KVSharedLayers = c.optInt("num_kv_shared_layers", 15)
+	gemma3nSparseLayers(c, m)
+}
+
+// gemma3nSparseLayers reads activation_sparsity_pattern, one target
+// sparsity per layer (configuration_gemma3n.py l.152-162: without it the
+// first ten layers take 0.95 where there are more than ten, else none),
+// into m's SparseLayers: the layers whose target is above 0 take the
+// Gaussian top-k (Gemma3nTextMLP l.959-967), which the engine models for
+// a run of first layers, as the released configs have it.
+func gemma3nSparseLayers(c *hfReader, m *Model) {
+	v, ok := c.c["activation_sparsity_pattern"]
+	if c.err != nil || !ok || v == nil {
+		if m.Layers > 10 {
+			m.SparseLayers = 10
+		}
+		return
+	}
+	l, isList := v.([]any)
+	if !isList || len(l) != m.Layers {
+		c.fail(fmt.Sprintf("activation_sparsity_pattern must list one sparsity for each of num_hidden_layers = %d layers", m.Layers))
+		return
+	}
+	for i, e := range l {
+		f, isNum := e.(float64)
+		switch {
+		case !isNum || f < 0 || f >= 1:
+			c.fail(fmt.Sprintf("activation_sparsity_pattern[%d] = %v must be a sparsity in [0, 1)", i, e))
+			return
+		case f > 0 && i > m.SparseLayers:
+			c.fail(fmt.Sprintf("activation_sparsity_pattern[%d] = %v: only a run of sparse first layers is modelled", i, e))
+			return
+		case f > 0:
+			m.SparseLayers = i + 1
+		}
+	}
 }
 
 // gemma3nLayerTypes reads layer_types, else the class's pattern (every
@@ -150,6 +201,13 @@ func gemma3nTextToConfig(m Model, c map[string]any) {
 	c["hidden_size_per_layer_input"], c["vocab_size_per_layer_input"] = m.PerLayerInput, m.PerLayerVocab
 	c["altup_num_inputs"], c["altup_active_idx"], c["laurel_rank"] = m.AltUpInputs, 0, m.LaurelRank
 	c["num_kv_shared_layers"] = m.KVSharedLayers
+	// The released configs' target sparsity (0.95) on the sparse layers;
+	// the target changes no size.
+	pattern := make([]gemma4Float, m.Layers)
+	for i := 0; i < m.SparseLayers && i < m.Layers; i++ {
+		pattern[i] = 0.95
+	}
+	c["activation_sparsity_pattern"] = pattern
 }
 
 // gemma3nTextCheck is the language model's rules.
@@ -177,6 +235,10 @@ func gemma3nTextCheck(m Model) error {
 		return fmt.Errorf("model: per_layer_input = %d and per_layer_vocab = %d must be ≥ 1: %s always builds its per-layer embeddings", m.PerLayerInput, m.PerLayerVocab, m.Family)
 	case m.AltUpInputs < 1 || m.LaurelRank < 1:
 		return fmt.Errorf("model: altup_inputs = %d and laurel_rank = %d must be ≥ 1: every %s layer has AltUp and a Laurel block", m.AltUpInputs, m.LaurelRank, m.Family)
+	case m.SparseLayers < 0 || m.SparseLayers > m.Layers:
+		return fmt.Errorf("model.sparse_layers = %d must be in [0, layers = %d]: the first layers whose MLP takes a Gaussian top-k", m.SparseLayers, m.Layers)
+	case m.Layers > blockKinds:
+		return fmt.Errorf("model.layers = %d: the engine builds each of %s's layers apart (Model.blockKind), at most %d", m.Layers, m.Family, blockKinds)
 	case m.KVSharedLayers < 0 || m.KVSharedLayers >= m.Layers:
 		return fmt.Errorf("model.kv_shared_layers = %d must be in [0, layers = %d): a shared layer reuses an earlier layer's keys and values", m.KVSharedLayers, m.Layers)
 	}
@@ -341,7 +403,7 @@ func gemma3nTextBuffers(m Model, b *bufferList) {
 func gemma3nTextE4B(name string) Model {
 	return Model{Name: name, Family: "gemma3n_text", Layers: 35, Hidden: 2048, Heads: 8, KVHeads: 2, HeadDim: 256, FFN: 16384,
 		Vocab: 262400, MaxPosition: 32768, TiedEmbeddings: true, SlidingWindow: 512, GlobalEvery: 5, FinalSoftcap: 30,
-		PerLayerInput: 256, PerLayerVocab: 262144, AltUpInputs: 4, LaurelRank: 64, KVSharedLayers: 15}
+		PerLayerInput: 256, PerLayerVocab: 262144, AltUpInputs: 4, LaurelRank: 64, KVSharedLayers: 15, SparseLayers: 10}
 }
 
 // gemma3nTextModelType is the family's model_type, which the serving engines' tables

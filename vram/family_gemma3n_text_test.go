@@ -64,10 +64,10 @@ func TestGemma3nTextDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Model{Layers: 35, Hidden: 2048, FFN: 16384, Heads: 8, KVHeads: 2, HeadDim: 256, Vocab: 262400, MaxPosition: 32768,
-		SlidingWindow: 512, GlobalEvery: 5, FinalSoftcap: 30, PerLayerInput: 256, PerLayerVocab: 262144, AltUpInputs: 4, LaurelRank: 64, KVSharedLayers: 15}
+		SlidingWindow: 512, GlobalEvery: 5, FinalSoftcap: 30, PerLayerInput: 256, PerLayerVocab: 262144, AltUpInputs: 4, LaurelRank: 64, KVSharedLayers: 15, SparseLayers: 10}
 	got := Model{Layers: m.Layers, Hidden: m.Hidden, FFN: m.FFN, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim, Vocab: m.Vocab, MaxPosition: m.MaxPosition,
 		SlidingWindow: m.SlidingWindow, GlobalEvery: m.GlobalEvery, FinalSoftcap: m.FinalSoftcap, PerLayerInput: m.PerLayerInput, PerLayerVocab: m.PerLayerVocab,
-		AltUpInputs: m.AltUpInputs, LaurelRank: m.LaurelRank, KVSharedLayers: m.KVSharedLayers}
+		AltUpInputs: m.AltUpInputs, LaurelRank: m.LaurelRank, KVSharedLayers: m.KVSharedLayers, SparseLayers: m.SparseLayers}
 	if got != want || !m.TiedEmbeddings || m.Bias == BiasAttn {
 		t.Errorf("the class's defaults read as %+v (tied %v, bias %q); want %+v, tied, no bias", got, m.TiedEmbeddings, m.Bias, want)
 	}
@@ -85,6 +85,10 @@ func TestGemma3nTextErrors(t *testing.T) {
 		{`"final_logit_softcapping": 0.0`, "final_softcap"},
 		{`"laurel_rank": 0`, "laurel_rank"},
 		{`"layer_types": ["full_attention"]`, "layer_types"},
+		{`"activation_sparsity_pattern": [0.95]`, "activation_sparsity_pattern"},
+		{`"num_hidden_layers": 3, "num_kv_shared_layers": 0, "activation_sparsity_pattern": [0.95, 0.0, 0.95]`, "activation_sparsity_pattern[2]"},
+		{`"num_hidden_layers": 2, "num_kv_shared_layers": 0, "activation_sparsity_pattern": [1.0, 0.0]`, "activation_sparsity_pattern[0]"},
+		{`"num_hidden_layers": 65, "num_kv_shared_layers": 0`, "at most 64"},
 	} {
 		_, err := FromHFConfig([]byte(`{"model_type": "gemma3n_text", ` + c.json + `}`))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -98,6 +102,89 @@ func TestGemma3nTextErrors(t *testing.T) {
 	m.AltUpInputs = 4
 	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "altup_inputs") {
 		t.Errorf("altup_inputs on gemma3_text: %v, want an error naming it", err)
+	}
+}
+
+// TestGemma3nTextSparseLayers: activation_sparsity_pattern read as the
+// run of first layers whose MLP takes the Gaussian top-k, the class's
+// default (ten sparse layers where there are more than ten,
+// configuration_gemma3n.py l.152-156) where the key is missing or null;
+// the HF config written back sparsifies the same layers.
+func TestGemma3nTextSparseLayers(t *testing.T) {
+	for _, c := range []struct {
+		json   string
+		sparse int
+	}{
+		{`"num_hidden_layers": 35`, 10},
+		{`"num_hidden_layers": 10, "num_kv_shared_layers": 5`, 0},
+		{`"num_hidden_layers": 12, "num_kv_shared_layers": 5, "activation_sparsity_pattern": null`, 10},
+		{`"num_hidden_layers": 4, "num_kv_shared_layers": 0, "activation_sparsity_pattern": [0.95, 0.9, 0.0, 0.0]`, 2},
+		{`"num_hidden_layers": 3, "num_kv_shared_layers": 0, "activation_sparsity_pattern": [0.0, 0.0, 0.0]`, 0},
+	} {
+		m, err := FromHFConfig([]byte(`{"model_type": "gemma3n_text", ` + c.json + `}`))
+		if err != nil {
+			t.Errorf("%s: %v", c.json, err)
+			continue
+		}
+		raw, err := json.Marshal(m.HFConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := FromHFConfig(raw)
+		if err != nil || m.SparseLayers != c.sparse || back.SparseLayers != c.sparse {
+			t.Errorf("%s: %d sparse layers, %d read back (%v); want %d", c.json, m.SparseLayers, back.SparseLayers, err, c.sparse)
+		}
+	}
+}
+
+// TestGemma3nKVSharingRoles: which layer stores its keys and values for
+// the shared ones and which layers read them (kv_sharing_modes,
+// configuration_gemma3n.py l.206-232 at 5.23.0), on the E4B's language
+// model: 35 layers, every fifth global, the last 15 shared.
+func TestGemma3nKVSharingRoles(t *testing.T) {
+	m := MustPreset("gemma-3n-e4b-text").Normalize()
+	for _, c := range []struct {
+		layer, source int
+		store         bool
+		lastReader    int
+	}{
+		{0, -1, false, -1},
+		{18, -1, true, 33},  // the last local layer before the shared ones
+		{19, -1, true, 34},  // the last global one
+		{20, 18, false, -1}, // shared, local
+		{24, 19, false, -1}, // shared, global
+		{34, 19, false, -1},
+	} {
+		last := -1
+		if gemma3nKVStore(m, c.layer) {
+			last = gemma3nLastReader(m, c.layer)
+		}
+		if s := gemma3nKVSource(m, c.layer); s != c.source || gemma3nKVStore(m, c.layer) != c.store || last != c.lastReader {
+			t.Errorf("layer %d: source %d, store %v, last reader %d; want %d, %v, %d", c.layer, s, gemma3nKVStore(m, c.layer), last, c.source, c.store, c.lastReader)
+		}
+	}
+}
+
+// TestGemma3nTextReleases: training is modelled at transformers 5.23
+// only, a plan naming no release taking it with a note; 4.x's training
+// (its KV-shared layers projecting their own keys and values) is refused.
+func TestGemma3nTextReleases(t *testing.T) {
+	for _, c := range []struct {
+		release, want string
+	}{
+		{"", "modelled at 5.23.0"},
+		{"4.57.6", "not as 4.x does"},
+	} {
+		est, err := Training{Model: MustPreset("gemma-3n-e4b-text"), SeqLen: 256, MicroBatch: 1, Transformers: c.release}.Estimate()
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = strings.Join(est.Notes, "; ")
+		}
+		if !strings.Contains(got, c.want) {
+			t.Errorf("transformers %q: %q, want it to say %q", c.release, got, c.want)
+		}
 	}
 }
 

@@ -42,7 +42,6 @@ func init() {
 	register(&family{
 		name: qwen3OmniMoeModelType, source: "transformers/models/qwen3_omni_moe/modeling_qwen3_omni_moe.py (transformers 5.23.0)",
 		servingOnly: qwen3OmniServingOnly,
-		only5:       true,
 		has4:        qwen3OmniHas4,
 		tensors:     func(m Model, l *tensorList) { m.visionTensors(l) },
 		vision:      qwen3OmniWrapper(),

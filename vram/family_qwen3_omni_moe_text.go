@@ -26,7 +26,6 @@ func init() {
 	register(&family{
 		name: "qwen3_omni_moe_text", source: "transformers/models/qwen3_omni_moe/modeling_qwen3_omni_moe.py (transformers 5.23.0)", wrappedText: true,
 		servingOnly: qwen3OmniServingOnly,
-		only5:       true,
 		has4:        qwen3OmniHas4,
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, QKNorm: "head", Router: "softmax_topk_norm"},
 		// Qwen3-MoE's 5.x MoE block line for line: the router

@@ -67,7 +67,9 @@ func (b *actBuilder) perLayerInputs5(p blockPlan, x, look *actT) {
 	}
 	proj := b.op("per_layer_model_projection", b.size(all, xc.dtype), xc.dtype, list(xc), saves...)
 	b.ops[len(b.ops)-1].mm, b.ops[len(b.ops)-1].gemm = true, true
-	proj = b.op("per_layer_model_projection.scale", b.size(all, proj.dtype), proj.dtype, list(proj))
+	if !p.rec.perLayerScaleInPlace {
+		proj = b.op("per_layer_model_projection.scale", b.size(all, proj.dtype), proj.dtype, list(proj))
+	}
 	n := b.headNorm(p, "per_layer_projection_norm", m.Norm, proj, all, layers)
 	d := promote(n.dtype, look.dtype)
 	sum := b.op("per_layer_inputs.add", b.size(all, d), d, list(n, look))
@@ -82,6 +84,18 @@ func (b *actBuilder) perLayerInputs5(p blockPlan, x, look *actT) {
 // perLayerInputs5), per_layer_projection (saves the product),
 // post_per_layer_input_norm, and the residual add.
 func (b *actBuilder) perLayerInputGate(p blockPlan, d blockDims, x *actT) *actT {
+	n, mul := b.perLayerInputPath(p, d, x)
+	out := b.residualAdd(p, "per_layer_residual", d.hSeq, x, n)
+	b.perLayerInputsGrad(d.layer, mul)
+	return out
+}
+
+// perLayerInputPath is perLayerInputGate up to its residual add: the
+// gate, the activation, the product with the layer's slice, the
+// projection and the norm on x. It returns the norm's output and the
+// product's op, which the caller hands perLayerInputsGrad once the
+// layer's ops are built.
+func (b *actBuilder) perLayerInputPath(p blockPlan, d blockDims, x *actT) (*actT, int) {
 	w := int64(b.r.m.PerLayerInput)
 	g := b.linear(p, "per_layer_input_gate", "other", x, d.h, w)
 	a := b.op("per_layer_input_gate.act", b.size(w, g.dtype), g.dtype, list(g), g)
@@ -89,10 +103,7 @@ func (b *actBuilder) perLayerInputGate(p blockPlan, d blockDims, x *actT) *actT 
 	prod := b.op("per_layer_input.mul", b.size(w, pd), pd, list(a), a)
 	mul := len(b.ops) - 1
 	proj := b.linear(p, "per_layer_projection", "other", prod, w, d.h)
-	n := b.norm(p, "post_per_layer_input_norm", b.r.m.Norm, proj, d.hSeq)
-	out := b.residualAdd(p, "per_layer_residual", d.hSeq, x, n)
-	b.perLayerInputsGrad(d.layer, mul)
-	return out
+	return b.norm(p, "post_per_layer_input_norm", b.r.m.Norm, proj, d.hSeq), mul
 }
 
 // perLayerInputsGrad: the gradient of the per-layer inputs, which every

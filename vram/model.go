@@ -185,6 +185,11 @@ type Model struct {
 	// values of the last earlier layer of their kind (num_kv_shared_layers):
 	// they have no key/value projections of their own. 0 for none.
 	KVSharedLayers int `json:"kv_shared_layers,omitempty"`
+	// SparseLayers is how many of the first layers take a Gaussian top-k
+	// of their MLP's gate before its activation (Gemma 3n's
+	// activation_sparsity_pattern, whose released configs sparsify the
+	// first ten layers). 0 for none.
+	SparseLayers int `json:"sparse_layers,omitempty"`
 
 	// QKNorm normalizes queries and keys before attention: "head" (an RMSNorm
 	// over each head: Qwen3, Gemma 3), "full" (an RMSNorm over all heads
@@ -1403,8 +1408,8 @@ func (m Model) validateLayout(f *family) error {
 		return fmt.Errorf("model: per_layer_input and per_layer_vocab describe per-layer embeddings (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.perLayerInputs }), ", "), m.Family)
 	}
-	if !f.altUp && (m.AltUpInputs != 0 || m.LaurelRank != 0 || m.KVSharedLayers != 0) {
-		return fmt.Errorf("model: altup_inputs, laurel_rank and kv_shared_layers describe AltUp blocks (families %s), not %q",
+	if !f.altUp && (m.AltUpInputs != 0 || m.LaurelRank != 0 || m.KVSharedLayers != 0 || m.SparseLayers != 0) {
+		return fmt.Errorf("model: altup_inputs, laurel_rank, kv_shared_layers and sparse_layers describe AltUp blocks (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.altUp }), ", "), m.Family)
 	}
 	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
@@ -1595,6 +1600,15 @@ const blockKinds = 64
 // or with routed experts, global or local attention, with or without the
 // rotary embedding. Blocks of one kind share one inventory.
 func (m *Model) blockKind(i int) int {
+	if m.AltUpInputs > 0 {
+		// Gemma 3n's layers differ one from another beyond the bits
+		// below (the KV-shared layers' missing projections, the store
+		// layers' keys and values and the waits of their gradients, the
+		// sparse MLPs, the last layer's per-layer inputs' gradient):
+		// each is a kind of its own (gemma3nTextCheck keeps them to
+		// blockKinds).
+		return i
+	}
 	// Written out (not through LocalLayer) so that the per-layer calls of
 	// an estimate copy no Model.
 	k := 0

@@ -176,26 +176,24 @@ func transformersOf(m Model, asked string) (lib libVersion, note string, err err
 		return lib, "", nil
 	}
 	has4 := lookupFamily(m.Family).has4
-	if asked == "" {
-		if has4 != "" {
-			return transformers5Release, fmt.Sprintf("transformers: %s is modelled as transformers 5 builds it (%s): modelled at %s, the 5.x release traced", m.Family, has4, transformers5String()), nil
-		}
+	switch {
+	case asked == "" && has4 != "":
+		return transformers5Release, fmt.Sprintf("transformers: %s is modelled as transformers 5 builds and trains it (%s): modelled at %s, the 5.x release traced", m.Family, has4, transformers5String()), nil
+	case asked == "":
 		return transformers5Release, fmt.Sprintf("transformers: %s is a transformers 5 model (no 4.x release has it): modelled at %s, the 5.x release traced", m.Family, transformers5String()), nil
-	}
-	if lib[0] < 5 && has4 != "" {
-		return lib, "", fmt.Errorf("transformers %s: %s is modelled as transformers 5 builds it, not as 4.x does (%s); name %s or leave transformers unset", asked, m.Family, has4, transformers5String())
-	}
-	if lib[0] < 5 {
+	case lib[0] < 5 && has4 != "":
+		return lib, "", fmt.Errorf("transformers %s: %s is modelled as transformers 5 builds and trains it, not as 4.x does (%s); name %s or leave transformers unset", asked, m.Family, has4, transformers5String())
+	case lib[0] < 5:
 		return lib, "", fmt.Errorf("transformers %s: %s is not in transformers 4.x (its modeling code is transformers 5's); name %s or leave transformers unset", asked, m.Family, transformers5String())
 	}
 	return lib, "", nil
 }
 
 // only5 reports whether m's family has no transformers 4.x release
-// (family.only5).
+// (family.only5), or is modelled as if it had none (family.has4).
 func only5(m Model) bool {
 	f := lookupFamily(m.Family)
-	return f != nil && f.only5
+	return f != nil && (f.only5 || f.has4 != "")
 }
 
 // trainsAt5 reports whether the training of m, a family whose training
