@@ -511,8 +511,12 @@ func (mp maskPart) uses(r *resolved, l int) bool {
 	if !r.m.AttentionLayer(l) && r.m.SSMLayer(l) {
 		return false // a state-space mixer reads no mask and no positions
 	}
-	if r.m.DeltaNetLayer(l) && mp.to == 0 {
-		return false // a DeltaNet layer is passed the positions, not the causal mask
+	if (r.m.DeltaNetLayer(l) || r.m.LightningLayer(l)) && mp.to == 0 {
+		// A DeltaNet layer is passed the positions, not the causal mask; a
+		// lightning layer the recurrent mask, None without padding
+		// (create_recurrent_attention_mask, transformers 5.23.0
+		// masking_utils.py:1499-1529; modeling_minimax.py:682-685).
+		return false
 	}
 	if r.rec.shortConv5 && r.m.ConvLayer(l) {
 		// LFM3's conv layers get their kind's entries: the recurrent mask,

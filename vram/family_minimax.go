@@ -25,13 +25,22 @@ func init() {
 		name: minimaxModelType, source: "transformers/models/minimax/modeling_minimax.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "softmax_topk_norm"},
 		lightning:   true,
-		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, lightning attention with MiniMax's own cache), which the training rules do not follow yet",
-		fromConfig:  miniMaxFromConfig,
-		toConfig:    miniMaxToConfig,
-		check:       miniMaxCheck,
-		tensors:     miniMaxTensors,
+		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, lightning attention with MiniMax's own cache); of it the training step is traced at 5.23, not transformers' generate",
+		has4:        miniMaxHas4,
+		// Mixtral's 5.x MoE block (MiniMaxTopKRouter l.451-466 is
+		// MixtralTopKRouter's: the routing weights stay fp32) with the
+		// experts through grouped_mm (@use_experts_implementation, l.469;
+		// moe_grouped_mm.go).
+		recipe:     func(Model, libVersion) recipe { return recipe{groupedMM: true} },
+		fromConfig: miniMaxFromConfig,
+		toConfig:   miniMaxToConfig,
+		check:      miniMaxCheck,
+		tensors:    miniMaxTensors,
 		block: func(r *resolved, layer int) BlockActivations {
-			if r.m.LightningLayer(layer) {
+			switch {
+			case !r.servingEngine:
+				return miniMaxBlock(r, layer)
+			case r.m.LightningLayer(layer):
 				return lightningBlock(r, layer)
 			}
 			return decoderBlock(r, layer)
@@ -187,3 +196,47 @@ func miniMaxTensors(m Model, l *tensorList) {
 // minimaxModelType is the family's model_type, which the serving engines' tables
 // of supported architectures are keyed by.
 const minimaxModelType = "minimax"
+
+// miniMaxHas4 is what of transformers 4.57's MiniMax the engine does not
+// model: its experts are a ModuleList of Mixtral MLPs (w1, w2, w3), other
+// parameters' names and another loop than the fused experts the engine
+// lists.
+const miniMaxHas4 = "transformers 4.57 has MiniMax with a ModuleList of experts (4.57.6 models/minimax/modeling_minimax.py:441), other parameter names and loop"
+
+// miniMaxBlock is a MiniMaxDecoderLayer as transformers 5.23 trains it
+// (l.551-578): the residual is input_layernorm's output, not the layer's
+// input (l.561-562), and each sum scales both terms by the config's α and
+// β, Python numbers whose products are new tensors saving nothing
+// (l.572, 576); the attention is lightning (lightning5.go) or
+// grouped-query softmax attention by the layer's kind, the MLP the MoE.
+func miniMaxBlock(r *resolved, layer int) BlockActivations {
+	p := r.blockPlan(layer)
+	b := newActBuilder(r, int64(r.MicroBatch)*int64(r.SeqLen))
+	d := r.decoderDims(p, layer)
+	h := int64(r.m.Hidden)
+	x := b.external("input", b.size(h, p.resid), p.resid)
+	n := b.norm(p, "input_layernorm", "rmsnorm", x, h)
+	n.residual = true // the residual stream is the norm's output
+	var a *actT
+	if r.m.LightningLayer(layer) {
+		a = b.lightningAttention(p, n)
+	} else {
+		a = b.attention(p, d, n)
+	}
+	x1 := b.miniMaxResidual(p, "attn_residual", n, a, h)
+	n2 := b.norm(p, "post_attention_layernorm", "rmsnorm", x1, h)
+	n2.residual = true
+	out := b.miniMaxResidual(p, "mlp_residual", n2, b.mlp(p, d, n2), h)
+	out.keepAlive = true
+	if layer == 0 && r.inputNoGrad() {
+		b.withoutGrad(x)
+	}
+	return b.summarize(x)
+}
+
+// miniMaxResidual is residual · α + y · β (l.572, 576).
+func (b *actBuilder) miniMaxResidual(p blockPlan, name string, residual, y *actT, h int64) *actT {
+	ra := b.op(name+".alpha", b.size(h, residual.dtype), residual.dtype, list(residual))
+	yb := b.op(name+".beta", b.size(h, y.dtype), y.dtype, list(y))
+	return b.residualAdd(p, name, h, ra, yb)
+}

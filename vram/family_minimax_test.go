@@ -90,7 +90,7 @@ func TestMiniMax(t *testing.T) {
 // lightning layer keeps per sequence as transformers' cache holds it (a
 // 5.23 forward with use_cache on a small bf16 model: linear_cache[i] is
 // (batch, heads, head_dim, head_dim) bf16 after the prefill and after a
-// decode step), and what is refused in words.
+// decode step), its training at 5.23, and what is refused in words.
 func TestMiniMaxText01(t *testing.T) {
 	m := MustPreset("minimax-text-01")
 	if m.ParamCount() != 456089655296 || m.attentionLayers(0, m.Layers) != 10 {
@@ -104,8 +104,34 @@ func TestMiniMaxText01(t *testing.T) {
 	if got := m.LightningStateBytes(BF16); got != BF16.Size(64*128*128) {
 		t.Errorf("lightning state per sequence per layer: %v", got)
 	}
-	if _, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
+	// Training is modelled as transformers 5.23 runs it, where its traces
+	// hold (testdata/trace5); 4.57's MiniMax (a ModuleList of experts) is
+	// not, nor transformers' generate.
+	est, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1}).Estimate()
+	if err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "modelled as transformers 5 builds and trains it") {
 		t.Errorf("training: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"training at 4.57.6", func() error {
+			_, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1, Transformers: "4.57.6"}).Estimate()
+			return err
+		}, "ModuleList of experts"},
+		{"generate", func() error {
+			_, err := (Inference{Model: m, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate()
+			return err
+		}, "not modelled yet"},
+		{"selective checkpointing", func() error {
+			_, err := (Training{Model: m, SeqLen: 512, MicroBatch: 1, Checkpointing: "selective"}).Estimate()
+			return err
+		}, "only none and full are modelled for lightning attention"},
+	} {
+		if err := c.run(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want refused with %q", c.name, err, c.want)
+		}
 	}
 	// vLLM ran MiniMax-Text-01 until 0.23.0 (0.33's registry.py:861-864)
 	// and refuses it since, in its words; 0.23.0 is modelled with the rules

@@ -1,7 +1,5 @@
 package vram
 
-import "fmt"
-
 // MiniMax's lightning attention (MiniMax 2025, "MiniMax-01: Scaling
 // Foundation Models with Lightning Attention"), as transformers 5.23.0's
 // MiniMaxLightningAttention builds it (models/minimax/
@@ -13,8 +11,8 @@ import "fmt"
 // head width are the model's (num_attention_heads, head_dim, l.129-130).
 // The engine lists its parameters and buffers (Model.Lightning), vLLM's
 // profile path of the layer (lightningProfile) and its state in vLLM's
-// pool (Model.stateElems, VLLM.statePage); its training forward is not
-// modelled yet.
+// pool (Model.stateElems, VLLM.statePage); its training forward is
+// transformers 5.23's (lightning5.go).
 
 // maxLightningBlock bounds Lightning.BlockSize: each layer keeps a heads ×
 // block × block decay buffer (diagonal_decay).
@@ -59,16 +57,14 @@ func (m Model) LightningStateBytes(dtype DType) Bytes {
 }
 
 // resolveLightning checks what a plan asks of a model with lightning
-// layers: a serving engine's forward (vLLM's profile run) takes the layers'
-// profile path (lightningProfile); their training forward is not traced,
-// and training and transformers' generate are refused before
-// (family.servingOnly).
+// layers against what the engine models of them: a serving engine's
+// forward (vLLM's profile run) takes the layers' profile path
+// (lightningProfile); a training step, which family.servingOnly lets
+// through only where the 5.23 traces hold, transformers 5.23's forward
+// (lightning5.go); transformers' generate is refused before.
 func (r *resolved) resolveLightning() error {
 	if r.m.Lightning == nil {
 		return nil
-	}
-	if !r.servingEngine {
-		return fmt.Errorf("model: %s has lightning-attention layers (model.lightning), whose training forward is not modelled yet; its parameters, buffers, stored bytes, checkpoint and vLLM's state are", r.m.Family)
 	}
 	return r.refuseRecurrent("lightning attention", "MiniMaxLightningAttention")
 }
