@@ -252,6 +252,8 @@ def batch(config, train, device, dtype):
         return image_text_batch(config, train, device, dtype, b)
     if config.model_type == "gemma4":
         return gemma4_batch(config, train, device, b)
+    if config.model_type == "kimi_k25":
+        return kimi_k25_batch(config, train, device, dtype, b)
     if config.model_type in AUDIO:
         # Whisper: log-mel frames, batch × num_mel_bins × seq_len (the
         # plan's frames, 2 × max_source_positions, which the encoder
@@ -348,6 +350,36 @@ def image_text_batch(config, train, device, dtype, b):
     return out
 
 
+def kimi_k25_batch(config, train, device, dtype, b):
+    """Kimi-K2.5's batch as Kimi_K25Processor makes it (5.23
+    processing_kimi_k25.py, image_processing_kimi_k25.py) for square images
+    of the plan's size, which its resize keeps (within max_patches): each
+    image patchified to grid_h × grid_w patches of 3 × patch × patch values
+    (patchify, l.124-149: the Conv2d reads them as small images), its
+    image_grid_thw row [1, grid_h, grid_w] (l.148-156), and in each
+    sequence one image token a merged patch (grid_thw.prod() // merge²,
+    replace_image_token l.61-64) after its first token (labels ignore
+    them). The pixels are in the model's dtype: the tower's Conv2d reads
+    pixel_values as they come (modeling_kimi_k25.py:172, no cast). The
+    image token id (163605) lies past a small vocabulary: the model zeroes
+    it before the embedding (l.670-673)."""
+    import torch
+
+    v = config.vision_config
+    n = int(train.get("images") or 1)
+    g = v.image_size // v.patch_size  # the engine writes the plan's size into the config
+    kh, kw = v.merge_kernel_size
+    per = g * g // (kh * kw)
+    vocab = min(1000, config.text_config.vocab_size)
+    ids = torch.randint(0, vocab, (b, int(train["seq_len"])), device=device)
+    ids[:, 1:1 + n * per] = config.image_token_id
+    labels = ids.clone()
+    labels[ids == config.image_token_id] = -100
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+            "pixel_values": torch.randn(b * n * g * g, 3, v.patch_size, v.patch_size, dtype=dtype, device=device),
+            "image_grid_thw": torch.tensor([[1, g, g]] * (b * n), device=device)}
+
+
 # Gemma4ImageProcessor's budgets of soft tokens an image (5.23
 # image_processing_gemma4.py:30, _SUPPORTED_SOFT_TOKENS).
 GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
@@ -416,7 +448,7 @@ def for_training(model, train, dropout):
             for part in (inner.visual.patch_embed, inner.visual.blocks, inner.visual.pos_embed):
                 part.requires_grad_(False)
     elif vl and train.get("vision_tower", "frozen") == "frozen":
-        if model.config.model_type in ("llava", "gemma3", "gemma4", "mistral3"):
+        if model.config.model_type in ("llava", "gemma3", "gemma4", "mistral3", "kimi_k25"):
             model.model.vision_tower.requires_grad_(False)
         elif model.config.model_type == "llama4":
             model.vision_model.requires_grad_(False)
