@@ -239,7 +239,6 @@ func qwenVisionBlock(r *resolved, layer int) BlockActivations {
 // of one. Qwen2.5-VL's and Qwen3-VL's vision attention (modeling_qwen3_vl.py
 // l.186-248) run the same ops.
 func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT, chunks [][2]int64, n int64) *actT {
-	N := b.tokens
 	// Under a serving engine's TP a rank runs its heads (vision_tp.go): q,
 	// k and v are h wide from here on, the fused qkv gathered whole first.
 	full, tp := int64(m.Hidden), towerShard(p)
@@ -248,24 +247,40 @@ func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT,
 	if tp > 1 {
 		qkv = qkvAllGather(b, qkv, full)
 	}
-	// apply_rotary_pos_emb_vision: q.float(), q·cos + rotate_half(q)·sin,
-	// back to q's dtype.
-	rope := func(name string) *actT {
-		t := qkv
-		if t.dtype != FP32 {
-			t = b.op(name+".float", b.size(h, FP32), FP32, list(qkv))
-		}
-		c := b.op(name+"*cos", b.size(h, FP32), FP32, list(t, cos))
-		neg := b.op(name+".rotate_half.neg", b.size(h/2, FP32), FP32, list(t))
-		rot := b.op(name+".rotate_half", b.size(h, FP32), FP32, list(neg, t))
-		s := b.op(name+".rotate_half*sin", b.size(h, FP32), FP32, list(rot, sin))
-		e := b.op(name+"_embed", b.size(h, FP32), FP32, list(c, s))
-		if qkv.dtype != FP32 {
-			e = b.op(name+"_embed.to", b.size(h, qkv.dtype), qkv.dtype, list(e))
-		}
-		return e
+	q, k, v := visionRope(b, "q", qkv, cos, sin, h), visionRope(b, "k", qkv, cos, sin, h), qkv
+	o := visionChunkAttention(b, p, q, k, v, chunks, n, h, heads)
+	return b.linear(p, "attn.proj", "o_proj", o, h, full)
+}
+
+// visionRope is apply_rotary_pos_emb_vision on x (q or k, h wide a patch;
+// Qwen2.5-VL, and Kimi-K2.5's, transformers 5.23.0
+// models/kimi_k25/modeling_kimi_k25.py:255-266): x.float() (a copy where
+// x is not fp32), x·cos + rotate_half(x)·sin (the products save the
+// shared cos and sin only), back to x's dtype.
+func visionRope(b *actBuilder, name string, x, cos, sin *actT, h int64) *actT {
+	t := x
+	if t.dtype != FP32 {
+		t = b.op(name+".float", b.size(h, FP32), FP32, list(x))
 	}
-	q, k, v := rope("q"), rope("k"), qkv
+	c := b.op(name+"*cos", b.size(h, FP32), FP32, list(t, cos))
+	neg := b.op(name+".rotate_half.neg", b.size(h/2, FP32), FP32, list(t))
+	rot := b.op(name+".rotate_half", b.size(h, FP32), FP32, list(neg, t))
+	s := b.op(name+".rotate_half*sin", b.size(h, FP32), FP32, list(rot, sin))
+	e := b.op(name+"_embed", b.size(h, FP32), FP32, list(c, s))
+	if x.dtype != FP32 {
+		e = b.op(name+"_embed.to", b.size(h, x.dtype), x.dtype, list(e))
+	}
+	return e
+}
+
+// visionChunkAttention is a packed vision tower's attention without flash
+// attention: q, k and v (b.tokens patches, h wide over heads heads) split
+// by cu_seqlens into chunks (as (patches, count) classes, count per image
+// of n), attention chunk by chunk, the outputs concatenated (Qwen2.5-VL
+// l.222-244; Kimi-K2.5, transformers 5.23.0
+// models/kimi_k25/modeling_kimi_k25.py:359-381).
+func visionChunkAttention(b *actBuilder, p blockPlan, q, k, v *actT, chunks [][2]int64, n, h, heads int64) *actT {
+	N := b.tokens
 	// One chunk class at a time: casts under autocast (copies of the
 	// slices, which the attention saves); otherwise the slices are views
 	// and saving one keeps its whole tensor.
@@ -304,6 +319,5 @@ func qwenVisionAttention(b *actBuilder, p blockPlan, m Model, a, cos, sin *actT,
 		outs = append(outs, o)
 	}
 	b.tokens = N
-	o := b.op("attn.cat", b.size(h, p.e), p.e, outs)
-	return b.linear(p, "attn.proj", "o_proj", o, h, full)
+	return b.op("attn.cat", b.size(h, p.e), p.e, outs)
 }
