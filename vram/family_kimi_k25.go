@@ -32,15 +32,14 @@ import (
 func init() {
 	register(&family{
 		name: kimiK25ModelType, source: "transformers/models/kimi_k25/modeling_kimi_k25.py (transformers 5.23.0)",
-		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a vision tower of its own whose forward is not modelled), which the training rules do not follow yet",
+		servingOnly: "its modeling code is transformers 5's (grouped_mm experts, MLA's compressed cache, a vision tower of its own), which the training rules follow only where its traces at 5.23 hold",
 		only5:       true,
 		tensors:     k25Tensors,
 		vision: &visionWrapper{
 			textPrefix: "model.language_model.", towerPrefix: "model.vision_tower.", featureLayer: -1,
 			projector:   k25Projector,
 			textBuffers: k25TextBuffers,
-			// No project: the tower's forward is not modelled, so no plan
-			// reaches the image side (resolveVision refuses it).
+			project:     k25Project,
 		},
 		fromConfig: k25ReadConfig,
 		toConfig:   k25WriteConfig,
@@ -130,6 +129,31 @@ func k25Projector(v Vision, l *tensorList, hv, h int64) {
 	l.norm(p+"pre_norm", true, hv)
 	l.linear(p+"in_proj", "other", mm*hv, mm*hv, true)
 	l.linear(p+"out_proj", "other", mm*hv, h, true)
+}
+
+// k25Project is the tower's temporal pooling and the projector on the
+// final LayerNorm's output x (b.tokens merged patches): the merge index
+// (int64, one a patch, get_vision_temporal_merge_index l.429-451)
+// gathers each merge × merge neighbourhood's rows (a copy the index's
+// backward reads the index for), their mean over the single frame
+// another (l.545-546); then Kimi_K25MultimodalProjection (l.566-572):
+// pre_norm over each patch, viewed as one vector a neighbourhood,
+// in_proj, GELU (saves its input), out_proj to the text width.
+// get_image_features' squeeze and split are views (l.598-602).
+func k25Project(b *actBuilder, p blockPlan, v Vision, x *actT, hv, h int64) *actT {
+	mm := int64(v.Tower.Image.Merge * v.Tower.Image.Merge)
+	merged := b.tokens
+	b.tokens = merged * mm
+	idx := b.op("vision.merge_index", INT64.Size(b.tokens), INT64, nil)
+	// Saved for the gather's backward; without a gradient through the
+	// tower imageSide drops the save (withoutGrad, noGraph).
+	y := b.op("vision.hidden_states[merge_index]", b.size(hv, x.dtype), x.dtype, list(x, idx), idx)
+	y = b.op("vision.pooled.mean", b.size(hv, x.dtype), x.dtype, list(y))
+	y = b.norm(p, "mm_projector.pre_norm", "layernorm", y, hv)
+	b.tokens = merged
+	y = b.linear(p, "mm_projector.in_proj", "other", y, mm*hv, mm*hv)
+	y = b.op("mm_projector.gelu", b.size(mm*hv, y.dtype), y.dtype, list(y), y)
+	return b.linear(p, "mm_projector.out_proj", "other", y, mm*hv, h)
 }
 
 // k25ReadConfig reads a Kimi_K25Config: text_config as deepseek_v3 (or

@@ -24,8 +24,7 @@ import (
 // wrapper's projector reads. A model's image size is the plan's (the
 // processor resizes); by default the largest square the processor passes:
 // max_patches 16,384 = 128² patches of 14 px (image_processing_kimi_k25.py
-// l.90, 96), 1,792 px. Its forward is not modelled yet (no towerEmbed): a
-// plan with it is refused.
+// l.90, 96), 1,792 px. Its forward is family_kimi_k25_vision_forward.go.
 func init() {
 	register(&family{
 		name: "kimi_k25_vision", source: "transformers/models/kimi_k25/modeling_kimi_k25.py (transformers 5.23.0)", kind: encoder, images: true, towerOnly: true,
@@ -41,6 +40,14 @@ func init() {
 		},
 		check:   k25VisionCheck,
 		tensors: k25VisionTensors,
+		// final_layernorm runs on every patch before the pooling (l.544).
+		recipe:     func(Model, libVersion) recipe { return recipe{towerPostNorm: true} },
+		towerEmbed: k25VisionEmbed,
+		block:      k25VisionBlock,
+		// No _input_embed_layer: Kimi_K25VisionModel holds patch_embed,
+		// rotary_emb, layers and final_layernorm (l.474-485), none of the
+		// names get_input_embeddings looks for (tower_records5.go).
+		unhookedTower: true,
 		buffers: func(m Model, b *bufferList) {
 			// compute_pos_embed (l.135-141): a zero row, then sin | cos of
 			// each frame over the width; compute_axial_rope_parameters

@@ -193,6 +193,13 @@ func transformersOf(m Model, asked string) (lib libVersion, note string, err err
 // (family.only5), or is modelled as if it had none (family.has4).
 func only5(m Model) bool {
 	f := lookupFamily(m.Family)
+	if m.Vision != nil {
+		// A wrapper only transformers 5 has (Kimi-K2.5) over a language
+		// family 4.x has too (deepseek_v3).
+		if w := lookupFamily(m.Vision.Family); w != nil && w.only5 {
+			return true
+		}
+	}
 	return f != nil && (f.only5 || f.has4 != "")
 }
 
