@@ -1644,6 +1644,16 @@ func (m *Model) blockKind(i int) int {
 	if m.DecoderLayers == 0 && m.FeedForwardLayer(i) {
 		k |= 16 // a lone MLP or MoE layer (bit 16 is an encoder-decoder's otherwise)
 	}
+	if m.PerLayerInput > 0 && i == m.Layers-1 {
+		// The per-layer inputs' gradient exists from the last layer's
+		// product on, before it in every other layer
+		// (perLayerInputsGrad): the last layer is a kind apart, also
+		// where an earlier global layer has its bits. Bit 16 is free
+		// here: the models with per-layer inputs (Gemma 4; Gemma 3n
+		// returns above) are neither encoder-decoders nor state-space
+		// hybrids (FeedForwardLayer).
+		k |= 16
+	}
 	return k
 }
 
