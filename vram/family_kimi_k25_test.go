@@ -101,20 +101,24 @@ func TestKimiK25Preset(t *testing.T) {
 	if got, want := m.StoredBytes(), BF16.Size(1026879353328)+FP32.Size(60*384); got != want {
 		t.Errorf("stored bytes %d, want %d", got, want)
 	}
-	if _, err := (Training{Model: m, SeqLen: 8192, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "tower's forward is not modelled yet") {
+	// Training: the tower's forward is modelled, and 12 of the 13 traces
+	// at 5.23 hold; the trainable tower under bf16 autocast does not
+	// (+2.54 %), so the family is refused with what was measured.
+	if _, err := (Training{Model: m, SeqLen: 8192, MicroBatch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") || !strings.Contains(err.Error(), "kimi-k25-tiny-tower-amp_bf16-eager-none-adamw") {
 		t.Errorf("training: %v", err)
 	}
-	// vLLM's profile runs the tower, whose forward is not modelled; with
-	// limit_mm_per_prompt {"vision_chunk": 0} vLLM 0.33 builds no tower or
-	// projector (kimi_k25.py:349-373 under _mark_tower_model) and profiles
-	// no image: the carve is the language model's alone.
-	if _, err := (VLLM{MaxModelLen: 32768, TP: 8}).Carve(Inference{Model: m, TP: 8}, mustGPU("H200")); err == nil || !strings.Contains(err.Error(), "tower's forward is not modelled yet") || !strings.Contains(err.Error(), "vision_chunk") {
-		t.Errorf("vLLM: %v", err)
-	}
+	// vLLM's profile runs the tower (its forward modelled as
+	// family_kimi_k25_vision_forward.go has it); with limit_mm_per_prompt
+	// {"vision_chunk": 0} vLLM 0.33 builds no tower or projector
+	// (kimi_k25.py:349-373 under _mark_tower_model) and profiles no image:
+	// the carve is the language model's alone.
 	text := VLLM{MaxModelLen: 32768, TP: 16, LimitMMPerPrompt: map[string]int{"vision_chunk": 0}}
 	c, err := text.Carve(Inference{Model: m, TP: 16}, mustGPU("H200"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mm, err := (VLLM{MaxModelLen: 32768, TP: 16}).Carve(Inference{Model: m, TP: 16}, mustGPU("H200")); err != nil || mm.Weights <= c.Weights {
+		t.Errorf("vLLM with images: weights %v (text only %v), %v", mm.Weights, c.Weights, err)
 	}
 	lm := m
 	lm.Vision = nil
