@@ -22,13 +22,23 @@ func TestBlockKindsShareInventories(t *testing.T) {
 			`"hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 500, "global_head_dim": 32, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"]}`},
 		{"gemma4_text, per-layer inputs, experts", `{"model_type": "gemma4_text", ` + gemma4SmallText[:len(gemma4SmallText)-len(`"hidden_size_per_layer_input": 0`)] +
 			`"hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 500, "global_head_dim": 32, "enable_moe_block": true, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 24, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention"]}`},
+		// An encoder-decoder's stacks start their gradient at their last
+		// layers (stackGradients): flan-t5-base's blocks 11 and 23.
+		{"flan-t5-base", ""},
+		{"whisper-tiny", ""},
 	} {
 		m, err := FromHFConfig([]byte(c.json))
+		if c.json == "" {
+			m, err = MustPreset(c.name), nil
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		for _, prec := range []string{"fp32", "amp_bf16"} {
 			tr := Training{Model: m, SeqLen: 128, MicroBatch: 2, Precision: prec, Framework: "plain_pytorch"}
+			if m.MelBins > 0 {
+				tr.SeqLen = 2 * m.SourcePositions // Whisper's encoder reads exactly that many frames
+			}
 			r, err := tr.resolve()
 			if err != nil {
 				t.Fatalf("%s %s: %v", c.name, prec, err)

@@ -1635,6 +1635,13 @@ func (m *Model) blockKind(i int) int {
 		if i == 0 || i == m.Layers-m.DecoderLayers {
 			k |= 16
 		}
+		if i == m.Layers-m.DecoderLayers-1 || i == m.Layers-1 {
+			// The last layer of each stack: the stack's gradient
+			// starts there (stackGradients, encoderGradient). Bit 4 is
+			// free here: no encoder-decoder the engine models has a
+			// rotary embedding to leave out.
+			k |= 4
+		}
 	} else if m.Vision != nil && m.hookedLayer(i) {
 		// The vision-language wrapper adds to this layer's output (no
 		// encoder-decoder has a vision tower, so bit 8 is free here; a
