@@ -53,3 +53,30 @@ func TestBlockKindsShareInventories(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryPresetBlockKinds: the same for every catalog model the
+// training step plans (plain PyTorch, 256 tokens; Whisper's 3,000
+// frames), so that a rule singling out a layer is caught in any family.
+func TestEveryPresetBlockKinds(t *testing.T) {
+	for _, name := range Presets() {
+		m := MustPreset(name)
+		for _, prec := range []string{"fp32", "amp_bf16"} {
+			tr := Training{Model: m, SeqLen: 256, MicroBatch: 1, Precision: prec, Framework: "plain_pytorch"}
+			if m.MelBins > 0 {
+				tr.SeqLen = 2 * m.SourcePositions
+			}
+			r, err := tr.resolve()
+			if err != nil {
+				continue // refused for this step: its own tests say why
+			}
+			acts := blockActivations(&r)
+			for l := range acts {
+				if own := buildBlock(r.pipelineMicro(), l); !reflect.DeepEqual(acts[l], own) {
+					t.Errorf("%s %s: block %d (kind %d) is given another block's inventory (%v saved, %v backward peak; its own %v, %v)",
+						name, prec, l, r.kind(l), acts[l].Saved, acts[l].BackwardPeak, own.Saved, own.BackwardPeak)
+					break
+				}
+			}
+		}
+	}
+}
