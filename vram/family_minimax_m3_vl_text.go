@@ -25,11 +25,13 @@ import "fmt"
 // decoder layer registers self_attn, mlp, then its two norms (l.632-639).
 // The checkpoint's mtp.* layers are not built
 // (_keys_to_ignore_on_load_unexpected, l.686) and no config key sizes
-// them: the engine does not count them. Only the wrapper (family
-// minimax_m3_vl) builds it.
+// them: the engine does not count them. transformers builds it alone as
+// MiniMaxM3VLForCausalLM (l.856-875: the text model and an lm_head), which
+// AutoModelForCausalLM maps minimax_m3_vl_text to (models/auto/
+// modeling_auto.py:883), as well as inside the wrapper (minimax_m3_vl).
 func init() {
 	register(&family{
-		name: "minimax_m3_vl_text", source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)", wrappedText: true,
+		name: "minimax_m3_vl_text", source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm", QKNorm: "head"},
 		blockSparse: true,
 		servingOnly: m3ServingOnly,
@@ -146,7 +148,9 @@ func m3BlockSparse(c *hfReader, layers int) *BlockSparse {
 	sc, _ := c.sub("sparse_attention_config")
 	sub := hfReader{c: sc}
 	s := BlockSparse{Heads: sub.optInt("sparse_num_index_heads", c.optInt("index_n_heads", 4)),
-		HeadDim: sub.optInt("sparse_index_dim", c.optInt("index_head_dim", 128))}
+		HeadDim:    sub.optInt("sparse_index_dim", c.optInt("index_head_dim", 128)),
+		BlockSize:  sub.optInt("sparse_block_size", c.optInt("index_block_size", 0)),
+		TopKBlocks: sub.optInt("sparse_topk_blocks", c.optInt("index_topk_blocks", 0))}
 	if l, ok := c.layerKinds(layers, "minimax_m3_sparse", "full_attention"); ok {
 		s.Layers = l
 	} else if freq := sub.optList("sparse_attention_freq"); freq != nil {
@@ -186,6 +190,11 @@ func m3TextToConfig(m Model, c map[string]any) {
 	writeLayerKinds(c, m.Layers, m.BlockSparseLayer, "minimax_m3_sparse", "full_attention")
 	if s := m.BlockSparse; s != nil {
 		c["index_n_heads"], c["index_head_dim"] = s.Heads, s.HeadDim
+		for key, v := range map[string]int{"index_block_size": s.BlockSize, "index_topk_blocks": s.TopKBlocks} {
+			if v > 0 {
+				c[key] = v
+			}
+		}
 	}
 	if m.Vocab <= 200034 {
 		c["bos_token_id"], c["eos_token_id"] = nil, nil // the class's ids would be outside the vocabulary
