@@ -20,7 +20,10 @@ import "fmt"
 // registration order (l.535-538): q_proj to index_n_heads ×
 // index_head_dim, k_proj to one index_head_dim key (no biases), then the
 // q and k RMSNorms over index_head_dim (MiniMaxM3VLRMSNorm: a weight,
-// applied as 1 + weight).
+// applied as 1 + weight). None of them gets a gradient: the indexer's
+// only output is its top-k block indices, int64 (l.584-585), through which
+// autograd reaches nothing, so the optimizer keeps no state for them
+// (measured: a 5.23 trace's optimizer states are the other parameters').
 func blockSparseIndexerTensors(m Model, l *tensorList, p string) {
 	s, h := m.BlockSparse, int64(m.Hidden)
 	n, d := int64(s.Heads), int64(s.HeadDim)
@@ -28,6 +31,9 @@ func blockSparseIndexerTensors(m Model, l *tensorList, p string) {
 	l.linear(p+"k_proj", "k_proj", h, d, false)
 	l.norm(p+"q_norm", false, d)
 	l.norm(p+"k_norm", false, d)
+	for i := len(l.ts) - 4; i < len(l.ts); i++ {
+		l.ts[i].part = noGradPart
+	}
 }
 
 // IndexKeyBytes is what a block-sparse layer caches per token beside its

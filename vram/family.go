@@ -514,6 +514,11 @@ type recipe struct {
 	// gpt-oss), gathered per sorted pair and added in place.
 	groupedMM, groupedBias bool
 	groupedGate            func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
+	// mlpGate, where set, is the gated MLP's gate on its gate and up
+	// halves (with fusedGateUp: chunks of one output, f wide each) where
+	// it is not act_fn(gate) * up (MiniMax-M3's dense MLP and shared
+	// expert run the experts' clamped SwiGLU); nil for that product.
+	mlpGate func(b *actBuilder, p blockPlan, gate, up *actT, f int64) *actT
 	// groupedUngated: the grouped experts have no gate (has_gate=False:
 	// up_proj [E, F, H] alone, its output through act_fn; integrations/
 	// moe.py:481-482, 498-502 at 5.23; Nemotron-H's ungated squared-ReLU

@@ -141,3 +141,53 @@ func TestMiniMaxM3Preset(t *testing.T) {
 		t.Errorf("llama.cpp, lightning layers: %v", err)
 	}
 }
+
+// TestMiniMaxM3BlockSparseTraining: what a training step of the language
+// model needs of its block-sparse layers — the blocks' size and the
+// blocks kept, from either spelling (configuration_minimax_m3_vl.py:
+// 113-114, 127-136) and written back; a block-sparse layer a block kind of
+// its own (its indexer's parameters are the other layers' too otherwise);
+// the indexer's parameters without a gradient (its only output is int64
+// block indices; a 5.23 trace's optimizer states leave them out).
+func TestMiniMaxM3BlockSparseTraining(t *testing.T) {
+	kinds := `, "layer_types": ["full_attention", "minimax_m3_sparse", "full_attention", "minimax_m3_sparse"], "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]`
+	for _, c := range []struct {
+		name, extra string
+		block, topk int
+	}{
+		{"the flat keys", kinds + `, "index_block_size": 16, "index_topk_blocks": 4`, 16, 4},
+		{"sparse_attention_config's names", kinds + `, "sparse_attention_config": {"sparse_block_size": 32, "sparse_topk_blocks": 8}`, 32, 8},
+		{"the class's defaults (zero)", kinds, 0, 0},
+	} {
+		m, err := FromHFConfig([]byte(`{"model_type": "minimax_m3_vl_text", ` + m3Text + c.extra + `}`))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		s := m.BlockSparse
+		if s.BlockSize != c.block || s.TopKBlocks != c.topk {
+			t.Errorf("%s: block_size %d, topk_blocks %d; want %d, %d", c.name, s.BlockSize, s.TopKBlocks, c.block, c.topk)
+		}
+		src, _ := json.Marshal(m.HFConfig())
+		back, err := FromHFConfig(src)
+		if err != nil || back.BlockSparse.BlockSize != s.BlockSize || back.BlockSparse.TopKBlocks != s.TopKBlocks {
+			t.Errorf("%s: written and read back %+v, %v; want %+v", c.name, back.BlockSparse, err, s)
+		}
+		if m.blockKind(1) == m.blockKind(2) || m.blockKind(1) != m.blockKind(3) {
+			t.Errorf("%s: block kinds %d %d %d of layers 1-3 (sparse, full, sparse MoE)", c.name, m.blockKind(1), m.blockKind(2), m.blockKind(3))
+		}
+		r := resolved{m: m.Normalize()}
+		indexer, trained := 0, 0
+		for _, ts := range m.Tensors() {
+			if strings.Contains(ts.Name, ".indexer.") {
+				indexer++
+				if r.trains(ts) {
+					trained++
+				}
+			}
+		}
+		if indexer != 8 || trained != 0 {
+			t.Errorf("%s: %d indexer tensors, %d of them trained; want 8 (two layers' q_proj, k_proj, q_norm, k_norm), none", c.name, indexer, trained)
+		}
+	}
+}

@@ -447,11 +447,19 @@ func (m *Model) LightningLayer(i int) bool {
 // tokens, max-pools the scores over blocks of keys and keeps each query's
 // top blocks, the only keys the layer's attention reads. Beside K and V
 // such a layer caches the indexer's key, HeadDim numbers a token. The
-// blocks' size and how many are kept change no tensor and no cache, and
-// are not kept.
+// blocks' size and how many are kept change no parameter and no cache; a
+// training step's pooled scores and top-k indices are sized by them.
 type BlockSparse struct {
 	Heads   int `json:"heads"`    // index_n_heads
 	HeadDim int `json:"head_dim"` // index_head_dim
+	// BlockSize is index_block_size, the keys one block pools; TopKBlocks
+	// is index_topk_blocks, the blocks each query keeps
+	// (configuration_minimax_m3_vl.py:113-114, defaults 128 and 16, which
+	// a zero here stands for). index_local_blocks, the preceding blocks
+	// always kept, sizes no tensor (an in-place scatter, l.574-578 of the
+	// modeling file) and is not kept.
+	BlockSize  int `json:"block_size,omitempty"`
+	TopKBlocks int `json:"topk_blocks,omitempty"`
 	// Layers lists the layers with the indexer (layer_types
 	// "minimax_m3_sparse"), ascending.
 	Layers []int `json:"layers"`
@@ -1094,6 +1102,9 @@ func (m Model) validateBlockSparse(f *family) error {
 	if s.Heads < 1 || s.Heads > maxHeads || s.HeadDim < 1 || s.HeadDim > maxWidth {
 		return fmt.Errorf("model.block_sparse: heads = %d and head_dim = %d must be in [1, %d] and [1, %d]", s.Heads, s.HeadDim, maxHeads, maxWidth)
 	}
+	if s.BlockSize < 0 || s.TopKBlocks < 0 {
+		return fmt.Errorf("model.block_sparse: block_size = %d and topk_blocks = %d must be ≥ 0 (0: the class's default)", s.BlockSize, s.TopKBlocks)
+	}
 	for i, l := range s.Layers {
 		if l < 0 || l >= m.Layers || i > 0 && l <= s.Layers[i-1] {
 			return fmt.Errorf("model.block_sparse.layers[%d] = %d: want ascending layer indices in [0, %d)", i, l, m.Layers)
@@ -1625,8 +1636,12 @@ func (m *Model) blockKind(i int) int {
 	if (m.NoRopeGlobal && !local) || (m.NoRopeEvery > 0 && (i+1)%m.NoRopeEvery == 0) {
 		k |= 4
 	}
-	if m.RecurrentLayer(i) {
-		k |= 32 // a recurrent layer: a state-space mixer, a short convolution or a DeltaNet (one kind a model)
+	if m.RecurrentLayer(i) || m.BlockSparseLayer(i) {
+		// A recurrent layer: a state-space mixer, a short convolution or a
+		// DeltaNet (one kind a model); or a block-sparse layer, whose
+		// indexer the other attention layers lack (only MiniMax-M3's
+		// families have one, and none of them a recurrent mixer).
+		k |= 32
 	}
 	if m.DecoderLayers > 0 {
 		if i >= m.Layers-m.DecoderLayers {

@@ -18,6 +18,9 @@ func (b *actBuilder) gatedMLP(p blockPlan, prefix string, x *actT, h, f int64) *
 		xc := b.castIn(p, prefix+"gate_up_proj", x)
 		g := b.linear(p, prefix+"gate_up_proj.gate", "gate_up_proj", xc, h, f)
 		u := b.linear(p, prefix+"gate_up_proj.up", "up_proj", xc, h, f)
+		if p.rec.mlpGate != nil {
+			return b.linear(p, prefix+"down_proj", "down_proj", p.rec.mlpGate(b, p, g, u, f), f, h)
+		}
 		return b.linear(p, prefix+"down_proj", "down_proj", b.gateTimesUp(prefix, g, u, f), f, h)
 	}
 	g := b.linear(p, prefix+"gate_proj", "gate_proj", x, h, f)

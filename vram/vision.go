@@ -110,7 +110,7 @@ const (
 	projectorPart              // the projector
 	unusedPart                 // tower tensors the features never pass through (no gradient)
 	frozenPart                 // a parameter created with requires_grad=False (ERNIE 4.5's moe_statics)
-	noGradPart                 // a parameter only a torch.no_grad forward reads (DSA's lightning indexer, dsa.go): never given a gradient
+	noGradPart                 // a parameter only a torch.no_grad forward reads (DSA's lightning indexer, dsa.go), or one only integer outputs come of (MiniMax-M3's indexer, blocksparse.go): never given a gradient
 	audioPart                  // an audio tower and its projector (Model.Audio): loaded, run by no modelled plan (audio.go)
 	speechPart                 // a speech generator (Model.Speech): stored, loaded by transformers only, run by no modelled plan (speech.go)
 )
