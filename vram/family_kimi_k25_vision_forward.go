@@ -54,15 +54,7 @@ func k25VisionEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) (*a
 	N := n * int64(im.Tokens())
 	b.tokens = N
 	px := b.batchInput("pixel_values", p.baseDType.Size(N*per), p.baseDType)
-	pixIn := b.castIn(p, "vision.patch_embed.pixels", px)
-	var saves []*actT
-	if grad {
-		saves = append(saves, pixIn)
-	}
-	x := b.op("vision.patch_embed.proj", b.size(h, p.e), p.e, list(pixIn), saves...)
-	if grad && p.autocast {
-		b.side("vision.patch_embed.proj.weight_cast", p.e.Size(h*per), p.e).weightCopy = true
-	}
+	x := visionPatchConv(b, p, "vision.patch_embed.proj", px, h, per, grad) // family_qwen2_5_vl_vision.go
 
 	// The resampled table, in the table's dtype (the weights').
 	w := p.baseDType

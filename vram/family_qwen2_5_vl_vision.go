@@ -161,14 +161,23 @@ func qwenPatchEmbed(b *actBuilder, p blockPlan, m Model, n int64, grad bool) *ac
 	if p.baseDType != FP32 {
 		px = b.op("vision.pixel_values.type", p.baseDType.Size(N*per), p.baseDType, list(px))
 	}
+	return visionPatchConv(b, p, "vision.patch_embed", px, h, per, grad)
+}
+
+// visionPatchConv is a tower's patch convolution (op name) over its pixel
+// rows px of per values each, to h channels: the pixels cast in under
+// autocast, saved for the weight's gradient when the tower trains, and
+// autocast's copy of the weight beside it (Qwen2.5-VL's and Kimi-K2.5's
+// towers).
+func visionPatchConv(b *actBuilder, p blockPlan, name string, px *actT, h, per int64, grad bool) *actT {
 	pixIn := b.castIn(p, "vision.patch_embed.pixels", px)
 	var saves []*actT
 	if grad {
 		saves = append(saves, pixIn)
 	}
-	x := b.op("vision.patch_embed", b.size(h, p.e), p.e, list(pixIn), saves...)
+	x := b.op(name, b.size(h, p.e), p.e, list(pixIn), saves...)
 	if grad && p.autocast {
-		b.side("vision.patch_embed.weight_cast", p.e.Size(h*per), p.e).weightCopy = true
+		b.side(name+".weight_cast", p.e.Size(h*per), p.e).weightCopy = true
 	}
 	return x
 }

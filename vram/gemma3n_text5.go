@@ -218,16 +218,27 @@ func (b *actBuilder) gaussianTopK(g *actT, f int64) *actT {
 func (b *actBuilder) altUpStack(p blockPlan, h0 *actT, h int64) *actT {
 	n := int64(b.r.m.AltUpInputs)
 	tm := b.rmsMagnitude("altup.target_magnitude", h0, h)
-	parts := []*actT{h0}
+	parts := b.altUpRescaledCopies(p, "altup_projections", h0, tm, h)
+	return b.op("altup.stack", b.size(n*h, h0.dtype), h0.dtype, parts)
+}
+
+// altUpRescaledCopies is x and, for each of altup_num_inputs − 1
+// projections named prefix.0, prefix.1, …, x's projection rescaled to the
+// magnitude tm (altUpRescaled): the list altUpStack and altUpMerge stack.
+// The list keeps the rescaled copies, and the last projection's output,
+// until the forward returns.
+func (b *actBuilder) altUpRescaledCopies(p blockPlan, prefix string, x, tm *actT, h int64) []*actT {
+	n := int64(b.r.m.AltUpInputs)
+	parts := []*actT{x}
 	for i := int64(1); i < n; i++ {
-		c, proj := b.altUpRescaled(p, fmt.Sprintf("altup_projections.%d", i-1), h0, h0, tm, h)
+		c, proj := b.altUpRescaled(p, fmt.Sprintf("%s.%d", prefix, i-1), x, x, tm, h)
 		c.forwardHeld = true
 		if i == n-1 {
 			proj.forwardHeld = true
 		}
 		parts = append(parts, c)
 	}
-	return b.op("altup.stack", b.size(n*h, h0.dtype), h0.dtype, parts)
+	return parts
 }
 
 // altUpMerge is the model's merge of the last layer's stack x before the
@@ -240,15 +251,7 @@ func (b *actBuilder) altUpStack(p blockPlan, h0 *actT, h int64) *actT {
 func (b *actBuilder) altUpMerge(p blockPlan, x *actT, h int64) *actT {
 	n := int64(b.r.m.AltUpInputs)
 	tm := b.rmsMagnitude("altup.unembed.target_magnitude", x, h) // hidden_states[0], a view
-	parts := []*actT{x}
-	for i := int64(1); i < n; i++ {
-		c, proj := b.altUpRescaled(p, fmt.Sprintf("altup_unembed_projections.%d", i-1), x, x, tm, h)
-		c.forwardHeld = true
-		if i == n-1 {
-			proj.forwardHeld = true
-		}
-		parts = append(parts, c)
-	}
+	parts := b.altUpRescaledCopies(p, "altup_unembed_projections", x, tm, h)
 	st := b.op("altup.unembed.stack", b.size(n*h, x.dtype), x.dtype, parts)
 	return b.op("altup.unembed.mean", b.size(h, x.dtype), x.dtype, list(st))
 }
