@@ -191,3 +191,30 @@ func TestMiniMaxM3BlockSparseTraining(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockSparseBounds: model.block_sparse's values out of range are
+// refused naming the field and the range, before anything is sized.
+func TestBlockSparseBounds(t *testing.T) {
+	base := MustPreset("minimax-m3")
+	base.BlockSparse = &BlockSparse{Heads: 4, HeadDim: 128, Layers: []int{1, 3}}
+	if err := base.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*BlockSparse)
+		want string
+	}{
+		{"negative block", func(s *BlockSparse) { s.BlockSize = -1 }, "block_size = -1"},
+		{"huge block", func(s *BlockSparse) { s.BlockSize = 1 << 40 }, "must be in [0, 67108864]"},
+		{"huge top-k", func(s *BlockSparse) { s.TopKBlocks = 1 << 40 }, "topk_blocks = 1099511627776"},
+		{"no heads", func(s *BlockSparse) { s.Heads = 0 }, "model.block_sparse: heads = 0"},
+		{"layers out of order", func(s *BlockSparse) { s.Layers = []int{3, 1} }, "model.block_sparse.layers[1] = 1"},
+	} {
+		m := base.clone()
+		c.edit(m.BlockSparse)
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -31,7 +31,7 @@ import "fmt"
 // modeling_auto.py:883), as well as inside the wrapper (minimax_m3_vl).
 func init() {
 	register(&family{
-		name: "minimax_m3_vl_text", source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)",
+		name: minimaxM3VLTextModelType, source: "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (transformers 5.23.0)",
 		defaults:    Model{MLP: "swiglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, Router: "sigmoid_topk_norm", QKNorm: "head"},
 		blockSparse: true,
 		servingOnly: m3ServingOnly,
@@ -266,3 +266,5 @@ func m3TextTensors(m Model, l *tensorList) {
 	l.norm("model.norm", false, d.h)
 	lmHead(m, l, "lm_head", "score")
 }
+
+const minimaxM3VLTextModelType = "minimax_m3_vl_text"

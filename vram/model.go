@@ -1102,8 +1102,8 @@ func (m Model) validateBlockSparse(f *family) error {
 	if s.Heads < 1 || s.Heads > maxHeads || s.HeadDim < 1 || s.HeadDim > maxWidth {
 		return fmt.Errorf("model.block_sparse: heads = %d and head_dim = %d must be in [1, %d] and [1, %d]", s.Heads, s.HeadDim, maxHeads, maxWidth)
 	}
-	if s.BlockSize < 0 || s.TopKBlocks < 0 {
-		return fmt.Errorf("model.block_sparse: block_size = %d and topk_blocks = %d must be ≥ 0 (0: the class's default)", s.BlockSize, s.TopKBlocks)
+	if s.BlockSize < 0 || s.TopKBlocks < 0 || s.BlockSize > MaxTokens || s.TopKBlocks > MaxTokens {
+		return fmt.Errorf("model.block_sparse: block_size = %d and topk_blocks = %d must be in [0, %d] (0: the class's default)", s.BlockSize, s.TopKBlocks, MaxTokens)
 	}
 	for i, l := range s.Layers {
 		if l < 0 || l >= m.Layers || i > 0 && l <= s.Layers[i-1] {
