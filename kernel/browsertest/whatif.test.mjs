@@ -3,9 +3,13 @@
 // without re-running the cell.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chartTexts, closeSessions, launchBrowser, layoutProblems, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
+import { chartTexts, launchBrowser, layoutProblems, offlinePage, runAllCells, shotPath, startLab, waitForIdle } from './harness.mjs';
 
-let lab, browser;
+// The three tests share one page and one run of the playground, as a reader
+// would: the controls are moved, pushed to their ends, then ended. (Opening
+// the playground anew for each test restarted its kernel between them; on
+// CI the second start once never showed its widget in 420 s.)
+let lab, browser, page, problems, box, before0, last;
 before(async () => { lab = await startLab(); browser = await launchBrowser(); });
 after(async () => { await browser?.close(); await lab?.stop(); });
 
@@ -24,7 +28,16 @@ async function widgetReady(page, box) {
   await Promise.race([shown, broke]).catch(() => {});
   if (!(await done.isVisible())) {
     const errors = (await failed.allInnerTexts()).join('\n').slice(0, 2000);
-    assert.fail(errors ? `the what-if cell failed before its widget showed: ${errors}` : 'no what-if widget and no error after 420 s');
+    if (errors) assert.fail(`the what-if cell failed before its widget showed: ${errors}`);
+    // Nothing printed: say where the notebook stood (each cell's prompt,
+    // the kernel's status, the last outputs) so a failure can be read.
+    const state = await page.evaluate(() => ({
+      prompts: [...document.querySelectorAll('.jp-InputArea-prompt')].map((p) => p.textContent.trim()).join(' '),
+      status: [...document.querySelectorAll('.jp-StatusBar-Widget')].map((w) => w.textContent.trim()).filter(Boolean).join(' | '),
+      outputs: [...document.querySelectorAll('.jp-OutputArea-output')].map((o) => o.textContent.trim().slice(0, 200)).slice(-4),
+    }));
+    await page.screenshot({ path: shotPath('20-what-if-no-widget.png'), fullPage: false }).catch(() => {});
+    assert.fail(`no what-if widget and no error after 420 s: ${JSON.stringify(state).slice(0, 2000)}`);
   }
 }
 
@@ -39,17 +52,19 @@ const readResult = (page) => page.evaluate(() => {
 });
 
 test('moving a what-if slider updates the numbers and the chart in place', async () => {
-  const { page, problems } = await offlinePage(browser, { allowHost: lab.host });
+  ({ page, problems } = await offlinePage(browser, { allowHost: lab.host }));
+  // SVG, so that the terabytes test below can read every label as text.
+  await page.addInitScript(() => { window.vramlabRenderer = 'svg'; });
   await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
-  const box = page.locator('.vramlab-whatif');
+  box = page.locator('.vramlab-whatif');
   await widgetReady(page, box);
   const sliders = box.locator('input[type=range]');
   assert.equal(await sliders.count(), 2, 'sequence length and micro-batch');
   assert.equal(await box.locator('select').count(), 5, 'model, precision, optimizer, checkpointing, GPU');
 
-  const before = await readResult(page);
-  assert.ok(before && before.subtitle, `a drawn result: ${JSON.stringify(before)}`);
-  assert.match(before.text, /micro-batch 2/);
+  before0 = await readResult(page);
+  assert.ok(before0 && before0.subtitle, `a drawn result: ${JSON.stringify(before0)}`);
+  assert.match(before0.text, /micro-batch 2/);
 
   // The micro-batch slider moves in powers of two: step 3 is 8, as a drag
   // ends there (input, then change).
@@ -61,14 +76,14 @@ test('moving a what-if slider updates the numbers and the chart in place', async
   await page.waitForFunction((a) => {
     const el = document.querySelector('.vramlab-whatif-result');
     return el && el.dataset.allocated !== a && /micro-batch 8/.test(el.innerText) && el.querySelector('[_echarts_instance_]');
-  }, before.allocated, { timeout: 60_000 });
+  }, before0.allocated, { timeout: 60_000 });
   await page.waitForFunction(() => {
     const c = document.querySelector('.vramlab-whatif-result [_echarts_instance_]');
     return c && window.echarts.getInstanceByDom(c);
   }, null, { timeout: 30_000 });
   const after = await readResult(page);
-  assert.ok(Number(after.allocated) > Number(before.allocated), `a bigger micro-batch needs more: ${before.allocated} → ${after.allocated}`);
-  assert.notEqual(after.subtitle, before.subtitle, 'the chart was redrawn with the new total');
+  assert.ok(Number(after.allocated) > Number(before0.allocated), `a bigger micro-batch needs more: ${before0.allocated} → ${after.allocated}`);
+  assert.notEqual(after.subtitle, before0.subtitle, 'the chart was redrawn with the new total');
   const shown = after.text.match(/tensors live at the peak \(the chart\)\s+([\d.,]+ GiB)/);
   assert.ok(shown && after.subtitle.includes(shown[1]), `the chart's total ${after.subtitle} is the stated peak ${shown && shown[1]}`);
   assert.equal(await box.locator('output').nth(1).innerText(), '8', 'the slider shows its value');
@@ -86,25 +101,8 @@ test('moving a what-if slider updates the numbers and the chart in place', async
     const c = document.querySelector('.vramlab-whatif-result [_echarts_instance_]');
     return c && window.echarts.getInstanceByDom(c) && /micro-batch 16/.test(document.querySelector('.vramlab-whatif-result').innerText);
   }, null, { timeout: 30_000 });
-  const last = await readResult(page);
   await box.scrollIntoViewIfNeeded();
   await page.screenshot({ path: shotPath('20-what-if-controls.png'), fullPage: false });
-
-  // done: the cell ends, the controls give way to the settings they ended at.
-  await box.getByRole('button', { name: 'done' }).click();
-  await waitForIdle(page, 180_000);
-  const ended = await page.locator('.jp-OutputArea-output', { hasText: 'what-if ended' }).first().innerText();
-  assert.match(ended, /micro_batch 16/);
-  assert.match(ended, /GPU RTX-4090/);
-  assert.match(ended, /MicroBatch: 16,/, 'the changed fields as code to paste');
-  // The cells below follow the controls: the breakdown cell, queued behind
-  // the controls, draws the plan they ended at, not the plan as written.
-  const below = await page.evaluate(() => [...document.querySelectorAll('[_echarts_instance_]')]
-    .map((el) => window.echarts.getInstanceByDom(el).getOption().title[0])
-    .filter((t) => t.text === 'Peak allocated memory per GPU').map((t) => t.subtext));
-  assert.notEqual(last.subtitle, before.subtitle);
-  assert.deepEqual(below, [last.subtitle], `the next cell's breakdown (${below}) is the controls' last (${last.subtitle}), not the plan's (${before.subtitle})`);
-  assert.deepEqual(problems.external, [], 'no request may leave the machine');
 });
 
 // As a newcomer pushes every control to its end: the largest model, fp32,
@@ -112,12 +110,7 @@ test('moving a what-if slider updates the numbers and the chart in place', async
 // a plan of terabytes; its chart's axis and labels still read, on a wide
 // screen and on a laptop's (JupyterLab's panels leave the notebook less).
 test('the playground at terabytes: no chart label overlaps another or is cut off', async () => {
-  await closeSessions(lab); // the slider test's page still holds the playground's kernel
-  const { page } = await offlinePage(browser, { allowHost: lab.host });
-  await page.addInitScript(() => { window.vramlabRenderer = 'svg'; });
-  await runAllCells(page, lab, '20-what-if-playground.ipynb', { wait: false });
-  const box = page.locator('.vramlab-whatif');
-  await widgetReady(page, box);
+  assert.ok(box, 'the slider test above opened the playground');
   const selects = box.locator('select');
   await selects.nth(0).selectOption({ label: 'qwen3-32b' });
   await selects.nth(1).selectOption({ label: 'fp32' });
@@ -143,6 +136,25 @@ test('the playground at terabytes: no chart label overlaps another or is cut off
   }
   await box.scrollIntoViewIfNeeded();
   await page.screenshot({ path: shotPath('20-what-if-terabytes.png'), fullPage: false });
+  last = await readResult(page);
+});
+
+// done: the cell ends, the controls give way to the settings they ended at,
+// and the cells below follow the controls.
+test('done ends the controls with their settings as code, and the cells below draw the plan they ended at', async () => {
+  assert.ok(last, 'the tests above moved the controls');
   await box.getByRole('button', { name: 'done' }).click();
   await waitForIdle(page, 180_000);
+  const ended = await page.locator('.jp-OutputArea-output', { hasText: 'what-if ended' }).first().innerText();
+  assert.match(ended, /micro_batch 64/);
+  assert.match(ended, /GPU RTX-4090/);
+  assert.match(ended, /MicroBatch: 64,/, 'the changed fields as code to paste');
+  // The breakdown cell, queued behind the controls, draws the plan they
+  // ended at, not the plan as written.
+  const below = await page.evaluate(() => [...document.querySelectorAll('[_echarts_instance_]')]
+    .map((el) => window.echarts.getInstanceByDom(el).getOption().title[0])
+    .filter((t) => t.text === 'Peak allocated memory per GPU').map((t) => t.subtext));
+  assert.notEqual(last.subtitle, before0.subtitle);
+  assert.deepEqual(below, [last.subtitle], `the next cell's breakdown (${below}) is the controls' last (${last.subtitle}), not the plan's (${before0.subtitle})`);
+  assert.deepEqual(problems.external, [], 'no request may leave the machine');
 });
