@@ -6,7 +6,10 @@ export GOTOOLCHAIN=local
 # go-nvml's cgo bindings print pages of deprecation warnings otherwise.
 export CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}"
 
-say() { printf '\n==> %s\n' "$*"; }
+# Each step's heading says how long the command has run (a CI log then
+# shows where its minutes go); the clock starts at the first script.
+export VRAMLAB_T0="${VRAMLAB_T0:-$(date +%s)}"
+say() { printf '\n==> %s  [%ss]\n' "$*" "$(( $(date +%s) - VRAMLAB_T0 ))"; }
 
 # as_root runs a command as root: directly when we are root, else through sudo.
 as_root() {
