@@ -58,6 +58,7 @@ func TestBlockKindsShareInventories(t *testing.T) {
 // training step plans (plain PyTorch, 256 tokens; Whisper's 3,000
 // frames), so that a rule singling out a layer is caught in any family.
 func TestEveryPresetBlockKinds(t *testing.T) {
+	oneGoroutineTable(t)
 	for _, name := range Presets() {
 		m := MustPreset(name)
 		for _, prec := range []string{"fp32", "amp_bf16"} {

@@ -12,6 +12,7 @@ import (
 // file. No string literal naming a family (its model_type, or a name
 // starting with it and a dot) appears in any other file of the engine.
 func TestFamilyNamesStayHome(t *testing.T) {
+	oneGoroutineTable(t)
 	fset, files := engineFiles(t)
 	checked := 0
 	for f, file := range files {

@@ -372,6 +372,7 @@ func FuzzFromHFConfig(f *testing.F) {
 // estimate to exact, non-negative breakdowns or to an error naming a field;
 // more sequences, a longer prompt or more generated tokens never need less.
 func FuzzInferencePlan(f *testing.F) {
+	oneGoroutineTable(f)
 	f.Add(uint8(0), uint64(1), uint64(128), uint64(16), uint8(0), uint64(0), uint8(0), uint8(0))
 	f.Add(uint8(3), uint64(8), uint64(4096), uint64(512), uint8(3), uint64(16), uint8(2), uint8(1))
 	f.Add(uint8(5), uint64(1), uint64(8), uint64(1<<63-8), uint8(3), uint64(1<<63-1), uint8(1), uint8(2))

@@ -17,6 +17,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/estimates.golden
 // in testdata/estimates.golden. A change to any number is deliberate: rerun
 // with -update and say why in the commit.
 func TestEstimatesGolden(t *testing.T) {
+	oneGoroutineTable(t)
 	var b strings.Builder
 	replayed := map[string]string{}
 	for _, name := range Presets() {

@@ -195,6 +195,7 @@ func TestPresetsAreCopies(t *testing.T) {
 // count equals one made with the cache emptied. The cache's key holds no
 // pointer, so a pointer field added later cannot be compared by address.
 func TestTensorCacheFollowsPointers(t *testing.T) {
+	oneGoroutineTable(t)
 	changed := 0
 	smallest := map[string]string{} // one model a family, its smallest: its pointers are its family's
 	for _, name := range Presets() {

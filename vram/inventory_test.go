@@ -53,6 +53,7 @@ func conv1D(m Model, t Tensor) bool {
 // the engine's tensors are exactly PyTorch's named_parameters(): same names,
 // same shapes, same total.
 func TestInventoryMatchesPyTorch(t *testing.T) {
+	oneGoroutineTable(t)
 	files, _ := filepath.Glob(filepath.Join("testdata", "inventory", "*.json"))
 	if len(files) < 30 {
 		t.Fatalf("only %d inventories in testdata/inventory (run make truth)", len(files))
@@ -111,6 +112,7 @@ func TestInventoryMatchesPyTorch(t *testing.T) {
 // TestBuffersMatchPyTorch: the engine's module buffers are exactly PyTorch's
 // named_buffers() for every catalog model: names, shapes and dtypes.
 func TestBuffersMatchPyTorch(t *testing.T) {
+	oneGoroutineTable(t)
 	files, _ := filepath.Glob(filepath.Join("testdata", "inventory", "*.json"))
 	dtypes := map[string]DType{"bool": Bool, "int64": INT64, "float32": FP32}
 	for _, f := range files {

@@ -115,6 +115,7 @@ func longShapeShard(n int) []byte {
 // many shards, and headers that add up past the checkpoint's budget are
 // errors before the reader holds them.
 func TestSafetensorsHeadersBounded(t *testing.T) {
+	oneGoroutineTable(t)
 	data := longShapeShard(5_000_000)
 	var err error
 	budget.Check(t, len(data), func() { _, err = ReadSafetensors(bytes.NewReader(data)) })

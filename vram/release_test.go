@@ -97,6 +97,7 @@ func storedAs(m Model, method string) []ckTensor {
 // headers (its config.json as released) reads to the preset's storage,
 // tensor for tensor, with its format named.
 func TestReleasedCheckpointAgrees(t *testing.T) {
+	oneGoroutineTable(t)
 	for _, c := range []struct{ preset, config, method, format string }{
 		{"gpt-oss-20b", "gpt-oss-20b.json", "mxfp4", "mxfp4"},
 		{"deepseek-v3", "deepseek-v3.json", "fp8", "fp8"},

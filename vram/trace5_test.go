@@ -137,6 +137,7 @@ func compareTrace5(t *testing.T, f, release string) trace5Row {
 // 5.23.0 run with the 4.57 rules for the unchanged families and refuses the
 // changed ones with the measured difference; -update rewrites both.
 func TestTransformers5Traces(t *testing.T) {
+	oneGoroutineTable(t)
 	files, _ := filepath.Glob(filepath.Join("testdata", "trace5", "*.json"))
 	files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == "not_run.json" })
 	if len(files) < 5 {
