@@ -24,9 +24,13 @@ type Controls struct {
 	GPUs     []string      // GPU catalog names; the first is selected
 	Headroom float64       // share of the GPU kept free, as vram.Budget
 	Idle     time.Duration // the cell ends after this long without a change
-	// Probe is how long WhatIf waits for a front end to answer before it
-	// draws the plan once, without controls (a headless run: nbconvert,
-	// papermill). Default 5 s.
+	// Probe is how long WhatIf, in a notebook Jupyter Server started,
+	// waits for the browser to answer its first control before it draws
+	// the plan once, without controls, and says so (the notebook run
+	// through the server's API with no page open). Default 60 s: a
+	// browser on a busy machine may load gonb's widget script slowly
+	// (5 s was too short on a loaded two-core machine), and a headless
+	// run (nbconvert, papermill) never waits (inServerSession).
 	Probe time.Duration
 }
 
@@ -249,7 +253,7 @@ func WhatIf(t vram.Training, c Controls) error {
 		c.Idle = 10 * time.Minute
 	}
 	if c.Probe <= 0 {
-		c.Probe = 5 * time.Second
+		c.Probe = time.Minute
 	}
 	if !loaded() {
 		Setup()
@@ -280,7 +284,7 @@ func WhatIf(t vram.Training, c Controls) error {
 	case ch := <-first:
 		chans[0] = ch
 	case <-time.After(c.Probe):
-		gonbui.UpdateHTML(panel, "")
+		gonbui.UpdateHTML(panel, string(Para(fmt.Sprintf("No browser answered the controls in %v (is the notebook open in JupyterLab?): the plan is drawn once, without controls. Run the cell again for them.", c.Probe))))
 		gonbui.Sync()
 		return nil
 	}
