@@ -11,7 +11,10 @@ import { ROOT, chartStates, launchBrowser, offlinePage, shotPath, waitForCharts 
 const out = join(ROOT, '.artifacts', 'reports', 'llama3-8b-lora');
 let browser;
 before(async () => {
-  execFileSync('make', ['-s', 'report', 'PLAN=examples/plans/llama3-8b-lora.json'], { cwd: ROOT, stdio: 'inherit' });
+  // As a user runs it: setup included (make test's other reports skip it).
+  const env = { ...process.env };
+  delete env.VRAMLAB_SET_UP;
+  execFileSync('make', ['-s', 'report', 'PLAN=examples/plans/llama3-8b-lora.json'], { cwd: ROOT, stdio: 'inherit', env });
   browser = await launchBrowser();
 });
 after(async () => { await browser?.close(); });

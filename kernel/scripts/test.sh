@@ -78,5 +78,9 @@ say "browser tests (JupyterLab + Debian chromium via playwright-core)"
 # each file's process exits when its tests are done even if a handle is
 # left open, and the whole step is bounded, so a hang reads as a failure
 # with its test's name rather than running into CI's limit.
+# make test set up above, so the many `make report` runs below skip
+# setup.sh (as make reports' children do); report.test.mjs's first report
+# runs the whole path, setup included, as a user's make report does.
+export VRAMLAB_SET_UP=1
 (cd kernel/browsertest && timeout --kill-after=30 2700 \
   node --test --test-concurrency=1 --test-timeout=900000 --test-force-exit --test-reporter=spec)
