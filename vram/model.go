@@ -1414,6 +1414,29 @@ func (m Model) validateLayout(f *family) error {
 	if err := m.validateBlockSparse(f); err != nil {
 		return err
 	}
+	if err := m.validateGemmaParts(f); err != nil {
+		return err
+	}
+	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
+		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.indexer }), ", "), m.Family)
+	}
+	if m.KVHeads > m.Heads || m.Heads%m.KVHeads != 0 {
+		return fmt.Errorf("model.kv_heads = %d must divide heads = %d", m.KVHeads, m.Heads)
+	}
+	if m.HeadDim < 1 {
+		return fmt.Errorf("model.head_dim must be ≥ 1 (hidden %d / heads %d)", m.Hidden, m.Heads)
+	}
+	if m.Image == nil && m.Conformer == nil && !(f.towerOnly && f.audio) && m.Vocab < 1 {
+		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
+	}
+	return nil
+}
+
+// validateGemmaParts checks the fields that describe Gemma 3n's and Gemma
+// 4's parts (global layers of their own shape, per-layer embeddings,
+// AltUp, KV-shared layers) against f, the model's family.
+func (m Model) validateGemmaParts(f *family) error {
 	if !f.globalAttention && (m.GlobalHeadDim != 0 || m.GlobalKVHeads != 0 || m.GlobalKEqV) {
 		return fmt.Errorf("model: global_head_dim, global_kv_heads and global_k_eq_v describe global layers shaped unlike the local ones (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.globalAttention }), ", "), m.Family)
@@ -1429,19 +1452,6 @@ func (m Model) validateLayout(f *family) error {
 	if !f.kvShared && (m.KVSharedLayers != 0 || m.DoubleWideMLP) {
 		return fmt.Errorf("model: kv_shared_layers and double_wide_mlp describe layers reusing earlier layers' keys and values (families %s), not %q",
 			strings.Join(familiesWhere(func(f *family) bool { return f.kvShared }), ", "), m.Family)
-	}
-	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
-		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
-			strings.Join(familiesWhere(func(f *family) bool { return f.indexer }), ", "), m.Family)
-	}
-	if m.KVHeads > m.Heads || m.Heads%m.KVHeads != 0 {
-		return fmt.Errorf("model.kv_heads = %d must divide heads = %d", m.KVHeads, m.Heads)
-	}
-	if m.HeadDim < 1 {
-		return fmt.Errorf("model.head_dim must be ≥ 1 (hidden %d / heads %d)", m.Hidden, m.Heads)
-	}
-	if m.Image == nil && m.Conformer == nil && !(f.towerOnly && f.audio) && m.Vocab < 1 {
-		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
 	}
 	return nil
 }
