@@ -230,7 +230,10 @@ type actBuilder struct {
 	// which a wrapper's project may hold until the tower returns (vision.go;
 	// Gemma 4's), nil outside a wrapper's image side.
 	towerEmbeds *actT
-	head        bool // the output projection and loss, after the blocks
+	// kv is what the block's attention read (kvshare5.go): the first op
+	// of its core, its keys and values.
+	kv   kvRead
+	head bool // the output projection and loss, after the blocks
 	// chunks is how many token chunks a chunked loss computes the head in,
 	// one after the other (headActivations); 0 or 1 for one pass.
 	chunks int64

@@ -45,6 +45,20 @@ func (r *resolved) decoderDims(p blockPlan, layer int) blockDims {
 	return d
 }
 
+// attentionShaped is r with layer's own head width and key/value heads
+// (Model.AttentionShape: Gemma 4's global layers') as the model's, which
+// decoderDims reads; r itself where they are the model's. r is the
+// model's resolved plan, or one shaped for a layer of layer's kind.
+func (r *resolved) attentionShaped(layer int) *resolved {
+	hd, kv := r.m.AttentionShape(layer)
+	if hd == r.m.HeadDim && kv == r.m.KVHeads {
+		return r
+	}
+	g := *r
+	g.m.HeadDim, g.m.KVHeads = hd, kv
+	return &g
+}
+
 // vWidth is v per token: vDim where the values have a width of their
 // own, else kvDim.
 func (d blockDims) vWidth() int64 {
@@ -80,6 +94,11 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 	var s qkv
 	var indexed []*actT // DSA's top-k and masks, kept until the forward returns
 	switch {
+	case m.KVSharedLayer(d.layer):
+		// Gemma 4's KV-shared layers: q_proj and q_norm, then an earlier
+		// layer's keys and values (kvshare5.go).
+		q := b.linear(p, "q_proj", "q_proj", a, d.h, d.qDim)
+		return b.sharedKVAttention(p, d, a, b.headNorm(p, "q_norm", "rmsnorm", q, d.qDim, d.heads))
 	case d.mla && p.rec.latentCache:
 		// transformers 5: the cache keeps the latents (mla5.go).
 		var qResid *actT
@@ -126,6 +145,8 @@ func (b *actBuilder) attention(p blockPlan, d blockDims, a *actT) *actT {
 		// until the forward returns.
 		p.holdOutput(s.k, s.v)
 	}
+	b.dictHolds(p, d.layer, s.k, s.v)
+	b.kv = kvRead{at: len(b.ops), k: s.k, v: s.v}
 	out := b.attendAndProject(p, d, a, s)
 	for _, t := range indexed {
 		t.lastUse = max(t.lastUse, len(b.ops)-1)

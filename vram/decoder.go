@@ -3,6 +3,12 @@ package vram
 // decoderBlock lists the activations of an attention block: attention
 // and MLP (or MoE) with the norms and residual adds of the model's layout.
 func decoderBlock(r *resolved, layer int) BlockActivations {
+	b, x := decoderOps(r, layer)
+	return b.finishBlock(x, layer)
+}
+
+// decoderOps builds decoderBlock's ops on its input x.
+func decoderOps(r *resolved, layer int) (*actBuilder, *actT) {
 	m := r.m
 	p := r.blockPlan(layer)
 	b := newActBuilder(r, int64(r.MicroBatch)*int64(r.SeqLen)/int64(r.cp))
@@ -26,7 +32,13 @@ func decoderBlock(r *resolved, layer int) BlockActivations {
 		out = m.visionWrapperOf().afterLayer(b, p, layer, out)
 	}
 	out.keepAlive = true
-	if layer == 0 && r.inputNoGrad() {
+	return b, x
+}
+
+// finishBlock summarizes a block's ops on its input x: the first layer's
+// input needs no gradient where nothing before the blocks trains.
+func (b *actBuilder) finishBlock(x *actT, layer int) BlockActivations {
+	if layer == 0 && b.r.inputNoGrad() {
 		b.withoutGrad(x)
 	}
 	return b.summarize(x)
@@ -149,7 +161,7 @@ func (b *actBuilder) branch(p blockPlan, d blockDims, name string, y *actT, post
 // mlp is a block's MLP on a: the family's gated or plain MLP, or its MoE.
 func (b *actBuilder) mlp(p blockPlan, d blockDims, a *actT) *actT {
 	m := b.r.m
-	h, f := d.h, int64(m.FFN)/p.tp
+	h, f := d.h, int64(m.LayerFFN(d.layer))/p.tp
 	if m.IsMoELayer(d.layer) {
 		return b.moe(p, a, d.layer)
 	}

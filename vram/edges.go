@@ -427,7 +427,7 @@ func masks(r *resolved, p blockPlan) []maskPart {
 			out = append(out, maskPart{bytes: rope, from: 0, to: m.Layers, saved: !p.rec.ropeInterleaved})
 		}
 	}
-	out = append(out, gemma3nKVDictPart(r, mulI64(p.batch, p.seq))...) // Gemma 3n's (gemma3n_kvshare5.go)
+	out = append(out, kvDictPart(r, mulI64(p.batch, p.seq))...) // the KV-shared layers' dict (kvshare5.go)
 	if p.rec.topKReturned && m.IndexHeads > 0 {
 		// GLM-5's model loop holds the top-k one layer returned
 		// (topk_indices, int32 [B, S, min(index_topk, T)]) until the next

@@ -95,9 +95,13 @@ type family struct {
 	// mamba1: the family has Mamba-1 mixers (model.mamba).
 	mamba1 bool
 	// altUp: the family's blocks are wrapped in Alternating Updates, with
-	// a low-rank residual and layers sharing keys and values
-	// (model.altup_inputs, laurel_rank, kv_shared_layers).
+	// a low-rank residual and sparse MLP gates (model.altup_inputs,
+	// laurel_rank, sparse_layers).
 	altUp bool
+	// kvShared: the family's last layers may reuse earlier layers' keys
+	// and values (model.kv_shared_layers; kvshare5.go), their MLPs then
+	// maybe twice as wide (model.double_wide_mlp).
+	kvShared bool
 	// loneSublayers: each of the family's hybrid layers holds one sublayer
 	// behind one norm, and model.ssm.mlp_layers and moe_layers name the
 	// feed-forward ones.

@@ -1,9 +1,6 @@
 package vram
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // Gemma 3n's language model (transformers 5.23.0
 // models/gemma3n/modeling_gemma3n.py, Gemma3nTextModel l.1577-1636 and
@@ -35,7 +32,7 @@ import (
 // SGLang's pool still sizes one for every layer. Training follows
 // transformers 5.23 (gemma3n_text5.go: the AltUp stack through the
 // layers, Laurel, the per-layer input path, the sparse gate;
-// gemma3n_kvshare5.go: the KV-shared layers' keys and values), checked
+// kvshare5.go: the KV-shared layers' keys and values), checked
 // against the family's CPU traces at 5.23.0; 4.x's training differs and is
 // refused (has4). The released checkpoints are the audio-image-text
 // model, family gemma3n; this family is its language model, which
@@ -43,7 +40,7 @@ import (
 func init() {
 	register(&family{
 		name: gemma3nTextModelType, source: "transformers/models/gemma3n/modeling_gemma3n.py (transformers 5.23.0)",
-		perLayerInputs: true, altUp: true,
+		perLayerInputs: true, altUp: true, kvShared: true,
 		servingOnly: gemma3nServingOnly,
 		has4:        gemma3nHas4,
 		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sandwich", QKNorm: "head"},
@@ -239,13 +236,13 @@ func gemma3nTextCheck(m Model) error {
 		return fmt.Errorf("model.sparse_layers = %d must be in [0, layers = %d]: the first layers whose MLP takes a Gaussian top-k", m.SparseLayers, m.Layers)
 	case m.Layers > blockKinds:
 		return fmt.Errorf("model.layers = %d: the engine builds each of %s's layers apart (Model.blockKind), at most %d", m.Layers, m.Family, blockKinds)
-	case m.KVSharedLayers < 0 || m.KVSharedLayers >= m.Layers:
-		return fmt.Errorf("model.kv_shared_layers = %d must be in [0, layers = %d): a shared layer reuses an earlier layer's keys and values", m.KVSharedLayers, m.Layers)
+	case m.DoubleWideMLP:
+		return fmt.Errorf("model.double_wide_mlp: %s's KV-shared layers' MLPs are as wide as the others' (Gemma 4's use_double_wide_mlp)", m.Family)
 	}
 	if err := gemma3nWrapperCheck(m); err != nil {
 		return err
 	}
-	return gemma3nKVSharingCheck(m)
+	return kvSharingCheck(m)
 }
 
 // gemma3nWrapperCheck is the rules of the language model inside family
@@ -265,32 +262,6 @@ func gemma3nWrapperCheck(m Model) error {
 	return nil
 }
 
-// gemma3nKVSharingCheck is kv_sharing_modes' rule (configuration_gemma3n.py
-// l.216-222): the layers before the shared ones hold every kind of layer.
-func gemma3nKVSharingCheck(m Model) error {
-	if m.KVSharedLayers == 0 {
-		return nil
-	}
-	first := m.Layers - m.KVSharedLayers
-	var all, producers []bool
-	for i := 0; i < m.Layers; i++ {
-		if k := m.LocalLayer(i); !slices.Contains(all, k) {
-			all = append(all, k)
-		}
-		if k := m.LocalLayer(i); i < first && !slices.Contains(producers, k) {
-			producers = append(producers, k)
-		}
-	}
-	if len(all) != len(producers) {
-		return fmt.Errorf("model.kv_shared_layers = %d: the first %d layers must hold a layer of every kind (sliding and full attention) for the shared ones to reuse", m.KVSharedLayers, first)
-	}
-	return nil
-}
-
-// gemma3nKVShared reports whether layer i reuses an earlier layer's keys
-// and values.
-func gemma3nKVShared(m Model, i int) bool { return i >= m.Layers-m.KVSharedLayers }
-
 // gemma3nTextTensors lists the language model's parameters in
 // registration order: the embedding, the layers (attention, MLP, four
 // norms, AltUp, Laurel, the per-layer input's three), the final norm, the
@@ -303,7 +274,7 @@ func gemma3nTextTensors(m Model, l *tensorList) {
 	for i := 0; i < m.Layers; i++ {
 		l.block(i)
 		p := fmt.Sprintf("model.layers.%d.", i)
-		gemma3nAttention(m, l, p+"self_attn.", !gemma3nKVShared(m, i))
+		gemma3nAttention(m, l, p+"self_attn.", !m.KVSharedLayer(i))
 		mlpGated(m, l, p+"mlp.", int64(m.FFN), -1)
 		for _, nm := range []string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"} {
 			l.norm(p+nm, false, h)

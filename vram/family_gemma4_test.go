@@ -11,6 +11,9 @@ import (
 const (
 	gemma4SmallText   = `"vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "hidden_size_per_layer_input": 0`
 	gemma4SmallVision = `"vision_config": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "position_embedding_size": 64}`
+	// gemma4SmallShared makes gemma4SmallText's layers 2 and 5 global, so
+	// that the last layers may share keys and values of either kind.
+	gemma4SmallShared = `"global_head_dim": 32, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"]`
 )
 
 // TestGemma4: Gemma 4 as transformers 5.23 builds it — the parameter and
@@ -39,6 +42,14 @@ func TestGemma4(t *testing.T) {
 		{"layer_types, the last forced global", `{"model_type": "gemma4", "text_config": {` + four +
 			`, "global_head_dim": 32, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]}, ` + gemma4SmallVision + `}`, 285728, 11, 2},
 		{"four layers, the class's pattern", `{"model_type": "gemma4", "text_config": {` + four + `, "global_head_dim": 32}, ` + gemma4SmallVision + `}`, 273408, 11, 1},
+		// The small releases' mechanisms on per-layer embeddings, layers
+		// 2 and 5 global.
+		{"KV-shared layers", `{"model_type": "gemma4_text", ` + ple + `, ` + gemma4SmallShared + `, "num_kv_shared_layers": 2}`, 332888, 12, 2},
+		{"KV-shared layers, double-wide MLPs", `{"model_type": "gemma4_text", ` + ple + `, ` + gemma4SmallShared + `, "num_kv_shared_layers": 3, "use_double_wide_mlp": true}`, 402504, 12, 2},
+		{"KV-shared layers, double-wide MLPs, keys as values", `{"model_type": "gemma4_text", ` + ple + `, ` + gemma4SmallShared +
+			`, "num_kv_shared_layers": 3, "use_double_wide_mlp": true, "attention_k_eq_v": true, "num_global_key_value_heads": 1}`, 396360, 12, 2},
+		{"double-wide MLPs without KV-shared layers", `{"model_type": "gemma4_text", ` + gemma4SmallText + `, ` + gemma4SmallShared + `, "use_double_wide_mlp": true}`, 311616, 11, 2},
+		{"KV-shared layers in the image-text model", `{"model_type": "gemma4", "text_config": {` + gemma4SmallText + `, ` + gemma4SmallShared + `, "num_kv_shared_layers": 2}, ` + gemma4SmallVision + `}`, 347696, 13, 2},
 		{"the tower's defaults, standardized, clipped", `{"model_type": "gemma4", "text_config": {` + gemma4SmallText + `}, "vision_config": {"standardize": true, "use_clipped_linears": true}}`, 168082656, 463, 1},
 	} {
 		m, err := FromHFConfig([]byte(c.json))
@@ -128,7 +139,8 @@ func TestGemma4ConfigErrors(t *testing.T) {
 	text := `{"model_type": "gemma4", "text_config": {` + gemma4SmallText
 	for _, c := range []struct{ name, json, want string }{
 		{"audio without vision", `{"model_type": "gemma4", "audio_config": {}}`, "audio_config without vision_config"},
-		{"KV-shared layers", text + `, "num_kv_shared_layers": 2}}`, "num_kv_shared_layers"},
+		{"double-wide MLPs beside experts", text + `, ` + gemma4SmallShared + `, "num_kv_shared_layers": 2, "use_double_wide_mlp": true, "enable_moe_block": true, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 24}}`, "double_wide_mlp"},
+		{"KV-shared layers with no global layer before them", text + `, "num_kv_shared_layers": 2}}`, "every kind"},
 		{"activation", text + `, "hidden_activation": "silu"}}`, "hidden_activation"},
 		{"bidirectional text", text + `, "use_bidirectional_attention": "all"}}`, "use_bidirectional_attention"},
 		{"experts without their sizes", text + `, "enable_moe_block": true, "num_experts": 4}}`, "top_k_experts"},
@@ -214,5 +226,33 @@ func TestGemma4Serving(t *testing.T) {
 			t.Errorf("%s: page %v, block %d, %d sliding and %d full layers in groups of %d, starts %v, noted %v; want %v, 16, %d, %d, %d, %v, true",
 				c.preset, k.PageBytes, k.BlockSize, sliding, full, k.GroupSize, v.Starts, noted, c.page, c.sliding, c.full, c.groupSize, c.starts)
 		}
+	}
+}
+
+// TestGemma4KVShared: a Gemma 4 with KV-shared layers plans its training
+// (traced at 5.23.0), and vLLM gives the shared layers no cache (their
+// Attention's kv_sharing_target_layer_name, vLLM's
+// model_executor/models/gemma4.py Gemma4Attention): of 12 layers (every
+// sixth global) with the last 4 shared, 7 sliding-window layers and 1
+// global one are pooled.
+func TestGemma4KVShared(t *testing.T) {
+	twelve := strings.Replace(gemma4SmallText, `"num_hidden_layers": 6`, `"num_hidden_layers": 12`, 1)
+	m, err := FromHFConfig([]byte(`{"model_type": "gemma4_text", ` + twelve + `, "num_kv_shared_layers": 4, "use_double_wide_mlp": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est, err := (Training{Model: m, SeqLen: 256, MicroBatch: 1, Checkpointing: CheckpointFull}).Estimate(); err != nil || !strings.Contains(strings.Join(est.Notes, "\n"), "traced at 5.23.0") {
+		t.Errorf("training: %v, notes %q", err, est.Notes)
+	}
+	v, err := VLLM{MaxModelLen: 4096}.Carve(Inference{Model: m}, mustGPU("H100-80GB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, g := range v.KVCache.kinds {
+		kinds[g.Kind] += g.Layers
+	}
+	if kinds["sliding_window"] != 7 || kinds["full"] != 1 {
+		t.Errorf("cache layers by kind %v; want 7 sliding, 1 full", kinds)
 	}
 }

@@ -38,20 +38,30 @@ import (
 //     the dense MLP, which runs on every token, as the layer's one shared
 //     expert;
 //   - a learned layer_scalar buffer in each layer (l.1351), which the
-//     checkpoint stores.
+//     checkpoint stores;
+//   - the last num_kv_shared_layers layers (the small releases') reuse the
+//     keys and values of the last earlier layer of their kind and build no
+//     k_proj, v_proj or k_norm (kvshare5.go, Gemma 3n's rule); with
+//     use_double_wide_mlp their MLPs are twice intermediate_size wide
+//     (Gemma4TextMLP l.1062-1067, Model.LayerFFN). transformers skips
+//     their k/v projections and norms in a checkpoint
+//     (_keys_to_ignore_on_load_unexpected, l.1591-1597); whether the
+//     released checkpoints store them is not known here, so none are
+//     counted as stored.
 //
 // The embeddings are scaled by sqrt(hidden) through a registered
-// embed_scale (l.1428-1440). Layers sharing another layer's keys and values
-// (num_kv_shared_layers, the small releases') are not modelled. Training
-// follows transformers 5.23 (gemma4_text5.go: the norms' torch.pow, v_norm,
-// the per-layer inputs and their gate, a MoE layer's two branches),
-// checked against the family's CPU traces at 5.23.0. The
+// embed_scale (l.1428-1440). vLLM's carve gives the KV-shared layers no
+// cache (Model.KVSharedLayer). Training follows transformers 5.23
+// (gemma4_text5.go: the norms' torch.pow, v_norm, the per-layer inputs
+// and their gate, a MoE layer's two branches; kvshare5.go: the KV-shared
+// layers' keys and values), checked against the family's CPU traces at
+// 5.23.0. The
 // released checkpoints are the image-text model, family gemma4; this family
 // is its language model, which Gemma4ForCausalLM also builds alone.
 func init() {
 	register(&family{
 		name: gemma4TextModelType, source: "transformers/models/gemma4/modeling_gemma4.py (transformers 5.23.0)",
-		globalAttention: true, perLayerInputs: true,
+		globalAttention: true, perLayerInputs: true, kvShared: true,
 		servingOnly: gemma4ServingOnly,
 		only5:       true,
 		defaults:    Model{MLP: "geglu", Norm: "rmsnorm", Position: "rope", Bias: BiasNone, NormPosition: "sandwich", QKNorm: "head"},
@@ -108,9 +118,9 @@ func gemma4TextFromConfig(c *hfReader, m *Model) {
 	if w := c.optIntOrNone("hidden_size_per_layer_input", 256); w > 0 {
 		m.PerLayerInput, m.PerLayerVocab = w, c.optInt("vocab_size_per_layer_input", 262144)
 	}
-	if n := c.optInt("num_kv_shared_layers", 0); n != 0 && c.err == nil {
-		c.fail(fmt.Sprintf("num_kv_shared_layers = %d: layers that reuse another layer's keys and values are not modelled", n))
-	}
+	m.KVSharedLayers = c.optInt("num_kv_shared_layers", 0)
+	// Without shared layers the flag widens no MLP (l.1062-1067).
+	m.DoubleWideMLP = c.optBool("use_double_wide_mlp", false) && m.KVSharedLayers > 0
 	if c.optBool("enable_moe_block", false) {
 		// The class's None for these builds nothing usable: required.
 		m.Experts, m.ExpertsPerToken, m.ExpertFFN = c.int("num_experts"), c.int("top_k_experts"), c.int("moe_intermediate_size")
@@ -286,7 +296,7 @@ func gemma4TextToConfig(m Model, c map[string]any) {
 	if m.PerLayerInput > 0 {
 		c["vocab_size_per_layer_input"] = m.PerLayerVocab
 	}
-	c["num_kv_shared_layers"], c["use_double_wide_mlp"] = 0, false
+	c["num_kv_shared_layers"], c["use_double_wide_mlp"] = m.KVSharedLayers, m.DoubleWideMLP
 	c["enable_moe_block"] = m.Experts > 0
 	if m.Experts > 0 {
 		c["num_experts"], c["top_k_experts"], c["moe_intermediate_size"] = m.Experts, m.ExpertsPerToken, m.ExpertFFN
@@ -321,8 +331,10 @@ func gemma4TextCheck(m Model) error {
 		return fmt.Errorf("model: every %s layer with experts keeps its dense MLP (shared_experts 1, shared_expert_ffn = ffn = %d, no dense_layers or moe_every) and a renormalized softmax router (softmax_topk_norm)", m.Family, m.FFN)
 	case m.Experts == 0 && m.SharedExperts != 0:
 		return fmt.Errorf("model.shared_experts = %d: %s's dense MLP is its shared expert only beside routed experts", m.SharedExperts, m.Family)
+	case m.DoubleWideMLP && (m.KVSharedLayers == 0 || m.Experts > 0):
+		return fmt.Errorf("model.double_wide_mlp widens the KV-shared layers' MLPs (kv_shared_layers ≥ 1), and is not modelled beside experts (whose shared expert is the dense MLP, shared_expert_ffn = ffn)")
 	}
-	return nil
+	return kvSharingCheck(m)
 }
 
 // gemma4TextTensors lists the language model's parameters: the embedding
@@ -345,7 +357,7 @@ func gemma4TextTensors(m Model, l *tensorList) {
 		l.block(i)
 		p := fmt.Sprintf("model.layers.%d.", i)
 		gemma4Attention(m, l, p+"self_attn.", i)
-		mlpGated(m, l, p+"mlp.", int64(m.FFN), -1)
+		mlpGated(m, l, p+"mlp.", int64(m.LayerFFN(i)), -1)
 		for _, n := range []string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"} {
 			l.norm(p+n, false, h)
 		}
@@ -370,19 +382,22 @@ func gemma4TextTensors(m Model, l *tensorList) {
 }
 
 // gemma4Attention adds layer i's Gemma4TextAttention parameters under p
-// (l.1174-1198): q_proj, q_norm, k_norm, k_proj, v_proj (none on a global
-// layer with attention_k_eq_v), o_proj, of the layer's head width and
-// key/value heads.
+// (l.1174-1198): q_proj, q_norm; where the layer keeps its own keys and
+// values (not KV-shared, l.1179-1193) k_norm, k_proj, v_proj (none on a
+// global layer with attention_k_eq_v); o_proj, of the layer's head width
+// and key/value heads.
 func gemma4Attention(m Model, l *tensorList, p string, i int) {
 	hd, kv := m.AttentionShape(i)
 	h, q, k := int64(m.Hidden), int64(m.Heads)*int64(hd), int64(kv)*int64(hd)
 	bias := m.Bias == BiasAttn
 	l.linear(p+"q_proj", "q_proj", h, q, bias)
 	l.add(p+"q_norm.weight", "norm", int64(hd))
-	l.add(p+"k_norm.weight", "norm", int64(hd))
-	l.linear(p+"k_proj", "k_proj", h, k, bias)
-	if !m.GlobalKEqV || m.LocalLayer(i) {
-		l.linear(p+"v_proj", "v_proj", h, k, bias)
+	if !m.KVSharedLayer(i) {
+		l.add(p+"k_norm.weight", "norm", int64(hd))
+		l.linear(p+"k_proj", "k_proj", h, k, bias)
+		if !m.GlobalKEqV || m.LocalLayer(i) {
+			l.linear(p+"v_proj", "v_proj", h, k, bias)
+		}
 	}
 	l.linear(p+"o_proj", "o_proj", q, h, bias)
 }
@@ -415,15 +430,13 @@ func gemma4TextBuffers(m Model, b *bufferList) {
 }
 
 // gemma4Block builds layer's activations as the shared decoder block does,
-// with a global layer's own head width and key/value heads.
+// with a global layer's own head width and key/value heads
+// (attentionShaped), and what waits through its backward for the
+// KV-shared layers (kvshare5.go).
 func gemma4Block(r *resolved, layer int) BlockActivations {
-	hd, kv := r.m.AttentionShape(layer)
-	if hd == r.m.HeadDim && kv == r.m.KVHeads {
-		return decoderBlock(r, layer)
-	}
-	g := *r
-	g.m.HeadDim, g.m.KVHeads = hd, kv
-	return decoderBlock(&g, layer)
+	b, x := decoderOps(r.attentionShaped(layer), layer)
+	b.kvSharingWaits(r, layer)
+	return b.finishBlock(x, layer)
 }
 
 // gemma4Text31B and gemma4Text26B are the language models of the released

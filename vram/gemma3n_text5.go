@@ -34,25 +34,12 @@ import "fmt"
 // (modeling_gemma3n.py l.1280-1329 at 5.23.0) on the AltUp stack
 // (gemma3nLayer), with what waits through its backward for other layers:
 // the per-layer inputs' gradient, the shared keys' and values' gradients
-// and what the store layers' recomputations leave alive
-// (gemma3n_kvshare5.go).
+// and what the store layers' recomputations leave alive (kvshare5.go).
 func gemma3nBlock(r *resolved, layer int) BlockActivations {
-	b, x, l := gemma3nLayer(r, layer)
-	b.perLayerInputsGrad(layer, l.mul)
-	b.kvSharingGrads(layer, l.at)
-	b.kvDictGraphs(layer, l.k, l.v)
-	if layer == 0 && r.inputNoGrad() {
-		b.withoutGrad(x)
-	}
-	return b.summarize(x)
-}
-
-// gemma3nOps is what gemma3nLayer tells of the ops it built: the
-// per-layer input product's op, the first op of attention's core, and
-// the keys and values attention read.
-type gemma3nOps struct {
-	mul, at int
-	k, v    *actT
+	b, x, mul := gemma3nLayer(r, layer)
+	b.perLayerInputsGrad(layer, mul)
+	b.kvSharingWaits(r, layer)
+	return b.finishBlock(x, layer)
 }
 
 // gemma3nLayer builds layer's ops on its input x, the stack: AltUp's
@@ -61,8 +48,9 @@ type gemma3nOps struct {
 // input path on the scaled first corrected copy, added in place to the
 // others. The layer's Python locals (the prediction, the normed active
 // copy, the Laurel output, each branch's output and sum) live until it
-// returns.
-func gemma3nLayer(r *resolved, layer int) (*actBuilder, *actT, gemma3nOps) {
+// returns. It returns the builder (its kv what the attention read), the
+// input and the per-layer input product's op.
+func gemma3nLayer(r *resolved, layer int) (*actBuilder, *actT, int) {
 	m := r.m
 	p := r.blockPlan(layer)
 	b := newActBuilder(r, int64(r.MicroBatch)*int64(r.SeqLen)/int64(r.cp))
@@ -71,9 +59,7 @@ func gemma3nLayer(r *resolved, layer int) (*actBuilder, *actT, gemma3nOps) {
 	pred := b.altUpPredict(p, d, x)
 	an := b.norm(p, "input_layernorm", m.Norm, pred, d.h) // predictions[altup_active_idx], a view
 	laurel := b.laurel(p, d, an)
-	var l gemma3nOps
-	var o *actT
-	o, l.at, l.k, l.v = b.gemma3nAttention(p, d, an)
+	o := b.gemma3nAttention(p, d, an)
 	attn := b.norm(p, "post_attention_layernorm", m.Norm, o, d.h)
 	gd := promote(pred.dtype, attn.dtype)
 	gated := b.op("attn_gated", b.size(d.h, gd), gd, list(pred, attn))
@@ -92,13 +78,45 @@ func gemma3nLayer(r *resolved, layer int) (*actBuilder, *actT, gemma3nOps) {
 	cd := promote(first.dtype, p.baseDType)
 	sc := b.op("altup.correct_output_scale", b.size(d.h, cd), cd, list(first), first)
 	b.ops[len(b.ops)-1].trains = !p.frozen
-	var pl *actT
-	pl, l.mul = b.perLayerInputPath(p, d, sc)
+	pl, mul := b.perLayerInputPath(p, d, sc)
 	// corrected_predictions[1:] += first_prediction: in place, no new tensor.
 	b.op("altup.corrected[1:]+=", 0, out.dtype, list(out, pl))
 	b.hold(pred, an, laurel, attn, gated, al, fn, mo, mn, y)
 	out.keepAlive = true
-	return b, x, l
+	return b, x, mul
+}
+
+// gemma3nAttention is Gemma3nTextAttention.forward on a, the normed active
+// copy (modeling_gemma3n.py l.1199-1255 at 5.23.0): q_proj, q_norm; a
+// KV-shared layer attends with its source layer's keys and values
+// (sharedKVAttention); a layer of its own projects them, normalizes them
+// (k_norm; v_norm without a weight) and rotates q and k, the cache
+// copying k and v under use_cache, a store layer's staying in the dict
+// (dictHolds); then attention and o_proj (attendAndProject). It returns
+// o_proj's output; b.kv says what attention read.
+func (b *actBuilder) gemma3nAttention(p blockPlan, d blockDims, a *actT) *actT {
+	m := b.r.m
+	s := qkv{kd: d.kvDim}
+	s.q = b.linear(p, "q_proj", "q_proj", a, d.h, d.qDim)
+	s.q = b.headNorm(p, "q_norm", m.Norm, s.q, d.qDim, d.heads)
+	if m.KVSharedLayer(d.layer) {
+		return b.sharedKVAttention(p, d, a, s.q)
+	}
+	s.k = b.linear(p, "k_proj", "k_proj", a, d.h, d.kvDim)
+	s.v = b.linear(p, "v_proj", "v_proj", a, d.h, d.vWidth())
+	s.k = b.headNorm(p, "k_norm", m.Norm, s.k, d.kvDim, d.kvHeads)
+	b.rope(p, d, &s)
+	s.v = b.headNorm(p, "v_norm", "l2", s.v, d.vWidth(), d.kvHeads)
+	if p.useCache && !p.rec.cacheKeepsKV {
+		s.k = b.op("cache.k", b.size(s.kd, s.k.dtype), s.k.dtype, list(s.k))
+		s.v = b.op("cache.v", b.size(d.vWidth(), s.k.dtype), s.k.dtype, list(s.v))
+	}
+	if p.useCache {
+		p.holdOutput(s.k, s.v)
+	}
+	b.dictHolds(p, d.layer, s.k, s.v)
+	b.kv = kvRead{at: len(b.ops), k: s.k, v: s.v}
+	return b.attendAndProject(p, d, a, s)
 }
 
 // altUpPredict is Gemma3nTextAltUp.predict on the stack x

@@ -139,7 +139,7 @@ func (b *actBuilder) perLayerInputsGrad(layer, mul int) {
 // sum of the two.
 func (b *actBuilder) gemma4MoE(p blockPlan, d blockDims, x1 *actT) *actT {
 	m := b.r.m
-	dense := b.gatedMLP(p, "mlp.", b.norm(p, "pre_feedforward_layernorm", m.Norm, x1, d.hSeq), d.h, int64(m.FFN)/p.tp)
+	dense := b.gatedMLP(p, "mlp.", b.norm(p, "pre_feedforward_layernorm", m.Norm, x1, d.hSeq), d.h, int64(m.LayerFFN(d.layer))/p.tp)
 	h1 := b.norm(p, "post_feedforward_layernorm_1", m.Norm, dense, d.hSeq)
 	rw := b.gemma4Router(p, x1, d.h)
 	x2 := b.norm(p, "pre_feedforward_layernorm_2", m.Norm, x1, d.h)

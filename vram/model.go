@@ -185,6 +185,9 @@ type Model struct {
 	// values of the last earlier layer of their kind (num_kv_shared_layers):
 	// they have no key/value projections of their own. 0 for none.
 	KVSharedLayers int `json:"kv_shared_layers,omitempty"`
+	// DoubleWideMLP: the KV-shared layers' MLPs are twice ffn wide (Gemma
+	// 4's use_double_wide_mlp; Model.LayerFFN).
+	DoubleWideMLP bool `json:"double_wide_mlp,omitempty"`
 	// SparseLayers is how many of the first layers take a Gaussian top-k
 	// of their MLP's gate before its activation (Gemma 3n's
 	// activation_sparsity_pattern, whose released configs sparsify the
@@ -1411,17 +1414,8 @@ func (m Model) validateLayout(f *family) error {
 	if err := m.validateBlockSparse(f); err != nil {
 		return err
 	}
-	if !f.globalAttention && (m.GlobalHeadDim != 0 || m.GlobalKVHeads != 0 || m.GlobalKEqV) {
-		return fmt.Errorf("model: global_head_dim, global_kv_heads and global_k_eq_v describe global layers shaped unlike the local ones (families %s), not %q",
-			strings.Join(familiesWhere(func(f *family) bool { return f.globalAttention }), ", "), m.Family)
-	}
-	if !f.perLayerInputs && (m.PerLayerInput != 0 || m.PerLayerVocab != 0) {
-		return fmt.Errorf("model: per_layer_input and per_layer_vocab describe per-layer embeddings (families %s), not %q",
-			strings.Join(familiesWhere(func(f *family) bool { return f.perLayerInputs }), ", "), m.Family)
-	}
-	if !f.altUp && (m.AltUpInputs != 0 || m.LaurelRank != 0 || m.KVSharedLayers != 0 || m.SparseLayers != 0) {
-		return fmt.Errorf("model: altup_inputs, laurel_rank, kv_shared_layers and sparse_layers describe AltUp blocks (families %s), not %q",
-			strings.Join(familiesWhere(func(f *family) bool { return f.altUp }), ", "), m.Family)
+	if err := m.validateGemmaParts(f); err != nil {
+		return err
 	}
 	if !f.indexer && (m.IndexHeads != 0 || m.IndexHeadDim != 0) {
 		return fmt.Errorf("model: index_heads and index_head_dim describe DeepSeek Sparse Attention's indexer (families %s), not %q",
@@ -1435,6 +1429,29 @@ func (m Model) validateLayout(f *family) error {
 	}
 	if m.Image == nil && m.Conformer == nil && !(f.towerOnly && f.audio) && m.Vocab < 1 {
 		return fmt.Errorf("model.vocab must be ≥ 1 for family %q", m.Family)
+	}
+	return nil
+}
+
+// validateGemmaParts checks the fields that describe Gemma 3n's and Gemma
+// 4's parts (global layers of their own shape, per-layer embeddings,
+// AltUp, KV-shared layers) against f, the model's family.
+func (m Model) validateGemmaParts(f *family) error {
+	if !f.globalAttention && (m.GlobalHeadDim != 0 || m.GlobalKVHeads != 0 || m.GlobalKEqV) {
+		return fmt.Errorf("model: global_head_dim, global_kv_heads and global_k_eq_v describe global layers shaped unlike the local ones (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.globalAttention }), ", "), m.Family)
+	}
+	if !f.perLayerInputs && (m.PerLayerInput != 0 || m.PerLayerVocab != 0) {
+		return fmt.Errorf("model: per_layer_input and per_layer_vocab describe per-layer embeddings (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.perLayerInputs }), ", "), m.Family)
+	}
+	if !f.altUp && (m.AltUpInputs != 0 || m.LaurelRank != 0 || m.SparseLayers != 0) {
+		return fmt.Errorf("model: altup_inputs, laurel_rank and sparse_layers describe AltUp blocks (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.altUp }), ", "), m.Family)
+	}
+	if !f.kvShared && (m.KVSharedLayers != 0 || m.DoubleWideMLP) {
+		return fmt.Errorf("model: kv_shared_layers and double_wide_mlp describe layers reusing earlier layers' keys and values (families %s), not %q",
+			strings.Join(familiesWhere(func(f *family) bool { return f.kvShared }), ", "), m.Family)
 	}
 	return nil
 }
@@ -1611,13 +1628,14 @@ const blockKinds = 64
 // or with routed experts, global or local attention, with or without the
 // rotary embedding. Blocks of one kind share one inventory.
 func (m *Model) blockKind(i int) int {
-	if m.AltUpInputs > 0 {
-		// Gemma 3n's layers differ one from another beyond the bits
-		// below (the KV-shared layers' missing projections, the store
-		// layers' keys and values and the waits of their gradients, the
+	if m.AltUpInputs > 0 || m.KVSharedLayers > 0 {
+		// Gemma 3n's layers, and those of a model with KV-shared layers,
+		// differ one from another beyond the bits below (the KV-shared
+		// layers' missing projections and wider MLPs, the store layers'
+		// keys and values and the waits of their gradients, Gemma 3n's
 		// sparse MLPs, the last layer's per-layer inputs' gradient):
-		// each is a kind of its own (gemma3nTextCheck keeps them to
-		// blockKinds).
+		// each is a kind of its own (gemma3nTextCheck and kvSharingCheck
+		// keep them to blockKinds).
 		return i
 	}
 	// Written out (not through LocalLayer) so that the per-layer calls of
@@ -1708,10 +1726,21 @@ func (m Model) globalShapeNote(engine string) string {
 }
 
 // KVSharedLayer reports whether layer i reuses an earlier layer's keys and
-// values (the last KVSharedLayers layers: Gemma 3n's num_kv_shared_layers)
-// and keeps no cache of its own.
+// values (the last KVSharedLayers layers: Gemma 3n's and Gemma 4's
+// num_kv_shared_layers) and keeps no cache of its own.
 func (m *Model) KVSharedLayer(i int) bool {
 	return m.KVSharedLayers > 0 && i >= m.Layers-m.KVSharedLayers
+}
+
+// LayerFFN is layer i's MLP width: twice FFN in a KV-shared layer of a
+// model with DoubleWideMLP (Gemma4TextMLP, transformers 5.23.0
+// models/gemma4/modeling_gemma4.py l.1062-1067: the "reuse" layers of
+// kv_sharing_modes), FFN otherwise.
+func (m *Model) LayerFFN(i int) int {
+	if m.DoubleWideMLP && m.KVSharedLayer(i) {
+		return 2 * m.FFN
+	}
+	return m.FFN
 }
 
 // IsMoELayer reports whether layer i has routed experts.
@@ -1727,7 +1756,7 @@ func (m *Model) IsMoELayer(i int) bool {
 // experts' widths — every expert's, where the family runs all of them on
 // every token. The fields must be in range.
 func (m Model) widestActivation() int64 {
-	w := int64(max(m.Hidden, m.FFN, m.Heads*m.HeadDim))
+	w := int64(max(m.Hidden, m.LayerFFN(m.Layers-1), m.Heads*m.HeadDim))
 	k := int64(m.ExpertsPerToken)
 	if f := lookupFamily(m.Family); f != nil && f.recipe != nil && f.recipe(m, pinned).denseExperts {
 		k = int64(m.Experts)
