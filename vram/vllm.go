@@ -801,11 +801,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err := c.graphs(v, rel, in, g, sp.queryLen()); err != nil {
 		return VLLMCarve{}, err
 	}
-	c.free = max(0, g.Total()-g.Context-v.heldAtStart)
-	if rel.extensibleKV {
-		c.ExtensibleKVCache, c.TransientReserve = true, c.PeakActivation()
-		c.KVMargin = max(kvMarginFloor, Bytes(float64(c.TransientReserve)*kvMarginFraction))
-	}
+	c.measure(v, rel, g)
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
 	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
 	if note := v.transformersBackendNote(m, rel); note != "" { // vllm_transformers_backend.go
@@ -825,15 +821,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 		c.Err = "ValueError: " + c.KVCache.Err
 	}
 	c.Starts = c.Err == ""
-	c.DeviceUsed = c.Requested + c.NonTorch - c.NCCL // NCCL's share is taken inside Requested
-	switch {
-	case c.ExtensibleKVCache:
-		// What the process holds with the cache committed, and the
-		// transient peak PyTorch caches once the steps reach it.
-		c.DeviceUsed = g.Context + c.resident() + c.KVCache.Available + c.TransientReserve
-	case !c.GraphsInBudget:
-		c.DeviceUsed += c.CUDAGraphs // captured after the cache, beside the requested memory
-	}
+	c.DeviceUsed = c.deviceUsed(g)
 	if c.Starts {
 		c.suggest(g)
 	}
@@ -857,6 +845,33 @@ func (c VLLMCarve) available() Bytes {
 // address space the extensible cache reserves, gpu_worker.py:776-780).
 func (c VLLMCarve) capacity() Bytes {
 	return max(0, c.Requested-c.Consumed()-c.Activation-c.budgetGraphs())
+}
+
+// measure sets the free memory at start and, where the release sizes the
+// cache from what it measures after warmup, what it keeps free: the
+// transient (peak_activation_memory, gpu_worker.py:771-775, 946-949) and
+// the margin beside it.
+func (c *VLLMCarve) measure(v VLLM, rel vllmRelease, g GPU) {
+	c.free = max(0, g.Total()-g.Context-v.heldAtStart)
+	if rel.extensibleKV {
+		c.ExtensibleKVCache, c.TransientReserve = true, c.PeakActivation()
+		c.KVMargin = max(kvMarginFloor, Bytes(float64(c.TransientReserve)*kvMarginFraction))
+	}
+}
+
+// deviceUsed is what nvidia-smi shows once vLLM has started: the requested
+// memory and what lies outside it (NCCL's share is taken inside it; graphs
+// captured after the cache beside it); with 0.34's extensible cache, what
+// the process holds with the cache committed and the transient peak
+// PyTorch caches once the steps reach it.
+func (c VLLMCarve) deviceUsed(g GPU) Bytes {
+	switch {
+	case c.ExtensibleKVCache:
+		return g.Context + c.resident() + c.KVCache.Available + c.TransientReserve
+	case !c.GraphsInBudget:
+		return c.Requested + c.NonTorch - c.NCCL + c.CUDAGraphs
+	}
+	return c.Requested + c.NonTorch - c.NCCL
 }
 
 // The extensible KV cache's margin beyond the transient peak
