@@ -258,7 +258,7 @@ func (v VLLM) servingCandidates(in Inference, base VLLMCarve) []servingCand {
 	if x := v.KVCacheDType; x == DTypeUnset || x == BF16 || x == FP16 {
 		cs = append(cs, servingCand{"--kv-cache-dtype fp8", "halves the KV cache's bytes per token", "kv_dtype", 2, nil, func(x *VLLM) { x.KVCacheDType = FP8E4M3 }})
 	}
-	if u := v.GPUMemoryUtilization; u == 0 || u < 0.95 {
+	if u := v.GPUMemoryUtilization; u < 0.95 && !(u == 0 && base.ExtensibleKVCache) { // 0.34's default, 1.0, is above it
 		cs = append(cs, servingCand{"--gpu-memory-utilization 0.95", "gives vLLM more of the card (leave room for other processes)", "util", 1, nil, func(x *VLLM) { x.GPUMemoryUtilization = 0.95 }})
 	}
 	if base.ProfileSeqs > 64 {

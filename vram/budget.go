@@ -253,6 +253,8 @@ func (b Budget) JudgePlan(p Plan) (Verdict, error) {
 		}
 		why := fmt.Sprintf("vLLM %s takes %v on the device (gpu_memory_utilization × %v = %v", c.Release.Release, c.DeviceUsed, b.GPU.Total(), c.Requested)
 		switch {
+		case c.ExtensibleKVCache:
+			why = fmt.Sprintf("vLLM %s takes %v on the device (its KV cache sized after warmup and capture, the transient %v it keeps free counted in, the margin %v not; CUDA graphs %v", c.Release.Release, c.DeviceUsed, c.TransientReserve, c.KVMargin, c.CUDAGraphs)
 		case c.CUDAGraphs > 0 && c.GraphsInBudget:
 			why += fmt.Sprintf(", CUDA graphs %v within it", c.CUDAGraphs)
 		case c.CUDAGraphs > 0:

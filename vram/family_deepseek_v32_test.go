@@ -70,7 +70,7 @@ func TestDeepseekV32(t *testing.T) {
 	// Serving: 8 × H200, 32k tokens. vLLM pages the latent (kv_lora_rank
 	// + qk_rope_head_dim, bf16) and the indexer's key (128 fp8 values and
 	// one fp32 scale, 132 bytes) per token per layer, pooled in one group.
-	c, err := VLLM{MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: ds, TP: 8}, mustGPU("H200"))
+	c, err := VLLM{Version: "0.33.0", MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: ds, TP: 8}, mustGPU("H200"))
 	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64))+16*132 || c.KVCache.Layers != 61 || len(c.KVCache.Groups) != 1 {
 		t.Errorf("vLLM: starts %v (%s), page %v, %d layers, groups %+v, %v", c.Starts, c.Err, c.KVCache.PageBytes, c.KVCache.Layers, c.KVCache.Groups, err)
 	}

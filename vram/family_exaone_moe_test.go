@@ -63,7 +63,7 @@ func TestExaoneMoe(t *testing.T) {
 	// (8 over 8 ranks) of 128 in bf16; vLLM's hybrid allocator groups the
 	// 36 sliding layers (128-token window) and the 12 full ones in groups
 	// of 12 layers.
-	c, err := VLLM{MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: k, TP: 8}, mustGPU("H100-80GB"))
+	c, err := VLLM{Version: "0.33.0", MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: k, TP: 8}, mustGPU("H100-80GB"))
 	if err != nil || !c.Starts || c.KVCache.Layers != 48 || c.KVCache.PageBytes != BF16.Size(16*2*128) || len(c.KVCache.Groups) != 4 {
 		t.Fatalf("vLLM: starts %v (%s), %d layers, page %v, groups %+v, %v", c.Starts, c.Err, c.KVCache.Layers, c.KVCache.PageBytes, c.KVCache.Groups, err)
 	}

@@ -166,7 +166,7 @@ func TestGemma3nTextReleases(t *testing.T) {
 // gives them no cache: 20 of E4B's 35 layers are pooled, 16 sliding and 4
 // global (every fifth).
 func TestGemma3nTextServing(t *testing.T) {
-	v, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: MustPreset("gemma-3n-e4b-text")}, mustGPU("H100-80GB"))
+	v, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.Carve(Inference{Model: MustPreset("gemma-3n-e4b-text")}, mustGPU("H100-80GB"))
 	if err != nil {
 		t.Fatal(err)
 	}

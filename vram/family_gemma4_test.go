@@ -203,7 +203,7 @@ func TestGemma4Serving(t *testing.T) {
 		{"gemma-4-31b", 16 * 2 * 16 * 256 * 2, 50, 10, 10, false},
 		{"gemma-4-26b-a4b", 16 * 2 * 8 * 256 * 2, 25, 5, 5, true},
 	} {
-		v, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: MustPreset(c.preset)}, mustGPU("H100-80GB"))
+		v, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.Carve(Inference{Model: MustPreset(c.preset)}, mustGPU("H100-80GB"))
 		if err != nil {
 			t.Errorf("%s: %v", c.preset, err)
 			continue

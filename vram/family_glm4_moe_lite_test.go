@@ -41,7 +41,7 @@ func TestGLM4MoeLite(t *testing.T) {
 	if _, err := (Inference{Model: flash, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("generate: %v", err)
 	}
-	c, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: flash}, mustGPU("H100-80GB"))
+	c, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.Carve(Inference{Model: flash}, mustGPU("H100-80GB"))
 	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64)) {
 		t.Errorf("vLLM: starts %v (%s), page %v, %v", c.Starts, c.Err, c.KVCache.PageBytes, err)
 	}

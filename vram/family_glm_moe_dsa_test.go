@@ -56,11 +56,11 @@ func TestGlmMoeDsa(t *testing.T) {
 	// Serving in bf16 on 8 × H200: 1.49 TB of weights need more than
 	// tensor parallelism over 8; over 8 × 2 stages, the first stage's 39
 	// layers page the latent (bf16) and the indexer's 132-byte key.
-	c, err := VLLM{MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: glm, TP: 8}, mustGPU("H200"))
+	c, err := VLLM{Version: "0.33.0", MaxModelLen: 32768, TP: 8}.Carve(Inference{Model: glm, TP: 8}, mustGPU("H200"))
 	if err != nil || c.Starts || !strings.Contains(c.Err, "while loading the weights") {
 		t.Errorf("vLLM TP 8: starts %v (%s), %v", c.Starts, c.Err, err)
 	}
-	c, err = VLLM{MaxModelLen: 32768, TP: 8, PP: 2}.Carve(Inference{Model: glm, TP: 8, PP: 2}, mustGPU("H200"))
+	c, err = VLLM{Version: "0.33.0", MaxModelLen: 32768, TP: 8, PP: 2}.Carve(Inference{Model: glm, TP: 8, PP: 2}, mustGPU("H200"))
 	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(16*(512+64))+16*132 || c.KVCache.Layers != 39 {
 		t.Errorf("vLLM TP 8 PP 2: starts %v (%s), page %v, %d layers, %v", c.Starts, c.Err, c.KVCache.PageBytes, c.KVCache.Layers, err)
 	}

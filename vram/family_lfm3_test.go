@@ -70,9 +70,17 @@ func TestLFM3(t *testing.T) {
 	if _, err := (Inference{Model: p, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("generate: %v", err)
 	}
-	// No vLLM registry read has Lfm3ForCausalLM, and its Transformers
-	// backend refuses the short convolutions (vllmArchitectures).
-	if _, err := (VLLM{MaxModelLen: 32768}).Carve(Inference{Model: p}, mustGPU("H100-80GB")); err == nil || !strings.Contains(err.Error(), "has no Lfm3ForCausalLM") {
-		t.Errorf("vLLM on one H100: %v, want the registry's refusal", err)
+	// vLLM 0.33.0's registry has no Lfm3ForCausalLM, and its Transformers
+	// backend refuses the short convolutions; 0.34.0 registers it
+	// (vllmArchitectures): 6 full-attention layers, 5 sliding ones (256
+	// tokens) and 13 convolutions' state, 24 KiB a request each, which one
+	// 64-token block of attention (2 KiB a token) covers.
+	if _, err := (VLLM{Version: "0.33.0", MaxModelLen: 32768}).Carve(Inference{Model: p}, mustGPU("H100-80GB")); err == nil || !strings.Contains(err.Error(), "has no Lfm3ForCausalLM") {
+		t.Errorf("vLLM 0.33.0 on one H100: %v, want the registry's refusal", err)
+	}
+	c, err := (VLLM{Version: "0.34.0", MaxModelLen: 32768}).Carve(Inference{Model: p}, mustGPU("H100-80GB"))
+	want := []VLLMGroup{{Kind: "full", Layers: 6}, {Kind: "sliding_window", Span: 256, Layers: 5}, {Kind: "mamba", Layers: 13}}
+	if k := c.KVCache; err != nil || !c.Starts || !slices.Equal(k.kinds, want) || k.BlockSize != 64 || k.StatePageBytes != 24*KiB {
+		t.Errorf("vLLM 0.34.0 on one H100: %v, starts %v, kinds %+v, block %d, state %v", err, c.Starts, k.kinds, k.BlockSize, k.StatePageBytes)
 	}
 }

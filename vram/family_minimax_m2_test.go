@@ -36,7 +36,7 @@ func TestMiniMaxM2(t *testing.T) {
 	if _, err := (Inference{Model: m, PromptTokens: 512, NewTokens: 16, Batch: 1}).Estimate(); err == nil || !strings.Contains(err.Error(), "not modelled yet") {
 		t.Errorf("generate: %v", err)
 	}
-	c, err := VLLM{TP: 4, MaxModelLen: 65536}.Carve(Inference{Model: m}, mustGPU("H100-80GB"))
+	c, err := VLLM{Version: "0.33.0", TP: 4, MaxModelLen: 65536}.Carve(Inference{Model: m}, mustGPU("H100-80GB"))
 	if err != nil || !c.Starts || c.KVCache.PageBytes != BF16.Size(2*16*2*128) {
 		t.Errorf("vLLM at TP 4: starts %v (%s), page %v, %v", c.Starts, c.Err, c.KVCache.PageBytes, err)
 	}

@@ -68,7 +68,7 @@ func TestOlmoHybrid(t *testing.T) {
 	// temporal 30 × 96 × 192, bf16; one token of the 8 attention layers'
 	// cache 2 · 30 · 128 · 2 bytes = 15 KiB, so the block is 16 ·
 	// cdiv(state, 16 · 15 KiB) tokens.
-	v, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: o}, mustGPU("H100-80GB"))
+	v, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.Carve(Inference{Model: o}, mustGPU("H100-80GB"))
 	k := v.KVCache
 	if err != nil || !v.Starts || k.StatePageBytes != 3*11520*2+30*96*192*2 || k.BlockSize != 80 || k.PageBytes != 80*15360 || k.StateLayers != 24 {
 		t.Errorf("vLLM: starts %v (%s), block %d, state page %d, page %d, %d state layers, %v", v.Starts, v.Err, k.BlockSize, k.StatePageBytes, k.PageBytes, k.StateLayers, err)

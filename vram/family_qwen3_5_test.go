@@ -212,7 +212,7 @@ func TestQwen35Serving(t *testing.T) {
 		// 30 DeltaNet layers, the same state; 2 KV heads: 2 KiB a token.
 		{"qwen3.5-35b-a3b", 544, 3*8192*2 + 32*128*128*2, 544 * 2048, 30},
 	} {
-		v, err := VLLM{MaxModelLen: 32768}.Carve(Inference{Model: MustPreset(c.preset)}, mustGPU("H100-80GB"))
+		v, err := VLLM{Version: "0.33.0", MaxModelLen: 32768}.Carve(Inference{Model: MustPreset(c.preset)}, mustGPU("H100-80GB"))
 		if err != nil || !v.Starts {
 			t.Errorf("%s: starts %v (%s), %v", c.preset, v.Starts, v.Err, err)
 			continue

@@ -253,7 +253,7 @@ func TestQwen3OmniMoeServing(t *testing.T) {
 	for _, tp := range []int{1, 2} {
 		var w [2]Bytes
 		for i, m := range []Model{instruct, thinking} {
-			c, err := VLLM{TP: tp, MaxModelLen: 32768}.Carve(Inference{Model: m}, mustGPU("H100-80GB"))
+			c, err := VLLM{Version: "0.33.0", TP: tp, MaxModelLen: 32768}.Carve(Inference{Model: m}, mustGPU("H100-80GB"))
 			if err != nil || !c.Starts {
 				t.Fatalf("TP %d, %s: starts %v (%s), %v", tp, m.Name, c.Starts, c.Err, err)
 			}

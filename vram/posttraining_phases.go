@@ -286,12 +286,13 @@ func (run *rlRun) engineAt(atStart Bytes, sleep string) error {
 	switch ro.Engine {
 	case "vllm":
 		v := VLLM{Version: ro.Version, GPUMemoryUtilization: ro.GPUMemoryUtilization, TP: ro.TP, MaxNumSeqs: ro.MaxNumSeqs,
-			MaxNumBatchedTokens: ro.MaxNumBatchedTokens, MaxModelLen: run.pt.PromptLen + run.pt.CompletionLen, CUDAGraphMemory: ro.CUDAGraphMemory}
+			MaxNumBatchedTokens: ro.MaxNumBatchedTokens, MaxModelLen: run.pt.PromptLen + run.pt.CompletionLen, CUDAGraphMemory: ro.CUDAGraphMemory,
+			heldAtStart: run.engineCtx + run.otherCtx + atStart}
 		c, err := v.Carve(in, run.g)
 		if err != nil {
 			return fmt.Errorf("post_training.rollout: %w", err)
 		}
-		if c.Requested > free {
+		if c.Requested > free && !c.ExtensibleKVCache { // 0.34's extensible cache does not refuse it (v1/worker/utils.py:783-797)
 			// gpu_worker.py init_device: the free memory at start, which the
 			// trainer's tensors already take, must hold the share asked.
 			c.Err = fmt.Sprintf("ValueError: Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization (%v, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",

@@ -224,13 +224,16 @@ func TestPostTrainingMechanisms(t *testing.T) {
 	}
 }
 
-// TestPostTrainingVLLMStart: colocated, vLLM's share must fit in what
-// the trainer leaves free at its start (gpu_worker.py init_device).
+// TestPostTrainingVLLMStart: colocated, vLLM 0.33's share must fit in
+// what the trainer leaves free at its start (gpu_worker.py init_device);
+// 0.34's extensible KV cache does not refuse it (v1/worker/utils.py:
+// 783-797) and sizes its cache from that free memory instead.
 func TestPostTrainingVLLMStart(t *testing.T) {
 	p := grpoTRL()
 	p.Policy.Model = MustPreset("qwen2.5-7b")
 	p.Policy.Trainable, p.Policy.LoRA = "lora", &LoRA{Rank: 8, Targets: []string{"q_proj"}}
 	p.Rollout.GPUMemoryUtilization = 0.9
+	p.Rollout.Version = "0.33.0"
 	e, err := p.Estimate(mustGPU("H100-80GB"))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +244,15 @@ func TestPostTrainingVLLMStart(t *testing.T) {
 	v, err := Budget{GPU: mustGPU("H100-80GB"), Headroom: DefaultHeadroom}.JudgePostTraining(p)
 	if err != nil || v.Fits || !strings.Contains(v.Why, "would not start") {
 		t.Errorf("verdict %+v, %v", v, err)
+	}
+	p.Rollout.Version = "0.34.0"
+	e34, err := p.Estimate(mustGPU("H100-80GB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e34.VLLM
+	if c == nil || !c.ExtensibleKVCache || strings.Contains(e34.Err, "Free memory on device") || c.KVCache.Available != c.measuredKV() || c.free >= mustGPU("H100-80GB").Total()-mustGPU("H100-80GB").Context {
+		t.Errorf("0.34: %+v, %s", c, e34.Err)
 	}
 }
 

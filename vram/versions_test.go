@@ -90,7 +90,7 @@ func TestVLLMReleaseTable(t *testing.T) {
 			t.Errorf("%s: requested %v, want %v of the GPU (the release's default)", r.Version, c.Requested, r.utilization)
 		}
 	}
-	if CurrentVLLM != "0.33.0" {
+	if CurrentVLLM != "0.34.0" {
 		t.Errorf("current vLLM %s", CurrentVLLM)
 	}
 }

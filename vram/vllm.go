@@ -30,10 +30,11 @@ type VLLM struct {
 	// release's own defaults and rules apply (vllm_releases.go).
 	Version string `json:"-"`
 	// GPUMemoryUtilization is --gpu-memory-utilization (default 0.92;
-	// 0.9 before the 0.2x releases).
+	// 0.9 before the 0.2x releases; 1.0 from 0.34, whose extensible KV
+	// cache measures what vLLM uses instead of leaving headroom).
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty" zero:"is refused by vLLM: its CacheConfig takes a fraction greater than 0 and at most 1 (Field(default=0.92, gt=0, le=1) in 0.33, 0.9 in 0.11)"`
 
-	BlockSize    int   `json:"block_size,omitempty"`             // default 16
+	BlockSize    int   `json:"block_size,omitempty"`             // default 16 (64 from 0.34)
 	MaxModelLen  int   `json:"max_model_len,omitempty"`          // default: the model's max_position
 	KVCacheDType DType `json:"kv_cache_dtype,omitempty"`         // default bf16 ("auto" for bf16 models)
 	TP           int   `json:"tensor_parallel_size,omitempty"`   // default 1
@@ -115,6 +116,10 @@ type VLLM struct {
 	// them whole on every rank and shares the images out among the ranks,
 	// where the model supports it (vision_tp.go).
 	MMEncoderTPMode string `json:"mm_encoder_tp_mode,omitempty"`
+	// heldAtStart is what other processes hold on the GPU when vLLM starts
+	// (a colocated trainer's tensors and contexts, posttraining_phases.go):
+	// not free for the KV cache 0.34's extensible cache measures.
+	heldAtStart Bytes
 }
 
 func (v VLLM) withDefaults(m Model, rel vllmRelease) VLLM {
@@ -123,7 +128,7 @@ func (v VLLM) withDefaults(m Model, rel vllmRelease) VLLM {
 		v.GPUMemoryUtilization = rel.utilization
 	}
 	if v.BlockSize == 0 {
-		v.BlockSize = 16
+		v.BlockSize = rel.blockSize
 	}
 	if v.MaxModelLen == 0 {
 		v.MaxModelLen = m.MaxPosition
@@ -397,7 +402,7 @@ func (v VLLM) KVCache(m Model, available Bytes) (VLLMKVCache, error) {
 	if c.MaxModelLen == AutoMaxModelLen {
 		c.autoFit(m, check)
 	}
-	c.fill(rel, check)
+	c.fill(rel, check, v.fitAdvice(rel))
 	if note := m.globalShapeNote("vLLM"); note != "" {
 		c.Notes = append(c.Notes, note)
 	}
@@ -423,8 +428,9 @@ func (c *VLLMKVCache) autoFit(m Model, check Bytes) {
 }
 
 // fill works out the figures vLLM logs and whether one request of
-// max_model_len fits in check bytes (check_enough_kv_cache_memory).
-func (c *VLLMKVCache) fill(rel vllmRelease, check Bytes) {
+// max_model_len fits in check bytes (check_enough_kv_cache_memory), with
+// the release's advice when it does not.
+func (c *VLLMKVCache) fill(rel vllmRelease, check Bytes, advice string) {
 	c.MaxConcurrency = float64(c.Blocks) / float64(c.blocksFor(c.MaxModelLen))
 	c.Tokens = c.Blocks / int64(len(c.Groups)) * int64(c.minBlock())
 	if rel.tokensByConcurrency {
@@ -442,10 +448,35 @@ func (c *VLLMKVCache) fill(rel vllmRelease, check Bytes) {
 		if rel.nullBlock {
 			whose = "model's"
 		}
-		c.Err = fmt.Sprintf("To serve at least one request with the %s max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %s Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
-			whose, c.MaxModelLen, formatGiB(c.PerRequest), formatGiB(check), est)
+		c.Err = fmt.Sprintf("To serve at least one request with the %s max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). %s %s",
+			whose, c.MaxModelLen, formatGiB(c.PerRequest), formatGiB(check), est, advice)
 	}
 	c.Notes = append(c.Notes, c.stateNotes()...)
+}
+
+// fitAdvice is what vLLM's refusal of a cache too small for one request
+// advises: 0.34's extensible cache, its measured size
+// (v1/core/kv_cache_planning.py:64-91, 124-132, called after warmup,
+// l.1849-1860), else the utilization.
+func (v VLLM) fitAdvice(rel vllmRelease) string {
+	if rel.extensibleKV {
+		return extensibleHint(v.GPUMemoryUtilization, true) + " Decreasing `max_model_len` also reduces what is needed."
+	}
+	return "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+}
+
+// extensibleHint is 0.34's advice where the extensible KV cache is short
+// (v1/core/kv_cache_planning.py:64-91, _more_kv_cache_memory_hint),
+// before warmup (the capacity) or after it (the measured size).
+func extensibleHint(util float64, afterWarmup bool) string {
+	used, graphs := "the model and its activations", ""
+	if afterWarmup {
+		used, graphs = "the model, its activations, CUDA graphs and warmup", " CUDA graphs take less with fewer or smaller capture sizes in the compilation config."
+	}
+	if util < 1 {
+		return fmt.Sprintf("The KV cache gets what is left after %s within `gpu_memory_utilization`=%v; increase it (with the extensible KV cache it defaults to 1.0) or decrease `max_model_len` or `max_num_seqs`.%s", used, util, graphs)
+	}
+	return fmt.Sprintf("The extensible KV cache already takes all device memory left after %s; decrease `max_model_len` or `max_num_seqs`, or the model needs a device with more memory.%s", used, graphs)
 }
 
 // pages sets the block size and the page of one layer: an attention page
@@ -675,6 +706,17 @@ type VLLMCarve struct {
 	// KV cache without them, so they are inside Requested; else they are
 	// captured after the cache, beside it.
 	GraphsInBudget bool `json:"cuda_graphs_in_budget"`
+	// ExtensibleKVCache: the release sizes the KV cache from the memory
+	// measured after warmup and capture (0.34, measuredKV), keeping free
+	// TransientReserve, the profile's transient peak and the CUDA-graph
+	// estimate (peak_activation_memory), and KVMargin beyond it,
+	// max(1 GiB, 0.75 × TransientReserve).
+	ExtensibleKVCache bool  `json:"extensible_kv_cache,omitempty"`
+	TransientReserve  Bytes `json:"transient_reserve,omitempty"`
+	KVMargin          Bytes `json:"kv_margin,omitempty"`
+	// free is the device's free memory when vLLM starts: its CUDA total
+	// less its context and what other processes hold.
+	free Bytes
 	// Release is the vLLM release the carve modelled.
 	Release Modelled `json:"release"`
 	// ProfileTokens and ProfileSeqs are the profile run's
@@ -759,6 +801,7 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err := c.graphs(v, rel, in, g, sp.queryLen()); err != nil {
 		return VLLMCarve{}, err
 	}
+	c.measure(v, rel, g)
 	c.ProfileTokens, c.ProfileSeqs = v.MaxNumBatchedTokens, v.MaxNumSeqs
 	c.Notes = append(c.Notes, rin.engineNotes(m, "vLLM")...)
 	if note := v.transformersBackendNote(m, rel); note != "" { // vllm_transformers_backend.go
@@ -771,14 +814,14 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 	if err != nil {
 		return c, err
 	}
+	if c.ExtensibleKVCache {
+		c.Notes = append(c.Notes, c.extensibleNote())
+	}
 	if c.Err == "" && !c.KVCache.Fits {
 		c.Err = "ValueError: " + c.KVCache.Err
 	}
 	c.Starts = c.Err == ""
-	c.DeviceUsed = c.Requested + c.NonTorch - c.NCCL // NCCL's share is taken inside Requested
-	if !c.GraphsInBudget {
-		c.DeviceUsed += c.CUDAGraphs // captured after the cache, beside the requested memory
-	}
+	c.DeviceUsed = c.deviceUsed(g)
 	if c.Starts {
 		c.suggest(g)
 	}
@@ -787,9 +830,76 @@ func (v VLLM) Carve(in Inference, g GPU) (VLLMCarve, error) {
 
 // available is what the carve leaves the KV cache: the requested memory
 // less the weights, Model Runner V2's tables, the profile's peak, memory
-// outside PyTorch and, where the release profiles them, the CUDA graphs.
+// outside PyTorch and, where the release profiles them, the CUDA graphs;
+// with 0.34's extensible cache, what it measures after warmup.
 func (c VLLMCarve) available() Bytes {
-	return max(0, c.Requested-c.Weights-c.RunnerBuffers-c.draftBuffers()-c.Activation-c.NonTorch-c.budgetGraphs())
+	if c.ExtensibleKVCache {
+		return c.measuredKV()
+	}
+	return c.capacity()
+}
+
+// capacity is the profile's KV cache: the requested memory less the
+// weights, Model Runner V2's tables, the proposer's buffers, memory outside
+// PyTorch, the profile's peak and the graphs it takes off (0.34: the
+// address space the extensible cache reserves, gpu_worker.py:776-780).
+func (c VLLMCarve) capacity() Bytes {
+	return max(0, c.Requested-c.Consumed()-c.Activation-c.budgetGraphs())
+}
+
+// measure sets the free memory at start and, where the release sizes the
+// cache from what it measures after warmup, what it keeps free: the
+// transient (peak_activation_memory, gpu_worker.py:771-775, 946-949) and
+// the margin beside it.
+func (c *VLLMCarve) measure(v VLLM, rel vllmRelease, g GPU) {
+	c.free = max(0, g.Total()-g.Context-v.heldAtStart)
+	if rel.extensibleKV {
+		c.ExtensibleKVCache, c.TransientReserve = true, c.PeakActivation()
+		c.KVMargin = max(kvMarginFloor, Bytes(float64(c.TransientReserve)*kvMarginFraction))
+	}
+}
+
+// deviceUsed is what nvidia-smi shows once vLLM has started: the requested
+// memory and what lies outside it (NCCL's share is taken inside it; graphs
+// captured after the cache beside it); with 0.34's extensible cache, what
+// the process holds with the cache committed and the transient peak
+// PyTorch caches once the steps reach it.
+func (c VLLMCarve) deviceUsed(g GPU) Bytes {
+	switch {
+	case c.ExtensibleKVCache:
+		return g.Context + c.resident() + c.KVCache.Available + c.TransientReserve
+	case !c.GraphsInBudget:
+		return c.Requested + c.NonTorch - c.NCCL + c.CUDAGraphs
+	}
+	return c.Requested + c.NonTorch - c.NCCL
+}
+
+// The extensible KV cache's margin beyond the transient peak
+// (v1/worker/extensible_kv_cache.py:64-65): at least 1 GiB on CUDA.
+const (
+	kvMarginFloor    = 1 * GiB
+	kvMarginFraction = 0.75
+)
+
+// extensibleNote says how 0.34's extensible KV cache was sized.
+func (c VLLMCarve) extensibleNote() string {
+	return fmt.Sprintf("vLLM %s sizes its KV cache after warmup and CUDA-graph capture (the extensible KV cache, on by default on CUDA): of the %v free at start and the %v requested (gpu_memory_utilization, 1.0 unless given), what vLLM then holds (%v: weights, memory outside PyTorch, tables, graphs) comes off, then a margin of %v beside the free memory and the %v it keeps free for the profile's transient peak and the CUDA-graph estimate: %v for the cache (not modelled: the warmup steps' own peaks, torch's reservation growth, the 2 MiB granules of each layer's pages)",
+		c.Release.Release, c.free, c.Requested, c.resident(), c.KVMargin, c.TransientReserve, c.KVCache.Available)
+}
+
+// resident is what vLLM holds beside the KV cache once it has captured
+// its CUDA graphs: the weights, Model Runner V2's tables, the proposer's
+// buffers, memory outside PyTorch and the graphs' pool.
+func (c VLLMCarve) resident() Bytes { return c.Consumed() + c.CUDAGraphs }
+
+// measuredKV is the KV cache 0.34's extensible cache commits
+// (v1/worker/extensible_kv_cache.py:592-618, measure_kv_cache_bytes, with
+// the memory free after capture, gpu_worker.py:1225-1237): the smaller of
+// the requested memory and the device's free memory at start less the
+// margin, each less what vLLM then holds, and less the transient reserve.
+// At the default utilization, 1.0, the free memory decides.
+func (c VLLMCarve) measuredKV() Bytes {
+	return max(0, min(c.Requested, c.free-c.KVMargin)-c.resident()-c.TransientReserve)
 }
 
 // budgetGraphs is the CUDA graphs' share of the requested memory: all of
@@ -871,7 +981,7 @@ func (c *VLLMCarve) graphs(v VLLM, rel vllmRelease, in Inference, g GPU, q int) 
 		c.CUDAGraphs = 0
 	case c.CUDAGraphs == 0 && rel.graphsInBudget:
 		var err error
-		if c.CUDAGraphs, n, err = v.graphEstimate(in, g, q); err != nil {
+		if c.CUDAGraphs, n, err = v.graphEstimate(in, g, q, rel); err != nil {
 			return err
 		}
 	}
@@ -1015,13 +1125,16 @@ func (c VLLMCarve) startup(v VLLM, g GPU) string {
 	gib := func(b Bytes) string { return fmt.Sprintf("%.2f", math.Round(float64(b)/float64(GiB)*100)/100) }
 	free := g.Total() - g.Context
 	switch {
-	case c.Requested > free:
+	case c.Requested > free && !c.ExtensibleKVCache: // 0.34 v1/worker/utils.py:783-797
 		return fmt.Sprintf("ValueError: Free memory on device (%s/%s GiB) on startup is less than desired GPU memory utilization (%v, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
 			gib(free), gib(g.Total()), v.GPUMemoryUtilization, gib(c.Requested))
 	case c.Weights > free:
 		return fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory while loading the weights: they take %s GiB on each GPU and %s GiB of %s GiB is free (vLLM has no check of its own: load_model fails)",
 			gib(c.Weights), gib(free), gib(g.Total()))
-	case c.Requested <= c.Weights+c.RunnerBuffers+c.draftBuffers()+c.Activation+c.NonTorch+c.budgetGraphs():
+	case c.ExtensibleKVCache && (c.capacity() <= 0 || c.measuredKV() <= 0):
+		return "ValueError: No available memory for the cache blocks. " + extensibleHint(v.GPUMemoryUtilization, c.capacity() > 0) +
+			" See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+	case c.capacity() <= 0:
 		return fmt.Sprintf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (The weights take %s GiB, the profile run %s GiB and memory outside PyTorch and the model's run %s GiB of the %s GiB it may use.)",
 			gib(c.Weights), gib(c.Activation), gib(c.NonTorch+c.RunnerBuffers+c.draftBuffers()+c.budgetGraphs()), gib(c.Requested))
 	}

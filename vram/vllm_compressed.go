@@ -395,7 +395,7 @@ func (v VLLM) compressedKVCache(m Model, available Bytes, rel vllmRelease) (VLLM
 	if c.MaxModelLen == AutoMaxModelLen {
 		c.autoFit(m, check)
 	}
-	c.fill(rel, check)
+	c.fill(rel, check, v.fitAdvice(rel))
 	c.Compressed.BlocksPerRequest = c.blocksFor(c.MaxModelLen)
 	kv, state := c.PerRequestFor(c.MaxModelLen)
 	c.Compressed.FixedBlocks = int64(state / bpb)

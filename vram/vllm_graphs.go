@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -71,6 +72,56 @@ func (v VLLM) captureSizes(g GPU, q int) []int {
 	return sizes
 }
 
+// graphSizes are the token counts the release captures graphs for on g.
+func (v VLLM) graphSizes(g GPU, q int, rel vllmRelease) []int {
+	if rel.wideGraphTokens > 0 && g.ComputeCapability >= 100 && g.ComputeCapability < 110 {
+		return v.wideCaptureSizes(q, rel.wideGraphTokens)
+	}
+	return v.captureSizes(g, q)
+}
+
+// wideCaptureSizes are 0.34's CUDA-graph token counts on compute
+// capability 10.x (config/vllm.py:2602-2699, _split_cudagraph_capture_sizes'
+// SM100 defaults): the prefill grid up to min(limit,
+// max_num_batched_tokens) tokens (config/compilation.py:89-100) and the
+// uniform decode batches of q tokens a request, on the decode grid up to
+// max_num_seqs requests (l.122-127), within as many tokens (l.54-67). A
+// speculative method's one-token draft decodes (config/vllm.py:708-730)
+// are not added.
+func (v VLLM) wideCaptureSizes(q, limit int) []int {
+	tokens := min(limit, v.MaxNumBatchedTokens)
+	sizes := walkGrid(tokens, func(t float64) float64 { return min(t, max(8, t/4), 0.07*max(t, 4096)) })
+	q = max(q, 1)
+	top := min(v.MaxNumSeqs, tokens/q)
+	for _, n := range walkGrid(v.MaxNumSeqs, func(n float64) float64 { return 0.65 * math.Pow(n, 2.0/3) }) {
+		if top < 1 {
+			break
+		}
+		sizes = append(sizes, min(n, top)*q)
+		if n >= top {
+			break
+		}
+	}
+	slices.Sort(sizes)
+	return slices.Compact(sizes)
+}
+
+// walkGrid is vLLM's _walk_grid (config/compilation.py:73-86): 1 up to
+// limit, each size the next multiple of the largest power of two not above
+// step(size).
+func walkGrid(limit int, step func(float64) float64) []int {
+	if limit <= 0 {
+		return nil
+	}
+	var grid []int
+	for size := 1; size < limit; {
+		grid = append(grid, size)
+		stride := 1 << max(0, int(math.Floor(math.Log2(max(1, step(float64(size)))))))
+		size = (size/stride + 1) * stride
+	}
+	return append(grid, limit)
+}
+
 // minPerGraph is the least vLLM's estimate counts for each graph after
 // the first (0.33 v1/worker/gpu/cudagraph_utils.py:918
 // _MIN_PER_GRAPH_BYTES).
@@ -88,8 +139,8 @@ const minPerGraph = 1 * MiB
 // only under cudagraph_mm_encoder (config/compilation.py:528, off by
 // default), so the forward measured is text-only, at any capture size
 // (LLaVA's 576 image tokens do not fit the largest, 512).
-func (v VLLM) graphEstimate(in Inference, g GPU, q int) (Bytes, int, error) {
-	sizes := v.captureSizes(g, q)
+func (v VLLM) graphEstimate(in Inference, g GPU, q int, rel vllmRelease) (Bytes, int, error) {
+	sizes := v.graphSizes(g, q, rel)
 	if len(sizes) == 0 {
 		return 0, 0, nil
 	}
@@ -119,6 +170,12 @@ func (c VLLMCarve) graphNote(rel vllmRelease, given bool, n int) string {
 	switch {
 	case c.CUDAGraphs == 0:
 		return ""
+	case rel.extensibleKV:
+		how := fmt.Sprintf("estimated for %d capture sizes (the forward's transient peak at the largest, then vLLM's 1 MiB a graph)", n)
+		if given {
+			how = "as given"
+		}
+		return fmt.Sprintf("CUDA graphs: %v %s, counted twice as vLLM %s does: the profile's estimate is part of the transient peak its extensible KV cache keeps free, and the pool captured before the cache is measured holds the same again (the carve takes one figure for both; give cuda_graph_memory from your log's \"CUDA graph pool memory\" to use yours)", c.CUDAGraphs, how, rel.Version)
 	case rel.graphsInBudget && given:
 		return fmt.Sprintf("CUDA graphs: %v as given, subtracted before the KV cache is sized (vLLM %s profiles them: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)", c.CUDAGraphs, rel.Version)
 	case rel.graphsInBudget:

@@ -10,8 +10,21 @@ import "fmt"
 // vllmRelease is one modelled vLLM release.
 type vllmRelease struct {
 	releaseRow
-	// utilization is CacheConfig.gpu_memory_utilization's default.
+	// utilization is CacheConfig.gpu_memory_utilization's default (0.34:
+	// resolved_gpu_memory_utilization's, 1.0 with the extensible KV
+	// cache).
 	utilization float64
+	// blockSize is the block size a launch naming none gets on CUDA: 16
+	// to 0.33, CacheConfig.DEFAULT_BLOCK_SIZE 64 in 0.34, which
+	// FlashAttention keeps (any multiple of 16).
+	blockSize int
+	// extensibleKV: the KV cache is sized from the memory measured after
+	// warmup and CUDA-graph capture (enable_extensible_kv_cache, on by
+	// default on CUDA): the memory left on the device less what vLLM
+	// keeps free for the profile's transient peak and a margin
+	// (VLLMCarve.measuredKV), and no refusal of a utilization above the
+	// free memory.
+	extensibleKV bool
 	// ceilRequested: the memory vLLM may use is ceil(total × utilization)
 	// (0.11 multiplies in floats and truncates when it subtracts).
 	ceilRequested bool
@@ -20,6 +33,12 @@ type vllmRelease struct {
 	// (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default); else the
 	// graphs are captured after the cache, beside the requested memory.
 	graphsInBudget bool
+	// wideGraphTokens: on compute capability 10.x the CUDA graphs are
+	// captured on vLLM's prefill grid up to this many tokens (at most
+	// max_num_batched_tokens) and its decode grid up to max_num_seqs
+	// requests (wideCaptureSizes; 0.34: 8192); 0: the shared sizes, up to
+	// 1024 tokens there (captureSizes).
+	wideGraphTokens int
 	// hugeGPUTokens: `vllm serve` on a GPU of 160 GiB or more defaults to
 	// 16384 batched tokens (0: the ≥ 70 GiB rule alone).
 	hugeGPUTokens int
@@ -53,6 +72,11 @@ type vllmRelease struct {
 	// mlaHybridAlign is the attention block size's alignment for a hybrid
 	// with latent attention (0: the 16-token rule every hybrid follows).
 	mlaHybridAlign int
+	// hybridAlignBlock: a hybrid's attention block size is aligned to the
+	// launch's block size where that is above the kernels' 16 (0.33
+	// platforms/interface.py:1068-1075; 0.14.1 aligns to 16 whatever the
+	// block size, model_executor/models/config.py:389-401).
+	hybridAlignBlock bool
 	// groupLargest: a hybrid's group size is its largest kind's layer
 	// count when that is under 1.5 × the smallest's (0.33; 0.14.1 does
 	// so under 1.25 ×, which this flag does not tell apart).
@@ -101,6 +125,7 @@ var vllmReleases = []vllmRelease{
 		// (v1/worker/gpu_model_runner.py:2636-2650).
 		releaseRow:  releaseRow{Version: "0.9.2", Source: "vllm 0.9.2: config.py:1494 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:140-142 (requested = total × utilization, taken before the parallel groups, l.158), 223-224 (available = requested − weights − torch peak − non-torch; no CUDA-graph estimate, envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), utils/__init__.py:2407-2480 (memory_profiling: non-torch increase from the init snapshot); env_override.py:16-32 (NCCL_CUMEM_ENABLE=0); engine/arg_utils.py:1620-1650 (8192 tokens, 1024 sequences at ≥ 70 GiB but an A100, else 2048 and 256; no cap by max_num_seqs); v1/sample/ops/topk_topp_sampler.py:14-19, 33-48 (FlashInfer's sampler when installed, which the wheel's METADATA does not require); v1/kv_cache_interface.py:139-148 (window − 1 + one batch); v1/core/kv_cache_utils.py:826 (group size: the smallest kind), 538-560 (capacity check, no null block), 714, 871 (tokens log); vllm 0.10.1 the same: config/cache.py:43; v1/worker/gpu_worker.py:174-176 before 191-194, 257-258; utils/__init__.py:2598-2720 (memory_profiling unchanged); env_override.py:16-32; engine/arg_utils.py:1638-1656; v1/sample/ops/topk_topp_sampler.py:31-58 (flashinfer-python an extra, METADATA:96); v1/kv_cache_interface.py:163-179; v1/core/kv_cache_utils.py:966, 661-705, 847, 1011; model_executor/layers/quantization/mxfp4.py:123-134 (Marlin on 9.x: torch==2.7.1, METADATA:75, is before 2.8.0), modelopt.py:83-84, 550-551; distributed/device_communicators/pynccl.py:100-106, cuda_communicator.py (no all_gather of its own); torch 2.7.1 pins nvidia-nccl-cu12==2.26.2"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
+		blockSize:        16,             // as 0.14.1 sets it (not re-read in 0.9.2)
 		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:61-62, 204-205
 		spec:             spec0092,
 		nccl:             "2.26.2", // METADATA:72: torch==2.7.0, which pins nvidia-nccl-cu12==2.26.2
@@ -109,6 +134,7 @@ var vllmReleases = []vllmRelease{
 	{
 		releaseRow:  releaseRow{Version: "0.11.0", Source: "vllm 0.11.0: config/cache.py:43 (gpu_memory_utilization 0.9); v1/worker/gpu_worker.py:182-184 (requested = total × utilization), 279-280 (available = requested − weights − torch peak − non-torch), 341-344 (graphs captured after the cache); engine/arg_utils.py:1605-1680 (batch defaults); model_executor/layers/quantization/mxfp4.py:59-107 (Marlin without triton_kernels); v1/kv_cache_interface.py:196-239 (sliding window + one batch, one state page); v1/core/kv_cache_utils.py:974 (group size: the smallest kind), 1080-1092 (tokens log)"},
 		utilization: 0.9, hopperMXFP4: "marlin", inFlightBatches: 1,
+		blockSize:        16,             // as 0.14.1 sets it (not re-read in 0.11.0)
 		modeloptCC:       [2]int{89, 80}, // model_executor/layers/quantization/modelopt.py:85-86, 643-644
 		spec:             spec0110,
 		nccl:             "2.27.3", // METADATA: torch==2.8.0, which pins nvidia-nccl-cu12==2.27.3
@@ -126,6 +152,7 @@ var vllmReleases = []vllmRelease{
 		utilization: 0.9, ceilRequested: true, hopperMXFP4: "triton", inFlightBatches: 1, groupLargest: true,
 		mlaHybridAlign:  64, // model_executor/models/config.py:389-393 (128 only with the CUTLASS_MLA backend named)
 		autoMaxModelLen: true, capBatchedBySeqs: true,
+		blockSize:        16,             // platforms/cuda.py:160-161
 		modeloptCC:       [2]int{89, 75}, // model_executor/layers/quantization/modelopt.py:372-373, 1033-1034
 		spec:             spec0141,
 		nccl:             "2.27.5", // METADATA: torch==2.9.1, which pins nvidia-nccl-cu12==2.27.5
@@ -137,9 +164,29 @@ var vllmReleases = []vllmRelease{
 		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, alignState: true, groupLargest: true, nullBlock: true,
 		mlaHybridAlign:      128, // platforms/interface.py:1083-1088
 		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true,
+		blockSize:        16, // config/cache.py:185 (CacheConfig.DEFAULT_BLOCK_SIZE)
+		hybridAlignBlock: true,
 		modeloptCC:       [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:449-450, 772-773
 		spec:             spec0330,
 		nccl:             "2.30.7", // METADATA: torch==2.14.0, which pins nvidia-nccl-cu13==2.30.7
+		profileTorchComm: false,
+	},
+	{
+		// 0.34.0 keeps 0.33's rules but four: the default block size is
+		// 64; the KV cache is sized after warmup and capture from the
+		// memory measured then (extensibleKV), gpu_memory_utilization
+		// resolving to 1.0; on compute capability 10.x the CUDA graphs
+		// reach 8192 tokens (wideGraphTokens); Model Runner V1 is gone, so
+		// suffix decoding runs on V2's GPU speculator (spec0340).
+		releaseRow:      releaseRow{Version: "0.34.0", Source: "vllm 0.34.0: config/cache.py:185 (DEFAULT_BLOCK_SIZE 64), 216, 494-501 (gpu_memory_utilization None: 1.0 with the extensible KV cache, else 0.92), 395-406, config/vllm.py:3180-3262 (enable_extensible_kv_cache on for CUDA unless kv_cache_memory_bytes or num_gpu_blocks_override is set); platforms/interface.py:760-791 (the default block size kept by FlashAttention), 1078-1100 (hybrid alignment: the block size, 128 with latent attention); v1/worker/utils.py:742-743 (ceil), 783-797 (no refusal with the extensible cache); v1/worker/gpu_worker.py:745-780 (the profile: capacity = requested − non-KV − CUDA-graph estimate; peak activation = transient + estimate), 936-955, 1060-1103 (warmup, the transient peak, capture), 1225-1237 (measured after capture); v1/worker/extensible_kv_cache.py:64-65 (margin max(1 GiB, 0.75 × transient)), 592-618 (measure_kv_cache_bytes), 621-700; v1/core/kv_cache_planning.py:1827-1861 (capacity check on the measured blocks less the null block), 1864-1906 (auto max_model_len refitted), 1635-1645, 566-578 (group size); envs.py:2355-2357 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); config/vllm.py:2558-2731, config/compilation.py:54-127 (on compute capability 10.x graphs on the prefill grid up to 8192 tokens and the decode grid up to max_num_seqs), v1/worker/gpu/cudagraph_utils.py:985-1108 (the estimate); engine/arg_utils.py:3010 (16384 tokens at ≥ 160 GiB), 2997-3026 (GB10 on the small tier), 3255-3261 (default batched tokens ≤ max_num_seqs × max_model_len); fused_moe/oracle/mxfp4.py:421-457 (Triton on 9.x); platforms/interface.py:1480-1493 (Model Runner V1 removed), config/vllm.py:560-577 (two batches in flight); v1/worker/gpu/sample/penalties.py:43-50, structured_outputs.py:26-28 (V2's tables), sample/sampler.py:91-93 (FlashInfer's sampler; flashinfer-python==0.7.3, METADATA); v1/kv_cache_interface.py:915-967, 1168-1174 (windows, align-mode state pages), model_executor/layers/mamba/mamba_mixer2.py:1098, gdn/qwen_gdn_linear_attn.py:910 (prefill checkpoints); multimodal/encoder_budget.py, profiling.py, models/kimi_k25.py unchanged; model_executor/models/config.py:1094-1118 (align mode with prefix caching); v1/core/kv_cache_utils.py:1141-1149 (tokens log); distributed/device_communicators/cuda_communicator.py:487-524 (the logits gathered through the PyNcclCommunicator), v1/worker/gpu_worker.py:506-549 (init snapshot after the groups)"},
+		wideGraphTokens: 8192, // config/vllm.py:2602-2611, 2631-2638
+		utilization:     1.0, blockSize: 64, extensibleKV: true, ceilRequested: true, graphsInBudget: true, hugeGPUTokens: 16384, hopperMXFP4: "triton",
+		flashInferSampler: true, runnerV2: true, inFlightBatches: 2, alignState: true, groupLargest: true, nullBlock: true,
+		mlaHybridAlign:      128, // platforms/interface.py:1095-1100
+		tokensByConcurrency: true, autoMaxModelLen: true, capBatchedBySeqs: true, gb10SmallTier: true, hybridAlignBlock: true,
+		modeloptCC:       [2]int{80, 75}, // model_executor/layers/quantization/modelopt.py:453-454, 795-796
+		spec:             spec0340,
+		nccl:             "2.30.7", // METADATA: torch==2.14.0, as 0.33's
 		profileTorchComm: false,
 	},
 }
@@ -173,10 +220,11 @@ func (rel vllmRelease) statePagesFor(m Model) int {
 // (served_architectures.go): since is the first release whose
 // model_executor/models/registry.py (its _TEXT_GENERATION_MODELS,
 // _MULTIMODAL_MODELS, … dicts) has the architecture, read in each
-// release's wheel, 0.9.2 to 0.33.0, the first registering release found by
+// release's wheel, 0.9.2 to 0.34.0, the first registering release found by
 // bisecting the releases between two modelled rows (each registry at or
-// after it has the architecture); until is the last that ran it (0.33.0's
-// _PREVIOUSLY_SUPPORTED_MODELS). A release without the architecture may
+// after it has the architecture); until is the last that ran it (0.34.0's
+// _PREVIOUSLY_SUPPORTED_MODELS, l.883-939, which adds Keye and Keye-VL 1.5,
+// no family here). A release without the architecture may
 // still load a checkpoint through its Transformers fallback (0.9.2
 // model_loader/utils.py:209-219), another implementation, which the carve
 // does not model.
@@ -213,10 +261,10 @@ var vllmArchitectures = map[string]servedArchitecture{
 	qwen35TextModelType:    {since: "0.27.0", names: "Qwen3_5ForCausalLM", source: "0.27.0 l.201, _TEXT_GENERATION_MODELS; none in 0.26.0"},
 	minimaxModelType: {until: "0.23.0", names: "MiniMaxText01ForCausalLM and MiniMaxForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:861-864, 1221-1253 (_raise_for_unsupported); a Hugging Face-format checkpoint falls back to the Transformers backend, which refuses its linear-attention layers (model_executor/models/transformers/base.py:631-639)"},
-	lfm3ModelType: {never: true, names: "Lfm3ForCausalLM",
-		source: "no registry read, 0.9.2 to 0.33.0, has it; the Transformers backend refuses its short-convolution layers: \"Layer N does not dispatch through the Transformers attention interface and vLLM has no other way to handle it.\" (0.33.0 model_executor/models/transformers/base.py:630-639)"},
+	lfm3ModelType: {since: "0.34.0", names: "Lfm3ForCausalLM",
+		source: "0.34.0 l.153, _TEXT_GENERATION_MODELS (model_executor/models/lfm3.py: ShortConv state, per-layer sliding windows, l.166-176, 222, 395-408); none in 0.33.0, whose Transformers backend refuses its short-convolution layers (transformers/base.py:630-639)"},
 	mistral4ModelType: {never: true, names: "Mistral4ForCausalLM",
-		source: "no registry read, 0.9.2 to 0.33.0, has it; a checkpoint would load through the Transformers backend (model_impl auto), another implementation, which the carve does not model"},
+		source: "no registry read, 0.9.2 to 0.34.0, has it (0.34.0's MistralLarge4ForCausalLM, l.181-184, is another architecture); a checkpoint would load through the Transformers backend (model_impl auto), another implementation, which the carve does not model"},
 	bambaModelType: {until: "0.23.0", names: "BambaForCausalLM",
 		source: "0.33.0 model_executor/models/registry.py:841-895 (_PREVIOUSLY_SUPPORTED_MODELS), 1221-1253; the Transformers backend refuses its Mamba-2 layers (transformers/base.py:631-639)"},
 }

@@ -189,8 +189,10 @@ func TestVLLMStatePages(t *testing.T) {
 		if got := vllmReleases[0].statePagesFor(m); got != c.v011 {
 			t.Errorf("%s 0.11.0: %d pages, want %d", c.preset, got, c.v011)
 		}
-		if got := vllmReleases[len(vllmReleases)-1].statePagesFor(m); got != c.v33 {
-			t.Errorf("%s 0.33.0: %d pages, want %d", c.preset, got, c.v33)
+		for _, r := range vllmReleases[len(vllmReleases)-2:] { // 0.33.0 and 0.34.0
+			if got := r.statePagesFor(m); got != c.v33 {
+				t.Errorf("%s %s: %d pages, want %d", c.preset, r.Version, got, c.v33)
+			}
 		}
 	}
 }
@@ -353,5 +355,176 @@ func TestVLLMTransformersBackend(t *testing.T) {
 	carve, err := VLLM{TP: 1, MaxModelLen: 2048}.Carve(Inference{Model: MustPreset("llama-3.1-8b")}, g)
 	if err != nil || slices.ContainsFunc(carve.Notes, func(n string) bool { return strings.Contains(n, "Transformers backend") }) {
 		t.Errorf("llama-3.1-8b: %v, %q", err, carve.Notes)
+	}
+}
+
+// TestVLLM0340Resolves: 0.34.0 is the current release and its own row; a
+// later patch release is modelled by it, with a note.
+func TestVLLM0340Resolves(t *testing.T) {
+	if CurrentVLLM != "0.34.0" {
+		t.Errorf("current vLLM %s, want 0.34.0", CurrentVLLM)
+	}
+	for _, c := range []struct {
+		asked, row string
+		note       bool
+	}{{"", "0.34.0", false}, {"0.34.0", "0.34.0", false}, {"0.34.1", "0.34.0", true}, {"0.33.9", "0.33.0", true}} {
+		r, m, err := VLLM{Version: c.asked}.release()
+		if err != nil || r.Version != c.row || m.Release != c.row || (m.Note != "") != c.note || !strings.HasPrefix(m.Source, "vllm "+c.row+": ") {
+			t.Errorf("%q: row %s, %+v, %v; want %s (a note: %v)", c.asked, r.Version, m, err, c.row, c.note)
+		}
+	}
+}
+
+// TestVLLM0340ExtensibleKVCache: 0.34.0 sizes the KV cache after warmup
+// and capture from the memory it measures (v1/worker/extensible_kv_cache.py
+// :592-618), where 0.33.0 takes it from gpu_memory_utilization × the GPU
+// less what the profile saw. Llama 3.1 8B on one H100 80GB, 8192 tokens:
+// the weights, the profile's peak, the tables and the graph estimate are
+// 0.33's; 0.34 requests the whole GPU (1.0), which is above the free
+// memory and not refused; its cache is the free memory at start less what
+// vLLM holds after capture (the graphs' pool among it), less the margin
+// max(1 GiB, 0.75 × the transient) and the transient itself (the
+// profile's peak and the graph estimate): the graphs count twice, and the
+// cache differs from 0.33's by (free − margin − graphs) − ⌈0.92 × total⌉.
+// An explicit utilization caps the measured cache.
+func TestVLLM0340ExtensibleKVCache(t *testing.T) {
+	h100 := mustGPU("H100-80GB")
+	in := Inference{Model: MustPreset("llama-3.1-8b")}
+	carve := func(v VLLM) VLLMCarve {
+		t.Helper()
+		v.MaxModelLen = 8192
+		c, err := v.Carve(in, h100)
+		if err != nil || !c.Starts {
+			t.Fatalf("%s: %v %s", v.Version, err, c.Err)
+		}
+		return c
+	}
+	c33, c34 := carve(VLLM{Version: "0.33.0"}), carve(VLLM{Version: "0.34.0"})
+	if c34.Weights != c33.Weights || c34.Activation != c33.Activation || c34.RunnerBuffers != c33.RunnerBuffers || c34.CUDAGraphs != c33.CUDAGraphs || c34.NonTorch != c33.NonTorch {
+		t.Fatalf("0.34 weights %v, activation %v, tables %v, graphs %v; 0.33 %v, %v, %v, %v", c34.Weights, c34.Activation, c34.RunnerBuffers, c34.CUDAGraphs, c33.Weights, c33.Activation, c33.RunnerBuffers, c33.CUDAGraphs)
+	}
+	free := h100.Total() - h100.Context
+	transient := c34.Activation + c34.CUDAGraphs
+	margin := max(GiB, Bytes(0.75*float64(transient)))
+	held := c34.Weights + c34.RunnerBuffers + c34.NonTorch + c34.CUDAGraphs
+	if !c34.ExtensibleKVCache || c33.ExtensibleKVCache || c34.Requested != h100.Total() || c34.Requested <= free || c34.TransientReserve != transient || c34.KVMargin != margin {
+		t.Errorf("0.34: extensible %v (0.33 %v), requested %v of %v (free %v), reserve %v, margin %v; want %v, %v", c34.ExtensibleKVCache, c33.ExtensibleKVCache, c34.Requested, h100.Total(), free, c34.TransientReserve, c34.KVMargin, transient, margin)
+	}
+	if want := free - margin - held - transient; c34.KVCache.Available != want {
+		t.Errorf("0.34 cache %v, want %v", c34.KVCache.Available, want)
+	}
+	if d := c34.KVCache.Available - c33.KVCache.Available; d != free-margin-c34.CUDAGraphs-c33.Requested {
+		t.Errorf("0.34's cache − 0.33's = %v, want %v", d, free-margin-c34.CUDAGraphs-c33.Requested)
+	}
+	if want := h100.Context + held + c34.KVCache.Available + transient; c34.DeviceUsed != want || c34.DeviceUsed > h100.Total() {
+		t.Errorf("0.34 device used %v, want %v", c34.DeviceUsed, want)
+	}
+	capped := carve(VLLM{Version: "0.34.0", GPUMemoryUtilization: 0.8})
+	if want := Bytes(math.Ceil(0.8*float64(h100.Total()))) - held - transient; capped.KVCache.Available != want {
+		t.Errorf("0.34 at 0.8: cache %v, want %v", capped.KVCache.Available, want)
+	}
+}
+
+// TestVLLM0340BlockSize: 0.34's default block size is 64
+// (CacheConfig.DEFAULT_BLOCK_SIZE, config/cache.py:185), which
+// FlashAttention keeps, where 0.33's is 16: a request of 8192 tokens takes
+// 128 blocks of 64 instead of 512 of 16, the same 8192 tokens' pages, and
+// one of 8200 takes 129 (64 more tokens' room) instead of 513 (16). A
+// hybrid's attention block is aligned to the block size (platforms/
+// interface.py:1078-1094 in 0.34, l.1068-1075 in 0.33), to 16 in 0.14.1.
+func TestVLLM0340BlockSize(t *testing.T) {
+	m := MustPreset("llama-3.1-8b").Normalize()
+	for _, c := range []struct {
+		version      string
+		block        int
+		n8192, n8200 int64
+	}{{"0.33.0", 16, 512, 513}, {"0.34.0", 64, 128, 129}} {
+		kv, err := VLLM{Version: c.version, MaxModelLen: 8200}.KVCache(m, 10*GiB)
+		if err != nil || kv.BlockSize != c.block || kv.blocksFor(8192) != c.n8192 || kv.blocksFor(8200) != c.n8200 {
+			t.Errorf("%s: block %d, %d and %d blocks (%v); want %d, %d, %d", c.version, kv.BlockSize, kv.blocksFor(8192), kv.blocksFor(8200), err, c.block, c.n8192, c.n8200)
+		}
+	}
+	// Qwen3-Next's Gated DeltaNet state page (1 MiB) needs 531 tokens of
+	// its attention page: 544 (34 × 16) aligned to 16, 576 (9 × 64) to 64.
+	h := MustPreset("qwen3-next-80b-a3b").Normalize()
+	for _, c := range []struct {
+		version       string
+		block, hybrid int // block asked (0: the release's), the hybrid's
+	}{{"0.14.1", 64, 544}, {"0.33.0", 0, 544}, {"0.33.0", 64, 576}, {"0.34.0", 0, 576}} {
+		kv, err := VLLM{Version: c.version, BlockSize: c.block, MaxModelLen: 8192}.KVCache(h, 10*GiB)
+		if err != nil || kv.BlockSize != c.hybrid || kv.PageBytes < kv.StatePageBytes {
+			t.Errorf("%s block %d: hybrid block %d (page %v, state %v), %v; want %d", c.version, c.block, kv.BlockSize, kv.PageBytes, kv.StatePageBytes, err, c.hybrid)
+		}
+	}
+}
+
+// TestVLLM0340Suffix: Model Runner V1 is gone in 0.34.0, and suffix
+// decoding runs on V2's GPU speculator with a corpus the carve does not
+// size (suffix/speculator.py:500-600): refused as not modelled, where
+// 0.33.0 runs it on V1's CPU trees. The other methods' buffers are 0.33's
+// (the speculators' allocations moved, autoregressive/speculator.py:
+// 23-33, but are the same tensors).
+func TestVLLM0340Suffix(t *testing.T) {
+	in := Inference{Model: MustPreset("llama-3.1-8b")}
+	head, small := eagleHead(), MustPreset("llama-3.2-1b")
+	for _, c := range []struct {
+		name string
+		m    Model
+		v    VLLM
+	}{
+		{"ngram", in.Model, VLLM{Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: 3}}},
+		{"eagle3", in.Model, VLLM{Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}, Draft: &head}},
+		{"draft_model", in.Model, VLLM{Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small}},
+		{"mtp", MustPreset("qwen3.5-9b"), VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 2}}},
+	} {
+		var buffers [2]Bytes
+		for i, version := range []string{"0.33.0", "0.34.0"} {
+			v := c.v
+			v.Version, v.MaxModelLen = version, 8192
+			cv, err := v.Carve(Inference{Model: c.m}, mustGPU("H100-80GB"))
+			if err != nil || cv.Speculative == nil {
+				t.Fatalf("%s on %s: %v", c.name, version, err)
+			}
+			buffers[i] = cv.Speculative.Buffers
+		}
+		if buffers[0] != buffers[1] || buffers[0] <= 0 {
+			t.Errorf("%s: buffers %v in 0.33.0, %v in 0.34.0", c.name, buffers[0], buffers[1])
+		}
+	}
+	for _, c := range []struct {
+		version string
+		err     string
+	}{{"0.33.0", ""}, {"0.34.0", "speculative_config method suffix is not modelled for vLLM 0.34.0"}} {
+		v := VLLM{Version: c.version, MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "suffix"}}
+		_, err := v.Carve(in, mustGPU("H100-80GB"))
+		if (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want %q", c.version, err, c.err)
+		}
+	}
+}
+
+// TestVLLM0340WideGraphs: on compute capability 10.x 0.34.0 captures its
+// CUDA graphs on vLLM's prefill grid up to min(8192,
+// max_num_batched_tokens) tokens ("54 sizes at 8192",
+// config/compilation.py:93-95) and its decode grid up to max_num_seqs
+// requests ("64 sizes at 1024", l.123-125), where 0.33.0 stops at 1024
+// tokens: on a B200 `vllm serve`'s 16384 batched tokens make the largest
+// graph 8192 tokens, and the estimate its forward's peak. Off 10.x the
+// sizes are 0.33's.
+func TestVLLM0340WideGraphs(t *testing.T) {
+	prefill := walkGrid(8192, func(t float64) float64 { return min(t, max(8, t/4), 0.07*max(t, 4096)) })
+	decode := walkGrid(1024, func(n float64) float64 { return 0.65 * math.Pow(n, 2.0/3) })
+	if len(prefill) != 54 || len(decode) != 64 || prefill[len(prefill)-1] != 8192 || decode[len(decode)-1] != 1024 {
+		t.Errorf("grids: %d prefill sizes %v, %d decode sizes %v; want 54 and 64", len(prefill), prefill, len(decode), decode)
+	}
+	for _, c := range []struct {
+		version, gpu string
+		largest, n   int
+	}{{"0.33.0", "B200", 1024, 83}, {"0.34.0", "B200", 8192, 91}, {"0.33.0", "H200", 512, 51}, {"0.34.0", "H200", 512, 51}} {
+		v := VLLM{Version: c.version, MaxNumSeqs: 1024, MaxNumBatchedTokens: 16384}
+		sizes := v.graphSizes(mustGPU(c.gpu), 1, mustRelease(t, v))
+		if len(sizes) != c.n || sizes[len(sizes)-1] != c.largest {
+			t.Errorf("%s on %s: %d sizes up to %v, want %d up to %d", c.version, c.gpu, len(sizes), sizes[len(sizes)-1:], c.n, c.largest)
+		}
 	}
 }

@@ -125,7 +125,10 @@ type vllmSpecRules struct {
 	// statePages: recurrent layers keep num_speculative_tokens more state
 	// blocks a request.
 	statePages bool
-	source     string
+	// mapsUnlisted: the release maps vllmMTPUnlisted's families to their
+	// MTP drafts.
+	mapsUnlisted bool
+	source       string
 }
 
 // mtpNames33 are vLLM 0.33's MTPModelTypes (config/speculative.py:38-67).
@@ -133,6 +136,10 @@ var mtpNames33 = []string{"deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2
 	"ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "qwen3_5_mtp", "longcat_flash_mtp",
 	"bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp", "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp",
 	"hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp", "inkling_mtp", "glm5_next_mtp"}
+
+// mtpNames34 are vLLM 0.34's MTPModelTypes (config/speculative.py:53-83):
+// 0.33's and nemotron3_5_transcribe_mtp.
+var mtpNames34 = append(slices.Clone(mtpNames33), "nemotron3_5_transcribe_mtp")
 
 // draftModelRefused is 0.11.0's and 0.14.1's refusal of a separate draft
 // model (engine/arg_utils.py:1485-1489 in 0.11.0, l.1792-1797 in 0.14.1).
@@ -158,15 +165,29 @@ var (
 		unmapped: "NotImplementedError: Speculative decoding with draft model is not supported yet. Please consider using other speculative decoding methods such as ngram, medusa, eagle, or mtp.",
 		source:   "vllm 0.14.1: config/speculative.py:31-50 (methods), 170-245 (the MTP drafts), 253-258 (MTP names → mtp), 353-394 (detection; a family without an MTP draft refused), 430-440 (n_predict); engine/arg_utils.py:1785-1797 (draft_model refused); v1/worker/gpu_model_runner.py:438-452 (ngram and suffix on the CPU, EagleProposer); v1/spec_decode/eagle.py:74-160 (the proposer's buffers), 1057-1160 (embedding and lm_head shared)",
 	}
+	// spec0340 is 0.33's but for suffix decoding, which runs on Model
+	// Runner V2 (V1 is removed) with a GPU corpus and hash tables
+	// (suffix_decoding_corpus_tokens, 1 << 20 by default), not modelled.
+	spec0340 = vllmSpecRules{
+		methods:      []string{"ngram", "draft_model", "suffix", "eagle", "eagle3", "extract_hidden_states", "dflash", "ngram_gpu", "dspark"},
+		mtpNames:     mtpNames34,
+		modelled:     []string{"mtp", "eagle", "eagle3", "draft_model", "ngram", "ngram_gpu"},
+		unmapped:     "vLLM 0.34.0's hf_config_override maps no MTP draft for it (config/speculative.py:800-1160)",
+		v2:           true,
+		statePages:   true,
+		mapsUnlisted: true,
+		source:       "vllm 0.34.0: config/speculative.py:53-97 (methods; custom_class replaced by registered methods, v1/worker/gpu/spec_decode/speculator_config.py:336-338), 455 (num_speculative_tokens > 0), 800-1160 (the MTP drafts), 1370-1392 (method detection); v1/worker/gpu/spec_decode/speculator.py:151-245, autoregressive/speculator.py:23-33, target_dependent_ar/speculator.py:30-40, multi_module_mtp/speculator.py:28-70, standalone_ar/speculator.py:41-58, 85-101, ngram/speculator.py:151-205 (the buffers, as 0.33's); suffix/speculator.py:500-600, suffix/config.py:14-40 (suffix on the GPU, not modelled); v1/worker/gpu/states.py:76; platforms/interface.py:1480-1493 (Model Runner V1 removed); model_executor/layers/mamba/abstract.py:79-95",
+	}
 	spec0330 = vllmSpecRules{
-		methods:    []string{"ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states", "dflash", "ngram_gpu", "dspark"},
-		mtpNames:   mtpNames33,
-		modelled:   []string{"mtp", "eagle", "eagle3", "draft_model", "ngram", "ngram_gpu", "suffix"},
-		unmapped:   "NotImplementedError: Unsupported speculative method: 'mtp'",
-		v2:         true,
-		v1Runner:   []string{"suffix", "custom_class"},
-		statePages: true,
-		source:     "vllm 0.33.0: config/speculative.py:38-83 (methods), 413 (num_speculative_tokens > 0), 710-1170 (the MTP drafts), 1236-1294 (method and model defaults), 1440-1501 (detection), 1582-1618 (n_predict), 1726-1738 (suffix: 24 tokens), 1946-1951; config/vllm.py:612-675, 695-713, 2341-2376, 2398-2606, 3053-3082 (suffix on Model Runner V1); v1/worker/gpu/spec_decode/__init__.py:14-94, speculator.py:110-185, target_dependent_ar/speculator.py:33-60, multi_module_mtp/speculator.py:13-71, standalone_ar/speculator.py:38-64, 101-129, ngram/speculator.py:157-208, eagle/utils.py:17-130; v1/worker/gpu/states.py:75-80; v1/worker/gpu/model_runner.py:298-305, 385-432, 839-985, 1022-1049; model_executor/layers/mamba/abstract.py:72-91",
+		methods:      []string{"ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states", "dflash", "ngram_gpu", "dspark"},
+		mtpNames:     mtpNames33,
+		modelled:     []string{"mtp", "eagle", "eagle3", "draft_model", "ngram", "ngram_gpu", "suffix"},
+		unmapped:     "NotImplementedError: Unsupported speculative method: 'mtp'",
+		v2:           true,
+		v1Runner:     []string{"suffix", "custom_class"},
+		statePages:   true,
+		mapsUnlisted: true,
+		source:       "vllm 0.33.0: config/speculative.py:38-83 (methods), 413 (num_speculative_tokens > 0), 710-1170 (the MTP drafts), 1236-1294 (method and model defaults), 1440-1501 (detection), 1582-1618 (n_predict), 1726-1738 (suffix: 24 tokens), 1946-1951; config/vllm.py:612-675, 695-713, 2341-2376, 2398-2606, 3053-3082 (suffix on Model Runner V1); v1/worker/gpu/spec_decode/__init__.py:14-94, speculator.py:110-185, target_dependent_ar/speculator.py:33-60, multi_module_mtp/speculator.py:13-71, standalone_ar/speculator.py:38-64, 101-129, ngram/speculator.py:157-208, eagle/utils.py:17-130; v1/worker/gpu/states.py:75-80; v1/worker/gpu/model_runner.py:298-305, 385-432, 839-985, 1022-1049; model_executor/layers/mamba/abstract.py:72-91",
 	}
 )
 
@@ -188,31 +209,31 @@ type vllmMTPDraft struct {
 // MTP layers are listed with the checkpoint's stored-only tensors
 // (storedOnly).
 var vllmMTPDrafts = map[string]vllmMTPDraft{
-	deepseekV3ModelType: {arch: "DeepSeekMTPModel", releases: []string{"0.14.1", "0.33.0"},
-		source: "0.33.0 config/speculative.py:748-762, models/deepseek_mtp.py:147-171; 0.14.1 config/speculative.py:172-178"},
-	deepseekV32ModelType: {arch: "DeepseekV32MTPModel", releases: []string{"0.14.1", "0.33.0"},
-		source: "0.33.0 config/speculative.py:732, 748-762 (the MTP layer's attention has its indexer, deepseek_mtp.py:89-110); 0.14.1 config/speculative.py:172-178"},
-	glmMoeDsaModelType: {arch: "DeepseekV32MTPModel", releases: []string{"0.33.0"},
-		source: "0.33.0 config/speculative.py:732, 748-762"},
-	glm4MoeModelType: {arch: "Glm4MoeMTPModel", releases: []string{"0.14.1", "0.33.0"},
-		source: "0.33.0 config/speculative.py:849-857, models/glm4_moe_mtp.py:136-160; 0.14.1 config/speculative.py:198-206"},
-	glm4MoeLiteModelType: {arch: "Glm4MoeLiteMTPModel", releases: []string{"0.33.0"},
-		source: "0.33.0 config/speculative.py:859-868"},
-	mimoV2FlashModelType: {arch: "MiMoV2MTPModel", releases: []string{"0.33.0"}, first: true, sliding: true,
-		source: "0.33.0 config/speculative.py:834-847 (n_predict 1), models/mimo_v2_mtp.py:51-54 (only the first MTP layer), 86-96 (its sliding-window attention)"},
-	qwen35TextModelType: {arch: "Qwen3_5MTP", releases: []string{"0.33.0"},
-		source: "0.33.0 config/speculative.py:989-1010 (mtp_num_hidden_layers), models/qwen3_5_mtp.py:82-124"},
-	qwen35MoeTextModelType: {arch: "Qwen3_5MoeMTP", releases: []string{"0.33.0"},
-		source: "0.33.0 config/speculative.py:989-1010 (mtp_num_hidden_layers), models/qwen3_5_mtp.py:82-124"},
+	deepseekV3ModelType: {arch: "DeepSeekMTPModel", releases: []string{"0.14.1", "0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:748-762, models/deepseek_mtp.py:147-171; 0.34.0 config/speculative.py:847-861; 0.14.1 config/speculative.py:172-178"},
+	deepseekV32ModelType: {arch: "DeepseekV32MTPModel", releases: []string{"0.14.1", "0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:732, 748-762 (the MTP layer's attention has its indexer, deepseek_mtp.py:89-110); 0.34.0 config/speculative.py:847-861; 0.14.1 config/speculative.py:172-178"},
+	glmMoeDsaModelType: {arch: "DeepseekV32MTPModel", releases: []string{"0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:732, 748-762; 0.34.0 l.847-861"},
+	glm4MoeModelType: {arch: "Glm4MoeMTPModel", releases: []string{"0.14.1", "0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:849-857, models/glm4_moe_mtp.py:136-160; 0.34.0 config/speculative.py:947-955; 0.14.1 config/speculative.py:198-206"},
+	glm4MoeLiteModelType: {arch: "Glm4MoeLiteMTPModel", releases: []string{"0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:859-868; 0.34.0 l.957-966"},
+	mimoV2FlashModelType: {arch: "MiMoV2MTPModel", releases: []string{"0.33.0", "0.34.0"}, first: true, sliding: true,
+		source: "0.33.0 config/speculative.py:834-847 (n_predict 1), models/mimo_v2_mtp.py:51-54 (only the first MTP layer), 86-96 (its sliding-window attention); 0.34.0 config/speculative.py:929-945, mimo_v2_mtp.py unchanged"},
+	qwen35TextModelType: {arch: "Qwen3_5MTP", releases: []string{"0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:989-1010 (mtp_num_hidden_layers), models/qwen3_5_mtp.py:82-124; 0.34.0 config/speculative.py:1104-1123"},
+	qwen35MoeTextModelType: {arch: "Qwen3_5MoeMTP", releases: []string{"0.33.0", "0.34.0"},
+		source: "0.33.0 config/speculative.py:989-1010 (mtp_num_hidden_layers), models/qwen3_5_mtp.py:82-124; 0.34.0 config/speculative.py:1104-1123"},
 }
 
 // vllmMTPUnlisted are families vLLM maps to an MTP draft whose MTP layers
-// the carve does not list.
+// the carve does not list (vllmSpecRules.mapsUnlisted: 0.33 and 0.34).
 var vllmMTPUnlisted = map[string]string{
-	nemotronHModelType:  "config/speculative.py:895-906 (NemotronHMTPModel); the carve does not list the checkpoint's mtp.* layers",
-	ernie45MoeModelType: "config/speculative.py:880-886 (ErnieMTPModel); the carve does not list its MTP layers",
-	exaoneMoeModelType:  "config/speculative.py:975-979 (ExaoneMoeMTP); the carve does not list its MTP layer",
-	qwen3NextModelType:  "config/speculative.py:908-914 (Qwen3NextMTP); the carve does not list its MTP layers",
+	nemotronHModelType:  "config/speculative.py:895-906 in 0.33.0, l.1016-1023 in 0.34.0 (NemotronHMTPModel); the carve does not list the checkpoint's mtp.* layers",
+	ernie45MoeModelType: "config/speculative.py:880-886 in 0.33.0, l.978-984 in 0.34.0 (ErnieMTPModel); the carve does not list its MTP layers",
+	exaoneMoeModelType:  "config/speculative.py:975-979 in 0.33.0, l.1091-1096 in 0.34.0 (ExaoneMoeMTP); the carve does not list its MTP layer",
+	qwen3NextModelType:  "config/speculative.py:908-914 in 0.33.0, l.1025-1031 in 0.34.0 (Qwen3NextMTP); the carve does not list its MTP layers",
 }
 
 // method is the method vLLM runs: as given, a model's MTP name as "mtp"
@@ -363,7 +384,7 @@ func (s *vllmSpec) mtpDraft(m Model, rel vllmRelease) error {
 	}
 	family := m.Family
 	d, ok := vllmMTPDrafts[family]
-	if why, listed := vllmMTPUnlisted[family]; listed && rel.Version == CurrentVLLM {
+	if why, listed := vllmMTPUnlisted[family]; listed && rel.spec.mapsUnlisted {
 		return fmt.Errorf("vllm: speculative_config method mtp: vLLM %s builds %s's MTP draft (%s), which is not modelled", rel.Version, family, why)
 	}
 	if m.Compressed != nil {

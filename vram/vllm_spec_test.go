@@ -34,26 +34,26 @@ func TestVLLMSpecKV(t *testing.T) {
 		draftPage   Bytes
 	}{
 		// One more MLA layer: 61 + 1 layers of 18,432 bytes a block.
-		{"deepseek-v3 mtp 1", MustPreset("deepseek-v3"), VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}},
+		{"deepseek-v3 mtp 1", MustPreset("deepseek-v3"), VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}},
 			10 * GiB, 62, 1, int64(10*GiB) / (62 * mla), 0},
 		// The per-model name is mtp (config/speculative.py:1246-1251); 3
 		// tokens reuse the one layer (3 % 1 == 0).
-		{"deepseek-v3 deepseek_mtp 3", MustPreset("deepseek-v3"), VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "deepseek_mtp", NumSpeculativeTokens: 3}},
+		{"deepseek-v3 deepseek_mtp 3", MustPreset("deepseek-v3"), VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "deepseek_mtp", NumSpeculativeTokens: 3}},
 			10 * GiB, 62, 1, int64(10*GiB) / (62 * mla), 0},
-		{"deepseek-v3 none", MustPreset("deepseek-v3"), VLLM{MaxModelLen: 8192}, 10 * GiB, 61, 0, int64(10*GiB) / (61 * mla), 0},
+		{"deepseek-v3 none", MustPreset("deepseek-v3"), VLLM{Version: "0.33.0", MaxModelLen: 8192}, 10 * GiB, 61, 0, int64(10*GiB) / (61 * mla), 0},
 		// n-gram lookup adds no layer.
-		{"deepseek-v3 ngram", MustPreset("deepseek-v3"), VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: 3}},
+		{"deepseek-v3 ngram", MustPreset("deepseek-v3"), VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: 3}},
 			10 * GiB, 61, 0, int64(10*GiB) / (61 * mla), 0},
 		// An EAGLE-3 head of the target's shape: 32 + 1 layers of 64 KiB.
-		{"llama eagle3", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}, Draft: &head},
+		{"llama eagle3", MustPreset("llama-3.1-8b"), VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}, Draft: &head},
 			20 * GiB, 33, 1, int64(20*GiB) / (33 * gqa), 0},
 		// A draft of another page (Llama-3.2-1B: 8 heads of 64, 32 KiB)
 		// pools in the one full-attention group: a block is 32 × 64 KiB +
 		// 16 × 32 KiB = 2,560 KiB.
-		{"llama draft_model 1b", MustPreset("llama-3.1-8b"), VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small},
+		{"llama draft_model 1b", MustPreset("llama-3.1-8b"), VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small},
 			20 * GiB, 48, 16, int64(20*GiB) / (32*gqa + 16*gqa/2), Bytes(gqa / 2)},
 		// Qwen3.5's MTP layer is one more gated-attention layer.
-		{"qwen3.5 mtp", qwen, VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 2}},
+		{"qwen3.5 mtp", qwen, VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 2}},
 			10 * GiB, 33, 1, -1, 0},
 	} {
 		kv, err := tc.v.KVCache(tc.model, tc.avail)
@@ -67,14 +67,14 @@ func TestVLLMSpecKV(t *testing.T) {
 	}
 	// The 1B draft's pages count in what one request takes: 32 layers of
 	// 64 KiB and 16 of 32 KiB for each of its 512 blocks.
-	kv, _ := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
+	kv, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small}.KVCache(MustPreset("llama-3.1-8b"), 20*GiB)
 	if want := Bytes(512 * (32*gqa + 16*gqa/2)); kv.PerRequest != want {
 		t.Errorf("draft_model per request %v, want %v", kv.PerRequest, want)
 	}
 	// Qwen3.5's recurrent layers keep num_speculative_tokens more state
 	// pages a request (layers/mamba/abstract.py:72-91): 3 + 2.
-	base, _ := VLLM{MaxModelLen: 8192}.KVCache(qwen, 10*GiB)
-	spec, _ := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 2}}.KVCache(qwen, 10*GiB)
+	base, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192}.KVCache(qwen, 10*GiB)
+	spec, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 2}}.KVCache(qwen, 10*GiB)
 	if base.statePages != 3 || spec.statePages != 5 {
 		t.Errorf("qwen3.5 state pages %d without, %d with 2 speculative tokens; want 3 and 5", base.statePages, spec.statePages)
 	}
@@ -102,12 +102,12 @@ func TestVLLMSpecCarve(t *testing.T) {
 	}
 	h := int64(ds.Hidden)
 	wantMTP := last + Bytes(2*(3*h+2*h*h)+4*256)
-	v := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}
+	v := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}
 	c, err := v.Carve(in, h200)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _ := VLLM{MaxModelLen: 8192}.Carve(in, h200)
+	plain, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192}.Carve(in, h200)
 	sp := c.Speculative
 	if sp == nil || sp.Weights != wantMTP || c.Weights != plain.Weights+wantMTP || sp.KVLayers != 1 || c.KVCache.Layers != 62 {
 		t.Fatalf("mtp: %+v, weights %d (plain %d); want the MTP layer's %d (got %d)", sp, c.Weights, plain.Weights, wantMTP, sp.Weights)
@@ -127,13 +127,13 @@ func TestVLLMSpecCarve(t *testing.T) {
 	mimo := MustPreset("mimo-v2-flash")
 	one := mimo
 	one.MTPLayers = 1
-	mv := VLLM{MaxModelLen: 8192, TP: 8, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}
+	mv := VLLM{Version: "0.33.0", MaxModelLen: 8192, TP: 8, Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}
 	m3, err := mv.Carve(Inference{Model: mimo}, h200)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m1, _ := mv.Carve(Inference{Model: one}, h200)
-	mplain, _ := VLLM{MaxModelLen: 8192, TP: 8}.Carve(Inference{Model: mimo}, h200)
+	mplain, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192, TP: 8}.Carve(Inference{Model: mimo}, h200)
 	if m3.Speculative.Weights == 0 || m3.Speculative.Weights != m1.Speculative.Weights || m3.Speculative.KVLayers != 1 {
 		t.Errorf("mimo: %v with 3 stored MTP layers, %v with 1", m3.Speculative.Weights, m1.Speculative.Weights)
 	}
@@ -157,12 +157,12 @@ func TestVLLMSpecCarve(t *testing.T) {
 	lin := Inference{Model: MustPreset("llama-3.1-8b")}
 	layer := int64(2*4096*4096 + 2*1024*4096 + 3*14336*4096 + 2*4096)
 	wantHead := Bytes(2 * (layer + 4096 + 128256*4096))
-	ev := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}, Draft: &head}
+	ev := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}, Draft: &head}
 	ec, err := ev.Carve(lin, h100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lplain, _ := VLLM{MaxModelLen: 8192}.Carve(lin, h100)
+	lplain, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192}.Carve(lin, h100)
 	esp := ec.Speculative
 	T, R, K, h = 8192, 1024, 3, 4096
 	wantBuf = Bytes(T*13 + 4*(R+1) + (8+8+4+8)*R + (8+4+8)*R*K + 2*T*h + 16*R)
@@ -179,7 +179,7 @@ func TestVLLMSpecCarve(t *testing.T) {
 
 	// With no method, a draft named like an EAGLE-3 head is one
 	// (config/speculative.py:1243-1244, 1447-1448).
-	named := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{NumSpeculativeTokens: 3, Model: ModelRef(`"org/Llama-3.1-8B-eagle3-head"`)}, Draft: &head}
+	named := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{NumSpeculativeTokens: 3, Model: ModelRef(`"org/Llama-3.1-8B-eagle3-head"`)}, Draft: &head}
 	if nc, err := named.Carve(lin, h100); err != nil || nc.Speculative.Method != "eagle3" || nc.Speculative.Weights != wantHead {
 		t.Errorf("a head by its name: %+v, %v", nc.Speculative, err)
 	}
@@ -187,7 +187,7 @@ func TestVLLMSpecCarve(t *testing.T) {
 	// n-gram: no weights, no layers; the GPU proposer's scratch int64
 	// [R, cdiv(8192, 256)] and drafts and the runner's draft tokens int64
 	// [R, 3].
-	nv := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: 3}}
+	nv := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: 3}}
 	nc, err := nv.Carve(lin, h100)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestVLLMSpecCarve(t *testing.T) {
 		t.Errorf("ngram: %+v, weights %v", nsp, nc.Weights)
 	}
 	// suffix: the CPU's; Model Runner V1 runs, without V2's tables.
-	sc, err := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "suffix"}}.Carve(lin, h100)
+	sc, err := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "suffix"}}.Carve(lin, h100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestVLLMSpecCarve(t *testing.T) {
 	// A draft model on Model Runner V2 profiles T − R tokens
 	// (model_runner.py:871-879).
 	small := MustPreset("llama-3.2-1b")
-	dc, err := VLLM{MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small}.Carve(lin, h100)
+	dc, err := VLLM{Version: "0.33.0", MaxModelLen: 8192, Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 4}, Draft: &small}.Carve(lin, h100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestVLLMSpecCarve(t *testing.T) {
 // request are captured (config/vllm.py:2487-2606).
 func TestVLLMSpecCaptureSizes(t *testing.T) {
 	g, _ := LookupGPU("H100-80GB")
-	v := VLLM{MaxNumSeqs: 3, MaxNumBatchedTokens: 8192}
+	v := VLLM{Version: "0.33.0", MaxNumSeqs: 3, MaxNumBatchedTokens: 8192}
 	// Without speculation: up to 2 × 3 = 6, and max_num_seqs.
 	if got := v.captureSizes(g, 1); !slices.Equal(got, []int{1, 2, 3, 4}) {
 		t.Errorf("q 1: %v", got)
@@ -254,21 +254,21 @@ func TestVLLMSpecRefusals(t *testing.T) {
 		v    VLLM
 		want string
 	}{
-		"method":      {llama, VLLM{Speculative: &SpeculativeConfig{Method: "magic", NumSpeculativeTokens: 1}}, `speculative_config.method "magic"`},
-		"negative":    {llama, VLLM{Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: -1}}, "num_speculative_tokens must be greater than 0"},
-		"ngram no k":  {llama, VLLM{Speculative: &SpeculativeConfig{Method: "ngram"}}, "num_speculative_tokens must be provided"},
-		"no draft":    {llama, VLLM{Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}}, "speculative_config.model: method eagle3 loads a draft model"},
-		"draft alone": {llama, VLLM{Draft: &head}, "needs speculative_config"},
-		"mtp llama":   {llama, VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}, "NotImplementedError: Unsupported speculative method: 'mtp'"},
+		"method":      {llama, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "magic", NumSpeculativeTokens: 1}}, `speculative_config.method "magic"`},
+		"negative":    {llama, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: -1}}, "num_speculative_tokens must be greater than 0"},
+		"ngram no k":  {llama, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "ngram"}}, "num_speculative_tokens must be provided"},
+		"no draft":    {llama, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 3}}, "speculative_config.model: method eagle3 loads a draft model"},
+		"draft alone": {llama, VLLM{Version: "0.33.0", Draft: &head}, "needs speculative_config"},
+		"mtp llama":   {llama, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}, "NotImplementedError: Unsupported speculative method: 'mtp'"},
 		"mtp 0.14.1":  {llama, VLLM{Version: "0.14.1", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}, "Speculative decoding with draft model is not supported yet"},
 		"mtp 0.11.0":  {ds, VLLM{Version: "0.11.0", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1}}, "not modelled for vLLM 0.11.0"},
-		"divisible":   {two, VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 3}}, "num_speculative_tokens:3 must be divisible by n_predict=2"},
-		"mtp model":   {ds, VLLM{Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1, Model: ModelRef(`"deepseek-v3"`)}}, "leave model out"},
-		"vocab":       {llama, VLLM{Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 2}, Draft: &other}, "Target and draft model should have the same vocabulary size"},
+		"divisible":   {two, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 3}}, "num_speculative_tokens:3 must be divisible by n_predict=2"},
+		"mtp model":   {ds, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "mtp", NumSpeculativeTokens: 1, Model: ModelRef(`"deepseek-v3"`)}}, "leave model out"},
+		"vocab":       {llama, VLLM{Version: "0.33.0", Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 2}, Draft: &other}, "Target and draft model should have the same vocabulary size"},
 		"draft 0.14":  {llama, VLLM{Version: "0.14.1", Speculative: &SpeculativeConfig{Method: "draft_model", NumSpeculativeTokens: 2}, Draft: &head}, "Draft model speculative decoding is not supported yet"},
-		"pp":          {llama, VLLM{PP: 2, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 2}, Draft: &head}, "pipeline_parallel_size 2"},
+		"pp":          {llama, VLLM{Version: "0.33.0", PP: 2, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 2}, Draft: &head}, "pipeline_parallel_size 2"},
 		"mamba 0.11":  {bamba, VLLM{Version: "0.11.0", MaxModelLen: 4096, Speculative: &SpeculativeConfig{Method: "ngram", NumSpeculativeTokens: 2}}, "Mamba with speculative decoding is not supported"},
-		"slots":       {llama, VLLM{MaxNumBatchedTokens: 2, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 2}, Draft: &head}, "does not have enough slots"},
+		"slots":       {llama, VLLM{Version: "0.33.0", MaxNumBatchedTokens: 2, Speculative: &SpeculativeConfig{Method: "eagle3", NumSpeculativeTokens: 2}, Draft: &head}, "does not have enough slots"},
 	} {
 		if _, err := tc.v.KVCache(tc.m, 10*GiB); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)

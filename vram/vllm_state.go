@@ -97,19 +97,24 @@ func (v VLLM) checkMamba() error {
 }
 
 // hybridBlockSize is the attention block size a hybrid model runs with:
-// the block size asked for (or 16), raised to a · cdiv(state page, a · one
-// token's attention page) when that is larger
+// the block size asked for (or the release's), raised to a · cdiv(state
+// page, a · one token's attention page) when that is larger
 // (HybridAttentionMambaModelConfig: "Setting attention block size to N
 // tokens to ensure that attention page size is >= mamba page size"), the
-// alignment a 16 tokens, or the release's for latent attention
+// alignment a 16 tokens — the block size where it is larger and the
+// release aligns to it (vllmRelease.hybridAlignBlock: 0.34's default 64)
+// — or at least the release's for latent attention
 // (vllmRelease.mlaHybridAlign: 0.14.1's 64, 0.33's 128).
 func (v VLLM) hybridBlockSize(m Model, state Bytes, rel vllmRelease) int {
 	one := v
 	one.BlockSize = 1
 	tok := int64(one.pageBytes(m))
 	a := int64(16)
+	if rel.hybridAlignBlock {
+		a = max(a, int64(v.BlockSize))
+	}
 	if m.KVLoRARank > 0 && rel.mlaHybridAlign > 0 {
-		a = int64(rel.mlaHybridAlign)
+		a = max(a, int64(rel.mlaHybridAlign))
 	}
 	need := a * cdiv64(int64(state), a*tok)
 	return max(v.BlockSize, int(min(need, 1<<30)))

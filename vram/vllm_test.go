@@ -164,8 +164,8 @@ func TestVLLMCarve(t *testing.T) {
 	if cg.KVCache.Available != c.KVCache.Available || cg.DeviceUsed != c.DeviceUsed+GiB {
 		t.Errorf("0.11 with 1 GiB of graphs: cache %v, device %v; without %v, %v", cg.KVCache.Available, cg.DeviceUsed, c.KVCache.Available, c.DeviceUsed)
 	}
-	now, _ := VLLM{MaxModelLen: 8192}.Carve(in, g)
-	nowGraphs, _ := VLLM{MaxModelLen: 8192, CUDAGraphMemory: GiB}.Carve(in, g)
+	now, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192}.Carve(in, g)
+	nowGraphs, _ := VLLM{Version: "0.33.0", MaxModelLen: 8192, CUDAGraphMemory: GiB}.Carve(in, g)
 	if nowGraphs.KVCache.Available != now.KVCache.Available+now.CUDAGraphs-GiB || nowGraphs.DeviceUsed != now.DeviceUsed || now.CUDAGraphs <= 0 {
 		t.Errorf("0.33 with 1 GiB of graphs: cache %v, device %v; with its estimate (%v) %v, %v", nowGraphs.KVCache.Available, nowGraphs.DeviceUsed, now.CUDAGraphs, now.KVCache.Available, now.DeviceUsed)
 	}

@@ -418,8 +418,13 @@ func printVLLM(w io.Writer, p vram.Plan, r answer.Report) {
 	case c.CUDAGraphs > 0:
 		beside = fmt.Sprintf("; CUDA graphs %v beside it, captured after the cache", c.CUDAGraphs)
 	}
-	fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %s%s + KV cache %v%s\n",
-		c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, nonTorch, graphs, kv.Available, beside)
+	if c.ExtensibleKVCache {
+		fmt.Fprintf(w, "\nvLLM %s on %s: KV cache %v, sized after warmup and capture from the free memory: held weights %v%s + outside PyTorch %s + CUDA graphs %v; kept free the transient %v (profile-run activations %v + the graph estimate) and a margin %v; gpu_memory_utilization caps it at %v\n",
+			c.Release.Release, r.Fit.GPU, kv.Available, c.Weights, runner, nonTorch, c.CUDAGraphs, c.TransientReserve, c.Activation, c.KVMargin, c.Requested)
+	} else {
+		fmt.Fprintf(w, "\nvLLM %s on %s: %v of the GPU (gpu_memory_utilization) = weights %v%s + profile-run activations %v + outside PyTorch %s%s + KV cache %v%s\n",
+			c.Release.Release, r.Fit.GPU, c.Requested, c.Weights, runner, c.Activation, nonTorch, graphs, kv.Available, beside)
+	}
 	for _, n := range newNotes(c.Notes, generateNotes(r)) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}

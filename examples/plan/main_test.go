@@ -489,7 +489,7 @@ func TestReleasesFlag(t *testing.T) {
 	if err := gate([]string{"-releases"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vllm 0.9.2 0.11.0 0.14.1 0.33.0\n", "sglang 0.4.4 0.4.9 0.5.3 0.5.23\n", "transformers 4.57.6 5.23.0\n"} {
+	for _, want := range []string{"vllm 0.9.2 0.11.0 0.14.1 0.33.0 0.34.0\n", "sglang 0.4.4 0.4.9 0.5.3 0.5.23\n", "transformers 4.57.6 5.23.0\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-releases printed %q, want a line %q", out.String(), want)
 		}
