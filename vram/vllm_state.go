@@ -125,8 +125,14 @@ func (c VLLMKVCache) stateNotes() []string {
 	if c.StateLayers == 0 {
 		return nil
 	}
-	notes := []string{fmt.Sprintf("%s state: %d layer(s) on this GPU keep %v per request each, whatever its length (MambaSpec: one page per request per layer); vLLM turns prefix caching off for this model",
-		c.StateKind, c.StateLayers, c.StatePageBytes)}
+	pages := "one page per request per layer; vLLM turns prefix caching off for this model"
+	if n := max(1, c.statePages); n > 1 {
+		// vllmRelease.statePagesFor: align mode (0.33 and later) keeps the
+		// state at block boundaries, with prefix caching on.
+		pages = fmt.Sprintf("%d pages per request per layer: prefix caching on, the state kept at block boundaries (mamba_cache_mode \"align\")", n)
+	}
+	notes := []string{fmt.Sprintf("%s state: %d layer(s) on this GPU keep %v per request each, whatever its length (MambaSpec: %s)",
+		c.StateKind, c.StateLayers, c.StatePageBytes, pages)}
 	if c.hybrid() {
 		pad := float64(c.PageBytes-c.StatePageBytes) / float64(c.StatePageBytes) * 100
 		notes = append(notes, fmt.Sprintf("hybrid pages: vLLM sets the attention block size to %d tokens so that an attention page (%v) is at least the state page, and pads the state page by %.2f%% to match", c.BlockSize, c.PageBytes, pad))
