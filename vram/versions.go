@@ -101,7 +101,9 @@ type Modelled struct {
 	Release string `json:"release"`
 	// Source is where the row's rules come from.
 	Source string `json:"source"`
-	// Note says how an Asked release the table lacks was resolved.
+	// Note says how an Asked release the table lacks was resolved, or
+	// that a framework running the engine supports other releases (TRL's
+	// vLLM range).
 	Note string `json:"note,omitempty"`
 }
 
@@ -243,16 +245,10 @@ func (p *Plan) ApplyVersions(v Versions) error {
 // whose rules change with its release and that the plan runs.
 func (p Plan) Releases() ([]Modelled, error) {
 	var out []Modelled
-	engine := p.VLLM
-	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "vllm" && pt.Rollout.Placement != "separate" {
-		engine = &VLLM{Version: pt.Rollout.Version}
-	}
-	if engine != nil {
-		_, m, err := engine.release()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
+	if m, err := p.vllmModelled(); err != nil {
+		return nil, err
+	} else if m != nil {
+		out = append(out, *m)
 	}
 	sg := p.SGLang
 	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "sglang" {
@@ -340,6 +336,33 @@ func (p Plan) Releases() ([]Modelled, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// vllmModelled is the vLLM release the plan's answer models, its own or
+// its rollout's (nil where it runs no vLLM), with TRL's warning where the
+// rollout's release lies outside what the plan's TRL supports.
+func (p Plan) vllmModelled() (*Modelled, error) {
+	engine := p.VLLM
+	if pt := p.PostTraining; pt != nil && pt.Rollout != nil && pt.Rollout.Engine == "vllm" && pt.Rollout.Placement != "separate" {
+		engine = &VLLM{Version: pt.Rollout.Version}
+	}
+	if engine == nil {
+		return nil, nil
+	}
+	_, m, err := engine.release()
+	if err != nil {
+		return nil, err
+	}
+	if pt := p.PostTraining; pt != nil && pt.Framework == "trl" && pt.Rollout != nil && pt.Rollout.Engine == "vllm" {
+		trl, _, err := TRLReleaseFor(p.Versions.TRL)
+		if err != nil {
+			return nil, err
+		}
+		if w := trl.vllmOutsideRange(orDefault(m.Asked, m.Release)); w != "" {
+			m.Note = strings.Join(slices.DeleteFunc([]string{m.Note, w}, func(s string) bool { return s == "" }), "; ")
+		}
+	}
+	return &m, nil
 }
 
 // ModelledReleases lists, for each library whose rules change with its
