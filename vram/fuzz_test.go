@@ -296,6 +296,12 @@ func FuzzFromHFConfig(f *testing.F) {
 	// Gemma 4 with its audio tower (the classes' defaults, and a small one).
 	f.Add([]byte(`{"model_type": "gemma4", "vision_config": {}, "audio_config": {}}`))
 	f.Add([]byte(`{"model_type": "gemma4", "text_config": {"vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "hidden_size_per_layer_input": 0}, "vision_config": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "position_embedding_size": 64}, "audio_config": {"hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "subsampling_conv_channels": [16, 8], "conv_kernel_size": 3, "output_proj_dims": 40}}`))
+	// Gemma 4's small releases: KV-shared layers and double-wide MLPs, with
+	// wrong types and out-of-range values.
+	f.Add([]byte(`{"model_type": "gemma4_text", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_kv_shared_layers": 3, "use_double_wide_mlp": true}`))
+	f.Add([]byte(`{"model_type": "gemma4_text", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4, "num_kv_shared_layers": 1e18, "use_double_wide_mlp": "yes"}`))
+	f.Add([]byte(`{"model_type": "gemma4_text", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4, "num_kv_shared_layers": -2, "use_double_wide_mlp": [true]}`))
+	f.Add([]byte(`{"model_type": "gemma4_text", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4, "num_kv_shared_layers": 6, "num_experts": 4, "use_double_wide_mlp": true}`))
 	// The 2026 families, each through its config class's defaults.
 	for _, mt := range []string{"deepseek_v32", "glm_moe_dsa", "deepseek_v4", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "kimi_linear",
 		"nemotron_h", "mimo_v2_flash", "minimax", "minimax_m3_vl", "gemma4", "gemma4_text", "mistral4", "exaone_moe", "olmo_hybrid", "lfm3", "gemma3n_text"} {
