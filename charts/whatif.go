@@ -284,7 +284,7 @@ func WhatIf(t vram.Training, c Controls) error {
 	case ch := <-first:
 		chans[0] = ch
 	case <-time.After(c.Probe):
-		gonbui.UpdateHTML(panel, string(Para(fmt.Sprintf("No browser answered the controls in %v (is the notebook open in JupyterLab?): the plan is drawn once, without controls. Run the cell again for them.", c.Probe))))
+		gonbui.UpdateHTML(panel, string(Para(fmt.Sprintf("No browser answered the controls in %.0f s (is the notebook open in JupyterLab?): the plan is drawn once, without controls. Run the cell again for them.", c.Probe.Seconds()))))
 		gonbui.Sync()
 		return nil
 	}
